@@ -1,0 +1,515 @@
+"""TOML text → `Routine`, validated strictly.
+
+Every problem names the file, the table and key, what was expected and what was found, e.g.
+
+    day-brief.toml: [budget].max_dollars_per_day: expected a positive number, found -1
+
+An unknown key is an error naming the nearest known key: a typo in a budget must never
+silently remove the budget. All problems of a file are collected, not just the first.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import tomllib
+import zoneinfo
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from routines import schedule as schedule_mod
+from routines.spec import (
+    NAME_RE,
+    RESERVED_NAMES,
+    AgentSpec,
+    BudgetSpec,
+    CommandSpec,
+    Escalation,
+    Kind,
+    Memory,
+    Missed,
+    OnExceed,
+    Origin,
+    OutputSpec,
+    OutputType,
+    Routine,
+    Route,
+    ScheduleSpec,
+    Tool,
+    ToolKind,
+)
+from routines.tz import machine_timezone
+
+__all__ = ["Problem", "RoutineInvalid", "load_file", "load_text", "parse_duration"]
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """One validation finding. `key` is like `[budget].max_dollars_per_day`, or "" for the file."""
+
+    file: str
+    key: str
+    message: str
+    warning: bool = False
+
+    def __str__(self) -> str:
+        where = f"{self.file}: {self.key}: " if self.key else f"{self.file}: "
+        return f"{where}{'WARN ' if self.warning else ''}{self.message}"
+
+
+class RoutineInvalid(Exception):
+    """A routine file that cannot be used; `problems` holds every error (and warning) found."""
+
+    def __init__(self, problems: list[Problem]) -> None:
+        self.problems = tuple(problems)
+        super().__init__("\n".join(str(p) for p in problems if not p.warning))
+
+    @property
+    def errors(self) -> tuple[Problem, ...]:
+        return tuple(p for p in self.problems if not p.warning)
+
+
+class _Bad(Exception):
+    def __init__(self, expected: str) -> None:
+        self.expected = expected
+
+
+def _found(value: object) -> str:
+    kinds = {bool: "a boolean", int: "an integer", float: "a number", str: "a string"}
+    if isinstance(value, dict):
+        return "a table"
+    if isinstance(value, list):
+        return f"an array of {len(value)}"
+    text = repr(value) if not isinstance(value, bool) else str(value).lower()
+    if isinstance(value, str):
+        text = '"' + value.replace('"', '\\"')[:80] + '"'
+    return f"{text} ({kinds.get(type(value), type(value).__name__)})"
+
+
+Check = Callable[[object], object]
+
+
+def _str(value: object) -> str:
+    if not isinstance(value, str):
+        raise _Bad("a string")
+    return value
+
+
+def _nonempty_str(value: object) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise _Bad("a non-empty string")
+    return value
+
+
+def _bool(value: object) -> bool:
+    if not isinstance(value, bool):
+        raise _Bad("true or false")
+    return value
+
+
+def _pos_int(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise _Bad("a positive integer")
+    return value
+
+
+def _nonneg_int(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise _Bad("an integer >= 0")
+    return value
+
+
+def _pos_number(value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        raise _Bad("a positive number")
+    if value != value or value == float("inf"):
+        raise _Bad("a positive number")
+    return float(value)
+
+
+def _str_list(value: object) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise _Bad("an array of strings")
+    return tuple(value)
+
+
+def _enum(cls: type[StrEnum]) -> Check:
+    choices = " | ".join(f'"{m.value}"' for m in cls)
+
+    def check(value: object) -> StrEnum:
+        try:
+            return cls(value)
+        except ValueError:
+            raise _Bad(f"one of {choices}") from None
+
+    return check
+
+
+_DURATION = re.compile(r"(\d+)(s|m|h)")
+
+
+def parse_duration(text: str) -> int:
+    """`"30s" | "5m" | "1h"` → seconds; raises ValueError on anything else."""
+    m = _DURATION.fullmatch(text)
+    if not m:
+        raise ValueError(text)
+    return int(m.group(1)) * {"s": 1, "m": 60, "h": 3600}[m.group(2)]
+
+
+def _duration(value: object) -> int:
+    if not isinstance(value, str):
+        raise _Bad('a duration such as "30s", "5m" or "1h"')
+    try:
+        return parse_duration(value)
+    except ValueError:
+        raise _Bad('a duration such as "30s", "5m" or "1h"') from None
+
+
+def _table(value: object) -> object:
+    if not isinstance(value, dict):
+        raise _Bad("a table")
+    return value
+
+
+SCHEMA: dict[str, dict[str, Check]] = {
+    "routine": {
+        "name": _nonempty_str,
+        "description": _str,
+        "enabled": _bool,
+        "kind": _enum(Kind),
+    },
+    "schedule": {
+        "cron": _nonempty_str,
+        "oncalendar": _nonempty_str,
+        "every": _nonempty_str,
+        "timezone": _nonempty_str,
+        "jitter": _duration,
+        "missed": _enum(Missed),
+        "allow_frequent": _bool,
+    },
+    "agent": {
+        "route": _enum(Route),
+        "model": _nonempty_str,
+        "local_model": _nonempty_str,
+        "premium_model": _nonempty_str,
+        "system": _nonempty_str,
+        "tools": _str_list,
+        "memory": _enum(Memory),
+        "tags": _str_list,
+        "local_context_tokens": _pos_int,
+        "network": _bool,
+        "shell_timeout_sec": _pos_int,
+        "run_timeout_sec": _pos_int,
+        "escalation": _table,
+    },
+    "agent.escalation": {
+        "on_low_confidence": _bool,
+        "on_reasoning_task": _bool,
+        "on_context_overflow": _bool,
+        "on_malformed_tool_json": _bool,
+        "max_escalations_per_run": _nonneg_int,
+    },
+    "command": {
+        "run": _nonempty_str,
+        "timeout_sec": _pos_int,
+        "network": _bool,
+    },
+    "output": {
+        "type": _enum(OutputType),
+        "title": _str,
+        "open_on_login": _bool,
+        "notify": _bool,
+        "path": _nonempty_str,
+        "url": _nonempty_str,
+    },
+    "budget": {
+        "max_tokens_per_run": _pos_int,
+        "max_dollars_per_day": _pos_number,
+        "on_exceed": _enum(OnExceed),
+    },
+}
+_TOP_TABLES = ("routine", "schedule", "agent", "command", "output", "budget")
+
+
+def _nearest(word: str, known: list[str]) -> str:
+    close = difflib.get_close_matches(word, known, n=1, cutoff=0.6)
+    if close:
+        return f"did you mean {close[0]}?"
+    return "known keys: " + ", ".join(known)
+
+
+class _Reader:
+    """Collects problems while reading one file's tables."""
+
+    def __init__(self, file: str) -> None:
+        self.file = file
+        self.problems: list[Problem] = []
+
+    def error(self, key: str, message: str) -> None:
+        self.problems.append(Problem(self.file, key, message))
+
+    def warn(self, key: str, message: str) -> None:
+        self.problems.append(Problem(self.file, key, message, warning=True))
+
+    def table(self, doc: Mapping[str, Any], name: str) -> dict[str, Any]:
+        """The checked values of table `name` (dotted for nested); unknown keys reported."""
+        raw = doc
+        for part in name.split("."):
+            raw = raw.get(part, {}) if isinstance(raw, dict) else {}
+        if not isinstance(raw, dict):
+            self.error(f"[{name}]", f"expected a table, found {_found(raw)}")
+            return {}
+        schema = SCHEMA[name]
+        out: dict[str, Any] = {}
+        for key, value in raw.items():
+            where = f"[{name}].{key}"
+            if key not in schema:
+                self.error(where, f"unknown key ({_nearest(key, list(schema))})")
+                continue
+            try:
+                out[key] = schema[key](value)
+            except _Bad as bad:
+                self.error(where, f"expected {bad.expected}, found {_found(value)}")
+        return out
+
+
+def load_file(path: Path, origin: Origin = Origin.USER) -> Routine:
+    """Read and validate one routine file; raises RoutineInvalid (also for an unreadable file)."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise RoutineInvalid([Problem(path.name, "", f"cannot read: {exc.strerror}")]) from exc
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise RoutineInvalid(
+            [Problem(path.name, "", f"not UTF-8 text (byte {exc.start} is {data[exc.start]:#x})")]
+        ) from exc
+    return load_text(text, path, origin)
+
+
+def load_text(text: str, path: Path, origin: Origin = Origin.USER) -> Routine:
+    """Validate routine TOML `text` whose file is `path` (the file name is the routine name)."""
+    r = _Reader(path.name)
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        r.error("", f"malformed TOML: {exc}")
+        raise RoutineInvalid(r.problems) from exc
+
+    for top, value in doc.items():
+        if top not in _TOP_TABLES:
+            r.error(f"[{top}]", f"unknown table ({_nearest(top, list(_TOP_TABLES))})")
+        elif not isinstance(value, dict):
+            r.error(f"[{top}]", f"expected a table, found {_found(value)}")
+
+    name = _check_name(r, path, doc)
+    routine_t = r.table(doc, "routine")
+    kind: Kind = routine_t.get("kind", Kind.AGENT)
+    schedule = _schedule(r, doc, kind)
+    agent = command = None
+    if kind is Kind.AGENT:
+        if "command" in doc:
+            r.error("[command]", 'only for kind = "command"; this routine is an agent')
+        if "agent" not in doc:
+            r.error("[agent]", 'required for an agent routine (or set [routine].kind = "command")')
+        else:
+            agent = _agent(r, doc)
+    else:
+        for table in ("agent", "budget"):
+            if table in doc:
+                r.error(f"[{table}]", 'only for agent routines; this one has kind = "command"')
+        if "command" not in doc:
+            r.error("[command]", 'required for kind = "command" (with run = "<shell string>")')
+        else:
+            command = _command(r, doc)
+    output = _output(r, doc)
+    budget = _budget(r, doc, kind)
+
+    if any(not p.warning for p in r.problems):
+        raise RoutineInvalid(r.problems)
+    assert schedule is not None and name is not None
+    return Routine(
+        name=name,
+        kind=kind,
+        schedule=schedule,
+        description=routine_t.get("description", ""),
+        enabled=routine_t.get("enabled", False),
+        agent=agent,
+        command=command,
+        output=output,
+        budget=budget,
+        source=path,
+        origin=origin,
+        text=text,
+        warnings=tuple(str(p) for p in r.problems if p.warning),
+    )
+
+
+def _check_name(r: _Reader, path: Path, doc: Mapping[str, Any]) -> str | None:
+    stem = path.name.removesuffix(".toml")
+    if not path.name.endswith(".toml"):
+        r.error("", f"expected a file name ending in .toml, found {path.name!r}")
+        return None
+    if not NAME_RE.fullmatch(stem):
+        r.error(
+            "",
+            f"bad routine name {stem!r}: expected lowercase letters, digits and '-', "
+            "starting with a letter or digit, at most 63 characters",
+        )
+        return None
+    if stem in RESERVED_NAMES:
+        r.error("", f"the name {stem!r} is reserved (state/{stem}/ holds shared memory)")
+        return None
+    declared = doc.get("routine", {}).get("name") if isinstance(doc.get("routine"), dict) else None
+    if isinstance(declared, str) and declared != stem:
+        r.error(
+            "[routine].name",
+            f'expected "{stem}" (the file name is the routine name), found "{declared}"',
+        )
+    return stem
+
+
+def _schedule(r: _Reader, doc: Mapping[str, Any], kind: Kind) -> ScheduleSpec | None:
+    if "schedule" not in doc:
+        r.error("[schedule]", "required: set one of cron, oncalendar or every")
+        return None
+    t = r.table(doc, "schedule")
+    given = [k for k in ("oncalendar", "cron", "every") if k in t]
+    raw = doc.get("schedule")
+    if not given and isinstance(raw, dict) and not any(
+        k in raw for k in ("oncalendar", "cron", "every")
+    ):
+        r.error("[schedule]", "expected one of cron, oncalendar or every, found none")
+        return None
+    if len(given) > 1:
+        r.warn(
+            "[schedule]",
+            f"{' and '.join(given)} are all set; {given[0]} wins "
+            "(precedence: oncalendar > cron > every)",
+        )
+    zone = t.get("timezone")
+    if zone is None:
+        zone = machine_timezone()
+    else:
+        try:
+            zoneinfo.ZoneInfo(zone)
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+            r.error(
+                "[schedule].timezone",
+                f'expected an IANA time zone such as "Europe/Berlin", found "{zone}" '
+                "(not in this machine's tz database)",
+            )
+            return None
+    if not given:
+        return None
+    spec = ScheduleSpec(
+        cron=t.get("cron"),
+        oncalendar=t.get("oncalendar"),
+        every=t.get("every"),
+        timezone=zone,
+        jitter_sec=t.get("jitter", 0),
+        missed=t.get("missed", Missed.CATCH_UP),
+        allow_frequent=t.get("allow_frequent", False),
+    )
+    try:
+        schedule_mod.compile_schedule(spec, kind)
+    except schedule_mod.ScheduleError as exc:
+        r.error(f"[schedule].{spec.form}", str(exc))
+        return None
+    return spec
+
+
+def _tools(r: _Reader, entries: tuple[str, ...]) -> tuple[Tool, ...]:
+    tools: list[Tool] = []
+    for i, entry in enumerate(entries):
+        where = f"[agent].tools[{i}]"
+        kind_s, sep, value = entry.partition(":")
+        if not sep or kind_s not in ("read", "shell"):
+            r.error(where, f'expected "read:<glob>" or "shell:<command>", found "{entry[:80]}"')
+            continue
+        kind = ToolKind(kind_s)
+        if not value.strip():
+            what = "shell command" if kind is ToolKind.SHELL else "read glob"
+            r.error(where, f'empty {what}: expected "{kind_s}:<something>", found "{entry}"')
+            continue
+        if "\0" in value or "\n" in value or "\r" in value:
+            r.error(where, "expected one line, found a NUL, newline or carriage return")
+            continue
+        if kind is ToolKind.READ and not value.startswith(("~/", "/")):
+            r.error(where, f'expected an absolute glob starting with "~/" or "/", found "{value}"')
+            continue
+        tool = Tool(kind, value)
+        if tool in tools:
+            r.warn(where, f'duplicate of an earlier entry "{entry}"')
+            continue
+        tools.append(tool)
+    return tuple(tools)
+
+
+def _agent(r: _Reader, doc: Mapping[str, Any]) -> AgentSpec | None:
+    t = r.table(doc, "agent")
+    esc = r.table(doc, "agent.escalation") if isinstance(t.get("escalation"), dict) else {}
+    route: Route = t.get("route", Route.AUTO)
+    fields: dict[str, Any] = {k: v for k, v in t.items() if k not in ("model", "escalation")}
+    if "model" in t:
+        target = {Route.ANTHROPIC: "premium_model", Route.OLLAMA: "local_model"}.get(route)
+        if target is None:
+            r.error(
+                "[agent].model",
+                'only with route = "anthropic" or "ollama"; with route = "auto" set '
+                "local_model and premium_model",
+            )
+        elif target in t:
+            r.error("[agent].model", f"set either model or {target}, not both")
+        else:
+            fields[target] = t["model"]
+    if "system" not in t and "system" not in doc.get("agent", {}):
+        r.error("[agent].system", "required: the system prompt (a non-empty string)")
+        return None
+    if "system" not in t:
+        return None
+    fields["tools"] = _tools(r, t.get("tools", ()))
+    fields["escalation"] = Escalation(**esc)
+    return AgentSpec(**fields)
+
+
+def _command(r: _Reader, doc: Mapping[str, Any]) -> CommandSpec | None:
+    t = r.table(doc, "command")
+    if "run" not in t:
+        if "run" not in doc.get("command", {}):
+            r.error("[command].run", 'required: the shell string to run, e.g. run = "df -h"')
+        return None
+    if any(c in t["run"] for c in "\0"):
+        r.error("[command].run", "expected text, found a NUL byte")
+        return None
+    return CommandSpec(**t)
+
+
+def _output(r: _Reader, doc: Mapping[str, Any]) -> OutputSpec:
+    t = r.table(doc, "output")
+    out_type = t.get("type", OutputType.BRIEF)
+    if out_type is OutputType.FILE and "path" not in t:
+        r.error("[output].path", 'required for type = "file": where to copy the output')
+    if out_type is OutputType.WEBHOOK:
+        url = t.get("url")
+        if url is None:
+            r.error("[output].url", 'required for type = "webhook"')
+        elif not url.startswith(("https://", "http://")):
+            r.error("[output].url", f'expected an http(s):// URL, found "{url}"')
+    for key, only in (("path", OutputType.FILE), ("url", OutputType.WEBHOOK)):
+        if key in t and out_type is not only:
+            r.error(f"[output].{key}", f'only for type = "{only.value}", found type "{out_type}"')
+    return OutputSpec(**t)
+
+
+def _budget(r: _Reader, doc: Mapping[str, Any], kind: Kind) -> BudgetSpec:
+    t = r.table(doc, "budget")
+    agent = doc.get("agent") if isinstance(doc.get("agent"), dict) else None
+    if kind is Kind.AGENT and agent is not None and agent.get("route") != "ollama":
+        if "max_dollars_per_day" not in t:
+            r.warn("[budget]", "no max_dollars_per_day: this routine's daily spend is unlimited")
+    return BudgetSpec(**t)

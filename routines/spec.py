@@ -1,0 +1,212 @@
+"""The routine, as typed immutable objects: what a TOML file in the registry means.
+
+`routines.loader` turns TOML text into these (strictly validated); everything else in the
+project reads them and never the raw TOML.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+
+__all__ = [
+    "DEFAULT_LOCAL_MODEL",
+    "DEFAULT_PREMIUM_MODEL",
+    "NAME_RE",
+    "RESERVED_NAMES",
+    "AgentSpec",
+    "BudgetSpec",
+    "CommandSpec",
+    "Escalation",
+    "Kind",
+    "Memory",
+    "Missed",
+    "OnExceed",
+    "Origin",
+    "OutputSpec",
+    "OutputType",
+    "Routine",
+    "Route",
+    "ScheduleSpec",
+    "Tool",
+    "ToolKind",
+]
+
+NAME_RE = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
+RESERVED_NAMES = frozenset({"shared"})
+DEFAULT_LOCAL_MODEL = "llama3.2:3b"
+DEFAULT_PREMIUM_MODEL = "claude-sonnet-4-6"
+
+
+class Kind(StrEnum):
+    AGENT = "agent"  # a model drives a tool loop
+    COMMAND = "command"  # a shell string runs in the sandbox, no model
+
+
+class Route(StrEnum):
+    ANTHROPIC = "anthropic"  # premium only
+    OLLAMA = "ollama"  # local only
+    AUTO = "auto"  # local first, escalate to premium on a trigger
+
+
+class Memory(StrEnum):
+    SESSION = "session"  # every run starts blank
+    PERSISTENT = "persistent"  # state/<name>/memory.md
+    SHARED = "shared"  # state/shared/memory.md, one journal for all routines
+
+
+class OutputType(StrEnum):
+    BRIEF = "brief"  # a markdown file in the state store, shown by `brief`
+    NOTIFICATION = "notification"  # a desktop notification (and the file)
+    FILE = "file"  # the markdown copied to [output].path
+    WEBHOOK = "webhook"  # POSTed to [output].url by the worker
+
+
+class OnExceed(StrEnum):
+    SKIP = "skip"  # stop the run, status budget
+    DEGRADE = "degrade-to-local"  # carry on with the local model at $0
+    NOTIFY = "notify"  # stop the run and tell the user
+
+
+class Missed(StrEnum):
+    CATCH_UP = "catch_up"  # one run stands in for all missed slots
+    SKIP = "skip"  # one `missed` row with the count
+
+
+class ToolKind(StrEnum):
+    READ = "read"
+    SHELL = "shell"
+
+
+class Origin(StrEnum):
+    USER = "user"  # $VINOS_HOME/routines
+    SYSTEM = "system"  # $VINOS_SYSTEM_DIR
+
+
+@dataclass(frozen=True, slots=True)
+class Tool:
+    """One whitelist entry: `read:<glob>` or `shell:<command>`, kept verbatim."""
+
+    kind: ToolKind
+    value: str
+
+    def __str__(self) -> str:
+        return f"{self.kind.value}:{self.value}"
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleSpec:
+    """[schedule] as written; `routines.schedule.compile_schedule` evaluates it."""
+
+    cron: str | None = None
+    oncalendar: str | None = None
+    every: str | None = None
+    timezone: str = "UTC"
+    jitter_sec: int = 0
+    missed: Missed = Missed.CATCH_UP
+    allow_frequent: bool = False
+
+    @property
+    def expression(self) -> str:
+        """The expression in force, by DESIGN.md's precedence oncalendar > cron > every."""
+        return self.oncalendar or self.cron or self.every or ""
+
+    @property
+    def form(self) -> str:
+        """Which key the expression in force came from."""
+        if self.oncalendar:
+            return "oncalendar"
+        if self.cron:
+            return "cron"
+        return "every"
+
+
+@dataclass(frozen=True, slots=True)
+class Escalation:
+    on_low_confidence: bool = True
+    on_reasoning_task: bool = True
+    on_context_overflow: bool = True
+    on_malformed_tool_json: bool = True
+    max_escalations_per_run: int = 3
+
+
+@dataclass(frozen=True, slots=True)
+class AgentSpec:
+    system: str
+    route: Route = Route.AUTO
+    local_model: str = DEFAULT_LOCAL_MODEL
+    premium_model: str = DEFAULT_PREMIUM_MODEL
+    tools: tuple[Tool, ...] = ()
+    memory: Memory = Memory.SESSION
+    tags: tuple[str, ...] = ()
+    local_context_tokens: int = 4096
+    network: bool = False
+    shell_timeout_sec: int = 30
+    run_timeout_sec: int = 600
+    escalation: Escalation = field(default_factory=Escalation)
+
+    @property
+    def read_patterns(self) -> tuple[str, ...]:
+        return tuple(t.value for t in self.tools if t.kind is ToolKind.READ)
+
+    @property
+    def shell_commands(self) -> tuple[str, ...]:
+        return tuple(t.value for t in self.tools if t.kind is ToolKind.SHELL)
+
+
+@dataclass(frozen=True, slots=True)
+class CommandSpec:
+    run: str
+    timeout_sec: int = 600
+    network: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class OutputSpec:
+    type: OutputType = OutputType.BRIEF
+    title: str = "{{name}} · {{date}}"
+    open_on_login: bool = False
+    notify: bool = False
+    path: str | None = None  # type = "file": where the markdown is copied (~ expanded)
+    url: str | None = None  # type = "webhook": where the worker POSTs
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetSpec:
+    max_tokens_per_run: int | None = None
+    max_dollars_per_day: float | None = None
+    on_exceed: OnExceed = OnExceed.SKIP
+
+
+@dataclass(frozen=True, slots=True)
+class Routine:
+    """One valid routine file."""
+
+    name: str
+    kind: Kind
+    schedule: ScheduleSpec
+    description: str = ""
+    enabled: bool = False
+    agent: AgentSpec | None = None
+    command: CommandSpec | None = None
+    output: OutputSpec = field(default_factory=OutputSpec)
+    budget: BudgetSpec = field(default_factory=BudgetSpec)
+    source: Path = Path()
+    origin: Origin = Origin.USER
+    text: str = ""  # the TOML this was parsed from: what the supervisor sends a worker
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def network(self) -> bool:
+        if self.agent is not None:
+            return self.agent.network
+        return self.command is not None and self.command.network
+
+    @property
+    def run_timeout_sec(self) -> int:
+        if self.agent is not None:
+            return self.agent.run_timeout_sec
+        assert self.command is not None
+        return self.command.timeout_sec

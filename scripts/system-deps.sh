@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Installs the system packages the test suite and the demo need, when they are missing.
+# Runs as root (CI does); as another user it only reports what is missing.
+set -euo pipefail
+
+missing_cmds() {
+    local out=()
+    command -v bwrap >/dev/null || out+=(bwrap)
+    command -v systemd-analyze >/dev/null || out+=(systemd-analyze)
+    command -v systemd-socket-activate >/dev/null || out+=(systemd-socket-activate)
+    command -v makepkg >/dev/null || out+=(makepkg)
+    command -v pacman >/dev/null || out+=(pacman)
+    command -v bsdtar >/dev/null || out+=(bsdtar)
+    command -v fakeroot >/dev/null || out+=(fakeroot)
+    command -v runuser >/dev/null || out+=(runuser)
+    command -v unshare >/dev/null || out+=(unshare)
+    command -v script >/dev/null || out+=(script)
+    ldconfig -p 2>/dev/null | grep -q 'libseccomp.so.2' || out+=(libseccomp)
+    python3 -c 'import venv, ensurepip' 2>/dev/null || out+=(python3-venv)
+    echo "${out[@]:-}"
+}
+
+need=$(missing_cmds)
+if [ -z "$need" ]; then
+    exit 0
+fi
+if [ "$(id -u)" != 0 ]; then
+    echo "system-deps: missing: $need" >&2
+    echo "system-deps: run 'make test' as root once to install them, or install them with your package manager" >&2
+    exit 1
+fi
+
+echo "system-deps: installing what provides: $need" >&2
+if command -v apt-get >/dev/null; then
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends \
+        bubblewrap libseccomp2 python3 python3-venv systemd \
+        makepkg pacman-package-manager libarchive-tools fakeroot \
+        util-linux bsdextrautils procps ca-certificates >/dev/null
+elif [ -x /usr/bin/pacman ] && [ -f /etc/arch-release ]; then
+    pacman -Sy --needed --noconfirm bubblewrap libseccomp python systemd base-devel util-linux procps-ng >/dev/null
+else
+    echo "system-deps: no apt-get or Arch pacman here; install by hand: $need" >&2
+    exit 1
+fi
+
+still=$(missing_cmds)
+if [ -n "$still" ]; then
+    echo "system-deps: still missing after install: $still" >&2
+    exit 1
+fi

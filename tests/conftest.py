@@ -1,0 +1,43 @@
+"""Shared fixtures. Every test gets its own VINOS_HOME and VINOS_SYSTEM_DIR under tmp_path."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import settings
+
+# The tree may be read-only for the test user (scripts/dev-pytest.sh): keep no example database.
+settings.register_profile("vinos", database=None, deadline=None)
+settings.load_profile("vinos")
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(autouse=True)
+def vinos_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """Isolate each test: its own VINOS_HOME, system dir and XDG_RUNTIME_DIR."""
+    home = tmp_path / "vinos-home"
+    system = tmp_path / "vinos-system"
+    runtime = tmp_path / "run"
+    for d in (home / "routines", system, runtime):
+        d.mkdir(parents=True)
+    runtime.chmod(0o700)
+    monkeypatch.setenv("VINOS_HOME", str(home))
+    monkeypatch.setenv("VINOS_SYSTEM_DIR", str(system))
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.delenv("VINOS_ROUTINE_DEBUG", raising=False)
+    yield home
+
+
+@pytest.fixture
+def not_root() -> None:
+    """Fail loudly (never skip) when a test that runs a sandbox or the daemon runs as root."""
+    if os.geteuid() == 0:
+        pytest.fail(
+            "this test runs a sandbox or the daemon and must run unprivileged: "
+            "use `make test` or scripts/dev-pytest.sh"
+        )

@@ -10,17 +10,32 @@ silently remove the budget. All problems of a file are collected, not just the f
 
 from __future__ import annotations
 
-import difflib
-import re
 import tomllib
 import zoneinfo
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from enum import StrEnum
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from routines import schedule as schedule_mod
+from routines.checks import (
+    Check,
+    Problem,
+    Reader,
+    RoutineInvalid,
+    boolean,
+    duration,
+    found,
+    nearest,
+    nonempty_string,
+    nonnegative_int,
+    one_of,
+    parse_duration,
+    positive_int,
+    positive_number,
+    string,
+    string_list,
+    table_value,
+)
 from routines.spec import (
     NAME_RE,
     RESERVED_NAMES,
@@ -35,8 +50,8 @@ from routines.spec import (
     Origin,
     OutputSpec,
     OutputType,
-    Routine,
     Route,
+    Routine,
     ScheduleSpec,
     Tool,
     ToolKind,
@@ -46,234 +61,64 @@ from routines.tz import machine_timezone
 __all__ = ["Problem", "RoutineInvalid", "load_file", "load_text", "parse_duration"]
 
 
-@dataclass(frozen=True, slots=True)
-class Problem:
-    """One validation finding. `key` is like `[budget].max_dollars_per_day`, or "" for the file."""
-
-    file: str
-    key: str
-    message: str
-    warning: bool = False
-
-    def __str__(self) -> str:
-        where = f"{self.file}: {self.key}: " if self.key else f"{self.file}: "
-        return f"{where}{'WARN ' if self.warning else ''}{self.message}"
-
-
-class RoutineInvalid(Exception):
-    """A routine file that cannot be used; `problems` holds every error (and warning) found."""
-
-    def __init__(self, problems: list[Problem]) -> None:
-        self.problems = tuple(problems)
-        super().__init__("\n".join(str(p) for p in problems if not p.warning))
-
-    @property
-    def errors(self) -> tuple[Problem, ...]:
-        return tuple(p for p in self.problems if not p.warning)
-
-
-class _Bad(Exception):
-    def __init__(self, expected: str) -> None:
-        self.expected = expected
-
-
-def _found(value: object) -> str:
-    kinds = {bool: "a boolean", int: "an integer", float: "a number", str: "a string"}
-    if isinstance(value, dict):
-        return "a table"
-    if isinstance(value, list):
-        return f"an array of {len(value)}"
-    text = repr(value) if not isinstance(value, bool) else str(value).lower()
-    if isinstance(value, str):
-        text = '"' + value.replace('"', '\\"')[:80] + '"'
-    return f"{text} ({kinds.get(type(value), type(value).__name__)})"
-
-
-Check = Callable[[object], object]
-
-
-def _str(value: object) -> str:
-    if not isinstance(value, str):
-        raise _Bad("a string")
-    return value
-
-
-def _nonempty_str(value: object) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise _Bad("a non-empty string")
-    return value
-
-
-def _bool(value: object) -> bool:
-    if not isinstance(value, bool):
-        raise _Bad("true or false")
-    return value
-
-
-def _pos_int(value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise _Bad("a positive integer")
-    return value
-
-
-def _nonneg_int(value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise _Bad("an integer >= 0")
-    return value
-
-
-def _pos_number(value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-        raise _Bad("a positive number")
-    if value != value or value == float("inf"):
-        raise _Bad("a positive number")
-    return float(value)
-
-
-def _str_list(value: object) -> tuple[str, ...]:
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise _Bad("an array of strings")
-    return tuple(value)
-
-
-def _enum(cls: type[StrEnum]) -> Check:
-    choices = " | ".join(f'"{m.value}"' for m in cls)
-
-    def check(value: object) -> StrEnum:
-        try:
-            return cls(value)
-        except ValueError:
-            raise _Bad(f"one of {choices}") from None
-
-    return check
-
-
-_DURATION = re.compile(r"(\d+)(s|m|h)")
-
-
-def parse_duration(text: str) -> int:
-    """`"30s" | "5m" | "1h"` → seconds; raises ValueError on anything else."""
-    m = _DURATION.fullmatch(text)
-    if not m:
-        raise ValueError(text)
-    return int(m.group(1)) * {"s": 1, "m": 60, "h": 3600}[m.group(2)]
-
-
-def _duration(value: object) -> int:
-    if not isinstance(value, str):
-        raise _Bad('a duration such as "30s", "5m" or "1h"')
-    try:
-        return parse_duration(value)
-    except ValueError:
-        raise _Bad('a duration such as "30s", "5m" or "1h"') from None
-
-
-def _table(value: object) -> object:
-    if not isinstance(value, dict):
-        raise _Bad("a table")
-    return value
-
-
 SCHEMA: dict[str, dict[str, Check]] = {
     "routine": {
-        "name": _nonempty_str,
-        "description": _str,
-        "enabled": _bool,
-        "kind": _enum(Kind),
+        "name": nonempty_string,
+        "description": string,
+        "enabled": boolean,
+        "kind": one_of(Kind),
     },
     "schedule": {
-        "cron": _nonempty_str,
-        "oncalendar": _nonempty_str,
-        "every": _nonempty_str,
-        "timezone": _nonempty_str,
-        "jitter": _duration,
-        "missed": _enum(Missed),
-        "allow_frequent": _bool,
+        "cron": nonempty_string,
+        "oncalendar": nonempty_string,
+        "every": nonempty_string,
+        "timezone": nonempty_string,
+        "jitter": duration,
+        "missed": one_of(Missed),
+        "allow_frequent": boolean,
     },
     "agent": {
-        "route": _enum(Route),
-        "model": _nonempty_str,
-        "local_model": _nonempty_str,
-        "premium_model": _nonempty_str,
-        "system": _nonempty_str,
-        "tools": _str_list,
-        "memory": _enum(Memory),
-        "tags": _str_list,
-        "local_context_tokens": _pos_int,
-        "network": _bool,
-        "shell_timeout_sec": _pos_int,
-        "run_timeout_sec": _pos_int,
-        "escalation": _table,
+        "route": one_of(Route),
+        "model": nonempty_string,
+        "local_model": nonempty_string,
+        "premium_model": nonempty_string,
+        "system": nonempty_string,
+        "tools": string_list,
+        "memory": one_of(Memory),
+        "tags": string_list,
+        "local_context_tokens": positive_int,
+        "network": boolean,
+        "shell_timeout_sec": positive_int,
+        "run_timeout_sec": positive_int,
+        "escalation": table_value,
     },
     "agent.escalation": {
-        "on_low_confidence": _bool,
-        "on_reasoning_task": _bool,
-        "on_context_overflow": _bool,
-        "on_malformed_tool_json": _bool,
-        "max_escalations_per_run": _nonneg_int,
+        "on_low_confidence": boolean,
+        "on_reasoning_task": boolean,
+        "on_context_overflow": boolean,
+        "on_malformed_tool_json": boolean,
+        "max_escalations_per_run": nonnegative_int,
     },
     "command": {
-        "run": _nonempty_str,
-        "timeout_sec": _pos_int,
-        "network": _bool,
+        "run": nonempty_string,
+        "timeout_sec": positive_int,
+        "network": boolean,
     },
     "output": {
-        "type": _enum(OutputType),
-        "title": _str,
-        "open_on_login": _bool,
-        "notify": _bool,
-        "path": _nonempty_str,
-        "url": _nonempty_str,
+        "type": one_of(OutputType),
+        "title": string,
+        "open_on_login": boolean,
+        "notify": boolean,
+        "path": nonempty_string,
+        "url": nonempty_string,
     },
     "budget": {
-        "max_tokens_per_run": _pos_int,
-        "max_dollars_per_day": _pos_number,
-        "on_exceed": _enum(OnExceed),
+        "max_tokens_per_run": positive_int,
+        "max_dollars_per_day": positive_number,
+        "on_exceed": one_of(OnExceed),
     },
 }
 _TOP_TABLES = ("routine", "schedule", "agent", "command", "output", "budget")
-
-
-def _nearest(word: str, known: list[str]) -> str:
-    close = difflib.get_close_matches(word, known, n=1, cutoff=0.6)
-    if close:
-        return f"did you mean {close[0]}?"
-    return "known keys: " + ", ".join(known)
-
-
-class _Reader:
-    """Collects problems while reading one file's tables."""
-
-    def __init__(self, file: str) -> None:
-        self.file = file
-        self.problems: list[Problem] = []
-
-    def error(self, key: str, message: str) -> None:
-        self.problems.append(Problem(self.file, key, message))
-
-    def warn(self, key: str, message: str) -> None:
-        self.problems.append(Problem(self.file, key, message, warning=True))
-
-    def table(self, doc: Mapping[str, Any], name: str) -> dict[str, Any]:
-        """The checked values of table `name` (dotted for nested); unknown keys reported."""
-        raw = doc
-        for part in name.split("."):
-            raw = raw.get(part, {}) if isinstance(raw, dict) else {}
-        if not isinstance(raw, dict):
-            self.error(f"[{name}]", f"expected a table, found {_found(raw)}")
-            return {}
-        schema = SCHEMA[name]
-        out: dict[str, Any] = {}
-        for key, value in raw.items():
-            where = f"[{name}].{key}"
-            if key not in schema:
-                self.error(where, f"unknown key ({_nearest(key, list(schema))})")
-                continue
-            try:
-                out[key] = schema[key](value)
-            except _Bad as bad:
-                self.error(where, f"expected {bad.expected}, found {_found(value)}")
-        return out
 
 
 def load_file(path: Path, origin: Origin = Origin.USER) -> Routine:
@@ -293,7 +138,7 @@ def load_file(path: Path, origin: Origin = Origin.USER) -> Routine:
 
 def load_text(text: str, path: Path, origin: Origin = Origin.USER) -> Routine:
     """Validate routine TOML `text` whose file is `path` (the file name is the routine name)."""
-    r = _Reader(path.name)
+    r = Reader(path.name, SCHEMA)
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -302,9 +147,9 @@ def load_text(text: str, path: Path, origin: Origin = Origin.USER) -> Routine:
 
     for top, value in doc.items():
         if top not in _TOP_TABLES:
-            r.error(f"[{top}]", f"unknown table ({_nearest(top, list(_TOP_TABLES))})")
+            r.error(f"[{top}]", f"unknown table ({nearest(top, list(_TOP_TABLES))})")
         elif not isinstance(value, dict):
-            r.error(f"[{top}]", f"expected a table, found {_found(value)}")
+            r.error(f"[{top}]", f"expected a table, found {found(value)}")
 
     name = _check_name(r, path, doc)
     routine_t = r.table(doc, "routine")
@@ -349,7 +194,7 @@ def load_text(text: str, path: Path, origin: Origin = Origin.USER) -> Routine:
     )
 
 
-def _check_name(r: _Reader, path: Path, doc: Mapping[str, Any]) -> str | None:
+def _check_name(r: Reader, path: Path, doc: Mapping[str, Any]) -> str | None:
     stem = path.name.removesuffix(".toml")
     if not path.name.endswith(".toml"):
         r.error("", f"expected a file name ending in .toml, found {path.name!r}")
@@ -373,15 +218,17 @@ def _check_name(r: _Reader, path: Path, doc: Mapping[str, Any]) -> str | None:
     return stem
 
 
-def _schedule(r: _Reader, doc: Mapping[str, Any], kind: Kind) -> ScheduleSpec | None:
+def _schedule(r: Reader, doc: Mapping[str, Any], kind: Kind) -> ScheduleSpec | None:
     if "schedule" not in doc:
         r.error("[schedule]", "required: set one of cron, oncalendar or every")
         return None
     t = r.table(doc, "schedule")
     given = [k for k in ("oncalendar", "cron", "every") if k in t]
     raw = doc.get("schedule")
-    if not given and isinstance(raw, dict) and not any(
-        k in raw for k in ("oncalendar", "cron", "every")
+    if (
+        not given
+        and isinstance(raw, dict)
+        and not any(k in raw for k in ("oncalendar", "cron", "every"))
     ):
         r.error("[schedule]", "expected one of cron, oncalendar or every, found none")
         return None
@@ -423,7 +270,7 @@ def _schedule(r: _Reader, doc: Mapping[str, Any], kind: Kind) -> ScheduleSpec | 
     return spec
 
 
-def _tools(r: _Reader, entries: tuple[str, ...]) -> tuple[Tool, ...]:
+def _tools(r: Reader, entries: tuple[str, ...]) -> tuple[Tool, ...]:
     tools: list[Tool] = []
     for i, entry in enumerate(entries):
         where = f"[agent].tools[{i}]"
@@ -450,7 +297,7 @@ def _tools(r: _Reader, entries: tuple[str, ...]) -> tuple[Tool, ...]:
     return tuple(tools)
 
 
-def _agent(r: _Reader, doc: Mapping[str, Any]) -> AgentSpec | None:
+def _agent(r: Reader, doc: Mapping[str, Any]) -> AgentSpec | None:
     t = r.table(doc, "agent")
     esc = r.table(doc, "agent.escalation") if isinstance(t.get("escalation"), dict) else {}
     route: Route = t.get("route", Route.AUTO)
@@ -477,7 +324,7 @@ def _agent(r: _Reader, doc: Mapping[str, Any]) -> AgentSpec | None:
     return AgentSpec(**fields)
 
 
-def _command(r: _Reader, doc: Mapping[str, Any]) -> CommandSpec | None:
+def _command(r: Reader, doc: Mapping[str, Any]) -> CommandSpec | None:
     t = r.table(doc, "command")
     if "run" not in t:
         if "run" not in doc.get("command", {}):
@@ -489,7 +336,7 @@ def _command(r: _Reader, doc: Mapping[str, Any]) -> CommandSpec | None:
     return CommandSpec(**t)
 
 
-def _output(r: _Reader, doc: Mapping[str, Any]) -> OutputSpec:
+def _output(r: Reader, doc: Mapping[str, Any]) -> OutputSpec:
     t = r.table(doc, "output")
     out_type = t.get("type", OutputType.BRIEF)
     if out_type is OutputType.FILE and "path" not in t:
@@ -506,10 +353,10 @@ def _output(r: _Reader, doc: Mapping[str, Any]) -> OutputSpec:
     return OutputSpec(**t)
 
 
-def _budget(r: _Reader, doc: Mapping[str, Any], kind: Kind) -> BudgetSpec:
+def _budget(r: Reader, doc: Mapping[str, Any], kind: Kind) -> BudgetSpec:
     t = r.table(doc, "budget")
     agent = doc.get("agent") if isinstance(doc.get("agent"), dict) else None
-    if kind is Kind.AGENT and agent is not None and agent.get("route") != "ollama":
-        if "max_dollars_per_day" not in t:
-            r.warn("[budget]", "no max_dollars_per_day: this routine's daily spend is unlimited")
+    ollama_only = agent is not None and agent.get("route") == "ollama"
+    if kind is Kind.AGENT and not ollama_only and "max_dollars_per_day" not in t:
+        r.warn("[budget]", "no max_dollars_per_day: this routine's daily spend is unlimited")
     return BudgetSpec(**t)

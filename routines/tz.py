@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import zoneinfo
 from functools import cache
@@ -26,10 +27,8 @@ def machine_timezone() -> str:
             candidates.append(target.split("zoneinfo/", 1)[1])
     except OSError:
         pass
-    try:
+    with contextlib.suppress(OSError):
         candidates.append(Path("/etc/timezone").read_text().strip())
-    except OSError:
-        pass
     for name in candidates:
         try:
             zoneinfo.ZoneInfo(name)

@@ -1,0 +1,192 @@
+"""The messages on the pipes and the socket, as frozen dataclasses.
+
+Each travels as one JSON object on one line with a `"type"` field (see `ipc.framing`).
+Supervisor → worker: `Hello`, then one `Job`. Worker → supervisor: `Hello`, any number of
+`Event` and `Usage`, then exactly one `Result`. CLI ↔ daemon: `Hello`, then `Request` →
+(`Event`…) `Response`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from enum import StrEnum
+from typing import Any, ClassVar
+
+__all__ = [
+    "PROTOCOL",
+    "Event",
+    "EventKind",
+    "Hello",
+    "Job",
+    "Message",
+    "Outcome",
+    "Request",
+    "Response",
+    "Result",
+    "RunStatus",
+    "Trigger",
+    "Usage",
+    "from_dict",
+]
+
+PROTOCOL = 1
+
+
+class RunStatus(StrEnum):
+    QUEUED = "queued"  # admitted, waiting for a free worker slot
+    RUNNING = "running"  # a worker process is on it
+    OK = "ok"  # finished and did what it was asked
+    FAILED = "failed"  # finished badly: provider error, non-zero command, worker crash
+    TIMEOUT = "timeout"  # killed at run_timeout_sec
+    INTERRUPTED = "interrupted"  # its supervisor went away mid-run; never replayed
+    SKIPPED = "skipped"  # the slot came due while the routine was still running or queued
+    MISSED = "missed"  # slots that passed while nothing ran them (missed = "skip")
+    BUDGET = "budget"  # stopped or not started: the allowance was spent
+
+
+class Outcome(StrEnum):
+    DONE = "done"
+    NOTHING_TO_DO = "nothing-to-do"
+    NEEDS_ATTENTION = "needs-attention"
+
+
+class Trigger(StrEnum):
+    SCHEDULE = "schedule"
+    CATCH_UP = "catch_up"
+    MANUAL = "manual"
+
+
+class EventKind(StrEnum):
+    MODEL_CALL = "model_call"
+    MODEL_REPLY = "model_reply"
+    TOOL_CALL = "tool_call"
+    TOOL_REFUSED = "tool_refused"
+    TOOL_RESULT = "tool_result"
+    ESCALATED = "escalated"
+    WARN = "warn"
+    LOG = "log"  # a line of the run's own narration (e.g. "output written")
+    STATUS = "status"  # supervisor → CLI: the run changed status (queued, running, …)
+
+
+@dataclass(frozen=True, slots=True)
+class Hello:
+    TYPE: ClassVar[str] = "hello"
+    protocol: int = PROTOCOL
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """Everything one run needs; the worker reads nothing else from the supervisor."""
+
+    TYPE: ClassVar[str] = "job"
+    run_id: str
+    routine_name: str
+    routine_path: str
+    routine_toml: str  # the text the supervisor validated (the last good version)
+    routine_origin: str  # "user" | "system"
+    trigger: str  # Trigger
+    slot: str | None  # slot id, None for a manual run
+    started_at: str  # ISO 8601 with offset, in the routine's zone: renders {{date}}
+    # Allowance: None means no cap. dollars is what is left of today's max_dollars_per_day.
+    max_tokens: int | None
+    dollars_left: float | None
+    memory: str  # the memory text to prepend ("" for session memory or none yet)
+    vinos_home: str
+    state_dir: str  # state/<name>/ (read-write in the sandbox)
+    scratch_dir: str  # state/<name>/.scratch/<run-id>/ (the worker writes its output here)
+    memory_path: str | None  # the memory file this run appends to, None for session
+    ollama_url: str
+    pricing: dict[str, list[float]] = field(default_factory=dict)  # model → [$in, $out] per MTok
+    sandbox: dict[str, Any] = field(default_factory=dict)  # config.toml [sandbox]: masks, limits
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    TYPE: ClassVar[str] = "event"
+    kind: str  # EventKind
+    text: str  # one human line, what `run` and `logs` print
+    data: dict[str, Any] = field(default_factory=dict)
+    run_id: str = ""  # set by the supervisor when it forwards an event to a CLI client
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """One model call's cost, a delta: the supervisor sums them (and kills on overspend)."""
+
+    TYPE: ClassVar[str] = "usage"
+    input: int = 0  # premium (paid) tokens
+    output: int = 0
+    local_input: int = 0  # local (Ollama) tokens, $0
+    local_output: int = 0
+    dollars: float = 0.0
+    model: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    TYPE: ClassVar[str] = "result"
+    status: str  # RunStatus: ok | failed | timeout | budget
+    outcome: str | None = None  # Outcome, from report_outcome
+    summary: str = ""  # one line: the outcome summary or the failure reason
+    output_file: str | None = None  # a file name inside scratch_dir
+    route: str = ""  # anthropic | ollama | local | local->premium | command
+    model: str = ""
+    escalated: bool = False
+    escalated_reason: str = ""
+    tool_calls: int = 0
+    tools_used: list[str] = field(default_factory=list)
+    error: str | None = None  # a user-readable failure message
+    notify: str | None = None  # a notification the worker asks for (budget notify)
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    TYPE: ClassVar[str] = "request"
+    id: int
+    cmd: str
+    args: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Response:
+    TYPE: ClassVar[str] = "response"
+    id: int
+    ok: bool
+    result: Any = None
+    error: dict[str, str] | None = None  # {"code": ..., "message": ...}
+
+
+Message = Hello | Job | Event | Usage | Result | Request | Response
+_BY_TYPE: dict[str, type[Any]] = {
+    cls.TYPE: cls for cls in (Hello, Job, Event, Usage, Result, Request, Response)
+}
+
+
+def to_dict(msg: Message) -> dict[str, Any]:
+    """The wire form: the fields plus `"type"`."""
+    out = asdict(msg)
+    out["type"] = msg.TYPE
+    return out
+
+
+class MessageError(ValueError):
+    """A JSON object that is not a valid message."""
+
+
+def from_dict(obj: object) -> Message:
+    """Build a message from a decoded line; raises MessageError naming what is wrong."""
+    if not isinstance(obj, dict):
+        raise MessageError(f"expected a JSON object, found {type(obj).__name__}")
+    kind = obj.get("type")
+    cls = _BY_TYPE.get(kind) if isinstance(kind, str) else None
+    if cls is None:
+        raise MessageError(f"unknown message type {kind!r}")
+    names = {f.name for f in fields(cls)}
+    unknown = set(obj) - names - {"type"}
+    if unknown:
+        raise MessageError(f"{kind}: unknown fields {sorted(unknown)}")
+    try:
+        msg: Message = cls(**{k: v for k, v in obj.items() if k != "type"})
+    except TypeError as exc:
+        raise MessageError(f"{kind}: {exc}") from None
+    return msg

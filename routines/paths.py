@@ -1,0 +1,75 @@
+"""Where everything lives on disk (DESIGN.md "Files"). Every test overrides VINOS_HOME."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["Paths", "paths"]
+
+
+@dataclass(frozen=True, slots=True)
+class Paths:
+    home: Path  # VINOS_HOME, default ~/.vinos
+    system_dir: Path  # VINOS_SYSTEM_DIR, default /etc/vinos/routines
+    runtime_dir: Path  # $XDG_RUNTIME_DIR/vinos-routine
+
+    @property
+    def routines_dir(self) -> Path:
+        return self.home / "routines"
+
+    @property
+    def config_file(self) -> Path:
+        return self.routines_dir / "config.toml"
+
+    @property
+    def secrets_dir(self) -> Path:
+        return self.home / "secrets"
+
+    @property
+    def api_key_file(self) -> Path:
+        return self.secrets_dir / "anthropic-key"
+
+    @property
+    def state_dir(self) -> Path:
+        return self.routines_dir / "state"
+
+    @property
+    def ledger(self) -> Path:
+        return self.state_dir / "ledger.db"
+
+    @property
+    def shared_memory(self) -> Path:
+        return self.state_dir / "shared" / "memory.md"
+
+    @property
+    def control_socket(self) -> Path:
+        return self.runtime_dir / "control.sock"
+
+    @property
+    def daemon_lock(self) -> Path:
+        return self.runtime_dir / "daemon.lock"
+
+    def routine_state(self, name: str) -> Path:
+        return self.state_dir / name
+
+    def scratch(self, name: str, run_id: str) -> Path:
+        return self.state_dir / name / ".scratch" / run_id
+
+    def run_log(self, name: str, run_id: str) -> Path:
+        return self.state_dir / name / "runs" / f"{run_id}.jsonl"
+
+    def last_run(self, name: str) -> Path:
+        return self.state_dir / name / "last-run.json"
+
+    def memory(self, name: str) -> Path:
+        return self.state_dir / name / "memory.md"
+
+
+def paths() -> Paths:
+    """The paths for this process's environment (read each call: tests change it)."""
+    home = Path(os.environ.get("VINOS_HOME") or Path.home() / ".vinos")
+    system = Path(os.environ.get("VINOS_SYSTEM_DIR") or "/etc/vinos/routines")
+    xdg = os.environ.get("XDG_RUNTIME_DIR") or f"/run/user/{os.getuid()}"
+    return Paths(home=home, system_dir=system, runtime_dir=Path(xdg) / "vinos-routine")

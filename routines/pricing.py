@@ -1,0 +1,77 @@
+"""What a model call costs, in dollars.
+
+Prices are $ per million tokens (input, output), from Anthropic's published list. Ollama
+models cost $0 (electricity only). An Anthropic model this table does not know is priced from
+config.toml's [pricing] or refused: counting it as $0 would let a routine spend without limit.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+__all__ = ["PRICES", "UnknownModelPrice", "cost", "is_priced", "price_of"]
+
+# $ per MTok: (input, output). Dated snapshots (claude-opus-4-1-20250805) match their alias.
+PRICES: dict[str, tuple[float, float]] = {
+    "claude-opus-4-7": (5.0, 25.0),
+    "claude-opus-4-6": (5.0, 25.0),
+    "claude-opus-4-5": (5.0, 25.0),
+    "claude-opus-4-1": (15.0, 75.0),
+    "claude-opus-4-0": (15.0, 75.0),
+    "claude-opus-4": (15.0, 75.0),
+    "claude-sonnet-4-6": (3.0, 15.0),
+    "claude-sonnet-4-5": (3.0, 15.0),
+    "claude-sonnet-4-0": (3.0, 15.0),
+    "claude-sonnet-4": (3.0, 15.0),
+    "claude-haiku-4-5": (1.0, 5.0),
+    "claude-3-5-haiku": (0.8, 4.0),
+    "claude-3-haiku": (0.25, 1.25),
+}
+
+_DATED = re.compile(r"-\d{8}$")
+
+
+class UnknownModelPrice(LookupError):
+    """A premium model with no known price: refused rather than counted as free."""
+
+    def __init__(self, model: str) -> None:
+        self.model = model
+        super().__init__(
+            f'no price known for model "{model}": add it to config.toml, e.g.\n'
+            f'  [pricing."{model}"]\n  input = 3.0    # $ per million input tokens\n'
+            "  output = 15.0  # $ per million output tokens"
+        )
+
+
+def price_of(
+    model: str, overrides: Mapping[str, tuple[float, float] | list[float]] | None = None
+) -> tuple[float, float]:
+    """($/MTok in, $/MTok out) for an Anthropic model; config overrides win."""
+    for table in (overrides or {}, PRICES):
+        for key in (model, _DATED.sub("", model)):
+            if key in table:
+                pin, pout = table[key]
+                return float(pin), float(pout)
+    raise UnknownModelPrice(model)
+
+
+def is_priced(
+    model: str, overrides: Mapping[str, tuple[float, float] | list[float]] | None = None
+) -> bool:
+    try:
+        price_of(model, overrides)
+    except UnknownModelPrice:
+        return False
+    return True
+
+
+def cost(
+    model: str,
+    input_tokens: int,
+    output_tokens: int,
+    overrides: Mapping[str, tuple[float, float] | list[float]] | None = None,
+) -> float:
+    """Dollars for one Anthropic call; raises UnknownModelPrice for an unpriced model."""
+    pin, pout = price_of(model, overrides)
+    return (input_tokens * pin + output_tokens * pout) / 1_000_000

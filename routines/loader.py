@@ -207,7 +207,7 @@ def _check_name(r: Reader, path: Path, doc: Mapping[str, Any]) -> str | None:
         )
         return None
     if stem in RESERVED_NAMES:
-        r.error("", f"the name {stem!r} is reserved (state/{stem}/ holds shared memory)")
+        r.error("", f"the name {stem!r} is reserved: choose another file name")
         return None
     declared = doc.get("routine", {}).get("name") if isinstance(doc.get("routine"), dict) else None
     if isinstance(declared, str) and declared != stem:

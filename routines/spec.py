@@ -35,7 +35,8 @@ __all__ = [
 ]
 
 NAME_RE = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
-RESERVED_NAMES = frozenset({"shared"})
+# state/shared/ holds shared memory; routines/config.toml is the daemon's settings file.
+RESERVED_NAMES = frozenset({"shared", "config"})
 DEFAULT_LOCAL_MODEL = "llama3.2:3b"
 DEFAULT_PREMIUM_MODEL = "claude-sonnet-4-6"
 

@@ -1,0 +1,583 @@
+"""The ledger: one SQLite file (WAL) that is the single source of truth for every run.
+
+Tables:
+- runs: one row per run, including skipped, missed, budget and interrupted ones (zero cost).
+  Columns grow by migration; rows written by older versions keep NULL in newer columns.
+- claims: the run fence. (routine, slot) is UNIQUE: a slot is claimed once, ever.
+- routine_state: per routine, the enabled override, the failure streak, the schedule cursor.
+
+Schema versions (PRAGMA user_version), forward only, each step an ALTER TABLE ADD COLUMN:
+  1  v2.0.4  runs: tokens, dollars, duration, exit status
+  2  v2.0.5  + tool_calls, tools_used
+  3  v2.0.6  + route, escalated, escalated_reason, local_input_tokens, local_output_tokens
+  4  this    + run_id, slot, trigger, status, outcome, detail, finished_at, output_file,
+               owner_pid, owner_started, worker_pid; tables claims and routine_state
+
+Invariant: a claim, its run row and the routine's cursor move in one transaction
+(see `Ledger.claim` and tests/test_ledger_fence.py).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo
+
+__all__ = [
+    "LEDGER_VERSION",
+    "ActiveRun",
+    "Ledger",
+    "LedgerError",
+    "RoutineState",
+    "RunRow",
+    "iso",
+]
+
+LEDGER_VERSION = 4
+BUSY_TIMEOUT_SEC = 10.0
+CLAIM_RETENTION = timedelta(days=45)
+
+_V1 = """
+CREATE TABLE runs (
+    id INTEGER PRIMARY KEY,
+    routine TEXT NOT NULL,
+    started_at TEXT,
+    model TEXT,
+    input_tokens INTEGER,
+    output_tokens INTEGER,
+    dollars REAL,
+    duration_sec REAL,
+    exit_status TEXT
+)
+"""
+# Each step after v1: the columns it adds to runs, then any other statements.
+_STEPS: dict[int, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    2: (("tool_calls INTEGER", "tools_used TEXT"), ()),
+    3: (
+        (
+            "route TEXT",
+            "escalated INTEGER",
+            "escalated_reason TEXT",
+            "local_input_tokens INTEGER",
+            "local_output_tokens INTEGER",
+        ),
+        (),
+    ),
+    4: (
+        (
+            "run_id TEXT",
+            "slot TEXT",
+            "trigger TEXT",
+            "status TEXT",
+            "outcome TEXT",
+            "detail TEXT",
+            "finished_at TEXT",
+            "output_file TEXT",
+            "owner_pid INTEGER",
+            "owner_started REAL",
+            "worker_pid INTEGER",
+        ),
+        (
+            "CREATE UNIQUE INDEX runs_run_id ON runs(run_id)",
+            "CREATE INDEX runs_routine_started ON runs(routine, started_at)",
+            "CREATE INDEX runs_started ON runs(started_at)",
+            "CREATE INDEX runs_active ON runs(status) WHERE status IN ('queued', 'running')",
+            """CREATE TABLE claims (
+                routine TEXT NOT NULL,
+                slot TEXT NOT NULL,
+                claimed_at TEXT NOT NULL,
+                run_id TEXT,
+                PRIMARY KEY (routine, slot)
+            )""",
+            """CREATE TABLE routine_state (
+                routine TEXT PRIMARY KEY,
+                enabled_override INTEGER,
+                file_enabled_seen INTEGER,
+                failure_streak INTEGER NOT NULL DEFAULT 0,
+                disabled_reason TEXT,
+                cursor TEXT,
+                schedule_fingerprint TEXT,
+                updated_at TEXT
+            )""",
+        ),
+    ),
+}
+
+RUN_COLUMNS = (
+    "run_id",
+    "routine",
+    "slot",
+    "trigger",
+    "status",
+    "outcome",
+    "detail",
+    "started_at",
+    "finished_at",
+    "duration_sec",
+    "route",
+    "model",
+    "escalated",
+    "escalated_reason",
+    "input_tokens",
+    "output_tokens",
+    "local_input_tokens",
+    "local_output_tokens",
+    "tool_calls",
+    "tools_used",
+    "dollars",
+    "output_file",
+    "owner_pid",
+    "owner_started",
+    "worker_pid",
+)
+
+
+class LedgerError(RuntimeError):
+    """The ledger cannot be used; the message names the file and what to do."""
+
+
+def iso(instant: datetime) -> str:
+    """An aware datetime as the ledger stores it: UTC, microseconds, sortable as text."""
+    return instant.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def from_iso(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+@dataclass(frozen=True, slots=True)
+class RunRow:
+    """A run as `history` shows it. Older rows may lack the newer fields (None)."""
+
+    id: int
+    routine: str
+    run_id: str | None
+    slot: str | None
+    trigger: str | None
+    status: str | None
+    outcome: str | None
+    detail: str | None
+    started_at: str | None
+    finished_at: str | None
+    duration_sec: float | None
+    route: str | None
+    model: str | None
+    escalated: int | None
+    escalated_reason: str | None
+    input_tokens: int | None
+    output_tokens: int | None
+    local_input_tokens: int | None
+    local_output_tokens: int | None
+    tool_calls: int | None
+    tools_used: list[str] | None
+    dollars: float | None
+    output_file: str | None
+
+    def as_json(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+@dataclass(frozen=True, slots=True)
+class ActiveRun:
+    """A run row still `queued` or `running`, with who owns it."""
+
+    run_id: str
+    routine: str
+    slot: str | None
+    status: str
+    owner_pid: int | None
+    owner_started: float | None
+    worker_pid: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class RoutineState:
+    routine: str
+    enabled_override: bool | None = None
+    file_enabled_seen: bool | None = None
+    failure_streak: int = 0
+    disabled_reason: str | None = None
+    cursor: str | None = None  # the latest slot id handled (claimed, skipped or missed)
+    schedule_fingerprint: str | None = None
+
+
+def _bool_or_none(v: object) -> bool | None:
+    return None if v is None else bool(v)
+
+
+class Ledger:
+    """One connection to ledger.db. Not shared across threads; open one per process/thread."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._db = sqlite3.connect(
+                path, timeout=BUSY_TIMEOUT_SEC, isolation_level=None, check_same_thread=False
+            )
+            self._db.row_factory = sqlite3.Row
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute("PRAGMA foreign_keys=ON")
+            self._migrate()
+        except sqlite3.OperationalError as exc:
+            if "locked" in str(exc) or "busy" in str(exc):
+                raise LedgerError(
+                    f"{path}: the ledger stayed locked for {BUSY_TIMEOUT_SEC:.0f}s ({exc}); "
+                    "another vinos-routine process holds it — try again"
+                ) from exc
+            raise self._unusable(exc) from exc
+        except sqlite3.DatabaseError as exc:
+            raise self._unusable(exc) from exc
+
+    def _unusable(self, exc: Exception) -> LedgerError:
+        return LedgerError(
+            f"{self.path}: cannot use the ledger ({exc}). It was left untouched. "
+            f"If it is damaged, move it aside (mv '{self.path}' '{self.path}.broken') and a new "
+            "one is created on the next start; restore from a backup to keep the history."
+        )
+
+    def close(self) -> None:
+        self._db.close()
+
+    def __enter__(self) -> Ledger:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """BEGIN IMMEDIATE … COMMIT: the write lock is taken up front (no upgrade deadlocks)."""
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            yield self._db
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+
+    # -- schema -------------------------------------------------------------------------
+
+    @property
+    def version(self) -> int:
+        version: int = self._db.execute("PRAGMA user_version").fetchone()[0]
+        return version
+
+    def _migrate(self) -> None:
+        with self.transaction() as db:
+            version = self.version
+            if version > LEDGER_VERSION:
+                raise LedgerError(
+                    f"{self.path}: written by a newer vinos-routine (schema {version}, this one "
+                    f"knows {LEDGER_VERSION}); upgrade vinos-routine, the ledger was not touched"
+                )
+            if version == 0:
+                has_runs = db.execute(
+                    "SELECT 1 FROM sqlite_master WHERE type='table' AND name='runs'"
+                ).fetchone()
+                if has_runs:
+                    # v2.0.4 shipped without user_version: a runs table means schema 1.
+                    version = 1
+                else:
+                    db.execute(_V1)
+                    version = 1
+            for step in range(version + 1, LEDGER_VERSION + 1):
+                columns, statements = _STEPS[step]
+                for column in columns:
+                    db.execute(f"ALTER TABLE runs ADD COLUMN {column}")
+                for statement in statements:
+                    db.execute(statement)
+            db.execute(f"PRAGMA user_version = {LEDGER_VERSION}")
+
+    # -- the run fence --------------------------------------------------------------------
+
+    def claim(
+        self,
+        routine: str,
+        slot: str,
+        *,
+        run_id: str,
+        trigger: str,
+        status: str,
+        now: datetime,
+        detail: str = "",
+        owner: tuple[int, float] | None = None,
+    ) -> bool:
+        """Claim (routine, slot) and record its run row and cursor, all or nothing.
+
+        Returns False, changing nothing, when the slot was claimed before (by anyone, ever).
+        `status` is the row's first status: queued/running for a run that will start,
+        skipped/missed for a slot recorded without running.
+        """
+        try:
+            with self.transaction() as db:
+                db.execute(
+                    "INSERT INTO claims (routine, slot, claimed_at, run_id) VALUES (?, ?, ?, ?)",
+                    (routine, slot, iso(now), run_id),
+                )
+                self._advance_cursor(db, routine, slot)
+                self._insert_run(db, routine, run_id, slot, trigger, status, now, detail, owner)
+        except sqlite3.IntegrityError:
+            return False
+        return True
+
+    def _advance_cursor(self, db: sqlite3.Connection, routine: str, slot: str) -> None:
+        # Invariant: the cursor never moves backwards (a clock set back reruns nothing).
+        db.execute(
+            "INSERT INTO routine_state (routine, cursor) VALUES (?, ?) "
+            "ON CONFLICT(routine) DO UPDATE SET cursor = excluded.cursor "
+            "WHERE routine_state.cursor IS NULL OR routine_state.cursor < excluded.cursor",
+            (routine, slot),
+        )
+
+    def advance_cursor(self, routine: str, slot: str) -> None:
+        with self.transaction() as db:
+            self._advance_cursor(db, routine, slot)
+
+    def _insert_run(
+        self,
+        db: sqlite3.Connection,
+        routine: str,
+        run_id: str,
+        slot: str | None,
+        trigger: str,
+        status: str,
+        now: datetime,
+        detail: str,
+        owner: tuple[int, float] | None,
+    ) -> None:
+        finished = status not in ("queued", "running")
+        db.execute(
+            "INSERT INTO runs (run_id, routine, slot, trigger, status, detail, started_at, "
+            "finished_at, duration_sec, dollars, input_tokens, output_tokens, "
+            "local_input_tokens, local_output_tokens, tool_calls, owner_pid, owner_started) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0, 0, 0, 0, 0, ?, ?)",
+            (
+                run_id,
+                routine,
+                slot,
+                trigger,
+                status,
+                detail,
+                iso(now),
+                iso(now) if finished else None,
+                0.0 if finished else None,
+                owner[0] if owner else None,
+                owner[1] if owner else None,
+            ),
+        )
+
+    def record_run(
+        self,
+        routine: str,
+        *,
+        run_id: str,
+        trigger: str,
+        status: str,
+        now: datetime,
+        slot: str | None = None,
+        detail: str = "",
+        owner: tuple[int, float] | None = None,
+    ) -> None:
+        """A run row without a claim: manual runs, and refusals recorded for the history."""
+        with self.transaction() as db:
+            self._insert_run(db, routine, run_id, slot, trigger, status, now, detail, owner)
+
+    def prune_claims(self, now: datetime) -> int:
+        """Forget claims older than 45 days (the cursor keeps old slots from coming back)."""
+        with self.transaction() as db:
+            cur = db.execute(
+                "DELETE FROM claims WHERE claimed_at < ?", (iso(now - CLAIM_RETENTION),)
+            )
+            return cur.rowcount
+
+    def is_claimed(self, routine: str, slot: str) -> bool:
+        row = self._db.execute(
+            "SELECT 1 FROM claims WHERE routine = ? AND slot = ?", (routine, slot)
+        ).fetchone()
+        return row is not None
+
+    # -- run rows -----------------------------------------------------------------------
+
+    def start_run(self, run_id: str, *, now: datetime, worker_pid: int | None) -> None:
+        with self.transaction() as db:
+            db.execute(
+                "UPDATE runs SET status = 'running', started_at = ?, worker_pid = ? "
+                "WHERE run_id = ?",
+                (iso(now), worker_pid, run_id),
+            )
+
+    def finish_run(self, run_id: str, *, now: datetime, fields: Mapping[str, Any]) -> None:
+        """Write a run's final fields (status, outcome, tokens, dollars, …) and finished_at."""
+        allowed = set(RUN_COLUMNS) - {"run_id", "routine", "started_at"}
+        bad = set(fields) - allowed
+        if bad:
+            raise ValueError(f"unknown run fields: {sorted(bad)}")
+        values = dict(fields)
+        if "tools_used" in values and not isinstance(values["tools_used"], str | None):
+            values["tools_used"] = json.dumps(list(values["tools_used"]))
+        if "escalated" in values and values["escalated"] is not None:
+            values["escalated"] = int(values["escalated"])
+        values["finished_at"] = iso(now)
+        assignments = ", ".join(f"{k} = ?" for k in values)
+        with self.transaction() as db:
+            row = db.execute("SELECT started_at FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+            if row is None:
+                raise KeyError(run_id)
+            if "duration_sec" not in values and row["started_at"]:
+                values["duration_sec"] = max(
+                    0.0, (now - from_iso(row["started_at"])).total_seconds()
+                )
+                assignments = ", ".join(f"{k} = ?" for k in values)
+            db.execute(
+                f"UPDATE runs SET {assignments} WHERE run_id = ?", (*values.values(), run_id)
+            )
+
+    def active_runs(self) -> list[ActiveRun]:
+        rows = self._db.execute(
+            "SELECT run_id, routine, slot, status, owner_pid, owner_started, worker_pid "
+            "FROM runs WHERE status IN ('queued', 'running')"
+        ).fetchall()
+        return [ActiveRun(**dict(r)) for r in rows]
+
+    def run(self, run_id: str) -> RunRow | None:
+        row = self._db.execute(
+            f"SELECT id, {', '.join(_ROW_FIELDS)} FROM runs WHERE run_id = ?", (run_id,)
+        ).fetchone()
+        return _row(row) if row else None
+
+    def history(self, routine: str | None = None, limit: int = 20) -> list[RunRow]:
+        """Runs newest first (all routines when `routine` is None)."""
+        where, args = ("WHERE routine = ?", (routine,)) if routine else ("", ())
+        rows = self._db.execute(
+            f"SELECT id, {', '.join(_ROW_FIELDS)} FROM runs {where} "
+            "ORDER BY started_at DESC, id DESC LIMIT ?",
+            (*args, limit),
+        ).fetchall()
+        return [_row(r) for r in rows]
+
+    def last_runs(self) -> dict[str, RunRow]:
+        """Each routine's newest finished run (not queued/running/skipped)."""
+        rows = self._db.execute(
+            f"SELECT id, {', '.join(_ROW_FIELDS)} FROM runs r WHERE id = ("
+            "SELECT id FROM runs r2 WHERE r2.routine = r.routine AND "
+            "COALESCE(r2.status, r2.exit_status) NOT IN ('queued', 'running', 'skipped') "
+            "ORDER BY r2.started_at DESC, r2.id DESC LIMIT 1)"
+        ).fetchall()
+        return {r["routine"]: _row(r) for r in rows}
+
+    # -- money ------------------------------------------------------------------------------
+
+    def spent_on_day(self, routine: str, day: date, zone: ZoneInfo) -> float:
+        """Dollars a routine spent on `day`, a calendar day in `zone` (its own zone)."""
+        start, end = day_bounds(day, zone)
+        row = self._db.execute(
+            "SELECT COALESCE(SUM(dollars), 0) FROM runs "
+            "WHERE routine = ? AND started_at >= ? AND started_at < ?",
+            (routine, iso(start), iso(end)),
+        ).fetchone()
+        return float(row[0])
+
+    def spent_today(self, routine: str, zone: ZoneInfo, now: datetime) -> float:
+        return self.spent_on_day(routine, now.astimezone(zone).date(), zone)
+
+    def totals(self, start: datetime, end: datetime) -> list[dict[str, Any]]:
+        """Per routine between two instants: runs, tokens and dollars, biggest spender first."""
+        rows = self._db.execute(
+            "SELECT routine, COUNT(*) AS runs, "
+            "COALESCE(SUM(input_tokens), 0) AS input_tokens, "
+            "COALESCE(SUM(output_tokens), 0) AS output_tokens, "
+            "COALESCE(SUM(local_input_tokens), 0) AS local_input_tokens, "
+            "COALESCE(SUM(local_output_tokens), 0) AS local_output_tokens, "
+            "COALESCE(SUM(dollars), 0) AS dollars FROM runs "
+            "WHERE started_at >= ? AND started_at < ? "
+            "AND COALESCE(status, exit_status, '') NOT IN ('skipped', 'missed') "
+            "GROUP BY routine ORDER BY dollars DESC, routine",
+            (iso(start), iso(end)),
+        ).fetchall()
+        return [dict(r) for r in rows]
+
+    def dollars_by_day(self, days: Sequence[date], zone: ZoneInfo) -> dict[date, float]:
+        """Total dollars per calendar day in `zone`, for each day asked."""
+        out: dict[date, float] = {}
+        for day in days:
+            start, end = day_bounds(day, zone)
+            row = self._db.execute(
+                "SELECT COALESCE(SUM(dollars), 0) FROM runs WHERE started_at >= ? "
+                "AND started_at < ?",
+                (iso(start), iso(end)),
+            ).fetchone()
+            out[day] = float(row[0])
+        return out
+
+    # -- per-routine state ------------------------------------------------------------------
+
+    def state(self, routine: str) -> RoutineState:
+        row = self._db.execute(
+            "SELECT * FROM routine_state WHERE routine = ?", (routine,)
+        ).fetchone()
+        if row is None:
+            return RoutineState(routine)
+        return RoutineState(
+            routine=routine,
+            enabled_override=_bool_or_none(row["enabled_override"]),
+            file_enabled_seen=_bool_or_none(row["file_enabled_seen"]),
+            failure_streak=row["failure_streak"],
+            disabled_reason=row["disabled_reason"],
+            cursor=row["cursor"],
+            schedule_fingerprint=row["schedule_fingerprint"],
+        )
+
+    def states(self) -> dict[str, RoutineState]:
+        names = [r[0] for r in self._db.execute("SELECT routine FROM routine_state")]
+        return {n: self.state(n) for n in names}
+
+    def update_state(self, routine: str, **changes: Any) -> None:
+        """Set columns of routine_state (creating the row); booleans stored as 0/1."""
+        allowed = set(RoutineState.__dataclass_fields__) - {"routine"}
+        bad = set(changes) - allowed
+        if bad:
+            raise ValueError(f"unknown state fields: {sorted(bad)}")
+        values = {k: (int(v) if isinstance(v, bool) else v) for k, v in changes.items()}
+        values["updated_at"] = iso(datetime.now(UTC))
+        cols = ", ".join(values)
+        marks = ", ".join("?" for _ in values)
+        updates = ", ".join(f"{k} = excluded.{k}" for k in values)
+        with self.transaction() as db:
+            db.execute(
+                f"INSERT INTO routine_state (routine, {cols}) VALUES (?, {marks}) "
+                f"ON CONFLICT(routine) DO UPDATE SET {updates}",
+                (routine, *values.values()),
+            )
+
+    def set_cursor(self, routine: str, cursor: str | None, fingerprint: str) -> None:
+        """Reset the cursor for a new or edited schedule (it owes nothing from before)."""
+        self.update_state(routine, cursor=cursor, schedule_fingerprint=fingerprint)
+
+
+_ROW_FIELDS = (
+    *(f for f in RunRow.__dataclass_fields__ if f not in ("id", "status")),
+    "COALESCE(status, exit_status) AS status",
+)
+
+
+def _row(row: sqlite3.Row) -> RunRow:
+    data = dict(row)
+    tools = data.get("tools_used")
+    data["tools_used"] = json.loads(tools) if tools else ([] if tools == "" else None)
+    return RunRow(**data)
+
+
+def day_bounds(day: date, zone: ZoneInfo) -> tuple[datetime, datetime]:
+    """The UTC instants where a calendar day in `zone` starts and ends (DST-aware)."""
+    start = datetime(day.year, day.month, day.day, tzinfo=zone)
+    nxt = day + timedelta(days=1)
+    end = datetime(nxt.year, nxt.month, nxt.day, tzinfo=zone)
+    return start.astimezone(UTC), end.astimezone(UTC)

@@ -1,0 +1,126 @@
+"""The registry: every routine file, user and system, and which version of each is in force.
+
+User routines ($VINOS_HOME/routines/*.toml) override system ones ($VINOS_SYSTEM_DIR/*.toml)
+of the same name. One invalid file never stops the others. When a loaded routine's file is
+edited into something invalid, the last good version stays in force and the entry carries
+the new file's problems, so `list` can show both.
+
+`scan` is cheap to call every tick: files whose (mtime, size, inode) did not change are not
+parsed again.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from routines.checks import Problem, RoutineInvalid
+from routines.loader import load_file
+from routines.paths import Paths
+from routines.spec import Origin, Routine
+
+__all__ = ["Entry", "Registry", "scan"]
+
+CONFIG_FILE_NAME = "config.toml"
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    name: str
+    path: Path
+    origin: Origin
+    stamp: tuple[int, int, int]  # (mtime_ns, size, inode) of the file when it was read
+    routine: Routine | None  # the version in force: the file's, or the last good one
+    problems: tuple[Problem, ...] = ()  # the current file's problems when it is invalid
+    overrides: Path | None = None  # the system file this user file shadows
+
+    @property
+    def errors(self) -> tuple[Problem, ...]:
+        return tuple(p for p in self.problems if not p.warning)
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        return self.routine.warnings if self.valid and self.routine else ()
+
+    @property
+    def valid(self) -> bool:
+        """The file on disk is valid (its routine is the one in force)."""
+        return self.routine is not None and not self.errors
+
+    @property
+    def stale(self) -> bool:
+        """The file on disk is invalid but an earlier good version is still in force."""
+        return self.routine is not None and bool(self.errors)
+
+
+@dataclass(frozen=True, slots=True)
+class Registry:
+    entries: dict[str, Entry] = field(default_factory=dict)
+
+    def routines(self) -> list[Routine]:
+        """The routines in force, by name."""
+        return [e.routine for _, e in sorted(self.entries.items()) if e.routine is not None]
+
+    def get(self, name: str) -> Entry | None:
+        return self.entries.get(name)
+
+    def names(self) -> list[str]:
+        return sorted(self.entries)
+
+
+def _files(directory: Path, origin: Origin) -> dict[str, tuple[Path, tuple[int, int, int]]]:
+    out: dict[str, tuple[Path, tuple[int, int, int]]] = {}
+    try:
+        it = os.scandir(directory)
+    except (FileNotFoundError, NotADirectoryError):
+        return out
+    with it:
+        for de in it:
+            if not de.name.endswith(".toml") or de.name.startswith("."):
+                continue
+            if origin is Origin.USER and de.name == CONFIG_FILE_NAME:
+                continue
+            try:
+                st = de.stat()  # follows symlinks: a linked routine file is fine
+            except OSError:
+                continue
+            if not de.is_file():
+                continue
+            out[de.name.removesuffix(".toml")] = (
+                Path(de.path),
+                (st.st_mtime_ns, st.st_size, st.st_ino),
+            )
+    return out
+
+
+def _read(
+    name: str, path: Path, stamp: tuple[int, int, int], origin: Origin, previous: Entry | None
+) -> Entry:
+    if previous is not None and previous.path == path and previous.stamp == stamp:
+        return previous
+    try:
+        routine = load_file(path, origin)
+    except RoutineInvalid as exc:
+        last_good = previous.routine if previous is not None and previous.path == path else None
+        return Entry(name, path, origin, stamp, last_good, exc.problems)
+    return Entry(name, path, origin, stamp, routine)
+
+
+def scan(paths: Paths, previous: Registry | None = None) -> Registry:
+    """Read both directories; reuse unchanged entries of `previous`."""
+    prev = previous.entries if previous else {}
+    system = _files(paths.system_dir, Origin.SYSTEM)
+    user = _files(paths.routines_dir, Origin.USER)
+    entries: dict[str, Entry] = {}
+    for name in sorted(set(system) | set(user)):
+        if name in user:
+            path, stamp = user[name]
+            entry = _read(name, path, stamp, Origin.USER, prev.get(name))
+            if name in system:
+                entry = replace(entry, overrides=system[name][0])
+        else:
+            path, stamp = system[name]
+            entry = _read(name, path, stamp, Origin.SYSTEM, prev.get(name))
+        entries[name] = entry
+    return Registry(entries)

@@ -206,6 +206,17 @@ class RoutineState:
     cursor: str | None = None  # the latest slot id handled (claimed, skipped or missed)
     schedule_fingerprint: str | None = None
 
+    def enabled(self, file_enabled: bool) -> bool:
+        """Whether the routine is on: the latest of `enable`/`disable` and the file's value.
+
+        `enable`/`disable` (and auto-disable) store an override together with the file's
+        `enabled` at that moment; editing the file's `enabled` afterwards is the newer action,
+        so the override applies only while the file still says what it said then.
+        """
+        if self.enabled_override is None or self.file_enabled_seen != file_enabled:
+            return file_enabled
+        return self.enabled_override
+
 
 def _bool_or_none(v: object) -> bool | None:
     return None if v is None else bool(v)

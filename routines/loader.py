@@ -126,19 +126,19 @@ def load_file(path: Path, origin: Origin = Origin.USER) -> Routine:
     try:
         data = path.read_bytes()
     except OSError as exc:
-        raise RoutineInvalid([Problem(path.name, "", f"cannot read: {exc.strerror}")]) from exc
+        raise RoutineInvalid([Problem(str(path), "", f"cannot read: {exc.strerror}")]) from exc
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise RoutineInvalid(
-            [Problem(path.name, "", f"not UTF-8 text (byte {exc.start} is {data[exc.start]:#x})")]
+            [Problem(str(path), "", f"not UTF-8 text (byte {exc.start} is {data[exc.start]:#x})")]
         ) from exc
     return load_text(text, path, origin)
 
 
 def load_text(text: str, path: Path, origin: Origin = Origin.USER) -> Routine:
     """Validate routine TOML `text` whose file is `path` (the file name is the routine name)."""
-    r = Reader(path.name, SCHEMA)
+    r = Reader(str(path), SCHEMA)
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

@@ -1,0 +1,197 @@
+"""`vinos-routine list`: every routine, its schedule, next run, last result and today's cost.
+
+Works from the files and the ledger alone, with or without a daemon.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+__all__ = ["RoutineLine", "collect", "register"]
+
+EXAMPLE = """example:
+  vinos-routine list
+  vinos-routine list --json | jq '.[] | select(.enabled)'
+"""
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "list",
+        help="all routines with schedule, next run, last status and today's cost",
+        epilog=EXAMPLE,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=run)
+
+
+@dataclass(frozen=True, slots=True)
+class RoutineLine:
+    name: str
+    kind: str
+    origin: str
+    enabled: bool
+    valid: bool
+    schedule: str  # the description, or the raw expression
+    expression: str
+    next_run: datetime | None
+    last_status: str | None
+    last_outcome: str | None
+    last_finished: str | None
+    today_dollars: float
+    disabled_reason: str | None
+    errors: tuple[str, ...]
+    warnings: tuple[str, ...]
+    running: bool = False
+    queued: bool = False
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "origin": self.origin,
+            "enabled": self.enabled,
+            "valid": self.valid,
+            "schedule": self.schedule,
+            "expression": self.expression,
+            "next_run": self.next_run.isoformat() if self.next_run else None,
+            "last_status": self.last_status,
+            "last_outcome": self.last_outcome,
+            "last_finished": self.last_finished,
+            "today_dollars": round(self.today_dollars, 6),
+            "disabled_reason": self.disabled_reason,
+            "errors": list(self.errors),
+            "warnings": list(self.warnings),
+            "running": self.running,
+            "queued": self.queued,
+        }
+
+
+def collect(now: datetime | None = None) -> list[RoutineLine]:
+    """One line per routine file, from the registry and the ledger (no daemon needed)."""
+    from zoneinfo import ZoneInfo
+
+    from routines.ledger import Ledger
+    from routines.paths import paths
+    from routines.registry import scan
+    from routines.schedule import ScheduleError, compile_schedule
+
+    now = now or datetime.now(UTC)
+    p = paths()
+    registry = scan(p)
+    with Ledger(p.ledger) as ledger:
+        states = ledger.states()
+        last = ledger.last_runs()
+        active = {(a.routine, a.status) for a in ledger.active_runs()}
+        lines: list[RoutineLine] = []
+        for name, entry in sorted(registry.entries.items()):
+            r = entry.routine
+            state = states.get(name)
+            errors = tuple(str(e) for e in entry.errors)
+            if r is None:
+                lines.append(
+                    RoutineLine(
+                        name=name,
+                        kind="?",
+                        origin=entry.origin.value,
+                        enabled=False,
+                        valid=False,
+                        schedule="",
+                        expression="",
+                        next_run=None,
+                        last_status=None,
+                        last_outcome=None,
+                        last_finished=None,
+                        today_dollars=0.0,
+                        disabled_reason=None,
+                        errors=errors,
+                        warnings=(),
+                    )
+                )
+                continue
+            enabled = state.enabled(r.enabled) if state else r.enabled
+            try:
+                sched = compile_schedule(r.schedule, r.kind)
+                description = sched.description
+                nxt = sched.next_after(now) if enabled else None
+                next_run = nxt.instant if nxt else None
+            except ScheduleError as exc:
+                description, next_run = f"invalid: {exc}", None
+            lr = last.get(name)
+            lines.append(
+                RoutineLine(
+                    name=name,
+                    kind=r.kind.value,
+                    origin=entry.origin.value,
+                    enabled=enabled,
+                    valid=entry.valid,
+                    schedule=description,
+                    expression=r.schedule.expression,
+                    next_run=next_run,
+                    last_status=lr.status if lr else None,
+                    last_outcome=lr.outcome if lr else None,
+                    last_finished=lr.finished_at if lr else None,
+                    today_dollars=ledger.spent_today(name, ZoneInfo(r.schedule.timezone), now),
+                    disabled_reason=state.disabled_reason if state and not enabled else None,
+                    errors=errors,
+                    warnings=entry.warnings,
+                    running=(name, "running") in active,
+                    queued=(name, "queued") in active,
+                )
+            )
+    return lines
+
+
+def run(args: argparse.Namespace) -> int:
+    from supervisor.present import color, print_json, table, use_color, when
+
+    lines = collect()
+    if args.json:
+        print_json([line.as_json() for line in lines])
+        return 0
+    if not lines:
+        print("no routines yet: create one with 'vinos-routine create NAME'")
+        return 0
+    c = use_color()
+    now = datetime.now(UTC)
+    rows = []
+    notes: list[str] = []
+    for ln in lines:
+        if not ln.valid and ln.kind == "?":
+            rows.append([ln.name, "", color("invalid", "red", c), "", "", "", ""])
+            notes.extend(ln.errors)
+            continue
+        state = color("on", "green", c) if ln.enabled else color("off", "dim", c)
+        if ln.running:
+            state += " " + color("running", "blue", c)
+        elif ln.queued:
+            state += " queued"
+        if ln.errors:
+            state += " " + color("(file invalid: last good version in force)", "yellow", c)
+            notes.extend(ln.errors)
+        last = ln.last_status or "—"
+        if ln.last_outcome:
+            last += f" · {ln.last_outcome}"
+        if ln.last_status in ("failed", "timeout"):
+            last = color(last, "red", c)
+        rows.append(
+            [
+                ln.name,
+                ln.kind,
+                state,
+                ln.schedule,
+                when(ln.next_run, now) if ln.next_run else "—",
+                last,
+                f"${ln.today_dollars:.2f}",
+            ]
+        )
+        if ln.disabled_reason:
+            notes.append(f"{ln.name}: disabled: {ln.disabled_reason}")
+    table(["NAME", "KIND", "STATE", "SCHEDULE", "NEXT", "LAST", "TODAY"], rows)
+    for note in notes:
+        print(color(note, "yellow", c))
+    return 0

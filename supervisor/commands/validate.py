@@ -1,0 +1,67 @@
+"""`vinos-routine validate [PATH...]`: check routine files without running anything."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+__all__ = ["register"]
+
+EXAMPLE = """example:
+  vinos-routine validate ~/.vinos/routines/day-brief.toml
+  vinos-routine validate            # every routine file, user and system
+  vinos-routine validate --json a.toml b.toml
+"""
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "validate",
+        help="check routine files and print OK or every error",
+        epilog=EXAMPLE,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("paths", nargs="*", type=Path, help="routine files (default: all)")
+    p.add_argument("--json", action="store_true", help="one JSON object per file")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from routines.checks import RoutineInvalid
+    from routines.loader import load_file
+    from routines.paths import paths
+    from routines.registry import scan
+    from supervisor.present import print_json_lines
+
+    files: list[Path] = list(args.paths)
+    if not files:
+        files = [e.path for e in scan(paths()).entries.values()]
+    results: list[dict[str, Any]] = []
+    for path in files:
+        try:
+            routine = load_file(path)
+        except RoutineInvalid as exc:
+            results.append(
+                {
+                    "file": str(path),
+                    "ok": False,
+                    "errors": [str(p) for p in exc.errors],
+                    "warnings": [str(p) for p in exc.problems if p.warning],
+                }
+            )
+        else:
+            results.append(
+                {"file": str(path), "ok": True, "errors": [], "warnings": list(routine.warnings)}
+            )
+    if args.json:
+        print_json_lines(results)
+    else:
+        for res in results:
+            for warning in res["warnings"]:
+                print(warning)
+            if res["ok"]:
+                print(f"{res['file']}: OK")
+            for error in res["errors"]:
+                print(error)
+    return 0 if all(r["ok"] for r in results) else 1

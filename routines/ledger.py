@@ -30,6 +30,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 __all__ = [
+    "ANY",
     "LEDGER_VERSION",
     "ActiveRun",
     "Ledger",
@@ -136,6 +137,17 @@ RUN_COLUMNS = (
     "owner_started",
     "worker_pid",
 )
+
+
+class _Any:
+    """The type of ANY: "whatever the cursor is" for `Ledger.claim(expect_cursor=...)`."""
+
+
+ANY = _Any()
+
+
+class _Stale(Exception):
+    pass
 
 
 class LedgerError(RuntimeError):
@@ -320,22 +332,31 @@ class Ledger:
         now: datetime,
         detail: str = "",
         owner: tuple[int, float] | None = None,
+        expect_cursor: str | None | _Any = ANY,
     ) -> bool:
         """Claim (routine, slot) and record its run row and cursor, all or nothing.
 
-        Returns False, changing nothing, when the slot was claimed before (by anyone, ever).
+        Returns False, changing nothing, when the slot was claimed before (by anyone, ever),
+        or when `expect_cursor` is given and the routine's cursor is no longer that value
+        (another process acted since the caller planned: plan again).
         `status` is the row's first status: queued/running for a run that will start,
         skipped/missed for a slot recorded without running.
         """
         try:
             with self.transaction() as db:
+                if expect_cursor is not ANY:
+                    row = db.execute(
+                        "SELECT cursor FROM routine_state WHERE routine = ?", (routine,)
+                    ).fetchone()
+                    if (row["cursor"] if row else None) != expect_cursor:
+                        raise _Stale
                 db.execute(
                     "INSERT INTO claims (routine, slot, claimed_at, run_id) VALUES (?, ?, ?, ?)",
                     (routine, slot, iso(now), run_id),
                 )
                 self._advance_cursor(db, routine, slot)
                 self._insert_run(db, routine, run_id, slot, trigger, status, now, detail, owner)
-        except sqlite3.IntegrityError:
+        except (sqlite3.IntegrityError, _Stale):
             return False
         return True
 

@@ -332,7 +332,7 @@ class Ledger:
         now: datetime,
         detail: str = "",
         owner: tuple[int, float] | None = None,
-        expect_cursor: str | None | _Any = ANY,
+        expect_cursor: str | _Any | None = ANY,
     ) -> bool:
         """Claim (routine, slot) and record its run row and cursor, all or nothing.
 

@@ -299,6 +299,8 @@ def _tools(r: Reader, entries: tuple[str, ...]) -> tuple[Tool, ...]:
 
 def _agent(r: Reader, doc: Mapping[str, Any]) -> AgentSpec | None:
     t = r.table(doc, "agent")
+    if not isinstance(doc.get("agent"), dict):
+        return None  # `agent = 3`: reported as "expected a table"
     esc = r.table(doc, "agent.escalation") if isinstance(t.get("escalation"), dict) else {}
     route: Route = t.get("route", Route.AUTO)
     fields: dict[str, Any] = {k: v for k, v in t.items() if k not in ("model", "escalation")}
@@ -326,6 +328,8 @@ def _agent(r: Reader, doc: Mapping[str, Any]) -> AgentSpec | None:
 
 def _command(r: Reader, doc: Mapping[str, Any]) -> CommandSpec | None:
     t = r.table(doc, "command")
+    if not isinstance(doc.get("command"), dict):
+        return None  # `command = "ls"`: reported as "expected a table"
     if "run" not in t:
         if "run" not in doc.get("command", {}):
             r.error("[command].run", 'required: the shell string to run, e.g. run = "df -h"')

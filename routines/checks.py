@@ -179,10 +179,16 @@ class Reader:
         self.problems: list[Problem] = []
 
     def error(self, key: str, message: str) -> None:
-        self.problems.append(Problem(self.file, key, message))
+        self._add(Problem(self.file, key, message))
 
     def warn(self, key: str, message: str) -> None:
-        self.problems.append(Problem(self.file, key, message, warning=True))
+        self._add(Problem(self.file, key, message, warning=True))
+
+    def _add(self, problem: Problem) -> None:
+        # A table that is not a table is found both by the top-level pass and by table():
+        # say it once.
+        if problem not in self.problems:
+            self.problems.append(problem)
 
     def table(self, doc: Mapping[str, Any], name: str) -> dict[str, Any]:
         """The checked values of table `name` (dotted for nested); unknown keys reported."""

@@ -359,8 +359,10 @@ def _output(r: Reader, doc: Mapping[str, Any]) -> OutputSpec:
 
 def _budget(r: Reader, doc: Mapping[str, Any], kind: Kind) -> BudgetSpec:
     t = r.table(doc, "budget")
+    raw = doc.get("budget") if isinstance(doc.get("budget"), dict) else {}
     agent = doc.get("agent") if isinstance(doc.get("agent"), dict) else None
     ollama_only = agent is not None and agent.get("route") == "ollama"
-    if kind is Kind.AGENT and not ollama_only and "max_dollars_per_day" not in t:
+    # A max_dollars_per_day that is present but invalid is an error already, not "no budget".
+    if kind is Kind.AGENT and not ollama_only and "max_dollars_per_day" not in raw:
         r.warn("[budget]", "no max_dollars_per_day: this routine's daily spend is unlimited")
     return BudgetSpec(**t)

@@ -122,24 +122,25 @@ def load_config(path: Path) -> Config:
     top = r.table({"": doc}, "")
     sandbox = r.table(doc, "sandbox") if isinstance(doc.get("sandbox"), dict) else {}
     pricing: dict[str, tuple[float, float]] = {}
-    for model, price in (doc.get("pricing") or {}).items():
+    raw_pricing = doc.get("pricing")
+    for model, price in raw_pricing.items() if isinstance(raw_pricing, dict) else ():
+        where = f'[pricing."{model}"]'
         if not isinstance(price, dict):
-            r.error(f'[pricing."{model}"]', f"expected a table, found {found(price)}")
+            r.error(where, f"expected a table, found {found(price)}")
             continue
-        checked = r.table({"price": price}, "price")
-        if set(checked) != {"input", "output"}:
-            if set(price) <= {"input", "output"}:
-                r.error(f'[pricing."{model}"]', "expected both input and output ($ per MTok)")
-            continue
-        pricing[model] = (checked["input"], checked["output"])
+        # Its own Reader, so each problem names the model (a model name may contain dots).
+        sub = Reader(r.file, _SCHEMA)
+        checked = sub.table({"price": price}, "price")
+        for problem in sub.problems:
+            r.error(problem.key.replace("[price]", where), problem.message)
+        if not {"input", "output"} <= set(price):
+            r.error(where, "expected both input and output ($ per MTok)")
+        elif not sub.problems:
+            pricing[model] = (checked["input"], checked["output"])
     errors = [p for p in r.problems if not p.warning]
     if errors:
-        # Reader names nested tables by the schema key; say where they really are.
-        fixed = [
-            Problem(p.file, p.key.replace("[price]", "[pricing]").replace("[].", ""), p.message)
-            for p in errors
-        ]
-        raise ConfigInvalid(fixed)
+        # Reader names top-level keys "[].key"; they are plain keys in the file.
+        raise ConfigInvalid([Problem(p.file, p.key.replace("[].", ""), p.message) for p in errors])
     ollama = top.get("ollama_url") or _ollama_host() or DEFAULT_OLLAMA_URL
     return Config(
         max_concurrent=top.get("max_concurrent", 2),

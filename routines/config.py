@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import tomllib
+import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -152,9 +153,16 @@ def load_config(path: Path) -> Config:
 
 
 def _ollama_host() -> str | None:
-    host = os.environ.get("OLLAMA_HOST", "").strip()
+    host = os.environ.get("OLLAMA_HOST", "").strip().strip("\"'").strip()
     if not host:
         return None
-    if not host.startswith(("http://", "https://")):
-        host = "http://" + host
-    return host
+    if "://" in host:
+        return host
+    # Ollama's own reading: no scheme means http, and no port means 11434 (not http's 80),
+    # so OLLAMA_HOST=0.0.0.0, as servers are often configured, still finds the server.
+    hostport = host.rstrip("/")
+    try:
+        port = urllib.parse.urlsplit("http://" + hostport).port
+    except ValueError:
+        port = None
+    return f"http://{hostport}" if port is not None else f"http://{hostport}:11434"

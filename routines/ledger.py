@@ -234,6 +234,10 @@ def _bool_or_none(v: object) -> bool | None:
     return None if v is None else bool(v)
 
 
+def _is_busy(exc: sqlite3.OperationalError) -> bool:
+    return "locked" in str(exc) or "busy" in str(exc)
+
+
 class Ledger:
     """One connection to ledger.db. Not shared across threads; open one per process/thread."""
 
@@ -244,20 +248,34 @@ class Ledger:
             self._db = sqlite3.connect(
                 path, timeout=BUSY_TIMEOUT_SEC, isolation_level=None, check_same_thread=False
             )
+        except sqlite3.Error as exc:
+            raise self._unusable(exc) from exc
+        try:
             self._db.row_factory = sqlite3.Row
+            # Read the version before anything writes (the switch to WAL rewrites the header):
+            # a ledger from a newer vinos-routine is refused byte for byte untouched.
+            self._refuse_newer(self.version)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("PRAGMA foreign_keys=ON")
             self._migrate()
-        except sqlite3.OperationalError as exc:
-            if "locked" in str(exc) or "busy" in str(exc):
+        except BaseException as exc:
+            self._db.close()  # a refused ledger keeps no connection (nor -wal/-shm) open
+            if isinstance(exc, sqlite3.OperationalError) and _is_busy(exc):
                 raise LedgerError(
                     f"{path}: the ledger stayed locked for {BUSY_TIMEOUT_SEC:.0f}s ({exc}); "
                     "another vinos-routine process holds it — try again"
                 ) from exc
-            raise self._unusable(exc) from exc
-        except sqlite3.DatabaseError as exc:
-            raise self._unusable(exc) from exc
+            if isinstance(exc, sqlite3.DatabaseError):
+                raise self._unusable(exc) from exc
+            raise
+
+    def _refuse_newer(self, version: int) -> None:
+        if version > LEDGER_VERSION:
+            raise LedgerError(
+                f"{self.path}: written by a newer vinos-routine (schema {version}, this one "
+                f"knows {LEDGER_VERSION}); upgrade vinos-routine, the ledger was not touched"
+            )
 
     def _unusable(self, exc: Exception) -> LedgerError:
         return LedgerError(
@@ -296,11 +314,7 @@ class Ledger:
     def _migrate(self) -> None:
         with self.transaction() as db:
             version = self.version
-            if version > LEDGER_VERSION:
-                raise LedgerError(
-                    f"{self.path}: written by a newer vinos-routine (schema {version}, this one "
-                    f"knows {LEDGER_VERSION}); upgrade vinos-routine, the ledger was not touched"
-                )
+            self._refuse_newer(version)  # again: another process may have upgraded it since
             if version == 0:
                 has_runs = db.execute(
                     "SELECT 1 FROM sqlite_master WHERE type='table' AND name='runs'"

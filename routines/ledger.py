@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -255,7 +256,7 @@ class Ledger:
             # Read the version before anything writes (the switch to WAL rewrites the header):
             # a ledger from a newer vinos-routine is refused byte for byte untouched.
             self._refuse_newer(self.version)
-            self._db.execute("PRAGMA journal_mode=WAL")
+            self._set_wal()
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("PRAGMA foreign_keys=ON")
             self._migrate()
@@ -269,6 +270,20 @@ class Ledger:
             if isinstance(exc, sqlite3.DatabaseError):
                 raise self._unusable(exc) from exc
             raise
+
+    def _set_wal(self) -> None:
+        # Switching to WAL needs an exclusive lock, and there SQLite answers "database is
+        # locked" at once instead of calling the busy handler (two first opens at once, or a
+        # v1 ledger in use): wait for it here, up to the same timeout.
+        deadline = time.monotonic() + BUSY_TIMEOUT_SEC
+        while True:
+            try:
+                self._db.execute("PRAGMA journal_mode=WAL")
+                return
+            except sqlite3.OperationalError as exc:
+                if not _is_busy(exc) or time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.005)
 
     def _refuse_newer(self, version: int) -> None:
         if version > LEDGER_VERSION:

@@ -379,13 +379,18 @@ class Ledger:
                     ).fetchone()
                     if (row["cursor"] if row else None) != expect_cursor:
                         raise _Stale
-                db.execute(
-                    "INSERT INTO claims (routine, slot, claimed_at, run_id) VALUES (?, ?, ?, ?)",
+                cur = db.execute(
+                    "INSERT OR IGNORE INTO claims (routine, slot, claimed_at, run_id) "
+                    "VALUES (?, ?, ?, ?)",
                     (routine, slot, iso(now), run_id),
                 )
+                if cur.rowcount == 0:
+                    raise _Stale  # claimed before
                 self._advance_cursor(db, routine, slot)
+                # Any other constraint (a reused run_id) is the caller's bug, not a lost race:
+                # it raises rather than reading as "claimed before".
                 self._insert_run(db, routine, run_id, slot, trigger, status, now, detail, owner)
-        except (sqlite3.IntegrityError, _Stale):
+        except _Stale:
             return False
         return True
 

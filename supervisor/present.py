@@ -106,3 +106,31 @@ def when(instant: datetime, now: datetime) -> str:
     delta = instant - now
     rel = relative(delta)
     return f"in {rel} ({clock})" if delta.total_seconds() >= 0 else f"{rel} ({clock})"
+
+
+_EVENT_STYLE = {
+    "model_call": ("→", "blue"),
+    "model_reply": ("←", "blue"),
+    "tool_call": ("⚙", "bold"),
+    "tool_result": (" ", "dim"),
+    "tool_refused": ("✗", "red"),
+    "escalated": ("⇧", "yellow"),
+    "warn": ("!", "yellow"),
+    "status": ("•", "green"),
+    "log": ("·", "dim"),
+    "stderr": (" ", "dim"),
+    "usage": ("$", "dim"),
+    "start": ("▶", "green"),
+    "end": ("■", "green"),
+}
+
+
+def format_event(kind: str, text: str, enabled: bool, ts: str | None = None) -> str:
+    """One line of a run as `run` and `logs` print it."""
+    mark, name = _EVENT_STYLE.get(kind, ("·", "dim"))
+    if kind in ("status", "end") and any(w in text for w in ("failed", "timeout", "interrupted")):
+        name = "red"
+    stamp = ""
+    if ts:
+        stamp = color(ts[11:19], "dim", enabled) + " "
+    return f"{stamp}{color(mark, name, enabled)} {text}"

@@ -1,0 +1,110 @@
+"""The CLI's side of the control socket: connect, say hello, send a request, read events and
+the response. Blocking and small: the CLI is a short-lived process."""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import socket
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from ipc import PROTOCOL, Event, Hello, LineReader, ProtocolError, Request, Response, encode
+
+__all__ = ["Client", "DaemonError", "DaemonNotRunning", "connect"]
+
+START_HINT = "start it: systemctl --user enable --now vinos-routined"
+
+
+class DaemonNotRunning(ConnectionError):
+    def __init__(self, path: Path, why: str) -> None:
+        super().__init__(f"the vinos-routine daemon is not running ({why} at {path}); {START_HINT}")
+
+
+class DaemonError(RuntimeError):
+    """The daemon answered a request with ok = false."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class Client:
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.reader = LineReader(sock.makefile("rb"))
+        self._ids = itertools.count(1)
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.sock.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def stream(self, cmd: str, args: dict[str, Any] | None = None) -> Iterator[Event | Response]:
+        """Send one request; yield its events, then its response."""
+        rid = next(self._ids)
+        self.sock.sendall(encode(Request(rid, cmd, args or {})))
+        while True:
+            msg = self.reader.read()
+            if msg is None:
+                raise ConnectionError("the daemon closed the connection")
+            if isinstance(msg, Event):
+                yield msg
+            elif isinstance(msg, Response) and msg.id == rid:
+                yield msg
+                return
+            else:
+                raise ProtocolError(f"unexpected {msg.TYPE} from the daemon")
+
+    def request(
+        self,
+        cmd: str,
+        args: dict[str, Any] | None = None,
+        on_event: Callable[[Event], None] | None = None,
+    ) -> Any:
+        """The result of one request (events go to `on_event`); raises DaemonError on ok=false."""
+        for msg in self.stream(cmd, args):
+            if isinstance(msg, Event):
+                if on_event:
+                    on_event(msg)
+            elif msg.ok:
+                return msg.result
+            else:
+                err = msg.error or {}
+                raise DaemonError(err.get("code", "error"), err.get("message", "request failed"))
+        raise ConnectionError("no response")
+
+
+def connect(path: Path, timeout: float | None = 10.0) -> Client:
+    """A hello'd client on the daemon's socket; DaemonNotRunning when nobody listens."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
+    sock.settimeout(timeout)
+    try:
+        sock.connect(str(path))
+    except FileNotFoundError:
+        sock.close()
+        raise DaemonNotRunning(path, "no socket") from None
+    except ConnectionRefusedError:
+        sock.close()
+        raise DaemonNotRunning(path, "nobody listening") from None
+    except OSError as exc:
+        sock.close()
+        raise DaemonNotRunning(path, exc.strerror or str(exc)) from None
+    client = Client(sock)
+    try:
+        sock.sendall(encode(Hello()))
+        first = client.reader.read()
+    except (OSError, ProtocolError) as exc:
+        client.close()
+        raise DaemonNotRunning(path, f"no hello: {exc}") from None
+    if not isinstance(first, Hello) or first.protocol != PROTOCOL:
+        client.close()
+        raise DaemonNotRunning(path, "it did not say hello")
+    sock.settimeout(None)
+    return client

@@ -1,0 +1,92 @@
+"""`vinos-routine enable NAME` / `disable NAME`: turn a routine on or off (its file is kept).
+
+The choice is stored in the ledger (system routines live in /etc, which is not yours to edit),
+and it wins until the file's own `enabled` is changed afterwards. `enable` also clears the
+failure streak and owes nothing from before: the first run is the next slot.
+"""
+
+from __future__ import annotations
+
+import argparse
+from datetime import UTC, datetime
+from typing import Any
+
+from supervisor.commands.common import NoSuchRoutine, add_parser, die, find_entry
+
+__all__ = ["register"]
+
+
+def register(sub: Any) -> None:
+    p = add_parser(sub, "enable", "turn a routine on", "  vinos-routine enable day-brief\n")
+    p.add_argument("name", help="routine name")
+    p.set_defaults(func=run, on=True)
+    p = add_parser(
+        sub, "disable", "turn a routine off (keeps its file)", "  vinos-routine disable day-brief\n"
+    )
+    p.add_argument("name", help="routine name")
+    p.set_defaults(func=run, on=False)
+
+
+def run(args: argparse.Namespace) -> int:
+    from routines.ledger import Ledger
+    from routines.paths import paths
+    from routines.schedule import compile_schedule
+    from supervisor.client import DaemonError
+    from supervisor.commands.common import try_daemon
+    from supervisor.plan import cursor_for
+    from supervisor.present import when
+    from supervisor.scheduler import fingerprint
+
+    p = paths()
+    try:
+        entry, _ = find_entry(args.name, p)
+    except NoSuchRoutine as exc:
+        return die(str(exc))
+    routine = entry.routine
+    if routine is None:
+        return die(f"{args.name} is invalid; fix it first:\n" + "\n".join(map(str, entry.errors)))
+    now = datetime.now(UTC)
+    with Ledger(p.ledger) as ledger:
+        if args.on:
+            state = ledger.state(routine.name)
+            cursor = cursor_for(now)
+            if state.cursor and state.cursor > cursor:
+                cursor = state.cursor  # never backwards
+            ledger.update_state(
+                routine.name,
+                enabled_override=True,
+                file_enabled_seen=routine.enabled,
+                failure_streak=0,
+                disabled_reason=None,
+                cursor=cursor,
+                schedule_fingerprint=fingerprint(routine),
+            )
+        else:
+            ledger.update_state(
+                routine.name,
+                enabled_override=False,
+                file_enabled_seen=routine.enabled,
+                disabled_reason=None,
+            )
+    client = try_daemon(p)
+    if client is not None:
+        with client:
+            try:
+                client.request("reload")
+            except DaemonError as exc:
+                print(f"warning: the daemon did not reload: {exc}")
+    if args.on:
+        sched = compile_schedule(routine.schedule, routine.kind)
+        nxt = sched.next_after(now)
+        msg = f"{routine.name} enabled: {sched.description}"
+        if nxt:
+            msg += f"; next run {when(sched.fire_time(routine.name, nxt), now)}"
+        print(msg)
+        if client is None:
+            print(
+                "note: the daemon is not running, so nothing runs on schedule; start it: "
+                "systemctl --user enable --now vinos-routined"
+            )
+    else:
+        print(f"{routine.name} disabled")
+    return 0

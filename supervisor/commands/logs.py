@@ -1,0 +1,100 @@
+"""`vinos-routine logs NAME`: what a run did, from its event log (state/NAME/runs/ID.jsonl)."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from supervisor.commands.common import NoSuchRoutine, add_parser, die, find_entry
+
+__all__ = ["register"]
+
+
+def register(sub: Any) -> None:
+    p = add_parser(
+        sub,
+        "logs",
+        "show a run's log (the newest run unless --run is given)",
+        "  vinos-routine logs day-brief\n"
+        "  vinos-routine logs day-brief --follow\n"
+        "  vinos-routine logs day-brief --run 20261202T060012-day-brief-3f9a1c\n",
+    )
+    p.add_argument("name", help="routine name")
+    p.add_argument("--run", metavar="ID", help="a run id (see 'vinos-routine history NAME')")
+    p.add_argument("-f", "--follow", "--tail", action="store_true", help="keep printing")
+    p.add_argument("--json", action="store_true", help="print the log's JSON lines")
+    p.set_defaults(func=run)
+
+
+def _newest_log(runs_dir: Path) -> Path | None:
+    try:
+        logs = sorted(runs_dir.glob("*.jsonl"), key=lambda f: (f.stat().st_mtime, f.name))
+    except OSError:
+        return None
+    return logs[-1] if logs else None
+
+
+def run(args: argparse.Namespace) -> int:
+    import orjson
+
+    from routines.paths import paths
+    from supervisor.present import format_event, use_color
+    from supervisor.runlog import read_log
+
+    p = paths()
+    try:
+        find_entry(args.name, p)
+    except NoSuchRoutine as exc:
+        return die(str(exc))
+    runs_dir = p.routine_state(args.name) / "runs"
+    path = runs_dir / f"{args.run}.jsonl" if args.run else _newest_log(runs_dir)
+    if path is None or not path.exists():
+        if args.run:
+            return die(f"no log for run {args.run} (see 'vinos-routine history {args.name}')")
+        if not args.follow:
+            print(f"{args.name} has no run logs yet")
+            return 0
+    c = use_color()
+
+    def show(entry: dict[str, Any]) -> None:
+        if args.json:
+            print(orjson.dumps(entry).decode(), flush=True)
+        else:
+            print(
+                format_event(entry.get("kind", ""), entry.get("text", ""), c, entry.get("ts")),
+                flush=True,
+            )
+
+    seen = 0
+    ended = False
+    if path is not None:
+        for entry in read_log(path):
+            show(entry)
+            seen += 1
+            ended = ended or entry.get("kind") == "end"
+    if args.follow and not ended:
+        _follow(path, runs_dir, seen, show)
+    return 0
+
+
+def _follow(
+    path: Path | None, runs_dir: Path, seen: int, show: Callable[[dict[str, Any]], None]
+) -> None:
+    """Poll the log (works with or without a daemon) until the run's "end" entry."""
+    from supervisor.runlog import read_log
+
+    while True:
+        time.sleep(0.3)
+        if path is None:
+            path = _newest_log(runs_dir)
+            if path is None:
+                continue
+        entries = list(read_log(path))
+        for entry in entries[seen:]:
+            show(entry)
+            if entry.get("kind") == "end":
+                return
+        seen = len(entries)

@@ -1,0 +1,113 @@
+"""`vinos-routine run NAME`: run a routine now and watch it live.
+
+Through the daemon when it is up, so the concurrency limit, the fence and the ledger apply;
+in this process otherwise (the same code path). Refused when the routine is already running.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+from supervisor.commands.common import NoSuchRoutine, add_parser, die, find_entry
+
+__all__ = ["register"]
+
+
+def register(sub: Any) -> None:
+    p = add_parser(
+        sub,
+        "run",
+        "run a routine now and stream what it does",
+        "  vinos-routine run day-brief\n  vinos-routine run day-brief --json   # the result only\n",
+    )
+    p.add_argument("name", help="routine name")
+    p.add_argument("--json", action="store_true", help="print the finished run as JSON")
+    p.add_argument("--detach", action="store_true", help="queue it in the daemon and return")
+    p.add_argument(
+        "--no-daemon", action="store_true", help="run in this process even if the daemon is up"
+    )
+    p.set_defaults(func=run)
+
+
+def _print_result(fin: dict[str, Any], as_json: bool, c: bool) -> int:
+    from supervisor.present import color, print_json
+
+    if as_json:
+        print_json(fin)
+    else:
+        status = fin["status"]
+        line = status + (f" · {fin['outcome']}" if fin.get("outcome") else "")
+        line += f" · ${fin.get('dollars') or 0:.4f}"
+        name = "green" if status == "ok" else "red"
+        print(color(line, name, c))
+        if fin.get("detail") and status != "ok":
+            print(fin["detail"])
+        if fin.get("output"):
+            print(f"output: {fin['output']}")
+        if fin.get("disabled"):
+            print(color(f"{fin['routine']} was disabled after 3 failures in a row", "red", c))
+    return 0 if fin["status"] == "ok" else 1
+
+
+def run(args: argparse.Namespace) -> int:
+    from ipc import Event
+    from routines.config import ConfigInvalid, load_config
+    from routines.paths import paths
+    from supervisor.client import DaemonError
+    from supervisor.commands.common import try_daemon
+    from supervisor.present import format_event, use_color
+
+    p = paths()
+    try:
+        entry, _ = find_entry(args.name, p)
+    except NoSuchRoutine as exc:
+        return die(str(exc))
+    if entry.routine is None:
+        return die(f"{args.name} is invalid:\n" + "\n".join(str(e) for e in entry.errors))
+    c = use_color()
+
+    def show(ev: Event) -> None:
+        if not args.json:
+            print(format_event(ev.kind, ev.text, c), flush=True)
+
+    client = None if args.no_daemon else try_daemon(p)
+    if client is not None:
+        with client:
+            try:
+                fin = client.request(
+                    "run", {"name": args.name, "detach": args.detach}, on_event=show
+                )
+            except DaemonError as exc:
+                return die(str(exc))
+        if args.detach:
+            print(f"queued: {fin['run_id']} (follow it: vinos-routine logs {args.name} --follow)")
+            return 0
+        return _print_result(fin, args.json, c)
+
+    if os.geteuid() == 0:
+        from supervisor.daemon import ROOT_REFUSAL
+
+        return die(ROOT_REFUSAL)
+    if args.detach:
+        return die(
+            "--detach needs the daemon; start it: systemctl --user enable --now vinos-routined"
+        )
+    try:
+        config = load_config(p.config_file)
+    except ConfigInvalid as exc:
+        return die(f"config.toml is invalid:\n{exc}")
+    from supervisor.inproc import Busy, run_in_process
+
+    if not args.json:
+        print(
+            format_event("log", f"no daemon running: running {args.name} in this process", c),
+            file=sys.stderr,
+        )
+    try:
+        fin = run_in_process(entry.routine, p, config, show)
+    except Busy as exc:
+        return die(str(exc))
+    return _print_result(fin, args.json, c)

@@ -1,0 +1,216 @@
+"""The control socket: where `vinos-routine` talks to the daemon.
+
+A Unix stream socket, mode 0600 in a 0700 directory, and SO_PEERCRED on every connection:
+only the daemon's own uid is served. Newline-JSON: each side says hello, then the client sends
+requests and gets, per request, any number of `event` lines and one `response`.
+
+A client cannot hurt the daemon or other clients: a malformed or oversized line ends that
+connection only; every connection writes through its own bounded queue, so a client that
+stops reading is dropped instead of stalling anyone (see tests/supervisor/test_control.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import struct
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from ipc import (
+    PROTOCOL,
+    Hello,
+    Message,
+    ProtocolError,
+    Request,
+    Response,
+    encode,
+    read_message,
+)
+
+__all__ = ["CommandError", "Connection", "ControlServer", "Handler"]
+
+log = logging.getLogger("vinos.control")
+
+HELLO_TIMEOUT_SEC = 10.0
+QUEUE_LINES = 2048  # per connection; a client further behind than this is dropped
+MAX_CLIENTS = 512
+
+
+class CommandError(Exception):
+    """A request that cannot be done; becomes `{"ok": false, "error": {code, message}}`."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+class Connection:
+    """One client. `send` never blocks: it queues, or drops the client when it lags."""
+
+    def __init__(self, writer: asyncio.StreamWriter) -> None:
+        self.writer = writer
+        self.queue: asyncio.Queue[bytes | None] = asyncio.Queue(QUEUE_LINES)
+        self.closed = False
+        self._task = asyncio.ensure_future(self._pump())
+
+    def send(self, msg: Message) -> bool:
+        if self.closed:
+            return False
+        try:
+            self.queue.put_nowait(encode(msg))
+        except asyncio.QueueFull:
+            log.warning("control client stopped reading; dropping it")
+            self.close()
+            return False
+        return True
+
+    async def _pump(self) -> None:
+        try:
+            while True:
+                data = await self.queue.get()
+                if data is None:
+                    break
+                self.writer.write(data)
+                await self.writer.drain()
+        except (ConnectionError, OSError):
+            pass
+        finally:
+            self.closed = True
+            self.writer.close()
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        # Drop whatever is queued, then let the pump close the transport.
+        while not self.queue.empty():
+            self.queue.get_nowait()
+        self.queue.put_nowait(None)
+        self.writer.transport.abort()
+
+    async def drain_and_close(self) -> None:
+        if not self.closed:
+            with contextlib.suppress(asyncio.QueueFull):
+                self.queue.put_nowait(None)
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(self._task, 5)
+
+
+Handler = Callable[[Request, Connection], Awaitable[Any]]
+
+
+def peer_uid(sock: socket.socket) -> int | None:
+    try:
+        creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    except OSError:
+        return None
+    _pid, uid, _gid = struct.unpack("3i", creds)
+    return int(uid)
+
+
+class ControlServer:
+    def __init__(self, handlers: dict[str, Handler]) -> None:
+        self.handlers = handlers
+        self.connections: set[Connection] = set()
+        self._server: asyncio.AbstractServer | None = None
+        self.path: Path | None = None
+
+    async def start(self, path: Path, inherited_fd: int | None = None) -> None:
+        """Listen on `path`, or on a socket systemd passed us (socket activation)."""
+        if inherited_fd is not None:
+            sock = socket.socket(fileno=inherited_fd)
+            sock.setblocking(False)
+            self._server = await asyncio.start_unix_server(self._serve, sock=sock)
+            return
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.chmod(path.parent, 0o700)
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()  # we hold the daemon lock: a socket file left here is stale
+        old = os.umask(0o177)
+        try:
+            self._server = await asyncio.start_unix_server(self._serve, path=str(path))
+        finally:
+            os.umask(old)
+        os.chmod(path, 0o600)
+        self.path = path
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for conn in list(self.connections):
+            conn.close()
+        if self.path is not None:
+            with contextlib.suppress(FileNotFoundError):
+                self.path.unlink()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        sock = writer.get_extra_info("socket")
+        if len(self.connections) >= MAX_CLIENTS or peer_uid(sock) != os.getuid():
+            # Another user's process (or a flood): no hello, no error text, just closed.
+            writer.transport.abort()
+            return
+        conn = Connection(writer)
+        self.connections.add(conn)
+        try:
+            await self._converse(reader, conn)
+        finally:
+            self.connections.discard(conn)
+            await conn.drain_and_close()
+
+    async def _converse(self, reader: asyncio.StreamReader, conn: Connection) -> None:
+        conn.send(Hello())
+        try:
+            first = await asyncio.wait_for(read_message(reader), HELLO_TIMEOUT_SEC)
+        except (TimeoutError, ProtocolError, ConnectionError):
+            return
+        if not isinstance(first, Hello) or first.protocol != PROTOCOL:
+            return
+        while not conn.closed:
+            try:
+                msg = await read_message(reader)
+            except (ProtocolError, ConnectionError) as exc:
+                log.info("control client sent a bad line (%s); closing it", exc)
+                return
+            if msg is None:
+                return
+            if not isinstance(msg, Request):
+                log.info("control client sent a %s, not a request; closing it", msg.TYPE)
+                return
+            await self._dispatch(msg, conn)
+
+    async def _dispatch(self, req: Request, conn: Connection) -> None:
+        handler = self.handlers.get(req.cmd)
+        if handler is None:
+            known = ", ".join(sorted(self.handlers))
+            conn.send(
+                Response(
+                    req.id,
+                    False,
+                    error={
+                        "code": "unknown_command",
+                        "message": f"unknown command {req.cmd!r}; known: {known}",
+                    },
+                )
+            )
+            return
+        try:
+            result = await handler(req, conn)
+        except CommandError as exc:
+            conn.send(Response(req.id, False, error={"code": exc.code, "message": exc.message}))
+        except Exception as exc:  # a bug in one handler must not end the daemon
+            log.exception("control command %s failed", req.cmd)
+            conn.send(
+                Response(
+                    req.id,
+                    False,
+                    error={"code": "internal", "message": f"{type(exc).__name__}: {exc}"},
+                )
+            )
+        else:
+            conn.send(Response(req.id, True, result=result))

@@ -1,0 +1,457 @@
+"""`vinos-routine daemon`: the per-user supervisor (DESIGN.md "Supervisor semantics").
+
+One asyncio loop. Each tick re-reads the wall clock, rescans the routine files (cheap: only
+changed files are parsed), claims what is due (supervisor/scheduler.py), and hands runs to the
+pool (supervisor/pool.py). It sleeps until the earliest fire time or 30 s, whichever is first,
+or until something wakes it (a reload, a manual run, a finished worker).
+
+Signal handlers only set flags and wake the loop; the loop does the work.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import difflib
+import fcntl
+import logging
+import os
+import signal
+import sys
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import IO, Any
+
+import psutil
+
+from ipc import PROTOCOL, Request, RunStatus, Trigger
+from routines.config import Config, ConfigInvalid, load_config
+from routines.ledger import Ledger, LedgerError
+from routines.paths import Paths, paths
+from routines.registry import Registry, scan
+from supervisor import notify, systemd
+from supervisor.clock import Clock, clock_from_env
+from supervisor.control import CommandError, Connection, ControlServer
+from supervisor.jobs import new_run_id
+from supervisor.plan import cursor_for
+from supervisor.pool import Pool
+from supervisor.record import Notification
+from supervisor.scheduler import Pending, Scheduler
+
+__all__ = ["ROOT_REFUSAL", "Daemon", "main", "owner_alive"]
+
+log = logging.getLogger("vinos.daemon")
+
+TICK_MAX_SEC = 30.0
+STOP_GRACE_SEC = 30.0
+ROOT_REFUSAL = (
+    "vinos-routine refuses to run as root: as uid 0, bubblewrap keeps the host's file access "
+    "even inside its namespaces, so a routine's shell tools could read /etc/shadow. Run it as "
+    "your own user: systemctl --user enable --now vinos-routined"
+)
+
+
+def version() -> str:
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as dist_version
+
+    try:
+        return dist_version("vinos-routine")
+    except PackageNotFoundError:
+        return "0.1.0"
+
+
+def process_identity(pid: int | None = None) -> tuple[int, float]:
+    """(pid, create time): a pid alone may be reused by an unrelated process later."""
+    proc = psutil.Process(pid)
+    return proc.pid, proc.create_time()
+
+
+def owner_alive(pid: int | None, started: float | None) -> bool:
+    if pid is None:
+        return False
+    try:
+        proc = psutil.Process(pid)
+        if started is not None and abs(proc.create_time() - started) > 0.01:
+            return False
+        return bool(proc.status() != psutil.STATUS_ZOMBIE)
+    except psutil.Error:
+        return False
+
+
+@dataclass(frozen=True, slots=True)
+class Locks:
+    files: tuple[IO[str], ...]
+
+
+def acquire_locks(p: Paths) -> Locks:
+    """One daemon per VINOS_HOME (and per runtime dir, where its socket lives)."""
+    files: list[IO[str]] = []
+    for path in (p.daemon_lock, p.state_dir / ".daemon.lock"):
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        f = open(path, "a+")  # noqa: SIM115 - held open for the daemon's lifetime
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            f.seek(0)
+            holder = f.read().strip() or "unknown"
+            f.close()
+            for other in files:
+                other.close()
+            raise SystemExit(
+                f"vinos-routine: another daemon is already running for {p.home} "
+                f"(pid {holder}, lock {path}); stop it first "
+                "(systemctl --user stop vinos-routined)"
+            ) from None
+        f.seek(0)
+        f.truncate()
+        f.write(f"{os.getpid()}\n")
+        f.flush()
+        files.append(f)
+    return Locks(tuple(files))
+
+
+class Daemon:
+    def __init__(
+        self, p: Paths, config: Config, clock: Clock, *, worker_argv: list[str] | None = None
+    ) -> None:
+        self.paths = p
+        self.config = config
+        self.clock = clock
+        self.owner = process_identity()
+        self.ledger = Ledger(p.ledger)
+        self.registry = Registry()
+        self.scheduler = Scheduler(self.ledger, self.owner)
+        self.pool = Pool(
+            ledger=self.ledger,
+            paths=p,
+            config=config,
+            clock=clock,
+            notify=self._notify,
+            on_change=self.wake,
+            worker_argv=worker_argv,
+        )
+        self.control = ControlServer(
+            {
+                "ping": self._ping,
+                "status": self._status,
+                "run": self._run,
+                "follow": self._follow,
+                "reload": self._reload,
+            }
+        )
+        self._wake = asyncio.Event()
+        self._stopping = False
+        self._reload_asked = True
+        self._data_version: int | None = None
+        self._external_busy: set[str] = set()
+        self._last_prune: datetime | None = None
+        self.started_at = clock.now()
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def ask_stop(self) -> None:
+        self._stopping = True
+        self.wake()
+
+    def ask_reload(self) -> None:
+        self._reload_asked = True
+        self.wake()
+
+    async def run(self) -> int:
+        loop = asyncio.get_running_loop()
+        previous: dict[signal.Signals, Any] = {}
+        for sig, handler in (
+            (signal.SIGTERM, self.ask_stop),
+            (signal.SIGINT, self.ask_stop),
+            (signal.SIGHUP, self.ask_reload),
+        ):
+            previous[sig] = signal.getsignal(sig)
+            loop.add_signal_handler(sig, handler)
+        try:
+            self.mark_interrupted()
+            fds = systemd.listen_fds()
+            await self.control.start(self.paths.control_socket, fds[0] if fds else None)
+            self.tick()
+            systemd.notify("READY=1\nSTATUS=" + self.status_line())
+            watchdog = asyncio.ensure_future(self._watchdog())
+            while not self._stopping:
+                timeout = self._sleep_for()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), timeout)
+                self._wake.clear()
+                if not self._stopping:
+                    self.tick()
+            watchdog.cancel()
+            systemd.notify("STOPPING=1\nSTATUS=stopping: waiting for running routines")
+            self._set_title("vinos-routined: stopping")
+            await self.pool.shutdown(STOP_GRACE_SEC)
+            await self.control.close()
+        finally:
+            for sig, handler in previous.items():
+                loop.remove_signal_handler(sig)
+                signal.signal(sig, handler)
+            self.ledger.close()
+        return 0
+
+    def mark_interrupted(self) -> None:
+        """Runs left queued/running by a process that is gone become `interrupted`, never
+        replayed (DESIGN.md point 7)."""
+        now = self.clock.now()
+        for run in self.ledger.active_runs():
+            if owner_alive(run.owner_pid, run.owner_started):
+                continue
+            self.ledger.finish_run(
+                run.run_id,
+                now=now,
+                fields={
+                    "status": RunStatus.INTERRUPTED,
+                    "detail": f"its supervisor (pid {run.owner_pid}) went away; not replayed",
+                },
+            )
+            log.warning("%s: run %s interrupted (its supervisor is gone)", run.routine, run.run_id)
+
+    def _sleep_for(self) -> float:
+        now = self.clock.now()
+        nxt = self.scheduler.next_wake()
+        if nxt is None:
+            return TICK_MAX_SEC
+        return max(0.01, min(TICK_MAX_SEC, (nxt - now).total_seconds()))
+
+    async def _watchdog(self) -> None:
+        interval = systemd.watchdog_interval()
+        if interval is None:
+            return
+        while True:
+            systemd.notify("WATCHDOG=1")
+            await asyncio.sleep(interval)
+
+    # -- the tick ---------------------------------------------------------------------------
+
+    def tick(self) -> None:
+        now = self.clock.now()
+        self._refresh(now)
+        for pending in self.scheduler.due(now, self._busy):
+            self.pool.enqueue(pending)
+        if self._last_prune is None or now - self._last_prune > timedelta(hours=24):
+            self.ledger.prune_claims(now)
+            self._last_prune = now
+        self._update_status()
+
+    def _refresh(self, now: datetime) -> bool:
+        """Rescan files and, if another process wrote the ledger, its states. True if changed."""
+        if self._reload_asked:
+            self._reload_asked = False
+            try:
+                self.config = load_config(self.paths.config_file)
+                self.pool.config = self.config
+            except ConfigInvalid as exc:
+                log.error("config.toml is invalid; keeping the previous settings:\n%s", exc)
+        registry = scan(self.paths, self.registry)
+        version = self.ledger._db.execute("PRAGMA data_version").fetchone()[0]
+        files_changed = registry.entries != self.registry.entries
+        ledger_changed = version != self._data_version
+        if not files_changed and not ledger_changed:
+            return False
+        self.registry = registry
+        self._data_version = version
+        states = self.ledger.states()
+        self._external_busy = {
+            a.routine
+            for a in self.ledger.active_runs()
+            if a.owner_pid != self.owner[0] and owner_alive(a.owner_pid, a.owner_started)
+        }
+        self.scheduler.sync(registry, states, now)
+        for name, entry in registry.entries.items():
+            if entry.stale:
+                log.warning(
+                    "%s: file invalid, keeping the last good version:\n%s",
+                    name,
+                    "\n".join(str(p) for p in entry.errors),
+                )
+        self.pool.admit()
+        return True
+
+    def _busy(self, name: str) -> bool:
+        return self.pool.busy(name) or name in self._external_busy
+
+    # -- status -----------------------------------------------------------------------------
+
+    def status_line(self) -> str:
+        running = len(self.pool.running)
+        parts = [f"{running} running"]
+        if self.pool.queue:
+            parts.append(f"{len(self.pool.queue)} queued")
+        fires = self.scheduler.next_fires()
+        if fires:
+            name, at = fires[0]
+            local = at.astimezone()
+            clock = (
+                local.strftime("%H:%M")
+                if at - self.clock.now() < timedelta(hours=20)
+                else local.strftime("%a %H:%M")
+            )
+            parts.append(f"next {name} {clock}")
+        else:
+            parts.append("nothing scheduled")
+        return " · ".join(parts)
+
+    def _update_status(self) -> None:
+        line = self.status_line()
+        systemd.notify("STATUS=" + line)
+        self._set_title("vinos-routined: " + line)
+
+    @staticmethod
+    def _set_title(title: str) -> None:
+        with contextlib.suppress(Exception):
+            import setproctitle
+
+            setproctitle.setproctitle(title)
+
+    def _notify(self, note: Notification) -> None:
+        loop = asyncio.get_running_loop()
+        loop.run_in_executor(None, notify.send, note.title, note.body, note.urgency)
+
+    # -- control commands ---------------------------------------------------------------------
+
+    async def _ping(self, req: Request, conn: Connection) -> Any:
+        return {
+            "pid": os.getpid(),
+            "version": version(),
+            "protocol": PROTOCOL,
+            "home": str(self.paths.home),
+            "started_at": self.started_at.isoformat(),
+            "loaded_modules": sorted(
+                m for m in ("anthropic", "httpx", "worker") if m in sys.modules
+            ),
+        }
+
+    async def _status(self, req: Request, conn: Connection) -> Any:
+        snap = self.pool.snapshot()
+        snap["next"] = [
+            {"routine": n, "at": at.isoformat()} for n, at in self.scheduler.next_fires()[:20]
+        ]
+        snap["pid"] = os.getpid()
+        snap["started_at"] = self.started_at.isoformat()
+        snap["now"] = self.clock.now().isoformat()
+        snap["routines"] = len(self.registry.entries)
+        snap["enabled"] = len(self.scheduler.tracked)
+        snap["invalid"] = sorted(n for n, e in self.registry.entries.items() if e.errors)
+        snap["max_concurrent"] = self.config.max_concurrent
+        snap["status"] = self.status_line()
+        return snap
+
+    def _routine(self, name: object) -> Any:
+        if not isinstance(name, str):
+            raise CommandError("usage", "expected a routine name")
+        self._refresh(self.clock.now())
+        entry = self.registry.get(name)
+        if entry is None:
+            close = difflib.get_close_matches(name, self.registry.names(), n=3)
+            hint = f"; did you mean {', '.join(close)}?" if close else ""
+            raise CommandError("unknown_routine", f"no routine named {name!r}{hint}")
+        if entry.routine is None:
+            errors = "\n".join(str(p) for p in entry.errors)
+            raise CommandError("invalid_routine", f"{name} is invalid:\n{errors}")
+        return entry.routine
+
+    async def _run(self, req: Request, conn: Connection) -> Any:
+        routine = self._routine(req.args.get("name"))
+        if not self.pool.accepting:
+            raise CommandError("stopping", "the daemon is stopping; try again when it is back")
+        if self._busy(routine.name):
+            active = self.pool.active_run_of(routine.name) or "in another process"
+            raise CommandError(
+                "busy", f"{routine.name} is already running ({active}): previous run still going"
+            )
+        now = self.clock.now()
+        run_id = new_run_id(routine.name, now)
+        self.ledger.record_run(
+            routine.name,
+            run_id=run_id,
+            trigger=Trigger.MANUAL,
+            status=RunStatus.QUEUED,
+            now=now,
+            owner=self.owner,
+        )
+        pending = Pending(run_id, routine, Trigger.MANUAL, None, "manual run")
+        if req.args.get("detach"):
+            self.pool.enqueue(pending)
+            return {"run_id": run_id}
+        return await self._await_run(pending, conn, enqueue=True)
+
+    async def _await_run(self, pending: Pending, conn: Connection, enqueue: bool) -> Any:
+        done: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        pending.listeners.append(conn)
+        pending.on_done.append(done)
+        if enqueue:
+            self.pool.enqueue(pending)
+        fin = await done
+        return fin
+
+    async def _follow(self, req: Request, conn: Connection) -> Any:
+        run_id = req.args.get("run_id")
+        name = req.args.get("name")
+        if not run_id and isinstance(name, str):
+            run_id = self.pool.active_run_of(name)
+        if not isinstance(run_id, str):
+            raise CommandError("not_running", f"{name or 'that routine'} is not running now")
+        pending = self.pool.find(run_id)
+        if pending is None:
+            fin = self.pool.finished.get(run_id)
+            if fin is not None:
+                return fin.as_json()
+            raise CommandError("not_running", f"run {run_id} is not running now")
+        return await self._await_run(pending, conn, enqueue=False)
+
+    async def _reload(self, req: Request, conn: Connection) -> Any:
+        self._reload_asked = True
+        self._data_version = None
+        self.tick()
+        return {
+            "routines": len(self.registry.entries),
+            "enabled": len(self.scheduler.tracked),
+            "invalid": sorted(n for n, e in self.registry.entries.items() if e.errors),
+        }
+
+
+def reset_cursor_for_enable(ledger: Ledger, name: str, now: datetime) -> None:
+    """`enable` owes nothing from before: start the routine's cursor at now (never backwards)."""
+    ledger.advance_cursor(name, cursor_for(now))
+
+
+def main(*, worker_argv: list[str] | None = None) -> int:
+    """Run the daemon in the foreground until SIGTERM/SIGINT."""
+    if os.geteuid() == 0:
+        print(ROOT_REFUSAL, file=sys.stderr)
+        return 1
+    logging.basicConfig(
+        level=logging.INFO,
+        stream=sys.stderr,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
+    p = paths()
+    try:
+        config = load_config(p.config_file)
+    except ConfigInvalid as exc:
+        print(f"vinos-routine: config.toml is invalid:\n{exc}", file=sys.stderr)
+        return 1
+    try:
+        locks = acquire_locks(p)
+    except SystemExit as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    try:
+        daemon = Daemon(p, config, clock_from_env(), worker_argv=worker_argv)
+    except LedgerError as exc:
+        print(f"vinos-routine: {exc}", file=sys.stderr)
+        return 1
+    log.info("vinos-routine daemon %s started for %s (pid %d)", version(), p.home, os.getpid())
+    try:
+        return asyncio.run(daemon.run())
+    finally:
+        for f in locks.files:
+            f.close()

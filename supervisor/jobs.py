@@ -1,0 +1,76 @@
+"""Building a worker's Job: everything one run needs, decided before the process starts."""
+
+from __future__ import annotations
+
+import secrets
+from datetime import datetime
+from zoneinfo import ZoneInfo
+
+from ipc.messages import Job
+from routines.config import Config
+from routines.paths import Paths
+from routines.spec import Memory, Routine
+
+__all__ = ["build_job", "new_run_id", "read_memory"]
+
+MEMORY_CAP = 4096
+
+
+def new_run_id(routine: str, now: datetime) -> str:
+    """Sortable and unique: 20261202T060012-day-brief-3f9a1c."""
+    return f"{now.strftime('%Y%m%dT%H%M%S')}-{routine}-{secrets.token_hex(3)}"
+
+
+def memory_path(routine: Routine, paths: Paths) -> str | None:
+    if routine.agent is None or routine.agent.memory is Memory.SESSION:
+        return None
+    if routine.agent.memory is Memory.SHARED:
+        return str(paths.shared_memory)
+    return str(paths.memory(routine.name))
+
+
+def read_memory(path: str | None) -> str:
+    """The memory text a run starts from (the last ~4 KB; "" when none or unreadable)."""
+    if path is None:
+        return ""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError:
+        return ""
+    return data[-MEMORY_CAP:].decode("utf-8", errors="replace")
+
+
+def build_job(
+    routine: Routine,
+    *,
+    run_id: str,
+    trigger: str,
+    slot: str | None,
+    now: datetime,
+    max_tokens: int | None,
+    dollars_left: float | None,
+    paths: Paths,
+    config: Config,
+) -> Job:
+    mem = memory_path(routine, paths)
+    return Job(
+        run_id=run_id,
+        routine_name=routine.name,
+        routine_path=str(routine.source),
+        routine_toml=routine.text,
+        routine_origin=routine.origin.value,
+        trigger=trigger,
+        slot=slot,
+        started_at=now.astimezone(ZoneInfo(routine.schedule.timezone)).isoformat(),
+        max_tokens=max_tokens,
+        dollars_left=dollars_left,
+        memory=read_memory(mem),
+        vinos_home=str(paths.home),
+        state_dir=str(paths.routine_state(routine.name)),
+        scratch_dir=str(paths.scratch(routine.name, run_id)),
+        memory_path=mem,
+        ollama_url=config.ollama_url,
+        pricing={m: [p[0], p[1]] for m, p in config.pricing.items()},
+        sandbox=config.sandbox.as_dict(),
+    )

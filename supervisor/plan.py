@@ -1,0 +1,144 @@
+"""Pure scheduling decisions: which slots of a routine are due now, and what to do with them.
+
+Nothing here sleeps, reads the clock or touches the ledger: the daemon passes `now`, the
+routine's cursor and whether it is busy, and carries out the decisions (claiming each slot in
+the ledger, which is the fence). See tests/supervisor/test_plan.py.
+
+Rules (DESIGN.md "Supervisor semantics" 3 and 4):
+- A slot is due when its fire time (slot + jitter) is at or before `now`, and it is after the
+  cursor (the latest slot already handled). Lateness is `now - fire time` in UTC instants.
+- A due slot more than 120 s late was missed. `catch_up` runs once for all of them ("stands in
+  for N missed runs"); `skip` records one `missed` row with the count.
+- When the newest due slot is on time it runs as usual; older due slots are missed slots it
+  also stands in for (catch_up), or one `missed` row before it (skip).
+- Due while the routine runs or waits in the queue: one `skipped` row, never caught up.
+- Counting is bounded: after months asleep the count stops at MISSED_CAP.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from enum import StrEnum
+from typing import Protocol
+
+from routines.schedule import Slot
+from routines.spec import Missed
+
+__all__ = [
+    "GRACE",
+    "MISSED_CAP",
+    "Action",
+    "Decision",
+    "Timetable",
+    "cursor_for",
+    "parse_cursor",
+    "plan_routine",
+]
+
+GRACE = timedelta(seconds=120)
+MISSED_CAP = 10_000
+# How far after a slot its jitter may move it; the planner looks this far past `now`.
+_MAX_JITTER = timedelta(hours=24)
+
+
+class Timetable(Protocol):
+    """What the planner needs of a compiled schedule (routines.schedule.Schedule)."""
+
+    def slots_between(self, start: datetime, end: datetime, limit: int) -> list[Slot]: ...
+
+    def fire_time(self, routine_name: str, slot: Slot) -> datetime: ...
+
+
+class Action(StrEnum):
+    RUN = "run"  # an on-time slot: start a run (trigger schedule)
+    CATCH_UP = "catch_up"  # late slots, missed = catch_up: one run for all (trigger catch_up)
+    MISSED = "missed"  # late slots, missed = skip: one `missed` row with the count
+    SKIPPED = "skipped"  # due while the routine still runs or waits: one `skipped` row
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    action: Action
+    slot: Slot  # the slot claimed: the newest one the decision covers
+    count: int  # how many slots it covers
+    detail: str
+
+
+def cursor_for(instant: datetime) -> str:
+    """A cursor value meaning "everything up to `instant` is handled" (slot-id format)."""
+    return instant.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_cursor(cursor: str) -> datetime:
+    return datetime.strptime(cursor, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+
+
+def _runs(n: int, capped: bool) -> str:
+    if capped:
+        return f"{n:,}+ missed runs"
+    return "1 missed run" if n == 1 else f"{n:,} missed runs"
+
+
+def _due(
+    table: Timetable, name: str, cursor: datetime, now: datetime, jitter: timedelta
+) -> tuple[list[Slot], bool]:
+    """Due slots after the cursor, oldest first, and whether the count hit the cap.
+
+    When capped, the list holds the first MISSED_CAP due slots and then the newest due slot.
+    """
+    horizon = now + min(jitter, _MAX_JITTER)
+    slots = table.slots_between(cursor, horizon, MISSED_CAP + 1)
+    due = [s for s in slots if table.fire_time(name, s) <= now]
+    if len(slots) <= MISSED_CAP:
+        return due, False
+    # Asleep for ages: find the newest due slot by looking back from now in growing windows,
+    # instead of walking every slot since the cursor.
+    for window in (timedelta(hours=2), timedelta(days=2), timedelta(days=40), timedelta(days=800)):
+        start = max(cursor, now - window)
+        tail = table.slots_between(start, horizon, MISSED_CAP)
+        tail_due = [s for s in tail if table.fire_time(name, s) <= now]
+        if tail_due and len(tail) < MISSED_CAP:
+            return [*due[:MISSED_CAP], tail_due[-1]], True
+    return due[: MISSED_CAP + 1], True
+
+
+def plan_routine(
+    table: Timetable,
+    name: str,
+    *,
+    cursor: datetime,
+    now: datetime,
+    busy: bool,
+    missed: Missed,
+    jitter: timedelta = timedelta(0),
+) -> list[Decision]:
+    """What to do for one enabled routine at `now`; [] when nothing is due.
+
+    Decisions come in the order they must be claimed (each moves the cursor forward).
+    """
+    due, capped = _due(table, name, cursor, now, jitter)
+    if not due:
+        return []
+    newest = due[-1]
+    count = len(due)
+    if busy:
+        detail = "previous run still going"
+        if count > 1:
+            detail += f" ({count:,}{'+' if capped else ''} slots)"
+        return [Decision(Action.SKIPPED, newest, count, detail)]
+    on_time = now - table.fire_time(name, newest) <= GRACE
+    if on_time:
+        earlier = due[:-1]
+        if not earlier:
+            return [Decision(Action.RUN, newest, 1, "")]
+        n = len(earlier)
+        if missed is Missed.SKIP:
+            return [
+                Decision(Action.MISSED, earlier[-1], n, _runs(n, capped)),
+                Decision(Action.RUN, newest, 1, ""),
+            ]
+        return [Decision(Action.RUN, newest, count, f"also stands in for {_runs(n, capped)}")]
+    if missed is Missed.SKIP:
+        return [Decision(Action.MISSED, newest, count, _runs(count, capped))]
+    return [Decision(Action.CATCH_UP, newest, count, f"stands in for {_runs(count, capped)}")]

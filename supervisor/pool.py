@@ -1,0 +1,283 @@
+"""The worker pool: a FIFO queue of pending runs and at most `max_concurrent` running workers.
+
+Invariants (tests/supervisor/test_daemon_*.py):
+- Never more than `max_concurrent` workers at once; waiting runs start in the order they came.
+- A routine is "busy" while it runs or waits: a slot due then is skipped, a manual run refused.
+- Every run that leaves the queue ends with exactly one final status in the ledger.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from ipc import Event, EventKind, RunStatus
+from routines.config import Config
+from routines.ledger import Ledger
+from routines.paths import Paths
+from supervisor.clock import Clock
+from supervisor.jobs import build_job
+from supervisor.policy import Verdict, allowance_for
+from supervisor.record import Finished, Notification, finish_run
+from supervisor.runlog import RunLog
+from supervisor.scheduler import Pending
+from supervisor.spawn import StopReason, UsageTotals, WorkerOutcome, WorkerProcess
+
+__all__ = ["Pool", "Running"]
+
+log = logging.getLogger("vinos.pool")
+
+
+@dataclass(slots=True)
+class Running:
+    pending: Pending
+    worker: WorkerProcess | None
+    started_at: datetime
+    task: asyncio.Task[None]
+
+
+class Pool:
+    def __init__(
+        self,
+        *,
+        ledger: Ledger,
+        paths: Paths,
+        config: Config,
+        clock: Clock,
+        notify: Callable[[Notification], None],
+        on_change: Callable[[], None],
+        worker_argv: list[str] | None = None,
+    ) -> None:
+        self.ledger = ledger
+        self.paths = paths
+        self.config = config
+        self.clock = clock
+        self.notify = notify
+        self.on_change = on_change
+        self.worker_argv = worker_argv
+        self.queue: deque[Pending] = deque()
+        self.running: dict[str, Running] = {}
+        self.finished: dict[str, Finished] = {}  # recent, for clients that ask after the end
+        self.accepting = True
+
+    # -- queries ----------------------------------------------------------------------------
+
+    def busy(self, name: str) -> bool:
+        return any(r.pending.routine.name == name for r in self.running.values()) or any(
+            p.routine.name == name for p in self.queue
+        )
+
+    def active_run_of(self, name: str) -> str | None:
+        for run_id, r in self.running.items():
+            if r.pending.routine.name == name:
+                return run_id
+        for p in self.queue:
+            if p.routine.name == name:
+                return p.run_id
+        return None
+
+    def find(self, run_id: str) -> Pending | None:
+        if run_id in self.running:
+            return self.running[run_id].pending
+        return next((p for p in self.queue if p.run_id == run_id), None)
+
+    # -- events to listeners ----------------------------------------------------------------
+
+    def broadcast(self, pending: Pending, event: Event) -> None:
+        msg = Event(event.kind, event.text, event.data, run_id=pending.run_id)
+        for conn in list(pending.listeners):
+            if not conn.send(msg):
+                pending.listeners.remove(conn)
+
+    # -- admission --------------------------------------------------------------------------
+
+    def enqueue(self, pending: Pending) -> None:
+        self.queue.append(pending)
+        self.broadcast(pending, Event(EventKind.STATUS, "queued", {"status": "queued"}))
+        self.admit()
+
+    def admit(self) -> None:
+        while self.accepting and self.queue and len(self.running) < self.config.max_concurrent:
+            pending = self.queue.popleft()
+            task = asyncio.ensure_future(self._run(pending))
+            self.running[pending.run_id] = Running(pending, None, self.clock.now(), task)
+
+    async def _run(self, pending: Pending) -> None:
+        try:
+            fin = await self._execute(pending)
+        except Exception as exc:  # a bug here must not leave the run "running" forever
+            log.exception("run %s failed inside the supervisor", pending.run_id)
+            fin = self._record_failure(pending, f"supervisor error: {type(exc).__name__}: {exc}")
+        finally:
+            self.running.pop(pending.run_id, None)
+        self.finished[pending.run_id] = fin
+        while len(self.finished) > 200:
+            self.finished.pop(next(iter(self.finished)))
+        text = f"{fin.status}" + (f" · {fin.outcome}" if fin.outcome else "")
+        if fin.detail:
+            text += f": {fin.detail}"
+        self.broadcast(pending, Event(EventKind.STATUS, text, fin.as_json()))
+        for fut in pending.on_done:
+            if not fut.done():
+                fut.set_result(fin.as_json())
+        for note in fin.notifications:
+            self.notify(note)
+        self.admit()
+        self.on_change()
+
+    def _record_failure(self, pending: Pending, detail: str, status: str = "failed") -> Finished:
+        now = self.clock.now()
+        self.ledger.finish_run(pending.run_id, now=now, fields={"status": status, "detail": detail})
+        return Finished(
+            pending.run_id, pending.routine.name, status, None, detail, None, 0.0, False, ()
+        )
+
+    async def _execute(self, pending: Pending) -> Finished:
+        routine = pending.routine
+        now = self.clock.now()
+        zone = ZoneInfo(routine.schedule.timezone)
+        allowance = allowance_for(routine, self.ledger.spent_today(routine.name, zone, now))
+        if allowance.verdict is Verdict.REFUSE:
+            fin = self._record_failure(pending, allowance.detail, RunStatus.BUDGET)
+            if allowance.notify:
+                return Finished(
+                    fin.run_id,
+                    fin.routine,
+                    fin.status,
+                    None,
+                    fin.detail,
+                    None,
+                    0.0,
+                    False,
+                    (Notification(f"{routine.name}: budget", allowance.detail),),
+                )
+            return fin
+        scratch = self.paths.scratch(routine.name, pending.run_id)
+        try:
+            scratch.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            # Counts as a failure (a full or read-only state dir is something to fix).
+            error = f"cannot create the run's scratch dir {scratch}: {exc.strerror or exc}"
+            return self._finish(pending, now, WorkerOutcome(None, None, UsageTotals(), error=error))
+        job = build_job(
+            routine,
+            run_id=pending.run_id,
+            trigger=pending.trigger,
+            slot=pending.slot,
+            now=now,
+            max_tokens=allowance.max_tokens,
+            dollars_left=allowance.dollars_left,
+            paths=self.paths,
+            config=self.config,
+        )
+        runlog = RunLog(self.paths.run_log(routine.name, pending.run_id))
+        runlog.write("start", f"{pending.trigger} run of {routine.name}", {"slot": pending.slot})
+        if pending.detail:
+            runlog.write("log", pending.detail)
+
+        def started(pid: int) -> None:
+            self.ledger.start_run(pending.run_id, now=self.clock.now(), worker_pid=pid)
+            self.broadcast(pending, Event(EventKind.STATUS, "running", {"pid": pid}))
+
+        worker = WorkerProcess(
+            job,
+            log=runlog,
+            timeout_sec=routine.run_timeout_sec,
+            on_event=lambda e: self.broadcast(pending, e),
+            on_started=started,
+            max_dollars=allowance.dollars_left,
+            max_tokens=allowance.max_tokens,
+            argv=self.worker_argv,
+        )
+        entry = self.running.get(pending.run_id)
+        if entry is not None:
+            entry.worker = worker
+        try:
+            out: WorkerOutcome = await worker.run()
+            fin = self._finish(pending, now, out)
+            runlog.write(
+                "end", f"{fin.status}: {fin.detail}" if fin.detail else fin.status, fin.as_json()
+            )
+        finally:
+            runlog.close()
+        return fin
+
+    def _finish(self, pending: Pending, started_at: datetime, out: WorkerOutcome) -> Finished:
+        return finish_run(
+            self.ledger,
+            self.paths,
+            pending.routine,
+            run_id=pending.run_id,
+            trigger=pending.trigger,
+            slot=pending.slot,
+            started_at=started_at,
+            out=out,
+            timeout_sec=pending.routine.run_timeout_sec,
+            now=self.clock.now(),
+        )
+
+    # -- stopping -----------------------------------------------------------------------------
+
+    async def shutdown(self, grace: float) -> None:
+        """Admit nothing new; wait up to `grace` s for running workers, then end them."""
+        self.accepting = False
+        now = self.clock.now()
+        while self.queue:
+            pending = self.queue.popleft()
+            detail = "the daemon stopped before it started"
+            self.ledger.finish_run(
+                pending.run_id, now=now, fields={"status": RunStatus.INTERRUPTED, "detail": detail}
+            )
+            fin = Finished(
+                pending.run_id,
+                pending.routine.name,
+                RunStatus.INTERRUPTED,
+                None,
+                detail,
+                None,
+                0.0,
+                False,
+                (),
+            )
+            for fut in pending.on_done:
+                if not fut.done():
+                    fut.set_result(fin.as_json())
+        tasks = [r.task for r in self.running.values()]
+        if not tasks:
+            return
+        _done, still = await asyncio.wait(tasks, timeout=grace)
+        for r in list(self.running.values()):
+            if r.worker is not None:
+                r.worker.stop(StopReason.SHUTDOWN)
+        if still:
+            await asyncio.wait(still, timeout=30)
+
+    def snapshot(self) -> dict[str, Any]:
+        return {
+            "running": [
+                {
+                    "run_id": run_id,
+                    "routine": r.pending.routine.name,
+                    "trigger": r.pending.trigger,
+                    "slot": r.pending.slot,
+                    "started_at": r.started_at.isoformat(),
+                    "pid": r.worker.pid if r.worker else None,
+                }
+                for run_id, r in self.running.items()
+            ],
+            "queued": [
+                {
+                    "run_id": p.run_id,
+                    "routine": p.routine.name,
+                    "trigger": p.trigger,
+                    "slot": p.slot,
+                }
+                for p in self.queue
+            ],
+        }

@@ -1,0 +1,217 @@
+"""After a worker ends: its final status, the output moved into the store, the ledger row,
+last-run.json, the failure streak, and what to tell the user.
+
+`final_status` and `notifications_for` are pure; `finish_run` carries them out.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from ipc import RunStatus
+from routines.ledger import Ledger, iso
+from routines.paths import Paths
+from routines.spec import OutputType, Routine
+from routines.store import deliver_output, write_atomic, write_json_atomic
+from supervisor.policy import STRIKES, strike
+from supervisor.spawn import StopReason, WorkerOutcome
+
+__all__ = [
+    "Finished",
+    "Notification",
+    "final_status",
+    "finish_run",
+    "notifications_for",
+]
+
+_WORKER_STATUSES = {RunStatus.OK, RunStatus.FAILED, RunStatus.BUDGET}
+
+
+@dataclass(frozen=True, slots=True)
+class Notification:
+    title: str
+    body: str
+    urgency: str = "normal"  # low | normal | critical (notify-send's levels)
+
+
+@dataclass(frozen=True, slots=True)
+class Finished:
+    run_id: str
+    routine: str
+    status: str
+    outcome: str | None
+    detail: str
+    output: Path | None
+    dollars: float
+    disabled: bool
+    notifications: tuple[Notification, ...]
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "routine": self.routine,
+            "status": self.status,
+            "outcome": self.outcome,
+            "detail": self.detail,
+            "output": str(self.output) if self.output else None,
+            "dollars": self.dollars,
+            "disabled": self.disabled,
+        }
+
+
+def final_status(out: WorkerOutcome, timeout_sec: float) -> tuple[str, str]:
+    """(status, detail) of a run from how its worker ended."""
+    if out.stopped == StopReason.TIMEOUT:
+        return RunStatus.TIMEOUT, f"stopped after {timeout_sec:g}s (run_timeout_sec)"
+    if out.stopped == StopReason.SHUTDOWN:
+        return RunStatus.INTERRUPTED, "the daemon stopped while it ran"
+    if out.stopped == StopReason.BUDGET:
+        return RunStatus.BUDGET, "stopped by the supervisor: the run spent past its allowance"
+    if out.error is not None or out.result is None:
+        return RunStatus.FAILED, out.error or "the worker reported no result"
+    r = out.result
+    if r.status not in _WORKER_STATUSES:
+        return RunStatus.FAILED, f"the worker reported an unknown status {r.status!r}"
+    if r.status == RunStatus.FAILED:
+        return RunStatus.FAILED, r.error or r.summary or "failed"
+    return r.status, r.error or r.summary
+
+
+def _first_lines(text: str, lines: int = 4, chars: int = 300) -> str:
+    body = "\n".join(line for line in text.strip().splitlines()[:lines])
+    return body if len(body) <= chars else body[: chars - 1] + "…"
+
+
+def notifications_for(
+    routine: Routine, status: str, outcome: str | None, detail: str, output_text: str
+) -> list[Notification]:
+    """What to show on the desktop for a finished run (auto-disable is added separately)."""
+    wants = routine.output.notify or routine.output.type is OutputType.NOTIFICATION
+    name = routine.name
+    if status == RunStatus.OK and wants:
+        urgency = "normal" if outcome == "needs-attention" else "low"
+        title = f"{name}: {outcome}" if outcome else f"{name}: done"
+        return [Notification(title, _first_lines(output_text) or detail, urgency)]
+    if status in (RunStatus.FAILED, RunStatus.TIMEOUT) and wants:
+        return [Notification(f"{name} {status}", detail, "normal")]
+    return []
+
+
+def _move_output(
+    routine: Routine, out: WorkerOutcome, scratch: Path, state_dir: Path
+) -> tuple[Path | None, str, str | None]:
+    """(stored path, its text, an error) for the output the worker left in scratch."""
+    r = out.result
+    if r is None or not r.output_file:
+        return None, "", None
+    name = Path(r.output_file).name  # never a path the worker chose outside its scratch dir
+    source = scratch / name
+    try:
+        text = source.read_text(encoding="utf-8", errors="replace")
+        stored = deliver_output(source, state_dir)
+        if routine.output.type is OutputType.FILE and routine.output.path:
+            target = Path(routine.output.path).expanduser()
+            write_atomic(target, stored.read_bytes())
+    except OSError as exc:
+        return None, "", f"could not save the output: {exc.strerror or exc} ({exc.filename})"
+    return stored, text, None
+
+
+def finish_run(
+    ledger: Ledger,
+    paths: Paths,
+    routine: Routine,
+    *,
+    run_id: str,
+    trigger: str,
+    slot: str | None,
+    started_at: datetime,
+    out: WorkerOutcome,
+    timeout_sec: float,
+    now: datetime,
+) -> Finished:
+    """Record a finished run everywhere it belongs, in the order that loses nothing."""
+    status, detail = final_status(out, timeout_sec)
+    scratch = paths.scratch(routine.name, run_id)
+    stored, text, error = (None, "", None)
+    if status in (RunStatus.OK, RunStatus.BUDGET):
+        stored, text, error = _move_output(routine, out, scratch, paths.routine_state(routine.name))
+        if error:
+            status, detail = RunStatus.FAILED, error
+    with contextlib.suppress(OSError):
+        shutil.rmtree(scratch)
+    r = out.result
+    u = out.usage
+    outcome = r.outcome if r and status == RunStatus.OK else None
+    fields: dict[str, Any] = {
+        "status": status,
+        "outcome": outcome,
+        "detail": detail[:2000],
+        "route": r.route if r else None,
+        "model": (r.model if r and r.model else u.model) or None,
+        "escalated": r.escalated if r else False,
+        "escalated_reason": r.escalated_reason if r else "",
+        "input_tokens": u.input,
+        "output_tokens": u.output,
+        "local_input_tokens": u.local_input,
+        "local_output_tokens": u.local_output,
+        "tool_calls": r.tool_calls if r else 0,
+        "tools_used": list(r.tools_used) if r else [],
+        "dollars": round(u.dollars, 6),
+        "output_file": str(stored) if stored else None,
+    }
+    ledger.finish_run(run_id, now=now, fields=fields)
+    notes = notifications_for(routine, status, outcome, detail, text)
+    if r is not None and r.notify:
+        notes.append(Notification(f"{routine.name}: budget", r.notify, "normal"))
+    disabled = _strike(ledger, routine, status, detail, notes)
+    last = {
+        "run_id": run_id,
+        "routine": routine.name,
+        "trigger": trigger,
+        "slot": slot,
+        "started_at": iso(started_at),
+        "finished_at": iso(now),
+        "duration_sec": round((now - started_at).total_seconds(), 3),
+        **fields,
+        "summary": r.summary if r else "",
+        "error": detail if status != RunStatus.OK else None,
+    }
+    with contextlib.suppress(OSError):
+        write_json_atomic(paths.last_run(routine.name), last)
+    return Finished(
+        run_id, routine.name, status, outcome, detail, stored, u.dollars, disabled, tuple(notes)
+    )
+
+
+def _strike(
+    ledger: Ledger, routine: Routine, status: str, detail: str, notes: list[Notification]
+) -> bool:
+    state = ledger.state(routine.name)
+    streak, disable = strike(status, state.failure_streak)
+    if streak == state.failure_streak and not disable:
+        return False
+    if not disable:
+        ledger.update_state(routine.name, failure_streak=streak)
+        return False
+    reason = f"{STRIKES} failed runs in a row; last: {detail}"[:500]
+    ledger.update_state(
+        routine.name,
+        failure_streak=streak,
+        enabled_override=False,
+        file_enabled_seen=routine.enabled,
+        disabled_reason=reason,
+    )
+    notes.append(
+        Notification(
+            f"{routine.name} disabled",
+            f"{reason}\nFix it, then: vinos-routine enable {routine.name}",
+            "critical",
+        )
+    )
+    return True

@@ -1,0 +1,84 @@
+"""A run's event log: state/<name>/runs/<run-id>.jsonl, one JSON object a line, appended and
+flushed as things happen, so `logs` and `logs --follow` can read a run while it goes on."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from ipc import Event, Usage
+
+__all__ = ["RunLog", "read_log"]
+
+
+class RunLog:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fd: int | None = None
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        except OSError:
+            # A read-only or full state dir must not stop the run from being recorded in the
+            # ledger; the run log is then simply absent.
+            self._fd = None
+
+    def write(self, kind: str, text: str, data: dict[str, Any] | None = None) -> None:
+        if self._fd is None:
+            return
+        entry: dict[str, Any] = {
+            "ts": datetime.now(UTC).isoformat(timespec="milliseconds"),
+            "kind": kind,
+            "text": text,
+        }
+        if data:
+            entry["data"] = data
+        with contextlib.suppress(OSError):
+            os.write(self._fd, orjson.dumps(entry) + b"\n")
+
+    def event(self, event: Event) -> None:
+        self.write(event.kind, event.text, event.data or None)
+
+    def usage(self, u: Usage) -> None:
+        self.write(
+            "usage",
+            f"tokens in {u.input} out {u.output} local {u.local_input}/{u.local_output} "
+            f"${u.dollars:.4f}",
+            {
+                "input": u.input,
+                "output": u.output,
+                "local_input": u.local_input,
+                "local_output": u.local_output,
+                "dollars": u.dollars,
+                "model": u.model,
+            },
+        )
+
+    def stderr(self, line: str) -> None:
+        self.write("stderr", line)
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+def read_log(path: Path) -> Iterator[dict[str, Any]]:
+    """The entries of a run log; a torn last line (a crash mid-write) is skipped."""
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return
+    for line in data.splitlines():
+        try:
+            entry = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue
+        if isinstance(entry, dict):
+            yield entry

@@ -1,0 +1,181 @@
+"""The scheduler: keeps each enabled routine's cursor and next fire time, and at every tick turns
+`plan_routine`'s decisions into claims in the ledger (the run fence) and pending runs.
+
+Invariants (tests/supervisor/test_scheduler.py):
+- A slot becomes a run only through a successful `Ledger.claim`, so it runs at most once, ever,
+  whatever restarts, overlapping daemons or clock jumps happen.
+- A cursor never moves backwards; enabling a routine, a new routine or an edited schedule start
+  from "now" and owe nothing from before.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from ipc import RunStatus, Trigger
+from routines.ledger import Ledger, RoutineState
+from routines.registry import Registry
+from routines.schedule import Schedule, ScheduleError, compile_schedule
+from routines.spec import Routine
+from supervisor.jobs import new_run_id
+from supervisor.plan import Action, cursor_for, parse_cursor, plan_routine
+
+__all__ = ["Pending", "Scheduler", "fingerprint"]
+
+log = logging.getLogger("vinos.scheduler")
+
+
+@dataclass(slots=True)
+class Pending:
+    """A run admitted to the queue: claimed (scheduled) or recorded (manual), not started."""
+
+    run_id: str
+    routine: Routine
+    trigger: str
+    slot: str | None
+    detail: str = ""
+    listeners: list[Any] = field(default_factory=list)  # control connections following it
+    on_done: list[Any] = field(default_factory=list)  # futures resolved with its Finished
+
+
+def fingerprint(routine: Routine) -> str:
+    """Changes when the schedule's meaning changes (a new schedule owes nothing from before)."""
+    s = routine.schedule
+    return hashlib.sha256(f"{s.form}\0{s.expression}\0{s.timezone}".encode()).hexdigest()[:16]
+
+
+@dataclass(slots=True)
+class _Tracked:
+    routine: Routine
+    schedule: Schedule
+    cursor: datetime
+    next_fire: datetime | None
+
+
+class Scheduler:
+    def __init__(self, ledger: Ledger, owner: tuple[int, float]) -> None:
+        self.ledger = ledger
+        self.owner = owner
+        self.tracked: dict[str, _Tracked] = {}
+        self.started = False  # after the first sync, newly tracked routines start from now
+
+    # -- keeping up with the registry and the ledger --------------------------------------
+
+    def sync(self, registry: Registry, states: dict[str, RoutineState], now: datetime) -> None:
+        """Track exactly the enabled routines in force; (re)start cursors as the rules say."""
+        wanted: dict[str, Routine] = {}
+        for r in registry.routines():
+            state = states.get(r.name)
+            if state.enabled(r.enabled) if state else r.enabled:
+                wanted[r.name] = r
+        for name in list(self.tracked):
+            if name not in wanted:
+                del self.tracked[name]
+        for name, routine in wanted.items():
+            old = self.tracked.get(name)
+            if old is not None and old.routine is routine:
+                continue
+            try:
+                schedule = compile_schedule(routine.schedule, routine.kind)
+            except ScheduleError as exc:  # e.g. its zone left tzdata since it was loaded
+                log.warning("%s: schedule no longer valid: %s", name, exc)
+                self.tracked.pop(name, None)
+                continue
+            state = states.get(name) or RoutineState(name)
+            cursor = self._start_cursor(routine, state, now, old)
+            self.tracked[name] = _Tracked(routine, schedule, cursor, None)
+            self._refresh(name)
+        self.started = True
+
+    def _start_cursor(
+        self, routine: Routine, state: RoutineState, now: datetime, old: _Tracked | None
+    ) -> datetime:
+        fp = fingerprint(routine)
+        if old is not None and fingerprint(old.routine) == fp:
+            return old.cursor  # the file changed, its schedule did not
+        stored = parse_cursor(state.cursor) if state.cursor else None
+        if stored is not None and state.schedule_fingerprint == fp and not self.started:
+            return stored  # daemon start-up: resume, and catch up what was missed while down
+        # A new routine, one just enabled, or a new schedule: it owes nothing from before now.
+        start = max(stored, now) if stored is not None else now
+        self.ledger.update_state(routine.name, cursor=cursor_for(start), schedule_fingerprint=fp)
+        return parse_cursor(cursor_for(start))
+
+    def _refresh(self, name: str) -> None:
+        t = self.tracked[name]
+        nxt = t.schedule.next_after(t.cursor)
+        t.next_fire = t.schedule.fire_time(name, nxt) if nxt else None
+
+    def next_wake(self) -> datetime | None:
+        fires = [t.next_fire for t in self.tracked.values() if t.next_fire is not None]
+        return min(fires) if fires else None
+
+    def next_fires(self) -> list[tuple[str, datetime]]:
+        out = [(n, t.next_fire) for n, t in self.tracked.items() if t.next_fire is not None]
+        return sorted(out, key=lambda x: x[1])
+
+    # -- the tick -------------------------------------------------------------------------
+
+    def due(self, now: datetime, busy: Callable[[str], bool]) -> list[Pending]:
+        """Claim what is due at `now`; return the runs to queue. Skipped/missed are recorded."""
+        pending: list[Pending] = []
+        for name, t in list(self.tracked.items()):
+            if t.next_fire is None or t.next_fire > now:
+                continue
+            decisions = plan_routine(
+                t.schedule,
+                name,
+                cursor=t.cursor,
+                now=now,
+                busy=busy(name),
+                missed=t.routine.schedule.missed,
+                jitter=timedelta(seconds=t.routine.schedule.jitter_sec),
+            )
+            for d in decisions:
+                expect = cursor_for(t.cursor)
+                run_id = new_run_id(name, now)
+                trigger = Trigger.CATCH_UP if d.action is Action.CATCH_UP else Trigger.SCHEDULE
+                status = {
+                    Action.RUN: RunStatus.QUEUED,
+                    Action.CATCH_UP: RunStatus.QUEUED,
+                    Action.MISSED: RunStatus.MISSED,
+                    Action.SKIPPED: RunStatus.SKIPPED,
+                }[d.action]
+                won = self.ledger.claim(
+                    name,
+                    d.slot.id,
+                    run_id=run_id,
+                    trigger=trigger,
+                    status=status,
+                    now=now,
+                    detail=d.detail,
+                    owner=self.owner,
+                    expect_cursor=expect,
+                )
+                if not won:
+                    # Someone else acted on this routine (another process on this ledger):
+                    # adopt the ledger's cursor and plan again next tick.
+                    state = self.ledger.state(name)
+                    if state.cursor:
+                        t.cursor = max(t.cursor, parse_cursor(state.cursor))
+                    log.info("%s: slot %s already handled elsewhere", name, d.slot.id)
+                    break
+                t.cursor = max(t.cursor, d.slot.instant)
+                if status is RunStatus.QUEUED:
+                    pending.append(Pending(run_id, t.routine, trigger, d.slot.id, d.detail))
+                else:
+                    log.info("%s: slot %s %s: %s", name, d.slot.id, status, d.detail)
+            self._refresh(name)
+        return pending
+
+    def reset_cursor(self, name: str, now: datetime) -> None:
+        """After `enable`: owe nothing from before now."""
+        t = self.tracked.get(name)
+        if t is not None:
+            t.cursor = max(t.cursor, now)
+            self._refresh(name)

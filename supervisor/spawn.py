@@ -1,0 +1,286 @@
+"""Starting one worker process and seeing it through: job in, events out, stopped on time.
+
+The worker is `python -m worker` in its own session (so its process group can be signalled as
+one), fed a Hello and a Job on stdin, read as newline-JSON on stdout; its stderr goes to the
+run log. Used by the daemon and by `vinos-routine run` without a daemon, so both run a
+routine the same way.
+
+Stopping (timeout, budget backstop, daemon shutdown): SIGTERM to the worker's process group
+and to every descendant seen (a sandboxed command runs in a session of its own), SIGKILL to
+all of them 5 s later (see tests/supervisor/test_spawn.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+
+from ipc import Event, EventKind, Hello, Job, ProtocolError, Result, Usage, encode, read_message
+from supervisor.runlog import RunLog
+
+__all__ = ["KILL_GRACE_SEC", "StopReason", "UsageTotals", "WorkerOutcome", "WorkerProcess"]
+
+KILL_GRACE_SEC = 5.0
+STDERR_LINE_CAP = 4096
+STDERR_TOTAL_CAP = 1 << 20
+
+
+class StopReason:
+    TIMEOUT = "timeout"
+    BUDGET = "budget"
+    SHUTDOWN = "shutdown"
+    PROTOCOL = "protocol"
+
+
+@dataclass(slots=True)
+class UsageTotals:
+    input: int = 0
+    output: int = 0
+    local_input: int = 0
+    local_output: int = 0
+    dollars: float = 0.0
+    model: str = ""
+
+    def add(self, u: Usage) -> None:
+        self.input += u.input
+        self.output += u.output
+        self.local_input += u.local_input
+        self.local_output += u.local_output
+        self.dollars += u.dollars
+        if u.model:
+            self.model = u.model
+
+    @property
+    def tokens(self) -> int:
+        return self.input + self.output + self.local_input + self.local_output
+
+
+@dataclass(slots=True)
+class WorkerOutcome:
+    result: Result | None
+    returncode: int | None
+    usage: UsageTotals
+    stopped: str | None = None  # a StopReason when the supervisor ended the worker
+    error: str | None = None  # why there is no usable result
+    pid: int | None = None
+    warnings: list[str] = field(default_factory=list)
+
+
+def package_root() -> str:
+    """The directory holding our packages, so the worker imports this very code."""
+    return str(Path(__file__).resolve().parent.parent)
+
+
+def worker_env(base: dict[str, str] | None = None) -> dict[str, str]:
+    env = dict(os.environ if base is None else base)
+    root = package_root()
+    parts = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    env["PYTHONPATH"] = os.pathsep.join([root, *[p for p in parts if p != root]])
+    return env
+
+
+def _descendants(pid: int) -> list[psutil.Process]:
+    try:
+        return list(psutil.Process(pid).children(recursive=True))
+    except psutil.Error:
+        return []
+
+
+def _signal_all(pgid: int, procs: list[psutil.Process], sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+    for p in procs:
+        with contextlib.suppress(psutil.Error):
+            p.send_signal(sig)
+
+
+class WorkerProcess:
+    """One run's worker. `run()` returns when the worker and everything it started are gone."""
+
+    def __init__(
+        self,
+        job: Job,
+        *,
+        log: RunLog,
+        timeout_sec: float,
+        on_event: Callable[[Event], None] | None = None,
+        on_started: Callable[[int], None] | None = None,
+        max_dollars: float | None = None,
+        max_tokens: int | None = None,
+        argv: list[str] | None = None,
+    ) -> None:
+        self.job = job
+        self.log = log
+        self.timeout_sec = timeout_sec
+        self.on_event = on_event or (lambda e: None)
+        self.on_started = on_started or (lambda pid: None)
+        self.max_dollars = max_dollars
+        self.max_tokens = max_tokens
+        self.argv = argv or [sys.executable, "-m", "worker"]
+        self.usage = UsageTotals()
+        self._stop = asyncio.Event()
+        self._stop_reason: str | None = None
+        self._proc: asyncio.subprocess.Process | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc else None
+
+    def stop(self, reason: str) -> None:
+        """Ask for the worker to be ended (idempotent; the first reason wins)."""
+        if self._stop_reason is None:
+            self._stop_reason = reason
+        self._stop.set()
+
+    def _emit(self, event: Event) -> None:
+        self.log.event(event)
+        self.on_event(event)
+
+    def _over_budget(self, u: Usage) -> str | None:
+        """Backstop: a worker that calls a paid model after its allowance was spent, or that
+        uses twice its token cap, is ended: it was told the allowance and ignored it."""
+        already_spent = self.max_dollars is not None and self.usage.dollars >= self.max_dollars
+        self.usage.add(u)
+        if u.dollars > 0 and already_spent:
+            return f"spent ${self.usage.dollars:.4f} of a ${self.max_dollars:.4f} allowance"
+        if self.max_tokens is not None and self.usage.tokens > 2 * self.max_tokens:
+            return f"used {self.usage.tokens} tokens of a {self.max_tokens}-token cap"
+        return None
+
+    async def _read_stdout(self, stdout: asyncio.StreamReader, out: WorkerOutcome) -> None:
+        first = True
+        while True:
+            try:
+                msg = await read_message(stdout)
+            except ProtocolError as exc:
+                out.error = f"worker protocol error: {exc}"
+                self.stop(StopReason.PROTOCOL)
+                return
+            if msg is None:
+                return
+            if first:
+                first = False
+                if not isinstance(msg, Hello):
+                    out.error = f"worker protocol error: expected hello, got {msg.TYPE}"
+                    self.stop(StopReason.PROTOCOL)
+                    return
+                continue
+            if isinstance(msg, Event):
+                self._emit(msg)
+            elif isinstance(msg, Usage):
+                self.log.usage(msg)
+                over = self._over_budget(msg)
+                if over:
+                    self._emit(Event(EventKind.WARN, f"budget backstop: {over}; ending the run"))
+                    self.stop(StopReason.BUDGET)
+            elif isinstance(msg, Result):
+                if out.result is not None:
+                    out.error = "worker protocol error: a second result"
+                    self.stop(StopReason.PROTOCOL)
+                    return
+                out.result = msg
+            else:
+                out.error = f"worker protocol error: unexpected {msg.TYPE}"
+                self.stop(StopReason.PROTOCOL)
+                return
+
+    async def _read_stderr(self, stderr: asyncio.StreamReader) -> None:
+        total = 0
+        while True:
+            try:
+                line = await stderr.readline()
+            except ValueError:  # a line past the reader's limit: skip it
+                line = b"(an over-long line was dropped)\n"
+            if not line:
+                return
+            total += len(line)
+            if total <= STDERR_TOTAL_CAP:
+                self.log.stderr(line[:STDERR_LINE_CAP].decode("utf-8", "replace").rstrip("\n"))
+
+    async def run(self) -> WorkerOutcome:
+        out = WorkerOutcome(result=None, returncode=None, usage=self.usage)
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *self.argv,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                start_new_session=True,
+                env=worker_env(),
+                close_fds=True,
+            )
+        except OSError as exc:
+            out.error = f"could not start the worker ({self.argv[0]}): {exc.strerror or exc}"
+            return out
+        self._proc = proc
+        out.pid = proc.pid
+        self.on_started(proc.pid)
+        assert proc.stdin and proc.stdout and proc.stderr
+        readers = [
+            asyncio.ensure_future(self._read_stdout(proc.stdout, out)),
+            asyncio.ensure_future(self._read_stderr(proc.stderr)),
+        ]
+        try:
+            proc.stdin.write(encode(Hello()) + encode(self.job))
+            await proc.stdin.drain()
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # it died at once; its exit status tells why
+        finally:
+            proc.stdin.close()
+        waiter = asyncio.ensure_future(proc.wait())
+        stopper = asyncio.ensure_future(self._stop.wait())
+        try:
+            done, _ = await asyncio.wait(
+                {waiter, stopper}, timeout=self.timeout_sec, return_when=asyncio.FIRST_COMPLETED
+            )
+            if waiter not in done:
+                if stopper not in done:
+                    self.stop(StopReason.TIMEOUT)
+                await self._terminate(proc)
+        finally:
+            stopper.cancel()
+            if not waiter.done():
+                await self._terminate(proc)
+            out.returncode = await waiter
+            # The pipes close when the worker (and anything holding them) is gone.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.gather(*readers), KILL_GRACE_SEC)
+            for r in readers:
+                r.cancel()
+        out.stopped = self._stop_reason
+        if out.result is None and out.error is None:
+            out.error = self._exit_text(out.returncode)
+        return out
+
+    async def _terminate(self, proc: asyncio.subprocess.Process) -> None:
+        procs = _descendants(proc.pid)
+        _signal_all(proc.pid, procs, signal.SIGTERM)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(proc.wait()), KILL_GRACE_SEC)
+        procs += [p for p in _descendants(proc.pid) if p not in procs]
+        _signal_all(proc.pid, procs, signal.SIGKILL)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(proc.wait()), KILL_GRACE_SEC)
+        for p in procs:
+            with contextlib.suppress(psutil.Error):
+                p.wait(timeout=0)
+
+    @staticmethod
+    def _exit_text(code: int | None) -> str:
+        if code is None:
+            return "the worker did not exit"
+        if code < 0:
+            try:
+                name = signal.Signals(-code).name
+            except ValueError:
+                name = f"signal {-code}"
+            return f"the worker was killed by {name} before it reported a result"
+        return f"the worker exited with status {code} before it reported a result"

@@ -1,0 +1,295 @@
+"""Build, install and run the Arch package, for tests/packaging (no mocks: real makepkg, pacman,
+bwrap and systemd tools).
+
+- `build_package` runs makepkg as the (unprivileged) test user in a copy of the tree.
+- `Pacman` installs into a scratch root. pacman refuses to run unless geteuid() == 0, so it runs
+  under fakeroot, which fakes that and records the ownership pacman sets in a state file kept
+  beside the root (`-i`/`-s`), so a later `pacman -Qkk` sees the files as the package has them.
+  Scriptlets are skipped (`--noscriptlet`): pacman runs them chrooted into the root, which needs
+  real root and a shell inside it; the tests run the .install functions with bash instead.
+- `sandbox_argv` runs what was installed under bwrap with its absolute paths intact: the
+  scratch root's /usr/bin/vinos-routine, /usr/lib/vinos-routine and /etc/vinos appear at those
+  paths over the host's /usr and /etc (see there for how), and the project tree is not visible,
+  so nothing can be imported from the checkout.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+PACKAGES = ("ipc", "routines", "sandbox", "supervisor", "worker")
+STARTERS = ("day-brief", "evening-shutdown", "github-review", "inbox-triage", "research-recap")
+INSTALL_LIB = "usr/lib/vinos-routine"
+SYSTEM_PYTHON = "/usr/bin/python3"  # the launcher's interpreter (its #! line)
+
+# A stale bytecode file planted in the copy the package is built from: it must not be shipped.
+PLANTED_PYC = "routines/__pycache__/planted.cpython-311.pyc"
+
+# Never copied into the build: the venv and caches, and earlier local makepkg output.
+_SKIP_AT_ROOT = {".venv", ".git", ".mypy_cache", ".ruff_cache", ".pytest_cache", "build", "dist"}
+_SKIP_IN_ARCH = {"pkg", "src"}
+
+
+def require(tool: str) -> str:
+    """The tool's path, or fail (never skip) saying how to install it."""
+    path = shutil.which(tool, path="/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin")
+    if path is None:
+        pytest.fail(f"{tool} is missing: run scripts/system-deps.sh as root (it installs it)")
+    return path
+
+
+def require_unprivileged() -> None:
+    if os.geteuid() == 0:
+        pytest.fail(
+            "the packaging tests build with makepkg (which refuses root) and run the installed "
+            "program (which refuses root): use `make test` or scripts/dev-pytest.sh"
+        )
+
+
+def _ignore(directory: str, names: list[str]) -> set[str]:
+    here = Path(directory)
+    if here == REPO:
+        return {n for n in names if n in _SKIP_AT_ROOT or n.endswith(".egg-info")}
+    if here == REPO / "packaging" / "arch":
+        return {n for n in names if n in _SKIP_IN_ARCH or ".pkg.tar" in n}
+    return set()
+
+
+def copy_tree(dest: Path) -> Path:
+    """A writable copy of the checkout as it is now (makepkg writes next to the PKGBUILD)."""
+    shutil.copytree(REPO, dest, ignore=_ignore, symlinks=True)
+    return dest
+
+
+def run(
+    argv: Sequence[str | Path],
+    *,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+    timeout: float = 300,
+    check: bool = True,
+    input: str | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """Run a command; with check, fail the test showing its output when it exits non-zero."""
+    proc = subprocess.run(
+        [str(a) for a in argv],
+        env=dict(env) if env is not None else None,
+        cwd=cwd,
+        input=input,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    if check and proc.returncode != 0:
+        pytest.fail(
+            f"{' '.join(map(str, argv))}\nexited {proc.returncode}\n"
+            f"--- stdout\n{proc.stdout}\n--- stderr\n{proc.stderr}"
+        )
+    return proc
+
+
+def clean_env(home: Path, **extra: str) -> dict[str, str]:
+    return {"HOME": str(home), "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", **extra}
+
+
+@dataclass(frozen=True)
+class Built:
+    package: Path  # the .pkg.tar.* file
+    tree: Path  # the copy of the checkout it was built from
+
+
+def build_package(tree: Path, work: Path) -> Path:
+    """Run makepkg (--nodeps: Arch's repositories are out of reach) in `tree`; the package path."""
+    require_unprivileged()
+    require("makepkg")
+    require("fakeroot")
+    require("bsdtar")
+    out = work / "out"
+    for d in ("out", "build", "srcdest", "logs", "home"):
+        (work / d).mkdir(parents=True, exist_ok=True)
+    env = clean_env(
+        work / "home",
+        PKGDEST=str(out),
+        BUILDDIR=str(work / "build"),
+        SRCDEST=str(work / "srcdest"),
+        LOGDEST=str(work / "logs"),
+        PACKAGER="vinos-routine tests <tests@localhost>",
+    )
+    run(
+        ["makepkg", "--nodeps", "--noconfirm", "--cleanbuild"], env=env, cwd=tree / "packaging/arch"
+    )
+    built = sorted(out.glob("vinos-routine-*.pkg.tar*"))
+    assert len(built) == 1, f"makepkg made {built}"
+    return built[0]
+
+
+@dataclass(frozen=True)
+class Pacman:
+    """pacman on a scratch root, under fakeroot (see the module docstring)."""
+
+    root: Path
+    # Keep fakeroot's record of ownership across calls (for -Qkk); saving it costs a second.
+    track_owners: bool = True
+
+    @property
+    def state(self) -> Path:
+        return self.root.parent / f"{self.root.name}.fakeroot"
+
+    @property
+    def conf(self) -> Path:
+        return self.root.parent / f"{self.root.name}.pacman.conf"
+
+    def init(self) -> Pacman:
+        require("pacman")
+        (self.root / "var/lib/pacman").mkdir(parents=True)
+        (self.root / "var/cache/pacman/pkg").mkdir(parents=True)
+        (self.root / "var/log").mkdir(parents=True)
+        # The host's pacman.conf is not ours to depend on (Debian's has CheckSpace, which
+        # looks at the host's mounts); this is all pacman needs for -U.
+        self.conf.write_text("[options]\nArchitecture = auto\n")
+        self.state.touch()
+        return self
+
+    def __call__(
+        self, *args: str, check: bool = True, fake: str = "read"
+    ) -> subprocess.CompletedProcess[str]:
+        """pacman ARGS; fake="write" for what changes the root (saves the fakeroot state, which
+        costs faked a second), "read" for what needs the ownership seen, "none" otherwise."""
+        r = self.root
+        prefix: list[str | Path] = []
+        if fake == "write" and self.track_owners:
+            prefix = ["fakeroot", "-i", self.state, "-s", self.state, "--"]
+        elif fake == "write":
+            prefix = ["fakeroot", "--"]
+        elif fake == "read":
+            prefix = ["fakeroot", "-i", self.state, "--"]
+        return run(
+            [
+                *prefix,
+                "pacman", "--config", self.conf, "--root", r, "--dbpath", r / "var/lib/pacman",
+                "--cachedir", r / "var/cache/pacman/pkg", "--logfile", r / "var/log/pacman.log",
+                "--hookdir", r / "etc/pacman.d/hooks", "--gpgdir", r / "etc/pacman.d/gnupg",
+                "--noconfirm", *args,
+            ],
+            env=clean_env(r),
+            check=check,
+        )  # fmt: skip
+
+    def install(self, package: Path) -> None:
+        # --nodeps twice skips dependency checks altogether: the root holds nothing else.
+        self("--noscriptlet", "--nodeps", "--nodeps", "-U", str(package), fake="write")
+
+    def files(self) -> list[str]:
+        """The package's files and directories as pacman recorded them, relative to the root."""
+        lines = self("-Ql", "vinos-routine", fake="none").stdout.splitlines()
+        prefix = f"vinos-routine {self.root}/"
+        assert all(line.startswith(prefix) for line in lines), lines[:3]
+        return [line[len(prefix) :] for line in lines]
+
+
+# --- running what was installed -------------------------------------------------------------
+
+
+def venv_site_packages() -> Path:
+    """The test venv's site-packages, which stands in for Arch's python-* packages."""
+    if sys.prefix == sys.base_prefix:
+        pytest.fail("run the tests with the project's venv (make test, scripts/dev-pytest.sh)")
+    probe = run([SYSTEM_PYTHON, "-I", "-c", "import sys; print(sys.version_info[:2])"])
+    if probe.stdout.strip() != str(sys.version_info[:2]):
+        pytest.fail(
+            f"the venv's Python {sys.version_info[:2]} is not {SYSTEM_PYTHON} "
+            f"{probe.stdout.strip()}: its compiled modules would not load under the installed "
+            f"launcher; rebuild the venv from {SYSTEM_PYTHON} (make clean venv)"
+        )
+    return Path(sysconfig.get_paths()["purelib"])
+
+
+def system_site_dir() -> str:
+    """The first site-packages directory /usr/bin/python3 -I searches that exists on the host."""
+    out = run(
+        [SYSTEM_PYTHON, "-I", "-c", "import site; print('\\n'.join(site.getsitepackages()))"]
+    ).stdout.split()
+    for d in out:
+        if Path(d).is_dir() and d.startswith("/usr/"):
+            return d
+    pytest.fail(f"{SYSTEM_PYTHON} has no site-packages directory under /usr: {out}")
+
+
+def _merge(target: str, host: str, extra: Mapping[str, Path], link_farm: bool) -> list[str]:
+    """bwrap ops that show `host`'s entries at `target` plus `extra` entries from elsewhere.
+
+    bwrap cannot add a mount point inside a read-only bind of a host directory (it would have
+    to create it on the host), so `target` becomes a tmpfs holding the host's entries again.
+    With link_farm, entries are symlinks into the whole host directory bound at
+    target/.host (a few hundred bind mounts cost seconds; symlinks cost nothing, and they
+    resolve inside nested sandboxes too, which bind /usr recursively). Python binaries are
+    bound, not linked, so the interpreter finds its prefix from its own path as on the host.
+    """
+    ops = ["--tmpfs", target]
+    if link_farm:
+        ops += ["--ro-bind", host, f"{target}/.host"]
+    for name in sorted(os.listdir(host)):
+        if name in extra:
+            continue
+        src = os.path.join(host, name)
+        dst = f"{target}/{name}"
+        if os.path.islink(src):
+            ops += ["--symlink", os.readlink(src), dst]
+        elif link_farm and not name.startswith("python"):
+            ops += ["--symlink", f".host/{name}", dst]
+        else:
+            ops += ["--ro-bind-try", src, dst]
+    for name, src in extra.items():
+        ops += ["--ro-bind", str(src), f"{target}/{name}"]
+    return ops
+
+
+def sandbox_argv(
+    root: Path, *, env: Mapping[str, str], writable: Sequence[Path], cwd: Path
+) -> list[str]:
+    """bwrap argv (up to and including `--`) showing the installed package at its real paths.
+
+    Python dependencies: the launcher runs /usr/bin/python3 -I, which sees only the system
+    site-packages, where Arch's python-anthropic & co. would be. Here the test venv's
+    site-packages is bound over that directory, so the installed launcher, the daemon and the
+    worker run exactly as installed (same interpreter, flags and sys.path) with the venv's
+    libraries. The editable install's .pth hooks in there are masked: the checkout is not
+    mounted anyway, and every import of ours must resolve to /usr/lib/vinos-routine.
+    """
+    site = venv_site_packages()
+    ops = [
+        require("bwrap"),
+        "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net",
+        "--die-with-parent", "--new-session", "--clearenv",
+        "--ro-bind", "/usr", "/usr",
+    ]  # fmt: skip
+    for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
+        if os.path.islink(top):
+            ops += ["--symlink", os.readlink(top), top]
+        elif os.path.isdir(top):
+            ops += ["--ro-bind", top, top]
+    ops += _merge("/usr/bin", "/usr/bin", {"vinos-routine": root / "usr/bin/vinos-routine"}, True)
+    ops += _merge("/usr/lib", "/usr/lib", {"vinos-routine": root / INSTALL_LIB}, False)
+    ops += _merge("/etc", "/etc", {"vinos": root / "etc/vinos"}, False)
+    target = system_site_dir()
+    ops += ["--ro-bind", str(site), target]
+    for pth in sorted(site.glob("__editable__*.pth")):
+        ops += ["--ro-bind", "/dev/null", f"{target}/{pth.name}"]
+    ops += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--ro-bind-try", "/sys", "/sys"]
+    for w in writable:
+        ops += ["--bind", str(w), str(w)]
+    for key, value in env.items():
+        ops += ["--setenv", key, value]
+    ops += ["--chdir", str(cwd), "--"]
+    return ops

@@ -76,7 +76,7 @@ def parse_cursor(cursor: str) -> datetime:
 
 def _runs(n: int, capped: bool) -> str:
     if capped:
-        return f"{n:,}+ missed runs"
+        return f"{MISSED_CAP:,}+ missed runs"
     return "1 missed run" if n == 1 else f"{n:,} missed runs"
 
 
@@ -87,7 +87,7 @@ def _due(
 
     When capped, the list holds the first MISSED_CAP due slots and then the newest due slot.
     """
-    horizon = now + min(jitter, _MAX_JITTER)
+    horizon = now + min(abs(jitter), _MAX_JITTER)
     slots = table.slots_between(cursor, horizon, MISSED_CAP + 1)
     due = [s for s in slots if table.fire_time(name, s) <= now]
     if len(slots) <= MISSED_CAP:

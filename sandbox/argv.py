@@ -1,0 +1,156 @@
+"""The bwrap argv: a pure function of a ShellPolicy and the Host layout (DESIGN.md "Sandbox").
+
+Every flag is here for a reason given beside it; tests/sandbox/test_sandbox_argv.py pins the
+whole argv for a Debian-like and an Arch-like host, and the escape suite runs it for real.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from sandbox.host import Host, PathKind
+from sandbox.policy import Limits, ShellPolicy, UnsafeValue, check_path
+
+__all__ = ["ARGV0", "DEVICES", "build_argv", "prelude"]
+
+# $0 of the prelude shell, so a limit that cannot be set is reported under a clear name.
+ARGV0 = "vinos-sandbox"
+# The only device nodes in the sandbox's /dev.
+DEVICES = ("null", "zero", "urandom")
+
+
+def prelude(limits: Limits, bash: str) -> str:
+    """The shell text run first inside the sandbox: set the limits, then exec `bash -c CMD`.
+
+    The limits are set here, inside the sandbox, rather than on bwrap: RLIMIT_NPROC is then
+    counted in the sandbox's own user namespace (kernel >= 5.14), where set on bwrap it would
+    count every process the user runs on the desktop. Hard and soft limits both, so the
+    command cannot raise them. CMD is passed as "$1", never spliced into this text.
+    """
+    return (
+        f"ulimit -c 0 -f {limits.file_size_mb * 1024} -n {limits.open_files}"
+        f" -v {limits.address_space_mb * 1024} -u {limits.processes} || exit 126; "
+        f'exec {shlex.quote(bash)} -c "$1"'
+    )
+
+
+def build_argv(
+    policy: ShellPolicy,
+    host: Host,
+    seccomp_fd: int,
+    command: str | None = None,
+    *,
+    secret_fd: int | None = None,
+) -> list[str]:
+    """bwrap's argv for `policy` on `host`; ends with `-- bash -c PRELUDE vinos-sandbox CMD`.
+
+    Without `command` the argv ends at the bwrap options and "--". `secret_fd` is a readable
+    fd holding policy.secret_env as bwrap `--args` (NUL-separated `--setenv NAME VALUE`).
+    Raises UnsafeValue for a NUL or newline in any path or the command, or a relative path.
+    """
+    if policy.secret_env and secret_fd is None:
+        raise ValueError("policy.secret_env needs secret_fd (bwrap --args), never the argv")
+    argv = [
+        check_path(host.bwrap, "bwrap"),
+        # A user namespace is what makes bwrap work unprivileged; the sandbox keeps our uid.
+        "--unshare-user",
+        # Without a pid namespace the command could see and signal the user's processes.
+        "--unshare-pid",
+        "--unshare-ipc",  # no SysV IPC or POSIX queues shared with the desktop
+        "--unshare-uts",
+        "--unshare-cgroup-try",
+    ]
+    if not policy.network:
+        # Only a loopback of its own: no internet, no 127.0.0.1 services of the host, and no
+        # host abstract Unix sockets (they belong to the network namespace).
+        argv.append("--unshare-net")
+    argv += [
+        "--disable-userns",  # no nested user namespace (with seccomp's unshare/clone rules)
+        "--die-with-parent",  # the worker gone means the sandbox is gone
+        "--new-session",  # setsid: no controlling tty, so no TIOCSTI into the user's terminal
+        "--cap-drop",
+        "ALL",
+        "--clearenv",  # nothing of the worker's environment leaks in
+    ]
+    for name, value in policy.env:
+        _check_env(name, value)
+        argv += ["--setenv", name, value]
+    if policy.secret_env:
+        argv += ["--args", str(secret_fd)]
+    argv += ["--ro-bind", "/usr", "/usr"]
+    for d in host.system:
+        if d.kind is PathKind.DIR:
+            argv += ["--ro-bind", d.path, d.path]
+        elif d.kind is PathKind.SYMLINK:
+            # Merged /usr (Arch's /bin -> usr/bin): recreate the link, do not bind its target.
+            argv += ["--symlink", _one_line(d.target, "symlink target"), d.path]
+    argv += ["--ro-bind", "/etc", "/etc"]
+    argv += ["--proc", "/proc"]  # a fresh /proc of the new pid namespace, never the host's
+    argv += ["--tmpfs", "/dev"]
+    for dev in DEVICES:
+        argv += ["--dev-bind", f"/dev/{dev}", f"/dev/{dev}"]
+    for i, name in enumerate(("stdin", "stdout", "stderr")):
+        argv += ["--symlink", f"/proc/self/fd/{i}", f"/dev/{name}"]
+    argv += ["--symlink", "/proc/self/fd", "/dev/fd", "--remount-ro", "/dev"]
+    # A fresh, bounded /tmp: filling it stops at the size, not at the machine's memory.
+    argv += ["--size", str(policy.limits.tmp_size_mb * 1024 * 1024), "--tmpfs", "/tmp"]
+    argv += _tree(policy, host)
+    argv += ["--chdir", check_path(policy.cwd, "working directory")]
+    # The denylist (sandbox/seccomp.py), loaded by bwrap just before it execs the command.
+    argv += ["--seccomp", str(seccomp_fd)]
+    argv.append("--")
+    if command is None:
+        return argv
+    _one_line(command, "command")
+    bash = check_path(host.bash, "bash")
+    return [*argv, bash, "-c", prelude(policy.limits, bash), ARGV0, command]
+
+
+def _tree(policy: ShellPolicy, host: Host) -> list[str]:
+    """The policy's binds and masks, parents before children so none hides another."""
+    binds = [check_path(p, "bind") for p in (*policy.ro_binds, *policy.rw_binds)]
+    targets = {m.path: m for m in host.masks}
+    ops: list[tuple[str, list[str]]] = []
+    readonly: list[str] = []
+    for path in policy.ro_binds:
+        ops.append((path, ["--ro-bind", path, path]))
+    for mask in policy.masks:
+        target = targets.get(mask)
+        if target is None:
+            raise ValueError(f"host was not probed for mask {mask!r}: use Host.probe(policy)")
+        real = check_path(target.real, "mask")
+        if target.kind is PathKind.MISSING or not any(_under(real, b) for b in binds):
+            continue  # nothing there, or not visible in the sandbox anyway
+        if target.kind is PathKind.DIR:
+            ops.append((real, ["--tmpfs", real]))
+            readonly.append(real)
+        else:
+            # Opening it fails (bwrap binds it nodev): the contents stay out of reach.
+            ops.append((real, ["--ro-bind", "/dev/null", real]))
+    for path in policy.rw_binds:
+        ops.append((path, ["--bind", path, path]))
+    ops.sort(key=lambda op: _depth(op[0]))  # stable: ro, then masks, then rw at one depth
+    out = [arg for _, op in ops for arg in op]
+    for path in readonly:
+        # After the binds below it exist: bwrap must still create their mount points.
+        out += ["--remount-ro", path]
+    return out
+
+
+def _under(path: str, parent: str) -> bool:
+    return path == parent or path.startswith(parent.rstrip("/") + "/")
+
+
+def _depth(path: str) -> int:
+    return 0 if path == "/" else path.count("/")
+
+
+def _one_line(value: str, what: str) -> str:
+    if "\0" in value or "\n" in value or "\r" in value:
+        raise UnsafeValue(f"{what} holds a NUL, newline or carriage return")
+    return value
+
+
+def _check_env(name: str, value: str) -> None:
+    if not name or "=" in name or "\0" in name or "\0" in value or "\n" in name + value:
+        raise UnsafeValue(f"environment variable {name!r}: a NUL, newline or '=' in it")

@@ -1,0 +1,159 @@
+"""What one shell tool call may see and do: the input of the bwrap argv builder.
+
+`routine_policy` is the policy DESIGN.md describes for one routine; `build_argv` turns a policy
+and the host layout into bwrap's argv without looking at anything else.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = [
+    "DEFAULT_MASKS",
+    "Limits",
+    "ShellPolicy",
+    "UnsafeValue",
+    "check_path",
+    "routine_policy",
+]
+
+# Hidden from every shell tool under the read-only $HOME (DESIGN.md "Sandbox"); config.toml's
+# [sandbox].masks adds more. ~/.Xauthority is ours: with network = true the sandbox shares the
+# host's abstract sockets, and the cookie would let a command drive the X display.
+DEFAULT_MASKS = (
+    "~/.vinos/secrets",
+    "~/.ssh",
+    "~/.gnupg",
+    "~/.aws",
+    "~/.netrc",
+    "~/.password-store",
+    "~/.mozilla",
+    "~/.config/chromium",
+    "~/.config/google-chrome",
+    "~/.Xauthority",
+)
+
+DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
+
+
+class UnsafeValue(ValueError):
+    """A path, command or variable that must never reach bwrap (NUL, newline, relative, `..`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Resource limits set inside the sandbox before the command is exec'd."""
+
+    file_size_mb: int = 64  # RLIMIT_FSIZE: no file written past this
+    open_files: int = 256  # RLIMIT_NOFILE
+    address_space_mb: int = 2048  # RLIMIT_AS: an 8 GB allocation fails
+    processes: int = 256  # RLIMIT_NPROC, counted in the sandbox's own user namespace
+    tmp_size_mb: int = 64  # size of the sandbox's /tmp tmpfs
+
+    def __post_init__(self) -> None:
+        for name in ("file_size_mb", "open_files", "address_space_mb", "processes", "tmp_size_mb"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ValueError(f"Limits.{name}: expected a positive int, found {value!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class ShellPolicy:
+    """Everything one sandboxed shell call is given; all paths absolute and normalised."""
+
+    ro_binds: tuple[str, ...]  # visible read-only, e.g. $HOME (besides /usr, /etc, …)
+    rw_binds: tuple[str, ...]  # the only writable host paths: scratch dir, routine state dir
+    masks: tuple[str, ...]  # hidden under the binds: empty tmpfs (dir) or /dev/null (file)
+    cwd: str  # the working directory, normally the scratch dir
+    network: bool = False  # False: a private network namespace with only loopback
+    env: tuple[tuple[str, str], ...] = ()  # the whole environment (bwrap --clearenv first)
+    # Passed to bwrap through a pipe (--args FD), never in the argv, which any local user can
+    # read in /proc/PID/cmdline.
+    secret_env: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    limits: Limits = field(default_factory=Limits)
+
+
+def check_path(path: str, what: str = "path") -> str:
+    """`path` if it is absolute, normalised and one line; raises UnsafeValue otherwise."""
+    if "\0" in path or "\n" in path or "\r" in path:
+        raise UnsafeValue(f"{what} {path!r} holds a NUL, newline or carriage return")
+    if not path.startswith("/"):
+        raise UnsafeValue(f"{what} {path!r} is not absolute")
+    if os.path.normpath(path) != path or path.startswith("//"):
+        raise UnsafeValue(f"{what} {path!r} is not normalised (no ., .. or repeated /)")
+    return path
+
+
+def routine_policy(
+    *,
+    home: Path,
+    state_dir: Path,
+    scratch_dir: Path,
+    network: bool,
+    extra_masks: Sequence[str] = (),
+    api_key: str | None = None,
+    limits: Limits = Limits(),
+    environ: Mapping[str, str] | None = None,
+) -> ShellPolicy:
+    """The policy for one routine's shell calls (DESIGN.md "Sandbox").
+
+    Read-only $HOME with the secret masks; writable: the scratch dir (the working directory)
+    and the routine's own state dir; the other routines' state dirs (siblings of `state_dir`)
+    are hidden. ANTHROPIC_API_KEY is given only with network on. Paths are resolved to real
+    paths, so a mask cannot be dodged through a symlinked $HOME. Raises UnsafeValue.
+    """
+    env_in = os.environ if environ is None else environ
+    real_home = _real(home, "HOME")
+    state = _real(state_dir, "state dir")
+    scratch = _real(scratch_dir, "scratch dir")
+    masks: list[str] = []
+    for mask in (*DEFAULT_MASKS, *extra_masks):
+        resolved = _expand(mask, real_home)
+        if resolved not in masks:
+            masks.append(resolved)
+    # Other routines' outputs, memories and the ledger are not this routine's to read.
+    state_root = os.path.dirname(state)
+    if state_root not in masks and state_root != "/":
+        masks.append(state_root)
+    env = [
+        ("HOME", real_home),
+        ("PATH", env_in.get("PATH") or DEFAULT_PATH),
+        ("TERM", env_in.get("TERM") or "dumb"),
+        ("LANG", env_in.get("LANG") or "C.UTF-8"),
+    ]
+    secret = (("ANTHROPIC_API_KEY", api_key),) if network and api_key else ()
+    for name, value in (*env, *secret):
+        if "\0" in value or "\n" in value:
+            raise UnsafeValue(f"environment variable {name} holds a NUL or newline")
+    return ShellPolicy(
+        ro_binds=(real_home,),
+        rw_binds=tuple(dict.fromkeys((state, scratch))),
+        masks=tuple(masks),
+        cwd=scratch,
+        network=network,
+        env=tuple(env),
+        secret_env=secret,
+        limits=limits,
+    )
+
+
+def _real(path: Path, what: str) -> str:
+    text = os.fspath(path)
+    if "\0" in text or "\n" in text or "\r" in text:
+        raise UnsafeValue(f"{what} {text!r} holds a NUL, newline or carriage return")
+    if not os.path.isabs(text):
+        raise UnsafeValue(f"{what} {text!r} is not absolute")
+    return check_path(os.path.realpath(text), what)
+
+
+def _expand(mask: str, home: str) -> str:
+    if mask == "~":
+        raise UnsafeValue("a mask of all of ~ would hide $HOME; remove it from [sandbox].masks")
+    if mask.startswith("~/"):
+        mask = home + mask[1:]
+    if "\0" in mask or "\n" in mask or not mask.startswith("/"):
+        raise UnsafeValue(f'mask {mask!r}: expected a path starting with "~/" or "/"')
+    return os.path.normpath(mask)

@@ -1,0 +1,153 @@
+"""Can this host sandbox at all? Probed once per process; a failure closes every shell call.
+
+No bwrap, no libseccomp, running as root, or a bwrap that cannot build its namespaces here
+(user namespaces off, Ubuntu 24.04's AppArmor restriction, a container without userns, a
+/proc that cannot be mounted) each give a `Probe(ok=False)` with the cause and the fix. There
+is no weaker fallback: nothing ever runs unsandboxed, with the host's /proc, or without /proc.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import tempfile
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from sandbox import seccomp
+from sandbox.argv import build_argv
+from sandbox.host import Host
+from sandbox.policy import ShellPolicy
+
+__all__ = ["ROOT_REFUSAL", "Probe", "diagnose", "probe", "refuse_if_root", "warn_once"]
+
+log = logging.getLogger("vinos.sandbox")
+
+ROOT_REFUSAL = (
+    "vinos-routine refuses to run as root: as uid 0, bubblewrap keeps the host's file access "
+    "even inside its sandbox (/etc/shadow stays readable), so a routine's shell commands would "
+    "not be contained. Run it as your own user (the systemd --user service, or your normal "
+    "shell without sudo)."
+)
+
+_INSTALL_BWRAP = "install bubblewrap >= 0.8.0 (Debian/Ubuntu: apt install bubblewrap; Arch: "
+_INSTALL_BWRAP += "pacman -S bubblewrap)"
+_INSTALL_SECCOMP = "install libseccomp (Debian/Ubuntu: apt install libseccomp2; Arch: pacman -S"
+_INSTALL_SECCOMP += " libseccomp)"
+
+
+@dataclass(frozen=True, slots=True)
+class Probe:
+    ok: bool
+    reason: str = ""  # why shell calls cannot run here
+    fix: str = ""  # what the user can do about it
+
+
+def refuse_if_root() -> str | None:
+    """ROOT_REFUSAL when this process runs as uid 0, else None."""
+    return ROOT_REFUSAL if os.geteuid() == 0 else None
+
+
+_lock = threading.Lock()
+_cached: Probe | None = None
+_warned = False
+
+
+def probe() -> Probe:
+    """Whether sandboxed shell calls can run on this host; computed once per process."""
+    global _cached
+    with _lock:
+        if _cached is None:
+            _cached = _probe()
+        return _cached
+
+
+def warn_once(result: Probe) -> None:
+    """Log the first failing shell call's cause and fix, once per process."""
+    global _warned
+    with _lock:
+        if _warned:
+            return
+        _warned = True
+    log.warning("shell tools disabled: %s. Fix: %s", result.reason, result.fix)
+
+
+def _probe() -> Probe:
+    if os.geteuid() == 0:
+        return Probe(False, "running as root", ROOT_REFUSAL)
+    host = Host.probe()
+    if not os.path.isabs(host.bwrap) or not os.access(host.bwrap, os.X_OK):
+        return Probe(False, "bubblewrap (bwrap) is not installed", _INSTALL_BWRAP)
+    try:
+        seccomp.bpf()
+    except seccomp.SeccompUnavailable as exc:
+        return Probe(False, str(exc), _INSTALL_SECCOMP)
+    with tempfile.TemporaryDirectory(prefix="vinos-probe-") as tmp:
+        real = os.path.realpath(tmp)
+        policy = ShellPolicy(ro_binds=(), rw_binds=(real,), masks=(), cwd=real)
+        fd = seccomp.write_fd()
+        try:
+            argv = build_argv(policy, host, fd, "true")
+            proc = subprocess.run(
+                argv,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                pass_fds=(fd,),
+                env={"PATH": "/usr/bin:/bin"},
+                timeout=30,
+                check=False,
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return Probe(False, f"bubblewrap could not be started: {exc}", _INSTALL_BWRAP)
+        finally:
+            os.close(fd)
+    if proc.returncode == 0:
+        return Probe(True)
+    return diagnose(proc.stderr.decode("utf-8", "replace").strip())
+
+
+def diagnose(stderr: str) -> Probe:
+    """Turn a failed trial run's bwrap message into a cause and a fix (pure, for tests)."""
+    msg = stderr.splitlines()[-1] if stderr else "no message"
+    low = stderr.lower()
+    if "unknown option" in low or "unrecognized option" in low:
+        return Probe(False, f"bubblewrap is too old ({msg})", _INSTALL_BWRAP)
+    if "proc" in low and "mount" in low:
+        return Probe(
+            False,
+            f"bubblewrap cannot mount a fresh /proc here ({msg})",
+            "run vinos-routine on the host, or in a container that may mount /proc in a user "
+            "namespace (e.g. podman/docker with --security-opt seccomp=unconfined and without "
+            "masked /proc paths); a sandbox with the host's /proc is never used instead",
+        )
+    if any(w in low for w in ("namespace", "uid map", "uid_map", "setting up uid", "userns")):
+        return Probe(False, f"bubblewrap cannot create user namespaces ({msg})", _userns_fix())
+    return Probe(False, f"bubblewrap failed a trial run ({msg})", _userns_fix())
+
+
+def _userns_fix() -> str:
+    apparmor = Path("/proc/sys/kernel/apparmor_restrict_unprivileged_userns")
+    if _read_int(apparmor) == 1:
+        return (
+            "AppArmor restricts unprivileged user namespaces (Ubuntu 23.10+): install a profile "
+            "for bwrap, e.g. /etc/apparmor.d/bwrap with 'abi <abi/4.0>, include <tunables/global> "
+            "profile bwrap /usr/bin/bwrap flags=(unconfined) { userns, }', then "
+            "sudo apparmor_parser -r /etc/apparmor.d/bwrap"
+        )
+    if _read_int(Path("/proc/sys/kernel/unprivileged_userns_clone")) == 0:
+        return "enable user namespaces: sudo sysctl -w kernel.unprivileged_userns_clone=1"
+    if _read_int(Path("/proc/sys/user/max_user_namespaces")) == 0:
+        return "enable user namespaces: sudo sysctl -w user.max_user_namespaces=15000"
+    return (
+        "make sure unprivileged user namespaces work (`bwrap --unshare-user --ro-bind / / true` "
+        "must succeed as your user); in a container, allow them or run on the host"
+    )
+
+
+def _read_int(path: Path) -> int | None:
+    try:
+        return int(path.read_text().strip())
+    except (OSError, ValueError):
+        return None

@@ -1,0 +1,283 @@
+"""Run one command in the sandbox: spawn bwrap, read capped output, enforce the wall clock.
+
+The timeout and the caps are enforced out here, on bwrap's whole process group: SIGTERM,
+then SIGKILL after a short grace. Killing the outer bwrap is enough to end everything inside:
+its pid-1 has PDEATHSIG (--die-with-parent), and when a pid namespace's init dies the kernel
+kills every process in it, however it double-forked or setsid'ed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import selectors
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from sandbox import seccomp
+from sandbox.argv import build_argv
+from sandbox.host import Host
+from sandbox.policy import ShellPolicy, UnsafeValue
+from sandbox.probe import ROOT_REFUSAL, probe, warn_once
+
+__all__ = ["STDERR_CAP", "STDOUT_CAP", "ShellResult", "run_shell"]
+
+STDOUT_CAP = 32 * 1024
+STDERR_CAP = 8 * 1024
+KILL_GRACE_SEC = 1.0  # between SIGTERM and SIGKILL
+_DRAIN_SEC = 2.0  # reading what is left in the pipes once bwrap has exited
+_CHUNK = 65536
+
+
+@dataclass(frozen=True, slots=True)
+class ShellResult:
+    """What one shell call did; `to_json()` is what the model sees as the tool result."""
+
+    stdout: str = ""
+    stderr: str = ""
+    exit_code: int | None = None  # None: it never ran, or was ended at the timeout or a cap
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False
+    timed_out: bool = False
+    duration_sec: float = 0.0
+    error: str | None = None  # the sandbox refused or could not run it; nothing ran
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "exit_code": self.exit_code,
+            "stdout": self.stdout,
+            "stderr": self.stderr,
+            "stdout_truncated": self.stdout_truncated,
+            "stderr_truncated": self.stderr_truncated,
+            "timed_out": self.timed_out,
+            "duration_sec": round(self.duration_sec, 3),
+        }
+        if self.error is not None:
+            out["error"] = self.error
+        elif self.timed_out:
+            out["note"] = "the command was killed at the shell timeout"
+        elif self.exit_code is None:
+            out["note"] = "the output passed its cap, so the command was ended"
+        return out
+
+
+def run_shell(
+    command: str,
+    policy: ShellPolicy,
+    *,
+    timeout_sec: float,
+    stdout_cap: int = STDOUT_CAP,
+    stderr_cap: int = STDERR_CAP,
+) -> ShellResult:
+    """Run `bash -c command` under bwrap with `policy`. Never raises for sandbox problems.
+
+    A refusal (root, NUL/newline in the command or a path, no bwrap, no libseccomp, no user
+    namespaces) comes back as ShellResult(error=...) with nothing run.
+    """
+    if os.geteuid() == 0:
+        return ShellResult(error=ROOT_REFUSAL)
+    if any(c in command for c in "\0\n\r"):
+        return ShellResult(error="refused: the command holds a NUL, newline or carriage return")
+    check = probe()
+    if not check.ok:
+        warn_once(check)
+        return ShellResult(error=f"shell tools are disabled on this machine: {check.reason}")
+    with contextlib.ExitStack() as fds:
+        try:
+            host = Host.probe(policy)
+            seccomp_fd = seccomp.write_fd()
+            fds.callback(os.close, seccomp_fd)
+            secret_fd = _secret_fd(policy) if policy.secret_env else None
+            if secret_fd is not None:
+                fds.callback(os.close, secret_fd)
+            argv = build_argv(policy, host, seccomp_fd, command, secret_fd=secret_fd)
+        except (UnsafeValue, ValueError, OSError, seccomp.SeccompUnavailable) as exc:
+            return ShellResult(error=f"refused: {exc}")
+        if os.environ.get("VINOS_ROUTINE_DEBUG") == "1":
+            print(f"vinos-routine: sandbox argv: {shlex.join(argv)}", file=sys.stderr, flush=True)
+        passed = (seccomp_fd,) if secret_fd is None else (seccomp_fd, secret_fd)
+        start = time.monotonic()
+        try:
+            proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                close_fds=True,  # nothing of the worker's beyond 0-2 and these two
+                pass_fds=passed,
+                start_new_session=True,  # its own process group, killed as one
+                env=dict(policy.env),  # bwrap's own environ block holds no secret either
+            )
+        except OSError as exc:
+            return ShellResult(error=f"bubblewrap could not be started: {exc}")
+    return _supervise(proc, start, timeout_sec, stdout_cap, stderr_cap)
+
+
+def _secret_fd(policy: ShellPolicy) -> int:
+    data = b"".join(
+        b"--setenv\0" + name.encode() + b"\0" + value.encode() + b"\0"
+        for name, value in policy.secret_env
+    )
+    if len(data) > 60000:  # must fit the pipe buffer: written before bwrap starts reading
+        raise UnsafeValue("secret environment too large")
+    read, write = os.pipe2(os.O_CLOEXEC)
+    try:
+        os.write(write, data)
+    except OSError:
+        os.close(read)
+        raise
+    finally:
+        os.close(write)
+    return read
+
+
+def _supervise(
+    proc: subprocess.Popen[bytes], start: float, timeout: float, out_cap: int, err_cap: int
+) -> ShellResult:
+    assert proc.stdout is not None and proc.stderr is not None
+    out, err = _Capped(proc.stdout.fileno(), out_cap), _Capped(proc.stderr.fileno(), err_cap)
+    deadline = start + timeout
+    ended_by_us = timed_out = False
+    try:
+        with _exit_watch(proc.pid) as exited:
+            while not exited():
+                if out.over or err.over:
+                    ended_by_us = True
+                    break
+                if time.monotonic() >= deadline:
+                    ended_by_us = timed_out = True
+                    break
+                _pump([out, err], min(deadline - time.monotonic(), 0.25), exited)
+            if ended_by_us:
+                _end_group(proc.pid, exited)
+            # Exited but not yet reaped, so the group id cannot have been reused.
+            _killpg(proc.pid, signal.SIGKILL)
+        drain_until = time.monotonic() + _DRAIN_SEC
+        while not (out.done and err.done) and time.monotonic() < drain_until:
+            _pump([out, err], drain_until - time.monotonic(), None)
+    finally:
+        if proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                _killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        proc.stdout.close()
+        proc.stderr.close()
+    code = proc.returncode
+    if code is not None and code < 0:
+        code = 128 - code  # bwrap itself killed by a signal: the shell's convention
+    stderr_text = err.text()
+    error = None
+    if code == 1 and stderr_text.startswith("bwrap: "):
+        error = f"the sandbox could not be set up: {stderr_text.splitlines()[0]}"
+    return ShellResult(
+        stdout=out.text(),
+        stderr=stderr_text,
+        exit_code=None if ended_by_us else code,
+        stdout_truncated=out.over,
+        stderr_truncated=err.over,
+        timed_out=timed_out,
+        duration_sec=time.monotonic() - start,
+        error=error,
+    )
+
+
+class _Capped:
+    """One pipe read up to cap + 1 bytes: enough to know it was cut, never more."""
+
+    def __init__(self, fd: int, cap: int) -> None:
+        self.fd, self.cap = fd, cap
+        self.buf = bytearray()
+        self.over = False
+        self.eof = False
+        os.set_blocking(fd, False)
+
+    @property
+    def done(self) -> bool:
+        return self.eof or self.over
+
+    def read(self) -> None:
+        try:
+            chunk = os.read(self.fd, min(_CHUNK, self.cap + 1 - len(self.buf)))
+        except BlockingIOError:
+            return
+        if not chunk:
+            self.eof = True
+            return
+        self.buf += chunk
+        if len(self.buf) > self.cap:
+            del self.buf[self.cap :]
+            self.over = True
+
+    def text(self) -> str:
+        return self.buf.decode("utf-8", "replace")
+
+
+def _pump(streams: list[_Capped], timeout: float, exited: _Exited | None) -> None:
+    live = [s for s in streams if not s.done]
+    with selectors.DefaultSelector() as sel:
+        for s in live:
+            sel.register(s.fd, selectors.EVENT_READ, s)
+        if exited is not None and exited.fd is not None:
+            sel.register(exited.fd, selectors.EVENT_READ, None)
+        if not sel.get_map():
+            time.sleep(max(0.0, min(timeout, 0.02)))
+            return
+        for key, _ in sel.select(max(0.0, min(timeout, 0.25) if exited else timeout)):
+            if key.data is not None:
+                key.data.read()
+
+
+class _Exited:
+    """Whether a child has exited, without reaping it (a pidfd, or waitid WNOWAIT)."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.fd: int | None
+        try:
+            self.fd = os.pidfd_open(pid)
+        except OSError:  # kernel < 5.3, or a seccomp'd container: poll instead
+            self.fd = None
+
+    def __call__(self) -> bool:
+        flags = os.WEXITED | os.WNOHANG | os.WNOWAIT
+        try:
+            return os.waitid(os.P_PID, self.pid, flags) is not None
+        except ChildProcessError:
+            return True
+
+    def wait(self, timeout: float) -> bool:
+        end = time.monotonic() + timeout
+        while not self():
+            if time.monotonic() >= end:
+                return False
+            time.sleep(0.01)
+        return True
+
+
+@contextlib.contextmanager
+def _exit_watch(pid: int) -> Iterator[_Exited]:
+    watch = _Exited(pid)
+    try:
+        yield watch
+    finally:
+        if watch.fd is not None:
+            os.close(watch.fd)
+
+
+def _end_group(pgid: int, exited: _Exited) -> None:
+    """SIGTERM the group, SIGKILL it after the grace; returns once the leader has exited."""
+    _killpg(pgid, signal.SIGTERM)
+    if not exited.wait(KILL_GRACE_SEC):
+        _killpg(pgid, signal.SIGKILL)
+        exited.wait(10.0)
+
+
+def _killpg(pgid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)

@@ -115,8 +115,9 @@ def peer_uid(sock: socket.socket) -> int | None:
 
 
 class ControlServer:
-    def __init__(self, handlers: dict[str, Handler]) -> None:
+    def __init__(self, handlers: dict[str, Handler], uid: int | None = None) -> None:
         self.handlers = handlers
+        self.uid = os.getuid() if uid is None else uid  # the only uid served
         self.connections: set[Connection] = set()
         self._server: asyncio.AbstractServer | None = None
         self.path: Path | None = None
@@ -151,7 +152,7 @@ class ControlServer:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         sock = writer.get_extra_info("socket")
-        if len(self.connections) >= MAX_CLIENTS or peer_uid(sock) != os.getuid():
+        if len(self.connections) >= MAX_CLIENTS or peer_uid(sock) != self.uid:
             # Another user's process (or a flood): no hello, no error text, just closed.
             writer.transport.abort()
             return

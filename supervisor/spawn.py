@@ -124,7 +124,11 @@ class WorkerProcess:
         self.on_started = on_started or (lambda pid: None)
         self.max_dollars = max_dollars
         self.max_tokens = max_tokens
-        self.argv = argv or [sys.executable, "-m", "worker"]
+        # -P: `-m` would otherwise put the current directory first on sys.path, so a `worker`
+        # (or `anthropic`, `httpx` …) package wherever the daemon or the CLI was started from
+        # would run instead of ours (tests/packaging/test_installed_run.py). PYTHONPATH
+        # (worker_env) still names the directory holding our packages.
+        self.argv = argv or [sys.executable, "-P", "-m", "worker"]
         self.usage = UsageTotals()
         self._stop = asyncio.Event()
         self._stop_reason: str | None = None

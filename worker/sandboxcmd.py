@@ -1,0 +1,126 @@
+"""`python -m worker.sandboxcmd NAME [--argv] -- CMD`: what `vinos-routine sandbox` execs.
+
+Runs CMD exactly as routine NAME's shell tool would: the same policy (shell_policy_for), the
+same timeout, caps and limits, a fresh scratch dir under state/NAME/.scratch/ as the working
+directory. The whitelist is not checked: the user typed the command. Several words of CMD are
+joined with spaces, as ssh does. Exit status: the command's; 124 when killed at the timeout;
+1 when the sandbox refused or could not run it, or the command was ended at an output cap.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+import sandbox
+from routines.checks import RoutineInvalid
+from routines.config import load_config
+from routines.paths import paths
+from routines.registry import scan
+from worker.keys import find_api_key
+from worker.sandboxing import shell_policy_for, shell_timeout_for
+
+__all__ = ["main"]
+
+TIMEOUT_STATUS = 124  # as timeout(1)
+
+
+USAGE = "usage: python -m worker.sandboxcmd NAME [--argv] -- CMD..."
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse `NAME [--argv] -- CMD...` (the form supervisor/commands/sandbox.py execs)."""
+    rest = list(sys.argv[1:] if argv is None else argv)
+    show_argv = "--argv" in rest[1:2]
+    if show_argv:
+        del rest[1]
+    if len(rest) < 3 or rest[1] != "--" or rest[0].startswith("-"):
+        return _fail(USAGE, 2)
+    name, command = rest[0], " ".join(rest[2:])
+    refusal = sandbox.refuse_if_root()
+    if refusal is not None:
+        return _fail(refusal)
+
+    p = paths()
+    entry = scan(p).get(name)
+    if entry is None:
+        return _fail(f"no routine named {name!r}")
+    if entry.routine is None:
+        errors = "; ".join(str(e) for e in entry.errors)
+        return _fail(f"routine {name!r} is invalid: {errors}")
+    routine = entry.routine
+    try:
+        settings = load_config(p.config_file).sandbox
+    except RoutineInvalid as exc:
+        return _fail(f"config.toml: {exc}")
+    api_key = None
+    if routine.network:
+        api_key = find_api_key(p.api_key_file, lambda m: print(f"warning: {m}", file=sys.stderr))
+    scratch_root = p.routine_state(routine.name) / ".scratch"
+    scratch_root.mkdir(mode=0o700, parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix="sandbox-", dir=scratch_root))
+    try:
+        try:
+            policy = shell_policy_for(
+                routine, paths=p, scratch_dir=scratch, settings=settings, api_key=api_key
+            )
+        except ValueError as exc:
+            return _fail(f"the sandbox refused to start: {exc}")
+        if show_argv:
+            return _print_argv(policy, command)
+        result = sandbox.run_shell(command, policy, timeout_sec=shell_timeout_for(routine))
+    finally:
+        _tidy(scratch)
+    sys.stdout.write(result.stdout)
+    sys.stdout.flush()
+    sys.stderr.write(result.stderr)
+    if result.stdout_truncated or result.stderr_truncated:
+        print(
+            "vinos-routine: output cut at the cap (stdout 32 KB, stderr 8 KB), as the model "
+            "would see it",
+            file=sys.stderr,
+        )
+    if result.error is not None:
+        return _fail(result.error)
+    if result.timed_out:
+        timeout = shell_timeout_for(routine)
+        print(f"vinos-routine: killed at the {timeout:g} s timeout", file=sys.stderr)
+        return TIMEOUT_STATUS
+    return 1 if result.exit_code is None else result.exit_code
+
+
+def _print_argv(policy: sandbox.ShellPolicy, command: str) -> int:
+    host = sandbox.Host.probe(policy)
+    secret_fd = 4 if policy.secret_env else None
+    try:
+        argv = sandbox.build_argv(policy, host, 3, command, secret_fd=secret_fd)
+    except ValueError as exc:
+        return _fail(f"the sandbox refused to start: {exc}")
+    print(shlex.join(argv))
+    note = "fd 3 carries the seccomp filter (BPF)"
+    if secret_fd is not None:
+        note += "; fd 4 carries ANTHROPIC_API_KEY as bwrap --args, never the argv"
+    print(f"vinos-routine: {note}", file=sys.stderr)
+    return 0
+
+
+def _tidy(scratch: Path) -> None:
+    """Remove the scratch dir when the command left nothing in it; else say where it is."""
+    try:
+        os.rmdir(scratch)
+    except OSError:
+        if scratch.exists():
+            print(f"vinos-routine: the command's files are in {scratch}", file=sys.stderr)
+
+
+def _fail(message: str, code: int = 1) -> int:
+    print(f"vinos-routine: {message}", file=sys.stderr)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

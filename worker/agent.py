@@ -1,0 +1,259 @@
+"""One agent run: choose the route, drive the tool loop, escalate, then output and memory.
+
+Routes and their ledger labels (seed 000): `ollama` and `anthropic` when the routine picks
+one; for `auto`, `local` when the local model's answer stands and `local->premium` when the
+router escalated. An escalation re-runs the same turn from the start on the premium model
+(the local attempt's tool results are not carried over), so its input/output tokens are the
+premium attempt's and the local attempt's are in local_input/local_output.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from ipc.messages import EventKind, Result, RunStatus, Usage
+from routines import pricing
+from routines.spec import AgentSpec, Memory, Route
+from worker import budget, memory, prompts, router
+from worker.context import RunContext
+from worker.deliver import write_and_post
+from worker.loop import AttemptEnd, End, ToolLoop
+from worker.providers.base import Conversation, ProviderError, UserTurn
+from worker.tools import Toolbox
+
+__all__ = ["SUMMARY_TIMEOUT", "run_agent"]
+
+SUMMARY_TIMEOUT = 60.0
+
+
+@dataclass
+class _Route:
+    label: str
+    escalated: bool = False
+    reason: str = ""
+    escalations_left: int = 0
+
+
+def run_agent(run: RunContext) -> Result:
+    agent = run.routine.agent
+    assert agent is not None
+    return AgentRun(run, agent).go()
+
+
+class AgentRun:
+    def __init__(self, run: RunContext, agent: AgentSpec) -> None:
+        self.run = run
+        self.agent = agent
+        self.tools = prompts.tool_specs(agent)
+        self.system = prompts.system_prompt(agent, run.name, self.tools)
+        self.task = prompts.task_text(run.started, run.job.trigger)
+        remembered = "" if agent.memory is Memory.SESSION else memory.for_prompt(run.job.memory)
+        self.user = prompts.user_turn(self.task, remembered)
+        self.loop = ToolLoop(run, Toolbox(run), self.tools)
+        labels = {Route.OLLAMA: "ollama", Route.ANTHROPIC: "anthropic", Route.AUTO: "local"}
+        self.route = _Route(
+            labels[agent.route], escalations_left=agent.escalation.max_escalations_per_run
+        )
+
+    def conversation(self) -> Conversation:
+        return Conversation(self.system, [UserTurn(self.user)])
+
+    def go(self) -> Result:
+        if self._may_use_premium():
+            try:
+                pricing.price_of(self.agent.premium_model, self.run.job.pricing)
+            except pricing.UnknownModelPrice as exc:
+                return self._failed(str(exc), self.agent.premium_model)
+        try:
+            end = self._drive()
+        except ProviderError as exc:
+            return self._failed(str(exc), self._last_model())
+        return self._finish(end)
+
+    def _may_use_premium(self) -> bool:
+        if self.agent.route is Route.ANTHROPIC:
+            return True
+        if self.agent.route is Route.OLLAMA:
+            return False
+        esc = self.agent.escalation
+        toggles = (
+            esc.on_low_confidence,
+            esc.on_reasoning_task,
+            esc.on_context_overflow,
+            esc.on_malformed_tool_json,
+        )
+        return esc.max_escalations_per_run > 0 and any(toggles)
+
+    def _last_model(self) -> str:
+        premium = self.route.escalated or self.agent.route is Route.ANTHROPIC
+        return self.agent.premium_model if premium else self.agent.local_model
+
+    # --- routing ---
+
+    def _drive(self) -> AttemptEnd:
+        if self.agent.route is Route.OLLAMA:
+            return self.loop.attempt(self.conversation(), premium=False)
+        if self.agent.route is Route.ANTHROPIC:
+            return self.loop.attempt(self.conversation(), premium=True)
+        esc = self.agent.escalation
+        gate = self._gate(
+            router.before_local(
+                esc, self.route.escalations_left, self.agent.system, self.task, self.agent.tags
+            )
+        )
+        if gate is not None:
+            return self._escalate(gate)
+        end = self.loop.attempt(
+            self.conversation(),
+            premium=False,
+            on_malformed=lambda: self._gate(router.on_malformed(esc, self.route.escalations_left)),
+        )
+        if end.end is End.FINAL and end.reply is not None:
+            gate = self._gate(
+                router.after_reply(
+                    esc,
+                    self.route.escalations_left,
+                    end.reply.text,
+                    end.prompt_tokens,
+                    self.agent.local_context_tokens,
+                )
+            )
+            if gate is not None:
+                return self._escalate(gate)
+        return self._escalate(end) if end.end is End.ESCALATE else end
+
+    def _gate(self, decision: router.Decision) -> AttemptEnd | None:
+        """Whether a router decision escalates: ESCALATE, BUDGET (the premium call is not
+        affordable and on_exceed stops the run), or None to stay local."""
+        if decision.trigger is None:
+            return None
+        trigger = decision.trigger.value
+        if decision.capped:
+            self.run.channel.event(
+                EventKind.LOG,
+                f"router: {trigger} fired, but max_escalations_per_run "
+                f"({self.agent.escalation.max_escalations_per_run}) is reached: staying local",
+                trigger=trigger,
+                capped=True,
+            )
+            return None
+        verdict, reason = budget.check(
+            self.run.allowance, self.run.spent, self.run.routine.budget.on_exceed
+        )
+        if verdict is budget.Verdict.DEGRADE:
+            self.run.channel.warn(
+                f"router: {trigger} fired, but {reason}: staying on the local model ($0)",
+                trigger=trigger,
+            )
+            return None
+        if verdict is budget.Verdict.STOP:
+            notify = self.run.routine.budget.on_exceed.value == "notify"
+            return AttemptEnd(End.BUDGET, message=f"budget: {reason}", notify=notify)
+        return AttemptEnd(End.ESCALATE, trigger=trigger)
+
+    def _escalate(self, gate: AttemptEnd) -> AttemptEnd:
+        if gate.end is not End.ESCALATE:
+            return gate
+        self.route = _Route(
+            "local->premium",
+            escalated=True,
+            reason=gate.trigger,
+            escalations_left=self.route.escalations_left - 1,
+        )
+        self.run.channel.event(
+            EventKind.ESCALATED,
+            f"escalating to {self.agent.premium_model}: {gate.trigger}",
+            reason=gate.trigger,
+            to=self.agent.premium_model,
+        )
+        return self.loop.attempt(self.conversation(), premium=True)
+
+    # --- the result ---
+
+    def _base(self, status: RunStatus, model: str) -> Result:
+        return Result(
+            status=status.value,
+            route=self.route.label,
+            model=model,
+            escalated=self.route.escalated,
+            escalated_reason=self.route.reason,
+            tool_calls=self.run.tool_calls,
+            tools_used=list(self.run.tools_used),
+        )
+
+    def _failed(self, message: str, model: str) -> Result:
+        base = self._base(RunStatus.FAILED, model)
+        return _with(base, summary=_first_line(message), error=message)
+
+    def _finish(self, end: AttemptEnd) -> Result:
+        if end.end is End.BUDGET:
+            base = self._base(RunStatus.BUDGET, end.model or self._last_model())
+            notify = f"{self.run.name} stopped: {end.message}" if end.notify else None
+            return _with(base, summary=end.message, notify=notify)
+        if end.end is not End.FINAL or end.reply is None:
+            return self._failed(end.message or "the run ended without an answer", end.model)
+        body = end.reply.text.strip() or self.run.outcome_summary
+        if not body:
+            return self._failed(f"{end.model} returned an empty reply", end.model)
+        name, webhook_error = write_and_post(self.run, body)
+        if self.agent.memory is not Memory.SESSION and self.run.job.memory_path:
+            self._remember(body)
+        status = RunStatus.FAILED if webhook_error else RunStatus.OK
+        base = self._base(status, end.model)
+        return _with(
+            base,
+            outcome=self.run.outcome,
+            summary=self.run.outcome_summary or _first_line(body),
+            output_file=name,
+            error=webhook_error,
+        )
+
+    def _remember(self, body: str) -> None:
+        """Append a 2-3 sentence summary from one local call; any failure is a WARN only."""
+        run = self.run
+        timeout = min(SUMMARY_TIMEOUT, run.deadline.remaining())
+        if timeout <= 1:
+            run.channel.warn("memory not updated: the run is out of time")
+            return
+        system, user = memory.summary_request(run.name, run.outcome, body)
+        model = self.agent.local_model
+        try:
+            reply = run.local().complete(
+                Conversation(system, [UserTurn(user)]),
+                [],
+                model=model,
+                max_tokens=memory.SUMMARY_MAX_TOKENS,
+                timeout=timeout,
+            )
+        except ProviderError as exc:
+            run.channel.warn(f"memory not updated: {exc}")
+            return
+        run.channel.usage(
+            Usage(
+                local_input=reply.input_tokens or len(system + user) // 4,
+                local_output=reply.output_tokens or len(reply.text) // 4,
+                model=model,
+            )
+        )
+        summary = reply.text.strip()
+        if not summary:
+            run.channel.warn(f"memory not updated: {model} wrote an empty summary")
+            return
+        path = Path(run.job.memory_path or "")
+        try:
+            memory.append(path, memory.entry(run.name, run.started, summary))
+        except OSError as exc:
+            run.channel.warn(f"memory not updated: cannot write {path}: {exc.strerror}")
+            return
+        run.channel.event(EventKind.LOG, f"memory updated: {path}", path=str(path))
+
+
+def _first_line(text: str, limit: int = 200) -> str:
+    line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+    line = line.lstrip("#").strip()
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def _with(result: Result, **changes: object) -> Result:
+    return replace(result, **changes)  # type: ignore[arg-type]

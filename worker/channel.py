@@ -1,0 +1,55 @@
+"""The worker's side of the pipe: messages to the supervisor on the private stdout, log lines
+on stderr.
+
+Every message goes out at once (flushed), so the supervisor sees each model call as it
+happens and can stop a run that overspends. Exactly one `Result` is ever sent.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import IO, Any
+
+from ipc.framing import encode
+from ipc.messages import Event, EventKind, Message, Result, Usage
+
+__all__ = ["PREVIEW_CHARS", "Channel", "preview"]
+
+PREVIEW_CHARS = 2000  # of a tool result or reply in an event: the run log is not the output
+
+
+def preview(text: str, limit: int = PREVIEW_CHARS) -> str:
+    return text if len(text) <= limit else text[:limit] + f"… ({len(text) - limit:,} more)"
+
+
+class Channel:
+    def __init__(self, out: IO[bytes], name: str, err: IO[str] | None = None) -> None:
+        self._out = out
+        self._err = err if err is not None else sys.stderr
+        self.name = name
+        self.result_sent = False
+
+    def send(self, msg: Message) -> None:
+        if isinstance(msg, Result):
+            if self.result_sent:
+                raise RuntimeError("a second result for one run")
+            self.result_sent = True
+        self._out.write(encode(msg))
+        self._out.flush()
+
+    def event(self, kind: EventKind, text: str, /, **data: Any) -> None:
+        self.send(Event(kind=kind.value, text=text, data=data))
+
+    def log(self, text: str) -> None:
+        """A line for the run log only (stderr)."""
+        print(text, file=self._err, flush=True)
+
+    def warn(self, text: str, /, **data: Any) -> None:
+        self.log(f"[{self.name}] WARN: {text}")
+        self.event(EventKind.WARN, text, **data)
+
+    def usage(self, usage: Usage) -> None:
+        self.send(usage)
+
+    def result(self, result: Result) -> None:
+        self.send(result)

@@ -1,0 +1,85 @@
+"""A command routine (`kind = "command"`): `[command].run` in the sandbox, no model.
+
+stdout is the output; a non-zero exit is `failed` with the exit code and the tail of stderr.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ipc.messages import EventKind, Result, RunStatus
+from routines.config import SandboxSettings
+from worker.context import RunContext
+from worker.deliver import write_and_post
+
+__all__ = ["OUTPUT_CAP", "run_command", "stderr_tail"]
+
+OUTPUT_CAP = 1 << 20  # stdout kept as the output; past it the command is ended and fails
+TAIL_LINES = 10
+TAIL_CHARS = 1500
+
+
+def stderr_tail(stderr: str) -> str:
+    lines = [ln for ln in stderr.strip().splitlines() if ln.strip()][-TAIL_LINES:]
+    tail = "\n".join(lines)
+    return tail if len(tail) <= TAIL_CHARS else "…" + tail[-TAIL_CHARS:]
+
+
+def run_command(run: RunContext) -> Result:
+    import sandbox
+    from worker.sandboxing import shell_policy_for
+
+    spec = run.routine.command
+    assert spec is not None
+
+    def failed(message: str) -> Result:
+        return Result(
+            status=RunStatus.FAILED.value,
+            route="command",
+            summary=message.splitlines()[0],
+            error=message,
+        )
+
+    try:
+        policy = shell_policy_for(
+            run.routine,
+            paths=run.paths,
+            scratch_dir=Path(run.job.scratch_dir),
+            settings=SandboxSettings(**run.job.sandbox),
+            api_key=run.api_key() if spec.network else None,
+        )
+    except ValueError as exc:  # sandbox.UnsafeValue
+        return failed(f"the sandbox refused to start: {exc}")
+    timeout = max(1.0, min(float(spec.timeout_sec), run.deadline.remaining()))
+    run.channel.event(EventKind.TOOL_CALL, f"shell:{spec.run}", tool="command")
+    res = sandbox.run_shell(spec.run, policy, timeout_sec=timeout, stdout_cap=OUTPUT_CAP)
+    run.channel.event(
+        EventKind.TOOL_RESULT,
+        f"command: exit {res.exit_code} ({len(res.stdout):,} bytes of output)",
+        tool="command",
+        exit_code=res.exit_code,
+        timed_out=res.timed_out,
+        duration_sec=round(res.duration_sec, 3),
+    )
+    tail = stderr_tail(res.stderr)
+    if res.error is not None:
+        return failed(f"the command did not run: {res.error}")
+    if res.timed_out:
+        return failed(f"the command timed out after {timeout:.0f} s" + _tail(tail))
+    if res.exit_code is None:
+        return failed(f"the command's output passed {OUTPUT_CAP:,} bytes, so it was ended")
+    if res.exit_code != 0:
+        return failed(f"the command exited with code {res.exit_code}" + _tail(tail))
+    name, webhook_error = write_and_post(run, res.stdout)
+    first = next((ln.strip() for ln in res.stdout.splitlines() if ln.strip()), "")
+    return Result(
+        status=(RunStatus.FAILED if webhook_error else RunStatus.OK).value,
+        summary=first[:200] or "the command succeeded with no output",
+        output_file=name,
+        route="command",
+        error=webhook_error,
+    )
+
+
+def _tail(tail: str) -> str:
+    return f", stderr:\n{tail}" if tail else ""

@@ -1,0 +1,102 @@
+"""One run's state: the job, the parsed routine, the clock, the spend so far, and the
+providers (created on first use, so a local-only run never loads the Anthropic SDK)."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ipc.messages import Job
+from routines import paths as paths_mod
+from routines.spec import Routine
+from worker import keys
+from worker.budget import Allowance, Spent
+from worker.channel import Channel
+from worker.providers.base import Provider, ProviderError
+
+if TYPE_CHECKING:
+    from worker.providers.ollama import OllamaProvider
+
+__all__ = ["Deadline", "RunContext"]
+
+
+class Deadline:
+    """The run's wall clock (run_timeout_sec), less a margin to report before the
+    supervisor's own timeout ends the process."""
+
+    def __init__(self, seconds: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        margin = min(3.0, seconds * 0.1)
+        self.end = self._clock() + seconds - margin
+
+    def remaining(self) -> float:
+        return self.end - self._clock()
+
+
+@dataclass
+class RunContext:
+    job: Job
+    routine: Routine
+    channel: Channel
+    started: datetime
+    deadline: Deadline
+    spent: Spent = field(default_factory=Spent)
+    tool_calls: int = 0
+    tools_used: list[str] = field(default_factory=list)
+    outcome: str | None = None
+    outcome_summary: str = ""
+    _local: OllamaProvider | None = None
+    _premium: Provider | None = None
+    _api_key: str | None = None
+    _key_looked_up: bool = False
+
+    @property
+    def name(self) -> str:
+        return self.routine.name
+
+    @property
+    def allowance(self) -> Allowance:
+        return Allowance(self.job.max_tokens, self.job.dollars_left)
+
+    @property
+    def paths(self) -> paths_mod.Paths:
+        """The project's paths, with VINOS_HOME as the job says."""
+        return dataclasses.replace(paths_mod.paths(), home=Path(self.job.vinos_home))
+
+    def api_key(self) -> str | None:
+        if not self._key_looked_up:
+            self._key_looked_up = True
+            self._api_key = keys.find_api_key(self.paths.api_key_file, self.channel.warn)
+        return self._api_key
+
+    def add_premium(self, tokens: int, dollars: float) -> None:
+        self.spent = Spent(self.spent.tokens + tokens, self.spent.dollars + dollars)
+
+    def local(self) -> OllamaProvider:
+        if self._local is None:
+            from worker.providers.ollama import OllamaProvider
+
+            ctx = self.routine.agent.local_context_tokens if self.routine.agent else 4096
+            self._local = OllamaProvider(self.job.ollama_url, context_tokens=ctx)
+        return self._local
+
+    def premium(self) -> Provider:
+        """The Anthropic provider; ProviderError when there is no API key."""
+        if self._premium is None:
+            key = self.api_key()
+            if key is None:
+                raise ProviderError(keys.MISSING_KEY)
+            from worker.providers.anthropic import AnthropicProvider
+
+            self._premium = AnthropicProvider(key)
+        return self._premium
+
+    def record_tool(self, name: str) -> None:
+        self.tool_calls += 1
+        if name not in self.tools_used:
+            self.tools_used.append(name)

@@ -1,0 +1,237 @@
+"""The bounded tool loop (seed 000), on one provider at a time:
+
+1. send the messages and tool schemas;
+2. a reply without tool calls is the answer: the loop ends;
+3. each tool call is whitelist-checked and carried out (worker.tools);
+4. the results go back in the provider's own format (tool_result blocks / role "tool");
+5. again, at most MAX_ITERATIONS model calls per attempt.
+
+Before every premium call the budget is checked (degrade-to-local switches the rest of the
+attempt to the local model), and after every call a `usage` message goes to the supervisor.
+Anthropic's stop reasons are handled one by one: pause_turn continues the turn; max_tokens,
+refusal and an unknown reason end the attempt as failures (or as budget, when the budget set
+the output cap). Provider failures propagate as ProviderError to worker.agent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
+
+from ipc.messages import EventKind, Usage
+from routines import pricing
+from routines.spec import OnExceed
+from worker import budget
+from worker.channel import preview
+from worker.context import RunContext
+from worker.providers.base import (
+    AssistantTurn,
+    Conversation,
+    MalformedToolCall,
+    ProviderError,
+    Reply,
+    Stop,
+    ToolResultsTurn,
+    ToolSpec,
+    ToolsUnsupported,
+)
+from worker.tools import Toolbox
+
+__all__ = ["DEFAULT_MAX_OUTPUT", "MAX_ITERATIONS", "AttemptEnd", "End", "ToolLoop"]
+
+MAX_ITERATIONS = 10
+DEFAULT_MAX_OUTPUT = 4096  # output tokens per call
+PREMIUM_CALL_TIMEOUT_MAX = 600.0
+CHARS_PER_TOKEN = 4  # for estimating tokens a provider did not report
+
+
+class End(StrEnum):
+    FINAL = "final"  # a reply without tool calls: the answer
+    ESCALATE = "escalate"  # the router wants the premium model (auto route, local attempt)
+    BUDGET = "budget"  # the allowance stops the run
+    FAILED = "failed"  # the attempt cannot produce an answer
+    CAP = "cap"  # MAX_ITERATIONS model calls and the model still wants tools
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptEnd:
+    end: End
+    reply: Reply | None = None  # FINAL: the answer
+    model: str = ""  # the model asked last
+    prompt_tokens: int | None = None  # FINAL: prompt tokens of the answer (estimated if unknown)
+    trigger: str = ""  # ESCALATE: the router trigger
+    message: str = ""  # BUDGET / FAILED / CAP: why, for the user
+    notify: bool = False  # BUDGET with on_exceed = notify
+
+
+# What the auto-router says when the local model's tool JSON is malformed: None to carry on
+# locally, or an AttemptEnd (ESCALATE, or BUDGET when escalating is not affordable).
+MalformedHook = Callable[[], AttemptEnd | None]
+
+
+class ToolLoop:
+    def __init__(self, run: RunContext, toolbox: Toolbox, tools: list[ToolSpec]) -> None:
+        self.run = run
+        self.toolbox = toolbox
+        self.tools = tools
+        agent = run.routine.agent
+        assert agent is not None
+        self.agent = agent
+        self.tools_on = bool(tools)
+
+    def attempt(
+        self, conv: Conversation, *, premium: bool, on_malformed: MalformedHook | None = None
+    ) -> AttemptEnd:
+        """Drive the loop on `conv` until an answer, an escalation or a stop."""
+        for _ in range(MAX_ITERATIONS):
+            if premium:
+                verdict, reason = budget.check(
+                    self.run.allowance, self.run.spent, self.run.routine.budget.on_exceed
+                )
+                if verdict is budget.Verdict.STOP:
+                    return self._budget_stop(reason or "")
+                if verdict is budget.Verdict.DEGRADE:
+                    self._degrade(reason or "")
+                    premium = False
+            model = self.agent.premium_model if premium else self.agent.local_model
+            try:
+                reply, prompt_tokens, capped = self._call(conv, premium)
+            except MalformedToolCall as exc:
+                decided = on_malformed() if on_malformed and not premium else None
+                return decided or AttemptEnd(End.FAILED, model=model, message=str(exc))
+            if premium and reply.stop is not Stop.TOOL_USE and reply.stop is not Stop.END:
+                if reply.stop is Stop.PAUSE:
+                    conv.turns.append(AssistantTurn(reply))  # sent back as is: the turn goes on
+                    continue
+                if reply.stop is Stop.MAX_TOKENS and capped:
+                    # The allowance, not the default, set max_tokens: this is the budget.
+                    why = "the reply was cut off where the run's allowance ran out"
+                    if self._on_exceed is not OnExceed.DEGRADE:
+                        return self._budget_stop(why)
+                    self._degrade(why)
+                    premium = False
+                    continue
+                return AttemptEnd(End.FAILED, model=model, message=_stop_failure(reply))
+            if not premium and reply.stop is Stop.MAX_TOKENS and not reply.tool_calls:
+                self.run.channel.warn(f"the local reply was cut at {DEFAULT_MAX_OUTPUT} tokens")
+            if reply.malformed and on_malformed is not None and not premium:
+                self.run.channel.event(
+                    EventKind.LOG, f"malformed tool JSON from {model}: {reply.malformed}"
+                )
+                decided = on_malformed()
+                if decided is not None:
+                    return decided
+            if not reply.tool_calls:
+                return AttemptEnd(End.FINAL, reply=reply, model=model, prompt_tokens=prompt_tokens)
+            conv.turns.append(AssistantTurn(reply))
+            results = tuple(self.toolbox.execute(call) for call in reply.tool_calls)
+            conv.turns.append(ToolResultsTurn(results))
+        return AttemptEnd(
+            End.CAP,
+            model=self.agent.premium_model if premium else self.agent.local_model,
+            message=f"stopped after {MAX_ITERATIONS} model calls: the model was still calling "
+            "tools without giving a final answer",
+        )
+
+    @property
+    def _on_exceed(self) -> OnExceed:
+        return self.run.routine.budget.on_exceed
+
+    def _budget_stop(self, reason: str) -> AttemptEnd:
+        notify = self._on_exceed is OnExceed.NOTIFY
+        return AttemptEnd(End.BUDGET, message=f"budget: {reason}", notify=notify)
+
+    def _degrade(self, reason: str) -> None:
+        self.run.channel.warn(
+            f"budget: {reason}; continuing on the local model {self.agent.local_model} ($0)",
+            budget="degrade-to-local",
+        )
+
+    def _call(self, conv: Conversation, premium: bool) -> tuple[Reply, int | None, bool]:
+        """One model call with its events and usage: (reply, prompt tokens, output capped by
+        the budget). Retries once without tools if the local model does not support them."""
+        try:
+            return self._call_once(conv, premium)
+        except ToolsUnsupported as exc:
+            if premium or not self.tools_on:
+                raise
+            self.run.channel.warn(f"{exc}: running without tools; its reply is the output")
+            self.tools_on = False
+            return self._call_once(conv, premium)
+
+    def _call_once(self, conv: Conversation, premium: bool) -> tuple[Reply, int | None, bool]:
+        run = self.run
+        remaining = run.deadline.remaining()
+        if remaining <= 1:
+            raise ProviderError(
+                f"the run reached its time limit (run_timeout_sec = {self.agent.run_timeout_sec})"
+            )
+        if premium:
+            provider = run.premium()
+            model = self.agent.premium_model
+            _, out_price = pricing.price_of(model, run.job.pricing)
+            max_tokens, capped = budget.output_cap(
+                run.allowance, run.spent, DEFAULT_MAX_OUTPUT, out_price / 1_000_000
+            )
+            timeout = min(PREMIUM_CALL_TIMEOUT_MAX, remaining / 3)  # the SDK may try 3 times
+        else:
+            provider, model = run.local(), self.agent.local_model
+            max_tokens, capped, timeout = DEFAULT_MAX_OUTPUT, False, remaining
+        tools = self.tools if self.tools_on else []
+        run.channel.event(
+            EventKind.MODEL_CALL,
+            f"calling {model} ({provider.name})",
+            provider=provider.name,
+            model=model,
+            premium=premium,
+            max_tokens=max_tokens,
+        )
+        reply = provider.complete(conv, tools, model=model, max_tokens=max_tokens, timeout=timeout)
+        prompt_tokens = self._account(reply, conv, premium, model)
+        what = (
+            f"{len(reply.tool_calls)} tool call(s)"
+            if reply.tool_calls
+            else f"{len(reply.text.split())} words"
+        )
+        run.channel.event(
+            EventKind.MODEL_REPLY,
+            f"{model}: {what} (stop: {reply.stop_reason or reply.stop.value})",
+            provider=provider.name,
+            model=model,
+            stop_reason=reply.stop_reason,
+            input_tokens=reply.input_tokens,
+            output_tokens=reply.output_tokens,
+            tool_calls=[c.name for c in reply.tool_calls],
+            text=preview(reply.text),
+        )
+        return reply, prompt_tokens, capped
+
+    def _account(self, reply: Reply, conv: Conversation, premium: bool, model: str) -> int:
+        """Send the usage delta; return the prompt tokens (estimated when not reported)."""
+        prompt = reply.input_tokens
+        if prompt is None:  # unknown, not zero: estimate from the conversation's size
+            prompt = conv.chars() // CHARS_PER_TOKEN
+        out = reply.output_tokens
+        if out is None:
+            out = len(reply.text) // CHARS_PER_TOKEN
+        if premium:
+            dollars = pricing.cost(model, prompt, out, self.run.job.pricing)
+            self.run.add_premium(prompt + out, dollars)
+            self.run.channel.usage(Usage(input=prompt, output=out, dollars=dollars, model=model))
+        else:
+            self.run.channel.usage(Usage(local_input=prompt, local_output=out, model=model))
+        return prompt
+
+
+def _stop_failure(reply: Reply) -> str:
+    if reply.stop is Stop.MAX_TOKENS:
+        return (
+            f"Claude's reply was cut off at max_tokens ({DEFAULT_MAX_OUTPUT} tokens) before it "
+            "was finished"
+        )
+    if reply.stop is Stop.CONTEXT:
+        return "the conversation outgrew the model's context window"
+    if reply.stop is Stop.REFUSAL:
+        return "Claude declined to carry out this routine (stop_reason: refusal)"
+    return f"Claude stopped for a reason this version does not know: {reply.stop_reason!r}"

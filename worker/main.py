@@ -1,0 +1,117 @@
+"""The worker process: stdin gives a Hello and one Job; stdout carries Hello, Events and
+Usage, then exactly one Result; stderr is free text for the run log.
+
+Exit status: 0 for every run outcome (ok, failed, budget: the Result says which); 2 when the
+input was not a Hello and a Job (nothing ran, no Result); 70 when the worker itself broke
+(a Result `failed` naming the crash is sent first when possible).
+"""
+
+from __future__ import annotations
+
+import sys
+import traceback
+from datetime import datetime
+from pathlib import Path
+from typing import IO
+
+from ipc.framing import LineReader, ProtocolError, encode
+from ipc.messages import PROTOCOL, Hello, Job, Result, RunStatus
+from worker import process
+
+__all__ = ["EXIT_BAD_INPUT", "EXIT_CRASH", "main", "run_job"]
+
+EXIT_BAD_INPUT = 2
+EXIT_CRASH = 70  # EX_SOFTWARE
+
+
+def main() -> int:
+    out = process.protect_stdout()
+    process.die_with_parent()
+    out.write(encode(Hello()))
+    out.flush()
+    try:
+        job = read_job(LineReader(sys.stdin.buffer))
+    except ProtocolError as exc:
+        print(f"vinos-routine worker: bad input on stdin: {exc}", file=sys.stderr, flush=True)
+        return EXIT_BAD_INPUT
+    process.quiet_stdin()
+    process.set_title(job.routine_name)
+    from worker.channel import Channel
+
+    channel = Channel(out, job.routine_name)
+    try:
+        result = run_job(job, channel)
+    except Exception as exc:
+        traceback.print_exc(file=sys.stderr)
+        if not channel.result_sent:
+            _send_crash(out, channel, exc)
+        return EXIT_CRASH
+    channel.result(result)
+    return 0
+
+
+def read_job(reader: LineReader) -> Job:
+    hello = reader.read()
+    if not isinstance(hello, Hello):
+        raise ProtocolError(f"expected hello first, found {_kind(hello)}")
+    if hello.protocol != PROTOCOL:
+        raise ProtocolError(f"protocol {hello.protocol} is not {PROTOCOL}")
+    job = reader.read()
+    if not isinstance(job, Job):
+        raise ProtocolError(f"expected a job after hello, found {_kind(job)}")
+    return job
+
+
+def _kind(msg: object) -> str:
+    return "end of input" if msg is None else getattr(msg, "TYPE", type(msg).__name__)
+
+
+def run_job(job: Job, channel: object) -> Result:
+    """Parse the routine again (the worker trusts nothing but the text) and run it."""
+    from routines.loader import RoutineInvalid, load_text
+    from routines.spec import Kind, Origin
+    from worker.channel import Channel
+    from worker.context import Deadline, RunContext
+
+    assert isinstance(channel, Channel)
+    try:
+        routine = load_text(job.routine_toml, Path(job.routine_path), Origin(job.routine_origin))
+    except (RoutineInvalid, ValueError) as exc:
+        return _failed(f"the routine is invalid: {exc}")
+    if routine.name != job.routine_name:
+        return _failed(f"the job names {job.routine_name!r} but its routine is {routine.name!r}")
+    try:
+        started = datetime.fromisoformat(job.started_at)
+    except ValueError:
+        return _failed(f"started_at {job.started_at!r} is not an ISO 8601 time")
+    if started.tzinfo is None:
+        return _failed(f"started_at {job.started_at!r} has no UTC offset")
+    run = RunContext(
+        job=job,
+        routine=routine,
+        channel=channel,
+        started=started,
+        deadline=Deadline(routine.run_timeout_sec),
+    )
+    if routine.kind is Kind.COMMAND:
+        from worker.command import run_command
+
+        return run_command(run)
+    from worker.agent import run_agent
+
+    return run_agent(run)
+
+
+def _failed(message: str) -> Result:
+    return Result(status=RunStatus.FAILED.value, summary=message.splitlines()[0], error=message)
+
+
+def _send_crash(out: IO[bytes], channel: object, exc: BaseException) -> None:
+    message = f"the worker crashed: {type(exc).__name__}: {exc}"
+    try:
+        from worker.channel import Channel
+
+        assert isinstance(channel, Channel)
+        channel.result(_failed(message))
+    except Exception:
+        traceback.print_exc(file=sys.stderr)

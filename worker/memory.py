@@ -1,0 +1,103 @@
+"""Run memory (seed 000): persistent (state/<name>/memory.md) and shared
+(state/shared/memory.md); session memory keeps nothing.
+
+The file is plain markdown the user may read, edit or delete. It holds at most CAP
+characters: an append that would pass it trims the oldest ~TRIM_STEP characters, realigned
+to the next newline, until it fits. Appends from concurrent runs are serialised with an
+flock on `<file>.lock` and land by temp file + rename, so a reader never sees half a file
+and two runs never lose each other's entries.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import tempfile
+from datetime import datetime
+from pathlib import Path
+
+__all__ = [
+    "CAP",
+    "PREFIX",
+    "TRIM_STEP",
+    "append",
+    "entry",
+    "for_prompt",
+    "summary_request",
+    "trim",
+]
+
+CAP = 4096
+TRIM_STEP = 500
+PREFIX = "Prior context from earlier runs"
+SUMMARY_MAX_TOKENS = 200
+_SUMMARY_INPUT_CHARS = 6000
+
+
+def trim(text: str, cap: int = CAP, step: int = TRIM_STEP) -> str:
+    """Drop the oldest ~`step` characters, up to the next newline, until `text` fits `cap`."""
+    while len(text) > cap:
+        cut = text.find("\n", step)
+        text = text[cut + 1 :] if cut != -1 else text[step:]
+    return text
+
+
+def for_prompt(text: str, cap: int = CAP) -> str:
+    """The memory as prepended to the user turn: the newest `cap` characters at most,
+    starting on a line boundary (the user may have grown the file by hand)."""
+    text = text.strip("\n")
+    if len(text) <= cap:
+        return text
+    tail = text[-cap:]
+    nl = tail.find("\n")
+    return tail[nl + 1 :] if nl != -1 else tail
+
+
+def entry(routine: str, started: datetime, summary: str) -> str:
+    """One journal entry: a heading naming the run, then the summary."""
+    body = " ".join(summary.split())
+    return f"## {started:%Y-%m-%d %H:%M} · {routine}\n{body}\n"
+
+
+def append(path: Path, new_entry: str, cap: int = CAP) -> None:
+    """Append an entry under the lock, trimming to `cap`, replacing the file atomically."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock = path.with_name(path.name + ".lock")
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            current = path.read_text(encoding="utf-8", errors="replace")
+        except FileNotFoundError:
+            current = ""
+        if current and not current.endswith("\n"):
+            current += "\n"
+        sep = "\n" if current else ""
+        _replace(path, trim(current + sep + new_entry, cap))
+    finally:
+        os.close(fd)  # releases the flock
+
+
+def _replace(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def summary_request(routine: str, outcome: str | None, output: str) -> tuple[str, str]:
+    """(system, user) for the one cheap local call that writes the summary."""
+    system = (
+        "You keep a short journal of what the user's scheduled routines found and did. "
+        "Write 2-3 plain sentences about this run: facts worth remembering next time. "
+        "No preamble, no headings, no lists."
+    )
+    clipped = output if len(output) <= _SUMMARY_INPUT_CHARS else output[:_SUMMARY_INPUT_CHARS]
+    user = f"Routine: {routine}\nOutcome: {outcome or 'not reported'}\nOutput:\n{clipped}"
+    return system, user

@@ -1,0 +1,77 @@
+"""The run's output: markdown written into the run's scratch dir, and the webhook POST.
+
+The supervisor moves the file into the state store (and copies it for type = "file",
+notifies for type = "notification"); the worker only ever writes inside scratch_dir.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "WEBHOOK_TIMEOUT",
+    "output_name",
+    "post_webhook",
+    "render_markdown",
+    "render_title",
+    "write_output",
+]
+
+WEBHOOK_TIMEOUT = 10.0
+
+
+def render_title(template: str, *, name: str, started: datetime) -> str:
+    """`{{date}}` → 2026-07-25, `{{time}}` → 06:00, `{{name}}` → the routine's name."""
+    return (
+        template.replace("{{date}}", started.strftime("%Y-%m-%d"))
+        .replace("{{time}}", started.strftime("%H:%M"))
+        .replace("{{name}}", name)
+    )
+
+
+def output_name(started: datetime) -> str:
+    """YYYY-MM-DD-HHMM.md, in the routine's zone (`started` carries its offset)."""
+    return started.strftime("%Y-%m-%d-%H%M.md")
+
+
+def render_markdown(title: str, body: str) -> str:
+    title = " ".join(title.split())
+    text = body.strip("\n")
+    return f"# {title}\n\n{text}\n" if title else f"{text}\n"
+
+
+def write_output(scratch_dir: Path, name: str, text: str) -> Path:
+    """Write `name` inside scratch_dir atomically (temp file + rename)."""
+    scratch_dir.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{name}.", dir=scratch_dir)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)
+        target = scratch_dir / name
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return target
+
+
+def post_webhook(url: str, payload: dict[str, Any], timeout: float = WEBHOOK_TIMEOUT) -> str | None:
+    """POST the output as JSON, once (never retried); the error message, or None on 2xx."""
+    import httpx
+
+    try:
+        resp = httpx.post(url, json=payload, timeout=timeout, follow_redirects=False)
+    except httpx.TimeoutException:
+        return f"webhook {url} did not answer within {timeout:.0f} s"
+    except httpx.HTTPError as exc:
+        return f"webhook {url} failed: {exc or type(exc).__name__}"
+    if not 200 <= resp.status_code < 300:
+        return f"webhook {url} answered HTTP {resp.status_code}"
+    return None

@@ -1,0 +1,141 @@
+"""What every provider speaks: a neutral conversation in, a neutral `Reply` out.
+
+Each provider renders the `Conversation` into its own wire format (Anthropic content blocks
+and `tool_result` blocks; Ollama `role: "tool"` messages) and parses its answer back, so a
+run can move between providers mid-conversation (budget degrade-to-local).
+
+Provider failures are raised as `ProviderError` with a message a user understands; the
+translation from SDK and transport errors happens once, inside each provider.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Protocol
+
+__all__ = [
+    "AssistantTurn",
+    "Conversation",
+    "MalformedToolCall",
+    "Provider",
+    "ProviderError",
+    "Reply",
+    "Stop",
+    "ToolCall",
+    "ToolResult",
+    "ToolResultsTurn",
+    "ToolSpec",
+    "ToolsUnsupported",
+    "Turn",
+    "UserTurn",
+]
+
+
+class Stop(StrEnum):
+    END = "end"  # a finished answer (Anthropic end_turn / stop_sequence, Ollama stop)
+    TOOL_USE = "tool_use"  # the model asks for tools
+    MAX_TOKENS = "max_tokens"  # cut at the output limit (Anthropic max_tokens, Ollama length)
+    REFUSAL = "refusal"  # Anthropic's classifiers stopped the reply
+    PAUSE = "pause_turn"  # Anthropic paused a long turn: send it back to continue
+    CONTEXT = "context_window"  # Anthropic model_context_window_exceeded
+    OTHER = "other"  # a stop reason this code does not know
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    name: str
+    description: str
+    parameters: dict[str, Any]  # JSON schema of the arguments object
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    id: str
+    name: str
+    arguments: dict[str, Any] | None  # None when they were not a valid JSON object
+    error: str | None = None  # why `arguments` is None
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    text: str
+    tool_calls: tuple[ToolCall, ...]
+    stop: Stop
+    stop_reason: str  # as the provider said it
+    model: str
+    input_tokens: int | None  # None: the provider did not say (unknown, not zero)
+    output_tokens: int | None
+    malformed: str | None = None  # the tool-call JSON was malformed: why (a router trigger)
+    provider: str = ""  # "anthropic" | "ollama": who `native` belongs to
+    native: Any = None  # the provider's own assistant message, sent back verbatim to it
+
+
+@dataclass(frozen=True, slots=True)
+class UserTurn:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class AssistantTurn:
+    reply: Reply
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    call: ToolCall
+    content: str
+    is_error: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResultsTurn:
+    results: tuple[ToolResult, ...]
+
+
+Turn = UserTurn | AssistantTurn | ToolResultsTurn
+
+
+@dataclass(slots=True)
+class Conversation:
+    system: str
+    turns: list[Turn] = field(default_factory=list)
+
+    def chars(self) -> int:
+        """Rough size, for estimating prompt tokens when a provider does not report them."""
+        n = len(self.system)
+        for t in self.turns:
+            if isinstance(t, UserTurn):
+                n += len(t.text)
+            elif isinstance(t, AssistantTurn):
+                n += len(t.reply.text) + sum(len(str(c.arguments)) for c in t.reply.tool_calls)
+            else:
+                n += sum(len(r.content) for r in t.results)
+        return n
+
+
+class ProviderError(Exception):
+    """A provider call failed; `str(exc)` is the user-readable reason."""
+
+
+class ToolsUnsupported(ProviderError):
+    """The (Ollama) model does not support tools: retry without them."""
+
+
+class MalformedToolCall(ProviderError):
+    """The provider could not parse the tool call the model wrote (Ollama answers 500)."""
+
+
+class Provider(Protocol):
+    name: str  # "anthropic" | "ollama"
+    premium: bool  # costs money: the budget applies
+
+    def complete(
+        self,
+        conv: Conversation,
+        tools: list[ToolSpec],
+        *,
+        model: str,
+        max_tokens: int,
+        timeout: float,
+    ) -> Reply: ...

@@ -1,0 +1,241 @@
+"""Ollama over httpx: POST /api/chat, non-streaming, with `tools`.
+
+Tool-call arguments may arrive as a JSON object (Ollama) or a JSON string (OpenAI-style
+proxies); both work, and a string that does not parse marks the reply `malformed`. A small
+model that writes its tool call as JSON text in `content` (llama3.2:3b does) is recognised
+and also marked `malformed`: the auto-router escalates on it, other routes run the call.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import TYPE_CHECKING, Any
+
+from worker.providers.base import (
+    AssistantTurn,
+    Conversation,
+    MalformedToolCall,
+    ProviderError,
+    Reply,
+    Stop,
+    ToolCall,
+    ToolResultsTurn,
+    ToolSpec,
+    ToolsUnsupported,
+    UserTurn,
+)
+
+if TYPE_CHECKING:
+    import httpx
+
+__all__ = ["OllamaProvider", "parse_chat", "render", "tool_call_in_content"]
+
+CONNECT_TIMEOUT = 5.0
+
+
+class OllamaProvider:
+    name = "ollama"
+    premium = False
+
+    def __init__(self, base_url: str, *, context_tokens: int) -> None:
+        import httpx  # here, not at the top: a command routine never needs it
+
+        self.base_url = base_url.rstrip("/")
+        self.context_tokens = context_tokens
+        self._httpx = httpx
+        self._client: httpx.Client = httpx.Client(base_url=self.base_url, trust_env=False)
+
+    def complete(
+        self,
+        conv: Conversation,
+        tools: list[ToolSpec],
+        *,
+        model: str,
+        max_tokens: int,
+        timeout: float,
+    ) -> Reply:
+        body: dict[str, Any] = {
+            "model": model,
+            "messages": render(conv),
+            "stream": False,
+            # The context size the routine declared (local_context_tokens): Ollama's default
+            # is smaller and it silently drops the start of a longer prompt.
+            "options": {"num_ctx": self.context_tokens, "num_predict": max_tokens},
+        }
+        if tools:
+            body["tools"] = [
+                {
+                    "type": "function",
+                    "function": {
+                        "name": t.name,
+                        "description": t.description,
+                        "parameters": t.parameters,
+                    },
+                }
+                for t in tools
+            ]
+        data = self._post(body, model, timeout)
+        return parse_chat(data, model=model, tool_names={t.name for t in tools})
+
+    def _post(self, body: dict[str, Any], model: str, timeout: float) -> dict[str, Any]:
+        httpx = self._httpx
+        limits = httpx.Timeout(timeout, connect=min(CONNECT_TIMEOUT, timeout))
+        where = f"Ollama at {self.base_url}"
+        try:
+            resp = self._client.post("/api/chat", json=body, timeout=limits)
+        except httpx.ConnectError as exc:
+            raise ProviderError(
+                f"cannot reach {where} ({_reason(exc)}): is Ollama running? Start it with "
+                "`ollama serve`, or set ollama_url in ~/.vinos/routines/config.toml"
+            ) from None
+        except httpx.TimeoutException:
+            raise ProviderError(f"{where} did not answer within {timeout:.0f} s") from None
+        except httpx.HTTPError as exc:
+            raise ProviderError(f"{where} failed: {_reason(exc)}") from None
+        return _check(resp, model, where)
+
+
+def _check(resp: httpx.Response, model: str, where: str) -> dict[str, Any]:
+    try:
+        data = resp.json()
+    except ValueError:
+        data = None
+    message = data.get("error") if isinstance(data, dict) else None
+    if resp.status_code >= 400 or message:
+        text = str(message or resp.text[:300] or resp.reason_phrase)
+        if resp.status_code == 404 and "not found" in text:
+            raise ProviderError(
+                f'{where} does not have the model "{model}": run `ollama pull {model}`'
+            )
+        if "does not support tools" in text:
+            raise ToolsUnsupported(f'the local model "{model}" does not support tools')
+        if "error parsing tool call" in text:
+            raise MalformedToolCall(
+                f'the local model "{model}" wrote a tool call Ollama could not parse'
+            )
+        raise ProviderError(f"{where} answered HTTP {resp.status_code}: {text}")
+    if not isinstance(data, dict) or not isinstance(data.get("message"), dict):
+        raise ProviderError(f"{where} sent a reply that is not an Ollama chat response")
+    return data
+
+
+def _reason(exc: Exception) -> str:
+    return str(exc) or type(exc).__name__
+
+
+def render(conv: Conversation) -> list[dict[str, Any]]:
+    """The conversation as Ollama chat messages."""
+    out: list[dict[str, Any]] = [{"role": "system", "content": conv.system}]
+    for turn in conv.turns:
+        if isinstance(turn, UserTurn):
+            out.append({"role": "user", "content": turn.text})
+        elif isinstance(turn, AssistantTurn):
+            r = turn.reply
+            if r.provider == "ollama" and isinstance(r.native, dict):
+                out.append(r.native)
+                continue
+            msg: dict[str, Any] = {"role": "assistant", "content": r.text}
+            if r.tool_calls:
+                msg["tool_calls"] = [
+                    {"function": {"name": c.name, "arguments": c.arguments or {}}}
+                    for c in r.tool_calls
+                ]
+            out.append(msg)
+        else:
+            assert isinstance(turn, ToolResultsTurn)
+            for res in turn.results:
+                out.append({"role": "tool", "content": res.content, "tool_name": res.call.name})
+    return out
+
+
+def parse_chat(data: dict[str, Any], *, model: str, tool_names: set[str]) -> Reply:
+    """A /api/chat response → Reply (pure; `tool_names` are the tools offered)."""
+    msg = data["message"]
+    content = msg.get("content") if isinstance(msg.get("content"), str) else ""
+    calls: list[ToolCall] = []
+    malformed: str | None = None
+    raw_calls = msg.get("tool_calls") if isinstance(msg.get("tool_calls"), list) else []
+    for i, raw in enumerate(raw_calls):
+        fn = raw.get("function") if isinstance(raw, dict) else None
+        fn = fn if isinstance(fn, dict) else {}
+        call_id = str(raw.get("id") or f"call_{i}") if isinstance(raw, dict) else f"call_{i}"
+        args, error = _arguments(fn.get("arguments"))
+        if error:
+            malformed = f"tool call arguments failed json.loads(): {error}"
+        calls.append(ToolCall(call_id, str(fn.get("name") or ""), args, error))
+    if not calls and tool_names:
+        found = tool_call_in_content(content, tool_names)
+        if found is not None:
+            calls.append(found)
+            malformed = "the model wrote its tool call as JSON text instead of using tool_calls"
+    done = data.get("done_reason")
+    stop = Stop.TOOL_USE if calls else Stop.MAX_TOKENS if done == "length" else Stop.END
+    native = {"role": "assistant", "content": content}
+    if raw_calls:
+        native["tool_calls"] = raw_calls
+    return Reply(
+        text=content,
+        tool_calls=tuple(calls),
+        stop=stop,
+        stop_reason=str(done or "stop"),
+        model=str(data.get("model") or model),
+        input_tokens=_count(data.get("prompt_eval_count")),
+        output_tokens=_count(data.get("eval_count")),
+        malformed=malformed,
+        provider="ollama",
+        native=native,
+    )
+
+
+def _count(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _arguments(raw: object) -> tuple[dict[str, Any] | None, str | None]:
+    if isinstance(raw, dict):
+        return raw, None
+    if raw is None:
+        return {}, None
+    if isinstance(raw, str):
+        if not raw.strip():
+            return {}, None
+        try:
+            parsed = json.loads(raw)
+        except ValueError as exc:
+            return None, f"{exc} in {raw[:120]!r}"
+        if isinstance(parsed, dict):
+            return parsed, None
+        return None, f"expected a JSON object, found {type(parsed).__name__}"
+    return None, f"expected a JSON object, found {type(raw).__name__}"
+
+
+_FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
+
+
+def tool_call_in_content(content: str, tool_names: set[str]) -> ToolCall | None:
+    """A tool call written as JSON text, e.g. `{"name": "run_shell", "parameters": {...}}`.
+
+    Only a whole reply that is one JSON object naming an offered tool counts, so ordinary
+    prose (or a JSON answer about something else) is never mistaken for a call.
+    """
+    text = content.strip().removeprefix("<|python_tag|>").strip()
+    fenced = _FENCE.match(text)
+    if fenced:
+        text = fenced.group(1)
+    if not (text.startswith("{") and text.endswith("}")):
+        return None
+    try:
+        obj = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(obj, dict):
+        return None
+    inner = obj.get("function")
+    fn: dict[str, Any] = inner if isinstance(inner, dict) else obj
+    name = fn.get("name")
+    if name not in tool_names:
+        return None
+    raw = fn.get("parameters", fn.get("arguments", {}))
+    args, error = _arguments(raw)
+    return ToolCall("call_content", str(name), args, error)

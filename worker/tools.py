@@ -1,0 +1,166 @@
+"""Carrying out the model's tool calls, whitelist first (sandbox/ decides, we enforce).
+
+An undeclared or mismatched call is refused before anything runs: it gets an error tool
+result, a `tool_refused` event and the log line `[NAME] refused tool call: shell:CMD`, and
+the run goes on. Shell commands run only through sandbox.run_shell (bwrap); reads through
+sandbox.read_files with one read budget for the whole run.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ipc.messages import EventKind, Outcome
+from routines.config import SandboxSettings
+from worker.channel import preview
+from worker.context import RunContext
+from worker.prompts import TOOL_OUTCOME, TOOL_READ, TOOL_SHELL
+from worker.providers.base import ToolCall, ToolResult
+
+if TYPE_CHECKING:
+    from sandbox import ReadBudget, ShellPolicy
+
+__all__ = ["Toolbox", "describe_call"]
+
+_ARG = {TOOL_SHELL: "command", TOOL_READ: "glob"}
+_PREFIX = {TOOL_SHELL: "shell", TOOL_READ: "read"}
+
+
+def describe_call(call: ToolCall) -> str:
+    """How a call appears in the log: `shell:CMD`, `read:GLOB`, or `name:{args}`."""
+    args = call.arguments or {}
+    if call.name in _ARG and isinstance(args.get(_ARG[call.name]), str):
+        return f"{_PREFIX[call.name]}:{args[_ARG[call.name]]}"
+    text = json.dumps(args, ensure_ascii=False) if call.arguments is not None else "<malformed>"
+    return f"{call.name or '<unnamed>'}:{text[:200]}"
+
+
+class Toolbox:
+    def __init__(self, run: RunContext) -> None:
+        self.run = run
+        agent = run.routine.agent
+        assert agent is not None
+        self.agent = agent
+        self._policy: ShellPolicy | None = None
+        self._read_budget: ReadBudget | None = None
+
+    def execute(self, call: ToolCall) -> ToolResult:
+        if call.arguments is None:
+            return self._error(
+                call,
+                f"your {call.name or 'tool'} call's arguments were not a valid JSON object "
+                f"({call.error}); call it again with a JSON object",
+            )
+        if call.name == TOOL_OUTCOME:
+            return self._outcome(call, call.arguments)
+        if call.name == TOOL_SHELL:
+            return self._shell(call, call.arguments.get("command"))
+        if call.name == TOOL_READ:
+            return self._read(call, call.arguments.get("glob"))
+        return self._refuse(call, f"there is no tool named {call.name!r}")
+
+    # --- the three tools ---
+
+    def _outcome(self, call: ToolCall, args: dict[str, Any]) -> ToolResult:
+        status, summary = args.get("status"), args.get("summary")
+        valid = [o.value for o in Outcome]
+        if status not in valid:
+            return self._error(call, f"status must be one of {valid}, found {status!r}")
+        text = " ".join(str(summary or "").split())[:500]
+        self.run.outcome, self.run.outcome_summary = str(status), text
+        self.run.channel.event(
+            EventKind.LOG, f"outcome: {status}: {text}", outcome=status, summary=text
+        )
+        return ToolResult(call, json.dumps({"recorded": True}))
+
+    def _shell(self, call: ToolCall, command: object) -> ToolResult:
+        import sandbox
+
+        if not isinstance(command, str):
+            return self._refuse(call, "run_shell needs a string argument `command`")
+        reason = sandbox.check_shell(self.agent.shell_commands, command)
+        if reason is not None:
+            return self._refuse(call, reason)
+        self._announce(call)
+        remaining = self.run.deadline.remaining()
+        if remaining <= 1:
+            return self._error(call, "the run is out of time; no more commands will run")
+        try:
+            policy = self._shell_policy()
+        except ValueError as exc:  # sandbox.UnsafeValue: a path that must never reach bwrap
+            return self._error(call, f"the sandbox refused to start: {exc}")
+        result = sandbox.run_shell(
+            command, policy, timeout_sec=min(float(self.agent.shell_timeout_sec), remaining)
+        )
+        self.run.record_tool(TOOL_SHELL)
+        body = json.dumps(result.to_json(), ensure_ascii=False)
+        failed = result.error is not None
+        self._report(call, body, ok=not failed, exit_code=result.exit_code)
+        return ToolResult(call, body, is_error=failed)
+
+    def _read(self, call: ToolCall, pattern: object) -> ToolResult:
+        import sandbox
+
+        if not isinstance(pattern, str):
+            return self._refuse(call, "read_files needs a string argument `glob`")
+        reason = sandbox.check_read(self.agent.read_patterns, pattern)
+        if reason is not None:
+            return self._refuse(call, reason)
+        self._announce(call)
+        if self._read_budget is None:
+            self._read_budget = sandbox.ReadBudget()
+        found = sandbox.read_files(
+            pattern,
+            self.agent.read_patterns,
+            home=Path.home(),  # `~` in a read pattern is the user's home
+            budget=self._read_budget,
+        )
+        self.run.record_tool(TOOL_READ)
+        body = json.dumps(found, ensure_ascii=False)
+        self._report(call, body, ok=True)
+        return ToolResult(call, body)
+
+    # --- helpers ---
+
+    def _shell_policy(self) -> ShellPolicy:
+        if self._policy is None:
+            from worker.sandboxing import shell_policy_for
+
+            self._policy = shell_policy_for(
+                self.run.routine,
+                paths=self.run.paths,
+                scratch_dir=Path(self.run.job.scratch_dir),
+                settings=SandboxSettings(**self.run.job.sandbox),
+                api_key=self.run.api_key() if self.agent.network else None,
+            )
+        return self._policy
+
+    def _announce(self, call: ToolCall) -> None:
+        self.run.channel.event(EventKind.TOOL_CALL, describe_call(call), tool=call.name, id=call.id)
+
+    def _report(self, call: ToolCall, body: str, *, ok: bool, **data: Any) -> None:
+        self.run.channel.event(
+            EventKind.TOOL_RESULT,
+            f"{call.name}: {'ok' if ok else 'error'} ({len(body):,} bytes)",
+            tool=call.name,
+            id=call.id,
+            ok=ok,
+            preview=preview(body),
+            **data,
+        )
+
+    def _refuse(self, call: ToolCall, reason: str) -> ToolResult:
+        line = f"[{self.run.name}] refused tool call: {describe_call(call)}"
+        self.run.channel.log(line)
+        self.run.channel.event(
+            EventKind.TOOL_REFUSED, line, tool=call.name, id=call.id, reason=reason
+        )
+        return ToolResult(call, json.dumps({"error": f"refused: {reason}"}), is_error=True)
+
+    def _error(self, call: ToolCall, message: str) -> ToolResult:
+        self.run.channel.event(
+            EventKind.TOOL_RESULT, f"{call.name}: error: {message}", tool=call.name, ok=False
+        )
+        return ToolResult(call, json.dumps({"error": message}), is_error=True)

@@ -1,81 +1,249 @@
-"""Schedules: compile a [schedule] into something that yields slots.
+"""Schedules: a routine's [schedule] compiled into something that yields slots.
 
-PLACEHOLDER (cron only, through croniter) until the schedules issue lands the full
-implementation: OnCalendar, plain language, descriptions, DST rules and jitter.
-The public API below is the contract the rest of the project codes against.
+    compile_schedule(spec, kind) -> Schedule          raises ScheduleError (user-readable)
+    Schedule.next_after(instant) -> Slot | None       first slot strictly after an aware instant
+    Schedule.slots_between(start, end, limit)         slots in (start, end], oldest first
+    Schedule.count_between(start, end, cap)           how many, cheap over months
+    Schedule.last_at_or_before(instant)               the latest slot at or before
+    Schedule.fire_time(routine, slot)                 slot + deterministic jitter (UTC)
+
+cron (`routines.cron`), OnCalendar (`routines.oncalendar`) and plain language
+(`routines.every`, through cron) compile to one `Pattern`, evaluated in the routine's zone by
+`routines.walltime` under DESIGN.md's DST rule. Compiling is pure and cached per spec, so the
+supervisor can call it on every tick.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import datetime, timedelta
-from zoneinfo import ZoneInfo
+import hashlib
+import zoneinfo
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from functools import lru_cache
 
-from croniter import croniter
-
+from routines import walltime
+from routines.cron import parse_cron
+from routines.describe import describe
+from routines.every import resolve_every
+from routines.oncalendar import parse_oncalendar
+from routines.pattern import Pattern
+from routines.schedule_error import ScheduleError
 from routines.spec import Kind, ScheduleSpec
+from routines.translate import translate
 
-__all__ = ["Schedule", "ScheduleError", "Slot", "compile_schedule"]
+__all__ = [
+    "FREQUENT_SECONDS",
+    "MIN_SPACING_SECONDS",
+    "Schedule",
+    "ScheduleError",
+    "Slot",
+    "compile_schedule",
+]
 
-
-class ScheduleError(ValueError):
-    """An expression that is refused; the message names the token and what to do."""
+FREQUENT_SECONDS = 15 * 60  # agent routines closer than this need allow_frequent (they cost)
+MIN_SPACING_SECONDS = 60  # the supervisor ticks every 30 s: nothing runs more than once a minute
+_SECOND = timedelta(seconds=1)
 
 
 @dataclass(frozen=True, slots=True)
 class Slot:
-    """One scheduled fire: the wall time in the routine's zone and the UTC instant."""
+    """One scheduled fire: the wall time in the schedule's zone and the UTC instant."""
 
     local: datetime
     instant: datetime
 
     @property
     def id(self) -> str:
-        """Stable across restarts and DST (a UTC instant, to the second)."""
+        """Stable across restarts and DST (a UTC instant, to the second): the run-fence key."""
         return self.instant.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _aware(instant: datetime, what: str) -> datetime:
+    if instant.tzinfo is None or instant.utcoffset() is None:
+        raise ValueError(f"{what} must be an aware datetime, got {instant!r}")
+    return instant
 
 
 @dataclass(frozen=True)
 class Schedule:
+    """A compiled schedule. Equal specs give equal (and, through the cache, the same) objects."""
+
     spec: ScheduleSpec
-    description: str
-    oncalendar: tuple[str, ...]
+    description: str  # "Every weekday at 9:00 AM", written by code
+    oncalendar: tuple[str, ...]  # the equivalent OnCalendar line(s), with the zone; or ()
+    oncalendar_refusal: str | None = None  # why there is no OnCalendar form, when there is none
+    cron: str | None = None  # the cron in force: as written, or what a phrase resolved to
+    zone: str = "UTC"  # where slots are computed: the routine's, or the OnCalendar one's
+    pattern: Pattern = field(default=Pattern(hours=(0,), minutes=(0,)), repr=False, compare=False)
+    _tz: zoneinfo.ZoneInfo = field(default=zoneinfo.ZoneInfo("UTC"), repr=False, compare=False)
+
+    def _slot(self, instant: datetime) -> Slot:
+        return Slot(instant.astimezone(self._tz), instant)
 
     def next_after(self, instant: datetime) -> Slot | None:
-        """The first slot strictly after `instant` (an aware datetime)."""
-        zone = ZoneInfo(self.spec.timezone)
-        it = croniter(self.spec.expression, instant.astimezone(zone))
-        local = it.get_next(datetime)
-        return Slot(local, local.astimezone(ZoneInfo("UTC")))
+        """The first slot strictly after `instant` (aware), or None if there is none."""
+        got = walltime.next_instant(self.pattern, self._tz, _aware(instant, "instant"))
+        return None if got is None else self._slot(got)
 
     def slots_between(self, start: datetime, end: datetime, limit: int) -> list[Slot]:
-        """Slots in (start, end], at most `limit` of them, oldest first."""
+        """Slots in (start, end], oldest first, at most `limit`."""
         out: list[Slot] = []
-        cur = start
+        cursor = _aware(start, "start")
+        end = _aware(end, "end")
         while len(out) < limit:
-            slot = self.next_after(cur)
-            if slot is None or slot.instant > end:
+            got = walltime.next_instant(self.pattern, self._tz, cursor)
+            if got is None or got > end:
                 break
-            out.append(slot)
-            cur = slot.instant
+            out.append(self._slot(got))
+            cursor = got
         return out
+
+    def count_between(self, start: datetime, end: datetime, cap: int) -> int:
+        """How many slots in (start, end], stopping at `cap`; about one date check a day."""
+        return walltime.count_instants(
+            self.pattern, self._tz, _aware(start, "start"), _aware(end, "end"), cap
+        )
+
+    def last_at_or_before(self, instant: datetime) -> Slot | None:
+        """The latest slot at or before `instant`, or None (searched back to 1970)."""
+        instant = _aware(instant, "instant").astimezone(UTC)
+        floor = datetime(1970, 1, 1, tzinfo=UTC)
+        back = timedelta(hours=1)
+        lo = instant - back
+        while True:
+            got = self.next_after(lo)
+            if got is not None and got.instant <= instant:
+                break
+            if lo <= floor:
+                return None
+            back *= 4
+            lo = max(floor, instant - back)
+        # Some slot lies in (lo, instant]; the last one p is the least x with next_after(x)
+        # beyond `instant`. Slots are whole seconds, so bisect over seconds.
+        hi = instant.replace(microsecond=0)
+        lo = lo.replace(microsecond=0)
+        while hi - lo > _SECOND:
+            mid = lo + timedelta(seconds=((hi - lo) // _SECOND) // 2)
+            probe = self.next_after(mid)
+            if probe is not None and probe.instant <= instant:
+                lo = mid
+            else:
+                hi = mid
+        last = self.next_after(lo)
+        assert last is not None and last.instant <= instant
+        return last
+
+    def fire_time(self, routine_name: str, slot: Slot) -> datetime:
+        """When to run `slot` (aware UTC): its instant moved by the routine's jitter.
+
+        The offset is uniform in [-jitter, +jitter] and a function of (routine, slot id) only,
+        so a restart does not re-roll it; it never reaches the next slot nor goes back to the
+        previous one (the window shrinks to fit when slots are closer than the jitter).
+        """
+        jitter = self.spec.jitter_sec
+        if jitter <= 0:
+            return slot.instant
+        span = timedelta(seconds=jitter)
+        after = jitter
+        nxt = self.next_after(slot.instant)
+        if nxt is not None:
+            after = min(after, int((nxt.instant - slot.instant) // _SECOND) - 1)
+        before = jitter
+        first = self.next_after(slot.instant - span)
+        if first is not None and first.instant < slot.instant:
+            prev = self.last_at_or_before(slot.instant - _SECOND)
+            if prev is not None:
+                before = min(before, int((slot.instant - prev.instant) // _SECOND) - 1)
+        before, after = max(before, 0), max(after, 0)
+        digest = hashlib.blake2b(
+            f"{routine_name}\0{slot.id}".encode(), digest_size=8, person=b"vinos-jitter"
+        ).digest()
+        fraction = int.from_bytes(digest, "big") / 2**64  # uniform in [0, 1)
+        offset = int(fraction * (before + after + 1)) - before  # whole seconds in [-b, +a]
+        return (slot.instant + timedelta(seconds=offset)).astimezone(UTC)
+
+
+def _zone(name: str) -> zoneinfo.ZoneInfo:
+    try:
+        return zoneinfo.ZoneInfo(name)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        raise ScheduleError(
+            f'time zone "{name}" is not in this machine\'s tz database (a zone tzdata no '
+            "longer has makes the routine invalid, never UTC): use an IANA name such as "
+            '"Europe/Berlin"'
+        ) from None
+
+
+def _spacing(seconds: int) -> str:
+    if seconds % 3600 == 0:
+        n = seconds // 3600
+        return "every hour" if n == 1 else f"every {n} hours"
+    if seconds % 60 == 0:
+        n = seconds // 60
+        return "every minute" if n == 1 else f"every {n} minutes"
+    return "every second" if seconds == 1 else f"every {seconds} seconds"
 
 
 def compile_schedule(spec: ScheduleSpec, kind: Kind = Kind.AGENT) -> Schedule:
-    if spec.form != "cron" or spec.cron is None:
-        raise ScheduleError("only cron is supported by the placeholder")
-    if not croniter.is_valid(spec.cron):
-        raise ScheduleError(f'invalid cron expression "{spec.cron}"')
-    first = Schedule(spec, spec.cron, ())
-    now = datetime.now(ZoneInfo("UTC"))
-    a = first.next_after(now)
-    b = first.next_after(a.instant) if a else None
+    """Compile `spec` (precedence oncalendar > cron > every); ScheduleError names what is wrong.
+
+    Also refused: a schedule that never fires, one that fires less than a minute apart, and
+    for agent routines one that fires less than 15 minutes apart unless allow_frequent.
+    """
+    return _compile(spec, kind)
+
+
+@lru_cache(maxsize=4096)
+def _compile(spec: ScheduleSpec, kind: Kind) -> Schedule:
+    form = spec.form
+    if not spec.expression.strip():
+        raise ScheduleError("empty schedule: set one of cron, oncalendar or every")
+    _zone(spec.timezone)
+    cron_text: str | None = None
+    refusal: str | None = None
+    if form == "oncalendar":
+        event = parse_oncalendar(spec.expression)
+        pattern = event.pattern
+        zone = event.zone or spec.timezone
+        lines: tuple[str, ...] = (
+            (event.normalized,) if event.zone else (f"{event.normalized} {zone}",)
+        )
+    else:
+        cron_text = spec.expression if form == "cron" else resolve_every(spec.expression)
+        expr = parse_cron(cron_text)
+        pattern = expr.pattern()
+        zone = spec.timezone
+        lines = translate(expr, zone)
+    tz = _zone(zone)
+    if pattern.next_date(datetime(1970, 1, 1).date()) is None:
+        raise ScheduleError(
+            f'"{spec.expression.strip()}" never fires: no date matches it (such as February 30)'
+        )
+    gap = pattern.min_gap_seconds()
+    if gap is not None and gap < MIN_SPACING_SECONDS:
+        raise ScheduleError(
+            f'"{spec.expression.strip()}" fires {_spacing(gap)}; routines run at most once a minute'
+        )
     if (
         kind is Kind.AGENT
         and not spec.allow_frequent
-        and a
-        and b
-        and b.instant - a.instant < timedelta(minutes=15)
+        and gap is not None
+        and gap < FREQUENT_SECONDS
     ):
-        raise ScheduleError("fires less than 15 minutes apart; set allow_frequent = true")
-    return first
+        raise ScheduleError(
+            f'"{spec.expression.strip()}" fires {_spacing(gap)}; an agent routine runs at most '
+            "every 15 minutes, since each run costs money: set allow_frequent = true to allow it"
+        )
+    description = describe(pattern)
+    if form == "oncalendar" and zone != spec.timezone:
+        description += f" ({zone} time)"
+    return Schedule(
+        spec=spec,
+        description=description,
+        oncalendar=lines,
+        oncalendar_refusal=refusal,
+        cron=cron_text,
+        zone=zone,
+        pattern=pattern,
+        _tz=tz,
+    )

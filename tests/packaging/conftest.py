@@ -4,13 +4,10 @@ shared read-only scratch root; tests that change a root install their own."""
 from __future__ import annotations
 
 import os
-import subprocess
-from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from archpkg import PLANTED_PYC, Built, Pacman, build_package, copy_tree, run, sandbox_argv
+from archpkg import PLANTED_PYC, Built, Installed, Pacman, build_package, copy_tree
 
 
 @pytest.fixture(scope="session")
@@ -29,47 +26,6 @@ def installed_root(built: Built, tmp_path_factory: pytest.TempPathFactory) -> Pa
     pacman = Pacman(tmp_path_factory.mktemp("installed") / "root").init()
     pacman.install(built.package)
     return pacman
-
-
-@dataclass(frozen=True)
-class Installed:
-    """Runs commands inside the sandbox that shows `root`'s package at its real paths."""
-
-    root: Path
-    home: Path  # HOME inside (a fresh directory: the sandbox binds $HOME read-only)
-    vinos_home: Path
-    runtime_dir: Path
-    writable: tuple[Path, ...]
-
-    @property
-    def env(self) -> dict[str, str]:
-        # VINOS_SYSTEM_DIR stays unset: the installed default, /etc/vinos/routines, is tested.
-        return {
-            "HOME": str(self.home),
-            "PATH": "/usr/bin:/bin",
-            "LANG": "C.UTF-8",
-            "VINOS_HOME": str(self.vinos_home),
-            "XDG_RUNTIME_DIR": str(self.runtime_dir),
-        }
-
-    def argv(self, command: Sequence[str], **env: str) -> list[str]:
-        prefix = sandbox_argv(
-            self.root, env={**self.env, **env}, writable=self.writable, cwd=self.home
-        )
-        return [*prefix, *command]
-
-    def __call__(
-        self, *command: str, check: bool = True, timeout: float = 120, **env: str
-    ) -> subprocess.CompletedProcess[str]:
-        return run(self.argv(command, **env), check=check, timeout=timeout)
-
-    def popen(self, command: Sequence[str], **env: str) -> subprocess.Popen[str]:
-        return subprocess.Popen(
-            self.argv(command, **env),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
 
 
 @pytest.fixture

@@ -1,0 +1,223 @@
+"""config.toml: every key, its defaults, the pricing tables, OLLAMA_HOST, and exact errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from routines.checks import RoutineInvalid
+from routines.config import (
+    DEFAULT_GALLERY_URL,
+    Config,
+    ConfigInvalid,
+    SandboxSettings,
+    load_config,
+)
+from routines.paths import paths
+
+
+@pytest.fixture(autouse=True)
+def no_ollama_host(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OLLAMA_HOST", raising=False)
+
+
+@pytest.fixture
+def cfg(vinos_env: Path) -> Path:
+    return paths().config_file
+
+
+def invalid(path: Path, text: str) -> list[str]:
+    path.write_text(text)
+    with pytest.raises(ConfigInvalid) as info:
+        load_config(path)
+    return [str(p) for p in info.value.problems]
+
+
+def test_missing_file_is_all_defaults(cfg: Path) -> None:
+    assert not cfg.exists()
+    c = load_config(cfg)
+    assert c == Config()
+    assert c.max_concurrent == 2
+    assert c.ollama_url == "http://127.0.0.1:11434"
+    assert c.gallery_url == DEFAULT_GALLERY_URL == "https://vinos.computer/routines/"
+    assert c.pricing == {}
+    assert c.sandbox == SandboxSettings()
+    assert c.sandbox.as_dict() == {
+        "masks": [],
+        "max_processes": 256,
+        "max_file_size_mb": 64,
+        "max_open_files": 256,
+        "max_address_space_mb": 2048,
+    }
+
+
+def test_empty_file_is_all_defaults(cfg: Path) -> None:
+    cfg.write_text("# nothing here\n")
+    assert load_config(cfg) == Config()
+
+
+def test_every_key(cfg: Path) -> None:
+    cfg.write_text(
+        """\
+max_concurrent = 4
+ollama_url = "http://gpu-box.lan:11434/"
+gallery_url = "https://example.org/gallery/"
+
+[pricing."claude-next-5"]
+input = 2
+output = 10.5
+
+[pricing."llama3.2:3b"]
+input = 0.01
+output = 0.02
+
+[sandbox]
+masks = ["~/.config/rclone", "~/.kube"]
+max_processes = 64
+max_file_size_mb = 8
+max_open_files = 128
+max_address_space_mb = 1024
+"""
+    )
+    c = load_config(cfg)
+    assert c.max_concurrent == 4
+    assert c.ollama_url == "http://gpu-box.lan:11434"  # trailing slash dropped
+    assert c.gallery_url == "https://example.org/gallery/"
+    assert c.pricing == {"claude-next-5": (2.0, 10.5), "llama3.2:3b": (0.01, 0.02)}
+    assert all(isinstance(v, float) for p in c.pricing.values() for v in p)
+    assert c.sandbox.as_dict() == {
+        "masks": ["~/.config/rclone", "~/.kube"],
+        "max_processes": 64,
+        "max_file_size_mb": 8,
+        "max_open_files": 128,
+        "max_address_space_mb": 1024,
+    }
+
+
+def test_config_errors_are_routine_invalid_errors(cfg: Path) -> None:
+    cfg.write_text("max_concurrent = 0\n")
+    with pytest.raises(RoutineInvalid):
+        load_config(cfg)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("max_concurent = 3\n", "max_concurent: unknown key (did you mean max_concurrent?)"),
+        ("[sandbx]\nmasks = []\n", "sandbx: unknown key (did you mean sandbox?)"),
+        ("[sandbox]\nmask = []\n", "[sandbox].mask: unknown key (did you mean masks?)"),
+        (
+            "max_concurrent = 0\n",
+            "max_concurrent: expected a positive integer, found 0 (an integer)",
+        ),
+        (
+            'max_concurrent = "2"\n',
+            'max_concurrent: expected a positive integer, found "2" (a string)',
+        ),
+        (
+            'ollama_url = "127.0.0.1:11434"\n',
+            'ollama_url: expected an http:// or https:// URL, found "127.0.0.1:11434" (a string)',
+        ),
+        ('gallery_url = ""\n', 'gallery_url: expected a non-empty string, found "" (a string)'),
+        ("sandbox = 3\n", "sandbox: expected a table, found 3 (an integer)"),
+        (
+            '[sandbox]\nmasks = "~/.kube"\n',
+            '[sandbox].masks: expected an array of strings, found "~/.kube" (a string)',
+        ),
+        (
+            "[sandbox]\nmax_processes = -1\n",
+            "[sandbox].max_processes: expected a positive integer, found -1 (an integer)",
+        ),
+    ],
+)
+def test_bad_key(cfg: Path, text: str, message: str) -> None:
+    assert invalid(cfg, text) == [f"config.toml: {message}"]
+
+
+def test_malformed_toml_names_line_and_column(cfg: Path) -> None:
+    assert invalid(cfg, "max_concurrent = 2\nollama_url = \n") == [
+        "config.toml: malformed TOML: Invalid value (at line 2, column 14)"
+    ]
+
+
+def test_unreadable_file(cfg: Path) -> None:
+    cfg.write_bytes(b'gallery_url = "https://caf\xe9"\n')
+    with pytest.raises(ConfigInvalid) as info:
+        load_config(cfg)
+    (problem,) = info.value.problems
+    assert str(problem).startswith("config.toml: cannot read: 'utf-8' codec can't decode byte")
+
+
+# -- pricing -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "messages"),
+    [
+        (
+            '[pricing."claude-next-5"]\ninput = 2\n',
+            ['[pricing."claude-next-5"]: expected both input and output ($ per MTok)'],
+        ),
+        (
+            '[pricing."claude-next-5"]\ninput = -2\noutput = 10\n',
+            ['[pricing."claude-next-5"].input: expected a positive number, found -2 (an integer)'],
+        ),
+        (
+            '[pricing."claude-next-5"]\ninput = 0\noutput = 0\n',
+            [
+                '[pricing."claude-next-5"].input: expected a positive number, found 0 (an integer)',
+                '[pricing."claude-next-5"].output: expected a positive number, '
+                "found 0 (an integer)",
+            ],
+        ),
+        (
+            '[pricing."claude-next-5"]\ninput = 2\noutput = 10\ncache_read = 0.2\n',
+            ['[pricing."claude-next-5"].cache_read: unknown key (known keys: input, output)'],
+        ),
+        (
+            '[pricing]\n"claude-next-5" = 3\n',
+            ['[pricing."claude-next-5"]: expected a table, found 3 (an integer)'],
+        ),
+        ("pricing = 3\n", ["pricing: expected a table, found 3 (an integer)"]),
+        (
+            '[pricing."llama3.2:3b"]\noutput = "free"\ninput = 1\n',
+            ['[pricing."llama3.2:3b"].output: expected a positive number, found "free" (a string)'],
+        ),
+    ],
+)
+def test_bad_pricing_names_the_model(cfg: Path, text: str, messages: list[str]) -> None:
+    assert invalid(cfg, text) == [f"config.toml: {m}" for m in messages]
+
+
+# -- the Ollama URL ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("host", "url"),
+    [
+        ("http://10.1.2.3:8080", "http://10.1.2.3:8080"),
+        ("https://ollama.example.org/", "https://ollama.example.org"),
+        ("http://ollama.lan", "http://ollama.lan"),  # an explicit scheme keeps its default port
+        ("10.1.2.3:8080", "http://10.1.2.3:8080"),
+        # No scheme and no port: Ollama's own default port, as `ollama` itself reads it.
+        ("0.0.0.0", "http://0.0.0.0:11434"),
+        ("gpu-box", "http://gpu-box:11434"),
+        ("[::1]", "http://[::1]:11434"),
+        ('"127.0.0.1:11500"', "http://127.0.0.1:11500"),
+        ("  ", "http://127.0.0.1:11434"),
+    ],
+)
+def test_ollama_host_is_used_when_config_sets_no_url(
+    cfg: Path, monkeypatch: pytest.MonkeyPatch, host: str, url: str
+) -> None:
+    monkeypatch.setenv("OLLAMA_HOST", host)
+    assert load_config(cfg).ollama_url == url
+
+
+def test_config_ollama_url_wins_over_ollama_host(
+    cfg: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OLLAMA_HOST", "10.9.9.9:1234")
+    cfg.write_text('ollama_url = "http://127.0.0.1:22222"\n')
+    assert load_config(cfg).ollama_url == "http://127.0.0.1:22222"

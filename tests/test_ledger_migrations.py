@@ -1,0 +1,252 @@
+"""Migrations: ledgers written by v2.0.4 (schema 1) and v2.0.5 (schema 2), built here with plain
+sqlite3 exactly as those versions laid them out, open under this version with every row intact,
+NULL in the new columns, and the queries working on the old rows. A newer ledger is refused
+byte for byte untouched."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sqlite3
+from datetime import date
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+import pytest
+from helpers import at
+
+from routines.ledger import LEDGER_VERSION, Ledger, LedgerError
+
+# v2.0.4: the runs table of seed 000 ("tokens, dollars, duration, exit status"), in rollback
+# journal mode, no other table.
+V1_SCHEMA = """
+CREATE TABLE runs (
+    id INTEGER PRIMARY KEY,
+    routine TEXT NOT NULL,
+    started_at TEXT,
+    model TEXT,
+    input_tokens INTEGER,
+    output_tokens INTEGER,
+    dollars REAL,
+    duration_sec REAL,
+    exit_status TEXT
+)
+"""
+V1_COLUMNS = (
+    "id",
+    "routine",
+    "started_at",
+    "model",
+    "input_tokens",
+    "output_tokens",
+    "dollars",
+    "duration_sec",
+    "exit_status",
+)
+V1_ROWS = [
+    (
+        1,
+        "day-brief",
+        "2025-03-01T11:00:02.412000+00:00",
+        "claude-sonnet-4-5",
+        5200,
+        610,
+        0.0248,
+        41.5,
+        "ok",
+    ),
+    (2, "github-review", "2025-03-01T14:00:05+00:00", "llama3.2:3b", 3000, 400, 0.0, 12.0, "ok"),
+    (3, "day-brief", "2025-03-02T11:00:01+00:00", "claude-sonnet-4-5", 0, 0, 0.0, 0.4, "error"),
+    (4, "evening-shutdown", "2025-03-02T23:00:03+00:00", None, None, None, None, None, None),
+]
+# v2.0.5 added tool tracking (seed 000, "v2").
+V2_COLUMNS = (*V1_COLUMNS, "tool_calls", "tools_used")
+V2_ROWS = [
+    (*V1_ROWS[0], 4, '["read_files","run_shell"]'),
+    (*V1_ROWS[1], 0, "[]"),
+    (*V1_ROWS[2], None, None),
+    (*V1_ROWS[3], None, None),
+    (
+        5,
+        "inbox-triage",
+        "2025-03-03T12:00:00Z",
+        "claude-haiku-4-5",
+        800,
+        90,
+        0.00125,
+        9.75,
+        "ok",
+        1,
+        '["run_shell"]',
+    ),
+]
+NEW_V3 = ("route", "escalated", "escalated_reason", "local_input_tokens", "local_output_tokens")
+NEW_V4 = (
+    "run_id",
+    "slot",
+    "trigger",
+    "status",
+    "outcome",
+    "detail",
+    "finished_at",
+    "output_file",
+    "owner_pid",
+    "owner_started",
+    "worker_pid",
+)
+
+
+def build(path: Path, version: int, user_version: int) -> list[tuple[object, ...]]:
+    """A real v1 or v2 ledger with rows, made with plain sqlite3; returns the rows."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    db = sqlite3.connect(path)
+    db.execute(V1_SCHEMA)
+    columns, rows = (V1_COLUMNS, V1_ROWS) if version == 1 else (V2_COLUMNS, V2_ROWS)
+    if version == 2:
+        db.execute("ALTER TABLE runs ADD COLUMN tool_calls INTEGER")
+        db.execute("ALTER TABLE runs ADD COLUMN tools_used TEXT")
+    marks = ", ".join("?" for _ in columns)
+    db.executemany(f"INSERT INTO runs ({', '.join(columns)}) VALUES ({marks})", rows)
+    db.execute(f"PRAGMA user_version = {user_version}")
+    db.commit()
+    db.close()
+    return rows
+
+
+def read_rows(path: Path, columns: tuple[str, ...]) -> list[tuple[object, ...]]:
+    db = sqlite3.connect(path)
+    try:
+        return db.execute(f"SELECT {', '.join(columns)} FROM runs ORDER BY id").fetchall()
+    finally:
+        db.close()
+
+
+@pytest.mark.parametrize(
+    ("version", "user_version"),
+    [(1, 0), (1, 1), (2, 2)],
+    ids=["v2.0.4-no-user-version", "v2.0.4-user-version-1", "v2.0.5"],
+)
+def test_old_ledger_migrates_with_every_row_intact(
+    tmp_path: Path, version: int, user_version: int
+) -> None:
+    path = tmp_path / "state" / "ledger.db"
+    rows = build(path, version, user_version)
+    columns = V1_COLUMNS if version == 1 else V2_COLUMNS
+    with Ledger(path) as led:
+        assert led.version == LEDGER_VERSION
+    assert read_rows(path, columns) == rows
+    new = (("tool_calls", "tools_used") if version == 1 else ()) + NEW_V3 + NEW_V4
+    assert read_rows(path, new) == [(None,) * len(new)] * len(rows)
+    db = sqlite3.connect(path)
+    assert db.execute("PRAGMA user_version").fetchone()[0] == 4
+    assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    db.close()
+    # Opening again changes nothing.
+    with Ledger(path) as led:
+        assert led.version == LEDGER_VERSION
+    assert read_rows(path, columns) == rows
+
+
+def test_history_and_last_runs_read_old_rows(tmp_path: Path) -> None:
+    path = tmp_path / "state" / "ledger.db"
+    build(path, 2, 2)
+    with Ledger(path) as led:
+        history = led.history("day-brief")
+        assert [r.id for r in history] == [3, 1]  # newest first
+        old = history[1]
+        assert (old.routine, old.model, old.input_tokens, old.output_tokens) == (
+            "day-brief",
+            "claude-sonnet-4-5",
+            5200,
+            610,
+        )
+        assert (old.dollars, old.duration_sec, old.tool_calls) == (0.0248, 41.5, 4)
+        assert old.tools_used == ["read_files", "run_shell"]
+        assert old.status == "ok"  # the old exit_status stands in for the status
+        assert (old.run_id, old.slot, old.trigger, old.outcome, old.route) == (None,) * 5
+        assert history[0].tools_used is None and history[0].status == "error"
+        assert [r.id for r in led.history()] == [5, 4, 3, 2, 1]
+        assert led.history("github-review")[0].tools_used == []
+        last = led.last_runs()
+        # evening-shutdown's only row has no exit status (v2.0.4 never finished it): no result.
+        assert {k: v.id for k, v in last.items()} == {
+            "day-brief": 3,
+            "github-review": 2,
+            "inbox-triage": 5,
+        }
+
+
+def test_money_queries_count_old_rows(tmp_path: Path) -> None:
+    path = tmp_path / "state" / "ledger.db"
+    build(path, 1, 0)
+    utc = ZoneInfo("UTC")
+    with Ledger(path) as led:
+        assert led.spent_on_day("day-brief", date(2025, 3, 1), utc) == pytest.approx(0.0248)
+        # 11:00 UTC on 1 March is 06:00 in New York, the same day.
+        ny = ZoneInfo("America/New_York")
+        assert led.spent_on_day("day-brief", date(2025, 3, 1), ny) == pytest.approx(0.0248)
+        totals = led.totals(at("2025-03-01 00:00"), at("2025-03-03 00:00"))
+        assert [(t["routine"], t["runs"], t["input_tokens"]) for t in totals] == [
+            ("day-brief", 2, 5200),
+            ("evening-shutdown", 1, 0),
+            ("github-review", 1, 3000),
+        ]
+        assert led.dollars_by_day([date(2025, 3, 1), date(2025, 3, 2)], utc) == pytest.approx(
+            {date(2025, 3, 1): 0.0248, date(2025, 3, 2): 0.0}
+        )
+
+
+def test_migrated_ledger_takes_new_runs_beside_old_ones(tmp_path: Path) -> None:
+    path = tmp_path / "state" / "ledger.db"
+    build(path, 1, 1)
+    with Ledger(path) as led:
+        assert led.claim(
+            "day-brief",
+            "2025-03-04T11:00:00Z",
+            run_id="new-1",
+            trigger="schedule",
+            status="running",
+            now=at("2025-03-04 11:00:01"),
+        )
+        assert not led.claim(
+            "day-brief",
+            "2025-03-04T11:00:00Z",
+            run_id="new-2",
+            trigger="schedule",
+            status="running",
+            now=at("2025-03-04 11:00:02"),
+        )
+        led.finish_run(
+            "new-1",
+            now=at("2025-03-04 11:01:01"),
+            fields={"status": "ok", "dollars": 0.01, "tools_used": ["run_shell"]},
+        )
+        history = led.history("day-brief")
+        assert [(r.id, r.run_id, r.status) for r in history] == [
+            (5, "new-1", "ok"),
+            (3, None, "error"),
+            (1, None, "ok"),
+        ]
+        assert history[0].duration_sec == 60.0
+        assert led.state("day-brief").cursor == "2025-03-04T11:00:00Z"
+    assert read_rows(path, V1_COLUMNS)[:4] == V1_ROWS
+
+
+def test_newer_ledger_is_refused_and_left_byte_for_byte(tmp_path: Path) -> None:
+    path = tmp_path / "state" / "ledger.db"
+    build(path, 2, 2)
+    db = sqlite3.connect(path)
+    db.execute("ALTER TABLE runs ADD COLUMN from_the_future TEXT")
+    db.execute("PRAGMA user_version = 9")
+    db.commit()
+    db.close()
+    before = hashlib.sha256(path.read_bytes()).hexdigest()
+    with pytest.raises(LedgerError) as info:
+        Ledger(path)
+    assert str(info.value) == (
+        f"{path}: written by a newer vinos-routine (schema 9, this one knows 4); "
+        "upgrade vinos-routine, the ledger was not touched"
+    )
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == before
+    assert os.listdir(path.parent) == ["ledger.db"]

@@ -52,7 +52,8 @@ def run(args: argparse.Namespace) -> int:
     if not words:
         print("vinos-routine: give the command after --, e.g. -- 'df -h'", file=sys.stderr)
         return 2
-    argv = [sys.executable, "-m", "worker.sandboxcmd", args.name]
+    # -P: keep the current directory off sys.path, or a `worker` package there would run.
+    argv = [sys.executable, "-P", "-m", "worker.sandboxcmd", args.name]
     if show_argv:
         argv.append("--argv")
     argv += ["--", *words]

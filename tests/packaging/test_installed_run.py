@@ -90,3 +90,17 @@ def test_a_command_routine_runs(installed: Installed) -> None:
     outputs = sorted((installed.vinos_home / "routines/state/pkg-hello").glob("*.md"))
     assert len(outputs) == 1, outputs
     assert "hello from the installed package" in outputs[0].read_text()
+
+
+@pytest.mark.usefixtures("not_root")
+def test_sandbox_command_runs_the_installed_worker(installed: Installed) -> None:
+    (installed.vinos_home / "routines/pkg-hello.toml").write_text(
+        '[routine]\nkind = "command"\n[schedule]\ncron = "0 9 * * *"\n[command]\nrun = "true"\n'
+    )
+    marks = plant_shadow_packages(installed.home)
+    out = installed(
+        "/usr/bin/vinos-routine", "sandbox", "pkg-hello", "--", "echo sandboxed; id -u", check=False
+    )
+    assert not [m for m in marks if m.exists()], "worker.sandboxcmd was imported from the cwd"
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert out.stdout.splitlines()[0] == "sandboxed"

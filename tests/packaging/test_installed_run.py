@@ -57,6 +57,7 @@ def test_launcher_ignores_pythonpath_and_the_current_directory(installed: Instal
 def test_list_shows_the_starters_from_etc(installed: Installed) -> None:
     lines = json.loads(installed("/usr/bin/vinos-routine", "list", "--json").stdout)
     by_name = {line["name"]: line for line in lines}
+    assert len(by_name) == len(lines), "a routine is listed twice"
     for name in STARTERS:
         assert name in by_name, f"{name} missing from `list`"
         line = by_name[name]

@@ -1,0 +1,178 @@
+"""`vinos-routine list` as a real subprocess with no daemon: the starters from VINOS_SYSTEM_DIR,
+invalid files with their error, and what the ledger knows (enable/disable, last run, spend)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+import pytest
+from helpers import AGENT, write
+
+from routines.ledger import Ledger
+from routines.paths import Paths, paths
+
+REPO = Path(__file__).resolve().parent.parent
+STARTERS = REPO / "routines" / "starters"
+SCHEDULES = {
+    "day-brief": "0 6 * * *",
+    "evening-shutdown": "0 18 * * *",
+    "github-review": "0 9,13,17 * * *",
+    "inbox-triage": "0 * * * *",
+    "research-recap": "0 22 * * *",
+}
+KEYS = {
+    "name", "kind", "origin", "enabled", "valid", "schedule", "expression", "next_run",
+    "last_status", "last_outcome", "last_finished", "today_dollars", "disabled_reason",
+    "errors", "warnings", "running", "queued",
+}  # fmt: skip
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "supervisor", *args],
+        cwd=REPO,
+        env=os.environ.copy(),  # conftest's VINOS_HOME / VINOS_SYSTEM_DIR / XDG_RUNTIME_DIR
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def listing() -> dict[str, dict[str, object]]:
+    done = cli("list", "--json")
+    assert (done.returncode, done.stderr) == (0, "")
+    lines = json.loads(done.stdout)
+    assert all(set(line) == KEYS for line in lines)
+    return {line["name"]: line for line in lines}
+
+
+@pytest.fixture
+def p(vinos_env: Path) -> Paths:
+    return paths()
+
+
+@pytest.fixture
+def starters(p: Paths) -> None:
+    for f in STARTERS.glob("*.toml"):
+        shutil.copy(f, p.system_dir / f.name)
+
+
+def far_from_midnight_zone() -> str:
+    """A zone where it is not near midnight now, so "today" is the same day for the test and
+    the CLI it starts a moment later."""
+    now = datetime.now(UTC)
+    for zone in ("UTC", "Asia/Tokyo", "America/New_York"):
+        if 1 <= now.astimezone(ZoneInfo(zone)).hour <= 22:
+            return zone
+    raise AssertionError("unreachable: three zones 4+ hours apart")
+
+
+def test_starters_listed_without_a_daemon(p: Paths, starters: None) -> None:
+    assert not any(p.runtime_dir.parent.glob("**/control.sock"))
+    done = cli("list")
+    assert (done.returncode, done.stderr) == (0, "")
+    header, *rows = done.stdout.splitlines()
+    assert header.split() == ["NAME", "KIND", "STATE", "SCHEDULE", "NEXT", "LAST", "TODAY"]
+    assert [r.split()[0] for r in rows] == sorted(SCHEDULES)
+    for row in rows:
+        cells = row.split()
+        assert cells[1:3] == ["agent", "off"] and cells[-1] == "$0.00", row
+
+
+def test_starters_as_json(starters: None) -> None:
+    lines = listing()
+    assert sorted(lines) == sorted(SCHEDULES)
+    for name, line in lines.items():
+        assert line["expression"] == SCHEDULES[name]
+        assert line["schedule"]  # a description (or the raw expression for now)
+        assert (line["kind"], line["origin"], line["enabled"], line["valid"]) == (
+            "agent",
+            "system",
+            False,
+            True,
+        )
+        assert (line["next_run"], line["last_status"], line["today_dollars"]) == (None, None, 0)
+        assert (line["errors"], line["warnings"], line["running"], line["queued"]) == (
+            [],
+            [],
+            False,
+            False,
+        )
+
+
+def test_invalid_file_is_listed_with_its_error(p: Paths, starters: None) -> None:
+    broken = write(p.routines_dir, "broken", AGENT.replace("0.5", "-1"))
+    done = cli("list")
+    assert done.returncode == 0
+    lines = done.stdout.splitlines()
+    (row,) = [line for line in lines if line.startswith("broken ")]
+    assert row.split() == ["broken", "invalid"]
+    error = (
+        f"{broken}: [budget].max_dollars_per_day: expected a positive number, found -1 (an integer)"
+    )
+    assert lines[-1] == error
+    line = listing()["broken"]
+    assert (line["valid"], line["kind"], line["enabled"], line["errors"]) == (
+        False,
+        "?",
+        False,
+        [error],
+    )
+    assert listing()["day-brief"]["valid"] is True  # the others are unaffected
+
+
+def test_what_the_ledger_knows_is_shown(p: Paths) -> None:
+    zone = far_from_midnight_zone()
+    routine = AGENT.replace('timezone = "UTC"', f'timezone = "{zone}"')
+    write(p.routines_dir, "spender", routine)  # the file says disabled
+    write(p.routines_dir, "striker", "[routine]\nenabled = true\n" + routine)
+    write(p.routines_dir, "busy", routine)
+    now = datetime.now(UTC)
+    with Ledger(p.ledger) as led:
+        led.update_state("spender", enabled_override=True, file_enabled_seen=False)  # `enable`
+        led.record_run("spender", run_id="r1", trigger="manual", status="running", now=now)
+        led.finish_run("r1", now=now, fields={"status": "ok", "outcome": "done", "dollars": 0.25})
+        led.update_state(
+            "striker",
+            enabled_override=False,
+            file_enabled_seen=True,
+            disabled_reason="failed 3 times in a row",
+        )
+        assert led.claim("busy", "s1", run_id="r2", trigger="schedule", status="running", now=now)
+    lines = listing()
+    spender = lines["spender"]
+    assert spender["enabled"] is True
+    assert isinstance(spender["next_run"], str)
+    assert datetime.fromisoformat(spender["next_run"]) > now
+    assert (spender["last_status"], spender["last_outcome"]) == ("ok", "done")
+    assert spender["today_dollars"] == 0.25
+    striker = lines["striker"]
+    assert (striker["enabled"], striker["disabled_reason"], striker["next_run"]) == (
+        False,
+        "failed 3 times in a row",
+        None,
+    )
+    assert (lines["busy"]["running"], lines["busy"]["last_status"]) == (True, None)
+    text = cli("list").stdout.splitlines()
+    (row,) = [line for line in text if line.startswith("spender ")]
+    assert row.split()[1:3] == ["agent", "on"] and row.endswith("ok · done  $0.25")
+    (row,) = [line for line in text if line.startswith("busy ")]
+    assert row.split()[1:4] == ["agent", "off", "running"]
+    assert "striker: disabled: failed 3 times in a row" in text
+
+
+def test_no_routines_at_all() -> None:
+    done = cli("list")
+    assert (done.returncode, done.stdout) == (
+        0,
+        "no routines yet: create one with 'vinos-routine create NAME'\n",
+    )
+    assert json.loads(cli("list", "--json").stdout) == []

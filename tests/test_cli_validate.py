@@ -1,0 +1,131 @@
+"""`vinos-routine validate` as a real subprocess: OK, every error, exit codes, --json lines."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import AGENT, write
+
+from routines.paths import Paths, paths
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "supervisor", *args],
+        cwd=REPO,
+        env=os.environ.copy(),  # conftest's VINOS_HOME / VINOS_SYSTEM_DIR
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+@pytest.fixture
+def p(vinos_env: Path) -> Paths:
+    return paths()
+
+
+def test_valid_file_prints_ok_and_exits_0(p: Paths) -> None:
+    path = write(p.routines_dir, "day-brief", AGENT)
+    done = cli("validate", str(path))
+    assert (done.returncode, done.stdout, done.stderr) == (0, f"{path}: OK\n", "")
+
+
+def test_invalid_file_prints_every_error_and_exits_1(p: Paths) -> None:
+    path = write(
+        p.routines_dir,
+        "day-brief",
+        AGENT.replace("max_dollars_per_day", "max_dolars_per_day").replace(
+            "[agent]\n", '[agent]\nroute = "cloud"\n'
+        ),
+    )
+    done = cli("validate", str(path))
+    assert done.returncode == 1
+    assert done.stdout.splitlines() == [
+        f"{path}: [budget]: WARN no max_dollars_per_day: this routine's daily spend is unlimited",
+        f'{path}: [agent].route: expected one of "anthropic" | "ollama" | "auto", '
+        'found "cloud" (a string)',
+        f"{path}: [budget].max_dolars_per_day: unknown key (did you mean max_dollars_per_day?)",
+    ]
+
+
+def test_warnings_do_not_fail_validation(p: Paths) -> None:
+    path = write(p.routines_dir, "day-brief", AGENT.replace("max_dollars_per_day = 0.5\n", ""))
+    done = cli("validate", str(path))
+    assert done.returncode == 0
+    assert done.stdout.splitlines() == [
+        f"{path}: [budget]: WARN no max_dollars_per_day: this routine's daily spend is unlimited",
+        f"{path}: OK",
+    ]
+
+
+def test_one_bad_file_among_good_ones_exits_1(p: Paths) -> None:
+    good = write(p.routines_dir, "day-brief", AGENT)
+    bad = write(p.routines_dir, "broken", "[agent\n")
+    missing = p.routines_dir / "missing.toml"
+    done = cli("validate", str(good), str(bad), str(missing))
+    assert done.returncode == 1
+    assert done.stdout.splitlines() == [
+        f"{good}: OK",
+        f"{bad}: malformed TOML: Expected ']' at the end of a table declaration "
+        "(at line 1, column 7)",
+        f"{missing}: cannot read: No such file or directory",
+    ]
+
+
+def test_json_is_one_object_per_file(p: Paths) -> None:
+    good = write(p.routines_dir, "day-brief", AGENT)
+    warned = write(p.routines_dir, "no-budget", AGENT.replace("max_dollars_per_day = 0.5\n", ""))
+    bad = write(p.routines_dir, "broken", AGENT.replace("0.5", "0"))
+    done = cli("validate", "--json", str(good), str(warned), str(bad))
+    assert done.returncode == 1
+    objects = [json.loads(line) for line in done.stdout.splitlines()]
+    unlimited = "[budget]: WARN no max_dollars_per_day: this routine's daily spend is unlimited"
+    assert objects == [
+        {"file": str(good), "ok": True, "errors": [], "warnings": []},
+        {"file": str(warned), "ok": True, "errors": [], "warnings": [f"{warned}: {unlimited}"]},
+        {
+            "file": str(bad),
+            "ok": False,
+            "errors": [
+                f"{bad}: [budget].max_dollars_per_day: expected a positive number, "
+                "found 0 (an integer)"
+            ],
+            "warnings": [],
+        },
+    ]
+
+
+def test_without_paths_every_routine_file_is_checked(p: Paths) -> None:
+    user = write(p.routines_dir, "day-brief", AGENT)
+    shadowed = write(p.system_dir, "day-brief", "[agent\n")  # overridden: not in force
+    system = write(p.system_dir, "github-review", AGENT)
+    broken = write(p.system_dir, "broken", "[agent\n")
+    write(p.routines_dir, "config", "max_concurrent = 2\n")  # not a routine
+    done = cli("validate", "--json")
+    assert done.returncode == 1
+    objects = {
+        json.loads(line)["file"]: json.loads(line)["ok"] for line in done.stdout.splitlines()
+    }
+    assert objects == {str(user): True, str(system): True, str(broken): False}
+    assert str(shadowed) not in objects
+    broken.unlink()
+    done = cli("validate")
+    assert (done.returncode, sorted(done.stdout.splitlines())) == (
+        0,
+        [f"{user}: OK", f"{system}: OK"],
+    )
+
+
+def test_usage_error_exits_2() -> None:
+    done = cli("validate", "--no-such-flag")
+    assert done.returncode == 2
+    assert "unrecognized arguments: --no-such-flag" in done.stderr

@@ -1,0 +1,84 @@
+"""The five starter routines of seed 000: present, packaged, valid, disabled, on the seed's
+schedules, with guarded tools; inbox-triage can never send mail."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from importlib import resources
+from pathlib import Path
+
+import pytest
+
+from routines.loader import load_file
+from routines.paths import paths
+from routines.registry import scan
+from routines.spec import Kind, Origin, ToolKind
+
+STARTERS = Path(__file__).resolve().parent.parent / "routines" / "starters"
+SCHEDULES = {
+    "day-brief": "0 6 * * *",  # 6:00 daily
+    "inbox-triage": "0 * * * *",  # hourly
+    "github-review": "0 9,13,17 * * *",  # 09:00 / 13:00 / 17:00
+    "research-recap": "0 22 * * *",  # 22:00 nightly
+    "evening-shutdown": "0 18 * * *",  # 18:00 daily
+}
+
+
+def test_all_five_exist_and_are_packaged() -> None:
+    assert sorted(p.stem for p in STARTERS.glob("*.toml")) == sorted(SCHEDULES)
+    packaged = {f.name for f in resources.files("routines.starters").iterdir()}
+    assert {f"{n}.toml" for n in SCHEDULES} <= packaged
+
+
+@pytest.mark.parametrize("name", sorted(SCHEDULES))
+def test_starter_is_valid_disabled_and_on_the_seeds_schedule(name: str) -> None:
+    r = load_file(STARTERS / f"{name}.toml", Origin.SYSTEM)
+    assert r.name == name and r.kind is Kind.AGENT
+    assert r.enabled is False
+    assert r.warnings == ()
+    assert (r.schedule.form, r.schedule.expression) == ("cron", SCHEDULES[name])
+    assert r.description
+    assert r.budget.max_dollars_per_day is not None and r.budget.max_dollars_per_day <= 1.0
+    assert r.budget.max_tokens_per_run is not None
+
+
+@pytest.mark.parametrize("name", sorted(SCHEDULES))
+def test_starter_tools_are_guarded_and_capped(name: str) -> None:
+    r = load_file(STARTERS / f"{name}.toml")
+    assert r.agent is not None and r.agent.tools
+    for command in r.agent.shell_commands:
+        # Output is capped before it reaches the model.
+        assert re.search(r"\| head( -c \d+| -\d+)?\s*(\|\||$)", command), command
+        for tool in ("gh", "gcalcli", "notmuch"):
+            if re.search(rf"(^|[;&|]\s*){tool} ", command):
+                # A missing program says so instead of failing the run (seed 002's pattern).
+                assert f"command -v {tool}" in command or f"/usr/bin/{tool}" in command, command
+                assert "|| echo '" in command, command
+
+
+def test_inbox_triage_can_never_send_mail() -> None:
+    r = load_file(STARTERS / "inbox-triage.toml")
+    assert r.agent is not None
+    assert r.network is False
+    assert r.output.type.value == "brief"
+    senders = re.compile(
+        r"\b(sendmail|msmtp|mutt|neomutt|mailx?|s-nail|swaks|curl|wget|nc|ncat|ssh|smtp|"
+        r"send-email|python3?|perl)\b|notmuch\s+(tag|insert|new)"
+    )
+    for tool in r.agent.tools:
+        if tool.kind is ToolKind.SHELL:
+            assert not senders.search(tool.value), tool.value
+            # Only reading commands: notmuch search / show.
+            assert re.search(r"notmuch (search|show) ", tool.value), tool.value
+    assert "never" in r.description.lower() and "send" in r.description.lower()
+
+
+def test_starters_load_from_the_system_dir(vinos_env: Path) -> None:
+    p = paths()
+    for f in STARTERS.glob("*.toml"):
+        shutil.copy(f, p.system_dir / f.name)
+    reg = scan(p)
+    assert reg.names() == sorted(SCHEDULES)
+    for entry in reg.entries.values():
+        assert entry.valid and entry.origin is Origin.SYSTEM and entry.errors == ()

@@ -25,11 +25,11 @@ __all__ = ["ROOT_REFUSAL", "Probe", "diagnose", "probe", "refuse_if_root", "warn
 
 log = logging.getLogger("vinos.sandbox")
 
+# The same text as supervisor/daemon.py's (which may not import us): one message for the product.
 ROOT_REFUSAL = (
     "vinos-routine refuses to run as root: as uid 0, bubblewrap keeps the host's file access "
-    "even inside its sandbox (/etc/shadow stays readable), so a routine's shell commands would "
-    "not be contained. Run it as your own user (the systemd --user service, or your normal "
-    "shell without sudo)."
+    "even inside its namespaces, so a routine's shell tools could read /etc/shadow. Run it as "
+    "your own user: systemctl --user enable --now vinos-routined"
 )
 
 _INSTALL_BWRAP = "install bubblewrap >= 0.8.0 (Debian/Ubuntu: apt install bubblewrap; Arch: "

@@ -1,0 +1,24 @@
+"""Fixtures for the sandbox tests; the helpers live in sandbox_testkit.py."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+from sandbox_testkit import Box, make_box
+
+
+@pytest.fixture
+def box(tmp_path: Path, not_root: None) -> Box:
+    """A planted home (see sandbox_testkit.make_box); fails the test when run as root."""
+    return make_box(tmp_path)
+
+
+@pytest.fixture
+def no_leftovers() -> Iterator[None]:
+    """After the test, no child process of ours is left (the sandbox ended everything)."""
+    yield
+    left = psutil.Process().children(recursive=True)
+    assert not left, f"processes left behind: {[p.cmdline() for p in left]}"

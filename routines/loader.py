@@ -359,7 +359,9 @@ def _output(r: Reader, doc: Mapping[str, Any]) -> OutputSpec:
 
 def _budget(r: Reader, doc: Mapping[str, Any], kind: Kind) -> BudgetSpec:
     t = r.table(doc, "budget")
-    raw = doc.get("budget") if isinstance(doc.get("budget"), dict) else {}
+    raw = doc.get("budget")
+    if not isinstance(raw, dict):
+        raw = {}
     agent = doc.get("agent") if isinstance(doc.get("agent"), dict) else None
     ollama_only = agent is not None and agent.get("route") == "ollama"
     # A max_dollars_per_day that is present but invalid is an error already, not "no budget".

@@ -529,6 +529,15 @@ class Ledger:
         ).fetchall()
         return [_row(r) for r in rows]
 
+    def runs_between(self, start: datetime, end: datetime) -> list[RunRow]:
+        """Runs of every routine that started in [start, end), newest first."""
+        rows = self._db.execute(
+            f"SELECT id, {', '.join(_ROW_FIELDS)} FROM runs "
+            "WHERE started_at >= ? AND started_at < ? ORDER BY started_at DESC, id DESC",
+            (iso(start), iso(end)),
+        ).fetchall()
+        return [_row(r) for r in rows]
+
     def last_runs(self) -> dict[str, RunRow]:
         """Each routine's newest finished run (not queued/running/skipped)."""
         rows = self._db.execute(

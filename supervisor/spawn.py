@@ -79,8 +79,25 @@ def package_root() -> str:
     return str(Path(__file__).resolve().parent.parent)
 
 
+# The daemon's own conversation with systemd: never a worker's business.
+_DAEMON_ONLY_ENV = (
+    "NOTIFY_SOCKET",
+    "WATCHDOG_USEC",
+    "WATCHDOG_PID",
+    "LISTEN_FDS",
+    "LISTEN_PID",
+    "LISTEN_FDNAMES",
+    "VINOS_CLOCK_OFFSET_FILE",
+    "VINOS_TICK_MAX_SEC",
+)
+
+
 def worker_env(base: dict[str, str] | None = None) -> dict[str, str]:
-    env = dict(os.environ if base is None else base)
+    """The worker's environment: ours, minus the daemon's systemd variables, and a PYTHONPATH
+    that imports this very code."""
+    env = {
+        k: v for k, v in (os.environ if base is None else base).items() if k not in _DAEMON_ONLY_ENV
+    }
     root = package_root()
     parts = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
     env["PYTHONPATH"] = os.pathsep.join([root, *[p for p in parts if p != root]])

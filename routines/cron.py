@@ -33,7 +33,7 @@ SHORTCUTS = {
     "@annually": "0 0 1 1 *",
 }
 
-_HINT = "use [schedule].oncalendar for what cron cannot say"
+_HINT = "for what cron cannot say, use [schedule].oncalendar"
 _FIELDS = ("minute", "hour", "day-of-month", "month", "day-of-week")
 _RANGES = ((0, 59), (0, 23), (1, 31), (1, 12), (0, 7))
 _MONTHS = ("JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC")
@@ -100,7 +100,8 @@ class CronExpr:
 
 
 def _refuse(message: str) -> ScheduleError:
-    return ScheduleError(f"{message}; {_HINT}")
+    """A refusal; it points at oncalendar unless the message already names a form there."""
+    return ScheduleError(message if "oncalendar" in message else f"{message}; {_HINT}")
 
 
 def _quartz_or_jenkins(index: int, token: str) -> ScheduleError | None:
@@ -109,7 +110,7 @@ def _quartz_or_jenkins(index: int, token: str) -> ScheduleError | None:
     if re.search(r"(?<![A-Z])H(?![A-Z])", up):  # H, H/5, H(0-29); not the H of THU
         return _refuse(f'"{token}" in the {name} field is Jenkins\' hash syntax (H), not cron')
     if "?" in token:
-        return _refuse(f'"{token}" in the {name} field is Quartz syntax ("?"), not cron; use *')
+        return _refuse(f'"{token}" in the {name} field is Quartz syntax ("?"), not cron; write *')
     if "#" in token:
         return _refuse(
             f'"{token}" in the {name} field is Quartz syntax (nth weekday "#"), not cron; '
@@ -134,7 +135,8 @@ def _value(index: int, text: str, token: str) -> int:
     if text.isdigit():
         v = int(text)
         if not low <= v <= high:
-            raise _refuse(f'{name} "{text}" is out of range {low}-{high} (in "{token}")')
+            where = "" if text == token else f' (in "{token}")'
+            raise _refuse(f'{name} "{text}" is out of range {low}-{high}{where}')
         return v
     names = _NAMES[index]
     if not names:
@@ -172,10 +174,14 @@ def _element(index: int, token: str) -> tuple[set[int], bool]:
         if m["hi"] is not None:
             stop = _value(index, m["hi"], token)
             if stop < start:
+                fix = (
+                    f"7 is Sunday too, so write {start}-7"
+                    if index == 4 and stop == 0
+                    else f"write {m['hi']}-{m['lo']}, or {m['lo']}-{high},{low}-{m['hi']} to wrap"
+                )
                 raise _refuse(
-                    f'range "{token}" in the {name} field runs backwards; write '
-                    f"{m['hi']}-{m['lo']}, or a list"
-                    + (" (7 is Sunday too: FRI-SUN is 5-7)" if index == 4 else "")
+                    f'range "{token}" in the {name} field runs backwards (cron ranges do not '
+                    f"wrap around); {fix}"
                 )
         elif m["step"] is not None:
             stop = high  # "a/n": from a to the end of the field, as croniter and systemd read it
@@ -196,7 +202,7 @@ def parse_cron(text: str) -> CronExpr:
         expanded = SHORTCUTS.get(raw.lower())
         if expanded is None:
             if raw.lower() == "@reboot":
-                raise _refuse('"@reboot" is not a clock schedule; routines run on a clock')
+                raise _refuse('"@reboot" is not supported: routines run on a clock, not at boot')
             raise _refuse(f'unknown shortcut "{raw}": expected one of {", ".join(SHORTCUTS)}')
         fields = expanded.split()
     else:

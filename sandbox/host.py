@@ -52,7 +52,7 @@ class Host:
         """Read the real host: system dirs, bwrap and bash, and the policy's mask targets."""
         system = tuple(_system_dir(p) for p in SYSTEM_DIRS)
         masks = tuple(_mask(m) for m in policy.masks) if policy is not None else ()
-        bwrap = shutil.which("bwrap", path="/usr/bin:/bin:/usr/local/bin") or shutil.which("bwrap")
+        bwrap = shutil.which("bwrap")  # on PATH, as the user's shell would find it
         bash = next((b for b in ("/usr/bin/bash", "/bin/bash") if os.path.isfile(b)), "/bin/bash")
         return cls(system=system, masks=masks, bwrap=bwrap or "bwrap", bash=bash)
 

@@ -1,0 +1,169 @@
+"""cron → OnCalendar: seed 000's coverage matrix as corrected by DESIGN.md's erratum, the
+two-line form for cron's day OR, every refusal, and a property test against systemd-analyze
+(accepts each line) and croniter (same instants over 20 steps from random bases)."""
+
+from __future__ import annotations
+
+import heapq
+from datetime import UTC, datetime
+
+import pytest
+from croniter import croniter
+from helpers.systemd_calendar import analyze, require_systemd_analyze
+from hypothesis import event, given, settings
+from hypothesis import strategies as st
+
+from routines.cron import parse_cron
+from routines.schedule_error import ScheduleError
+from routines.translate import translate_cron
+
+# Seed 000's table, corrected: a repetition needs a start in systemd (DESIGN.md erratum), and
+# cron's @weekly is Sunday while systemd's `weekly` is Monday.
+MATRIX = [
+    ("0 6 * * *", ("*-*-* 06:00:00",)),
+    ("*/30 * * * *", ("*-*-* *:00/30:00",)),  # seed: *-*-* *:*/30:00, which systemd refuses
+    ("0 6 * * MON-FRI", ("Mon..Fri *-*-* 06:00:00",)),
+    ("@hourly", ("hourly",)),
+    ("@daily", ("daily",)),
+    ("@midnight", ("daily",)),
+    ("@weekly", ("Sun *-*-* 00:00:00",)),  # seed: weekly, which is Monday 00:00
+    ("@monthly", ("monthly",)),
+    ("@yearly", ("yearly",)),
+    ("@annually", ("yearly",)),
+    ("0 0 1 * *", ("*-*-01 00:00:00",)),
+    ("15 3 * * 0", ("Sun *-*-* 03:15:00",)),
+    ("15 3 * * 7", ("Sun *-*-* 03:15:00",)),
+    ("0 9,17 * * 1-5", ("Mon..Fri *-*-* 09,17:00:00",)),
+    ("0 */6 * * *", ("*-*-* 00/6:00:00",)),  # seed: *-*-* */6:00:00, which systemd refuses
+    ("0 12 1 JAN *", ("*-01-01 12:00:00",)),
+    ("0 12 1 1,7 *", ("*-01,07-01 12:00:00",)),
+    ("0 6,18 * * mon,wed,fri", ("Mon,Wed,Fri *-*-* 06,18:00:00",)),
+    # beyond the seed
+    ("0 0 1 * MON", ("Mon *-*-* 00:00:00", "*-*-01 00:00:00")),  # cron ORs, systemd ANDs
+    ("30 8 1,15 * 1-5", ("Mon..Fri *-*-* 08:30:00", "*-*-01,15 08:30:00")),
+    ("0 0 */2 * MON", ("Mon *-*-01/2 00:00:00",)),  # */2 counts as *: ANDed, one line
+    ("0 0 1-31 * MON", ("*-*-* 00:00:00",)),  # restricted but full: OR means every day
+    ("5-50/15 9-17 * */3 *", ("*-01/3-* 09..17:05/15:00",)),
+    ("10-40/15 * * * *", ("*-*-* *:10..40/15:00",)),
+    ("0 0 * * 6,0", ("Sat,Sun *-*-* 00:00:00",)),
+    ("0 0 * * */2", ("Tue,Thu,Sat,Sun *-*-* 00:00:00",)),
+]
+SEED_REFUSALS = [
+    "H * * * *",
+    "H/5 * * * *",
+    "0 0 ? * *",
+    "0 0 L * *",
+    "0 0 15W * *",
+    "0 0 * * MON#2",
+    "0 0 0 * * *",  # six fields
+    "0 0 0 * * * 2026",  # seven fields
+    "60 * * * *",
+    "0-99 * * * *",
+    "@reboot",
+    "@rand",
+    "",
+    "not a schedule",
+    "5,,6 * * * *",
+]
+BASE = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def merged(exprs: tuple[str, ...], base: datetime, n: int) -> list[datetime]:
+    """systemd's elapses of several OnCalendar lines together (a timer with several lines)."""
+    runs = [analyze(e, "UTC", base, n) for e in exprs]
+    for e, r in zip(exprs, runs, strict=True):
+        assert r.normalized is not None, f"systemd refused {e!r}: {r.stderr}"
+    out: list[datetime] = []
+    for t in heapq.merge(*(r.elapses for r in runs)):
+        if not out or t != out[-1]:
+            out.append(t)
+    return out[:n]
+
+
+def croniter_fires(expr: str, base: datetime, n: int) -> list[datetime]:
+    it = croniter(expr, base, implement_cron_bug=True)
+    return [it.get_next(datetime).astimezone(UTC) for _ in range(n)]
+
+
+@pytest.mark.parametrize(("cron", "lines"), MATRIX)
+def test_coverage_matrix(cron: str, lines: tuple[str, ...]) -> None:
+    assert translate_cron(cron) == lines
+
+
+@pytest.mark.parametrize(("cron", "lines"), MATRIX)
+def test_each_translation_is_accepted_by_systemd_and_fires_as_croniter(
+    cron: str, lines: tuple[str, ...]
+) -> None:
+    require_systemd_analyze()
+    assert merged(lines, BASE, 20) == croniter_fires(cron, BASE, 20)
+
+
+def test_the_seed_rows_systemd_refuses() -> None:
+    for seed_line in ("*-*-* *:*/30:00", "*-*-* */6:00:00"):
+        assert analyze(seed_line, "UTC", BASE, 1).normalized is None
+    # and systemd's `weekly` is not cron's @weekly
+    assert analyze("weekly", "UTC", BASE, 1).elapses[0].strftime("%a") == "Mon"
+    assert croniter_fires("@weekly", BASE, 1)[0].strftime("%a") == "Sun"
+
+
+def test_a_zone_is_appended_to_every_line() -> None:
+    assert translate_cron("0 0 1 * MON", "Europe/Berlin") == (
+        "Mon *-*-* 00:00:00 Europe/Berlin",
+        "*-*-01 00:00:00 Europe/Berlin",
+    )
+    assert translate_cron("@daily", "UTC") == ("daily UTC",)
+
+
+@pytest.mark.parametrize("cron", SEED_REFUSALS)
+def test_refusals_are_crons_and_point_at_oncalendar(cron: str) -> None:
+    with pytest.raises(ScheduleError) as parsed:
+        parse_cron(cron)
+    with pytest.raises(ScheduleError) as translated:
+        translate_cron(cron)
+    assert str(translated.value) == str(parsed.value)
+    assert "oncalendar" in str(translated.value)
+
+
+def _field(low: int, high: int) -> st.SearchStrategy[str]:
+    span = high - low + 1
+    value = st.integers(low, high)
+    pair = st.tuples(value, value).filter(lambda ab: ab[0] != ab[1]).map(sorted)
+    element = st.one_of(
+        st.just("*"),
+        st.integers(1, span).map(lambda k: f"*/{k}"),
+        value.map(str),
+        pair.map(lambda ab: f"{ab[0]}-{ab[1]}"),
+        st.tuples(pair, st.integers(1, span)).map(lambda t: f"{t[0][0]}-{t[0][1]}/{t[1]}"),
+    )
+    # "*" only first in a list: that is where Vixie cron and croniter agree (test_cron.py).
+    return (
+        st.lists(element, min_size=1, max_size=3)
+        .map(",".join)
+        .filter(lambda f: "*" not in f.split(",")[1:])
+    )
+
+
+REFUSED_TOKEN = st.sampled_from(["L", "?", "H", "15W", "MON#2", "60", "*/0", "5L"])
+CRON = st.one_of(
+    st.tuples(_field(0, 59), _field(0, 23), _field(1, 28), _field(1, 12), _field(0, 6)).map(
+        " ".join
+    ),
+    st.tuples(st.integers(0, 4), REFUSED_TOKEN).map(
+        lambda t: " ".join(t[1] if i == t[0] else "*" for i in range(5))
+    ),
+)
+
+
+@settings(max_examples=60)
+@given(cron=CRON, start=st.datetimes(datetime(2000, 1, 1), datetime(2100, 1, 1)))
+def test_translations_fire_as_croniter_or_are_refused(cron: str, start: datetime) -> None:
+    require_systemd_analyze()
+    try:
+        lines = translate_cron(cron)
+    except ScheduleError as exc:
+        event("refused")
+        assert "oncalendar" in str(exc)
+        return
+    event(f"{len(lines)} line(s)")
+    base = start.replace(tzinfo=UTC, microsecond=0)
+    assert merged(lines, base, 20) == croniter_fires(cron, base, 20), lines

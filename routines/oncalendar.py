@@ -199,24 +199,23 @@ def _check(
         high -= 3  # at most the 28th day counted from the end
 
     def show(c: Component) -> str:
-        return f"{c[0]}" + (f"..{c[1]}" if c[1] >= 0 else "") + (f"/{c[2]}" if c[2] else "")
+        text = f"{c[0]}" + (f"..{c[1]}" if c[1] >= 0 else "")
+        text += f"/{c[2]}" if c[2] and not (c[1] >= 0 and c[2] == 1) else ""
+        return f'day "~{text}" (counted from the end of the month)' if end_of_month else text
 
     for c in comps:
         start, stop, repeat = c
-        what = "day counted from the end of the month" if end_of_month else name
-        if not low <= start <= high:
-            raise _fail(token, f'{what} "{show(c)}" is out of range {low}-{high}')
+        shown = show(c) if end_of_month else f'{name} "{show(c)}"'
+        if not low <= start <= high or (stop >= 0 and not low <= stop <= high):
+            raise _fail(token, f"{shown} is out of range {low}-{high}")
         if repeat > high - low:
             raise _fail(token, f'repetition "/{repeat}" is longer than the {name} range')
-        if stop >= 0:
-            if not low <= stop <= high:
-                raise _fail(token, f'{what} "{show(c)}" is out of range {low}-{high}')
-            if start + repeat > stop:
-                raise _fail(token, f'range "{show(c)}" runs backwards')
-        elif end_of_month and start - repeat < low:
-            raise _fail(token, f'"{show(c)}" repeats past the end of the month')
-        elif not end_of_month and start + repeat > high:
-            raise _fail(token, f'"{show(c)}" repeats past the end of the {name} range')
+        if stop >= 0 and start + repeat > stop:
+            raise _fail(token, f"{shown}: the range runs backwards")
+        if stop < 0 and end_of_month and start - repeat < low:
+            raise _fail(token, f"{shown} repeats past the start of the month")
+        if stop < 0 and not end_of_month and start + repeat > high:
+            raise _fail(token, f"{shown} repeats past the end of the {name} range")
 
 
 def _values(comps: list[Component] | None, high: int) -> list[int] | None:

@@ -1,14 +1,55 @@
-"""Desktop notifications through notify-send (libnotify). Absent: logged, never an error."""
+"""Desktop notifications through notify-send (libnotify). Absent: logged, never an error.
+
+What a notification says is decided elsewhere (`supervisor.record.notifications_for`); this
+module turns a run's markdown into a short body (`preview`) and shows it (`send`).
+"""
 
 from __future__ import annotations
 
 import logging
+import re
 import shutil
 import subprocess
 
-__all__ = ["send"]
+__all__ = ["URGENCIES", "argv", "escape_markup", "preview", "send"]
 
 log = logging.getLogger("vinos.notify")
+
+URGENCIES = ("low", "normal", "critical")  # notify-send's levels
+TITLE_CHARS = 120
+BODY_CHARS = 600
+
+_HEADING = re.compile(r"^\s{0,3}#{1,6}\s+")
+_EMPHASIS = re.compile(r"(\*\*|__)(.+?)\1")
+
+
+def preview(markdown: str, lines: int = 4, chars: int = 300, skip_title: bool = True) -> str:
+    """The first lines of an output as a notification body: blank lines dropped, the output's
+    own `# title` line skipped (the notification has a title), heading marks and bold removed,
+    cut at `chars` with an ellipsis."""
+    kept: list[str] = []
+    for i, raw in enumerate(markdown.strip().splitlines()):
+        line = raw.rstrip()
+        if not line.strip():
+            continue
+        if i == 0 and skip_title and line.startswith("# "):
+            continue
+        line = _EMPHASIS.sub(r"\2", _HEADING.sub("", line))
+        kept.append(line)
+        if len(kept) == lines:
+            break
+    body = "\n".join(kept)
+    return body if len(body) <= chars else body[: chars - 1].rstrip() + "…"
+
+
+def escape_markup(text: str) -> str:
+    """Notification servers (mako, dunst, GNOME) read the body as a subset of HTML: an output
+    with `<` or `&` in it would show wrongly or not at all."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def argv(title: str, body: str, urgency: str) -> list[str] | None:
@@ -16,7 +57,16 @@ def argv(title: str, body: str, urgency: str) -> list[str] | None:
     exe = shutil.which("notify-send")
     if exe is None:
         return None
-    return [exe, "--app-name=vinos-routine", f"--urgency={urgency}", "--", title, body]
+    if urgency not in URGENCIES:
+        urgency = "normal"
+    return [
+        exe,
+        "--app-name=vinos-routine",
+        f"--urgency={urgency}",
+        "--",
+        _cut(" ".join(title.split()), TITLE_CHARS),
+        escape_markup(_cut(body.strip(), BODY_CHARS)),
+    ]
 
 
 def send(title: str, body: str, urgency: str = "normal") -> bool:

@@ -5,18 +5,26 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Sequence
+import unicodedata
+from collections.abc import Collection, Sequence
 from datetime import datetime, timedelta
 from typing import Any, TextIO
 
 import orjson
 
 __all__ = [
+    "ask_yes",
+    "bar",
+    "clock",
     "color",
+    "format_event",
+    "interactive",
+    "money",
     "print_json",
     "print_json_lines",
     "relative",
     "table",
+    "tokens",
     "use_color",
     "when",
 ]
@@ -25,6 +33,7 @@ _CODES = {"red": "31", "green": "32", "yellow": "33", "blue": "34", "dim": "2", 
 
 
 def use_color(stream: TextIO | None = None) -> bool:
+    """Colour only on a terminal, and never when NO_COLOR is set (no-color.org) or TERM=dumb."""
     stream = stream or sys.stdout
     if os.environ.get("NO_COLOR"):
         return False
@@ -40,26 +49,42 @@ def color(text: str, name: str, enabled: bool) -> str:
 
 
 def _visible_len(text: str) -> int:
+    """Terminal columns `text` takes: colour codes take none, wide (CJK) characters two."""
     out, i = 0, 0
     while i < len(text):
         if text[i] == "\033":
             i = text.index("m", i) + 1
             continue
-        out += 1
+        ch = text[i]
+        if unicodedata.combining(ch):
+            pass
+        elif unicodedata.east_asian_width(ch) in ("W", "F"):
+            out += 2
+        else:
+            out += 1
         i += 1
     return out
 
 
-def table(headers: Sequence[str], rows: Sequence[Sequence[str]], out: TextIO | None = None) -> None:
-    """Print rows under headers, columns aligned (colour codes do not count as width)."""
+def table(
+    headers: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    out: TextIO | None = None,
+    right: Collection[int] = (),
+) -> None:
+    """Print rows under headers, columns aligned (colour codes do not count as width);
+    the columns numbered in `right` (numbers) are aligned to the right."""
     out = out or sys.stdout
-    widths = [len(h) for h in headers]
+    widths = [_visible_len(h) for h in headers]
     for row in rows:
         for i, cell in enumerate(row):
             widths[i] = max(widths[i], _visible_len(cell))
 
     def line(cells: Sequence[str]) -> str:
-        parts = [c + " " * (w - _visible_len(c)) for c, w in zip(cells, widths, strict=True)]
+        parts = []
+        for i, (c, w) in enumerate(zip(cells, widths, strict=True)):
+            pad = " " * (w - _visible_len(c))
+            parts.append(pad + c if i in right else c + pad)
         return "  ".join(parts).rstrip()
 
     print(line(headers), file=out)
@@ -76,6 +101,39 @@ def print_json_lines(values: Sequence[Any]) -> None:
     for value in values:
         sys.stdout.buffer.write(orjson.dumps(value) + b"\n")
     sys.stdout.flush()
+
+
+def money(dollars: float) -> str:
+    """$0.04; amounts under a cent keep their digits ($0.0031), so a cheap run is not $0.00."""
+    if dollars == 0:
+        return "$0.00"
+    if abs(dollars) < 0.01:
+        return f"${dollars:.4f}"
+    return f"${dollars:,.2f}"
+
+
+def tokens(count: int) -> str:
+    """950, 12.3k, 1.2M."""
+    if count < 1000:
+        return str(count)
+    if count < 1_000_000:
+        return f"{count / 1000:.1f}k".replace(".0k", "k")
+    return f"{count / 1_000_000:.1f}M".replace(".0M", "M")
+
+
+_EIGHTHS = " ▏▎▍▌▋▊▉"
+
+
+def bar(value: float, top: float, width: int, unicode: bool = True) -> str:
+    """A horizontal bar `width` cells long at `top`, in eighths of a cell; a non-zero value
+    always shows at least a sliver."""
+    if top <= 0 or value <= 0:
+        return ""
+    eighths = max(1, round(min(value / top, 1.0) * width * 8))
+    if not unicode:
+        return "#" * max(1, round(eighths / 8))
+    full, part = divmod(eighths, 8)
+    return "█" * full + (_EIGHTHS[part] if part else "")
 
 
 def relative(delta: timedelta) -> str:
@@ -106,6 +164,40 @@ def when(instant: datetime, now: datetime) -> str:
     delta = instant - now
     rel = relative(delta)
     return f"in {rel} ({clock})" if delta.total_seconds() >= 0 else f"{rel} ({clock})"
+
+
+def clock(instant: datetime, now: datetime) -> str:
+    """Local wall time, short: "06:00" today, "Tue 06:00" within a week, else "2 Dec 06:00"."""
+    local = instant.astimezone()
+    days = (local.date() - now.astimezone().date()).days
+    if days == 0:
+        return local.strftime("%H:%M")
+    if 0 < days < 7:
+        return local.strftime("%a %H:%M")
+    return f"{local.day} {local.strftime('%b %H:%M')}"
+
+
+def interactive() -> bool:
+    """A person is at a terminal: stdin and stdout are both ttys."""
+    return sys.stdin.isatty() and sys.stdout.isatty()
+
+
+def ask_yes(question: str, default: bool = True) -> bool:
+    """Ask on the terminal; Enter takes the default, end of input means no."""
+    hint = "[Y/n]" if default else "[y/N]"
+    while True:
+        print(f"{question} {hint} ", end="", file=sys.stderr, flush=True)
+        line = sys.stdin.readline()
+        if not line:
+            print(file=sys.stderr)
+            return False
+        answer = line.strip().lower()
+        if not answer:
+            return default
+        if answer in ("y", "yes"):
+            return True
+        if answer in ("n", "no"):
+            return False
 
 
 _EVENT_STYLE = {

@@ -18,6 +18,7 @@ from routines.ledger import Ledger, iso
 from routines.paths import Paths
 from routines.spec import OutputType, Routine
 from routines.store import deliver_output, write_atomic, write_json_atomic
+from supervisor.notify import preview
 from supervisor.policy import STRIKES, strike
 from supervisor.spawn import StopReason, WorkerOutcome
 
@@ -82,11 +83,6 @@ def final_status(out: WorkerOutcome, timeout_sec: float) -> tuple[str, str]:
     return r.status, r.error or r.summary
 
 
-def _first_lines(text: str, lines: int = 4, chars: int = 300) -> str:
-    body = "\n".join(line for line in text.strip().splitlines()[:lines])
-    return body if len(body) <= chars else body[: chars - 1] + "…"
-
-
 def notifications_for(
     routine: Routine, status: str, outcome: str | None, detail: str, output_text: str
 ) -> list[Notification]:
@@ -95,8 +91,8 @@ def notifications_for(
     name = routine.name
     if status == RunStatus.OK and wants:
         urgency = "normal" if outcome == "needs-attention" else "low"
-        title = f"{name}: {outcome}" if outcome else f"{name}: done"
-        return [Notification(title, _first_lines(output_text) or detail, urgency)]
+        title = f"{name}: {(outcome or 'done').replace('-', ' ')}"
+        return [Notification(title, preview(output_text) or detail, urgency)]
     if status in (RunStatus.FAILED, RunStatus.TIMEOUT) and wants:
         return [Notification(f"{name} {status}", detail, "normal")]
     return []

@@ -48,6 +48,7 @@ class RoutineLine:
     warnings: tuple[str, ...]
     running: bool = False
     queued: bool = False
+    max_dollars_per_day: float | None = None  # the daily budget, None when unlimited
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -68,6 +69,7 @@ class RoutineLine:
             "warnings": list(self.warnings),
             "running": self.running,
             "queued": self.queued,
+            "max_dollars_per_day": self.max_dollars_per_day,
         }
 
 
@@ -141,6 +143,7 @@ def collect(now: datetime | None = None) -> list[RoutineLine]:
                     warnings=entry.warnings,
                     running=(name, "running") in active,
                     queued=(name, "queued") in active,
+                    max_dollars_per_day=r.budget.max_dollars_per_day,
                 )
             )
     return lines

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from datetime import UTC, datetime
 from typing import Any
 
@@ -16,10 +17,47 @@ def register(sub: Any) -> None:
         sub,
         "status",
         "daemon state, running and queued runs, and what is due next",
-        "  vinos-routine status\n  vinos-routine status --json\n",
+        "  vinos-routine status\n"
+        "  vinos-routine status --json\n"
+        "  vinos-routine status --waybar   # for waybar's custom module (packaging/waybar/)\n",
     )
-    p.add_argument("--json", action="store_true", help="print JSON")
+    out = p.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", help="print JSON")
+    out.add_argument(
+        "--waybar",
+        action="store_true",
+        help="print waybar's custom-module JSON (text, tooltip, class); reads only files",
+    )
     p.set_defaults(func=run)
+
+
+def waybar() -> int:
+    """One line of JSON for waybar, from the files and the ledger (never the daemon: a bar
+    that polls must not wait on it). An error is shown in the bar, with exit status 0,
+    because waybar hides a module whose command fails."""
+    import orjson
+
+    from supervisor.commands.waybar import waybar_error, waybar_json
+
+    try:
+        from zoneinfo import ZoneInfo
+
+        from routines.ledger import Ledger
+        from routines.paths import paths
+        from routines.tz import machine_timezone
+        from supervisor.commands.listing import collect
+
+        now = datetime.now(UTC)
+        lines = collect(now)
+        zone = ZoneInfo(machine_timezone())
+        with Ledger(paths().ledger) as ledger:
+            today = ledger.dollars_by_day([now.astimezone(zone).date()], zone)
+        value = waybar_json(lines, sum(today.values()), now)
+    except Exception as exc:  # the bar shows any failure rather than going blank
+        value = waybar_error(str(exc) or type(exc).__name__)
+    sys.stdout.buffer.write(orjson.dumps(value) + b"\n")
+    sys.stdout.flush()
+    return 0
 
 
 def gather() -> dict[str, Any]:
@@ -57,7 +95,10 @@ def run(args: argparse.Namespace) -> int:
     from supervisor.client import START_HINT
     from supervisor.present import color, print_json, use_color, when
 
+    if args.waybar:
+        return waybar()
     st = gather()
+    st["problems"] = _problems(st)
     if args.json:
         print_json(st)
         return 0
@@ -78,4 +119,30 @@ def run(args: argparse.Namespace) -> int:
         print(f"  next     {item['routine']} {when(at, now)}")
     for name in st["invalid"]:
         print(color(f"  invalid  {name} (see 'vinos-routine validate')", "yellow", c))
+    for problem in st["problems"]:
+        print(color(f"  problem  {problem}", "red", c))
     return 0
+
+
+def _problems(st: dict[str, Any]) -> list[str]:
+    """What keeps enabled routines from working here (key, Ollama, bwrap), with the fix."""
+    from routines.config import ConfigInvalid, load_config
+    from routines.ledger import Ledger
+    from routines.paths import paths
+    from routines.registry import scan
+    from supervisor.commands.hostcheck import problems
+
+    p = paths()
+    try:
+        config = load_config(p.config_file)
+    except ConfigInvalid as exc:
+        return [f"{p.config_file} is invalid: {exc}"]
+    registry = scan(p)
+    with Ledger(p.ledger) as ledger:
+        states = ledger.states()
+    enabled = [
+        r
+        for r in registry.routines()
+        if (states[r.name].enabled(r.enabled) if r.name in states else r.enabled)
+    ]
+    return problems(p, enabled, config.ollama_url, st.get("pid") if st.get("daemon") else None)

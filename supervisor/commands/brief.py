@@ -1,0 +1,357 @@
+"""`vinos-routine brief`: the day's outputs across routines, newest first, with their outcome.
+
+Outputs are the files state/NAME/YYYY-MM-DD-HHMM.md; their run (status, outcome, summary) comes
+from the ledger. Showing an output in full marks it seen (see supervisor/commands/seen.py);
+`--unseen` lists what routines with open_on_login left for you, `--open` pages it ($PAGER) on
+a terminal and hands it to xdg-open elsewhere (a launcher, waybar, a login hook).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from supervisor.commands.common import add_parser, die
+
+if TYPE_CHECKING:
+    from routines.ledger import RunRow
+    from routines.paths import Paths
+
+__all__ = ["Item", "gather", "register"]
+
+OUTPUT_NAME = re.compile(r"^(\d{4}-\d{2}-\d{2})-\d{4}(?:-\d+)?\.md$")
+UNSEEN_DAYS = 7  # `--unseen` without --date looks back this far
+
+
+def _day(text: str) -> date:
+    today = datetime.now().astimezone().date()
+    if text == "today":
+        return today
+    if text == "yesterday":
+        return today - timedelta(days=1)
+    try:
+        return date.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected YYYY-MM-DD, today or yesterday, found {text!r}"
+        ) from None
+
+
+def register(sub: Any) -> None:
+    p = add_parser(
+        sub,
+        "brief",
+        "the day's outputs across routines, newest first, with their outcome",
+        "  vinos-routine brief                  # today's, in full\n"
+        "  vinos-routine brief --date yesterday --list\n"
+        "  vinos-routine brief --unseen --open  # at login: what waits for you, in a viewer\n",
+    )
+    p.add_argument("--date", type=_day, metavar="D", help="YYYY-MM-DD, today or yesterday")
+    p.add_argument(
+        "--unseen",
+        action="store_true",
+        help=f"only outputs of open_on_login routines not shown yet (last {UNSEEN_DAYS} days "
+        "unless --date)",
+    )
+    p.add_argument("--open", action="store_true", help="page them, or open them with xdg-open")
+    p.add_argument("--list", action="store_true", help="one line per output, not the text")
+    p.add_argument("--json", action="store_true", help="print JSON (marks nothing seen)")
+    p.set_defaults(func=run)
+
+
+@dataclass(frozen=True, slots=True)
+class Item:
+    """One output file and the run that wrote it."""
+
+    routine: str
+    path: Path
+    day: date
+    mtime: float
+    title: str
+    open_on_login: bool
+    seen: bool
+    status: str | None
+    outcome: str | None
+    summary: str
+    started_at: str | None
+
+    @property
+    def key(self) -> str:
+        return f"{self.routine}/{self.path.name}"
+
+    @property
+    def written(self) -> datetime:
+        return datetime.fromtimestamp(self.mtime, UTC)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "routine": self.routine,
+            "file": str(self.path),
+            "date": self.day.isoformat(),
+            "written_at": self.written.isoformat(),
+            "title": self.title,
+            "status": self.status,
+            "outcome": self.outcome,
+            "summary": self.summary,
+            "started_at": self.started_at,
+            "open_on_login": self.open_on_login,
+            "seen": self.seen,
+            "text": _read(self.path),
+        }
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        return f"(cannot read {path}: {exc.strerror})"
+
+
+def _title(path: Path) -> str:
+    try:
+        with path.open(encoding="utf-8", errors="replace") as f:
+            head = f.read(4096)
+    except OSError:
+        return ""
+    for line in head.splitlines():
+        if line.startswith("# "):
+            return line[2:].strip()
+        if line.strip():
+            return line.strip()[:80]
+    return ""
+
+
+def _output_files(state_dir: Path, days: set[date]) -> list[tuple[str, Path, date, float]]:
+    found: list[tuple[str, Path, date, float]] = []
+    try:
+        routine_dirs = [d for d in os.scandir(state_dir) if d.is_dir() and d.name != "shared"]
+    except FileNotFoundError:
+        return found
+    for d in routine_dirs:
+        if d.name.startswith("."):
+            continue
+        with os.scandir(d.path) as files:
+            for f in files:
+                m = OUTPUT_NAME.match(f.name)
+                if not m or not f.is_file():
+                    continue
+                day = date.fromisoformat(m.group(1))
+                if day in days:
+                    found.append((d.name, Path(f.path), day, f.stat().st_mtime))
+    return found
+
+
+def gather(p: Paths, days: list[date]) -> tuple[list[Item], list[RunRow]]:
+    """The outputs of `days`, newest first, and the runs of those days that failed."""
+    from zoneinfo import ZoneInfo
+
+    from routines.ledger import Ledger, day_bounds
+    from routines.registry import scan
+    from routines.tz import machine_timezone
+    from supervisor.commands.seen import load_seen
+
+    zone = ZoneInfo(machine_timezone())
+    wanted = set(days)
+    files = _output_files(p.state_dir, wanted)
+    on_login = {
+        name: e.routine.output.open_on_login
+        for name, e in scan(p).entries.items()
+        if e.routine is not None
+    }
+    # Outputs are named in their routine's zone: look a day either side in the ledger.
+    start = day_bounds(min(days), zone)[0] - timedelta(days=1)
+    end = day_bounds(max(days), zone)[1] + timedelta(days=1)
+    with Ledger(p.ledger) as ledger:
+        rows = ledger.runs_between(start, end)
+    by_file = {r.output_file: r for r in rows if r.output_file}
+    seen = load_seen(p.state_dir)
+    items = []
+    for routine, path, day, mtime in files:
+        row = by_file.get(str(path))
+        items.append(
+            Item(
+                routine=routine,
+                path=path,
+                day=day,
+                mtime=mtime,
+                title=_title(path),
+                open_on_login=on_login.get(routine, False),
+                seen=f"{routine}/{path.name}" in seen,
+                status=row.status if row else None,
+                outcome=row.outcome if row else None,
+                summary=(row.detail or "") if row else "",
+                started_at=row.started_at if row else None,
+            )
+        )
+    items.sort(key=lambda i: (i.mtime, i.key), reverse=True)
+    failed = [
+        r
+        for r in rows
+        if r.status in ("failed", "timeout")
+        and r.started_at
+        and datetime.fromisoformat(r.started_at.replace("Z", "+00:00")).astimezone(zone).date()
+        in wanted
+    ]
+    return items, failed
+
+
+def _label(item: Item) -> str:
+    outcome = (item.outcome or item.status or "").replace("-", " ")
+    parts = [item.routine, item.written.astimezone().strftime("%H:%M")]
+    if outcome:
+        parts.append(outcome)
+    return " · ".join(parts)
+
+
+def _combined(items: list[Item], heading: str) -> str:
+    """One markdown document of the outputs, for a pager or a viewer."""
+    parts = [f"# {heading}\n"]
+    for item in items:
+        parts.append(f"---\n\n*{_label(item)}*\n\n{_read(item.path).strip()}\n")
+    return "\n".join(parts)
+
+
+def run(args: argparse.Namespace) -> int:
+    from routines.paths import paths
+    from supervisor.commands.seen import mark_seen
+    from supervisor.present import print_json
+
+    p = paths()
+    today = datetime.now().astimezone().date()
+    if args.date:
+        days = [args.date]
+    elif args.unseen:
+        days = [today - timedelta(days=n) for n in range(UNSEEN_DAYS)]
+    else:
+        days = [today]
+    items, failed = gather(p, days)
+    if args.unseen:
+        items = [i for i in items if i.open_on_login and not i.seen]
+    heading = _heading(days, today)
+    if args.json:
+        print_json(
+            {
+                "dates": [d.isoformat() for d in days],
+                "outputs": [i.as_json() for i in items],
+                "failed": [_failure_json(r) for r in failed],
+            }
+        )
+        return 0
+    if args.open:
+        if not items:
+            print("nothing new to show" if args.unseen else f"no outputs for {heading}")
+            return 0
+        code = _open(p, _combined(items, heading), days[0])
+        if code == 0:
+            mark_seen(p.state_dir, [i.key for i in items])
+        return code
+    _print(items, failed, heading, args)
+    if not args.list:
+        mark_seen(p.state_dir, [i.key for i in items])
+    return 0
+
+
+def _heading(days: list[date], today: date) -> str:
+    if len(days) > 1:
+        return f"Brief · {days[-1].strftime('%a %d %b')} – {days[0].strftime('%a %d %b %Y')}"
+    day = days[0]
+    name = "today" if day == today else "yesterday" if day == today - timedelta(1) else ""
+    return f"Brief · {day.strftime('%a %d %b %Y')}" + (f" ({name})" if name else "")
+
+
+def _failure_json(r: RunRow) -> dict[str, Any]:
+    return {
+        "routine": r.routine,
+        "status": r.status,
+        "started_at": r.started_at,
+        "detail": r.detail,
+        "run_id": r.run_id,
+    }
+
+
+def _print(items: list[Item], failed: list[RunRow], heading: str, args: argparse.Namespace) -> None:
+    from supervisor.present import color, table, use_color
+
+    c = use_color()
+    new = sum(1 for i in items if not i.seen)
+    count = f"{len(items)} output{'s' if len(items) != 1 else ''}"
+    print(color(heading, "bold", c) + f" · {count}" + (f" ({new} new)" if new else ""))
+    if not items:
+        hint = "nothing new" if args.unseen else "no routine wrote an output on this day"
+        print(f"  {hint}")
+    elif args.list:
+        rows = [
+            [
+                i.written.astimezone().strftime("%H:%M"),
+                i.routine,
+                _outcome_text(i, c),
+                i.title,
+                "" if i.seen else color("new", "blue", c),
+                str(i.path),
+            ]
+            for i in items
+        ]
+        table(["TIME", "ROUTINE", "OUTCOME", "TITLE", "", "FILE"], rows)
+    else:
+        for item in items:
+            rule = f"── {_label(item)}" + ("" if item.seen else " · new") + " "
+            print()
+            print(color(rule.ljust(72, "─"), _outcome_color(item), c))
+            print(_read(item.path).rstrip())
+    for r in failed:
+        when = (r.started_at or "")[11:16]
+        line = f"{r.routine} {r.status} (started {when} UTC): {(r.detail or '')[:200]}"
+        print(color(f"! {line}", "red", c))
+
+
+def _outcome_color(item: Item) -> str:
+    if item.outcome == "needs-attention":
+        return "yellow"
+    if item.status not in (None, "ok"):
+        return "red"
+    return "dim"
+
+
+def _outcome_text(item: Item, c: bool) -> str:
+    from supervisor.present import color
+
+    text = (item.outcome or item.status or "—").replace("-", " ")
+    return color(text, _outcome_color(item), c) if item.outcome == "needs-attention" else text
+
+
+def _open(p: Paths, text: str, day: date) -> int:
+    """Page `text` on a terminal; elsewhere write it to a private file and xdg-open it."""
+    if sys.stdout.isatty():
+        pager = os.environ.get("PAGER") or ("less" if shutil.which("less") else "more")
+        env = dict(os.environ)
+        env.setdefault("LESS", "FRX")
+        try:
+            subprocess.run(pager, shell=True, input=text.encode("utf-8"), env=env, check=False)
+        except OSError as exc:
+            return die(f"cannot start the pager {pager!r}: {exc.strerror}")
+        return 0
+    from routines.store import write_atomic
+
+    p.runtime_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    target = p.runtime_dir / f"brief-{day.isoformat()}.md"
+    write_atomic(target, text.encode("utf-8"), mode=0o600)
+    opener = shutil.which("xdg-open")
+    if opener is None:
+        return die(f"xdg-open not found (install xdg-utils); the brief is at {target}")
+    try:
+        code = subprocess.run(
+            [opener, str(target)], stdin=subprocess.DEVNULL, check=False
+        ).returncode
+    except OSError as exc:
+        return die(f"cannot run xdg-open: {exc.strerror}; the brief is at {target}")
+    if code != 0:
+        return die(f"xdg-open failed (exit {code}); the brief is at {target}")
+    return 0

@@ -1,0 +1,138 @@
+"""What a routine will be able to do, in plain words: shown by `install` before it writes
+anything, and by `create`/`edit` after a save. Pure: a routine in, labelled lines out."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from routines.spec import Kind, Memory, OutputType, Route, Routine
+
+__all__ = ["Line", "capabilities", "schedule_text"]
+
+
+@dataclass(frozen=True, slots=True)
+class Line:
+    label: str
+    text: str
+    caution: bool = False  # worth a second look (network, webhook, no budget)
+
+
+def schedule_text(routine: Routine) -> str:
+    """ "Every day at 6:00 AM (cron 0 6 * * *, Europe/Berlin, ±5m jitter)"."""
+    from routines.schedule import ScheduleError, compile_schedule
+
+    spec = routine.schedule
+    try:
+        description = compile_schedule(spec, routine.kind).description
+    except ScheduleError as exc:
+        return f"invalid: {exc}"
+    extra = [f"{spec.form} {spec.expression}", spec.timezone]
+    if spec.jitter_sec:
+        extra.append(f"±{_duration(spec.jitter_sec)} jitter")
+    if description == spec.expression:
+        extra = extra[1:]
+        description = f"{spec.form} {spec.expression}"
+    return f"{description} ({', '.join(extra)})"
+
+
+def next_run_text(routine: Routine, now: datetime) -> str | None:
+    """ "in 2h 13m (06:00)" for the next slot, or None when there is none."""
+    from routines.schedule import ScheduleError, compile_schedule
+    from supervisor.present import when
+
+    try:
+        slot = compile_schedule(routine.schedule, routine.kind).next_after(now)
+    except ScheduleError:
+        return None
+    return when(slot.instant, now) if slot else None
+
+
+def _duration(seconds: int) -> str:
+    if seconds % 3600 == 0:
+        return f"{seconds // 3600}h"
+    if seconds % 60 == 0:
+        return f"{seconds // 60}m"
+    return f"{seconds}s"
+
+
+def capabilities(routine: Routine) -> list[Line]:
+    """Everything the routine may do, each tool verbatim."""
+    lines = [Line("schedule", schedule_text(routine))]
+    if routine.kind is Kind.COMMAND:
+        assert routine.command is not None
+        lines.append(Line("command", routine.command.run))
+        lines.append(Line("timeout", f"{routine.command.timeout_sec}s"))
+    else:
+        lines.extend(_agent_lines(routine))
+    lines.append(_network_line(routine))
+    lines.append(_output_line(routine))
+    return lines
+
+
+def _agent_lines(routine: Routine) -> list[Line]:
+    agent = routine.agent
+    assert agent is not None
+    models = {
+        Route.AUTO: f"auto: {agent.local_model} locally, {agent.premium_model} when escalated",
+        Route.OLLAMA: f"ollama: {agent.local_model} (local, no API cost)",
+        Route.ANTHROPIC: f"anthropic: {agent.premium_model}",
+    }[agent.route]
+    lines = [Line("model", models)]
+    if agent.tools:
+        for i, tool in enumerate(agent.tools):
+            lines.append(Line("tools" if i == 0 else "", str(tool)))
+    else:
+        lines.append(Line("tools", "none (it can only write text)"))
+    memory = {
+        Memory.SESSION: "none: every run starts blank",
+        Memory.PERSISTENT: f"its own notes, kept across runs (state/{routine.name}/memory.md)",
+        Memory.SHARED: "the journal shared by all routines (state/shared/memory.md)",
+    }[agent.memory]
+    lines.append(Line("memory", memory))
+    lines.append(_budget_line(routine))
+    return lines
+
+
+def _budget_line(routine: Routine) -> Line:
+    from supervisor.present import money
+
+    b = routine.budget
+    assert routine.agent is not None
+    if routine.agent.route is Route.OLLAMA:
+        return Line("budget", "none needed: local model only")
+    parts = []
+    if b.max_dollars_per_day is not None:
+        parts.append(f"{money(b.max_dollars_per_day)} a day")
+    if b.max_tokens_per_run is not None:
+        parts.append(f"{b.max_tokens_per_run:,} tokens a run")
+    if not parts:
+        return Line("budget", "UNLIMITED: no max_dollars_per_day", caution=True)
+    return Line("budget", ", ".join(parts) + f"; past it: {b.on_exceed.value}")
+
+
+def _network_line(routine: Routine) -> Line:
+    if not routine.network:
+        return Line("network", "no: its shell commands cannot reach the network")
+    if routine.kind is Kind.COMMAND:
+        return Line("network", "YES: its command can reach the internet", caution=True)
+    return Line(
+        "network",
+        "YES: its shell commands can reach the internet and see ANTHROPIC_API_KEY",
+        caution=True,
+    )
+
+
+def _output_line(routine: Routine) -> Line:
+    out = routine.output
+    extras = []
+    if out.open_on_login:
+        extras.append("shown at login")
+    if out.notify or out.type is OutputType.NOTIFICATION:
+        extras.append("desktop notification")
+    tail = f" ({', '.join(extras)})" if extras else ""
+    if out.type is OutputType.WEBHOOK:
+        return Line("output", f"POSTed to {out.url}{tail}", caution=True)
+    if out.type is OutputType.FILE:
+        return Line("output", f"markdown copied to {out.path}{tail}", caution=True)
+    return Line("output", f"{out.type.value}, kept in state/{routine.name}/{tail}")

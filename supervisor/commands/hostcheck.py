@@ -1,0 +1,121 @@
+"""What stops enabled routines from working on this machine, each with what to do about it:
+no API key, an unreachable Ollama, no bubblewrap. `status` prints them.
+
+Only what routines that are on need is checked; Ollama gets one short TCP connect.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import stat
+import urllib.parse
+from pathlib import Path
+
+from routines.paths import Paths
+from routines.spec import Kind, Route, Routine
+
+__all__ = ["problems"]
+
+KEY_ENV = "ANTHROPIC_API_KEY"
+INSTALL_BWRAP = (
+    "install bubblewrap (Debian/Ubuntu: apt install bubblewrap; Arch: pacman -S bubblewrap)"
+)
+
+
+def _key_file_state(path: Path) -> str | None:
+    """None when the file holds a key readable only by you, else what is wrong."""
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return "missing"
+    except OSError as exc:
+        return f"unreadable ({exc.strerror})"
+    if st.st_size == 0:
+        return "empty"
+    if stat.S_IMODE(st.st_mode) & 0o077:
+        return f"open to other users (mode {stat.S_IMODE(st.st_mode):04o}): chmod 600 {path}"
+    return None
+
+
+def _daemon_has_key(pid: int | None) -> bool | None:
+    """Whether the running daemon's environment has the key (None: cannot tell)."""
+    if pid is None:
+        return None
+    try:
+        data = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return None
+    return any(
+        item.startswith(KEY_ENV.encode() + b"=") and len(item) > len(KEY_ENV) + 1
+        for item in data.split(b"\0")
+    )
+
+
+def _needs_anthropic(r: Routine) -> bool:
+    return r.agent is not None and r.agent.route in (Route.ANTHROPIC, Route.AUTO)
+
+
+def _needs_ollama(r: Routine) -> bool:
+    return r.agent is not None and r.agent.route in (Route.OLLAMA, Route.AUTO)
+
+
+def _needs_shell(r: Routine) -> bool:
+    return r.kind is Kind.COMMAND or (r.agent is not None and bool(r.agent.shell_commands))
+
+
+def _ollama_unreachable(url: str, timeout: float = 0.5) -> str | None:
+    parts = urllib.parse.urlsplit(url)
+    host = parts.hostname or "127.0.0.1"
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return None
+    except OSError as exc:
+        return exc.strerror or type(exc).__name__
+
+
+def _names(routines: list[Routine]) -> str:
+    names = [r.name for r in routines]
+    return ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+
+
+def problems(
+    p: Paths, enabled: list[Routine], ollama_url: str, daemon_pid: int | None
+) -> list[str]:
+    """One line per problem, naming the routines it affects and the fix."""
+    out: list[str] = []
+    anthropic = [r for r in enabled if _needs_anthropic(r)]
+    if anthropic:
+        key_file = _key_file_state(p.api_key_file)
+        in_env = bool(os.environ.get(KEY_ENV, "").strip())
+        daemon_env = _daemon_has_key(daemon_pid)
+        if key_file is not None and key_file != "missing":
+            out.append(f"the API key file {p.api_key_file} is {key_file}")
+        elif key_file == "missing" and not in_env and not daemon_env:
+            out.append(
+                f"no Anthropic API key (needed by {_names(anthropic)}): set {KEY_ENV}, or write "
+                f"the key to {p.api_key_file} (chmod 600)"
+            )
+        elif key_file == "missing" and daemon_env is False:
+            out.append(
+                f"the daemon does not see {KEY_ENV} (your shell has it, its environment does "
+                f"not): write the key to {p.api_key_file} (chmod 600), which both read"
+            )
+    ollama = [r for r in enabled if _needs_ollama(r)]
+    if ollama:
+        why = _ollama_unreachable(ollama_url)
+        if why:
+            out.append(
+                f"Ollama is not reachable at {ollama_url} ({why}; needed by {_names(ollama)}): "
+                "start it (ollama serve, or systemctl start ollama), or set ollama_url in "
+                f"{p.config_file}"
+            )
+    shell = [r for r in enabled if _needs_shell(r)]
+    if shell and shutil.which("bwrap") is None:
+        out.append(
+            f"bubblewrap (bwrap) is not installed, so shell tools and command routines "
+            f"({_names(shell)}) cannot run: {INSTALL_BWRAP}"
+        )
+    return out

@@ -1,0 +1,131 @@
+"""The waybar custom-module JSON (`vinos-routine status --waybar`), decided from the lines
+`list` shows. Pure: routine lines, today's total and the time in; a dict out.
+
+class:  critical  a routine's last run failed or timed out, or a routine was disabled
+                  automatically (three failures in a row)
+        warning   a routine is at >= 80% of its daily budget, its last outcome is
+                  needs-attention, or its file is invalid
+        ok        otherwise
+Only routines that are on count, except auto-disabled ones (which are off because of it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from supervisor.commands.listing import RoutineLine
+
+__all__ = ["ICON", "WARN_SHARE", "health", "waybar_json"]
+
+ICON = "󰚩"  # nf-md-robot (Nerd Fonts), as in the seed's "󰚩 3 routines · next 06:00"
+WARN_SHARE = 0.8  # of a daily budget spent: warning
+
+
+@dataclass(frozen=True, slots=True)
+class Health:
+    state: str  # ok | warning | critical
+    reasons: tuple[str, ...]  # worst first, one line each
+
+
+def _budget_share(line: RoutineLine) -> float | None:
+    cap = line.max_dollars_per_day
+    if cap is None or cap <= 0:
+        return None
+    return line.today_dollars / cap
+
+
+def health(lines: list[RoutineLine]) -> Health:
+    critical: list[str] = []
+    warning: list[str] = []
+    for ln in lines:
+        if ln.disabled_reason:
+            critical.append(f"{ln.name} was turned off: {ln.disabled_reason}")
+            continue
+        if ln.errors:
+            warning.append(f"{ln.name}: file invalid ({len(ln.errors)} error(s))")
+        if not ln.enabled:
+            continue
+        if ln.last_status in ("failed", "timeout"):
+            critical.append(f"{ln.name}: last run {ln.last_status}")
+        share = _budget_share(ln)
+        if share is not None and share >= WARN_SHARE:
+            warning.append(f"{ln.name}: {share * 100:.0f}% of its daily budget spent")
+        if ln.last_outcome == "needs-attention":
+            warning.append(f"{ln.name}: needs your attention")
+    if critical:
+        return Health("critical", tuple(critical + warning))
+    if warning:
+        return Health("warning", tuple(warning))
+    return Health("ok", ())
+
+
+def _escape(text: str) -> str:
+    """waybar renders text and tooltip as Pango markup."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _routine_line(ln: RoutineLine, now: datetime) -> str:
+    from supervisor.present import clock, money
+
+    if ln.kind == "?":
+        return f"{ln.name}: invalid file"
+    if ln.running:
+        state = "running"
+    elif ln.queued:
+        state = "queued"
+    else:
+        state = "on" if ln.enabled else "off"
+    parts = [f"{ln.name}: {state}"]
+    if ln.enabled and ln.next_run is not None:
+        parts.append(f"next {clock(ln.next_run, now)}")
+    if ln.last_status:
+        last = ln.last_status + (f" ({ln.last_outcome})" if ln.last_outcome else "")
+        parts.append(f"last {last}")
+    spent = money(ln.today_dollars)
+    if ln.max_dollars_per_day is not None:
+        spent += f" of {money(ln.max_dollars_per_day)}"
+    if ln.today_dollars or ln.enabled:
+        parts.append(f"{spent} today")
+    return " · ".join(parts)
+
+
+def waybar_json(lines: list[RoutineLine], today_dollars: float, now: datetime) -> dict[str, Any]:
+    """{"text", "tooltip", "class", "alt", "percentage"} for waybar's `return-type: json`."""
+    from supervisor.present import clock, money
+
+    on = [ln for ln in lines if ln.enabled]
+    h = health(lines)
+    parts = [f"{ICON} {len(on)} routine{'' if len(on) == 1 else 's'}"]
+    running = [ln.name for ln in lines if ln.running]
+    upcoming = sorted((ln.next_run, ln.name) for ln in on if ln.next_run is not None)
+    if running:
+        parts.append(f"running {', '.join(running)}")
+    elif upcoming:
+        parts.append(f"next {clock(upcoming[0][0], now)}")
+    parts.append(f"today {money(today_dollars)}")
+    tooltip = list(h.reasons)
+    if tooltip:
+        tooltip.append("")
+    ordered = sorted(lines, key=lambda ln: (not ln.enabled, ln.name))  # the ones on first
+    tooltip += [_routine_line(ln, now) for ln in ordered] or ["no routines yet"]
+    shares = [s for s in (_budget_share(ln) for ln in on) if s is not None]
+    return {
+        "text": _escape(" · ".join(parts)),
+        "tooltip": _escape("\n".join(tooltip)),
+        "class": h.state,
+        "alt": h.state,
+        "percentage": min(100, round(max(shares, default=0.0) * 100)),
+    }
+
+
+def waybar_error(message: str) -> dict[str, Any]:
+    """Shown instead when the status cannot be read: the bar says so rather than vanishing."""
+    return {
+        "text": f"{ICON} error",
+        "tooltip": _escape(f"vinos-routine status failed: {message}"),
+        "class": "critical",
+        "alt": "critical",
+        "percentage": 0,
+    }

@@ -107,8 +107,10 @@ def routine_policy(
     """
     env_in = os.environ if environ is None else environ
     real_home = _real(home, "HOME")
-    state = _real(state_dir, "state dir")
-    scratch = _real(scratch_dir, "scratch dir")
+    if real_home == "/":
+        raise UnsafeValue("HOME is /: binding it would show the whole machine to the sandbox")
+    state = _writable(_real(state_dir, "state dir"), real_home)
+    scratch = _writable(_real(scratch_dir, "scratch dir"), real_home)
     masks: list[str] = []
     for mask in (*DEFAULT_MASKS, *extra_masks):
         resolved = _expand(mask, real_home)
@@ -147,6 +149,17 @@ def _real(path: Path, what: str) -> str:
     if not os.path.isabs(text):
         raise UnsafeValue(f"{what} {text!r} is not absolute")
     return check_path(os.path.realpath(text), what)
+
+
+_SYSTEM = ("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib64", "/proc", "/dev", "/tmp")
+
+
+def _writable(path: str, home: str) -> str:
+    """Refuse a writable dir that would expose more than itself (/, /usr, a parent of HOME)."""
+    for other in (home, *_SYSTEM):
+        if other == path or other.startswith(path.rstrip("/") + "/"):
+            raise UnsafeValue(f"{path!r} cannot be writable in the sandbox: it holds {other}")
+    return path
 
 
 def _expand(mask: str, home: str) -> str:

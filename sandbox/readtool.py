@@ -1,10 +1,11 @@
 """The read tool: `read_files(glob)` in the worker, outside bwrap, so it must be airtight.
 
 The walk goes down from `/` one directory fd at a time with O_NOFOLLOW: a symlinked directory
-is never followed out of the pattern. Each file is opened first (its last component may be a
-symlink, as seed 002 allows), and only then checked: the path the open descriptor really
-points to (/proc/self/fd) must match a declared pattern. A symlink swapped between a check and
-the open cannot win, since there is no check before the open that matters.
+is never followed out of the pattern. Each file is opened first (O_PATH; its last component
+may be a symlink, as seed 002 allows), and only then checked: the path the open descriptor
+really points to (/proc/self/fd) must match a declared pattern, and the content is read from
+that very inode. A symlink swapped between a check and the open cannot win: nothing is
+checked before the open.
 
 Caps (DESIGN.md "read caps"): 256 KB per file, 500 KB per call, 1 MB per run.
 """
@@ -122,32 +123,37 @@ def _read_one(
 def _open_checked(
     dir_fd: int, name: str, path: str, allowed: list[Glob]
 ) -> int | dict[str, Any] | None:
-    """An open fd of a regular file whose real path matches `allowed`, or why not."""
-    # A look before opening only to skip directories and devices quietly (opening a device
-    # can have effects); the check that matters is the one on the open fd below.
+    """An fd open for reading on a regular file whose real path matches `allowed`, or why not
+    (None for a directory, which is skipped quietly)."""
+    # O_PATH first: it follows a final symlink but opens nothing (no device side effects).
+    # Everything is then checked on that descriptor, and the file is opened for reading
+    # through /proc/self/fd, which is the same inode, whatever the path now points to.
     try:
-        st = os.stat(name, dir_fd=dir_fd)
+        pfd = os.open(name, os.O_PATH | os.O_CLOEXEC, dir_fd=dir_fd)
     except OSError as exc:
         return {"path": path, "reason": f"cannot read: {exc.strerror}"}
-    if stat.S_ISDIR(st.st_mode):
-        return None  # directories are skipped
-    if not stat.S_ISREG(st.st_mode):
-        return {"path": path, "reason": "not a regular file"}
     try:
-        fd = os.open(name, _FILE_FLAGS, dir_fd=dir_fd)
-    except OSError as exc:
-        return {"path": path, "reason": f"cannot read: {exc.strerror}"}
-    why = None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            why = "not a regular file"
-        elif not any(g.matches(os.readlink(f"/proc/self/fd/{fd}")) for g in allowed):
-            why = "resolves outside the declared read patterns"
-    except OSError:
-        why = "cannot verify where it points (/proc unavailable)"
-    if why is not None:
+        st = os.fstat(pfd)
+        if stat.S_ISDIR(st.st_mode):
+            return None
+        if not stat.S_ISREG(st.st_mode):
+            return {"path": path, "reason": "not a regular file"}
+        try:
+            real = os.readlink(f"/proc/self/fd/{pfd}")
+        except OSError:
+            return {"path": path, "reason": "cannot verify where it points (/proc unavailable)"}
+        if not any(g.matches(real) for g in allowed):
+            return {"path": path, "reason": "resolves outside the declared read patterns"}
+        try:
+            fd = os.open(f"/proc/self/fd/{pfd}", _FILE_FLAGS)
+        except OSError as exc:
+            return {"path": path, "reason": f"cannot read: {exc.strerror}"}
+    finally:
+        os.close(pfd)
+    same = os.fstat(fd)
+    if (same.st_dev, same.st_ino) != (st.st_dev, st.st_ino):  # cannot happen; never trust it
         os.close(fd)
-        return {"path": path, "reason": why}
+        return {"path": path, "reason": "changed while being opened"}
     return fd
 
 

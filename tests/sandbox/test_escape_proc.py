@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,10 +21,10 @@ NR = {n: sc.resolve_syscall(sc.Arch.NATIVE, n) for n in ("ioctl", "ptrace", "pro
 
 
 @pytest.fixture
-def host_sleeper() -> subprocess.Popen[bytes]:
+def host_sleeper() -> Iterator[subprocess.Popen[bytes]]:
     """A host process the sandbox must not see, signal or trace."""
     proc = subprocess.Popen(["sleep", "987.654"])
-    yield proc  # type: ignore[misc]
+    yield proc
     proc.kill()
     proc.wait()
 

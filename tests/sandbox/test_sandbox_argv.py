@@ -290,6 +290,17 @@ def test_routine_policy_resolves_a_symlinked_home(tmp_path: Path) -> None:
     assert f"{real}/.ssh" in p.masks
 
 
+def test_routine_policy_refuses_a_writable_dir_holding_home_or_system_dirs(
+    tmp_path: Path,
+) -> None:
+    home = tmp_path / "home"
+    for state in (tmp_path, Path("/"), Path("/usr"), home):
+        with pytest.raises(UnsafeValue, match="cannot be writable"):
+            routine_policy(home=home, state_dir=state, scratch_dir=home / "s", network=False)
+    with pytest.raises(UnsafeValue, match="HOME is /"):
+        routine_policy(home=Path("/"), state_dir=home, scratch_dir=home, network=False)
+
+
 @pytest.mark.parametrize("mask", ["~", "relative/dir", "/a\nb"])
 def test_routine_policy_refuses_bad_masks(tmp_path: Path, mask: str) -> None:
     with pytest.raises(UnsafeValue):

@@ -1,0 +1,79 @@
+"""Per-call cost of the sandbox: `run_shell("true")` (bwrap, seccomp, limits, capped reads)
+against a bare `bash -c true` started the same way, medians in the same run.
+
+Target: under 15 ms added per call (issue 4).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tempfile
+from pathlib import Path
+
+from bench.common import Row, median_seconds
+
+TARGET_ADDED_MS = 15.0
+
+
+def run(quick: bool) -> list[Row]:
+    import sandbox
+
+    refusal = sandbox.refuse_if_root()
+    if refusal is not None:
+        raise RuntimeError(refusal)
+    check = sandbox.probe()
+    if not check.ok:
+        raise RuntimeError(f"cannot sandbox here: {check.reason} (fix: {check.fix})")
+    repeat = 20 if quick else 200
+    with tempfile.TemporaryDirectory(prefix="vinos-bench-") as tmp:
+        home = Path(tmp) / "home"
+        state = home / ".vinos/routines/state/bench"
+        scratch = state / ".scratch/run"
+        scratch.mkdir(parents=True)
+        policy = sandbox.routine_policy(
+            home=home, state_dir=state, scratch_dir=scratch, network=False
+        )
+
+        def sandboxed() -> None:
+            r = sandbox.run_shell("true", policy, timeout_sec=30)
+            if r.exit_code != 0:
+                raise RuntimeError(f"sandboxed true failed: {r.error or r.stderr}")
+
+        def bare() -> None:
+            subprocess.run(
+                ["bash", "-c", "true"],
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                check=True,
+                env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+            )
+
+        sandboxed()  # warm up: the probe and the seccomp compile happen once per process
+        bare()
+        # Interleaved halves, so drift on a shared machine hits both alike.
+        half = repeat // 2
+        s1, b1 = median_seconds(sandboxed, half), median_seconds(bare, half)
+        b2, s2 = median_seconds(bare, half), median_seconds(sandboxed, half)
+    box_ms = (s1 + s2) / 2 * 1000
+    bare_ms = (b1 + b2) / 2 * 1000
+    added = box_ms - bare_ms
+    return [
+        Row(
+            name=f"sandboxed `true` per call (median of {repeat})",
+            value=box_ms,
+            unit="ms",
+            baseline=f"bash -c true: {bare_ms:.2f} ms",
+            ratio=box_ms / bare_ms if bare_ms else None,
+            target=f"< {TARGET_ADDED_MS:g} ms added",
+            met=added < TARGET_ADDED_MS,
+        ),
+        Row(
+            name="added by the sandbox per call",
+            value=added,
+            unit="ms",
+            baseline=f"bash -c true: {bare_ms:.2f} ms",
+            target=f"< {TARGET_ADDED_MS:g} ms",
+            met=added < TARGET_ADDED_MS,
+        ),
+    ]

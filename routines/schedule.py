@@ -137,23 +137,22 @@ class Schedule:
         """When to run `slot` (aware UTC): its instant moved by the routine's jitter.
 
         The offset is uniform in [-jitter, +jitter] and a function of (routine, slot id) only,
-        so a restart does not re-roll it; it never reaches the next slot nor goes back to the
-        previous one (the window shrinks to fit when slots are closer than the jitter).
+        so a restart does not re-roll it. Where slots are closer than twice the jitter the
+        window shrinks to half the distance to each neighbour: a run never reaches the next
+        slot or the previous one, and runs keep the order of their slots.
         """
         jitter = self.spec.jitter_sec
         if jitter <= 0:
             return slot.instant
-        span = timedelta(seconds=jitter)
-        after = jitter
+        after = before = jitter
         nxt = self.next_after(slot.instant)
         if nxt is not None:
-            after = min(after, int((nxt.instant - slot.instant) // _SECOND) - 1)
-        before = jitter
-        first = self.next_after(slot.instant - span)
-        if first is not None and first.instant < slot.instant:
+            after = min(after, (int((nxt.instant - slot.instant) // _SECOND) - 1) // 2)
+        near = self.next_after(slot.instant - timedelta(seconds=2 * jitter))
+        if near is not None and near.instant < slot.instant:
             prev = self.last_at_or_before(slot.instant - _SECOND)
             if prev is not None:
-                before = min(before, int((slot.instant - prev.instant) // _SECOND) - 1)
+                before = min(before, (int((slot.instant - prev.instant) // _SECOND) - 1) // 2)
         before, after = max(before, 0), max(after, 0)
         digest = hashlib.blake2b(
             f"{routine_name}\0{slot.id}".encode(), digest_size=8, person=b"vinos-jitter"

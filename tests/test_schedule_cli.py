@@ -1,0 +1,158 @@
+"""`vinos-routine schedule explain|translate`: output, --json, exit codes 0 / 1 / 2, --help."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from supervisor.cli import main
+
+BASE = "2026-03-27T12:00Z"
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    try:
+        code = main(list(argv))
+    except SystemExit as exc:  # argparse: --help and usage errors
+        code = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_explain_cron(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(
+        capsys, "schedule", "explain", "0 9 * * 1-5", "--tz", "Europe/Berlin", "--from", BASE,
+        "--count", "3",
+    )  # fmt: skip
+    assert code == 0
+    assert out.splitlines() == [
+        "Every weekday at 9:00 AM",
+        "  time zone   Europe/Berlin",
+        "  OnCalendar  Mon..Fri *-*-* 09:00:00 Europe/Berlin",
+        "  next 3 fires:",
+        "    Mon 2026-03-30 09:00:00 CEST   2026-03-30T09:00:00+02:00",  # after the change
+        "    Tue 2026-03-31 09:00:00 CEST   2026-03-31T09:00:00+02:00",
+        "    Wed 2026-04-01 09:00:00 CEST   2026-04-01T09:00:00+02:00",
+    ]
+
+
+def test_explain_json(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(
+        capsys, "schedule", "explain", "0 0 1 * MON", "--tz", "UTC", "--from", BASE,
+        "--count", "3", "--json",
+    )  # fmt: skip
+    assert code == 0
+    doc = json.loads(out)
+    assert doc["description"] == "At 12:00 AM on the 1st of every month and on Mondays"
+    assert doc["oncalendar"] == ["Mon *-*-* 00:00:00 UTC", "*-*-01 00:00:00 UTC"]
+    assert doc["next"] == [
+        "2026-03-30T00:00:00+00:00",
+        "2026-04-01T00:00:00+00:00",
+        "2026-04-06T00:00:00+00:00",
+    ]
+    assert doc["timezone"] == "UTC" and doc["cron"] == "0 0 1 * MON"
+
+
+def test_explain_every_and_oncalendar(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(
+        capsys, "schedule", "explain", "--every", "every monday and thursday at 8am",
+        "--tz", "America/New_York", "--from", "2026-03-07T12:00", "--count", "2", "--json",
+    )  # fmt: skip
+    assert code == 0
+    doc = json.loads(out)
+    assert doc["description"] == "Every Monday and Thursday at 8:00 AM"
+    assert doc["cron"] == "0 8 * * 1,4"
+    # --from without an offset is in --tz; the first Monday is after the spring change
+    assert doc["next"] == ["2026-03-09T08:00:00-04:00", "2026-03-12T08:00:00-04:00"]
+
+    code, out, _ = run(
+        capsys, "schedule", "explain", "--oncalendar", "*-*~01 18:00 Asia/Tokyo",
+        "--from", BASE, "--count", "1", "--json",
+    )  # fmt: skip
+    assert code == 0
+    doc = json.loads(out)
+    assert doc["description"].startswith("At 6:00 PM on the last day of every month")
+    assert doc["oncalendar"] == ["*-*~01 18:00:00 Asia/Tokyo"]
+    assert doc["next"] == ["2026-03-31T18:00:00+09:00"]
+
+
+def test_explain_notes_what_an_agent_routine_could_not_do(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, _ = run(capsys, "schedule", "explain", "*/5 * * * *", "--tz", "UTC", "--from", BASE)
+    assert code == 0
+    assert out.splitlines()[0] == "Every 5 minutes"
+    assert "note: as an agent routine:" in out and "allow_frequent = true" in out
+
+
+def test_explain_refusal_exits_1(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "schedule", "explain", "0 0 L * *")
+    assert code == 1 and out == ""
+    assert err.startswith('vinos-routine: refused: "L" in the day-of-month field is Quartz')
+    code, out, _ = run(capsys, "schedule", "explain", "--every", "whenever", "--json")
+    assert code == 1
+    assert json.loads(out)["error"].startswith('"whenever": ')
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["schedule", "explain"],
+        ["schedule", "explain", "0 9 * * *", "--every", "every day at 9:00"],
+        ["schedule", "explain", "0 9 * * *", "--from", "yesterday"],
+        ["schedule", "explain", "0 9 * * *", "--count", "0"],
+        ["schedule", "explain", "0 9 * * *", "--count", "x"],
+        ["schedule"],
+        ["schedule", "translate"],
+    ],
+)
+def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:
+    code, out, err = run(capsys, *argv)
+    assert code == 2 and out == ""
+    assert err
+
+
+def test_translate(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "schedule", "translate", "0 9,17 * * 1-5")
+    assert (code, out) == (0, "Mon..Fri *-*-* 09,17:00:00\n")
+    code, out, _ = run(capsys, "schedule", "translate", "0 0 1 * MON", "--tz", "Europe/Berlin")
+    assert (code, out) == (
+        0,
+        "Mon *-*-* 00:00:00 Europe/Berlin\n*-*-01 00:00:00 Europe/Berlin\n",
+    )
+    code, out, _ = run(capsys, "schedule", "translate", "*/30 * * * *", "--json")
+    assert code == 0
+    assert json.loads(out) == {"cron": "*/30 * * * *", "oncalendar": ["*-*-* *:00/30:00"]}
+
+
+def test_translate_refusal_exits_1(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "schedule", "translate", "0 0 * * MON#2")
+    assert code == 1 and out == ""
+    assert "Quartz syntax" in err and "oncalendar" in err
+    code, out, _ = run(capsys, "schedule", "translate", "@reboot", "--json")
+    assert code == 1
+    doc = json.loads(out)
+    assert doc["oncalendar"] == [] and doc["error"].startswith('"@reboot" is not supported')
+    code, _, err = run(capsys, "schedule", "translate", "0 9 * * *", "--tz", "Mars/Olympus")
+    assert code == 1 and 'time zone "Mars/Olympus"' in err
+
+
+@pytest.mark.parametrize("sub", ["explain", "translate"])
+def test_help_has_examples(capsys: pytest.CaptureFixture[str], sub: str) -> None:
+    code, out, _ = run(capsys, "schedule", sub, "--help")
+    assert code == 0
+    assert "examples:" in out and f"vinos-routine schedule {sub} " in out
+
+
+def test_the_real_command_line() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "supervisor", "schedule", "translate", "0 */6 * * *"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert (proc.returncode, proc.stdout) == (0, "*-*-* 00/6:00:00\n"), proc.stderr

@@ -274,16 +274,20 @@ def _parse(r: _Reader) -> str:
 def resolve_every(phrase: str) -> str:
     """The cron expression a plain-language phrase means; ScheduleError if it is not one."""
     words = _tokens(phrase)
-    closest = difflib.get_close_matches(" ".join(words), EXAMPLES, n=3, cutoff=0.0)
-    hint = "closest accepted forms: " + ", ".join(f'"{c}"' for c in closest)
     shown = " ".join(phrase.split())
+
+    def hint() -> str:
+        closest = difflib.get_close_matches(" ".join(words), EXAMPLES, n=3, cutoff=0.0)
+        return "closest accepted forms: " + ", ".join(f'"{c}"' for c in closest)
+
     if not words:
-        raise ScheduleError(f"empty phrase; {hint}")
+        raise ScheduleError(f"empty phrase; {hint()}")
     r = _Reader(words)
     try:
         cron = _parse(r)
     except _Refused as why:
-        raise ScheduleError(f'"{shown}": {why}; {hint}') from None
+        raise ScheduleError(f'"{shown}": {why}; {hint()}') from None
     if not r.done():
-        raise ScheduleError(f'"{shown}": did not expect "{" ".join(words[r.i :])}"; {hint}')
+        rest = " ".join(words[r.i :])
+        raise ScheduleError(f'"{shown}": did not expect "{rest}"; {hint()}')
     return cron

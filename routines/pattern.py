@@ -12,6 +12,7 @@ import bisect
 import itertools
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
+from functools import lru_cache
 
 __all__ = [
     "ALL_DAYS",
@@ -46,12 +47,16 @@ def days_in_month(year: int, month: int) -> int:
     return _DAYS[month]
 
 
+@lru_cache(maxsize=1024)
 def _next_table(values: tuple[int, ...], size: int) -> tuple[int, ...]:
     """t[x] is the smallest value >= x in `values`, or -1; x in 0..size (t[size] is -1)."""
-    out = []
-    for x in range(size + 1):
-        i = bisect.bisect_left(values, x)
-        out.append(values[i] if i < len(values) else -1)
+    allowed = set(values)
+    out = [-1] * (size + 1)
+    nxt = -1
+    for x in range(size - 1, -1, -1):
+        if x in allowed:
+            nxt = x
+        out[x] = nxt
     return tuple(out)
 
 

@@ -15,6 +15,8 @@ missing_cmds() {
     command -v runuser >/dev/null || out+=(runuser)
     command -v unshare >/dev/null || out+=(unshare)
     command -v script >/dev/null || out+=(script)
+    command -v zsh >/dev/null || out+=(zsh)      # the zsh and fish completion tests
+    command -v fish >/dev/null || out+=(fish)
     ldconfig -p 2>/dev/null | grep -q 'libseccomp.so.2' || out+=(libseccomp)
     python3 -c 'import venv, ensurepip' 2>/dev/null || out+=(python3-venv)
     echo "${out[@]:-}"
@@ -37,9 +39,9 @@ if command -v apt-get >/dev/null; then
     apt-get install -y -qq --no-install-recommends \
         bubblewrap libseccomp2 python3 python3-venv systemd \
         makepkg pacman-package-manager libarchive-tools fakeroot \
-        util-linux bsdextrautils procps ca-certificates >/dev/null
+        util-linux bsdextrautils procps ca-certificates zsh fish >/dev/null
 elif [ -x /usr/bin/pacman ] && [ -f /etc/arch-release ]; then
-    pacman -Sy --needed --noconfirm bubblewrap libseccomp python systemd base-devel util-linux procps-ng >/dev/null
+    pacman -Sy --needed --noconfirm bubblewrap libseccomp python systemd base-devel util-linux procps-ng zsh fish >/dev/null
 else
     echo "system-deps: no apt-get or Arch pacman here; install by hand: $need" >&2
     exit 1

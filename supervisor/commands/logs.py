@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -55,7 +56,8 @@ def run(args: argparse.Namespace) -> int:
         if args.run:
             return die(f"no log for run {args.run} (see 'vinos-routine history {args.name}')")
         if not args.follow:
-            print(f"{args.name} has no run logs yet")
+            # With --json, stdout stays JSON lines (none here); the note goes to stderr.
+            print(f"{args.name} has no run logs yet", file=sys.stderr if args.json else sys.stdout)
             return 0
     c = use_color()
 

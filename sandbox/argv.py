@@ -41,11 +41,13 @@ def build_argv(
     command: str | None = None,
     *,
     secret_fd: int | None = None,
+    info_fd: int | None = None,
 ) -> list[str]:
     """bwrap's argv for `policy` on `host`; ends with `-- bash -c PRELUDE vinos-sandbox CMD`.
 
     Without `command` the argv ends at the bwrap options and "--". `secret_fd` is a readable
-    fd holding policy.secret_env as bwrap `--args` (NUL-separated `--setenv NAME VALUE`).
+    fd holding policy.secret_env as bwrap `--args` (NUL-separated `--setenv NAME VALUE`);
+    `info_fd` a writable fd for bwrap's `--info-fd` JSON (the sandbox's pid-1 on the host).
     Raises UnsafeValue for a NUL or newline in any path or the command, or a relative path.
     """
     if policy.secret_env and secret_fd is None:
@@ -96,6 +98,8 @@ def build_argv(
     argv += ["--size", str(policy.limits.tmp_size_mb * 1024 * 1024), "--tmpfs", "/tmp"]
     argv += _tree(policy, host)
     argv += ["--chdir", check_path(policy.cwd, "working directory")]
+    if info_fd is not None:
+        argv += ["--info-fd", str(info_fd)]
     # The denylist (sandbox/seccomp.py), loaded by bwrap just before it execs the command.
     argv += ["--seccomp", str(seccomp_fd)]
     argv.append("--")

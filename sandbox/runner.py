@@ -9,6 +9,7 @@ kills every process in it, however it double-forked or setsid'ed.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import selectors
 import shlex
@@ -32,6 +33,7 @@ STDOUT_CAP = 32 * 1024
 STDERR_CAP = 8 * 1024
 KILL_GRACE_SEC = 1.0  # between SIGTERM and SIGKILL
 _DRAIN_SEC = 2.0  # reading what is left in the pipes once bwrap has exited
+_SANDBOX_END_SEC = 10.0  # the kernel emptying the pid namespace after bwrap
 _CHUNK = 65536
 
 
@@ -64,6 +66,8 @@ class ShellResult:
             out["note"] = "the command was killed at the shell timeout"
         elif self.exit_code is None:
             out["note"] = "the output passed its cap, so the command was ended"
+        elif self.stdout_truncated or self.stderr_truncated:
+            out["note"] = "the output was cut at its cap"
         return out
 
 
@@ -88,20 +92,27 @@ def run_shell(
     if not check.ok:
         warn_once(check)
         return ShellResult(error=f"shell tools are disabled on this machine: {check.reason}")
-    with contextlib.ExitStack() as fds:
+    # `closing` holds what is closed whatever happens; `info_r` outlives the spawn (it is how
+    # the runner learns the sandbox's pid-1), so it is kept only once bwrap is running.
+    with contextlib.ExitStack() as closing, contextlib.ExitStack() as on_failure:
         try:
             host = Host.probe(policy)
             seccomp_fd = seccomp.write_fd()
-            fds.callback(os.close, seccomp_fd)
+            closing.callback(os.close, seccomp_fd)
             secret_fd = _secret_fd(policy) if policy.secret_env else None
             if secret_fd is not None:
-                fds.callback(os.close, secret_fd)
-            argv = build_argv(policy, host, seccomp_fd, command, secret_fd=secret_fd)
+                closing.callback(os.close, secret_fd)
+            info_r, info_w = os.pipe2(os.O_CLOEXEC)
+            closing.callback(os.close, info_w)
+            on_failure.callback(os.close, info_r)
+            argv = build_argv(
+                policy, host, seccomp_fd, command, secret_fd=secret_fd, info_fd=info_w
+            )
         except (UnsafeValue, ValueError, OSError, seccomp.SeccompUnavailable) as exc:
             return ShellResult(error=f"refused: {exc}")
         if os.environ.get("VINOS_ROUTINE_DEBUG") == "1":
             print(f"vinos-routine: sandbox argv: {shlex.join(argv)}", file=sys.stderr, flush=True)
-        passed = (seccomp_fd,) if secret_fd is None else (seccomp_fd, secret_fd)
+        passed = [seccomp_fd, info_w] + ([] if secret_fd is None else [secret_fd])
         start = time.monotonic()
         try:
             proc = subprocess.Popen(
@@ -109,14 +120,18 @@ def run_shell(
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
-                close_fds=True,  # nothing of the worker's beyond 0-2 and these two
+                close_fds=True,  # nothing of the worker's beyond 0-2 and `passed`
                 pass_fds=passed,
                 start_new_session=True,  # its own process group, killed as one
                 env=dict(policy.env),  # bwrap's own environ block holds no secret either
             )
         except OSError as exc:
             return ShellResult(error=f"bubblewrap could not be started: {exc}")
-    return _supervise(proc, start, timeout_sec, stdout_cap, stderr_cap)
+        on_failure.pop_all()
+    try:
+        return _supervise(proc, info_r, start, timeout_sec, stdout_cap, stderr_cap)
+    finally:
+        os.close(info_r)
 
 
 def _secret_fd(policy: ShellPolicy) -> int:
@@ -138,10 +153,16 @@ def _secret_fd(policy: ShellPolicy) -> int:
 
 
 def _supervise(
-    proc: subprocess.Popen[bytes], start: float, timeout: float, out_cap: int, err_cap: int
+    proc: subprocess.Popen[bytes],
+    info_fd: int,
+    start: float,
+    timeout: float,
+    out_cap: int,
+    err_cap: int,
 ) -> ShellResult:
     assert proc.stdout is not None and proc.stderr is not None
     out, err = _Capped(proc.stdout.fileno(), out_cap), _Capped(proc.stderr.fileno(), err_cap)
+    info = _Capped(info_fd, 4096)  # bwrap's --info-fd JSON: the host pid of the sandbox's init
     deadline = start + timeout
     ended_by_us = timed_out = False
     try:
@@ -153,11 +174,12 @@ def _supervise(
                 if time.monotonic() >= deadline:
                     ended_by_us = timed_out = True
                     break
-                _pump([out, err], min(deadline - time.monotonic(), 0.25), exited)
+                _pump([out, err, info], min(deadline - time.monotonic(), 0.25), exited)
             if ended_by_us:
                 _end_group(proc.pid, exited)
             # Exited but not yet reaped, so the group id cannot have been reused.
             _killpg(proc.pid, signal.SIGKILL)
+        _await_sandbox_end(info)
         drain_until = time.monotonic() + _DRAIN_SEC
         while not (out.done and err.done) and time.monotonic() < drain_until:
             _pump([out, err], drain_until - time.monotonic(), None)
@@ -185,6 +207,42 @@ def _supervise(
         duration_sec=time.monotonic() - start,
         error=error,
     )
+
+
+def _await_sandbox_end(info: _Capped) -> None:
+    """Return once every process of the sandbox is gone, not merely bwrap.
+
+    bwrap reports the command's exit as soon as the command's own process ends; its pid-1
+    then dies (PDEATHSIG), and the kernel kills the rest of the pid namespace before that
+    pid-1 is fully gone. So the end of pid-1 (a pidfd, read from --info-fd) is the end of
+    everything: a backgrounded or setsid'ed child cannot outlive run_shell.
+    """
+    until = time.monotonic() + _DRAIN_SEC
+    while not info.done and time.monotonic() < until:
+        _pump([info], until - time.monotonic(), None)
+    try:
+        child = int(json.loads(info.buf.decode())["child-pid"])
+    except (ValueError, KeyError, TypeError):
+        return  # bwrap failed before it started a sandbox: nothing to wait for
+    try:
+        fd = os.pidfd_open(child)
+    except ProcessLookupError:
+        return
+    except OSError:  # no pidfd (kernel < 5.3): poll for the pid instead
+        end = time.monotonic() + _SANDBOX_END_SEC
+        while time.monotonic() < end:
+            try:
+                os.kill(child, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(0.005)
+        return
+    try:
+        with selectors.DefaultSelector() as sel:
+            sel.register(fd, selectors.EVENT_READ)
+            sel.select(_SANDBOX_END_SEC)
+    finally:
+        os.close(fd)
 
 
 class _Capped:

@@ -1,6 +1,7 @@
 """Plain-language schedules, resolved to cron when a routine loads.
 
-The grammar (the README's "Plain-language schedules" has it for users; case and extra spaces do not matter):
+The grammar (for users: the README's "Plain-language schedules"; case and extra spaces do
+not matter):
 
     every [N] minute(s) | every [N] hour(s) | hourly      [on DAYS]
     [every | on] DAYS at TIMES        every weekday at 9:00, every monday and thursday at 8am

@@ -38,7 +38,7 @@ from worker.providers.base import (
 )
 from worker.tools import Toolbox
 
-__all__ = ["DEFAULT_MAX_OUTPUT", "MAX_ITERATIONS", "AttemptEnd", "End", "ToolLoop"]
+__all__ = ["DEFAULT_MAX_OUTPUT", "MAX_ITERATIONS", "AttemptEnd", "End", "ToolLoop", "stop_failure"]
 
 MAX_ITERATIONS = 10
 DEFAULT_MAX_OUTPUT = 4096  # output tokens per call
@@ -112,7 +112,7 @@ class ToolLoop:
                     self._degrade(why)
                     premium = False
                     continue
-                return AttemptEnd(End.FAILED, model=model, message=_stop_failure(reply))
+                return AttemptEnd(End.FAILED, model=model, message=stop_failure(reply))
             if not premium and reply.stop is Stop.MAX_TOKENS and not reply.tool_calls:
                 self.run.channel.warn(f"the local reply was cut at {DEFAULT_MAX_OUTPUT} tokens")
             if reply.malformed and on_malformed is not None and not premium:
@@ -224,7 +224,7 @@ class ToolLoop:
         return prompt
 
 
-def _stop_failure(reply: Reply) -> str:
+def stop_failure(reply: Reply) -> str:
     if reply.stop is Stop.MAX_TOKENS:
         return (
             f"Claude's reply was cut off at max_tokens ({DEFAULT_MAX_OUTPUT} tokens) before it "

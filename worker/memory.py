@@ -70,10 +70,9 @@ def append(path: Path, new_entry: str, cap: int = CAP) -> None:
             current = path.read_text(encoding="utf-8", errors="replace")
         except FileNotFoundError:
             current = ""
-        if current and not current.endswith("\n"):
-            current += "\n"
-        sep = "\n" if current else ""
-        _replace(path, trim(current + sep + new_entry, cap))
+        # Entries are separated by one blank line.
+        current = current.rstrip("\n") + "\n\n" if current.strip() else ""
+        _replace(path, trim(current + new_entry, cap))
     finally:
         os.close(fd)  # releases the flock
 

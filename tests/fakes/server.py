@@ -16,7 +16,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Self
 
 __all__ = ["FakeServer", "Recorded", "Reply", "Script"]
 
@@ -88,7 +88,7 @@ class FakeServer:
         self._httpd.server_close()
         self._thread.join(timeout=5)
 
-    def __enter__(self) -> FakeServer:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

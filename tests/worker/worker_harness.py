@@ -150,7 +150,7 @@ class WorkerRun:
         return [m for m in self.messages if isinstance(m, Usage)]
 
     def total(self, attr: str) -> float:
-        return sum(getattr(u, attr) for u in self.usages)
+        return float(sum(getattr(u, attr) for u in self.usages))
 
     def output(self) -> str:
         assert self.job is not None and self.result.output_file
@@ -189,9 +189,11 @@ def run_worker(
     timeout: float = 60,
 ) -> WorkerRun:
     """Send Hello + job (or raw `stdin`), wait for the worker, parse all it wrote."""
-    data = stdin if stdin is not None else encode(Hello()) + encode(job)  # type: ignore[arg-type]
+    if stdin is None:
+        assert job is not None
+        stdin = encode(Hello()) + encode(job)
     proc = spawn(env)
-    out, err = proc.communicate(data, timeout=timeout)
+    out, err = proc.communicate(stdin, timeout=timeout)
     reader = LineReader(io.BytesIO(out))
     messages: list[Message] = []
     while (m := reader.read()) is not None:

@@ -1,0 +1,263 @@
+"""Providers end to end: every failure ends the run `failed` with a readable message (never
+ok), the SDK's retries on 429/529, the spend limit not retried, Anthropic's stop reasons,
+Ollama's tool-call forms and tool-less models, and the API key's sources."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import pytest
+from conftest import API_KEY
+from fakes import FakeAnthropic, FakeOllama, Reply
+from fakes import anthropic_replies as A
+from fakes import ollama_replies as O
+from worker_harness import WorkerRun, make_job, routine_toml, run_worker, worker_env
+
+from ipc import Job
+
+LONG = "All quiet today: nothing needs you, and here is the detail of it. " * 6
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])  # closed again when this returns: connection refused
+
+
+def _anthropic_job(home: Path, ollama: FakeOllama, extra_agent: str = "") -> Job:
+    toml = routine_toml(route="anthropic", extra_agent=extra_agent)
+    return make_job(home, toml, ollama_url=ollama.url)
+
+
+def _assert_failed(r: WorkerRun, *needles: str) -> None:
+    res = r.result
+    assert res.status == "failed", res
+    assert res.output_file is None
+    for n in needles:
+        assert n in (res.error or ""), res.error
+    assert r.returncode == 0, r.stderr
+    assert API_KEY not in r.stderr and all(API_KEY not in str(m) for m in r.messages)
+
+
+# --- Anthropic ---
+
+
+def test_429_and_529_are_retried_by_the_sdk_then_succeed(
+    home: Path, ollama: FakeOllama, claude: FakeAnthropic, env: dict[str, str]
+) -> None:
+    claude.add(A.rate_limited(), A.overloaded(), A.text(LONG))
+    r = run_worker(_anthropic_job(home, ollama), env=env)
+    assert r.result.status == "ok"
+    assert len(claude.messages) == 3
+    assert [m.headers["x-stainless-retry-count"] for m in claude.messages] == ["0", "1", "2"]
+    assert claude.messages[0].headers["authorization"] == f"Bearer {API_KEY}"
+    assert len(r.usages) == 1  # one model call, however many HTTP attempts
+
+
+def test_overloaded_after_the_retries_fails(
+    home: Path, ollama: FakeOllama, claude: FakeAnthropic, env: dict[str, str]
+) -> None:
+    claude.add(A.overloaded(), A.overloaded(), A.overloaded())
+    r = run_worker(_anthropic_job(home, ollama), env=env)
+    _assert_failed(r, "overloaded", "after 2 retries")
+    assert len(claude.messages) == 3
+
+
+def test_a_spend_limit_429_is_not_retried(
+    home: Path, ollama: FakeOllama, claude: FakeAnthropic, env: dict[str, str]
+) -> None:
+    claude.add(A.spend_limit(), A.text(LONG))
+    r = run_worker(_anthropic_job(home, ollama), env=env)
+    _assert_failed(r, "spend limit", "2026-08-01")
+    assert len(claude.messages) == 1
+
+
+def test_a_bad_key_fails_without_showing_the_key(
+    home: Path, ollama: FakeOllama, claude: FakeAnthropic, env: dict[str, str]
+) -> None:
+    claude.add(A.bad_key())
+    r = run_worker(_anthropic_job(home, ollama), env=env)
+    _assert_failed(r, "rejected the API key", "401")
+    assert len(claude.messages) == 1
+
+
+def test_a_missing_key_fails_before_any_call(
+    home: Path, ollama: FakeOllama, claude: FakeAnthropic
+) -> None:
+    env = worker_env(ANTHROPIC_BASE_URL=claude.url)
+    r = run_worker(_anthropic_job(home, ollama), env=env)
+    _assert_failed(r, "no Anthropic API key", "ANTHROPIC_API_KEY")
+    assert claude.messages == []
+
+
+def test_the_key_file_is_used_and_a_readable_one_warns(
+    home: Path, ollama: FakeOllama, claude: FakeAnthropic
+) -> None:
+    key_file = home / "secrets" / "anthropic-key"
+    key_file.parent.mkdir()
+    key_file.write_text("sk-from-file\n")
+    key_file.chmod(0o644)
+    claude.add(A.text(LONG))
+    r = run_worker(_anthropic_job(home, ollama), env=worker_env(ANTHROPIC_BASE_URL=claude.url))
+    assert r.result.status == "ok"
+    assert claude.messages[0].headers["authorization"] == "Bearer sk-from-file"
+    warns = [e.text for e in r.events_of("warn")]
+    assert any("anthropic-key" in w and "chmod 600" in w for w in warns), warns
+    assert "sk-from-file" not in r.stderr and all("sk-from-file" not in str(m) for m in r.messages)
+
+
+def test_connection_refused_fails_after_the_retries(home: Path, ollama: FakeOllama) -> None:
+    env = worker_env(ANTHROPIC_BASE_URL=f"http://127.0.0.1:{_closed_port()}", ANTHROPIC_API_KEY="k")
+    r = run_worker(_anthropic_job(home, ollama), env=env)
+    _assert_failed(r, "cannot reach Anthropic at http://127.0.0.1:", "after 2 retries")
+
+
+def test_a_dropped_connection_is_retried_by_the_sdk(
+    home: Path, ollama: FakeOllama, claude: FakeAnthropic, env: dict[str, str]
+) -> None:
+    claude.add(Reply(drop=True), A.text(LONG))
+    r = run_worker(_anthropic_job(home, ollama), env=env)
+    assert r.result.status == "ok" and len(claude.messages) == 2
+
+
+def test_a_slow_anthropic_times_out_within_the_run(
+    home: Path, ollama: FakeOllama, claude: FakeAnthropic, env: dict[str, str]
+) -> None:
+    claude.add(*(A.text(LONG, delay=30) for _ in range(3)))
+    job = _anthropic_job(home, ollama, extra_agent="run_timeout_sec = 2")
+    r = run_worker(job, env=env)
+    _assert_failed(r, "Anthropic did not answer within")
+
+
+def test_an_unknown_premium_model_fails_before_any_call(
+    home: Path, ollama: FakeOllama, claude: FakeAnthropic, env: dict[str, str]
+) -> None:
+    job = _anthropic_job(home, ollama, extra_agent='premium_model = "claude-future-9"')
+    r = run_worker(job, env=env)
+    _assert_failed(r, 'no price known for model "claude-future-9"', "[pricing.")
+    assert claude.messages == []
+    # A price from config.toml (sent in the job) makes it usable.
+    claude.add(A.text(LONG, input_tokens=1000, output_tokens=1000))
+    toml = routine_toml(route="anthropic", extra_agent='premium_model = "claude-future-9"')
+    job = make_job(
+        home, toml, ollama_url=ollama.url, run_id="r2", pricing={"claude-future-9": [1.0, 2.0]}
+    )
+    r = run_worker(job, env=env)
+    assert r.result.status == "ok"
+    assert r.total("dollars") == pytest.approx((1000 * 1.0 + 1000 * 2.0) / 1e6)
+
+
+@pytest.mark.parametrize(
+    ("reply", "needle"),
+    [
+        (A.text("The brief is", stop_reason="max_tokens"), "cut off at max_tokens"),
+        (A.text("", stop_reason="refusal"), "declined"),
+    ],
+    ids=["max_tokens", "refusal"],
+)
+def test_stop_reasons_that_are_not_success(
+    home: Path,
+    ollama: FakeOllama,
+    claude: FakeAnthropic,
+    env: dict[str, str],
+    reply: Reply,
+    needle: str,
+) -> None:
+    claude.add(reply)
+    r = run_worker(_anthropic_job(home, ollama), env=env)
+    _assert_failed(r, needle)
+
+
+def test_pause_turn_is_sent_back_and_the_turn_continues(
+    home: Path, ollama: FakeOllama, claude: FakeAnthropic, env: dict[str, str]
+) -> None:
+    claude.add(A.text("Working on it", stop_reason="pause_turn"), A.text(LONG))
+    r = run_worker(_anthropic_job(home, ollama), env=env)
+    assert r.result.status == "ok"
+    second = claude.messages[1].body["messages"]
+    assert second[-1] == {
+        "role": "assistant",
+        "content": [{"type": "text", "text": "Working on it"}],
+    }
+
+
+# --- Ollama ---
+
+
+def _ollama_job(home: Path, url: str, tools: tuple[str, ...] = (), extra_agent: str = "") -> Job:
+    toml = routine_toml(route="ollama", tools=tools, extra_agent=extra_agent)
+    return make_job(home, toml, ollama_url=url)
+
+
+def test_ollama_not_running_fails_with_a_hint(home: Path) -> None:
+    r = run_worker(_ollama_job(home, f"http://127.0.0.1:{_closed_port()}"))
+    _assert_failed(r, "cannot reach Ollama", "ollama serve")
+
+
+def test_an_ollama_model_that_is_not_pulled_fails_with_the_pull_command(
+    home: Path, ollama: FakeOllama
+) -> None:
+    ollama.add(O.model_not_found("llama3.2:3b"))
+    r = run_worker(_ollama_job(home, ollama.url))
+    _assert_failed(r, "ollama pull llama3.2:3b")
+
+
+def test_a_slow_ollama_times_out_and_a_dropped_one_fails(home: Path, ollama: FakeOllama) -> None:
+    ollama.add(O.text(LONG, delay=30))
+    r = run_worker(_ollama_job(home, ollama.url, extra_agent="run_timeout_sec = 2"))
+    _assert_failed(r, "did not answer within")
+    ollama.add(Reply(drop=True))
+    r = run_worker(_ollama_job(home, ollama.url))
+    _assert_failed(r, "Ollama at")
+
+
+def test_ollama_errors_and_garbage_fail(home: Path, ollama: FakeOllama) -> None:
+    ollama.add(O.error(500, "llama runner process has terminated"), Reply(200, "not json"))
+    r = run_worker(_ollama_job(home, ollama.url))
+    _assert_failed(r, "HTTP 500", "llama runner process has terminated")
+    r = run_worker(_ollama_job(home, ollama.url))
+    _assert_failed(r, "not an Ollama chat response")
+
+
+def test_a_model_without_tool_support_falls_back_to_a_plain_reply(
+    home: Path, ollama: FakeOllama
+) -> None:
+    ollama.add(O.does_not_support_tools("gemma:2b"), O.text(LONG))
+    job = _ollama_job(
+        home, ollama.url, tools=("shell:date",), extra_agent='local_model = "gemma:2b"'
+    )
+    r = run_worker(job)
+    assert r.result.status == "ok" and "All quiet today" in r.output()
+    assert "tools" in ollama.chats[0].body and "tools" not in ollama.chats[1].body
+    warns = [e.text for e in r.events_of("warn")]
+    assert any("does not support tools" in w for w in warns)
+    assert "does not support tools" in r.stderr
+
+
+@pytest.mark.parametrize("as_string", [False, True], ids=["object", "json-string"])
+def test_tool_call_arguments_as_object_or_string_both_work(
+    home: Path, ollama: FakeOllama, as_string: bool
+) -> None:
+    call = ("report_outcome", {"status": "needs-attention", "summary": "two PRs wait"})
+    ollama.add(O.tool_calls(call, arguments_as_string=as_string), O.text(LONG))
+    r = run_worker(_ollama_job(home, ollama.url))
+    assert (r.result.status, r.result.outcome, r.result.summary) == (
+        "ok",
+        "needs-attention",
+        "two PRs wait",
+    )
+    tool_msg = ollama.chats[1].body["messages"][-1]
+    assert tool_msg == {
+        "role": "tool",
+        "content": '{"recorded": true}',
+        "tool_name": "report_outcome",
+    }
+
+
+def test_ollama_host_from_the_job_and_no_proxy(home: Path, ollama: FakeOllama) -> None:
+    """The URL in the job is used as is; a proxy in the environment is not consulted."""
+    ollama.add(O.text(LONG))
+    env = worker_env(http_proxy=f"http://127.0.0.1:{_closed_port()}", HTTP_PROXY=None)
+    r = run_worker(_ollama_job(home, ollama.url), env=env)
+    assert r.result.status == "ok" and len(ollama.chats) == 1

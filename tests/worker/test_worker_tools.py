@@ -1,0 +1,148 @@
+"""The tool loop end to end: whitelist refusals (log line, event, error result, the run goes
+on), real sandboxed shell calls and reads, report_outcome, and the 10-iteration cap."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from conftest import API_KEY
+from fakes import FakeAnthropic, FakeOllama
+from fakes import anthropic_replies as A
+from fakes import ollama_replies as O
+from worker_harness import make_job, routine_toml, run_worker, worker_env
+
+from ipc import Job
+
+LONG = "Here is the brief for today, with every detail that matters to you. " * 6
+
+
+def _job(home: Path, url: str, tools: tuple[str, ...], route: str = "ollama") -> Job:
+    return make_job(home, routine_toml(route=route, tools=tools), ollama_url=url)
+
+
+@pytest.mark.parametrize(
+    ("call", "line"),
+    [
+        (("run_shell", {"command": "cat /etc/shadow"}), "shell:cat /etc/shadow"),
+        (("run_shell", {"command": "date "}), "shell:date "),  # not verbatim: trailing space
+        (("run_shell", {"command": "date; id"}), "shell:date; id"),
+        (("read_files", {"glob": "~/notes/*.txt"}), "read:~/notes/*.txt"),
+        (("send_email", {"to": "boss"}), 'send_email:{"to": "boss"}'),
+    ],
+    ids=["undeclared", "whitespace", "appended", "read-glob", "unknown-tool"],
+)
+def test_a_refused_call_gets_an_error_result_and_the_run_goes_on(
+    home: Path, ollama: FakeOllama, call: tuple[str, dict[str, str]], line: str
+) -> None:
+    ollama.add(O.tool_calls(call), O.text(LONG))
+    r = run_worker(_job(home, ollama.url, ("shell:date", "read:~/notes/*.md")))
+    expected = f"[day-brief] refused tool call: {line}"
+    assert expected in r.stderr.splitlines()
+    refused = r.events_of("tool_refused")
+    assert [e.text for e in refused] == [expected]
+    assert r.result.status == "ok" and r.result.tool_calls == 0 and r.result.tools_used == []
+    tool_msg = ollama.chats[1].body["messages"][-1]
+    assert tool_msg["role"] == "tool" and json.loads(tool_msg["content"])["error"].startswith(
+        "refused"
+    )
+
+
+def test_refusal_on_anthropic_is_an_error_tool_result(
+    home: Path, ollama: FakeOllama, claude: FakeAnthropic, env: dict[str, str]
+) -> None:
+    claude.add(A.tool_use(("run_shell", {"command": "rm -rf ~"})), A.text(LONG))
+    r = run_worker(_job(home, ollama.url, ("shell:date",), route="anthropic"), env=env)
+    assert r.result.status == "ok"
+    block = claude.messages[1].body["messages"][-1]["content"][0]
+    assert block["type"] == "tool_result" and block["is_error"] is True
+    assert block["tool_use_id"] == claude.messages[1].body["messages"][-2]["content"][0]["id"]
+    assert "[day-brief] refused tool call: shell:rm -rf ~" in r.stderr
+
+
+def test_the_tools_offered_list_the_declared_entries(home: Path, ollama: FakeOllama) -> None:
+    ollama.add(O.text(LONG))
+    run_worker(_job(home, ollama.url, ("shell:gh api /notifications", "read:~/inbox/*.eml")))
+    tools = {t["function"]["name"]: t["function"] for t in ollama.chats[0].body["tools"]}
+    assert set(tools) == {"run_shell", "read_files", "report_outcome"}
+    assert tools["run_shell"]["parameters"]["properties"]["command"]["enum"] == [
+        "gh api /notifications"
+    ]
+    assert tools["read_files"]["parameters"]["properties"]["glob"]["enum"] == ["~/inbox/*.eml"]
+
+
+def test_no_declared_tools_offers_only_report_outcome(home: Path, ollama: FakeOllama) -> None:
+    ollama.add(O.tool_calls(("run_shell", {"command": "date"})), O.text(LONG))
+    r = run_worker(_job(home, ollama.url, ()))
+    assert [t["function"]["name"] for t in ollama.chats[0].body["tools"]] == ["report_outcome"]
+    assert "[day-brief] refused tool call: shell:date" in r.stderr
+
+
+def test_a_declared_shell_command_runs_in_the_sandbox(
+    home: Path, ollama: FakeOllama, not_root: None
+) -> None:
+    ollama.add(
+        O.tool_calls(("run_shell", {"command": "echo hello from the sandbox; pwd"})),
+        O.tool_calls(("run_shell", {"command": "printenv ANTHROPIC_API_KEY"})),
+        O.text(LONG),
+    )
+    job = _job(
+        home,
+        ollama.url,
+        ("shell:echo hello from the sandbox; pwd", "shell:printenv ANTHROPIC_API_KEY"),
+    )
+    r = run_worker(job, env=worker_env(ANTHROPIC_API_KEY=API_KEY))
+    assert r.result.status == "ok", r.stderr
+    assert (r.result.tool_calls, r.result.tools_used) == (2, ["run_shell"])
+    first = json.loads(ollama.chats[1].body["messages"][-1]["content"])
+    assert first["exit_code"] == 0
+    assert first["stdout"] == f"hello from the sandbox\n{os.path.realpath(job.scratch_dir)}\n"
+    second = json.loads(ollama.chats[2].body["messages"][-1]["content"])
+    assert second["exit_code"] == 1 and second["stdout"] == ""  # network = false: no key
+    kinds = r.kinds()
+    assert kinds.count("tool_call") == 2 and kinds.count("tool_result") == 2
+
+
+def test_a_declared_read_glob_reads_the_files(
+    home: Path, ollama: FakeOllama, tmp_path: Path
+) -> None:
+    user_home = tmp_path / "user"
+    (user_home / "notes").mkdir(parents=True)
+    (user_home / "notes" / "today.md").write_text("Ship the release.\n")
+    (user_home / "notes" / "secret.txt").write_text("not declared\n")
+    ollama.add(O.tool_calls(("read_files", {"glob": "~/notes/*.md"})), O.text(LONG))
+    r = run_worker(
+        _job(home, ollama.url, ("read:~/notes/*.md",)), env=worker_env(HOME=str(user_home))
+    )
+    assert r.result.status == "ok" and r.result.tools_used == ["read_files"]
+    result = ollama.chats[1].body["messages"][-1]["content"]
+    assert "Ship the release." in result and "not declared" not in result
+
+
+def test_report_outcome_is_recorded_and_a_bad_status_is_an_error(
+    home: Path, ollama: FakeOllama
+) -> None:
+    ollama.add(
+        O.tool_calls(("report_outcome", {"status": "great", "summary": "x"})),
+        O.tool_calls(("report_outcome", {"status": "nothing-to-do", "summary": "Inbox  empty\n"})),
+        O.text(""),  # no final text: the summary becomes the output
+    )
+    r = run_worker(_job(home, ollama.url, ()))
+    res = r.result
+    assert (res.status, res.outcome, res.summary) == ("ok", "nothing-to-do", "Inbox empty")
+    bad = json.loads(ollama.chats[1].body["messages"][-1]["content"])
+    assert "status must be one of" in bad["error"]
+    assert "Inbox empty" in r.output()
+
+
+def test_the_loop_stops_after_10_model_calls(home: Path) -> None:
+    with FakeOllama(
+        default=O.tool_calls(("report_outcome", {"status": "done", "summary": "x"}))
+    ) as fake:
+        r = run_worker(_job(home, fake.url, ()))
+        assert len(fake.chats) == 10
+    res = r.result
+    assert res.status == "failed" and "stopped after 10 model calls" in (res.error or "")
+    assert len(r.usages) == 10 and len(r.events_of("model_call")) == 10

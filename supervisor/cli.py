@@ -12,6 +12,7 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 __all__ = ["COMMAND_MODULES", "build_parser", "main"]
 
@@ -45,6 +46,17 @@ def _version() -> str:
         return "0.1.0"
 
 
+class _Version(argparse.Action):
+    """--version, looked up only when asked: importlib.metadata costs every command ~20 ms."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kw: Any) -> None:
+        super().__init__(option_strings, dest=argparse.SUPPRESS, nargs=0, **kw)
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any) -> None:
+        print(f"vinos-routine {_version()}")
+        parser.exit()
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         self.print_usage(sys.stderr)
@@ -58,7 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="Run 'vinos-routine COMMAND --help' for a command's options and an example.",
     )
-    parser.add_argument("--version", action="version", version=f"vinos-routine {_version()}")
+    parser.add_argument("--version", action=_Version, help="show the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name in COMMAND_MODULES:
         try:

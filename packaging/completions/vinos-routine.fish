@@ -31,7 +31,7 @@ complete -c vinos-routine -n '__fish_use_subcommand' -a sandbox -d 'run a comman
 complete -c vinos-routine -n '__fish_use_subcommand' -a reload -d 'make the daemon re-read routine files and config.toml now'
 complete -c vinos-routine -n '__fish_use_subcommand' -a daemon -d 'run the scheduler in the foreground until SIGTERM or Ctrl-C'
 complete -c vinos-routine -n '__fish_use_subcommand' -s h -l help -d 'show this help message and exit'
-complete -c vinos-routine -n '__fish_use_subcommand' -l version -d 'show program\'s version number and exit'
+complete -c vinos-routine -n '__fish_use_subcommand' -l version -d 'show the version and exit'
 complete -c vinos-routine -n '__fish_seen_subcommand_from list' -s h -l help -d 'show this help message and exit'
 complete -c vinos-routine -n '__fish_seen_subcommand_from list' -l json -d 'print JSON'
 complete -c vinos-routine -n '__fish_seen_subcommand_from status' -s h -l help -d 'show this help message and exit'

@@ -11,8 +11,6 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import shutil
-import subprocess
 import sys
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
@@ -329,6 +327,9 @@ def _outcome_text(item: Item, c: bool) -> str:
 
 def _open(p: Paths, text: str, day: date) -> int:
     """Page `text` on a terminal; elsewhere write it to a private file and xdg-open it."""
+    import shutil
+    import subprocess
+
     if sys.stdout.isatty():
         pager = os.environ.get("PAGER") or ("less" if shutil.which("less") else "more")
         env = dict(os.environ)

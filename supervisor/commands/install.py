@@ -8,7 +8,6 @@ A name that exists already is refused unless `--force`.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -178,6 +177,8 @@ def _show(routine: Routine, source: Source, data: bytes) -> None:
     c = use_color()
     title = routine.name + (f" — {routine.description}" if routine.description else "")
     print(color(title, "bold", c))
+    import hashlib
+
     digest = hashlib.sha256(data).hexdigest()
     rows = [("from", source.where), ("sha256", digest)]
     for line in capabilities(routine):

@@ -92,11 +92,11 @@ def gather() -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.waybar:
+        return waybar()
     from supervisor.client import START_HINT
     from supervisor.present import color, print_json, use_color, when
 
-    if args.waybar:
-        return waybar()
     st = gather()
     st["problems"] = _problems(st)
     if args.json:

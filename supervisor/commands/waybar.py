@@ -50,7 +50,8 @@ def health(lines: list[RoutineLine]) -> Health:
         if ln.last_status in ("failed", "timeout"):
             critical.append(f"{ln.name}: last run {ln.last_status}")
         share = _budget_share(ln)
-        if share is not None and share >= WARN_SHARE:
+        # 1e-9: $0.16 of $0.20 is 80%, though 0.16 / 0.2 is 0.7999… in floating point.
+        if share is not None and share >= WARN_SHARE - 1e-9:
             warning.append(f"{ln.name}: {share * 100:.0f}% of its daily budget spent")
         if ln.last_outcome == "needs-attention":
             warning.append(f"{ln.name}: needs your attention")

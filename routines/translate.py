@@ -40,15 +40,20 @@ def _runs(values: list[int]) -> list[tuple[int, int]]:
     return out
 
 
-def _chain(values: frozenset[int], low: int, high: int, stepped: bool) -> str:
-    """One field as a systemd chain: `*`, `00/30`, `09..17`, `01,07`."""
+def _chain(values: frozenset[int], low: int, high: int, stepped: bool, day: bool = False) -> str:
+    """One field as a systemd chain: `*`, `00/30`, `00..56/7`, `09..17`, `01,07`."""
     ordered = sorted(values)
     if ordered == list(range(low, high + 1)):
         return "*"
     if stepped and len(ordered) >= 2:
         k = ordered[1] - ordered[0]
         if all(b - a == k for a, b in itertools.pairwise(ordered)):
-            if ordered[-1] + k > high:  # runs to the end of the field: a bare repetition
+            # systemd 252 lets a repetition without an end run past the field and carries
+            # the rest into the next unit, resetting only the unit just below: `*:00/7` from
+            # 23:56 elapses at 00:07, skipping midnight. Only where the carry lands on the
+            # first value (`00/30`, `00/6`) is the bare form right; else give the end.
+            carry = ordered[-1] + k - (high + 1) + low
+            if not day and ordered[-1] + k > high and carry <= ordered[0]:
                 return f"{ordered[0]:02d}/{k}"
             return f"{ordered[0]:02d}..{ordered[-1]:02d}/{k}"
     parts = []
@@ -81,7 +86,7 @@ def translate(expr: CronExpr, zone: str | None = None) -> tuple[str, ...]:
     st = expr.stepped
     time = f"{_chain(expr.hours, 0, 23, st[1])}:{_chain(expr.minutes, 0, 59, st[0])}:00"
     months = _chain(expr.months, 1, 12, st[3])
-    days = _chain(expr.days, 1, 31, st[2])
+    days = _chain(expr.days, 1, 31, st[2], day=True)
     dow_all = len(expr.weekdays) == 7
     weekdays = "" if dow_all else _weekdays(expr.weekdays) + " "
     if expr.day_or and days != "*" and not dow_all:

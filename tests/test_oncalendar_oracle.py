@@ -9,6 +9,7 @@ every day without an offset change. Our DST rule itself is pinned in test_dst.py
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
@@ -241,3 +242,28 @@ def test_our_slots_match_systemd_on_days_without_an_offset_change(
             assert keep_ours == keep_sd, (expr, zone, base)
             compared += len(keep_ours)
     assert compared > 2000  # most of the corpus is compared directly
+
+
+@pytest.mark.parametrize(
+    ("bare", "listed", "base"),
+    [
+        ("*:00/7", "*:00,07,14,21,28,35,42,49,56", datetime(2026, 1, 1, 23, 56, 30, tzinfo=UTC)),
+        ("*-*-01/16", "*-*-01,17", datetime(2026, 12, 18, tzinfo=UTC)),
+        ("*-*-* 00/5:00", "*-*-* 00,05,10,15,20:00", datetime(2026, 1, 31, 20, 30, tzinfo=UTC)),
+    ],
+)
+def test_where_systemd_skips_after_a_carry_we_follow_its_own_list_form(
+    bare: str, listed: str, base: datetime
+) -> None:
+    """systemd 252 lets a repetition without an end run past its field and keeps the rest
+    after carrying (`*:00/7` from 23:56 gives 00:07, skipping midnight), though the man page
+    and the same list written out agree on midnight. We give the documented answer; the
+    translator never emits such a repetition (test_translate.py)."""
+    sd_bare = analyze(bare, "UTC", base, 2).elapses
+    sd_listed = analyze(listed, "UTC", base, 2).elapses
+    assert sd_bare != sd_listed  # the systemd bug; if this fails, systemd was fixed
+    ours = next_instant(parse_oncalendar(bare).pattern, ZoneInfo("UTC"), base)
+    assert ours == sd_listed[0]
+    bare_pattern = parse_oncalendar(bare).pattern
+    # the same wall times (the DST rule aside: a repeated hour counts as a step)
+    assert replace(parse_oncalendar(listed).pattern, elapsed=bare_pattern.elapsed) == bare_pattern

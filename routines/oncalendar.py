@@ -12,8 +12,10 @@ Refused, with a message naming the token: anything systemd refuses (such as `*/3
 needs a start: `00/30`), fractions of a second, `@TIMESTAMP` one-shots, and zone
 abbreviations or legacy names without a slash (`EST`, `CET`, `GMT`), whose meaning depends
 on the machine's zone. Every accepted expression gives the same elapses as
-`systemd-analyze calendar` (tests/test_oncalendar_oracle.py); only the DST rule differs
-(see `routines.walltime`).
+`systemd-analyze calendar` (tests/test_oncalendar_oracle.py) except for the DST rule (see
+`routines.walltime`) and a systemd 252 bug: a repetition without an end that runs past its
+field (`*:00/7` after 23:56) carries into the next unit and skips its first values; we give
+what the man page and systemd's own list form (`*:00,07,…,56`) give.
 
 Evaluated PyPI `oncalendar` 1.1 instead of writing this: it steps second by second (slow for
 10,000 routines), accepts forms systemd refuses (`*/2` style steps inside lists, any `*`

@@ -74,8 +74,8 @@ class Schedule:
     oncalendar_refusal: str | None = None  # why there is no OnCalendar form, when there is none
     cron: str | None = None  # the cron in force: as written, or what a phrase resolved to
     zone: str = "UTC"  # where slots are computed: the routine's, or the OnCalendar one's
-    pattern: Pattern = field(default=Pattern(hours=(0,), minutes=(0,)), repr=False, compare=False)
-    _tz: zoneinfo.ZoneInfo = field(default=zoneinfo.ZoneInfo("UTC"), repr=False, compare=False)
+    pattern: Pattern = field(kw_only=True, repr=False, compare=False)  # the wall times
+    _tz: zoneinfo.ZoneInfo = field(kw_only=True, repr=False, compare=False)
 
     def _slot(self, instant: datetime) -> Slot:
         return Slot(instant.astimezone(self._tz), instant)

@@ -1,9 +1,13 @@
 """Run one command in the sandbox: spawn bwrap, read capped output, enforce the wall clock.
 
 The timeout and the caps are enforced out here, on bwrap's whole process group: SIGTERM,
-then SIGKILL after a short grace. Killing the outer bwrap is enough to end everything inside:
-its pid-1 has PDEATHSIG (--die-with-parent), and when a pid namespace's init dies the kernel
-kills every process in it, however it double-forked or setsid'ed.
+then SIGKILL after a short grace. Ending the outer bwrap ends everything inside: the
+sandbox's pid-1 has PDEATHSIG (--die-with-parent), and when a pid namespace's init dies the
+kernel kills every process in it, however it double-forked or setsid'ed. run_shell returns
+only once that pid-1 is gone (see _await_sandbox_end), so nothing outlives the call.
+
+--die-with-parent fires when the *thread* that spawned bwrap ends; run_shell blocks its
+caller until the sandbox is gone, so any calling thread is fine.
 """
 
 from __future__ import annotations

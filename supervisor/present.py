@@ -26,6 +26,7 @@ __all__ = [
     "table",
     "tokens",
     "use_color",
+    "visible",
     "when",
 ]
 
@@ -40,6 +41,29 @@ def use_color(stream: TextIO | None = None) -> bool:
     if os.environ.get("TERM") == "dumb":
         return False
     return stream.isatty()
+
+
+# Bidirectional overrides and isolates: they can make text display in another order than it
+# runs ("Trojan Source"), e.g. hide part of a shell command shown for review.
+_BIDI = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f")
+
+
+def visible(text: str) -> str:
+    """`text` safe to print on a terminal: control characters (escape sequences that could
+    move the cursor, retitle the window or write the clipboard) and bidi overrides are shown as
+    \\x1b / \\u202e instead of acting. Newlines and tabs stay. For what routines, models and
+    downloaded files wrote."""
+    if text.isprintable():
+        return text
+    out = []
+    for ch in text:
+        if ch in "\n\t" or (unicodedata.category(ch) != "Cc" and ch not in _BIDI):
+            out.append(ch)  # a joiner in an emoji, a soft hyphen: harmless, kept
+        elif ord(ch) < 0x100:
+            out.append(f"\\x{ord(ch):02x}")
+        else:
+            out.append(f"\\u{ord(ch):04x}")
+    return "".join(out)
 
 
 def color(text: str, name: str, enabled: bool) -> str:
@@ -225,4 +249,4 @@ def format_event(kind: str, text: str, enabled: bool, ts: str | None = None) -> 
     stamp = ""
     if ts:
         stamp = color(ts[11:19], "dim", enabled) + " "
-    return f"{stamp}{color(mark, name, enabled)} {text}"
+    return f"{stamp}{color(mark, name, enabled)} {visible(text)}"

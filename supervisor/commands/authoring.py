@@ -78,7 +78,7 @@ def _read_edit(path: Path) -> str:
 def edit_until_valid(initial: str, target: Path, interactive: bool) -> Edited:
     """Open the editor on a temp copy of `initial` until the text is valid or the user gives
     up. `interactive`: a person can answer "edit again?"; otherwise an invalid text ends it."""
-    from supervisor.present import ask_yes, color, use_color
+    from supervisor.present import ask_yes, color, use_color, visible
 
     argv = editor_argv()
     tmpdir = Path(tempfile.mkdtemp(prefix="vinos-edit-"))  # 0700: the copy stays private
@@ -113,7 +113,7 @@ def edit_until_valid(initial: str, target: Path, interactive: bool) -> Edited:
             c = use_color(sys.stderr)
             print(color(f"{target.name} is not valid:", "red", c), file=sys.stderr)
             for error in errors:
-                print(f"  {error}", file=sys.stderr)
+                print(f"  {visible(error)}", file=sys.stderr)
             if interactive and ask_yes("Edit again?", default=True):
                 continue
             keep = True
@@ -186,13 +186,13 @@ def report_saved(p: Paths, routine: Routine, target: Path, verb: str) -> None:
     """After a save: where it went, when it runs, and what to do next."""
     from routines.ledger import Ledger
     from supervisor.commands.capabilities import next_run_text, schedule_text
-    from supervisor.present import color, use_color
+    from supervisor.present import color, use_color, visible
 
     c = use_color()
     with Ledger(p.ledger) as ledger:
         enabled = ledger.state(routine.name).enabled(routine.enabled)
     print(f"{verb} {routine.name}: {target}")
-    print(f"  schedule  {schedule_text(routine)}")
+    print(f"  schedule  {visible(schedule_text(routine))}")
     if enabled:
         nxt = next_run_text(routine, datetime.now(UTC))
         print(f"  state     {color('on', 'green', c)}" + (f", next run {nxt}" if nxt else ""))
@@ -201,5 +201,5 @@ def report_saved(p: Paths, routine: Routine, target: Path, verb: str) -> None:
         print(f"  try it:   vinos-routine run {routine.name}")
         print(f"  turn on:  vinos-routine enable {routine.name}")
     for warning in routine.warnings:
-        print(color(f"  {warning}", "yellow", c))
+        print(color(f"  {visible(warning)}", "yellow", c))
     print(f"  {reload_daemon(p)}")

@@ -276,7 +276,7 @@ def _failure_json(r: RunRow) -> dict[str, Any]:
 
 
 def _print(items: list[Item], failed: list[RunRow], heading: str, args: argparse.Namespace) -> None:
-    from supervisor.present import color, table, use_color
+    from supervisor.present import color, table, use_color, visible
 
     c = use_color()
     new = sum(1 for i in items if not i.seen)
@@ -291,7 +291,7 @@ def _print(items: list[Item], failed: list[RunRow], heading: str, args: argparse
                 i.written.astimezone().strftime("%H:%M"),
                 i.routine,
                 _outcome_text(i, c),
-                i.title,
+                visible(i.title),
                 "" if i.seen else color("new", "blue", c),
                 str(i.path),
             ]
@@ -303,11 +303,12 @@ def _print(items: list[Item], failed: list[RunRow], heading: str, args: argparse
             rule = f"── {_label(item)}" + ("" if item.seen else " · new") + " "
             print()
             print(color(rule.ljust(72, "─"), _outcome_color(item), c))
-            print(_read(item.path).rstrip())
+            # Outputs hold what a model wrote: its escape sequences show, they do not act.
+            print(visible(_read(item.path).rstrip()))
     for r in failed:
         when = (r.started_at or "")[11:16]
         line = f"{r.routine} {r.status} (started {when} UTC): {(r.detail or '')[:200]}"
-        print(color(f"! {line}", "red", c))
+        print(color(f"! {visible(line)}", "red", c))
 
 
 def _outcome_color(item: Item) -> str:

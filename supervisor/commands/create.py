@@ -95,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
     from routines.registry import scan
     from routines.spec import NAME_RE, RESERVED_NAMES
     from supervisor.commands.authoring import EditorMissing, edit_until_valid, validate_text
-    from supervisor.present import interactive
+    from supervisor.present import interactive, visible
 
     name: str = args.name
     if not NAME_RE.fullmatch(name):
@@ -136,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
     if problems:
         print(f"the draft of {name} needs fixing before it can be saved:")
         for problem in problems:
-            print(f"  {problem}")
+            print(f"  {visible(problem)}")
     try:
         edited = edit_until_valid(text, target, interactive=True)
     except EditorMissing as exc:

@@ -143,9 +143,11 @@ def run(args: argparse.Namespace) -> int:
     try:
         routine = load_text(text, target)
     except RoutineInvalid as exc:
-        print(f"vinos-routine: {source.where} is not a valid routine:", file=sys.stderr)
+        from supervisor.present import visible
+
+        print(f"vinos-routine: {visible(source.where)} is not a valid routine:", file=sys.stderr)
         for problem in exc.errors:
-            print(f"  {problem}", file=sys.stderr)
+            print(f"  {visible(str(problem))}", file=sys.stderr)
         return 1
     _show(routine, source, data)
     refusal = _collision(p, name, target, args.force)
@@ -172,22 +174,25 @@ def _collision(p: Paths, name: str, target: Path, force: bool) -> str | None:
 
 def _show(routine: Routine, source: Source, data: bytes) -> None:
     from supervisor.commands.capabilities import capabilities
-    from supervisor.present import color, use_color
+    from supervisor.present import color, use_color, visible
 
     c = use_color()
-    title = routine.name + (f" — {routine.description}" if routine.description else "")
+    # Everything shown comes from a file someone else wrote: escape sequences in it must show,
+    # not act (a cursor movement could hide a tool from the list being reviewed).
+    title = routine.name + (f" — {visible(routine.description)}" if routine.description else "")
     print(color(title, "bold", c))
     import hashlib
 
     digest = hashlib.sha256(data).hexdigest()
-    rows = [("from", source.where), ("sha256", digest)]
+    rows = [("from", visible(source.where)), ("sha256", digest)]
     for line in capabilities(routine):
-        rows.append((line.label, color(line.text, "yellow", c) if line.caution else line.text))
+        text = visible(line.text)
+        rows.append((line.label, color(text, "yellow", c) if line.caution else text))
     width = max(len(label) for label, _ in rows)
     for label, text in rows:
         print(f"  {label:<{width}}  {text}")
     for warning in routine.warnings:
-        print(color(f"  {warning}", "yellow", c))
+        print(color(f"  {visible(warning)}", "yellow", c))
 
 
 def _install(p: Paths, routine: Routine, target: Path, data: bytes, enable: bool) -> int:

@@ -209,3 +209,16 @@ def test_brief_with_nothing_says_so(cli: Cli) -> None:
     assert res.returncode == 0
     assert "no routine wrote an output on this day" in res.stdout
     assert cli("brief", "--open").returncode == 0
+
+
+def test_escape_sequences_in_an_output_show_and_do_not_act(cli: Cli, day: datetime) -> None:
+    # A model's output that would set the terminal title and write the clipboard (OSC 52).
+    output(
+        cli,
+        "web",
+        day - timedelta(hours=1),
+        "# Web\n\nhi \x1b]0;pwned\x07 \x1b]52;c;ZXZpbA==\x07\n",
+    )
+    out = cli("brief").stdout
+    assert "\x1b" not in out and "\x07" not in out
+    assert "hi \\x1b]0;pwned\\x07 \\x1b]52;c;ZXZpbA==\\x07" in out

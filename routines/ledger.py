@@ -540,11 +540,13 @@ class Ledger:
 
     def last_runs(self) -> dict[str, RunRow]:
         """Each routine's newest finished run (not queued/running/skipped)."""
+        # One lookup per routine, not one per row: `list` runs this on a year of history.
         rows = self._db.execute(
-            f"SELECT id, {', '.join(_ROW_FIELDS)} FROM runs r WHERE id = ("
-            "SELECT id FROM runs r2 WHERE r2.routine = r.routine AND "
+            f"SELECT id, {', '.join(_ROW_FIELDS)} FROM runs WHERE id IN ("
+            "SELECT (SELECT r2.id FROM runs r2 WHERE r2.routine = g.routine AND "
             "COALESCE(r2.status, r2.exit_status) NOT IN ('queued', 'running', 'skipped') "
-            "ORDER BY r2.started_at DESC, r2.id DESC LIMIT 1)"
+            "ORDER BY r2.started_at DESC, r2.id DESC LIMIT 1) "
+            "FROM (SELECT DISTINCT routine FROM runs) g)"
         ).fetchall()
         return {r["routine"]: _row(r) for r in rows}
 

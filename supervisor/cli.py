@@ -99,6 +99,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         # `vinos-routine list | head`: the reader left, which is not an error.
         sys.stderr.close()
         return 0
+    except Exception as exc:
+        # A ledger that cannot be used says what to do about it: that, not a traceback.
+        from routines.ledger import LedgerError
+
+        if not isinstance(exc, LedgerError):
+            raise
+        print(f"vinos-routine: {exc}", file=sys.stderr)
+        return 1
     return code
 
 

@@ -219,7 +219,6 @@ def _combined(items: list[Item], heading: str) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from routines.paths import paths
-    from supervisor.commands.seen import mark_seen
     from supervisor.present import print_json
 
     p = paths()
@@ -249,12 +248,24 @@ def run(args: argparse.Namespace) -> int:
             return 0
         code = _open(p, _combined(items, heading), days[0])
         if code == 0:
-            mark_seen(p.state_dir, [i.key for i in items])
+            _mark(p, items)
         return code
     _print(items, failed, heading, args)
     if not args.list:
-        mark_seen(p.state_dir, [i.key for i in items])
+        _mark(p, items)
     return 0
+
+
+def _mark(p: Paths, items: list[Item]) -> None:
+    from supervisor.commands.seen import mark_seen
+
+    try:
+        mark_seen(p.state_dir, [i.key for i in items])
+    except OSError as exc:  # a read-only state dir: the brief was shown all the same
+        print(
+            f"vinos-routine: could not record what was shown ({exc.strerror}: {exc.filename})",
+            file=sys.stderr,
+        )
 
 
 def _heading(days: list[date], today: date) -> str:

@@ -222,3 +222,13 @@ def test_the_launcher_entry_opens_the_brief(cli: Cli) -> None:
         "--unseen",
         "--open",
     ]
+
+
+def test_a_broken_ledger_says_what_to_do_not_a_traceback(cli: Cli) -> None:
+    cli.state.mkdir(parents=True)
+    (cli.state / "ledger.db").write_bytes(b"not a database" * 100)
+    for argv in (["cost"], ["list"], ["brief"], ["history", "x"]):
+        res = cli(*argv)
+        assert res.returncode == 1, argv
+        assert "Traceback" not in res.stderr
+        assert "cannot use the ledger" in res.stderr and "move it aside" in res.stderr

@@ -60,7 +60,9 @@ def deliver_output(scratch_file: Path, state_dir: Path) -> Path:
     the "does it exist" check and the move one step, so two runs never overwrite each other.
     """
     state_dir.mkdir(parents=True, exist_ok=True)
-    fd = os.open(scratch_file, os.O_RDONLY)
+    # Never follow a symlink: a shell tool can write in the scratch dir, and a link to, say,
+    # ~/.ssh/id_ed25519 would be hard-linked into the state dir, which later sandboxes can read.
+    fd = os.open(scratch_file, os.O_RDONLY | os.O_NOFOLLOW)
     try:
         os.fsync(fd)  # the worker may not have: the data must be on disk before the name is
     finally:
@@ -69,7 +71,7 @@ def deliver_output(scratch_file: Path, state_dir: Path) -> Path:
     for n in range(1, 1000):
         target = state_dir / (f"{stem}{suffix}" if n == 1 else f"{stem}-{n}{suffix}")
         try:
-            os.link(scratch_file, target)
+            os.link(scratch_file, target, follow_symlinks=False)
         except FileExistsError:
             continue
         os.unlink(scratch_file)

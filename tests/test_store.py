@@ -143,3 +143,19 @@ def test_deliver_output_never_overwrites_an_existing_file(d: Path) -> None:
     assert (state / "report.md").read_text() == "keep me"
     assert (state / "report-2.md").read_text() == "and me"
     assert (state / "report-3.md").read_text() == "new"
+
+
+def test_deliver_output_refuses_a_symlinked_output(d: Path) -> None:
+    # A shell tool can write in the scratch dir: a symlink there must not hard-link the file it
+    # points to (a secret the sandbox cannot see) into the state dir, which later runs can read.
+    secret = d / "home" / ".ssh" / "id_ed25519"
+    secret.parent.mkdir(parents=True)
+    secret.write_text("PRIVATE KEY")
+    scratch = d / "scratch" / "2024-06-01-0600.md"
+    scratch.parent.mkdir()
+    scratch.symlink_to(secret)
+    state = d / "state"
+    with pytest.raises(OSError, match="Too many levels of symbolic links"):
+        deliver_output(scratch, state)
+    assert os.listdir(state) == []
+    assert secret.stat().st_nlink == 1

@@ -27,6 +27,8 @@ def add_parser(sub: Any, name: str, help: str, example: str, **kw: Any) -> argpa
 
 
 def die(message: str, code: int = 1) -> int:
+    """Print an error (after what stdout holds, so a piped `2>&1` reads in order); the code."""
+    sys.stdout.flush()
     print(f"vinos-routine: {message}", file=sys.stderr)
     return code
 

@@ -104,7 +104,11 @@ def edit_until_valid(initial: str, target: Path, interactive: bool) -> Edited:
             try:
                 text = _read_edit(tmp)
                 if text == initial:
-                    return Edited(validate_text(text, target), text, False)
+                    # Saved as it was (or not saved): nothing to check or keep, valid or not.
+                    try:
+                        return Edited(validate_text(text, target), text, False)
+                    except RoutineInvalid:
+                        return Edited(None, text, False)
                 return Edited(validate_text(text, target), text, True)
             except UnicodeDecodeError:
                 errors = [f"{target.name}: not UTF-8 text"]

@@ -68,9 +68,9 @@ def run(args: argparse.Namespace) -> int:
         edited = edit_until_valid(text, user_file, interactive=interactive())
     except EditorMissing as exc:
         return die(str(exc))
-    if edited.routine is None:
+    if edited.kept is not None:  # the editor failed, or an invalid text was given up on
         return die(f"{name} was not changed", 1)
-    if not edited.changed:
+    if not edited.changed or edited.routine is None:
         print(f"no changes: {name} is as it was")
         return 0
     try:

@@ -297,3 +297,18 @@ def test_create_and_edit_make_a_running_daemon_reload(cli: Cli, not_root: None) 
         daemon.send_signal(signal.SIGTERM)
         daemon.wait(timeout=60)
     assert os.path.exists(cli.routines / "fresh.toml")
+
+
+def test_edit_fixes_an_invalid_file(cli: Cli) -> None:
+    path = cli.write("notes", INVALID)
+    assert listed(cli)["notes"]["valid"] is False
+    scripted_editor(cli, valid_agent(cli, "fixed"))
+    res = cli("edit", "notes", env={"EDITOR": str(cli.bin / "editor")})
+    assert res.returncode == 0, res.stderr
+    assert load_file(path).description == "fixed"
+    # Quitting without a change leaves an invalid file as it was, with no prompt.
+    cli.write("other", INVALID)
+    scripted_editor(cli, "")
+    (cli.bin / "editor.calls").unlink()
+    res = cli("edit", "other", env={"EDITOR": str(cli.bin / "editor")})
+    assert res.returncode == 0 and "no changes" in res.stdout

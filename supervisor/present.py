@@ -191,12 +191,13 @@ def when(instant: datetime, now: datetime) -> str:
 
 
 def clock(instant: datetime, now: datetime) -> str:
-    """Local wall time, short: "06:00" today, "Tue 06:00" within a week, else "2 Dec 06:00"."""
+    """Local wall time, short, for a bar: "06:00" within the next 24 hours (tonight or
+    tomorrow morning reads right), "Tue 06:00" within a week, else "2 Dec 06:00"."""
     local = instant.astimezone()
-    days = (local.date() - now.astimezone().date()).days
-    if days == 0:
+    ahead = instant - now
+    if timedelta(0) <= ahead < timedelta(hours=24):
         return local.strftime("%H:%M")
-    if 0 < days < 7:
+    if timedelta(0) <= ahead < timedelta(days=7):
         return local.strftime("%a %H:%M")
     return f"{local.day} {local.strftime('%b %H:%M')}"
 

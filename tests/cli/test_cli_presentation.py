@@ -16,7 +16,17 @@ import pytest
 from cli_helpers import REPO, Cli, OnPty
 
 from supervisor.cli import COMMAND_MODULES, build_parser
-from supervisor.present import bar, format_event, money, relative, table, tokens, visible, when
+from supervisor.present import (
+    bar,
+    clock,
+    format_event,
+    money,
+    relative,
+    table,
+    tokens,
+    visible,
+    when,
+)
 
 WAYBAR = REPO / "packaging" / "waybar"
 
@@ -150,6 +160,12 @@ def test_presentation_helpers() -> None:
     assert relative(timedelta(days=3, hours=4)) == "3d 4h"
     assert relative(timedelta(seconds=-45)) == "45s ago"
     assert when(now + timedelta(hours=2, minutes=13), now).startswith("in 2h 13m (")
+    local = now.astimezone()
+    assert clock(now + timedelta(hours=23), now) == (local + timedelta(hours=23)).strftime("%H:%M")
+    assert clock(now + timedelta(days=2), now) == (local + timedelta(days=2)).strftime("%a %H:%M")
+    assert clock(now + timedelta(days=9), now).endswith(
+        (local + timedelta(days=9)).strftime("%b %H:%M")
+    )
     assert money(0.04) == "$0.04" and money(0.0031) == "$0.0031" and money(0) == "$0.00"
     assert money(1234.5) == "$1,234.50"
     assert tokens(950) == "950" and tokens(12_345) == "12.3k" and tokens(2_000_000) == "2M"

@@ -49,6 +49,7 @@ class RoutineLine:
     running: bool = False
     queued: bool = False
     max_dollars_per_day: float | None = None  # the daily budget, None when unlimited
+    open_on_login: bool = False  # its outputs wait to be seen (`brief --unseen`)
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -70,6 +71,7 @@ class RoutineLine:
             "running": self.running,
             "queued": self.queued,
             "max_dollars_per_day": self.max_dollars_per_day,
+            "open_on_login": self.open_on_login,
         }
 
 
@@ -144,6 +146,7 @@ def collect(now: datetime | None = None) -> list[RoutineLine]:
                     running=(name, "running") in active,
                     queued=(name, "queued") in active,
                     max_dollars_per_day=r.budget.max_dollars_per_day,
+                    open_on_login=r.output.open_on_login,
                 )
             )
     return lines

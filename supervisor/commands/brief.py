@@ -147,6 +147,22 @@ def _output_files(state_dir: Path, days: set[date]) -> list[tuple[str, Path, dat
     return found
 
 
+def unseen_count(p: Paths, routines: set[str], today: date) -> int:
+    """How many outputs of `routines` (those with open_on_login) from the last UNSEEN_DAYS
+    days no brief has shown: file names only, no ledger (for the bar, polled often)."""
+    from supervisor.commands.seen import load_seen
+
+    if not routines:
+        return 0
+    days = {today - timedelta(days=n) for n in range(UNSEEN_DAYS)}
+    seen = load_seen(p.state_dir)
+    return sum(
+        1
+        for routine, path, _, _ in _output_files(p.state_dir, days)
+        if routine in routines and f"{routine}/{path.name}" not in seen
+    )
+
+
 def gather(p: Paths, days: list[date]) -> tuple[list[Item], list[RunRow]]:
     """The outputs of `days`, newest first, and the runs of those days that failed."""
     from zoneinfo import ZoneInfo

@@ -50,9 +50,14 @@ def waybar() -> int:
         now = datetime.now(UTC)
         lines = collect(now)
         zone = ZoneInfo(machine_timezone())
-        with Ledger(paths().ledger) as ledger:
-            today = ledger.dollars_by_day([now.astimezone(zone).date()], zone)
-        value = waybar_json(lines, sum(today.values()), now)
+        from supervisor.commands.brief import unseen_count
+
+        p = paths()
+        day = now.astimezone(zone).date()
+        with Ledger(p.ledger) as ledger:
+            today = ledger.dollars_by_day([day], zone)
+        unseen = unseen_count(p, {ln.name for ln in lines if ln.open_on_login}, day)
+        value = waybar_json(lines, sum(today.values()), now, unseen)
     except Exception as exc:  # the bar shows any failure rather than going blank
         value = waybar_error(str(exc) or type(exc).__name__)
     sys.stdout.buffer.write(orjson.dumps(value) + b"\n")

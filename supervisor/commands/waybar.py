@@ -92,8 +92,11 @@ def _routine_line(ln: RoutineLine, now: datetime) -> str:
     return " · ".join(parts)
 
 
-def waybar_json(lines: list[RoutineLine], today_dollars: float, now: datetime) -> dict[str, Any]:
-    """{"text", "tooltip", "class", "alt", "percentage"} for waybar's `return-type: json`."""
+def waybar_json(
+    lines: list[RoutineLine], today_dollars: float, now: datetime, unseen: int = 0
+) -> dict[str, Any]:
+    """{"text", "tooltip", "class", "alt", "percentage"} for waybar's `return-type: json`;
+    `unseen`: outputs waiting to be read (open_on_login, not shown by a brief yet)."""
     from supervisor.present import clock, money
 
     on = [ln for ln in lines if ln.enabled]
@@ -101,12 +104,16 @@ def waybar_json(lines: list[RoutineLine], today_dollars: float, now: datetime) -
     parts = [f"{ICON} {len(on)} routine{'' if len(on) == 1 else 's'}"]
     running = [ln.name for ln in lines if ln.running]
     upcoming = sorted((ln.next_run, ln.name) for ln in on if ln.next_run is not None)
+    if unseen:
+        parts.append(f"{unseen} new")
     if running:
         parts.append(f"running {', '.join(running)}")
     elif upcoming:
         parts.append(f"next {clock(upcoming[0][0], now)}")
     parts.append(f"today {money(today_dollars)}")
     tooltip = list(h.reasons)
+    if unseen:
+        tooltip.append(f"{unseen} new output{'s' if unseen != 1 else ''} to read: click")
     if tooltip:
         tooltip.append("")
     ordered = sorted(lines, key=lambda ln: (not ln.enabled, ln.name))  # the ones on first

@@ -172,3 +172,18 @@ def test_an_unreadable_ledger_still_gives_the_bar_json(cli: Cli) -> None:
     assert data["class"] == "critical"
     assert data["text"] == f"{ICON} error"
     assert "ledger" in data["tooltip"]
+
+
+def test_outputs_waiting_to_be_read_show_until_the_brief_shows_them(cli: Cli) -> None:
+    cli.agent("day-brief", on_login=True)
+    cli.agent("inbox-triage")  # its outputs never wait
+    enable(cli, "day-brief")
+    today = datetime.now(cli.tz).strftime("%Y-%m-%d")
+    for name in ("day-brief", "inbox-triage"):
+        (cli.state / name).mkdir(parents=True)
+        (cli.state / name / f"{today}-0600.md").write_text(f"# {name}\n")
+    data = waybar(cli)
+    assert data["text"].startswith(f"{ICON} 1 routine · 1 new · next ")
+    assert data["tooltip"].startswith("1 new output to read: click")
+    assert cli("brief").returncode == 0
+    assert " new" not in waybar(cli)["text"]

@@ -131,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
     editing = interactive() and not args.no_edit
     if not editing:
         if problems:
-            return die(f"the draft of {name} is not valid:\n  " + "\n  ".join(problems))
+            return die(f"the draft of {name} is not valid:\n  " + visible("\n  ".join(problems)))
         return _save(p, target, name, text)
     if problems:
         print(f"the draft of {name} needs fixing before it can be saved:")

@@ -43,7 +43,7 @@ V1_COLUMNS = (
     "duration_sec",
     "exit_status",
 )
-V1_ROWS = [
+V1_ROWS: list[tuple[object, ...]] = [
     (
         1,
         "day-brief",
@@ -61,7 +61,7 @@ V1_ROWS = [
 ]
 # v2.0.5 added tool tracking (seed 000, "v2").
 V2_COLUMNS = (*V1_COLUMNS, "tool_calls", "tools_used")
-V2_ROWS = [
+V2_ROWS: list[tuple[object, ...]] = [
     (*V1_ROWS[0], 4, '["read_files","run_shell"]'),
     (*V1_ROWS[1], 0, "[]"),
     (*V1_ROWS[2], None, None),

@@ -45,7 +45,7 @@ def machine_zone() -> Iterator[None]:
     machine_timezone.cache_clear()
 
 
-def agent_with(extra: str, *, agent: str = "", name: str = "day-brief") -> str:
+def agent_with(extra: str, *, agent: str = "") -> str:
     """AGENT with `agent` lines added to [agent] and `extra` tables appended."""
     text = AGENT.replace('system = "Write the brief."\n', f'system = "Write the brief."\n{agent}')
     return text + extra

@@ -17,10 +17,8 @@ from routines import pricing
 from routines.spec import AgentSpec, Memory, Route
 from worker import budget, memory, prompts, router
 from worker.context import RunContext
-from worker.deliver import write_and_post
 from worker.loop import AttemptEnd, End, ToolLoop
 from worker.providers.base import Conversation, ProviderError, UserTurn
-from worker.tools import Toolbox
 
 __all__ = ["SUMMARY_TIMEOUT", "run_agent"]
 
@@ -50,7 +48,7 @@ class AgentRun:
         self.task = prompts.task_text(run.started, run.job.trigger)
         remembered = "" if agent.memory is Memory.SESSION else memory.for_prompt(run.job.memory)
         self.user = prompts.user_turn(self.task, remembered)
-        self.loop = ToolLoop(run, Toolbox(run), self.tools)
+        self.loop = ToolLoop(run, self.tools)
         labels = {Route.OLLAMA: "ollama", Route.ANTHROPIC: "anthropic", Route.AUTO: "local"}
         self.route = _Route(
             labels[agent.route], escalations_left=agent.escalation.max_escalations_per_run
@@ -196,6 +194,8 @@ class AgentRun:
         body = end.reply.text.strip() or self.run.outcome_summary
         if not body:
             return self._failed(f"{end.model} returned an empty reply", end.model)
+        from worker.deliver import write_and_post  # after the model calls: off the start-up path
+
         name, webhook_error = write_and_post(self.run, body)
         if self.agent.memory is not Memory.SESSION and self.run.job.memory_path:
             self._remember(body)

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
 from ipc.messages import EventKind, Usage
 from routines import pricing
@@ -36,7 +37,9 @@ from worker.providers.base import (
     ToolSpec,
     ToolsUnsupported,
 )
-from worker.tools import Toolbox
+
+if TYPE_CHECKING:
+    from worker.tools import Toolbox
 
 __all__ = ["DEFAULT_MAX_OUTPUT", "MAX_ITERATIONS", "AttemptEnd", "End", "ToolLoop", "stop_failure"]
 
@@ -71,9 +74,9 @@ MalformedHook = Callable[[], AttemptEnd | None]
 
 
 class ToolLoop:
-    def __init__(self, run: RunContext, toolbox: Toolbox, tools: list[ToolSpec]) -> None:
+    def __init__(self, run: RunContext, tools: list[ToolSpec]) -> None:
         self.run = run
-        self.toolbox = toolbox
+        self._toolbox: Toolbox | None = None
         self.tools = tools
         agent = run.routine.agent
         assert agent is not None
@@ -133,6 +136,15 @@ class ToolLoop:
             message=f"stopped after {MAX_ITERATIONS} model calls: the model was still calling "
             "tools without giving a final answer",
         )
+
+    @property
+    def toolbox(self) -> Toolbox:
+        """Created at the first tool call: a run without one never imports the sandbox side."""
+        if self._toolbox is None:
+            from worker.tools import Toolbox
+
+            self._toolbox = Toolbox(self.run)
+        return self._toolbox
 
     @property
     def _on_exceed(self) -> OnExceed:

@@ -9,7 +9,6 @@ input was not a Hello and a Job (nothing ran, no Result); 70 when the worker its
 from __future__ import annotations
 
 import sys
-import traceback
 from datetime import datetime
 from pathlib import Path
 from typing import IO
@@ -42,6 +41,8 @@ def main() -> int:
     try:
         result = run_job(job, channel)
     except Exception as exc:
+        import traceback
+
         traceback.print_exc(file=sys.stderr)
         if not channel.result_sent:
             _send_crash(out, channel, exc)
@@ -114,4 +115,6 @@ def _send_crash(out: IO[bytes], channel: object, exc: BaseException) -> None:
         assert isinstance(channel, Channel)
         channel.result(_failed(message))
     except Exception:
+        import traceback
+
         traceback.print_exc(file=sys.stderr)

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import fcntl
 import os
-import tempfile
 from datetime import datetime
 from pathlib import Path
+
+from worker.files import write_atomic
 
 __all__ = [
     "CAP",
@@ -72,22 +73,9 @@ def append(path: Path, new_entry: str, cap: int = CAP) -> None:
             current = ""
         # Entries are separated by one blank line.
         current = current.rstrip("\n") + "\n\n" if current.strip() else ""
-        _replace(path, trim(current + new_entry, cap))
+        write_atomic(path, trim(current + new_entry, cap))
     finally:
         os.close(fd)  # releases the flock
-
-
-def _replace(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def summary_request(routine: str, outcome: str | None, output: str) -> tuple[str, str]:

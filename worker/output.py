@@ -6,11 +6,11 @@ notifies for type = "notification"); the worker only ever writes inside scratch_
 
 from __future__ import annotations
 
-import os
-import tempfile
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+
+from worker.files import write_atomic
 
 __all__ = [
     "WEBHOOK_TIMEOUT",
@@ -45,33 +45,24 @@ def render_markdown(title: str, body: str) -> str:
 
 
 def write_output(scratch_dir: Path, name: str, text: str) -> Path:
-    """Write `name` inside scratch_dir atomically (temp file + rename)."""
+    """Write `name` inside scratch_dir atomically (temp file + rename), mode 0644."""
     scratch_dir.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{name}.", dir=scratch_dir)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
-        target = scratch_dir / name
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    target = scratch_dir / name
+    write_atomic(target, text, 0o644)
     return target
 
 
 def post_webhook(url: str, payload: dict[str, Any], timeout: float = WEBHOOK_TIMEOUT) -> str | None:
-    """POST the output as JSON, once (never retried); the error message, or None on 2xx."""
-    import httpx
+    """POST the output as JSON, once (never retried, no redirects followed); the error
+    message, or None on 2xx."""
+    from worker import httpjson
 
     try:
-        resp = httpx.post(url, json=payload, timeout=timeout, follow_redirects=False)
-    except httpx.TimeoutException:
+        resp = httpjson.post_json(url, payload, timeout=timeout)
+    except httpjson.TimedOut:
         return f"webhook {url} did not answer within {timeout:.0f} s"
-    except httpx.HTTPError as exc:
-        return f"webhook {url} failed: {exc or type(exc).__name__}"
-    if not 200 <= resp.status_code < 300:
-        return f"webhook {url} answered HTTP {resp.status_code}"
+    except httpjson.HttpError as exc:
+        return f"webhook {url} failed: {exc}"
+    if not 200 <= resp.status < 300:
+        return f"webhook {url} answered HTTP {resp.status}"
     return None

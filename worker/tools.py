@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ipc.messages import EventKind, Outcome
-from routines.config import SandboxSettings
 from worker.channel import preview
 from worker.context import RunContext
 from worker.prompts import TOOL_OUTCOME, TOOL_READ, TOOL_SHELL
@@ -126,6 +125,7 @@ class Toolbox:
 
     def _shell_policy(self) -> ShellPolicy:
         if self._policy is None:
+            from routines.config import SandboxSettings
             from worker.sandboxing import shell_policy_for
 
             self._policy = shell_policy_for(

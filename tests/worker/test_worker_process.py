@@ -81,7 +81,7 @@ def test_stdout_carries_only_messages_and_the_ollama_route_never_imports_anthrop
     msgs = _messages(out)  # every line parses: nothing stray reached the pipe
     assert msgs[0] == Hello() and isinstance(msgs[-1], Result) and msgs[-1].status == "ok"
     assert "stray print after the run" in err and "stray write to fd 1" in err
-    assert "modules: anthropic=False httpx=True" in err
+    assert "modules: anthropic=False httpx=False" in err
 
 
 def test_the_auto_route_loads_anthropic_only_when_it_escalates(

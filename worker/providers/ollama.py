@@ -1,4 +1,4 @@
-"""Ollama over httpx: POST /api/chat, non-streaming, with `tools`.
+"""Ollama: POST /api/chat, non-streaming, with `tools` (over worker.httpjson, stdlib HTTP).
 
 Tool-call arguments may arrive as a JSON object (Ollama) or a JSON string (OpenAI-style
 proxies); both work, and a string that does not parse marks the reply `malformed`. A small
@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import json
 import re
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from worker import httpjson
 from worker.providers.base import (
     AssistantTurn,
     Conversation,
@@ -26,9 +27,6 @@ from worker.providers.base import (
     UserTurn,
 )
 
-if TYPE_CHECKING:
-    import httpx
-
 __all__ = ["OllamaProvider", "parse_chat", "render", "tool_call_in_content"]
 
 CONNECT_TIMEOUT = 5.0
@@ -39,12 +37,8 @@ class OllamaProvider:
     premium = False
 
     def __init__(self, base_url: str, *, context_tokens: int) -> None:
-        import httpx  # here, not at the top: a command routine never needs it
-
         self.base_url = base_url.rstrip("/")
         self.context_tokens = context_tokens
-        self._httpx = httpx
-        self._client: httpx.Client = httpx.Client(base_url=self.base_url, trust_env=False)
 
     def complete(
         self,
@@ -79,32 +73,35 @@ class OllamaProvider:
         return parse_chat(data, model=model, tool_names={t.name for t in tools})
 
     def _post(self, body: dict[str, Any], model: str, timeout: float) -> dict[str, Any]:
-        httpx = self._httpx
-        limits = httpx.Timeout(timeout, connect=min(CONNECT_TIMEOUT, timeout))
         where = f"Ollama at {self.base_url}"
         try:
-            resp = self._client.post("/api/chat", json=body, timeout=limits)
-        except httpx.ConnectError as exc:
+            resp = httpjson.post_json(
+                self.base_url + "/api/chat",
+                body,
+                timeout=timeout,
+                connect_timeout=min(CONNECT_TIMEOUT, timeout),
+            )
+        except httpjson.ConnectFailed as exc:
             raise ProviderError(
-                f"cannot reach {where} ({_reason(exc)}): is Ollama running? Start it with "
+                f"cannot reach {where} ({exc}): is Ollama running? Start it with "
                 "`ollama serve`, or set ollama_url in ~/.vinos/routines/config.toml"
             ) from None
-        except httpx.TimeoutException:
+        except httpjson.TimedOut:
             raise ProviderError(f"{where} did not answer within {timeout:.0f} s") from None
-        except httpx.HTTPError as exc:
-            raise ProviderError(f"{where} failed: {_reason(exc)}") from None
+        except httpjson.HttpError as exc:
+            raise ProviderError(f"{where} failed: {exc}") from None
         return _check(resp, model, where)
 
 
-def _check(resp: httpx.Response, model: str, where: str) -> dict[str, Any]:
+def _check(resp: httpjson.Response, model: str, where: str) -> dict[str, Any]:
     try:
         data = resp.json()
     except ValueError:
         data = None
     message = data.get("error") if isinstance(data, dict) else None
-    if resp.status_code >= 400 or message:
-        text = str(message or resp.text[:300] or resp.reason_phrase)
-        if resp.status_code == 404 and "not found" in text:
+    if resp.status >= 400 or message:
+        text = str(message or resp.text() or resp.reason)
+        if resp.status == 404 and "not found" in text:
             raise ProviderError(
                 f'{where} does not have the model "{model}": run `ollama pull {model}`'
             )
@@ -114,14 +111,10 @@ def _check(resp: httpx.Response, model: str, where: str) -> dict[str, Any]:
             raise MalformedToolCall(
                 f'the local model "{model}" wrote a tool call Ollama could not parse'
             )
-        raise ProviderError(f"{where} answered HTTP {resp.status_code}: {text}")
+        raise ProviderError(f"{where} answered HTTP {resp.status}: {text}")
     if not isinstance(data, dict) or not isinstance(data.get("message"), dict):
         raise ProviderError(f"{where} sent a reply that is not an Ollama chat response")
     return data
-
-
-def _reason(exc: Exception) -> str:
-    return str(exc) or type(exc).__name__
 
 
 def render(conv: Conversation) -> list[dict[str, Any]]:

@@ -1,0 +1,115 @@
+"""Worker start-up: from spawning `python -m worker` to its first request at a fake Ollama
+server, against `python -c pass` (spawn to exit) in the same run. Target: under 4x.
+
+The job is a local-only routine (route = "ollama", no tools, no memory): what a scheduled
+local run pays before its first model call.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench.common import Row
+from ipc import Hello, Job, encode
+from tests.fakes import FakeOllama
+from tests.fakes import fake_ollama as O
+
+REPO = Path(__file__).resolve().parent.parent
+TARGET = 4.0
+TOML = """
+[routine]
+description = "bench"
+
+[schedule]
+cron = "0 6 * * *"
+timezone = "UTC"
+
+[agent]
+route = "ollama"
+system = "You write the user's morning brief."
+"""
+
+
+def _job(home: Path, url: str, i: int) -> Job:
+    state = home / "routines" / "state" / "bench"
+    scratch = state / ".scratch" / f"run-{i}"
+    scratch.mkdir(parents=True, exist_ok=True)
+    return Job(
+        run_id=f"run-{i}",
+        routine_name="bench",
+        routine_path=str(home / "routines" / "bench.toml"),
+        routine_toml=TOML,
+        routine_origin="user",
+        trigger="manual",
+        slot=None,
+        started_at="2026-07-25T06:00:00+00:00",
+        max_tokens=None,
+        dollars_left=None,
+        memory="",
+        vinos_home=str(home),
+        state_dir=str(state),
+        scratch_dir=str(scratch),
+        memory_path=None,
+        ollama_url=url,
+    )
+
+
+def _worker_to_first_request(home: Path, fake: FakeOllama, i: int, env: dict[str, str]) -> float:
+    data = encode(Hello()) + encode(_job(home, fake.url, i))
+    seen = len(fake.chats)
+    t0 = time.monotonic()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "worker"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        cwd=REPO,
+        env=env,
+    )
+    proc.communicate(data, timeout=60)
+    chats = fake.chats
+    if len(chats) != seen + 1 or proc.returncode != 0:
+        raise RuntimeError(
+            f"worker run {i} did not make exactly one request (exit {proc.returncode})"
+        )
+    return chats[-1].at - t0
+
+
+def _python_pass(env: dict[str, str]) -> float:
+    t0 = time.monotonic()
+    subprocess.run([sys.executable, "-c", "pass"], check=True, cwd=REPO, env=env)
+    return time.monotonic() - t0
+
+
+def run(quick: bool) -> list[Row]:
+    repeat = 5 if quick else 20
+    with tempfile.TemporaryDirectory() as tmp, FakeOllama(default=O.text("Brief. " * 50)) as fake:
+        home = Path(tmp) / "vinos"
+        (home / "routines").mkdir(parents=True)
+        env = {**os.environ, "VINOS_HOME": str(home)}
+        env.pop("ANTHROPIC_API_KEY", None)
+        _worker_to_first_request(home, fake, 0, env)  # warm the page cache
+        _python_pass(env)
+        worker, base = [], []
+        for i in range(1, repeat + 1):  # interleaved, so a noisy moment hits both alike
+            worker.append(_worker_to_first_request(home, fake, i, env))
+            base.append(_python_pass(env))
+    w_ms, b_ms = statistics.median(worker) * 1000, statistics.median(base) * 1000
+    ratio = w_ms / b_ms
+    return [
+        Row(
+            name=f"worker start to first Ollama request (median of {repeat})",
+            value=w_ms,
+            unit="ms",
+            baseline=f"python -c pass: {b_ms:.1f} ms",
+            ratio=ratio,
+            target=f"< {TARGET:g}x",
+            met=ratio < TARGET,
+        )
+    ]

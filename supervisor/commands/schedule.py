@@ -135,7 +135,7 @@ def explain(args: argparse.Namespace) -> int:
         compile_schedule(spec, Kind.AGENT)
     except ScheduleError as exc:
         note = f"as an agent routine: {exc}"
-    base = _parse_base(args.base, ZoneInfo(schedule.zone))
+    base = _parse_base(args.base, ZoneInfo(zone))  # a naive --from is in --tz, as documented
     if base is None:
         return _usage_error(
             f"--from: expected an ISO 8601 time such as 2026-03-27T12:00Z, found {args.base!r}"

@@ -23,6 +23,7 @@ __all__ = [
     "boolean",
     "duration",
     "found",
+    "malformed",
     "nearest",
     "nonempty_string",
     "nonnegative_int",
@@ -77,6 +78,20 @@ def found(value: object) -> str:
     if isinstance(value, str):
         text = '"' + value.replace('"', '\\"')[:80] + '"'
     return f"{text} ({kinds.get(type(value), type(value).__name__)})"
+
+
+def malformed(exc: Exception, text: str) -> str:
+    """A TOML parse error as the user reads it: the parser's message with line and column.
+
+    tomllib says only "(at end of document)" when the file stops too soon (a file cut off
+    mid-edit): add the line and column of that end too.
+    """
+    message = str(exc)
+    if message.endswith("(at end of document)"):
+        line = text.count("\n") + 1
+        column = len(text) - (text.rfind("\n") + 1) + 1
+        message = message.removesuffix(")") + f", line {line}, column {column})"
+    return f"malformed TOML: {message}"
 
 
 Check = Callable[[object], object]

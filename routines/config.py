@@ -31,6 +31,7 @@ from routines.checks import (
     Reader,
     RoutineInvalid,
     found,
+    malformed,
     nonempty_string,
     positive_int,
     positive_number,
@@ -119,7 +120,7 @@ def load_config(path: Path) -> Config:
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigInvalid([Problem(path.name, "", f"malformed TOML: {exc}")]) from exc
+        raise ConfigInvalid([Problem(path.name, "", malformed(exc, text))]) from exc
     top = r.table({"": doc}, "")
     sandbox = r.table(doc, "sandbox") if isinstance(doc.get("sandbox"), dict) else {}
     pricing: dict[str, tuple[float, float]] = {}

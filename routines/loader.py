@@ -25,6 +25,7 @@ from routines.checks import (
     boolean,
     duration,
     found,
+    malformed,
     nearest,
     nonempty_string,
     nonnegative_int,
@@ -142,7 +143,7 @@ def load_text(text: str, path: Path, origin: Origin = Origin.USER) -> Routine:
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        r.error("", f"malformed TOML: {exc}")
+        r.error("", malformed(exc, text))
         raise RoutineInvalid(r.problems) from exc
 
     for top, value in doc.items():

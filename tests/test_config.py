@@ -139,6 +139,9 @@ def test_malformed_toml_names_line_and_column(cfg: Path) -> None:
     assert invalid(cfg, "max_concurrent = 2\nollama_url = \n") == [
         "config.toml: malformed TOML: Invalid value (at line 2, column 14)"
     ]
+    assert invalid(cfg, "[sandbox]\nmasks = [") == [
+        "config.toml: malformed TOML: Invalid value (at end of document, line 2, column 10)"
+    ]
 
 
 def test_unreadable_file(cfg: Path) -> None:

@@ -205,6 +205,18 @@ def test_malformed_toml_names_the_parsers_line_and_column(rdir: Path) -> None:
     ]
 
 
+def test_a_file_cut_off_early_still_gets_a_line_and_column(rdir: Path) -> None:
+    # tomllib says only "at end of document" there: the end's line and column are added.
+    text = '[agent]\nsystem = """\nYou write the brief.\n'
+    path = rdir / "day-brief.toml"
+    assert errors(rdir, text) == [
+        f"{path}: malformed TOML: Unterminated string (at end of document, line 4, column 1)"
+    ]
+    assert errors(rdir, "[routine]\ndescription = ") == [
+        f"{path}: malformed TOML: Invalid value (at end of document, line 2, column 15)"
+    ]
+
+
 def test_unreadable_file(rdir: Path, not_root: None) -> None:
     path = write(rdir, "day-brief", AGENT)
     path.chmod(0)

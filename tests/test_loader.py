@@ -611,17 +611,16 @@ def test_cron_and_every_warn_and_cron_wins(rdir: Path) -> None:
 
 
 def test_oncalendar_wins_over_cron_and_every_with_a_warning(rdir: Path) -> None:
-    # Whether the OnCalendar expression itself is accepted is the schedule module's business;
-    # the loader's part is the warning, naming the winner and the precedence.
     text = AGENT.replace(
         'cron = "0 6 * * *"\n',
-        'cron = "0 6 * * *"\nevery = "every morning"\noncalendar = "*-*-* 06:00:00"\n',
+        'cron = "0 6 * * *"\nevery = "every morning"\noncalendar = "*-*-* 07:00:00"\n',
     )
-    path = write(rdir, "day-brief", text)
-    assert problems_of(path)[0] == (
-        f"{path}: [schedule]: WARN oncalendar and cron and every are all set; oncalendar wins "
-        "(precedence: oncalendar > cron > every)"
+    r = load_file(write(rdir, "day-brief", text))
+    assert r.warnings == (
+        f"{rdir / 'day-brief.toml'}: [schedule]: WARN oncalendar and cron and every are all set; "
+        "oncalendar wins (precedence: oncalendar > cron > every)",
     )
+    assert (r.schedule.form, r.schedule.expression) == ("oncalendar", "*-*-* 07:00:00")
 
 
 def test_schedule_precedence_is_oncalendar_then_cron_then_every() -> None:

@@ -122,7 +122,7 @@ def collect(now: datetime | None = None) -> list[RoutineLine]:
                 sched = compile_schedule(r.schedule, r.kind)
                 description = sched.description
                 nxt = sched.next_after(now) if enabled else None
-                next_run = nxt.instant if nxt else None
+                next_run = sched.fire_time(name, nxt) if nxt else None
             except ScheduleError as exc:
                 description, next_run = f"invalid: {exc}", None
             lr = last.get(name)

@@ -9,7 +9,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 PACKAGES := supervisor worker sandbox ipc routines
 
-.PHONY: demo test bench lint venv demo-here test-here bench-here clean
+.PHONY: demo test bench lint venv demo-here test-here bench-here completions clean
 
 demo:
 	@scripts/as-user.sh demo-here
@@ -41,6 +41,9 @@ test-here: lint
 
 bench-here: venv
 	$(BIN)/python -m bench
+
+completions: venv
+	$(BIN)/python scripts/gen-completions.py
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .mypy_cache .pytest_cache .ruff_cache

@@ -13,7 +13,7 @@ from typing import Any
 
 import psutil
 
-from routines.ledger import Ledger, RunRow
+from routines.ledger import Ledger, RoutineState, RunRow
 from routines.paths import Paths, paths
 from supervisor.client import Client, DaemonNotRunning, connect
 
@@ -33,26 +33,42 @@ def write_routine(name: str, text: str, p: Paths | None = None) -> Path:
 def command_routine(
     run: str,
     *,
-    schedule: str = 'oncalendar = "*-*-* *:*:00/5"',
+    schedule: str = 'cron = "* * * * *"',
     enabled: bool = True,
     timeout: int = 60,
     missed: str = "catch_up",
     extra: str = "",
 ) -> str:
     return (
-        f"[routine]\nkind = \"command\"\nenabled = {str(enabled).lower()}\n"
-        f"[schedule]\n{schedule}\nmissed = \"{missed}\"\ntimezone = \"UTC\"\n"
+        f'[routine]\nkind = "command"\nenabled = {str(enabled).lower()}\n'
+        f'[schedule]\n{schedule}\nmissed = "{missed}"\ntimezone = "UTC"\n'
         f"[command]\nrun = '''{run}'''\ntimeout_sec = {timeout}\n{extra}"
     )
 
 
 class Daemon:
-    """`vinos-routine daemon` in a subprocess with the test's environment."""
+    """`vinos-routine daemon` in a subprocess with the test's environment.
 
-    def __init__(self, tmp: Path, *, tick: float = 0.2, extra_env: dict[str, str] | None = None):
+    `python_flags` go before `-m supervisor` (e.g. `-X importtime`); `worker_argv` starts the
+    daemon through `supervisor.daemon.main(worker_argv=...)` (a stand-in worker); `wrap` is a
+    command the daemon runs under (e.g. bwrap giving it a tiny tmpfs): then `self.proc` is the
+    wrapper and `daemon_pid` (from `ping`) the daemon itself.
+    """
+
+    def __init__(
+        self,
+        tmp: Path,
+        *,
+        tick: float = 0.2,
+        extra_env: dict[str, str] | None = None,
+        python_flags: list[str] | None = None,
+        worker_argv: list[str] | None = None,
+        wrap: list[str] | None = None,
+    ):
         self.paths = paths()
         self.clock_file = tmp / "clock-offset"
-        self.clock_file.write_text("0")
+        if not self.clock_file.exists():
+            self.clock_file.write_text("0")
         self.log_path = tmp / f"daemon-{time.monotonic_ns()}.log"
         self.env = dict(os.environ)
         self.env.update(
@@ -61,12 +77,27 @@ class Daemon:
             PYTHONPATH=str(REPO),
             **(extra_env or {}),
         )
+        self.python_flags = python_flags or []
+        self.worker_argv = worker_argv
+        self.wrap = wrap or []
         self.proc: subprocess.Popen[bytes] | None = None
+        self.daemon_pid: int | None = None
+
+    def argv(self) -> list[str]:
+        if self.worker_argv is None:
+            entry = ["-m", "supervisor", "daemon"]
+        else:
+            entry = [
+                "-c",
+                "import sys; from supervisor.daemon import main; "
+                f"sys.exit(main(worker_argv={self.worker_argv!r}))",
+            ]
+        return [*self.wrap, sys.executable, *self.python_flags, *entry]
 
     def start(self, wait: bool = True) -> Daemon:
         log = open(self.log_path, "ab")  # noqa: SIM115 - the child holds it
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "supervisor", "daemon"],
+            self.argv(),
             env=self.env,
             stdin=subprocess.DEVNULL,
             stdout=log,
@@ -85,7 +116,7 @@ class Daemon:
                 raise AssertionError(f"daemon exited {self.proc.returncode}:\n{self.log()}")
             try:
                 with connect(self.paths.control_socket, timeout=2) as c:
-                    c.request("ping")
+                    self.daemon_pid = c.request("ping")["pid"]
                 return
             except (DaemonNotRunning, OSError):
                 time.sleep(0.05)
@@ -125,13 +156,120 @@ class Daemon:
 
     @property
     def pid(self) -> int:
+        """The daemon's pid (not a wrapper's)."""
+        if self.daemon_pid is not None:
+            return self.daemon_pid
         assert self.proc is not None
         return self.proc.pid
 
+    def to_slot(self, every: int = 60, after: float = 1.0) -> datetime:
+        """Step the clock to `after` seconds past the next multiple of `every` seconds (a slot
+        of a `* * * * *` routine when every = 60); returns that slot."""
+        now = self.now()
+        epoch = int(now.timestamp())
+        slot = datetime.fromtimestamp((epoch // every + 1) * every, UTC)
+        self.step(slot + timedelta(seconds=after) - now)
+        return slot
+
+    def workers(self) -> list[psutil.Process]:
+        """The daemon's worker processes (its children titled `vinos-routine worker …`)."""
+        out = []
+        for child in workers_of(self.pid):
+            try:
+                if "vinos-routine worker" in " ".join(child.cmdline()):
+                    out.append(child)
+            except psutil.Error:
+                continue
+        return out
+
+    def cli(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+        """`vinos-routine ARGS` with the daemon's environment."""
+        return subprocess.run(
+            [sys.executable, "-m", "supervisor", *args],
+            check=False,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+        )
+
+
+def sid(instant: datetime) -> str:
+    """A slot's id as the ledger stores it."""
+    return instant.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
 
 def rows(name: str | None = None, limit: int = 1000) -> list[RunRow]:
+    """Run rows, oldest first."""
     with Ledger(paths().ledger) as ledger:
-        return ledger.history(name, limit)
+        return sorted(ledger.history(name, limit), key=lambda r: r.id)
+
+
+def state(name: str) -> RoutineState:
+    with Ledger(paths().ledger) as ledger:
+        return ledger.state(name)
+
+
+def final(name: str) -> list[RunRow]:
+    """Run rows of `name` that have their final status, oldest first."""
+    return [r for r in rows(name) if r.status not in ("queued", "running")]
+
+
+def gated(name: str, body: str = "echo released") -> str:
+    """A command that notes it started (a line in state/NAME/entered), waits until the test
+    creates state/NAME/go, then runs `body`. The state dir is bound read-write in the sandbox
+    at the same path, so the test sees and controls both files from outside."""
+    d = paths().routine_state(name)
+    d.mkdir(parents=True, exist_ok=True)
+    return f"echo in >> {d}/entered; while [ ! -e {d}/go ]; do sleep 0.05; done; {body}"
+
+
+def entered(name: str) -> int:
+    """How many runs of a gated routine have started their command."""
+    try:
+        return len((paths().routine_state(name) / "entered").read_text().splitlines())
+    except FileNotFoundError:
+        return 0
+
+
+def release(name: str) -> None:
+    (paths().routine_state(name) / "go").touch()
+
+
+def hold(name: str) -> None:
+    (paths().routine_state(name) / "go").unlink(missing_ok=True)
+
+
+def fake_notify_send(tmp: Path) -> tuple[Path, Path]:
+    """A real `notify-send` stand-in (a shell script, first on PATH) that appends its argv to
+    a file, one argument a line and `<end>` after each call. Returns (bin dir, record file)."""
+    bin_dir = tmp / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    record = tmp / "notify-send.calls"
+    script = bin_dir / "notify-send"
+    script.write_text(
+        f'#!/bin/sh\nfor a in "$@"; do printf \'%s\\n\' "$a"; done >> {record}\n'
+        f"echo '<end>' >> {record}\n"
+    )
+    script.chmod(0o755)
+    return bin_dir, record
+
+
+def notifications(record: Path) -> list[list[str]]:
+    """The argv of each notify-send call recorded by fake_notify_send."""
+    try:
+        text = record.read_text()
+    except FileNotFoundError:
+        return []
+    calls, cur = [], []
+    for line in text.splitlines():
+        if line == "<end>":
+            calls.append(cur)
+            cur = []
+        else:
+            cur.append(line)
+    return calls
 
 
 def wait_for(predicate: Any, timeout: float = 30, interval: float = 0.05, what: str = "") -> Any:

@@ -220,6 +220,7 @@ class Pool:
             out=out,
             timeout_sec=pending.routine.run_timeout_sec,
             now=self.clock.now(),
+            note=pending.detail if pending.slot else "",
         )
 
     # -- stopping -----------------------------------------------------------------------------

@@ -130,8 +130,13 @@ def finish_run(
     out: WorkerOutcome,
     timeout_sec: float,
     now: datetime,
+    note: str = "",
 ) -> Finished:
-    """Record a finished run everywhere it belongs, in the order that loses nothing."""
+    """Record a finished run everywhere it belongs, in the order that loses nothing.
+
+    `note` is what the claim said about the run ("stands in for 12 missed runs"): it stays
+    in the ledger's detail, ahead of how the run ended.
+    """
     status, detail = final_status(out, timeout_sec)
     scratch = paths.scratch(routine.name, run_id)
     stored, text, error = (None, "", None)
@@ -147,7 +152,7 @@ def finish_run(
     fields: dict[str, Any] = {
         "status": status,
         "outcome": outcome,
-        "detail": detail[:2000],
+        "detail": (f"{note}; {detail}" if note and detail else note or detail)[:2000],
         "route": r.route if r else None,
         "model": (r.model if r and r.model else u.model) or None,
         "escalated": r.escalated if r else False,

@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -172,14 +173,21 @@ class Daemon:
         return slot
 
     def workers(self) -> list[psutil.Process]:
-        """The daemon's worker processes (its children titled `vinos-routine worker …`)."""
+        """The daemon's worker processes: its children running `python -m worker` (titled
+        `vinos-routine worker NAME` once they are up)."""
         out = []
-        for child in workers_of(self.pid):
+        try:
+            children = psutil.Process(self.pid).children()
+        except psutil.Error:
+            return []
+        for child in children:
             try:
-                if "vinos-routine worker" in " ".join(child.cmdline()):
-                    out.append(child)
+                cmd = child.cmdline()
             except psutil.Error:
                 continue
+            line = " ".join(cmd)
+            if "vinos-routine worker" in line or cmd[-2:] == ["-m", "worker"]:
+                out.append(child)
         return out
 
     def cli(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
@@ -300,3 +308,27 @@ def processes_with_cmdline(fragment: str) -> list[psutil.Process]:
         except psutil.Error:
             continue
     return out
+
+
+class Sampler:
+    """Counts a daemon's workers every `interval` seconds on a thread, while in a `with`."""
+
+    def __init__(self, d: Daemon, interval: float = 0.01) -> None:
+        self.d = d
+        self.interval = interval
+        self.counts: list[int] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self.counts.append(len(self.d.workers()))
+            self._stop.wait(self.interval)
+
+    def __enter__(self) -> Sampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(10)

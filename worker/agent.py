@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ipc.messages import EventKind, Result, RunStatus, Usage
 from routines import pricing
-from routines.spec import AgentSpec, Memory, Route
+from routines.spec import AgentSpec, Memory, OnExceed, Route
 from worker import budget, memory, prompts, router
 from worker.context import RunContext
 from worker.loop import AttemptEnd, End, ToolLoop
@@ -146,7 +146,7 @@ class AgentRun:
             )
             return None
         if verdict is budget.Verdict.STOP:
-            notify = self.run.routine.budget.on_exceed.value == "notify"
+            notify = self.run.routine.budget.on_exceed is OnExceed.NOTIFY
             return AttemptEnd(End.BUDGET, message=f"budget: {reason}", notify=notify)
         return AttemptEnd(End.ESCALATE, trigger=trigger)
 

@@ -4,6 +4,7 @@ providers (created on first use, so a local-only run never loads the Anthropic S
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -22,7 +23,25 @@ from worker.providers.base import Provider, ProviderError
 if TYPE_CHECKING:
     from worker.providers.ollama import OllamaProvider
 
-__all__ = ["Deadline", "RunContext"]
+__all__ = ["DEFAULT_OLLAMA_URL", "Deadline", "RunContext", "ollama_url"]
+
+DEFAULT_OLLAMA_URL = "http://127.0.0.1:11434"
+
+
+def ollama_url(from_job: str) -> str:
+    """The job's URL (config.toml or OLLAMA_HOST, resolved by the supervisor); if it sent
+    none, OLLAMA_HOST as Ollama itself reads it, else the default."""
+    if from_job.strip():
+        return from_job.strip()
+    host = os.environ.get("OLLAMA_HOST", "").strip().strip("\"'")
+    if not host:
+        return DEFAULT_OLLAMA_URL
+    if "://" in host:  # as Ollama reads it: an explicit scheme brings its own default port
+        return host.rstrip("/")
+    hostpart, slash, path = host.partition("/")
+    if ":" not in hostpart:
+        hostpart += ":11434"
+    return f"http://{hostpart}{slash}{path}".rstrip("/")
 
 
 class Deadline:
@@ -82,7 +101,7 @@ class RunContext:
             from worker.providers.ollama import OllamaProvider
 
             ctx = self.routine.agent.local_context_tokens if self.routine.agent else 4096
-            self._local = OllamaProvider(self.job.ollama_url, context_tokens=ctx)
+            self._local = OllamaProvider(ollama_url(self.job.ollama_url), context_tokens=ctx)
         return self._local
 
     def premium(self) -> Provider:

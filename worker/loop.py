@@ -87,6 +87,7 @@ class ToolLoop:
         self, conv: Conversation, *, premium: bool, on_malformed: MalformedHook | None = None
     ) -> AttemptEnd:
         """Drive the loop on `conv` until an answer, an escalation or a stop."""
+        self.tools_on = bool(self.tools)  # a local model without tools says nothing of premium's
         for _ in range(MAX_ITERATIONS):
             if premium:
                 verdict, reason = budget.check(

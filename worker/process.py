@@ -38,10 +38,13 @@ def die_with_parent() -> None:
         return
     import ctypes
 
+    parent = os.getppid()
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0) != 0:
         err = ctypes.get_errno()
         raise OSError(err, f"prctl(PR_SET_PDEATHSIG): {os.strerror(err)}")
+    if os.getppid() != parent:  # it died before the prctl took effect: no signal will come
+        os._exit(1)
 
 
 def set_title(name: str) -> None:

@@ -406,3 +406,25 @@ def test_each_unsuccessful_stop_reason_has_its_own_message(
     from worker.loop import stop_failure
 
     assert needle in stop_failure(Reply("x", (), stop, reason, "m", 1, 1))
+
+
+@pytest.mark.parametrize(
+    ("job_url", "env", "expected"),
+    [
+        ("http://10.0.0.5:11434", "ignored:1", "http://10.0.0.5:11434"),
+        ("", None, "http://127.0.0.1:11434"),
+        ("", "0.0.0.0", "http://0.0.0.0:11434"),
+        ("", "gpu-box:8080", "http://gpu-box:8080"),
+        ("", "https://ollama.example/", "https://ollama.example"),
+    ],
+)
+def test_ollama_url_falls_back_to_ollama_host(
+    job_url: str, env: str | None, expected: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from worker.context import ollama_url
+
+    if env is None:
+        monkeypatch.delenv("OLLAMA_HOST", raising=False)
+    else:
+        monkeypatch.setenv("OLLAMA_HOST", env)
+    assert ollama_url(job_url) == expected

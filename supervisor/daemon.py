@@ -130,7 +130,7 @@ class Daemon:
             config=config,
             clock=clock,
             notify=self._notify,
-            on_change=self.wake,
+            on_change=self._run_ended,
             worker_argv=worker_argv,
         )
         self.control = ControlServer(
@@ -154,6 +154,13 @@ class Daemon:
 
     def wake(self) -> None:
         self._wake.set()
+
+    def _run_ended(self) -> None:
+        # A run's end may have changed routine state through our own connection (the third
+        # strike disables the routine), which PRAGMA data_version does not report: re-read
+        # the states on the next tick (tests/supervisor/test_daemon_strikes.py).
+        self._data_version = None
+        self.wake()
 
     def ask_stop(self) -> None:
         self._stopping = True

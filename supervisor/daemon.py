@@ -45,7 +45,8 @@ log = logging.getLogger("vinos.daemon")
 # At most this long between ticks (a sleep or a clock jump is noticed within it). Tests shorten
 # it with VINOS_TICK_MAX_SEC so they need not wait 30 s to see a stepped clock.
 TICK_MAX_SEC = float(os.environ.get("VINOS_TICK_MAX_SEC") or 30.0)
-STOP_GRACE_SEC = 30.0
+# How long SIGTERM waits for running workers; VINOS_STOP_GRACE_SEC shortens it for tests.
+STOP_GRACE_SEC = float(os.environ.get("VINOS_STOP_GRACE_SEC") or 30.0)
 ROOT_REFUSAL = (
     "vinos-routine refuses to run as root: as uid 0, bubblewrap keeps the host's file access "
     "even inside its namespaces, so a routine's shell tools could read /etc/shadow. Run it as "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -105,6 +106,7 @@ class Daemon:
             stderr=log,
         )
         log.close()
+        _STARTED.append(self)
         if wait:
             self.wait_ready()
         return self
@@ -201,6 +203,23 @@ class Daemon:
             timeout=timeout,
             stdin=subprocess.DEVNULL,
         )
+
+
+_STARTED: list[Daemon] = []  # every daemon a test started, for reap_daemons()
+
+
+def reap_daemons() -> None:
+    """Kill what a test left running (a failed test does not reach its `stop()`): each
+    daemon it started, and that daemon's process tree."""
+    for d in _STARTED:
+        if d.proc is None or d.proc.poll() is not None:
+            continue
+        tree = workers_of(d.pid) + workers_of(d.proc.pid)
+        for proc in [psutil.Process(d.proc.pid), *tree]:
+            with contextlib.suppress(psutil.Error):
+                proc.kill()
+        d.proc.wait(10)
+    _STARTED.clear()
 
 
 def sid(instant: datetime) -> str:

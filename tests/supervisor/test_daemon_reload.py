@@ -1,0 +1,90 @@
+"""Reload with a real daemon (DESIGN.md "Supervisor semantics" 12): routine files by an mtime
+scan each tick, config.toml on SIGHUP and on `vinos-routine reload`; an invalid edit of a
+loaded routine keeps the last good version running and is shown in `list`.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+from pathlib import Path
+
+from routines.paths import paths
+from tests.supervisor.daemonkit import (
+    Daemon,
+    command_routine,
+    final,
+    rows,
+    wait_for,
+    write_routine,
+)
+
+
+def test_a_new_file_is_picked_up_by_the_mtime_scan(tmp_path: Path, not_root: None) -> None:
+    d = Daemon(tmp_path).start()
+    assert d.request("status")["routines"] == 0
+    write_routine("late", command_routine("echo late"))  # no signal, no request
+    wait_for(lambda: d.request("status")["enabled"] == 1, what="the scan to find it")
+    d.to_slot()
+    [row] = wait_for(lambda: final("late"), what="its run")
+    assert (row.status, row.detail) == ("ok", "late")
+    (paths().routines_dir / "late.toml").unlink()
+    wait_for(lambda: d.request("status")["routines"] == 0, what="the scan to drop it")
+    assert d.stop() == 0
+
+
+def test_an_invalid_edit_keeps_the_last_good_version_running(
+    tmp_path: Path, not_root: None
+) -> None:
+    write_routine("keeper", command_routine("echo v1"))
+    d = Daemon(tmp_path).start()
+    d.to_slot()
+    wait_for(lambda: len(final("keeper")) == 1, what="the first run")
+
+    # A typo in a key: the file is invalid from now on.
+    write_routine("keeper", command_routine("echo v2", extra="timeuot_sec = 3\n"))
+    wait_for(lambda: d.request("status")["invalid"] == ["keeper"], what="the bad edit")
+    assert d.request("status")["enabled"] == 1  # the daemon still runs the last good one
+    # `list` reads the files itself, so it shows the file as invalid, with its error.
+    listed = {r["name"]: r for r in json.loads(d.cli("list", "--json").stdout)}["keeper"]
+    assert listed["valid"] is False
+    assert any("timeuot_sec" in e for e in listed["errors"])
+    assert "timeuot_sec" in d.cli("list").stdout
+    d.to_slot()
+    wait_for(lambda: len(final("keeper")) == 2, what="the run after the bad edit")
+    assert "keeping the last good version" in d.log()
+
+    write_routine("keeper", command_routine("echo v3"))  # fixed
+    wait_for(lambda: d.request("status")["invalid"] == [], what="the fix")
+    d.to_slot()
+    wait_for(lambda: len(final("keeper")) == 3, what="the run after the fix")
+    assert [(r.status, r.detail) for r in rows("keeper")] == [
+        ("ok", "v1"),
+        ("ok", "v1"),  # the last good version ran, not the invalid edit
+        ("ok", "v3"),
+    ]
+    assert d.stop() == 0
+
+
+def test_config_reloads_on_sighup_and_on_the_reload_command(tmp_path: Path, not_root: None) -> None:
+    config = paths().config_file
+    d = Daemon(tmp_path).start()
+    assert d.request("status")["max_concurrent"] == 2
+
+    config.write_text("max_concurrent = 3\n")
+    d.proc.send_signal(signal.SIGHUP)
+    wait_for(lambda: d.request("status")["max_concurrent"] == 3, what="SIGHUP to reload")
+
+    config.write_text("max_concurrent = 1\n")
+    out = d.cli("reload")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("reloaded: 0 routines, 0 enabled")
+    assert d.request("status")["max_concurrent"] == 1  # done by the time reload answers
+
+    # An invalid config.toml keeps the settings in force, and says why in the log.
+    config.write_text("max_concurrent = 0\n")
+    result = d.request("reload")
+    assert result == {"routines": 0, "enabled": 0, "invalid": []}
+    assert d.request("status")["max_concurrent"] == 1
+    assert "config.toml is invalid; keeping the previous settings" in d.log()
+    assert d.stop() == 0

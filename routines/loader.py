@@ -335,10 +335,21 @@ def _command(r: Reader, doc: Mapping[str, Any]) -> CommandSpec | None:
         if "run" not in doc.get("command", {}):
             r.error("[command].run", 'required: the shell string to run, e.g. run = "df -h"')
         return None
-    if any(c in t["run"] for c in "\0"):
+    run = t["run"]
+    if "\0" in run:
         r.error("[command].run", "expected text, found a NUL byte")
         return None
-    return CommandSpec(**t)
+    stripped = run.strip("\n")
+    if "\n" in stripped or "\r" in stripped:
+        # The sandbox refuses newlines in any command (DESIGN.md "Sandbox"), so say it here.
+        r.error(
+            "[command].run",
+            'expected one line (join commands with ; or &&; in a """ string a \\ at the '
+            "end of a line joins it to the next), "
+            f"found {stripped.count(chr(10)) + 1} lines",
+        )
+        return None
+    return CommandSpec(**{**t, "run": stripped})
 
 
 def _output(r: Reader, doc: Mapping[str, Any]) -> OutputSpec:

@@ -20,9 +20,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 HOME = Path(os.environ.get("DEMO_HOME", REPO / "demo-home"))
 
-DEMO_ROUTINE = """\
-# A command routine: no model, just a shell string run in the same sandbox an agent's
-# shell tools get. Its stdout is the output; a non-zero exit is a failure.
+DEMO_ROUTINE = r'''# A command routine: no model, just a shell string run in the same sandbox
+# an agent's shell tools get. Its stdout is the output; a non-zero exit is a failure.
 [routine]
 description = "Every minute: load, disk, and what the sandbox lets a routine see"
 enabled = true
@@ -32,22 +31,22 @@ kind = "command"
 cron = "* * * * *"
 
 [command]
-run = '''
-echo "# Machine check"
-echo
-echo "- load: $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)"
-echo "- disk: $(df -h "$HOME" 2>/dev/null | awk 'NR==2 {print $4 " free of " $2}')"
-echo "- processes I can see: $(ls /proc | grep -c '^[0-9]')  (a fresh PID namespace)"
-echo "- ~/.ssh: $(ls -A ~/.ssh 2>/dev/null | wc -l) files visible  (masked by the sandbox)"
-echo "- network: $(getent hosts example.com >/dev/null 2>&1 && echo reachable || echo none)"
-echo "- write to \\$HOME: $(touch ~/demo-probe 2>/dev/null && echo allowed || echo refused)"
-'''
+# One line for the shell (the sandbox refuses newlines in a command); in a TOML """ string a
+# backslash at the end of a line joins it to the next.
+run = """\
+echo "- load: $(cut -d' ' -f1-3 /proc/loadavg)"; \
+echo "- disk: $(df -h ~ | awk 'NR==2 {print $4 " free of " $2}')"; \
+echo "- processes I can see: $(ls /proc | grep -c '^[0-9]') (a fresh PID namespace)"; \
+echo "- files in ~/.ssh I can read: $(cat ~/.ssh/* 2>/dev/null | wc -c) bytes (masked)"; \
+echo "- network: $(getent hosts example.com >/dev/null 2>&1 && echo reachable || echo none)"; \
+echo "- writing to my home: $(touch ~/demo-probe 2>/dev/null && echo allowed || echo refused)"\
+"""
 timeout_sec = 30
 
 [output]
 type = "brief"
 title = "Machine check · {{date}}"
-"""
+'''
 
 
 def say(text: str) -> None:
@@ -61,8 +60,11 @@ def cli(*args: str, env: dict[str, str]) -> int:
 
 def main() -> int:
     if os.geteuid() == 0:
-        print("make demo runs as an unprivileged user (the daemon refuses root); "
-              "run it through 'make demo', which arranges that", file=sys.stderr)
+        print(
+            "make demo runs as an unprivileged user (the daemon refuses root); "
+            "run it through 'make demo', which arranges that",
+            file=sys.stderr,
+        )
         return 1
     if HOME.exists():
         shutil.rmtree(HOME)
@@ -79,8 +81,11 @@ def main() -> int:
     env.pop("ANTHROPIC_API_KEY", None)
 
     say("The five starter routines (shipped disabled) are valid")
-    cli("validate", *sorted(str(p) for p in (REPO / "routines" / "starters").glob("*.toml")),
-        env=env)
+    cli(
+        "validate",
+        *sorted(str(p) for p in (REPO / "routines" / "starters").glob("*.toml")),
+        env=env,
+    )
     say("Schedules in plain language, explained by code")
     cli("schedule", "explain", "--every", "every weekday at 9:00", "--count", "3", env=env)
 

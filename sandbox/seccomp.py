@@ -123,11 +123,24 @@ def _family_rules() -> list[tuple[int, str, int]]:
     return rules
 
 
+def _binding() -> Any:
+    """PyPI's pyseccomp (ctypes, any Python), else libseccomp's own binding, which Arch's
+    python-libseccomp installs as `seccomp`; both have the same API."""
+    try:
+        import pyseccomp
+
+        return pyseccomp
+    except ImportError:
+        import seccomp  # type: ignore[import-not-found]
+
+        return seccomp
+
+
 @functools.cache
 def bpf() -> bytes:
     """The compiled filter for this machine's architecture (cached). Raises SeccompUnavailable."""
     try:
-        import pyseccomp as sc
+        sc = _binding()
     except Exception as exc:  # the binding raises RuntimeError/OSError without libseccomp.so.2
         raise SeccompUnavailable(f"cannot load libseccomp: {exc}") from exc
     try:

@@ -3,6 +3,7 @@ trimming, provider parsing and rendering, titles, prompts, the key lookup."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 from datetime import UTC, datetime, timedelta, timezone
@@ -428,3 +429,58 @@ def test_ollama_url_falls_back_to_ollama_host(
     else:
         monkeypatch.setenv("OLLAMA_HOST", env)
     assert ollama_url(job_url) == expected
+
+
+# --- the worker's HTTP ---
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("http://127.0.0.1:11434", ("http", "127.0.0.1", 11434, "/")),
+        ("http://localhost:11434/api/chat", ("http", "localhost", 11434, "/api/chat")),
+        ("https://hooks.example/x?y=1", ("https", "hooks.example", 443, "/x?y=1")),
+        ("http://host?a=b", ("http", "host", 80, "/?a=b")),
+        ("http://[::1]:8080/p", ("http", "::1", 8080, "/p")),
+    ],
+)
+def test_split_url(url: str, expected: tuple[str, str, int, str]) -> None:
+    from worker import httpjson
+
+    assert httpjson.split_url(url) == expected
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["ftp://x", "127.0.0.1:11434", "http://", "http://u:p@host/", "http://h:port", "http://h/a b"],
+)
+def test_split_url_refuses(url: str) -> None:
+    from worker import httpjson
+
+    with pytest.raises(httpjson.ConnectFailed):
+        httpjson.split_url(url)
+
+
+def test_parse_response() -> None:
+    from worker import httpjson
+
+    ok = httpjson.parse_response(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}trailing")
+    assert (ok.status, ok.reason, ok.body) == (200, "OK", b"{}")
+    assert httpjson.parse_response(b"HTTP/1.0 404 Not Found\r\n\r\nnope").body == b"nope"
+    for bad, needle in (
+        (b"", "without a response"),
+        (b"HTTP/1.1 200 OK\r\nContent-Le", "inside its headers"),
+        (b"SSH-2.0-OpenSSH\r\n\r\n", "not an HTTP response"),
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n{}", "inside the body"),
+        (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n", "chunked"),
+    ):
+        with pytest.raises(httpjson.Broken, match=needle):
+            httpjson.parse_response(bad)
+
+
+@given(st.binary(max_size=2000))
+def test_parse_response_never_crashes(data: bytes) -> None:
+    from worker import httpjson
+
+    with contextlib.suppress(httpjson.Broken):
+        httpjson.parse_response(data)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from typing import IO, Any
 
-from ipc.framing import encode
+from ipc.framing import ProtocolError, encode
 from ipc.messages import Event, EventKind, Message, Result, Usage
 
 __all__ = ["PREVIEW_CHARS", "Channel", "preview"]
@@ -38,7 +38,12 @@ class Channel:
         self._out.flush()
 
     def event(self, kind: EventKind, text: str, /, **data: Any) -> None:
-        self.send(Event(kind=kind.value, text=text, data=data))
+        try:
+            self.send(Event(kind=kind.value, text=text, data=data))
+        except ProtocolError:
+            # Text from a model or a tool that is not valid UTF-8 (a lone surrogate): the
+            # event goes out with it replaced rather than the run breaking on a log line.
+            self.send(Event(kind=kind.value, text=_clean(text), data=_clean(data)))
 
     def log(self, text: str) -> None:
         """A line for the run log only (stderr)."""
@@ -53,3 +58,13 @@ class Channel:
 
     def result(self, result: Result) -> None:
         self.send(result)
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, str):
+        return value.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+    if isinstance(value, dict):
+        return {str(_clean(k)): _clean(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_clean(v) for v in value]
+    return value

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ipc import Result
+from ipc import Event, Result
 from routines.spec import AgentSpec, Escalation, OnExceed
 from worker import budget, keys, memory, prompts, router
 from worker.channel import Channel
@@ -484,3 +484,18 @@ def test_parse_response_never_crashes(data: bytes) -> None:
 
     with contextlib.suppress(httpjson.Broken):
         httpjson.parse_response(data)
+
+
+def test_a_lone_surrogate_from_a_model_never_breaks_the_pipe() -> None:
+    from ipc import EventKind, decode
+    from worker.providers import anthropic as anth
+
+    out = io.BytesIO()
+    Channel(out, "x", io.StringIO()).event(EventKind.LOG, "bad \ud800 text", reply="\udfff")
+    sent = decode(out.getvalue())
+    assert isinstance(sent, Event)
+    assert sent.text.startswith("bad \ufffd") and sent.text.endswith(" text")
+    assert set(sent.data["reply"]) == {"\ufffd"}
+    reply = anth.parse_message({"content": [{"type": "text", "text": "a\ud800b"}]}, model="m")
+    assert reply.text.startswith("a\ufffd") and reply.text.endswith("b")
+    reply.text.encode("utf-8")

@@ -24,6 +24,7 @@ from worker.providers.base import (
     ToolResultsTurn,
     ToolSpec,
     UserTurn,
+    clean,
 )
 
 __all__ = ["MAX_RETRIES", "AnthropicProvider", "parse_message", "render"]
@@ -181,7 +182,7 @@ def render(conv: Conversation) -> list[dict[str, Any]]:
 def parse_message(msg: dict[str, Any], *, model: str) -> Reply:
     """A Messages API `message` (as a dict) → Reply (pure)."""
     content = [b for b in msg.get("content") or [] if isinstance(b, dict)]
-    text = "".join(b.get("text", "") for b in content if b.get("type") == "text")
+    text = clean("".join(str(b.get("text", "")) for b in content if b.get("type") == "text"))
     calls = tuple(
         ToolCall(
             str(b.get("id")),

@@ -29,6 +29,7 @@ __all__ = [
     "ToolsUnsupported",
     "Turn",
     "UserTurn",
+    "clean",
 ]
 
 
@@ -112,6 +113,16 @@ class Conversation:
             else:
                 n += sum(len(r.content) for r in t.results)
         return n
+
+
+def clean(text: str) -> str:
+    """`text` with lone surrogates (a JSON "\\ud800" escape decodes to one) replaced: they
+    cannot be written as UTF-8, to a file or to the pipe."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+    return text
 
 
 class ProviderError(Exception):

@@ -149,7 +149,7 @@ class Daemon:
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 60) -> int:
         assert self.proc is not None
         if self.proc.poll() is None:
-            self.proc.send_signal(sig)
+            os.kill(self.pid, sig)  # the daemon itself, also when it runs under a wrapper
         return self.proc.wait(timeout)
 
     def kill9(self) -> None:

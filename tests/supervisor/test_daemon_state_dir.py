@@ -1,0 +1,91 @@
+"""A routine's state dir that cannot take the run's output: read-only, or full. The run fails
+with an error that says so, and leaves no partial output behind (DESIGN.md "Supervisor
+semantics" 10).
+
+"Full" is a real full filesystem: the daemon runs under bwrap (unprivileged, in a user
+namespace of its own) with a 64 KiB tmpfs mounted over the routine's state dir, and the
+routine itself fills it before printing its output. The test looks into that mount through
+/proc/<daemon pid>/root.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from routines.paths import paths
+from tests.supervisor.daemonkit import (
+    Daemon,
+    command_routine,
+    final,
+    rows,
+    wait_for,
+    write_routine,
+)
+
+
+def test_a_read_only_state_dir_fails_the_run_cleanly(tmp_path: Path, not_root: None) -> None:
+    state = paths().routine_state("locked")
+    state.mkdir(parents=True)
+    state.chmod(0o555)
+    write_routine("locked", command_routine("seq 1 1000"))
+    d = Daemon(tmp_path).start()
+    try:
+        d.to_slot()
+        [row] = wait_for(lambda: final("locked"), what="the run")
+        assert row.status == "failed"
+        assert row.detail == (
+            f"cannot create the run's scratch dir {state}/.scratch/{row.run_id}: Permission denied"
+        )
+        assert list(state.iterdir()) == []
+
+        # With a writable scratch dir left from before, the command runs but its output
+        # cannot be moved in: failed, and the scratch copy is removed.
+        state.chmod(0o755)
+        (state / ".scratch").mkdir()
+        state.chmod(0o555)
+        d.to_slot()
+        wait_for(lambda: len(final("locked")) == 2, what="the second run")
+        row = rows("locked")[-1]
+        assert row.status == "failed"
+        assert (row.detail or "").startswith("could not save the output: Permission denied")
+        assert row.output_file is None
+        assert [p.name for p in state.iterdir()] == [".scratch"]
+        assert list((state / ".scratch").iterdir()) == []
+    finally:
+        state.chmod(0o755)
+    assert d.request("ping")["pid"] == d.pid
+    assert d.stop() == 0
+
+
+def test_a_full_state_dir_fails_the_run_cleanly(tmp_path: Path, not_root: None) -> None:
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        pytest.fail("bwrap is missing: install bubblewrap (scripts/system-deps.sh)")
+    state = paths().routine_state("stuffed")
+    state.mkdir(parents=True)
+    # The command fills the filesystem, then prints ~100 KB: the worker cannot write it.
+    write_routine(
+        "stuffed",
+        command_routine(f"head -c 1000000 /dev/zero > {state}/filler; seq 1 20000"),
+    )
+    d = Daemon(
+        tmp_path, wrap=[bwrap, "--dev-bind", "/", "/", "--size", "65536", "--tmpfs", str(state)]
+    ).start()
+    d.to_slot()
+    [row] = wait_for(lambda: final("stuffed"), what="the run")
+    assert row.status == "failed"
+    assert "No space left on device" in (row.detail or "")
+    assert row.output_file is None
+    # Inside the daemon's view of the state dir: the filler, the empty scratch dir and the
+    # run log; no output file, whole or partial, and no temp file.
+    inside = Path(f"/proc/{d.pid}/root") / str(state).lstrip("/")
+    names = sorted(p.name for p in inside.iterdir())
+    assert ".scratch" in names and "filler" in names
+    assert not [n for n in names if n.endswith(".md") or n.endswith(".tmp")]
+    assert list((inside / ".scratch").iterdir()) == []
+    assert list(state.iterdir()) == []  # the real directory under the mount was not touched
+    assert d.request("ping")["pid"] == d.pid
+    assert d.stop() == 0

@@ -1,17 +1,82 @@
 """The state store: outputs and last-run.json under state/<name>/, written so a crash never
-leaves half a file (temp file in the same directory, fsync, rename, fsync the directory)."""
+leaves half a file (temp file in the same directory, fsync, rename, fsync the directory).
+
+A routine's state dir is writable from inside its sandbox, so anything below it may be a
+symlink a shell tool planted (memory.md -> ~/.ssh/id_rsa). Whatever the runtime reads or
+appends there goes through `read_regular` / `open_beneath`, which never follow one.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-__all__ = ["deliver_output", "read_json", "write_atomic", "write_json_atomic"]
+__all__ = [
+    "deliver_output",
+    "open_beneath",
+    "read_json",
+    "read_regular",
+    "write_atomic",
+    "write_json_atomic",
+]
+
+
+def open_beneath(
+    base: Path, relative: str, flags: int, mode: int = 0o600, make_dirs: bool = False
+) -> int:
+    """Open `base/relative` without following a symlink anywhere below `base`.
+
+    `base` itself is trusted (a state dir is a mount point inside the sandbox, which cannot
+    replace it). Missing directories are created (0700) when `make_dirs`. Raises OSError
+    (ELOOP/ENOTDIR for a symlink in the way).
+    """
+    parts = [p for p in Path(relative).parts if p not in ("", ".")]
+    if not parts or ".." in parts or Path(relative).is_absolute():
+        raise ValueError(f"not a relative path below {base}: {relative!r}")
+    fd = os.open(base, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for part in parts[:-1]:
+            if make_dirs:
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(part, 0o700, dir_fd=fd)
+            nfd = os.open(
+                part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd
+            )
+            os.close(fd)
+            fd = nfd
+        return os.open(parts[-1], flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=fd)
+    finally:
+        os.close(fd)
+
+
+def read_regular(path: Path, limit: int | None = None) -> bytes | None:
+    """The last `limit` bytes (all when None) of a regular file, or None when it is missing,
+    a symlink, not a regular file, or unreadable."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        if limit is not None and st.st_size > limit:
+            os.lseek(fd, st.st_size - limit, os.SEEK_SET)
+        chunks = []
+        while chunk := os.read(fd, 1 << 16):
+            chunks.append(chunk)
+        data = b"".join(chunks)
+        return data[-limit:] if limit is not None else data
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 def _fsync_dir(directory: Path) -> None:

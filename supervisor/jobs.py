@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import secrets
 from datetime import datetime
+from pathlib import Path
 from zoneinfo import ZoneInfo
 
 from ipc.messages import Job
 from routines.config import Config
 from routines.paths import Paths
 from routines.spec import Memory, Routine
+from routines.store import read_regular
 
 __all__ = ["build_job", "new_run_id", "read_memory"]
 
@@ -33,12 +35,9 @@ def read_memory(path: str | None) -> str:
     """The memory text a run starts from (the last ~4 KB; "" when none or unreadable)."""
     if path is None:
         return ""
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError:
-        return ""
-    return data[-MEMORY_CAP:].decode("utf-8", errors="replace")
+    # Never through a symlink: a shell tool could have planted memory.md -> ~/.ssh/id_rsa.
+    data = read_regular(Path(path), MEMORY_CAP)
+    return data.decode("utf-8", errors="replace") if data else ""
 
 
 def build_job(

@@ -176,7 +176,10 @@ class Pool:
             paths=self.paths,
             config=self.config,
         )
-        runlog = RunLog(self.paths.run_log(routine.name, pending.run_id))
+        runlog = RunLog(
+            self.paths.run_log(routine.name, pending.run_id),
+            base=self.paths.routine_state(routine.name),
+        )
         runlog.write("start", f"{pending.trigger} run of {routine.name}", {"slot": pending.slot})
         if pending.detail:
             runlog.write("log", pending.detail)

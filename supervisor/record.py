@@ -17,7 +17,7 @@ from ipc import RunStatus
 from routines.ledger import Ledger, iso
 from routines.paths import Paths
 from routines.spec import OutputType, Routine
-from routines.store import deliver_output, write_atomic, write_json_atomic
+from routines.store import deliver_output, read_regular, write_atomic, write_json_atomic
 from supervisor.notify import preview
 from supervisor.policy import STRIKES, strike
 from supervisor.spawn import StopReason, WorkerOutcome
@@ -108,11 +108,11 @@ def _move_output(
     name = Path(r.output_file).name  # never a path the worker chose outside its scratch dir
     source = scratch / name
     try:
-        text = source.read_text(encoding="utf-8", errors="replace")
-        stored = deliver_output(source, state_dir)
+        stored = deliver_output(source, state_dir)  # refuses a symlink planted in scratch
+        data = read_regular(stored) or b""
+        text = data.decode("utf-8", errors="replace")
         if routine.output.type is OutputType.FILE and routine.output.path:
-            target = Path(routine.output.path).expanduser()
-            write_atomic(target, stored.read_bytes())
+            write_atomic(Path(routine.output.path).expanduser(), data)
     except OSError as exc:
         return None, "", f"could not save the output: {exc.strerror or exc} ({exc.filename})"
     return stored, text, None

@@ -13,18 +13,27 @@ from typing import Any
 import orjson
 
 from ipc import Event, Usage
+from routines.store import open_beneath
 
 __all__ = ["RunLog", "read_log"]
 
 
 class RunLog:
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, base: Path | None = None) -> None:
+        """Append to `path`; with `base` (the routine's state dir, writable from its sandbox),
+        open it without following any symlink below `base`."""
         self.path = path
         self._fd: int | None = None
+        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-        except OSError:
+            if base is not None:
+                base.mkdir(parents=True, exist_ok=True)
+                rel = str(path.relative_to(base))
+                self._fd = open_beneath(base, rel, flags, 0o600, make_dirs=True)
+            else:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                self._fd = os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        except (OSError, ValueError):
             # A read-only or full state dir must not stop the run from being recorded in the
             # ledger; the run log is then simply absent.
             self._fd = None

@@ -1,0 +1,19 @@
+"""A worker that ignores its allowance: the real worker (`python -m worker`) with its budget
+check before each premium call patched to always say "go on". It keeps calling the model
+after the day's dollars are spent, which is what the supervisor's backstop is for
+(DESIGN.md "Supervisor semantics" 9). Run as `python -P rogue_worker.py`."""
+
+from __future__ import annotations
+
+import sys
+
+from worker import budget
+from worker.main import main
+
+
+def _always_proceed(*args: object, **kwargs: object) -> tuple[budget.Verdict, None]:
+    return budget.Verdict.PROCEED, None
+
+
+budget.check = _always_proceed  # type: ignore[assignment]
+sys.exit(main())

@@ -7,9 +7,7 @@ from pathlib import Path
 
 import pytest
 from fakes import FakeAnthropic, FakeOllama
-from worker_harness import worker_env
-
-API_KEY = "sk-ant-test-0123456789"
+from worker_harness import API_KEY, worker_env
 
 
 @pytest.fixture

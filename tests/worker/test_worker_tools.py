@@ -8,11 +8,10 @@ import os
 from pathlib import Path
 
 import pytest
-from conftest import API_KEY
 from fakes import FakeAnthropic, FakeOllama
 from fakes import anthropic_replies as A
 from fakes import ollama_replies as O
-from worker_harness import make_job, routine_toml, run_worker, worker_env
+from worker_harness import API_KEY, make_job, routine_toml, run_worker, worker_env
 
 from ipc import Job
 

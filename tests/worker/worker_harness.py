@@ -16,6 +16,7 @@ from ipc import Event, Hello, Job, LineReader, Message, Result, Usage, encode
 
 REPO = Path(__file__).resolve().parents[2]
 STARTED = "2026-07-25T06:00:00-04:00"
+API_KEY = "sk-ant-test-0123456789"  # a fake key: the fake server takes any
 
 
 def routine_toml(

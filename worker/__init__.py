@@ -1,9 +1,9 @@
 """One run in its own process: `python -m worker` (see worker.main for the protocol).
 
-    main        stdin/stdout protocol, exit codes          process   fd 1, PDEATHSIG, title
-    agent       routes, escalation, result                 loop      the bounded tool loop
-    router      the auto-router's triggers (pure)          budget    budget verdicts (pure)
-    memory      session/persistent/shared memory           tools     whitelist + sandbox calls
-    deliver     output file and webhook                    command   command routines
-    providers/  Anthropic (SDK, lazily) and Ollama         httpjson  stdlib HTTP for Ollama
+main        stdin/stdout protocol, exit codes          process   fd 1, PDEATHSIG, title
+agent       routes, escalation, result                 loop      the bounded tool loop
+router      the auto-router's triggers (pure)          budget    budget verdicts (pure)
+memory      session/persistent/shared memory           tools     whitelist + sandbox calls
+deliver     output file and webhook                    command   command routines
+providers/  Anthropic (SDK, lazily) and Ollama         httpjson  stdlib HTTP for Ollama
 """

@@ -1,0 +1,87 @@
+"""Stand-in workers for tests/supervisor/test_spawn.py: real processes that speak (or break)
+the worker protocol in one scripted way each. `python fakeworker.py MODE [ARG]`.
+
+Modes:
+  ok           hello, an event, a usage, a result naming output.md (written in scratch_dir)
+  sprawl MARK  hello; start `sleep MARK1` in its own group and `sleep MARK2` in a new session
+               (both descendants), ignore SIGTERM, and hang
+  hang         hello, then sleep forever (SIGTERM ends it)
+  spend        hello, then a $0.01 usage every 10 ms, for ever
+  tokens       hello, then a usage of 1,000 premium tokens every 10 ms, for ever
+  garbage      hello, then a line that is not JSON, then hang
+  no-hello     an event first
+  two-results  hello, a result, a second result
+  exit3        hello, then exit status 3 with no result
+  chatty       hello, 3 stderr lines (one 10,000 chars long), a result
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from ipc import Event, EventKind, Hello, Job, LineReader, Result, Usage, encode
+
+
+def send(msg: object) -> None:
+    sys.stdout.buffer.write(encode(msg))  # type: ignore[arg-type]
+    sys.stdout.buffer.flush()
+
+
+def main() -> None:
+    mode, *rest = sys.argv[1:]
+    reader = LineReader(sys.stdin.buffer)
+    reader.read()  # hello
+    job = reader.read()
+    assert isinstance(job, Job)
+    if mode == "no-hello":
+        send(Event(EventKind.LOG, "too early"))
+        time.sleep(60)
+        return
+    send(Hello())
+    if mode == "ok":
+        send(Event(EventKind.LOG, "working"))
+        send(Usage(input=10, output=5, dollars=0.001, model="claude-sonnet-4-6"))
+        with open(os.path.join(job.scratch_dir, "output.md"), "w") as f:
+            f.write("# Output\n\nall good\n")
+        send(Result(status="ok", summary="all good", output_file="output.md", route="command"))
+    elif mode == "sprawl":
+        mark = rest[0]
+        subprocess.Popen(["sleep", f"{mark}1"])
+        subprocess.Popen(["sleep", f"{mark}2"], start_new_session=True)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        send(Event(EventKind.LOG, "sprawled"))
+        time.sleep(600)
+    elif mode == "hang":
+        time.sleep(600)
+    elif mode in ("spend", "tokens"):
+        while True:
+            if mode == "spend":
+                send(Usage(input=100, output=10, dollars=0.01, model="claude-sonnet-4-6"))
+            else:
+                send(Usage(input=900, output=100, dollars=0.0, model="claude-sonnet-4-6"))
+            time.sleep(0.01)
+    elif mode == "garbage":
+        sys.stdout.buffer.write(b"this is not json\n")
+        sys.stdout.buffer.flush()
+        time.sleep(600)
+    elif mode == "two-results":
+        send(Result(status="ok", summary="one"))
+        send(Result(status="ok", summary="two"))
+        time.sleep(600)
+    elif mode == "exit3":
+        sys.exit(3)
+    elif mode == "chatty":
+        print("first line", file=sys.stderr)
+        print("x" * 10_000, file=sys.stderr)
+        print("last line", file=sys.stderr, flush=True)
+        send(Result(status="ok", summary="said things"))
+    else:
+        raise SystemExit(f"unknown mode {mode}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,212 @@
+"""WorkerProcess with stand-in workers (tests/supervisor/fakeworker.py): real processes that
+speak, or break, the worker protocol. Stopping (timeout, budget, shutdown), the backstop's
+arithmetic, protocol errors and the run log, without a daemon (DESIGN.md "Supervisor
+semantics" 8 and 9, "IPC").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+import psutil
+import pytest
+
+from ipc import Event, Job
+from routines.config import Config
+from routines.paths import paths
+from routines.registry import scan
+from supervisor import spawn
+from supervisor.jobs import build_job
+from supervisor.runlog import RunLog, read_log
+from supervisor.spawn import StopReason, WorkerOutcome, WorkerProcess, worker_env
+from tests.supervisor.daemonkit import REPO, command_routine, processes_with_cmdline, write_routine
+
+FAKE = str(REPO / "tests/supervisor/fakeworker.py")
+
+
+class Ran:
+    def __init__(self, out: WorkerOutcome, events: list[Event], started: list[int], log: Path):
+        self.out = out
+        self.events = events
+        self.started = started
+        self.log = list(read_log(log))
+
+
+def make_job(tmp_path: Path) -> Job:
+    write_routine("fake", command_routine("true"))
+    routine = scan(paths()).get("fake").routine  # type: ignore[union-attr]
+    assert routine is not None
+    job = build_job(
+        routine,
+        run_id="run-1",
+        trigger="manual",
+        slot=None,
+        now=datetime(2026, 12, 2, 9, 0, tzinfo=UTC),
+        max_tokens=None,
+        dollars_left=None,
+        paths=paths(),
+        config=Config(),
+    )
+    Path(job.scratch_dir).mkdir(parents=True)
+    return job
+
+
+def run(
+    tmp_path: Path,
+    mode: str,
+    *args: str,
+    timeout: float = 60,
+    stop_on: str | None = None,
+    **kw: object,
+) -> Ran:
+    events: list[Event] = []
+    started: list[int] = []
+    log_path = tmp_path / "run.jsonl"
+    runlog = RunLog(log_path)
+
+    async def go() -> WorkerOutcome:
+        wp: WorkerProcess
+
+        def on_event(e: Event) -> None:
+            events.append(e)
+            if stop_on is not None and e.text == stop_on:
+                wp.stop(StopReason.SHUTDOWN)
+
+        wp = WorkerProcess(
+            make_job(tmp_path),
+            log=runlog,
+            timeout_sec=timeout,
+            on_event=on_event,
+            on_started=started.append,
+            argv=[sys.executable, FAKE, mode, *args],
+            **kw,  # type: ignore[arg-type]
+        )
+        return await wp.run()
+
+    out = asyncio.run(go())
+    runlog.close()
+    return Ran(out, events, started, log_path)
+
+
+def test_a_worker_that_reports_a_result(tmp_path: Path) -> None:
+    r = run(tmp_path, "ok")
+    assert r.out.result is not None and r.out.result.status == "ok"
+    assert (r.out.returncode, r.out.stopped, r.out.error) == (0, None, None)
+    assert r.started == [r.out.pid]
+    assert [e.text for e in r.events] == ["working"]
+    assert (r.out.usage.input, r.out.usage.output, r.out.usage.model) == (
+        10,
+        5,
+        "claude-sonnet-4-6",
+    )
+    assert [e["kind"] for e in r.log] == ["log", "usage"]
+
+
+def test_stopping_ends_the_worker_and_every_descendant(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(spawn, "KILL_GRACE_SEC", 0.5)  # the SIGKILL after SIGTERM comes sooner
+    mark = f"1000.{random.randrange(10**6):06d}"
+    r = run(tmp_path, "sprawl", mark, stop_on="sprawled")
+    # It ignored SIGTERM, so it took SIGKILL; its children (one in a session of its own)
+    # were signalled too.
+    assert (r.out.stopped, r.out.returncode) == (StopReason.SHUTDOWN, -9)
+    assert r.out.error == "the worker was killed by SIGKILL before it reported a result"
+    assert not [
+        p
+        for p in processes_with_cmdline(f"sleep {mark}")
+        if p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+    ]
+
+
+def test_a_worker_past_its_timeout_is_ended(tmp_path: Path) -> None:
+    r = run(tmp_path, "hang", timeout=0.5)
+    assert (r.out.stopped, r.out.returncode, r.out.result) == (StopReason.TIMEOUT, -15, None)
+
+
+def test_the_backstop_ends_a_worker_that_spends_past_its_allowance(tmp_path: Path) -> None:
+    r = run(tmp_path, "spend", max_dollars=0.025)
+    assert r.out.stopped == StopReason.BUDGET
+    warns = [e.text for e in r.events if e.kind == "warn"]
+    # $0.01 a call: the 4th call came after $0.03 had been spent of $0.025.
+    assert warns[0] == "budget backstop: spent $0.0400 of a $0.0250 allowance; ending the run"
+    assert r.out.usage.dollars >= 0.04
+
+
+def test_the_backstop_ends_a_worker_at_twice_its_token_cap(tmp_path: Path) -> None:
+    r = run(tmp_path, "tokens", max_tokens=1500)
+    assert r.out.stopped == StopReason.BUDGET
+    warns = [e.text for e in r.events if e.kind == "warn"]
+    assert warns[0] == "budget backstop: used 4000 tokens of a 1500-token cap; ending the run"
+
+
+@pytest.mark.parametrize(
+    ("mode", "error"),
+    [
+        ("garbage", "worker protocol error: "),
+        ("no-hello", "worker protocol error: expected hello, got event"),
+        ("two-results", "worker protocol error: a second result"),
+    ],
+)
+def test_protocol_errors_end_the_worker(tmp_path: Path, mode: str, error: str) -> None:
+    r = run(tmp_path, mode)
+    assert r.out.stopped == StopReason.PROTOCOL
+    assert (r.out.error or "").startswith(error)
+    assert r.out.returncode == -15
+
+
+def test_a_worker_that_exits_without_a_result(tmp_path: Path) -> None:
+    r = run(tmp_path, "exit3")
+    assert (r.out.result, r.out.stopped, r.out.returncode) == (None, None, 3)
+    assert r.out.error == "the worker exited with status 3 before it reported a result"
+
+
+def test_stderr_goes_to_the_run_log_line_by_line_capped(tmp_path: Path) -> None:
+    r = run(tmp_path, "chatty")
+    lines = [e["text"] for e in r.log if e["kind"] == "stderr"]
+    assert lines == ["first line", "x" * spawn.STDERR_LINE_CAP, "last line"]
+
+
+def test_a_worker_that_cannot_start(tmp_path: Path) -> None:
+    events: list[Event] = []
+
+    async def go() -> WorkerOutcome:
+        wp = WorkerProcess(
+            make_job(tmp_path),
+            log=RunLog(tmp_path / "log.jsonl"),
+            timeout_sec=5,
+            on_event=events.append,
+            argv=[str(tmp_path / "no-such-python")],
+        )
+        return await wp.run()
+
+    out = asyncio.run(go())
+    assert out.error == (
+        f"could not start the worker ({tmp_path}/no-such-python): No such file or directory"
+    )
+    assert out.pid is None
+
+
+def test_worker_env_keeps_the_daemons_systemd_and_test_variables_to_itself() -> None:
+    base = {
+        "HOME": "/home/u",
+        "NOTIFY_SOCKET": "/run/n",
+        "WATCHDOG_USEC": "1",
+        "LISTEN_FDS": "1",
+        "LISTEN_PID": "2",
+        "VINOS_CLOCK_OFFSET_FILE": "/tmp/o",
+        "VINOS_TICK_MAX_SEC": "0.2",
+        "VINOS_STOP_GRACE_SEC": "1",
+        "PYTHONPATH": f"/elsewhere:{spawn.package_root()}",
+        "ANTHROPIC_API_KEY": "k",
+    }
+    env = worker_env(base)
+    assert env == {
+        "HOME": "/home/u",
+        "PYTHONPATH": f"{spawn.package_root()}:/elsewhere",
+        "ANTHROPIC_API_KEY": "k",
+    }

@@ -16,7 +16,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from routines import schedule as schedule_mod
 from routines.checks import (
     Check,
     Problem,
@@ -137,8 +136,15 @@ def load_file(path: Path, origin: Origin = Origin.USER) -> Routine:
     return load_text(text, path, origin)
 
 
-def load_text(text: str, path: Path, origin: Origin = Origin.USER) -> Routine:
-    """Validate routine TOML `text` whose file is `path` (the file name is the routine name)."""
+def load_text(
+    text: str, path: Path, origin: Origin = Origin.USER, *, check_schedule: bool = True
+) -> Routine:
+    """Validate routine TOML `text` whose file is `path` (the file name is the routine name).
+
+    `check_schedule=False` skips evaluating the schedule expression: for a worker, which is
+    handed text the supervisor already validated and never looks at the schedule (it saves
+    the worker the schedule machinery's import time).
+    """
     r = Reader(str(path), SCHEMA)
     try:
         doc = tomllib.loads(text)
@@ -155,7 +161,7 @@ def load_text(text: str, path: Path, origin: Origin = Origin.USER) -> Routine:
     name = _check_name(r, path, doc)
     routine_t = r.table(doc, "routine")
     kind: Kind = routine_t.get("kind", Kind.AGENT)
-    schedule = _schedule(r, doc, kind)
+    schedule = _schedule(r, doc, kind, check_schedule)
     agent = command = None
     if kind is Kind.AGENT:
         if "command" in doc:
@@ -219,7 +225,9 @@ def _check_name(r: Reader, path: Path, doc: Mapping[str, Any]) -> str | None:
     return stem
 
 
-def _schedule(r: Reader, doc: Mapping[str, Any], kind: Kind) -> ScheduleSpec | None:
+def _schedule(
+    r: Reader, doc: Mapping[str, Any], kind: Kind, check: bool = True
+) -> ScheduleSpec | None:
     if "schedule" not in doc:
         r.error("[schedule]", "required: set one of cron, oncalendar or every")
         return None
@@ -263,9 +271,13 @@ def _schedule(r: Reader, doc: Mapping[str, Any], kind: Kind) -> ScheduleSpec | N
         missed=t.get("missed", Missed.CATCH_UP),
         allow_frequent=t.get("allow_frequent", False),
     )
+    if not check:
+        return spec
+    from routines.schedule import ScheduleError, compile_schedule
+
     try:
-        schedule_mod.compile_schedule(spec, kind)
-    except schedule_mod.ScheduleError as exc:
+        compile_schedule(spec, kind)
+    except ScheduleError as exc:
         r.error(f"[schedule].{spec.form}", str(exc))
         return None
     return spec

@@ -40,18 +40,14 @@ def build_argv(
     seccomp_fd: int,
     command: str | None = None,
     *,
-    secret_fd: int | None = None,
     info_fd: int | None = None,
 ) -> list[str]:
     """bwrap's argv for `policy` on `host`; ends with `-- bash -c PRELUDE vinos-sandbox CMD`.
 
-    Without `command` the argv ends at the bwrap options and "--". `secret_fd` is a readable
-    fd holding policy.secret_env as bwrap `--args` (NUL-separated `--setenv NAME VALUE`);
-    `info_fd` a writable fd for bwrap's `--info-fd` JSON (the sandbox's pid-1 on the host).
+    Without `command` the argv ends at the bwrap options and "--". `info_fd` is a writable fd
+    for bwrap's `--info-fd` JSON (the sandbox's pid-1 on the host).
     Raises UnsafeValue for a NUL or newline in any path or the command, or a relative path.
     """
-    if policy.secret_env and secret_fd is None:
-        raise ValueError("policy.secret_env needs secret_fd (bwrap --args), never the argv")
     argv = [
         check_path(host.bwrap, "bwrap"),
         # A user namespace is what makes bwrap work unprivileged; the sandbox keeps our uid.
@@ -77,8 +73,6 @@ def build_argv(
     for name, value in policy.env:
         _check_env(name, value)
         argv += ["--setenv", name, value]
-    if policy.secret_env:
-        argv += ["--args", str(secret_fd)]
     argv += ["--ro-bind", "/usr", "/usr"]
     for d in host.system:
         if d.kind is PathKind.DIR:

@@ -69,10 +69,8 @@ class ShellPolicy:
     masks: tuple[str, ...]  # hidden under the binds: empty tmpfs (dir) or /dev/null (file)
     cwd: str  # the working directory, normally the scratch dir
     network: bool = False  # False: a private network namespace with only loopback
-    env: tuple[tuple[str, str], ...] = ()  # the whole environment (bwrap --clearenv first)
-    # Passed to bwrap through a pipe (--args FD), never in the argv, which any local user can
-    # read in /proc/PID/cmdline.
-    secret_env: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    # The whole environment (bwrap --clearenv first): HOME PATH TERM LANG and never a secret.
+    env: tuple[tuple[str, str], ...] = ()
     limits: Limits = field(default_factory=Limits)
 
 
@@ -94,7 +92,6 @@ def routine_policy(
     scratch_dir: Path,
     network: bool,
     extra_masks: Sequence[str] = (),
-    api_key: str | None = None,
     limits: Limits = Limits(),
     environ: Mapping[str, str] | None = None,
 ) -> ShellPolicy:
@@ -102,8 +99,9 @@ def routine_policy(
 
     Read-only $HOME with the secret masks; writable: the scratch dir (the working directory)
     and the routine's own state dir; the other routines' state dirs (siblings of `state_dir`)
-    are hidden. ANTHROPIC_API_KEY is given only with network on. Paths are resolved to real
-    paths, so a mask cannot be dodged through a symlinked $HOME. Raises UnsafeValue.
+    are hidden. No secret is ever given, ANTHROPIC_API_KEY included, with network or without.
+    Paths are resolved to real paths, so a mask cannot be dodged through a symlinked $HOME.
+    Raises UnsafeValue.
     """
     env_in = os.environ if environ is None else environ
     real_home = _real(home, "HOME")
@@ -126,8 +124,7 @@ def routine_policy(
         ("TERM", env_in.get("TERM") or "dumb"),
         ("LANG", env_in.get("LANG") or "C.UTF-8"),
     ]
-    secret = (("ANTHROPIC_API_KEY", api_key),) if network and api_key else ()
-    for name, value in (*env, *secret):
+    for name, value in env:
         if "\0" in value or "\n" in value:
             raise UnsafeValue(f"environment variable {name} holds a NUL or newline")
     return ShellPolicy(
@@ -137,7 +134,6 @@ def routine_policy(
         cwd=scratch,
         network=network,
         env=tuple(env),
-        secret_env=secret,
         limits=limits,
     )
 

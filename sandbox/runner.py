@@ -103,20 +103,15 @@ def run_shell(
             host = Host.probe(policy)
             seccomp_fd = seccomp.write_fd()
             closing.callback(os.close, seccomp_fd)
-            secret_fd = _secret_fd(policy) if policy.secret_env else None
-            if secret_fd is not None:
-                closing.callback(os.close, secret_fd)
             info_r, info_w = os.pipe2(os.O_CLOEXEC)
             closing.callback(os.close, info_w)
             on_failure.callback(os.close, info_r)
-            argv = build_argv(
-                policy, host, seccomp_fd, command, secret_fd=secret_fd, info_fd=info_w
-            )
+            argv = build_argv(policy, host, seccomp_fd, command, info_fd=info_w)
         except (UnsafeValue, ValueError, OSError, seccomp.SeccompUnavailable) as exc:
             return ShellResult(error=f"refused: {exc}")
         if os.environ.get("VINOS_ROUTINE_DEBUG") == "1":
             print(f"vinos-routine: sandbox argv: {shlex.join(argv)}", file=sys.stderr, flush=True)
-        passed = [seccomp_fd, info_w] + ([] if secret_fd is None else [secret_fd])
+        passed = [seccomp_fd, info_w]
         start = time.monotonic()
         try:
             proc = subprocess.Popen(
@@ -136,24 +131,6 @@ def run_shell(
         return _supervise(proc, info_r, start, timeout_sec, stdout_cap, stderr_cap)
     finally:
         os.close(info_r)
-
-
-def _secret_fd(policy: ShellPolicy) -> int:
-    data = b"".join(
-        b"--setenv\0" + name.encode() + b"\0" + value.encode() + b"\0"
-        for name, value in policy.secret_env
-    )
-    if len(data) > 60000:  # must fit the pipe buffer: written before bwrap starts reading
-        raise UnsafeValue("secret environment too large")
-    read, write = os.pipe2(os.O_CLOEXEC)
-    try:
-        os.write(write, data)
-    except OSError:
-        os.close(read)
-        raise
-    finally:
-        os.close(write)
-    return read
 
 
 def _supervise(

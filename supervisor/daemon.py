@@ -18,6 +18,7 @@ import logging
 import os
 import signal
 import sys
+import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import IO, Any
@@ -47,6 +48,14 @@ log = logging.getLogger("vinos.daemon")
 TICK_MAX_SEC = float(os.environ.get("VINOS_TICK_MAX_SEC") or 30.0)
 # How long SIGTERM waits for running workers; VINOS_STOP_GRACE_SEC shortens it for tests.
 STOP_GRACE_SEC = float(os.environ.get("VINOS_STOP_GRACE_SEC") or 30.0)
+# The mtime scan stats every routine file, which with thousands of files is real CPU on every
+# tick. So a tick rescans at once when a routine directory changed (a file added, removed, or
+# saved by rename, as editors and `vinos-routine edit` do), and otherwise, for edits in place,
+# only as often as keeps the scan near SCAN_CPU_SHARE of one CPU: every tick for a few hundred
+# files, every few minutes for 10,000 (bench/bench_supervisor.py). SIGHUP, `reload` and a
+# manual `run` always rescan.
+SCAN_CPU_SHARE = 0.0005
+SCAN_MAX_INTERVAL_SEC = 300.0
 ROOT_REFUSAL = (
     "vinos-routine refuses to run as root: as uid 0, bubblewrap keeps the host's file access "
     "even inside its namespaces, so a routine's shell tools could read /etc/shadow. Run it as "
@@ -147,6 +156,8 @@ class Daemon:
         self._stopping = False
         self._reload_asked = True
         self._data_version: int | None = None
+        self._dirs_seen: tuple[tuple[int, int] | None, ...] | None = None
+        self._next_scan = 0.0  # clock.monotonic() of the next scan for edits in place
         self._external_busy: set[str] = set()
         self._last_prune: datetime | None = None
         self.started_at = clock.now()
@@ -251,8 +262,32 @@ class Daemon:
             self._last_prune = now
         self._update_status()
 
-    def _refresh(self, now: datetime) -> bool:
+    def _dir_stamps(self) -> tuple[tuple[int, int] | None, ...]:
+        out: list[tuple[int, int] | None] = []
+        for d in (self.paths.routines_dir, self.paths.system_dir):
+            try:
+                st = os.stat(d)
+            except OSError:
+                out.append(None)
+                continue
+            out.append((st.st_mtime_ns, st.st_ino))
+        return tuple(out)
+
+    def _scan(self, force: bool) -> Registry:
+        """The registry, rescanned when due (see SCAN_CPU_SHARE), else the one in force."""
+        dirs = self._dir_stamps()  # before the scan: a change during it is seen next time
+        if not force and dirs == self._dirs_seen and self.clock.monotonic() < self._next_scan:
+            return self.registry
+        self._dirs_seen = dirs
+        cpu = time.process_time()
+        registry = scan(self.paths, self.registry)
+        cost = time.process_time() - cpu
+        self._next_scan = self.clock.monotonic() + min(SCAN_MAX_INTERVAL_SEC, cost / SCAN_CPU_SHARE)
+        return registry
+
+    def _refresh(self, now: datetime, rescan: bool = False) -> bool:
         """Rescan files and, if another process wrote the ledger, its states. True if changed."""
+        force = rescan or self._reload_asked
         if self._reload_asked:
             self._reload_asked = False
             try:
@@ -260,7 +295,7 @@ class Daemon:
                 self.pool.config = self.config
             except ConfigInvalid as exc:
                 log.error("config.toml is invalid; keeping the previous settings:\n%s", exc)
-        registry = scan(self.paths, self.registry)
+        registry = self._scan(force)
         version = self.ledger._db.execute("PRAGMA data_version").fetchone()[0]
         files_changed = registry.entries != self.registry.entries
         ledger_changed = version != self._data_version
@@ -357,7 +392,7 @@ class Daemon:
     def _routine(self, name: object) -> Any:
         if not isinstance(name, str):
             raise CommandError("usage", "expected a routine name")
-        self._refresh(self.clock.now())
+        self._refresh(self.clock.now(), rescan=True)
         entry = self.registry.get(name)
         if entry is None:
             close = difflib.get_close_matches(name, self.registry.names(), n=3)

@@ -168,13 +168,15 @@ class WorkerProcess:
 
     def _over_budget(self, u: Usage) -> str | None:
         """Backstop: a worker that calls a paid model after its allowance was spent, or that
-        uses twice its token cap, is ended: it was told the allowance and ignored it."""
+        uses twice its premium token cap, is ended: it was told the allowance and ignored it.
+        (Local tokens are free and not capped: the worker's budget counts paid tokens.)"""
         already_spent = self.max_dollars is not None and self.usage.dollars >= self.max_dollars
         self.usage.add(u)
         if u.dollars > 0 and already_spent:
             return f"spent ${self.usage.dollars:.4f} of a ${self.max_dollars:.4f} allowance"
-        if self.max_tokens is not None and self.usage.tokens > 2 * self.max_tokens:
-            return f"used {self.usage.tokens} tokens of a {self.max_tokens}-token cap"
+        paid = self.usage.input + self.usage.output
+        if self.max_tokens is not None and paid > 2 * self.max_tokens:
+            return f"used {paid} premium tokens of a {self.max_tokens}-token cap"
         return None
 
     async def _read_stdout(self, stdout: asyncio.StreamReader, out: WorkerOutcome) -> None:

@@ -46,7 +46,6 @@ def run_command(run: RunContext) -> Result:
             paths=run.paths,
             scratch_dir=Path(run.job.scratch_dir),
             settings=SandboxSettings(**run.job.sandbox),
-            api_key=run.api_key() if spec.network else None,
         )
     except ValueError as exc:  # sandbox.UnsafeValue
         return failed(f"the sandbox refused to start: {exc}")

@@ -76,7 +76,12 @@ def run_job(job: Job, channel: object) -> Result:
 
     assert isinstance(channel, Channel)
     try:
-        routine = load_text(job.routine_toml, Path(job.routine_path), Origin(job.routine_origin))
+        routine = load_text(
+            job.routine_toml,
+            Path(job.routine_path),
+            Origin(job.routine_origin),
+            check_schedule=False,  # the supervisor validated it; a run never looks at it
+        )
     except (RoutineInvalid, ValueError) as exc:
         return _failed(f"the routine is invalid: {exc}")
     if routine.name != job.routine_name:

@@ -64,13 +64,16 @@ def append(path: Path, new_entry: str, cap: int = CAP) -> None:
     """Append an entry under the lock, trimming to `cap`, replacing the file atomically."""
     path.parent.mkdir(parents=True, exist_ok=True)
     lock = path.with_name(path.name + ".lock")
-    fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        try:
-            current = path.read_text(encoding="utf-8", errors="replace")
-        except FileNotFoundError:
-            current = ""
+        from routines.store import read_regular
+
+        # Never through a symlink: the state dir is writable from the sandbox, and a planted
+        # memory.md -> ~/.ssh/id_rsa must not end up in the journal (and so in a prompt).
+        # The atomic write below then replaces such a link with a real file.
+        data = read_regular(path)
+        current = data.decode("utf-8", errors="replace") if data else ""
         # Entries are separated by one blank line.
         current = current.rstrip("\n") + "\n\n" if current.strip() else ""
         write_atomic(path, trim(current + new_entry, cap))

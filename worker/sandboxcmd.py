@@ -21,7 +21,6 @@ from routines.checks import RoutineInvalid
 from routines.config import load_config
 from routines.paths import paths
 from routines.registry import scan
-from worker.keys import find_api_key
 from worker.sandboxing import shell_policy_for, shell_timeout_for
 
 __all__ = ["main"]
@@ -57,17 +56,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = load_config(p.config_file).sandbox
     except RoutineInvalid as exc:
         return _fail(f"config.toml: {exc}")
-    api_key = None
-    if routine.network:
-        api_key = find_api_key(p.api_key_file, lambda m: print(f"warning: {m}", file=sys.stderr))
     scratch_root = p.routine_state(routine.name) / ".scratch"
     scratch_root.mkdir(mode=0o700, parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix="sandbox-", dir=scratch_root))
     try:
         try:
-            policy = shell_policy_for(
-                routine, paths=p, scratch_dir=scratch, settings=settings, api_key=api_key
-            )
+            policy = shell_policy_for(routine, paths=p, scratch_dir=scratch, settings=settings)
         except ValueError as exc:
             return _fail(f"the sandbox refused to start: {exc}")
         if show_argv:
@@ -95,16 +89,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _print_argv(policy: sandbox.ShellPolicy, command: str) -> int:
     host = sandbox.Host.probe(policy)
-    secret_fd = 4 if policy.secret_env else None
     try:
-        argv = sandbox.build_argv(policy, host, 3, command, secret_fd=secret_fd)
+        argv = sandbox.build_argv(policy, host, 3, command)
     except ValueError as exc:
         return _fail(f"the sandbox refused to start: {exc}")
     print(shlex.join(argv))
-    note = "fd 3 carries the seccomp filter (BPF)"
-    if secret_fd is not None:
-        note += "; fd 4 carries ANTHROPIC_API_KEY as bwrap --args, never the argv"
-    print(f"vinos-routine: {note}", file=sys.stderr)
+    print("vinos-routine: fd 3 carries the seccomp filter (BPF)", file=sys.stderr)
     return 0
 
 

@@ -29,13 +29,12 @@ def shell_policy_for(
     paths: Paths,
     scratch_dir: Path,
     settings: SandboxSettings,
-    api_key: str | None,
 ) -> ShellPolicy:
     """The policy for `routine`'s shell calls: its state dir and `scratch_dir` writable.
 
     Creates the state and scratch dirs when missing (bwrap can only bind what exists). The
     secrets dir of this VINOS_HOME is masked too, wherever VINOS_HOME lives under $HOME.
-    `api_key` reaches the sandbox only when the routine has network = true.
+    No secret reaches the sandbox: not the API key, with network or without.
     Raises sandbox.UnsafeValue (a ValueError) for a path bwrap must never see.
     """
     state = paths.routine_state(routine.name)
@@ -47,7 +46,6 @@ def shell_policy_for(
         scratch_dir=scratch_dir,
         network=routine.network,
         extra_masks=(*settings.masks, str(paths.secrets_dir)),
-        api_key=api_key,
         limits=limits_for(settings),
     )
 

@@ -133,7 +133,6 @@ class Toolbox:
                 paths=self.run.paths,
                 scratch_dir=Path(self.run.job.scratch_dir),
                 settings=SandboxSettings(**self.run.job.sandbox),
-                api_key=self.run.api_key() if self.agent.network else None,
             )
         return self._policy
 

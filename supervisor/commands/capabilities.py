@@ -116,11 +116,7 @@ def _network_line(routine: Routine) -> Line:
         return Line("network", "no: its shell commands cannot reach the network")
     if routine.kind is Kind.COMMAND:
         return Line("network", "YES: its command can reach the internet", caution=True)
-    return Line(
-        "network",
-        "YES: its shell commands can reach the internet and see ANTHROPIC_API_KEY",
-        caution=True,
-    )
+    return Line("network", "YES: its shell commands can reach the internet", caution=True)
 
 
 def _output_line(routine: Routine) -> Line:

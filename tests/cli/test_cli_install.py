@@ -117,7 +117,8 @@ def test_install_from_a_url_shows_what_it_can_do_and_installs_it_disabled(
     assert "Every weekday at 9:15 AM" in out and "Europe/Berlin" in out and "±2m" in out
     assert "read:~/notes/*.md" in out
     assert "shell:git -C ~/code/app log --since=yesterday --oneline | head -c 4000" in out
-    assert "network" in out and "ANTHROPIC_API_KEY" in out
+    assert "YES: its shell commands can reach the internet" in out
+    assert "ANTHROPIC_API_KEY" not in out  # no secret ever reaches a sandbox
     assert "$0.25 a day" in out and "12,000 tokens a run" in out and "degrade-to-local" in out
     assert "POSTed to https://hooks.example.org/standup" in out
     assert url in out and "sha256" in out

@@ -33,7 +33,6 @@ class Box:
         self,
         *,
         network: bool = False,
-        api_key: str | None = None,
         limits: Limits = Limits(),  # noqa: B008 - frozen
     ) -> ShellPolicy:
         return routine_policy(
@@ -42,7 +41,6 @@ class Box:
             scratch_dir=self.scratch,
             network=network,
             extra_masks=self.masks,
-            api_key=api_key,
             limits=limits,
             environ={"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "TERM": "dumb"},
         )

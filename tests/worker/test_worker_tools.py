@@ -99,7 +99,7 @@ def test_a_declared_shell_command_runs_in_the_sandbox(
     assert first["exit_code"] == 0
     assert first["stdout"] == f"hello from the sandbox\n{os.path.realpath(job.scratch_dir)}\n"
     second = json.loads(ollama.chats[2].body["messages"][-1]["content"])
-    assert second["exit_code"] == 1 and second["stdout"] == ""  # network = false: no key
+    assert second["exit_code"] == 1 and second["stdout"] == ""  # no secret in a sandbox
     kinds = r.kinds()
     assert kinds.count("tool_call") == 2 and kinds.count("tool_result") == 2
 

@@ -8,6 +8,7 @@ Modes:
   hang         hello, then sleep forever (SIGTERM ends it)
   spend        hello, then a $0.01 usage every 10 ms, for ever
   tokens       hello, then a usage of 1,000 premium tokens every 10 ms, for ever
+  local        hello, five usages of 10,000 local (Ollama) tokens, a result
   garbage      hello, then a line that is not JSON, then hang
   no-hello     an event first
   two-results  hello, a result, a second result
@@ -55,6 +56,10 @@ def main() -> None:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         send(Event(EventKind.LOG, "sprawled"))
         time.sleep(600)
+    elif mode == "local":
+        for _ in range(5):
+            send(Usage(local_input=10_000, local_output=100, model="llama3.2"))
+        send(Result(status="ok", summary="local only", route="ollama"))
     elif mode == "hang":
         time.sleep(600)
     elif mode in ("spend", "tokens"):

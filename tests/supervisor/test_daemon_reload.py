@@ -28,6 +28,10 @@ def test_a_new_file_is_picked_up_by_the_mtime_scan(tmp_path: Path, not_root: Non
     d.to_slot()
     [row] = wait_for(lambda: final("late"), what="its run")
     assert (row.status, row.detail) == ("ok", "late")
+    # An edit in place (same inode, the directory unchanged) is seen too.
+    with open(paths().routines_dir / "late.toml", "a") as f:
+        f.write("oops = 1\n")
+    wait_for(lambda: d.request("status")["invalid"] == ["late"], what="the edit in place")
     (paths().routines_dir / "late.toml").unlink()
     wait_for(lambda: d.request("status")["routines"] == 0, what="the scan to drop it")
     assert d.stop() == 0

@@ -141,7 +141,15 @@ def test_the_backstop_ends_a_worker_at_twice_its_token_cap(tmp_path: Path) -> No
     r = run(tmp_path, "tokens", max_tokens=1500)
     assert r.out.stopped == StopReason.BUDGET
     warns = [e.text for e in r.events if e.kind == "warn"]
-    assert warns[0] == "budget backstop: used 4000 tokens of a 1500-token cap; ending the run"
+    why = "used 4000 premium tokens of a 1500-token cap"
+    assert warns[0] == f"budget backstop: {why}; ending the run"
+
+
+def test_local_tokens_are_free_and_not_capped(tmp_path: Path) -> None:
+    r = run(tmp_path, "local", max_tokens=1500, max_dollars=0.01)
+    assert (r.out.stopped, r.out.error) == (None, None)
+    assert r.out.result is not None and r.out.result.status == "ok"
+    assert r.out.usage.local_input == 50_000
 
 
 @pytest.mark.parametrize(

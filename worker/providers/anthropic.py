@@ -12,7 +12,6 @@ from __future__ import annotations
 from typing import Any
 
 import anthropic
-import httpx2
 
 from worker.providers.base import (
     AssistantTurn,
@@ -97,7 +96,7 @@ class AnthropicProvider:
                 max_tokens=max_tokens,
                 system=conv.system,
                 messages=render(conv),  # type: ignore[arg-type]
-                timeout=httpx2.Timeout(timeout, connect=min(CONNECT_TIMEOUT, timeout)),
+                timeout=anthropic.Timeout(timeout, connect=min(CONNECT_TIMEOUT, timeout)),
                 **kwargs,
             )
         except SpendLimitReached as exc:

@@ -50,7 +50,7 @@ def listing() -> dict[str, dict[str, object]]:
     done = cli("list", "--json")
     assert (done.returncode, done.stderr) == (0, "")
     lines = json.loads(done.stdout)
-    assert all(KEYS <= set(line) for line in lines)
+    assert all(set(line) >= KEYS for line in lines)
     return {line["name"]: line for line in lines}
 
 

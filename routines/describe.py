@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 
-from routines.pattern import ALL_MONTHS, MAX_YEAR, Pattern
+from routines.pattern import ALL_MONTHS, MAX_YEAR, Pattern, runs
 
 __all__ = ["describe", "format_time", "ordinal"]
 
@@ -73,16 +73,6 @@ def _covers(values: tuple[int, ...], size: int) -> int | None:
     return None
 
 
-def _runs(values: list[int]) -> list[tuple[int, int]]:
-    out: list[tuple[int, int]] = []
-    for v in values:
-        if out and v == out[-1][1] + 1:
-            out[-1] = (out[-1][0], v)
-        else:
-            out.append((v, v))
-    return out
-
-
 # -- time of day --
 
 
@@ -103,7 +93,7 @@ def _interval(p: Pattern) -> str | None:
             if m[0] == 0 and sec == 0:
                 return lead
             return f"{lead}, starting at {m[0]} minutes past the hour"
-        if len(h) >= 1 and _step(h) in (None, 1) and len(_runs(list(h))) == 1:
+        if len(h) >= 1 and _step(h) in (None, 1) and len(runs(list(h))) == 1:
             return f"{lead} from {format_time(h[0], m[0])} to {format_time(h[-1], m[-1])}"
         return None
     if len(m) == 1 and sec == 0:
@@ -145,8 +135,8 @@ def _weekdays_every(days: frozenset[int]) -> str:
     if days == frozenset(range(5)):
         return "weekday"
     ordered = sorted(days)
-    runs = _runs(ordered)
-    if len(runs) == 1 and len(ordered) >= 3:
+    spans = runs(ordered)
+    if len(spans) == 1 and len(ordered) >= 3:
         return f"{_WEEKDAY[ordered[0]]} through {_WEEKDAY[ordered[-1]]}"
     return _join([_WEEKDAY[d] for d in ordered])
 
@@ -158,8 +148,8 @@ def _weekdays_on(days: frozenset[int]) -> str:
     if days == frozenset({5, 6}):
         return "weekends"
     ordered = sorted(days)
-    runs = _runs(ordered)
-    if len(runs) == 1 and len(ordered) >= 3:
+    spans = runs(ordered)
+    if len(spans) == 1 and len(ordered) >= 3:
         return f"{_WEEKDAY[ordered[0]]} through {_WEEKDAY[ordered[-1]]}"
     return _join([_WEEKDAY[d] + "s" for d in ordered])
 
@@ -179,7 +169,7 @@ def _days_of_month(p: Pattern) -> str:
     if k is not None and k > 1 and len(ds) >= 4:
         return f"every {ordinal(k)} day from the {ordinal(ds[0])}"
     parts = []
-    for a, b in _runs(list(ds)):
+    for a, b in runs(list(ds)):
         if b - a >= 2:
             parts.append(f"{ordinal(a)} through {ordinal(b)}")
         else:

@@ -25,6 +25,7 @@ __all__ = [
     "MIN_YEAR",
     "Pattern",
     "days_in_month",
+    "runs",
 ]
 
 MIN_YEAR = 1970
@@ -264,3 +265,14 @@ class Pattern:
                 return True
             day = nxt
         return False
+
+
+def runs(values: list[int]) -> list[tuple[int, int]]:
+    """Sorted values as (first, last) runs of consecutive numbers: [1,2,3,7] → [(1,3),(7,7)]."""
+    out: list[tuple[int, int]] = []
+    for v in values:
+        if out and v == out[-1][1] + 1:
+            out[-1] = (out[-1][0], v)
+        else:
+            out.append((v, v))
+    return out

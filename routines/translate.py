@@ -15,6 +15,7 @@ from __future__ import annotations
 import itertools
 
 from routines.cron import CronExpr, parse_cron
+from routines.pattern import runs
 
 __all__ = ["translate", "translate_cron"]
 
@@ -28,16 +29,6 @@ _SHORTHANDS = {
     "@yearly": "yearly",
     "@annually": "yearly",
 }
-
-
-def _runs(values: list[int]) -> list[tuple[int, int]]:
-    out: list[tuple[int, int]] = []
-    for v in values:
-        if out and v == out[-1][1] + 1:
-            out[-1] = (out[-1][0], v)
-        else:
-            out.append((v, v))
-    return out
 
 
 def _chain(values: frozenset[int], low: int, high: int, stepped: bool, day: bool = False) -> str:
@@ -57,7 +48,7 @@ def _chain(values: frozenset[int], low: int, high: int, stepped: bool, day: bool
                 return f"{ordered[0]:02d}/{k}"
             return f"{ordered[0]:02d}..{ordered[-1]:02d}/{k}"
     parts = []
-    for a, b in _runs(ordered):
+    for a, b in runs(ordered):
         if b - a >= 2:
             parts.append(f"{a:02d}..{b:02d}")
         else:
@@ -69,7 +60,7 @@ def _weekdays(cron_days: frozenset[int]) -> str:
     """cron's Sunday = 0 set as systemd names, Monday first: `Mon..Fri`, `Sat,Sun`."""
     days = sorted((d + 6) % 7 for d in cron_days)
     parts = []
-    for a, b in _runs(days):
+    for a, b in runs(days):
         if b - a >= 2:
             parts.append(f"{_WEEKDAYS[a]}..{_WEEKDAYS[b]}")
         else:

@@ -104,7 +104,8 @@ def _interval(p: Pattern) -> str | None:
             start = "" if (h[0], minute) == (0, 0) else f", starting at {format_time(h[0], minute)}"
             return f"Every {every_h} hours{start}"
         k = _step(h)
-        if k is not None and len(h) >= 3:
+        # Three times a day read better as a list ("at 9:00 AM, 1:00 PM and 5:00 PM").
+        if k is not None and len(h) >= 4:
             lead = "Every hour" if k == 1 else f"Every {k} hours"
             return f"{lead} from {format_time(h[0], minute)} to {format_time(h[-1], minute)}"
     return None

@@ -27,6 +27,8 @@ from routines.oncalendar import parse_oncalendar
         ("0 */6 * * *", "Every 6 hours"),
         ("0 1-23/2 * * *", "Every 2 hours, starting at 1:00 AM"),
         ("0 9-17 * * *", "Every hour from 9:00 AM to 5:00 PM"),
+        ("0 9,13,17 * * *", "Every day at 9:00 AM, 1:00 PM and 5:00 PM"),
+        ("0 9,12,15,18 * * *", "Every 3 hours from 9:00 AM to 6:00 PM"),
         ("*/5 9-17 * * 1-5", "Every 5 minutes from 9:00 AM to 5:55 PM on weekdays"),
         ("*/15 * * * 6,0", "Every 15 minutes on weekends"),
         # times and days

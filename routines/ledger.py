@@ -263,10 +263,7 @@ class Ledger:
         except BaseException as exc:
             self._db.close()  # a refused ledger keeps no connection (nor -wal/-shm) open
             if isinstance(exc, sqlite3.OperationalError) and _is_busy(exc):
-                raise LedgerError(
-                    f"{path}: the ledger stayed locked for {BUSY_TIMEOUT_SEC:.0f}s ({exc}); "
-                    "another vinos-routine process holds it — try again"
-                ) from exc
+                raise self._locked(exc) from exc
             if isinstance(exc, sqlite3.DatabaseError):
                 raise self._unusable(exc) from exc
             raise
@@ -308,10 +305,22 @@ class Ledger:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def _locked(self, exc: sqlite3.OperationalError) -> LedgerError:
+        return LedgerError(
+            f"{self.path}: the ledger stayed locked for {BUSY_TIMEOUT_SEC:.0f}s ({exc}); "
+            "another vinos-routine process holds it — try again"
+        )
+
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
-        """BEGIN IMMEDIATE … COMMIT: the write lock is taken up front (no upgrade deadlocks)."""
-        self._db.execute("BEGIN IMMEDIATE")
+        """BEGIN IMMEDIATE … COMMIT: the write lock is taken up front (no upgrade deadlocks).
+        A lock held by another process past the busy timeout is a LedgerError."""
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            if _is_busy(exc):
+                raise self._locked(exc) from exc
+            raise
         try:
             yield self._db
         except BaseException:
@@ -327,6 +336,10 @@ class Ledger:
         return version
 
     def _migrate(self) -> None:
+        if self.version == LEDGER_VERSION:
+            # Current already: no write, so opening the ledger to read (list, waybar) does not
+            # make every other connection see a change (PRAGMA data_version).
+            return
         with self.transaction() as db:
             version = self.version
             self._refuse_newer(version)  # again: another process may have upgraded it since

@@ -132,13 +132,21 @@ def plan_routine(
         earlier = due[:-1]
         if not earlier:
             return [Decision(Action.RUN, newest, 1, "")]
-        n = len(earlier)
+        # Earlier slots still within the grace (a clock stepped < 120 s, or jitter) were not
+        # missed: the run folds them in. Only late ones are missed.
+        late = [s for s in earlier if now - table.fire_time(name, s) > GRACE]
+        folded = len(earlier) - len(late)
+        also = f"{folded} earlier slot{'s' if folded > 1 else ''} due with it" if folded else ""
         if missed is Missed.SKIP:
-            return [
-                Decision(Action.MISSED, earlier[-1], n, _runs(n, capped)),
-                Decision(Action.RUN, newest, 1, ""),
-            ]
-        return [Decision(Action.RUN, newest, count, f"also stands in for {_runs(n, capped)}")]
+            run = Decision(
+                Action.RUN, newest, 1 + folded, f"also stands in for {also}" if also else ""
+            )
+            if not late:
+                return [run]
+            return [Decision(Action.MISSED, late[-1], len(late), _runs(len(late), capped)), run]
+        parts = [_runs(len(late), capped)] if late else []
+        parts += [also] if also else []
+        return [Decision(Action.RUN, newest, count, "also stands in for " + " and ".join(parts))]
     if missed is Missed.SKIP:
         return [Decision(Action.MISSED, newest, count, _runs(count, capped))]
     return [Decision(Action.CATCH_UP, newest, count, f"stands in for {_runs(count, capped)}")]

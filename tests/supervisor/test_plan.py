@@ -151,3 +151,32 @@ def test_cursor_round_trip() -> None:
     t = datetime(2026, 3, 8, 7, 30, 15, 999, tzinfo=UTC)
     assert parse_cursor(cursor_for(t)) == t.replace(microsecond=0)
     assert cursor_for(t) == "2026-03-08T07:30:15Z"
+
+
+def test_a_small_clock_step_folds_an_on_time_slot_into_the_run_without_calling_it_missed() -> None:
+    # Stepped 90 s forward at T0+50s: the T0+1m slot is 80 s late, the T0+2m one 20 s.
+    table = Every(timedelta(minutes=1))
+    now = T0 + timedelta(seconds=140)
+    [d] = plan(table, cursor=T0, now=now)
+    assert (d.action, d.count, d.slot.instant) == (Action.RUN, 2, T0 + timedelta(minutes=2))
+    assert d.detail == "also stands in for 1 earlier slot due with it"
+    [d] = plan(table, cursor=T0, now=now, missed=Missed.SKIP)
+    assert (d.action, d.count, d.detail) == (
+        Action.RUN,
+        2,
+        "also stands in for 1 earlier slot due with it",
+    )
+
+
+def test_late_and_on_time_earlier_slots_are_told_apart() -> None:
+    table = Every(timedelta(minutes=1))
+    now = T0 + timedelta(minutes=5, seconds=10)  # 1m..3m late; 4m (70 s) on time; 5m newest
+    [d] = plan(table, cursor=T0, now=now)
+    assert d.detail == "also stands in for 3 missed runs and 1 earlier slot due with it"
+    missed, run = plan(table, cursor=T0, now=now, missed=Missed.SKIP)
+    assert (missed.action, missed.count, missed.slot.instant) == (
+        Action.MISSED,
+        3,
+        T0 + timedelta(minutes=3),
+    )
+    assert (run.count, run.detail) == (2, "also stands in for 1 earlier slot due with it")

@@ -29,6 +29,9 @@ __all__ = ["Pending", "Scheduler", "fingerprint"]
 
 log = logging.getLogger("vinos.scheduler")
 
+# A clock this far behind the cursor was wrong before, not stepped back by NTP (DESIGN.md 4).
+CLOCK_BACK_LIMIT = timedelta(days=1)
+
 
 @dataclass(slots=True)
 class Pending:
@@ -121,8 +124,25 @@ class Scheduler:
 
     # -- the tick -------------------------------------------------------------------------
 
+    def _clock_went_back(self, now: datetime) -> None:
+        """A cursor more than a day ahead of the clock: the clock was wrong (set years ahead,
+        a dead RTC battery) and is right again. Resume from now rather than stay silent until
+        that date. Claimed slots still never run again: the claims are the fence; the cursor
+        only stops a clock stepped back a little (an NTP step) from owing anything."""
+        for name, t in self.tracked.items():
+            if t.cursor - now > CLOCK_BACK_LIMIT:
+                log.warning(
+                    "%s: the clock is %s behind the last slot handled; resuming from now",
+                    name,
+                    t.cursor - now,
+                )
+                t.cursor = parse_cursor(cursor_for(now))
+                self.ledger.update_state(name, cursor=cursor_for(now))
+                self._refresh(name)
+
     def due(self, now: datetime, busy: Callable[[str], bool]) -> list[Pending]:
         """Claim what is due at `now`; return the runs to queue. Skipped/missed are recorded."""
+        self._clock_went_back(now)
         pending: list[Pending] = []
         for name, t in list(self.tracked.items()):
             if t.next_fire is None or t.next_fire > now:

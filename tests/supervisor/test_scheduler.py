@@ -172,8 +172,15 @@ def test_years_ahead_then_corrected_is_bounded_and_owes_nothing_more() -> None:
     assert missed.detail == f"{MISSED_CAP:,}+ missed runs"
     assert len(ledger.history(None, 100)) == 3  # bounded: not a row per missed minute
 
-    # Corrected: nothing more is claimed, and the claimed future slot cannot run again.
-    assert sched.due(T0 + timedelta(minutes=5), never_busy) == []
+    # Corrected: nothing is owed from before now, the routines resume at their next slot
+    # (not in three years), and the claimed future slot cannot run again.
+    assert sched.due(T0 + timedelta(minutes=5, seconds=30), never_busy) == []
+    assert ledger.state("often").cursor == sid(T0 + timedelta(minutes=5, seconds=30))
+    resumed = sched.due(T0 + timedelta(minutes=6, seconds=1), never_busy)
+    assert [(p.routine.name, p.slot) for p in resumed] == [
+        ("often", sid(T0 + 6 * MINUTE)),
+        ("often-skip", sid(T0 + 6 * MINUTE)),
+    ]
     assert sched.due(ahead, never_busy) == []
 
 

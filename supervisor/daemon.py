@@ -385,6 +385,8 @@ class Daemon:
         snap["routines"] = len(self.registry.entries)
         snap["enabled"] = len(self.scheduler.tracked)
         snap["invalid"] = sorted(n for n, e in self.registry.entries.items() if e.errors)
+        # Invalid on disk, but the last good version is what runs (DESIGN.md "Routine file").
+        snap["stale"] = sorted(n for n, e in self.registry.entries.items() if e.stale)
         snap["max_concurrent"] = self.config.max_concurrent
         snap["status"] = self.status_line()
         return snap

@@ -152,12 +152,37 @@ def collect(now: datetime | None = None) -> list[RoutineLine]:
     return lines
 
 
+def in_force_despite_errors() -> set[str] | None:
+    """Routines whose file is invalid but whose last good version the daemon still runs;
+    None when no daemon answers (then nothing is running them)."""
+    from supervisor.client import DaemonError
+    from supervisor.commands.common import try_daemon
+
+    client = try_daemon()
+    if client is None:
+        return None
+    with client:
+        try:
+            return set(client.request("status").get("stale", []))
+        except (DaemonError, OSError):
+            return None
+
+
 def run(args: argparse.Namespace) -> int:
     from supervisor.present import color, print_json, table, use_color, when
 
     lines = collect()
+    # Only the daemon knows a last good version of a file that is now invalid: ask it, and
+    # only when there is such a file (a plain `list` stays one process, no socket).
+    stale = in_force_despite_errors() if any(not ln.valid for ln in lines) else set()
     if args.json:
-        print_json([line.as_json() for line in lines])
+        out = []
+        for line in lines:
+            item = line.as_json()
+            if not line.valid:
+                item["last_good_running"] = None if stale is None else line.name in stale
+            out.append(item)
+        print_json(out)
         return 0
     if not lines:
         print("no routines yet: create one with 'vinos-routine create NAME'")
@@ -168,7 +193,10 @@ def run(args: argparse.Namespace) -> int:
     notes: list[str] = []
     for ln in lines:
         if not ln.valid and ln.kind == "?":
-            rows.append([ln.name, "", color("invalid", "red", c), "", "", "", ""])
+            label = color("invalid", "red", c)
+            if stale and ln.name in stale:
+                label += " " + color("(the daemon still runs its last good version)", "yellow", c)
+            rows.append([ln.name, "", label, "", "", "", ""])
             notes.extend(ln.errors)
             continue
         state = color("on", "green", c) if ln.enabled else color("off", "dim", c)
@@ -176,9 +204,6 @@ def run(args: argparse.Namespace) -> int:
             state += " " + color("running", "blue", c)
         elif ln.queued:
             state += " queued"
-        if ln.errors:
-            state += " " + color("(file invalid: last good version in force)", "yellow", c)
-            notes.extend(ln.errors)
         last = ln.last_status or "—"
         if ln.last_outcome:
             last += f" · {ln.last_outcome}"

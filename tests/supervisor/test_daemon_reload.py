@@ -49,11 +49,14 @@ def test_an_invalid_edit_keeps_the_last_good_version_running(
     write_routine("keeper", command_routine("echo v2", extra="timeuot_sec = 3\n"))
     wait_for(lambda: d.request("status")["invalid"] == ["keeper"], what="the bad edit")
     assert d.request("status")["enabled"] == 1  # the daemon still runs the last good one
-    # `list` reads the files itself, so it shows the file as invalid, with its error.
+    assert d.request("status")["stale"] == ["keeper"]
+    # `list` shows the file as invalid, with its error, and that its last good version runs.
     listed = {r["name"]: r for r in json.loads(d.cli("list", "--json").stdout)}["keeper"]
     assert listed["valid"] is False
+    assert listed["last_good_running"] is True
     assert any("timeuot_sec" in e for e in listed["errors"])
-    assert "timeuot_sec" in d.cli("list").stdout
+    text = d.cli("list").stdout
+    assert "timeuot_sec" in text and "the daemon still runs its last good version" in text
     d.to_slot()
     wait_for(lambda: len(final("keeper")) == 2, what="the run after the bad edit")
     assert "keeping the last good version" in d.log()

@@ -12,14 +12,17 @@ from worker.output import output_name, post_webhook, render_markdown, render_tit
 __all__ = ["write_and_post"]
 
 
-def write_and_post(run: RunContext, body: str) -> tuple[str, str | None]:
+def write_and_post(run: RunContext, body: str) -> tuple[str | None, str | None]:
     """Render and write the output file; POST it for a webhook routine. Returns the file's
-    name in scratch_dir and the webhook's error, if any."""
+    name in scratch_dir (None when it could not be written) and the error, if any."""
     spec = run.routine.output
     title = render_title(spec.title, name=run.name, started=run.started)
     name = output_name(run.started)
     markdown = render_markdown(title, body)
-    write_output(Path(run.job.scratch_dir), name, markdown)
+    try:
+        write_output(Path(run.job.scratch_dir), name, markdown)
+    except OSError as exc:  # a full or read-only state dir: the run failed, it did not crash
+        return None, f"could not write the output into {run.job.scratch_dir}: {exc.strerror or exc}"
     run.channel.event(EventKind.LOG, f"output written: {name}", output_file=name)
     if spec.type is not OutputType.WEBHOOK or not spec.url:
         return name, None

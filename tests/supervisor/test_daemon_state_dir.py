@@ -77,7 +77,8 @@ def test_a_full_state_dir_fails_the_run_cleanly(tmp_path: Path, not_root: None) 
     d.to_slot()
     [row] = wait_for(lambda: final("stuffed"), what="the run")
     assert row.status == "failed"
-    assert "No space left on device" in (row.detail or "")
+    assert (row.detail or "").startswith("could not write the output into ")
+    assert (row.detail or "").endswith(": No space left on device")
     assert row.output_file is None
     # Inside the daemon's view of the state dir: the filler, the empty scratch dir and the
     # run log; no output file, whole or partial, and no temp file.

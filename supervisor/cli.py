@@ -14,27 +14,29 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["COMMAND_MODULES", "build_parser", "main"]
+__all__ = ["COMMANDS", "COMMAND_MODULES", "build_parser", "main"]
 
-# In the order `--help` lists them.
-COMMAND_MODULES = (
-    "listing",
-    "status",
-    "enable",
-    "run",
-    "logs",
-    "history",
-    "cost",
-    "brief",
-    "create",
-    "install",
-    "edit",
-    "validate",
-    "schedule",
-    "sandbox",
-    "reload",
-    "daemon",
-)
+# Command name → the module in supervisor/commands/ that registers it, in `--help` order.
+COMMANDS = {
+    "list": "listing",
+    "status": "status",
+    "enable": "enable",
+    "disable": "enable",
+    "run": "run",
+    "logs": "logs",
+    "history": "history",
+    "cost": "cost",
+    "brief": "brief",
+    "create": "create",
+    "install": "install",
+    "edit": "edit",
+    "validate": "validate",
+    "schedule": "schedule",
+    "sandbox": "sandbox",
+    "reload": "reload",
+    "daemon": "daemon",
+}
+COMMAND_MODULES = tuple(dict.fromkeys(COMMANDS.values()))
 
 
 def _version() -> str:
@@ -63,7 +65,9 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The whole parser, or with `only` (a command name) just that command's: a command runs
+    without importing and building the fifteen others (about a fifth of `list`'s time)."""
     parser = _Parser(
         prog="vinos-routine",
         description="Scheduled autonomous agents, sandboxed and on a budget.",
@@ -72,20 +76,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action=_Version, help="show the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    for name in COMMAND_MODULES:
-        try:
-            module = importlib.import_module(f"supervisor.commands.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"supervisor.commands.{name}":
-                raise
-            continue  # a command not built yet
-        module.register(sub)
+    for name in (COMMANDS[only],) if only in COMMANDS else COMMAND_MODULES:
+        importlib.import_module(f"supervisor.commands.{name}").register(sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `vinos-routine` console script."""
-    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(only=argv[0] if argv else None)
     args = parser.parse_args(argv)
     if getattr(args, "func", None) is None:
         parser.print_help(sys.stderr)

@@ -10,8 +10,6 @@ from collections.abc import Collection, Sequence
 from datetime import datetime, timedelta
 from typing import Any, TextIO
 
-import orjson
-
 __all__ = [
     "ask_yes",
     "bar",
@@ -117,11 +115,15 @@ def table(
 
 
 def print_json(value: Any) -> None:
+    import orjson  # only for --json: it pulls in uuid and platform, ~5 ms on every command
+
     sys.stdout.buffer.write(orjson.dumps(value, option=orjson.OPT_INDENT_2) + b"\n")
     sys.stdout.flush()
 
 
 def print_json_lines(values: Sequence[Any]) -> None:
+    import orjson
+
     for value in values:
         sys.stdout.buffer.write(orjson.dumps(value) + b"\n")
     sys.stdout.flush()

@@ -11,11 +11,11 @@ target=${1:?usage: as-user.sh TARGET}
 here=$(cd "$(dirname "$0")/.." && pwd)
 
 if [ "$(id -u)" != 0 ]; then
-    "$here/scripts/system-deps.sh"
+    "$here/scripts/system-deps.sh" "$target"
     exec make -C "$here" "$target"
 fi
 
-"$here/scripts/system-deps.sh"
+"$here/scripts/system-deps.sh" "$target"
 user=${VINOS_TEST_USER:-vinos-test}
 if ! id "$user" >/dev/null 2>&1; then
     useradd --create-home --shell /bin/bash "$user"

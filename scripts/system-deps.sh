@@ -1,11 +1,19 @@
 #!/usr/bin/env bash
-# Installs the system packages the test suite and the demo need, when they are missing.
-# Runs as root (CI does); as another user it only reports what is missing.
+# Installs the system packages the test suite (or, with the argument demo-here, just the demo)
+# needs, when they are missing. Runs as root (CI does); as another user it only reports what
+# is missing.
 set -euo pipefail
+target=${1:-test-here}
 
 missing_cmds() {
     local out=()
     command -v bwrap >/dev/null || out+=(bwrap)
+    ldconfig -p 2>/dev/null | grep -q 'libseccomp.so.2' || out+=(libseccomp)
+    python3 -c 'import venv, ensurepip' 2>/dev/null || out+=(python3-venv)
+    if [ "$target" = demo-here ]; then
+        echo "${out[@]:-}"
+        return
+    fi
     command -v systemd-analyze >/dev/null || out+=(systemd-analyze)
     command -v systemd-socket-activate >/dev/null || out+=(systemd-socket-activate)
     command -v makepkg >/dev/null || out+=(makepkg)
@@ -17,8 +25,6 @@ missing_cmds() {
     command -v script >/dev/null || out+=(script)
     command -v zsh >/dev/null || out+=(zsh)      # the zsh and fish completion tests
     command -v fish >/dev/null || out+=(fish)
-    ldconfig -p 2>/dev/null | grep -q 'libseccomp.so.2' || out+=(libseccomp)
-    python3 -c 'import venv, ensurepip' 2>/dev/null || out+=(python3-venv)
     echo "${out[@]:-}"
 }
 
@@ -41,7 +47,8 @@ if command -v apt-get >/dev/null; then
         makepkg pacman-package-manager libarchive-tools fakeroot \
         util-linux bsdextrautils procps ca-certificates zsh fish >/dev/null
 elif [ -x /usr/bin/pacman ] && [ -f /etc/arch-release ]; then
-    pacman -Sy --needed --noconfirm bubblewrap libseccomp python systemd base-devel util-linux procps-ng zsh fish >/dev/null
+    # -Syu: Arch does not support partial upgrades.
+    pacman -Syu --needed --noconfirm bubblewrap libseccomp python systemd base-devel util-linux procps-ng zsh fish >/dev/null
 else
     echo "system-deps: no apt-get or Arch pacman here; install by hand: $need" >&2
     exit 1

@@ -15,7 +15,6 @@ supervisor can call it on every tick.
 
 from __future__ import annotations
 
-import hashlib
 import zoneinfo
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -154,6 +153,8 @@ class Schedule:
             if prev is not None:
                 before = min(before, (int((slot.instant - prev.instant) // _SECOND) - 1) // 2)
         before, after = max(before, 0), max(after, 0)
+        import hashlib  # here, not at the top: loading OpenSSL costs `list` ~5 ms otherwise
+
         digest = hashlib.blake2b(
             f"{routine_name}\0{slot.id}".encode(), digest_size=8, person=b"vinos-jitter"
         ).digest()

@@ -31,10 +31,12 @@ status=0
 runuser -u "$user" -- env -i HOME="$(getent passwd "$user" | cut -d: -f6)" \
     PATH=/usr/local/bin:/usr/bin:/bin LANG=C.UTF-8 TERM="${TERM:-dumb}" \
     ${VINOS_BENCH_QUICK:+VINOS_BENCH_QUICK=$VINOS_BENCH_QUICK} \
+    ${DEMO_SECONDS:+DEMO_SECONDS=$DEMO_SECONDS} ${PYTEST_ARGS:+PYTEST_ARGS="$PYTEST_ARGS"} \
     make -C "$work" "$target" || status=$?
-if [ "$status" = 0 ] && [ -z "${VINOS_KEEP_WORK:-}" ]; then
+if [ "$status" = 0 ] && [ -z "${VINOS_KEEP_WORK:-}" ] && [ "$target" != demo-here ]; then
     rm -rf "$work"
 else
-    echo "as-user: left $work for inspection (exit $status)" >&2
+    # The demo's outputs are there to look at; a failure is there to inspect.
+    echo "as-user: left $work (exit $status)" >&2
 fi
 exit "$status"

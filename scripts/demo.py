@@ -14,6 +14,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -69,8 +70,9 @@ def main() -> int:
     if HOME.exists():
         shutil.rmtree(HOME)
     (HOME / "routines").mkdir(parents=True)
-    runtime = HOME / "run"
-    runtime.mkdir(mode=0o700)
+    # Its own runtime dir (never the real one, where your daemon may run), short because a
+    # Unix socket path has at most 107 bytes.
+    runtime = Path(tempfile.mkdtemp(prefix="vinos-demo-"))
     env = dict(os.environ)
     env.update(
         VINOS_HOME=str(HOME),
@@ -114,6 +116,7 @@ def main() -> int:
     if daemon.poll() is None:
         daemon.send_signal(signal.SIGINT)
     code = daemon.wait(timeout=60)
+    shutil.rmtree(runtime, ignore_errors=True)
     say(f"Daemon stopped (exit {code}); {len(seen)} output(s) in {state}")
     cli("history", "machine-check", env=env)
     return 0 if code == 0 else 1

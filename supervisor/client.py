@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import os
 import socket
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -83,6 +84,8 @@ class Client:
 
 def connect(path: Path, timeout: float | None = 10.0) -> Client:
     """A hello'd client on the daemon's socket; DaemonNotRunning when nobody listens."""
+    if len(os.fsencode(path)) > 107:  # sun_path's size: connect() would fail obscurely
+        raise DaemonNotRunning(path, "the socket path is too long for a Unix socket")
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
     sock.settimeout(timeout)
     try:

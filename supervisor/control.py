@@ -32,7 +32,7 @@ from ipc import (
     read_message,
 )
 
-__all__ = ["CommandError", "Connection", "ControlServer", "Handler"]
+__all__ = ["CommandError", "Connection", "ControlServer", "Handler", "socket_path_problem"]
 
 log = logging.getLogger("vinos.control")
 
@@ -103,6 +103,21 @@ class Connection:
 
 
 Handler = Callable[[Request, Connection], Awaitable[Any]]
+
+
+SUN_PATH_MAX = 107  # sockaddr_un.sun_path holds 108 bytes, with the terminating NUL
+
+
+def socket_path_problem(path: Path) -> str | None:
+    """Why `path` cannot be a Unix socket's address, or None when it can."""
+    size = len(os.fsencode(path))
+    if size <= SUN_PATH_MAX:
+        return None
+    return (
+        f"the control socket path {path} is {size} bytes, and a Unix socket path must be at "
+        f"most {SUN_PATH_MAX}: set XDG_RUNTIME_DIR to a shorter directory (normally "
+        f"/run/user/{os.getuid()})"
+    )
 
 
 def peer_uid(sock: socket.socket) -> int | None:

@@ -32,7 +32,7 @@ from routines.paths import Paths, paths
 from routines.registry import Registry, scan
 from supervisor import notify, systemd
 from supervisor.clock import Clock, clock_from_env
-from supervisor.control import CommandError, Connection, ControlServer
+from supervisor.control import CommandError, Connection, ControlServer, socket_path_problem
 from supervisor.jobs import new_run_id
 from supervisor.plan import cursor_for
 from supervisor.pool import Pool
@@ -490,6 +490,10 @@ def main(*, worker_argv: list[str] | None = None) -> int:
         locks = acquire_locks(p)
     except SystemExit as exc:
         print(exc, file=sys.stderr)
+        return 1
+    problem = socket_path_problem(p.control_socket)
+    if problem and not os.environ.get("LISTEN_FDS"):  # socket activation binds it for us
+        print(f"vinos-routine: {problem}", file=sys.stderr)
         return 1
     try:
         daemon = Daemon(p, config, clock_from_env(), worker_argv=worker_argv)

@@ -6,6 +6,8 @@ import asyncio
 import os
 import socket
 import stat
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -204,3 +206,27 @@ def test_a_client_waiting_on_a_long_request_does_not_block_others(server: Server
 def test_no_daemon_gives_the_start_hint(tmp_path: Path) -> None:
     with pytest.raises(DaemonNotRunning, match="systemctl --user enable --now vinos-routined"):
         connect(tmp_path / "missing.sock")
+
+
+def test_a_socket_path_too_long_for_a_unix_socket_is_a_clear_error(
+    tmp_path: Path, not_root: None
+) -> None:
+    from supervisor.control import socket_path_problem
+
+    deep = tmp_path / ("d" * 120)
+    assert socket_path_problem(deep / "control.sock") is not None
+    assert socket_path_problem(Path("/run/user/1000/vinos-routine/control.sock")) is None
+    env = dict(os.environ, XDG_RUNTIME_DIR=str(deep))
+    done = subprocess.run(
+        [sys.executable, "-m", "supervisor", "daemon"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert done.returncode == 1
+    assert "a Unix socket path must be at most 107: set XDG_RUNTIME_DIR" in done.stderr
+    assert "Traceback" not in done.stderr
+    with pytest.raises(DaemonNotRunning, match="too long for a Unix socket"):
+        connect(deep / "vinos-routine" / "control.sock")

@@ -36,7 +36,10 @@ def run(args: argparse.Namespace) -> int:
 
     files: list[Path] = list(args.paths)
     if not files:
-        files = [e.path for e in scan(paths()).entries.values()]
+        p = paths()
+        files = [e.path for e in scan(p).entries.values()]
+        if not files and not args.json:
+            print(f"no routine files in {p.routines_dir} or {p.system_dir}")
     results: list[dict[str, Any]] = []
     for path in files:
         try:

@@ -235,6 +235,18 @@ def _bool_or_none(v: object) -> bool | None:
     return None if v is None else bool(v)
 
 
+def _state(row: sqlite3.Row) -> RoutineState:
+    return RoutineState(
+        routine=row["routine"],
+        enabled_override=_bool_or_none(row["enabled_override"]),
+        file_enabled_seen=_bool_or_none(row["file_enabled_seen"]),
+        failure_streak=row["failure_streak"],
+        disabled_reason=row["disabled_reason"],
+        cursor=row["cursor"],
+        schedule_fingerprint=row["schedule_fingerprint"],
+    )
+
+
 def _is_busy(exc: sqlite3.OperationalError) -> bool:
     return "locked" in str(exc) or "busy" in str(exc)
 
@@ -613,21 +625,17 @@ class Ledger:
         row = self._db.execute(
             "SELECT * FROM routine_state WHERE routine = ?", (routine,)
         ).fetchone()
-        if row is None:
-            return RoutineState(routine)
-        return RoutineState(
-            routine=routine,
-            enabled_override=_bool_or_none(row["enabled_override"]),
-            file_enabled_seen=_bool_or_none(row["file_enabled_seen"]),
-            failure_streak=row["failure_streak"],
-            disabled_reason=row["disabled_reason"],
-            cursor=row["cursor"],
-            schedule_fingerprint=row["schedule_fingerprint"],
-        )
+        return _state(row) if row is not None else RoutineState(routine)
 
     def states(self) -> dict[str, RoutineState]:
-        names = [r[0] for r in self._db.execute("SELECT routine FROM routine_state")]
-        return {n: self.state(n) for n in names}
+        """Every routine's state, in one query (the daemon re-reads them after each run)."""
+        return {r["routine"]: _state(r) for r in self._db.execute("SELECT * FROM routine_state")}
+
+    @property
+    def data_version(self) -> int:
+        """Changes when another connection commits to the ledger (PRAGMA data_version)."""
+        version: int = self._db.execute("PRAGMA data_version").fetchone()[0]
+        return version
 
     def update_state(self, routine: str, **changes: Any) -> None:
         """Set columns of routine_state (creating the row); booleans stored as 0/1."""

@@ -296,11 +296,12 @@ class Daemon:
             except ConfigInvalid as exc:
                 log.error("config.toml is invalid; keeping the previous settings:\n%s", exc)
         registry = self._scan(force)
-        version = self.ledger._db.execute("PRAGMA data_version").fetchone()[0]
+        version = self.ledger.data_version
         files_changed = registry.entries != self.registry.entries
         ledger_changed = version != self._data_version
         if not files_changed and not ledger_changed:
             return False
+        previous = self.registry
         self.registry = registry
         self._data_version = version
         states = self.ledger.states()
@@ -311,7 +312,7 @@ class Daemon:
         }
         self.scheduler.sync(registry, states, now)
         for name, entry in registry.entries.items():
-            if entry.stale:
+            if entry.stale and previous.get(name) is not entry:  # once per bad edit
                 log.warning(
                     "%s: file invalid, keeping the last good version:\n%s",
                     name,

@@ -68,6 +68,15 @@ class Registry:
     def names(self) -> list[str]:
         return sorted(self.entries)
 
+    def unknown(self, name: str) -> str:
+        """What to tell a user who named no routine we have: the closest names, or all."""
+        import difflib
+
+        close = difflib.get_close_matches(name, self.names(), n=3, cutoff=0.5)
+        if close:
+            return f"no routine named {name!r}; did you mean {' or '.join(close)}?"
+        return f"no routine named {name!r} (known: {', '.join(self.names()) or 'none'})"
+
 
 def _files(directory: Path, origin: Origin) -> dict[str, tuple[Path, tuple[int, int, int]]]:
     out: dict[str, tuple[Path, tuple[int, int, int]]] = {}

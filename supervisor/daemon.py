@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import difflib
 import fcntl
 import logging
 import os
@@ -398,9 +397,7 @@ class Daemon:
         self._refresh(self.clock.now(), rescan=True)
         entry = self.registry.get(name)
         if entry is None:
-            close = difflib.get_close_matches(name, self.registry.names(), n=3)
-            hint = f"; did you mean {', '.join(close)}?" if close else ""
-            raise CommandError("unknown_routine", f"no routine named {name!r}{hint}")
+            raise CommandError("unknown_routine", self.registry.unknown(name))
         if entry.routine is None:
             errors = "\n".join(str(p) for p in entry.errors)
             raise CommandError("invalid_routine", f"{name} is invalid:\n{errors}")

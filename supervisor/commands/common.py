@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import difflib
 import sys
 from typing import Any
 
@@ -42,10 +41,7 @@ def find_entry(name: str, p: Paths | None = None) -> tuple[Entry, Registry]:
     registry = scan(p or paths())
     entry = registry.get(name)
     if entry is None:
-        close = difflib.get_close_matches(name, registry.names(), n=3, cutoff=0.5)
-        hint = f"; did you mean {' or '.join(close)}?" if close else ""
-        known = "" if close else f" (known: {', '.join(registry.names()) or 'none'})"
-        raise NoSuchRoutine(f"no routine named {name!r}{hint}{known}")
+        raise NoSuchRoutine(registry.unknown(name))
     return entry, registry
 
 

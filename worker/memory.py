@@ -15,7 +15,7 @@ import os
 from datetime import datetime
 from pathlib import Path
 
-from worker.files import write_atomic
+from routines.store import write_atomic
 
 __all__ = [
     "CAP",
@@ -76,7 +76,7 @@ def append(path: Path, new_entry: str, cap: int = CAP) -> None:
         current = data.decode("utf-8", errors="replace") if data else ""
         # Entries are separated by one blank line.
         current = current.rstrip("\n") + "\n\n" if current.strip() else ""
-        write_atomic(path, trim(current + new_entry, cap))
+        write_atomic(path, trim(current + new_entry, cap).encode("utf-8"), 0o600)
     finally:
         os.close(fd)  # releases the flock
 

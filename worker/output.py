@@ -10,7 +10,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from worker.files import write_atomic
+from routines.store import write_atomic
 
 __all__ = [
     "WEBHOOK_TIMEOUT",
@@ -48,7 +48,7 @@ def write_output(scratch_dir: Path, name: str, text: str) -> Path:
     """Write `name` inside scratch_dir atomically (temp file + rename), mode 0644."""
     scratch_dir.mkdir(parents=True, exist_ok=True)
     target = scratch_dir / name
-    write_atomic(target, text, 0o644)
+    write_atomic(target, text.encode("utf-8"), 0o644)
     return target
 
 

@@ -123,13 +123,18 @@ class Pool:
         if fin.detail:
             text += f": {fin.detail}"
         self.broadcast(pending, Event(EventKind.STATUS, text, fin.as_json()))
-        for fut in pending.on_done:
-            if not fut.done():
-                fut.set_result(fin.as_json())
+        self._resolve(pending, fin)
         for note in fin.notifications:
             self.notify(note)
         self.admit()
         self.on_change()
+
+    @staticmethod
+    def _resolve(pending: Pending, fin: Finished) -> None:
+        """Answer whoever waits on the run (a `run` client, the in-process CLI)."""
+        for fut in pending.on_done:
+            if not fut.done():
+                fut.set_result(fin.as_json())
 
     def _record_failure(self, pending: Pending, detail: str, status: str = "failed") -> Finished:
         now = self.clock.now()
@@ -231,27 +236,12 @@ class Pool:
     async def shutdown(self, grace: float) -> None:
         """Admit nothing new; wait up to `grace` s for running workers, then end them."""
         self.accepting = False
-        now = self.clock.now()
         while self.queue:
             pending = self.queue.popleft()
-            detail = "the daemon stopped before it started"
-            self.ledger.finish_run(
-                pending.run_id, now=now, fields={"status": RunStatus.INTERRUPTED, "detail": detail}
+            fin = self._record_failure(
+                pending, "the daemon stopped before it started", RunStatus.INTERRUPTED
             )
-            fin = Finished(
-                pending.run_id,
-                pending.routine.name,
-                RunStatus.INTERRUPTED,
-                None,
-                detail,
-                None,
-                0.0,
-                False,
-                (),
-            )
-            for fut in pending.on_done:
-                if not fut.done():
-                    fut.set_result(fin.as_json())
+            self._resolve(pending, fin)
         tasks = [r.task for r in self.running.values()]
         if not tasks:
             return

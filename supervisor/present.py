@@ -10,6 +10,8 @@ from collections.abc import Collection, Sequence
 from datetime import datetime, timedelta
 from typing import Any, TextIO
 
+from routines.safetext import visible as _visible
+
 __all__ = [
     "ask_yes",
     "bar",
@@ -41,27 +43,9 @@ def use_color(stream: TextIO | None = None) -> bool:
     return stream.isatty()
 
 
-# Bidirectional overrides and isolates: they can make text display in another order than it
-# runs ("Trojan Source"), e.g. hide part of a shell command shown for review.
-_BIDI = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f")
-
-
 def visible(text: str) -> str:
-    """`text` safe to print on a terminal: control characters (escape sequences that could
-    move the cursor, retitle the window or write the clipboard) and bidi overrides are shown as
-    \\x1b / \\u202e instead of acting. Newlines and tabs stay. For what routines, models and
-    downloaded files wrote."""
-    if text.isprintable():
-        return text
-    out = []
-    for ch in text:
-        if ch in "\n\t" or (unicodedata.category(ch) != "Cc" and ch not in _BIDI):
-            out.append(ch)  # a joiner in an emoji, a soft hyphen: harmless, kept
-        elif ord(ch) < 0x100:
-            out.append(f"\\x{ord(ch):02x}")
-        else:
-            out.append(f"\\u{ord(ch):04x}")
-    return "".join(out)
+    """`text` safe to print on a terminal (see routines.safetext.visible)."""
+    return _visible(text)
 
 
 def color(text: str, name: str, enabled: bool) -> str:

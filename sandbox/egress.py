@@ -1,9 +1,9 @@
 """The egress proxy: the only way out of a sandbox with `network = true` or a host list.
 
 It runs in the worker, in the host's network namespace, for the length of one shell call.
-The sandbox's network namespace holds only `lo`; the holder's forwarder (sandbox/netholder.py)
-accepts each connection made to 127.0.0.1:PROXY_PORT there and hands the socket over a
-socketpair to this proxy, which speaks HTTP proxy: `CONNECT host:port` (HTTPS, any TLS or
+The sandbox's network namespace holds only `lo`; the holder (sandbox/netholder.py) listens on
+127.0.0.1:PROXY_PORT there and hands the listening socket over a socketpair to this proxy,
+which accepts on it from the worker and speaks HTTP proxy: `CONNECT host:port` (HTTPS, any TLS or
 TCP protocol) and absolute-form requests (`GET http://host/path`, plain HTTP).
 
 What it lets through (`decide`, pure): with `network = true` any host; with a host list only
@@ -204,7 +204,7 @@ class HostDialer:
 
 class EgressProxy:
     """One shell call's proxy. `start()` gives the fd to pass to the holder; `close()` ends
-    every connection it holds. Threads: one reading handed-over sockets, one per connection."""
+    every connection it holds. Threads: one accepting, one per connection."""
 
     def __init__(self, hosts: tuple[str, ...] | None, dialer: Dialer | None = None) -> None:
         self.hosts = hosts
@@ -250,20 +250,26 @@ class EgressProxy:
             s.close()
 
     def _accept_loop(self) -> None:
+        try:
+            _, fds, _, _ = socket.recv_fds(self._ours, 16, 1)
+        except OSError:
+            return
+        if not fds:
+            return  # the holder failed before it listened, or is gone
+        listener = socket.socket(fileno=fds[0])
+        if not self._track(listener):
+            listener.close()
+            return
         while True:
             try:
-                _, fds, _, _ = socket.recv_fds(self._ours, 16, 4)
+                conn, _ = listener.accept()
             except OSError:
-                return
-            if not fds:
-                return  # the holder is gone
-            for fd in fds:
-                conn = socket.socket(fileno=fd)
-                if not self._track(conn):
-                    _answer(conn, Refusal(503, "too many connections at once"))
-                    conn.close()
-                    continue
-                threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+                return  # closed by close(): the call is over
+            if not self._track(conn):
+                _answer(conn, Refusal(503, "too many connections at once"))
+                conn.close()
+                continue
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
 
     def _serve(self, conn: socket.socket) -> None:
         upstream: socket.socket | None = None

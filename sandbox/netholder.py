@@ -1,39 +1,30 @@
-"""The network holder: a fresh user+network namespace with only `lo`, a forwarder, then bwrap.
+"""The network holder: a fresh user+network namespace with only `lo` and the proxy's listener.
 
-Run as a script (`python -I -S netholder.py PASS_FD PORT -- BWRAP ARGV…`), never imported by
-the worker: it uses the standard library only, so it starts fast and trusts nothing on
-sys.path. It
+Run as a script (`python -I -S netholder.py PASS_FD PORT -- BWRAP ARGV…`), never imported: it
+uses only built-in modules (no `socket`, whose import alone costs ~10 ms), so it starts fast
+and trusts nothing on sys.path. It
 
 1. unshares a user and a network namespace, mapping only our own uid and gid;
 2. brings up `lo` there and listens on 127.0.0.1:PORT;
-3. forks the forwarder (trusted, outside bwrap): each connection accepted on that port is
-   handed, as a file descriptor over PASS_FD (SCM_RIGHTS), to the egress proxy that runs in
-   the worker, in the host's network namespace (sandbox/egress.py);
-4. execs bwrap (without --unshare-net), so the sandbox shares this namespace: its only route
+3. hands that listening socket over PASS_FD (SCM_RIGHTS) to the egress proxy, which runs in
+   the worker, in the host's network namespace, and accepts on it from there (a socket
+   stays in the namespace it was made in, whoever holds it; sandbox/egress.py);
+4. execs bwrap (without --unshare-net), so the sandbox shares this namespace: its only way
    anywhere is 127.0.0.1:PORT, i.e. the proxy.
 
 Why not bwrap's own --unshare-net plus a helper joining it: a helper cannot setns() into a
-namespace bwrap made (EPERM; DESIGN.md "Sandbox"). Why not slirp4netns or pasta: both need
-/dev/net/tun, which is root-only on some machines (this project's CI among them), and both
-give the sandbox raw IP to every address the host can reach; the proxy gives it only the
-hosts its policy names. A fresh network namespace also has its own abstract Unix sockets, so
-the host's (X11, D-Bus, …) are out of reach.
+namespace bwrap made (EPERM; DESIGN.md "Sandbox"). Why not slirp4netns or pasta: see
+sandbox/netns.py.
 """
 
-from __future__ import annotations
-
-import contextlib
+import _socket
 import ctypes
 import fcntl
 import os
-import signal
-import socket
-import struct
 import sys
 
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWNET = 0x40000000
-PR_SET_PDEATHSIG = 1
 SIOCGIFFLAGS = 0x8913
 SIOCSIFFLAGS = 0x8914
 IFF_UP = 0x1
@@ -55,36 +46,16 @@ def _write(path: str, text: str) -> None:
 
 
 def _lo_up() -> None:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        ifr = struct.pack("16sh14x", b"lo", 0)
-        flags = struct.unpack("16sh14x", fcntl.ioctl(s.fileno(), SIOCGIFFLAGS, ifr))[1]
-        fcntl.ioctl(s.fileno(), SIOCSIFFLAGS, struct.pack("16sh14x", b"lo", flags | IFF_UP))
-
-
-def _only(keep: set[int]) -> None:
-    """Drop every inherited fd but `keep`: the sandbox's pipes must end when bwrap ends."""
-    null = os.open(os.devnull, os.O_RDWR)
-    for fd in (0, 1, 2):
-        os.dup2(null, fd)
-    for name in os.listdir("/proc/self/fd"):
-        fd = int(name)
-        if fd > 2 and fd not in keep:
-            with contextlib.suppress(OSError):
-                os.close(fd)
-
-
-def _forward(listener: socket.socket, pass_fd: int) -> None:
-    """Hand every accepted connection to the proxy; exit when the proxy's end is gone."""
-    _only({listener.fileno(), pass_fd})
-    channel = socket.socket(fileno=pass_fd)
-    while True:
-        conn, _ = listener.accept()
-        try:
-            socket.send_fds(channel, [b"c"], [conn.fileno()])
-        except OSError:
-            os._exit(0)  # the worker closed its end: the call is over
-        finally:
-            conn.close()
+    s = _socket.socket(_socket.AF_INET, _socket.SOCK_DGRAM)
+    try:
+        ifr = bytearray(40)  # struct ifreq: the name, then ifr_flags (a short)
+        ifr[:2] = b"lo"
+        fcntl.ioctl(s.fileno(), SIOCGIFFLAGS, ifr)
+        flags = int.from_bytes(ifr[16:18], sys.byteorder) | IFF_UP
+        ifr[16:18] = flags.to_bytes(2, sys.byteorder)
+        fcntl.ioctl(s.fileno(), SIOCSIFFLAGS, bytes(ifr))
+    finally:
+        s.close()
 
 
 def main(argv: list[str]) -> None:
@@ -101,22 +72,16 @@ def main(argv: list[str]) -> None:
         _write("/proc/self/uid_map", f"{uid} {uid} 1")
         _write("/proc/self/gid_map", f"{gid} {gid} 1")
         _lo_up()
-        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        listener = _socket.socket(_socket.AF_INET, _socket.SOCK_STREAM)
         listener.bind(("127.0.0.1", port))
         listener.listen(64)
+        channel = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM, 0, pass_fd)
+        fds = listener.fileno().to_bytes(4, sys.byteorder)
+        channel.sendmsg([b"L"], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, fds)])
+        listener.close()
+        channel.close()
     except OSError as exc:
         _fail("network namespace setup", exc.errno or 0)
-    pid = os.fork()
-    if pid == 0:
-        try:
-            libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-            if os.getppid() == 1:
-                os._exit(0)  # the parent is already gone
-            _forward(listener, pass_fd)
-        finally:
-            os._exit(0)
-    listener.close()
-    os.close(pass_fd)
     try:
         os.execv(command[0], command)
     except OSError as exc:

@@ -2,10 +2,19 @@
 
 `network = false`: bwrap's own `--unshare-net`, a namespace with only its own loopback, no
 route out and no proxy. `network = true` or a host list: bwrap runs inside a holder
-namespace made by sandbox/netholder.py (only `lo`, the forwarder on 127.0.0.1:PROXY_PORT), and
-the proxy variables point every HTTP client there (sandbox/egress.py decides what passes).
-Either way the sandbox has a network namespace of its own, so the host's 127.0.0.1 services
-and its abstract Unix sockets (X11, D-Bus, …) are out of reach.
+namespace made by sandbox/netholder.py (only `lo`, and the proxy listening on
+127.0.0.1:PROXY_PORT), and the proxy variables point every HTTP client there
+(sandbox/egress.py decides what passes). Either way the sandbox has a network namespace of its
+own, so the host's 127.0.0.1 services and its abstract Unix sockets (X11, D-Bus, …) are out of
+reach.
+
+Why a proxy rather than slirp4netns or pasta (which DESIGN.md names): both need /dev/net/tun
+usable by the user, and on this project's machines and CI it is root-only (crw------- root),
+so both fail there ("open /dev/net/tun: Permission denied"); and both give the sandbox raw IP
+to every address the host reaches, its LAN address included, where a host list needs names.
+The proxy needs nothing but a user namespace, which bwrap needs anyway, and enforces a host
+list by name. What it gives up: only HTTP(S) clients that honour the proxy variables get out
+(curl, git, pip, Python, Node with a flag); no DNS, UDP, ICMP or ssh from inside.
 """
 
 from __future__ import annotations

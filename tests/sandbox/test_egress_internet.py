@@ -52,7 +52,7 @@ class NamespaceDialer:
         return answer.split()[1:]
 
     def connect(self, address: str, port: int) -> socket.socket | None:
-        answer, fds = self._ask(f"connect {address} {port}")
+        _answer, fds = self._ask(f"connect {address} {port}")
         if not fds:
             return None
         return socket.socket(fileno=fds[0])

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -36,7 +35,9 @@ def test_processes_over_the_run_memory_cap_together_are_killed(box: Box) -> None
 
 
 def test_a_call_under_the_memory_cap_runs_to_its_end(box: Box) -> None:
-    r = box.run("/usr/bin/python3 -c 'b = b\"x\" * (20 << 20)'; echo done", limits=Limits(run_memory_mb=300))
+    r = box.run(
+        "/usr/bin/python3 -c 'b = b\"x\" * (20 << 20)'; echo done", limits=Limits(run_memory_mb=300)
+    )
     assert (r.error, r.stdout) == (None, "done\n")
 
 
@@ -70,7 +71,8 @@ def run_probe(tmp_path: Path, bwrap: str, path_dirs: list[str]) -> dict[str, obj
         f"d = os.path.realpath({str(tmp_path)!r})\n"
         f"p = ShellPolicy(ro_binds=(), rw_binds=(d,), masks=(), cwd=d, bwrap={bwrap!r})\n"
         "r = run_shell('echo ran', p, timeout_sec=30)\n"
-        f"print(json.dumps({{'probe': probe({bwrap!r}).reason, 'out': r.stdout, 'error': r.error}}))\n"
+        f"reason = probe({bwrap!r}).reason\n"
+        "print(json.dumps({'probe': reason, 'out': r.stdout, 'error': r.error}))\n"
     )
     env = {**os.environ, "PATH": os.pathsep.join([*path_dirs, os.environ.get("PATH", "")])}
     done = subprocess.run(
@@ -88,7 +90,7 @@ def test_a_fake_bwrap_first_on_path_is_not_used(tmp_path: Path, not_root: None) 
     fake_dir.mkdir()
     witness = tmp_path / "fake-ran"
     fake = fake_dir / "bwrap"
-    fake.write_text(f"#!/bin/sh\ntouch {witness}\nexec \"$@\"\n")
+    fake.write_text(f'#!/bin/sh\ntouch {witness}\nexec "$@"\n')
     fake.chmod(0o755)
     work = tmp_path / "work"
     work.mkdir()

@@ -62,7 +62,7 @@ def run_command(run: RunContext) -> Result:
     )
     tail = stderr_tail(res.stderr)
     if res.error is not None:
-        return failed(f"the command did not run: {res.error}")
+        return failed(f"the command failed: {res.error}")
     if res.timed_out:
         return failed(f"the command timed out after {timeout:.0f} s" + _tail(tail))
     if res.exit_code is None:

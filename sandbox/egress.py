@@ -33,6 +33,7 @@ __all__ = [
     "Target",
     "address_allowed",
     "decide",
+    "is_local",
     "parse_head",
 ]
 
@@ -184,7 +185,13 @@ def decide(
 
 
 class HostDialer:
-    """The worker's network namespace: getaddrinfo and connect, with a timeout."""
+    """The worker's network namespace: getaddrinfo and connect, with a timeout.
+
+    Never to an address of this machine (its LAN or VPN address, a bridge's gateway): a
+    service of the user's listening on 0.0.0.0 answers there just as on 127.0.0.1. An address
+    is this machine's when a socket can be bound to it; where the kernel lets any address be
+    bound (net.ipv4.ip_nonlocal_bind = 1) every connection is refused, which fails closed.
+    """
 
     def resolve(self, host: str, port: int) -> Sequence[str]:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
@@ -192,6 +199,8 @@ class HostDialer:
 
     def connect(self, address: str, port: int) -> socket.socket | None:
         family = socket.AF_INET6 if ":" in address else socket.AF_INET
+        if is_local(address, family):
+            return None
         s = socket.socket(family, socket.SOCK_STREAM)
         s.settimeout(_CONNECT_TIMEOUT_SEC)
         try:
@@ -200,6 +209,16 @@ class HostDialer:
             s.close()
             return None
         return s
+
+
+def is_local(address: str, family: int) -> bool:
+    """Whether `address` belongs to this machine (in this network namespace)."""
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind((address, 0))
+        except OSError:
+            return False
+        return True
 
 
 class EgressProxy:
@@ -286,7 +305,7 @@ class EgressProxy:
                 filter(None, (self._dialer.connect(a, target.port) for a in plan)), None
             )
             if upstream is None:
-                return _answer(conn, Refusal(502, f"cannot connect to {target.host}"))
+                return self._refuse(conn, Refusal(502, f"cannot connect to {target.host}"))
             if not self._track(upstream):
                 return
             if target.tunnel:

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 import pytest
+from sandbox_testkit import REPO
 
 from sandbox.egress import Refusal, Target, address_allowed, decide, parse_head
 
@@ -53,7 +57,7 @@ def test_what_is_not_a_proxy_request_is_a_400(head: bytes) -> None:
     [
         ("93.184.216.34", True),
         ("192.0.2.10", True),
-        ("10.1.2.3", True),  # the LAN: allowed (see the README's Security section)
+        ("10.1.2.3", True),  # another machine of the LAN: allowed (README, Security)
         ("2606:2800:220:1::1", True),
         ("127.0.0.1", False),
         ("127.8.9.10", False),
@@ -108,3 +112,32 @@ def test_a_host_list_allows_exactly_its_names_and_asks_no_resolver_for_others() 
         403, "140.82.112.6 is an address; this routine's network list names hosts"
     )
     assert names.asked == ["api.github.com"]
+
+
+LOCAL_DIALER = """
+import socket, sys
+sys.path.insert(0, sys.argv[1])
+from sandbox.egress import HostDialer
+server = socket.socket()
+server.bind(("192.0.2.10", 0))
+server.listen(4)
+port = server.getsockname()[1]
+dialer = HostDialer()
+print("local", dialer.connect("192.0.2.10", port))
+"""
+
+
+def test_the_host_dialer_never_connects_to_an_address_of_this_machine(
+    tmp_path: Path, not_root: None
+) -> None:
+    """A user service on 0.0.0.0 answers on the machine's LAN address as on 127.0.0.1: in a
+    namespace this test makes, 192.0.2.10 is such an address, with a listener on it."""
+    script = tmp_path / "local.py"
+    script.write_text(LOCAL_DIALER)
+    setup = 'ip link set lo up && ip addr add 192.0.2.10/32 dev lo && exec "$@"'
+    done = subprocess.run(
+        ["unshare", "--user", "--map-current-user", "--net", "--keep-caps",
+         "sh", "-c", setup, "sh", sys.executable, str(script), str(REPO)],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.stdout == "local None\n", done.stderr

@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -79,7 +80,6 @@ def run_probe(tmp_path: Path, bwrap: str, path_dirs: list[str]) -> dict[str, obj
         [sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True,
         timeout=60, check=True,
     )  # fmt: skip
-    import json
 
     result: dict[str, object] = json.loads(done.stdout)
     return result
@@ -121,3 +121,37 @@ def test_a_world_writable_binary_is_refused(tmp_path: Path) -> None:
     with pytest.raises(BinaryRefused, match="not found"):
         check_binary(str(tmp_path / "missing"))
     assert check_binary("/usr/bin/bwrap") == os.path.realpath("/usr/bin/bwrap")
+
+
+FAKE_PROBE = """
+import json, os, sys
+import sandbox, sandbox.host
+# An unprivileged test cannot make a root-owned file, so the ownership check is stubbed: what
+# is tested is the probe's own check that the sandbox isolates, against a real fake bwrap.
+sandbox.host.check_binary = lambda path, key="": path
+d = os.path.realpath(sys.argv[2])
+policy = sandbox.ShellPolicy(ro_binds=(), rw_binds=(d,), masks=(), cwd=d, bwrap=sys.argv[1])
+r = sandbox.run_shell("touch " + sys.argv[3], policy, timeout_sec=30)
+print(json.dumps({"probe": sandbox.probe(sys.argv[1]).reason, "error": r.error}))
+"""
+
+
+def test_the_probe_refuses_a_bwrap_that_does_not_isolate(tmp_path: Path, not_root: None) -> None:
+    fake = tmp_path / "bwrap"
+    # Skips every option and runs the command as is: no namespace, no mount, nothing.
+    fake.write_text('#!/bin/sh\nwhile [ "$1" != "--" ]; do shift; done; shift; exec "$@"\n')
+    fake.chmod(0o755)
+    work = tmp_path / "work"
+    work.mkdir()
+    witness = tmp_path / "ran-unsandboxed"
+    done = subprocess.run(
+        [sys.executable, "-c", FAKE_PROBE, str(fake), str(work), str(witness)],
+        cwd=REPO, capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    got = json.loads(done.stdout)
+    assert got["probe"] == (
+        f"{fake} does not isolate: a path outside the sandbox, or the host's network, was "
+        "visible from inside"
+    )
+    assert got["error"] == f"shell tools are disabled on this machine: {got['probe']}"
+    assert not witness.exists()

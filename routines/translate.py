@@ -41,10 +41,14 @@ def _chain(values: frozenset[int], low: int, high: int, stepped: bool, day: bool
         if all(b - a == k for a, b in itertools.pairwise(ordered)):
             # systemd 252 lets a repetition without an end run past the field and carries
             # the rest into the next unit, resetting only the unit just below: `*:00/7` from
-            # 23:56 elapses at 00:07, skipping midnight. Only where the carry lands on the
-            # first value (`00/30`, `00/6`) is the bare form right; else give the end.
+            # 23:56 elapses at 00:07, skipping midnight. And a bare repetition that does not
+            # start at the field's first value (`*-04/6-01`, `03/6:45`) makes it fail in a
+            # DST zone ("Failed to determine next elapse … Resource deadlock avoided"), so
+            # the timer never fires (tests/test_translate.py, test_steps_with_a_start_*).
+            # Only a repetition from the first value whose carry lands back on it (`00/30`,
+            # `00/6`) keeps the bare form; every other one gets its end.
             carry = ordered[-1] + k - (high + 1) + low
-            if not day and ordered[-1] + k > high and carry <= ordered[0]:
+            if not day and ordered[0] == low and ordered[-1] + k > high and carry <= low:
                 return f"{ordered[0]:02d}/{k}"
             return f"{ordered[0]:02d}..{ordered[-1]:02d}/{k}"
     parts = []

@@ -132,9 +132,7 @@ class WebClient:
                     nxt = response.next_request
                     if redirects is Redirects.SAME_HOST and nxt is not None:
                         if nxt.url.host != request.url.host:
-                            raise Broken(
-                                f"it redirected to another host ({nxt.url.host}): refused"
-                            )
+                            raise Broken(f"it redirected to another host ({nxt.url.host}): refused")
                         request = nxt
                         continue
                     streaming = on_line is not None and 200 <= response.status_code < 300

@@ -309,7 +309,8 @@ class Daemon:
             for a in self.ledger.active_runs()
             if a.owner_pid != self.owner[0] and owner_alive(a.owner_pid, a.owner_started)
         }
-        self.scheduler.sync(registry, states, now)
+        for name in self.scheduler.sync(registry, states, now):
+            self.pool.drop_queued(name, "disabled while queued")
         for name, entry in registry.entries.items():
             if entry.stale and previous.get(name) is not entry:  # once per bad edit
                 log.warning(

@@ -69,13 +69,18 @@ class Scheduler:
 
     # -- keeping up with the registry and the ledger --------------------------------------
 
-    def sync(self, registry: Registry, states: dict[str, RoutineState], now: datetime) -> None:
-        """Track exactly the enabled routines in force; (re)start cursors as the rules say."""
+    def sync(self, registry: Registry, states: dict[str, RoutineState], now: datetime) -> set[str]:
+        """Track exactly the enabled routines in force; (re)start cursors as the rules say.
+        Returns the routines that were tracked and are now disabled (their queued runs go)."""
         wanted: dict[str, Routine] = {}
+        disabled: set[str] = set()
         for r in registry.routines():
             state = states.get(r.name)
             if state.enabled(r.enabled) if state else r.enabled:
                 wanted[r.name] = r
+            else:
+                disabled.add(r.name)
+        turned_off = disabled & self.tracked.keys()
         for name in list(self.tracked):
             if name not in wanted:
                 del self.tracked[name]
@@ -94,6 +99,7 @@ class Scheduler:
             self.tracked[name] = _Tracked(routine, schedule, cursor, None)
             self._refresh(name)
         self.started = True
+        return turned_off
 
     def _start_cursor(
         self, routine: Routine, state: RoutineState, now: datetime, old: _Tracked | None

@@ -309,8 +309,8 @@ class Daemon:
             for a in self.ledger.active_runs()
             if a.owner_pid != self.owner[0] and owner_alive(a.owner_pid, a.owner_started)
         }
-        for name in self.scheduler.sync(registry, states, now):
-            self.pool.drop_queued(name, "disabled while queued")
+        for name, why in self.scheduler.sync(registry, states, now).items():
+            self.pool.drop_queued(name, why)
         for name, entry in registry.entries.items():
             if entry.stale and previous.get(name) is not entry:  # once per bad edit
                 log.warning(

@@ -69,9 +69,12 @@ class Scheduler:
 
     # -- keeping up with the registry and the ledger --------------------------------------
 
-    def sync(self, registry: Registry, states: dict[str, RoutineState], now: datetime) -> set[str]:
+    def sync(
+        self, registry: Registry, states: dict[str, RoutineState], now: datetime
+    ) -> dict[str, str]:
         """Track exactly the enabled routines in force; (re)start cursors as the rules say.
-        Returns the routines that were tracked and are now disabled (their queued runs go)."""
+        Returns the routines that were tracked and are now disabled or gone, each with why
+        (their queued runs are dropped with it)."""
         wanted: dict[str, Routine] = {}
         disabled: set[str] = set()
         for r in registry.routines():
@@ -80,7 +83,11 @@ class Scheduler:
                 wanted[r.name] = r
             else:
                 disabled.add(r.name)
-        turned_off = disabled & self.tracked.keys()
+        turned_off = {
+            name: "disabled while queued" if name in disabled else "removed while queued"
+            for name in self.tracked
+            if name in disabled or registry.get(name) is None
+        }
         for name in list(self.tracked):
             if name not in wanted:
                 del self.tracked[name]

@@ -142,3 +142,24 @@ def test_disabling_a_routine_drops_its_queued_run_as_skipped(
     wait_for(lambda: len(final("off")) == 1, what="the manual run of the disabled routine")
     assert rows("off")[0].run_id == manual["run_id"] and rows("off")[0].status == "ok"
     assert d.stop() == 0
+
+
+def test_removing_a_routine_drops_its_queued_run_and_keeps_its_rows(
+    tmp_path: Path, not_root: None
+) -> None:
+    paths().config_file.write_text("max_concurrent = 1\n")
+    write_routine("blocker", command_routine(gated("blocker")))
+    write_routine("waiter", command_routine(gated("waiter", "echo waited")))
+    d = Daemon(tmp_path).start()
+    first = sid(d.to_slot())
+    wait_for(lambda: status(d) == (["blocker"], ["waiter"]), what="waiter queued")
+    done = d.cli("remove", "waiter", "--yes")
+    assert done.returncode == 0, done.stderr
+    wait_for(lambda: status(d) == (["blocker"], []), what="the queued run to be dropped")
+    assert [(r.slot, r.status, r.detail) for r in rows("waiter")] == [
+        (first, "skipped", "removed while queued")
+    ]
+    assert entered("waiter") == 0
+    release("blocker")
+    wait_for(lambda: len(final("blocker")) == 1, what="the blocker to end")
+    assert d.stop() == 0

@@ -117,15 +117,15 @@ class WebClient:
         import httpx2
 
         client, backend = self._open()
-        backend.deadline = self._clock() + timeout
-        request = client.build_request(
-            "POST",
-            url,
-            content=orjson.dumps(payload),
-            headers={"Content-Type": "application/json"},
-            timeout=httpx2.Timeout(timeout, connect=min(connect_timeout, timeout)),
-        )
+        deadline = backend.deadline = self._clock() + timeout
         try:
+            request = client.build_request(
+                "POST",
+                url,
+                content=orjson.dumps(payload),
+                headers={"Content-Type": "application/json"},
+                timeout=httpx2.Timeout(timeout, connect=min(connect_timeout, timeout)),
+            )
             for _ in range(MAX_REDIRECTS + 1):
                 response = client.send(request, stream=True)
                 try:
@@ -148,7 +148,7 @@ class WebClient:
         except httpx2.InvalidURL as exc:
             raise ConnectFailed(f"not a usable URL: {exc}") from None
         except httpx2.HTTPError as exc:
-            if self._clock() >= backend.deadline:
+            if self._clock() >= deadline:
                 raise TimedOut(f"no answer within {timeout:.0f} s") from None
             raise Broken(_why(exc)) from None
         finally:

@@ -170,6 +170,16 @@ def test_a_body_over_the_cap_is_refused(ollama: FakeOllama) -> None:
         )
 
 
+@pytest.mark.parametrize(
+    "url", ["http://127.0.0.1:port/x", "ftp://127.0.0.1/x", "127.0.0.1:11434", "http://"]
+)
+def test_an_unusable_url_is_a_connect_failure_not_a_crash(url: str) -> None:
+    with pytest.raises(webclient.ConnectFailed):
+        webclient.WebClient().post_json(url, {}, timeout=WAIT)
+    error = post_webhook(url, {"markdown": "x"}, timeout=WAIT)
+    assert error is not None and "failed" in error
+
+
 # --- redirects ---
 
 

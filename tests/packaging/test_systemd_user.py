@@ -33,7 +33,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("not_root")]
 SERVICE = "vinos-routined.service"
 SOCKET = "vinos-routined.socket"
 WAIT = 90.0  # a bound on waits for events that must happen, never a speed assertion
-GRACE_SEC = 5  # VINOS_STOP_GRACE_SEC in the drop-in: the unit's 30 s would only slow the test
+GRACE_SEC = 10  # VINOS_STOP_GRACE_SEC in the drop-in: the unit's 30 s would only slow the test
 VERSION = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
 STATUS_LINE = re.compile(r"^\d+ running( · \d+ queued)? · (nothing scheduled|next \S+ .+)$")
 
@@ -95,12 +95,17 @@ class Session:
     def cli(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         return run([self.program, *args], env=self.env, cwd=self.work, check=check, timeout=WAIT)
 
-    def cgroup_pids(self) -> set[int]:
-        """Every process in the service's cgroup (in every hierarchy systemd keeps it)."""
-        group = self.show("ControlGroup")
+    def cgroup(self) -> str:
+        """The service's cgroup, relative to the hierarchies' roots (empty when inactive)."""
+        return self.show("ControlGroup")
+
+    def cgroup_pids(self, group: str | None = None) -> set[int]:
+        """Every process in the service's cgroup (or `group`), in every hierarchy systemd keeps
+        it in; none when the cgroup is gone."""
+        if group is None:
+            group = self.cgroup()
+            assert group, "the service has no cgroup (it is not running)"
         pids: set[int] = set()
-        if not group:
-            return pids
         for root in ("/sys/fs/cgroup/systemd", "/sys/fs/cgroup/unified", "/sys/fs/cgroup"):
             d = Path(root + group)
             for procs in d.rglob("cgroup.procs") if d.is_dir() else ():
@@ -361,6 +366,8 @@ def test_stop_during_a_run_gives_the_grace_then_records_interrupted(session: Ses
     run_id, sleeper = start_long_run(s, "sd-stopped")
     worker = s.running("sd-stopped")[0]["pid"]
     assert isinstance(worker, int)
+    group = s.cgroup()
+    assert {worker, sleeper} <= s.cgroup_pids(group)
     s.systemctl("stop", "--no-block", SERVICE)
     wait_for(
         "the daemon to say it is stopping", lambda: s.show("StatusText").startswith("stopping")
@@ -376,7 +383,7 @@ def test_stop_during_a_run_gives_the_grace_then_records_interrupted(session: Ses
     (row,) = rows(s, "sd-stopped", run_id)
     assert row["status"] == "interrupted", row
     assert not alive(sleeper) and not alive(worker)
-    assert s.cgroup_pids() == set()
+    assert s.cgroup_pids(group) == set(), "processes left in the stopped service's cgroup"
     s.systemctl("start", SERVICE)
 
 

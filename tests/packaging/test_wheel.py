@@ -133,7 +133,11 @@ def test_wheel_holds_every_module_and_no_tests(dists: Dists) -> None:
     names = set(zipfile.ZipFile(dists.wheel).namelist())
     shipped = {n for n in names if not n.startswith(f"{DIST}-{VERSION}.dist-info/")}
     expected = package_files(dists.tree)
-    assert sorted(expected - shipped) == [], "in the tree's packages but not in the wheel"
+    # A data file (not .py) is shipped only when pyproject.toml's package-data names it.
+    assert sorted(expected - shipped) == [], (
+        "in the tree's packages but not in the wheel: a new package goes in "
+        "[tool.setuptools.packages.find] include, a data file in [tool.setuptools.package-data]"
+    )
     assert sorted(shipped - expected) == [], "in the wheel but not in the tree's packages"
     assert not [n for n in names if "tests/" in n or Path(n).name.startswith("test_")]
     assert not [n for n in names if n.endswith((".pyc", ".pyo"))]

@@ -77,7 +77,8 @@ def dists(tmp_path_factory: pytest.TempPathFactory) -> Dists:
 
 @dataclass(frozen=True)
 class Venv:
-    root: Path
+    root: Path  # the venv the program is installed in
+    program: Path  # the `vinos-routine` a user runs
     home: Path
     vinos_home: Path
     runtime: Path
@@ -86,7 +87,7 @@ class Venv:
     def env(self) -> dict[str, str]:
         return {
             "HOME": str(self.home),
-            "PATH": f"{self.root}/bin:/usr/bin:/bin",
+            "PATH": f"{self.program.parent}:/usr/bin:/bin",
             "LANG": "C.UTF-8",
             "VINOS_HOME": str(self.vinos_home),
             "VINOS_SYSTEM_DIR": str(self.home / "no-system-routines"),
@@ -95,36 +96,52 @@ class Venv:
 
     def __call__(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         # From $HOME, far from the checkout: nothing can be imported from the tree.
-        return run(
-            [self.root / "bin/vinos-routine", *args], env=self.env, cwd=self.home, check=check
-        )
+        return run([self.program, *args], env=self.env, cwd=self.home, check=check)
 
     def site_packages(self) -> Path:
         (site,) = self.root.glob("lib/python3*/site-packages")
         return site
 
 
-@pytest.fixture(scope="module")
-def venv(dists: Dists, tmp_path_factory: pytest.TempPathFactory) -> Venv:
-    base = tmp_path_factory.mktemp("venv")
-    root = base / "venv"
-    run([sys.executable, "-m", "venv", root])
+@pytest.fixture(scope="module", params=["pip", "pipx"])
+def venv(
+    request: pytest.FixtureRequest, dists: Dists, tmp_path_factory: pytest.TempPathFactory
+) -> Venv:
+    """Installed as the README says: the built wheel with pip into a venv of its own, or the
+    clone with `pipx install .`."""
+    base = tmp_path_factory.mktemp(request.param)
     # The user's HOME for pip's cache (dependencies come from the cache or PyPI), nothing else
     # from this process's environment.
     pip_env = {"HOME": os.environ["HOME"], "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
-    run(
-        [root / "bin/python", "-m", "pip", "install", "-q", dists.wheel],
-        env=pip_env,
-        cwd=base,
-        timeout=600,
-    )
+    if request.param == "pip":
+        root = base / "venv"
+        run([sys.executable, "-m", "venv", root])
+        run([root / "bin/python", "-m", "pip", "install", "-q", dists.wheel], env=pip_env,
+            cwd=base, timeout=600)  # fmt: skip
+        program = root / "bin/vinos-routine"
+    else:
+        tools = base / "pipx-itself"
+        run([sys.executable, "-m", "venv", tools])
+        run([tools / "bin/python", "-m", "pip", "install", "-q", "pipx>=1.5"], env=pip_env,
+            cwd=base, timeout=600)  # fmt: skip
+        pipx_env = {
+            **pip_env,
+            "PIPX_HOME": str(base / "pipx"),
+            "PIPX_BIN_DIR": str(base / "bin"),
+            "PIPX_MAN_DIR": str(base / "man"),
+        }
+        # `pipx install .` in a clone, as the README says (pip builds the wheel from the tree).
+        run([tools / "bin/pipx", "install", "."], env=pipx_env, cwd=dists.tree, timeout=600)
+        root = base / "pipx/venvs/vinos-routine"
+        program = base / "bin/vinos-routine"
+    assert program.is_file(), f"{request.param} installed no {program}"
     home = base / "home"
     vinos_home = home / ".vinos"
     runtime = base / "run"
     for d in (vinos_home / "routines", home / "no-system-routines", runtime):
         d.mkdir(parents=True)
     runtime.chmod(0o700)
-    return Venv(root, home, vinos_home, runtime)
+    return Venv(root, program, home, vinos_home, runtime)
 
 
 @pytest.mark.slow
@@ -191,7 +208,7 @@ def test_installed_wheel_runs(venv: Venv) -> None:
 @pytest.mark.timeout(900)
 def test_installed_daemon_answers_status_and_stops(venv: Venv) -> None:
     daemon = subprocess.Popen(
-        [venv.root / "bin/vinos-routine", "daemon"],
+        [venv.program, "daemon"],
         env=venv.env,
         cwd=venv.home,
         stdout=subprocess.PIPE,

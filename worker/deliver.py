@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ipc.messages import EventKind
+from routines.safetext import redact_url
 from routines.spec import OutputType
 from worker.context import RunContext
 from worker.output import output_name, post_webhook, render_markdown, render_title, write_output
@@ -41,5 +42,5 @@ def write_and_post(run: RunContext, body: str) -> tuple[str | None, str | None]:
     if error:
         run.channel.warn(error)
     else:
-        run.channel.event(EventKind.LOG, f"webhook delivered: {spec.url}")
+        run.channel.event(EventKind.LOG, f"webhook delivered: {redact_url(spec.url)}")
     return name, error

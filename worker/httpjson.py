@@ -19,6 +19,8 @@ from typing import Any
 
 import orjson
 
+from routines.safetext import redact_url
+
 __all__ = [
     "MAX_BODY",
     "Broken",
@@ -70,25 +72,25 @@ def split_url(url: str) -> tuple[str, str, int, str]:
     scheme, sep, rest = url.partition("://")
     scheme = scheme.lower()
     if not sep or scheme not in ("http", "https"):
-        raise ConnectFailed(f"not an http(s) URL: {url!r}")
+        raise ConnectFailed(f"not an http(s) URL: {redact_url(url)}")
     hostport, slash, path = rest.partition("/")
     hostport, _, query = hostport.partition("?")
     path = "/" + path if slash else "/"
     if query:
         path += "?" + query
     if "@" in hostport or any(c in url for c in "\r\n\0 "):
-        raise ConnectFailed(f"unsupported URL: {url!r}")
+        raise ConnectFailed(f"unsupported URL: {redact_url(url)}")
     if hostport.startswith("["):  # [::1]:11434
         host, _, tail = hostport[1:].partition("]")
         port_text = tail[1:] if tail.startswith(":") else ""
     else:
         host, _, port_text = hostport.partition(":")
     if not host:
-        raise ConnectFailed(f"no host in URL: {url!r}")
+        raise ConnectFailed(f"no host in URL: {redact_url(url)}")
     try:
         port = int(port_text) if port_text else (443 if scheme == "https" else 80)
     except ValueError:
-        raise ConnectFailed(f"bad port in URL: {url!r}") from None
+        raise ConnectFailed(f"bad port in URL: {redact_url(url)}") from None
     return scheme, host, port, path
 
 

@@ -10,6 +10,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from routines.safetext import redact_url
 from routines.store import write_atomic
 
 __all__ = [
@@ -57,12 +58,25 @@ def post_webhook(url: str, payload: dict[str, Any], timeout: float = WEBHOOK_TIM
     message, or None on 2xx."""
     from worker import httpjson
 
+    # The URL is a credential (Slack, Discord and ntfy carry the token in it): only its
+    # scheme and host reach an error, the ledger, a log line or the CLI.
+    shown = redact_url(url)
     try:
         resp = httpjson.post_json(url, payload, timeout=timeout)
     except httpjson.TimedOut:
-        return f"webhook {url} did not answer within {timeout:.0f} s"
+        return f"webhook {shown} did not answer within {timeout:.0f} s"
     except httpjson.HttpError as exc:
-        return f"webhook {url} failed: {exc}"
+        return f"webhook {shown} failed: {_scrub(str(exc), url)}"
     if not 200 <= resp.status < 300:
-        return f"webhook {url} answered HTTP {resp.status}"
+        return f"webhook {shown} answered HTTP {resp.status}"
     return None
+
+
+def _scrub(text: str, url: str) -> str:
+    """`text` without the URL or its path and query, wherever an error message quoted them."""
+    _, _, rest = url.partition("://")
+    _, slash, tail = rest.partition("/")
+    for secret in (url, slash + tail if slash else "", rest):
+        if len(secret) > 1:
+            text = text.replace(secret, "…")
+    return text

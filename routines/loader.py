@@ -234,7 +234,8 @@ def _never_checks(
     own = (os.path.realpath(p.workspace(name)),)
     raw = doc.get("agent", {}).get("tools", [])
     for i, entry in enumerate(raw if isinstance(raw, list) else []):
-        if isinstance(entry, str) and entry.startswith("read:"):
+        valid = isinstance(entry, str) and Tool(ToolKind.READ, entry[5:]) in agent.tools
+        if valid and entry.startswith("read:"):
             problem = read_problem(entry[5:], home, never, own)
             if problem:
                 r.error(f"[agent].tools[{i}]", problem)

@@ -44,6 +44,7 @@ def test_missing_file_is_all_defaults(cfg: Path) -> None:
     assert c.pricing == {}
     assert c.sandbox == SandboxSettings()
     assert c.sandbox.as_dict() == {
+        "never": [],
         "masks": [],
         "max_processes": 256,
         "max_file_size_mb": 64,
@@ -73,6 +74,7 @@ input = 0.01
 output = 0.02
 
 [sandbox]
+never = ["~/.config/hub"]
 masks = ["~/.config/rclone", "~/.kube"]
 max_processes = 64
 max_file_size_mb = 8
@@ -87,6 +89,7 @@ max_address_space_mb = 1024
     assert c.pricing == {"claude-next-5": (2.0, 10.5), "llama3.2:3b": (0.01, 0.02)}
     assert all(isinstance(v, float) for p in c.pricing.values() for v in p)
     assert c.sandbox.as_dict() == {
+        "never": ["~/.config/hub"],
         "masks": ["~/.config/rclone", "~/.kube"],
         "max_processes": 64,
         "max_file_size_mb": 8,

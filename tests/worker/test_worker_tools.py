@@ -97,7 +97,10 @@ def test_a_declared_shell_command_runs_in_the_sandbox(
     assert (r.result.tool_calls, r.result.tools_used) == (2, ["run_shell"])
     first = json.loads(ollama.chats[1].body["messages"][-1]["content"])
     assert first["exit_code"] == 0
-    assert first["stdout"] == f"hello from the sandbox\n{os.path.realpath(job.scratch_dir)}\n"
+    # The working directory: the run's own scratch dir, outside the state dir (removed after).
+    run_scratch = Path(job.vinos_home) / "routines/scratch/day-brief" / job.run_id
+    assert first["stdout"] == f"hello from the sandbox\n{os.path.realpath(run_scratch)}\n"
+    assert not run_scratch.exists()
     second = json.loads(ollama.chats[2].body["messages"][-1]["content"])
     assert second["exit_code"] == 1 and second["stdout"] == ""  # no secret in a sandbox
     kinds = r.kinds()

@@ -74,9 +74,10 @@ def open_dir(directory: Path, *, make: bool = False) -> int:
     return os.open(directory, _DIR_FLAGS)
 
 
-def read_regular(path: Path, limit: int | None = None) -> bytes | None:
-    """The last `limit` bytes (all when None) of a regular file, or None when it is missing,
-    a symlink (or below one, at its directory), not a regular file, or unreadable."""
+def read_regular(path: Path, limit: int | None = None, *, head: bool = False) -> bytes | None:
+    """The last `limit` bytes (the first, with `head`; all when None) of a regular file, or
+    None when it is missing, a symlink (or below one, at its directory), not a regular file,
+    or unreadable."""
     try:
         dfd = open_dir(path.parent)
     except OSError:
@@ -93,6 +94,8 @@ def read_regular(path: Path, limit: int | None = None) -> bytes | None:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             return None
+        if head and limit is not None:
+            return _read_up_to(fd, limit)
         if limit is not None and st.st_size > limit:
             os.lseek(fd, st.st_size - limit, os.SEEK_SET)
         chunks = []
@@ -104,6 +107,14 @@ def read_regular(path: Path, limit: int | None = None) -> bytes | None:
         return None
     finally:
         os.close(fd)
+
+
+def _read_up_to(fd: int, n: int) -> bytes:
+    chunks = []
+    while n > 0 and (chunk := os.read(fd, min(n, 1 << 16))):
+        chunks.append(chunk)
+        n -= len(chunk)
+    return b"".join(chunks)
 
 
 _seq = itertools.count()

@@ -79,10 +79,12 @@ class RunLog:
 
 
 def read_log(path: Path) -> Iterator[dict[str, Any]]:
-    """The entries of a run log; a torn last line (a crash mid-write) is skipped."""
-    try:
-        data = path.read_bytes()
-    except OSError:
+    """The entries of a run log; a torn last line (a crash mid-write) is skipped. Never
+    through a symlink: `logs` must not print a file a link points at."""
+    from routines.store import read_regular
+
+    data = read_regular(path)
+    if data is None:
         return
     for line in data.splitlines():
         try:

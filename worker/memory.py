@@ -30,17 +30,22 @@ __all__ = [
 
 CAP = 4096
 TRIM_STEP = 500
+READ_CAP = 4 * CAP + 4096  # bytes of the file read before an append
 PREFIX = "Prior context from earlier runs"
 SUMMARY_MAX_TOKENS = 200
 _SUMMARY_INPUT_CHARS = 6000
 
 
 def trim(text: str, cap: int = CAP, step: int = TRIM_STEP) -> str:
-    """Drop the oldest ~`step` characters, up to the next newline, until `text` fits `cap`."""
-    while len(text) > cap:
-        cut = text.find("\n", step)
-        text = text[cut + 1 :] if cut != -1 else text[step:]
-    return text
+    """Drop the oldest ~`step` characters, up to the next newline, until `text` fits `cap`.
+
+    Linear: the cut point moves forward over the text and the text is sliced once (a slice
+    per step made a hand-grown 10 MB file cost seconds of CPU)."""
+    start = 0
+    while len(text) - start > cap:
+        cut = text.find("\n", start + step)
+        start = cut + 1 if cut != -1 else start + step
+    return text[start:] if start else text
 
 
 def for_prompt(text: str, cap: int = CAP) -> str:
@@ -72,7 +77,9 @@ def append(path: Path, new_entry: str, cap: int = CAP) -> None:
         # Never through a symlink: the state dir is writable from the sandbox, and a planted
         # memory.md -> ~/.ssh/id_rsa must not end up in the journal (and so in a prompt).
         # The atomic write below then replaces such a link with a real file.
-        data = read_regular(path)
+        # Capped: only the newest CAP characters survive the trim, and a hand-grown file of
+        # any size must not be read whole (4 bytes a character at most, plus the new entry).
+        data = read_regular(path, READ_CAP)
         current = data.decode("utf-8", errors="replace") if data else ""
         # Entries are separated by one blank line.
         current = current.rstrip("\n") + "\n\n" if current.strip() else ""

@@ -256,3 +256,33 @@ def test_only_null_zero_and_urandom_devices(box: Box) -> None:
     r = box.run("ls /dev/tty /dev/sda /dev/mem /dev/kmsg /dev/shm 2>&1; touch /dev/x")
     assert r.stdout.count("No such file") == 5
     assert "Read-only file system" in r.stderr
+
+
+def test_userfaultfd_bpf_kcmp_and_file_handles_are_refused(box: Box) -> None:
+    """x86-64 numbers. userfaultfd(UFFD_USER_MODE_ONLY) returned an fd before this filter;
+    the file-handle calls are how "shocker" opened files outside a container's mounts."""
+    code = """
+import ctypes, errno, os
+libc = ctypes.CDLL(None, use_errno=True)
+def err(r):
+    return "ok" if r >= 0 else errno.errorcode[ctypes.get_errno()]
+print("userfaultfd-user-mode", err(libc.syscall(323, 1 | 0o2000000)))
+print("userfaultfd", err(libc.syscall(323, 0o2000000)))
+print("bpf", err(libc.syscall(321, 0, 0, 0)))
+print("kcmp", err(libc.syscall(312, os.getpid(), os.getpid(), 0, 0, 0)))
+buf = ctypes.create_string_buffer(136)
+ctypes.memmove(buf, (128).to_bytes(4, "little"), 4)
+mount_id = ctypes.c_int()
+print("name_to_handle_at", err(libc.syscall(303, -100, b"/usr", buf, ctypes.byref(mount_id), 0)))
+print("open_by_handle_at", err(libc.syscall(304, -100, buf, 0)))
+"""
+    r = box.run(python_in_sandbox(code))
+    assert r.exit_code == 0, r.stderr
+    assert dict(line.split() for line in r.stdout.splitlines()) == {
+        "userfaultfd-user-mode": "EPERM",
+        "userfaultfd": "EPERM",
+        "bpf": "EPERM",
+        "kcmp": "EPERM",
+        "name_to_handle_at": "EPERM",
+        "open_by_handle_at": "EPERM",
+    }

@@ -24,10 +24,12 @@ __all__ = [
     "deliver_output",
     "open_beneath",
     "open_dir",
+    "open_dir_beneath",
     "read_json",
     "read_regular",
     "remove_tree",
     "write_atomic",
+    "write_atomic_at",
     "write_json_atomic",
 ]
 
@@ -38,26 +40,42 @@ def open_beneath(
     """Open `base/relative` without following a symlink anywhere below `base`.
 
     `base` must not be a symlink itself; its parents are trusted. Missing directories are
-    created (0700) when `make_dirs`. Raises OSError
-    (ELOOP/ENOTDIR for a symlink in the way).
+    created (0700) when `make_dirs`. Raises OSError (ELOOP/ENOTDIR for a symlink in the way).
     """
-    parts = [p for p in Path(relative).parts if p not in ("", ".")]
-    if not parts or ".." in parts or Path(relative).is_absolute():
-        raise ValueError(f"not a relative path below {base}: {relative!r}")
-    fd = open_dir(base)
+    parts = _parts(relative, base)
+    fd = open_dir_beneath(base, "/".join(parts[:-1]), make=make_dirs) if parts[:-1] else None
+    if fd is None:
+        fd = open_dir(base)
     try:
-        for part in parts[:-1]:
-            if make_dirs:
-                with contextlib.suppress(FileExistsError):
-                    os.mkdir(part, 0o700, dir_fd=fd)
-            nfd = os.open(
-                part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd
-            )
-            os.close(fd)
-            fd = nfd
         return os.open(parts[-1], flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=fd)
     finally:
         os.close(fd)
+
+
+def open_dir_beneath(base: Path, relative: str, *, make: bool = False) -> int:
+    """A directory fd on `base/relative`, walked one component at a time with O_NOFOLLOW
+    (`base` itself too), so a link anywhere below `base` fails (ELOOP/ENOTDIR) instead of
+    leading elsewhere. With `make`, missing directories (`base` included) are created 0700."""
+    fd = open_dir(base, make=make)
+    try:
+        for part in _parts(relative, base) if relative not in ("", ".") else []:
+            if make:
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(part, 0o700, dir_fd=fd)
+            nfd = os.open(part, _DIR_FLAGS, dir_fd=fd)
+            os.close(fd)
+            fd = nfd
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _parts(relative: str, base: Path) -> list[str]:
+    parts = [p for p in Path(relative).parts if p not in ("", ".")]
+    if not parts or ".." in parts or Path(relative).is_absolute():
+        raise ValueError(f"not a relative path below {base}: {relative!r}")
+    return parts
 
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -178,7 +196,12 @@ def deliver_output(scratch_file: Path, state_dir: Path) -> Path:
     Both directories are opened with O_NOFOLLOW and everything is relative to them; the
     source must be a regular file (a symlink is refused, never hard-linked).
     """
-    src_dir = open_dir(scratch_file.parent)
+    try:
+        relative = scratch_file.parent.relative_to(state_dir)
+    except ValueError:
+        src_dir = open_dir(scratch_file.parent)
+    else:
+        src_dir = open_dir_beneath(state_dir, str(relative))
     try:
         dst_dir = open_dir(state_dir, make=True)
         try:

@@ -1,8 +1,9 @@
 """The seccomp denylist, compiled with libseccomp (through pyseccomp) into BPF for bwrap.
 
 Flatpak's list (common/flatpak-run.c, setup_seccomp), which came from linux-user-chroot and
-Sandstorm, plus io_uring, userfaultfd, bpf, kcmp and the file-handle calls (each with why). Everything else is allowed: this narrows the kernel surface a
-whitelisted command can reach; the namespaces and mounts do the confining. Only the native
+Sandstorm, plus io_uring, userfaultfd, bpf, kcmp and the file-handle calls (each with why).
+Everything else is allowed: this narrows the kernel surface a whitelisted command can reach;
+the namespaces and mounts do the confining. Only the native
 architecture is in the filter, so a syscall made through another ABI (int 0x80, x32) hits
 libseccomp's bad-arch action and the thread is killed.
 """

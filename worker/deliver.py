@@ -21,9 +21,13 @@ def write_and_post(run: RunContext, body: str) -> tuple[str | None, str | None]:
     name = output_name(run.started)
     markdown = render_markdown(title, body)
     try:
-        write_output(Path(run.job.scratch_dir), name, markdown)
-    except OSError as exc:  # a full or read-only state dir: the run failed, it did not crash
-        return None, f"could not write the output into {run.job.scratch_dir}: {exc.strerror or exc}"
+        write_output(Path(run.job.state_dir), Path(run.job.scratch_dir), name, markdown)
+    except (
+        OSError,
+        ValueError,
+    ) as exc:  # a full or read-only state dir, a planted link: the run failed, it did not crash
+        why = getattr(exc, "strerror", None) or exc
+        return None, f"could not write the output into {run.job.scratch_dir}: {why}"
     run.channel.event(EventKind.LOG, f"output written: {name}", output_file=name)
     if spec.type is not OutputType.WEBHOOK or not spec.url:
         return name, None

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from routines.safetext import redact_url
-from routines.store import write_atomic
+from routines.store import open_dir_beneath, write_atomic_at
 
 __all__ = [
     "WEBHOOK_TIMEOUT",
@@ -45,12 +45,18 @@ def render_markdown(title: str, body: str) -> str:
     return f"# {title}\n\n{text}\n" if title else f"{text}\n"
 
 
-def write_output(scratch_dir: Path, name: str, text: str) -> Path:
-    """Write `name` inside scratch_dir atomically (temp file + rename), mode 0644."""
-    scratch_dir.mkdir(parents=True, exist_ok=True)
-    target = scratch_dir / name
-    write_atomic(target, text.encode("utf-8"), 0o644)
-    return target
+def write_output(state_dir: Path, scratch_dir: Path, name: str, text: str) -> Path:
+    """Write `name` inside scratch_dir (below state_dir) atomically, mode 0644, through
+    directory fds opened with O_NOFOLLOW from state_dir down: no link is followed."""
+    import os
+
+    relative = str(scratch_dir.relative_to(state_dir))
+    fd = open_dir_beneath(state_dir, relative, make=True)
+    try:
+        write_atomic_at(fd, name, text.encode("utf-8"), 0o644)
+    finally:
+        os.close(fd)
+    return scratch_dir / name
 
 
 def post_webhook(url: str, payload: dict[str, Any], timeout: float = WEBHOOK_TIMEOUT) -> str | None:

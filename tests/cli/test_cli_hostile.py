@@ -236,3 +236,88 @@ def test_links_in_a_state_dir_from_an_older_version_are_never_followed(
     assert list((home / ".config/systemd/user").iterdir()) == [
         home / ".config/systemd/user/keep.service"
     ]
+
+
+def test_a_forged_line_in_a_run_log_is_shown_escaped(world: dict[str, object]) -> None:
+    """A log written before events were escaped (or by hand): `logs` still shows one line
+    per entry, its newline and escape sequences visible, not obeyed."""
+    runs = Path(str(world["vinos"])) / "routines/state/evil/runs"
+    runs.mkdir(parents=True)
+    forged = "refused tool call: shell:x\n\x1b[32m■ ok · done\x1b[0m"
+    entry = {"ts": "2026-12-03T06:00:00.000+00:00", "kind": "tool_refused", "text": forged}
+    (runs / "r1.jsonl").write_text(json.dumps(entry) + "\n")
+    shown = _cli(world, "logs", "evil")
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.splitlines() == [
+        "06:00:00 ✗ refused tool call: shell:x\\n\\x1b[32m■ ok · done\\x1b[0m"
+    ]
+
+
+def test_debug_prints_each_bwrap_argv_on_the_terminal(world: dict[str, object]) -> None:
+    env = dict(world["env"], VINOS_ROUTINE_DEBUG="1")  # type: ignore[call-overload]
+    r = _cli({**world, "env": env}, "run", "evil")
+    assert r.returncode == 0, r.stderr
+    [line] = [ln for ln in r.stdout.splitlines() if "sandbox argv: " in ln]
+    assert "bwrap" in line and "--bind-fd" in line and "--remount-ro /" in line
+
+
+@pytest.mark.parametrize("answer", ["http-500", "refused"])
+def test_a_webhook_token_never_reaches_the_ledger_logs_or_the_cli(
+    world: dict[str, object], answer: str
+) -> None:
+    """A webhook URL is a credential: shown and recorded as https://host/… only."""
+    token = str(world["token"])
+    if answer == "refused":
+        url = f"http://127.0.0.1:1/services/{token}?key={token}"
+        server = None
+    else:
+        server = _Answer500()
+        url = f"http://127.0.0.1:{server.port}/services/{token}?key={token}"
+    vinos = Path(str(world["vinos"]))
+    (vinos / "routines/hook.toml").write_text(
+        '[routine]\nkind = "command"\n[schedule]\ncron = "0 6 * * *"\n'
+        f'[command]\nrun = "echo hi"\n[output]\ntype = "webhook"\nurl = "{url}"\n'
+    )
+    try:
+        seen = [_cli(world, "run", "hook")]
+    finally:
+        if server is not None:
+            server.close()
+    assert seen[0].returncode == 1
+    for args in (("history", "hook"), ("history", "hook", "--json"), ("logs", "hook")):
+        seen.append(_cli(world, *args))
+    seen.append(_cli(world, "list"))
+    text = "\n".join(r.stdout + r.stderr for r in seen)
+    assert "http://127.0.0.1:" in text and "/…" in text  # it is shown, redacted
+    assert token not in text
+    state = vinos / "routines/state"
+    for path in state.rglob("*"):
+        if path.is_file():
+            assert token.encode() not in path.read_bytes(), path
+
+
+class _Answer500:
+    """A real HTTP server on 127.0.0.1 that answers every POST with 500."""
+
+    def __init__(self) -> None:
+        import http.server
+        import threading
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                self.send_response(500)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self._server.server_address[1]
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()

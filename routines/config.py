@@ -142,6 +142,14 @@ def load_config(path: Path) -> Config:
             r.error(where, "expected both input and output ($ per MTok)")
         elif not sub.problems:
             pricing[model] = (checked["input"], checked["output"])
+    for key in ("never", "masks"):
+        for i, entry in enumerate(sandbox.get(key, ())):
+            if entry in ("~", "/", "~/") or not entry.startswith(("~/", "/")):
+                r.error(
+                    f"[sandbox].{key}[{i}]",
+                    f'expected a path starting with "~/" or "/" (not all of ~ or /), '
+                    f'found "{entry}"',
+                )
     errors = [p for p in r.problems if not p.warning]
     if errors:
         # Reader names top-level keys "[].key"; they are plain keys in the file.

@@ -227,3 +227,11 @@ def test_config_ollama_url_wins_over_ollama_host(
     monkeypatch.setenv("OLLAMA_HOST", "10.9.9.9:1234")
     cfg.write_text('ollama_url = "http://127.0.0.1:22222"\n')
     assert load_config(cfg).ollama_url == "http://127.0.0.1:22222"
+
+
+@pytest.mark.parametrize("entry", ["~", "/", "relative/dir", "~/"])
+def test_sandbox_never_entries_must_be_paths_below_home_or_root(tmp_path: Path, entry: str) -> None:
+    cfg = tmp_path / "config.toml"
+    cfg.write_text(f'[sandbox]\nnever = ["~/.config/hub", "{entry}"]\n')
+    with pytest.raises(ConfigInvalid, match=r"\[sandbox\].never\[1\]: expected a path"):
+        load_config(cfg)

@@ -171,3 +171,15 @@ def test_command_routines_declare_home_too(vinos_env: Path) -> None:
         load_file(path)
     path.write_text(path.read_text().replace(', "~/.gnupg"', ""))
     assert load_file(path).home == ("~/notes",)
+
+
+def test_validate_knows_the_config_additions(vinos_env: Path) -> None:
+    p = paths()
+    p.config_file.write_text('[sandbox]\nnever = ["~/.config/hub"]\n')
+    path = p.routines_dir / "hubby.toml"
+    path.write_text(ROUTINE.format(tools='["read:~/.config/hub/*"]', home='["~/.config/hub"]'))
+    done = _validate(path)
+    assert done.returncode == 1
+    assert f"{path}: [agent].home[0]: " in done.stdout
+    assert f"{path}: [agent].tools[0]: " in done.stdout
+    assert done.stdout.count("(config.toml [sandbox].never)") == 2

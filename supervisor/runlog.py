@@ -20,8 +20,8 @@ __all__ = ["RunLog", "read_log"]
 
 class RunLog:
     def __init__(self, path: Path, base: Path | None = None) -> None:
-        """Append to `path`; with `base` (the routine's state dir, writable from its sandbox),
-        open it without following any symlink below `base`."""
+        """Append to `path`; with `base` (the routine's state dir, which older versions let
+        its sandbox write), open it without following any symlink below `base`."""
         self.path = path
         self._fd: int | None = None
         flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND

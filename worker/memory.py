@@ -74,8 +74,8 @@ def append(path: Path, new_entry: str, cap: int = CAP) -> None:
         fcntl.flock(fd, fcntl.LOCK_EX)
         from routines.store import read_regular
 
-        # Never through a symlink: the state dir is writable from the sandbox, and a planted
-        # memory.md -> ~/.ssh/id_rsa must not end up in the journal (and so in a prompt).
+        # Never through a symlink: older versions let the sandbox write the state dir, and a
+        # planted memory.md -> ~/.ssh/id_rsa must not end up in the journal (and so in a prompt).
         # The atomic write below then replaces such a link with a real file.
         # Capped: only the newest CAP characters survive the trim, and a hand-grown file of
         # any size must not be read whole (4 bytes a character at most, plus the new entry).

@@ -27,6 +27,7 @@ __all__ = [
     "open_dir_beneath",
     "read_json",
     "read_regular",
+    "read_regular_at",
     "remove_tree",
     "write_atomic",
     "write_atomic_at",
@@ -101,13 +102,21 @@ def read_regular(path: Path, limit: int | None = None, *, head: bool = False) ->
     except OSError:
         return None
     try:
+        return read_regular_at(dfd, path.name, limit, head=head)
+    finally:
+        os.close(dfd)
+
+
+def read_regular_at(
+    dir_fd: int, name: str, limit: int | None = None, *, head: bool = False
+) -> bytes | None:
+    """`read_regular` of `name` in the directory open as `dir_fd`."""
+    try:
         fd = os.open(
-            path.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dfd
+            name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd
         )
     except OSError:
         return None
-    finally:
-        os.close(dfd)
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):

@@ -15,8 +15,6 @@ import os
 from datetime import datetime
 from pathlib import Path
 
-from routines.store import write_atomic
-
 __all__ = [
     "CAP",
     "PREFIX",
@@ -66,24 +64,37 @@ def entry(routine: str, started: datetime, summary: str) -> str:
 
 
 def append(path: Path, new_entry: str, cap: int = CAP) -> None:
-    """Append an entry under the lock, trimming to `cap`, replacing the file atomically."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    lock = path.with_name(path.name + ".lock")
-    fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+    """Append an entry under the lock, trimming to `cap`, replacing the file atomically.
+
+    Everything relative to an O_NOFOLLOW fd on the memory's directory, every open O_NOFOLLOW.
+    """
+    from routines.store import open_dir
+
+    dfd = open_dir(path.parent, make=True)
+    try:
+        _append_at(dfd, path.name, new_entry, cap)
+    finally:
+        os.close(dfd)
+
+
+def _append_at(dfd: int, name: str, new_entry: str, cap: int) -> None:
+    from routines.store import read_regular_at, write_atomic_at
+
+    flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
+    fd = os.open(name + ".lock", flags, 0o600, dir_fd=dfd)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        from routines.store import read_regular
 
         # Never through a symlink: older versions let the sandbox write the state dir, and a
         # planted memory.md -> ~/.ssh/id_rsa must not end up in the journal (and so in a prompt).
         # The atomic write below then replaces such a link with a real file.
         # Capped: only the newest CAP characters survive the trim, and a hand-grown file of
         # any size must not be read whole (4 bytes a character at most, plus the new entry).
-        data = read_regular(path, READ_CAP)
+        data = read_regular_at(dfd, name, READ_CAP)
         current = data.decode("utf-8", errors="replace") if data else ""
         # Entries are separated by one blank line.
         current = current.rstrip("\n") + "\n\n" if current.strip() else ""
-        write_atomic(path, trim(current + new_entry, cap).encode("utf-8"), 0o600)
+        write_atomic_at(dfd, name, trim(current + new_entry, cap).encode("utf-8"), 0o600)
     finally:
         os.close(fd)  # releases the flock
 

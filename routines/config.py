@@ -9,7 +9,7 @@ input = 3.0
 output = 15.0
 
 [sandbox]
-masks = ["~/.config/rclone"]          # hidden from every shell tool, besides the defaults
+never = ["~/.config/hub"]            # on the never-list besides the defaults (masks: the old name)
 max_processes = 256
 max_file_size_mb = 64
 max_open_files = 256
@@ -47,7 +47,8 @@ DEFAULT_OLLAMA_URL = "http://127.0.0.1:11434"
 
 @dataclass(frozen=True, slots=True)
 class SandboxSettings:
-    masks: tuple[str, ...] = ()
+    never: tuple[str, ...] = ()  # added to routines/never.py's list
+    masks: tuple[str, ...] = ()  # the old name of `never`, still read
     max_processes: int = 256
     max_file_size_mb: int = 64
     max_open_files: int = 256
@@ -56,6 +57,7 @@ class SandboxSettings:
     def as_dict(self) -> dict[str, Any]:
         """The form sent to a worker in `Job.sandbox`."""
         return {
+            "never": list(self.never),
             "masks": list(self.masks),
             "max_processes": self.max_processes,
             "max_file_size_mb": self.max_file_size_mb,
@@ -95,6 +97,7 @@ _SCHEMA: dict[str, dict[str, Check]] = {
         "sandbox": table_value,
     },
     "sandbox": {
+        "never": string_list,
         "masks": string_list,
         "max_processes": positive_int,
         "max_file_size_mb": positive_int,
@@ -139,6 +142,14 @@ def load_config(path: Path) -> Config:
             r.error(where, "expected both input and output ($ per MTok)")
         elif not sub.problems:
             pricing[model] = (checked["input"], checked["output"])
+    for key in ("never", "masks"):
+        for i, entry in enumerate(sandbox.get(key, ())):
+            if entry in ("~", "/", "~/") or not entry.startswith(("~/", "/")):
+                r.error(
+                    f"[sandbox].{key}[{i}]",
+                    f'expected a path starting with "~/" or "/" (not all of ~ or /), '
+                    f'found "{entry}"',
+                )
     errors = [p for p in r.problems if not p.warning]
     if errors:
         # Reader names top-level keys "[].key"; they are plain keys in the file.

@@ -10,6 +10,7 @@ from collections.abc import Collection, Sequence
 from datetime import datetime, timedelta
 from typing import Any, TextIO
 
+from routines.safetext import one_line
 from routines.safetext import visible as _visible
 
 __all__ = [
@@ -236,5 +237,7 @@ def format_event(kind: str, text: str, enabled: bool, ts: str | None = None) -> 
         name = "red"
     stamp = ""
     if ts:
-        stamp = color(ts[11:19], "dim", enabled) + " "
-    return f"{stamp}{color(mark, name, enabled)} {visible(text)}"
+        stamp = color(one_line(str(ts)[11:19]), "dim", enabled) + " "
+    # One line whatever the text holds: a newline in a refused command is shown as \n, not
+    # obeyed, so it cannot forge a line of `run` or `logs`.
+    return f"{stamp}{color(mark, name, enabled)} {one_line(str(text))}"

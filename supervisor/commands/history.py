@@ -27,6 +27,7 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from routines.ledger import Ledger
     from routines.paths import paths
+    from routines.safetext import one_line
     from supervisor.present import color, print_json_lines, table, use_color
 
     p = paths()
@@ -63,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
                 f"{tokens}" + (f" (+{local} local)" if local else ""),
                 f"${r.dollars or 0:.4f}",
                 f"{r.duration_sec:.1f}s" if r.duration_sec is not None else "",
-                (r.detail or "")[:60],
+                one_line((r.detail or "")[:60]),  # a command's stderr can be in it
             ]
         )
     table(

@@ -138,7 +138,7 @@ def test_old_ledger_migrates_with_every_row_intact(
     new = (("tool_calls", "tools_used") if version == 1 else ()) + NEW_V3 + NEW_V4
     assert read_rows(path, new) == [(None,) * len(new)] * len(rows)
     db = sqlite3.connect(path)
-    assert db.execute("PRAGMA user_version").fetchone()[0] == 4
+    assert db.execute("PRAGMA user_version").fetchone()[0] == 5
     assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     db.close()
@@ -170,10 +170,10 @@ def test_history_and_last_runs_read_old_rows(tmp_path: Path) -> None:
         assert led.history("github-review")[0].tools_used == []
         last = led.last_runs()
         # evening-shutdown's only row has no exit status (v2.0.4 never finished it): no result.
-        assert {k: v.id for k, v in last.items()} == {
-            "day-brief": 3,
-            "github-review": 2,
-            "inbox-triage": 5,
+        assert {k: (v.status, v.started_at) for k, v in last.items()} == {
+            "day-brief": ("error", "2025-03-02T11:00:01+00:00"),
+            "github-review": ("ok", "2025-03-01T14:00:05+00:00"),
+            "inbox-triage": ("ok", "2025-03-03T12:00:00Z"),
         }
 
 
@@ -245,7 +245,7 @@ def test_newer_ledger_is_refused_and_left_byte_for_byte(tmp_path: Path) -> None:
     with pytest.raises(LedgerError) as info:
         Ledger(path)
     assert str(info.value) == (
-        f"{path}: written by a newer vinos-routine (schema 9, this one knows 4); "
+        f"{path}: written by a newer vinos-routine (schema 9, this one knows 5); "
         "upgrade vinos-routine, the ledger was not touched"
     )
     assert hashlib.sha256(path.read_bytes()).hexdigest() == before

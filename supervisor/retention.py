@@ -17,15 +17,17 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
 
 __all__ = [
     "OUTPUT_NAME",
     "RUN_LOG_NAME",
     "Cutoffs",
     "cutoffs",
+    "keep_days",
     "log_pruned",
-    "output_pruned",
     "prune_routine",
+    "pruned_note",
     "routine_dirs",
 ]
 
@@ -47,12 +49,6 @@ def cutoffs(now: datetime, keep_days: int) -> Cutoffs:
     return Cutoffs(now.date() - timedelta(days=keep_days), now - timedelta(days=keep_days))
 
 
-def output_pruned(name: str, keep_days: int, today: date) -> bool:
-    """Whether an output called `name` is past retention (for the brief's note)."""
-    m = OUTPUT_NAME.match(name)
-    return m is not None and date.fromisoformat(m.group(1)) < today - timedelta(days=keep_days)
-
-
 def _run_started(run_id: str) -> datetime | None:
     try:
         return datetime.strptime(run_id[:15], "%Y%m%dT%H%M%S").replace(tzinfo=UTC)
@@ -64,6 +60,24 @@ def log_pruned(run_id: str, keep_days: int, now: datetime) -> bool:
     """Whether run `run_id`'s log is past retention (for `logs --run`)."""
     started = _run_started(run_id)
     return started is not None and started < now - timedelta(days=keep_days)
+
+
+def keep_days(config_file: Path) -> int:
+    """`[ledger].keep_outputs_days` from config.toml (the default when it is invalid: the
+    daemon refuses an invalid file, and then prunes nothing)."""
+    from routines.config import ConfigInvalid, LedgerSettings, load_config
+
+    try:
+        return load_config(config_file).ledger.keep_outputs_days
+    except ConfigInvalid:
+        return LedgerSettings().keep_outputs_days
+
+
+def pruned_note(what: str, keep: int) -> str:
+    return (
+        f"{what} older than {keep} days were deleted "
+        "(keep more with [ledger].keep_outputs_days in config.toml)"
+    )
 
 
 @contextlib.contextmanager

@@ -663,7 +663,8 @@ class Ledger:
 
     def incremental_vacuum(self, pages: int) -> int:
         """Give up to `pages` free pages back to the file system; how many are still free."""
-        self._db.execute(f"PRAGMA incremental_vacuum({int(pages)})").fetchall()
+        # executescript steps the pragma to the end; execute() would free a single page.
+        self._db.executescript(f"PRAGMA incremental_vacuum({int(pages)});")
         free: int = self._db.execute("PRAGMA freelist_count").fetchone()[0]
         return free
 

@@ -244,7 +244,9 @@ def run(quick: bool) -> list[Row]:
             )
             ledger._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             # Steady state: a day later, that day's runs (3 x 1,440) in one pass.
-            keeper.clock = FakeClock(NOW + timedelta(days=1))
+            keeper = housekeeping.Housekeeper(
+                ledger, str(year_db.parent), settings, FakeClock(NOW + timedelta(days=1))
+            )
             c0 = time.process_time()
             while keeper.step().more:
                 pass

@@ -8,6 +8,11 @@ first start after an upgrade, with a year of history) costs at most CATCH_UP_CPU
 one CPU, and otherwise looks again once an hour: in steady state a day's new runs take one
 batch, far inside the idle CPU target.
 
+A wall clock that jumps far ahead while the daemon runs (a bad RTC, a manual date) would make
+recent runs look old and their outputs expired: housekeeping then waits (CLOCK_JUMP_LIMIT,
+measured against CLOCK_BOOTTIME, which counts suspend) until the clock comes back or the
+daemon restarts.
+
 A crash anywhere loses nothing: a batch commits whole or not at all, and the next start
 resumes from the oldest run left (tests/test_ledger_compaction.py).
 """
@@ -20,6 +25,7 @@ import os
 import sqlite3
 import time
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from routines.config import Config, LedgerSettings
@@ -42,6 +48,7 @@ IDLE_PAUSE_SEC = 3600.0
 # Let start-up (and its first due runs) go first; tests shorten it (VINOS_HOUSEKEEPING_DELAY_SEC).
 START_DELAY_SEC = float(os.environ.get("VINOS_HOUSEKEEPING_DELAY_SEC") or 30.0)
 MIN_PAUSE_SEC = 0.05
+CLOCK_JUMP_LIMIT = timedelta(days=1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,9 +70,28 @@ class Housekeeper:
         self._dirs: list[str] = []  # routine dirs still to prune in this pass
         self._pass_due = True  # a prune pass starts on the first step and then hourly
         self._converted = False
+        self._anchor: tuple[datetime, float] | None = None  # (wall clock, boot time) at start
+        self._jumped = False
+
+    def _clock_jumped(self, now: datetime) -> bool:
+        boot = time.clock_gettime(time.CLOCK_BOOTTIME)
+        if self._anchor is None:
+            self._anchor = (now, boot)
+        ahead = now - (self._anchor[0] + timedelta(seconds=boot - self._anchor[1]))
+        jumped = ahead > CLOCK_JUMP_LIMIT
+        if jumped and not self._jumped:
+            log.warning(
+                "housekeeping: the wall clock is %s ahead of where it was at start; nothing is "
+                "compacted or deleted until it comes back (or the daemon restarts)",
+                ahead,
+            )
+        self._jumped = jumped
+        return jumped
 
     def step(self) -> Step:
         now = self.clock.now()
+        if self._clock_jumped(now):
+            return Step(0, 0, 0, False)
         zone = ZoneInfo(machine_timezone())
         line = compaction_line(now, zone, self.settings.keep_runs_days)
         compacted = self.ledger.compact(line, zone, BATCH_ROWS)

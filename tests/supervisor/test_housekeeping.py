@@ -129,3 +129,26 @@ def test_batches_compact_vacuum_and_prune_until_nothing_is_left() -> None:
     )
     db.close()
     assert os.stat(p.state_dir / "brief" / "2026-12-01-0600.md").st_size == 3
+
+
+def test_a_clock_far_ahead_compacts_and_deletes_nothing_until_it_is_back() -> None:
+    p = paths()
+    ledger = Ledger(p.ledger)
+    ledger.record_run("brief", run_id="r1", trigger="manual", status="ok", now=NOW)
+    (p.state_dir / "brief").mkdir()
+    for name in ("2026-12-02-0600.md", "2026-12-03-0600.md"):
+        (p.state_dir / "brief" / name).write_text("x")
+    clock = FakeClock(NOW)
+    keeper = Housekeeper(ledger, str(p.state_dir), LedgerSettings(), clock)
+    assert keeper.step().more is False
+    clock.advance(timedelta(days=400))  # an RTC or a hand set a year ahead
+    assert keeper.step() == type(keeper.step())(0, 0, 0, False)
+    assert len(ledger.history("brief")) == 1 and len(files(p.state_dir / "brief")) == 2
+    clock.set(NOW + timedelta(minutes=5))  # corrected
+    keeper.step()
+    assert len(ledger.history("brief")) == 1
+    # Time really passing (boot time with it) lets it act: a fresh start a year later does.
+    later = Housekeeper(ledger, str(p.state_dir), LedgerSettings(), FakeClock(NOW + timedelta(400)))
+    assert later.step().compacted == 1
+    assert files(p.state_dir / "brief") == {"2026-12-03-0600.md"}
+    ledger.close()

@@ -152,6 +152,23 @@ def _commands(fresh: dict[str, str], year: dict[str, str], repeat: int, when: st
     return rows
 
 
+def _parts(db: sqlite3.Connection) -> dict[str, float]:
+    """Where the bytes are (the dbstat table, when SQLite has it)."""
+    groups = {
+        "whole runs (table and indexes)": "name = 'runs' OR name LIKE 'runs_%'",
+        "claims, 45 days (the run fence)": "name = 'claims' OR name LIKE '%claims%'",
+        "compacted days": "name LIKE '%run_days%'",
+    }
+    try:
+        return {
+            part: db.execute(f"SELECT SUM(pgsize) FROM dbstat WHERE {where}").fetchone()[0]
+            / (1024 * 1024)
+            for part, where in groups.items()
+        }
+    except sqlite3.OperationalError:
+        return {}
+
+
 def _size(path: Path) -> float:
     return sum(
         p.stat().st_size for p in (path, Path(f"{path}-wal"), Path(f"{path}-shm")) if p.exists()
@@ -264,6 +281,7 @@ def run(quick: bool) -> list[Row]:
             ledger._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             whole = ledger._db.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
             day_rows = ledger._db.execute("SELECT COUNT(*) FROM run_days").fetchone()[0]
+            parts = _parts(ledger._db)
         size = _size(year_db)
         out.append(
             Row(
@@ -276,5 +294,7 @@ def run(quick: bool) -> list[Row]:
                 met=size < 20 if not quick else None,
             )
         )
+        for part, mb in parts.items():
+            out.append(Row(name=f"ledger year: of which {part}", value=mb, unit="MB"))
         out.extend(_commands(fresh, year, repeat, f"compacted to {keep} days"))
     return out

@@ -3,10 +3,10 @@
 Each `step` is one small batch (a few milliseconds): at most BATCH_ROWS runs folded into
 their day rows (one transaction: `Ledger.compact`), then, once compaction has caught up, at
 most VACUUM_PAGES pages returned by `incremental_vacuum`, and the outputs and run logs of a
-few routines pruned (supervisor/retention.py). `run` paces the batches so a backlog (the
-first start after an upgrade, with a year of history) costs at most CATCH_UP_CPU_SHARE of
-one CPU, and otherwise looks again once an hour: in steady state a day's new runs take one
-batch, far inside the idle CPU target.
+few routines pruned (supervisor/retention.py; a pass over every routine once a day). `run`
+paces the batches so a backlog (the first start after an upgrade, with a year of history)
+costs at most CATCH_UP_CPU_SHARE of one CPU, and otherwise looks again once an hour: in
+steady state a day's new runs take one pass, far inside the idle CPU target.
 
 A wall clock that jumps far ahead while the daemon runs (a bad RTC, a manual date) would make
 recent runs look old and their outputs expired: housekeeping then waits (CLOCK_JUMP_LIMIT,
@@ -45,6 +45,7 @@ VACUUM_PAGES = 256  # 1 MiB at 4 KiB pages
 PRUNE_DIRS = 8  # routine directories pruned per step
 CATCH_UP_CPU_SHARE = 0.02
 IDLE_PAUSE_SEC = 3600.0
+PRUNE_EVERY_SEC = 86400.0
 # Let start-up (and its first due runs) go first; tests shorten it (VINOS_HOUSEKEEPING_DELAY_SEC).
 START_DELAY_SEC = float(os.environ.get("VINOS_HOUSEKEEPING_DELAY_SEC") or 30.0)
 MIN_PAUSE_SEC = 0.05
@@ -68,7 +69,7 @@ class Housekeeper:
         self.settings = settings
         self.clock = clock
         self._dirs: list[str] = []  # routine dirs still to prune in this pass
-        self._pass_due = True  # a prune pass starts on the first step and then hourly
+        self._next_pass: float | None = None  # clock.monotonic() of the next prune pass
         self._converted = False
         self._anchor: tuple[datetime, float] | None = None  # (wall clock, boot time) at start
         self._jumped = False
@@ -104,17 +105,18 @@ class Housekeeper:
             if self._converted:  # else incremental_vacuum frees nothing: not "more" work
                 free = self.ledger.incremental_vacuum(VACUUM_PAGES)
         pruned = 0
-        if self._pass_due and not self._dirs:
+        mono = self.clock.monotonic()
+        if not self._dirs and (self._next_pass is None or mono >= self._next_pass):
+            # Retention is in days: one pass over the routines' dirs a day is enough (with
+            # 10,000 routines a pass is real work, which the idle target must not see hourly).
             self._dirs = routine_dirs(self.state_dir)
-            self._pass_due = False
+            self._next_pass = mono + PRUNE_EVERY_SEC
         if self._dirs:
             cut = cutoffs(now, self.settings.keep_outputs_days)
             for name in self._dirs[:PRUNE_DIRS]:
                 pruned += prune_routine(self.state_dir, name, cut)
             del self._dirs[:PRUNE_DIRS]
         more = compacted == BATCH_ROWS or free > 0 or bool(self._dirs)
-        if not more:
-            self._pass_due = True  # the next (hourly) step starts a new prune pass
         return Step(compacted, free, pruned, more)
 
     async def run(self) -> None:

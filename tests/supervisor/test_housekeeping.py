@@ -11,11 +11,14 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
+import pytest
+
 from routines.config import LedgerSettings
 from routines.ledger import Ledger
 from routines.paths import paths
 from routines.rundays import compaction_line
 from routines.tz import machine_timezone
+from supervisor import housekeeping
 from supervisor.clock import FakeClock
 from supervisor.housekeeping import BATCH_ROWS, Housekeeper
 from supervisor.retention import cutoffs, prune_routine, routine_dirs
@@ -152,3 +155,19 @@ def test_a_clock_far_ahead_compacts_and_deletes_nothing_until_it_is_back() -> No
     assert later.step().compacted == 1
     assert files(p.state_dir / "brief") == {"2026-12-03-0600.md"}
     ledger.close()
+
+
+def test_a_prune_pass_runs_once_a_day(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(housekeeping, "PRUNE_EVERY_SEC", 600.0)  # a day, shortened
+    p = paths()
+    (p.state_dir / "brief").mkdir(parents=True)
+    (p.state_dir / "brief" / "2026-12-03-0600.md").write_text("new")
+    clock = FakeClock(NOW)
+    keeper = Housekeeper(Ledger(p.ledger), str(p.state_dir), LedgerSettings(), clock)
+    assert keeper.step().pruned == 0
+    (p.state_dir / "brief" / OLD_OUT).write_text("old")
+    clock.advance(timedelta(seconds=599))
+    assert keeper.step().pruned == 0  # not yet: the pass of the day is done
+    clock.advance(timedelta(seconds=2))
+    assert keeper.step().pruned == 1
+    keeper.ledger.close()

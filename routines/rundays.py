@@ -2,9 +2,16 @@
 
 A run older than the compaction line is folded into its day's row and deleted in the same
 transaction (`Ledger.compact`), so a crash loses or double-counts nothing and the next batch
-resumes where the last one committed. The fold itself is pure (`fold`), so a second backend
-(PostgreSQL for a fleet) reuses it and only supplies "select a batch, upsert the day rows,
-delete the batch" in one transaction of its own.
+resumes where the last one committed.
+
+For a second backend (PostgreSQL for a fleet): the schema here (SCHEMA, DAY_COLUMNS), the
+line (`compaction_line`) and the fold (`fold`) are backend-free; the backend supplies the
+methods supervisor/housekeeping.py calls: `compact(before, zone, limit)` as "select a batch
+FOR UPDATE SKIP LOCKED, upsert the day rows, delete the batch" in one transaction (so two
+machines compacting at once fold each run once), `incremental_vacuum` and
+`enable_incremental_vacuum` as no-ops (autovacuum), and `totals`/`dollars_by_day`/`days`
+reading both tables. tests/test_ledger_compaction.py is written against those methods only
+(bar the SIGKILL test's hook into SQLite) and is the contract to run on it.
 
 Money is kept in integer nanodollars on both sides of the line (`NANO_SQL` for run rows), so a
 sum is exact whatever the order the rows were added in: the 30-day or monthly figure `cost`

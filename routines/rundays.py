@@ -10,8 +10,9 @@ methods supervisor/housekeeping.py calls: `compact(before, zone, limit)` as "sel
 FOR UPDATE SKIP LOCKED, upsert the day rows, delete the batch" in one transaction (so two
 machines compacting at once fold each run once), `incremental_vacuum` and
 `enable_incremental_vacuum` as no-ops (autovacuum), and `totals`/`dollars_by_day`/`days`
-reading both tables. tests/test_ledger_compaction.py is written against those methods only
-(bar the SIGKILL test's hook into SQLite) and is the contract to run on it.
+reading both tables. The cases of tests/test_ledger_compaction.py are the contract to run on
+it (their independent sums, and the SIGKILL test's hook, read SQLite directly and would be
+ported to read the other backend the same way).
 
 Money is kept in integer nanodollars on both sides of the line (`NANO_SQL` for run rows), so a
 sum is exact whatever the order the rows were added in: the 30-day or monthly figure `cost`

@@ -113,9 +113,12 @@ class Housekeeper:
             self._next_pass = mono + PRUNE_EVERY_SEC
         if self._dirs:
             cut = cutoffs(now, self.settings.keep_outputs_days)
-            for name in self._dirs[:PRUNE_DIRS]:
-                pruned += prune_routine(self.state_dir, name, cut)
-            del self._dirs[:PRUNE_DIRS]
+            batch, self._dirs = self._dirs[:PRUNE_DIRS], self._dirs[PRUNE_DIRS:]
+            for name in batch:
+                try:
+                    pruned += prune_routine(self.state_dir, name, cut)
+                except OSError as exc:  # one unreadable dir does not stop the others
+                    log.warning("housekeeping: %s: %s", name, exc)
         more = compacted == BATCH_ROWS or free > 0 or bool(self._dirs)
         return Step(compacted, free, pruned, more)
 

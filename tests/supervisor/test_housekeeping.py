@@ -171,3 +171,20 @@ def test_a_prune_pass_runs_once_a_day(monkeypatch: pytest.MonkeyPatch) -> None:
     clock.advance(timedelta(seconds=2))
     assert keeper.step().pruned == 1
     keeper.ledger.close()
+
+
+def test_an_unwritable_routine_dir_does_not_stop_the_others(not_root: None) -> None:
+    p = paths()
+    for name in ("a-locked", "b-open"):
+        (p.state_dir / name).mkdir(parents=True)
+        (p.state_dir / name / OLD_OUT).write_text("old")
+        (p.state_dir / name / "2026-12-03-0600.md").write_text("new")
+    (p.state_dir / "a-locked").chmod(0o555)
+    try:
+        keeper = Housekeeper(Ledger(p.ledger), str(p.state_dir), LedgerSettings(), FakeClock(NOW))
+        assert keeper.step().pruned == 1
+        assert files(p.state_dir / "b-open") == {"2026-12-03-0600.md"}
+        assert OLD_OUT in files(p.state_dir / "a-locked")
+        keeper.ledger.close()
+    finally:
+        (p.state_dir / "a-locked").chmod(0o755)

@@ -1,6 +1,6 @@
 """The daemon's idle work: compact old runs, give freed pages back, delete old outputs/logs.
 
-Each `step` is one small batch (a few milliseconds): at most BATCH_ROWS runs folded into
+Each `step` is one small batch (about ten milliseconds): at most BATCH_ROWS runs folded into
 their day rows (one transaction: `Ledger.compact`), then, once compaction has caught up, at
 most VACUUM_PAGES pages returned by `incremental_vacuum`, and the outputs and run logs of a
 few routines pruned (supervisor/retention.py; a pass over every routine once a day). `run`

@@ -44,8 +44,10 @@ def test_the_daemon_compacts_and_prunes_while_idle(tmp_path: Path, not_root: Non
     assert counts() == (1200, 0, 1200 * 12_500_000)
     d = Daemon(tmp_path, extra_env={"VINOS_HOUSEKEEPING_DELAY_SEC": "0"}).start()
     try:
-        wait_for(lambda: counts() == (0, 1200, 1200 * 12_500_000), what="the compaction")
-        wait_for(lambda: not (runs / old_log).exists(), what="the old run log deleted")
+        wait_for(
+            lambda: counts() == (0, 1200, 1200 * 12_500_000), timeout=120, what="the compaction"
+        )
+        wait_for(lambda: not (runs / old_log).exists(), timeout=120, what="the old log deleted")
         assert (runs / new_log).exists()
         assert not (p.routine_state("old") / old_out).exists()
         assert (p.routine_state("old") / new_out).exists()

@@ -14,6 +14,10 @@ max_processes = 256
 max_file_size_mb = 64
 max_open_files = 256
 max_address_space_mb = 2048
+
+[ledger]
+keep_runs_days = 90                   # older runs become one line per routine per day
+keep_outputs_days = 90                # older outputs and run logs are deleted
 """
 
 from __future__ import annotations
@@ -39,7 +43,14 @@ from routines.checks import (
     table_value,
 )
 
-__all__ = ["DEFAULT_GALLERY_URL", "Config", "ConfigInvalid", "SandboxSettings", "load_config"]
+__all__ = [
+    "DEFAULT_GALLERY_URL",
+    "Config",
+    "ConfigInvalid",
+    "LedgerSettings",
+    "SandboxSettings",
+    "load_config",
+]
 
 DEFAULT_GALLERY_URL = "https://vinos.computer/routines/"
 DEFAULT_OLLAMA_URL = "http://127.0.0.1:11434"
@@ -66,6 +77,28 @@ class SandboxSettings:
         }
 
 
+# -- [ledger]: retention (supervisor/housekeeping.py) --------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerSettings:
+    keep_runs_days: int = 90  # whole runs; older ones are compacted into day rows
+    keep_outputs_days: int = 90  # outputs and run logs under the state dir
+
+
+def _days(value: object) -> int:
+    # At least 2: a budget counts today's runs in the routine's own zone, which may start
+    # up to a day before the machine's; those runs must still be whole.
+    if isinstance(value, bool) or not isinstance(value, int) or value < 2:
+        from routines.checks import Bad
+
+        raise Bad("a number of days, at least 2")
+    return value
+
+
+_LEDGER_SCHEMA: dict[str, Check] = {"keep_runs_days": _days, "keep_outputs_days": _days}
+
+
 @dataclass(frozen=True, slots=True)
 class Config:
     max_concurrent: int = 2
@@ -73,6 +106,7 @@ class Config:
     gallery_url: str = DEFAULT_GALLERY_URL
     pricing: dict[str, tuple[float, float]] = field(default_factory=dict)
     sandbox: SandboxSettings = field(default_factory=SandboxSettings)
+    ledger: LedgerSettings = field(default_factory=LedgerSettings)
 
 
 class ConfigInvalid(RoutineInvalid):
@@ -95,6 +129,7 @@ _SCHEMA: dict[str, dict[str, Check]] = {
         "gallery_url": _url,
         "pricing": table_value,
         "sandbox": table_value,
+        "ledger": table_value,
     },
     "sandbox": {
         "never": string_list,
@@ -105,6 +140,7 @@ _SCHEMA: dict[str, dict[str, Check]] = {
         "max_address_space_mb": positive_int,
     },
     "price": {"input": positive_number, "output": positive_number},
+    "ledger": _LEDGER_SCHEMA,
 }
 
 
@@ -126,6 +162,7 @@ def load_config(path: Path) -> Config:
         raise ConfigInvalid([Problem(path.name, "", malformed(exc, text))]) from exc
     top = r.table({"": doc}, "")
     sandbox = r.table(doc, "sandbox") if isinstance(doc.get("sandbox"), dict) else {}
+    ledger = r.table(doc, "ledger") if isinstance(doc.get("ledger"), dict) else {}
     pricing: dict[str, tuple[float, float]] = {}
     raw_pricing = doc.get("pricing")
     for model, price in raw_pricing.items() if isinstance(raw_pricing, dict) else ():
@@ -161,6 +198,7 @@ def load_config(path: Path) -> Config:
         gallery_url=top.get("gallery_url", DEFAULT_GALLERY_URL),
         pricing=pricing,
         sandbox=SandboxSettings(**sandbox),
+        ledger=LedgerSettings(**ledger),
     )
 
 

@@ -29,7 +29,7 @@ from routines.config import Config, ConfigInvalid, load_config
 from routines.ledger import Ledger, LedgerError
 from routines.paths import Paths, paths
 from routines.registry import Registry, scan
-from supervisor import notify, systemd
+from supervisor import housekeeping, notify, systemd
 from supervisor.clock import Clock, clock_from_env
 from supervisor.control import CommandError, Connection, ControlServer, socket_path_problem
 from supervisor.jobs import new_run_id
@@ -198,6 +198,7 @@ class Daemon:
             self.tick()
             systemd.notify("READY=1\nSTATUS=" + self.status_line())
             watchdog = asyncio.ensure_future(self._watchdog())
+            keeper = housekeeping.start(self.ledger, self.paths, self.config, self.clock)
             while not self._stopping:
                 timeout = self._sleep_for()
                 with contextlib.suppress(TimeoutError):
@@ -206,6 +207,7 @@ class Daemon:
                 if not self._stopping:
                     self.tick()
             watchdog.cancel()
+            keeper.cancel()
             systemd.notify("STOPPING=1\nSTATUS=stopping: waiting for running routines")
             self._set_title("vinos-routined: stopping")
             await self.pool.shutdown(STOP_GRACE_SEC)

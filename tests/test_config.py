@@ -11,6 +11,7 @@ from routines.config import (
     DEFAULT_GALLERY_URL,
     Config,
     ConfigInvalid,
+    LedgerSettings,
     SandboxSettings,
     load_config,
 )
@@ -235,3 +236,14 @@ def test_sandbox_never_entries_must_be_paths_below_home_or_root(tmp_path: Path, 
     cfg.write_text(f'[sandbox]\nnever = ["~/.config/hub", "{entry}"]\n')
     with pytest.raises(ConfigInvalid, match=r"\[sandbox\].never\[1\]: expected a path"):
         load_config(cfg)
+
+
+def test_ledger_retention_keys(cfg: Path) -> None:
+    assert load_config(cfg).ledger == LedgerSettings(keep_runs_days=90, keep_outputs_days=90)
+    cfg.write_text("[ledger]\nkeep_runs_days = 400\nkeep_outputs_days = 30\n")
+    assert load_config(cfg).ledger == LedgerSettings(keep_runs_days=400, keep_outputs_days=30)
+    assert invalid(cfg, "[ledger]\nkeep_runs_days = 1\nkeep_output_days = 3\n") == [
+        "config.toml: [ledger].keep_runs_days: expected a number of days, at least 2, found 1 "
+        "(an integer)",
+        "config.toml: [ledger].keep_output_days: unknown key (did you mean keep_outputs_days?)",
+    ]

@@ -26,7 +26,7 @@ _vinos_routine() {
         fi
         if [[ $w == -* ]]; then
             case "$path|$w" in
-                "logs|--run"|"history|-n"|"brief|--date"|"create|--from"|"create|--kind"|"install|--timeout"|"schedule explain|--oncalendar"|"schedule explain|--every"|"schedule explain|--tz"|"schedule explain|--count"|"schedule explain|--from"|"schedule translate|--tz") skip=1 ;;
+                "logs|--run"|"history|-n"|"cost|--days"|"cost|--month"|"brief|--date"|"create|--from"|"create|--kind"|"install|--timeout"|"schedule explain|--oncalendar"|"schedule explain|--every"|"schedule explain|--tz"|"schedule explain|--count"|"schedule explain|--from"|"schedule translate|--tz") skip=1 ;;
             esac
             continue
         fi
@@ -41,6 +41,8 @@ _vinos_routine() {
     case "$path|$prev" in
         "logs|--run") COMPREPLY=(); return ;;
         "history|-n") COMPREPLY=(); return ;;
+        "cost|--days") COMPREPLY=(); return ;;
+        "cost|--month") COMPREPLY=(); return ;;
         "brief|--date") COMPREPLY=(); return ;;
         "create|--from") COMPREPLY=($(compgen -W "$(_vinos_routine_names)" -- "$cur")); return ;;
         "create|--kind") COMPREPLY=($(compgen -W "agent command" -- "$cur")); return ;;
@@ -62,7 +64,7 @@ _vinos_routine() {
         "run") opts="-h --help --json --detach --no-daemon" ;;
         "logs") opts="-h --help --run -f --follow --tail --json" ;;
         "history") opts="-h --help -n --json" ;;
-        "cost") opts="-h --help --today --week --json" ;;
+        "cost") opts="-h --help --today --week --days --month --json" ;;
         "brief") opts="-h --help --date --unseen --open --list --json" ;;
         "create") opts="-h --help --from --kind --no-edit" ;;
         "install") opts="-h --help --enable --force --timeout" ;;

@@ -59,6 +59,8 @@ complete -c vinos-routine -n '__fish_seen_subcommand_from history' -x -a '(__vin
 complete -c vinos-routine -n '__fish_seen_subcommand_from cost' -s h -l help -d 'show this help message and exit'
 complete -c vinos-routine -n '__fish_seen_subcommand_from cost' -l today -d 'today (the default)'
 complete -c vinos-routine -n '__fish_seen_subcommand_from cost' -l week -d 'the last 7 days'
+complete -c vinos-routine -n '__fish_seen_subcommand_from cost' -l days -x -d 'the last N days, today included (e.g. 30)'
+complete -c vinos-routine -n '__fish_seen_subcommand_from cost' -l month -x -d 'a calendar month (default this one)'
 complete -c vinos-routine -n '__fish_seen_subcommand_from cost' -l json -d 'print JSON'
 complete -c vinos-routine -n '__fish_seen_subcommand_from brief' -s h -l help -d 'show this help message and exit'
 complete -c vinos-routine -n '__fish_seen_subcommand_from brief' -l date -x -d 'YYYY-MM-DD, today or yesterday'

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
@@ -18,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from supervisor.commands.common import add_parser, die
+from supervisor.retention import OUTPUT_NAME
 
 if TYPE_CHECKING:
     from routines.ledger import RunRow
@@ -25,7 +25,6 @@ if TYPE_CHECKING:
 
 __all__ = ["Item", "gather", "register"]
 
-OUTPUT_NAME = re.compile(r"^(\d{4}-\d{2}-\d{2})-\d{4}(?:-\d+)?\.md$")
 UNSEEN_DAYS = 7  # `--unseen` without --date looks back this far
 
 
@@ -278,15 +277,19 @@ def run(args: argparse.Namespace) -> int:
     if args.unseen:
         items = [i for i in items if i.open_on_login and not i.seen]
     heading = _heading(days, today)
+    note = _pruned(p, days, today)
     if args.json:
         print_json(
             {
                 "dates": [d.isoformat() for d in days],
                 "outputs": [i.as_json() for i in items],
                 "failed": [_failure_json(r) for r in failed],
+                "pruned": note,
             }
         )
         return 0
+    if note:
+        print(note, file=sys.stderr)
     if args.open:
         if not items:
             print("nothing new to show" if args.unseen else f"no outputs for {heading}")
@@ -299,6 +302,16 @@ def run(args: argparse.Namespace) -> int:
     if not args.list:
         _mark(p, items)
     return 0
+
+
+def _pruned(p: Paths, days: list[date], today: date) -> str | None:
+    """A note when a day asked for is past output retention (its outputs were deleted)."""
+    from supervisor.retention import keep_days, pruned_note
+
+    keep = keep_days(p.config_file)
+    if min(days) >= today - timedelta(days=keep):
+        return None
+    return pruned_note("outputs", keep)
 
 
 def _mark(p: Paths, items: list[Item]) -> None:

@@ -69,6 +69,13 @@ def run(args: argparse.Namespace) -> int:
     path = runs_dir / f"{args.run}.jsonl" if args.run else _newest_log(runs_dir)
     if path is None or not path.exists():
         if args.run:
+            from datetime import UTC, datetime
+
+            from supervisor.retention import keep_days, log_pruned, pruned_note
+
+            keep = keep_days(p.config_file)
+            if log_pruned(args.run, keep, datetime.now(UTC)):
+                return die(f"no log for run {args.run}: {pruned_note('run logs', keep)}")
             return die(f"no log for run {args.run} (see 'vinos-routine history {args.name}')")
         if not args.follow:
             # With --json, stdout stays JSON lines (none here); the note goes to stderr.

@@ -7,7 +7,7 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-PACKAGES := supervisor worker sandbox ipc routines
+PACKAGES := supervisor worker sandbox ipc routines dashboard
 
 .PHONY: demo test bench lint venv demo-here test-here bench-here completions clean
 

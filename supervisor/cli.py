@@ -35,6 +35,7 @@ COMMANDS = {
     "sandbox": "sandbox",
     "reload": "reload",
     "daemon": "daemon",
+    "dashboard": "dashboard",
 }
 COMMAND_MODULES = tuple(dict.fromkeys(COMMANDS.values()))
 

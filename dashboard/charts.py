@@ -47,8 +47,8 @@ def stacked_bars(
     """One bar (`<g class="bar">`) per day, its layers stacked bottom-up in order, each bar
     with a tooltip listing the non-zero layers; `lines` drawn across with their labels."""
     totals = [sum(layer.values.get(d, 0.0) for layer in layers) for d in days]
-    top = max([*totals, *(ln.value for ln in lines), 0.0])
-    top = top * 1.1 if top > 0 else 1.0
+    peak = max([*totals, *(ln.value for ln in lines), 0.0])
+    top = peak * 1.1 if peak > 0 else 1.0  # headroom above the tallest bar or cap
     plot_w = WIDTH - LEFT - 4
     plot_h = HEIGHT - TOP - BOTTOM
     step = plot_w / max(len(days), 1)
@@ -64,11 +64,12 @@ def stacked_bars(
         f'<line class="axis" x1="{LEFT}" y1="{y(0):.1f}" x2="{WIDTH - 4}" y2="{y(0):.1f}"/>',
         f'<text class="tick" x="{LEFT - 6}" y="{y(0):.1f}" text-anchor="end">{escape(fmt(0))}'
         "</text>",
-        f'<text class="tick" x="{LEFT - 6}" y="{y(top / 1.1) + 4:.1f}" text-anchor="end">'
-        f"{escape(fmt(top / 1.1))}</text>"
-        if top != 1.0 or totals
-        else "",
     ]
+    if peak > 0:
+        out.append(
+            f'<text class="tick" x="{LEFT - 6}" y="{y(peak) + 4:.1f}" text-anchor="end">'
+            f"{escape(fmt(peak))}</text>"
+        )
     for i, (day, total) in enumerate(zip(days, totals, strict=True)):
         x = LEFT + i * step + (step - bar_w) / 2
         parts = [f"{day.isoformat()}: {fmt(total)}"]

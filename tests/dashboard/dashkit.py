@@ -51,6 +51,8 @@ class Dashboard:
         self.port = int(line.split("http://127.0.0.1:", 1)[1].split("/", 1)[0])
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"dashboard exited:\n{self.log.read_text()}")
             with contextlib.suppress(OSError):
                 if self.get("/", cookie=True).status == 200:
                     return self

@@ -94,10 +94,12 @@ def stacked_bars(
             )
             base += value
         out.append("</g>")
-        if i % 7 == len(days) % 7 or i == len(days) - 1:
+        if (len(days) - 1 - i) % 7 == 0:  # every seventh day, counted back from the last
+            last = i == len(days) - 1
             out.append(
-                f'<text class="tick" x="{x + bar_w / 2:.1f}" y="{HEIGHT - 6}" '
-                f'text-anchor="middle">{day.strftime("%d %b")}</text>'
+                f'<text class="tick" x="{(x + bar_w) if last else (x + bar_w / 2):.1f}" '
+                f'y="{HEIGHT - 6}" text-anchor="{"end" if last else "middle"}">'
+                f"{day.strftime('%d %b')}</text>"
             )
     for ln in lines:
         ly = y(ln.value)

@@ -12,7 +12,7 @@ from dashboard.charts import Layer, Line, stacked_bars
 from dashboard.files import MAX_OUTPUT, read_beneath
 from dashboard.render import markdown
 from routines.humanize import money
-from routines.ledger import Ledger, RunRow, day_bounds
+from routines.ledger import Ledger, day_bounds
 from routines.paths import Paths
 from routines.registry import Registry
 
@@ -44,24 +44,18 @@ class CostPage:
     zone: str
 
 
-def _day_of(row: RunRow, zone: ZoneInfo) -> date | None:
-    if not row.started_at:
-        return None
-    return datetime.fromisoformat(row.started_at.replace("Z", "+00:00")).astimezone(zone).date()
-
-
 def cost_page(registry: Registry, ledger: Ledger, now: datetime, zone_name: str) -> CostPage:
     zone = ZoneInfo(zone_name)
     today = now.astimezone(zone).date()
     days = [today - timedelta(days=n) for n in range(DAYS - 1, -1, -1)]
     start, end = day_bounds(days[0], zone)[0], day_bounds(today, zone)[1]
+    # Per day through the ledger's own sums (one small indexed query a day), which hold
+    # whatever form the ledger keeps older days in, rather than every run row.
     per: dict[str, dict[date, float]] = {}
-    for row in ledger.runs_between(start, end):
-        day = _day_of(row, zone)
-        if day is None or not row.dollars:
-            continue
-        values = per.setdefault(row.routine, {})
-        values[day] = values.get(day, 0.0) + row.dollars
+    for day in days:
+        for t in ledger.totals(*day_bounds(day, zone)):
+            if t["dollars"]:
+                per.setdefault(t["routine"], {})[day] = float(t["dollars"])
     totals = {t["routine"]: t for t in ledger.totals(start, end)}
     caps = {
         n: e.routine.budget.max_dollars_per_day

@@ -18,7 +18,7 @@ from dashboard.charts import Layer, stacked_bars
 from dashboard.files import MAX_OUTPUT, read_beneath, read_run_log
 from dashboard.render import markdown
 from ipc import RunStatus
-from routines.ledger import Ledger, RunRow, day_bounds
+from routines.ledger import Ledger, RunRow, day_bounds, iso
 from routines.paths import Paths
 from routines.registry import Registry
 from routines.schedule import ScheduleError, compile_schedule
@@ -38,6 +38,7 @@ __all__ = [
 ]
 
 CHART_DAYS = 30
+HISTORY_ROWS = 5000
 STATUS_ORDER = [s.value for s in RunStatus]
 
 
@@ -283,14 +284,14 @@ def routine_page(
             if r.command
             else []
         )
-    rows = [
-        h
-        for h in ledger.history(name, limit=5000)
-        if all(getattr(h, k) == v for k, v in filters.items() if v)
-    ][:limit]
+    # One read of the routine's newest runs serves the table and the chart (a routine that
+    # ran more than HISTORY_ROWS times in 30 days shows its newest HISTORY_ROWS there).
+    newest = ledger.history(name, limit=HISTORY_ROWS)
+    rows = [h for h in newest if all(getattr(h, k) == v for k, v in filters.items() if v)]
     days = local_days(now, zone, CHART_DAYS)
-    start = day_bounds(days[0], zone)[0]
-    recent = [h for h in ledger.runs_between(start, now + timedelta(days=1)) if h.routine == name]
+    start = iso(day_bounds(days[0], zone)[0])
+    recent = [h for h in newest if h.started_at and h.started_at >= start]
+    rows = rows[:limit]
     return RoutinePage(
         line,
         entry.path,

@@ -7,8 +7,10 @@ import os
 import sqlite3
 import stat
 from datetime import UTC, datetime
+from pathlib import Path
 from urllib.parse import urlencode
 
+import orjson
 import pytest
 
 from dashboard.security import CSP, csrf_token
@@ -114,3 +116,68 @@ def test_read_only_ledger_refuses_writes(tmp_path: object) -> None:
     with Ledger(paths().ledger) as ledger:
         assert [r.run_id for r in ledger.history()] == ["r1"]
     assert paths().ledger.read_bytes() == before
+
+
+def _seed_agent_run(run_id: str, log: bytes | None) -> None:
+    now = datetime.now(UTC)
+    with Ledger(paths().ledger) as ledger:
+        ledger.record_run("brief", run_id=run_id, trigger="schedule", status="running", now=now)
+        ledger.finish_run(
+            run_id,
+            now=now,
+            fields={
+                "status": "ok",
+                "outcome": "needs-attention",
+                "route": "local->premium",
+                "model": "claude-sonnet-4-6",
+                "escalated": True,
+                "escalated_reason": "low confidence: the model hedged",
+                "input_tokens": 1234,
+                "output_tokens": 567,
+                "local_input_tokens": 2000,
+                "local_output_tokens": 100,
+                "dollars": 0.0042,
+                "tool_calls": 2,
+            },
+        )
+    runs = paths().routine_state("brief") / "runs"
+    runs.mkdir(parents=True, exist_ok=True)
+    if log is not None:
+        (runs / f"{run_id}.jsonl").write_bytes(log)
+
+
+def test_run_page_shows_refused_calls_escalation_tokens_and_cost(dashboard: Dashboard) -> None:
+    log = b"\n".join(
+        orjson.dumps(e)
+        for e in [
+            {"ts": "2026-12-03T06:00:00.100+00:00", "kind": "start", "text": "scheduled run"},
+            {"ts": "2026-12-03T06:00:01.000+00:00", "kind": "tool_call", "text": "shell:gh api"},
+            {
+                "ts": "2026-12-03T06:00:02.000+00:00",
+                "kind": "tool_refused",
+                "text": "refused tool call: shell:cat /etc/shadow <b>",
+            },
+            {"ts": "2026-12-03T06:00:03.000+00:00", "kind": "escalated", "text": "to premium"},
+        ]
+    )
+    _seed_agent_run("r-agent-1", log + b"\n{torn")
+    body = dashboard.get("/run/r-agent-1", cookie=True).body
+    assert '<tr class="k-tool_refused refused">' in body
+    assert (
+        '<li class="refused"><strong>refused</strong> <code>refused tool call: shell:cat ' in body
+    )
+    assert "/etc/shadow &lt;b&gt;" in body and "<b>" not in body
+    assert "low confidence: the model hedged" in body
+    assert "1.2k in · 567 out" in body and "2k in · 100 out" in body
+    assert "$0.0042" in body
+    assert "1 refused" in body
+
+
+def test_run_log_behind_a_symlink_is_not_followed(dashboard: Dashboard, tmp_path: Path) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text('{"kind": "log", "text": "TOP-SECRET"}\n')
+    _seed_agent_run("r-agent-2", None)
+    (paths().routine_state("brief") / "runs" / "r-agent-2.jsonl").symlink_to(secret)
+    body = dashboard.get("/run/r-agent-2", cookie=True).body
+    assert "TOP-SECRET" not in body
+    assert "No log for this run" in body

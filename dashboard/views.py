@@ -8,7 +8,7 @@ compiling a schedule) are repeated here over routines/ directly.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -74,7 +74,7 @@ class Overview:
 def _line(
     name: str,
     registry: Registry,
-    ledger: Ledger,
+    ledger: Ledger | None,
     states: Any,
     last: Any,
     active: set[tuple[str, str]],
@@ -126,7 +126,9 @@ def _line(
         queued=(name, "queued") in active,
         last=last.get(name),
         strikes=state.failure_streak if state else 0,
-        today_dollars=ledger.spent_today(name, ZoneInfo(r.schedule.timezone), now),
+        today_dollars=(
+            ledger.spent_today(name, ZoneInfo(r.schedule.timezone), now) if ledger else 0.0
+        ),
         cap=r.budget.max_dollars_per_day,
         disabled_reason=state.disabled_reason if state and not enabled else None,
         errors=errors,
@@ -140,37 +142,19 @@ def overview(
     daemon_problem: str,
     now: datetime,
 ) -> Overview:
-    if ledger is None:
-        lines = [
-            RoutineLine(
-                n,
-                e.routine.description if e.routine else "",
-                "",
-                e.origin.value,
-                e.valid,
-                e.stale,
-                False,
-                "",
-                None,
-                False,
-                False,
-                None,
-                0,
-                0.0,
-                None,
-                None,
-                tuple(str(x) for x in e.errors),
-            )
-            for n, e in sorted(registry.entries.items())
-        ]
-        return Overview(lines, daemon, daemon_problem)
-    states = ledger.states()
-    last = ledger.last_runs()
-    active = {(a.routine, a.status) for a in ledger.active_runs()}
-    lines = [
-        _line(n, registry, ledger, states, last, active, now) for n in sorted(registry.entries)
-    ]
+    lines = _lines(registry, ledger, now)
+    # Only the daemon knows a last good version of a file that is invalid now.
+    stale = set(daemon.get("stale", [])) if daemon else set()
+    lines = [replace(ln, stale=True) if ln.name in stale else ln for ln in lines]
     return Overview(lines, daemon, daemon_problem)
+
+
+def _lines(registry: Registry, ledger: Ledger | None, now: datetime) -> list[RoutineLine]:
+    """Every routine file's line; without a ledger yet, what the files alone say."""
+    states = ledger.states() if ledger else {}
+    last = ledger.last_runs() if ledger else {}
+    active = {(a.routine, a.status) for a in ledger.active_runs()} if ledger else set()
+    return [_line(n, registry, ledger, states, last, active, now) for n in sorted(registry.entries)]
 
 
 def pulse(ledger: Ledger | None) -> str:
@@ -267,11 +251,9 @@ def routine_page(
     entry = registry.get(name)
     if entry is None:
         return None
-    if ledger is None:
-        line = overview(registry, None, None, "", now).routines[0]
-        return RoutinePage(line, entry.path, None, [], filters, "", [])
-    states, last = ledger.states(), ledger.last_runs()
-    active = {(a.routine, a.status) for a in ledger.active_runs()}
+    states = ledger.states() if ledger else {}
+    last = ledger.last_runs() if ledger else {}
+    active = {(a.routine, a.status) for a in ledger.active_runs()} if ledger else set()
     line = _line(name, registry, ledger, states, last, active, now)
     r = entry.routine
     explained = tools = None
@@ -286,7 +268,7 @@ def routine_page(
         )
     # One read of the routine's newest runs serves the table and the chart (a routine that
     # ran more than HISTORY_ROWS times in 30 days shows its newest HISTORY_ROWS there).
-    newest = ledger.history(name, limit=HISTORY_ROWS)
+    newest = ledger.history(name, limit=HISTORY_ROWS) if ledger else []
     rows = [h for h in newest if all(getattr(h, k) == v for k, v in filters.items() if v)]
     days = local_days(now, zone, CHART_DAYS)
     start = iso(day_bounds(days[0], zone)[0])

@@ -118,7 +118,10 @@ class Pages:
         return self.page(request, template, o=data)
 
     def pulse(self, request: Request) -> Response:
+        run_id = request.query_params.get("run", "")
         with self.ledger() as db:
+            if run_id and RUN_ID.match(run_id):
+                return JSONResponse({"pulse": views.run_pulse(self.paths, db, run_id)})
             return JSONResponse({"pulse": views.pulse(db)})
 
     def routine(self, request: Request) -> Response:
@@ -148,7 +151,8 @@ class Pages:
                 data = views.run_page(self.paths, db, run_id)
         if data is None:
             return self.missing(request, f"run {run_id!r}")
-        return self.page(request, "run.html", r=data)
+        template = "_run.html" if request.query_params.get("partial") else "run.html"
+        return self.page(request, template, r=data)
 
     def cost(self, request: Request) -> Response:
         with self.ledger() as db:

@@ -35,6 +35,7 @@ __all__ = [
     "pulse",
     "routine_page",
     "run_page",
+    "run_pulse",
 ]
 
 CHART_DAYS = 30
@@ -170,6 +171,18 @@ def pulse(ledger: Ledger | None) -> str:
     import hashlib
 
     return hashlib.blake2b(repr((active, newest, states)).encode(), digest_size=8).hexdigest()
+
+
+def run_pulse(p: Paths, ledger: Ledger | None, run_id: str) -> str:
+    """Changes when the run's status changes or its log grows (a run page follows it)."""
+    run = ledger.run(run_id) if ledger is not None else None
+    if run is None:
+        return "none"
+    try:
+        size = (p.routine_state(run.routine) / "runs" / f"{run_id}.jsonl").lstat().st_size
+    except OSError:
+        size = -1
+    return f"{run.status}:{size}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -124,7 +124,16 @@ def test_a_person_enables_runs_and_reads_a_routine(tmp_path: Path, not_root: Non
                 "running", timeout=WAIT_MS
             )
             page.screenshot(path=str(shots / "overview.png"), full_page=True)
+            run_id = page.locator("#note").inner_text().rsplit(" ", 1)[1]
+            follow = ctx.new_page()  # the run page follows the run, as `logs --follow` does
+            follow.goto(f"{dash.origin}/run/{run_id}")
+            expect(follow.locator("#run-status .status")).to_have_text("running")
+            follow.evaluate("window.stillTheSamePage = true")
             (paths().routine_state("hello") / "go").touch()
+            expect(follow.locator("#run-status .status")).to_have_text("ok", timeout=WAIT_MS)
+            expect(follow.locator("#log")).to_contain_text("output written")
+            assert follow.evaluate("window.stillTheSamePage") is True
+            follow.close()
             expect(page.locator("#routine-hello .last .status")).to_have_text("ok", timeout=WAIT_MS)
             expect(page.locator("#routine-hello .live-state")).to_have_count(0)
             # The short poll swapped the section in: the page was never reloaded.

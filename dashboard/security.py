@@ -20,6 +20,7 @@ import contextlib
 import hmac
 import os
 import secrets
+import stat
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
 from hashlib import sha256
@@ -66,7 +67,7 @@ def load_or_create_token(path: Path) -> str:
         with os.fdopen(fd, "rb") as f:
             st = os.fstat(f.fileno())
             text = f.read(256).decode("ascii", "replace").strip()
-        private = st.st_uid == os.getuid() and st.st_mode & 0o077 == 0
+        private = stat.S_ISREG(st.st_mode) and st.st_uid == os.getuid() and st.st_mode & 0o077 == 0
         if (
             private
             and len(text) >= 32

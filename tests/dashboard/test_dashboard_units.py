@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import re
+import stat
 from datetime import date, timedelta
+from pathlib import Path
 
 import pytest
 
 from dashboard.charts import Layer, Line, stacked_bars
 from dashboard.render import markdown, safe_url
-from dashboard.security import Verdict, check, csrf_token
+from dashboard.security import Verdict, check, csrf_token, load_or_create_token
 
 SECRET = "s" * 43
 PORT = 8742
@@ -99,3 +101,18 @@ def test_chart_of_nothing_still_has_its_days() -> None:
     svg = stacked_bars(days, [], title="none")
     assert svg.count('<g class="bar"') == 7
     assert 'class="seg' not in svg
+
+
+def test_token_file_is_kept_only_while_private(tmp_path: Path) -> None:
+    path = tmp_path / "rt" / "dashboard.token"
+    first = load_or_create_token(path)
+    assert len(first) >= 43 and stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert load_or_create_token(path) == first  # the service and the command agree
+    path.chmod(0o644)  # readable by others: no longer a secret
+    second = load_or_create_token(path)
+    assert second != first and stat.S_IMODE(path.stat().st_mode) == 0o600
+    path.unlink()
+    (tmp_path / "elsewhere").write_text("A" * 43)
+    path.symlink_to(tmp_path / "elsewhere")  # never followed
+    third = load_or_create_token(path)
+    assert third != "A" * 43 and not path.is_symlink()

@@ -321,6 +321,35 @@ class Ledger:
                 raise self._unusable(exc) from exc
             raise
 
+    @classmethod
+    def read_only(cls, path: Path) -> Ledger:
+        """A connection that cannot write (SQLite `mode=ro`): the dashboard's. Nothing is
+        created or migrated; a missing ledger, or one of another schema, is a LedgerError."""
+        self = cls.__new__(cls)
+        self.path = path
+        if not path.is_file():
+            raise LedgerError(f"{path}: no ledger yet (it is created when the daemon starts)")
+        try:
+            self._db = sqlite3.connect(
+                f"{path.resolve().as_uri()}?mode=ro",
+                uri=True,
+                timeout=BUSY_TIMEOUT_SEC,
+                isolation_level=None,
+                check_same_thread=False,
+            )
+            self._db.row_factory = sqlite3.Row
+            version = self.version
+        except sqlite3.Error as exc:
+            raise self._unusable(exc) from exc
+        if version != LEDGER_VERSION:
+            self._db.close()
+            self._refuse_newer(version)
+            raise LedgerError(
+                f"{path}: schema {version}, expected {LEDGER_VERSION}; start the daemon once "
+                "to upgrade it"
+            )
+        return self
+
     def _set_wal(self) -> None:
         # Switching to WAL needs an exclusive lock, and there SQLite answers "database is
         # locked" at once instead of calling the busy handler (two first opens at once, or a

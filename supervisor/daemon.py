@@ -37,6 +37,7 @@ from supervisor.plan import cursor_for
 from supervisor.pool import Pool
 from supervisor.record import Notification
 from supervisor.scheduler import Pending, Scheduler
+from supervisor.toggle import set_enabled
 
 __all__ = ["ROOT_REFUSAL", "Daemon", "main", "owner_alive"]
 
@@ -149,6 +150,8 @@ class Daemon:
                 "run": self._run,
                 "follow": self._follow,
                 "reload": self._reload,
+                "enable": self._enable,
+                "disable": self._enable,
             }
         )
         self._wake = asyncio.Event()
@@ -464,6 +467,17 @@ class Daemon:
             "enabled": len(self.scheduler.tracked),
             "invalid": sorted(n for n, e in self.registry.entries.items() if e.errors),
         }
+
+    async def _enable(self, req: Request, conn: Connection) -> Any:
+        """`enable`/`disable NAME`: the CLI's change, made by the daemon for clients that do not
+        write the ledger themselves (the dashboard)."""
+        routine = self._routine(req.args.get("name"))
+        on = req.cmd == "enable"
+        set_enabled(self.ledger, routine, on, self.clock.now())
+        self._reload_asked = True
+        self._data_version = None
+        self.tick()
+        return {"name": routine.name, "enabled": on}
 
 
 def reset_cursor_for_enable(ledger: Ledger, name: str, now: datetime) -> None:

@@ -10,8 +10,8 @@ from collections.abc import Collection, Sequence
 from datetime import datetime, timedelta
 from typing import Any, TextIO
 
-from routines.safetext import one_line
 from routines.humanize import money, relative, tokens
+from routines.safetext import one_line
 from routines.safetext import visible as _visible
 
 __all__ = [

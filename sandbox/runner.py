@@ -22,7 +22,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,10 +33,10 @@ from sandbox.host import Host
 from sandbox.limits import SAMPLE_SEC, MemoryWatch, quota_problem
 from sandbox.netholder import EXIT_SETUP
 from sandbox.netns import allowed_hosts, holder_argv, uses_proxy
-from sandbox.policy import ShellPolicy, UnsafeValue
+from sandbox.policy import ShellPolicy, UnsafeValue, check_path
 from sandbox.probe import ROOT_REFUSAL, probe, warn_once
 
-__all__ = ["STDERR_CAP", "STDOUT_CAP", "ShellResult", "run_shell"]
+__all__ = ["STDERR_CAP", "STDOUT_CAP", "ShellResult", "open_dir_nofollow", "run_shell"]
 
 STDOUT_CAP = 32 * 1024
 STDERR_CAP = 8 * 1024
@@ -90,6 +90,7 @@ def run_shell(
     stdout_cap: int = STDOUT_CAP,
     stderr_cap: int = STDERR_CAP,
     dialer: Dialer | None = None,
+    on_argv: Callable[[list[str]], None] | None = None,
 ) -> ShellResult:
     """Run `bash -c command` under bwrap with `policy`. Never raises for sandbox problems.
 
@@ -97,7 +98,8 @@ def run_shell(
     this process's own network; tests give a network namespace of their own).
 
     A refusal (root, NUL/newline in the command or a path, no bwrap, no libseccomp, no user
-    namespaces) comes back as ShellResult(error=...) with nothing run.
+    namespaces) comes back as ShellResult(error=...) with nothing run. `on_argv` is called
+    with the argv just before it runs (VINOS_ROUTINE_DEBUG=1 shows it to the user).
     """
     if os.geteuid() == 0:
         return ShellResult(error=ROOT_REFUSAL)
@@ -110,7 +112,7 @@ def run_shell(
     # `closing` holds what is closed whatever happens; `info_r` outlives the spawn (it is how
     # the runner learns the sandbox's pid-1), so it is kept only once bwrap is running.
     with contextlib.ExitStack() as lasting:  # the egress proxy: until the sandbox is gone
-        return _run(command, policy, lasting, timeout_sec, stdout_cap, stderr_cap, dialer)
+        return _run(command, policy, lasting, timeout_sec, stdout_cap, stderr_cap, dialer, on_argv)
 
 
 def _run(
@@ -121,6 +123,7 @@ def _run(
     stdout_cap: int,
     stderr_cap: int,
     dialer: Dialer | None,
+    on_argv: Callable[[list[str]], None] | None,
 ) -> ShellResult:
     with contextlib.ExitStack() as closing, contextlib.ExitStack() as on_failure:
         try:
@@ -130,10 +133,14 @@ def _run(
             info_r, info_w = os.pipe2(os.O_CLOEXEC)
             closing.callback(os.close, info_w)
             on_failure.callback(os.close, info_r)
-            argv = build_argv(policy, host, seccomp_fd, command, info_fd=info_w)
+            rw_fds = []
+            for path in policy.rw_binds:
+                rw_fds.append(open_dir_nofollow(path))
+                closing.callback(os.close, rw_fds[-1])
+            argv = build_argv(policy, host, seccomp_fd, command, info_fd=info_w, rw_fds=rw_fds)
         except (UnsafeValue, ValueError, OSError, seccomp.SeccompUnavailable) as exc:
             return ShellResult(error=f"refused: {exc}")
-        passed = [seccomp_fd, info_w]
+        passed = [seccomp_fd, info_w, *rw_fds]
         proxy: EgressProxy | None = None
         if uses_proxy(policy.network):
             # Network on: bwrap runs in a holder namespace whose only way out is the proxy.
@@ -144,6 +151,8 @@ def _run(
             passed.append(pass_fd)
         if os.environ.get("VINOS_ROUTINE_DEBUG") == "1":
             print(f"vinos-routine: sandbox argv: {shlex.join(argv)}", file=sys.stderr, flush=True)
+        if on_argv is not None:
+            on_argv(argv)
         start = time.monotonic()
         try:
             proc = subprocess.Popen(
@@ -178,6 +187,27 @@ def _after(result: ShellResult, policy: ShellPolicy) -> ShellResult:
         if problem is not None:
             return dataclasses.replace(result, error=problem)
     return result
+
+
+def open_dir_nofollow(path: str) -> int:
+    """A directory fd on the absolute, normalised `path`, opened one component at a time from
+    `/` with O_NOFOLLOW: a symlink anywhere on the way fails (ELOOP/ENOTDIR), never followed.
+
+    The fd is what bwrap binds (--bind-fd): the directory opened here, whatever a sandbox
+    later renames or links in its place. Raises OSError or UnsafeValue.
+    """
+    check_path(path, "writable bind")
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open("/", flags)
+    try:
+        for part in path.split("/")[1:]:
+            nfd = os.open(part, flags, dir_fd=fd)
+            os.close(fd)
+            fd = nfd
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def _supervise(

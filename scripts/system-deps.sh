@@ -16,6 +16,10 @@ missing_cmds() {
     fi
     command -v systemd-analyze >/dev/null || out+=(systemd-analyze)
     command -v systemd-socket-activate >/dev/null || out+=(systemd-socket-activate)
+    # A real user manager for tests/packaging/test_systemd_user.py (scripts/user-manager.sh).
+    command -v systemctl >/dev/null || out+=(systemctl)
+    [ -x /lib/systemd/systemd ] || [ -x /usr/lib/systemd/systemd ] || out+=(systemd)
+    command -v setsid >/dev/null || out+=(setsid)
     command -v makepkg >/dev/null || out+=(makepkg)
     command -v pacman >/dev/null || out+=(pacman)
     command -v bsdtar >/dev/null || out+=(bsdtar)
@@ -29,6 +33,8 @@ missing_cmds() {
     command -v script >/dev/null || out+=(script)
     command -v zsh >/dev/null || out+=(zsh)      # the zsh and fish completion tests
     command -v fish >/dev/null || out+=(fish)
+    # The dashboard's browser tests (Playwright drives the system's Chromium).
+    command -v chromium >/dev/null || out+=(chromium)
     echo "${out[@]:-}"
 }
 
@@ -49,10 +55,10 @@ if command -v apt-get >/dev/null; then
     apt-get install -y -qq --no-install-recommends \
         bubblewrap libseccomp2 python3 python3-venv systemd \
         makepkg pacman-package-manager libarchive-tools fakeroot \
-        util-linux bsdextrautils procps ca-certificates zsh fish iproute2 curl >/dev/null
+        util-linux bsdextrautils procps ca-certificates zsh fish chromium iproute2 curl >/dev/null
 elif [ -x /usr/bin/pacman ] && [ -f /etc/arch-release ]; then
     # -Syu: Arch does not support partial upgrades.
-    pacman -Syu --needed --noconfirm bubblewrap libseccomp python systemd base-devel util-linux procps-ng zsh fish iproute2 curl >/dev/null
+    pacman -Syu --needed --noconfirm bubblewrap libseccomp python systemd base-devel util-linux procps-ng zsh fish chromium iproute2 curl >/dev/null
 else
     echo "system-deps: no apt-get or Arch pacman here; install by hand: $need" >&2
     exit 1

@@ -30,11 +30,13 @@ COMMANDS = {
     "create": "create",
     "install": "install",
     "edit": "edit",
+    "remove": "remove",
     "validate": "validate",
     "schedule": "schedule",
     "sandbox": "sandbox",
     "reload": "reload",
     "daemon": "daemon",
+    "dashboard": "dashboard",
 }
 COMMAND_MODULES = tuple(dict.fromkeys(COMMANDS.values()))
 

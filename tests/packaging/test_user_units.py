@@ -24,7 +24,12 @@ from archpkg import Installed, Pacman, require, run
 from routines.paths import paths
 from supervisor.daemon import STOP_GRACE_SEC
 
-UNITS = ("vinos-routined.service", "vinos-routined.socket")
+UNITS = (
+    "vinos-routined.service",
+    "vinos-routined.socket",
+    "vinos-routine-dashboard.service",
+    "vinos-routine-dashboard.socket",
+)
 USER_UNIT_DIR = "usr/lib/systemd/user"
 WAIT = 60.0  # a bound on waits for events that must happen, never a speed assertion
 
@@ -207,8 +212,8 @@ def test_daemon_socket_activated_answers_ping(installed: Installed, tmp_path: Pa
 
 # Loads the seccomp filter systemd would build from the unit's SystemCallFilter= (deny list,
 # EPERM) and RestrictAddressFamilies= (allow list), with no_new_privs, then execs the rest.
-# There is no user manager on the test machine to start the unit itself: this applies the
-# unit's own values to the same process tree (sandbox, launcher, worker, bwrap).
+# This applies the unit's own values to the installed package's process tree (sandbox, launcher,
+# worker, bwrap), with a control; test_systemd_user.py runs the unit under a real manager.
 HARDEN = """
 import errno, os, socket, sys
 import pyseccomp as sc

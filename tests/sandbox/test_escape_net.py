@@ -119,7 +119,8 @@ except OSError as exc:
 def test_a_host_ssh_agent_socket_under_home_is_unreachable(box: Box, network: bool) -> None:
     """A pathname socket is reached through the filesystem, not the network namespace: what
     keeps it out is that the sandbox cannot see it (read-only is not enough for connect)."""
-    path = box.home / ".ssh" / "agent.sock"
+    (box.home / ".1password").mkdir()
+    path = box.home / ".1password" / "agent.sock"  # where 1Password's ssh-agent listens
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.bind(str(path))
     sock.listen(8)

@@ -44,15 +44,15 @@ def test_a_call_under_the_memory_cap_runs_to_its_end(box: Box) -> None:
 
 def test_a_workspace_over_its_quota_fails_the_call(box: Box) -> None:
     r = box.run(
-        f"head -c 3000000 /dev/urandom > {box.state}/big; echo wrote",
+        f"head -c 3000000 /dev/urandom > {box.workspace}/big; echo wrote",
         limits=Limits(workspace_mb=2),
     )
     assert r.stdout == "wrote\n"
     assert r.error is not None
-    assert r.error.startswith(f"the workspace {os.path.realpath(box.state)} holds 3 MB")
+    assert r.error.startswith(f"the workspace {os.path.realpath(box.workspace)} holds 3 MB")
     assert "over max_workspace_mb = 2" in r.error
     # Under the quota again, the next call passes.
-    r = box.run(f"rm {box.state}/big; echo ok", limits=Limits(workspace_mb=2))
+    r = box.run(f"rm {box.workspace}/big; echo ok", limits=Limits(workspace_mb=2))
     assert (r.error, r.stdout) == (None, "ok\n")
 
 
@@ -61,7 +61,7 @@ def test_the_quota_walk_follows_no_symlink(box: Box, tmp_path: Path) -> None:
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     (elsewhere / "big").write_bytes(os.urandom(3_000_000))
-    r = box.run(f"ln -s {elsewhere} {box.state}/link; echo linked", limits=Limits(workspace_mb=2))
+    r = box.run(f"ln -s {elsewhere} {box.workspace}/link; echo linked", limits=Limits(workspace_mb=2))
     assert (r.error, r.stdout) == (None, "linked\n")
 
 

@@ -23,6 +23,7 @@ from routines.registry import scan
 from routines.spec import Routine
 from routines.store import read_json
 from supervisor.clock import FakeClock
+from supervisor.policy import allowance_for
 from supervisor.pool import Pool
 from supervisor.record import Notification, final_status, finish_run, notifications_for
 from supervisor.scheduler import Pending
@@ -231,6 +232,12 @@ on_exceed = "{on_exceed}"
     )
 
 
+def test_the_budget_refusal_shows_enough_digits_to_tell_the_amounts_apart() -> None:
+    r = agent("spent", "skip")  # max_dollars_per_day = 0.50
+    assert allowance_for(r, 0.5004).detail == "daily budget spent: $0.5004 of $0.5000"
+    assert allowance_for(r, 0.61).detail == "daily budget spent: $0.61 of $0.50"
+
+
 @pytest.mark.parametrize("on_exceed", ["skip", "notify"])
 def test_a_run_whose_day_is_spent_is_refused_without_a_worker(
     tmp_path: Path, on_exceed: str
@@ -275,3 +282,14 @@ def test_a_run_whose_day_is_spent_is_refused_without_a_worker(
         assert notes == [Notification("spent: budget", "daily budget spent: $0.50 of $0.50")]
     else:
         assert notes == []
+
+
+def test_a_file_output_path_expands_date_and_home(monkeypatch: pytest.MonkeyPatch) -> None:
+    from supervisor.record import file_output_path
+
+    monkeypatch.setenv("HOME", "/home/ana")
+    out = WorkerOutcome(Result(status="ok", output_file="2026-07-25-0600.md"), 0, UsageTotals())
+    assert file_output_path("~/briefs/{{date}}.md", out) == Path("/home/ana/briefs/2026-07-25.md")
+    assert file_output_path("/srv/x/{{date}}-{{date}}.md", out) == Path(
+        "/srv/x/2026-07-25-2026-07-25.md"
+    )

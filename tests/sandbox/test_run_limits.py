@@ -61,7 +61,8 @@ def test_the_quota_walk_follows_no_symlink(box: Box, tmp_path: Path) -> None:
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     (elsewhere / "big").write_bytes(os.urandom(3_000_000))
-    r = box.run(f"ln -s {elsewhere} {box.workspace}/link; echo linked", limits=Limits(workspace_mb=2))
+    link = f"ln -s {elsewhere} {box.workspace}/link; echo linked"
+    r = box.run(link, limits=Limits(workspace_mb=2))
     assert (r.error, r.stdout) == (None, "linked\n")
 
 

@@ -48,8 +48,26 @@ def check_binary(path: str, key: str = "[sandbox].bwrap") -> str:
         parent = os.path.dirname(parent)
 
 
+def _root_uids() -> frozenset[int]:
+    """The uids under which root's files show here.
+
+    In the initial user namespace, only 0. Nested in another user namespace (a container, or
+    vinos-routine itself run inside a sandbox, as the tests do), root is unmapped and its files
+    show as the kernel's overflow uid (65534), which no process here can own or chown to; on
+    the host, 65534 is the real user `nobody`, and is refused."""
+    try:
+        with open("/proc/self/uid_map", encoding="ascii") as f:
+            initial = f.read().split() == ["0", "0", "4294967295"]
+        if initial:
+            return frozenset({0})
+        with open("/proc/sys/kernel/overflowuid", encoding="ascii") as f:
+            return frozenset({0, int(f.read())})
+    except (OSError, ValueError):
+        return frozenset({0})
+
+
 def _unsafe(path: str, st: os.stat_result) -> str | None:
-    if st.st_uid != 0:
+    if st.st_uid not in _root_uids():
         return f"{path} is owned by uid {st.st_uid}, expected root (uid 0)"
     if st.st_mode & 0o022:
         return f"{path} is writable by group or others (mode {stat.S_IMODE(st.st_mode):o})"

@@ -23,7 +23,7 @@ from routines.ledger import Ledger
 from routines.paths import Paths
 from supervisor.clock import Clock
 from supervisor.jobs import build_job
-from supervisor.policy import Verdict, allowance_for
+from supervisor.policy import Verdict, allowance_for, run_limit
 from supervisor.record import Finished, Notification, finish_run
 from supervisor.runlog import RunLog
 from supervisor.scheduler import Pending
@@ -196,7 +196,7 @@ class Pool:
         worker = WorkerProcess(
             job,
             log=runlog,
-            timeout_sec=routine.run_timeout_sec,
+            timeout_sec=run_limit(routine).seconds,
             on_event=lambda e: self.broadcast(pending, e),
             on_started=started,
             max_dollars=allowance.dollars_left,
@@ -217,6 +217,7 @@ class Pool:
         return fin
 
     def _finish(self, pending: Pending, started_at: datetime, out: WorkerOutcome) -> Finished:
+        limit = run_limit(pending.routine)
         return finish_run(
             self.ledger,
             self.paths,
@@ -226,9 +227,10 @@ class Pool:
             slot=pending.slot,
             started_at=started_at,
             out=out,
-            timeout_sec=pending.routine.run_timeout_sec,
+            timeout_sec=limit.seconds,
             now=self.clock.now(),
             note=pending.detail if pending.slot else "",
+            limit_key=limit.key,
         )
 
     # -- stopping -----------------------------------------------------------------------------

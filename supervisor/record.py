@@ -30,7 +30,8 @@ __all__ = [
     "notifications_for",
 ]
 
-_WORKER_STATUSES = {RunStatus.OK, RunStatus.FAILED, RunStatus.BUDGET}
+# A worker reports `timeout` itself when its command or its run's deadline ran out.
+_WORKER_STATUSES = {RunStatus.OK, RunStatus.FAILED, RunStatus.BUDGET, RunStatus.TIMEOUT}
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,10 +66,12 @@ class Finished:
         }
 
 
-def final_status(out: WorkerOutcome, timeout_sec: float) -> tuple[str, str]:
+def final_status(
+    out: WorkerOutcome, timeout_sec: float, limit_key: str = "run_timeout_sec"
+) -> tuple[str, str]:
     """(status, detail) of a run from how its worker ended."""
     if out.stopped == StopReason.TIMEOUT:
-        return RunStatus.TIMEOUT, f"stopped after {timeout_sec:g}s (run_timeout_sec)"
+        return RunStatus.TIMEOUT, f"stopped after {timeout_sec:g}s ({limit_key})"
     if out.stopped == StopReason.SHUTDOWN:
         return RunStatus.INTERRUPTED, "the daemon stopped while it ran"
     if out.stopped == StopReason.BUDGET:
@@ -78,8 +81,8 @@ def final_status(out: WorkerOutcome, timeout_sec: float) -> tuple[str, str]:
     r = out.result
     if r.status not in _WORKER_STATUSES:
         return RunStatus.FAILED, f"the worker reported an unknown status {r.status!r}"
-    if r.status == RunStatus.FAILED:
-        return RunStatus.FAILED, r.error or r.summary or "failed"
+    if r.status in (RunStatus.FAILED, RunStatus.TIMEOUT):
+        return RunStatus(r.status), r.error or r.summary or str(r.status)
     return r.status, r.error or r.summary
 
 
@@ -131,13 +134,14 @@ def finish_run(
     timeout_sec: float,
     now: datetime,
     note: str = "",
+    limit_key: str = "run_timeout_sec",
 ) -> Finished:
     """Record a finished run everywhere it belongs, in the order that loses nothing.
 
     `note` is what the claim said about the run ("stands in for 12 missed runs"): it stays
     in the ledger's detail, ahead of how the run ended.
     """
-    status, detail = final_status(out, timeout_sec)
+    status, detail = final_status(out, timeout_sec, limit_key)
     scratch = paths.scratch(routine.name, run_id)
     stored, text, error = (None, "", None)
     if status in (RunStatus.OK, RunStatus.BUDGET):

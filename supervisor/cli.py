@@ -96,7 +96,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         # `vinos-routine list | head`: the reader left, which is not an error.
-        sys.stderr.close()
+        from supervisor.commands.common import silence_stdout
+
+        silence_stdout()
         return 0
     except Exception as exc:
         # A ledger that cannot be used says what to do about it: that, not a traceback.

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Any
 
 from routines.paths import Paths, paths
 from routines.registry import Entry, Registry, scan
 
-__all__ = ["add_parser", "die", "find_entry", "try_daemon"]
+__all__ = ["add_parser", "die", "find_entry", "silence_stdout", "try_daemon"]
 
 
 def add_parser(sub: Any, name: str, help: str, example: str, **kw: Any) -> argparse.ArgumentParser:
@@ -30,6 +31,18 @@ def die(message: str, code: int = 1) -> int:
     sys.stdout.flush()
     print(f"vinos-routine: {message}", file=sys.stderr)
     return code
+
+
+def silence_stdout() -> None:
+    """The reader of stdout went away (`vinos-routine run NAME | head -3`): send whatever is
+    still printed to /dev/null, so that neither a later print nor the interpreter's last flush
+    fails (Python ignores SIGPIPE and raises BrokenPipeError instead). What the command does
+    goes on: a run is still run to its end and recorded (issue 17, item 6)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    finally:
+        os.close(devnull)
 
 
 class NoSuchRoutine(LookupError):

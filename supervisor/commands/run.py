@@ -11,7 +11,13 @@ import os
 import sys
 from typing import Any
 
-from supervisor.commands.common import NoSuchRoutine, add_parser, die, find_entry
+from supervisor.commands.common import (
+    NoSuchRoutine,
+    add_parser,
+    die,
+    find_entry,
+    silence_stdout,
+)
 
 __all__ = ["register"]
 
@@ -33,6 +39,14 @@ def register(sub: Any) -> None:
 
 
 def _print_result(fin: dict[str, Any], as_json: bool, c: bool) -> int:
+    try:
+        _show_result(fin, as_json, c)
+    except BrokenPipeError:
+        silence_stdout()
+    return 0 if fin["status"] == "ok" else 1
+
+
+def _show_result(fin: dict[str, Any], as_json: bool, c: bool) -> None:
     from supervisor.present import color, print_json
 
     if as_json:
@@ -49,7 +63,6 @@ def _print_result(fin: dict[str, Any], as_json: bool, c: bool) -> int:
             print(f"output: {fin['output']}")
         if fin.get("disabled"):
             print(color(f"{fin['routine']} was disabled after 3 failures in a row", "red", c))
-    return 0 if fin["status"] == "ok" else 1
 
 
 def run(args: argparse.Namespace) -> int:
@@ -70,8 +83,13 @@ def run(args: argparse.Namespace) -> int:
     c = use_color()
 
     def show(ev: Event) -> None:
+        # Called from inside the run (the in-process pool, or the daemon's stream): a reader
+        # that left ends the streaming, never the run, which goes on and is recorded as it ends.
         if not args.json:
-            print(format_event(ev.kind, ev.text, c), flush=True)
+            try:
+                print(format_event(ev.kind, ev.text, c), flush=True)
+            except BrokenPipeError:
+                silence_stdout()
 
     client = None if args.no_daemon else try_daemon(p)
     if client is not None:

@@ -29,6 +29,7 @@ from routines.config import Config, ConfigInvalid, load_config
 from routines.ledger import Ledger, LedgerError
 from routines.paths import Paths, paths
 from routines.registry import Registry, scan
+from routines.safetext import one_line
 from supervisor import notify, systemd
 from supervisor.clock import Clock, clock_from_env
 from supervisor.control import CommandError, Connection, ControlServer, socket_path_problem
@@ -314,8 +315,8 @@ class Daemon:
             if entry.stale and previous.get(name) is not entry:  # once per bad edit
                 log.warning(
                     "%s: file invalid, keeping the last good version:\n%s",
-                    name,
-                    "\n".join(str(p) for p in entry.errors),
+                    one_line(name),
+                    "\n".join(one_line(str(p)) for p in entry.errors),
                 )
         self.pool.admit()
         return True

@@ -90,12 +90,13 @@ def _fsync_dir(directory: Path) -> None:
 _seq = itertools.count()
 
 
-def write_atomic(path: Path, data: bytes, mode: int = 0o644) -> None:
+def write_atomic(path: Path, data: bytes, mode: int = 0o600) -> None:
     """Replace `path` with `data` atomically: readers see the old file or the new, never half.
 
     The temp file beside it is created with O_EXCL (a symlink planted under its name is
     refused, never followed), and the rename replaces a symlink at `path` rather than writing
     through it. (Not `tempfile`: its imports cost a worker's start-up a few ms.)
+    The mode is 0600 unless asked: what the runtime writes is the user's alone.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{next(_seq)}.tmp")

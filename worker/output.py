@@ -45,10 +45,10 @@ def render_markdown(title: str, body: str) -> str:
 
 
 def write_output(scratch_dir: Path, name: str, text: str) -> Path:
-    """Write `name` inside scratch_dir atomically (temp file + rename), mode 0644."""
+    """Write `name` inside scratch_dir atomically (temp file + rename), mode 0600."""
     scratch_dir.mkdir(parents=True, exist_ok=True)
     target = scratch_dir / name
-    write_atomic(target, text.encode("utf-8"), 0o644)
+    write_atomic(target, text.encode("utf-8"), 0o600)
     return target
 
 

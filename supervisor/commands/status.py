@@ -123,8 +123,11 @@ def run(args: argparse.Namespace) -> int:
     for item in st["next"][:5]:
         at = datetime.fromisoformat(item["at"])
         print(f"  next     {one_line(item['routine'])} {when(at, now)}")
+    stale = set(st.get("stale", []))
     for name in st["invalid"]:
-        print(color(f"  invalid  {one_line(name)} (see 'vinos-routine validate')", "yellow", c))
+        still = "; its last good version still runs" if name in stale else ""
+        line = f"  invalid  {one_line(name)}{still} (see 'vinos-routine validate')"
+        print(color(line, "yellow", c))
     for problem in st["problems"]:
         print(color(f"  problem  {one_line(problem)}", "red", c))
     return 0

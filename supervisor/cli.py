@@ -106,10 +106,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         silence_stdout()
         return 0
     except Exception as exc:
-        # A ledger that cannot be used says what to do about it: that, not a traceback.
+        # A ledger that cannot be used, or a daemon that holds its lock but does not answer,
+        # says what to do about it: that, not a traceback (and never "not running").
         from routines.ledger import LedgerError
+        from supervisor.client import DaemonUnresponsive
 
-        if not isinstance(exc, LedgerError):
+        if not isinstance(exc, LedgerError | DaemonUnresponsive):
             raise
         print(f"vinos-routine: {exc}", file=sys.stderr)
         return 1

@@ -5,12 +5,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 from routines.paths import Paths, paths
 from routines.registry import Entry, Registry, scan
 
-__all__ = ["add_parser", "die", "find_entry", "silence_stdout", "try_daemon"]
+__all__ = ["add_parser", "daemon_locks", "die", "find_entry", "silence_stdout", "try_daemon"]
 
 
 def add_parser(sub: Any, name: str, help: str, example: str, **kw: Any) -> argparse.ArgumentParser:
@@ -58,11 +59,22 @@ def find_entry(name: str, p: Paths | None = None) -> tuple[Entry, Registry]:
     return entry, registry
 
 
-def try_daemon(p: Paths | None = None) -> Any:
-    """A connected control client, or None when the daemon is not running."""
-    from supervisor.client import DaemonNotRunning, connect
+def daemon_locks(p: Paths) -> tuple[Path, ...]:
+    """The lock files a running daemon holds (supervisor/daemon.py acquire_locks)."""
+    return (p.daemon_lock, p.state_dir / ".daemon.lock")
 
+
+def try_daemon(p: Paths | None = None) -> Any:
+    """A connected control client, or None when no daemon is running (no socket, or nobody
+    listening and no lock held). Raises DaemonUnresponsive when a daemon holds its lock but
+    does not answer: then the caller must not act as if it were alone (issue 17, item 3)."""
+    from supervisor.client import DaemonNotRunning, DaemonUnresponsive, connect, lock_holder
+
+    p = p or paths()
     try:
-        return connect((p or paths()).control_socket)
-    except DaemonNotRunning:
-        return None
+        return connect(p.control_socket)
+    except DaemonNotRunning as exc:
+        holder = lock_holder(daemon_locks(p))
+        if holder is None:
+            return None
+        raise DaemonUnresponsive(p.control_socket, holder or None, exc.why) from None

@@ -65,9 +65,23 @@ def _show_result(fin: dict[str, Any], as_json: bool, c: bool) -> None:
             print(color(f"{fin['routine']} was disabled after 3 failures in a row", "red", c))
 
 
+def _daemon_up(p: Any, name: str) -> str | None:
+    """Why `--no-daemon` may not run now: a daemon holds its lock. Never beside a live
+    daemon, outside its queue, max_concurrent and overlap rule (issue 17, item 3)."""
+    from supervisor.client import lock_holder
+    from supervisor.commands.common import daemon_locks
+
+    holder = lock_holder(daemon_locks(p))
+    if holder is None:
+        return None
+    return (
+        f"the daemon (pid {holder or '?'}) is running: --no-daemon runs only when it is "
+        f"not; run it through the daemon: vinos-routine run {name}"
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     from ipc import Event
-    from routines.config import ConfigInvalid, load_config
     from routines.paths import paths
     from supervisor.client import DaemonError
     from supervisor.commands.common import try_daemon
@@ -91,6 +105,8 @@ def run(args: argparse.Namespace) -> int:
             except BrokenPipeError:
                 silence_stdout()
 
+    if args.no_daemon and (refused := _daemon_up(p, args.name)):
+        return die(refused)
     client = None if args.no_daemon else try_daemon(p)
     if client is not None:
         with client:
@@ -104,6 +120,14 @@ def run(args: argparse.Namespace) -> int:
             print(f"queued: {fin['run_id']} (follow it: vinos-routine logs {args.name} --follow)")
             return 0
         return _print_result(fin, args.json, c)
+
+    return _run_here(args, entry.routine, p, show, c)
+
+
+def _run_here(args: argparse.Namespace, routine: Any, p: Any, show: Any, c: bool) -> int:
+    """The run in this process: no daemon holds the lock (checked by the caller)."""
+    from routines.config import ConfigInvalid, load_config
+    from supervisor.present import format_event
 
     if os.geteuid() == 0:
         from supervisor.daemon import ROOT_REFUSAL
@@ -125,7 +149,7 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     try:
-        fin = run_in_process(entry.routine, p, config, show)
+        fin = run_in_process(routine, p, config, show)
     except Busy as exc:
         return die(str(exc))
     return _print_result(fin, args.json, c)

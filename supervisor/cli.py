@@ -60,6 +60,10 @@ class _Version(argparse.Action):
         parser.exit()
 
 
+# Commands that never open the ledger: they run even when it is gone beside a live daemon.
+_NO_LEDGER = frozenset({"schedule", "validate", "daemon", "sandbox"})
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         self.print_usage(sys.stderr)
@@ -94,6 +98,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if getattr(args, "func", None) is None:
         parser.print_help(sys.stderr)
         return 2
+    if args.command not in _NO_LEDGER:
+        from routines.paths import paths
+        from supervisor.commands.common import die, ledger_gone_beside_daemon
+
+        if problem := ledger_gone_beside_daemon(paths()):
+            return die(problem)
     try:
         code: int = args.func(args)
     except KeyboardInterrupt:

@@ -20,6 +20,7 @@ import sys
 import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import IO, Any
 
 import psutil
@@ -123,15 +124,57 @@ def acquire_locks(p: Paths) -> Locks:
     return Locks(tuple(files))
 
 
+FileId = tuple[int, int]  # (st_dev, st_ino)
+
+
+def file_id(path: Path) -> FileId | None:
+    """The identity of the file at `path` (not following a symlink), None when it is gone."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def lost_file(held: dict[Path, FileId]) -> str | None:
+    """Why one of the files the daemon holds open is no longer the one at its path, or None.
+
+    A deleted or replaced ledger or lock means another process may start a second ledger and
+    a second daemon beside this one: then a slot could run twice (issue 17, item 2)."""
+    for path, ident in held.items():
+        now = file_id(path)
+        if now is None:
+            return f"{path} was deleted"
+        if now != ident:
+            return f"{path} was replaced by another file"
+    return None
+
+
 class Daemon:
     def __init__(
-        self, p: Paths, config: Config, clock: Clock, *, worker_argv: list[str] | None = None
+        self,
+        p: Paths,
+        config: Config,
+        clock: Clock,
+        *,
+        worker_argv: list[str] | None = None,
+        locks: Locks | None = None,
     ) -> None:
         self.paths = p
         self.config = config
         self.clock = clock
         self.owner = process_identity()
         self.ledger = Ledger(p.ledger)
+        # Invariant: the daemon schedules only while the ledger and lock files at their paths
+        # are the ones it opened (tests/supervisor/test_reliability_lost.py).
+        self._held: dict[Path, FileId] = {}
+        ledger_id = file_id(p.ledger)
+        if ledger_id is not None:
+            self._held[p.ledger] = ledger_id
+        for f in locks.files if locks else ():
+            st = os.fstat(f.fileno())
+            self._held[Path(f.name)] = (st.st_dev, st.st_ino)
+        self.lost: str | None = None  # why scheduling stopped for good, once it has
         self.registry = Registry()
         self.scheduler = Scheduler(self.ledger, self.owner)
         self.pool = Pool(
@@ -252,7 +295,26 @@ class Daemon:
 
     # -- the tick ---------------------------------------------------------------------------
 
+    def _check_held(self) -> bool:
+        """False (and loudly, once) when the ledger or a lock was deleted or replaced."""
+        if self.lost is not None:
+            return False
+        why = lost_file(self._held)
+        if why is None:
+            return True
+        self.lost = (
+            f"{why} while the daemon ran; it stopped scheduling, so that no slot can run "
+            "twice. Restore the file, or restart the daemon to start a new ledger: "
+            "systemctl --user restart vinos-routined"
+        )
+        log.error("%s", self.lost)
+        self._notify(Notification("vinos-routine stopped scheduling", self.lost, "critical"))
+        return False
+
     def tick(self) -> None:
+        if not self._check_held():
+            self._update_status()
+            return
         now = self.clock.now()
         self._refresh(now)
         for pending in self.scheduler.due(now, self._busy):
@@ -327,6 +389,8 @@ class Daemon:
     # -- status -----------------------------------------------------------------------------
 
     def status_line(self) -> str:
+        if self.lost is not None:
+            return "stopped scheduling: " + self.lost.split(";", 1)[0]
         running = len(self.pool.running)
         parts = [f"{running} running"]
         if self.pool.queue:
@@ -390,6 +454,7 @@ class Daemon:
         snap["stale"] = sorted(n for n, e in self.registry.entries.items() if e.stale)
         snap["max_concurrent"] = self.config.max_concurrent
         snap["status"] = self.status_line()
+        snap["lost"] = self.lost
         return snap
 
     def _routine(self, name: object) -> Any:
@@ -405,6 +470,8 @@ class Daemon:
         return entry.routine
 
     async def _run(self, req: Request, conn: Connection) -> Any:
+        if not self._check_held():
+            raise CommandError("ledger_lost", str(self.lost))
         routine = self._routine(req.args.get("name"))
         if not self.pool.accepting:
             raise CommandError("stopping", "the daemon is stopping; try again when it is back")
@@ -495,7 +562,7 @@ def main(*, worker_argv: list[str] | None = None) -> int:
         print(f"vinos-routine: {problem}", file=sys.stderr)
         return 1
     try:
-        daemon = Daemon(p, config, clock_from_env(), worker_argv=worker_argv)
+        daemon = Daemon(p, config, clock_from_env(), worker_argv=worker_argv, locks=locks)
     except LedgerError as exc:
         print(f"vinos-routine: {exc}", file=sys.stderr)
         return 1

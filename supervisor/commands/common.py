@@ -11,7 +11,15 @@ from typing import Any
 from routines.paths import Paths, paths
 from routines.registry import Entry, Registry, scan
 
-__all__ = ["add_parser", "daemon_locks", "die", "find_entry", "silence_stdout", "try_daemon"]
+__all__ = [
+    "add_parser",
+    "daemon_locks",
+    "die",
+    "find_entry",
+    "ledger_gone_beside_daemon",
+    "silence_stdout",
+    "try_daemon",
+]
 
 
 def add_parser(sub: Any, name: str, help: str, example: str, **kw: Any) -> argparse.ArgumentParser:
@@ -62,6 +70,24 @@ def find_entry(name: str, p: Paths | None = None) -> tuple[Entry, Registry]:
 def daemon_locks(p: Paths) -> tuple[Path, ...]:
     """The lock files a running daemon holds (supervisor/daemon.py acquire_locks)."""
     return (p.daemon_lock, p.state_dir / ".daemon.lock")
+
+
+def ledger_gone_beside_daemon(p: Paths) -> str | None:
+    """Why this command must not open the ledger: it is missing while a daemon holds its
+    lock (the state dir was deleted under it). Opening it would create a second, empty ledger
+    beside the live daemon's, and with it a second run fence (issue 17, item 2)."""
+    from supervisor.client import lock_holder
+
+    if p.ledger.exists():
+        return None
+    holder = lock_holder(daemon_locks(p))
+    if holder is None:
+        return None
+    return (
+        f"the ledger {p.ledger} is gone, but the daemon (pid {holder or '?'}) is still "
+        "running on it, so no new ledger is created beside it. Restore the file, or restart "
+        "the daemon to start a new ledger: systemctl --user restart vinos-routined"
+    )
 
 
 def try_daemon(p: Paths | None = None) -> Any:

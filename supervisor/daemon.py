@@ -27,7 +27,7 @@ import psutil
 
 from ipc import PROTOCOL, Request, RunStatus, Trigger
 from routines.config import Config, ConfigInvalid, load_config
-from routines.ledger import Ledger, LedgerError
+from routines.ledger import Ledger, LedgerError, LedgerFull
 from routines.paths import Paths, paths
 from routines.registry import Registry, scan
 from routines.safetext import one_line
@@ -175,6 +175,8 @@ class Daemon:
             st = os.fstat(f.fileno())
             self._held[Path(f.name)] = (st.st_dev, st.st_ino)
         self.lost: str | None = None  # why scheduling stopped for good, once it has
+        self.full: str | None = None  # why the ledger takes no writes now (a full disk)
+        self._marked = False  # runs left behind by a dead daemon are marked interrupted
         self.registry = Registry()
         self.scheduler = Scheduler(self.ledger, self.owner)
         self.pool = Pool(
@@ -236,7 +238,6 @@ class Daemon:
             previous[sig] = signal.getsignal(sig)
             loop.add_signal_handler(sig, handler)
         try:
-            self.mark_interrupted()
             fds = systemd.listen_fds()
             await self.control.start(self.paths.control_socket, fds[0] if fds else None)
             self.tick()
@@ -254,6 +255,15 @@ class Daemon:
             self._set_title("vinos-routined: stopping")
             await self.pool.shutdown(STOP_GRACE_SEC)
             await self.control.close()
+            try:
+                self.pool.flush()
+            except LedgerFull:
+                log.error(
+                    "no space left: %d finished run(s) could not be recorded and are lost "
+                    "(they show as interrupted from the next start): %s",
+                    len(self.pool.unwritten),
+                    ", ".join(u.run_id for u in self.pool.unwritten),
+                )
         finally:
             for sig, handler in previous.items():
                 loop.remove_signal_handler(sig)
@@ -279,6 +289,9 @@ class Daemon:
             log.warning("%s: run %s interrupted (its supervisor is gone)", run.routine, run.run_id)
 
     def _sleep_for(self) -> float:
+        if self.full is not None or self.lost is not None:
+            # A due slot that could not be claimed stays due: retry once a tick, not at once.
+            return TICK_MAX_SEC
         now = self.clock.now()
         nxt = self.scheduler.next_wake()
         if nxt is None:
@@ -315,14 +328,51 @@ class Daemon:
         if not self._check_held():
             self._update_status()
             return
+        try:
+            self._tick()
+        except LedgerFull as exc:
+            self._disk_full(exc)
+        else:
+            self._space_back()
+        self._update_status()
+
+    def _tick(self) -> None:
+        """One tick's work; LedgerFull when a write found no space (nothing of it recorded).
+        Results kept from while the disk was full are written first, so none waits behind a
+        new claim (issue 17, item 1)."""
+        written = self.pool.flush()
+        if written:
+            log.info("recorded %d finished run(s) kept while the disk was full", written)
+        if not self._marked:
+            self.mark_interrupted()
+            self._marked = True
         now = self.clock.now()
         self._refresh(now)
         for pending in self.scheduler.due(now, self._busy):
             self.pool.enqueue(pending)
+        if self.scheduler.full is not None:
+            raise self.scheduler.full
         if self._last_prune is None or now - self._last_prune > timedelta(hours=24):
             self.ledger.prune_claims(now)
             self._last_prune = now
-        self._update_status()
+
+    def _disk_full(self, exc: LedgerFull) -> None:
+        # Re-read states and re-sync next tick: a sync may have stopped half-way.
+        self._data_version = None
+        if self.full is not None:
+            return  # said once; tried again every tick
+        self.full = (
+            f"no space left for the ledger ({exc.__cause__ or exc}): nothing new is claimed "
+            "and finished runs are kept in memory until there is room; free some space on "
+            f"the disk holding {self.paths.state_dir}"
+        )
+        log.error("%s", self.full)
+        self._notify(Notification("vinos-routine: the disk is full", self.full, "critical"))
+
+    def _space_back(self) -> None:
+        if self.full is not None:
+            self.full = None
+            log.warning("space is back: the ledger takes writes again, scheduling resumed")
 
     def _dir_stamps(self) -> tuple[tuple[int, int] | None, ...]:
         out: list[tuple[int, int] | None] = []
@@ -391,6 +441,9 @@ class Daemon:
     def status_line(self) -> str:
         if self.lost is not None:
             return "stopped scheduling: " + self.lost.split(";", 1)[0]
+        if self.full is not None:
+            waiting = len(self.pool.unwritten)
+            return f"paused: the disk is full ({waiting} finished run(s) wait to be recorded)"
         running = len(self.pool.running)
         parts = [f"{running} running"]
         if self.pool.queue:
@@ -455,6 +508,8 @@ class Daemon:
         snap["max_concurrent"] = self.config.max_concurrent
         snap["status"] = self.status_line()
         snap["lost"] = self.lost
+        snap["disk_full"] = self.full
+        snap["unwritten"] = [u.run_id for u in self.pool.unwritten]
         return snap
 
     def _routine(self, name: object) -> Any:
@@ -472,6 +527,8 @@ class Daemon:
     async def _run(self, req: Request, conn: Connection) -> Any:
         if not self._check_held():
             raise CommandError("ledger_lost", str(self.lost))
+        if self.full is not None:
+            raise CommandError("disk_full", self.full)
         routine = self._routine(req.args.get("name"))
         if not self.pool.accepting:
             raise CommandError("stopping", "the daemon is stopping; try again when it is back")
@@ -482,14 +539,18 @@ class Daemon:
             )
         now = self.clock.now()
         run_id = new_run_id(routine.name, now)
-        self.ledger.record_run(
-            routine.name,
-            run_id=run_id,
-            trigger=Trigger.MANUAL,
-            status=RunStatus.QUEUED,
-            now=now,
-            owner=self.owner,
-        )
+        try:
+            self.ledger.record_run(
+                routine.name,
+                run_id=run_id,
+                trigger=Trigger.MANUAL,
+                status=RunStatus.QUEUED,
+                now=now,
+                owner=self.owner,
+            )
+        except LedgerFull as exc:  # nothing recorded, so nothing runs
+            self._disk_full(exc)
+            raise CommandError("disk_full", str(self.full)) from None
         pending = Pending(run_id, routine, Trigger.MANUAL, None, "manual run")
         if req.args.get("detach"):
             self.pool.enqueue(pending)

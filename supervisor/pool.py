@@ -19,12 +19,12 @@ from zoneinfo import ZoneInfo
 
 from ipc import Event, EventKind, RunStatus
 from routines.config import Config
-from routines.ledger import Ledger
+from routines.ledger import Ledger, LedgerFull
 from routines.paths import Paths
 from supervisor.clock import Clock
 from supervisor.jobs import build_job
 from supervisor.policy import Verdict, allowance_for, run_limit
-from supervisor.record import Finished, Notification, finish_run
+from supervisor.record import Finished, Notification, Unwritten, finish_run
 from supervisor.runlog import RunLog
 from supervisor.scheduler import Pending
 from supervisor.spawn import StopReason, UsageTotals, WorkerOutcome, WorkerProcess
@@ -64,6 +64,8 @@ class Pool:
         self.queue: deque[Pending] = deque()
         self.running: dict[str, Running] = {}
         self.finished: dict[str, Finished] = {}  # recent, for clients that ask after the end
+        # Finished runs whose ledger row found no space, oldest first (issue 17, item 1).
+        self.unwritten: list[Unwritten] = []
         self.accepting = True
 
     # -- queries ----------------------------------------------------------------------------
@@ -117,6 +119,14 @@ class Pool:
         finally:
             self.running.pop(pending.run_id, None)
         self.finished[pending.run_id] = fin
+        if fin.unwritten is not None:
+            log.warning(
+                "%s: run %s ended %s; no space to record it yet",
+                fin.routine,
+                fin.run_id,
+                fin.status,
+            )
+            self.unwritten.append(fin.unwritten)
         while len(self.finished) > 200:
             self.finished.pop(next(iter(self.finished)))
         text = f"{fin.status}" + (f" · {fin.outcome}" if fin.outcome else "")
@@ -138,10 +148,36 @@ class Pool:
 
     def _record_failure(self, pending: Pending, detail: str, status: str = "failed") -> Finished:
         now = self.clock.now()
-        self.ledger.finish_run(pending.run_id, now=now, fields={"status": status, "detail": detail})
+        fields: dict[str, Any] = {"status": status, "detail": detail}
+        unwritten = None
+        try:
+            self.ledger.finish_run(pending.run_id, now=now, fields=fields)
+        except LedgerFull:
+            unwritten = Unwritten(pending.routine, pending.run_id, now, fields, strikes=False)
         return Finished(
-            pending.run_id, pending.routine.name, status, None, detail, None, 0.0, False, ()
+            pending.run_id,
+            pending.routine.name,
+            status,
+            None,
+            detail,
+            None,
+            0.0,
+            False,
+            (),
+            unwritten,
         )
+
+    def flush(self) -> int:
+        """Write the results kept while the disk was full, oldest first; how many were.
+        Raises LedgerFull (keeping the rest) while there is still no space."""
+        written = 0
+        while self.unwritten:
+            notes = self.unwritten[0].write(self.ledger)
+            self.unwritten.pop(0)
+            written += 1
+            for note in notes:
+                self.notify(note)
+        return written
 
     async def _execute(self, pending: Pending) -> Finished:
         routine = pending.routine
@@ -190,7 +226,12 @@ class Pool:
             runlog.write("log", pending.detail)
 
         def started(pid: int) -> None:
-            self.ledger.start_run(pending.run_id, now=self.clock.now(), worker_pid=pid)
+            try:
+                self.ledger.start_run(pending.run_id, now=self.clock.now(), worker_pid=pid)
+            except LedgerFull:  # the row says `queued` until its end is written
+                log.warning(
+                    "%s: no space to record that run %s started", routine.name, pending.run_id
+                )
             self.broadcast(pending, Event(EventKind.STATUS, "running", {"pid": pid}))
 
         worker = WorkerProcess(

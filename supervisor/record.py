@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ipc import RunStatus
-from routines.ledger import Ledger, iso
+from routines.ledger import Ledger, LedgerFull, iso
 from routines.paths import Paths
 from routines.spec import OutputType, Routine
 from routines.store import deliver_output, read_regular, write_atomic, write_json_atomic
@@ -25,6 +25,7 @@ from supervisor.spawn import StopReason, WorkerOutcome
 __all__ = [
     "Finished",
     "Notification",
+    "Unwritten",
     "final_status",
     "finish_run",
     "notifications_for",
@@ -42,6 +43,26 @@ class Notification:
 
 
 @dataclass(frozen=True, slots=True)
+class Unwritten:
+    """A finished run's ledger row that found no space (issue 17, item 1): kept in memory and
+    written, with its strike, when space returns (`write`, raising LedgerFull while none)."""
+
+    routine: Routine
+    run_id: str
+    finished_at: datetime
+    fields: dict[str, Any]
+    strikes: bool = True  # whether its status counts toward three strikes
+
+    def write(self, ledger: Ledger) -> list[Notification]:
+        """Record it now; the notifications it causes (the routine disabled by it)."""
+        ledger.finish_run(self.run_id, now=self.finished_at, fields=self.fields)
+        notes: list[Notification] = []
+        if self.strikes:
+            _strike(ledger, self.routine, self.fields["status"], self.fields["detail"], notes)
+        return notes
+
+
+@dataclass(frozen=True, slots=True)
 class Finished:
     run_id: str
     routine: str
@@ -52,6 +73,7 @@ class Finished:
     dollars: float
     disabled: bool
     notifications: tuple[Notification, ...]
+    unwritten: Unwritten | None = None  # its ledger row, when the disk was full
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -170,11 +192,15 @@ def finish_run(
         "dollars": round(u.dollars, 6),
         "output_file": str(stored) if stored else None,
     }
-    ledger.finish_run(run_id, now=now, fields=fields)
     notes = notifications_for(routine, status, outcome, detail, text)
     if r is not None and r.notify:
         notes.append(Notification(f"{routine.name}: budget", r.notify, "normal"))
-    disabled = _strike(ledger, routine, status, detail, notes)
+    unwritten: Unwritten | None = None
+    try:
+        ledger.finish_run(run_id, now=now, fields=fields)
+        disabled = _strike(ledger, routine, status, detail, notes)
+    except LedgerFull:
+        unwritten, disabled = Unwritten(routine, run_id, now, fields), False
     last = {
         "run_id": run_id,
         "routine": routine.name,
@@ -190,7 +216,16 @@ def finish_run(
     with contextlib.suppress(OSError):
         write_json_atomic(paths.last_run(routine.name), last)
     return Finished(
-        run_id, routine.name, status, outcome, detail, stored, u.dollars, disabled, tuple(notes)
+        run_id,
+        routine.name,
+        status,
+        outcome,
+        detail,
+        stored,
+        u.dollars,
+        disabled,
+        tuple(notes),
+        unwritten,
     )
 
 

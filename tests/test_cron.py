@@ -268,9 +268,9 @@ WEEKDAY = st.lists(
 
 def _star_first(field: str) -> bool:
     # Vixie cron looks at a day field's first character ("MON,*" is restricted, so it ORs);
-    # croniter looks at whether the expansion holds "*". They differ only on a "*" that is
-    # not first, which the comparison leaves out.
-    return "*" not in field.split(",")[1:]
+    # croniter looks at whether the expansion holds "*" (a later "*/2" too). They differ only
+    # on a "*" or "*/k" that is not first, which the comparison leaves out.
+    return not any(e.startswith("*") for e in field.split(",")[1:])
 
 
 CRON = st.tuples(

@@ -139,11 +139,13 @@ def _field(low: int, high: int) -> st.SearchStrategy[str]:
         pair.map(lambda ab: f"{ab[0]}-{ab[1]}"),
         st.tuples(pair, st.integers(1, span)).map(lambda t: f"{t[0][0]}-{t[0][1]}/{t[1]}"),
     )
-    # "*" only first in a list: that is where Vixie cron and croniter agree (test_cron.py).
+    # "*" or "*/k" only first in a list: that is where Vixie cron and croniter agree
+    # (test_cron.py). Vixie reads only a field's first character for its day rule; croniter
+    # also treats a later "*/k" (as in "0,*/1") as unrestricted.
     return (
         st.lists(element, min_size=1, max_size=3)
         .map(",".join)
-        .filter(lambda f: "*" not in f.split(",")[1:])
+        .filter(lambda f: not any(e.startswith("*") for e in f.split(",")[1:]))
     )
 
 

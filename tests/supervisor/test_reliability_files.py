@@ -102,3 +102,15 @@ def test_a_routine_replaced_by_a_link_to_dev_zero_keeps_its_last_good_version(
     [first, second] = wait_for(lambda: final("ticker")[1:] and final("ticker"), what="run 2")
     assert (first.status, second.status, second.detail) == ("ok", "ok", "tick")
     assert d.stop() == 0
+
+
+def test_a_fifo_as_config_toml_never_hangs_a_reload(tmp_path: Path, not_root: None) -> None:
+    write_routine("fine", command_routine("true", enabled=False))
+    d = Daemon(tmp_path).start()
+    os.mkfifo(paths().config_file)
+    with d.client() as client:
+        client.sock.settimeout(30)  # a reload that blocks on the FIFO fails the test here
+        assert client.request("reload")["routines"] == 1
+    assert "config.toml: expected a regular file, found a FIFO; nothing was read" in d.log()
+    assert d.request("ping")["pid"] == d.pid
+    assert d.stop() == 0

@@ -309,19 +309,23 @@ class Daemon:
     # -- the tick ---------------------------------------------------------------------------
 
     def _check_held(self) -> bool:
-        """False (and loudly, once) when the ledger or a lock was deleted or replaced."""
-        if self.lost is not None:
-            return False
+        """False (and loudly, once) while the ledger or a lock is deleted or replaced; True
+        again if the very file comes back (moved away and back)."""
         why = lost_file(self._held)
         if why is None:
+            if self.lost is not None:
+                log.warning("the ledger and lock files are back: scheduling resumed")
+                self.lost = None
             return True
-        self.lost = (
-            f"{why} while the daemon ran; it stopped scheduling, so that no slot can run "
-            "twice. Restore the file, or restart the daemon to start a new ledger: "
-            "systemctl --user restart vinos-routined"
-        )
-        log.error("%s", self.lost)
-        self._notify(Notification("vinos-routine stopped scheduling", self.lost, "critical"))
+        if self.lost is None:
+            self.lost = (
+                f"{why} while the daemon ran; it stopped scheduling, so that no slot can run "
+                "twice. Move the file back if it was moved, or restart the daemon "
+                "(systemctl --user restart vinos-routined): it then uses the ledger in place, "
+                "or starts a new one"
+            )
+            log.error("%s", self.lost)
+            self._notify(Notification("vinos-routine stopped scheduling", self.lost, "critical"))
         return False
 
     def tick(self) -> None:

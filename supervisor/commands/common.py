@@ -85,8 +85,9 @@ def ledger_gone_beside_daemon(p: Paths) -> str | None:
         return None
     return (
         f"the ledger {p.ledger} is gone, but the daemon (pid {holder or '?'}) is still "
-        "running on it, so no new ledger is created beside it. Restore the file, or restart "
-        "the daemon to start a new ledger: systemctl --user restart vinos-routined"
+        "running on it, so no new ledger is created beside it. Move the file back if it was "
+        "moved, or restart the daemon (systemctl --user restart vinos-routined): it then "
+        "uses the ledger in place, or starts a new one"
     )
 
 

@@ -73,15 +73,26 @@ def test_a_deleted_routines_dir_stops_scheduling_and_no_second_ledger_appears(
     assert d.stop() == 0
 
 
-def test_a_replaced_ledger_stops_scheduling(tmp_path: Path, not_root: None) -> None:
+def test_a_replaced_ledger_stops_scheduling_until_it_is_moved_back(
+    tmp_path: Path, not_root: None
+) -> None:
     d, _ = start(tmp_path)
     ledger = paths().ledger
     aside = ledger.with_name("ledger.db.old")
     ledger.rename(aside)
-    shutil.copyfile(aside, ledger)  # the same bytes, another file
+    ledger.touch()  # another file in its place (nothing here opens it as a ledger)
     nothing_scheduled(d)
     assert d.request("status")["lost"].startswith(f"{ledger} was replaced by another file")
-    ran = d.cli("run", "ticker")  # refused by the daemon itself: the file is there
+    ran = d.cli("run", "ticker")  # refused by the daemon itself: a file is there
     assert ran.returncode == 1 and "was replaced by another file" in ran.stderr
-    assert len(final("ticker")) == 1
+
+    aside.replace(ledger)  # the very file it opened is back: it resumes
+    d.request("reload")
+    assert d.request("status")["lost"] is None
+    assert "scheduling resumed" in d.log()
+    # The slot that came due while it was stopped is claimed at that tick and runs.
+    wait_for(
+        lambda: [r.status for r in final("ticker")] == ["ok", "ok"],
+        what="a run after the file came back",
+    )
     assert d.stop() == 0

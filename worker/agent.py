@@ -69,7 +69,7 @@ class AgentRun:
             if self.run.deadline.remaining() <= 1:
                 # The run's wall clock ran out (a slow model, or the loop's own check): that
                 # is `timeout`, which counts as a strike like `failed` (issue 17, item 9).
-                return self._timed_out(self._last_model())
+                return self._timed_out(str(exc), self._last_model())
             return self._failed(str(exc), self._last_model())
         return self._finish(end)
 
@@ -188,10 +188,11 @@ class AgentRun:
         base = self._base(RunStatus.FAILED, model)
         return _with(base, summary=_first_line(message), error=message)
 
-    def _timed_out(self, model: str) -> Result:
+    def _timed_out(self, why: str, model: str) -> Result:
         base = self._base(RunStatus.TIMEOUT, model)
-        message = f"the run reached its time limit (run_timeout_sec = {self.agent.run_timeout_sec})"
-        return _with(base, summary=message, error=message)
+        limit = f"the run reached its time limit (run_timeout_sec = {self.agent.run_timeout_sec})"
+        message = why if why.startswith(limit) else f"{limit}: {why}"
+        return _with(base, summary=_first_line(message), error=message)
 
     def _finish(self, end: AttemptEnd) -> Result:
         if end.end is End.BUDGET:

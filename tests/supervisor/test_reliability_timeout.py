@@ -58,9 +58,9 @@ def test_an_agent_out_of_run_timeout_sec_is_recorded_timeout(
         d = Daemon(tmp_path, extra_env={"OLLAMA_HOST": ollama.url}).start()
         d.cli("run", "ponder", "--detach")
         [row] = wait_for(lambda: final("ponder"), what="the run to end")
-        assert (row.status, row.detail) == (
-            "timeout",
-            "the run reached its time limit (run_timeout_sec = 5)",
+        assert row.status == "timeout"
+        assert (row.detail or "").startswith(
+            "the run reached its time limit (run_timeout_sec = 5): "
         )
         assert state("ponder").failure_streak == 1
         assert d.stop() == 0

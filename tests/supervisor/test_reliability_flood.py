@@ -21,8 +21,6 @@ import socket
 from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
 from ipc import Hello, encode
 from routines.paths import paths
 from supervisor.control import MAX_CLIENTS
@@ -65,7 +63,6 @@ def idle_clients(n: int) -> Iterator[list[socket.socket]]:
             s.close()
 
 
-@pytest.mark.slow
 def test_idle_clients_at_the_cap_do_not_lock_out_the_cli(tmp_path: Path, not_root: None) -> None:
     write_routine("echoer", command_routine("echo through the daemon", enabled=False))
     d = Daemon(tmp_path, extra_env={"VINOS_CONTROL_IDLE_SEC": "600"}).start()

@@ -19,6 +19,7 @@ import contextlib
 import errno
 import os
 import shutil
+import signal
 from pathlib import Path
 
 import pytest
@@ -55,39 +56,55 @@ def fill(directory: Path) -> Path:
     return filler
 
 
-@pytest.mark.slow
-def test_a_full_disk_pauses_the_daemon_and_loses_no_result(tmp_path: Path, not_root: None) -> None:
-    bwrap = shutil.which("bwrap")
-    if bwrap is None:
-        pytest.fail("bwrap is missing: install bubblewrap (scripts/system-deps.sh)")
-    state = paths().state_dir
-    state.mkdir(parents=True, exist_ok=True)
-    bin_dir, record = fake_notify_send(tmp_path)
-    write_routine("ticker", command_routine("echo tick"))
-    write_routine("held", command_routine(gated("held", "echo released"), enabled=False))
-    d = Daemon(
-        tmp_path,
-        wrap=[bwrap, "--dev-bind", "/", "/", "--size", str(SIZE), "--tmpfs", str(state)],
-        extra_env={"PATH": f"{bin_dir}:{os.environ['PATH']}"},
-    ).start()
-    inside = Path(f"/proc/{d.pid}/root") / str(state).lstrip("/")
+class OnTmpfs:
+    """A daemon whose state dir (ledger included) is a SIZE tmpfs of its own, under bwrap.
+    `script` (sh, given the daemon's argv as "$@") may run the daemon more than once in the
+    same mount namespace, so on the same tmpfs."""
 
-    snapshots = iter(range(10**6))
+    def __init__(self, tmp_path: Path, script: str = 'exec "$@"') -> None:
+        bwrap = shutil.which("bwrap")
+        if bwrap is None:
+            pytest.fail("bwrap is missing: install bubblewrap (scripts/system-deps.sh)")
+        self.tmp_path = tmp_path
+        self.state = paths().state_dir
+        self.state.mkdir(parents=True, exist_ok=True)
+        bin_dir, self.record = fake_notify_send(tmp_path)
+        self.d = Daemon(
+            tmp_path,
+            wrap=[
+                *(bwrap, "--dev-bind", "/", "/", "--size", str(SIZE), "--tmpfs", str(self.state)),
+                *("sh", "-c", script, "sh"),
+            ],
+            extra_env={"PATH": f"{bin_dir}:{os.environ['PATH']}"},
+        )
+        self._snapshots = iter(range(10**6))
 
-    def runs(name: str) -> list[RunRow]:
+    @property
+    def inside(self) -> Path:
+        """The state dir as the daemon sees it: the tmpfs."""
+        return Path(f"/proc/{self.d.pid}/root") / str(self.state).lstrip("/")
+
+    def runs(self, name: str) -> list[RunRow]:
         """The daemon's ledger, read from a copy: SQLite resolves /proc/PID/root to "/" in
         the test's own mount namespace (its symlink resolution), so it cannot open it there.
         A copy without the -shm index is read as after a crash: committed frames only."""
-        snap = tmp_path / f"snap-{next(snapshots)}"
+        snap = self.tmp_path / f"snap-{next(self._snapshots)}"
         snap.mkdir()
         for suffix in ("", "-wal"):
             with contextlib.suppress(FileNotFoundError):
-                shutil.copyfile(inside / f"ledger.db{suffix}", snap / f"ledger.db{suffix}")
+                shutil.copyfile(self.inside / f"ledger.db{suffix}", snap / f"ledger.db{suffix}")
         with Ledger(snap / "ledger.db") as ledger:
             return sorted(ledger.history(name, 100), key=lambda r: r.id)
 
-    def ended(name: str) -> list[RunRow]:
-        return [r for r in runs(name) if r.status not in ("queued", "running")]
+    def ended(self, name: str) -> list[RunRow]:
+        return [r for r in self.runs(name) if r.status not in ("queued", "running")]
+
+
+def test_a_full_disk_pauses_the_daemon_and_loses_no_result(tmp_path: Path, not_root: None) -> None:
+    write_routine("ticker", command_routine("echo tick"))
+    write_routine("held", command_routine(gated("held", "echo released"), enabled=False))
+    box = OnTmpfs(tmp_path)
+    d, inside, runs, ended, record = box.d.start(), box.inside, box.runs, box.ended, box.record
 
     d.to_slot()
     wait_for(lambda: len(ended("ticker")) == 1, what="the first run")
@@ -128,4 +145,29 @@ def test_a_full_disk_pauses_the_daemon_and_loses_no_result(tmp_path: Path, not_r
     )
     assert d.request("status")["disk_full"] is None
     assert "space is back" in d.log()
+    assert d.stop() == 0
+
+
+def test_a_daemon_restarted_on_a_full_disk_stays_up(tmp_path: Path, not_root: None) -> None:
+    """Under `Restart=on-failure` a crash at start-up on a full disk was a crash loop: the
+    first thing a new daemon writes (marking the killed daemon's run interrupted) failed."""
+    write_routine("ticker", command_routine("echo tick"))
+    write_routine("held", command_routine(gated("held", "echo never"), enabled=False))
+    box = OnTmpfs(tmp_path, script='"$@"; exec "$@"')  # the daemon, and again when it dies
+    d = box.d.start()
+    d.request("run", {"name": "held", "detach": True})
+    wait_for((box.inside / "held" / "entered").exists, what="the held run to start")
+    fill(box.inside)
+    os.kill(d.pid, signal.SIGKILL)  # mid-run: its row stays `running`; its worker dies with it
+    d.daemon_pid = None
+    d.wait_ready()  # the second daemon, on the same full tmpfs
+    wait_for(lambda: "no space left for the ledger" in d.log(), what="the daemon to say why")
+    assert d.request("ping")["pid"] == d.pid
+    assert d.request("status")["status"].startswith("paused: the disk is full")
+
+    (box.inside / "filler").unlink()  # through the new daemon's pid: the same tmpfs
+    [held] = wait_for(lambda: box.ended("held"), what="the killed run to be marked")
+    assert held.status == "interrupted"
+    d.to_slot()
+    wait_for(lambda: [r.status for r in box.ended("ticker")] == ["ok"], what="a scheduled run")
     assert d.stop() == 0

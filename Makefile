@@ -7,7 +7,11 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-PACKAGES := supervisor worker sandbox ipc routines
+# The top-level packages, named once in pyproject.toml ([tool.setuptools.packages.find]).
+PACKAGES := $(shell $(PYTHON) scripts/packages.py)
+ifeq ($(strip $(PACKAGES)),)
+$(error scripts/packages.py found no packages in pyproject.toml)
+endif
 
 .PHONY: demo test bench lint venv demo-here test-here bench-here completions clean
 

@@ -1,5 +1,11 @@
 """Worker start-up: from spawning `python -m worker` to its first request at a fake Ollama
-server, against `python -c pass` (spawn to exit) in the same run. Target: under 4x.
+server, against the floor of any Python client on the same HTTP stack: a bare `python -c`
+that imports httpx2 and sends one request to the same fake, timed the same way (spawn to the
+request's arrival), in the same run. Target: at most 1.3x.
+
+Both run with bytecode cached (PYTHONPYCACHEPREFIX in a temp dir, filled by a warm-up run of
+each), as an installed package has it: a checkout the benchmark user cannot write to would
+otherwise make the worker compile its own modules on every start, which no install does.
 
 The job is a local-only routine (route = "ollama", no tools, no memory): what a scheduled
 local run pays before its first model call.
@@ -21,7 +27,11 @@ from tests.fakes import FakeOllama
 from tests.fakes import fake_ollama as O
 
 REPO = Path(__file__).resolve().parent.parent
-TARGET = 4.0
+TARGET = 1.3
+FLOOR = (
+    "import sys, httpx2; "
+    "httpx2.post(sys.argv[1] + '/api/chat', json={'model': 'llama3.2:3b', 'messages': []})"
+)
 TOML = """
 [routine]
 description = "bench"
@@ -81,10 +91,14 @@ def _worker_to_first_request(home: Path, fake: FakeOllama, i: int, env: dict[str
     return chats[-1].at - t0
 
 
-def _python_pass(env: dict[str, str]) -> float:
+def _bare_httpx2(fake: FakeOllama, env: dict[str, str]) -> float:
+    seen = len(fake.chats)
     t0 = time.monotonic()
-    subprocess.run([sys.executable, "-c", "pass"], check=True, cwd=REPO, env=env)
-    return time.monotonic() - t0
+    subprocess.run([sys.executable, "-c", FLOOR, fake.url], check=True, cwd=REPO, env=env)
+    chats = fake.chats
+    if len(chats) != seen + 1:
+        raise RuntimeError("the bare httpx2 request did not arrive")
+    return chats[-1].at - t0
 
 
 def run(quick: bool) -> list[Row]:
@@ -92,14 +106,16 @@ def run(quick: bool) -> list[Row]:
     with tempfile.TemporaryDirectory() as tmp, FakeOllama(default=O.text("Brief. " * 50)) as fake:
         home = Path(tmp) / "vinos"
         (home / "routines").mkdir(parents=True)
-        env = {**os.environ, "VINOS_HOME": str(home)}
+        cache = Path(tmp) / "pycache"
+        env = {**os.environ, "VINOS_HOME": str(home), "PYTHONPYCACHEPREFIX": str(cache)}
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
         env.pop("ANTHROPIC_API_KEY", None)
         _worker_to_first_request(home, fake, 0, env)  # warm the page cache
-        _python_pass(env)
+        _bare_httpx2(fake, env)
         worker, base = [], []
         for i in range(1, repeat + 1):  # interleaved, so a noisy moment hits both alike
             worker.append(_worker_to_first_request(home, fake, i, env))
-            base.append(_python_pass(env))
+            base.append(_bare_httpx2(fake, env))
     w_ms, b_ms = statistics.median(worker) * 1000, statistics.median(base) * 1000
     ratio = w_ms / b_ms
     return [
@@ -107,9 +123,9 @@ def run(quick: bool) -> list[Row]:
             name=f"worker start to first Ollama request (median of {repeat})",
             value=w_ms,
             unit="ms",
-            baseline=f"python -c pass: {b_ms:.1f} ms",
+            baseline=f"python -c 'import httpx2; httpx2.post(...)': {b_ms:.1f} ms",
             ratio=ratio,
-            target=f"< {TARGET:g}x",
-            met=ratio < TARGET,
+            target=f"<= {TARGET:g}x",
+            met=ratio <= TARGET,
         )
     ]

@@ -59,6 +59,7 @@ class Trigger(StrEnum):
 class EventKind(StrEnum):
     MODEL_CALL = "model_call"
     MODEL_REPLY = "model_reply"
+    MODEL_TEXT = "model_text"  # a piece of a local reply as it streams (whole lines mostly)
     TOOL_CALL = "tool_call"
     TOOL_REFUSED = "tool_refused"
     TOOL_RESULT = "tool_result"

@@ -6,7 +6,6 @@ names the file, the table and key, what was expected and what was found.
 
 from __future__ import annotations
 
-import difflib
 import math
 import re
 from collections.abc import Callable, Mapping
@@ -179,6 +178,8 @@ def table_value(value: object) -> object:
 
 
 def nearest(word: str, known: list[str]) -> str:
+    import difflib  # only for a mistake: its import (heapq too) costs every worker's start
+
     close = difflib.get_close_matches(word, known, n=1, cutoff=0.6)
     if close:
         return f"did you mean {close[0]}?"

@@ -10,6 +10,7 @@ odd days, and it cannot read OnCalendar at all.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 
 from routines.pattern import ALL_MONTHS, MAX_YEAR, Pattern, runs
 
@@ -92,14 +93,14 @@ def _interval(p: Pattern) -> str | None:
         if every_h == 1:
             if m[0] == 0 and sec == 0:
                 return lead
-            return f"{lead}, starting at {m[0]} minutes past the hour"
+            return f"{lead}, starting at {_minutes_past(m[:1])} the hour"
         if len(h) >= 1 and _step(h) in (None, 1) and len(runs(list(h))) == 1:
             return f"{lead} from {format_time(h[0], m[0])} to {format_time(h[-1], m[-1])}"
         return None
     if len(m) == 1 and sec == 0:
         minute = m[0]
         if every_h == 1:
-            return "Every hour" if minute == 0 else f"Every hour at {minute} minutes past"
+            return "Every hour" if minute == 0 else f"Every hour at {_minutes_past(m)}"
         if every_h is not None and len(h) >= 3:
             start = "" if (h[0], minute) == (0, 0) else f", starting at {format_time(h[0], minute)}"
             return f"Every {every_h} hours{start}"
@@ -120,12 +121,41 @@ def _times(p: Pattern) -> str:
         ]
         return "at " + _join(times)
     if not show_s:
-        minutes = _join([str(m) for m in p.minutes])
-        hours = _join([format_time(h, 0).replace(":00", "") for h in p.hours])
-        return f"at {minutes} minutes past {hours}"
+        spans = runs(list(p.hours))
+        if len(spans) == 1 and len(p.hours) >= 3:
+            hours = f"each hour from {_hour(p.hours[0])} to {_hour(p.hours[-1])}"
+        else:
+            hours = _spans(p.hours, _hour)
+        if p.minutes == (0,):
+            return f"on the hour, {hours}"
+        return f"at {_minutes_past(p.minutes)} {hours}"
     first = format_time(p.hours[0], p.minutes[0], p.seconds[0], True)
     last = format_time(p.hours[-1], p.minutes[-1], p.seconds[-1], True)
     return f"{p.per_day} times a day from {first} to {last}"
+
+
+def _hour(h: int) -> str:
+    return format_time(h, 0).replace(":00", "")
+
+
+def _spans(values: tuple[int, ...], name: Callable[[int], str]) -> str:
+    """Values named one by one, a run of three or more as "a through b"."""
+    parts = []
+    for a, b in runs(list(values)):
+        if b - a >= 2:
+            parts.append(f"{name(a)} through {name(b)}")
+        else:
+            parts.extend(name(v) for v in range(a, b + 1))
+    return _join(parts)
+
+
+def _minutes_past(minutes: tuple[int, ...]) -> str:
+    """ "1 minute past", "5, 10 and 20 minutes past", "minutes 25 through 42 past"."""
+    if len(minutes) == 1:
+        return f"{minutes[0]} minute past" if minutes[0] == 1 else f"{minutes[0]} minutes past"
+    if any(b - a >= 2 for a, b in runs(list(minutes))):
+        return f"minutes {_spans(minutes, str)} past"
+    return f"{_join([str(m) for m in minutes])} minutes past"
 
 
 # -- days --

@@ -25,7 +25,6 @@ phrases, never guessed.
 
 from __future__ import annotations
 
-import difflib
 import re
 
 from routines.schedule_error import ScheduleError
@@ -278,6 +277,8 @@ def resolve_every(phrase: str) -> str:
     shown = " ".join(phrase.split())
 
     def hint() -> str:
+        import difflib  # only for a refusal: off the start-up path
+
         closest = difflib.get_close_matches(" ".join(words), EXAMPLES, n=3, cutoff=0.0)
         return "closest accepted forms: " + ", ".join(f'"{c}"' for c in closest)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-__all__ = ["PRICES", "UnknownModelPrice", "cost", "is_priced", "price_of"]
+__all__ = ["PRICES", "UnknownModelPrice", "cost", "dollar_pair", "is_priced", "price_of"]
 
 # $ per MTok: (input, output). Dated snapshots (claude-opus-4-1-20250805) match their alias.
 PRICES: dict[str, tuple[float, float]] = {
@@ -75,3 +75,13 @@ def cost(
     """Dollars for one Anthropic call; raises UnknownModelPrice for an unpriced model."""
     pin, pout = price_of(model, overrides)
     return (input_tokens * pin + output_tokens * pout) / 1_000_000
+
+
+def dollar_pair(a: float, b: float) -> tuple[str, str]:
+    """Two amounts with as many decimals as it takes to tell them apart (2 to 6):
+    ("$0.50", "$0.40"), ("$0.014", "$0.010"), never ("$0.01", "$0.01") for different ones."""
+    for digits in range(2, 7):
+        left, right = f"${a:,.{digits}f}", f"${b:,.{digits}f}"
+        if left != right:
+            return left, right
+    return f"${a:,.2f}", f"${b:,.2f}"  # equal to the micro-dollar: say so plainly

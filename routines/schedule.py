@@ -26,7 +26,7 @@ from routines.describe import describe
 from routines.every import resolve_every
 from routines.oncalendar import parse_oncalendar
 from routines.pattern import Pattern
-from routines.schedule_error import ScheduleError
+from routines.schedule_error import ScheduleError, never_fires
 from routines.spec import Kind, ScheduleSpec
 from routines.translate import translate
 
@@ -216,9 +216,7 @@ def _compile(spec: ScheduleSpec, kind: Kind) -> Schedule:
         lines = translate(expr, zone)
     tz = _zone(zone)
     if pattern.next_date(datetime(1970, 1, 1).date()) is None:
-        raise ScheduleError(
-            f'"{spec.expression.strip()}" never fires: no date matches it (such as February 30)'
-        )
+        raise never_fires(spec.expression)
     gap = pattern.min_gap_seconds()
     if gap is not None and gap < MIN_SPACING_SECONDS:
         raise ScheduleError(

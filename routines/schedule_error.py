@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["ScheduleError"]
+__all__ = ["ScheduleError", "never_fires"]
 
 
 class ScheduleError(ValueError):
@@ -10,3 +10,11 @@ class ScheduleError(ValueError):
 
     The loader reports it as `[schedule].<cron|oncalendar|every>: <message>`.
     """
+
+
+def never_fires(expression: str) -> ScheduleError:
+    """The refusal of a schedule no date matches, in the words `explain`, `translate` and the
+    loader all use."""
+    return ScheduleError(
+        f'"{expression.strip()}" never fires: no date matches it (such as February 30)'
+    )

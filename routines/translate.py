@@ -5,7 +5,8 @@ Seed 000's coverage table as corrected by DESIGN.md's erratum: a repetition keep
 day-of-month OR day-of-week, which systemd cannot say in one line (it ANDs them), becomes two
 lines. One more correction: `@weekly` is Sunday midnight in cron, but systemd's `weekly` is
 Monday, so it becomes `Sun *-*-* 00:00:00`. Everything cron refuses (`routines.cron`) is
-refused here with the same message. Each translation is accepted by `systemd-analyze
+refused here with the same message, and so is a cron no date matches (`0 0 30 2 *`): its
+line would be accepted by systemd and never elapse. Each translation is accepted by `systemd-analyze
 calendar` and fires at the instants croniter computes (tests/test_translate.py); across a DST
 change systemd keeps its own rule (see `routines.walltime`).
 """
@@ -13,9 +14,11 @@ change systemd keeps its own rule (see `routines.walltime`).
 from __future__ import annotations
 
 import itertools
+from datetime import date
 
 from routines.cron import CronExpr, parse_cron
-from routines.pattern import runs
+from routines.pattern import MIN_YEAR, runs
+from routines.schedule_error import never_fires
 
 __all__ = ["translate", "translate_cron"]
 
@@ -41,10 +44,14 @@ def _chain(values: frozenset[int], low: int, high: int, stepped: bool, day: bool
         if all(b - a == k for a, b in itertools.pairwise(ordered)):
             # systemd 252 lets a repetition without an end run past the field and carries
             # the rest into the next unit, resetting only the unit just below: `*:00/7` from
-            # 23:56 elapses at 00:07, skipping midnight. Only where the carry lands on the
-            # first value (`00/30`, `00/6`) is the bare form right; else give the end.
+            # 23:56 elapses at 00:07, skipping midnight. And a bare repetition that does not
+            # start at the field's first value (`*-04/6-01`, `03/6:45`) makes it fail in a
+            # DST zone ("Failed to determine next elapse … Resource deadlock avoided"), so
+            # the timer never fires (tests/test_translate.py, test_steps_with_a_start_*).
+            # Only a repetition from the first value whose carry lands back on it (`00/30`,
+            # `00/6`) keeps the bare form; every other one gets its end.
             carry = ordered[-1] + k - (high + 1) + low
-            if not day and ordered[-1] + k > high and carry <= ordered[0]:
+            if not day and ordered[0] == low and ordered[-1] + k > high and carry <= low:
                 return f"{ordered[0]:02d}/{k}"
             return f"{ordered[0]:02d}..{ordered[-1]:02d}/{k}"
     parts = []
@@ -92,5 +99,9 @@ def translate(expr: CronExpr, zone: str | None = None) -> tuple[str, ...]:
 
 
 def translate_cron(text: str, zone: str | None = None) -> tuple[str, ...]:
-    """Parse and translate; raises ScheduleError with cron's refusal message."""
-    return translate(parse_cron(text), zone)
+    """Parse and translate; raises ScheduleError with cron's refusal message, or the one for
+    a cron that never fires."""
+    expr = parse_cron(text)
+    if expr.pattern().next_date(date(MIN_YEAR, 1, 1)) is None:
+        raise never_fires(text)
+    return translate(expr, zone)

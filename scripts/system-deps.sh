@@ -16,6 +16,10 @@ missing_cmds() {
     fi
     command -v systemd-analyze >/dev/null || out+=(systemd-analyze)
     command -v systemd-socket-activate >/dev/null || out+=(systemd-socket-activate)
+    # A real user manager for tests/packaging/test_systemd_user.py (scripts/user-manager.sh).
+    command -v systemctl >/dev/null || out+=(systemctl)
+    [ -x /lib/systemd/systemd ] || [ -x /usr/lib/systemd/systemd ] || out+=(systemd)
+    command -v setsid >/dev/null || out+=(setsid)
     command -v makepkg >/dev/null || out+=(makepkg)
     command -v pacman >/dev/null || out+=(pacman)
     command -v bsdtar >/dev/null || out+=(bsdtar)

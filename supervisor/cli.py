@@ -31,6 +31,7 @@ COMMANDS = {
     "create": "create",
     "install": "install",
     "edit": "edit",
+    "remove": "remove",
     "validate": "validate",
     "schedule": "schedule",
     "sandbox": "sandbox",

@@ -426,7 +426,8 @@ class Daemon:
             for a in self.ledger.active_runs()
             if a.owner_pid != self.owner[0] and owner_alive(a.owner_pid, a.owner_started)
         }
-        self.scheduler.sync(registry, states, now)
+        for name, why in self.scheduler.sync(registry, states, now).items():
+            self.pool.drop_queued(name, why)
         for name, entry in registry.entries.items():
             if entry.stale and previous.get(name) is not entry:  # once per bad edit
                 log.warning(
@@ -492,7 +493,7 @@ class Daemon:
             "home": str(self.paths.home),
             "started_at": self.started_at.isoformat(),
             "loaded_modules": sorted(
-                m for m in ("anthropic", "httpx", "worker") if m in sys.modules
+                m for m in ("anthropic", "httpx", "httpx2", "worker") if m in sys.modules
             ),
         }
 

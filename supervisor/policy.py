@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from ipc.messages import RunStatus
+from routines.pricing import dollar_pair
 from routines.spec import OnExceed, Route, Routine
 
 __all__ = [
@@ -72,7 +73,8 @@ def allowance_for(routine: Routine, spent_today: float) -> Allowance:
     left = max(0.0, cap - spent_today)
     if left > 0 or budget.on_exceed is OnExceed.DEGRADE:
         return Allowance(Verdict.RUN, budget.max_tokens_per_run, left)
-    detail = f"daily budget spent: ${spent_today:.2f} of ${cap:.2f}"
+    spent, of = dollar_pair(spent_today, cap)
+    detail = f"daily budget spent: {spent} of {of}"
     return Allowance(
         Verdict.REFUSE,
         budget.max_tokens_per_run,

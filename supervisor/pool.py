@@ -104,6 +104,20 @@ class Pool:
         self.broadcast(pending, Event(EventKind.STATUS, "queued", {"status": "queued"}))
         self.admit()
 
+    def drop_queued(self, name: str, detail: str) -> int:
+        """Take `name`'s waiting runs off the queue, each recorded `skipped` with `detail`
+        (e.g. "disabled while queued"); a run already started is left to finish."""
+        dropped = [p for p in self.queue if p.routine.name == name]
+        for pending in dropped:
+            self.queue.remove(pending)
+            fin = self._record_failure(pending, detail, RunStatus.SKIPPED)
+            self.finished[pending.run_id] = fin
+            self.broadcast(
+                pending, Event(EventKind.STATUS, f"{fin.status}: {detail}", fin.as_json())
+            )
+            self._resolve(pending, fin)
+        return len(dropped)
+
     def admit(self) -> None:
         while self.accepting and self.queue and len(self.running) < self.config.max_concurrent:
             pending = self.queue.popleft()

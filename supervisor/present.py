@@ -214,6 +214,7 @@ def ask_yes(question: str, default: bool = True) -> bool:
 _EVENT_STYLE = {
     "model_call": ("→", "blue"),
     "model_reply": ("←", "blue"),
+    "model_text": ("…", "dim"),
     "tool_call": ("⚙", "bold"),
     "tool_result": (" ", "dim"),
     "tool_refused": ("✗", "red"),

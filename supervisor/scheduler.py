@@ -70,13 +70,25 @@ class Scheduler:
 
     # -- keeping up with the registry and the ledger --------------------------------------
 
-    def sync(self, registry: Registry, states: dict[str, RoutineState], now: datetime) -> None:
-        """Track exactly the enabled routines in force; (re)start cursors as the rules say."""
+    def sync(
+        self, registry: Registry, states: dict[str, RoutineState], now: datetime
+    ) -> dict[str, str]:
+        """Track exactly the enabled routines in force; (re)start cursors as the rules say.
+        Returns the routines that were tracked and are now disabled or gone, each with why
+        (their queued runs are dropped with it)."""
         wanted: dict[str, Routine] = {}
+        disabled: set[str] = set()
         for r in registry.routines():
             state = states.get(r.name)
             if state.enabled(r.enabled) if state else r.enabled:
                 wanted[r.name] = r
+            else:
+                disabled.add(r.name)
+        turned_off = {
+            name: "disabled while queued" if name in disabled else "removed while queued"
+            for name in self.tracked
+            if name in disabled or registry.get(name) is None
+        }
         for name in list(self.tracked):
             if name not in wanted:
                 del self.tracked[name]
@@ -95,6 +107,7 @@ class Scheduler:
             self.tracked[name] = _Tracked(routine, schedule, cursor, None)
             self._refresh(name)
         self.started = True
+        return turned_off
 
     def _start_cursor(
         self, routine: Routine, state: RoutineState, now: datetime, old: _Tracked | None

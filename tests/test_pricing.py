@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from routines.config import load_config
-from routines.pricing import UnknownModelPrice, cost, is_priced, price_of
+from routines.pricing import UnknownModelPrice, cost, dollar_pair, is_priced, price_of
 
 
 @pytest.mark.parametrize(
@@ -96,3 +96,19 @@ def test_the_refusal_message_is_a_config_that_works(vinos_env: Path) -> None:
     cfg = vinos_env / "routines" / "config.toml"
     cfg.write_text(example + "\n")
     assert price_of("claude-next-5", load_config(cfg).pricing) == (3.0, 15.0)
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "shown"),
+    [
+        (0.014, 0.01, ("$0.014", "$0.010")),
+        (0.0140, 0.0139, ("$0.0140", "$0.0139")),
+        (0.5, 0.4, ("$0.50", "$0.40")),
+        (0.5, 0.5, ("$0.50", "$0.50")),
+        (1234.5, 1000.0, ("$1,234.50", "$1,000.00")),
+    ],
+)
+def test_dollar_pair_shows_enough_digits_to_tell_them_apart(
+    a: float, b: float, shown: tuple[str, str]
+) -> None:
+    assert dollar_pair(a, b) == shown

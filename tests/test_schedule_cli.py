@@ -140,6 +140,20 @@ def test_translate_refusal_exits_1(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 1 and 'time zone "Mars/Olympus"' in err
 
 
+@pytest.mark.parametrize("cron", ["0 0 30 2 *", "0 0 31 4,6,9,11 *"])
+def test_translate_refuses_a_cron_that_never_fires_as_explain_does(
+    capsys: pytest.CaptureFixture[str], cron: str
+) -> None:
+    code, out, err_explain = run(capsys, "schedule", "explain", cron)
+    assert code == 1 and out == ""
+    code, out, err = run(capsys, "schedule", "translate", cron)
+    assert code == 1 and out == ""
+    assert err == err_explain and f'"{cron}" never fires' in err
+    code, out, _ = run(capsys, "schedule", "translate", cron, "--json")
+    assert code == 1 and json.loads(out)["oncalendar"] == []
+    assert run(capsys, "schedule", "translate", "0 0 29 2 *")[0] == 0  # leap years: it fires
+
+
 @pytest.mark.parametrize("sub", ["explain", "translate"])
 def test_help_has_examples(capsys: pytest.CaptureFixture[str], sub: str) -> None:
     code, out, _ = run(capsys, "schedule", sub, "--help")

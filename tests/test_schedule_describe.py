@@ -24,6 +24,20 @@ from routines.oncalendar import parse_oncalendar
         ("7/15 * * * *", "Every 15 minutes, starting at 7 minutes past the hour"),
         ("@hourly", "Every hour"),
         ("5 * * * *", "Every hour at 5 minutes past"),
+        ("1 * * * *", "Every hour at 1 minute past"),
+        ("1-59/15 * * * *", "Every 15 minutes, starting at 1 minute past the hour"),
+        # long runs of minutes or hours read as ranges, short ones as lists
+        ("25-42 9 * * *", "Every day at minutes 25 through 42 past 9 AM"),
+        (
+            "0,5,25-42 1,3,9 * * *",
+            "Every day at minutes 0, 5 and 25 through 42 past 1 AM, 3 AM and 9 AM",
+        ),
+        ("25-42 9-17 * * *", "Every day at minutes 25 through 42 past each hour from 9 AM to 5 PM"),
+        (
+            "0,30 1-3,9-20 * * *",
+            "Every day at 0 and 30 minutes past 1 AM through 3 AM and 9 AM through 8 PM",
+        ),
+        ("0 0-3,9-20 * * *", "Every day on the hour, 12 AM through 3 AM and 9 AM through 8 PM"),
         ("0 */6 * * *", "Every 6 hours"),
         ("0 1-23/2 * * *", "Every 2 hours, starting at 1:00 AM"),
         ("0 9-17 * * *", "Every hour from 9:00 AM to 5:00 PM"),

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import heapq
 from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
 
 import pytest
 from croniter import croniter
-from helpers.systemd_calendar import analyze, require_systemd_analyze
+from helpers.systemd_calendar import analyze, require_systemd_analyze, systemd_model, transitions
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
@@ -43,7 +44,7 @@ MATRIX = [
     ("30 8 1,15 * 1-5", ("Mon..Fri *-*-* 08:30:00", "*-*-01,15 08:30:00")),
     ("0 0 */2 * MON", ("Mon *-*-01..31/2 00:00:00",)),  # */2 counts as *: ANDed, one line
     ("0 0 1-31 * MON", ("*-*-* 00:00:00",)),  # restricted but full: OR means every day
-    ("5-50/15 9-17 * */3 *", ("*-01/3-* 09..17:05/15:00",)),
+    ("5-50/15 9-17 * */3 *", ("*-01/3-* 09..17:05..50/15:00",)),
     ("10-40/15 * * * *", ("*-*-* *:10..40/15:00",)),
     # systemd 252 skips values after a carry out of a bare repetition: give the end instead
     ("*/7 */23 * * *", ("*-*-* 00..23/23:00..56/7:00",)),
@@ -51,6 +52,10 @@ MATRIX = [
     ("0 0 */16 * *", ("*-*-01..17/16 00:00:00",)),
     ("0 0 * * 6,0", ("Sat,Sun *-*-* 00:00:00",)),
     ("0 0 * * */2", ("Tue,Thu,Sat,Sun *-*-* 00:00:00",)),
+    # a bare repetition that does not start at the field's first value makes systemd 252
+    # fail in DST zones: the end is always written (test_steps_with_a_start_elapse_over_dst)
+    ("0 12 1 4-12/6 *", ("*-04..10/6-01 12:00:00",)),
+    ("45 3-23/6 * * *", ("*-*-* 03..21/6:45:00",)),
 ]
 SEED_REFUSALS = [
     "H * * * *",
@@ -186,3 +191,48 @@ def test_translations_fire_as_croniter_or_are_refused(cron: str, start: datetime
     event(f"{len(lines)} line(s)")
     base = start.replace(tzinfo=UTC, microsecond=0)
     assert merged(lines, base, 20) == croniter_fires(cron, base, 20), lines
+
+
+# Every field a step can start in, with a start that is not the field's first value (and one
+# that is, for contrast), in zones with DST in both hemispheres.
+STEPS_WITH_A_START = [
+    ("5-59/15 * * * *", timedelta(hours=3)),
+    ("10-40/15 * * * *", timedelta(hours=3)),
+    ("*/20 * * * *", timedelta(hours=3)),
+    ("45 3-23/6 * * *", timedelta(days=2)),
+    ("30 1-23/3 * * *", timedelta(days=2)),
+    ("0 */6 * * *", timedelta(days=2)),
+    ("0 0 3-31/7 * *", timedelta(days=40)),
+    ("0 12 1 4-12/6 *", timedelta(days=400)),
+    ("0 12 1 2-12/3 *", timedelta(days=400)),
+    ("0 12 1 */3 *", timedelta(days=400)),
+    ("5-50/15 1-3 * * *", timedelta(days=1)),
+]
+DST_ZONES = ["America/New_York", "Europe/London", "Australia/Sydney"]
+
+
+@pytest.mark.parametrize("zone", DST_ZONES)
+@pytest.mark.parametrize(("cron", "before"), STEPS_WITH_A_START)
+def test_steps_with_a_start_elapse_over_dst(cron: str, before: timedelta, zone: str) -> None:
+    """Through `systemd-analyze calendar` (the line as a timer gets it, zone and all) from a
+    little before each of the year's offset changes: systemd must find every elapse, and
+    they must be the instants our own schedule gives under systemd's DST rule."""
+    require_systemd_analyze()
+    (line,) = translate_cron(cron, zone)
+    pattern = parse_cron(cron).pattern()
+    for change in transitions(zone, 2026):
+        base = change - before
+        sd = analyze(line, zone, base, 20)
+        assert sd.normalized is not None and not sd.stderr, (line, sd.stderr)
+        assert len(sd.elapses) == 20, (line, base, sd.stderr)
+        assert list(sd.elapses) == systemd_model(pattern, ZoneInfo(zone), base, 20), (line, base)
+        assert sd.elapses[-1] > change  # the window did cross the change
+
+
+def test_the_open_form_fails_where_the_end_works() -> None:
+    """The finding behind the rule, so a systemd that stops failing shows up here."""
+    base = datetime(2026, 3, 1, tzinfo=UTC)
+    bare = analyze("*-04/6-01 12:00:00 America/New_York", "America/New_York", base, 3)
+    assert bare.elapses == () and "Failed to determine next elapse" in bare.stderr
+    ended = analyze("*-04..10/6-01 12:00:00 America/New_York", "America/New_York", base, 3)
+    assert len(ended.elapses) == 3

@@ -5,5 +5,5 @@ agent       routes, escalation, result                 loop      the bounded too
 router      the auto-router's triggers (pure)          budget    budget verdicts (pure)
 memory      session/persistent/shared memory           tools     whitelist + sandbox calls
 deliver     output file and webhook                    command   command routines
-providers/  Anthropic (SDK, lazily) and Ollama         httpjson  stdlib HTTP for Ollama
+providers/  Anthropic (SDK, lazily) and Ollama         webclient httpx2 for Ollama and webhooks
 """

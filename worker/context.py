@@ -12,7 +12,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ipc.messages import Job
+from ipc.messages import EventKind, Job
 from routines import paths as paths_mod
 from routines.spec import Routine
 from worker import keys
@@ -101,7 +101,11 @@ class RunContext:
             from worker.providers.ollama import OllamaProvider
 
             ctx = self.routine.agent.local_context_tokens if self.routine.agent else 4096
-            self._local = OllamaProvider(ollama_url(self.job.ollama_url), context_tokens=ctx)
+            self._local = OllamaProvider(
+                ollama_url(self.job.ollama_url),
+                context_tokens=ctx,
+                on_text=lambda text: self.channel.event(EventKind.MODEL_TEXT, text),
+            )
         return self._local
 
     def premium(self) -> Provider:

@@ -55,13 +55,16 @@ def write_output(scratch_dir: Path, name: str, text: str) -> Path:
 def post_webhook(url: str, payload: dict[str, Any], timeout: float = WEBHOOK_TIMEOUT) -> str | None:
     """POST the output as JSON, once (never retried, no redirects followed); the error
     message, or None on 2xx."""
-    from worker import httpjson
+    from worker import webclient
 
     try:
-        resp = httpjson.post_json(url, payload, timeout=timeout)
-    except httpjson.TimedOut:
+        # The payload goes to the URL the user wrote and nowhere else: a 3xx is an answer.
+        resp = webclient.shared().post_json(
+            url, payload, timeout=timeout, redirects=webclient.Redirects.NONE, max_body=1 << 20
+        )
+    except webclient.TimedOut:
         return f"webhook {url} did not answer within {timeout:.0f} s"
-    except httpjson.HttpError as exc:
+    except webclient.HttpError as exc:
         return f"webhook {url} failed: {exc}"
     if not 200 <= resp.status < 300:
         return f"webhook {url} answered HTTP {resp.status}"

@@ -31,7 +31,7 @@ _vinos_routine() {
             continue
         fi
         case "$path|$w" in
-            "|list"|"|status"|"|enable"|"|disable"|"|run"|"|logs"|"|history"|"|cost"|"|brief"|"|create"|"|install"|"|edit"|"|validate"|"|schedule"|"|sandbox"|"|reload"|"|daemon"|"schedule|explain"|"schedule|translate")
+            "|list"|"|status"|"|enable"|"|disable"|"|run"|"|logs"|"|history"|"|cost"|"|brief"|"|create"|"|install"|"|edit"|"|remove"|"|validate"|"|schedule"|"|sandbox"|"|reload"|"|daemon"|"schedule|explain"|"schedule|translate")
                 path=${path:+$path }$w
                 npos=0
                 ;;
@@ -67,6 +67,7 @@ _vinos_routine() {
         "create") opts="-h --help --from --kind --no-edit" ;;
         "install") opts="-h --help --enable --force --timeout" ;;
         "edit") opts="-h --help" ;;
+        "remove") opts="-h --help --yes -y" ;;
         "validate") opts="-h --help --json" ;;
         "schedule") opts="-h --help" ;;
         "schedule explain") opts="-h --help --oncalendar --every --tz --count --from --json" ;;
@@ -79,7 +80,7 @@ _vinos_routine() {
         return
     fi
     case "$path|$npos" in
-        "|0") COMPREPLY=($(compgen -W "list status enable disable run logs history cost brief create install edit validate schedule sandbox reload daemon" -- "$cur")) ;;
+        "|0") COMPREPLY=($(compgen -W "list status enable disable run logs history cost brief create install edit remove validate schedule sandbox reload daemon" -- "$cur")) ;;
         "enable|0") COMPREPLY=($(compgen -W "$(_vinos_routine_names)" -- "$cur")) ;;
         "disable|0") COMPREPLY=($(compgen -W "$(_vinos_routine_names)" -- "$cur")) ;;
         "run|0") COMPREPLY=($(compgen -W "$(_vinos_routine_names)" -- "$cur")) ;;
@@ -88,6 +89,7 @@ _vinos_routine() {
         "create|0") COMPREPLY=() ;;
         "install|0") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")) ;;
         "edit|0") COMPREPLY=($(compgen -W "$(_vinos_routine_names)" -- "$cur")) ;;
+        "remove|0") COMPREPLY=($(compgen -W "$(_vinos_routine_names)" -- "$cur")) ;;
         "validate|"*) compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")) ;;
         "schedule|0") COMPREPLY=($(compgen -W "explain translate" -- "$cur")) ;;
         "schedule explain|0") COMPREPLY=() ;;

@@ -25,6 +25,7 @@ complete -c vinos-routine -n '__fish_use_subcommand' -a brief -d 'the day\'s out
 complete -c vinos-routine -n '__fish_use_subcommand' -a create -d 'scaffold a new routine (disabled) and open it in $EDITOR'
 complete -c vinos-routine -n '__fish_use_subcommand' -a install -d 'install a routine from the gallery, a URL or a file (disabled until you enable it)'
 complete -c vinos-routine -n '__fish_use_subcommand' -a edit -d 'edit a routine in $EDITOR; it is saved only when valid'
+complete -c vinos-routine -n '__fish_use_subcommand' -a remove -d 'delete a user routine\'s file (its history is kept)'
 complete -c vinos-routine -n '__fish_use_subcommand' -a validate -d 'check routine files and print OK or every error'
 complete -c vinos-routine -n '__fish_use_subcommand' -a schedule -d 'explain a schedule or translate cron to OnCalendar'
 complete -c vinos-routine -n '__fish_use_subcommand' -a sandbox -d 'run a command in a routine\'s shell sandbox (for debugging a whitelist)'
@@ -76,6 +77,9 @@ complete -c vinos-routine -n '__fish_seen_subcommand_from install' -l timeout -x
 complete -c vinos-routine -n '__fish_seen_subcommand_from install' -r -F
 complete -c vinos-routine -n '__fish_seen_subcommand_from edit' -s h -l help -d 'show this help message and exit'
 complete -c vinos-routine -n '__fish_seen_subcommand_from edit' -x -a '(__vinos_routine_names)'
+complete -c vinos-routine -n '__fish_seen_subcommand_from remove' -s h -l help -d 'show this help message and exit'
+complete -c vinos-routine -n '__fish_seen_subcommand_from remove' -l yes -s y -d 'do not ask first'
+complete -c vinos-routine -n '__fish_seen_subcommand_from remove' -x -a '(__vinos_routine_names)'
 complete -c vinos-routine -n '__fish_seen_subcommand_from validate' -s h -l help -d 'show this help message and exit'
 complete -c vinos-routine -n '__fish_seen_subcommand_from validate' -l json -d 'one JSON object per file'
 complete -c vinos-routine -n '__fish_seen_subcommand_from validate' -r -F

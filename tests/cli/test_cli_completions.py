@@ -25,6 +25,7 @@ COMMANDS = {
     "create",
     "install",
     "edit",
+    "remove",
     "validate",
     "reload",
     "daemon",

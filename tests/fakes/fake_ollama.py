@@ -1,4 +1,4 @@
-"""A fake Ollama server: POST /api/chat (non-streaming, with tools) scripted per request.
+"""A fake Ollama server: POST /api/chat (with tools) scripted per request.
 
     with FakeOllama([tool_calls(("run_shell", {"command": "date"})), text("Done.")]) as fake:
         job = make_job(..., ollama_url=fake.url)
@@ -6,13 +6,18 @@
         assert fake.chats[1].body["messages"][-1]["role"] == "tool"
 
 GET /api/tags, POST /api/show and GET /api/version answer from `models` (not scripted).
-Replies have Ollama's shapes, including its errors: 404 `model "x" not found, try pulling
-it first`, 400 `... does not support tools`, and 500 `error parsing tool call`.
+A chat reply is streamed as Ollama streams it when the request asks (`"stream"` true or
+absent, Ollama's default): NDJSON over chunked transfer, the content a word or so a line, tool
+calls in one line, then a `"done": true` line with the counts; `text(..., word_delay=)` makes
+a slow model. Replies have Ollama's shapes, including its errors: 404 `model "x" not found,
+try pulling it first`, 400 `... does not support tools`, and 500 `error parsing tool call`.
 """
 
 from __future__ import annotations
 
 import json
+import re
+from dataclasses import replace
 from typing import Any
 
 from .server import FakeServer, Recorded, Reply, Script
@@ -23,6 +28,7 @@ __all__ = [
     "does_not_support_tools",
     "error",
     "model_not_found",
+    "streamed",
     "text",
     "tool_call_parse_error",
     "tool_calls",
@@ -44,6 +50,18 @@ class FakeOllama(FakeServer):
     ) -> None:
         self.models = models
         super().__init__(script, **kw)
+
+    def finish(self, req: Recorded, reply: Reply) -> Reply:
+        body = req.body if isinstance(req.body, dict) else {}
+        if (
+            req.path == "/api/chat"
+            and body.get("stream", True) is not False
+            and reply.status == 200
+            and isinstance(reply.body, dict)
+            and isinstance(reply.body.get("message"), dict)
+        ):
+            return streamed(reply)
+        return reply
 
     @property
     def chats(self) -> list[Recorded]:
@@ -112,6 +130,30 @@ def _chat(
     return body
 
 
+def streamed(reply: Reply) -> Reply:
+    """A non-streaming chat reply as Ollama streams it (see the module docstring)."""
+    final = dict(reply.body)
+    message = final.pop("message")
+    head = {"model": final["model"], "created_at": final["created_at"]}
+    words = re.findall(r"\S+\s*|\s+", message.get("content") or "")
+    lines = [{**head, "message": {"role": "assistant", "content": w}, "done": False} for w in words]
+    if message.get("tool_calls"):
+        lines.append(
+            {
+                **head,
+                "message": {
+                    "role": "assistant",
+                    "content": "",
+                    "tool_calls": message["tool_calls"],
+                },
+                "done": False,
+            }
+        )
+    lines.append({**final, "message": {"role": "assistant", "content": ""}, "done": True})
+    chunks = tuple(json.dumps(line).encode() + b"\n" for line in lines)
+    return replace(reply, body=None, chunks=chunks)
+
+
 def text(
     content: str,
     *,
@@ -119,13 +161,15 @@ def text(
     eval_count: int | None = 80,
     model: str = DEFAULT_MODEL,
     delay: float = 0.0,
+    word_delay: float = 0.0,
 ) -> Reply:
-    """A plain assistant reply."""
+    """A plain assistant reply; streamed, a word every `word_delay` seconds."""
     message = {"role": "assistant", "content": content}
     return Reply(
         200,
         _chat(message, model=model, prompt_eval_count=prompt_eval_count, eval_count=eval_count),
         delay=delay,
+        chunk_delay=word_delay,
     )
 
 

@@ -3,7 +3,8 @@
 Each request to a scripted route takes the next entry of the script: a `Reply`, or a callable
 that gets the `Recorded` request and returns a `Reply`. Every request is recorded (method,
 path, headers, parsed JSON body, arrival time) for assertions. A reply can be slow (`delay`)
-or drop the connection without answering (`drop`). The server runs in daemon threads and
+or drop the connection without answering (`drop`), or send its body in chunks (`chunks`, with
+Transfer-Encoding: chunked, `chunk_delay` seconds apart). The server runs in daemon threads and
 stops at `close()` / the end of a `with` block, even while a slow reply is still waiting.
 """
 
@@ -30,6 +31,10 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0  # seconds to wait before answering (a slow provider)
     drop: bool = False  # close the connection without any response
+    # Send these as a chunked body instead of `body`; a callable is called in its place (a
+    # test's gate: the server waits there).
+    chunks: tuple[bytes | Callable[[], None], ...] | None = None
+    chunk_delay: float = 0.0  # seconds before each chunk after the first
 
 
 @dataclass(frozen=True)
@@ -100,6 +105,10 @@ class FakeServer:
         """Answer a request that is not scripted (default: 404 in the provider's error shape)."""
         return Reply(404, {"error": f"no route {req.method} {req.path}"})
 
+    def finish(self, req: Recorded, reply: Reply) -> Reply:
+        """The reply as sent (default: as scripted); e.g. streamed when the request asks."""
+        return reply
+
     def exhausted(self, req: Recorded) -> Reply:
         return Reply(500, {"error": f"fake server: script exhausted at {req.method} {req.path}"})
 
@@ -143,20 +152,17 @@ class FakeServer:
                 )
                 with server._lock:
                     server.requests.append(req)
-                reply = server._answer(req)
+                reply = server.finish(req, server._answer(req))
                 if reply.delay and server._stop.wait(reply.delay):
                     self.close_connection = True
                     return
                 if reply.drop:
                     self.close_connection = True
                     return
-                if isinstance(reply.body, dict | list):
-                    data = json.dumps(reply.body).encode()
-                    ctype = "application/json"
-                elif isinstance(reply.body, str):
-                    data, ctype = reply.body.encode(), "text/plain; charset=utf-8"
-                else:
-                    data, ctype = reply.body or b"", "application/octet-stream"
+                if reply.chunks is not None:
+                    self._send_chunks(reply)
+                    return
+                data, ctype = _encode(reply.body)
                 self.send_response(reply.status)
                 self.send_header("content-type", ctype)
                 self.send_header("content-length", str(len(data)))
@@ -165,6 +171,33 @@ class FakeServer:
                 self.end_headers()
                 self.wfile.write(data)
 
+            def _send_chunks(self, reply: Reply) -> None:
+                self.send_response(reply.status)
+                self.send_header("content-type", "application/x-ndjson")
+                self.send_header("transfer-encoding", "chunked")
+                for k, v in reply.headers.items():
+                    self.send_header(k, v)
+                self.end_headers()
+                for i, chunk in enumerate(reply.chunks or ()):
+                    if callable(chunk):
+                        chunk()
+                        continue
+                    if i and reply.chunk_delay and server._stop.wait(reply.chunk_delay):
+                        self.close_connection = True
+                        return
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                    self.wfile.flush()
+                self.wfile.write(b"0\r\n\r\n")
+
             do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = _serve
 
         return Handler
+
+
+def _encode(body: Any) -> tuple[bytes, str]:
+    """A scripted body as bytes and its content type: JSON, text, or bytes as they are."""
+    if isinstance(body, dict | list):
+        return json.dumps(body).encode(), "application/json"
+    if isinstance(body, str):
+        return body.encode(), "text/plain; charset=utf-8"
+    return body or b"", "application/octet-stream"

@@ -15,6 +15,7 @@ bwrap and systemd tools).
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -27,7 +28,18 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-PACKAGES = ("ipc", "routines", "sandbox", "supervisor", "worker")
+
+
+def _top_level_packages() -> tuple[str, ...]:
+    """The packages as pyproject.toml names them, through the script the PKGBUILD runs."""
+    spec = importlib.util.spec_from_file_location("packages", REPO / "scripts/packages.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return tuple(module.top_level_packages())
+
+
+PACKAGES = _top_level_packages()
 STARTERS = ("day-brief", "evening-shutdown", "github-review", "inbox-triage", "research-recap")
 INSTALL_LIB = "usr/lib/vinos-routine"
 SYSTEM_PYTHON = "/usr/bin/python3"  # the launcher's interpreter (its #! line)

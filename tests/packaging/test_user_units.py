@@ -207,8 +207,8 @@ def test_daemon_socket_activated_answers_ping(installed: Installed, tmp_path: Pa
 
 # Loads the seccomp filter systemd would build from the unit's SystemCallFilter= (deny list,
 # EPERM) and RestrictAddressFamilies= (allow list), with no_new_privs, then execs the rest.
-# There is no user manager on the test machine to start the unit itself: this applies the
-# unit's own values to the same process tree (sandbox, launcher, worker, bwrap).
+# This applies the unit's own values to the installed package's process tree (sandbox, launcher,
+# worker, bwrap), with a control; test_systemd_user.py runs the unit under a real manager.
 HARDEN = """
 import errno, os, socket, sys
 import pyseccomp as sc

@@ -1,8 +1,8 @@
 """Agent routines through a real daemon, against the fake Anthropic server (a real HTTP server
 on 127.0.0.1 that the real `anthropic` SDK in the worker talks to):
 
-- the daemon process itself never loads `anthropic`, `httpx` or `worker` (DESIGN.md
-  "Packages"), checked three ways on the live process: its own `ping` report, the shared
+- the daemon process itself never loads `anthropic`, `httpx2` (nor `httpx`) or `worker`
+  (DESIGN.md "Packages"), checked three ways on the live process: its own `ping` report, the shared
   objects mapped into it (/proc/PID/maps: the SDK's compiled dependencies), and
   `python -X importtime`, which logs every module the daemon imported;
 - the budget backstop (point 9) ends a worker that keeps calling after its allowance.
@@ -71,7 +71,7 @@ def imported_modules(log: str) -> set[str]:
     return names
 
 
-def test_the_daemon_never_loads_anthropic_httpx_or_worker(
+def test_the_daemon_never_loads_anthropic_httpx2_or_worker(
     tmp_path: Path, not_root: None, claude: FakeAnthropic
 ) -> None:
     claude.add(A.text("# Report\n\nAll quiet today."))
@@ -95,7 +95,8 @@ def test_the_daemon_never_loads_anthropic_httpx_or_worker(
 
     modules = imported_modules(d.log())
     assert {"supervisor", "routines", "ipc", "psutil", "sqlite3"} <= modules  # the log works
-    assert not modules & {"anthropic", "httpx", "httpcore", "pydantic", "worker", "sandbox"}
+    never = {"anthropic", "httpx2", "httpcore2", "httpx", "httpcore", "pydantic", "worker"}
+    assert not modules & (never | {"sandbox"})
 
 
 def test_the_budget_backstop_ends_a_worker_that_keeps_calling(

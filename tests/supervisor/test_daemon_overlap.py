@@ -117,3 +117,49 @@ def test_five_due_at_once_with_max_concurrent_two_run_in_fifo_order(
     assert rows("m6")[0].run_id == queued["run_id"]
     assert rows("m6")[0].trigger == "manual"
     assert d.stop() == 0
+
+
+def test_disabling_a_routine_drops_its_queued_run_as_skipped(
+    tmp_path: Path, not_root: None
+) -> None:
+    paths().config_file.write_text("max_concurrent = 1\n")
+    write_routine("blocker", command_routine(gated("blocker")))
+    write_routine("waiter", command_routine(gated("waiter", "echo waited")))
+    write_routine("off", command_routine("echo off", enabled=False))
+    d = Daemon(tmp_path).start()
+    first = sid(d.to_slot())
+    wait_for(lambda: status(d) == (["blocker"], ["waiter"]), what="waiter queued")
+    manual = d.request("run", {"name": "off", "detach": True})  # a disabled one, run by hand
+    assert status(d) == (["blocker"], ["waiter", "off"])
+    done = d.cli("disable", "waiter")
+    assert done.returncode == 0, done.stderr
+    wait_for(lambda: status(d) == (["blocker"], ["off"]), what="the queued run to be dropped")
+    assert [(r.slot, r.status, r.detail) for r in rows("waiter")] == [
+        (first, "skipped", "disabled while queued")
+    ]
+    assert entered("waiter") == 0  # it never started
+    release("blocker")
+    wait_for(lambda: len(final("off")) == 1, what="the manual run of the disabled routine")
+    assert rows("off")[0].run_id == manual["run_id"] and rows("off")[0].status == "ok"
+    assert d.stop() == 0
+
+
+def test_removing_a_routine_drops_its_queued_run_and_keeps_its_rows(
+    tmp_path: Path, not_root: None
+) -> None:
+    paths().config_file.write_text("max_concurrent = 1\n")
+    write_routine("blocker", command_routine(gated("blocker")))
+    write_routine("waiter", command_routine(gated("waiter", "echo waited")))
+    d = Daemon(tmp_path).start()
+    first = sid(d.to_slot())
+    wait_for(lambda: status(d) == (["blocker"], ["waiter"]), what="waiter queued")
+    done = d.cli("remove", "waiter", "--yes")
+    assert done.returncode == 0, done.stderr
+    wait_for(lambda: status(d) == (["blocker"], []), what="the queued run to be dropped")
+    assert [(r.slot, r.status, r.detail) for r in rows("waiter")] == [
+        (first, "skipped", "removed while queued")
+    ]
+    assert entered("waiter") == 0
+    release("blocker")
+    wait_for(lambda: len(final("blocker")) == 1, what="the blocker to end")
+    assert d.stop() == 0

@@ -23,6 +23,7 @@ from routines.registry import scan
 from routines.spec import Routine
 from routines.store import read_json
 from supervisor.clock import FakeClock
+from supervisor.policy import allowance_for
 from supervisor.pool import Pool
 from supervisor.record import Notification, final_status, finish_run, notifications_for
 from supervisor.scheduler import Pending
@@ -229,6 +230,12 @@ max_dollars_per_day = 0.50
 on_exceed = "{on_exceed}"
 """,
     )
+
+
+def test_the_budget_refusal_shows_enough_digits_to_tell_the_amounts_apart() -> None:
+    r = agent("spent", "skip")  # max_dollars_per_day = 0.50
+    assert allowance_for(r, 0.5004).detail == "daily budget spent: $0.5004 of $0.5000"
+    assert allowance_for(r, 0.61).detail == "daily budget spent: $0.61 of $0.50"
 
 
 @pytest.mark.parametrize("on_exceed", ["skip", "notify"])

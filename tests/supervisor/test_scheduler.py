@@ -226,3 +226,19 @@ def test_a_restart_resumes_the_cursor_and_catches_up_what_was_missed_while_down(
         ("daily", "schedule", ""),
         ("fresh", "schedule", ""),
     ]
+
+
+def test_sync_names_the_routines_it_stops_tracking_and_why() -> None:
+    reg = registry(
+        on=command_routine("true"), off=command_routine("true"), gone=command_routine("true")
+    )
+    with Ledger(paths().ledger) as ledger:
+        sched = Scheduler(ledger, (1, 1.0))
+        assert sched.sync(reg, ledger.states(), T0) == {}
+        assert set(sched.tracked) == {"on", "off", "gone"}
+        ledger.update_state("off", enabled_override=False, file_enabled_seen=True)
+        (paths().routines_dir / "gone.toml").unlink()
+        turned_off = sched.sync(scan(paths()), ledger.states(), T0)
+        assert turned_off == {"off": "disabled while queued", "gone": "removed while queued"}
+        assert set(sched.tracked) == {"on"}
+        assert sched.sync(scan(paths()), ledger.states(), T0) == {}  # said once

@@ -265,7 +265,8 @@ def test_tool_call_arguments_as_object_or_string_both_work(
 
 
 def test_ollama_host_from_the_job_and_no_proxy(home: Path, ollama: FakeOllama) -> None:
-    """The URL in the job is used as is; a proxy in the environment is not consulted."""
+    """The URL in the job is used as is; a loopback Ollama is reached directly even with a
+    proxy in the environment (tests/worker/test_webclient.py has the proxied cases)."""
     ollama.add(O.text(LONG))
     env = worker_env(http_proxy=f"http://127.0.0.1:{_closed_port()}", HTTP_PROXY=None)
     r = run_worker(_ollama_job(home, ollama.url), env=env)

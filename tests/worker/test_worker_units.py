@@ -3,7 +3,6 @@ trimming, provider parsing and rendering, titles, prompts, the key lookup."""
 
 from __future__ import annotations
 
-import contextlib
 import io
 import json
 from datetime import UTC, datetime, timedelta, timezone
@@ -431,59 +430,44 @@ def test_ollama_url_falls_back_to_ollama_host(
     assert ollama_url(job_url) == expected
 
 
-# --- the worker's HTTP ---
+# --- Ollama's stream ---
 
 
-@pytest.mark.parametrize(
-    ("url", "expected"),
-    [
-        ("http://127.0.0.1:11434", ("http", "127.0.0.1", 11434, "/")),
-        ("http://localhost:11434/api/chat", ("http", "localhost", 11434, "/api/chat")),
-        ("https://hooks.example/x?y=1", ("https", "hooks.example", 443, "/x?y=1")),
-        ("http://host?a=b", ("http", "host", 80, "/?a=b")),
-        ("http://[::1]:8080/p", ("http", "::1", 8080, "/p")),
-    ],
-)
-def test_split_url(url: str, expected: tuple[str, str, int, str]) -> None:
-    from worker import httpjson
-
-    assert httpjson.split_url(url) == expected
-
-
-@pytest.mark.parametrize(
-    "url",
-    ["ftp://x", "127.0.0.1:11434", "http://", "http://u:p@host/", "http://h:port", "http://h/a b"],
-)
-def test_split_url_refuses(url: str) -> None:
-    from worker import httpjson
-
-    with pytest.raises(httpjson.ConnectFailed):
-        httpjson.split_url(url)
+def test_merge_chunks_joins_the_content_and_gathers_the_tool_calls() -> None:
+    call = {"function": {"name": "run_shell", "arguments": {"command": "date"}}}
+    chunks = [
+        {"model": "m", "message": {"role": "assistant", "content": "Hel"}, "done": False},
+        {"model": "m", "message": {"role": "assistant", "content": "lo"}, "done": False},
+        {"model": "m", "message": {"role": "assistant", "content": "", "tool_calls": [call]}},
+        {"model": "m", "message": {"role": "assistant", "content": ""}, "done": True,
+         "done_reason": "stop", "eval_count": 7},
+    ]  # fmt: skip
+    merged = ollama.merge_chunks(chunks)
+    assert merged["message"] == {"role": "assistant", "content": "Hello", "tool_calls": [call]}
+    assert (merged["done"], merged["done_reason"], merged["eval_count"]) == (True, "stop", 7)
+    reply = ollama.parse_chat(merged, model="m", tool_names={"run_shell"})
+    assert reply.stop is Stop.TOOL_USE and reply.output_tokens == 7
 
 
-def test_parse_response() -> None:
-    from worker import httpjson
-
-    ok = httpjson.parse_response(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}trailing")
-    assert (ok.status, ok.reason, ok.body) == (200, "OK", b"{}")
-    assert httpjson.parse_response(b"HTTP/1.0 404 Not Found\r\n\r\nnope").body == b"nope"
-    for bad, needle in (
-        (b"", "without a response"),
-        (b"HTTP/1.1 200 OK\r\nContent-Le", "inside its headers"),
-        (b"SSH-2.0-OpenSSH\r\n\r\n", "not an HTTP response"),
-        (b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n{}", "inside the body"),
-        (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n", "chunked"),
-    ):
-        with pytest.raises(httpjson.Broken, match=needle):
-            httpjson.parse_response(bad)
+def test_merge_chunks_keeps_an_error_line_and_gives_up_on_garbage() -> None:
+    partial = {"message": {"role": "assistant", "content": "a"}, "done": False}
+    assert ollama.merge_chunks([partial, {"error": "runner died"}])["error"] == "runner died"
+    assert ollama.merge_chunks([]) is None
+    assert ollama.merge_chunks([partial, b"not json"]) is None
+    assert ollama.merge_chunks([b"not json"]) == b"not json"
 
 
-@given(st.binary(max_size=2000))
-def test_parse_response_never_crashes(data: bytes) -> None:
-    from worker import httpjson
-
-    with contextlib.suppress(httpjson.Broken):
-        httpjson.parse_response(data)
+def test_text_lines_sends_whole_lines_then_long_pieces_then_the_rest() -> None:
+    sent: list[str] = []
+    lines = ollama.TextLines(sent.append, flush_chars=10)
+    for piece in ["The ", "news", ":\nfirst", " line\n", "\n", "abcdefghijkl", "mn"]:
+        lines.feed(piece)
+    assert sent == ["The news:", "first line", "abcdefghijkl"]
+    lines.end()
+    assert sent[-1] == "mn"
+    quiet = ollama.TextLines(None)
+    quiet.feed("x\n")
+    quiet.end()
 
 
 def test_a_lone_surrogate_from_a_model_never_breaks_the_pipe() -> None:

@@ -1,4 +1,10 @@
-"""Ollama: POST /api/chat, non-streaming, with `tools` (over worker.httpjson, stdlib HTTP).
+"""Ollama: POST /api/chat with `tools`, streamed (NDJSON), over worker.webclient (httpx2).
+
+The reply streams as one JSON object a line (`"done": false` pieces, then a `"done": true`
+line with the counts); `merge_chunks` folds them into the one response a non-streaming call
+would get, and each piece of text goes to `on_text` as it arrives, so a slow local model's
+answer shows in the run log while it is written. A server that answers with one
+non-streaming object (a proxy, an old Ollama) is the same thing with one line.
 
 Tool-call arguments may arrive as a JSON object (Ollama) or a JSON string (OpenAI-style
 proxies); both work, and a string that does not parse marks the reply `malformed`. A small
@@ -10,9 +16,12 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
-from worker import httpjson
+import orjson
+
+from worker import webclient
 from worker.providers.base import (
     AssistantTurn,
     Conversation,
@@ -27,18 +36,37 @@ from worker.providers.base import (
     UserTurn,
 )
 
-__all__ = ["OllamaProvider", "parse_chat", "render", "tool_call_in_content"]
+__all__ = [
+    "OllamaProvider",
+    "TextLines",
+    "merge_chunks",
+    "parse_chat",
+    "render",
+    "tool_call_in_content",
+]
 
 CONNECT_TIMEOUT = 5.0
+
+TextSink = Callable[[str], None]
+FLUSH_CHARS = 200  # a streamed line longer than this is shown in pieces of about this size
 
 
 class OllamaProvider:
     name = "ollama"
     premium = False
 
-    def __init__(self, base_url: str, *, context_tokens: int) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        context_tokens: int,
+        web: webclient.WebClient | None = None,
+        on_text: TextSink | None = None,
+    ) -> None:
         self.base_url = base_url.rstrip("/")
         self.context_tokens = context_tokens
+        self.web = web if web is not None else webclient.shared()
+        self.on_text = on_text
 
     def complete(
         self,
@@ -52,7 +80,7 @@ class OllamaProvider:
         body: dict[str, Any] = {
             "model": model,
             "messages": render(conv),
-            "stream": False,
+            "stream": True,
             # The context size the routine declared (local_context_tokens): Ollama's default
             # is smaller and it silently drops the start of a longer prompt.
             "options": {"num_ctx": self.context_tokens, "num_predict": max_tokens},
@@ -74,30 +102,119 @@ class OllamaProvider:
 
     def _post(self, body: dict[str, Any], model: str, timeout: float) -> dict[str, Any]:
         where = f"Ollama at {self.base_url}"
+        chunks: list[Any] = []
+        lines = TextLines(self.on_text)
+
+        def line(raw: bytes) -> None:
+            try:
+                chunk = orjson.loads(raw)
+            except ValueError:
+                chunk = raw  # merge_chunks gives up on it: "not an Ollama chat response"
+            chunks.append(chunk)
+            lines.feed(_piece(chunk))
+
         try:
-            resp = httpjson.post_json(
+            resp = self.web.post_json(
                 self.base_url + "/api/chat",
                 body,
                 timeout=timeout,
                 connect_timeout=min(CONNECT_TIMEOUT, timeout),
+                redirects=webclient.Redirects.SAME_HOST,
+                on_line=line,
             )
-        except httpjson.ConnectFailed as exc:
+        except webclient.ConnectFailed as exc:
             raise ProviderError(
                 f"cannot reach {where} ({exc}): is Ollama running? Start it with "
                 "`ollama serve`, or set ollama_url in ~/.vinos/routines/config.toml"
             ) from None
-        except httpjson.TimedOut:
+        except webclient.TimedOut:
             raise ProviderError(f"{where} did not answer within {timeout:.0f} s") from None
-        except httpjson.HttpError as exc:
+        except webclient.HttpError as exc:
             raise ProviderError(f"{where} failed: {exc}") from None
-        return _check(resp, model, where)
+        finally:
+            lines.end()
+        return _check(resp, merge_chunks(chunks), model, where)
 
 
-def _check(resp: httpjson.Response, model: str, where: str) -> dict[str, Any]:
-    try:
-        data = resp.json()
-    except ValueError:
-        data = None
+class TextLines:
+    """Streamed text pieces → `sink` calls of whole lines (or FLUSH_CHARS at most), so a
+    slow model's answer reaches the run log as it grows, without an event per token."""
+
+    def __init__(self, sink: TextSink | None, flush_chars: int = FLUSH_CHARS) -> None:
+        self._sink = sink
+        self._flush = flush_chars
+        self._buf = ""
+
+    def feed(self, piece: str) -> None:
+        if self._sink is None or not piece:
+            return
+        self._buf += piece
+        head, newline, tail = self._buf.rpartition("\n")
+        if newline:
+            self._buf = tail
+            self._emit(head)
+        if len(self._buf) >= self._flush:
+            self._emit(self._buf)
+            self._buf = ""
+
+    def end(self) -> None:
+        self._emit(self._buf)
+        self._buf = ""
+
+    def _emit(self, text: str) -> None:
+        if self._sink is not None and text.strip():
+            self._sink(text)
+
+
+def _piece(chunk: object) -> str:
+    msg = chunk.get("message") if isinstance(chunk, dict) else None
+    content = msg.get("content") if isinstance(msg, dict) else None
+    return content if isinstance(content, str) else ""
+
+
+def merge_chunks(chunks: list[Any]) -> Any:
+    """Streamed /api/chat lines → the one object a non-streaming call answers (pure).
+
+    Content pieces are joined and tool calls gathered in order; everything else (done_reason,
+    the token counts, an `error`) comes from the last line that has it. No lines: None.
+    """
+    if not chunks:
+        return None
+    if not all(isinstance(c, dict) for c in chunks):
+        return chunks[-1] if len(chunks) == 1 else None
+    merged: dict[str, Any] = {}
+    content: list[str] = []
+    calls: list[Any] = []
+    message: dict[str, Any] | None = None
+    for chunk in chunks:
+        for key, value in chunk.items():
+            if key != "message":
+                merged[key] = value
+        msg = chunk.get("message")
+        if isinstance(msg, dict):
+            message = {**(message or {}), **msg}
+            content.append(_piece(chunk))
+            if isinstance(msg.get("tool_calls"), list):
+                calls.extend(msg["tool_calls"])
+    if message is not None:
+        message["content"] = "".join(content)
+        if calls:
+            message["tool_calls"] = calls
+        else:
+            message.pop("tool_calls", None)
+        merged["message"] = message
+    return merged
+
+
+def _check(resp: webclient.Response, streamed: Any, model: str, where: str) -> dict[str, Any]:
+    data: Any
+    if resp.body:
+        try:
+            data = resp.json()
+        except ValueError:
+            data = None
+    else:
+        data = streamed
     message = data.get("error") if isinstance(data, dict) else None
     if resp.status >= 400 or message:
         text = str(message or resp.text() or resp.reason)

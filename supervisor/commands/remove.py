@@ -1,0 +1,77 @@
+"""`vinos-routine remove NAME`: delete a user routine's file; its history stays.
+
+Only a file in ~/.vinos/routines/ is yours to delete: a system routine (/etc/vinos/routines)
+can be overridden (`edit` writes your copy) or turned off (`disable`), and `remove` says so.
+The ledger's rows, the run logs and the outputs in state/NAME/ are kept. On a terminal it asks
+first; `--yes` does not ask. A running daemon reloads: a run of NAME still waiting in its queue
+is dropped (recorded `skipped`), one already running finishes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from supervisor.commands.common import NoSuchRoutine, add_parser, die, find_entry
+
+__all__ = ["register"]
+
+
+def register(sub: Any) -> None:
+    p = add_parser(
+        sub,
+        "remove",
+        "delete a user routine's file (its history is kept)",
+        "  vinos-routine remove old-digest\n  vinos-routine remove old-digest --yes\n",
+    )
+    p.add_argument("name", help="routine name")
+    p.add_argument("--yes", "-y", action="store_true", help="do not ask first")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from routines.paths import paths
+    from routines.spec import Origin
+    from supervisor.client import DaemonError
+    from supervisor.commands.common import try_daemon
+    from supervisor.present import ask_yes, visible
+
+    p = paths()
+    try:
+        entry, _ = find_entry(args.name, p)
+    except NoSuchRoutine as exc:
+        return die(str(exc))
+    name = entry.name
+    if entry.origin is Origin.SYSTEM:
+        return die(
+            f"{name} is a system routine ({entry.path}) and cannot be removed: turn it off with "
+            f"`vinos-routine disable {name}`, or override it with `vinos-routine edit {name}` "
+            "(your copy goes into ~/.vinos/routines/)"
+        )
+    after = (
+        f"; the system routine {entry.overrides} takes its place again"
+        if entry.overrides is not None
+        else ""
+    )
+    if not args.yes and sys.stdin.isatty():
+        question = f"Remove {visible(str(entry.path))}{after}? Its history is kept."
+        if not ask_yes(question, default=False):
+            print("nothing removed")
+            return 1
+    try:
+        entry.path.unlink()
+    except FileNotFoundError:
+        return die(f"{entry.path} is already gone")
+    except OSError as exc:
+        return die(f"cannot remove {entry.path}: {exc.strerror or exc}")
+    print(f"removed {entry.path}{after}")
+    print(f"  its history and outputs stay: vinos-routine history {name}; {p.routine_state(name)}")
+    client = try_daemon(p)
+    if client is not None:
+        with client:
+            try:
+                client.request("reload")
+            except DaemonError as exc:
+                print(f"warning: the daemon did not reload: {exc}")
+    return 0

@@ -1,0 +1,235 @@
+"""The wheel and the sdist, as a user installs them: built from a copy of the tree with
+`python -m build`, the wheel installed (not editable) into a fresh venv as the unprivileged test
+user, and the installed `vinos-routine` used from a directory far from the checkout."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tarfile
+import time
+import tomllib
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from archpkg import PACKAGES, REPO, copy_tree, require_unprivileged, run
+
+PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
+VERSION = PYPROJECT["project"]["version"]
+DIST = "vinos_routine"
+WAIT = 60.0  # a bound on waits for events that must happen, never a speed assertion
+# Top-level directories of the tree that are not shipped: their own __init__.py is for running
+# them in place (python -m bench), not for installing.
+NOT_SHIPPED = {"tests", "bench"}
+
+
+def package_files(tree: Path) -> set[str]:
+    """Every file under the shipped packages in `tree`, relative to it (no bytecode)."""
+    out = set()
+    for package in PACKAGES:
+        for path in (tree / package).rglob("*"):
+            if path.is_file() and "__pycache__" not in path.parts:
+                out.add(path.relative_to(tree).as_posix())
+    return out
+
+
+def test_every_top_level_package_is_listed_in_pyproject() -> None:
+    """A new package (a dashboard/, say) is added to pyproject.toml's include list, the one
+    place the wheel, the Arch package and mypy take it from, or it would be left behind."""
+    in_tree = {
+        d.name
+        for d in REPO.iterdir()
+        if (d / "__init__.py").is_file() and d.name not in NOT_SHIPPED
+    }
+    assert set(PACKAGES) == in_tree, (
+        "pyproject.toml [tool.setuptools.packages.find] include lists "
+        f"{sorted(PACKAGES)}; the tree's packages are {sorted(in_tree)}"
+    )
+    include = PYPROJECT["tool"]["setuptools"]["packages"]["find"]["include"]
+    for package in PACKAGES:  # each with its subpackages
+        assert f"{package}.*" in include, f"pyproject.toml: include lacks {package}.*"
+
+
+@dataclass(frozen=True)
+class Dists:
+    wheel: Path
+    sdist: Path
+    tree: Path
+
+
+@pytest.fixture(scope="module")
+def dists(tmp_path_factory: pytest.TempPathFactory) -> Dists:
+    require_unprivileged()
+    work = tmp_path_factory.mktemp("wheel")
+    tree = copy_tree(work / "tree")
+    out = work / "dist"
+    # Build isolation: pip fetches the build backend pyproject.toml names, as for a user.
+    run([sys.executable, "-m", "build", "--outdir", out, tree], cwd=work, timeout=600)
+    (wheel,) = out.glob("*.whl")
+    (sdist,) = out.glob("*.tar.gz")
+    return Dists(wheel, sdist, tree)
+
+
+@dataclass(frozen=True)
+class Venv:
+    root: Path  # the venv the program is installed in
+    program: Path  # the `vinos-routine` a user runs
+    home: Path
+    vinos_home: Path
+    runtime: Path
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {
+            "HOME": str(self.home),
+            "PATH": f"{self.program.parent}:/usr/bin:/bin",
+            "LANG": "C.UTF-8",
+            "VINOS_HOME": str(self.vinos_home),
+            "VINOS_SYSTEM_DIR": str(self.home / "no-system-routines"),
+            "XDG_RUNTIME_DIR": str(self.runtime),
+        }
+
+    def __call__(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        # From $HOME, far from the checkout: nothing can be imported from the tree.
+        return run([self.program, *args], env=self.env, cwd=self.home, check=check)
+
+    def site_packages(self) -> Path:
+        (site,) = self.root.glob("lib/python3*/site-packages")
+        return site
+
+
+@pytest.fixture(scope="module", params=["pip", "pipx"])
+def venv(
+    request: pytest.FixtureRequest, dists: Dists, tmp_path_factory: pytest.TempPathFactory
+) -> Venv:
+    """Installed as the README says: the built wheel with pip into a venv of its own, or the
+    clone with `pipx install .`."""
+    base = tmp_path_factory.mktemp(request.param)
+    # The user's HOME for pip's cache (dependencies come from the cache or PyPI), nothing else
+    # from this process's environment.
+    pip_env = {"HOME": os.environ["HOME"], "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
+    if request.param == "pip":
+        root = base / "venv"
+        run([sys.executable, "-m", "venv", root])
+        run([root / "bin/python", "-m", "pip", "install", "-q", dists.wheel], env=pip_env,
+            cwd=base, timeout=600)  # fmt: skip
+        program = root / "bin/vinos-routine"
+    else:
+        tools = base / "pipx-itself"
+        run([sys.executable, "-m", "venv", tools])
+        run([tools / "bin/python", "-m", "pip", "install", "-q", "pipx>=1.5"], env=pip_env,
+            cwd=base, timeout=600)  # fmt: skip
+        pipx_env = {
+            **pip_env,
+            "PIPX_HOME": str(base / "pipx"),
+            "PIPX_BIN_DIR": str(base / "bin"),
+            "PIPX_MAN_DIR": str(base / "man"),
+        }
+        # `pipx install .` in a clone, as the README says (pip builds the wheel from the tree).
+        run([tools / "bin/pipx", "install", "."], env=pipx_env, cwd=dists.tree, timeout=600)
+        root = base / "pipx/venvs/vinos-routine"
+        program = base / "bin/vinos-routine"
+    assert program.is_file(), f"{request.param} installed no {program}"
+    home = base / "home"
+    vinos_home = home / ".vinos"
+    runtime = base / "run"
+    for d in (vinos_home / "routines", home / "no-system-routines", runtime):
+        d.mkdir(parents=True)
+    runtime.chmod(0o700)
+    return Venv(root, program, home, vinos_home, runtime)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_wheel_holds_every_module_and_no_tests(dists: Dists) -> None:
+    names = set(zipfile.ZipFile(dists.wheel).namelist())
+    shipped = {n for n in names if not n.startswith(f"{DIST}-{VERSION}.dist-info/")}
+    expected = package_files(dists.tree)
+    # A data file (not .py) is shipped only when pyproject.toml's package-data names it.
+    assert sorted(expected - shipped) == [], (
+        "in the tree's packages but not in the wheel: a new package goes in "
+        "[tool.setuptools.packages.find] include, a data file in [tool.setuptools.package-data]"
+    )
+    assert sorted(shipped - expected) == [], "in the wheel but not in the tree's packages"
+    assert not [n for n in names if "tests/" in n or Path(n).name.startswith("test_")]
+    assert not [n for n in names if n.endswith((".pyc", ".pyo"))]
+    meta = zipfile.ZipFile(dists.wheel).read(f"{DIST}-{VERSION}.dist-info/METADATA").decode()
+    assert "License-Expression: MIT" in meta.splitlines()
+    assert "License-File: LICENSE" in meta.splitlines()
+    assert f"{DIST}-{VERSION}.dist-info/licenses/LICENSE" in names
+    # The sdist can rebuild the wheel: the same package files, and what the build reads.
+    with tarfile.open(dists.sdist) as sdist:
+        prefix = f"{DIST}-{VERSION}/"
+        members = {m.name.removeprefix(prefix) for m in sdist.getmembers() if m.isfile()}
+    assert {"pyproject.toml", "LICENSE", "README.md"} <= members
+    assert sorted(expected - members) == [], "in the tree's packages but not in the sdist"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_installed_wheel_runs(venv: Venv) -> None:
+    assert venv("--version").stdout.strip() == f"vinos-routine {VERSION}"
+    # The code that runs is the venv's copy, not the checkout's.
+    where = run(
+        [venv.root / "bin/python", "-c", "import supervisor.commands, worker.providers as w; "
+         "print(w.__file__)"],
+        env=venv.env,
+        cwd=venv.home,
+    ).stdout.strip()  # fmt: skip
+    assert Path(where).is_relative_to(venv.site_packages()), where
+
+    starters = sorted((venv.site_packages() / "routines/starters").glob("*.toml"))
+    assert len(starters) >= 5, starters
+    out = venv("validate", "--json", *map(str, starters))
+    results = [json.loads(line) for line in out.stdout.splitlines()]
+    assert sorted(r["file"] for r in results) == [str(s) for s in starters]
+    assert all(r["ok"] and not r["errors"] for r in results), results
+
+    explained = venv("schedule", "explain", "30 6 * * 1-5").stdout
+    assert "Every weekday at 6:30 AM" in explained, explained
+    assert "Mon..Fri *-*-* 06:30:00" in explained, explained
+
+    (venv.vinos_home / "routines/wheel-hello.toml").write_text(
+        '[routine]\nkind = "command"\n[schedule]\ncron = "0 9 * * *"\n'
+        '[command]\nrun = "echo hello from the wheel"\n'
+    )
+    fin = json.loads(venv("run", "wheel-hello", "--json").stdout)
+    assert fin["status"] == "ok", fin
+    (output,) = (venv.vinos_home / "routines/state/wheel-hello").glob("*.md")
+    assert "hello from the wheel" in output.read_text()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_installed_daemon_answers_status_and_stops(venv: Venv) -> None:
+    daemon = subprocess.Popen(
+        [venv.program, "daemon"],
+        env=venv.env,
+        cwd=venv.home,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + WAIT
+        while True:
+            assert daemon.poll() is None, daemon.communicate()
+            st = json.loads(venv("status", "--json").stdout)
+            if st["daemon"]:
+                break
+            assert time.monotonic() < deadline, f"the daemon never answered status: {st}"
+            time.sleep(0.2)
+        assert st["pid"] == daemon.pid
+        daemon.send_signal(signal.SIGTERM)
+        _, err = daemon.communicate(timeout=WAIT)
+        assert daemon.returncode == 0, err
+        assert json.loads(venv("status", "--json").stdout)["daemon"] is False
+    finally:
+        if daemon.poll() is None:
+            daemon.kill()
+            daemon.communicate()

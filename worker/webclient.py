@@ -1,0 +1,300 @@
+"""The worker's HTTP, for Ollama and webhooks: httpx2 (the anthropic SDK's own HTTP stack).
+
+One client per worker process, so per run (`shared()`): the tool loop's calls to Ollama reuse
+one kept-alive connection. httpx2 is imported on the first request, never by the daemon.
+
+What each request gets, and why:
+- a total deadline: httpx2's timeouts bound each socket operation, so a server that drips a
+  byte at a time could hold a run far past its limit. `_DeadlineBackend` clamps every
+  connect, read and write to what is left of the request's deadline;
+- proxies from the environment (HTTP(S)_PROXY, ALL_PROXY, NO_PROXY, as curl reads them),
+  except for loopback hosts, which are always reached directly (a local Ollama behind a
+  corporate proxy would otherwise be unreachable: Go's net/http makes the same exception);
+- redirects: `Redirects.NONE` returns a 3xx as the response (webhooks: the payload goes to
+  the URL the user wrote, nowhere else); `Redirects.SAME_HOST` follows up to
+  MAX_REDIRECTS to the same host and refuses another (Ollama);
+- bodies capped at `max_body` bytes (decoded), the excess an error, never buffered.
+
+Failures raise one of three HttpError kinds; HTTP statuses >= 400 are returned, not raised.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from enum import Enum
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+if TYPE_CHECKING:
+    import httpx2
+
+__all__ = [
+    "MAX_BODY",
+    "MAX_REDIRECTS",
+    "USER_AGENT",
+    "Broken",
+    "ConnectFailed",
+    "HttpError",
+    "Redirects",
+    "Response",
+    "TimedOut",
+    "WebClient",
+    "shared",
+]
+
+MAX_BODY = 64 << 20  # a reply larger than this is not an Ollama chat reply
+MAX_REDIRECTS = 3
+USER_AGENT = "vinos-routine (worker)"
+# Loopback is never proxied (see the module docstring).
+_DIRECT = ("all://127.0.0.1", "all://localhost", "all://[::1]")
+
+
+class HttpError(Exception):
+    """The request got no usable HTTP response; `str()` says why in a few words."""
+
+
+class ConnectFailed(HttpError):
+    """No connection: refused, unreachable, unknown host, TLS handshake failed."""
+
+
+class TimedOut(HttpError):
+    """Connected, but no complete response before the deadline."""
+
+
+class Broken(HttpError):
+    """The connection broke, the peer did not speak HTTP, or the reply broke a limit."""
+
+
+class Redirects(Enum):
+    NONE = "none"  # a 3xx is the answer (webhooks)
+    SAME_HOST = "same-host"  # follow up to MAX_REDIRECTS to the same host (Ollama)
+
+
+@dataclass(frozen=True, slots=True)
+class Response:
+    status: int
+    reason: str
+    body: bytes  # empty when the lines went to `on_line`
+
+    def json(self) -> Any:
+        """The body as JSON; ValueError when it is not."""
+        return orjson.loads(self.body)
+
+    def text(self, limit: int = 300) -> str:
+        return self.body[:limit].decode("utf-8", "replace")
+
+
+LineSink = Callable[[bytes], None]
+
+
+class WebClient:
+    """POST JSON with the rules above; one instance keeps its connections alive."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._client: httpx2.Client | None = None
+        self._backend: _DeadlineBackend | None = None
+
+    def post_json(
+        self,
+        url: str,
+        payload: Any,
+        *,
+        timeout: float,
+        connect_timeout: float = 5.0,
+        redirects: Redirects = Redirects.NONE,
+        on_line: LineSink | None = None,
+        max_body: int = MAX_BODY,
+    ) -> Response:
+        """POST `payload` to `url`; the whole answer must arrive within `timeout` seconds.
+
+        With `on_line`, a 2xx body is handed over line by line as it arrives (NDJSON) and
+        not kept; any other status keeps its body for the error message.
+        """
+        import httpx2
+
+        client, backend = self._open()
+        deadline = backend.deadline = self._clock() + timeout
+        try:
+            request = client.build_request(
+                "POST",
+                url,
+                content=orjson.dumps(payload),
+                headers={"Content-Type": "application/json"},
+                timeout=httpx2.Timeout(timeout, connect=min(connect_timeout, timeout)),
+            )
+            for _ in range(MAX_REDIRECTS + 1):
+                response = client.send(request, stream=True)
+                try:
+                    nxt = response.next_request
+                    if redirects is Redirects.SAME_HOST and nxt is not None:
+                        if nxt.url.host != request.url.host:
+                            raise Broken(f"it redirected to another host ({nxt.url.host}): refused")
+                        request = nxt
+                        continue
+                    streaming = on_line is not None and 200 <= response.status_code < 300
+                    body = _read(response.iter_bytes(), max_body, on_line if streaming else None)
+                    return Response(response.status_code, response.reason_phrase, body)
+                finally:
+                    response.close()
+            raise Broken(f"more than {MAX_REDIRECTS} redirects")
+        except httpx2.TimeoutException:
+            raise TimedOut(f"no answer within {timeout:.0f} s") from None
+        except (httpx2.ConnectError, httpx2.ProxyError, httpx2.UnsupportedProtocol) as exc:
+            raise ConnectFailed(_why(exc)) from None
+        except httpx2.InvalidURL as exc:
+            raise ConnectFailed(f"not a usable URL: {exc}") from None
+        except httpx2.HTTPError as exc:
+            if self._clock() >= deadline:
+                raise TimedOut(f"no answer within {timeout:.0f} s") from None
+            raise Broken(_why(exc)) from None
+        finally:
+            backend.deadline = None
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+    def _open(self) -> tuple[httpx2.Client, _DeadlineBackend]:
+        if self._client is not None and self._backend is not None:
+            return self._client, self._backend
+        import httpx2
+
+        client = httpx2.Client(
+            headers={"User-Agent": USER_AGENT, "Accept": "application/json"},
+            follow_redirects=False,
+            trust_env=True,
+            mounts=dict.fromkeys(_DIRECT),
+        )
+        backend = _DeadlineBackend(self._clock)
+        # httpx2 has no hook for the network backend of the pools it builds (the direct one
+        # and one per proxy from the environment): each is given ours. Pinned by
+        # tests/worker/test_webclient.py's drip and proxy tests, which fail if this breaks.
+        transports = [client._transport, *client._mounts.values()]
+        for transport in transports:
+            pool = getattr(transport, "_pool", None)
+            if pool is not None:
+                backend.inner = pool._network_backend
+                pool._network_backend = backend
+        self._client, self._backend = client, backend
+        return client, backend
+
+
+def _read(chunks: Iterable[bytes], limit: int, on_line: LineSink | None) -> bytes:
+    """The body under `limit` bytes; with `on_line`, each complete line goes out at once."""
+    data = bytearray()
+    total = 0
+    for chunk in chunks:
+        total += len(chunk)
+        if total > limit:
+            raise Broken(f"the reply passed {_size(limit)}")
+        data += chunk
+        if on_line is not None:
+            *lines, rest = bytes(data).split(b"\n")
+            data = bytearray(rest)
+            for line in lines:
+                if line.strip():
+                    on_line(line)
+    if on_line is not None:
+        if data.strip():
+            on_line(bytes(data))
+        return b""
+    return bytes(data)
+
+
+def _size(n: int) -> str:
+    return f"{n >> 20} MiB" if n >= 1 << 20 else f"{n:,} bytes"
+
+
+def _why(exc: Exception) -> str:
+    text = str(exc).strip()
+    cause = exc.__cause__ or exc.__context__
+    if not text and cause is not None:
+        text = str(cause).strip()
+    return text or type(exc).__name__
+
+
+_SHARED: WebClient | None = None
+
+
+def shared() -> WebClient:
+    """The run's client (a worker process is one run)."""
+    global _SHARED
+    if _SHARED is None:
+        _SHARED = WebClient()
+    return _SHARED
+
+
+class _DeadlineBackend:
+    """httpcore2's network backend with every blocking call clamped to `deadline`."""
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self.clock = clock
+        self.deadline: float | None = None
+        self.inner: Any = None
+
+    def clamp(self, timeout: float | None, kind: str) -> float | None:
+        if self.deadline is None:
+            return timeout
+        left = self.deadline - self.clock()
+        if left <= 0:
+            import httpcore2
+
+            error: type[Exception] = getattr(httpcore2, f"{kind}Timeout")
+            raise error("the request's deadline passed")
+        return left if timeout is None else min(timeout, left)
+
+    def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> _DeadlineStream:
+        stream = self.inner.connect_tcp(
+            host, port, self.clamp(timeout, "Connect"), local_address, socket_options
+        )
+        return _DeadlineStream(stream, self)
+
+    def connect_unix_socket(
+        self, path: str, timeout: float | None = None, socket_options: Iterable[Any] | None = None
+    ) -> _DeadlineStream:
+        stream = self.inner.connect_unix_socket(
+            path, self.clamp(timeout, "Connect"), socket_options
+        )
+        return _DeadlineStream(stream, self)
+
+    def sleep(self, seconds: float) -> None:
+        self.inner.sleep(seconds)
+
+
+class _DeadlineStream:
+    def __init__(self, inner: Any, backend: _DeadlineBackend) -> None:
+        self._inner = inner
+        self._backend = backend
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        data: bytes = self._inner.read(max_bytes, self._backend.clamp(timeout, "Read"))
+        return data
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self._inner.write(buffer, self._backend.clamp(timeout, "Write"))
+
+    def close(self) -> None:
+        self._inner.close()
+
+    def start_tls(
+        self, ssl_context: Any, server_hostname: str | None = None, timeout: float | None = None
+    ) -> _DeadlineStream:
+        tls = self._inner.start_tls(
+            ssl_context, server_hostname, self._backend.clamp(timeout, "Connect")
+        )
+        return _DeadlineStream(tls, self._backend)
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._inner.get_extra_info(info)

@@ -133,7 +133,7 @@ class Pool:
         finally:
             self.running.pop(pending.run_id, None)
         self.finished[pending.run_id] = fin
-        if fin.unwritten is not None:
+        if fin.unwritten is not None and fin.unwritten not in self.unwritten:
             log.warning(
                 "%s: run %s ended %s; no space to record it yet",
                 fin.routine,
@@ -168,6 +168,7 @@ class Pool:
             self.ledger.finish_run(pending.run_id, now=now, fields=fields)
         except LedgerFull:
             unwritten = Unwritten(pending.routine, pending.run_id, now, fields, strikes=False)
+            self.unwritten.append(unwritten)  # whichever path recorded it (drop, stop, budget)
         return Finished(
             pending.run_id,
             pending.routine.name,

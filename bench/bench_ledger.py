@@ -75,8 +75,8 @@ def run(quick: bool) -> list[Row]:
             zone = ZoneInfo("America/New_York")
             now = datetime(2025, 1, 1, tzinfo=UTC) + (count // 2) * STEP
             spend = median_seconds(lambda: ledger.spent_today("routine-07", zone, now), queries)
-            # `list`'s last run per routine; every row here is still queued, the worst case
-            # (each routine's rows are all walked looking for a finished run).
+            # `list`'s last run per routine: one routine_state row each, whatever the history
+            # (kept current by finish_run; bench_ledger_year.py times the commands).
             last = median_seconds(ledger.last_runs, max(queries // 10, 5))
             db = sqlite3.connect(root / "ledger.db")
             scan = median_seconds(

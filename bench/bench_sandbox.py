@@ -27,12 +27,22 @@ def run(quick: bool) -> list[Row]:
         raise RuntimeError(f"cannot sandbox here: {check.reason} (fix: {check.fix})")
     repeat = 20 if quick else 200
     with tempfile.TemporaryDirectory(prefix="vinos-bench-") as tmp:
+        from routines.never import never_paths
+
         home = Path(tmp) / "home"
-        state = home / ".vinos/routines/state/bench"
-        scratch = state / ".scratch/run"
-        scratch.mkdir(parents=True)
+        workspace = home / ".vinos/routines/workspace/bench"
+        scratch = home / ".vinos/routines/scratch/bench/run"
+        for d in (workspace, scratch, home / ".config/gh", home / "notes"):
+            d.mkdir(parents=True)
+        real = os.path.realpath(home)
+        # What a starter declares: two home paths, the never-list, workspace and scratch.
         policy = sandbox.routine_policy(
-            home=home, state_dir=state, scratch_dir=scratch, network=False
+            home=home,
+            workspace=workspace,
+            scratch_dir=scratch,
+            network=False,
+            declared=("~/.config/gh", "~/notes"),
+            never=never_paths(real, real + "/.vinos"),
         )
 
         def sandboxed() -> None:

@@ -93,8 +93,8 @@ class Job:
     dollars_left: float | None
     memory: str  # the memory text to prepend ("" for session memory or none yet)
     vinos_home: str
-    state_dir: str  # state/<name>/ (read-write in the sandbox)
-    scratch_dir: str  # state/<name>/.scratch/<run-id>/ (the worker writes its output here)
+    state_dir: str  # state/<name>/ (never visible in a sandbox)
+    scratch_dir: str  # state/<name>/.scratch/<run-id>/: the output, staged; no sandbox sees it
     memory_path: str | None  # the memory file this run appends to, None for session
     ollama_url: str
     pricing: dict[str, list[float]] = field(default_factory=dict)  # model → [$in, $out] per MTok

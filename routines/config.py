@@ -9,11 +9,15 @@ input = 3.0
 output = 15.0
 
 [sandbox]
-masks = ["~/.config/rclone"]          # hidden from every shell tool, besides the defaults
+never = ["~/.config/hub"]            # on the never-list besides the defaults (masks: the old name)
 max_processes = 256
 max_file_size_mb = 64
 max_open_files = 256
 max_address_space_mb = 2048
+
+[ledger]
+keep_runs_days = 90                   # older runs become one line per routine per day
+keep_outputs_days = 90                # older outputs and run logs are deleted
 """
 
 from __future__ import annotations
@@ -39,7 +43,14 @@ from routines.checks import (
     table_value,
 )
 
-__all__ = ["DEFAULT_GALLERY_URL", "Config", "ConfigInvalid", "SandboxSettings", "load_config"]
+__all__ = [
+    "DEFAULT_GALLERY_URL",
+    "Config",
+    "ConfigInvalid",
+    "LedgerSettings",
+    "SandboxSettings",
+    "load_config",
+]
 
 DEFAULT_GALLERY_URL = "https://vinos.computer/routines/"
 DEFAULT_OLLAMA_URL = "http://127.0.0.1:11434"
@@ -47,7 +58,8 @@ DEFAULT_OLLAMA_URL = "http://127.0.0.1:11434"
 
 @dataclass(frozen=True, slots=True)
 class SandboxSettings:
-    masks: tuple[str, ...] = ()
+    never: tuple[str, ...] = ()  # added to routines/never.py's list
+    masks: tuple[str, ...] = ()  # the old name of `never`, still read
     max_processes: int = 256
     max_file_size_mb: int = 64
     max_open_files: int = 256
@@ -56,12 +68,35 @@ class SandboxSettings:
     def as_dict(self) -> dict[str, Any]:
         """The form sent to a worker in `Job.sandbox`."""
         return {
+            "never": list(self.never),
             "masks": list(self.masks),
             "max_processes": self.max_processes,
             "max_file_size_mb": self.max_file_size_mb,
             "max_open_files": self.max_open_files,
             "max_address_space_mb": self.max_address_space_mb,
         }
+
+
+# -- [ledger]: retention (supervisor/housekeeping.py) --------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerSettings:
+    keep_runs_days: int = 90  # whole runs; older ones are compacted into day rows
+    keep_outputs_days: int = 90  # outputs and run logs under the state dir
+
+
+def _days(value: object) -> int:
+    # At least 2: a budget counts today's runs in the routine's own zone, which may start
+    # up to a day before the machine's; those runs must still be whole.
+    if isinstance(value, bool) or not isinstance(value, int) or value < 2:
+        from routines.checks import Bad
+
+        raise Bad("a number of days, at least 2")
+    return value
+
+
+_LEDGER_SCHEMA: dict[str, Check] = {"keep_runs_days": _days, "keep_outputs_days": _days}
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +106,7 @@ class Config:
     gallery_url: str = DEFAULT_GALLERY_URL
     pricing: dict[str, tuple[float, float]] = field(default_factory=dict)
     sandbox: SandboxSettings = field(default_factory=SandboxSettings)
+    ledger: LedgerSettings = field(default_factory=LedgerSettings)
 
 
 class ConfigInvalid(RoutineInvalid):
@@ -93,8 +129,10 @@ _SCHEMA: dict[str, dict[str, Check]] = {
         "gallery_url": _url,
         "pricing": table_value,
         "sandbox": table_value,
+        "ledger": table_value,
     },
     "sandbox": {
+        "never": string_list,
         "masks": string_list,
         "max_processes": positive_int,
         "max_file_size_mb": positive_int,
@@ -102,6 +140,7 @@ _SCHEMA: dict[str, dict[str, Check]] = {
         "max_address_space_mb": positive_int,
     },
     "price": {"input": positive_number, "output": positive_number},
+    "ledger": _LEDGER_SCHEMA,
 }
 
 
@@ -128,6 +167,7 @@ def load_config(path: Path) -> Config:
         raise ConfigInvalid([Problem(path.name, "", malformed(exc, text))]) from exc
     top = r.table({"": doc}, "")
     sandbox = r.table(doc, "sandbox") if isinstance(doc.get("sandbox"), dict) else {}
+    ledger = r.table(doc, "ledger") if isinstance(doc.get("ledger"), dict) else {}
     pricing: dict[str, tuple[float, float]] = {}
     raw_pricing = doc.get("pricing")
     for model, price in raw_pricing.items() if isinstance(raw_pricing, dict) else ():
@@ -144,6 +184,14 @@ def load_config(path: Path) -> Config:
             r.error(where, "expected both input and output ($ per MTok)")
         elif not sub.problems:
             pricing[model] = (checked["input"], checked["output"])
+    for key in ("never", "masks"):
+        for i, entry in enumerate(sandbox.get(key, ())):
+            if entry in ("~", "/", "~/") or not entry.startswith(("~/", "/")):
+                r.error(
+                    f"[sandbox].{key}[{i}]",
+                    f'expected a path starting with "~/" or "/" (not all of ~ or /), '
+                    f'found "{entry}"',
+                )
     errors = [p for p in r.problems if not p.warning]
     if errors:
         # Reader names top-level keys "[].key"; they are plain keys in the file.
@@ -155,6 +203,7 @@ def load_config(path: Path) -> Config:
         gallery_url=top.get("gallery_url", DEFAULT_GALLERY_URL),
         pricing=pricing,
         sandbox=SandboxSettings(**sandbox),
+        ledger=LedgerSettings(**ledger),
     )
 
 

@@ -10,8 +10,16 @@ Schema versions (PRAGMA user_version), forward only, each step an ALTER TABLE AD
   1  v2.0.4  runs: tokens, dollars, duration, exit status
   2  v2.0.5  + tool_calls, tools_used
   3  v2.0.6  + route, escalated, escalated_reason, local_input_tokens, local_output_tokens
-  4  this    + run_id, slot, trigger, status, outcome, detail, finished_at, output_file,
+  4  v2.1    + run_id, slot, trigger, status, outcome, detail, finished_at, output_file,
                owner_pid, owner_started, worker_pid; tables claims and routine_state
+  5  this    table run_days (compacted history, routines/rundays.py); routine_state + each
+             routine's last run (last_run_id, last_status, last_outcome, last_started,
+             last_finished), filled from runs once; auto_vacuum = INCREMENTAL (a VACUUM, once)
+
+Invariant: routine_state's last_* columns are written in the transaction that finishes a run,
+so `list` and `status` read one row per routine and never scan runs.
+Invariant: a compacted run is deleted in the transaction that adds it to its day's row
+(`Ledger.compact`; tests/test_ledger_compaction.py kills a compacting process to check).
 
 Invariant: a claim, its run row and the routine's cursor move in one transaction
 (see `Ledger.claim` and tests/test_ledger_fence.py).
@@ -30,10 +38,15 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from routines import rundays
+from routines.rundays import MS_SQL, NANO_SQL, DaySummary
+
 __all__ = [
     "ANY",
     "LEDGER_VERSION",
     "ActiveRun",
+    "DaySummary",
+    "LastRun",
     "Ledger",
     "LedgerError",
     "LedgerFull",
@@ -42,7 +55,7 @@ __all__ = [
     "iso",
 ]
 
-LEDGER_VERSION = 4
+LEDGER_VERSION = 5
 BUSY_TIMEOUT_SEC = 10.0
 CLAIM_RETENTION = timedelta(days=45)
 
@@ -108,6 +121,29 @@ _STEPS: dict[int, tuple[tuple[str, ...], tuple[str, ...]]] = {
                 schedule_fingerprint TEXT,
                 updated_at TEXT
             )""",
+        ),
+    ),
+    5: (
+        (),
+        (
+            *rundays.SCHEMA,
+            *(
+                f"ALTER TABLE routine_state ADD COLUMN {c} TEXT"
+                for c in ("last_run_id", "last_status", "last_outcome", "last_started")
+            ),
+            "ALTER TABLE routine_state ADD COLUMN last_finished TEXT",
+            # Each routine's newest finished run, once (one index lookup per routine).
+            "INSERT INTO routine_state (routine, last_run_id, last_status, last_outcome, "
+            "last_started, last_finished) "
+            "SELECT routine, run_id, COALESCE(status, exit_status), outcome, started_at, "
+            "finished_at FROM runs WHERE id IN ("
+            "SELECT (SELECT r2.id FROM runs r2 WHERE r2.routine = g.routine AND "
+            "COALESCE(r2.status, r2.exit_status) NOT IN ('queued', 'running', 'skipped') "
+            "ORDER BY r2.started_at DESC, r2.id DESC LIMIT 1) "
+            "FROM (SELECT DISTINCT routine FROM runs) g) "
+            "ON CONFLICT(routine) DO UPDATE SET last_run_id = excluded.last_run_id, "
+            "last_status = excluded.last_status, last_outcome = excluded.last_outcome, "
+            "last_started = excluded.last_started, last_finished = excluded.last_finished",
         ),
     ),
 }
@@ -278,10 +314,15 @@ class Ledger:
             # Read the version before anything writes (the switch to WAL rewrites the header):
             # a ledger from a newer vinos-routine is refused byte for byte untouched.
             self._refuse_newer(self.version)
+            # Takes effect only in a new, empty file (before WAL writes its header); an
+            # existing ledger is converted once by the v5 migration's VACUUM.
+            if self._db.execute("PRAGMA page_count").fetchone()[0] == 0:
+                self._db.execute("PRAGMA auto_vacuum=INCREMENTAL")
             self._set_wal()
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("PRAGMA foreign_keys=ON")
-            self._migrate()
+            if self._migrate():
+                self.enable_incremental_vacuum()
         except BaseException as exc:
             self._db.close()  # a refused ledger keeps no connection (nor -wal/-shm) open
             if isinstance(exc, sqlite3.OperationalError) and _is_busy(exc):
@@ -289,6 +330,35 @@ class Ledger:
             if isinstance(exc, sqlite3.DatabaseError):
                 raise self._unusable(exc) from exc
             raise
+
+    @classmethod
+    def read_only(cls, path: Path) -> Ledger:
+        """A connection that cannot write (SQLite `mode=ro`): the dashboard's. Nothing is
+        created or migrated; a missing ledger, or one of another schema, is a LedgerError."""
+        self = cls.__new__(cls)
+        self.path = path
+        if not path.is_file():
+            raise LedgerError(f"{path}: no ledger yet (it is created when the daemon starts)")
+        try:
+            self._db = sqlite3.connect(
+                f"{path.resolve().as_uri()}?mode=ro",
+                uri=True,
+                timeout=BUSY_TIMEOUT_SEC,
+                isolation_level=None,
+                check_same_thread=False,
+            )
+            self._db.row_factory = sqlite3.Row
+            version = self.version
+        except sqlite3.Error as exc:
+            raise self._unusable(exc) from exc
+        if version != LEDGER_VERSION:
+            self._db.close()
+            self._refuse_newer(version)
+            raise LedgerError(
+                f"{path}: schema {version}, expected {LEDGER_VERSION}; start the daemon once "
+                "to upgrade it"
+            )
+        return self
 
     def _set_wal(self) -> None:
         # Switching to WAL needs an exclusive lock, and there SQLite answers "database is
@@ -360,11 +430,12 @@ class Ledger:
         version: int = self._db.execute("PRAGMA user_version").fetchone()[0]
         return version
 
-    def _migrate(self) -> None:
+    def _migrate(self) -> bool:
+        """Bring the schema to LEDGER_VERSION; True if it was older."""
         if self.version == LEDGER_VERSION:
             # Current already: no write, so opening the ledger to read (list, waybar) does not
             # make every other connection see a change (PRAGMA data_version).
-            return
+            return False
         with self.transaction() as db:
             version = self.version
             self._refuse_newer(version)  # again: another process may have upgraded it since
@@ -385,6 +456,24 @@ class Ledger:
                 for statement in statements:
                     db.execute(statement)
             db.execute(f"PRAGMA user_version = {LEDGER_VERSION}")
+        return True
+
+    def enable_incremental_vacuum(self) -> bool:
+        """Convert a ledger made before v5 to auto_vacuum = INCREMENTAL; True once it is.
+
+        That takes one VACUUM: the whole file is rewritten, once, at the first open after the
+        upgrade (10 s for a 743 MB year of minutely runs in bench_ledger_year.py), with as
+        much free disk again while it runs and other writers waiting.
+        A ledger busy at that moment stays as it is; the daemon's housekeeping tries again.
+        """
+        if self._db.execute("PRAGMA auto_vacuum").fetchone()[0] == 2:
+            return True
+        try:
+            self._db.execute("PRAGMA auto_vacuum=INCREMENTAL")
+            self._db.execute("VACUUM")
+        except sqlite3.OperationalError:
+            return False  # busy, or no room for the copy: the file works as it is
+        return True
 
     # -- the run fence --------------------------------------------------------------------
 
@@ -477,6 +566,8 @@ class Ledger:
                 owner[1] if owner else None,
             ),
         )
+        if finished:
+            _note_last(db, routine, run_id, status, None, iso(now), iso(now))
 
     def record_run(
         self,
@@ -532,7 +623,11 @@ class Ledger:
         values["finished_at"] = iso(now)
         assignments = ", ".join(f"{k} = ?" for k in values)
         with self.transaction() as db:
-            row = db.execute("SELECT started_at FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+            row = db.execute(
+                "SELECT routine, started_at, COALESCE(status, exit_status) AS status, outcome "
+                "FROM runs WHERE run_id = ?",
+                (run_id,),
+            ).fetchone()
             if row is None:
                 raise KeyError(run_id)
             if "duration_sec" not in values and row["started_at"]:
@@ -543,6 +638,10 @@ class Ledger:
             db.execute(
                 f"UPDATE runs SET {assignments} WHERE run_id = ?", (*values.values(), run_id)
             )
+            status = values.get("status", row["status"])
+            if status not in ("queued", "running") and row["started_at"]:
+                outcome = values.get("outcome", row["outcome"])
+                _note_last(db, row["routine"], run_id, status, outcome, row["started_at"], iso(now))
 
     def active_runs(self) -> list[ActiveRun]:
         rows = self._db.execute(
@@ -576,17 +675,55 @@ class Ledger:
         ).fetchall()
         return [_row(r) for r in rows]
 
-    def last_runs(self) -> dict[str, RunRow]:
-        """Each routine's newest finished run (not queued/running/skipped)."""
-        # One lookup per routine, not one per row: `list` runs this on a year of history.
+    def last_runs(self) -> dict[str, LastRun]:
+        """Each routine's newest finished run (not queued/running/skipped), from
+        routine_state: one row per routine, however long the history."""
         rows = self._db.execute(
-            f"SELECT id, {', '.join(_ROW_FIELDS)} FROM runs WHERE id IN ("
-            "SELECT (SELECT r2.id FROM runs r2 WHERE r2.routine = g.routine AND "
-            "COALESCE(r2.status, r2.exit_status) NOT IN ('queued', 'running', 'skipped') "
-            "ORDER BY r2.started_at DESC, r2.id DESC LIMIT 1) "
-            "FROM (SELECT DISTINCT routine FROM runs) g)"
+            "SELECT routine, last_run_id, last_status, last_outcome, last_started, "
+            "last_finished FROM routine_state WHERE last_status IS NOT NULL"
         ).fetchall()
-        return {r["routine"]: _row(r) for r in rows}
+        return {r["routine"]: LastRun(*r) for r in rows}
+
+    # -- compaction (routines/rundays.py) ------------------------------------------------------
+
+    def compact(self, before: datetime, zone: ZoneInfo, limit: int = 500) -> int:
+        """Fold up to `limit` finished runs that started before `before` into their day rows
+        (days in `zone`) and delete them, in one transaction; the number folded (0: done)."""
+        with self.transaction() as db:
+            rows = db.execute(
+                "SELECT id, routine, run_id, started_at, COALESCE(status, exit_status, '') "
+                "AS status, outcome, input_tokens, output_tokens, local_input_tokens, "
+                f"local_output_tokens, tool_calls, {NANO_SQL} AS nano, {MS_SQL} AS ms "
+                "FROM runs WHERE started_at < ? "
+                "AND COALESCE(status, exit_status, '') NOT IN ('queued', 'running') "
+                "ORDER BY started_at LIMIT ?",
+                (iso(before), limit),
+            ).fetchall()
+            for f in rundays.fold(rows, zone):
+                _add_day(db, f, zone.key)
+            db.executemany("DELETE FROM runs WHERE id = ?", [(r["id"],) for r in rows])
+        return len(rows)
+
+    def incremental_vacuum(self, pages: int) -> int:
+        """Give up to `pages` free pages back to the file system; how many are still free."""
+        # executescript steps the pragma to the end; execute() would free a single page.
+        self._db.executescript(f"PRAGMA incremental_vacuum({int(pages)});")
+        free: int = self._db.execute("PRAGMA freelist_count").fetchone()[0]
+        return free
+
+    def days(self, routine: str | None = None, limit: int = 20) -> list[DaySummary]:
+        """Compacted days, newest first (all routines when `routine` is None)."""
+        where, args = ("WHERE routine = ?", (routine,)) if routine else ("", ())
+        rows = self._db.execute(
+            f"SELECT * FROM run_days {where} ORDER BY start_at DESC, routine LIMIT ?",
+            (*args, limit),
+        ).fetchall()
+        return [rundays.summary(r) for r in rows]
+
+    def oldest_run_start(self) -> str | None:
+        """started_at of the oldest run row still whole (an index lookup)."""
+        row = self._db.execute("SELECT MIN(started_at) FROM runs").fetchone()
+        return row[0] if row else None
 
     # -- money ------------------------------------------------------------------------------
 
@@ -604,32 +741,59 @@ class Ledger:
         return self.spent_on_day(routine, now.astimezone(zone).date(), zone)
 
     def totals(self, start: datetime, end: datetime) -> list[dict[str, Any]]:
-        """Per routine between two instants: runs, tokens and dollars, biggest spender first."""
-        rows = self._db.execute(
+        """Per routine between two instants: runs, tokens and dollars, biggest spender first.
+
+        Compacted days count when they start in [start, end): exact for days in the zone
+        they were compacted in (the machine's), whatever the compaction line.
+        """
+        sums = (
+            "input_tokens",
+            "output_tokens",
+            "local_input_tokens",
+            "local_output_tokens",
+        )
+        runs = self._db.execute(
             "SELECT routine, COUNT(*) AS runs, "
-            "COALESCE(SUM(input_tokens), 0) AS input_tokens, "
-            "COALESCE(SUM(output_tokens), 0) AS output_tokens, "
-            "COALESCE(SUM(local_input_tokens), 0) AS local_input_tokens, "
-            "COALESCE(SUM(local_output_tokens), 0) AS local_output_tokens, "
-            "COALESCE(SUM(dollars), 0) AS dollars FROM runs "
+            + "".join(f"COALESCE(SUM({c}), 0) AS {c}, " for c in sums)
+            + f"COALESCE(SUM({NANO_SQL}), 0) AS nano FROM runs "
             "WHERE started_at >= ? AND started_at < ? "
             "AND COALESCE(status, exit_status, '') NOT IN ('skipped', 'missed') "
-            "GROUP BY routine ORDER BY dollars DESC, routine",
+            "GROUP BY routine",
             (iso(start), iso(end)),
         ).fetchall()
-        return [dict(r) for r in rows]
+        days = self._db.execute(
+            "SELECT routine, SUM(runs - skipped - missed) AS runs, "
+            + "".join(f"SUM({c}) AS {c}, " for c in sums)
+            + "SUM(nanodollars) AS nano FROM run_days WHERE start_at >= ? AND start_at < ? "
+            "GROUP BY routine HAVING SUM(runs - skipped - missed) > 0",
+            (iso(start), iso(end)),
+        ).fetchall()
+        merged: dict[str, dict[str, Any]] = {}
+        for r in (*runs, *days):
+            m = merged.setdefault(r["routine"], dict.fromkeys(("runs", *sums, "nano"), 0))
+            for k in m:
+                m[k] += r[k]
+        out: list[dict[str, Any]] = []
+        for name, m in merged.items():
+            nano = m.pop("nano")
+            out.append({"routine": name, **m, "dollars": nano / 1e9})
+        out.sort(key=lambda r: (-r["dollars"], r["routine"]))
+        return out
 
     def dollars_by_day(self, days: Sequence[date], zone: ZoneInfo) -> dict[date, float]:
-        """Total dollars per calendar day in `zone`, for each day asked."""
+        """Total dollars per calendar day in `zone`, for each day asked (compacted or not)."""
         out: dict[date, float] = {}
         for day in days:
             start, end = day_bounds(day, zone)
+            bounds = (iso(start), iso(end))
             row = self._db.execute(
-                "SELECT COALESCE(SUM(dollars), 0) FROM runs WHERE started_at >= ? "
-                "AND started_at < ?",
-                (iso(start), iso(end)),
+                f"SELECT (SELECT COALESCE(SUM({NANO_SQL}), 0) FROM runs "
+                "WHERE started_at >= ? AND started_at < ?) + "
+                "(SELECT COALESCE(SUM(nanodollars), 0) FROM run_days "
+                "WHERE start_at >= ? AND start_at < ?)",
+                (*bounds, *bounds),
             ).fetchone()
-            out[day] = float(row[0])
+            out[day] = row[0] / 1e9
         return out
 
     # -- per-routine state ------------------------------------------------------------------
@@ -671,6 +835,73 @@ class Ledger:
     def set_cursor(self, routine: str, cursor: str | None, fingerprint: str) -> None:
         """Reset the cursor for a new or edited schedule (it owes nothing from before)."""
         self.update_state(routine, cursor=cursor, schedule_fingerprint=fingerprint)
+
+
+@dataclass(frozen=True, slots=True)
+class LastRun:
+    """A routine's newest finished run, as routine_state keeps it."""
+
+    routine: str
+    run_id: str | None
+    status: str | None
+    outcome: str | None
+    started_at: str | None
+    finished_at: str | None
+
+
+def _note_last(
+    db: sqlite3.Connection,
+    routine: str,
+    run_id: str,
+    status: str,
+    outcome: str | None,
+    started: str,
+    finished: str,
+) -> None:
+    """Make this run the routine's last run unless a newer one is there already."""
+    if status in ("queued", "running", "skipped"):
+        return
+    db.execute(
+        "INSERT INTO routine_state (routine, last_run_id, last_status, last_outcome, "
+        "last_started, last_finished) VALUES (?, ?, ?, ?, ?, ?) "
+        "ON CONFLICT(routine) DO UPDATE SET last_run_id = excluded.last_run_id, "
+        "last_status = excluded.last_status, last_outcome = excluded.last_outcome, "
+        "last_started = excluded.last_started, last_finished = excluded.last_finished "
+        "WHERE routine_state.last_started IS NULL "
+        "OR routine_state.last_started <= excluded.last_started",
+        (routine, run_id, status, outcome, started, finished),
+    )
+
+
+def _add_day(db: sqlite3.Connection, f: rundays.DayFold, zone: str) -> None:
+    """Add one batch's sums to its (routine, day) row, creating it."""
+    assert f.first is not None and f.last is not None
+    counters = rundays.COUNTERS
+    cols = ", ".join(rundays.DAY_COLUMNS)
+    marks = ", ".join("?" for _ in rundays.DAY_COLUMNS)
+    adds = ", ".join(f"{c} = run_days.{c} + excluded.{c}" for c in counters)
+    db.execute(
+        f"INSERT INTO run_days ({cols}) VALUES ({marks}) ON CONFLICT(routine, day) DO UPDATE "
+        f"SET {adds}, "
+        "first_run_id = CASE WHEN excluded.first_started < run_days.first_started "
+        "THEN excluded.first_run_id ELSE run_days.first_run_id END, "
+        "first_started = MIN(run_days.first_started, excluded.first_started), "
+        "last_run_id = CASE WHEN excluded.last_started > run_days.last_started "
+        "THEN excluded.last_run_id ELSE run_days.last_run_id END, "
+        "last_started = MAX(run_days.last_started, excluded.last_started)",
+        (
+            f.routine,
+            f.day.isoformat(),
+            zone,
+            iso(f.start_at),
+            iso(f.end_at),
+            *(f.counts[c] for c in counters),
+            f.first[1],
+            f.first[0],
+            f.last[1],
+            f.last[0],
+        ),
+    )
 
 
 _ROW_FIELDS = (

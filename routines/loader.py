@@ -109,6 +109,7 @@ SCHEMA: dict[str, dict[str, Check]] = {
         "tags": string_list,
         "local_context_tokens": positive_int,
         "network": boolean,
+        "home": string_list,
         "shell_timeout_sec": positive_int,
         "run_timeout_sec": positive_int,
         "escalation": table_value,
@@ -124,6 +125,7 @@ SCHEMA: dict[str, dict[str, Check]] = {
         "run": nonempty_string,
         "timeout_sec": positive_int,
         "network": boolean,
+        "home": string_list,
     },
     "output": {
         "type": one_of(OutputType),
@@ -250,6 +252,8 @@ def load_text(
             command = _command(r, doc)
     output = _output(r, doc)
     budget = _budget(r, doc, kind)
+    if name is not None and (agent or command):
+        _never_checks(r, name, agent, command, doc)
 
     if any(not p.warning for p in r.problems):
         raise RoutineInvalid(r.problems)
@@ -269,6 +273,41 @@ def load_text(
         text=text,
         warnings=tuple(str(p) for p in r.problems if p.warning),
     )
+
+
+def _never_checks(
+    r: Reader,
+    name: str,
+    agent: AgentSpec | None,
+    command: CommandSpec | None,
+    doc: Mapping[str, Any],
+) -> None:
+    """Refuse `home = [...]` entries and `read:` globs that reach the never-list."""
+    from routines.never import home_problem, never_paths, read_problem
+    from routines.paths import paths
+
+    home = os.path.realpath(Path.home())
+    p = paths()
+    try:
+        never = never_paths(home, os.path.realpath(p.home))
+    except ValueError:  # VINOS_HOME is the home itself: nothing can be declared
+        never = (home,)
+    table = "agent" if agent is not None else "command"
+    declared = agent.home if agent is not None else command.home if command else ()
+    for i, entry in enumerate(declared):
+        problem = home_problem(entry, home, never)
+        if problem:
+            r.error(f"[{table}].home[{i}]", problem)
+    if agent is None:
+        return
+    own = (os.path.realpath(p.workspace(name)),)
+    raw = doc.get("agent", {}).get("tools", [])
+    for i, entry in enumerate(raw if isinstance(raw, list) else []):
+        valid = isinstance(entry, str) and Tool(ToolKind.READ, entry[5:]) in agent.tools
+        if valid and entry.startswith("read:"):
+            problem = read_problem(entry[5:], home, never, own)
+            if problem:
+                r.error(f"[agent].tools[{i}]", problem)
 
 
 def _check_name(r: Reader, path: Path, doc: Mapping[str, Any]) -> str | None:

@@ -51,10 +51,31 @@ class Paths:
     def daemon_lock(self) -> Path:
         return self.runtime_dir / "daemon.lock"
 
+    @property
+    def workspace_root(self) -> Path:
+        """Parent of every routine's workspace; never bound into a sandbox itself."""
+        return self.routines_dir / "workspace"
+
+    @property
+    def sandbox_scratch_root(self) -> Path:
+        """Parent of the per-run scratch dirs; never bound into a sandbox itself."""
+        return self.routines_dir / "scratch"
+
+    def workspace(self, name: str) -> Path:
+        """The routine's persistent workspace: writable by its shell tools, so the runtime
+        never reads or writes below it (it is the parent of nothing the runtime uses)."""
+        return self.workspace_root / name
+
+    def run_scratch(self, name: str, run_id: str) -> Path:
+        """One run's scratch dir for its shell tools (their working directory), removed at the
+        end of the run by a descriptor-based walk that follows no link."""
+        return self.sandbox_scratch_root / name / run_id
+
     def routine_state(self, name: str) -> Path:
         return self.state_dir / name
 
     def scratch(self, name: str, run_id: str) -> Path:
+        """Where the worker stages the run's output for the supervisor; no sandbox sees it."""
         return self.state_dir / name / ".scratch" / run_id
 
     def run_log(self, name: str, run_id: str) -> Path:

@@ -144,6 +144,7 @@ class AgentSpec:
     tags: tuple[str, ...] = ()
     local_context_tokens: int = 4096
     network: bool = False
+    home: tuple[str, ...] = ()  # `~/...` paths its shell tools see, read-only
     shell_timeout_sec: int = 30
     run_timeout_sec: int = 600
     escalation: Escalation = field(default_factory=Escalation)
@@ -162,6 +163,7 @@ class CommandSpec:
     run: str
     timeout_sec: int = 600
     network: bool = False
+    home: tuple[str, ...] = ()  # `~/...` paths the command sees, read-only
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,6 +206,13 @@ class Routine:
         if self.agent is not None:
             return self.agent.network
         return self.command is not None and self.command.network
+
+    @property
+    def home(self) -> tuple[str, ...]:
+        """The declared `home = [...]` of [agent] or [command]."""
+        if self.agent is not None:
+            return self.agent.home
+        return self.command.home if self.command is not None else ()
 
     @property
     def run_timeout_sec(self) -> int:

@@ -1,14 +1,17 @@
 """The state store: outputs and last-run.json under state/<name>/, written so a crash never
 leaves half a file (temp file in the same directory, fsync, rename, fsync the directory).
 
-A routine's state dir is writable from inside its sandbox, so anything below it may be a
-symlink a shell tool planted (memory.md -> ~/.ssh/id_rsa). Whatever the runtime reads or
-appends there goes through `read_regular` / `open_beneath`, which never follow one.
+No sandbox can write below the state dir any more (its shell tools get a workspace of their
+own, routines/paths.py), but a state dir written by an older version, or by hand, may still
+hold a link (memory.md -> ~/.ssh/id_rsa). So every host-side open here is O_NOFOLLOW,
+relative to a directory fd that was itself opened with O_NOFOLLOW: `open_dir`,
+`read_regular`, `write_atomic`, `open_beneath` and `deliver_output` never follow one.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import itertools
 import os
 import stat
@@ -20,9 +23,14 @@ import orjson
 __all__ = [
     "deliver_output",
     "open_beneath",
+    "open_dir",
+    "open_dir_beneath",
     "read_json",
     "read_regular",
+    "read_regular_at",
+    "remove_tree",
     "write_atomic",
+    "write_atomic_at",
     "write_json_atomic",
 ]
 
@@ -32,40 +40,89 @@ def open_beneath(
 ) -> int:
     """Open `base/relative` without following a symlink anywhere below `base`.
 
-    `base` itself is trusted (a state dir is a mount point inside the sandbox, which cannot
-    replace it). Missing directories are created (0700) when `make_dirs`. Raises OSError
-    (ELOOP/ENOTDIR for a symlink in the way).
+    `base` must not be a symlink itself; its parents are trusted. Missing directories are
+    created (0700) when `make_dirs`. Raises OSError (ELOOP/ENOTDIR for a symlink in the way).
     """
-    parts = [p for p in Path(relative).parts if p not in ("", ".")]
-    if not parts or ".." in parts or Path(relative).is_absolute():
-        raise ValueError(f"not a relative path below {base}: {relative!r}")
-    fd = os.open(base, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    parts = _parts(relative, base)
+    fd = open_dir_beneath(base, "/".join(parts[:-1]), make=make_dirs) if parts[:-1] else None
+    if fd is None:
+        fd = open_dir(base)
     try:
-        for part in parts[:-1]:
-            if make_dirs:
-                with contextlib.suppress(FileExistsError):
-                    os.mkdir(part, 0o700, dir_fd=fd)
-            nfd = os.open(
-                part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd
-            )
-            os.close(fd)
-            fd = nfd
         return os.open(parts[-1], flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=fd)
     finally:
         os.close(fd)
 
 
-def read_regular(path: Path, limit: int | None = None) -> bytes | None:
-    """The last `limit` bytes (all when None) of a regular file, or None when it is missing,
-    a symlink, not a regular file, or unreadable."""
+def open_dir_beneath(base: Path, relative: str, *, make: bool = False) -> int:
+    """A directory fd on `base/relative`, walked one component at a time with O_NOFOLLOW
+    (`base` itself too), so a link anywhere below `base` fails (ELOOP/ENOTDIR) instead of
+    leading elsewhere. With `make`, missing directories (`base` included) are created 0700."""
+    fd = open_dir(base, make=make)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        for part in _parts(relative, base) if relative not in ("", ".") else []:
+            if make:
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(part, 0o700, dir_fd=fd)
+            nfd = os.open(part, _DIR_FLAGS, dir_fd=fd)
+            os.close(fd)
+            fd = nfd
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _parts(relative: str, base: Path) -> list[str]:
+    parts = [p for p in Path(relative).parts if p not in ("", ".")]
+    if not parts or ".." in parts or Path(relative).is_absolute():
+        raise ValueError(f"not a relative path below {base}: {relative!r}")
+    return parts
+
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def open_dir(directory: Path, *, make: bool = False) -> int:
+    """A directory fd on `directory`, refusing a symlink in its place (ELOOP/ENOTDIR).
+
+    Its parents are the runtime's own (VINOS_HOME, routines/, state/): no sandbox can write
+    there. With `make`, missing directories are created (0700) first.
+    """
+    if make:
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return os.open(directory, _DIR_FLAGS)
+
+
+def read_regular(path: Path, limit: int | None = None, *, head: bool = False) -> bytes | None:
+    """The last `limit` bytes (the first, with `head`; all when None) of a regular file, or
+    None when it is missing, a symlink (or below one, at its directory), not a regular file,
+    or unreadable."""
+    try:
+        dfd = open_dir(path.parent)
+    except OSError:
+        return None
+    try:
+        return read_regular_at(dfd, path.name, limit, head=head)
+    finally:
+        os.close(dfd)
+
+
+def read_regular_at(
+    dir_fd: int, name: str, limit: int | None = None, *, head: bool = False
+) -> bytes | None:
+    """`read_regular` of `name` in the directory open as `dir_fd`."""
+    try:
+        fd = os.open(
+            name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd
+        )
     except OSError:
         return None
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             return None
+        if head and limit is not None:
+            return _read_up_to(fd, limit)
         if limit is not None and st.st_size > limit:
             os.lseek(fd, st.st_size - limit, os.SEEK_SET)
         chunks = []
@@ -79,12 +136,12 @@ def read_regular(path: Path, limit: int | None = None) -> bytes | None:
         os.close(fd)
 
 
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+def _read_up_to(fd: int, n: int) -> bytes:
+    chunks = []
+    while n > 0 and (chunk := os.read(fd, min(n, 1 << 16))):
+        chunks.append(chunk)
+        n -= len(chunk)
+    return b"".join(chunks)
 
 
 _seq = itertools.count()
@@ -93,26 +150,36 @@ _seq = itertools.count()
 def write_atomic(path: Path, data: bytes, mode: int = 0o600) -> None:
     """Replace `path` with `data` atomically: readers see the old file or the new, never half.
 
-    The temp file beside it is created with O_EXCL (a symlink planted under its name is
-    refused, never followed), and the rename replaces a symlink at `path` rather than writing
-    through it. (Not `tempfile`: its imports cost a worker's start-up a few ms.)
+    Relative to an O_NOFOLLOW fd on its directory: the temp file beside it is created with
+    O_EXCL (a symlink planted under its name is refused, never followed), and the rename
+    replaces a symlink at `path` rather than writing through it. (Not `tempfile`: its imports
+    cost a worker's start-up a few ms.)
     The mode is 0600 unless asked: what the runtime writes is the user's alone.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{next(_seq)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode)
+    dfd = open_dir(path.parent, make=True)
+    try:
+        write_atomic_at(dfd, path.name, data, mode)
+    finally:
+        os.close(dfd)
+
+
+def write_atomic_at(dir_fd: int, name: str, data: bytes, mode: int = 0o600) -> None:
+    """`write_atomic` of `name` in the directory open as `dir_fd`."""
+    tmp = f".{name}.{os.getpid()}.{next(_seq)}.tmp"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(tmp, flags, mode, dir_fd=dir_fd)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
+            os.fchmod(f.fileno(), mode)  # O_CREAT's mode is filtered by the umask
             os.fsync(f.fileno())
-        os.chmod(tmp, mode)  # O_CREAT's mode is filtered by the umask
-        os.replace(tmp, path)
+        os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
+            os.unlink(tmp, dir_fd=dir_fd)
         raise
-    _fsync_dir(path.parent)
+    os.fsync(dir_fd)
 
 
 def write_json_atomic(path: Path, value: Any) -> None:
@@ -120,36 +187,75 @@ def write_json_atomic(path: Path, value: Any) -> None:
 
 
 def read_json(path: Path) -> Any:
-    """The JSON in `path`, or None when it is missing or unreadable."""
+    """The JSON in `path`, or None when it is missing, unreadable or a symlink."""
+    data = read_regular(path)
+    if data is None:
+        return None
     try:
-        return orjson.loads(path.read_bytes())
-    except (OSError, orjson.JSONDecodeError):
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
         return None
 
 
 def deliver_output(scratch_file: Path, state_dir: Path) -> Path:
-    """Move a finished output from the run's scratch dir into state/<name>/ by rename.
+    """Move a finished output from the run's output dir into state/<name>/ by rename.
 
     The name is kept (YYYY-MM-DD-HHMM.md); if a file of that name exists (two runs in one
     minute), `-2`, `-3`, … is added. The rename is atomic (same filesystem), and link() makes
     the "does it exist" check and the move one step, so two runs never overwrite each other.
+    Both directories are opened with O_NOFOLLOW and everything is relative to them; the
+    source must be a regular file (a symlink is refused, never hard-linked).
     """
-    state_dir.mkdir(parents=True, exist_ok=True)
-    # Never follow a symlink: a shell tool can write in the scratch dir, and a link to, say,
-    # ~/.ssh/id_ed25519 would be hard-linked into the state dir, which later sandboxes can read.
-    fd = os.open(scratch_file, os.O_RDONLY | os.O_NOFOLLOW)
     try:
+        relative = scratch_file.parent.relative_to(state_dir)
+    except ValueError:
+        src_dir = open_dir(scratch_file.parent)
+    else:
+        src_dir = open_dir_beneath(state_dir, str(relative))
+    try:
+        dst_dir = open_dir(state_dir, make=True)
+        try:
+            return _deliver_at(src_dir, scratch_file.name, dst_dir, state_dir)
+        finally:
+            os.close(dst_dir)
+    finally:
+        os.close(src_dir)
+
+
+def _deliver_at(src_dir: int, name: str, dst_dir: int, state_dir: Path) -> Path:
+    fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=src_dir)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", name)
         os.fsync(fd)  # the worker may not have: the data must be on disk before the name is
     finally:
         os.close(fd)
-    stem, suffix = scratch_file.stem, scratch_file.suffix
+    stem, suffix = os.path.splitext(name)
     for n in range(1, 1000):
-        target = state_dir / (f"{stem}{suffix}" if n == 1 else f"{stem}-{n}{suffix}")
+        target = f"{stem}{suffix}" if n == 1 else f"{stem}-{n}{suffix}"
         try:
-            os.link(scratch_file, target, follow_symlinks=False)
+            os.link(name, target, src_dir_fd=src_dir, dst_dir_fd=dst_dir, follow_symlinks=False)
         except FileExistsError:
             continue
-        os.unlink(scratch_file)
-        _fsync_dir(state_dir)
-        return target
+        os.unlink(name, dir_fd=src_dir)
+        os.fsync(dst_dir)
+        return state_dir / target
     raise FileExistsError(f"{state_dir}: too many outputs named {stem}{suffix}")
+
+
+def remove_tree(path: Path) -> None:
+    """Remove the directory `path` and everything in it, following no link: its parent is
+    opened with O_NOFOLLOW and the walk below is descriptor-based (shutil.rmtree with
+    dir_fd), so a link a sandbox left in it is removed, never followed. Missing: nothing."""
+    import shutil
+
+    try:
+        dfd = open_dir(path.parent)
+    except FileNotFoundError:
+        return
+    try:
+        shutil.rmtree(path.name, dir_fd=dfd)
+    except FileNotFoundError:
+        pass
+    finally:
+        os.close(dfd)

@@ -14,15 +14,14 @@ shell calls can run here at all (cached); `refuse_if_root()` gives ROOT_REFUSAL 
 
 from sandbox.argv import build_argv
 from sandbox.host import Host, PathKind
-from sandbox.policy import DEFAULT_MASKS, Limits, ShellPolicy, UnsafeValue, routine_policy
+from sandbox.policy import Limits, ShellPolicy, UnsafeValue, routine_policy
 from sandbox.probe import ROOT_REFUSAL, Probe, probe, refuse_if_root
 from sandbox.readtool import ReadBudget, read_files
-from sandbox.runner import STDERR_CAP, STDOUT_CAP, ShellResult, run_shell
+from sandbox.runner import STDERR_CAP, STDOUT_CAP, ShellResult, open_dir_nofollow, run_shell
 from sandbox.seccomp import SeccompUnavailable
 from sandbox.whitelist import check_read, check_shell
 
 __all__ = [
-    "DEFAULT_MASKS",
     "ROOT_REFUSAL",
     "STDERR_CAP",
     "STDOUT_CAP",
@@ -38,6 +37,7 @@ __all__ = [
     "build_argv",
     "check_read",
     "check_shell",
+    "open_dir_nofollow",
     "probe",
     "read_files",
     "refuse_if_root",

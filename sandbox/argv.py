@@ -7,6 +7,7 @@ whole argv for a Debian-like and an Arch-like host, and the escape suite runs it
 from __future__ import annotations
 
 import shlex
+from collections.abc import Sequence
 
 from sandbox.host import Host, PathKind
 from sandbox.policy import Limits, ShellPolicy, UnsafeValue, check_path
@@ -41,11 +42,14 @@ def build_argv(
     command: str | None = None,
     *,
     info_fd: int | None = None,
+    rw_fds: Sequence[int] | None = None,
 ) -> list[str]:
     """bwrap's argv for `policy` on `host`; ends with `-- bash -c PRELUDE vinos-sandbox CMD`.
 
     Without `command` the argv ends at the bwrap options and "--". `info_fd` is a writable fd
-    for bwrap's `--info-fd` JSON (the sandbox's pid-1 on the host).
+    for bwrap's `--info-fd` JSON (the sandbox's pid-1 on the host). `rw_fds[i]` is a directory
+    fd opened on `policy.rw_binds[i]` with O_NOFOLLOW, bound with `--bind-fd` (the runner
+    always gives them; without, `--bind` by path, for showing an argv only).
     Raises UnsafeValue for a NUL or newline in any path or the command, or a relative path.
     """
     argv = [
@@ -90,7 +94,10 @@ def build_argv(
     argv += ["--symlink", "/proc/self/fd", "/dev/fd", "--remount-ro", "/dev"]
     # A fresh, bounded /tmp: filling it stops at the size, not at the machine's memory.
     argv += ["--size", str(policy.limits.tmp_size_mb * 1024 * 1024), "--tmpfs", "/tmp"]
-    argv += _tree(policy, host)
+    argv += _tree(policy, host, rw_fds)
+    # The root tmpfs bwrap made holds only mount points and --dir's: read-only, so nothing
+    # is written outside the workspace, the scratch dir and the sized /tmp.
+    argv += ["--remount-ro", "/"]
     argv += ["--chdir", check_path(policy.cwd, "working directory")]
     if info_fd is not None:
         argv += ["--info-fd", str(info_fd)]
@@ -104,35 +111,60 @@ def build_argv(
     return [*argv, bash, "-c", prelude(policy.limits, bash), ARGV0, command]
 
 
-def _tree(policy: ShellPolicy, host: Host) -> list[str]:
-    """The policy's binds and masks, parents before children so none hides another."""
-    binds = [check_path(p, "bind") for p in (*policy.ro_binds, *policy.rw_binds)]
+def _tree(policy: ShellPolicy, host: Host, rw_fds: Sequence[int] | None) -> list[str]:
+    """Dirs, binds and masks, parents before children so none hides another."""
+    if rw_fds is not None and len(rw_fds) != len(policy.rw_binds):
+        raise ValueError("one directory fd per writable bind is needed")
+    # (source on the host, where it shows in the sandbox) of everything bound.
+    shown = [(check_path(p, "bind"), p) for p in (*policy.ro_binds, *policy.rw_binds)]
+    shown += [(check_path(s, "bind"), check_path(d, "bind")) for s, d in policy.declared]
     targets = {m.path: m for m in host.masks}
     ops: list[tuple[str, list[str]]] = []
     readonly: list[str] = []
+    for d in policy.dirs:
+        ops.append((check_path(d, "dir"), ["--dir", d]))
     for path in policy.ro_binds:
         ops.append((path, ["--ro-bind", path, path]))
+    for source, dest in policy.declared:
+        # -try: a declared path that does not exist (yet) is simply not there.
+        ops.append((dest, ["--ro-bind-try", source, dest]))
     for mask in policy.masks:
         target = targets.get(mask)
         if target is None:
             raise ValueError(f"host was not probed for mask {mask!r}: use Host.probe(policy)")
         real = check_path(target.real, "mask")
-        if target.kind is PathKind.MISSING or not any(_under(real, b) for b in binds):
+        where = _shown_at(real, shown)
+        if target.kind is PathKind.MISSING or where is None:
             continue  # nothing there, or not visible in the sandbox anyway
         if target.kind is PathKind.DIR:
-            ops.append((real, ["--tmpfs", real]))
-            readonly.append(real)
+            ops.append((where, ["--tmpfs", where]))
+            readonly.append(where)
         else:
             # Opening it fails (bwrap binds it nodev): the contents stay out of reach.
-            ops.append((real, ["--ro-bind", "/dev/null", real]))
-    for path in policy.rw_binds:
-        ops.append((path, ["--bind", path, path]))
-    ops.sort(key=lambda op: _depth(op[0]))  # stable: ro, then masks, then rw at one depth
+            ops.append((where, ["--ro-bind", "/dev/null", where]))
+    for i, path in enumerate(policy.rw_binds):
+        if rw_fds is None:
+            ops.append((path, ["--bind", path, path]))
+        else:
+            ops.append((path, ["--bind-fd", str(rw_fds[i]), path]))
+    ops.sort(key=lambda op: _depth(op[0]))  # stable: dirs, ro, masks, then rw at one depth
     out = [arg for _, op in ops for arg in op]
     for path in readonly:
         # After the binds below it exist: bwrap must still create their mount points.
         out += ["--remount-ro", path]
     return out
+
+
+def _shown_at(real: str, shown: list[tuple[str, str]]) -> str | None:
+    """Where the host path `real` appears in the sandbox, through the deepest bind holding it."""
+    best: tuple[str, str] | None = None
+    for source, dest in shown:
+        if _under(real, source) and (best is None or len(source) > len(best[0])):
+            best = (source, dest)
+    if best is None:
+        return None
+    source, dest = best
+    return dest + real[len(source) :] if real != source else dest
 
 
 def _under(path: str, parent: str) -> bool:

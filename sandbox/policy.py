@@ -1,7 +1,10 @@
 """What one shell tool call may see and do: the input of the bwrap argv builder.
 
-`routine_policy` is the policy DESIGN.md describes for one routine; `build_argv` turns a policy
-and the host layout into bwrap's argv without looking at anything else.
+`routine_policy` is the policy DESIGN.md describes for one routine: an allowlist (the system
+dirs, the declared `home = [...]` paths read-only, the workspace and the run's scratch
+read-write, nothing else of $HOME). `build_argv` turns a policy and the host layout into
+bwrap's argv without looking at anything else. The never-list is data given by the caller
+(routines/never.py): this package imports nothing of ours.
 """
 
 from __future__ import annotations
@@ -12,29 +15,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 __all__ = [
-    "DEFAULT_MASKS",
     "Limits",
     "ShellPolicy",
     "UnsafeValue",
     "check_path",
     "routine_policy",
 ]
-
-# Hidden from every shell tool under the read-only $HOME (DESIGN.md "Sandbox"); config.toml's
-# [sandbox].masks adds more. ~/.Xauthority is ours: with network = true the sandbox shares the
-# host's abstract sockets, and the cookie would let a command drive the X display.
-DEFAULT_MASKS = (
-    "~/.vinos/secrets",
-    "~/.ssh",
-    "~/.gnupg",
-    "~/.aws",
-    "~/.netrc",
-    "~/.password-store",
-    "~/.mozilla",
-    "~/.config/chromium",
-    "~/.config/google-chrome",
-    "~/.Xauthority",
-)
 
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 
@@ -64,14 +50,20 @@ class Limits:
 class ShellPolicy:
     """Everything one sandboxed shell call is given; all paths absolute and normalised."""
 
-    ro_binds: tuple[str, ...]  # visible read-only, e.g. $HOME (besides /usr, /etc, …)
-    rw_binds: tuple[str, ...]  # the only writable host paths: scratch dir, routine state dir
+    ro_binds: tuple[str, ...]  # visible read-only at the same path (besides /usr, /etc, …)
+    # The only writable host paths (workspace, run scratch): bound from directory fds the
+    # runner opens with O_NOFOLLOW (bwrap --bind-fd), so a link planted in their place
+    # between two calls is never followed.
+    rw_binds: tuple[str, ...]
     masks: tuple[str, ...]  # hidden under the binds: empty tmpfs (dir) or /dev/null (file)
-    cwd: str  # the working directory, normally the scratch dir
+    cwd: str  # the working directory, normally the run's scratch dir
     network: bool = False  # False: a private network namespace with only loopback
     # The whole environment (bwrap --clearenv first): HOME PATH TERM LANG and never a secret.
     env: tuple[tuple[str, str], ...] = ()
     limits: Limits = field(default_factory=Limits)
+    # `home = [...]`: (real source, path in the sandbox), read-only, skipped when missing.
+    declared: tuple[tuple[str, str], ...] = ()
+    dirs: tuple[str, ...] = ()  # empty directories on the read-only root, e.g. $HOME
 
 
 def check_path(path: str, what: str = "path") -> str:
@@ -88,36 +80,43 @@ def check_path(path: str, what: str = "path") -> str:
 def routine_policy(
     *,
     home: Path,
-    state_dir: Path,
+    workspace: Path,
     scratch_dir: Path,
     network: bool,
-    extra_masks: Sequence[str] = (),
+    declared: Sequence[str] = (),
+    never: Sequence[str] = (),
     limits: Limits = Limits(),
     environ: Mapping[str, str] | None = None,
 ) -> ShellPolicy:
     """The policy for one routine's shell calls (DESIGN.md "Sandbox").
 
-    Read-only $HOME with the secret masks; writable: the scratch dir (the working directory)
-    and the routine's own state dir; the other routines' state dirs (siblings of `state_dir`)
-    are hidden. No secret is ever given, ANTHROPIC_API_KEY included, with network or without.
-    Paths are resolved to real paths, so a mask cannot be dodged through a symlinked $HOME.
-    Raises UnsafeValue.
+    Of $HOME only the `declared` paths (`~/...`, read-only; `never` paths below them are
+    masked) and an empty $HOME to stand in; writable: the run's scratch dir (the working
+    directory) and the routine's workspace. No state dir, no other routine, no secret
+    (ANTHROPIC_API_KEY included), with network or without. `never` are absolute paths
+    (routines.never.never_paths). Raises UnsafeValue, also for a declared path on `never`.
     """
     env_in = os.environ if environ is None else environ
     real_home = _real(home, "HOME")
     if real_home == "/":
-        raise UnsafeValue("HOME is /: binding it would show the whole machine to the sandbox")
-    state = _writable(_real(state_dir, "state dir"), real_home)
-    scratch = _writable(_real(scratch_dir, "scratch dir"), real_home)
+        raise UnsafeValue("HOME is /: it would show the whole machine to the sandbox")
+    workspace_real = _writable(_real_parent(workspace, "workspace"), real_home)
+    scratch = _writable(_real_parent(scratch_dir, "scratch dir"), real_home)
+    binds: list[tuple[str, str]] = []
+    for entry in declared:
+        dest = _expand(entry, real_home)
+        if dest == real_home:
+            raise UnsafeValue("home: all of ~ cannot be shown to a shell tool")
+        source = check_path(os.path.realpath(dest), "home path")
+        for n in never:
+            if _under(dest, n) or _under(source, n):
+                raise UnsafeValue(f"home: {entry!r} is on the never-list ({n})")
+        binds.append((source, dest))
     masks: list[str] = []
-    for mask in (*DEFAULT_MASKS, *extra_masks):
-        resolved = _expand(mask, real_home)
-        if resolved not in masks:
-            masks.append(resolved)
-    # Other routines' outputs, memories and the ledger are not this routine's to read.
-    state_root = os.path.dirname(state)
-    if state_root not in masks and state_root != "/":
-        masks.append(state_root)
+    for n in never:
+        inside = any(_under(n, d) or _under(n, s) for s, d in binds)
+        if inside and n not in masks:
+            masks.append(check_path(n, "never-list path"))
     env = [
         ("HOME", real_home),
         ("PATH", env_in.get("PATH") or DEFAULT_PATH),
@@ -128,14 +127,28 @@ def routine_policy(
         if "\0" in value or "\n" in value:
             raise UnsafeValue(f"environment variable {name} holds a NUL or newline")
     return ShellPolicy(
-        ro_binds=(real_home,),
-        rw_binds=tuple(dict.fromkeys((state, scratch))),
+        ro_binds=(),
+        rw_binds=tuple(dict.fromkeys((workspace_real, scratch))),
         masks=tuple(masks),
         cwd=scratch,
         network=network,
         env=tuple(env),
         limits=limits,
+        declared=tuple(binds),
+        dirs=(real_home,),
     )
+
+
+def _under(path: str, parent: str) -> bool:
+    return path == parent or path.startswith(parent.rstrip("/") + "/")
+
+
+def _real_parent(path: Path, what: str) -> str:
+    """`path` with its parent resolved but not its last component: a link there must make
+    the runner's O_NOFOLLOW open fail, never be bound in its target's place."""
+    text = os.fspath(path)
+    parent = _real(Path(os.path.dirname(text) or "/"), what)
+    return check_path(os.path.join(parent, os.path.basename(text)), what)
 
 
 def _real(path: Path, what: str) -> str:
@@ -158,11 +171,10 @@ def _writable(path: str, home: str) -> str:
     return path
 
 
-def _expand(mask: str, home: str) -> str:
-    if mask == "~":
-        raise UnsafeValue("a mask of all of ~ would hide $HOME; remove it from [sandbox].masks")
-    if mask.startswith("~/"):
-        mask = home + mask[1:]
-    if "\0" in mask or "\n" in mask or not mask.startswith("/"):
-        raise UnsafeValue(f'mask {mask!r}: expected a path starting with "~/" or "/"')
-    return os.path.normpath(mask)
+def _expand(entry: str, home: str) -> str:
+    if "\0" in entry or "\n" in entry or "\r" in entry or not entry.startswith("~/"):
+        raise UnsafeValue(f'home: {entry!r}: expected a path starting with "~/"')
+    parts = entry[2:].split("/")
+    if any(p in (".", "..") for p in parts):
+        raise UnsafeValue(f"home: {entry!r}: . and .. components are not allowed")
+    return os.path.normpath(home + entry[1:])

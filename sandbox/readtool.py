@@ -44,9 +44,18 @@ class ReadBudget:
 
 
 def read_files(
-    pattern: str, declared: Sequence[str], *, home: Path, budget: ReadBudget
+    pattern: str,
+    declared: Sequence[str],
+    *,
+    home: Path,
+    budget: ReadBudget,
+    never: Sequence[str] = (),
+    own: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Read the files matching `pattern`, which must equal a declared read glob verbatim.
+
+    A file whose real path is under a `never` path (absolute, normalised: the never-list,
+    routines/never.py) is refused, unless it is under one of `own` (the routine's workspace).
 
     Returns {"pattern", "files": [{"path", "content", "truncated"}], "skipped": [{"path",
     "reason"}]}, with "error" when the pattern is refused and "note" when a cap cut the result.
@@ -74,7 +83,7 @@ def read_files(
                 result["note"] = f"more than {MAX_FILES} files match; the rest are not listed"
                 break
             limit = min(FILE_CAP, call_left, budget.remaining)
-            entry, used = _read_one(dir_fd, name, path, allowed, limit)
+            entry, used = _read_one(dir_fd, name, path, _Allowed(allowed, never, own), limit)
             if entry is None:
                 continue
             if "reason" in entry:
@@ -94,8 +103,27 @@ def read_files(
     return result
 
 
+@dataclass(frozen=True, slots=True)
+class _Allowed:
+    globs: list[Glob]
+    never: Sequence[str]
+    own: Sequence[str]
+
+    def refusal(self, real: str) -> str | None:
+        if not any(g.matches(real) for g in self.globs):
+            return "resolves outside the declared read patterns"
+        for n in self.never:
+            if _under(real, n) and not any(_under(real, o) for o in self.own):
+                return f"resolves to {n}, which is on the never-list: no routine may read it"
+        return None
+
+
+def _under(path: str, parent: str) -> bool:
+    return path == parent or path.startswith(parent.rstrip("/") + "/")
+
+
 def _read_one(
-    dir_fd: int, name: str, path: str, allowed: list[Glob], limit: int
+    dir_fd: int, name: str, path: str, allowed: _Allowed, limit: int
 ) -> tuple[dict[str, Any] | None, int]:
     """(entry, bytes of content used); an entry with "reason" is a skipped file."""
     entry = _open_checked(dir_fd, name, path, allowed)
@@ -121,7 +149,7 @@ def _read_one(
 
 
 def _open_checked(
-    dir_fd: int, name: str, path: str, allowed: list[Glob]
+    dir_fd: int, name: str, path: str, allowed: _Allowed
 ) -> int | dict[str, Any] | None:
     """An fd open for reading on a regular file whose real path matches `allowed`, or why not
     (None for a directory, which is skipped quietly)."""
@@ -142,8 +170,9 @@ def _open_checked(
             real = os.readlink(f"/proc/self/fd/{pfd}")
         except OSError:
             return {"path": path, "reason": "cannot verify where it points (/proc unavailable)"}
-        if not any(g.matches(real) for g in allowed):
-            return {"path": path, "reason": "resolves outside the declared read patterns"}
+        refusal = allowed.refusal(real)
+        if refusal is not None:
+            return {"path": path, "reason": refusal}
         try:
             fd = os.open(f"/proc/self/fd/{pfd}", _FILE_FLAGS)
         except OSError as exc:

@@ -21,17 +21,17 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from sandbox import seccomp
 from sandbox.argv import build_argv
 from sandbox.host import Host
-from sandbox.policy import ShellPolicy, UnsafeValue
+from sandbox.policy import ShellPolicy, UnsafeValue, check_path
 from sandbox.probe import ROOT_REFUSAL, probe, warn_once
 
-__all__ = ["STDERR_CAP", "STDOUT_CAP", "ShellResult", "run_shell"]
+__all__ = ["STDERR_CAP", "STDOUT_CAP", "ShellResult", "open_dir_nofollow", "run_shell"]
 
 STDOUT_CAP = 32 * 1024
 STDERR_CAP = 8 * 1024
@@ -82,11 +82,13 @@ def run_shell(
     timeout_sec: float,
     stdout_cap: int = STDOUT_CAP,
     stderr_cap: int = STDERR_CAP,
+    on_argv: Callable[[list[str]], None] | None = None,
 ) -> ShellResult:
     """Run `bash -c command` under bwrap with `policy`. Never raises for sandbox problems.
 
     A refusal (root, NUL/newline in the command or a path, no bwrap, no libseccomp, no user
-    namespaces) comes back as ShellResult(error=...) with nothing run.
+    namespaces) comes back as ShellResult(error=...) with nothing run. `on_argv` is called
+    with the argv just before it runs (VINOS_ROUTINE_DEBUG=1 shows it to the user).
     """
     if os.geteuid() == 0:
         return ShellResult(error=ROOT_REFUSAL)
@@ -106,12 +108,18 @@ def run_shell(
             info_r, info_w = os.pipe2(os.O_CLOEXEC)
             closing.callback(os.close, info_w)
             on_failure.callback(os.close, info_r)
-            argv = build_argv(policy, host, seccomp_fd, command, info_fd=info_w)
+            rw_fds = []
+            for path in policy.rw_binds:
+                rw_fds.append(open_dir_nofollow(path))
+                closing.callback(os.close, rw_fds[-1])
+            argv = build_argv(policy, host, seccomp_fd, command, info_fd=info_w, rw_fds=rw_fds)
         except (UnsafeValue, ValueError, OSError, seccomp.SeccompUnavailable) as exc:
             return ShellResult(error=f"refused: {exc}")
         if os.environ.get("VINOS_ROUTINE_DEBUG") == "1":
             print(f"vinos-routine: sandbox argv: {shlex.join(argv)}", file=sys.stderr, flush=True)
-        passed = [seccomp_fd, info_w]
+        if on_argv is not None:
+            on_argv(argv)
+        passed = [seccomp_fd, info_w, *rw_fds]
         start = time.monotonic()
         try:
             proc = subprocess.Popen(
@@ -131,6 +139,27 @@ def run_shell(
         return _supervise(proc, info_r, start, timeout_sec, stdout_cap, stderr_cap)
     finally:
         os.close(info_r)
+
+
+def open_dir_nofollow(path: str) -> int:
+    """A directory fd on the absolute, normalised `path`, opened one component at a time from
+    `/` with O_NOFOLLOW: a symlink anywhere on the way fails (ELOOP/ENOTDIR), never followed.
+
+    The fd is what bwrap binds (--bind-fd): the directory opened here, whatever a sandbox
+    later renames or links in its place. Raises OSError or UnsafeValue.
+    """
+    check_path(path, "writable bind")
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open("/", flags)
+    try:
+        for part in path.split("/")[1:]:
+            nfd = os.open(part, flags, dir_fd=fd)
+            os.close(fd)
+            fd = nfd
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def _supervise(

@@ -1,8 +1,9 @@
 """The seccomp denylist, compiled with libseccomp (through pyseccomp) into BPF for bwrap.
 
 Flatpak's list (common/flatpak-run.c, setup_seccomp), which came from linux-user-chroot and
-Sandstorm, plus io_uring. Everything else is allowed: this narrows the kernel surface a
-whitelisted command can reach; the namespaces and mounts do the confining. Only the native
+Sandstorm, plus io_uring, userfaultfd, bpf, kcmp and the file-handle calls (each with why).
+Everything else is allowed: this narrows the kernel surface a whitelisted command can reach;
+the namespaces and mounts do the confining. Only the native
 architecture is in the filter, so a syscall made through another ABI (int 0x80, x32) hits
 libseccomp's bad-arch action and the thread is killed.
 """
@@ -109,6 +110,21 @@ RULES: tuple[Rule, ...] = (
     Rule("io_uring_setup", _ENOSYS),
     Rule("io_uring_enter", _ENOSYS),
     Rule("io_uring_register", _ENOSYS),
+    # userfaultfd stalls a kernel copy_from_user() on a page the attacker controls: the usual
+    # way to win a kernel race (a use-after-free made reliable). Every mode, UFFD_USER_MODE_ONLY
+    # too: the vm.unprivileged_userfaultfd sysctl does not cover that flag. No command needs it.
+    Rule("userfaultfd", _EPERM),
+    # eBPF programs and maps: a verifier with a long CVE history, and unprivileged BPF is only
+    # off where kernel.unprivileged_bpf_disabled says so; the sandbox must not depend on it.
+    Rule("bpf", _EPERM),
+    # kcmp compares kernel pointers of two processes' files and memory: an address oracle
+    # (KASLR) for exploits, and the same-uid check is all that guards it.
+    Rule("kcmp", _EPERM),
+    # File handles bypass the path walk: open_by_handle_at can open any inode of a mounted
+    # filesystem by number (the "shocker" container escape), so a file hidden by a mask or
+    # outside every bind would be reachable. name_to_handle_at makes the handles.
+    Rule("name_to_handle_at", _EPERM),
+    Rule("open_by_handle_at", _EPERM),
 )
 
 

@@ -29,6 +29,8 @@ missing_cmds() {
     command -v script >/dev/null || out+=(script)
     command -v zsh >/dev/null || out+=(zsh)      # the zsh and fish completion tests
     command -v fish >/dev/null || out+=(fish)
+    # The dashboard's browser tests (Playwright drives the system's Chromium).
+    command -v chromium >/dev/null || out+=(chromium)
     echo "${out[@]:-}"
 }
 
@@ -49,10 +51,10 @@ if command -v apt-get >/dev/null; then
     apt-get install -y -qq --no-install-recommends \
         bubblewrap libseccomp2 python3 python3-venv systemd \
         makepkg pacman-package-manager libarchive-tools fakeroot \
-        util-linux bsdextrautils procps ca-certificates zsh fish >/dev/null
+        util-linux bsdextrautils procps ca-certificates zsh fish chromium >/dev/null
 elif [ -x /usr/bin/pacman ] && [ -f /etc/arch-release ]; then
     # -Syu: Arch does not support partial upgrades.
-    pacman -Syu --needed --noconfirm bubblewrap libseccomp python systemd base-devel util-linux procps-ng zsh fish >/dev/null
+    pacman -Syu --needed --noconfirm bubblewrap libseccomp python systemd base-devel util-linux procps-ng zsh fish chromium >/dev/null
 else
     echo "system-deps: no apt-get or Arch pacman here; install by hand: $need" >&2
     exit 1

@@ -37,6 +37,7 @@ COMMANDS = {
     "sandbox": "sandbox",
     "reload": "reload",
     "daemon": "daemon",
+    "dashboard": "dashboard",
 }
 COMMAND_MODULES = tuple(dict.fromkeys(COMMANDS.values()))
 

@@ -31,7 +31,7 @@ from routines.ledger import Ledger, LedgerError, LedgerFull
 from routines.paths import Paths, paths
 from routines.registry import Registry, scan
 from routines.safetext import one_line
-from supervisor import notify, systemd
+from supervisor import housekeeping, notify, systemd
 from supervisor.clock import Clock, clock_from_env
 from supervisor.control import CommandError, Connection, ControlServer, socket_path_problem
 from supervisor.jobs import new_run_id
@@ -39,6 +39,7 @@ from supervisor.plan import cursor_for
 from supervisor.pool import Pool
 from supervisor.record import Notification
 from supervisor.scheduler import Pending, Scheduler
+from supervisor.toggle import set_enabled
 
 __all__ = ["ROOT_REFUSAL", "Daemon", "main", "owner_alive"]
 
@@ -195,6 +196,8 @@ class Daemon:
                 "run": self._run,
                 "follow": self._follow,
                 "reload": self._reload,
+                "enable": self._enable,
+                "disable": self._enable,
             }
         )
         self._wake = asyncio.Event()
@@ -243,6 +246,7 @@ class Daemon:
             self.tick()
             systemd.notify("READY=1\nSTATUS=" + self.status_line())
             watchdog = asyncio.ensure_future(self._watchdog())
+            keeper = housekeeping.start(self.ledger, self.paths, self.config, self.clock)
             while not self._stopping:
                 timeout = self._sleep_for()
                 with contextlib.suppress(TimeoutError):
@@ -251,6 +255,7 @@ class Daemon:
                 if not self._stopping:
                     self.tick()
             watchdog.cancel()
+            keeper.cancel()
             systemd.notify("STOPPING=1\nSTATUS=stopping: waiting for running routines")
             self._set_title("vinos-routined: stopping")
             await self.pool.shutdown(STOP_GRACE_SEC)
@@ -595,6 +600,17 @@ class Daemon:
             "enabled": len(self.scheduler.tracked),
             "invalid": sorted(n for n, e in self.registry.entries.items() if e.errors),
         }
+
+    async def _enable(self, req: Request, conn: Connection) -> Any:
+        """`enable`/`disable NAME`: the CLI's change, made by the daemon for clients that do not
+        write the ledger themselves (the dashboard)."""
+        routine = self._routine(req.args.get("name"))
+        on = req.cmd == "enable"
+        set_enabled(self.ledger, routine, on, self.clock.now())
+        self._reload_asked = True
+        self._data_version = None
+        self.tick()
+        return {"name": routine.name, "enabled": on}
 
 
 def reset_cursor_for_enable(ledger: Ledger, name: str, now: datetime) -> None:

@@ -11,6 +11,8 @@ import re
 import shutil
 import subprocess
 
+from routines.safetext import one_line, visible
+
 __all__ = ["URGENCIES", "argv", "escape_markup", "preview", "send"]
 
 log = logging.getLogger("vinos.notify")
@@ -64,8 +66,9 @@ def argv(title: str, body: str, urgency: str) -> list[str] | None:
         "--app-name=vinos-routine",
         f"--urgency={urgency}",
         "--",
-        _cut(" ".join(title.split()), TITLE_CHARS),
-        escape_markup(_cut(body.strip(), BODY_CHARS)),
+        # Model and command text: control characters and escapes shown, never acted on.
+        _cut(one_line(" ".join(title.split())), TITLE_CHARS),
+        escape_markup(_cut(visible(body.strip()), BODY_CHARS)),
     ]
 
 

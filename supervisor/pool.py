@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from ipc import Event, EventKind, RunStatus
 from routines.config import Config
 from routines.ledger import Ledger, LedgerFull
 from routines.paths import Paths
+from routines.store import open_dir_beneath
 from supervisor.clock import Clock
 from supervisor.jobs import build_job
 from supervisor.policy import Verdict, allowance_for, run_limit
@@ -215,8 +217,11 @@ class Pool:
                 )
             return fin
         scratch = self.paths.scratch(routine.name, pending.run_id)
+        state = self.paths.routine_state(routine.name)
         try:
-            scratch.mkdir(parents=True, exist_ok=True)
+            # Beneath the state dir, following no link: a `.scratch` link left by an older
+            # version (whose sandboxes could write there) fails the run, never redirects it.
+            os.close(open_dir_beneath(state, str(scratch.relative_to(state)), make=True))
         except OSError as exc:
             # Counts as a failure (a full or read-only state dir is something to fix).
             error = f"cannot create the run's scratch dir {scratch}: {exc.strerror or exc}"

@@ -10,6 +10,8 @@ from collections.abc import Collection, Sequence
 from datetime import datetime, timedelta
 from typing import Any, TextIO
 
+from routines.humanize import money, relative, tokens
+from routines.safetext import one_line
 from routines.safetext import visible as _visible
 
 __all__ = [
@@ -113,24 +115,6 @@ def print_json_lines(values: Sequence[Any]) -> None:
     sys.stdout.flush()
 
 
-def money(dollars: float) -> str:
-    """$0.04; amounts under a cent keep their digits ($0.0031), so a cheap run is not $0.00."""
-    if dollars == 0:
-        return "$0.00"
-    if abs(dollars) < 0.01:
-        return f"${dollars:.4f}"
-    return f"${dollars:,.2f}"
-
-
-def tokens(count: int) -> str:
-    """950, 12.3k, 1.2M."""
-    if count < 1000:
-        return str(count)
-    if count < 1_000_000:
-        return f"{count / 1000:.1f}k".replace(".0k", "k")
-    return f"{count / 1_000_000:.1f}M".replace(".0M", "M")
-
-
 _EIGHTHS = " ▏▎▍▌▋▊▉"
 
 
@@ -144,25 +128,6 @@ def bar(value: float, top: float, width: int, unicode: bool = True) -> str:
         return "#" * max(1, round(eighths / 8))
     full, part = divmod(eighths, 8)
     return "█" * full + (_EIGHTHS[part] if part else "")
-
-
-def relative(delta: timedelta) -> str:
-    """A duration as "2h 13m", "45s", "3d 4h"; negative durations read "… ago"."""
-    seconds = int(delta.total_seconds())
-    ago = seconds < 0
-    seconds = abs(seconds)
-    days, rem = divmod(seconds, 86400)
-    hours, rem = divmod(rem, 3600)
-    minutes, secs = divmod(rem, 60)
-    if days:
-        text = f"{days}d {hours}h" if hours else f"{days}d"
-    elif hours:
-        text = f"{hours}h {minutes}m" if minutes else f"{hours}h"
-    elif minutes:
-        text = f"{minutes}m"
-    else:
-        text = f"{secs}s"
-    return f"{text} ago" if ago else text
 
 
 def when(instant: datetime, now: datetime) -> str:
@@ -236,5 +201,7 @@ def format_event(kind: str, text: str, enabled: bool, ts: str | None = None) -> 
         name = "red"
     stamp = ""
     if ts:
-        stamp = color(ts[11:19], "dim", enabled) + " "
-    return f"{stamp}{color(mark, name, enabled)} {visible(text)}"
+        stamp = color(one_line(str(ts)[11:19]), "dim", enabled) + " "
+    # One line whatever the text holds: a newline in a refused command is shown as \n, not
+    # obeyed, so it cannot forge a line of `run` or `logs`.
+    return f"{stamp}{color(mark, name, enabled)} {one_line(str(text))}"

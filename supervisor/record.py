@@ -7,7 +7,6 @@ last-run.json, the failure streak, and what to tell the user.
 from __future__ import annotations
 
 import contextlib
-import shutil
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -17,7 +16,13 @@ from ipc import RunStatus
 from routines.ledger import Ledger, LedgerFull, iso
 from routines.paths import Paths
 from routines.spec import OutputType, Routine
-from routines.store import deliver_output, read_regular, write_atomic, write_json_atomic
+from routines.store import (
+    deliver_output,
+    read_regular,
+    remove_tree,
+    write_atomic,
+    write_json_atomic,
+)
 from supervisor.notify import preview
 from supervisor.policy import STRIKES, strike
 from supervisor.spawn import StopReason, WorkerOutcome
@@ -26,6 +31,7 @@ __all__ = [
     "Finished",
     "Notification",
     "Unwritten",
+    "file_output_path",
     "final_status",
     "finish_run",
     "notifications_for",
@@ -123,6 +129,14 @@ def notifications_for(
     return []
 
 
+def file_output_path(template: str, out: WorkerOutcome) -> Path:
+    """[output].path for type = "file": `~` expanded, `{{date}}` the run's day (YYYY-MM-DD,
+    from the output's own name, which is in the routine's zone)."""
+    name = out.result.output_file if out.result and out.result.output_file else ""
+    day = name[:10] if len(name) >= 10 else datetime.now().astimezone().strftime("%Y-%m-%d")
+    return Path(template.replace("{{date}}", day)).expanduser()
+
+
 def _move_output(
     routine: Routine, out: WorkerOutcome, scratch: Path, state_dir: Path
 ) -> tuple[Path | None, str, str | None]:
@@ -137,7 +151,7 @@ def _move_output(
         data = read_regular(stored) or b""
         text = data.decode("utf-8", errors="replace")
         if routine.output.type is OutputType.FILE and routine.output.path:
-            write_atomic(Path(routine.output.path).expanduser(), data)
+            write_atomic(file_output_path(routine.output.path, out), data)
     except OSError as exc:
         return None, "", f"could not save the output: {exc.strerror or exc} ({exc.filename})"
     return stored, text, None
@@ -170,8 +184,11 @@ def finish_run(
         stored, text, error = _move_output(routine, out, scratch, paths.routine_state(routine.name))
         if error:
             status, detail = RunStatus.FAILED, error
-    with contextlib.suppress(OSError):
-        shutil.rmtree(scratch)
+    # By descriptor, following no link: the worker's output dir, and the shell tools' scratch
+    # dir in case the worker died before it removed it.
+    for leftover in (scratch, paths.run_scratch(routine.name, run_id)):
+        with contextlib.suppress(OSError):
+            remove_tree(leftover)
     r = out.result
     u = out.usage
     outcome = r.outcome if r and status == RunStatus.OK else None

@@ -20,8 +20,8 @@ __all__ = ["RunLog", "read_log"]
 
 class RunLog:
     def __init__(self, path: Path, base: Path | None = None) -> None:
-        """Append to `path`; with `base` (the routine's state dir, writable from its sandbox),
-        open it without following any symlink below `base`."""
+        """Append to `path`; with `base` (the routine's state dir, which older versions let
+        its sandbox write), open it without following any symlink below `base`."""
         self.path = path
         self._fd: int | None = None
         flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND
@@ -79,10 +79,12 @@ class RunLog:
 
 
 def read_log(path: Path) -> Iterator[dict[str, Any]]:
-    """The entries of a run log; a torn last line (a crash mid-write) is skipped."""
-    try:
-        data = path.read_bytes()
-    except OSError:
+    """The entries of a run log; a torn last line (a crash mid-write) is skipped. Never
+    through a symlink: `logs` must not print a file a link points at."""
+    from routines.store import read_regular
+
+    data = read_regular(path)
+    if data is None:
         return
     for line in data.splitlines():
         try:

@@ -11,6 +11,7 @@ from routines.config import (
     DEFAULT_GALLERY_URL,
     Config,
     ConfigInvalid,
+    LedgerSettings,
     SandboxSettings,
     load_config,
 )
@@ -44,6 +45,7 @@ def test_missing_file_is_all_defaults(cfg: Path) -> None:
     assert c.pricing == {}
     assert c.sandbox == SandboxSettings()
     assert c.sandbox.as_dict() == {
+        "never": [],
         "masks": [],
         "max_processes": 256,
         "max_file_size_mb": 64,
@@ -73,6 +75,7 @@ input = 0.01
 output = 0.02
 
 [sandbox]
+never = ["~/.config/hub"]
 masks = ["~/.config/rclone", "~/.kube"]
 max_processes = 64
 max_file_size_mb = 8
@@ -87,6 +90,7 @@ max_address_space_mb = 1024
     assert c.pricing == {"claude-next-5": (2.0, 10.5), "llama3.2:3b": (0.01, 0.02)}
     assert all(isinstance(v, float) for p in c.pricing.values() for v in p)
     assert c.sandbox.as_dict() == {
+        "never": ["~/.config/hub"],
         "masks": ["~/.config/rclone", "~/.kube"],
         "max_processes": 64,
         "max_file_size_mb": 8,
@@ -224,3 +228,22 @@ def test_config_ollama_url_wins_over_ollama_host(
     monkeypatch.setenv("OLLAMA_HOST", "10.9.9.9:1234")
     cfg.write_text('ollama_url = "http://127.0.0.1:22222"\n')
     assert load_config(cfg).ollama_url == "http://127.0.0.1:22222"
+
+
+@pytest.mark.parametrize("entry", ["~", "/", "relative/dir", "~/"])
+def test_sandbox_never_entries_must_be_paths_below_home_or_root(tmp_path: Path, entry: str) -> None:
+    cfg = tmp_path / "config.toml"
+    cfg.write_text(f'[sandbox]\nnever = ["~/.config/hub", "{entry}"]\n')
+    with pytest.raises(ConfigInvalid, match=r"\[sandbox\].never\[1\]: expected a path"):
+        load_config(cfg)
+
+
+def test_ledger_retention_keys(cfg: Path) -> None:
+    assert load_config(cfg).ledger == LedgerSettings(keep_runs_days=90, keep_outputs_days=90)
+    cfg.write_text("[ledger]\nkeep_runs_days = 400\nkeep_outputs_days = 30\n")
+    assert load_config(cfg).ledger == LedgerSettings(keep_runs_days=400, keep_outputs_days=30)
+    assert invalid(cfg, "[ledger]\nkeep_runs_days = 1\nkeep_output_days = 3\n") == [
+        "config.toml: [ledger].keep_runs_days: expected a number of days, at least 2, found 1 "
+        "(an integer)",
+        "config.toml: [ledger].keep_output_days: unknown key (did you mean keep_outputs_days?)",
+    ]

@@ -138,7 +138,7 @@ def test_old_ledger_migrates_with_every_row_intact(
     new = (("tool_calls", "tools_used") if version == 1 else ()) + NEW_V3 + NEW_V4
     assert read_rows(path, new) == [(None,) * len(new)] * len(rows)
     db = sqlite3.connect(path)
-    assert db.execute("PRAGMA user_version").fetchone()[0] == 4
+    assert db.execute("PRAGMA user_version").fetchone()[0] == 5
     assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     db.close()
@@ -170,10 +170,10 @@ def test_history_and_last_runs_read_old_rows(tmp_path: Path) -> None:
         assert led.history("github-review")[0].tools_used == []
         last = led.last_runs()
         # evening-shutdown's only row has no exit status (v2.0.4 never finished it): no result.
-        assert {k: v.id for k, v in last.items()} == {
-            "day-brief": 3,
-            "github-review": 2,
-            "inbox-triage": 5,
+        assert {k: (v.status, v.started_at) for k, v in last.items()} == {
+            "day-brief": ("error", "2025-03-02T11:00:01+00:00"),
+            "github-review": ("ok", "2025-03-01T14:00:05+00:00"),
+            "inbox-triage": ("ok", "2025-03-03T12:00:00Z"),
         }
 
 
@@ -245,8 +245,85 @@ def test_newer_ledger_is_refused_and_left_byte_for_byte(tmp_path: Path) -> None:
     with pytest.raises(LedgerError) as info:
         Ledger(path)
     assert str(info.value) == (
-        f"{path}: written by a newer vinos-routine (schema 9, this one knows 4); "
+        f"{path}: written by a newer vinos-routine (schema 9, this one knows 5); "
         "upgrade vinos-routine, the ledger was not touched"
     )
     assert hashlib.sha256(path.read_bytes()).hexdigest() == before
     assert os.listdir(path.parent) == ["ledger.db"]
+
+
+# v2.1 (schema 4): as Ledger created it before run_days, with auto_vacuum off.
+V4_SCHEMA = (
+    V1_SCHEMA,
+    *(f"ALTER TABLE runs ADD COLUMN {c}" for c in ("tool_calls INTEGER", "tools_used TEXT")),
+    *(
+        f"ALTER TABLE runs ADD COLUMN {c}"
+        for c in (
+            "route TEXT",
+            "escalated INTEGER",
+            "escalated_reason TEXT",
+            "local_input_tokens INTEGER",
+            "local_output_tokens INTEGER",
+        )
+    ),
+    *(f"ALTER TABLE runs ADD COLUMN {c} TEXT" for c in NEW_V4[:8]),
+    *(f"ALTER TABLE runs ADD COLUMN {c}" for c in ("owner_pid INTEGER", "owner_started REAL")),
+    "ALTER TABLE runs ADD COLUMN worker_pid INTEGER",
+    "CREATE UNIQUE INDEX runs_run_id ON runs(run_id)",
+    "CREATE INDEX runs_routine_started ON runs(routine, started_at)",
+    "CREATE INDEX runs_started ON runs(started_at)",
+    "CREATE INDEX runs_active ON runs(status) WHERE status IN ('queued', 'running')",
+    "CREATE TABLE claims (routine TEXT NOT NULL, slot TEXT NOT NULL, claimed_at TEXT NOT NULL, "
+    "run_id TEXT, PRIMARY KEY (routine, slot))",
+    "CREATE TABLE routine_state (routine TEXT PRIMARY KEY, enabled_override INTEGER, "
+    "file_enabled_seen INTEGER, failure_streak INTEGER NOT NULL DEFAULT 0, "
+    "disabled_reason TEXT, cursor TEXT, schedule_fingerprint TEXT, updated_at TEXT)",
+)
+
+
+def test_v4_ledger_gains_day_rows_last_runs_and_incremental_vacuum(tmp_path: Path) -> None:
+    path = tmp_path / "state" / "ledger.db"
+    path.parent.mkdir(parents=True)
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("PRAGMA journal_mode=WAL")
+    for statement in V4_SCHEMA:
+        db.execute(statement)
+    rows = [
+        ("r1", "brief", "2026-01-05T06:00:00.000000Z", "ok", "done", 0.25),
+        ("r2", "brief", "2026-01-06T06:00:00.000000Z", "failed", None, 0.125),
+        ("r3", "brief", "2026-01-07T06:00:00.000000Z", "skipped", None, 0.0),
+        ("r4", "triage", "2026-01-06T08:00:00.000000Z", "running", None, 0.0),
+        ("r5", "triage", "2026-01-05T08:00:00.000000Z", "ok", "nothing-to-do", 0.5),
+    ]
+    db.executemany(
+        "INSERT INTO runs (run_id, routine, started_at, status, outcome, dollars, finished_at) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?)",
+        [(*r, r[2]) for r in rows],
+    )
+    db.execute(
+        "INSERT INTO routine_state (routine, failure_streak, cursor) "
+        "VALUES ('brief', 1, '2026-01-07T06:00:00Z')"
+    )
+    db.execute("INSERT INTO claims VALUES ('brief', '2026-01-07T06:00:00Z', 'x', 'r3')")
+    db.execute("PRAGMA user_version = 4")
+    db.close()
+    with Ledger(path) as led:
+        assert led.version == 5
+        assert led._db.execute("PRAGMA auto_vacuum").fetchone()[0] == 2  # 2: INCREMENTAL
+        assert [r.run_id for r in led.history(None, 10)] == ["r3", "r4", "r2", "r5", "r1"]
+        state = led.state("brief")
+        assert (state.failure_streak, state.cursor) == (1, "2026-01-07T06:00:00Z")
+        assert led.is_claimed("brief", "2026-01-07T06:00:00Z")
+        last = led.last_runs()
+        # The newest finished run: a skipped slot or a run still going is not one.
+        assert {k: (v.run_id, v.status, v.outcome) for k, v in last.items()} == {
+            "brief": ("r2", "failed", None),
+            "triage": ("r5", "ok", "nothing-to-do"),
+        }
+        assert led.compact(at("2026-02-01 00:00"), ZoneInfo("UTC")) == 4  # r4 still running
+        [day] = led.days("triage")
+        assert (day.day, day.runs, day.counts["ok"], day.dollars) == ("2026-01-05", 1, 1, 0.5)
+    stamp = path.stat().st_mtime_ns, hashlib.sha256(path.read_bytes()).hexdigest()
+    with Ledger(path) as led:  # current now: opening it writes nothing
+        assert led.version == 5
+    assert (path.stat().st_mtime_ns, hashlib.sha256(path.read_bytes()).hexdigest()) == stamp

@@ -12,6 +12,7 @@ from typing import IO, Any
 
 from ipc.framing import ProtocolError, encode
 from ipc.messages import Event, EventKind, Message, Result, Usage
+from routines.safetext import one_line
 
 __all__ = ["PREVIEW_CHARS", "Channel", "preview"]
 
@@ -38,6 +39,9 @@ class Channel:
         self._out.flush()
 
     def event(self, kind: EventKind, text: str, /, **data: Any) -> None:
+        """One event; its text becomes one safe line (a model's newline or terminal escape
+        in it cannot forge a line of `run` or `logs`). `data` keeps the raw values, as JSON."""
+        text = one_line(text)
         try:
             self.send(Event(kind=kind.value, text=text, data=data))
         except ProtocolError:
@@ -46,8 +50,8 @@ class Channel:
             self.send(Event(kind=kind.value, text=_clean(text), data=_clean(data)))
 
     def log(self, text: str) -> None:
-        """A line for the run log only (stderr)."""
-        print(text, file=self._err, flush=True)
+        """A line for the run log only (stderr), made one safe line."""
+        print(one_line(text), file=self._err, flush=True)
 
     def warn(self, text: str, /, **data: Any) -> None:
         self.log(f"[{self.name}] WARN: {text}")

@@ -5,8 +5,6 @@ stdout is the output; a non-zero exit is `failed` with the exit code and the tai
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from ipc.messages import EventKind, Result, RunStatus
 from routines.config import SandboxSettings
 from worker.context import RunContext
@@ -44,7 +42,7 @@ def run_command(run: RunContext) -> Result:
         policy = shell_policy_for(
             run.routine,
             paths=run.paths,
-            scratch_dir=Path(run.job.scratch_dir),
+            scratch_dir=run.sandbox_scratch,
             settings=SandboxSettings(**run.job.sandbox),
         )
     except ValueError as exc:  # sandbox.UnsafeValue
@@ -54,7 +52,13 @@ def run_command(run: RunContext) -> Result:
     # that hits it is reported here as `timeout` after exactly timeout_sec (issue 17, item 9).
     timeout = float(spec.timeout_sec)
     run.channel.event(EventKind.TOOL_CALL, f"shell:{spec.run}", tool="command")
-    res = sandbox.run_shell(spec.run, policy, timeout_sec=timeout, stdout_cap=OUTPUT_CAP)
+    res = sandbox.run_shell(
+        spec.run,
+        policy,
+        timeout_sec=timeout,
+        stdout_cap=OUTPUT_CAP,
+        on_argv=run.debug_argv(),
+    )
     run.channel.event(
         EventKind.TOOL_RESULT,
         f"command: exit {res.exit_code} ({len(res.stdout):,} bytes of output)",

@@ -87,6 +87,23 @@ class RunContext:
         """The project's paths, with VINOS_HOME as the job says."""
         return dataclasses.replace(paths_mod.paths(), home=Path(self.job.vinos_home))
 
+    @property
+    def sandbox_scratch(self) -> Path:
+        """The run's scratch dir for its shell tools (their working directory)."""
+        return self.paths.run_scratch(self.name, self.job.run_id)
+
+    def debug_argv(self) -> Callable[[list[str]], None] | None:
+        """With VINOS_ROUTINE_DEBUG=1, a hook that shows each bwrap argv as an event, so
+        `vinos-routine run` prints it on the terminal (and the run log keeps it)."""
+        if os.environ.get("VINOS_ROUTINE_DEBUG") != "1":
+            return None
+        import shlex
+
+        def show(argv: list[str]) -> None:
+            self.channel.event(EventKind.LOG, f"sandbox argv: {shlex.join(argv)}", argv=argv)
+
+        return show
+
     def api_key(self) -> str | None:
         if not self._key_looked_up:
             self._key_looked_up = True

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ipc.messages import EventKind
+from routines.safetext import redact_url
 from routines.spec import OutputType
 from worker.context import RunContext
 from worker.output import output_name, post_webhook, render_markdown, render_title, write_output
@@ -20,9 +21,13 @@ def write_and_post(run: RunContext, body: str) -> tuple[str | None, str | None]:
     name = output_name(run.started)
     markdown = render_markdown(title, body)
     try:
-        write_output(Path(run.job.scratch_dir), name, markdown)
-    except OSError as exc:  # a full or read-only state dir: the run failed, it did not crash
-        return None, f"could not write the output into {run.job.scratch_dir}: {exc.strerror or exc}"
+        write_output(Path(run.job.state_dir), Path(run.job.scratch_dir), name, markdown)
+    except (
+        OSError,
+        ValueError,
+    ) as exc:  # a full or read-only state dir, a planted link: the run failed, it did not crash
+        why = getattr(exc, "strerror", None) or exc
+        return None, f"could not write the output into {run.job.scratch_dir}: {why}"
     run.channel.event(EventKind.LOG, f"output written: {name}", output_file=name)
     if spec.type is not OutputType.WEBHOOK or not spec.url:
         return name, None
@@ -41,5 +46,5 @@ def write_and_post(run: RunContext, body: str) -> tuple[str | None, str | None]:
     if error:
         run.channel.warn(error)
     else:
-        run.channel.event(EventKind.LOG, f"webhook delivered: {spec.url}")
+        run.channel.event(EventKind.LOG, f"webhook delivered: {redact_url(spec.url)}")
     return name, error

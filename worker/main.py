@@ -8,6 +8,7 @@ input was not a Hello and a Job (nothing ran, no Result); 70 when the worker its
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from datetime import datetime
@@ -101,13 +102,21 @@ def run_job(job: Job, channel: object) -> Result:
         started=started,
         deadline=Deadline(routine.run_timeout_sec),
     )
-    if routine.kind is Kind.COMMAND:
-        from worker.command import run_command
+    try:
+        if routine.kind is Kind.COMMAND:
+            from worker.command import run_command
 
-        return run_command(run)
-    from worker.agent import run_agent
+            return run_command(run)
+        from worker.agent import run_agent
 
-    return run_agent(run)
+        return run_agent(run)
+    finally:
+        # What the shell tools left in the run's scratch dir: removed by descriptor, no link
+        # followed. Never read: outputs come from stdout and the model's text only.
+        from routines.store import remove_tree
+
+        with contextlib.suppress(OSError):
+            remove_tree(run.sandbox_scratch)
 
 
 def _failed(message: str) -> Result:

@@ -15,8 +15,6 @@ import os
 from datetime import datetime
 from pathlib import Path
 
-from routines.store import write_atomic
-
 __all__ = [
     "CAP",
     "PREFIX",
@@ -30,17 +28,22 @@ __all__ = [
 
 CAP = 4096
 TRIM_STEP = 500
+READ_CAP = 4 * CAP + 4096  # bytes of the file read before an append
 PREFIX = "Prior context from earlier runs"
 SUMMARY_MAX_TOKENS = 200
 _SUMMARY_INPUT_CHARS = 6000
 
 
 def trim(text: str, cap: int = CAP, step: int = TRIM_STEP) -> str:
-    """Drop the oldest ~`step` characters, up to the next newline, until `text` fits `cap`."""
-    while len(text) > cap:
-        cut = text.find("\n", step)
-        text = text[cut + 1 :] if cut != -1 else text[step:]
-    return text
+    """Drop the oldest ~`step` characters, up to the next newline, until `text` fits `cap`.
+
+    Linear: the cut point moves forward over the text and the text is sliced once (a slice
+    per step made a hand-grown 10 MB file cost seconds of CPU)."""
+    start = 0
+    while len(text) - start > cap:
+        cut = text.find("\n", start + step)
+        start = cut + 1 if cut != -1 else start + step
+    return text[start:] if start else text
 
 
 def for_prompt(text: str, cap: int = CAP) -> str:
@@ -61,22 +64,37 @@ def entry(routine: str, started: datetime, summary: str) -> str:
 
 
 def append(path: Path, new_entry: str, cap: int = CAP) -> None:
-    """Append an entry under the lock, trimming to `cap`, replacing the file atomically."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    lock = path.with_name(path.name + ".lock")
-    fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+    """Append an entry under the lock, trimming to `cap`, replacing the file atomically.
+
+    Everything relative to an O_NOFOLLOW fd on the memory's directory, every open O_NOFOLLOW.
+    """
+    from routines.store import open_dir
+
+    dfd = open_dir(path.parent, make=True)
+    try:
+        _append_at(dfd, path.name, new_entry, cap)
+    finally:
+        os.close(dfd)
+
+
+def _append_at(dfd: int, name: str, new_entry: str, cap: int) -> None:
+    from routines.store import read_regular_at, write_atomic_at
+
+    flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
+    fd = os.open(name + ".lock", flags, 0o600, dir_fd=dfd)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        from routines.store import read_regular
 
-        # Never through a symlink: the state dir is writable from the sandbox, and a planted
-        # memory.md -> ~/.ssh/id_rsa must not end up in the journal (and so in a prompt).
+        # Never through a symlink: older versions let the sandbox write the state dir, and a
+        # planted memory.md -> ~/.ssh/id_rsa must not end up in the journal (and so in a prompt).
         # The atomic write below then replaces such a link with a real file.
-        data = read_regular(path)
+        # Capped: only the newest CAP characters survive the trim, and a hand-grown file of
+        # any size must not be read whole (4 bytes a character at most, plus the new entry).
+        data = read_regular_at(dfd, name, READ_CAP)
         current = data.decode("utf-8", errors="replace") if data else ""
         # Entries are separated by one blank line.
         current = current.rstrip("\n") + "\n\n" if current.strip() else ""
-        write_atomic(path, trim(current + new_entry, cap).encode("utf-8"), 0o600)
+        write_atomic_at(dfd, name, trim(current + new_entry, cap).encode("utf-8"), 0o600)
     finally:
         os.close(fd)  # releases the flock
 

@@ -10,7 +10,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from routines.store import write_atomic
+from routines.safetext import redact_url
+from routines.store import open_dir_beneath, write_atomic_at
 
 __all__ = [
     "WEBHOOK_TIMEOUT",
@@ -44,12 +45,18 @@ def render_markdown(title: str, body: str) -> str:
     return f"# {title}\n\n{text}\n" if title else f"{text}\n"
 
 
-def write_output(scratch_dir: Path, name: str, text: str) -> Path:
-    """Write `name` inside scratch_dir atomically (temp file + rename), mode 0600."""
-    scratch_dir.mkdir(parents=True, exist_ok=True)
-    target = scratch_dir / name
-    write_atomic(target, text.encode("utf-8"), 0o600)
-    return target
+def write_output(state_dir: Path, scratch_dir: Path, name: str, text: str) -> Path:
+    """Write `name` inside scratch_dir (below state_dir) atomically, mode 0600, through
+    directory fds opened with O_NOFOLLOW from state_dir down: no link is followed."""
+    import os
+
+    relative = str(scratch_dir.relative_to(state_dir))
+    fd = open_dir_beneath(state_dir, relative, make=True)
+    try:
+        write_atomic_at(fd, name, text.encode("utf-8"), 0o600)
+    finally:
+        os.close(fd)
+    return scratch_dir / name
 
 
 def post_webhook(url: str, payload: dict[str, Any], timeout: float = WEBHOOK_TIMEOUT) -> str | None:
@@ -57,15 +64,28 @@ def post_webhook(url: str, payload: dict[str, Any], timeout: float = WEBHOOK_TIM
     message, or None on 2xx."""
     from worker import webclient
 
+    # The URL is a credential (Slack, Discord and ntfy carry the token in it): only its
+    # scheme and host reach an error, the ledger, a log line or the CLI.
+    shown = redact_url(url)
     try:
         # The payload goes to the URL the user wrote and nowhere else: a 3xx is an answer.
         resp = webclient.shared().post_json(
             url, payload, timeout=timeout, redirects=webclient.Redirects.NONE, max_body=1 << 20
         )
     except webclient.TimedOut:
-        return f"webhook {url} did not answer within {timeout:.0f} s"
+        return f"webhook {shown} did not answer within {timeout:.0f} s"
     except webclient.HttpError as exc:
-        return f"webhook {url} failed: {exc}"
+        return f"webhook {shown} failed: {_scrub(str(exc), url)}"
     if not 200 <= resp.status < 300:
-        return f"webhook {url} answered HTTP {resp.status}"
+        return f"webhook {shown} answered HTTP {resp.status}"
     return None
+
+
+def _scrub(text: str, url: str) -> str:
+    """`text` without the URL or its path and query, wherever an error message quoted them."""
+    _, _, rest = url.partition("://")
+    _, slash, tail = rest.partition("/")
+    for secret in (url, slash + tail if slash else "", rest):
+        if len(secret) > 1:
+            text = text.replace(secret, "…")
+    return text

@@ -1,7 +1,7 @@
 """`python -m worker.sandboxcmd NAME [--argv] -- CMD`: what `vinos-routine sandbox` execs.
 
 Runs CMD exactly as routine NAME's shell tool would: the same policy (shell_policy_for), the
-same timeout, caps and limits, a fresh scratch dir under state/NAME/.scratch/ as the working
+same timeout, caps and limits, a fresh scratch dir under routines/scratch/NAME/ as the working
 directory. The whitelist is not checked: the user typed the command. Several words of CMD are
 joined with spaces, as ssh does. Exit status: the command's; 124 when killed at the timeout;
 1 when the sandbox refused or could not run it, or the command was ended at an output cap.
@@ -56,7 +56,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = load_config(p.config_file).sandbox
     except RoutineInvalid as exc:
         return _fail(f"config.toml: {exc}")
-    scratch_root = p.routine_state(routine.name) / ".scratch"
+    scratch_root = p.sandbox_scratch_root / routine.name
     scratch_root.mkdir(mode=0o700, parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix="sandbox-", dir=scratch_root))
     try:

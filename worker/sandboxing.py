@@ -3,14 +3,16 @@ sandbox`, so the CLI runs a command exactly as the routine's shell tool would)."
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from routines.config import SandboxSettings
+from routines.never import never_paths
 from routines.paths import Paths
 from routines.spec import Routine
-from sandbox import Limits, ShellPolicy, routine_policy
+from sandbox import Limits, ShellPolicy, UnsafeValue, routine_policy
 
-__all__ = ["limits_for", "shell_policy_for", "shell_timeout_for"]
+__all__ = ["limits_for", "never_for", "shell_policy_for", "shell_timeout_for"]
 
 
 def limits_for(settings: SandboxSettings) -> Limits:
@@ -23,6 +25,13 @@ def limits_for(settings: SandboxSettings) -> Limits:
     )
 
 
+def never_for(paths: Paths, settings: SandboxSettings) -> tuple[str, ...]:
+    """The never-list of this user: the defaults, VINOS_HOME, and config.toml's additions."""
+    home = os.path.realpath(Path.home())
+    extra = (*settings.never, *settings.masks)
+    return never_paths(home, os.path.realpath(paths.home), extra)
+
+
 def shell_policy_for(
     routine: Routine,
     *,
@@ -30,22 +39,29 @@ def shell_policy_for(
     scratch_dir: Path,
     settings: SandboxSettings,
 ) -> ShellPolicy:
-    """The policy for `routine`'s shell calls: its state dir and `scratch_dir` writable.
+    """The policy for `routine`'s shell calls: its workspace and `scratch_dir` writable, its
+    declared `home = [...]` read-only, nothing else of $HOME.
 
-    Creates the state and scratch dirs when missing (bwrap can only bind what exists). The
-    secrets dir of this VINOS_HOME is masked too, wherever VINOS_HOME lives under $HOME.
-    No secret reaches the sandbox: not the API key, with network or without.
-    Raises sandbox.UnsafeValue (a ValueError) for a path bwrap must never see.
+    Creates the workspace and scratch dirs when missing (bwrap can only bind what exists);
+    their parents are never bound, so no sandbox can put a link where they are. No secret
+    reaches the sandbox: not the API key, with network or without.
+    Raises sandbox.UnsafeValue (a ValueError) for a path bwrap must never see, or a declared
+    path on the never-list.
     """
-    state = paths.routine_state(routine.name)
-    for d in (state, scratch_dir):
+    workspace = paths.workspace(routine.name)
+    for d in (workspace, scratch_dir):
         d.mkdir(mode=0o700, parents=True, exist_ok=True)
+    try:
+        never = never_for(paths, settings)
+    except ValueError as exc:
+        raise UnsafeValue(f"config.toml [sandbox].never: {exc}") from exc
     return routine_policy(
         home=Path.home(),
-        state_dir=state,
+        workspace=workspace,
         scratch_dir=scratch_dir,
         network=routine.network,
-        extra_masks=(*settings.masks, str(paths.secrets_dir)),
+        declared=routine.home,
+        never=never,
         limits=limits_for(settings),
     )
 

@@ -9,10 +9,12 @@ sandbox.read_files with one read budget for the whole run.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ipc.messages import EventKind, Outcome
+from routines.never import read_problem
 from worker.channel import preview
 from worker.context import RunContext
 from worker.prompts import TOOL_OUTCOME, TOOL_READ, TOOL_SHELL
@@ -91,7 +93,10 @@ class Toolbox:
         except ValueError as exc:  # sandbox.UnsafeValue: a path that must never reach bwrap
             return self._error(call, f"the sandbox refused to start: {exc}")
         result = sandbox.run_shell(
-            command, policy, timeout_sec=min(float(self.agent.shell_timeout_sec), remaining)
+            command,
+            policy,
+            timeout_sec=min(float(self.agent.shell_timeout_sec), remaining),
+            on_argv=self.run.debug_argv(),
         )
         self.run.record_tool(TOOL_SHELL)
         body = json.dumps(result.to_json(), ensure_ascii=False)
@@ -107,14 +112,22 @@ class Toolbox:
         reason = sandbox.check_read(self.agent.read_patterns, pattern)
         if reason is not None:
             return self._refuse(call, reason)
+        never, own = self._never()
+        home = os.path.realpath(Path.home())  # `~` in a read pattern is the user's home
+        # config.toml's [sandbox].never is known only here: the loader checked the defaults.
+        reason = read_problem(pattern, home, never, own)
+        if reason is not None:
+            return self._refuse(call, reason)
         self._announce(call)
         if self._read_budget is None:
             self._read_budget = sandbox.ReadBudget()
         found = sandbox.read_files(
             pattern,
             self.agent.read_patterns,
-            home=Path.home(),  # `~` in a read pattern is the user's home
+            home=Path(home),
             budget=self._read_budget,
+            never=never,
+            own=own,
         )
         self.run.record_tool(TOOL_READ)
         body = json.dumps(found, ensure_ascii=False)
@@ -122,6 +135,15 @@ class Toolbox:
         return ToolResult(call, body)
 
     # --- helpers ---
+
+    def _never(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """(the never-list, what of it this routine may read: its own workspace)."""
+        from routines.config import SandboxSettings
+        from worker.sandboxing import never_for
+
+        p = self.run.paths
+        never = never_for(p, SandboxSettings(**self.run.job.sandbox))
+        return never, (os.path.realpath(p.workspace(self.run.name)),)
 
     def _shell_policy(self) -> ShellPolicy:
         if self._policy is None:
@@ -131,7 +153,7 @@ class Toolbox:
             self._policy = shell_policy_for(
                 self.run.routine,
                 paths=self.run.paths,
-                scratch_dir=Path(self.run.job.scratch_dir),
+                scratch_dir=self.run.sandbox_scratch,
                 settings=SandboxSettings(**self.run.job.sandbox),
             )
         return self._policy

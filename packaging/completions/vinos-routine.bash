@@ -26,12 +26,12 @@ _vinos_routine() {
         fi
         if [[ $w == -* ]]; then
             case "$path|$w" in
-                "logs|--run"|"history|-n"|"brief|--date"|"create|--from"|"create|--kind"|"install|--timeout"|"schedule explain|--oncalendar"|"schedule explain|--every"|"schedule explain|--tz"|"schedule explain|--count"|"schedule explain|--from"|"schedule translate|--tz") skip=1 ;;
+                "logs|--run"|"history|-n"|"cost|--days"|"cost|--month"|"brief|--date"|"create|--from"|"create|--kind"|"install|--timeout"|"schedule explain|--oncalendar"|"schedule explain|--every"|"schedule explain|--tz"|"schedule explain|--count"|"schedule explain|--from"|"schedule translate|--tz"|"dashboard|--port") skip=1 ;;
             esac
             continue
         fi
         case "$path|$w" in
-            "|list"|"|status"|"|enable"|"|disable"|"|run"|"|logs"|"|history"|"|cost"|"|brief"|"|create"|"|install"|"|edit"|"|remove"|"|validate"|"|schedule"|"|sandbox"|"|reload"|"|daemon"|"schedule|explain"|"schedule|translate")
+            "|list"|"|status"|"|enable"|"|disable"|"|run"|"|logs"|"|history"|"|cost"|"|brief"|"|create"|"|install"|"|edit"|"|remove"|"|validate"|"|schedule"|"|sandbox"|"|reload"|"|daemon"|"|dashboard"|"schedule|explain"|"schedule|translate")
                 path=${path:+$path }$w
                 npos=0
                 ;;
@@ -41,6 +41,8 @@ _vinos_routine() {
     case "$path|$prev" in
         "logs|--run") COMPREPLY=(); return ;;
         "history|-n") COMPREPLY=(); return ;;
+        "cost|--days") COMPREPLY=(); return ;;
+        "cost|--month") COMPREPLY=(); return ;;
         "brief|--date") COMPREPLY=(); return ;;
         "create|--from") COMPREPLY=($(compgen -W "$(_vinos_routine_names)" -- "$cur")); return ;;
         "create|--kind") COMPREPLY=($(compgen -W "agent command" -- "$cur")); return ;;
@@ -51,6 +53,7 @@ _vinos_routine() {
         "schedule explain|--count") COMPREPLY=(); return ;;
         "schedule explain|--from") COMPREPLY=(); return ;;
         "schedule translate|--tz") COMPREPLY=(); return ;;
+        "dashboard|--port") COMPREPLY=(); return ;;
     esac
     if [[ $cur == -* ]]; then
         case "$path" in
@@ -62,7 +65,7 @@ _vinos_routine() {
         "run") opts="-h --help --json --detach --no-daemon" ;;
         "logs") opts="-h --help --run -f --follow --tail --json" ;;
         "history") opts="-h --help -n --json" ;;
-        "cost") opts="-h --help --today --week --json" ;;
+        "cost") opts="-h --help --today --week --days --month --json" ;;
         "brief") opts="-h --help --date --unseen --open --list --json" ;;
         "create") opts="-h --help --from --kind --no-edit" ;;
         "install") opts="-h --help --enable --force --timeout" ;;
@@ -75,12 +78,13 @@ _vinos_routine() {
         "sandbox") opts="-h --help --argv" ;;
         "reload") opts="-h --help --json" ;;
         "daemon") opts="-h --help" ;;
+        "dashboard") opts="-h --help --port --no-open" ;;
         esac
         COMPREPLY=($(compgen -W "$opts" -- "$cur"))
         return
     fi
     case "$path|$npos" in
-        "|0") COMPREPLY=($(compgen -W "list status enable disable run logs history cost brief create install edit remove validate schedule sandbox reload daemon" -- "$cur")) ;;
+        "|0") COMPREPLY=($(compgen -W "list status enable disable run logs history cost brief create install edit remove validate schedule sandbox reload daemon dashboard" -- "$cur")) ;;
         "enable|0") COMPREPLY=($(compgen -W "$(_vinos_routine_names)" -- "$cur")) ;;
         "disable|0") COMPREPLY=($(compgen -W "$(_vinos_routine_names)" -- "$cur")) ;;
         "run|0") COMPREPLY=($(compgen -W "$(_vinos_routine_names)" -- "$cur")) ;;

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
@@ -18,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from supervisor.commands.common import add_parser, die
+from supervisor.retention import OUTPUT_NAME
 
 if TYPE_CHECKING:
     from routines.ledger import RunRow
@@ -25,7 +25,6 @@ if TYPE_CHECKING:
 
 __all__ = ["Item", "gather", "register"]
 
-OUTPUT_NAME = re.compile(r"^(\d{4}-\d{2}-\d{2})-\d{4}(?:-\d+)?\.md$")
 UNSEEN_DAYS = 7  # `--unseen` without --date looks back this far
 
 
@@ -107,18 +106,20 @@ class Item:
 
 
 def _read(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        return f"(cannot read {path}: {exc.strerror})"
+    """An output's text; never through a symlink (a link planted where an output was would
+    otherwise print ~/.ssh/id_rsa or /proc/self/environ)."""
+    from routines.store import read_regular
+
+    data = read_regular(path)
+    if data is None:
+        return f"(cannot read {path}: missing, a symlink, or not a regular file)"
+    return data.decode("utf-8", errors="replace")
 
 
 def _title(path: Path) -> str:
-    try:
-        with path.open(encoding="utf-8", errors="replace") as f:
-            head = f.read(4096)
-    except OSError:
-        return ""
+    from routines.store import read_regular
+
+    head = (read_regular(path, 4096, head=True) or b"").decode("utf-8", errors="replace")
     for line in head.splitlines():
         if line.startswith("# "):
             return line[2:].strip()
@@ -127,23 +128,50 @@ def _title(path: Path) -> str:
     return ""
 
 
+_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
 def _output_files(state_dir: Path, days: set[date]) -> list[tuple[str, Path, date, float]]:
+    """(routine, path, day, mtime) of the output files of `days`: regular files only, found
+    through directory fds opened with O_NOFOLLOW, never following a link."""
     found: list[tuple[str, Path, date, float]] = []
     try:
-        routine_dirs = [d for d in os.scandir(state_dir) if d.is_dir() and d.name != "shared"]
-    except FileNotFoundError:
+        root = os.open(state_dir, _DIR)
+    except OSError:
         return found
-    for d in routine_dirs:
-        if d.name.startswith("."):
-            continue
-        with os.scandir(d.path) as files:
+    try:
+        with os.scandir(root) as entries:
+            names = [
+                d.name for d in entries if d.is_dir(follow_symlinks=False) and d.name != "shared"
+            ]
+        for name in names:
+            if not name.startswith("."):
+                found += _outputs_in(root, name, state_dir / name, days)
+    finally:
+        os.close(root)
+    return found
+
+
+def _outputs_in(
+    root: int, name: str, where: Path, days: set[date]
+) -> list[tuple[str, Path, date, float]]:
+    found: list[tuple[str, Path, date, float]] = []
+    try:
+        fd = os.open(name, _DIR, dir_fd=root)
+    except OSError:
+        return found
+    try:
+        with os.scandir(fd) as files:
             for f in files:
                 m = OUTPUT_NAME.match(f.name)
-                if not m or not f.is_file():
+                if not m or not f.is_file(follow_symlinks=False):
                     continue
                 day = date.fromisoformat(m.group(1))
                 if day in days:
-                    found.append((d.name, Path(f.path), day, f.stat().st_mtime))
+                    mtime = f.stat(follow_symlinks=False).st_mtime
+                    found.append((name, where / f.name, day, mtime))
+    finally:
+        os.close(fd)
     return found
 
 
@@ -249,15 +277,19 @@ def run(args: argparse.Namespace) -> int:
     if args.unseen:
         items = [i for i in items if i.open_on_login and not i.seen]
     heading = _heading(days, today)
+    note = _pruned(p, days, today)
     if args.json:
         print_json(
             {
                 "dates": [d.isoformat() for d in days],
                 "outputs": [i.as_json() for i in items],
                 "failed": [_failure_json(r) for r in failed],
+                "pruned": note,
             }
         )
         return 0
+    if note:
+        print(note, file=sys.stderr)
     if args.open:
         if not items:
             print("nothing new to show" if args.unseen else f"no outputs for {heading}")
@@ -270,6 +302,16 @@ def run(args: argparse.Namespace) -> int:
     if not args.list:
         _mark(p, items)
     return 0
+
+
+def _pruned(p: Paths, days: list[date], today: date) -> str | None:
+    """A note when a day asked for is past output retention (its outputs were deleted)."""
+    from supervisor.retention import keep_days, pruned_note
+
+    keep = keep_days(p.config_file)
+    if min(days) >= today - timedelta(days=keep):
+        return None
+    return pruned_note("outputs", keep)
 
 
 def _mark(p: Paths, items: list[Item]) -> None:
@@ -303,6 +345,7 @@ def _failure_json(r: RunRow) -> dict[str, Any]:
 
 
 def _print(items: list[Item], failed: list[RunRow], heading: str, args: argparse.Namespace) -> None:
+    from routines.safetext import one_line
     from supervisor.present import color, table, use_color, visible
 
     c = use_color()
@@ -335,7 +378,7 @@ def _print(items: list[Item], failed: list[RunRow], heading: str, args: argparse
     for r in failed:
         when = (r.started_at or "")[11:16]
         line = f"{r.routine} {r.status} (started {when} UTC): {(r.detail or '')[:200]}"
-        print(color(f"! {visible(line)}", "red", c))
+        print(color(f"! {one_line(line)}", "red", c))
 
 
 def _outcome_color(item: Item) -> str:

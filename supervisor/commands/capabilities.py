@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from routines.safetext import redact_url
 from routines.spec import Kind, Memory, OutputType, Route, Routine
 
 __all__ = ["Line", "capabilities", "schedule_text"]
@@ -66,6 +67,8 @@ def capabilities(routine: Routine) -> list[Line]:
     else:
         lines.extend(_agent_lines(routine))
     lines.append(_network_line(routine))
+    for i, entry in enumerate(routine.home):
+        lines.append(Line("home" if i == 0 else "", f"{entry} (read-only)", caution=True))
     lines.append(_output_line(routine))
     return lines
 
@@ -128,7 +131,7 @@ def _output_line(routine: Routine) -> Line:
         extras.append("desktop notification")
     tail = f" ({', '.join(extras)})" if extras else ""
     if out.type is OutputType.WEBHOOK:
-        return Line("output", f"POSTed to {out.url}{tail}", caution=True)
+        return Line("output", f"POSTed to {redact_url(out.url or '')}{tail}", caution=True)
     if out.type is OutputType.FILE:
         return Line("output", f"markdown copied to {out.path}{tail}", caution=True)
     return Line("output", f"{out.type.value}, kept in state/{routine.name}/{tail}")

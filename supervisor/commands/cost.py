@@ -1,7 +1,9 @@
-"""`vinos-routine cost [--today|--week]`: what routines spent, from the ledger.
+"""`vinos-routine cost [--today|--week|--days N|--month [YYYY-MM]]`: what routines spent.
 
 A table per routine (runs, tokens, dollars, share of the total), the top spenders, and the
-last seven days as a bar chart. Days are calendar days in this machine's zone.
+period's last seven days as a bar chart. Days are calendar days in this machine's zone.
+Periods reaching past `[ledger].keep_runs_days` add the compacted days' sums: the figures
+are the same before and after a compaction (integer nanodollars on both sides).
 """
 
 from __future__ import annotations
@@ -36,9 +38,66 @@ def register(sub: Any) -> None:
     period.add_argument(
         "--week", dest="period", action="store_const", const="week", help="the last 7 days"
     )
+    period.add_argument(
+        "--days",
+        dest="days",
+        type=_days,
+        metavar="N",
+        help="the last N days, today included (e.g. 30)",
+    )
+    period.add_argument(
+        "--month",
+        dest="month",
+        nargs="?",
+        const="month:this",
+        type=_month,
+        metavar="YYYY-MM",
+        help="a calendar month (default this one)",
+    )
     p.set_defaults(period="today")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=run)
+
+
+def _days(text: str) -> str:
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected a number of days >= 1, found {text!r}")
+    return f"days:{n}"
+
+
+def _month(text: str) -> str:
+    try:
+        date.fromisoformat(f"{text}-01")
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a month as YYYY-MM, found {text!r}") from None
+    return f"month:{text}"
+
+
+def period_days(period: str, today: date) -> tuple[date, date]:
+    """The first and last calendar day of `period`: today, week, days:N, month:YYYY-MM."""
+    if period == "today":
+        return today, today
+    if period == "week":
+        return today - timedelta(days=6), today
+    kind, _, value = period.partition(":")
+    if kind == "days":
+        return today - timedelta(days=int(value) - 1), today
+    first = today.replace(day=1) if value == "this" else date.fromisoformat(f"{value}-01")
+    after = (first.replace(day=28) + timedelta(days=4)).replace(day=1)
+    return first, after - timedelta(days=1)
+
+
+def period_label(period: str) -> str:
+    if period in ("today", "week"):
+        return "today" if period == "today" else "the last 7 days"
+    kind, _, value = period.partition(":")
+    if kind == "days":
+        return f"the last {value} days"
+    return "this month" if value == "this" else value
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +130,7 @@ class Report:
 
 
 def report(period: str, now: datetime | None = None) -> Report:
-    """The figures for `period` ("today" or "week") from the ledger."""
+    """The figures for `period` (see `period_days`) from the ledger."""
     from zoneinfo import ZoneInfo
 
     from routines.ledger import Ledger, day_bounds
@@ -84,9 +143,9 @@ def report(period: str, now: datetime | None = None) -> Report:
     zone = ZoneInfo(zone_name)
     now = now or datetime.now(UTC)
     today = now.astimezone(zone).date()
-    first = today if period == "today" else today - timedelta(days=6)
-    start, end = day_bounds(first, zone)[0], day_bounds(today, zone)[1]
-    chart = [today - timedelta(days=n) for n in range(CHART_DAYS - 1, -1, -1)]
+    first, last = period_days(period, today)
+    start, end = day_bounds(first, zone)[0], day_bounds(last, zone)[1]
+    chart = [last - timedelta(days=n) for n in range(CHART_DAYS - 1, -1, -1)]
     with Ledger(p.ledger) as ledger:
         rows = ledger.totals(start, end)
         days = ledger.dollars_by_day(chart, zone)
@@ -104,7 +163,7 @@ def report(period: str, now: datetime | None = None) -> Report:
 def run(args: argparse.Namespace) -> int:
     from supervisor.present import print_json
 
-    rep = report(args.period)
+    rep = report(args.days or args.month or args.period)
     if args.json:
         print_json(rep.as_json())
         return 0
@@ -116,7 +175,7 @@ def _print(rep: Report) -> None:
     from supervisor.present import color, money, table, tokens, use_color
 
     c = use_color()
-    label = "today" if rep.period == "today" else "the last 7 days"
+    label = period_label(rep.period)
     print(color(f"Spent {label}: {money(rep.total)}", "bold", c))
     if rep.routines:
         rows = []
@@ -158,8 +217,9 @@ def _chart(days: dict[date, float], c: bool) -> None:
     encoding = (getattr(sys.stdout, "encoding", None) or "").lower().replace("-", "")
     unicode = encoding.startswith("utf")
     top = max(days.values(), default=0.0)
-    print(f"last {len(days)} days (total {money(sum(days.values()))})")
-    today = max(days) if days else None
+    today = datetime.now().astimezone().date()
+    span = f"last {len(days)} days" if today in days else f"{len(days)} days to {max(days):%d %b}"
+    print(f"{span} (total {money(sum(days.values()))})")
     for day, dollars in days.items():
         drawn = bar(dollars, top, CHART_WIDTH, unicode=unicode)
         mark = "  today" if day == today else ""

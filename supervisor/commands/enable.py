@@ -33,9 +33,8 @@ def run(args: argparse.Namespace) -> int:
     from routines.schedule import compile_schedule
     from supervisor.client import DaemonError
     from supervisor.commands.common import try_daemon
-    from supervisor.plan import cursor_for
     from supervisor.present import when
-    from supervisor.scheduler import fingerprint
+    from supervisor.toggle import set_enabled
 
     p = paths()
     try:
@@ -47,27 +46,7 @@ def run(args: argparse.Namespace) -> int:
         return die(f"{args.name} is invalid; fix it first:\n" + "\n".join(map(str, entry.errors)))
     now = datetime.now(UTC)
     with Ledger(p.ledger) as ledger:
-        if args.on:
-            state = ledger.state(routine.name)
-            cursor = cursor_for(now)
-            if state.cursor and state.cursor > cursor:
-                cursor = state.cursor  # never backwards
-            ledger.update_state(
-                routine.name,
-                enabled_override=True,
-                file_enabled_seen=routine.enabled,
-                failure_streak=0,
-                disabled_reason=None,
-                cursor=cursor,
-                schedule_fingerprint=fingerprint(routine),
-            )
-        else:
-            ledger.update_state(
-                routine.name,
-                enabled_override=False,
-                file_enabled_seen=routine.enabled,
-                disabled_reason=None,
-            )
+        set_enabled(ledger, routine, args.on, now)
     client = try_daemon(p)
     if client is not None:
         with client:

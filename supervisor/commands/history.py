@@ -1,4 +1,8 @@
-"""`vinos-routine history NAME`: the ledger's rows for a routine, newest first."""
+"""`vinos-routine history NAME`: the ledger's rows for a routine, newest first.
+
+Runs older than `[ledger].keep_runs_days` were compacted into one line per day (the count
+by status, dollars, tokens); those days follow the runs, as summary lines.
+"""
 
 from __future__ import annotations
 
@@ -27,20 +31,25 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from routines.ledger import Ledger
     from routines.paths import paths
+    from routines.safetext import one_line
     from supervisor.present import color, print_json_lines, table, use_color
 
     p = paths()
+    limit = max(1, args.n)
     with Ledger(p.ledger) as ledger:
-        rows = ledger.history(args.name, max(1, args.n))
-    if not rows:
+        rows = ledger.history(args.name, limit)
+        # Compacted days are older than every whole run (the compaction line is a day
+        # boundary): they fill what the runs leave of the -n lines.
+        days = ledger.days(args.name, limit - len(rows)) if len(rows) < limit else []
+    if not rows and not days:
         try:
             find_entry(args.name, p)
         except NoSuchRoutine as exc:
             return die(str(exc))
     if args.json:
-        print_json_lines([r.as_json() for r in rows])
+        print_json_lines([r.as_json() for r in rows] + [d.as_json() for d in days])
         return 0
-    if not rows:
+    if not rows and not days:
         print(f"{args.name} has not run yet")
         return 0
     c = use_color()
@@ -63,7 +72,28 @@ def run(args: argparse.Namespace) -> int:
                 f"{tokens}" + (f" (+{local} local)" if local else ""),
                 f"${r.dollars or 0:.4f}",
                 f"{r.duration_sec:.1f}s" if r.duration_sec is not None else "",
-                (r.detail or "")[:60],
+                one_line((r.detail or "")[:60]),  # a command's stderr can be in it
+            ]
+        )
+    for d in days:
+        counts = d.counts
+        bad = counts["failed"] + counts["timeout"]
+        parts = [f"{counts['ok']} ok"] + [
+            f"{counts[s]} {s}" for s in ("failed", "timeout", "interrupted", "budget") if counts[s]
+        ]
+        tokens = counts["input_tokens"] + counts["output_tokens"]
+        local = counts["local_input_tokens"] + counts["local_output_tokens"]
+        out.append(
+            [
+                f"{d.day} (day)",
+                f"{d.runs} runs",
+                color(", ".join(parts), "red", c) if bad else ", ".join(parts),
+                "",
+                "",
+                f"{tokens}" + (f" (+{local} local)" if local else ""),
+                f"${d.dollars:.4f}",
+                f"{counts['duration_ms'] / 1000:.0f}s",
+                "compacted: one line for the day",
             ]
         )
     table(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -31,11 +32,23 @@ def register(sub: Any) -> None:
 
 
 def _newest_log(runs_dir: Path) -> Path | None:
+    """The newest run log: regular files only, listed through an O_NOFOLLOW directory fd."""
     try:
-        logs = sorted(runs_dir.glob("*.jsonl"), key=lambda f: (f.stat().st_mtime, f.name))
+        fd = os.open(runs_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:
         return None
-    return logs[-1] if logs else None
+    try:
+        with os.scandir(fd) as entries:
+            logs = [
+                (e.stat(follow_symlinks=False).st_mtime, e.name)
+                for e in entries
+                if e.name.endswith(".jsonl") and e.is_file(follow_symlinks=False)
+            ]
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return runs_dir / max(logs)[1] if logs else None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -51,9 +64,18 @@ def run(args: argparse.Namespace) -> int:
     except NoSuchRoutine as exc:
         return die(str(exc))
     runs_dir = p.routine_state(args.name) / "runs"
+    if args.run and ("/" in args.run or args.run.startswith(".")):
+        return die(f"not a run id: {args.run!r} (see 'vinos-routine history {args.name}')")
     path = runs_dir / f"{args.run}.jsonl" if args.run else _newest_log(runs_dir)
     if path is None or not path.exists():
         if args.run:
+            from datetime import UTC, datetime
+
+            from supervisor.retention import keep_days, log_pruned, pruned_note
+
+            keep = keep_days(p.config_file)
+            if log_pruned(args.run, keep, datetime.now(UTC)):
+                return die(f"no log for run {args.run}: {pruned_note('run logs', keep)}")
             return die(f"no log for run {args.run} (see 'vinos-routine history {args.name}')")
         if not args.follow:
             # With --json, stdout stays JSON lines (none here); the note goes to stderr.

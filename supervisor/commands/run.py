@@ -47,6 +47,7 @@ def _print_result(fin: dict[str, Any], as_json: bool, c: bool) -> int:
 
 
 def _show_result(fin: dict[str, Any], as_json: bool, c: bool) -> None:
+    from routines.safetext import one_line
     from supervisor.present import color, print_json
 
     if as_json:
@@ -58,9 +59,12 @@ def _show_result(fin: dict[str, Any], as_json: bool, c: bool) -> None:
         name = "green" if status == "ok" else "red"
         print(color(line, name, c))
         if fin.get("detail") and status != "ok":
-            print(fin["detail"])
+            # Indented and escaped: a command's stderr in the detail cannot pass for a line
+            # of our own, nor move the cursor.
+            for n, text in enumerate(str(fin["detail"]).splitlines()):
+                print(("" if n == 0 else "  ") + one_line(text))
         if fin.get("output"):
-            print(f"output: {fin['output']}")
+            print(f"output: {one_line(str(fin['output']))}")
         if fin.get("disabled"):
             print(color(f"{fin['routine']} was disabled after 3 failures in a row", "red", c))
 

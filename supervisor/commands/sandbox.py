@@ -29,8 +29,8 @@ def register(sub: Any) -> None:
         help="run a command in a routine's shell sandbox (for debugging a whitelist)",
         description=(
             "Run CMD exactly as routine NAME's shell tool would: same bwrap sandbox, network, "
-            "masks, limits, caps and timeout. The whitelist is not checked. Exits with CMD's "
-            "status (124 when killed at the timeout)."
+            "declared home paths, workspace, limits, caps and timeout. The whitelist is not "
+            "checked. Exits with CMD's status (124 when killed at the timeout)."
         ),
         epilog=EXAMPLE,
         formatter_class=argparse.RawDescriptionHelpFormatter,

@@ -49,7 +49,7 @@ def mark_seen(state_dir: Path, keys: Iterable[str], now: datetime | None = None)
     now = now or datetime.now(UTC)
     state_dir.mkdir(parents=True, exist_ok=True)
     lock = state_dir / ".brief-seen.lock"
-    fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         data = read_json(seen_file(state_dir))

@@ -54,8 +54,14 @@ def run(args: argparse.Namespace) -> int:
                 }
             )
         else:
+            errors = [f"{path}: {e}" for e in _never_problems(routine)]
             results.append(
-                {"file": str(path), "ok": True, "errors": [], "warnings": list(routine.warnings)}
+                {
+                    "file": str(path),
+                    "ok": not errors,
+                    "errors": errors,
+                    "warnings": list(routine.warnings),
+                }
             )
     if args.json:
         print_json_lines(results)
@@ -71,3 +77,38 @@ def run(args: argparse.Namespace) -> int:
             for error in res["errors"]:
                 print(one_line(error))
     return 0 if all(r["ok"] for r in results) else 1
+
+
+def _never_problems(routine: Any) -> list[str]:
+    """`home` entries and `read:` globs that reach config.toml's [sandbox].never additions
+    (the loader checked the built-in list; config can grow it after a file was written)."""
+    import os
+
+    from routines.checks import RoutineInvalid
+    from routines.config import load_config
+    from routines.never import home_problem, never_paths, read_problem
+    from routines.paths import paths
+
+    p = paths()
+    try:
+        sandbox = load_config(p.config_file).sandbox
+    except RoutineInvalid:
+        return []  # the daemon refuses that config anyway, with its own errors
+    extra = (*sandbox.never, *sandbox.masks)
+    if not extra:
+        return []
+    home = os.path.realpath(Path.home())
+    never = never_paths(home, os.path.realpath(p.home), extra)
+    table = "agent" if routine.agent is not None else "command"
+    out = []
+    for i, entry in enumerate(routine.home):
+        problem = home_problem(entry, home, never)
+        if problem:
+            out.append(f"[{table}].home[{i}]: {problem} (config.toml [sandbox].never)")
+    own = (os.path.realpath(p.workspace(routine.name)),)
+    for i, tool in enumerate(routine.agent.tools if routine.agent else ()):
+        if str(tool).startswith("read:"):
+            problem = read_problem(tool.value, home, never, own)
+            if problem:
+                out.append(f"[agent].tools[{i}]: {problem} (config.toml [sandbox].never)")
+    return out

@@ -129,7 +129,14 @@ def test_zsh(routines: Cli) -> None:
     assert res.returncode == 0
     assert set(complete("vinos-routine ")) >= COMMANDS
     assert complete("vinos-routine edit da") == ["daily-notes", "day-brief"]
-    assert complete("vinos-routine cost --") == ["--help", "--json", "--today", "--week"]
+    assert complete("vinos-routine cost --") == [
+        "--days",
+        "--help",
+        "--json",
+        "--month",
+        "--today",
+        "--week",
+    ]
 
 
 def test_fish(routines: Cli) -> None:

@@ -120,7 +120,7 @@ def test_install_from_a_url_shows_what_it_can_do_and_installs_it_disabled(
     assert "YES: its shell commands can reach the internet" in out
     assert "ANTHROPIC_API_KEY" not in out  # no secret ever reaches a sandbox
     assert "$0.25 a day" in out and "12,000 tokens a run" in out and "degrade-to-local" in out
-    assert "POSTed to https://hooks.example.org/standup" in out
+    assert "POSTed to https://hooks.example.org/…" in out  # a webhook URL is a credential
     assert url in out and "sha256" in out
     target = cli.routines / "standup.toml"
     assert target.read_bytes() == ROUTINE.encode(), "installed byte for byte, comments kept"

@@ -53,6 +53,8 @@ def expected_files(tree: Path) -> set[str]:
         "usr/bin/vinos-routine",
         "usr/lib/systemd/user/vinos-routined.service",
         "usr/lib/systemd/user/vinos-routined.socket",
+        "usr/lib/systemd/user/vinos-routine-dashboard.service",
+        "usr/lib/systemd/user/vinos-routine-dashboard.socket",
         "usr/share/licenses/vinos-routine/LICENSE",
         f"{dist_info}/METADATA",
         f"{dist_info}/INSTALLER",

@@ -24,7 +24,12 @@ from archpkg import Installed, Pacman, require, run
 from routines.paths import paths
 from supervisor.daemon import STOP_GRACE_SEC
 
-UNITS = ("vinos-routined.service", "vinos-routined.socket")
+UNITS = (
+    "vinos-routined.service",
+    "vinos-routined.socket",
+    "vinos-routine-dashboard.service",
+    "vinos-routine-dashboard.socket",
+)
 USER_UNIT_DIR = "usr/lib/systemd/user"
 WAIT = 60.0  # a bound on waits for events that must happen, never a speed assertion
 

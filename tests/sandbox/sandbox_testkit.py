@@ -13,6 +13,7 @@ from pathlib import Path
 
 import psutil
 
+from routines.never import never_paths
 from sandbox import Limits, ShellPolicy, ShellResult, routine_policy, run_shell
 
 REPO = Path(__file__).resolve().parent.parent.parent
@@ -23,24 +24,32 @@ class Box:
     """One routine's world: `home` holds planted secrets carrying `marker`."""
 
     home: Path
-    state: Path  # routine r1's state dir (writable in the sandbox)
+    state: Path  # routine r1's state dir (never visible in the sandbox)
     other_state: Path  # routine r2's
-    scratch: Path  # r1's scratch dir for this run
+    workspace: Path  # r1's workspace (writable, kept between runs)
+    scratch: Path  # r1's scratch dir for this run (writable, the working directory)
     marker: str  # in every planted secret: it must never show up in any output
-    masks: tuple[str, ...] = ()
+    masks: tuple[str, ...] = ()  # config.toml's [sandbox].never
+    declared: tuple[str, ...] = ()  # the routine's home = [...]
+
+    def never(self) -> tuple[str, ...]:
+        real = os.path.realpath(self.home)
+        return never_paths(real, real + "/.vinos", self.masks)
 
     def policy(
         self,
         *,
         network: bool = False,
         limits: Limits = Limits(),  # noqa: B008 - frozen
+        declared: tuple[str, ...] | None = None,
     ) -> ShellPolicy:
         return routine_policy(
             home=self.home,
-            state_dir=self.state,
+            workspace=self.workspace,
             scratch_dir=self.scratch,
             network=network,
-            extra_masks=self.masks,
+            declared=self.declared if declared is None else declared,
+            never=self.never(),
             limits=limits,
             environ={"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "TERM": "dumb"},
         )
@@ -70,15 +79,21 @@ def make_box(tmp_path: Path) -> Box:
     (home / ".ssh").chmod(0o700)
     (home / "notes.txt").write_text("ordinary notes\n")
     state = home / ".vinos/routines/state/r1"
-    scratch = state / ".scratch" / "run-1"
+    state.mkdir(parents=True)
+    (state / "memory.md").write_text("r1's memory\n")
+    workspace = home / ".vinos/routines/workspace/r1"
+    workspace.mkdir(parents=True)
+    scratch = home / ".vinos/routines/scratch/r1/run-1"
     scratch.mkdir(parents=True)
     return Box(
         home=home,
         state=state,
         other_state=home / ".vinos/routines/state/r2",
+        workspace=workspace,
         scratch=scratch,
         marker=marker,
         masks=("~/.config/rclone",),
+        declared=("~/notes.txt", "~/.config"),
     )
 
 

@@ -23,36 +23,115 @@ def test_planted_secrets_are_unreadable(box: Box) -> None:
     )
     everything = r.stdout + r.stderr
     assert box.marker not in everything
-    assert "ordinary notes" in r.stdout  # the rest of $HOME is readable
-    assert "/.ssh/id_rsa: No such file" in r.stderr
-    assert "/.netrc: Permission denied" in r.stderr  # a masked file cannot be opened
+    assert "ordinary notes" in r.stdout  # a declared file is readable
+    assert "/.ssh/id_rsa: No such file" in r.stderr  # not declared: not there at all
+    assert "/.netrc: No such file" in r.stderr
 
 
-def test_other_routines_state_and_the_ledger_are_hidden(box: Box) -> None:
-    r = box.run(f"ls -a {box.state.parent}; cat {box.other_state}/memory.md")
+def test_home_is_an_allowlist(box: Box) -> None:
+    """Only what the routine declares shows in $HOME; a never-path below a declared
+    directory (~/.config/rclone under ~/.config) is hidden anyway."""
+    (box.home / "undeclared").mkdir()
+    (box.home / "undeclared/data.txt").write_text(box.marker)
+    (box.home / ".config/gh").mkdir(parents=True)
+    (box.home / ".config/gh/hosts.yml").write_text("oauth_token: declared-token\n")
+    # $HOME: the declared paths, and .vinos holding the workspace and scratch mount points.
+    assert box.run("ls -A ~").stdout.split() == [".config", ".vinos", "notes.txt"]
+    r = box.run("ls -A ~/.config; cat ~/.config/gh/hosts.yml; cat ~/undeclared/data.txt")
+    assert r.stdout.split() == ["gh", "rclone", "oauth_token:", "declared-token"]
     assert box.marker not in r.stdout + r.stderr
-    assert r.stdout.split() == [".", "..", "r1"]
+    r = box.run("ls -A ~/.config/rclone; ls -A ~/.vinos/routines")
+    assert r.stdout.split() == ["scratch", "workspace"]  # rclone: an empty tmpfs
+
+
+def test_an_undeclared_credential_file_is_unreadable_and_a_declared_one_readable(
+    box: Box,
+) -> None:
+    (box.home / ".config/gh").mkdir(parents=True)
+    (box.home / ".config/gh/hosts.yml").write_text(f"oauth_token: {box.marker}\n")
+    (box.home / ".git-credentials").write_text(f"https://u:{box.marker}@example.com\n")
+    command = "cat ~/.config/gh/hosts.yml ~/.git-credentials"
+    hidden = box.run(command, declared=("~/notes.txt",))
+    assert box.marker not in hidden.stdout + hidden.stderr
+    assert "hosts.yml: No such file" in hidden.stderr
+    shown = box.run(command, declared=("~/.config/gh",))
+    assert f"oauth_token: {box.marker}" in shown.stdout
+    assert ".git-credentials: No such file" in shown.stderr
+
+
+def test_declaring_a_never_path_is_refused() -> None:
+    import sandbox
+
+    with pytest.raises(sandbox.UnsafeValue, match="never-list"):
+        sandbox.routine_policy(
+            home=Path("/home/ana"),
+            workspace=Path("/home/ana/.vinos/routines/workspace/r1"),
+            scratch_dir=Path("/home/ana/.vinos/routines/scratch/r1/x"),
+            network=False,
+            declared=("~/.ssh",),
+            never=("/home/ana/.ssh",),
+        )
+
+
+def test_state_memory_logs_and_other_routines_are_out_of_sight(box: Box) -> None:
+    (box.state / "runs").mkdir()
+    (box.state / "runs/run-0.jsonl").write_text("{}\n")
+    (box.state / "last-run.json").write_text("{}\n")
+    r = box.run(
+        f"ls -A {box.state.parent}; cat {box.other_state}/memory.md;"
+        f" echo INJECTED >> {box.state}/memory.md; echo x > {box.state}/runs/run-0.jsonl;"
+        f" echo x > {box.state}/last-run.json; ls -A ~/.vinos ~/.vinos/routines"
+    )
+    assert box.marker not in r.stdout + r.stderr
+    assert (box.state / "memory.md").read_text() == "r1's memory\n"
+    assert (box.state / "runs/run-0.jsonl").read_text() == "{}\n"
+    assert (box.state / "last-run.json").read_text() == "{}\n"
+    # ~/.vinos holds only the mount points of the routine's own workspace and scratch dir.
+    assert "state" not in r.stdout.split() and "secrets" not in r.stdout.split()
 
 
 @pytest.mark.parametrize(
     "target",
-    ["~/pwned", "~/.ssh/pwned", "/usr/pwned", "/etc/pwned", "{other}/pwned", "~/notes.txt"],
+    [
+        "~/pwned",
+        "~/.ssh/pwned",
+        "/usr/pwned",
+        "/etc/pwned",
+        "{other}/pwned",
+        "~/notes.txt",
+        "/pwned",
+        "~/.vinos/routines/state/r1/memory.md",
+    ],
 )
-def test_writes_outside_the_state_and_scratch_dirs_fail(box: Box, target: str) -> None:
+def test_writes_outside_the_workspace_and_scratch_dirs_fail(box: Box, target: str) -> None:
     path = target.replace("{other}", str(box.other_state))
     r = box.run(f"echo pwned >> {path} && echo WROTE")
-    assert "WROTE" not in r.stdout
-    assert r.exit_code != 0
     host_path = Path(path.replace("~", str(box.home)))
     assert not host_path.exists() or "pwned" not in host_path.read_text()
+    if target == "~/pwned" and os.path.realpath(box.home).startswith("/tmp/"):
+        return  # the test's home lies under /tmp: in the sandbox, its private tmpfs
+    assert "WROTE" not in r.stdout
+    assert r.exit_code != 0
 
 
-def test_the_state_and_scratch_dirs_are_writable(box: Box) -> None:
-    r = box.run(f"echo s > {box.state}/out.md && echo w > here.txt && pwd")
+def test_the_workspace_and_scratch_dirs_are_writable(box: Box) -> None:
+    r = box.run(f"echo s > {box.workspace}/kept.md && echo w > here.txt && pwd")
     assert r.exit_code == 0, r.stderr
     assert r.stdout.strip() == os.path.realpath(box.scratch)
-    assert (box.state / "out.md").read_text() == "s\n"
+    assert (box.workspace / "kept.md").read_text() == "s\n"
     assert (box.scratch / "here.txt").read_text() == "w\n"
+
+
+def test_a_symlink_put_where_the_workspace_was_is_not_bound(box: Box, tmp_path: Path) -> None:
+    """The workspace is bound from an fd opened with O_NOFOLLOW: a link in its place (left by
+    anyone) makes the call fail rather than bind the link's target read-write."""
+    target = tmp_path / "elsewhere"
+    target.mkdir()
+    box.workspace.rmdir()
+    box.workspace.symlink_to(target)
+    r = box.run("echo pwned > kept.txt; echo pwned > " + str(box.workspace) + "/x")
+    assert r.error is not None and "refused" in r.error
+    assert list(target.iterdir()) == []
 
 
 def test_tmp_is_private_and_fresh(box: Box, tmp_path: Path) -> None:
@@ -177,3 +256,33 @@ def test_only_null_zero_and_urandom_devices(box: Box) -> None:
     r = box.run("ls /dev/tty /dev/sda /dev/mem /dev/kmsg /dev/shm 2>&1; touch /dev/x")
     assert r.stdout.count("No such file") == 5
     assert "Read-only file system" in r.stderr
+
+
+def test_userfaultfd_bpf_kcmp_and_file_handles_are_refused(box: Box) -> None:
+    """x86-64 numbers. userfaultfd(UFFD_USER_MODE_ONLY) returned an fd before this filter;
+    the file-handle calls are how "shocker" opened files outside a container's mounts."""
+    code = """
+import ctypes, errno, os
+libc = ctypes.CDLL(None, use_errno=True)
+def err(r):
+    return "ok" if r >= 0 else errno.errorcode[ctypes.get_errno()]
+print("userfaultfd-user-mode", err(libc.syscall(323, 1 | 0o2000000)))
+print("userfaultfd", err(libc.syscall(323, 0o2000000)))
+print("bpf", err(libc.syscall(321, 0, 0, 0)))
+print("kcmp", err(libc.syscall(312, os.getpid(), os.getpid(), 0, 0, 0)))
+buf = ctypes.create_string_buffer(136)
+ctypes.memmove(buf, (128).to_bytes(4, "little"), 4)
+mount_id = ctypes.c_int()
+print("name_to_handle_at", err(libc.syscall(303, -100, b"/usr", buf, ctypes.byref(mount_id), 0)))
+print("open_by_handle_at", err(libc.syscall(304, -100, buf, 0)))
+"""
+    r = box.run(python_in_sandbox(code))
+    assert r.exit_code == 0, r.stderr
+    assert dict(line.split() for line in r.stdout.splitlines()) == {
+        "userfaultfd-user-mode": "EPERM",
+        "userfaultfd": "EPERM",
+        "bpf": "EPERM",
+        "kcmp": "EPERM",
+        "name_to_handle_at": "EPERM",
+        "open_by_handle_at": "EPERM",
+    }

@@ -190,7 +190,7 @@ try:
     for fd in (0, 1, 2):
         os.dup2(slave, fd)
     policy = sandbox.routine_policy(
-        home={home!r}, state_dir={state!r}, scratch_dir={scratch!r}, network=False
+        home={home!r}, workspace={workspace!r}, scratch_dir={scratch!r}, network=False
     )
     # 1. The runner, called from this terminal: the command gets no tty fd and no /dev/tty.
     res = sandbox.run_shell({attack!r}, policy, timeout_sec=30)
@@ -227,7 +227,7 @@ def test_no_tiocsti_or_tioclinux_into_a_real_controlling_pty(box: Box, tmp_path:
         repo=str(REPO),
         slave=slave_name,
         home=str(box.home),
-        state=str(box.state),
+        workspace=str(box.workspace),
         scratch=str(box.scratch),
         attack=attack,
         attack_fd0=python_in_sandbox(probe) + " 0",

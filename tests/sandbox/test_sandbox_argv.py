@@ -10,13 +10,18 @@ from pathlib import Path
 
 import pytest
 
-from sandbox import DEFAULT_MASKS, Limits, ShellPolicy, UnsafeValue, build_argv, routine_policy
+from routines.never import never_paths
+from sandbox import Limits, ShellPolicy, UnsafeValue, build_argv, routine_policy
 from sandbox.argv import prelude
 from sandbox.host import Host, MaskTarget, PathKind, SystemDir
 
 HOME = "/home/ana"
-STATE = "/home/ana/.vinos/routines/state/day-brief"
-SCRATCH = f"{STATE}/.scratch/r1"
+WORKSPACE = "/home/ana/.vinos/routines/workspace/day-brief"
+SCRATCH = "/home/ana/.vinos/routines/scratch/day-brief/r1"
+CHROMIUM = f"{HOME}/.config/chromium"
+# home = ["~/.config", "~/.gitconfig"], the second a dotfiles link.
+DECLARED = ((f"{HOME}/.config", f"{HOME}/.config"), (f"{HOME}/dotfiles/git", f"{HOME}/.gitconfig"))
+FDS = (8, 9)
 ENV = (("HOME", HOME), ("PATH", "/usr/bin:/bin"), ("TERM", "xterm"), ("LANG", "en_US.UTF-8"))
 
 DEBIAN = (
@@ -35,15 +40,17 @@ NO_LIB64 = (*DEBIAN[:3], SystemDir("/lib64", PathKind.MISSING))
 
 
 def policy(
-    network: bool = False, masks: tuple[str, ...] = (f"{HOME}/.ssh",), **kw: object
+    network: bool = False, masks: tuple[str, ...] = (CHROMIUM,), **kw: object
 ) -> ShellPolicy:
     return ShellPolicy(
-        ro_binds=(HOME,),
-        rw_binds=(STATE, SCRATCH),
+        ro_binds=(),
+        rw_binds=(WORKSPACE, SCRATCH),
         masks=masks,
         cwd=SCRATCH,
         network=network,
         env=ENV,
+        declared=DECLARED,
+        dirs=(HOME,),
         **kw,  # type: ignore[arg-type]
     )
 
@@ -52,7 +59,7 @@ def host(system: tuple[SystemDir, ...], *masks: MaskTarget) -> Host:
     return Host(system=system, masks=masks, bwrap="/usr/bin/bwrap", bash="/usr/bin/bash")
 
 
-SSH = MaskTarget(f"{HOME}/.ssh", f"{HOME}/.ssh", PathKind.DIR)
+SSH = MaskTarget(CHROMIUM, CHROMIUM, PathKind.DIR)
 
 HEAD = [
     "/usr/bin/bwrap",
@@ -89,11 +96,17 @@ DEV_PROC_TMP = [
     *("--size", str(64 * 1024 * 1024), "--tmpfs", "/tmp"),
 ]
 TREE = [
-    *("--ro-bind", HOME, HOME),
-    *("--tmpfs", f"{HOME}/.ssh"),
-    *("--bind", STATE, STATE),
-    *("--bind", SCRATCH, SCRATCH),
-    *("--remount-ro", f"{HOME}/.ssh"),
+    # $HOME: an empty dir on the read-only root, then only the declared paths, read-only.
+    *("--dir", HOME),
+    *("--ro-bind-try", f"{HOME}/.config", f"{HOME}/.config"),
+    *("--ro-bind-try", f"{HOME}/dotfiles/git", f"{HOME}/.gitconfig"),
+    # A never-path below a declared one: hidden anyway.
+    *("--tmpfs", CHROMIUM),
+    # Writable: from O_NOFOLLOW directory fds, never by path.
+    *("--bind-fd", "8", WORKSPACE),
+    *("--bind-fd", "9", SCRATCH),
+    *("--remount-ro", CHROMIUM),
+    *("--remount-ro", "/"),
 ]
 PRELUDE = 'ulimit -c 0 -f 65536 -n 256 -v 2097152 -u 256 || exit 126; exec /usr/bin/bash -c "$1"'
 TAIL = [
@@ -105,7 +118,7 @@ TAIL = [
 
 
 def test_debian_like_host_network_off() -> None:
-    argv = build_argv(policy(), host(DEBIAN, SSH), 7, "gcalcli agenda today")
+    argv = build_argv(policy(), host(DEBIAN, SSH), 7, "gcalcli agenda today", rw_fds=FDS)
     assert argv == [
         *HEAD,
         "--unshare-net",
@@ -122,7 +135,7 @@ def test_debian_like_host_network_off() -> None:
 
 
 def test_arch_like_host_recreates_the_usr_symlinks() -> None:
-    argv = build_argv(policy(), host(ARCH, SSH), 7, "gcalcli agenda today")
+    argv = build_argv(policy(), host(ARCH, SSH), 7, "gcalcli agenda today", rw_fds=FDS)
     assert argv == [
         *HEAD,
         "--unshare-net",
@@ -151,44 +164,44 @@ def test_a_missing_system_dir_is_skipped() -> None:
     assert argv.count("/lib") == 2
 
 
-def test_extra_masks_dirs_files_missing_and_outside_the_binds() -> None:
-    masks = (f"{HOME}/.ssh", f"{HOME}/.netrc", f"{HOME}/.gone", "/opt/secret", f"{HOME}/link")
+def test_masks_dirs_files_missing_outside_the_binds_and_through_a_link() -> None:
+    masks = (
+        CHROMIUM,
+        f"{HOME}/.config/op",
+        f"{HOME}/.gone",
+        "/opt/secret",
+        f"{HOME}/.ssh",
+        f"{HOME}/dotfiles/git/creds",
+    )
     h = host(
         DEBIAN,
         SSH,
-        MaskTarget(f"{HOME}/.netrc", f"{HOME}/.netrc", PathKind.FILE),
+        MaskTarget(f"{HOME}/.config/op", f"{HOME}/.config/op", PathKind.FILE),
         MaskTarget(f"{HOME}/.gone", f"{HOME}/.gone", PathKind.MISSING),
         MaskTarget("/opt/secret", "/opt/secret", PathKind.DIR),  # not visible anyway
-        # A symlinked mask hides its real target.
-        MaskTarget(f"{HOME}/link", f"{HOME}/dotfiles/secret", PathKind.DIR),
+        MaskTarget(f"{HOME}/.ssh", f"{HOME}/.ssh", PathKind.DIR),  # not declared: not there
+        # Below a declared link: hidden where the sandbox sees it, ~/.gitconfig/creds.
+        MaskTarget(f"{HOME}/dotfiles/git/creds", f"{HOME}/dotfiles/git/creds", PathKind.FILE),
     )
     argv = build_argv(policy(masks=masks), h, 7, "true")
-    start = argv.index("--ro-bind", argv.index("/tmp"))
+    start = argv.index("--dir")
     assert argv[start : argv.index("--chdir")] == [
-        *("--ro-bind", HOME, HOME),
-        *("--tmpfs", f"{HOME}/.ssh"),
-        *("--ro-bind", "/dev/null", f"{HOME}/.netrc"),
-        *("--tmpfs", f"{HOME}/dotfiles/secret"),
-        *("--bind", STATE, STATE),
+        *("--dir", HOME),
+        *("--ro-bind-try", f"{HOME}/.config", f"{HOME}/.config"),
+        *("--ro-bind-try", f"{HOME}/dotfiles/git", f"{HOME}/.gitconfig"),
+        *("--tmpfs", CHROMIUM),
+        *("--ro-bind", "/dev/null", f"{HOME}/.config/op"),
+        *("--ro-bind", "/dev/null", f"{HOME}/.gitconfig/creds"),
+        *("--bind", WORKSPACE, WORKSPACE),
         *("--bind", SCRATCH, SCRATCH),
-        *("--remount-ro", f"{HOME}/.ssh"),
-        *("--remount-ro", f"{HOME}/dotfiles/secret"),
+        *("--remount-ro", CHROMIUM),
+        *("--remount-ro", "/"),
     ]
 
 
-def test_a_mask_above_a_writable_dir_is_mounted_first() -> None:
-    """Hiding the other routines' state dirs must not hide this routine's own."""
-    root = f"{HOME}/.vinos/routines/state"
-    h = host(DEBIAN, MaskTarget(root, root, PathKind.DIR))
-    argv = build_argv(policy(masks=(root,)), h, 7, "true")
-    tree = argv[argv.index("/tmp") + 1 : argv.index("--chdir")]
-    assert tree == [
-        *("--ro-bind", HOME, HOME),
-        *("--tmpfs", root),
-        *("--bind", STATE, STATE),
-        *("--bind", SCRATCH, SCRATCH),
-        *("--remount-ro", root),
-    ]
+def test_one_fd_per_writable_bind() -> None:
+    with pytest.raises(ValueError, match="one directory fd"):
+        build_argv(policy(), host(DEBIAN, SSH), 7, "true", rw_fds=(8,))
 
 
 def test_a_host_not_probed_for_the_policy_masks_fails_closed() -> None:
@@ -201,7 +214,7 @@ def test_a_bad_path_is_refused(bad: str) -> None:
     p = ShellPolicy(ro_binds=(bad,), rw_binds=(SCRATCH,), masks=(), cwd=SCRATCH, env=ENV)
     with pytest.raises(UnsafeValue):
         build_argv(p, host(DEBIAN), 7, "true")
-    p = ShellPolicy(ro_binds=(HOME,), rw_binds=(SCRATCH,), masks=(), cwd=bad, env=ENV)
+    p = ShellPolicy(ro_binds=(), rw_binds=(SCRATCH,), masks=(), cwd=bad, env=ENV)
     with pytest.raises(UnsafeValue):
         build_argv(p, host(DEBIAN), 7, "true")
 
@@ -230,33 +243,84 @@ def test_limits_must_be_positive() -> None:
 # --- routine_policy: DESIGN.md's policy for one routine ---
 
 
-def test_routine_policy_binds_masks_and_environment(tmp_path: Path) -> None:
+def _dirs(tmp_path: Path) -> dict[str, Path]:
     home = tmp_path / "home"
-    state = home / ".vinos/routines/state/r1"
-    scratch = state / ".scratch/run"
-    scratch.mkdir(parents=True)
+    workspace = home / ".vinos/routines/workspace/r1"
+    scratch = home / ".vinos/routines/scratch/r1/run"
+    return {"home": home, "workspace": workspace, "scratch_dir": scratch}
+
+
+def test_routine_policy_allowlist_masks_and_environment(tmp_path: Path) -> None:
+    kw = _dirs(tmp_path)
+    (kw["home"] / ".config/chromium").mkdir(parents=True)
     env = {"PATH": "/usr/bin", "TERM": "xterm", "LANG": "C.UTF-8", "SECRET": "x"}
+    real = os.path.realpath(kw["home"])
+    never = never_paths(real, real + "/.vinos", ("~/.config/extra",))
     p = routine_policy(
-        home=home,
-        state_dir=state,
-        scratch_dir=scratch,
         network=False,
-        extra_masks=("~/.config/rclone", "/opt/other"),
+        declared=("~/.config", "~/notes"),
+        never=never,
         environ=env,
+        **kw,  # type: ignore[arg-type]
     )
-    real = os.path.realpath(home)
-    assert p.ro_binds == (real,)
-    assert p.rw_binds == (os.path.realpath(state), os.path.realpath(scratch))
-    assert p.cwd == os.path.realpath(scratch)
-    expected = [real + m[1:] for m in DEFAULT_MASKS]
-    expected += [f"{real}/.config/rclone", "/opt/other", os.path.realpath(state.parent)]
-    assert list(p.masks) == expected
+    assert p.ro_binds == ()
+    assert p.declared == ((f"{real}/.config",) * 2, (f"{real}/notes",) * 2)
+    assert p.dirs == (real,)
+    assert p.rw_binds == (
+        f"{real}/.vinos/routines/workspace/r1",
+        f"{real}/.vinos/routines/scratch/r1/run",
+    )
+    assert p.cwd == p.rw_binds[1]
+    # Only the never-paths a declared path could show: those below ~/.config.
+    assert list(p.masks) == [
+        f"{real}/.config/op",
+        f"{real}/.config/rclone",
+        f"{real}/.config/google-chrome",
+        f"{real}/.config/chromium",
+        f"{real}/.config/BraveSoftware",
+        f"{real}/.config/extra",
+    ]
     assert dict(p.env) == {"HOME": real, "PATH": "/usr/bin", "TERM": "xterm", "LANG": "C.UTF-8"}
     assert not p.network
 
 
+@pytest.mark.parametrize("entry", ["~/.ssh", "~/.ssh/id_rsa", "~/.vinos/routines/workspace/r2"])
+def test_routine_policy_refuses_a_declared_never_path(tmp_path: Path, entry: str) -> None:
+    kw = _dirs(tmp_path)
+    real = os.path.realpath(kw["home"])
+    with pytest.raises(UnsafeValue, match="never-list"):
+        routine_policy(
+            network=False,
+            declared=(entry,),
+            never=never_paths(real, real + "/.vinos"),
+            **kw,  # type: ignore[arg-type]
+        )
+
+
+def test_routine_policy_refuses_a_declared_link_into_a_never_path(tmp_path: Path) -> None:
+    kw = _dirs(tmp_path)
+    (kw["home"] / ".ssh").mkdir(parents=True)
+    (kw["home"] / "notes").symlink_to(kw["home"] / ".ssh")
+    real = os.path.realpath(kw["home"])
+    with pytest.raises(UnsafeValue, match="never-list"):
+        routine_policy(
+            network=False,
+            declared=("~/notes",),
+            never=never_paths(real, real + "/.vinos"),
+            **kw,  # type: ignore[arg-type]
+        )
+
+
+@pytest.mark.parametrize("entry", ["~", "~/a/../.ssh", "/etc", "relative", "~/a\nb"])
+def test_routine_policy_refuses_bad_declarations(tmp_path: Path, entry: str) -> None:
+    with pytest.raises(UnsafeValue):
+        routine_policy(network=False, declared=(entry,), **_dirs(tmp_path))  # type: ignore[arg-type]
+
+
 def test_routine_policy_never_passes_a_secret_even_with_network(tmp_path: Path) -> None:
-    kw = {"home": tmp_path, "state_dir": tmp_path / "s", "scratch_dir": tmp_path / "s/x"}
+    kw = _dirs(tmp_path)
+    for d in ("workspace", "scratch_dir"):
+        kw[d].mkdir(parents=True)
     environ = {"ANTHROPIC_API_KEY": "sk-ant-1", "AWS_SECRET_ACCESS_KEY": "x"}
     on = routine_policy(network=True, environ=environ, **kw)  # type: ignore[arg-type]
     assert [name for name, _ in on.env] == ["HOME", "PATH", "TERM", "LANG"]
@@ -265,41 +329,41 @@ def test_routine_policy_never_passes_a_secret_even_with_network(tmp_path: Path) 
     assert not any("sk-ant-1" in a for a in argv)
 
 
-def test_routine_policy_resolves_a_symlinked_home(tmp_path: Path) -> None:
+def test_routine_policy_resolves_a_symlinked_home_but_not_a_linked_workspace(
+    tmp_path: Path,
+) -> None:
     (tmp_path / "real").mkdir()
     (tmp_path / "link").symlink_to(tmp_path / "real")
     p = routine_policy(
         home=tmp_path / "link",
-        state_dir=tmp_path / "link/s",
-        scratch_dir=tmp_path / "link/s/x",
+        workspace=tmp_path / "link/w",
+        scratch_dir=tmp_path / "link/s",
         network=False,
     )
     real = os.path.realpath(tmp_path / "real")
-    assert p.ro_binds == (real,)
-    assert f"{real}/.ssh" in p.masks
+    assert p.dirs == (real,)
+    assert dict(p.env)["HOME"] == real
+    # The last component is kept as given: a link there fails the runner's O_NOFOLLOW open.
+    (tmp_path / "real/target").mkdir()
+    (tmp_path / "real/w2").symlink_to(tmp_path / "real/target")
+    p = routine_policy(
+        home=tmp_path / "link",
+        workspace=tmp_path / "link/w2",
+        scratch_dir=tmp_path / "link/s",
+        network=False,
+    )
+    assert p.rw_binds[0] == f"{real}/w2"
 
 
 def test_routine_policy_refuses_a_writable_dir_holding_home_or_system_dirs(
     tmp_path: Path,
 ) -> None:
     home = tmp_path / "home"
-    for state in (tmp_path, Path("/"), Path("/usr"), home):
+    for workspace in (tmp_path, Path("/usr"), home):
         with pytest.raises(UnsafeValue, match="cannot be writable"):
-            routine_policy(home=home, state_dir=state, scratch_dir=home / "s", network=False)
+            routine_policy(home=home, workspace=workspace, scratch_dir=home / "s", network=False)
     with pytest.raises(UnsafeValue, match="HOME is /"):
-        routine_policy(home=Path("/"), state_dir=home, scratch_dir=home, network=False)
-
-
-@pytest.mark.parametrize("mask", ["~", "relative/dir", "/a\nb"])
-def test_routine_policy_refuses_bad_masks(tmp_path: Path, mask: str) -> None:
-    with pytest.raises(UnsafeValue):
-        routine_policy(
-            home=tmp_path,
-            state_dir=tmp_path / "s",
-            scratch_dir=tmp_path / "s/x",
-            network=False,
-            extra_masks=(mask,),
-        )
+        routine_policy(home=Path("/"), workspace=home, scratch_dir=home, network=False)
 
 
 def test_host_probe_reads_this_machine(tmp_path: Path) -> None:

@@ -57,9 +57,10 @@ def test_runs_the_command_and_passes_its_status_through(
     assert p.returncode == 7
     out, cwd = p.stdout.splitlines()
     assert out == "out" and p.stderr == "err\n"
-    state = vinos_env / "routines/state/brief"
-    assert Path(cwd).parent == (state / ".scratch").resolve()
-    assert list((state / ".scratch").iterdir()) == []  # an empty scratch dir is removed
+    scratch_root = vinos_env / "routines/scratch/brief"
+    assert Path(cwd).parent == scratch_root.resolve()
+    assert list(scratch_root.iterdir()) == []  # an empty scratch dir is removed
+    assert not (vinos_env / "routines/state/brief").exists()  # no sandbox touches state/
 
 
 def test_words_are_joined_and_the_routine_policy_applies(env: dict[str, str]) -> None:
@@ -87,11 +88,14 @@ def test_argv_prints_the_bwrap_argv_without_running(env: dict[str, str], vinos_e
     assert p.returncode == 0, p.stderr
     argv = shlex.split(p.stdout)
     assert os.path.basename(argv[0]) == "bwrap" and argv[-1] == "touch made-it"
-    state = str((vinos_env / "routines/state/brief").resolve())
-    assert ["--bind", state, state] == argv[argv.index(state) - 1 : argv.index(state) + 2]
+    workspace = str((vinos_env / "routines/workspace/brief").resolve())
+    at = argv.index(workspace)
+    assert ["--bind", workspace, workspace] == argv[at - 1 : at + 2]
+    assert str(vinos_env / "routines/state") not in p.stdout
     assert "--unshare-net" in argv
+    assert any(argv[i : i + 2] == ["--remount-ro", "/"] for i in range(len(argv)))
     assert "seccomp" in p.stderr
-    assert not list((vinos_env / "routines/state/brief").rglob("made-it"))
+    assert not list((vinos_env / "routines").rglob("made-it"))
 
 
 def test_debug_prints_the_argv_then_runs(env: dict[str, str]) -> None:

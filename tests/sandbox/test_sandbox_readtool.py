@@ -235,3 +235,26 @@ def test_a_huge_match_is_listed_only_up_to_the_limit(home: Path) -> None:
     r = read(home, "~/many/*.txt")
     assert len(r["files"]) == MAX_FILES
     assert "rest are not listed" in r["note"]
+
+
+def test_a_file_resolving_under_a_never_path_is_refused_at_run_time(home: Path) -> None:
+    """Even when a pattern would allow it (the loader refuses such a routine, but config's
+    [sandbox].never can grow after it was validated), a real path under the never-list is
+    refused; the routine's own workspace stays readable."""
+    (home / "Notes/key.md").symlink_to(home / ".ssh/id_rsa")
+    real = os.path.realpath(home)
+    declared = ("~/Notes/*.md", "~/.ssh/id_rsa")
+    kw: dict[str, Any] = {"home": home, "budget": ReadBudget()}
+    open_ = read_files("~/Notes/*.md", declared, **kw)
+    assert "PRIVATE-KEY-MARKER" in str(open_)  # without the never-list: the test means it
+    shut = read_files("~/Notes/*.md", declared, never=(f"{real}/.ssh",), **kw)
+    assert "PRIVATE-KEY-MARKER" not in str(shut)
+    assert {
+        "path": f"{real}/Notes/key.md",
+        "reason": f"resolves to {real}/.ssh, which is on the never-list: no routine may read it",
+    } in shut["skipped"]
+    assert names(shut) == ["a.md", "b.md"]
+    (home / "ws").mkdir()
+    (home / "ws/kept.md").write_text("kept\n")
+    mine = read_files("~/ws/*.md", ("~/ws/*.md",), never=(real,), own=(f"{real}/ws",), **kw)
+    assert names(mine) == ["kept.md"]

@@ -244,10 +244,10 @@ def final(name: str) -> list[RunRow]:
 
 
 def gated(name: str, body: str = "echo released") -> str:
-    """A command that notes it started (a line in state/NAME/entered), waits until the test
-    creates state/NAME/go, then runs `body`. The state dir is bound read-write in the sandbox
-    at the same path, so the test sees and controls both files from outside."""
-    d = paths().routine_state(name)
+    """A command that notes it started (a line in its workspace's `entered`), waits until the
+    test creates `go` there, then runs `body`. The workspace is bound read-write in the
+    sandbox at the same path, so the test sees and controls both files from outside."""
+    d = paths().workspace(name)
     d.mkdir(parents=True, exist_ok=True)
     return f"echo in >> {d}/entered; while [ ! -e {d}/go ]; do sleep 0.05; done; {body}"
 
@@ -255,17 +255,17 @@ def gated(name: str, body: str = "echo released") -> str:
 def entered(name: str) -> int:
     """How many runs of a gated routine have started their command."""
     try:
-        return len((paths().routine_state(name) / "entered").read_text().splitlines())
+        return len((paths().workspace(name) / "entered").read_text().splitlines())
     except FileNotFoundError:
         return 0
 
 
 def release(name: str) -> None:
-    (paths().routine_state(name) / "go").touch()
+    (paths().workspace(name) / "go").touch()
 
 
 def hold(name: str) -> None:
-    (paths().routine_state(name) / "go").unlink(missing_ok=True)
+    (paths().workspace(name) / "go").unlink(missing_ok=True)
 
 
 def fake_notify_send(tmp: Path) -> tuple[Path, Path]:

@@ -40,8 +40,8 @@ def gone(pid: int) -> bool:
 
 
 def sandboxed(name: str) -> list[psutil.Process]:
-    """The routine's command processes (their command line names its state dir)."""
-    return processes_with_cmdline(str(paths().routine_state(name)) + "/")
+    """The routine's command processes (their command line names its workspace)."""
+    return processes_with_cmdline(str(paths().workspace(name)) + "/")
 
 
 def test_kill9_of_the_daemon_mid_run_then_restart(tmp_path: Path, not_root: None) -> None:

@@ -66,7 +66,8 @@ def test_a_full_state_dir_fails_the_run_cleanly(tmp_path: Path, not_root: None) 
         pytest.fail("bwrap is missing: install bubblewrap (scripts/system-deps.sh)")
     state = paths().routine_state("stuffed")
     state.mkdir(parents=True)
-    # The command fills the filesystem, then prints ~100 KB: the worker cannot write it.
+    # The command tries to fill the state dir (no sandbox sees it any more), then prints
+    # ~100 KB, more than the 64 KB the state dir has: the worker cannot write it.
     write_routine(
         "stuffed",
         command_routine(f"head -c 1000000 /dev/zero > {state}/filler; seq 1 20000"),
@@ -80,11 +81,12 @@ def test_a_full_state_dir_fails_the_run_cleanly(tmp_path: Path, not_root: None) 
     assert (row.detail or "").startswith("could not write the output into ")
     assert (row.detail or "").endswith(": No space left on device")
     assert row.output_file is None
-    # Inside the daemon's view of the state dir: the filler, the empty scratch dir and the
-    # run log; no output file, whole or partial, and no temp file.
+    # Inside the daemon's view of the state dir: the empty scratch dir and the run log; no
+    # filler (the sandbox never saw the state dir), no output file, whole or partial, and no
+    # temp file.
     inside = Path(f"/proc/{d.pid}/root") / str(state).lstrip("/")
     names = sorted(p.name for p in inside.iterdir())
-    assert ".scratch" in names and "filler" in names
+    assert ".scratch" in names and "filler" not in names
     assert not [n for n in names if n.endswith(".md") or n.endswith(".tmp")]
     assert list((inside / ".scratch").iterdir()) == []
     assert list(state.iterdir()) == []  # the real directory under the mount was not touched

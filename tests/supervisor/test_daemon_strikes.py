@@ -31,9 +31,9 @@ from tests.supervisor.daemonkit import (
 
 
 def moody(name: str) -> str:
-    """A command whose mood is a file in its state dir: `pass` → ok, `hold` → wait for `go`,
+    """A command whose mood is a file in its workspace: `pass` → ok, `hold` → wait for `go`,
     neither → fail with exit 3."""
-    d = paths().routine_state(name)
+    d = paths().workspace(name)
     d.mkdir(parents=True, exist_ok=True)
     return (
         f"if [ -e {d}/pass ]; then echo fine; exit 0; fi; "
@@ -44,7 +44,7 @@ def moody(name: str) -> str:
 
 
 def mood(name: str, which: str | None) -> None:
-    d = paths().routine_state(name)
+    d = paths().workspace(name)
     for f in ("pass", "hold", "go"):
         (d / f).unlink(missing_ok=True)
     if which:

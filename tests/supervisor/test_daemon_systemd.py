@@ -117,7 +117,7 @@ def test_sigterm_stops_cleanly_and_ends_what_did_not_finish_in_the_grace(
     workers = d.workers()
     titles = sorted(cmdline(w.pid) for w in workers)
     assert titles == ["vinos-routine worker alpha", "vinos-routine worker beta"]
-    sandboxes = processes_with_cmdline(str(paths().state_dir) + "/")
+    sandboxes = processes_with_cmdline(str(paths().workspace_root) + "/")
     assert sandboxes
 
     d.proc.send_signal(signal.SIGTERM)
@@ -136,7 +136,7 @@ def test_sigterm_stops_cleanly_and_ends_what_did_not_finish_in_the_grace(
     assert entered("gamma") == 0
     # No worker and no sandboxed process is left behind; the socket file is gone.
     assert not [p for p in [*workers, *sandboxes] if alive(p)]
-    assert not processes_with_cmdline(str(paths().state_dir) + "/")
+    assert not processes_with_cmdline(str(paths().workspace_root) + "/")
     assert not paths().control_socket.exists()
     assert "STOPPING=1" in notify_socket.lines()
 

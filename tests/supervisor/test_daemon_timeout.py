@@ -44,7 +44,7 @@ def sleeps(mark: str) -> list[str]:
 
 def test_a_timeout_ends_the_whole_tree(tmp_path: Path, not_root: None) -> None:
     mark = f"1000.{random.randrange(10**6):06d}"
-    state = paths().routine_state("sprawl")
+    state = paths().workspace("sprawl")  # written by the command: its workspace
     state.mkdir(parents=True)
     command = (
         f"sleep {mark}1 & "  # a child in the command's process group

@@ -282,3 +282,14 @@ def test_a_run_whose_day_is_spent_is_refused_without_a_worker(
         assert notes == [Notification("spent: budget", "daily budget spent: $0.50 of $0.50")]
     else:
         assert notes == []
+
+
+def test_a_file_output_path_expands_date_and_home(monkeypatch: pytest.MonkeyPatch) -> None:
+    from supervisor.record import file_output_path
+
+    monkeypatch.setenv("HOME", "/home/ana")
+    out = WorkerOutcome(Result(status="ok", output_file="2026-07-25-0600.md"), 0, UsageTotals())
+    assert file_output_path("~/briefs/{{date}}.md", out) == Path("/home/ana/briefs/2026-07-25.md")
+    assert file_output_path("/srv/x/{{date}}-{{date}}.md", out) == Path(
+        "/srv/x/2026-07-25-2026-07-25.md"
+    )

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from datetime import datetime
 from pathlib import Path
 
 from fakes import FakeAnthropic, FakeOllama
@@ -188,3 +189,18 @@ def test_concurrent_appends_from_many_processes_never_lose_or_tear_an_entry(
     assert text.count("## ") == 160
     leftovers = [p for p in os.listdir(path.parent) if p.startswith(".memory.md.")]
     assert leftovers == []
+
+
+def test_trim_is_linear_and_the_append_reads_a_capped_tail(tmp_path: Path) -> None:
+    """A hand-grown 20 MB journal: trimming walks it once (the old loop sliced it 40,000
+    times) and the append reads only its tail."""
+    from worker import memory
+
+    big = ("x" * 99 + "\n") * 200_000
+    kept = memory.trim(big)
+    assert len(kept) <= memory.CAP and kept.endswith("x\n") and kept.startswith("x")
+    path = tmp_path / "memory.md"
+    path.write_text("OLDEST\n" + big)
+    memory.append(path, memory.entry("r", datetime(2026, 7, 25, 6, 0), "newest"))
+    text = path.read_text()
+    assert len(text) <= memory.CAP and text.endswith("newest\n") and "OLDEST" not in text

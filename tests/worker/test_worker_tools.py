@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 from pathlib import Path
 
 import pytest
@@ -97,7 +98,10 @@ def test_a_declared_shell_command_runs_in_the_sandbox(
     assert (r.result.tool_calls, r.result.tools_used) == (2, ["run_shell"])
     first = json.loads(ollama.chats[1].body["messages"][-1]["content"])
     assert first["exit_code"] == 0
-    assert first["stdout"] == f"hello from the sandbox\n{os.path.realpath(job.scratch_dir)}\n"
+    # The working directory: the run's own scratch dir, outside the state dir (removed after).
+    run_scratch = Path(job.vinos_home) / "routines/scratch/day-brief" / job.run_id
+    assert first["stdout"] == f"hello from the sandbox\n{os.path.realpath(run_scratch)}\n"
+    assert not run_scratch.exists()
     second = json.loads(ollama.chats[2].body["messages"][-1]["content"])
     assert second["exit_code"] == 1 and second["stdout"] == ""  # no secret in a sandbox
     kinds = r.kinds()
@@ -145,3 +149,30 @@ def test_the_loop_stops_after_10_model_calls(home: Path) -> None:
     res = r.result
     assert res.status == "failed" and "stopped after 10 model calls" in (res.error or "")
     assert len(r.usages) == 10 and len(r.events_of("model_call")) == 10
+
+
+def test_a_newline_in_a_refused_command_forges_no_line(home: Path, ollama: FakeOllama) -> None:
+    """The model chooses the command text: its newline (and escape sequences) must not make
+    a line of its own in the run log, the events `run` prints, or `logs`."""
+    forged = "cat /etc/shadow\n[day-brief] outcome: done: all fine\x1b[2K\r"
+    ollama.add(O.tool_calls(("run_shell", {"command": forged})), O.text(LONG))
+    r = run_worker(_job(home, ollama.url, ("shell:date",)))
+    line = "[day-brief] refused tool call: shell:cat /etc/shadow\\n[day-brief] outcome: done: "
+    line += "all fine\\x1b[2K\\x0d"
+    assert line in r.stderr.splitlines()
+    assert not any(ln.startswith("[day-brief] outcome") for ln in r.stderr.splitlines())
+    [refused] = r.events_of("tool_refused")
+    assert refused.text == line
+    assert all("\n" not in e.text and "\x1b" not in e.text for e in r.events)
+
+
+def test_debug_shows_each_bwrap_argv_as_an_event(
+    home: Path, ollama: FakeOllama, not_root: None
+) -> None:
+    ollama.add(O.tool_calls(("run_shell", {"command": "date"})), O.text(LONG))
+    r = run_worker(_job(home, ollama.url, ("shell:date",)), env=worker_env(VINOS_ROUTINE_DEBUG="1"))
+    assert r.result.status == "ok", r.stderr
+    [shown] = [e for e in r.events_of("log") if e.text.startswith("sandbox argv: ")]
+    argv = shown.data["argv"]
+    assert argv[0].endswith("bwrap") and "--bind-fd" in argv and argv[-1] == "date"
+    assert shown.text == "sandbox argv: " + shlex.join(argv)

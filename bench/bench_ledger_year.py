@@ -1,0 +1,300 @@
+"""The ledger over a year (issue 18): three every-minute routines, 1.6M run rows made by SQL on
+the ledger's own schema, against a fresh ledger (the same routines, one day of runs) in the
+same run.
+
+- `list`, `status` and `history NAME` as a person runs them (the real CLI, a process each),
+  on the year before compaction and after it, each against the fresh ledger (target <= 1.2x).
+- Compaction: throughput (runs folded per second, unpaced), then the daemon's paced loop
+  for a while (its CPU share while catching up), and one day's new runs in steady state.
+- The file before, and after compaction + incremental vacuum (target < 20 MB at 90 days).
+- The one-time VACUUM that converts an existing ledger to auto_vacuum = INCREMENTAL (the v5
+  migration), timed on the year's file.
+
+VINOS_BENCH_QUICK: 40 days instead of 365, 10 days kept instead of 90.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from bench.common import Row
+from routines.config import LedgerSettings
+from routines.ledger import Ledger, iso
+from supervisor import housekeeping
+from supervisor.clock import FakeClock
+
+ROUTINES = ("minute-a", "minute-b", "minute-c")
+ROUTINE = """[routine]
+kind = "command"
+description = "every minute"
+[schedule]
+cron = "* * * * *"
+timezone = "UTC"
+[command]
+run = "date"
+"""
+NOW = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
+
+
+def _fill(path: Path, minutes: int) -> int:
+    """`minutes` minutes of runs of each routine up to NOW, by SQL: rows shaped like the ones
+    the daemon writes (run id, slot, summary, output path, tools, tokens, dollars)."""
+    Ledger(path).close()  # the schema, as the program creates it
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("PRAGMA synchronous=OFF")
+    start = int((NOW - timedelta(minutes=minutes)).timestamp())
+    db.execute("BEGIN")
+    for n, routine in enumerate(ROUTINES):
+        db.execute(
+            f"""
+            WITH RECURSIVE m(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM m WHERE i < {minutes - 1}),
+            t(i, ts, status) AS (
+                SELECT i, {start} + i * 60 + {n},
+                       CASE WHEN i % 97 = 0 THEN 'failed' WHEN i % 211 = 0 THEN 'timeout'
+                            ELSE 'ok' END FROM m)
+            INSERT INTO runs (run_id, routine, slot, trigger, status, outcome, detail,
+                started_at, finished_at, duration_sec, route, model, escalated,
+                escalated_reason, input_tokens, output_tokens, local_input_tokens,
+                local_output_tokens, tool_calls, tools_used, dollars, output_file, owner_pid,
+                owner_started, worker_pid)
+            SELECT strftime('%Y%m%dT%H%M%S', ts, 'unixepoch') || '-{routine}-'
+                       || printf('%06x', i * 7919 % 16777216),
+                   '{routine}', strftime('%Y-%m-%dT%H:%M:00Z', ts, 'unixepoch'), 'schedule',
+                   status, CASE WHEN status = 'ok' THEN 'nothing-to-do' END,
+                   CASE WHEN status = 'ok' THEN 'checked the queue: nothing new since the last run'
+                        ELSE 'the command exited with code 1' END,
+                   strftime('%Y-%m-%dT%H:%M:%S.000000Z', ts, 'unixepoch'),
+                   strftime('%Y-%m-%dT%H:%M:%S.000000Z', ts + 2, 'unixepoch'),
+                   1.5 + (i % 10) / 10.0, 'command', NULL, 0, '', 0, 0, 0, 0, 1,
+                   '["run_shell"]', 0.0,
+                   CASE WHEN status = 'ok' THEN '/home/user/.vinos/routines/state/{routine}/'
+                        || strftime('%Y-%m-%d-%H%M', ts, 'unixepoch') || '.md' END,
+                   4242, 1764000000.25, 5000 + i % 30000
+            FROM t
+            """
+        )
+        db.execute(
+            "INSERT INTO routine_state (routine, cursor, last_run_id, last_status, "
+            "last_started, last_finished) SELECT routine, slot, run_id, status, started_at, "
+            "finished_at FROM runs WHERE routine = ? ORDER BY started_at DESC LIMIT 1",
+            (routine,),
+        )
+    # The run fence keeps 45 days of claims.
+    db.execute(
+        "INSERT INTO claims (routine, slot, claimed_at, run_id) SELECT routine, slot, "
+        "started_at, run_id FROM runs WHERE started_at >= ?",
+        (iso(NOW - timedelta(days=45)),),
+    )
+    db.execute("COMMIT")
+    db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    total: int = db.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
+    db.close()
+    return total
+
+
+def _home(root: Path, name: str) -> dict[str, str]:
+    home = root / name
+    (home / "routines" / "state").mkdir(parents=True)
+    for routine in ROUTINES:
+        (home / "routines" / f"{routine}.toml").write_text(ROUTINE)
+    (root / f"{name}-run").mkdir(mode=0o700)
+    return {
+        **os.environ,
+        "VINOS_HOME": str(home),
+        "VINOS_SYSTEM_DIR": str(root / "no-system"),
+        "XDG_RUNTIME_DIR": str(root / f"{name}-run"),
+        "TZ": "UTC",
+    }
+
+
+def _cli(env: dict[str, str], args: list[str], repeat: int) -> float:
+    argv = [sys.executable, "-m", "supervisor", *args]
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        subprocess.run(
+            argv, check=False, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def _commands(fresh: dict[str, str], year: dict[str, str], repeat: int, when: str) -> list[Row]:
+    rows = []
+    for args in (["list"], ["status"], ["status", "--waybar"], ["history", "minute-b"]):
+        # Interleaved, so load on the machine hits both alike.
+        f, y = [], []
+        for _ in range(repeat):
+            f.append(_cli(fresh, args, 1))
+            y.append(_cli(year, args, 1))
+        fm, ym = statistics.median(f), statistics.median(y)
+        rows.append(
+            Row(
+                name=f"ledger year: `{' '.join(args)}`, {when}",
+                value=ym * 1000,
+                unit="ms",
+                baseline=f"fresh ledger (1 day): {fm * 1000:.0f} ms",
+                ratio=ym / fm,
+                target="<= 1.2x",
+                met=ym / fm <= 1.2,
+            )
+        )
+    return rows
+
+
+def _parts(db: sqlite3.Connection) -> dict[str, float]:
+    """Where the bytes are (the dbstat table, when SQLite has it)."""
+    groups = {
+        "whole runs (table and indexes)": "name = 'runs' OR name LIKE 'runs_%'",
+        "claims, 45 days (the run fence)": "name = 'claims' OR name LIKE '%claims%'",
+        "compacted days": "name LIKE '%run_days%'",
+    }
+    try:
+        return {
+            part: db.execute(f"SELECT SUM(pgsize) FROM dbstat WHERE {where}").fetchone()[0]
+            / (1024 * 1024)
+            for part, where in groups.items()
+        }
+    except sqlite3.OperationalError:
+        return {}
+
+
+def _size(path: Path) -> float:
+    return sum(
+        p.stat().st_size for p in (path, Path(f"{path}-wal"), Path(f"{path}-shm")) if p.exists()
+    ) / (1024 * 1024)
+
+
+def run(quick: bool) -> list[Row]:
+    days, keep = (40, 10) if quick else (365, 90)
+    repeat = 5 if quick else 11
+    window = 5.0 if quick else 20.0
+    out: list[Row] = []
+    with tempfile.TemporaryDirectory(prefix="vinos-bench-year-") as tmp:
+        root = Path(tmp)
+        fresh, year = _home(root, "fresh"), _home(root, "year")
+        fresh_db = Path(fresh["VINOS_HOME"]) / "routines" / "state" / "ledger.db"
+        year_db = Path(year["VINOS_HOME"]) / "routines" / "state" / "ledger.db"
+        _fill(fresh_db, 24 * 60)
+        t0 = time.perf_counter()
+        total = _fill(year_db, days * 24 * 60)
+        made = time.perf_counter() - t0
+        raw = _size(year_db)
+        out.append(
+            Row(
+                name=f"ledger year: file with {total:,} runs ({days} days), before compaction",
+                value=raw,
+                unit="MB",
+                baseline=f"{raw * 1024 * 1024 / total:.0f} bytes a run; generated in {made:.0f} s",
+            )
+        )
+        if not quick:
+            # What the v5 migration's one VACUUM costs on such a file (converted back first).
+            db = sqlite3.connect(year_db, isolation_level=None)
+            db.execute("PRAGMA auto_vacuum=NONE")
+            db.execute("VACUUM")
+            db.close()
+            with Ledger(year_db) as ledger:
+                t0 = time.perf_counter()
+                assert ledger.enable_incremental_vacuum()
+                vacuum = time.perf_counter() - t0
+            out.append(
+                Row(
+                    name=f"ledger year: the v5 migration's one VACUUM of {raw:.0f} MB",
+                    value=vacuum,
+                    unit="s",
+                    baseline="once, at the first open after the upgrade",
+                )
+            )
+        out.extend(_commands(fresh, year, repeat, f"{total / 1e6:.1f}M rows, not compacted"))
+
+        settings = LedgerSettings(keep_runs_days=keep, keep_outputs_days=keep)
+        with Ledger(year_db) as ledger:
+            keeper = housekeeping.Housekeeper(ledger, str(year_db.parent), settings, FakeClock(NOW))
+            # The daemon's own paced loop for a while: its CPU share while it catches up.
+            housekeeping.START_DELAY_SEC = 0.0
+            before = ledger._db.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
+            c0, w0 = time.process_time(), time.perf_counter()
+
+            async def paced() -> None:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(keeper.run(), window)
+
+            asyncio.run(paced())
+            cpu, wall = time.process_time() - c0, time.perf_counter() - w0
+            paced_rows = before - ledger._db.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
+            out.append(
+                Row(
+                    name=f"ledger year: compaction CPU share while catching up ({wall:.0f} s)",
+                    value=cpu / wall * 100,
+                    unit="%",
+                    baseline=f"{paced_rows:,} runs folded meanwhile",
+                    target=f"<= {housekeeping.CATCH_UP_CPU_SHARE * 100:.0f}% of one CPU",
+                    met=cpu / wall <= housekeeping.CATCH_UP_CPU_SHARE * 1.5,
+                )
+            )
+            # Then flat out: throughput.
+            compacted, c0, w0 = 0, time.process_time(), time.perf_counter()
+            while True:
+                step = keeper.step()
+                compacted += step.compacted
+                if not step.more:
+                    break
+            cpu, wall = time.process_time() - c0, time.perf_counter() - w0
+            out.append(
+                Row(
+                    name=f"ledger year: compaction + vacuum throughput ({compacted:,} runs)",
+                    value=compacted / wall,
+                    unit="runs/s",
+                    baseline=f"{compacted / max(cpu, 1e-9):,.0f} runs per CPU second",
+                )
+            )
+            ledger._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            # Steady state: a day later, that day's runs (3 x 1,440) in one pass.
+            keeper = housekeeping.Housekeeper(
+                ledger, str(year_db.parent), settings, FakeClock(NOW + timedelta(days=1))
+            )
+            c0 = time.process_time()
+            while keeper.step().more:
+                pass
+            day_cpu = time.process_time() - c0
+            out.append(
+                Row(
+                    name="ledger year: compaction of one day's runs, steady state",
+                    value=day_cpu * 1000,
+                    unit="ms CPU",
+                    baseline=f"{day_cpu / 86400 * 100:.5f}% of a CPU over the day",
+                    target="< 0.1% idle CPU",
+                    met=day_cpu / 86400 < 0.001,
+                )
+            )
+            ledger._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            whole = ledger._db.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
+            day_rows = ledger._db.execute("SELECT COUNT(*) FROM run_days").fetchone()[0]
+            parts = _parts(ledger._db)
+        size = _size(year_db)
+        out.append(
+            Row(
+                name=f"ledger year: file after compaction + vacuum, {keep} days kept",
+                value=size,
+                unit="MB",
+                baseline=f"{raw:.0f} MB before; {whole:,} whole runs + {day_rows:,} day rows",
+                ratio=size / raw,
+                target="< 20 MB" if not quick else "",
+                met=size < 20 if not quick else None,
+            )
+        )
+        for part, mb in parts.items():
+            out.append(Row(name=f"ledger year: of which {part}", value=mb, unit="MB"))
+        out.extend(_commands(fresh, year, repeat, f"compacted to {keep} days"))
+    return out

@@ -1,0 +1,242 @@
+"""The Starlette application: routes, templates, and the changes sent to the daemon.
+
+Endpoints are plain functions (Starlette runs them in its thread pool): each opens the ledger
+read-only for its own use, so a slow page never blocks another.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hmac
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl, urlencode
+from zoneinfo import ZoneInfo
+
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from dashboard import control, spending, views
+from dashboard.files import NAME, RUN_ID
+from dashboard.security import Guard, csrf_token
+from routines.humanize import money, relative, tokens
+from routines.ledger import Ledger, LedgerError
+from routines.paths import Paths
+from routines.registry import scan
+from routines.tz import machine_timezone
+
+__all__ = ["Settings", "build_app"]
+
+HERE = Path(__file__).resolve().parent
+FILTERS = ("status", "trigger", "outcome")
+FORMS = ("cron", "oncalendar", "every")
+MAX_FORM = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    paths: Paths
+    secret: str
+    port: int
+
+
+def _when(value: datetime | str | None) -> str:
+    """An instant in this machine's local time, with the date when it is not today."""
+    if value is None or value == "":
+        return "—"
+    instant = (
+        datetime.fromisoformat(value.replace("Z", "+00:00")) if isinstance(value, str) else value
+    )
+    local = instant.astimezone()
+    now = datetime.now(UTC)
+    day = "" if local.date() == now.astimezone().date() else local.strftime("%a %d %b ")
+    return f"{day}{local.strftime('%H:%M')} ({relative(instant - now)})"
+
+
+def _env() -> Environment:
+    env = Environment(
+        loader=FileSystemLoader(HERE / "templates"),
+        autoescape=select_autoescape(default=True, default_for_string=True),
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters.update(money=money, tokens=tokens, when=_when)
+    return env
+
+
+class Pages:
+    """The endpoints. Each GET opens the ledger read-only for itself; each POST asks the
+    daemon."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.paths = settings.paths
+        self.env = _env()
+        self.csrf = csrf_token(settings.secret)
+
+    @contextlib.contextmanager
+    def ledger(self) -> Iterator[Ledger | None]:
+        try:
+            db = Ledger.read_only(self.paths.ledger)
+        except LedgerError:
+            yield None
+            return
+        with db:
+            yield db
+
+    def page(self, request: Request, template: str, status: int = 200, **ctx: Any) -> Response:
+        body = self.env.get_template(template).render(
+            csrf=self.csrf,
+            path=request.url.path,
+            note=request.query_params.get("note", ""),
+            problem=request.query_params.get("problem", ""),
+            **ctx,
+        )
+        return HTMLResponse(body, status_code=status)
+
+    def missing(self, request: Request, what: str) -> Response:
+        return self.page(request, "missing.html", 404, what=what)
+
+    def daemon_status(self) -> tuple[dict[str, Any] | None, str]:
+        try:
+            return control.request(self.paths.control_socket, "status", timeout=5), ""
+        except (control.DaemonDown, control.DaemonRefused) as exc:
+            return None, str(exc)
+
+    def home(self, request: Request) -> Response:
+        status, problem = self.daemon_status()
+        with self.ledger() as db:
+            data = views.overview(scan(self.paths), db, status, problem, datetime.now(UTC))
+        template = "_live.html" if request.query_params.get("partial") else "overview.html"
+        return self.page(request, template, o=data)
+
+    def pulse(self, request: Request) -> Response:
+        run_id = request.query_params.get("run", "")
+        with self.ledger() as db:
+            if run_id and RUN_ID.match(run_id):
+                return JSONResponse({"pulse": views.run_pulse(self.paths, db, run_id)})
+            return JSONResponse({"pulse": views.pulse(db)})
+
+    def routine(self, request: Request) -> Response:
+        name = request.path_params["name"]
+        if not NAME.match(name):
+            return self.missing(request, f"routine {name!r}")
+        q = request.query_params
+        filters = {k: q.get(k, "") for k in FILTERS}
+        try:
+            limit = max(1, min(int(q.get("limit", "50")), 1000))
+        except ValueError:
+            limit = 50
+        zone = ZoneInfo(machine_timezone())
+        with self.ledger() as db:
+            data = views.routine_page(
+                name, scan(self.paths), db, datetime.now(UTC), zone, filters, limit
+            )
+        if data is None:
+            return self.missing(request, f"routine {name!r}")
+        return self.page(request, "routine.html", r=data, limit=limit)
+
+    def run(self, request: Request) -> Response:
+        run_id = request.path_params["run_id"]
+        data = None
+        if RUN_ID.match(run_id):
+            with self.ledger() as db:
+                data = views.run_page(self.paths, db, run_id)
+        if data is None:
+            return self.missing(request, f"run {run_id!r}")
+        template = "_run.html" if request.query_params.get("partial") else "run.html"
+        return self.page(request, template, r=data)
+
+    def cost(self, request: Request) -> Response:
+        with self.ledger() as db:
+            data = None
+            if db is not None:
+                data = spending.cost_page(
+                    scan(self.paths), db, datetime.now(UTC), machine_timezone()
+                )
+        return self.page(request, "cost.html", c=data)
+
+    def brief(self, request: Request) -> Response:
+        with self.ledger() as db:
+            items = []
+            if db is not None:
+                items = spending.brief_page(self.paths, db, datetime.now(UTC), machine_timezone())
+        return self.page(request, "brief.html", items=items)
+
+    def playground(self, request: Request) -> Response:
+        q = request.query_params
+        form = q.get("form", "cron")
+        form = form if form in FORMS else "cron"
+        expr = q.get("expr", "")[:500]
+        tz = q.get("tz", "")[:100] or machine_timezone()
+        explained = None
+        if expr.strip():
+            explained = views.explain(form, expr, tz, datetime.now(UTC), count=10)
+        return self.page(request, "schedule.html", form=form, expr=expr, tz=tz, x=explained)
+
+    async def change(self, request: Request) -> Response:
+        """A POST: enable, disable, run now, reload — each sent to the daemon, never done
+        here. The Guard has checked the cookie and the Origin; the CSRF field is checked here."""
+        # Our forms are urlencoded and tiny: parsed here, without python-multipart.
+        raw = await request.body()
+        if len(raw) > MAX_FORM:
+            return HTMLResponse("413 form too large\n", status_code=413)
+        form = dict(parse_qsl(raw.decode("utf-8", "replace"), keep_blank_values=True))
+        if not hmac.compare_digest(form.get("csrf", "").encode(), self.csrf.encode()):
+            return HTMLResponse("403 forbidden: missing or wrong CSRF token\n", status_code=403)
+        target = form.get("next", "/").split("?", 1)[0]
+        if not target.startswith("/") or target.startswith("//"):
+            target = "/"
+        action = request.path_params.get("action", "reload")
+        name = request.path_params.get("name")
+        if (name is not None and not NAME.match(name)) or action not in ACTIONS:
+            return HTMLResponse("404 no such routine or action\n", status_code=404)
+        args: dict[str, Any] = {} if action == "reload" else {"name": name}
+        if action == "run":
+            args["detach"] = True
+        try:
+            result = await run_in_threadpool(
+                control.request, self.paths.control_socket, action, args
+            )
+        except (control.DaemonDown, control.DaemonRefused) as exc:
+            return _back(target, problem=str(exc))
+        run_id = result.get("run_id", "") if isinstance(result, dict) else ""
+        return _back(target, note=ACTIONS[action].format(name=name, run_id=run_id))
+
+
+ACTIONS = {
+    "enable": "{name} enabled",
+    "disable": "{name} disabled",
+    "run": "{name} queued as {run_id}",
+    "reload": "routine files re-read",
+}
+
+
+def build_app(settings: Settings) -> Guard:
+    """The whole application behind its Guard (token, Host, CSRF, headers)."""
+    pages = Pages(settings)
+    routes = [
+        Route("/", pages.home),
+        Route("/api/pulse", pages.pulse),
+        Route("/routine/{name}", pages.routine),
+        Route("/run/{run_id}", pages.run),
+        Route("/cost", pages.cost),
+        Route("/brief", pages.brief),
+        Route("/schedule", pages.playground),
+        Route("/routine/{name}/{action}", pages.change, methods=["POST"]),
+        Route("/reload", pages.change, methods=["POST"]),
+        Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
+    ]
+    return Guard(Starlette(routes=routes), settings.secret, settings.port)
+
+
+def _back(target: str, **message: str) -> Response:
+    sep = "&" if "?" in target else "?"
+    return RedirectResponse(target + sep + urlencode(message), status_code=303)

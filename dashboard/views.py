@@ -1,0 +1,352 @@
+"""What each page shows, gathered from the routine files, the read-only ledger and the
+daemon's status. No web library here: plain dataclasses the templates render.
+
+The CLI's `list` and `schedule explain` live in supervisor/, which the dashboard may not
+import; the few lines they share with this module (reading the registry, states, last runs,
+compiling a schedule) are repeated here over routines/ directly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from dashboard.charts import Layer, stacked_bars
+from dashboard.files import MAX_OUTPUT, read_beneath, read_run_log
+from dashboard.render import markdown
+from ipc import RunStatus
+from routines.ledger import Ledger, RunRow, day_bounds, iso
+from routines.paths import Paths
+from routines.registry import Registry
+from routines.schedule import ScheduleError, compile_schedule
+from routines.spec import Kind, ScheduleSpec
+
+__all__ = [
+    "Explained",
+    "Overview",
+    "RoutineLine",
+    "RoutinePage",
+    "RunPage",
+    "explain",
+    "overview",
+    "pulse",
+    "routine_page",
+    "run_page",
+    "run_pulse",
+]
+
+CHART_DAYS = 30
+HISTORY_ROWS = 5000
+STATUS_ORDER = [s.value for s in RunStatus]
+
+
+@dataclass(frozen=True, slots=True)
+class RoutineLine:
+    name: str
+    description: str
+    kind: str
+    origin: str
+    valid: bool
+    stale: bool  # invalid on disk; its last good version is the one in force
+    enabled: bool
+    schedule: str
+    next_run: datetime | None
+    running: bool
+    queued: bool
+    last: RunRow | None
+    strikes: int
+    today_dollars: float
+    cap: float | None
+    disabled_reason: str | None
+    errors: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Overview:
+    routines: list[RoutineLine]
+    daemon: dict[str, Any] | None  # the daemon's `status`, None when it is not running
+    daemon_problem: str
+    proposals: list[Any] = field(default_factory=list)  # approvals are not built yet: empty
+
+
+def _line(
+    name: str,
+    registry: Registry,
+    ledger: Ledger | None,
+    states: Any,
+    last: Any,
+    active: set[tuple[str, str]],
+    now: datetime,
+) -> RoutineLine:
+    entry = registry.entries[name]
+    r = entry.routine
+    state = states.get(name)
+    errors = tuple(str(e) for e in entry.errors)
+    if r is None:
+        return RoutineLine(
+            name,
+            "",
+            "?",
+            entry.origin.value,
+            False,
+            False,
+            False,
+            "",
+            None,
+            False,
+            False,
+            last.get(name),
+            0,
+            0.0,
+            None,
+            None,
+            errors,
+        )
+    enabled = state.enabled(r.enabled) if state else r.enabled
+    try:
+        sched = compile_schedule(r.schedule, r.kind)
+        description = sched.description
+        nxt = sched.next_after(now) if enabled else None
+        next_run = sched.fire_time(name, nxt) if nxt else None
+    except ScheduleError as exc:
+        description, next_run = f"invalid: {exc}", None
+    return RoutineLine(
+        name=name,
+        description=r.description,
+        kind=r.kind.value,
+        origin=entry.origin.value,
+        valid=entry.valid,
+        stale=entry.stale,
+        enabled=enabled,
+        schedule=description,
+        next_run=next_run,
+        running=(name, "running") in active,
+        queued=(name, "queued") in active,
+        last=last.get(name),
+        strikes=state.failure_streak if state else 0,
+        today_dollars=(
+            ledger.spent_today(name, ZoneInfo(r.schedule.timezone), now) if ledger else 0.0
+        ),
+        cap=r.budget.max_dollars_per_day,
+        disabled_reason=state.disabled_reason if state and not enabled else None,
+        errors=errors,
+    )
+
+
+def overview(
+    registry: Registry,
+    ledger: Ledger | None,
+    daemon: dict[str, Any] | None,
+    daemon_problem: str,
+    now: datetime,
+) -> Overview:
+    lines = _lines(registry, ledger, now)
+    # Only the daemon knows a last good version of a file that is invalid now.
+    stale = set(daemon.get("stale", [])) if daemon else set()
+    lines = [replace(ln, stale=True) if ln.name in stale else ln for ln in lines]
+    return Overview(lines, daemon, daemon_problem)
+
+
+def _lines(registry: Registry, ledger: Ledger | None, now: datetime) -> list[RoutineLine]:
+    """Every routine file's line; without a ledger yet, what the files alone say."""
+    states = ledger.states() if ledger else {}
+    last = ledger.last_runs() if ledger else {}
+    active = {(a.routine, a.status) for a in ledger.active_runs()} if ledger else set()
+    return [_line(n, registry, ledger, states, last, active, now) for n in sorted(registry.entries)]
+
+
+def pulse(ledger: Ledger | None) -> str:
+    """Changes whenever a run is queued, starts or ends, or a routine is turned on or off:
+    the overview's short poll compares it and refreshes only then."""
+    if ledger is None:
+        return "no-ledger"
+    active = sorted((a.run_id, a.status) for a in ledger.active_runs())
+    newest = [(r.id, r.status) for r in ledger.history(limit=1)]
+    states = sorted(
+        (s.routine, s.enabled_override, s.failure_streak) for s in ledger.states().values()
+    )
+    import hashlib
+
+    return hashlib.blake2b(repr((active, newest, states)).encode(), digest_size=8).hexdigest()
+
+
+def run_pulse(p: Paths, ledger: Ledger | None, run_id: str) -> str:
+    """Changes when the run's status changes or its log grows (a run page follows it)."""
+    run = ledger.run(run_id) if ledger is not None else None
+    if run is None:
+        return "none"
+    try:
+        size = (p.routine_state(run.routine) / "runs" / f"{run_id}.jsonl").lstat().st_size
+    except OSError:
+        size = -1
+    return f"{run.status}:{size}"
+
+
+@dataclass(frozen=True, slots=True)
+class Explained:
+    """`schedule explain`'s content: the description, zone, OnCalendar form, next fires."""
+
+    description: str
+    zone: str
+    cron: str | None
+    oncalendar: tuple[str, ...]
+    next: list[datetime]  # in `zone`
+    note: str | None
+    error: str | None
+
+
+def explain(form: str, expression: str, zone: str, base: datetime, count: int = 5) -> Explained:
+    """What `vinos-routine schedule explain` prints, for the playground and a routine page."""
+    spec = ScheduleSpec(**{form: expression}, timezone=zone)  # type: ignore[arg-type]
+    try:
+        schedule = compile_schedule(spec, Kind.COMMAND)
+    except ScheduleError as exc:
+        return Explained("", zone, None, (), [], None, str(exc))
+    note = None
+    try:
+        compile_schedule(spec, Kind.AGENT)
+    except ScheduleError as exc:
+        note = f"as an agent routine: {exc}"
+    slots = schedule.slots_between(base, datetime.max.replace(tzinfo=UTC), count)
+    return Explained(
+        schedule.description,
+        schedule.zone,
+        schedule.cron,
+        tuple(schedule.oncalendar),
+        [s.local for s in slots],
+        note,
+        None,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class RoutinePage:
+    line: RoutineLine
+    path: Path
+    explained: Explained | None
+    history: list[RunRow]
+    filters: dict[str, str]
+    chart: str  # SVG
+    tools: list[str]
+
+
+def local_days(now: datetime, zone: ZoneInfo, count: int) -> list[date]:
+    today = now.astimezone(zone).date()
+    return [today - timedelta(days=n) for n in range(count - 1, -1, -1)]
+
+
+def runs_by_status_chart(rows: list[RunRow], days: list[date], zone: ZoneInfo) -> str:
+    counts: dict[str, dict[date, float]] = {}
+    for r in rows:
+        if not r.started_at or not r.status:
+            continue
+        day = datetime.fromisoformat(r.started_at.replace("Z", "+00:00")).astimezone(zone).date()
+        per = counts.setdefault(r.status, {})
+        per[day] = per.get(day, 0) + 1
+    layers = [Layer(s, f"st-{s}", counts[s]) for s in STATUS_ORDER if s in counts]
+    return stacked_bars(
+        days, layers, fmt=lambda v: f"{v:.0f}", title=f"runs by status, last {len(days)} days"
+    )
+
+
+def routine_page(
+    name: str,
+    registry: Registry,
+    ledger: Ledger | None,
+    now: datetime,
+    zone: ZoneInfo,
+    filters: dict[str, str],
+    limit: int,
+) -> RoutinePage | None:
+    entry = registry.get(name)
+    if entry is None:
+        return None
+    states = ledger.states() if ledger else {}
+    last = ledger.last_runs() if ledger else {}
+    active = {(a.routine, a.status) for a in ledger.active_runs()} if ledger else set()
+    line = _line(name, registry, ledger, states, last, active, now)
+    r = entry.routine
+    explained = tools = None
+    if r is not None:
+        explained = explain(r.schedule.form, r.schedule.expression, r.schedule.timezone, now)
+        tools = (
+            [str(t) for t in r.agent.tools]
+            if r.agent
+            else [f"command: {r.command.run}"]
+            if r.command
+            else []
+        )
+    # One read of the routine's newest runs serves the table and the chart (a routine that
+    # ran more than HISTORY_ROWS times in 30 days shows its newest HISTORY_ROWS there).
+    newest = ledger.history(name, limit=HISTORY_ROWS) if ledger else []
+    rows = [h for h in newest if all(getattr(h, k) == v for k, v in filters.items() if v)]
+    days = local_days(now, zone, CHART_DAYS)
+    start = iso(day_bounds(days[0], zone)[0])
+    recent = [h for h in newest if h.started_at and h.started_at >= start]
+    rows = rows[:limit]
+    return RoutinePage(
+        line,
+        entry.path,
+        explained,
+        rows,
+        filters,
+        runs_by_status_chart(recent, days, zone),
+        tools or [],
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class LogLine:
+    ts: str
+    kind: str
+    text: str
+    refused: bool
+
+
+@dataclass(frozen=True, slots=True)
+class RunPage:
+    run: RunRow
+    log: list[LogLine] | None
+    tool_calls: list[LogLine]
+    refused: list[LogLine]
+    escalations: list[LogLine]
+    output_html: str | None
+    output_name: str | None
+
+
+def run_page(p: Paths, ledger: Ledger | None, run_id: str) -> RunPage | None:
+    run = ledger.run(run_id) if ledger is not None else None
+    if run is None:
+        return None
+    state_dir = p.routine_state(run.routine)
+    entries = read_run_log(state_dir, run_id)
+    log = None
+    if entries is not None:
+        log = [
+            LogLine(
+                str(e.get("ts", ""))[11:23],
+                str(e.get("kind", "")),
+                str(e.get("text", "")),
+                e.get("kind") == "tool_refused",
+            )
+            for e in entries
+        ]
+    lines = log or []
+    output_html = output_name = None
+    if run.output_file:
+        output_name = Path(run.output_file).name
+        data = read_beneath(state_dir, output_name, MAX_OUTPUT)
+        if data is not None:
+            output_html = markdown(data.decode("utf-8", "replace"))
+    return RunPage(
+        run=run,
+        log=log,
+        tool_calls=[ln for ln in lines if ln.kind in ("tool_call", "tool_refused")],
+        refused=[ln for ln in lines if ln.refused],
+        escalations=[ln for ln in lines if ln.kind == "escalated"],
+        output_html=output_html,
+        output_name=output_name,
+    )

@@ -1,0 +1,144 @@
+"""The daemon's idle work: compact old runs, give freed pages back, delete old outputs/logs.
+
+Each `step` is one small batch (about ten milliseconds): at most BATCH_ROWS runs folded into
+their day rows (one transaction: `Ledger.compact`), then, once compaction has caught up, at
+most VACUUM_PAGES pages returned by `incremental_vacuum`, and the outputs and run logs of a
+few routines pruned (supervisor/retention.py; a pass over every routine once a day). `run`
+paces the batches so a backlog (the first start after an upgrade, with a year of history)
+costs at most CATCH_UP_CPU_SHARE of one CPU, and otherwise looks again once an hour: in
+steady state a day's new runs take one pass, far inside the idle CPU target.
+
+A wall clock that jumps far ahead while the daemon runs (a bad RTC, a manual date) would make
+recent runs look old and their outputs expired: housekeeping then waits (CLOCK_JUMP_LIMIT,
+measured against CLOCK_BOOTTIME, which counts suspend) until the clock comes back or the
+daemon restarts.
+
+A crash anywhere loses nothing: a batch commits whole or not at all, and the next start
+resumes from the oldest run left (tests/test_ledger_compaction.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import sqlite3
+import time
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from zoneinfo import ZoneInfo
+
+from routines.config import Config, LedgerSettings
+from routines.ledger import Ledger, LedgerError
+from routines.paths import Paths
+from routines.rundays import compaction_line
+from routines.tz import machine_timezone
+from supervisor.clock import Clock
+from supervisor.retention import cutoffs, prune_routine, routine_dirs
+
+__all__ = ["Housekeeper", "Step", "start"]
+
+log = logging.getLogger("vinos.housekeeping")
+
+BATCH_ROWS = 500
+VACUUM_PAGES = 256  # 1 MiB at 4 KiB pages
+PRUNE_DIRS = 8  # routine directories pruned per step
+CATCH_UP_CPU_SHARE = 0.02
+IDLE_PAUSE_SEC = 3600.0
+PRUNE_EVERY_SEC = 86400.0
+# Let start-up (and its first due runs) go first; tests shorten it (VINOS_HOUSEKEEPING_DELAY_SEC).
+START_DELAY_SEC = float(os.environ.get("VINOS_HOUSEKEEPING_DELAY_SEC") or 30.0)
+MIN_PAUSE_SEC = 0.05
+CLOCK_JUMP_LIMIT = timedelta(days=1)
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    compacted: int  # runs folded into day rows
+    free_pages: int  # pages still free in the file after this step's vacuum
+    pruned: int  # output and log files deleted
+    more: bool  # whether another batch has work to do now
+
+
+class Housekeeper:
+    def __init__(
+        self, ledger: Ledger, state_dir: str, settings: LedgerSettings, clock: Clock
+    ) -> None:
+        self.ledger = ledger
+        self.state_dir = state_dir
+        self.settings = settings
+        self.clock = clock
+        self._dirs: list[str] = []  # routine dirs still to prune in this pass
+        self._next_pass: float | None = None  # clock.monotonic() of the next prune pass
+        self._converted = False
+        self._anchor: tuple[datetime, float] | None = None  # (wall clock, boot time) at start
+        self._jumped = False
+
+    def _clock_jumped(self, now: datetime) -> bool:
+        boot = time.clock_gettime(time.CLOCK_BOOTTIME)
+        if self._anchor is None:
+            self._anchor = (now, boot)
+        ahead = now - (self._anchor[0] + timedelta(seconds=boot - self._anchor[1]))
+        jumped = ahead > CLOCK_JUMP_LIMIT
+        if jumped and not self._jumped:
+            log.warning(
+                "housekeeping: the wall clock is %s ahead of where it was at start; nothing is "
+                "compacted or deleted until it comes back (or the daemon restarts)",
+                ahead,
+            )
+        self._jumped = jumped
+        return jumped
+
+    def step(self) -> Step:
+        now = self.clock.now()
+        if self._clock_jumped(now):
+            return Step(0, 0, 0, False)
+        zone = ZoneInfo(machine_timezone())
+        line = compaction_line(now, zone, self.settings.keep_runs_days)
+        compacted = self.ledger.compact(line, zone, BATCH_ROWS)
+        free = 0
+        if compacted < BATCH_ROWS:
+            if not self._converted:
+                # Only when the migration's VACUUM could not run (a busy or full disk): now,
+                # with the history compacted, the file to rewrite is small.
+                self._converted = self.ledger.enable_incremental_vacuum()
+            if self._converted:  # else incremental_vacuum frees nothing: not "more" work
+                free = self.ledger.incremental_vacuum(VACUUM_PAGES)
+        pruned = 0
+        mono = self.clock.monotonic()
+        if not self._dirs and (self._next_pass is None or mono >= self._next_pass):
+            # Retention is in days: one pass over the routines' dirs a day is enough (with
+            # 10,000 routines a pass is real work, which the idle target must not see hourly).
+            self._dirs = routine_dirs(self.state_dir)
+            self._next_pass = mono + PRUNE_EVERY_SEC
+        if self._dirs:
+            cut = cutoffs(now, self.settings.keep_outputs_days)
+            batch, self._dirs = self._dirs[:PRUNE_DIRS], self._dirs[PRUNE_DIRS:]
+            for name in batch:
+                try:
+                    pruned += prune_routine(self.state_dir, name, cut)
+                except OSError as exc:  # one unreadable dir does not stop the others
+                    log.warning("housekeeping: %s: %s", name, exc)
+        more = compacted == BATCH_ROWS or free > 0 or bool(self._dirs)
+        return Step(compacted, free, pruned, more)
+
+    async def run(self) -> None:
+        """Step forever, paced; the daemon cancels it when it stops."""
+        await asyncio.sleep(START_DELAY_SEC)
+        while True:
+            t0 = time.process_time()
+            try:
+                more = self.step().more
+            except (LedgerError, sqlite3.Error, OSError) as exc:
+                log.warning("housekeeping: %s; trying again in an hour", exc)
+                more = False
+            spent = time.process_time() - t0
+            await asyncio.sleep(
+                max(MIN_PAUSE_SEC, spent / CATCH_UP_CPU_SHARE) if more else IDLE_PAUSE_SEC
+            )
+
+
+def start(ledger: Ledger, paths: Paths, config: Config, clock: Clock) -> asyncio.Task[None]:
+    """The daemon's hook: housekeeping as a task on its loop, on the daemon's connection."""
+    keeper = Housekeeper(ledger, str(paths.state_dir), config.ledger, clock)
+    return asyncio.ensure_future(keeper.run())

@@ -1,0 +1,51 @@
+"""The dashboard with a real daemon, over plain HTTP: what only the daemon knows (a stale
+routine), and changes made through it (reload, disable, run now)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from urllib.parse import unquote_plus, urlencode
+
+from dashboard.security import csrf_token
+from tests.dashboard.dashkit import Dashboard
+from tests.supervisor.daemonkit import Daemon, command_routine, final, state, write_routine
+
+
+def post(dash: Dashboard, path: str) -> str:
+    body = urlencode({"csrf": csrf_token(dash.token), "next": "/"})
+    reply = dash.request("POST", path, cookie=True, body=body, headers={"Origin": dash.origin})
+    assert reply.status == 303, reply.body
+    return unquote_plus(reply.headers["location"])
+
+
+def test_stale_reload_disable_and_run_through_the_daemon(
+    tmp_path: Path, not_root: None, dashboard: Dashboard
+) -> None:
+    write_routine("tidy", command_routine("echo tidy", schedule='cron = "0 3 * * *"'))
+    d = Daemon(tmp_path).start()
+    try:
+        page = dashboard.get("/", cookie=True).body
+        assert "daemon up (pid " in page
+        assert "its last good version still runs" not in page
+
+        write_routine("tidy", "[routine]\nkind = 'command'\nbogus = 1\n")
+        assert post(dashboard, "/reload") == "/?note=routine files re-read"
+        page = dashboard.get("/", cookie=True).body
+        assert '<span class="status st-invalid">invalid</span>' in page
+        assert "its last good version still runs" in page
+        assert "unknown key" in page  # the file's error, shown under the row
+
+        assert post(dashboard, "/routine/tidy/disable") == "/?note=tidy disabled"
+        assert state("tidy").enabled_override is False
+        note = post(dashboard, "/routine/tidy/run")
+        assert note.startswith("/?note=tidy queued as ")
+        run_id = note.rsplit(" ", 1)[1]
+        deadline = time.monotonic() + 60
+        while not final("tidy"):
+            assert time.monotonic() < deadline, d.log()
+            time.sleep(0.05)
+        assert [(r.run_id, r.status) for r in final("tidy")] == [(run_id, "ok")]
+        assert post(dashboard, "/routine/nope/run").startswith("/?problem=no routine named 'nope'")
+    finally:
+        d.stop()

@@ -1,0 +1,31 @@
+"""The daemon's `enable`/`disable` control commands (what the dashboard uses; the CLI writes
+the same change itself through supervisor/toggle.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from supervisor.client import DaemonError
+from tests.supervisor.daemonkit import Daemon, command_routine, state, write_routine
+
+
+def test_enable_and_disable_through_the_daemon(tmp_path: Path, not_root: None) -> None:
+    write_routine("nightly", command_routine("true", schedule='cron = "0 3 * * *"', enabled=False))
+    d = Daemon(tmp_path).start()
+    try:
+        assert d.request("status")["enabled"] == 0
+        assert d.request("enable", {"name": "nightly"}) == {"name": "nightly", "enabled": True}
+        st = state("nightly")
+        assert st.enabled_override is True and st.failure_streak == 0 and st.cursor
+        assert d.request("status")["enabled"] == 1  # the scheduler took it up at once
+        assert d.request("status")["next"][0]["routine"] == "nightly"
+        assert d.request("disable", {"name": "nightly"}) == {"name": "nightly", "enabled": False}
+        assert state("nightly").enabled_override is False
+        assert d.request("status")["enabled"] == 0
+        with pytest.raises(DaemonError, match="no routine named 'nightlY'") as exc:
+            d.request("enable", {"name": "nightlY"})
+        assert exc.value.code == "unknown_routine"
+    finally:
+        d.stop()

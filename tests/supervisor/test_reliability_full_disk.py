@@ -30,9 +30,11 @@ from supervisor.client import DaemonError
 from tests.supervisor.daemonkit import (
     Daemon,
     command_routine,
+    entered,
     fake_notify_send,
     gated,
     notifications,
+    release,
     wait_for,
     write_routine,
 )
@@ -111,10 +113,10 @@ def test_a_full_disk_pauses_the_daemon_and_loses_no_result(tmp_path: Path, not_r
     # Through the socket: outside the daemon's mount namespace the CLI sees no ledger beside
     # the daemon's lock, and rightly refuses (test_reliability_lost.py).
     d.request("run", {"name": "held", "detach": True})
-    wait_for((inside / "held" / "entered").exists, what="the held run to start")
+    wait_for(lambda: entered("held") == 1, what="the held run to start")
 
     filler = fill(inside)
-    (inside / "held" / "go").touch()  # it ends while the disk is full
+    release("held")  # it ends while the disk is full (its gate is in its workspace)
     d.to_slot()  # and the ticker's next slot comes due
     wait_for(lambda: "no space left for the ledger" in d.log(), what="the daemon to say why")
     [held] = runs("held")
@@ -156,7 +158,7 @@ def test_a_daemon_restarted_on_a_full_disk_stays_up(tmp_path: Path, not_root: No
     box = OnTmpfs(tmp_path, script='"$@"; exec "$@"')  # the daemon, and again when it dies
     d = box.d.start()
     d.request("run", {"name": "held", "detach": True})
-    wait_for((box.inside / "held" / "entered").exists, what="the held run to start")
+    wait_for(lambda: entered("held") == 1, what="the held run to start")
     fill(box.inside)
     os.kill(d.pid, signal.SIGKILL)  # mid-run: its row stays `running`; its worker dies with it
     d.daemon_pid = None

@@ -14,6 +14,9 @@ max_processes = 256
 max_file_size_mb = 64
 max_open_files = 256
 max_address_space_mb = 2048
+max_run_memory_mb = 2048              # all processes of one shell call together
+max_workspace_mb = 256                # the routine's persistent dir, checked after each call
+bwrap = "/usr/bin/bwrap"              # absolute; refused unless root-owned, writable by no one else
 
 [ledger]
 keep_runs_days = 90                   # older runs become one line per routine per day
@@ -30,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from routines.checks import (
+    Bad,
     Check,
     Problem,
     Reader,
@@ -54,6 +58,8 @@ __all__ = [
 
 DEFAULT_GALLERY_URL = "https://vinos.computer/routines/"
 DEFAULT_OLLAMA_URL = "http://127.0.0.1:11434"
+# The same default as sandbox.binaries.DEFAULT_BWRAP (routines/ imports nothing of sandbox/).
+DEFAULT_BWRAP = "/usr/bin/bwrap"
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +70,9 @@ class SandboxSettings:
     max_file_size_mb: int = 64
     max_open_files: int = 256
     max_address_space_mb: int = 2048
+    max_run_memory_mb: int = 2048
+    max_workspace_mb: int = 256
+    bwrap: str = DEFAULT_BWRAP
 
     def as_dict(self) -> dict[str, Any]:
         """The form sent to a worker in `Job.sandbox`."""
@@ -74,6 +83,9 @@ class SandboxSettings:
             "max_file_size_mb": self.max_file_size_mb,
             "max_open_files": self.max_open_files,
             "max_address_space_mb": self.max_address_space_mb,
+            "max_run_memory_mb": self.max_run_memory_mb,
+            "max_workspace_mb": self.max_workspace_mb,
+            "bwrap": self.bwrap,
         }
 
 
@@ -116,10 +128,14 @@ class ConfigInvalid(RoutineInvalid):
 def _url(value: object) -> str:
     text = nonempty_string(value)
     if not text.startswith(("http://", "https://")):
-        from routines.checks import Bad
-
         raise Bad("an http:// or https:// URL")
     return text
+
+
+def _absolute_path(value: object) -> str:
+    if not isinstance(value, str) or not value.startswith("/") or "\n" in value:
+        raise Bad('an absolute path such as "/usr/bin/bwrap" (never looked up on PATH)')
+    return value
 
 
 _SCHEMA: dict[str, dict[str, Check]] = {
@@ -138,6 +154,9 @@ _SCHEMA: dict[str, dict[str, Check]] = {
         "max_file_size_mb": positive_int,
         "max_open_files": positive_int,
         "max_address_space_mb": positive_int,
+        "max_run_memory_mb": positive_int,
+        "max_workspace_mb": positive_int,
+        "bwrap": _absolute_path,
     },
     "price": {"input": positive_number, "output": positive_number},
     "ledger": _LEDGER_SCHEMA,

@@ -38,6 +38,7 @@ from routines.checks import (
     string_list,
     table_value,
 )
+from routines.hosts import network_value
 from routines.spec import (
     NAME_RE,
     RESERVED_NAMES,
@@ -108,7 +109,7 @@ SCHEMA: dict[str, dict[str, Check]] = {
         "memory": one_of(Memory),
         "tags": string_list,
         "local_context_tokens": positive_int,
-        "network": boolean,
+        "network": network_value,
         "home": string_list,
         "shell_timeout_sec": positive_int,
         "run_timeout_sec": positive_int,
@@ -124,7 +125,7 @@ SCHEMA: dict[str, dict[str, Check]] = {
     "command": {
         "run": nonempty_string,
         "timeout_sec": positive_int,
-        "network": boolean,
+        "network": network_value,
         "home": string_list,
     },
     "output": {

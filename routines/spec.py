@@ -143,7 +143,7 @@ class AgentSpec:
     memory: Memory = Memory.SESSION
     tags: tuple[str, ...] = ()
     local_context_tokens: int = 4096
-    network: bool = False
+    network: bool | tuple[str, ...] = False  # a tuple: only those hosts (routines/hosts.py)
     home: tuple[str, ...] = ()  # `~/...` paths its shell tools see, read-only
     shell_timeout_sec: int = 30
     run_timeout_sec: int = 600
@@ -162,7 +162,7 @@ class AgentSpec:
 class CommandSpec:
     run: str
     timeout_sec: int = 600
-    network: bool = False
+    network: bool | tuple[str, ...] = False  # a tuple: only those hosts (routines/hosts.py)
     home: tuple[str, ...] = ()  # `~/...` paths the command sees, read-only
 
 
@@ -202,7 +202,8 @@ class Routine:
     warnings: tuple[str, ...] = ()
 
     @property
-    def network(self) -> bool:
+    def network(self) -> bool | tuple[str, ...]:
+        """False, True (any host), or the only hosts its commands may reach."""
         if self.agent is not None:
             return self.agent.network
         return self.command is not None and self.command.network

@@ -10,6 +10,7 @@ import shlex
 from collections.abc import Sequence
 
 from sandbox.host import Host, PathKind
+from sandbox.netns import proxy_env, uses_proxy
 from sandbox.policy import Limits, ShellPolicy, UnsafeValue, check_path
 
 __all__ = ["ARGV0", "DEVICES", "build_argv", "prelude"]
@@ -62,9 +63,10 @@ def build_argv(
         "--unshare-uts",
         "--unshare-cgroup-try",
     ]
-    if not policy.network:
+    if not uses_proxy(policy.network):
         # Only a loopback of its own: no internet, no 127.0.0.1 services of the host, and no
-        # host abstract Unix sockets (they belong to the network namespace).
+        # host abstract Unix sockets (they belong to the network namespace). With the network
+        # on, the holder namespace bwrap is started in is just as fresh (sandbox/netns.py).
         argv.append("--unshare-net")
     argv += [
         "--disable-userns",  # no nested user namespace (with seccomp's unshare/clone rules)
@@ -74,7 +76,8 @@ def build_argv(
         "ALL",
         "--clearenv",  # nothing of the worker's environment leaks in
     ]
-    for name, value in policy.env:
+    env = policy.env + (proxy_env() if uses_proxy(policy.network) else ())
+    for name, value in env:
         _check_env(name, value)
         argv += ["--setenv", name, value]
     argv += ["--ro-bind", "/usr", "/usr"]

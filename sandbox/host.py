@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import os
-import shutil
 import stat
 from dataclasses import dataclass
 from enum import StrEnum
 
+from sandbox.binaries import DEFAULT_BWRAP, check_binary
 from sandbox.policy import ShellPolicy
 
 __all__ = ["SYSTEM_DIRS", "Host", "MaskTarget", "PathKind", "SystemDir"]
@@ -44,17 +44,21 @@ class Host:
 
     system: tuple[SystemDir, ...]
     masks: tuple[MaskTarget, ...] = ()  # one per mask of the policy it was probed for
-    bwrap: str = "bwrap"
+    bwrap: str = DEFAULT_BWRAP  # checked by sandbox/binaries.py: never looked up on PATH
     bash: str = "/bin/bash"
 
     @classmethod
     def probe(cls, policy: ShellPolicy | None = None) -> Host:
-        """Read the real host: system dirs, bwrap and bash, and the policy's mask targets."""
+        """Read the real host: system dirs, bwrap and bash, and the policy's mask targets.
+
+        bwrap is the policy's configured path once check_binary accepts it (never PATH's);
+        raises BinaryRefused otherwise.
+        """
         system = tuple(_system_dir(p) for p in SYSTEM_DIRS)
         masks = tuple(_mask(m) for m in policy.masks) if policy is not None else ()
-        bwrap = shutil.which("bwrap")  # on PATH, as the user's shell would find it
+        bwrap = check_binary(policy.bwrap if policy is not None else DEFAULT_BWRAP)
         bash = next((b for b in ("/usr/bin/bash", "/bin/bash") if os.path.isfile(b)), "/bin/bash")
-        return cls(system=system, masks=masks, bwrap=bwrap or "bwrap", bash=bash)
+        return cls(system=system, masks=masks, bwrap=bwrap, bash=bash)
 
 
 def _system_dir(path: str) -> SystemDir:

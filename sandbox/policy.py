@@ -14,6 +14,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sandbox.binaries import DEFAULT_BWRAP
+
 __all__ = [
     "Limits",
     "ShellPolicy",
@@ -29,6 +31,17 @@ class UnsafeValue(ValueError):
     """A path, command or variable that must never reach bwrap (NUL, newline, relative, `..`)."""
 
 
+_LIMIT_FIELDS = (
+    "file_size_mb",
+    "open_files",
+    "address_space_mb",
+    "processes",
+    "tmp_size_mb",
+    "run_memory_mb",
+    "workspace_mb",
+)
+
+
 @dataclass(frozen=True, slots=True)
 class Limits:
     """Resource limits set inside the sandbox before the command is exec'd."""
@@ -38,9 +51,13 @@ class Limits:
     address_space_mb: int = 2048  # RLIMIT_AS: an 8 GB allocation fails
     processes: int = 256  # RLIMIT_NPROC, counted in the sandbox's own user namespace
     tmp_size_mb: int = 64  # size of the sandbox's /tmp tmpfs
+    # Per call, over all its processes together (sandbox/limits.py): the watchdog's cap on
+    # their summed memory, and the quota of the persistent dirs checked after the call.
+    run_memory_mb: int = 2048
+    workspace_mb: int = 256
 
     def __post_init__(self) -> None:
-        for name in ("file_size_mb", "open_files", "address_space_mb", "processes", "tmp_size_mb"):
+        for name in _LIMIT_FIELDS:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise ValueError(f"Limits.{name}: expected a positive int, found {value!r}")
@@ -57,13 +74,17 @@ class ShellPolicy:
     rw_binds: tuple[str, ...]
     masks: tuple[str, ...]  # hidden under the binds: empty tmpfs (dir) or /dev/null (file)
     cwd: str  # the working directory, normally the run's scratch dir
-    network: bool = False  # False: a private network namespace with only loopback
+    # False: a namespace with only its own loopback. True: any host through the egress
+    # proxy. A tuple of host names: only those (sandbox/netns.py, sandbox/egress.py).
+    network: bool | tuple[str, ...] = False
     # The whole environment (bwrap --clearenv first): HOME PATH TERM LANG and never a secret.
     env: tuple[tuple[str, str], ...] = ()
     limits: Limits = field(default_factory=Limits)
     # `home = [...]`: (real source, path in the sandbox), read-only, skipped when missing.
     declared: tuple[tuple[str, str], ...] = ()
     dirs: tuple[str, ...] = ()  # empty directories on the read-only root, e.g. $HOME
+    bwrap: str = DEFAULT_BWRAP  # [sandbox].bwrap, checked by sandbox/binaries.py before use
+    quota_dirs: tuple[str, ...] = ()  # persistent writable dirs held to limits.workspace_mb
 
 
 def check_path(path: str, what: str = "path") -> str:
@@ -82,11 +103,12 @@ def routine_policy(
     home: Path,
     workspace: Path,
     scratch_dir: Path,
-    network: bool,
+    network: bool | tuple[str, ...],
     declared: Sequence[str] = (),
     never: Sequence[str] = (),
     limits: Limits = Limits(),
     environ: Mapping[str, str] | None = None,
+    bwrap: str = DEFAULT_BWRAP,
 ) -> ShellPolicy:
     """The policy for one routine's shell calls (DESIGN.md "Sandbox").
 
@@ -136,6 +158,8 @@ def routine_policy(
         limits=limits,
         declared=tuple(binds),
         dirs=(real_home,),
+        bwrap=bwrap,
+        quota_dirs=(workspace_real,),
     )
 
 

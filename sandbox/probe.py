@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shlex
 import subprocess
 import tempfile
 import threading
@@ -18,6 +19,7 @@ from pathlib import Path
 
 from sandbox import seccomp
 from sandbox.argv import build_argv
+from sandbox.binaries import DEFAULT_BWRAP, BinaryRefused
 from sandbox.host import Host
 from sandbox.policy import ShellPolicy
 
@@ -34,6 +36,9 @@ ROOT_REFUSAL = (
 
 _INSTALL_BWRAP = "install bubblewrap >= 0.8.0 (Debian/Ubuntu: apt install bubblewrap; Arch: "
 _INSTALL_BWRAP += "pacman -S bubblewrap)"
+_FIX_BWRAP = "point [sandbox].bwrap in ~/.vinos/routines/config.toml at the real bubblewrap, a "
+_FIX_BWRAP += "root-owned file no one else can write (default /usr/bin/bwrap), or " + _INSTALL_BWRAP
+_NOT_ISOLATED = "vinos-probe-not-isolated"
 _INSTALL_SECCOMP = "install libseccomp (Debian/Ubuntu: apt install libseccomp2; Arch: pacman -S"
 _INSTALL_SECCOMP += " libseccomp)"
 
@@ -51,17 +56,16 @@ def refuse_if_root() -> str | None:
 
 
 _lock = threading.Lock()
-_cached: Probe | None = None
+_cached: dict[str, Probe] = {}
 _warned = False
 
 
-def probe() -> Probe:
-    """Whether sandboxed shell calls can run on this host; computed once per process."""
-    global _cached
+def probe(bwrap: str = DEFAULT_BWRAP) -> Probe:
+    """Whether sandboxed shell calls can run here with `bwrap`; computed once per process."""
     with _lock:
-        if _cached is None:
-            _cached = _probe()
-        return _cached
+        if bwrap not in _cached:
+            _cached[bwrap] = _probe(bwrap)
+        return _cached[bwrap]
 
 
 def warn_once(result: Probe) -> None:
@@ -74,22 +78,39 @@ def warn_once(result: Probe) -> None:
     log.warning("shell tools disabled: %s. Fix: %s", result.reason, result.fix)
 
 
-def _probe() -> Probe:
+def _probe(bwrap: str) -> Probe:
     if os.geteuid() == 0:
         return Probe(False, "running as root", ROOT_REFUSAL)
-    host = Host.probe()
-    if not os.path.isabs(host.bwrap) or not os.access(host.bwrap, os.X_OK):
-        return Probe(False, "bubblewrap (bwrap) is not installed", _INSTALL_BWRAP)
+    if not os.path.lexists(bwrap) and bwrap == DEFAULT_BWRAP:
+        return Probe(False, f"bubblewrap (bwrap) is not installed at {bwrap}", _INSTALL_BWRAP)
+    try:
+        host = Host.probe(ShellPolicy(ro_binds=(), rw_binds=(), masks=(), cwd="/", bwrap=bwrap))
+    except BinaryRefused as exc:
+        return Probe(False, str(exc), _FIX_BWRAP)
     try:
         seccomp.bpf()
     except seccomp.SeccompUnavailable as exc:
         return Probe(False, str(exc), _INSTALL_SECCOMP)
-    with tempfile.TemporaryDirectory(prefix="vinos-probe-") as tmp:
+    with (
+        tempfile.TemporaryDirectory(prefix="vinos-probe-") as tmp,
+        tempfile.TemporaryDirectory(prefix="vinos-probe-unseen-") as unseen,
+    ):
         real = os.path.realpath(tmp)
-        policy = ShellPolicy(ro_binds=(), rw_binds=(real,), masks=(), cwd=real)
+        policy = ShellPolicy(ro_binds=(), rw_binds=(real,), masks=(), cwd=real, bwrap=bwrap)
+        # Is it really a sandbox? A path it was not given, and the host's network namespace,
+        # must both be invisible from inside; a fake or broken bwrap that runs the command
+        # as is fails here, and nothing runs.
+        marker = os.path.join(os.path.realpath(unseen), "must-not-be-visible")
+        open(marker, "w").close()
+        hostnet = os.readlink("/proc/self/ns/net")
+        check = (
+            f"if [ -e {shlex.quote(marker)} ] || "
+            f'[ "$(readlink /proc/self/ns/net)" = {shlex.quote(hostnet)} ]; '
+            f"then echo {_NOT_ISOLATED}; exit 3; fi"
+        )
         fd = seccomp.write_fd()
         try:
-            argv = build_argv(policy, host, fd, "true")
+            argv = build_argv(policy, host, fd, check)
             proc = subprocess.run(
                 argv,
                 stdin=subprocess.DEVNULL,
@@ -105,6 +126,13 @@ def _probe() -> Probe:
             os.close(fd)
     if proc.returncode == 0:
         return Probe(True)
+    if _NOT_ISOLATED in proc.stdout.decode("utf-8", "replace"):
+        return Probe(
+            False,
+            f"{host.bwrap} does not isolate: a path outside the sandbox, or the host's network, "
+            "was visible from inside",
+            _FIX_BWRAP,
+        )
     return diagnose(proc.stderr.decode("utf-8", "replace").strip())
 
 

@@ -13,6 +13,7 @@ caller until the sandbox is gone, so any calling thread is fine.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import selectors
@@ -27,7 +28,11 @@ from typing import Any
 
 from sandbox import seccomp
 from sandbox.argv import build_argv
+from sandbox.egress import Dialer, EgressProxy
 from sandbox.host import Host
+from sandbox.limits import SAMPLE_SEC, MemoryWatch, quota_problem
+from sandbox.netholder import EXIT_SETUP
+from sandbox.netns import allowed_hosts, holder_argv, uses_proxy
 from sandbox.policy import ShellPolicy, UnsafeValue, check_path
 from sandbox.probe import ROOT_REFUSAL, probe, warn_once
 
@@ -52,7 +57,9 @@ class ShellResult:
     stderr_truncated: bool = False
     timed_out: bool = False
     duration_sec: float = 0.0
-    error: str | None = None  # the sandbox refused or could not run it; nothing ran
+    # The sandbox refused or could not run it (nothing ran), or a per-call limit ended it
+    # (max_run_memory_mb) or failed it afterwards (max_workspace_mb): the text says which.
+    error: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -82,9 +89,13 @@ def run_shell(
     timeout_sec: float,
     stdout_cap: int = STDOUT_CAP,
     stderr_cap: int = STDERR_CAP,
+    dialer: Dialer | None = None,
     on_argv: Callable[[list[str]], None] | None = None,
 ) -> ShellResult:
     """Run `bash -c command` under bwrap with `policy`. Never raises for sandbox problems.
+
+    With the network on, the egress proxy resolves and connects through `dialer` (default:
+    this process's own network; tests give a network namespace of their own).
 
     A refusal (root, NUL/newline in the command or a path, no bwrap, no libseccomp, no user
     namespaces) comes back as ShellResult(error=...) with nothing run. `on_argv` is called
@@ -94,12 +105,26 @@ def run_shell(
         return ShellResult(error=ROOT_REFUSAL)
     if any(c in command for c in "\0\n\r"):
         return ShellResult(error="refused: the command holds a NUL, newline or carriage return")
-    check = probe()
+    check = probe(policy.bwrap)
     if not check.ok:
         warn_once(check)
         return ShellResult(error=f"shell tools are disabled on this machine: {check.reason}")
     # `closing` holds what is closed whatever happens; `info_r` outlives the spawn (it is how
     # the runner learns the sandbox's pid-1), so it is kept only once bwrap is running.
+    with contextlib.ExitStack() as lasting:  # the egress proxy: until the sandbox is gone
+        return _run(command, policy, lasting, timeout_sec, stdout_cap, stderr_cap, dialer, on_argv)
+
+
+def _run(
+    command: str,
+    policy: ShellPolicy,
+    lasting: contextlib.ExitStack,
+    timeout_sec: float,
+    stdout_cap: int,
+    stderr_cap: int,
+    dialer: Dialer | None,
+    on_argv: Callable[[list[str]], None] | None,
+) -> ShellResult:
     with contextlib.ExitStack() as closing, contextlib.ExitStack() as on_failure:
         try:
             host = Host.probe(policy)
@@ -115,11 +140,19 @@ def run_shell(
             argv = build_argv(policy, host, seccomp_fd, command, info_fd=info_w, rw_fds=rw_fds)
         except (UnsafeValue, ValueError, OSError, seccomp.SeccompUnavailable) as exc:
             return ShellResult(error=f"refused: {exc}")
+        passed = [seccomp_fd, info_w, *rw_fds]
+        proxy: EgressProxy | None = None
+        if uses_proxy(policy.network):
+            # Network on: bwrap runs in a holder namespace whose only way out is the proxy.
+            proxy = EgressProxy(allowed_hosts(policy.network), dialer)
+            lasting.callback(proxy.close)
+            pass_fd = proxy.start()
+            argv = holder_argv(argv, pass_fd)
+            passed.append(pass_fd)
         if os.environ.get("VINOS_ROUTINE_DEBUG") == "1":
             print(f"vinos-routine: sandbox argv: {shlex.join(argv)}", file=sys.stderr, flush=True)
         if on_argv is not None:
             on_argv(argv)
-        passed = [seccomp_fd, info_w, *rw_fds]
         start = time.monotonic()
         try:
             proc = subprocess.Popen(
@@ -135,10 +168,25 @@ def run_shell(
         except OSError as exc:
             return ShellResult(error=f"bubblewrap could not be started: {exc}")
         on_failure.pop_all()
+        if proxy is not None:
+            proxy.handed_over()
+    watch = MemoryWatch(policy.limits.run_memory_mb)
     try:
-        return _supervise(proc, info_r, start, timeout_sec, stdout_cap, stderr_cap)
+        result = _supervise(proc, info_r, start, timeout_sec, stdout_cap, stderr_cap, watch)
     finally:
         os.close(info_r)
+    return _after(result, policy)
+
+
+def _after(result: ShellResult, policy: ShellPolicy) -> ShellResult:
+    """The per-call checks made once the sandbox is gone: the workspace quota."""
+    if result.error is not None:
+        return result
+    for path in policy.quota_dirs:
+        problem = quota_problem(path, policy.limits.workspace_mb)
+        if problem is not None:
+            return dataclasses.replace(result, error=problem)
+    return result
 
 
 def open_dir_nofollow(path: str) -> int:
@@ -169,6 +217,7 @@ def _supervise(
     timeout: float,
     out_cap: int,
     err_cap: int,
+    watch: MemoryWatch,
 ) -> ShellResult:
     assert proc.stdout is not None and proc.stderr is not None
     out, err = _Capped(proc.stdout.fileno(), out_cap), _Capped(proc.stderr.fileno(), err_cap)
@@ -177,14 +226,24 @@ def _supervise(
     ended_by_us = timed_out = False
     try:
         with _exit_watch(proc.pid) as exited:
+            next_sample = start
             while not exited():
                 if out.over or err.over:
                     ended_by_us = True
                     break
-                if time.monotonic() >= deadline:
+                now = time.monotonic()
+                if now >= deadline:
                     ended_by_us = timed_out = True
                     break
-                _pump([out, err, info], min(deadline - time.monotonic(), 0.25), exited)
+                if watch.root is None:
+                    watch.root = _child_pid(info)
+                if now >= next_sample:
+                    next_sample = now + SAMPLE_SEC
+                    if watch.sample():
+                        ended_by_us = True
+                        break
+                wait = min(deadline, next_sample) - time.monotonic()
+                _pump([out, err, info], wait, exited)
             if ended_by_us:
                 _end_group(proc.pid, exited)
             # Exited but not yet reaped, so the group id cannot have been reused.
@@ -204,9 +263,11 @@ def _supervise(
     if code is not None and code < 0:
         code = 128 - code  # bwrap itself killed by a signal: the shell's convention
     stderr_text = err.text()
-    error = None
+    error = watch.killed
     if code == 1 and stderr_text.startswith("bwrap: "):
         error = f"the sandbox could not be set up: {stderr_text.splitlines()[0]}"
+    elif code == EXIT_SETUP and stderr_text.startswith("vinos-netholder: "):
+        error = f"the sandbox's network could not be set up: {stderr_text.splitlines()[0]}"
     return ShellResult(
         stdout=out.text(),
         stderr=stderr_text,
@@ -230,9 +291,8 @@ def _await_sandbox_end(info: _Capped) -> None:
     until = time.monotonic() + _DRAIN_SEC
     while not info.done and time.monotonic() < until:
         _pump([info], until - time.monotonic(), None)
-    try:
-        child = int(json.loads(info.buf.decode())["child-pid"])
-    except (ValueError, KeyError, TypeError):
+    child = _child_pid(info)
+    if child is None:
         return  # bwrap failed before it started a sandbox: nothing to wait for
     try:
         fd = os.pidfd_open(child)
@@ -253,6 +313,14 @@ def _await_sandbox_end(info: _Capped) -> None:
             sel.select(_SANDBOX_END_SEC)
     finally:
         os.close(fd)
+
+
+def _child_pid(info: _Capped) -> int | None:
+    """The sandbox's pid-1 on the host, once bwrap has written its --info-fd JSON."""
+    try:
+        return int(json.loads(info.buf.decode())["child-pid"])
+    except (ValueError, KeyError, TypeError):
+        return None
 
 
 class _Capped:

@@ -129,3 +129,29 @@ def test_usage_error_exits_2() -> None:
     done = cli("validate", "--no-such-flag")
     assert done.returncode == 2
     assert "unrecognized arguments: --no-such-flag" in done.stderr
+
+
+def test_the_daemons_config_toml_is_validated_with_its_sandbox_keys(p: Paths) -> None:
+    cfg = p.config_file
+    cfg.parent.mkdir(parents=True, exist_ok=True)
+    cfg.write_text(
+        '[sandbox]\nmax_run_memory_mb = 1024\nmax_workspace_mb = 64\nbwrap = "/usr/bin/bwrap"\n'
+    )
+    done = cli("validate", str(cfg))
+    assert (done.returncode, done.stdout, done.stderr) == (0, f"{cfg}: OK\n", "")
+    cfg.write_text('[sandbox]\nmax_run_memory_mb = 0\nbwrap = "bwrap"\nmax_workspace = 1\n')
+    done = cli("validate", str(cfg))
+    assert done.returncode == 1
+    assert done.stdout.splitlines() == [
+        "config.toml: [sandbox].max_run_memory_mb: expected a positive integer, found 0 "
+        "(an integer)",
+        'config.toml: [sandbox].bwrap: expected an absolute path such as "/usr/bin/bwrap" '
+        '(never looked up on PATH), found "bwrap" (a string)',
+        "config.toml: [sandbox].max_workspace: unknown key (did you mean max_workspace_mb?)",
+    ]
+
+
+def test_a_missing_config_toml_is_an_error_not_defaults(p: Paths) -> None:
+    done = cli("validate", str(p.config_file))
+    assert done.returncode == 1
+    assert done.stdout == "config.toml: cannot read: no such file\n"

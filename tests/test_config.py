@@ -51,6 +51,9 @@ def test_missing_file_is_all_defaults(cfg: Path) -> None:
         "max_file_size_mb": 64,
         "max_open_files": 256,
         "max_address_space_mb": 2048,
+        "max_run_memory_mb": 2048,
+        "max_workspace_mb": 256,
+        "bwrap": "/usr/bin/bwrap",
     }
 
 
@@ -81,6 +84,9 @@ max_processes = 64
 max_file_size_mb = 8
 max_open_files = 128
 max_address_space_mb = 1024
+max_run_memory_mb = 4096
+max_workspace_mb = 512
+bwrap = "/opt/bubblewrap/bin/bwrap"
 """
     )
     c = load_config(cfg)
@@ -96,6 +102,9 @@ max_address_space_mb = 1024
         "max_file_size_mb": 8,
         "max_open_files": 128,
         "max_address_space_mb": 1024,
+        "max_run_memory_mb": 4096,
+        "max_workspace_mb": 512,
+        "bwrap": "/opt/bubblewrap/bin/bwrap",
     }
 
 
@@ -132,6 +141,23 @@ def test_config_errors_are_routine_invalid_errors(cfg: Path) -> None:
         (
             "[sandbox]\nmax_processes = -1\n",
             "[sandbox].max_processes: expected a positive integer, found -1 (an integer)",
+        ),
+        (
+            "[sandbox]\nmax_run_memory_mb = 0\n",
+            "[sandbox].max_run_memory_mb: expected a positive integer, found 0 (an integer)",
+        ),
+        (
+            '[sandbox]\nmax_workspace_mb = "1G"\n',
+            '[sandbox].max_workspace_mb: expected a positive integer, found "1G" (a string)',
+        ),
+        (
+            '[sandbox]\nbwrap = "bwrap"\n',
+            '[sandbox].bwrap: expected an absolute path such as "/usr/bin/bwrap" (never looked '
+            'up on PATH), found "bwrap" (a string)',
+        ),
+        (
+            "[sandbox]\nmax_workspace = 3\n",
+            "[sandbox].max_workspace: unknown key (did you mean max_workspace_mb?)",
         ),
     ],
 )

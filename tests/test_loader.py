@@ -28,6 +28,7 @@ from routines.spec import (
 )
 from routines.tz import machine_timezone
 
+NETWORK_EXPECTED = 'true, false or an array of host names such as ["api.github.com"]'
 UNLIMITED = "[budget]: WARN no max_dollars_per_day: this routine's daily spend is unlimited"
 
 
@@ -239,7 +240,7 @@ def test_all_problems_of_a_file_are_reported_not_just_the_first(rdir: Path) -> N
     assert errors(rdir, text) == [
         f'{path}: [agent].route: expected one of "anthropic" | "ollama" | "auto", '
         'found "cloud" (a string)',
-        f'{path}: [agent].network: expected true or false, found "no" (a string)',
+        f"{path}: [agent].network: expected {NETWORK_EXPECTED}, found " + '"no" (a string)',
         f'{path}: [output].type: expected one of "brief" | "notification" | "file" | "webhook", '
         'found "email" (a string)',
     ]
@@ -288,7 +289,7 @@ def test_unknown_table_names_the_nearest_table(rdir: Path) -> None:
 @pytest.mark.parametrize(
     ("agent_line", "message"),
     [
-        ('network = "no"', '[agent].network: expected true or false, found "no" (a string)'),
+        ('network = "no"', f'[agent].network: expected {NETWORK_EXPECTED}, found "no" (a string)'),
         (
             "shell_timeout_sec = 1.5",
             "[agent].shell_timeout_sec: expected a positive integer, found 1.5 (a number)",
@@ -746,3 +747,43 @@ def test_problem_text_names_file_key_expected_and_found(rdir: Path) -> None:
     assert (file, key) == (str(path), "[budget].max_dollars_per_day")
     assert rest == 'expected a positive number, found "lots" (a string)'
     assert os.path.isabs(file)
+
+
+# -- network: false, true, or a host list (routines/hosts.py) ---------------------------------
+
+
+def test_network_host_list_is_kept_lower_case_without_duplicates(rdir: Path) -> None:
+    text = agent_with("", agent='network = ["API.GitHub.com", "github.com", "github.com."]\n')
+    r = load_file(write(rdir, "day-brief", text))
+    assert r.network == ("api.github.com", "github.com")
+    cmd = COMMAND.replace('run = "df -h"', 'run = "df -h"\nnetwork = ["example.org"]')
+    assert cmd != COMMAND
+    assert load_file(write(rdir, "disk", cmd)).network == ("example.org",)
+
+
+@pytest.mark.parametrize(
+    ("value", "why"),
+    [
+        ("[]", " (an empty array: write false)"),
+        (
+            '["https://api.github.com"]',
+            '; "https://api.github.com" is not a bare host name (no scheme, port or path)',
+        ),
+        (
+            '["github.com:443"]',
+            '; "github.com:443" is not a bare host name (no scheme, port or path)',
+        ),
+        ('["10.0.0.1"]', '; "10.0.0.1" is an IP address; name the host'),
+        ('["*.github.com"]', '; "*.github.com" is not a host name'),
+        ('["bad_host.com"]', '; "bad_host.com" is not a host name'),
+        ('["a\\nb"]', '; "a\\nb" is not a host name'),
+        ("[1]", ""),
+    ],
+)
+def test_network_host_list_refuses_what_is_not_a_host_name(
+    rdir: Path, value: str, why: str
+) -> None:
+    path = rdir / "day-brief.toml"
+    got = errors(rdir, agent_with("", agent=f"network = {value}\n"))
+    assert len(got) == 1
+    assert got[0].startswith(f"{path}: [agent].network: expected {NETWORK_EXPECTED}{why}, found ")

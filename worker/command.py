@@ -69,7 +69,7 @@ def run_command(run: RunContext) -> Result:
     )
     tail = stderr_tail(res.stderr)
     if res.error is not None:
-        return failed(f"the command did not run: {res.error}")
+        return failed(f"the command failed: {res.error}")
     if res.timed_out:
         message = f"the command timed out after {timeout:g} s (timeout_sec)" + _tail(tail)
         return Result(

@@ -22,6 +22,8 @@ def limits_for(settings: SandboxSettings) -> Limits:
         open_files=settings.max_open_files,
         address_space_mb=settings.max_address_space_mb,
         processes=settings.max_processes,
+        run_memory_mb=settings.max_run_memory_mb,
+        workspace_mb=settings.max_workspace_mb,
     )
 
 
@@ -63,6 +65,7 @@ def shell_policy_for(
         declared=routine.home,
         never=never,
         limits=limits_for(settings),
+        bwrap=settings.bwrap,
     )
 
 

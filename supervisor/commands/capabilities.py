@@ -117,6 +117,9 @@ def _budget_line(routine: Routine) -> Line:
 def _network_line(routine: Routine) -> Line:
     if not routine.network:
         return Line("network", "no: its shell commands cannot reach the network")
+    if isinstance(routine.network, tuple):
+        hosts = ", ".join(routine.network)
+        return Line("network", f"only {hosts} (HTTP and HTTPS, through a proxy)", caution=True)
     if routine.kind is Kind.COMMAND:
         return Line("network", "YES: its command can reach the internet", caution=True)
     return Line("network", "YES: its shell commands can reach the internet", caution=True)

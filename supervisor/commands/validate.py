@@ -12,13 +12,14 @@ EXAMPLE = """example:
   vinos-routine validate ~/.vinos/routines/day-brief.toml
   vinos-routine validate            # every routine file, user and system
   vinos-routine validate --json a.toml b.toml
+  vinos-routine validate ~/.vinos/routines/config.toml   # the daemon's settings
 """
 
 
 def register(sub: Any) -> None:
     p = sub.add_parser(
         "validate",
-        help="check routine files and print OK or every error",
+        help="check routine files (or config.toml) and print OK or every error",
         epilog=EXAMPLE,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -29,7 +30,6 @@ def register(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from routines.checks import RoutineInvalid
-    from routines.loader import load_file
     from routines.paths import paths
     from routines.registry import scan
     from supervisor.present import print_json_lines
@@ -43,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
     results: list[dict[str, Any]] = []
     for path in files:
         try:
-            routine = load_file(path)
+            warnings, errors = _check(path)
         except RoutineInvalid as exc:
             results.append(
                 {
@@ -54,13 +54,12 @@ def run(args: argparse.Namespace) -> int:
                 }
             )
         else:
-            errors = [f"{path}: {e}" for e in _never_problems(routine)]
             results.append(
                 {
                     "file": str(path),
                     "ok": not errors,
                     "errors": errors,
-                    "warnings": list(routine.warnings),
+                    "warnings": list(warnings),
                 }
             )
     if args.json:
@@ -77,6 +76,22 @@ def run(args: argparse.Namespace) -> int:
             for error in res["errors"]:
                 print(one_line(error))
     return 0 if all(r["ok"] for r in results) else 1
+
+
+def _check(path: Path) -> tuple[tuple[str, ...], list[str]]:
+    """A routine file's warnings and never-list errors, or nothing for a valid config.toml;
+    raises RoutineInvalid."""
+    from routines.checks import Problem, RoutineInvalid
+    from routines.config import load_config
+    from routines.loader import load_file
+
+    if path.name != "config.toml":
+        routine = load_file(path)
+        return routine.warnings, [f"{path}: {e}" for e in _never_problems(routine)]
+    if not path.is_file():  # load_config reads a missing file as all defaults
+        raise RoutineInvalid([Problem(path.name, "", "cannot read: no such file")])
+    load_config(path)
+    return (), []
 
 
 def _never_problems(routine: Any) -> list[str]:

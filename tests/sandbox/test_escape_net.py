@@ -1,5 +1,7 @@
-"""Escape suite, network: with network = false nothing on the host is reachable, not a TCP
-server on 127.0.0.1 nor an abstract Unix socket; with network = true the TCP server is."""
+"""Escape suite, network: with the network off or on (through the egress proxy), nothing of
+the host is reachable: not a TCP server on its 127.0.0.1, not an abstract Unix socket, not an
+ssh-agent's pathname socket under $HOME. That the network, when on, does reach a server
+standing for the internet is tests/sandbox/test_egress_internet.py's."""
 
 from __future__ import annotations
 
@@ -66,16 +68,32 @@ def test_a_host_tcp_server_is_unreachable_without_network(
     assert listener.accepted == 0
 
 
-def test_the_same_tcp_server_is_reachable_with_network(box: Box, tcp: tuple[Listener, int]) -> None:
+def test_a_host_tcp_server_is_unreachable_with_network(box: Box, tcp: tuple[Listener, int]) -> None:
+    """network = true is a namespace of its own: 127.0.0.1 is the sandbox's, and the egress
+    proxy refuses loopback by address and by name (a name resolving to loopback as well)."""
     listener, port = tcp
-    r = box.run(f"exec 3<>/dev/tcp/127.0.0.1/{port} && head -n1 <&3", network=True)
-    assert r.stdout == "hello from the host\n", r.stderr
-    assert listener.accepted == 1
+    r = box.run(
+        f"exec 3<>/dev/tcp/127.0.0.1/{port} && head -n1 <&3; "
+        f"curl -sS -m 10 http://127.0.0.1:{port}/; "
+        f"curl -sS -m 10 -p http://localhost:{port}/; "
+        f"curl -sS -m 10 -p http://[::1]:{port}/; "
+        f"curl -sS -m 10 http://0.0.0.0:{port}/",
+        network=True,
+    )
+    assert "hello from the host" not in r.stdout + r.stderr, r.stderr
+    assert "Connection refused" in r.stderr, r.stderr
+    assert "127.0.0.1 resolves only to loopback" in r.stdout
+    # localhost and [::1] through a CONNECT tunnel: curl shows only the status.
+    assert r.stderr.count("CONNECT tunnel failed, response 403") == 2, r.stderr
+    assert "0.0.0.0 resolves only to loopback" in r.stdout
+    assert listener.accepted == 0
 
 
-def test_a_host_abstract_socket_is_unreachable_without_network(
-    box: Box, abstract: tuple[Listener, str]
+@pytest.mark.parametrize("network", [False, True], ids=["network-off", "network-on"])
+def test_a_host_abstract_socket_is_unreachable(
+    box: Box, abstract: tuple[Listener, str], network: bool
 ) -> None:
+    """X11's and D-Bus's abstract sockets belong to the network namespace: a fresh one each."""
     listener, name = abstract
     code = f"""
 import socket
@@ -86,7 +104,7 @@ try:
 except OSError as exc:
     print("refused", exc.errno)
 """
-    r = box.run(python_in_sandbox(code))
+    r = box.run(python_in_sandbox(code), network=network)
     assert r.exit_code == 0, r.stderr
     assert r.stdout.startswith("refused"), r.stdout
     assert listener.accepted == 0
@@ -97,6 +115,45 @@ except OSError as exc:
     s.close()
 
 
-def test_without_network_only_loopback_exists(box: Box) -> None:
-    r = box.run("tail -n +3 /proc/net/dev | cut -d: -f1")
-    assert r.stdout.split() == ["lo"]
+@pytest.mark.parametrize("network", [False, True], ids=["network-off", "network-on"])
+def test_a_host_ssh_agent_socket_under_home_is_unreachable(box: Box, network: bool) -> None:
+    """A pathname socket is reached through the filesystem, not the network namespace: what
+    keeps it out is that the sandbox cannot see it (read-only is not enough for connect)."""
+    (box.home / ".1password").mkdir()
+    path = box.home / ".1password" / "agent.sock"  # where 1Password's ssh-agent listens
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.bind(str(path))
+    sock.listen(8)
+    listener = Listener(sock)
+    try:
+        code = f"""
+import socket
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+try:
+    s.connect({str(path)!r})
+    print("CONNECTED", s.recv(100))
+except OSError as exc:
+    print("refused", exc.errno)
+"""
+        r = box.run(python_in_sandbox(code), network=network)
+        assert r.exit_code == 0, r.stderr
+        assert r.stdout.startswith("refused"), r.stdout
+        assert listener.accepted == 0
+        control = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        control.connect(str(path))
+        assert control.recv(100) == b"hello from the host\n"
+        control.close()
+    finally:
+        listener.close()
+
+
+@pytest.mark.parametrize("network", [False, True], ids=["network-off", "network-on"])
+def test_only_loopback_exists(box: Box, network: bool) -> None:
+    r = box.run("tail -n +3 /proc/net/dev | cut -d: -f1; ip route", network=network)
+    assert r.stdout.split() == ["lo"], r.stdout
+
+
+def test_without_network_there_is_no_proxy(box: Box) -> None:
+    r = box.run("env | grep -i proxy; exec 3<>/dev/tcp/127.0.0.1/3128", network=False)
+    assert r.stdout == ""
+    assert "Connection refused" in r.stderr

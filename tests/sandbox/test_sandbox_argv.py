@@ -151,11 +151,29 @@ def test_arch_like_host_recreates_the_usr_symlinks() -> None:
     ]
 
 
-def test_network_on_keeps_the_host_network_namespace_only() -> None:
+def test_network_on_leaves_the_namespace_to_the_holder_and_adds_only_the_proxy() -> None:
+    """Off: bwrap's own network namespace. On (any host, or a host list): bwrap is started
+    inside the holder's fresh namespace (sandbox/netns.py), and gains only the proxy variables."""
     off = build_argv(policy(), host(ARCH, SSH), 7, "gcalcli agenda today")
-    on = build_argv(policy(network=True), host(ARCH, SSH), 7, "gcalcli agenda today")
-    assert "--unshare-net" in off
-    assert [a for a in off if a != "--unshare-net"] == on
+    proxy = [
+        arg
+        for name in (
+            "HTTP_PROXY",
+            "HTTPS_PROXY",
+            "ALL_PROXY",
+            "http_proxy",
+            "https_proxy",
+            "all_proxy",
+        )
+        for arg in ("--setenv", name, "http://127.0.0.1:3128")
+    ]
+    assert "--unshare-net" in off and "http://127.0.0.1:3128" not in off
+    for network in (True, ("api.github.com",)):
+        on = build_argv(policy(network=network), host(ARCH, SSH), 7, "gcalcli agenda today")
+        at = off.index("--clearenv") + 1 + len(policy().env) * 3
+        expected = [a for a in off if a != "--unshare-net"]
+        expected[at - 1 : at - 1] = proxy
+        assert on == expected
 
 
 def test_a_missing_system_dir_is_skipped() -> None:

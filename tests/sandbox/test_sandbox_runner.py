@@ -5,7 +5,6 @@ per-process probe cache or the logging must start clean."""
 from __future__ import annotations
 
 import json
-import os
 import shlex
 import subprocess
 import sys
@@ -164,7 +163,9 @@ def test_debug_prints_the_argv_before_running(
     err = capfd.readouterr().err
     (line,) = [x for x in err.splitlines() if x.startswith("vinos-routine: sandbox argv: ")]
     argv = shlex.split(line.removeprefix("vinos-routine: sandbox argv: "))
-    assert os.path.basename(argv[0]) == "bwrap"
+    # With the network on, the holder namespace's script starts bwrap (sandbox/netns.py).
+    assert argv[0] == sys.executable and argv[3].endswith("sandbox/netholder.py")
+    assert argv[6:8] == ["--", "/usr/bin/bwrap"]
     assert argv[-1] == "echo 'quoted arg'" and "--seccomp" in argv
     assert box.marker not in err
 
@@ -184,16 +185,18 @@ class Keep(logging.Handler):
     def emit(self, record):
         records.append((record.levelname, record.name, record.getMessage()))
 logging.getLogger("vinos.sandbox").addHandler(Keep())
-policy = sandbox.ShellPolicy(ro_binds=(), rw_binds=(), masks=(), cwd="/")
+policy = sandbox.ShellPolicy(ro_binds=(), rw_binds=(), masks=(), cwd="/"{policy_kw})
 results = [sandbox.run_shell("touch {made}", policy, timeout_sec=5) for _ in range(3)]
 print(json.dumps({{"errors": [r.error for r in results], "codes": [r.exit_code for r in results],
     "records": records}}))
 """
 
 
-def _fail_closed(tmp_path: Path, setup: str, env: dict[str, str] | None = None) -> dict[str, Any]:
+def _fail_closed(
+    tmp_path: Path, setup: str, env: dict[str, str] | None = None, policy_kw: str = ""
+) -> dict[str, Any]:
     made = tmp_path / "made-it"
-    code = FAIL_CLOSED.format(setup=setup, made=str(made))
+    code = FAIL_CLOSED.format(setup=setup, made=str(made), policy_kw=policy_kw)
     out = _fresh(code, env)
     assert not made.exists()  # nothing ran, sandboxed or not
     assert out["codes"] == [None, None, None]
@@ -201,14 +204,14 @@ def _fail_closed(tmp_path: Path, setup: str, env: dict[str, str] | None = None) 
 
 
 def test_no_bwrap_fails_closed_with_one_warning(tmp_path: Path, not_root: None) -> None:
-    env = dict(os.environ, PATH=str(tmp_path))  # a PATH where there is no bwrap (nor touch)
-    out = _fail_closed(tmp_path, "", env)
+    missing = tmp_path / "bwrap"  # [sandbox].bwrap pointing where there is none
+    out = _fail_closed(tmp_path, "", policy_kw=f", bwrap={str(missing)!r}")
     errors = out["errors"]
-    assert all(e and "bubblewrap (bwrap) is not installed" in e for e in errors)
+    assert all(e and f"[sandbox].bwrap = '{missing}': not found" in e for e in errors)
     (record,) = out["records"]
     level, name, message = record
     assert (level, name) == ("WARNING", "vinos.sandbox")
-    assert "not installed" in message and "apt install bubblewrap" in message
+    assert "not found" in message and "apt install bubblewrap" in message
 
 
 def test_no_libseccomp_fails_closed(tmp_path: Path, not_root: None) -> None:
@@ -224,7 +227,11 @@ def test_no_libseccomp_fails_closed(tmp_path: Path, not_root: None) -> None:
 NESTED_PROBE = """
 import sys
 sys.path[:0] = [{repo!r}, {site!r}]
-import sandbox
+import sandbox, sandbox.host
+# Inside a sandbox the host's root is unmapped, so root's files show as uid 65534 and the
+# ownership check (tests/sandbox/test_run_limits.py's) would refuse bwrap first; it is
+# stubbed here so the probe reaches what this test is about: no user namespaces.
+sandbox.host.check_binary = lambda path, key="": path
 p = sandbox.probe()
 print(p.ok, "|", p.reason, "|", p.fix)
 """

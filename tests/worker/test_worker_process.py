@@ -229,6 +229,21 @@ def test_a_command_that_times_out_reports_timeout(home: Path, not_root: None) ->
     assert r.result.error == "the command timed out after 1 s (timeout_sec)"
 
 
+@pytest.mark.slow
+def test_a_command_over_max_run_memory_mb_together_is_killed_and_the_run_says_why(
+    home: Path, not_root: None
+) -> None:
+    """Three processes of 150 MB, each well under the per-process limit, over a 300 MB cap
+    for the call: [sandbox].max_run_memory_mb reaches the sandbox through the job."""
+    hog = "/usr/bin/python3 -c 'import time; b = b\"x\" * (150 << 20); time.sleep(60)'"
+    job = make_job(home, command_toml(f"{hog} & {hog} & {hog} & wait", timeout_sec=60), name="disk")
+    r = run_worker(replace(job, sandbox={"max_run_memory_mb": 300}))
+    res = r.result
+    assert (res.status, res.output_file) == ("failed", None)
+    assert (res.error or "").startswith("the command failed: killed: the command's processes used")
+    assert (res.error or "").endswith("together, over max_run_memory_mb = 300")
+
+
 def test_a_worker_bug_exits_70_after_a_failed_result(home: Path) -> None:
     """Bad data from the supervisor (an unknown sandbox setting) breaks the worker itself."""
     job = replace(make_job(home, command_toml("true"), name="disk"), sandbox={"bogus": 1})

@@ -168,11 +168,16 @@ def load_config(path: Path) -> Config:
 
     OLLAMA_HOST (Ollama's own variable) is used when config.toml sets no ollama_url.
     """
+    from routines.loader import RoutineInvalid, read_routine_file
+
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        text = ""
-    except (OSError, UnicodeDecodeError) as exc:
+        # The same caps as a routine file: a regular file of at most 256 KB, opened
+        # O_NONBLOCK, so a FIFO or /dev/zero here cannot hang or swell the daemon.
+        data = read_routine_file(path) if os.path.lexists(path) else b""
+        text = data.decode("utf-8")
+    except RoutineInvalid as exc:
+        raise ConfigInvalid([Problem(path.name, "", p.message) for p in exc.problems]) from exc
+    except UnicodeDecodeError as exc:
         raise ConfigInvalid([Problem(path.name, "", f"cannot read: {exc}")]) from exc
     r = Reader(path.name, _SCHEMA)
     try:

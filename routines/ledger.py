@@ -49,6 +49,7 @@ __all__ = [
     "LastRun",
     "Ledger",
     "LedgerError",
+    "LedgerFull",
     "RoutineState",
     "RunRow",
     "iso",
@@ -189,6 +190,15 @@ class _Stale(Exception):
 
 class LedgerError(RuntimeError):
     """The ledger cannot be used; the message names the file and what to do."""
+
+
+class LedgerFull(LedgerError):
+    """A write found no space (SQLITE_FULL): nothing of it was recorded. Space may return;
+    the caller keeps what it could not write, or does not act on it (issue 17, item 1)."""
+
+
+def _is_full(exc: sqlite3.Error) -> bool:
+    return getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL or "is full" in str(exc)
 
 
 def iso(instant: datetime) -> str:
@@ -405,10 +415,13 @@ class Ledger:
             raise
         try:
             yield self._db
-        except BaseException:
-            self._db.execute("ROLLBACK")
+            self._db.execute("COMMIT")
+        except BaseException as exc:
+            if self._db.in_transaction:  # SQLITE_FULL may have rolled it back already
+                self._db.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.Error) and _is_full(exc):
+                raise LedgerFull(f"{self.path}: no space left to write the ledger ({exc})") from exc
             raise
-        self._db.execute("COMMIT")
 
     # -- schema -------------------------------------------------------------------------
 

@@ -12,6 +12,7 @@ parsed again.
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -93,9 +94,15 @@ def _files(directory: Path, origin: Origin) -> dict[str, tuple[Path, tuple[int, 
             try:
                 st = de.stat()  # follows symlinks: a linked routine file is fine
             except OSError:
+                try:  # a dangling link: an entry too, which the loader reports
+                    st = de.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+            if stat.S_ISDIR(st.st_mode):
                 continue
-            if not de.is_file():
-                continue
+            # Anything else is an entry, also a FIFO, a device or a link to /dev/zero: the
+            # loader refuses it with a reason (nothing is read), and a routine that was loaded
+            # keeps its last good version and says so, as after any other bad edit.
             out[de.name.removesuffix(".toml")] = (
                 Path(de.path),
                 (st.st_mtime_ns, st.st_size, st.st_ino),

@@ -147,13 +147,14 @@ def _read_up_to(fd: int, n: int) -> bytes:
 _seq = itertools.count()
 
 
-def write_atomic(path: Path, data: bytes, mode: int = 0o644) -> None:
+def write_atomic(path: Path, data: bytes, mode: int = 0o600) -> None:
     """Replace `path` with `data` atomically: readers see the old file or the new, never half.
 
     Relative to an O_NOFOLLOW fd on its directory: the temp file beside it is created with
     O_EXCL (a symlink planted under its name is refused, never followed), and the rename
     replaces a symlink at `path` rather than writing through it. (Not `tempfile`: its imports
     cost a worker's start-up a few ms.)
+    The mode is 0600 unless asked: what the runtime writes is the user's alone.
     """
     dfd = open_dir(path.parent, make=True)
     try:
@@ -162,7 +163,7 @@ def write_atomic(path: Path, data: bytes, mode: int = 0o644) -> None:
         os.close(dfd)
 
 
-def write_atomic_at(dir_fd: int, name: str, data: bytes, mode: int = 0o644) -> None:
+def write_atomic_at(dir_fd: int, name: str, data: bytes, mode: int = 0o600) -> None:
     """`write_atomic` of `name` in the directory open as `dir_fd`."""
     tmp = f".{name}.{os.getpid()}.{next(_seq)}.tmp"
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC

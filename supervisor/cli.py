@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -61,6 +62,10 @@ class _Version(argparse.Action):
         parser.exit()
 
 
+# Commands that never open the ledger: they run even when it is gone beside a live daemon.
+_NO_LEDGER = frozenset({"schedule", "validate", "daemon", "sandbox"})
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         self.print_usage(sys.stderr)
@@ -85,12 +90,22 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `vinos-routine` console script."""
+    # Whatever the shell's umask (022 makes ledger.db 0644 and routines/ 0755), everything
+    # this program, its daemon and their workers create under VINOS_HOME is the user's
+    # alone: directories 0700, files 0600 (issue 17, item 7; the unit's UMask=0077 agrees).
+    os.umask(0o077)
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(only=argv[0] if argv else None)
     args = parser.parse_args(argv)
     if getattr(args, "func", None) is None:
         parser.print_help(sys.stderr)
         return 2
+    if args.command not in _NO_LEDGER:
+        from routines.paths import paths
+        from supervisor.commands.common import die, ledger_gone_beside_daemon
+
+        if problem := ledger_gone_beside_daemon(paths()):
+            return die(problem)
     try:
         code: int = args.func(args)
     except KeyboardInterrupt:
@@ -98,13 +113,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         # `vinos-routine list | head`: the reader left, which is not an error.
-        sys.stderr.close()
+        from supervisor.commands.common import silence_stdout
+
+        silence_stdout()
         return 0
     except Exception as exc:
-        # A ledger that cannot be used says what to do about it: that, not a traceback.
+        # A ledger that cannot be used, or a daemon that holds its lock but does not answer,
+        # says what to do about it: that, not a traceback (and never "not running").
         from routines.ledger import LedgerError
+        from supervisor.client import DaemonUnresponsive
 
-        if not isinstance(exc, LedgerError):
+        if not isinstance(exc, LedgerError | DaemonUnresponsive):
             raise
         print(f"vinos-routine: {exc}", file=sys.stderr)
         return 1

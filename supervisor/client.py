@@ -4,6 +4,7 @@ the response. Blocking and small: the CLI is a short-lived process."""
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import itertools
 import os
 import socket
@@ -13,14 +14,62 @@ from typing import Any
 
 from ipc import PROTOCOL, Event, Hello, LineReader, ProtocolError, Request, Response, encode
 
-__all__ = ["Client", "DaemonError", "DaemonNotRunning", "connect"]
+__all__ = [
+    "Client",
+    "DaemonError",
+    "DaemonNotRunning",
+    "DaemonUnresponsive",
+    "connect",
+    "lock_holder",
+]
 
 START_HINT = "start it: systemctl --user enable --now vinos-routined"
+# How long to wait for the daemon's hello; VINOS_CONTROL_TIMEOUT_SEC shortens it for tests.
+CONNECT_TIMEOUT_SEC = float(os.environ.get("VINOS_CONTROL_TIMEOUT_SEC") or 10.0)
 
 
 class DaemonNotRunning(ConnectionError):
     def __init__(self, path: Path, why: str) -> None:
         super().__init__(f"the vinos-routine daemon is not running ({why} at {path}); {START_HINT}")
+        self.why = why
+
+
+class DaemonUnresponsive(ConnectionError):
+    """A daemon holds the lock but did not answer on its socket: busy, stopped or hung.
+
+    Never "not running": a command must not then act as if it were alone (run in-process,
+    outside the daemon's queue and limits, or create a second ledger)."""
+
+    def __init__(self, path: Path, holder: int | None, why: str) -> None:
+        pid = f"pid {holder}" if holder else "a process"
+        super().__init__(
+            f"the vinos-routine daemon is running ({pid} holds its lock) but does not answer "
+            f"on {path} ({why}): it is busy or hung. Try again; if it persists, see "
+            "journalctl --user -u vinos-routined, or restart it: "
+            "systemctl --user restart vinos-routined"
+        )
+        self.holder = holder
+
+
+def lock_holder(lock_files: tuple[Path, ...]) -> int | None:
+    """Whether a daemon holds one of its lock files: its pid (from the file), 0 when the
+    pid is unreadable, None when no lock is held. Probes with a shared, non-blocking flock,
+    taken and dropped at once; a missing file is not created."""
+    for path in lock_files:
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError:
+            continue
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                text = os.read(fd, 64).decode("ascii", "replace").strip()
+                return int(text) if text.isdigit() else 0
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
+    return None
 
 
 class DaemonError(RuntimeError):
@@ -82,7 +131,7 @@ class Client:
         raise ConnectionError("no response")
 
 
-def connect(path: Path, timeout: float | None = 10.0) -> Client:
+def connect(path: Path, timeout: float | None = CONNECT_TIMEOUT_SEC) -> Client:
     """A hello'd client on the daemon's socket; DaemonNotRunning when nobody listens."""
     if len(os.fsencode(path)) > 107:  # sun_path's size: connect() would fail obscurely
         raise DaemonNotRunning(path, "the socket path is too long for a Unix socket")

@@ -7,6 +7,9 @@ requests and gets, per request, any number of `event` lines and one `response`.
 A client cannot hurt the daemon or other clients: a malformed or oversized line ends that
 connection only; every connection writes through its own bounded queue, so a client that
 stops reading is dropped instead of stalling anyone (see tests/supervisor/test_control.py).
+Nor can idle clients lock the others out (issue 17, item 3): a connection that sends no
+request for IDLE_TIMEOUT_SEC is closed, and at MAX_CLIENTS a new client evicts the oldest
+idle one instead of being refused (tests/supervisor/test_reliability_flood.py).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import logging
 import os
 import socket
 import struct
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -37,6 +41,10 @@ __all__ = ["CommandError", "Connection", "ControlServer", "Handler", "socket_pat
 log = logging.getLogger("vinos.control")
 
 HELLO_TIMEOUT_SEC = 10.0
+# A connection with no request in flight that sends nothing for this long is closed (a CLI
+# sends its request at once; `run` and `logs --follow` are in flight, so never idle).
+# VINOS_CONTROL_IDLE_SEC shortens it for tests.
+IDLE_TIMEOUT_SEC = float(os.environ.get("VINOS_CONTROL_IDLE_SEC") or 60.0)
 QUEUE_LINES = 2048  # per connection; a client further behind than this is dropped
 MAX_CLIENTS = 512
 
@@ -57,6 +65,8 @@ class Connection:
         self.writer = writer
         self.queue: asyncio.Queue[bytes | None] = asyncio.Queue(QUEUE_LINES)
         self.closed = False
+        self.in_flight = 0  # requests being served: a connection with one is never idle
+        self.last_active = time.monotonic()
         self._task = asyncio.ensure_future(self._pump())
 
     def send(self, msg: Message) -> bool:
@@ -165,10 +175,26 @@ class ControlServer:
             with contextlib.suppress(FileNotFoundError):
                 self.path.unlink()
 
+    def _make_room(self) -> bool:
+        """At the cap: close the connection idle the longest. False when every one is busy
+        with a request (a run being watched), so the newcomer is the one refused."""
+        idle = [c for c in self.connections if c.in_flight == 0 and not c.closed]
+        if not idle:
+            return False
+        oldest = min(idle, key=lambda c: c.last_active)
+        log.warning(
+            "control socket: %d clients, the limit; closing the one idle longest", MAX_CLIENTS
+        )
+        self.connections.discard(oldest)
+        oldest.close()
+        return True
+
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         sock = writer.get_extra_info("socket")
-        if len(self.connections) >= MAX_CLIENTS or peer_uid(sock) != self.uid:
-            # Another user's process (or a flood): no hello, no error text, just closed.
+        if peer_uid(sock) != self.uid or (
+            len(self.connections) >= MAX_CLIENTS and not self._make_room()
+        ):
+            # Another user's process (or clients all busy): no hello, no error text, closed.
             writer.transport.abort()
             return
         conn = Connection(writer)
@@ -188,8 +214,12 @@ class ControlServer:
         if not isinstance(first, Hello) or first.protocol != PROTOCOL:
             return
         while not conn.closed:
+            conn.last_active = time.monotonic()
             try:
-                msg = await read_message(reader)
+                msg = await asyncio.wait_for(read_message(reader), IDLE_TIMEOUT_SEC)
+            except TimeoutError:
+                log.info("control client idle for %gs; closing it", IDLE_TIMEOUT_SEC)
+                return
             except (ProtocolError, ConnectionError) as exc:
                 log.info("control client sent a bad line (%s); closing it", exc)
                 return
@@ -198,7 +228,11 @@ class ControlServer:
             if not isinstance(msg, Request):
                 log.info("control client sent a %s, not a request; closing it", msg.TYPE)
                 return
-            await self._dispatch(msg, conn)
+            conn.in_flight += 1
+            try:
+                await self._dispatch(msg, conn)
+            finally:
+                conn.in_flight -= 1
 
     async def _dispatch(self, req: Request, conn: Connection) -> None:
         handler = self.handlers.get(req.cmd)

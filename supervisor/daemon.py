@@ -20,15 +20,17 @@ import sys
 import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import IO, Any
 
 import psutil
 
 from ipc import PROTOCOL, Request, RunStatus, Trigger
 from routines.config import Config, ConfigInvalid, load_config
-from routines.ledger import Ledger, LedgerError
+from routines.ledger import Ledger, LedgerError, LedgerFull
 from routines.paths import Paths, paths
 from routines.registry import Registry, scan
+from routines.safetext import one_line
 from supervisor import housekeeping, notify, systemd
 from supervisor.clock import Clock, clock_from_env
 from supervisor.control import CommandError, Connection, ControlServer, socket_path_problem
@@ -123,15 +125,59 @@ def acquire_locks(p: Paths) -> Locks:
     return Locks(tuple(files))
 
 
+FileId = tuple[int, int]  # (st_dev, st_ino)
+
+
+def file_id(path: Path) -> FileId | None:
+    """The identity of the file at `path` (not following a symlink), None when it is gone."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def lost_file(held: dict[Path, FileId]) -> str | None:
+    """Why one of the files the daemon holds open is no longer the one at its path, or None.
+
+    A deleted or replaced ledger or lock means another process may start a second ledger and
+    a second daemon beside this one: then a slot could run twice (issue 17, item 2)."""
+    for path, ident in held.items():
+        now = file_id(path)
+        if now is None:
+            return f"{path} was deleted"
+        if now != ident:
+            return f"{path} was replaced by another file"
+    return None
+
+
 class Daemon:
     def __init__(
-        self, p: Paths, config: Config, clock: Clock, *, worker_argv: list[str] | None = None
+        self,
+        p: Paths,
+        config: Config,
+        clock: Clock,
+        *,
+        worker_argv: list[str] | None = None,
+        locks: Locks | None = None,
     ) -> None:
         self.paths = p
         self.config = config
         self.clock = clock
         self.owner = process_identity()
         self.ledger = Ledger(p.ledger)
+        # Invariant: the daemon schedules only while the ledger and lock files at their paths
+        # are the ones it opened (tests/supervisor/test_reliability_lost.py).
+        self._held: dict[Path, FileId] = {}
+        ledger_id = file_id(p.ledger)
+        if ledger_id is not None:
+            self._held[p.ledger] = ledger_id
+        for f in locks.files if locks else ():
+            st = os.fstat(f.fileno())
+            self._held[Path(f.name)] = (st.st_dev, st.st_ino)
+        self.lost: str | None = None  # why scheduling stopped for good, once it has
+        self.full: str | None = None  # why the ledger takes no writes now (a full disk)
+        self._marked = False  # runs left behind by a dead daemon are marked interrupted
         self.registry = Registry()
         self.scheduler = Scheduler(self.ledger, self.owner)
         self.pool = Pool(
@@ -195,7 +241,6 @@ class Daemon:
             previous[sig] = signal.getsignal(sig)
             loop.add_signal_handler(sig, handler)
         try:
-            self.mark_interrupted()
             fds = systemd.listen_fds()
             await self.control.start(self.paths.control_socket, fds[0] if fds else None)
             self.tick()
@@ -215,6 +260,15 @@ class Daemon:
             self._set_title("vinos-routined: stopping")
             await self.pool.shutdown(STOP_GRACE_SEC)
             await self.control.close()
+            try:
+                self.pool.flush()
+            except LedgerFull:
+                log.error(
+                    "no space left: %d finished run(s) could not be recorded and are lost "
+                    "(they show as interrupted from the next start): %s",
+                    len(self.pool.unwritten),
+                    ", ".join(u.run_id for u in self.pool.unwritten),
+                )
         finally:
             for sig, handler in previous.items():
                 loop.remove_signal_handler(sig)
@@ -240,6 +294,9 @@ class Daemon:
             log.warning("%s: run %s interrupted (its supervisor is gone)", run.routine, run.run_id)
 
     def _sleep_for(self) -> float:
+        if self.full is not None or self.lost is not None:
+            # A due slot that could not be claimed stays due: retry once a tick, not at once.
+            return TICK_MAX_SEC
         now = self.clock.now()
         nxt = self.scheduler.next_wake()
         if nxt is None:
@@ -256,15 +313,75 @@ class Daemon:
 
     # -- the tick ---------------------------------------------------------------------------
 
+    def _check_held(self) -> bool:
+        """False (and loudly, once) while the ledger or a lock is deleted or replaced; True
+        again if the very file comes back (moved away and back)."""
+        why = lost_file(self._held)
+        if why is None:
+            if self.lost is not None:
+                log.warning("the ledger and lock files are back: scheduling resumed")
+                self.lost = None
+            return True
+        if self.lost is None:
+            self.lost = (
+                f"{why} while the daemon ran; it stopped scheduling, so that no slot can run "
+                "twice. Move the file back if it was moved, or restart the daemon "
+                "(systemctl --user restart vinos-routined): it then uses the ledger in place, "
+                "or starts a new one"
+            )
+            log.error("%s", self.lost)
+            self._notify(Notification("vinos-routine stopped scheduling", self.lost, "critical"))
+        return False
+
     def tick(self) -> None:
+        if not self._check_held():
+            self._update_status()
+            return
+        try:
+            self._tick()
+        except LedgerFull as exc:
+            self._disk_full(exc)
+        else:
+            self._space_back()
+        self._update_status()
+
+    def _tick(self) -> None:
+        """One tick's work; LedgerFull when a write found no space (nothing of it recorded).
+        Results kept from while the disk was full are written first, so none waits behind a
+        new claim (issue 17, item 1)."""
+        written = self.pool.flush()
+        if written:
+            log.info("recorded %d finished run(s) kept while the disk was full", written)
+        if not self._marked:
+            self.mark_interrupted()
+            self._marked = True
         now = self.clock.now()
         self._refresh(now)
         for pending in self.scheduler.due(now, self._busy):
             self.pool.enqueue(pending)
+        if self.scheduler.full is not None:
+            raise self.scheduler.full
         if self._last_prune is None or now - self._last_prune > timedelta(hours=24):
             self.ledger.prune_claims(now)
             self._last_prune = now
-        self._update_status()
+
+    def _disk_full(self, exc: LedgerFull) -> None:
+        # Re-read states and re-sync next tick: a sync may have stopped half-way.
+        self._data_version = None
+        if self.full is not None:
+            return  # said once; tried again every tick
+        self.full = (
+            f"no space left for the ledger ({exc.__cause__ or exc}): nothing new is claimed "
+            "and finished runs are kept in memory until there is room; free some space on "
+            f"the disk holding {self.paths.state_dir}"
+        )
+        log.error("%s", self.full)
+        self._notify(Notification("vinos-routine: the disk is full", self.full, "critical"))
+
+    def _space_back(self) -> None:
+        if self.full is not None:
+            self.full = None
+            log.warning("space is back: the ledger takes writes again, scheduling resumed")
 
     def _dir_stamps(self) -> tuple[tuple[int, int] | None, ...]:
         out: list[tuple[int, int] | None] = []
@@ -320,8 +437,8 @@ class Daemon:
             if entry.stale and previous.get(name) is not entry:  # once per bad edit
                 log.warning(
                     "%s: file invalid, keeping the last good version:\n%s",
-                    name,
-                    "\n".join(str(p) for p in entry.errors),
+                    one_line(name),
+                    "\n".join(one_line(str(p)) for p in entry.errors),
                 )
         self.pool.admit()
         return True
@@ -332,6 +449,11 @@ class Daemon:
     # -- status -----------------------------------------------------------------------------
 
     def status_line(self) -> str:
+        if self.lost is not None:
+            return "stopped scheduling: " + self.lost.split(";", 1)[0]
+        if self.full is not None:
+            waiting = len(self.pool.unwritten)
+            return f"paused: the disk is full ({waiting} finished run(s) wait to be recorded)"
         running = len(self.pool.running)
         parts = [f"{running} running"]
         if self.pool.queue:
@@ -395,6 +517,9 @@ class Daemon:
         snap["stale"] = sorted(n for n, e in self.registry.entries.items() if e.stale)
         snap["max_concurrent"] = self.config.max_concurrent
         snap["status"] = self.status_line()
+        snap["lost"] = self.lost
+        snap["disk_full"] = self.full
+        snap["unwritten"] = [u.run_id for u in self.pool.unwritten]
         return snap
 
     def _routine(self, name: object) -> Any:
@@ -410,6 +535,10 @@ class Daemon:
         return entry.routine
 
     async def _run(self, req: Request, conn: Connection) -> Any:
+        if not self._check_held():
+            raise CommandError("ledger_lost", str(self.lost))
+        if self.full is not None:
+            raise CommandError("disk_full", self.full)
         routine = self._routine(req.args.get("name"))
         if not self.pool.accepting:
             raise CommandError("stopping", "the daemon is stopping; try again when it is back")
@@ -420,14 +549,18 @@ class Daemon:
             )
         now = self.clock.now()
         run_id = new_run_id(routine.name, now)
-        self.ledger.record_run(
-            routine.name,
-            run_id=run_id,
-            trigger=Trigger.MANUAL,
-            status=RunStatus.QUEUED,
-            now=now,
-            owner=self.owner,
-        )
+        try:
+            self.ledger.record_run(
+                routine.name,
+                run_id=run_id,
+                trigger=Trigger.MANUAL,
+                status=RunStatus.QUEUED,
+                now=now,
+                owner=self.owner,
+            )
+        except LedgerFull as exc:  # nothing recorded, so nothing runs
+            self._disk_full(exc)
+            raise CommandError("disk_full", str(self.full)) from None
         pending = Pending(run_id, routine, Trigger.MANUAL, None, "manual run")
         if req.args.get("detach"):
             self.pool.enqueue(pending)
@@ -511,7 +644,7 @@ def main(*, worker_argv: list[str] | None = None) -> int:
         print(f"vinos-routine: {problem}", file=sys.stderr)
         return 1
     try:
-        daemon = Daemon(p, config, clock_from_env(), worker_argv=worker_argv)
+        daemon = Daemon(p, config, clock_from_env(), worker_argv=worker_argv, locks=locks)
     except LedgerError as exc:
         print(f"vinos-routine: {exc}", file=sys.stderr)
         return 1

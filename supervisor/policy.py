@@ -12,12 +12,40 @@ from routines.spec import OnExceed, Route, Routine
 __all__ = [
     "STRIKES",
     "Allowance",
+    "RunLimit",
     "Verdict",
     "allowance_for",
+    "run_limit",
     "strike",
 ]
 
 STRIKES = 3  # consecutive failures that disable a routine
+# A command routine's worker runs the command for its whole `timeout_sec` and then reports
+# `timeout` itself; the supervisor's backstop waits this much longer for that report.
+COMMAND_REPORT_GRACE_SEC = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class RunLimit:
+    """How long the supervisor lets a worker run, and how a backstop kill names the limit."""
+
+    seconds: float
+    key: str  # the routine key the user set, as the timeout's detail names it
+
+
+def run_limit(routine: Routine) -> RunLimit:
+    """The supervisor's wall clock for one run of `routine` (DESIGN.md "Supervisor semantics" 8).
+
+    An agent's worker keeps a margin inside run_timeout_sec itself, so the supervisor ends it
+    at run_timeout_sec. A command runs for exactly [command].timeout_sec inside the worker;
+    the backstop adds a grace so that the worker, not the kill, reports the timeout.
+    """
+    if routine.command is not None:
+        return RunLimit(
+            routine.command.timeout_sec + COMMAND_REPORT_GRACE_SEC,
+            f"[command].timeout_sec = {routine.command.timeout_sec}, and the worker did not report",
+        )
+    return RunLimit(float(routine.run_timeout_sec), "run_timeout_sec")
 
 
 class Verdict(StrEnum):

@@ -20,13 +20,13 @@ from zoneinfo import ZoneInfo
 
 from ipc import Event, EventKind, RunStatus
 from routines.config import Config
-from routines.ledger import Ledger
+from routines.ledger import Ledger, LedgerFull
 from routines.paths import Paths
 from routines.store import open_dir_beneath
 from supervisor.clock import Clock
 from supervisor.jobs import build_job
-from supervisor.policy import Verdict, allowance_for
-from supervisor.record import Finished, Notification, finish_run
+from supervisor.policy import Verdict, allowance_for, run_limit
+from supervisor.record import Finished, Notification, Unwritten, finish_run
 from supervisor.runlog import RunLog
 from supervisor.scheduler import Pending
 from supervisor.spawn import StopReason, UsageTotals, WorkerOutcome, WorkerProcess
@@ -66,6 +66,8 @@ class Pool:
         self.queue: deque[Pending] = deque()
         self.running: dict[str, Running] = {}
         self.finished: dict[str, Finished] = {}  # recent, for clients that ask after the end
+        # Finished runs whose ledger row found no space, oldest first (issue 17, item 1).
+        self.unwritten: list[Unwritten] = []
         self.accepting = True
 
     # -- queries ----------------------------------------------------------------------------
@@ -133,6 +135,14 @@ class Pool:
         finally:
             self.running.pop(pending.run_id, None)
         self.finished[pending.run_id] = fin
+        if fin.unwritten is not None and fin.unwritten not in self.unwritten:
+            log.warning(
+                "%s: run %s ended %s; no space to record it yet",
+                fin.routine,
+                fin.run_id,
+                fin.status,
+            )
+            self.unwritten.append(fin.unwritten)
         while len(self.finished) > 200:
             self.finished.pop(next(iter(self.finished)))
         text = f"{fin.status}" + (f" · {fin.outcome}" if fin.outcome else "")
@@ -154,10 +164,37 @@ class Pool:
 
     def _record_failure(self, pending: Pending, detail: str, status: str = "failed") -> Finished:
         now = self.clock.now()
-        self.ledger.finish_run(pending.run_id, now=now, fields={"status": status, "detail": detail})
+        fields: dict[str, Any] = {"status": status, "detail": detail}
+        unwritten = None
+        try:
+            self.ledger.finish_run(pending.run_id, now=now, fields=fields)
+        except LedgerFull:
+            unwritten = Unwritten(pending.routine, pending.run_id, now, fields, strikes=False)
+            self.unwritten.append(unwritten)  # whichever path recorded it (drop, stop, budget)
         return Finished(
-            pending.run_id, pending.routine.name, status, None, detail, None, 0.0, False, ()
+            pending.run_id,
+            pending.routine.name,
+            status,
+            None,
+            detail,
+            None,
+            0.0,
+            False,
+            (),
+            unwritten,
         )
+
+    def flush(self) -> int:
+        """Write the results kept while the disk was full, oldest first; how many were.
+        Raises LedgerFull (keeping the rest) while there is still no space."""
+        written = 0
+        while self.unwritten:
+            notes = self.unwritten[0].write(self.ledger)
+            self.unwritten.pop(0)
+            written += 1
+            for note in notes:
+                self.notify(note)
+        return written
 
     async def _execute(self, pending: Pending) -> Finished:
         routine = pending.routine
@@ -209,13 +246,18 @@ class Pool:
             runlog.write("log", pending.detail)
 
         def started(pid: int) -> None:
-            self.ledger.start_run(pending.run_id, now=self.clock.now(), worker_pid=pid)
+            try:
+                self.ledger.start_run(pending.run_id, now=self.clock.now(), worker_pid=pid)
+            except LedgerFull:  # the row says `queued` until its end is written
+                log.warning(
+                    "%s: no space to record that run %s started", routine.name, pending.run_id
+                )
             self.broadcast(pending, Event(EventKind.STATUS, "running", {"pid": pid}))
 
         worker = WorkerProcess(
             job,
             log=runlog,
-            timeout_sec=routine.run_timeout_sec,
+            timeout_sec=run_limit(routine).seconds,
             on_event=lambda e: self.broadcast(pending, e),
             on_started=started,
             max_dollars=allowance.dollars_left,
@@ -236,6 +278,7 @@ class Pool:
         return fin
 
     def _finish(self, pending: Pending, started_at: datetime, out: WorkerOutcome) -> Finished:
+        limit = run_limit(pending.routine)
         return finish_run(
             self.ledger,
             self.paths,
@@ -245,9 +288,10 @@ class Pool:
             slot=pending.slot,
             started_at=started_at,
             out=out,
-            timeout_sec=pending.routine.run_timeout_sec,
+            timeout_sec=limit.seconds,
             now=self.clock.now(),
             note=pending.detail if pending.slot else "",
+            limit_key=limit.key,
         )
 
     # -- stopping -----------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ipc import RunStatus
-from routines.ledger import Ledger, iso
+from routines.ledger import Ledger, LedgerFull, iso
 from routines.paths import Paths
 from routines.spec import OutputType, Routine
 from routines.store import (
@@ -30,13 +30,15 @@ from supervisor.spawn import StopReason, WorkerOutcome
 __all__ = [
     "Finished",
     "Notification",
+    "Unwritten",
     "file_output_path",
     "final_status",
     "finish_run",
     "notifications_for",
 ]
 
-_WORKER_STATUSES = {RunStatus.OK, RunStatus.FAILED, RunStatus.BUDGET}
+# A worker reports `timeout` itself when its command or its run's deadline ran out.
+_WORKER_STATUSES = {RunStatus.OK, RunStatus.FAILED, RunStatus.BUDGET, RunStatus.TIMEOUT}
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +46,26 @@ class Notification:
     title: str
     body: str
     urgency: str = "normal"  # low | normal | critical (notify-send's levels)
+
+
+@dataclass(frozen=True, slots=True)
+class Unwritten:
+    """A finished run's ledger row that found no space (issue 17, item 1): kept in memory and
+    written, with its strike, when space returns (`write`, raising LedgerFull while none)."""
+
+    routine: Routine
+    run_id: str
+    finished_at: datetime
+    fields: dict[str, Any]
+    strikes: bool = True  # whether its status counts toward three strikes
+
+    def write(self, ledger: Ledger) -> list[Notification]:
+        """Record it now; the notifications it causes (the routine disabled by it)."""
+        ledger.finish_run(self.run_id, now=self.finished_at, fields=self.fields)
+        notes: list[Notification] = []
+        if self.strikes:
+            _strike(ledger, self.routine, self.fields["status"], self.fields["detail"], notes)
+        return notes
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +79,7 @@ class Finished:
     dollars: float
     disabled: bool
     notifications: tuple[Notification, ...]
+    unwritten: Unwritten | None = None  # its ledger row, when the disk was full
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -71,10 +94,12 @@ class Finished:
         }
 
 
-def final_status(out: WorkerOutcome, timeout_sec: float) -> tuple[str, str]:
+def final_status(
+    out: WorkerOutcome, timeout_sec: float, limit_key: str = "run_timeout_sec"
+) -> tuple[str, str]:
     """(status, detail) of a run from how its worker ended."""
     if out.stopped == StopReason.TIMEOUT:
-        return RunStatus.TIMEOUT, f"stopped after {timeout_sec:g}s (run_timeout_sec)"
+        return RunStatus.TIMEOUT, f"stopped after {timeout_sec:g}s ({limit_key})"
     if out.stopped == StopReason.SHUTDOWN:
         return RunStatus.INTERRUPTED, "the daemon stopped while it ran"
     if out.stopped == StopReason.BUDGET:
@@ -84,8 +109,8 @@ def final_status(out: WorkerOutcome, timeout_sec: float) -> tuple[str, str]:
     r = out.result
     if r.status not in _WORKER_STATUSES:
         return RunStatus.FAILED, f"the worker reported an unknown status {r.status!r}"
-    if r.status == RunStatus.FAILED:
-        return RunStatus.FAILED, r.error or r.summary or "failed"
+    if r.status in (RunStatus.FAILED, RunStatus.TIMEOUT):
+        return RunStatus(r.status), r.error or r.summary or str(r.status)
     return r.status, r.error or r.summary
 
 
@@ -145,13 +170,14 @@ def finish_run(
     timeout_sec: float,
     now: datetime,
     note: str = "",
+    limit_key: str = "run_timeout_sec",
 ) -> Finished:
     """Record a finished run everywhere it belongs, in the order that loses nothing.
 
     `note` is what the claim said about the run ("stands in for 12 missed runs"): it stays
     in the ledger's detail, ahead of how the run ended.
     """
-    status, detail = final_status(out, timeout_sec)
+    status, detail = final_status(out, timeout_sec, limit_key)
     scratch = paths.scratch(routine.name, run_id)
     stored, text, error = (None, "", None)
     if status in (RunStatus.OK, RunStatus.BUDGET):
@@ -183,11 +209,15 @@ def finish_run(
         "dollars": round(u.dollars, 6),
         "output_file": str(stored) if stored else None,
     }
-    ledger.finish_run(run_id, now=now, fields=fields)
     notes = notifications_for(routine, status, outcome, detail, text)
     if r is not None and r.notify:
         notes.append(Notification(f"{routine.name}: budget", r.notify, "normal"))
-    disabled = _strike(ledger, routine, status, detail, notes)
+    unwritten: Unwritten | None = None
+    try:
+        ledger.finish_run(run_id, now=now, fields=fields)
+        disabled = _strike(ledger, routine, status, detail, notes)
+    except LedgerFull:
+        unwritten, disabled = Unwritten(routine, run_id, now, fields), False
     last = {
         "run_id": run_id,
         "routine": routine.name,
@@ -203,7 +233,16 @@ def finish_run(
     with contextlib.suppress(OSError):
         write_json_atomic(paths.last_run(routine.name), last)
     return Finished(
-        run_id, routine.name, status, outcome, detail, stored, u.dollars, disabled, tuple(notes)
+        run_id,
+        routine.name,
+        status,
+        outcome,
+        detail,
+        stored,
+        u.dollars,
+        disabled,
+        tuple(notes),
+        unwritten,
     )
 
 

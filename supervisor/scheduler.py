@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ipc import RunStatus, Trigger
-from routines.ledger import Ledger, RoutineState
+from routines.ledger import Ledger, LedgerFull, RoutineState
 from routines.registry import Registry
 from routines.schedule import Schedule, ScheduleError, compile_schedule
 from routines.spec import Routine
@@ -66,6 +66,7 @@ class Scheduler:
         self.owner = owner
         self.tracked: dict[str, _Tracked] = {}
         self.started = False  # after the first sync, newly tracked routines start from now
+        self.full: LedgerFull | None = None  # the last `due` stopped at a claim with no space
 
     # -- keeping up with the registry and the ledger --------------------------------------
 
@@ -154,10 +155,16 @@ class Scheduler:
                 self._refresh(name)
 
     def due(self, now: datetime, busy: Callable[[str], bool]) -> list[Pending]:
-        """Claim what is due at `now`; return the runs to queue. Skipped/missed are recorded."""
+        """Claim what is due at `now`; return the runs to queue. Skipped/missed are recorded.
+
+        A claim that finds no space (LedgerFull) claimed nothing: `due` stops there, sets
+        `full`, and still returns the runs claimed before it, which must run."""
         self._clock_went_back(now)
+        self.full = None
         pending: list[Pending] = []
         for name, t in list(self.tracked.items()):
+            if self.full is not None:
+                break
             if t.next_fire is None or t.next_fire > now:
                 continue
             decisions = plan_routine(
@@ -179,17 +186,21 @@ class Scheduler:
                     Action.MISSED: RunStatus.MISSED,
                     Action.SKIPPED: RunStatus.SKIPPED,
                 }[d.action]
-                won = self.ledger.claim(
-                    name,
-                    d.slot.id,
-                    run_id=run_id,
-                    trigger=trigger,
-                    status=status,
-                    now=now,
-                    detail=d.detail,
-                    owner=self.owner,
-                    expect_cursor=expect,
-                )
+                try:
+                    won = self.ledger.claim(
+                        name,
+                        d.slot.id,
+                        run_id=run_id,
+                        trigger=trigger,
+                        status=status,
+                        now=now,
+                        detail=d.detail,
+                        owner=self.owner,
+                        expect_cursor=expect,
+                    )
+                except LedgerFull as exc:
+                    self.full = exc  # the cursor stays: the slot is planned again next tick
+                    break
                 if not won:
                     # Someone else acted on this routine (another process on this ledger):
                     # adopt the ledger's cursor and plan again next tick.

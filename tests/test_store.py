@@ -29,7 +29,7 @@ def test_write_atomic_creates_the_file_and_leaves_no_temp_file(d: Path) -> None:
     target = d / "state" / "day-brief" / "last-run.json"
     write_atomic(target, b"hello\n")
     assert target.read_bytes() == b"hello\n"
-    assert stat.S_IMODE(target.stat().st_mode) == 0o644
+    assert stat.S_IMODE(target.stat().st_mode) == 0o600
     assert os.listdir(target.parent) == ["last-run.json"]
 
 

@@ -66,6 +66,10 @@ class AgentRun:
         try:
             end = self._drive()
         except ProviderError as exc:
+            if self.run.deadline.remaining() <= 1:
+                # The run's wall clock ran out (a slow model, or the loop's own check): that
+                # is `timeout`, which counts as a strike like `failed` (issue 17, item 9).
+                return self._timed_out(str(exc), self._last_model())
             return self._failed(str(exc), self._last_model())
         return self._finish(end)
 
@@ -182,6 +186,12 @@ class AgentRun:
 
     def _failed(self, message: str, model: str) -> Result:
         base = self._base(RunStatus.FAILED, model)
+        return _with(base, summary=_first_line(message), error=message)
+
+    def _timed_out(self, why: str, model: str) -> Result:
+        base = self._base(RunStatus.TIMEOUT, model)
+        limit = f"the run reached its time limit (run_timeout_sec = {self.agent.run_timeout_sec})"
+        message = why if why.startswith(limit) else f"{limit}: {why}"
         return _with(base, summary=_first_line(message), error=message)
 
     def _finish(self, end: AttemptEnd) -> Result:

@@ -47,7 +47,10 @@ def run_command(run: RunContext) -> Result:
         )
     except ValueError as exc:  # sandbox.UnsafeValue
         return failed(f"the sandbox refused to start: {exc}")
-    timeout = max(1.0, min(float(spec.timeout_sec), run.deadline.remaining()))
+    # The command gets its whole timeout_sec: the supervisor's backstop for a command routine
+    # waits that long plus a grace to report (supervisor/policy.py run_limit), so a command
+    # that hits it is reported here as `timeout` after exactly timeout_sec (issue 17, item 9).
+    timeout = float(spec.timeout_sec)
     run.channel.event(EventKind.TOOL_CALL, f"shell:{spec.run}", tool="command")
     res = sandbox.run_shell(
         spec.run,
@@ -68,7 +71,13 @@ def run_command(run: RunContext) -> Result:
     if res.error is not None:
         return failed(f"the command failed: {res.error}")
     if res.timed_out:
-        return failed(f"the command timed out after {timeout:.0f} s" + _tail(tail))
+        message = f"the command timed out after {timeout:g} s (timeout_sec)" + _tail(tail)
+        return Result(
+            status=RunStatus.TIMEOUT.value,
+            route="command",
+            summary=message.splitlines()[0],
+            error=message,
+        )
     if res.exit_code is None:
         return failed(f"the command's output passed {OUTPUT_CAP:,} bytes, so it was ended")
     if res.exit_code != 0:

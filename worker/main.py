@@ -9,6 +9,7 @@ input was not a Hello and a Job (nothing ran, no Result); 70 when the worker its
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 from datetime import datetime
 from pathlib import Path
@@ -25,6 +26,7 @@ EXIT_CRASH = 70  # EX_SOFTWARE
 
 
 def main() -> int:
+    os.umask(0o077)  # as the supervisor's: its outputs and memory are the user's alone
     out = process.protect_stdout()
     process.die_with_parent()
     out.write(encode(Hello()))

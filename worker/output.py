@@ -46,14 +46,14 @@ def render_markdown(title: str, body: str) -> str:
 
 
 def write_output(state_dir: Path, scratch_dir: Path, name: str, text: str) -> Path:
-    """Write `name` inside scratch_dir (below state_dir) atomically, mode 0644, through
+    """Write `name` inside scratch_dir (below state_dir) atomically, mode 0600, through
     directory fds opened with O_NOFOLLOW from state_dir down: no link is followed."""
     import os
 
     relative = str(scratch_dir.relative_to(state_dir))
     fd = open_dir_beneath(state_dir, relative, make=True)
     try:
-        write_atomic_at(fd, name, text.encode("utf-8"), 0o644)
+        write_atomic_at(fd, name, text.encode("utf-8"), 0o600)
     finally:
         os.close(fd)
     return scratch_dir / name

@@ -146,7 +146,7 @@ def save_routine(target: Path, text: str, expect: bytes | None) -> None:
         current = None
     if current != expect:
         raise ChangedMeanwhile(f"{target} changed while you were editing it")
-    mode = 0o644
+    mode = 0o600
     if current is not None:
         mode = target.stat().st_mode & 0o777
     write_atomic(target, text.encode("utf-8"), mode=mode)

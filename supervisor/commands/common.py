@@ -3,13 +3,23 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from pathlib import Path
 from typing import Any
 
 from routines.paths import Paths, paths
 from routines.registry import Entry, Registry, scan
 
-__all__ = ["add_parser", "die", "find_entry", "try_daemon"]
+__all__ = [
+    "add_parser",
+    "daemon_locks",
+    "die",
+    "find_entry",
+    "ledger_gone_beside_daemon",
+    "silence_stdout",
+    "try_daemon",
+]
 
 
 def add_parser(sub: Any, name: str, help: str, example: str, **kw: Any) -> argparse.ArgumentParser:
@@ -32,6 +42,18 @@ def die(message: str, code: int = 1) -> int:
     return code
 
 
+def silence_stdout() -> None:
+    """The reader of stdout went away (`vinos-routine run NAME | head -3`): send whatever is
+    still printed to /dev/null, so that neither a later print nor the interpreter's last flush
+    fails (Python ignores SIGPIPE and raises BrokenPipeError instead). What the command does
+    goes on: a run is still run to its end and recorded (issue 17, item 6)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    finally:
+        os.close(devnull)
+
+
 class NoSuchRoutine(LookupError):
     pass
 
@@ -45,11 +67,41 @@ def find_entry(name: str, p: Paths | None = None) -> tuple[Entry, Registry]:
     return entry, registry
 
 
-def try_daemon(p: Paths | None = None) -> Any:
-    """A connected control client, or None when the daemon is not running."""
-    from supervisor.client import DaemonNotRunning, connect
+def daemon_locks(p: Paths) -> tuple[Path, ...]:
+    """The lock files a running daemon holds (supervisor/daemon.py acquire_locks)."""
+    return (p.daemon_lock, p.state_dir / ".daemon.lock")
 
-    try:
-        return connect((p or paths()).control_socket)
-    except DaemonNotRunning:
+
+def ledger_gone_beside_daemon(p: Paths) -> str | None:
+    """Why this command must not open the ledger: it is missing while a daemon holds its
+    lock (the state dir was deleted under it). Opening it would create a second, empty ledger
+    beside the live daemon's, and with it a second run fence (issue 17, item 2)."""
+    from supervisor.client import lock_holder
+
+    if p.ledger.exists():
         return None
+    holder = lock_holder(daemon_locks(p))
+    if holder is None:
+        return None
+    return (
+        f"the ledger {p.ledger} is gone, but the daemon (pid {holder or '?'}) is still "
+        "running on it, so no new ledger is created beside it. Move the file back if it was "
+        "moved, or restart the daemon (systemctl --user restart vinos-routined): it then "
+        "uses the ledger in place, or starts a new one"
+    )
+
+
+def try_daemon(p: Paths | None = None) -> Any:
+    """A connected control client, or None when no daemon is running (no socket, or nobody
+    listening and no lock held). Raises DaemonUnresponsive when a daemon holds its lock but
+    does not answer: then the caller must not act as if it were alone (issue 17, item 3)."""
+    from supervisor.client import DaemonNotRunning, DaemonUnresponsive, connect, lock_holder
+
+    p = p or paths()
+    try:
+        return connect(p.control_socket)
+    except DaemonNotRunning as exc:
+        holder = lock_holder(daemon_locks(p))
+        if holder is None:
+            return None
+        raise DaemonUnresponsive(p.control_socket, holder or None, exc.why) from None

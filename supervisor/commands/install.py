@@ -201,7 +201,7 @@ def _install(p: Paths, routine: Routine, target: Path, data: bytes, enable: bool
 
     ensure_disabled(p, routine.name, routine.enabled)
     try:
-        write_atomic(target, data, mode=0o644)
+        write_atomic(target, data, mode=0o600)
     except OSError as exc:
         return die(f"cannot write {target}: {exc.strerror or exc}")
     print(f"installed {routine.name}: {target}")

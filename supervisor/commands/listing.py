@@ -169,6 +169,7 @@ def in_force_despite_errors() -> set[str] | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from routines.safetext import one_line
     from supervisor.present import color, print_json, table, use_color, when
 
     lines = collect()
@@ -196,8 +197,10 @@ def run(args: argparse.Namespace) -> int:
             label = color("invalid", "red", c)
             if stale and ln.name in stale:
                 label += " " + color("(the daemon still runs its last good version)", "yellow", c)
-            rows.append([ln.name, "", label, "", "", "", ""])
-            notes.extend(ln.errors)
+            # A file name is untrusted text: `\e[2J.toml` must not clear the screen, nor a
+            # newline in one break the table (issue 17, item 8).
+            rows.append([one_line(ln.name), "", label, "", "", "", ""])
+            notes.extend(one_line(e) for e in ln.errors)
             continue
         state = color("on", "green", c) if ln.enabled else color("off", "dim", c)
         if ln.running:
@@ -211,7 +214,7 @@ def run(args: argparse.Namespace) -> int:
             last = color(last, "red", c)
         rows.append(
             [
-                ln.name,
+                one_line(ln.name),
                 ln.kind,
                 state,
                 ln.schedule,
@@ -221,7 +224,7 @@ def run(args: argparse.Namespace) -> int:
             ]
         )
         if ln.disabled_reason:
-            notes.append(f"{ln.name}: disabled: {ln.disabled_reason}")
+            notes.append(one_line(f"{ln.name}: disabled: {ln.disabled_reason}"))
     table(["NAME", "KIND", "STATE", "SCHEDULE", "NEXT", "LAST", "TODAY"], rows)
     for note in notes:
         print(color(note, "yellow", c))

@@ -11,7 +11,13 @@ import os
 import sys
 from typing import Any
 
-from supervisor.commands.common import NoSuchRoutine, add_parser, die, find_entry
+from supervisor.commands.common import (
+    NoSuchRoutine,
+    add_parser,
+    die,
+    find_entry,
+    silence_stdout,
+)
 
 __all__ = ["register"]
 
@@ -33,6 +39,14 @@ def register(sub: Any) -> None:
 
 
 def _print_result(fin: dict[str, Any], as_json: bool, c: bool) -> int:
+    try:
+        _show_result(fin, as_json, c)
+    except BrokenPipeError:
+        silence_stdout()
+    return 0 if fin["status"] == "ok" else 1
+
+
+def _show_result(fin: dict[str, Any], as_json: bool, c: bool) -> None:
     from routines.safetext import one_line
     from supervisor.present import color, print_json
 
@@ -53,12 +67,25 @@ def _print_result(fin: dict[str, Any], as_json: bool, c: bool) -> int:
             print(f"output: {one_line(str(fin['output']))}")
         if fin.get("disabled"):
             print(color(f"{fin['routine']} was disabled after 3 failures in a row", "red", c))
-    return 0 if fin["status"] == "ok" else 1
+
+
+def _daemon_up(p: Any, name: str) -> str | None:
+    """Why `--no-daemon` may not run now: a daemon holds its lock. Never beside a live
+    daemon, outside its queue, max_concurrent and overlap rule (issue 17, item 3)."""
+    from supervisor.client import lock_holder
+    from supervisor.commands.common import daemon_locks
+
+    holder = lock_holder(daemon_locks(p))
+    if holder is None:
+        return None
+    return (
+        f"the daemon (pid {holder or '?'}) is running: --no-daemon runs only when it is "
+        f"not; run it through the daemon: vinos-routine run {name}"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     from ipc import Event
-    from routines.config import ConfigInvalid, load_config
     from routines.paths import paths
     from supervisor.client import DaemonError
     from supervisor.commands.common import try_daemon
@@ -74,9 +101,16 @@ def run(args: argparse.Namespace) -> int:
     c = use_color()
 
     def show(ev: Event) -> None:
+        # Called from inside the run (the in-process pool, or the daemon's stream): a reader
+        # that left ends the streaming, never the run, which goes on and is recorded as it ends.
         if not args.json:
-            print(format_event(ev.kind, ev.text, c), flush=True)
+            try:
+                print(format_event(ev.kind, ev.text, c), flush=True)
+            except BrokenPipeError:
+                silence_stdout()
 
+    if args.no_daemon and (refused := _daemon_up(p, args.name)):
+        return die(refused)
     client = None if args.no_daemon else try_daemon(p)
     if client is not None:
         with client:
@@ -90,6 +124,14 @@ def run(args: argparse.Namespace) -> int:
             print(f"queued: {fin['run_id']} (follow it: vinos-routine logs {args.name} --follow)")
             return 0
         return _print_result(fin, args.json, c)
+
+    return _run_here(args, entry.routine, p, show, c)
+
+
+def _run_here(args: argparse.Namespace, routine: Any, p: Any, show: Any, c: bool) -> int:
+    """The run in this process: no daemon holds the lock (checked by the caller)."""
+    from routines.config import ConfigInvalid, load_config
+    from supervisor.present import format_event
 
     if os.geteuid() == 0:
         from supervisor.daemon import ROOT_REFUSAL
@@ -111,7 +153,7 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     try:
-        fin = run_in_process(entry.routine, p, config, show)
+        fin = run_in_process(routine, p, config, show)
     except Busy as exc:
         return die(str(exc))
     return _print_result(fin, args.json, c)

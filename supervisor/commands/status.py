@@ -99,6 +99,7 @@ def gather() -> dict[str, Any]:
 def run(args: argparse.Namespace) -> int:
     if args.waybar:
         return waybar()
+    from routines.safetext import one_line
     from supervisor.client import START_HINT
     from supervisor.present import color, print_json, use_color, when
 
@@ -116,16 +117,19 @@ def run(args: argparse.Namespace) -> int:
     print(f"routines: {st['routines']} ({st['enabled']} enabled)")
     for r in st["running"]:
         since = f" since {r['started_at'][11:19]}" if r.get("started_at") else ""
-        print(f"  running  {r['routine']}{since}")
+        print(f"  running  {one_line(r['routine'])}{since}")
     for r in st["queued"]:
-        print(f"  queued   {r['routine']}")
+        print(f"  queued   {one_line(r['routine'])}")
     for item in st["next"][:5]:
         at = datetime.fromisoformat(item["at"])
-        print(f"  next     {item['routine']} {when(at, now)}")
+        print(f"  next     {one_line(item['routine'])} {when(at, now)}")
+    stale = set(st.get("stale", []))
     for name in st["invalid"]:
-        print(color(f"  invalid  {name} (see 'vinos-routine validate')", "yellow", c))
+        still = "; its last good version still runs" if name in stale else ""
+        line = f"  invalid  {one_line(name)}{still} (see 'vinos-routine validate')"
+        print(color(line, "yellow", c))
     for problem in st["problems"]:
-        print(color(f"  problem  {problem}", "red", c))
+        print(color(f"  problem  {one_line(problem)}", "red", c))
     return 0
 
 

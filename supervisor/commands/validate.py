@@ -65,13 +65,16 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json_lines(results)
     else:
+        from routines.safetext import one_line
+
+        # File names and what a file says are untrusted text: one line each, escapes shown.
         for res in results:
             for warning in res["warnings"]:
-                print(warning)
+                print(one_line(warning))
             if res["ok"]:
-                print(f"{res['file']}: OK")
+                print(one_line(f"{res['file']}: OK"))
             for error in res["errors"]:
-                print(error)
+                print(one_line(error))
     return 0 if all(r["ok"] for r in results) else 1
 
 

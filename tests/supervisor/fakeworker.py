@@ -14,6 +14,8 @@ Modes:
   two-results  hello, a result, a second result
   exit3        hello, then exit status 3 with no result
   chatty       hello, 3 stderr lines (one 10,000 chars long), a result
+  gated DIR    hello; a routine named held* notes DIR/NAME.entered and waits for DIR/NAME.go;
+               then writes output.md in scratch_dir and reports ok, or failed when it cannot
 """
 
 from __future__ import annotations
@@ -30,6 +32,28 @@ from ipc import Event, EventKind, Hello, Job, LineReader, Result, Usage, encode
 def send(msg: object) -> None:
     sys.stdout.buffer.write(encode(msg))  # type: ignore[arg-type]
     sys.stdout.buffer.flush()
+
+
+def gated(gates: str) -> None:
+    """Mode `gated DIR` (see the module docstring)."""
+    reader = LineReader(sys.stdin.buffer)
+    reader.read()  # hello
+    job = reader.read()
+    assert isinstance(job, Job)
+    send(Hello())
+    gate = os.path.join(gates, job.routine_name)
+    if job.routine_name.startswith("held"):
+        open(gate + ".entered", "w").close()
+        while not os.path.exists(gate + ".go"):
+            time.sleep(0.05)
+    try:
+        with open(os.path.join(job.scratch_dir, "output.md"), "w") as f:
+            f.write("# Output\n\nall good\n")
+    except OSError as exc:
+        error = f"could not write the output: {exc.strerror}"
+        send(Result(status="failed", summary=error, error=error, route="command"))
+    else:
+        send(Result(status="ok", summary="all good", output_file="output.md", route="command"))
 
 
 def main() -> None:
@@ -89,4 +113,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1] == "gated":
+        gated(sys.argv[2])
+    else:
+        main()

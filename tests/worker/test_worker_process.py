@@ -223,9 +223,10 @@ def test_a_failing_command_reports_its_exit_code_and_stderr_tail(
     assert r.returncode == 0
 
 
-def test_a_command_that_times_out_fails(home: Path, not_root: None) -> None:
+def test_a_command_that_times_out_reports_timeout(home: Path, not_root: None) -> None:
     r = _command(home, "sleep 30", timeout_sec=1)
-    assert r.result.status == "failed" and "timed out" in (r.result.error or "")
+    assert r.result.status == "timeout"
+    assert r.result.error == "the command timed out after 1 s (timeout_sec)"
 
 
 @pytest.mark.slow

@@ -29,9 +29,9 @@ def _anthropic_job(home: Path, ollama: FakeOllama, extra_agent: str = "") -> Job
     return make_job(home, toml, ollama_url=ollama.url)
 
 
-def _assert_failed(r: WorkerRun, *needles: str) -> None:
+def _assert_failed(r: WorkerRun, *needles: str, status: str = "failed") -> None:
     res = r.result
-    assert res.status == "failed", res
+    assert res.status == status, res
     assert res.output_file is None
     for n in needles:
         assert n in (res.error or ""), res.error
@@ -126,7 +126,12 @@ def test_a_slow_anthropic_times_out_within_the_run(
     claude.add(*(A.text(LONG, delay=30) for _ in range(3)))
     job = _anthropic_job(home, ollama, extra_agent="run_timeout_sec = 2")
     r = run_worker(job, env=env)
-    _assert_failed(r, "Anthropic did not answer within")
+    # Out of run_timeout_sec: `timeout`, which counts as a strike like `failed` (issue 17).
+    _assert_failed(
+        r,
+        "the run reached its time limit (run_timeout_sec = 2): Anthropic did not answer within",
+        status="timeout",
+    )
 
 
 def test_an_unknown_premium_model_fails_before_any_call(
@@ -205,7 +210,12 @@ def test_an_ollama_model_that_is_not_pulled_fails_with_the_pull_command(
 def test_a_slow_ollama_times_out_and_a_dropped_one_fails(home: Path, ollama: FakeOllama) -> None:
     ollama.add(O.text(LONG, delay=30))
     r = run_worker(_ollama_job(home, ollama.url, extra_agent="run_timeout_sec = 2"))
-    _assert_failed(r, "did not answer within")
+    _assert_failed(
+        r,
+        "the run reached its time limit (run_timeout_sec = 2): ",
+        "did not answer within",
+        status="timeout",
+    )
     ollama.add(Reply(drop=True))
     r = run_worker(_ollama_job(home, ollama.url))
     _assert_failed(r, "Ollama at")

@@ -2,9 +2,11 @@
 
 A bwrap found on PATH could be any program the user (or a tool they installed) put earlier on
 PATH, and a fake one would run every command unsandboxed with nothing noticing. So bwrap comes
-from `[sandbox].bwrap` (default /usr/bin/bwrap), and is refused unless the file and every
-directory above it are owned by root and writable by nobody else (a root-owned file in a
-user-writable directory can be swapped by a rename).
+from `[sandbox].bwrap` (default /usr/bin/bwrap), and is refused unless the file is owned by
+root and writable by nobody else, and every directory above it is writable only by its owner,
+root or the user themselves (a root-owned file in a directory another user or a group may write
+can be swapped by a rename; the user's own processes could as well edit config.toml, and no
+sandbox can write outside its workspace, scratch and /tmp).
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ def check_binary(path: str, key: str = "[sandbox].bwrap") -> str:
         raise BinaryRefused(f"{key} = {path!r}: refused, {problem}")
     parent = os.path.dirname(real)
     while True:
-        problem = _unsafe(parent, os.stat(parent))
+        problem = _unsafe(parent, os.stat(parent), owners=_root_uids() | {os.geteuid()})
         if problem is not None:
             raise BinaryRefused(f"{key} = {path!r}: refused, its directory {problem}")
         if parent == "/":
@@ -66,8 +68,8 @@ def _root_uids() -> frozenset[int]:
         return frozenset({0})
 
 
-def _unsafe(path: str, st: os.stat_result) -> str | None:
-    if st.st_uid not in _root_uids():
+def _unsafe(path: str, st: os.stat_result, owners: frozenset[int] | None = None) -> str | None:
+    if st.st_uid not in (_root_uids() if owners is None else owners):
         return f"{path} is owned by uid {st.st_uid}, expected root (uid 0)"
     if st.st_mode & 0o022:
         return f"{path} is writable by group or others (mode {stat.S_IMODE(st.st_mode):o})"

@@ -82,7 +82,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         epilog="Run 'vinos-routine COMMAND --help' for a command's options and an example.",
     )
     parser.add_argument("--version", action=_Version, help="show the version and exit")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub = parser.add_subparsers(dest="command_name", metavar="COMMAND", parser_class=_Parser)
     for name in (COMMANDS[only],) if only in COMMANDS else COMMAND_MODULES:
         importlib.import_module(f"supervisor.commands.{name}").register(sub)
     return parser
@@ -100,7 +100,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if getattr(args, "func", None) is None:
         parser.print_help(sys.stderr)
         return 2
-    if args.command not in _NO_LEDGER:
+    if args.command_name not in _NO_LEDGER:
         from routines.paths import paths
         from supervisor.commands.common import die, ledger_gone_beside_daemon
 

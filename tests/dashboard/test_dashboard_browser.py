@@ -129,7 +129,7 @@ def test_a_person_enables_runs_and_reads_a_routine(tmp_path: Path, not_root: Non
             follow.goto(f"{dash.origin}/run/{run_id}")
             expect(follow.locator("#run-status .status")).to_have_text("running")
             follow.evaluate("window.stillTheSamePage = true")
-            (paths().routine_state("hello") / "go").touch()
+            (paths().workspace("hello") / "go").touch()
             expect(follow.locator("#run-status .status")).to_have_text("ok", timeout=WAIT_MS)
             expect(follow.locator("#log")).to_contain_text("output written")
             assert follow.evaluate("window.stillTheSamePage") is True

@@ -9,7 +9,7 @@ compiling a schedule) are repeated here over routines/ directly.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -21,8 +21,9 @@ from ipc import RunStatus
 from routines.ledger import Ledger, RunRow, day_bounds, iso
 from routines.paths import Paths
 from routines.registry import Registry
-from routines.schedule import ScheduleError, compile_schedule
-from routines.spec import Kind, ScheduleSpec
+from routines.schedule import ScheduleError, summary
+from routines.schedule import explain as explain_schedule
+from routines.spec import ScheduleSpec
 
 __all__ = [
     "Explained",
@@ -106,13 +107,7 @@ def _line(
             errors,
         )
     enabled = state.enabled(r.enabled) if state else r.enabled
-    try:
-        sched = compile_schedule(r.schedule, r.kind)
-        description = sched.description
-        nxt = sched.next_after(now) if enabled else None
-        next_run = sched.fire_time(name, nxt) if nxt else None
-    except ScheduleError as exc:
-        description, next_run = f"invalid: {exc}", None
+    description, next_run = summary(r.schedule, r.kind, name, enabled, now)
     return RoutineLine(
         name=name,
         description=r.description,
@@ -202,15 +197,9 @@ def explain(form: str, expression: str, zone: str, base: datetime, count: int = 
     """What `vinos-routine schedule explain` prints, for the playground and a routine page."""
     spec = ScheduleSpec(**{form: expression}, timezone=zone)  # type: ignore[arg-type]
     try:
-        schedule = compile_schedule(spec, Kind.COMMAND)
+        schedule, slots, note = explain_schedule(spec, base, count)
     except ScheduleError as exc:
         return Explained("", zone, None, (), [], None, str(exc))
-    note = None
-    try:
-        compile_schedule(spec, Kind.AGENT)
-    except ScheduleError as exc:
-        note = f"as an agent routine: {exc}"
-    slots = schedule.slots_between(base, datetime.max.replace(tzinfo=UTC), count)
     return Explained(
         schedule.description,
         schedule.zone,

@@ -37,6 +37,8 @@ __all__ = [
     "ScheduleError",
     "Slot",
     "compile_schedule",
+    "explain",
+    "summary",
 ]
 
 FREQUENT_SECONDS = 15 * 60  # agent routines closer than this need allow_frequent (they cost)
@@ -131,6 +133,11 @@ class Schedule:
         last = self.next_after(lo)
         assert last is not None and last.instant <= instant
         return last
+
+    def next_fire(self, routine_name: str, instant: datetime) -> datetime | None:
+        """When the routine next runs after `instant`: its next slot, jittered; None if none."""
+        nxt = self.next_after(instant)
+        return self.fire_time(routine_name, nxt) if nxt else None
 
     def fire_time(self, routine_name: str, slot: Slot) -> datetime:
         """When to run `slot` (aware UTC): its instant moved by the routine's jitter.
@@ -245,3 +252,30 @@ def _compile(spec: ScheduleSpec, kind: Kind) -> Schedule:
         pattern=pattern,
         _tz=tz,
     )
+
+
+def summary(
+    spec: ScheduleSpec, kind: Kind, routine_name: str, enabled: bool, now: datetime
+) -> tuple[str, datetime | None]:
+    """What a routine's line shows (`list`, the dashboard): the description, and the next fire
+    time while it is enabled; a schedule that no longer compiles reads "invalid: why"."""
+    try:
+        schedule = compile_schedule(spec, kind)
+    except ScheduleError as exc:
+        return f"invalid: {exc}", None
+    return schedule.description, schedule.next_fire(routine_name, now) if enabled else None
+
+
+def explain(
+    spec: ScheduleSpec, base: datetime, count: int
+) -> tuple[Schedule, list[Slot], str | None]:
+    """`schedule explain`'s content: the schedule compiled as for a command routine (which may
+    fire every minute), its next `count` slots after `base`, and a note when an agent routine
+    could not use it. Raises ScheduleError when even a command routine could not."""
+    schedule = compile_schedule(spec, Kind.COMMAND)
+    note = None
+    try:
+        compile_schedule(spec, Kind.AGENT)
+    except ScheduleError as exc:
+        note = f"as an agent routine: {exc}"
+    return schedule, schedule.slots_between(base, datetime.max.replace(tzinfo=UTC), count), note

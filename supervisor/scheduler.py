@@ -125,8 +125,7 @@ class Scheduler:
 
     def _refresh(self, name: str) -> None:
         t = self.tracked[name]
-        nxt = t.schedule.next_after(t.cursor)
-        t.next_fire = t.schedule.fire_time(name, nxt) if nxt else None
+        t.next_fire = t.schedule.next_fire(name, t.cursor)
 
     def next_wake(self) -> datetime | None:
         fires = [t.next_fire for t in self.tracked.values() if t.next_fire is not None]

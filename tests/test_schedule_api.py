@@ -237,7 +237,39 @@ def test_public_names() -> None:
         "ScheduleError",
         "Slot",
         "compile_schedule",
+        "explain",
+        "summary",
     }
     assert issubclass(mod.ScheduleError, ValueError)
     assert Slot.__dataclass_params__.frozen  # type: ignore[attr-defined]
     assert Schedule.__dataclass_params__.frozen  # type: ignore[attr-defined]
+
+
+def test_summary_is_what_a_routine_line_shows() -> None:
+    from routines.schedule import summary
+    from routines.spec import Kind, ScheduleSpec
+
+    spec = ScheduleSpec(cron="0 6 * * *", timezone="UTC")
+    now = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+    assert summary(spec, Kind.AGENT, "brief", True, now) == (
+        "Every day at 6:00 AM",
+        datetime(2026, 3, 2, 6, 0, tzinfo=UTC),
+    )
+    assert summary(spec, Kind.AGENT, "brief", False, now) == ("Every day at 6:00 AM", None)
+    description, nxt = summary(
+        ScheduleSpec(cron="* * * * *", timezone="UTC"), Kind.AGENT, "brief", True, now
+    )
+    assert description.startswith("invalid: ") and nxt is None
+
+
+def test_explain_notes_what_an_agent_routine_could_not_use() -> None:
+    from routines.schedule import explain
+    from routines.spec import ScheduleSpec
+
+    base = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+    schedule, slots, note = explain(ScheduleSpec(cron="*/5 * * * *", timezone="UTC"), base, 3)
+    assert [s.instant.minute for s in slots] == [5, 10, 15]
+    assert schedule.cron == "*/5 * * * *"
+    assert note is not None and note.startswith("as an agent routine: ")
+    _, _, note = explain(ScheduleSpec(cron="0 6 * * *", timezone="UTC"), base, 1)
+    assert note is None

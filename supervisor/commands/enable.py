@@ -56,10 +56,10 @@ def run(args: argparse.Namespace) -> int:
                 print(f"warning: the daemon did not reload: {exc}")
     if args.on:
         sched = compile_schedule(routine.schedule, routine.kind)
-        nxt = sched.next_after(now)
+        fire = sched.next_fire(routine.name, now)
         msg = f"{routine.name} enabled: {sched.description}"
-        if nxt:
-            msg += f"; next run {when(sched.fire_time(routine.name, nxt), now)}"
+        if fire:
+            msg += f"; next run {when(fire, now)}"
         print(msg)
         if client is None:
             print(

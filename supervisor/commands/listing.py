@@ -82,7 +82,7 @@ def collect(now: datetime | None = None) -> list[RoutineLine]:
     from routines.ledger import Ledger
     from routines.paths import paths
     from routines.registry import scan
-    from routines.schedule import ScheduleError, compile_schedule
+    from routines.schedule import summary
 
     now = now or datetime.now(UTC)
     p = paths()
@@ -118,13 +118,7 @@ def collect(now: datetime | None = None) -> list[RoutineLine]:
                 )
                 continue
             enabled = state.enabled(r.enabled) if state else r.enabled
-            try:
-                sched = compile_schedule(r.schedule, r.kind)
-                description = sched.description
-                nxt = sched.next_after(now) if enabled else None
-                next_run = sched.fire_time(name, nxt) if nxt else None
-            except ScheduleError as exc:
-                description, next_run = f"invalid: {exc}", None
+            description, next_run = summary(r.schedule, r.kind, name, enabled, now)
             lr = last.get(name)
             lines.append(
                 RoutineLine(

@@ -114,8 +114,9 @@ def _parse_base(text: str | None, zone: Any) -> datetime | None:
 def explain(args: argparse.Namespace) -> int:
     from zoneinfo import ZoneInfo
 
-    from routines.schedule import ScheduleError, compile_schedule
-    from routines.spec import Kind, ScheduleSpec
+    from routines.schedule import ScheduleError
+    from routines.schedule import explain as explain_schedule
+    from routines.spec import ScheduleSpec
     from routines.tz import machine_timezone
 
     given = [x for x in (args.cron, args.oncalendar, args.every) if x is not None]
@@ -125,22 +126,17 @@ def explain(args: argparse.Namespace) -> int:
         return _usage_error(f"--count must be 1-1000, found {args.count}")
     zone = args.tz or machine_timezone()
     spec = ScheduleSpec(cron=args.cron, oncalendar=args.oncalendar, every=args.every, timezone=zone)
+    base = _parse_base(args.base, ZoneInfo(zone))  # a naive --from is in --tz, as documented
     try:
-        # A command routine may fire every minute; say below when an agent could not.
-        schedule = compile_schedule(spec, Kind.COMMAND)
+        # A command routine may fire every minute; the note says when an agent could not.
+        # A refused schedule is reported before a bad --from (then no slot is shown anyway).
+        schedule, slots, note = explain_schedule(spec, base or datetime.now(UTC), args.count)
     except ScheduleError as exc:
         return _refused(str(exc), args.json)
-    note = None
-    try:
-        compile_schedule(spec, Kind.AGENT)
-    except ScheduleError as exc:
-        note = f"as an agent routine: {exc}"
-    base = _parse_base(args.base, ZoneInfo(zone))  # a naive --from is in --tz, as documented
     if base is None:
         return _usage_error(
             f"--from: expected an ISO 8601 time such as 2026-03-27T12:00Z, found {args.base!r}"
         )
-    slots = schedule.slots_between(base, datetime.max.replace(tzinfo=UTC), args.count)
     if args.json:
         out: dict[str, Any] = {
             "description": schedule.description,

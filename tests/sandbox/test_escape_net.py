@@ -89,22 +89,27 @@ def test_a_host_tcp_server_is_unreachable_with_network(box: Box, tcp: tuple[List
     assert listener.accepted == 0
 
 
+def _unix_client(address: str) -> str:
+    """Python run in the sandbox: connect to the Unix socket `address` ("\\0name" for an
+    abstract one) and print "CONNECTED" and what it sent, or "refused" and the errno."""
+    return f"""
+import socket
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+try:
+    s.connect({address!r})
+    print("CONNECTED", s.recv(100))
+except OSError as exc:
+    print("refused", exc.errno)
+"""
+
+
 @pytest.mark.parametrize("network", [False, True], ids=["network-off", "network-on"])
 def test_a_host_abstract_socket_is_unreachable(
     box: Box, abstract: tuple[Listener, str], network: bool
 ) -> None:
     """X11's and D-Bus's abstract sockets belong to the network namespace: a fresh one each."""
     listener, name = abstract
-    code = f"""
-import socket
-s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-try:
-    s.connect("\\0{name}")
-    print("CONNECTED", s.recv(100))
-except OSError as exc:
-    print("refused", exc.errno)
-"""
-    r = box.run(python_in_sandbox(code), network=network)
+    r = box.run(python_in_sandbox(_unix_client("\0" + name)), network=network)
     assert r.exit_code == 0, r.stderr
     assert r.stdout.startswith("refused"), r.stdout
     assert listener.accepted == 0
@@ -126,16 +131,7 @@ def test_a_host_ssh_agent_socket_under_home_is_unreachable(box: Box, network: bo
     sock.listen(8)
     listener = Listener(sock)
     try:
-        code = f"""
-import socket
-s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-try:
-    s.connect({str(path)!r})
-    print("CONNECTED", s.recv(100))
-except OSError as exc:
-    print("refused", exc.errno)
-"""
-        r = box.run(python_in_sandbox(code), network=network)
+        r = box.run(python_in_sandbox(_unix_client(str(path))), network=network)
         assert r.exit_code == 0, r.stderr
         assert r.stdout.startswith("refused"), r.stdout
         assert listener.accepted == 0

@@ -14,6 +14,7 @@ from enum import StrEnum
 from typing import Any
 
 __all__ = [
+    "MACHINE_NAME",
     "Bad",
     "Check",
     "Problem",
@@ -22,6 +23,8 @@ __all__ = [
     "boolean",
     "duration",
     "found",
+    "machine_list",
+    "machine_name",
     "malformed",
     "nearest",
     "nonempty_string",
@@ -138,6 +141,28 @@ def string_list(value: object) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise Bad("an array of strings")
     return tuple(value)
+
+
+# A machine's name as a fleet shows it (config.toml [fleet].machine, [routine].machines).
+MACHINE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
+
+
+def machine_name(value: object) -> str:
+    if not isinstance(value, str) or not MACHINE_NAME.fullmatch(value):
+        raise Bad("a machine name: letters, digits, '.', '_' or '-', at most 63 characters")
+    return value
+
+
+def machine_list(value: object) -> tuple[str, ...]:
+    """[routine].machines: a non-empty list of machine names, each once."""
+    names = string_list(value)
+    if not names:
+        raise Bad('a non-empty array of machine names such as ["desktop"] (omit it for any)')
+    for name in names:
+        machine_name(name)
+    if len(set(names)) != len(names):
+        raise Bad("machine names, each once")
+    return names
 
 
 def one_of(cls: type[StrEnum]) -> Check:

@@ -21,11 +21,18 @@ bwrap = "/usr/bin/bwrap"              # absolute; refused unless root-owned, wri
 [ledger]
 keep_runs_days = 90                   # older runs become one line per routine per day
 keep_outputs_days = 90                # older outputs and run logs are deleted
+
+[fleet]                               # several machines, one ledger (README "Several machines")
+database = "postgresql://vinos@homeserver/vinos"   # or env VINOS_FLEET_DATABASE (it wins)
+machine = "laptop"                    # default: the host name
+local_when_unreachable = false        # true: run anyway while PostgreSQL is down (may run twice)
 """
 
 from __future__ import annotations
 
 import os
+import re
+import socket
 import tomllib
 import urllib.parse
 from dataclasses import dataclass, field
@@ -38,7 +45,9 @@ from routines.checks import (
     Problem,
     Reader,
     RoutineInvalid,
+    boolean,
     found,
+    machine_name,
     malformed,
     nonempty_string,
     positive_int,
@@ -51,6 +60,7 @@ __all__ = [
     "DEFAULT_GALLERY_URL",
     "Config",
     "ConfigInvalid",
+    "FleetSettings",
     "LedgerSettings",
     "SandboxSettings",
     "load_config",
@@ -111,6 +121,39 @@ def _days(value: object) -> int:
 _LEDGER_SCHEMA: dict[str, Check] = {"keep_runs_days": _days, "keep_outputs_days": _days}
 
 
+# -- [fleet]: several machines, one PostgreSQL ledger (supervisor/fleet.py) ----------------
+
+FLEET_DATABASE_ENV = "VINOS_FLEET_DATABASE"
+
+
+@dataclass(frozen=True, slots=True)
+class FleetSettings:
+    database: str  # a libpq connection string or postgresql:// URL (password via ~/.pgpass)
+    machine: str
+    local_when_unreachable: bool = False
+
+
+def _database(value: object) -> str:
+    text = nonempty_string(value)
+    if "\n" in text:
+        raise Bad('a connection string such as "postgresql://vinos@homeserver/vinos"')
+    return text
+
+
+def default_machine() -> str:
+    """The host name up to its first dot, made a valid machine name."""
+    host = socket.gethostname().split(".", 1)[0]
+    cleaned = re.sub(r"[^A-Za-z0-9._-]", "-", host).strip("-._")[:63]
+    return cleaned or "machine"
+
+
+_FLEET_SCHEMA: dict[str, Check] = {
+    "database": _database,
+    "machine": machine_name,
+    "local_when_unreachable": boolean,
+}
+
+
 @dataclass(frozen=True, slots=True)
 class Config:
     max_concurrent: int = 2
@@ -119,6 +162,7 @@ class Config:
     pricing: dict[str, tuple[float, float]] = field(default_factory=dict)
     sandbox: SandboxSettings = field(default_factory=SandboxSettings)
     ledger: LedgerSettings = field(default_factory=LedgerSettings)
+    fleet: FleetSettings | None = None  # None: one machine, the SQLite ledger
 
 
 class ConfigInvalid(RoutineInvalid):
@@ -146,6 +190,7 @@ _SCHEMA: dict[str, dict[str, Check]] = {
         "pricing": table_value,
         "sandbox": table_value,
         "ledger": table_value,
+        "fleet": table_value,
     },
     "sandbox": {
         "never": string_list,
@@ -160,6 +205,7 @@ _SCHEMA: dict[str, dict[str, Check]] = {
     },
     "price": {"input": positive_number, "output": positive_number},
     "ledger": _LEDGER_SCHEMA,
+    "fleet": _FLEET_SCHEMA,
 }
 
 
@@ -187,6 +233,7 @@ def load_config(path: Path) -> Config:
     top = r.table({"": doc}, "")
     sandbox = r.table(doc, "sandbox") if isinstance(doc.get("sandbox"), dict) else {}
     ledger = r.table(doc, "ledger") if isinstance(doc.get("ledger"), dict) else {}
+    fleet_t = r.table(doc, "fleet") if isinstance(doc.get("fleet"), dict) else None
     pricing: dict[str, tuple[float, float]] = {}
     raw_pricing = doc.get("pricing")
     for model, price in raw_pricing.items() if isinstance(raw_pricing, dict) else ():
@@ -211,6 +258,7 @@ def load_config(path: Path) -> Config:
                     f'expected a path starting with "~/" or "/" (not all of ~ or /), '
                     f'found "{entry}"',
                 )
+    fleet = _fleet(r, fleet_t)
     errors = [p for p in r.problems if not p.warning]
     if errors:
         # Reader names top-level keys "[].key"; they are plain keys in the file.
@@ -223,6 +271,28 @@ def load_config(path: Path) -> Config:
         pricing=pricing,
         sandbox=SandboxSettings(**sandbox),
         ledger=LedgerSettings(**ledger),
+        fleet=fleet,
+    )
+
+
+def _fleet(r: Reader, table: dict[str, Any] | None) -> FleetSettings | None:
+    """[fleet], or None for one machine. VINOS_FLEET_DATABASE gives (or overrides) the database
+    and turns the fleet on by itself."""
+    env = os.environ.get(FLEET_DATABASE_ENV, "").strip()
+    if table is None and not env:
+        return None
+    table = table or {}
+    database = env or table.get("database")
+    if not database:
+        r.error(
+            "[fleet].database",
+            f"expected a PostgreSQL connection string (or set {FLEET_DATABASE_ENV}), found nothing",
+        )
+        return None
+    return FleetSettings(
+        database=database,
+        machine=table.get("machine") or default_machine(),
+        local_when_unreachable=table.get("local_when_unreachable", False),
     )
 
 

@@ -26,6 +26,7 @@ from routines.checks import (
     boolean,
     duration,
     found,
+    machine_list,
     malformed,
     nearest,
     nonempty_string,
@@ -89,6 +90,7 @@ SCHEMA: dict[str, dict[str, Check]] = {
         "description": string,
         "enabled": boolean,
         "kind": one_of(Kind),
+        "machines": machine_list,
     },
     "schedule": {
         "cron": nonempty_string,
@@ -265,6 +267,7 @@ def load_text(
         schedule=schedule,
         description=routine_t.get("description", ""),
         enabled=routine_t.get("enabled", False),
+        machines=routine_t.get("machines", ()),
         agent=agent,
         command=command,
         output=output,

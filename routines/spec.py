@@ -192,6 +192,7 @@ class Routine:
     schedule: ScheduleSpec
     description: str = ""
     enabled: bool = False
+    machines: tuple[str, ...] = ()  # [routine].machines: where a fleet may run it; () = any
     agent: AgentSpec | None = None
     command: CommandSpec | None = None
     output: OutputSpec = field(default_factory=OutputSpec)

@@ -35,6 +35,9 @@ missing_cmds() {
     command -v fish >/dev/null || out+=(fish)
     # The dashboard's browser tests (Playwright drives the system's Chromium).
     command -v chromium >/dev/null || out+=(chromium)
+    # The fleet tests start their own PostgreSQL cluster (initdb, pg_ctl; psycopg needs libpq).
+    ls /usr/lib/postgresql/*/bin/initdb /usr/bin/initdb >/dev/null 2>&1 || out+=(postgresql)
+    ldconfig -p 2>/dev/null | grep -q 'libpq.so.5' || out+=(libpq)
     echo "${out[@]:-}"
 }
 
@@ -55,10 +58,11 @@ if command -v apt-get >/dev/null; then
     apt-get install -y -qq --no-install-recommends \
         bubblewrap libseccomp2 python3 python3-venv systemd \
         makepkg pacman-package-manager libarchive-tools fakeroot \
-        util-linux bsdextrautils procps ca-certificates zsh fish chromium iproute2 curl >/dev/null
+        util-linux bsdextrautils procps ca-certificates zsh fish chromium iproute2 curl \
+        postgresql libpq5 >/dev/null
 elif [ -x /usr/bin/pacman ] && [ -f /etc/arch-release ]; then
     # -Syu: Arch does not support partial upgrades.
-    pacman -Syu --needed --noconfirm bubblewrap libseccomp python systemd base-devel util-linux procps-ng zsh fish chromium iproute2 curl >/dev/null
+    pacman -Syu --needed --noconfirm bubblewrap libseccomp python systemd base-devel util-linux procps-ng zsh fish chromium iproute2 curl postgresql >/dev/null
 else
     echo "system-deps: no apt-get or Arch pacman here; install by hand: $need" >&2
     exit 1

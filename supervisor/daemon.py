@@ -18,16 +18,18 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import psutil
 
 from ipc import PROTOCOL, Request, RunStatus, Trigger
 from routines.config import Config, ConfigInvalid, load_config
 from routines.ledger import Ledger, LedgerError, LedgerFull
+from routines.ledgerapi import LedgerAPI
 from routines.paths import Paths, paths
 from routines.registry import Registry, scan
 from routines.safetext import one_line
@@ -40,6 +42,9 @@ from supervisor.pool import Pool
 from supervisor.record import Notification
 from supervisor.scheduler import Pending, Scheduler
 from supervisor.toggle import set_enabled
+
+if TYPE_CHECKING:
+    from supervisor.fleet import Fleet
 
 __all__ = ["ROOT_REFUSAL", "Daemon", "main", "owner_alive"]
 
@@ -165,11 +170,19 @@ class Daemon:
         self.config = config
         self.clock = clock
         self.owner = process_identity()
-        self.ledger = Ledger(p.ledger)
+        self.fleet: Fleet | None = None
+        self.ledger: LedgerAPI
+        if config.fleet is not None:
+            from supervisor.fleet import Fleet  # psycopg is loaded only for a fleet
+
+            self.fleet = Fleet(config.fleet, version(), clock.now, TICK_MAX_SEC)
+            self.ledger = self.fleet.ledger
+        else:
+            self.ledger = Ledger(p.ledger)
         # Invariant: the daemon schedules only while the ledger and lock files at their paths
         # are the ones it opened (tests/supervisor/test_reliability_lost.py).
         self._held: dict[Path, FileId] = {}
-        ledger_id = file_id(p.ledger)
+        ledger_id = file_id(p.ledger) if self.fleet is None else None
         if ledger_id is not None:
             self._held[p.ledger] = ledger_id
         for f in locks.files if locks else ():
@@ -247,6 +260,7 @@ class Daemon:
             systemd.notify("READY=1\nSTATUS=" + self.status_line())
             watchdog = asyncio.ensure_future(self._watchdog())
             keeper = housekeeping.start(self.ledger, self.paths, self.config, self.clock)
+            beat = asyncio.ensure_future(self.fleet.heartbeat()) if self.fleet else None
             while not self._stopping:
                 timeout = self._sleep_for()
                 with contextlib.suppress(TimeoutError):
@@ -256,6 +270,8 @@ class Daemon:
                     self.tick()
             watchdog.cancel()
             keeper.cancel()
+            if beat is not None:
+                beat.cancel()
             systemd.notify("STOPPING=1\nSTATUS=stopping: waiting for running routines")
             self._set_title("vinos-routined: stopping")
             await self.pool.shutdown(STOP_GRACE_SEC)
@@ -274,6 +290,8 @@ class Daemon:
                 loop.remove_signal_handler(sig)
                 signal.signal(sig, handler)
             self.ledger.close()
+            if self.fleet is not None:
+                self.fleet.close()
         return 0
 
     def mark_interrupted(self) -> None:
@@ -370,6 +388,18 @@ class Daemon:
         self._data_version = None
         if self.full is not None:
             return  # said once; tried again every tick
+        if self.fleet is not None and self.fleet.unreachable(exc):
+            # Fail closed: a claim the other machines cannot see could run a slot twice.
+            self.full = (
+                f"{exc}: no fleet routine runs until it is back (retried with back-off, "
+                "resumed within a tick of its return); finished runs are kept in memory and "
+                "recorded then"
+            )
+            log.error("%s", self.full)
+            self._notify(
+                Notification("vinos-routine: the fleet database is unreachable", self.full)
+            )
+            return
         self.full = (
             f"no space left for the ledger ({exc.__cause__ or exc}): nothing new is claimed "
             "and finished runs are kept in memory until there is room; free some space on "
@@ -381,7 +411,10 @@ class Daemon:
     def _space_back(self) -> None:
         if self.full is not None:
             self.full = None
-            log.warning("space is back: the ledger takes writes again, scheduling resumed")
+            if self.fleet is not None:
+                log.warning("the fleet database is back: scheduling resumed")
+            else:
+                log.warning("space is back: the ledger takes writes again, scheduling resumed")
 
     def _dir_stamps(self) -> tuple[tuple[int, int] | None, ...]:
         out: list[tuple[int, int] | None] = []
@@ -425,13 +458,19 @@ class Daemon:
         previous = self.registry
         self.registry = registry
         self._data_version = version
+        held: Collection[str] = ()
+        if self.fleet is not None:
+            self.fleet.refresh(registry)
+            held = self.fleet.held
         states = self.ledger.states()
         self._external_busy = {
             a.routine
             for a in self.ledger.active_runs()
             if a.owner_pid != self.owner[0] and owner_alive(a.owner_pid, a.owner_started)
         }
-        for name, why in self.scheduler.sync(registry, states, now).items():
+        if self.fleet is not None:
+            self._external_busy |= set(self.fleet.elsewhere)  # overlap is fleet-wide
+        for name, why in self.scheduler.sync(registry, states, now, held).items():
             self.pool.drop_queued(name, why)
         for name, entry in registry.entries.items():
             if entry.stale and previous.get(name) is not entry:  # once per bad edit
@@ -520,6 +559,13 @@ class Daemon:
         snap["lost"] = self.lost
         snap["disk_full"] = self.full
         snap["unwritten"] = [u.run_id for u in self.pool.unwritten]
+        if self.fleet is not None:
+            snap["fleet"] = {
+                "machine": self.fleet.machine,
+                "held": dict(sorted(self.fleet.held.items())),
+                "elsewhere": dict(sorted(self.fleet.elsewhere.items())),
+                "unreachable": self.full if self.full is not None else None,
+            }
         return snap
 
     def _routine(self, name: object) -> Any:

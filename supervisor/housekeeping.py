@@ -29,7 +29,8 @@ from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from routines.config import Config, LedgerSettings
-from routines.ledger import Ledger, LedgerError
+from routines.ledger import LedgerError
+from routines.ledgerapi import LedgerAPI
 from routines.paths import Paths
 from routines.rundays import compaction_line
 from routines.tz import machine_timezone
@@ -62,7 +63,7 @@ class Step:
 
 class Housekeeper:
     def __init__(
-        self, ledger: Ledger, state_dir: str, settings: LedgerSettings, clock: Clock
+        self, ledger: LedgerAPI, state_dir: str, settings: LedgerSettings, clock: Clock
     ) -> None:
         self.ledger = ledger
         self.state_dir = state_dir
@@ -138,7 +139,7 @@ class Housekeeper:
             )
 
 
-def start(ledger: Ledger, paths: Paths, config: Config, clock: Clock) -> asyncio.Task[None]:
+def start(ledger: LedgerAPI, paths: Paths, config: Config, clock: Clock) -> asyncio.Task[None]:
     """The daemon's hook: housekeeping as a task on its loop, on the daemon's connection."""
     keeper = Housekeeper(ledger, str(paths.state_dir), config.ledger, clock)
     return asyncio.ensure_future(keeper.run())

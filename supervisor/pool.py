@@ -20,7 +20,8 @@ from zoneinfo import ZoneInfo
 
 from ipc import Event, EventKind, RunStatus
 from routines.config import Config
-from routines.ledger import Ledger, LedgerFull
+from routines.ledger import LedgerFull
+from routines.ledgerapi import LedgerAPI
 from routines.paths import Paths
 from routines.store import open_dir_beneath
 from supervisor.clock import Clock
@@ -48,7 +49,7 @@ class Pool:
     def __init__(
         self,
         *,
-        ledger: Ledger,
+        ledger: LedgerAPI,
         paths: Paths,
         config: Config,
         clock: Clock,

@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from ipc import RunStatus
-from routines.ledger import Ledger, LedgerFull, iso
+from routines.ledger import LedgerFull, iso
+from routines.ledgerapi import LedgerAPI
 from routines.paths import Paths
 from routines.spec import OutputType, Routine
 from routines.store import (
@@ -59,7 +60,7 @@ class Unwritten:
     fields: dict[str, Any]
     strikes: bool = True  # whether its status counts toward three strikes
 
-    def write(self, ledger: Ledger) -> list[Notification]:
+    def write(self, ledger: LedgerAPI) -> list[Notification]:
         """Record it now; the notifications it causes (the routine disabled by it)."""
         ledger.finish_run(self.run_id, now=self.finished_at, fields=self.fields)
         notes: list[Notification] = []
@@ -158,7 +159,7 @@ def _move_output(
 
 
 def finish_run(
-    ledger: Ledger,
+    ledger: LedgerAPI,
     paths: Paths,
     routine: Routine,
     *,
@@ -247,7 +248,7 @@ def finish_run(
 
 
 def _strike(
-    ledger: Ledger, routine: Routine, status: str, detail: str, notes: list[Notification]
+    ledger: LedgerAPI, routine: Routine, status: str, detail: str, notes: list[Notification]
 ) -> bool:
     state = ledger.state(routine.name)
     streak, disable = strike(status, state.failure_streak)

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 from ipc import RunStatus, Trigger
-from routines.ledger import Ledger, LedgerFull, RoutineState
+from routines.ledger import LedgerFull, RoutineState
+from routines.ledgerapi import LedgerAPI
 from routines.registry import Registry
 from routines.schedule import Schedule, ScheduleError, compile_schedule
 from routines.spec import Routine
@@ -61,7 +62,7 @@ class _Tracked:
 
 
 class Scheduler:
-    def __init__(self, ledger: Ledger, owner: tuple[int, float]) -> None:
+    def __init__(self, ledger: LedgerAPI, owner: tuple[int, float]) -> None:
         self.ledger = ledger
         self.owner = owner
         self.tracked: dict[str, _Tracked] = {}
@@ -71,14 +72,22 @@ class Scheduler:
     # -- keeping up with the registry and the ledger --------------------------------------
 
     def sync(
-        self, registry: Registry, states: dict[str, RoutineState], now: datetime
+        self,
+        registry: Registry,
+        states: dict[str, RoutineState],
+        now: datetime,
+        held: Collection[str] = (),
     ) -> dict[str, str]:
         """Track exactly the enabled routines in force; (re)start cursors as the rules say.
         Returns the routines that were tracked and are now disabled or gone, each with why
-        (their queued runs are dropped with it)."""
+        (their queued runs are dropped with it). `held` routines are not tracked (a fleet's:
+        pinned to other machines, or divergent); tracked again later, they owe nothing from
+        before, like a routine just enabled."""
         wanted: dict[str, Routine] = {}
         disabled: set[str] = set()
         for r in registry.routines():
+            if r.name in held:
+                continue
             state = states.get(r.name)
             if state.enabled(r.enabled) if state else r.enabled:
                 wanted[r.name] = r

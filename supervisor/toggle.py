@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from routines.ledger import Ledger
+from routines.ledgerapi import LedgerAPI
 from routines.spec import Routine
 from supervisor.plan import cursor_for
 from supervisor.scheduler import fingerprint
@@ -13,7 +13,7 @@ from supervisor.scheduler import fingerprint
 __all__ = ["set_enabled"]
 
 
-def set_enabled(ledger: Ledger, routine: Routine, on: bool, now: datetime) -> None:
+def set_enabled(ledger: LedgerAPI, routine: Routine, on: bool, now: datetime) -> None:
     """Store the override with the file's `enabled` at this moment (see RoutineState.enabled).
 
     Enabling clears the failure streak and owes nothing from before: the cursor moves to now

@@ -1,0 +1,105 @@
+"""The ledger's backend seam: what the supervisor, the CLI and the dashboard use of a ledger.
+
+Two implementations: routines/ledger.py's `Ledger` (SQLite, one machine, the default) and
+routines/pgledger.py's `PgLedger` (PostgreSQL, a fleet of machines; imported only when
+config.toml has `[fleet]`). tests/fleet/test_ledger_contract.py runs one suite on both.
+`open_ledger` picks the backend from the config.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import date, datetime
+from typing import TYPE_CHECKING, Any, Protocol
+from zoneinfo import ZoneInfo
+
+from routines.ledger import ANY, ActiveRun, DaySummary, LastRun, Ledger, RoutineState, RunRow
+
+if TYPE_CHECKING:
+    from routines.config import Config
+    from routines.ledger import _Any
+    from routines.paths import Paths
+    from routines.pgledger import PgLedger
+
+__all__ = ["LedgerAPI", "open_ledger"]
+
+
+class LedgerAPI(Protocol):
+    """One connection to a ledger, used from one thread."""
+
+    # -- the run fence (one transaction each) --
+    def claim(
+        self,
+        routine: str,
+        slot: str,
+        *,
+        run_id: str,
+        trigger: str,
+        status: str,
+        now: datetime,
+        detail: str = "",
+        owner: tuple[int, float] | None = None,
+        expect_cursor: str | _Any | None = ANY,
+    ) -> bool: ...
+    def advance_cursor(self, routine: str, slot: str) -> None: ...
+    def is_claimed(self, routine: str, slot: str) -> bool: ...
+    def prune_claims(self, now: datetime) -> int: ...
+
+    # -- run rows --
+    def record_run(
+        self,
+        routine: str,
+        *,
+        run_id: str,
+        trigger: str,
+        status: str,
+        now: datetime,
+        slot: str | None = None,
+        detail: str = "",
+        owner: tuple[int, float] | None = None,
+    ) -> None: ...
+    def start_run(self, run_id: str, *, now: datetime, worker_pid: int | None) -> None: ...
+    def finish_run(self, run_id: str, *, now: datetime, fields: Mapping[str, Any]) -> None: ...
+    def active_runs(self) -> list[ActiveRun]: ...
+    def run(self, run_id: str) -> RunRow | None: ...
+    def history(self, routine: str | None = None, limit: int = 20) -> list[RunRow]: ...
+    def runs_between(self, start: datetime, end: datetime) -> list[RunRow]: ...
+    def last_runs(self) -> dict[str, LastRun]: ...
+
+    # -- compaction (routines/rundays.py) --
+    def compact(self, before: datetime, zone: ZoneInfo, limit: int = 500) -> int: ...
+    def days(self, routine: str | None = None, limit: int = 20) -> list[DaySummary]: ...
+    def oldest_run_start(self) -> str | None: ...
+    def enable_incremental_vacuum(self) -> bool: ...
+    def incremental_vacuum(self, pages: int) -> int: ...
+
+    # -- money --
+    def spent_on_day(self, routine: str, day: date, zone: ZoneInfo) -> float: ...
+    def spent_today(self, routine: str, zone: ZoneInfo, now: datetime) -> float: ...
+    def totals(self, start: datetime, end: datetime) -> list[dict[str, Any]]: ...
+    def dollars_by_day(self, days: Sequence[date], zone: ZoneInfo) -> dict[date, float]: ...
+
+    # -- per-routine state --
+    def state(self, routine: str) -> RoutineState: ...
+    def states(self) -> dict[str, RoutineState]: ...
+    def update_state(self, routine: str, **changes: Any) -> None: ...
+    def set_cursor(self, routine: str, cursor: str | None, fingerprint: str) -> None: ...
+    @property
+    def data_version(self) -> int: ...
+
+    def close(self) -> None: ...
+
+
+def open_ledger(p: Paths, config: Config, *, connect: bool = True) -> LedgerAPI:
+    """The fleet's PostgreSQL ledger when config.toml has [fleet], else this machine's SQLite
+    file. psycopg is imported here, only for a fleet."""
+    if config.fleet is None:
+        return Ledger(p.ledger)
+    from routines.pgledger import PgLedger
+
+    return PgLedger(config.fleet.database, config.fleet.machine, connect=connect)
+
+
+def _conforms(sqlite: Ledger, pg: PgLedger) -> tuple[LedgerAPI, LedgerAPI]:
+    """Never called: mypy checks here that both backends keep the contract."""
+    return sqlite, pg

@@ -1,0 +1,912 @@
+"""The fleet's ledger: the same contract as routines/ledger.py's SQLite `Ledger`, in PostgreSQL
+(psycopg 3), shared by one person's machines. Imported only when config.toml has `[fleet]`.
+
+Tables (one per concern; migrations in `_STEPS`, beside SQLite's in routines/ledger.py):
+- runs, claims, routine_state, run_days: as in SQLite, plus the machine that ran each run.
+- leases: one row per queued or running run, renewed by its machine's daemon
+  (`renew`); a lease that lapsed marks its run `interrupted` (`expire_leases`), never replayed.
+- machines: each machine's heartbeat, version and whether it left the fleet.
+- definitions: each routine's definition fingerprint per machine (divergence).
+
+Time: run rows keep the machine's clock as ISO text, exactly as SQLite (history, budgets and
+compaction read them alike). Leases and heartbeats use the server's clock (`now()`), so a
+machine whose clock is off cannot make a lease look alive or dead.
+
+Invariant: a claim, its run row, its lease and the routine's cursor move in one transaction,
+under a row lock on the routine's state, so two machines planning the same routine serialise
+(tests/fleet/test_ledger_contract.py::test_claim_race_across_connections).
+
+Errors: a lost or refused connection is `LedgerUnreachable` (nothing of that call recorded,
+try again later); while one is recent, calls fail at once without waiting on the network
+(`Gate`), so an outage costs the daemon's loop one bounded wait per back-off step.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import date, datetime
+from enum import Enum
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import psycopg
+from psycopg.rows import dict_row
+
+from routines import rundays
+from routines.ledger import (
+    ANY,
+    CLAIM_RETENTION,
+    RUN_COLUMNS,
+    ActiveRun,
+    DaySummary,
+    LastRun,
+    LedgerError,
+    LedgerFull,
+    RoutineState,
+    RunRow,
+    _Any,
+    day_bounds,
+    from_iso,
+    iso,
+)
+from routines.safetext import redact_url
+
+__all__ = [
+    "LEASE_SEC",
+    "PG_LEDGER_VERSION",
+    "FleetRunRow",
+    "Gate",
+    "LedgerUnreachable",
+    "MachineRow",
+    "PgLedger",
+]
+
+PG_LEDGER_VERSION = 1
+LEASE_SEC = 60.0  # a running run's lease lasts this long past its last renewal
+CONNECT_TIMEOUT_SEC = 3
+STATEMENT_TIMEOUT_MS = 10_000
+
+T = 'TEXT COLLATE "C"'  # byte order, as SQLite compares: ISO times and slot ids sort as text
+
+_STEPS: dict[int, tuple[str, ...]] = {
+    1: (
+        f"""CREATE TABLE runs (
+            id BIGSERIAL PRIMARY KEY,
+            run_id {T} NOT NULL UNIQUE,
+            routine {T} NOT NULL,
+            machine {T} NOT NULL,
+            slot {T}, trigger {T}, status {T}, outcome {T}, detail TEXT,
+            started_at {T}, finished_at {T}, duration_sec DOUBLE PRECISION,
+            route TEXT, model TEXT, escalated INTEGER, escalated_reason TEXT,
+            input_tokens BIGINT, output_tokens BIGINT,
+            local_input_tokens BIGINT, local_output_tokens BIGINT,
+            tool_calls INTEGER, tools_used TEXT, dollars DOUBLE PRECISION, output_file TEXT,
+            owner_pid INTEGER, owner_started DOUBLE PRECISION, worker_pid INTEGER
+        )""",
+        "CREATE INDEX runs_routine_started ON runs(routine, started_at)",
+        "CREATE INDEX runs_started ON runs(started_at)",
+        "CREATE INDEX runs_active ON runs(status) WHERE status IN ('queued', 'running')",
+        f"""CREATE TABLE claims (
+            routine {T} NOT NULL,
+            slot {T} NOT NULL,
+            claimed_at {T} NOT NULL,
+            run_id {T},
+            machine {T},
+            PRIMARY KEY (routine, slot)
+        )""",
+        f"""CREATE TABLE routine_state (
+            routine {T} PRIMARY KEY,
+            enabled_override INTEGER,
+            file_enabled_seen INTEGER,
+            failure_streak INTEGER NOT NULL DEFAULT 0,
+            disabled_reason TEXT,
+            cursor {T},
+            schedule_fingerprint TEXT,
+            updated_at {T},
+            last_run_id {T}, last_status {T}, last_outcome {T},
+            last_started {T}, last_finished {T}
+        )""",
+        *(
+            s.replace("INTEGER NOT NULL", "BIGINT NOT NULL").replace("TEXT", T)
+            for s in rundays.SCHEMA
+        ),
+        f"""CREATE TABLE leases (
+            run_id {T} PRIMARY KEY,
+            routine {T} NOT NULL,
+            machine {T} NOT NULL,
+            expires_at TIMESTAMPTZ NOT NULL
+        )""",
+        "CREATE INDEX leases_machine ON leases(machine)",
+        f"""CREATE TABLE machines (
+            machine {T} PRIMARY KEY,
+            version TEXT,
+            pid INTEGER,
+            joined_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+            heartbeat TIMESTAMPTZ,
+            left_at TIMESTAMPTZ
+        )""",
+        f"""CREATE TABLE definitions (
+            routine {T} NOT NULL,
+            machine {T} NOT NULL,
+            fingerprint TEXT NOT NULL,
+            seen_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+            PRIMARY KEY (routine, machine)
+        )""",
+    ),
+}
+_MIGRATION_LOCK = 0x76696E6F73  # pg_advisory_xact_lock key: one migrating machine at a time
+
+NANO_SQL = "CAST(ROUND(CAST(COALESCE(dollars, 0) AS NUMERIC) * 1000000000) AS BIGINT)"
+MS_SQL = "CAST(ROUND(CAST(COALESCE(duration_sec, 0) AS NUMERIC) * 1000) AS BIGINT)"
+
+
+class LedgerUnreachable(LedgerFull):
+    """PostgreSQL could not be reached or the connection broke: nothing of the call was
+    recorded. A subclass of LedgerFull because the daemon handles both alike: claim nothing,
+    keep finished runs in memory, write them when the ledger takes writes again."""
+
+
+class Gate:
+    """Back-off after a failure: calls fail at once until the next attempt is due.
+
+    Delays double from 1 s up to `cap` (the daemon's tick, so the database's return is seen
+    within one tick)."""
+
+    def __init__(self, cap: float = 30.0, clock: Any = time.monotonic) -> None:
+        self.cap = cap
+        self.failures = 0
+        self.retry_at = 0.0
+        self.clock = clock
+
+    def open(self) -> bool:
+        return self.failures == 0 or self.clock() >= self.retry_at
+
+    def failed(self) -> None:
+        self.failures += 1
+        self.retry_at = self.clock() + backoff(self.failures, self.cap)
+
+    def succeeded(self) -> None:
+        self.failures = 0
+
+
+def backoff(failures: int, cap: float) -> float:
+    """Seconds to wait after `failures` failures in a row: 1, 2, 4, … up to `cap`."""
+    if failures <= 0:
+        return 0.0
+    return float(min(cap, 2.0 ** min(failures - 1, 30)))
+
+
+@dataclass(frozen=True, slots=True)
+class MachineRow:
+    machine: str
+    version: str | None
+    pid: int | None
+    joined_at: datetime
+    heartbeat: datetime | None
+    left_at: datetime | None
+    heartbeat_age_sec: float | None  # by the server's clock
+
+
+@dataclass(frozen=True, slots=True)
+class FleetRunRow:
+    """A run with the machine that ran it (`history` on a fleet)."""
+
+    row: RunRow
+    machine: str
+
+
+def _row(r: Mapping[str, Any]) -> RunRow:
+    data = {k: r[k] for k in RunRow.__dataclass_fields__}
+    tools = data.get("tools_used")
+    data["tools_used"] = json.loads(tools) if tools else ([] if tools == "" else None)
+    return RunRow(**data)
+
+
+def _state(r: Mapping[str, Any]) -> RoutineState:
+    def b(v: object) -> bool | None:
+        return None if v is None else bool(v)
+
+    return RoutineState(
+        routine=r["routine"],
+        enabled_override=b(r["enabled_override"]),
+        file_enabled_seen=b(r["file_enabled_seen"]),
+        failure_streak=r["failure_streak"],
+        disabled_reason=r["disabled_reason"],
+        cursor=r["cursor"],
+        schedule_fingerprint=r["schedule_fingerprint"],
+    )
+
+
+class _Stale(Exception):
+    pass
+
+
+Cursor = psycopg.Cursor[dict[str, Any]]
+
+
+class PgLedger:
+    """One connection to the fleet's database, for one thread (the daemon's loop, or a CLI).
+
+    The connection opens lazily and reopens after a failure (through `gate`), so a daemon
+    starts, and keeps its control socket, while PostgreSQL is down."""
+
+    def __init__(
+        self,
+        dsn: str,
+        machine: str,
+        *,
+        gate: Gate | None = None,
+        lease_sec: float = LEASE_SEC,
+        connect: bool = True,
+    ) -> None:
+        self.dsn = dsn
+        self.machine = machine
+        self.gate = gate or Gate()
+        self.lease_sec = lease_sec
+        self.where = redact_url(dsn) if "://" in dsn else "the fleet database"
+        self._conn: psycopg.Connection[dict[str, Any]] | None = None
+        self._lock = threading.Lock()
+        self._version = 0
+        if connect:
+            self._connection()
+
+    # -- connection ---------------------------------------------------------------------
+
+    def _connection(self) -> psycopg.Connection[dict[str, Any]]:
+        if self._conn is not None and not self._conn.closed:
+            return self._conn
+        if not self.gate.open():
+            raise LedgerUnreachable(f"{self.where}: unreachable (retrying with back-off)")
+        try:
+            conn = psycopg.connect(
+                self.dsn,
+                autocommit=True,
+                row_factory=dict_row,
+                connect_timeout=CONNECT_TIMEOUT_SEC,
+                # Bounded waits: a statement or lock never holds the daemon's loop past this.
+                options=f"-c statement_timeout={STATEMENT_TIMEOUT_MS} "
+                f"-c lock_timeout={STATEMENT_TIMEOUT_MS}",
+            )
+        except psycopg.OperationalError as exc:
+            self.gate.failed()
+            raise LedgerUnreachable(f"{self.where}: cannot connect ({_first_line(exc)})") from exc
+        self._conn = conn
+        try:
+            self._migrate(conn)
+        except psycopg.OperationalError as exc:
+            self._broken(exc)
+        except BaseException:
+            conn.close()
+            self._conn = None
+            raise
+        self.gate.succeeded()
+        return conn
+
+    def _broken(self, exc: psycopg.Error) -> LedgerUnreachable:
+        if self._conn is not None:
+            self._conn.close()
+        self._conn = None
+        self.gate.failed()
+        raise LedgerUnreachable(f"{self.where}: connection lost ({_first_line(exc)})") from exc
+
+    @contextmanager
+    def transaction(self) -> Iterator[Cursor]:
+        """One transaction on a cursor; a lost connection is LedgerUnreachable."""
+        with self._lock:
+            conn = self._connection()
+            try:
+                with conn.transaction(), conn.cursor() as cur:
+                    yield cur
+            except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+                if conn.closed or conn.broken or isinstance(exc, psycopg.InterfaceError):
+                    self._broken(exc)
+                raise LedgerError(f"{self.where}: {_first_line(exc)}") from exc
+        self._version += 1
+
+    def _read(self, sql: str, args: Sequence[Any] = ()) -> list[dict[str, Any]]:
+        with self.transaction() as cur:
+            cur.execute(sql, args)
+            return cur.fetchall()
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def __enter__(self) -> PgLedger:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def ping(self) -> bool:
+        """True when the database answers now."""
+        try:
+            self._read("SELECT 1 AS one")
+        except LedgerError:
+            return False
+        return True
+
+    # -- schema -------------------------------------------------------------------------
+
+    @property
+    def version(self) -> int:
+        rows = self._read("SELECT value FROM ledger_meta WHERE key = 'version'")
+        return int(rows[0]["value"]) if rows else 0
+
+    def _migrate(self, conn: psycopg.Connection[dict[str, Any]]) -> None:
+        with conn.transaction(), conn.cursor() as cur:
+            cur.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+            cur.execute("CREATE TABLE IF NOT EXISTS ledger_meta (key TEXT PRIMARY KEY, value TEXT)")
+            cur.execute("SELECT value FROM ledger_meta WHERE key = 'version'")
+            row = cur.fetchone()
+            version = int(row["value"]) if row else 0
+            if version > PG_LEDGER_VERSION:
+                raise LedgerError(
+                    f"{self.where}: written by a newer vinos-routine (schema {version}, this "
+                    f"one knows {PG_LEDGER_VERSION}); upgrade vinos-routine on this machine"
+                )
+            for step in range(version + 1, PG_LEDGER_VERSION + 1):
+                for statement in _STEPS[step]:
+                    cur.execute(statement)
+            if version != PG_LEDGER_VERSION:
+                cur.execute(
+                    "INSERT INTO ledger_meta (key, value) VALUES ('version', %s) "
+                    "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                    (str(PG_LEDGER_VERSION),),
+                )
+
+    @property
+    def data_version(self) -> int:
+        """Changes whenever another machine may have written: always, on a shared database
+        (the daemon then re-reads the states each tick, one query)."""
+        self._version += 1
+        return self._version
+
+    def enable_incremental_vacuum(self) -> bool:
+        return True  # PostgreSQL's autovacuum
+
+    def incremental_vacuum(self, pages: int) -> int:
+        return 0
+
+    # -- the run fence --------------------------------------------------------------------
+
+    def claim(
+        self,
+        routine: str,
+        slot: str,
+        *,
+        run_id: str,
+        trigger: str,
+        status: str,
+        now: datetime,
+        detail: str = "",
+        owner: tuple[int, float] | None = None,
+        expect_cursor: str | _Any | None = ANY,
+    ) -> bool:
+        """As `Ledger.claim`, fleet-wide: the routine's state row is locked first, so every
+        machine's claims of one routine happen one after the other."""
+        try:
+            with self.transaction() as cur:
+                cur.execute(
+                    "INSERT INTO routine_state (routine) VALUES (%s) ON CONFLICT DO NOTHING",
+                    (routine,),
+                )
+                cur.execute(
+                    "SELECT cursor FROM routine_state WHERE routine = %s FOR UPDATE", (routine,)
+                )
+                row = cur.fetchone()
+                if expect_cursor is not ANY and (row["cursor"] if row else None) != expect_cursor:
+                    raise _Stale
+                cur.execute(
+                    "INSERT INTO claims (routine, slot, claimed_at, run_id, machine) "
+                    "VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                    (routine, slot, iso(now), run_id, self.machine),
+                )
+                if cur.rowcount == 0:
+                    raise _Stale  # claimed before, by some machine
+                self._advance_cursor(cur, routine, slot)
+                self._insert_run(cur, routine, run_id, slot, trigger, status, now, detail, owner)
+        except _Stale:
+            return False
+        return True
+
+    @staticmethod
+    def _advance_cursor(cur: Cursor, routine: str, slot: str) -> None:
+        # Invariant: the cursor never moves backwards (a clock set back reruns nothing).
+        cur.execute(
+            "INSERT INTO routine_state (routine, cursor) VALUES (%s, %s) "
+            "ON CONFLICT (routine) DO UPDATE SET cursor = excluded.cursor "
+            "WHERE routine_state.cursor IS NULL OR routine_state.cursor < excluded.cursor",
+            (routine, slot),
+        )
+
+    def advance_cursor(self, routine: str, slot: str) -> None:
+        with self.transaction() as cur:
+            self._advance_cursor(cur, routine, slot)
+
+    def _insert_run(
+        self,
+        cur: Cursor,
+        routine: str,
+        run_id: str,
+        slot: str | None,
+        trigger: str,
+        status: str,
+        now: datetime,
+        detail: str,
+        owner: tuple[int, float] | None,
+    ) -> None:
+        finished = status not in ("queued", "running")
+        cur.execute(
+            "INSERT INTO runs (run_id, routine, machine, slot, trigger, status, detail, "
+            "started_at, finished_at, duration_sec, dollars, input_tokens, output_tokens, "
+            "local_input_tokens, local_output_tokens, tool_calls, owner_pid, owner_started) "
+            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, 0, 0, 0, 0, 0, 0, %s, %s)",
+            (
+                run_id,
+                routine,
+                self.machine,
+                slot,
+                _plain(trigger),
+                _plain(status),
+                detail,
+                iso(now),
+                iso(now) if finished else None,
+                0.0 if finished else None,
+                owner[0] if owner else None,
+                owner[1] if owner else None,
+            ),
+        )
+        if finished:
+            _note_last(cur, routine, run_id, status, None, iso(now), iso(now))
+        else:
+            cur.execute(
+                "INSERT INTO leases (run_id, routine, machine, expires_at) "
+                "VALUES (%s, %s, %s, now() + make_interval(secs => %s))",
+                (run_id, routine, self.machine, self.lease_sec),
+            )
+
+    def record_run(
+        self,
+        routine: str,
+        *,
+        run_id: str,
+        trigger: str,
+        status: str,
+        now: datetime,
+        slot: str | None = None,
+        detail: str = "",
+        owner: tuple[int, float] | None = None,
+    ) -> None:
+        with self.transaction() as cur:
+            self._insert_run(cur, routine, run_id, slot, trigger, status, now, detail, owner)
+
+    def prune_claims(self, now: datetime) -> int:
+        with self.transaction() as cur:
+            cur.execute("DELETE FROM claims WHERE claimed_at < %s", (iso(now - CLAIM_RETENTION),))
+            return cur.rowcount
+
+    def is_claimed(self, routine: str, slot: str) -> bool:
+        return bool(
+            self._read("SELECT 1 FROM claims WHERE routine = %s AND slot = %s", (routine, slot))
+        )
+
+    # -- run rows -----------------------------------------------------------------------
+
+    def start_run(self, run_id: str, *, now: datetime, worker_pid: int | None) -> None:
+        with self.transaction() as cur:
+            cur.execute(
+                "UPDATE runs SET status = 'running', started_at = %s, worker_pid = %s "
+                "WHERE run_id = %s",
+                (iso(now), worker_pid, run_id),
+            )
+
+    def finish_run(self, run_id: str, *, now: datetime, fields: Mapping[str, Any]) -> None:
+        allowed = set(RUN_COLUMNS) - {"run_id", "routine", "started_at"}
+        bad = set(fields) - allowed
+        if bad:
+            raise ValueError(f"unknown run fields: {sorted(bad)}")
+        values = dict(fields)
+        if "tools_used" in values and not isinstance(values["tools_used"], str | None):
+            values["tools_used"] = json.dumps(list(values["tools_used"]))
+        if "escalated" in values and values["escalated"] is not None:
+            values["escalated"] = int(values["escalated"])
+        values = {k: _plain(v) for k, v in values.items()}
+        values["finished_at"] = iso(now)
+        with self.transaction() as cur:
+            cur.execute(
+                "SELECT routine, started_at, status, outcome FROM runs WHERE run_id = %s "
+                "FOR UPDATE",
+                (run_id,),
+            )
+            row = cur.fetchone()
+            if row is None:
+                raise KeyError(run_id)
+            if "duration_sec" not in values and row["started_at"]:
+                values["duration_sec"] = max(
+                    0.0, (now - from_iso(row["started_at"])).total_seconds()
+                )
+            assignments = ", ".join(f"{k} = %s" for k in values)
+            cur.execute(
+                f"UPDATE runs SET {assignments} WHERE run_id = %s",
+                (*values.values(), run_id),
+            )
+            status = values.get("status", row["status"])
+            if status not in ("queued", "running"):
+                cur.execute("DELETE FROM leases WHERE run_id = %s", (run_id,))
+                if row["started_at"]:
+                    outcome = values.get("outcome", row["outcome"])
+                    _note_last(
+                        cur, row["routine"], run_id, status, outcome, row["started_at"], iso(now)
+                    )
+
+    def active_runs(self) -> list[ActiveRun]:
+        """This machine's queued and running runs (another machine's pids mean nothing here:
+        those end through their leases)."""
+        rows = self._read(
+            "SELECT run_id, routine, slot, status, owner_pid, owner_started, worker_pid "
+            "FROM runs WHERE status IN ('queued', 'running') AND machine = %s",
+            (self.machine,),
+        )
+        return [ActiveRun(**r) for r in rows]
+
+    def busy_elsewhere(self) -> dict[str, str]:
+        """Routines with a live lease on another machine, and that machine (fleet overlap)."""
+        rows = self._read(
+            "SELECT routine, machine FROM leases WHERE machine <> %s AND expires_at > now()",
+            (self.machine,),
+        )
+        return {r["routine"]: r["machine"] for r in rows}
+
+    def run(self, run_id: str) -> RunRow | None:
+        rows = self._read("SELECT * FROM runs WHERE run_id = %s", (run_id,))
+        return _row(rows[0]) if rows else None
+
+    def history(self, routine: str | None = None, limit: int = 20) -> list[RunRow]:
+        return [f.row for f in self.fleet_history(routine, limit)]
+
+    def fleet_history(self, routine: str | None = None, limit: int = 20) -> list[FleetRunRow]:
+        """Runs newest first with the machine of each (all routines when `routine` is None)."""
+        where, args = ("WHERE routine = %s", [routine]) if routine else ("", [])
+        rows = self._read(
+            f"SELECT * FROM runs {where} ORDER BY started_at DESC, id DESC LIMIT %s",
+            (*args, limit),
+        )
+        return [FleetRunRow(_row(r), r["machine"]) for r in rows]
+
+    def runs_between(self, start: datetime, end: datetime) -> list[RunRow]:
+        rows = self._read(
+            "SELECT * FROM runs WHERE started_at >= %s AND started_at < %s "
+            "ORDER BY started_at DESC, id DESC",
+            (iso(start), iso(end)),
+        )
+        return [_row(r) for r in rows]
+
+    def last_runs(self) -> dict[str, LastRun]:
+        rows = self._read(
+            "SELECT routine, last_run_id, last_status, last_outcome, last_started, "
+            "last_finished FROM routine_state WHERE last_status IS NOT NULL"
+        )
+        return {r["routine"]: LastRun(*r.values()) for r in rows}
+
+    # -- compaction ---------------------------------------------------------------------
+
+    def compact(self, before: datetime, zone: ZoneInfo, limit: int = 500) -> int:
+        """As `Ledger.compact`; SKIP LOCKED lets two machines compact at once, each run once."""
+        with self.transaction() as cur:
+            cur.execute(
+                "SELECT id, routine, run_id, started_at, COALESCE(status, '') AS status, "
+                "outcome, input_tokens, output_tokens, local_input_tokens, "
+                f"local_output_tokens, tool_calls, {NANO_SQL} AS nano, {MS_SQL} AS ms "
+                "FROM runs WHERE started_at < %s "
+                "AND COALESCE(status, '') NOT IN ('queued', 'running') "
+                "ORDER BY started_at LIMIT %s FOR UPDATE SKIP LOCKED",
+                (iso(before), limit),
+            )
+            rows = cur.fetchall()
+            for f in rundays.fold(rows, zone):
+                _add_day(cur, f, zone.key)
+            cur.execute("DELETE FROM runs WHERE id = ANY(%s)", ([r["id"] for r in rows],))
+        return len(rows)
+
+    def days(self, routine: str | None = None, limit: int = 20) -> list[DaySummary]:
+        where, args = ("WHERE routine = %s", [routine]) if routine else ("", [])
+        rows = self._read(
+            f"SELECT * FROM run_days {where} ORDER BY start_at DESC, routine LIMIT %s",
+            (*args, limit),
+        )
+        return [rundays.summary(r) for r in rows]
+
+    def oldest_run_start(self) -> str | None:
+        rows = self._read("SELECT MIN(started_at) AS m FROM runs")
+        return rows[0]["m"] if rows else None
+
+    # -- money --------------------------------------------------------------------------
+
+    def spent_on_day(self, routine: str, day: date, zone: ZoneInfo) -> float:
+        """Every machine's spending of `routine` on `day` (the fleet-wide budget)."""
+        start, end = day_bounds(day, zone)
+        rows = self._read(
+            "SELECT COALESCE(SUM(dollars), 0) AS s FROM runs "
+            "WHERE routine = %s AND started_at >= %s AND started_at < %s",
+            (routine, iso(start), iso(end)),
+        )
+        return float(rows[0]["s"])
+
+    def spent_today(self, routine: str, zone: ZoneInfo, now: datetime) -> float:
+        return self.spent_on_day(routine, now.astimezone(zone).date(), zone)
+
+    def totals(self, start: datetime, end: datetime) -> list[dict[str, Any]]:
+        sums = ("input_tokens", "output_tokens", "local_input_tokens", "local_output_tokens")
+        runs = self._read(
+            "SELECT routine, COUNT(*) AS runs, "
+            + "".join(f"COALESCE(SUM({c}), 0) AS {c}, " for c in sums)
+            + f"COALESCE(SUM({NANO_SQL}), 0) AS nano FROM runs "
+            "WHERE started_at >= %s AND started_at < %s "
+            "AND COALESCE(status, '') NOT IN ('skipped', 'missed') GROUP BY routine",
+            (iso(start), iso(end)),
+        )
+        days = self._read(
+            "SELECT routine, SUM(runs - skipped - missed) AS runs, "
+            + "".join(f"SUM({c}) AS {c}, " for c in sums)
+            + "SUM(nanodollars) AS nano FROM run_days WHERE start_at >= %s AND start_at < %s "
+            "GROUP BY routine HAVING SUM(runs - skipped - missed) > 0",
+            (iso(start), iso(end)),
+        )
+        merged: dict[str, dict[str, Any]] = {}
+        for r in (*runs, *days):
+            m = merged.setdefault(r["routine"], dict.fromkeys(("runs", *sums, "nano"), 0))
+            for k in m:
+                m[k] += int(r[k])
+        out: list[dict[str, Any]] = []
+        for name, m in merged.items():
+            nano = m.pop("nano")
+            out.append({"routine": name, **m, "dollars": nano / 1e9})
+        out.sort(key=lambda r: (-r["dollars"], r["routine"]))
+        return out
+
+    def dollars_by_day(self, days: Sequence[date], zone: ZoneInfo) -> dict[date, float]:
+        out: dict[date, float] = {}
+        for day in days:
+            start, end = day_bounds(day, zone)
+            bounds = (iso(start), iso(end))
+            rows = self._read(
+                f"SELECT (SELECT COALESCE(SUM({NANO_SQL}), 0) FROM runs "
+                "WHERE started_at >= %s AND started_at < %s) + "
+                "(SELECT COALESCE(SUM(nanodollars), 0) FROM run_days "
+                "WHERE start_at >= %s AND start_at < %s) AS nano",
+                (*bounds, *bounds),
+            )
+            out[day] = int(rows[0]["nano"]) / 1e9
+        return out
+
+    # -- per-routine state --------------------------------------------------------------
+
+    def state(self, routine: str) -> RoutineState:
+        rows = self._read("SELECT * FROM routine_state WHERE routine = %s", (routine,))
+        return _state(rows[0]) if rows else RoutineState(routine)
+
+    def states(self) -> dict[str, RoutineState]:
+        return {r["routine"]: _state(r) for r in self._read("SELECT * FROM routine_state")}
+
+    def update_state(self, routine: str, **changes: Any) -> None:
+        allowed = set(RoutineState.__dataclass_fields__) - {"routine"}
+        bad = set(changes) - allowed
+        if bad:
+            raise ValueError(f"unknown state fields: {sorted(bad)}")
+        values = {k: (int(v) if isinstance(v, bool) else v) for k, v in changes.items()}
+        cols = ", ".join(["routine", *values, "updated_at"])
+        marks = ", ".join(
+            ["%s"] * (len(values) + 1)
+            + ["to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')"]
+        )
+        updates = ", ".join(f"{k} = excluded.{k}" for k in (*values, "updated_at"))
+        with self.transaction() as cur:
+            cur.execute(
+                f"INSERT INTO routine_state ({cols}) VALUES ({marks}) "
+                f"ON CONFLICT (routine) DO UPDATE SET {updates}",
+                (routine, *values.values()),
+            )
+
+    def set_cursor(self, routine: str, cursor: str | None, fingerprint: str) -> None:
+        self.update_state(routine, cursor=cursor, schedule_fingerprint=fingerprint)
+
+    # -- the fleet: machines, leases, definitions -----------------------------------------
+
+    def register(self, version: str, pid: int) -> None:
+        """Join (or rejoin) the fleet as this machine and beat once."""
+        with self.transaction() as cur:
+            cur.execute(
+                "INSERT INTO machines (machine, version, pid, heartbeat) "
+                "VALUES (%s, %s, %s, now()) ON CONFLICT (machine) DO UPDATE SET "
+                "version = excluded.version, pid = excluded.pid, heartbeat = now(), "
+                "left_at = NULL",
+                (self.machine, version, pid),
+            )
+
+    def leave(self, machine: str | None = None) -> bool:
+        """Mark a machine as gone from the fleet (its definitions no longer count)."""
+        with self.transaction() as cur:
+            cur.execute(
+                "UPDATE machines SET left_at = now() WHERE machine = %s AND left_at IS NULL",
+                (machine or self.machine,),
+            )
+            gone = cur.rowcount > 0
+            cur.execute("DELETE FROM definitions WHERE machine = %s", (machine or self.machine,))
+        return gone
+
+    def renew(self) -> int:
+        """Heartbeat, and extend every lease this machine holds; how many leases."""
+        with self.transaction() as cur:
+            cur.execute("UPDATE machines SET heartbeat = now() WHERE machine = %s", (self.machine,))
+            cur.execute(
+                "UPDATE leases SET expires_at = now() + make_interval(secs => %s) "
+                "WHERE machine = %s",
+                (self.lease_sec, self.machine),
+            )
+            return cur.rowcount
+
+    def expire_leases(self, now: datetime) -> list[tuple[str, str, str]]:
+        """Runs whose lease lapsed become `interrupted`, never replayed: (routine, run id,
+        machine) of each. SKIP LOCKED: two machines expiring at once end each run once."""
+        out: list[tuple[str, str, str]] = []
+        with self.transaction() as cur:
+            cur.execute(
+                "DELETE FROM leases WHERE run_id IN (SELECT run_id FROM leases "
+                "WHERE expires_at < now() FOR UPDATE SKIP LOCKED) "
+                "RETURNING run_id, routine, machine"
+            )
+            lapsed = cur.fetchall()
+            for lease in lapsed:
+                cur.execute(
+                    "UPDATE runs SET status = 'interrupted', finished_at = %s, detail = %s "
+                    "WHERE run_id = %s AND status IN ('queued', 'running') "
+                    "RETURNING started_at",
+                    (
+                        iso(now),
+                        f"its machine {lease['machine']} stopped renewing the run's lease; "
+                        "not replayed",
+                        lease["run_id"],
+                    ),
+                )
+                row = cur.fetchone()
+                if row is None:
+                    continue
+                if row["started_at"]:
+                    _note_last(
+                        cur,
+                        lease["routine"],
+                        lease["run_id"],
+                        "interrupted",
+                        None,
+                        row["started_at"],
+                        iso(now),
+                    )
+                out.append((lease["routine"], lease["run_id"], lease["machine"]))
+        return out
+
+    def machines(self) -> list[MachineRow]:
+        rows = self._read(
+            "SELECT machine, version, pid, joined_at, heartbeat, left_at, "
+            "EXTRACT(EPOCH FROM now() - heartbeat) AS age FROM machines ORDER BY machine"
+        )
+        return [
+            MachineRow(
+                r["machine"],
+                r["version"],
+                r["pid"],
+                r["joined_at"],
+                r["heartbeat"],
+                r["left_at"],
+                float(r["age"]) if r["age"] is not None else None,
+            )
+            for r in rows
+        ]
+
+    def publish_definitions(self, fingerprints: Mapping[str, str]) -> None:
+        """This machine's routines and their definition fingerprints, replacing the last."""
+        with self.transaction() as cur:
+            cur.execute(
+                "SELECT routine, fingerprint FROM definitions WHERE machine = %s",
+                (self.machine,),
+            )
+            known = {r["routine"]: r["fingerprint"] for r in cur.fetchall()}
+            gone = [n for n in known if n not in fingerprints]
+            if gone:
+                cur.execute(
+                    "DELETE FROM definitions WHERE machine = %s AND routine = ANY(%s)",
+                    (self.machine, gone),
+                )
+            changed = [(n, fp) for n, fp in fingerprints.items() if known.get(n) != fp]
+            if changed:
+                cur.executemany(
+                    "INSERT INTO definitions (routine, machine, fingerprint) "
+                    "VALUES (%s, %s, %s) ON CONFLICT (routine, machine) DO UPDATE SET "
+                    "fingerprint = excluded.fingerprint, seen_at = now()",
+                    [(n, self.machine, fp) for n, fp in changed],
+                )
+
+    def definitions(self) -> dict[str, dict[str, str]]:
+        """routine → {machine: fingerprint}, for machines still in the fleet."""
+        rows = self._read(
+            "SELECT d.routine, d.machine, d.fingerprint FROM definitions d "
+            "JOIN machines m ON m.machine = d.machine WHERE m.left_at IS NULL"
+        )
+        out: dict[str, dict[str, str]] = {}
+        for r in rows:
+            out.setdefault(r["routine"], {})[r["machine"]] = r["fingerprint"]
+        return out
+
+    def where_running(self) -> dict[str, str]:
+        """routine → machine, for every run with a live lease."""
+        rows = self._read("SELECT routine, machine FROM leases WHERE expires_at > now()")
+        return {r["routine"]: r["machine"] for r in rows}
+
+
+def _plain(value: Any) -> Any:
+    """A StrEnum as its text (psycopg would dump an Enum by its name)."""
+    return value.value if isinstance(value, Enum) else value
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+def _note_last(
+    cur: Cursor,
+    routine: str,
+    run_id: str,
+    status: str,
+    outcome: str | None,
+    started: str,
+    finished: str,
+) -> None:
+    if status in ("queued", "running", "skipped"):
+        return
+    cur.execute(
+        "INSERT INTO routine_state (routine, last_run_id, last_status, last_outcome, "
+        "last_started, last_finished) VALUES (%s, %s, %s, %s, %s, %s) "
+        "ON CONFLICT (routine) DO UPDATE SET last_run_id = excluded.last_run_id, "
+        "last_status = excluded.last_status, last_outcome = excluded.last_outcome, "
+        "last_started = excluded.last_started, last_finished = excluded.last_finished "
+        "WHERE routine_state.last_started IS NULL "
+        "OR routine_state.last_started <= excluded.last_started",
+        (routine, run_id, status, outcome, started, finished),
+    )
+
+
+def _add_day(cur: Cursor, f: rundays.DayFold, zone: str) -> None:
+    assert f.first is not None and f.last is not None
+    counters = rundays.COUNTERS
+    cols = ", ".join(rundays.DAY_COLUMNS)
+    marks = ", ".join("%s" for _ in rundays.DAY_COLUMNS)
+    adds = ", ".join(f"{c} = run_days.{c} + excluded.{c}" for c in counters)
+    cur.execute(
+        f"INSERT INTO run_days ({cols}) VALUES ({marks}) "
+        f"ON CONFLICT (routine, day) DO UPDATE SET {adds}, "
+        "first_run_id = CASE WHEN excluded.first_started < run_days.first_started "
+        "THEN excluded.first_run_id ELSE run_days.first_run_id END, "
+        "first_started = LEAST(run_days.first_started, excluded.first_started), "
+        "last_run_id = CASE WHEN excluded.last_started > run_days.last_started "
+        "THEN excluded.last_run_id ELSE run_days.last_run_id END, "
+        "last_started = GREATEST(run_days.last_started, excluded.last_started)",
+        (
+            f.routine,
+            f.day.isoformat(),
+            zone,
+            iso(f.start_at),
+            iso(f.end_at),
+            *(f.counts[c] for c in counters),
+            f.first[1],
+            f.first[0],
+            f.last[1],
+            f.last[0],
+        ),
+    )

@@ -1,0 +1,36 @@
+"""Fixtures for the fleet: one real PostgreSQL cluster per session, a fresh database per test
+(cloned from a template that already has the schema)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+
+from routines.pgledger import PgLedger
+from tests.fleet.pgcluster import Cluster, bindir
+
+
+@pytest.fixture(scope="session")
+def pg_cluster() -> Iterator[Cluster]:
+    if os.geteuid() == 0:
+        pytest.fail("the fleet tests start PostgreSQL, which refuses root: scripts/dev-pytest.sh")
+    where = bindir()
+    if where is None:
+        pytest.fail("no PostgreSQL server binaries (initdb): run scripts/system-deps.sh as root")
+    cluster = Cluster(where)
+    cluster.start()
+    try:
+        template = cluster.create_database()
+        PgLedger(cluster.dsn(template), "template").close()  # the schema, once
+        cluster.template = template  # type: ignore[attr-defined]
+        yield cluster
+    finally:
+        cluster.destroy()
+
+
+@pytest.fixture
+def pg_dsn(pg_cluster: Cluster) -> str:
+    """A fresh database with the fleet schema."""
+    return pg_cluster.dsn(pg_cluster.create_database(template=pg_cluster.template))  # type: ignore[attr-defined]

@@ -1,0 +1,90 @@
+"""Several machines of one fleet on this host: each a real daemon with its own VINOS_HOME,
+runtime dir and machine name, all on one test database. Their runs use the stand-in worker
+(tests/supervisor/fakeworker.py `ok`): the fleet is about who runs a slot, not the sandbox."""
+
+from __future__ import annotations
+
+
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from routines.ledger import RunRow
+from routines.paths import Paths, paths
+from routines.pgledger import PgLedger
+from tests.supervisor.daemonkit import REPO, Daemon, command_routine, write_routine
+
+__all__ = ["Machine", "fleet_rows", "minute_boundary"]
+
+FAKEWORKER = [sys.executable, str(REPO / "tests/supervisor/fakeworker.py")]
+
+
+class Machine:
+    """One machine: its home under tmp/NAME, its config.toml naming it, its daemon."""
+
+    def __init__(
+        self,
+        tmp: Path,
+        monkeypatch: pytest.MonkeyPatch,
+        name: str,
+        dsn: str,
+        *,
+        clock_file: Path | None = None,
+        worker: str = "ok",
+        extra_env: dict[str, str] | None = None,
+        config: str = "",
+    ) -> None:
+        self.name = name
+        root = tmp / name
+        home, runtime = root / "home", root / "run"
+        for d in (home / "routines", runtime):
+            d.mkdir(parents=True, exist_ok=True)
+        runtime.chmod(0o700)
+        (home / "routines" / "config.toml").write_text(
+            f'[fleet]\nmachine = "{name}"\n{config}'
+        )
+        with monkeypatch.context() as m:
+            m.setenv("VINOS_HOME", str(home))
+            m.setenv("XDG_RUNTIME_DIR", str(runtime))
+            m.setenv("VINOS_FLEET_DATABASE", dsn)
+            self.paths: Paths = paths()
+            env = {
+                "VINOS_FLEET_RENEW_SEC": "0.5",
+                "VINOS_FLEET_LEASE_SEC": "3",
+                "VINOS_HOUSEKEEPING_DELAY_SEC": "3600",
+                **(extra_env or {}),
+            }
+            self.daemon = Daemon(
+                root, tick=0.2, extra_env=env, worker_argv=[*FAKEWORKER, worker]
+            )
+        if clock_file is not None:
+            self.daemon.clock_file = clock_file
+            self.daemon.env["VINOS_CLOCK_OFFSET_FILE"] = str(clock_file)
+
+    def write(self, name: str, text: str) -> None:
+        write_routine(name, text, self.paths)
+
+    def start(self) -> Machine:
+        self.daemon.start()
+        return self
+
+
+def fleet_rows(dsn: str, routine: str | None = None) -> list[tuple[RunRow, str]]:
+    """Every run row in the fleet database with its machine, oldest first."""
+    with PgLedger(dsn, "observer") as ledger:
+        found = ledger.fleet_history(routine, limit=100_000)
+    return sorted(((f.row, f.machine) for f in found), key=lambda x: x[0].id)
+
+
+def minute_boundary(ahead: timedelta = timedelta(minutes=10)) -> datetime:
+    t = datetime.now(UTC) + ahead
+    return datetime.fromtimestamp(int(t.timestamp()) // 60 * 60, UTC)
+
+
+def minutely(run: str = "echo hi", extra: str = "") -> str:
+    return command_routine(run, extra=extra)
+
+
+

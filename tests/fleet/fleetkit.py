@@ -4,7 +4,6 @@ runtime dir and machine name, all on one test database. Their runs use the stand
 
 from __future__ import annotations
 
-
 import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -42,9 +41,7 @@ class Machine:
         for d in (home / "routines", runtime):
             d.mkdir(parents=True, exist_ok=True)
         runtime.chmod(0o700)
-        (home / "routines" / "config.toml").write_text(
-            f'[fleet]\nmachine = "{name}"\n{config}'
-        )
+        (home / "routines" / "config.toml").write_text(f'[fleet]\nmachine = "{name}"\n{config}')
         with monkeypatch.context() as m:
             m.setenv("VINOS_HOME", str(home))
             m.setenv("XDG_RUNTIME_DIR", str(runtime))
@@ -56,9 +53,7 @@ class Machine:
                 "VINOS_HOUSEKEEPING_DELAY_SEC": "3600",
                 **(extra_env or {}),
             }
-            self.daemon = Daemon(
-                root, tick=0.2, extra_env=env, worker_argv=[*FAKEWORKER, worker]
-            )
+            self.daemon = Daemon(root, tick=0.2, extra_env=env, worker_argv=[*FAKEWORKER, worker])
         if clock_file is not None:
             self.daemon.clock_file = clock_file
             self.daemon.env["VINOS_CLOCK_OFFSET_FILE"] = str(clock_file)
@@ -85,6 +80,3 @@ def minute_boundary(ahead: timedelta = timedelta(minutes=10)) -> datetime:
 
 def minutely(run: str = "echo hi", extra: str = "") -> str:
     return command_routine(run, extra=extra)
-
-
-

@@ -1,0 +1,69 @@
+"""The fleet's pure decisions (supervisor/fleetplan.py) and the database back-off."""
+
+from __future__ import annotations
+
+import pytest
+
+from routines.pgledger import Gate, backoff
+from supervisor.fleetplan import definition_fingerprint, divergence, hold, may_run_here
+
+
+def test_an_empty_machines_list_means_any_machine() -> None:
+    assert may_run_here((), "laptop")
+    assert may_run_here(("desktop", "laptop"), "laptop")
+    assert not may_run_here(("desktop",), "laptop")
+
+
+def test_fingerprints_follow_the_file_text() -> None:
+    a = definition_fingerprint('[routine]\nkind = "command"\n')
+    assert a == definition_fingerprint('[routine]\nkind = "command"\n')
+    assert a != definition_fingerprint('[routine]\nkind = "agent"\n')
+
+
+def test_divergence_compares_only_machines_that_may_run_it() -> None:
+    fps = {"laptop": "1", "desktop": "1", "server": "2"}
+    d = divergence("brief", fps, ())
+    assert d is not None
+    assert d.groups() == [["desktop", "laptop"], ["server"]]
+    assert d.describe() == "the routine file differs between machines: desktop and laptop / server"
+    assert divergence("brief", fps, ("laptop", "desktop")) is None  # the server may not run it
+    assert divergence("brief", {"laptop": "1"}, ()) is None
+
+
+@pytest.mark.parametrize(
+    ("machines", "published", "expect"),
+    [
+        ((), {}, {}),  # only this machine knows it
+        ((), {"desktop": "fp"}, {}),  # the same file elsewhere
+        (("desktop",), {}, {"brief": "pinned to desktop"}),
+        ((), {"desktop": "other"}, {"brief": "differs"}),
+        (("laptop",), {"desktop": "other"}, {}),  # desktop may not run it: not compared
+        ((), {"laptop": "stale"}, {}),  # this machine's own old entry is replaced
+    ],
+)
+def test_hold(machines: tuple[str, ...], published: dict[str, str], expect: dict[str, str]) -> None:
+    held = hold("laptop", [("brief", machines, "fp")], {"brief": published})
+    assert set(held) == set(expect)
+    for name, why in expect.items():
+        assert why in held[name]
+
+
+def test_backoff_doubles_up_to_the_cap() -> None:
+    assert [backoff(n, 30) for n in range(8)] == [0, 1, 2, 4, 8, 16, 30, 30]
+
+
+def test_the_gate_fails_fast_until_the_retry_is_due() -> None:
+    t = [100.0]
+    gate = Gate(cap=4, clock=lambda: t[0])
+    assert gate.open()
+    gate.failed()
+    assert not gate.open()
+    t[0] += 1.0
+    assert gate.open()
+    gate.failed()
+    t[0] += 1.5
+    assert not gate.open()  # 2 s after the second failure
+    t[0] += 0.5
+    assert gate.open()
+    gate.succeeded()
+    assert gate.open() and gate.failures == 0

@@ -1,0 +1,346 @@
+"""The ledger contract, run on both backends: SQLite (`Ledger`, one machine) and PostgreSQL
+(`PgLedger`, a fleet) against a real cluster. What the supervisor relies on: the fence (a
+slot claimed once; the cursor's compare-and-set; never backwards), run rows, state and
+cursors, strikes, budgets, compaction through the pure fold, and migrations."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+import psycopg
+import pytest
+
+from routines.ledger import Ledger, LedgerError, RoutineState, iso
+from routines.ledgerapi import LedgerAPI
+from routines.pgledger import PgLedger
+
+T0 = datetime(2026, 6, 1, 10, 0, tzinfo=UTC)
+NY = ZoneInfo("America/New_York")
+UTCZ = ZoneInfo("UTC")
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return str(tmp_path / "ledger.db")
+    dsn: str = request.getfixturevalue("pg_dsn")
+    return dsn
+
+
+def open_backend(where: str, machine: str = "m1") -> LedgerAPI:
+    if where.startswith("host="):
+        return PgLedger(where, machine)
+    return Ledger(Path(where))
+
+
+@pytest.fixture
+def led(backend: str) -> Iterator[LedgerAPI]:
+    ledger = open_backend(backend)
+    try:
+        yield ledger
+    finally:
+        ledger.close()
+
+
+def sid(instant: datetime) -> str:
+    return instant.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def claim(led: LedgerAPI, slot: str, routine: str = "brief", **kw: object) -> bool:
+    return led.claim(
+        routine,
+        slot,
+        run_id=str(kw.pop("run_id", f"{routine}-{slot}")),
+        trigger="schedule",
+        status=str(kw.pop("status", "queued")),
+        now=T0,
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def spend(led: LedgerAPI, routine: str, when: datetime, dollars: float, status: str = "ok") -> str:
+    run_id = f"{routine}-{iso(when)}-{dollars}"
+    led.record_run(routine, run_id=run_id, trigger="manual", status="running", now=when)
+    led.finish_run(
+        run_id, now=when + timedelta(seconds=30), fields={"status": status, "dollars": dollars}
+    )
+    return run_id
+
+
+# -- the fence ------------------------------------------------------------------------------
+
+
+def test_a_slot_is_claimed_once_with_its_row_and_cursor(led: LedgerAPI) -> None:
+    slot = sid(T0)
+    assert claim(led, slot)
+    assert not claim(led, slot, run_id="other")
+    assert led.is_claimed("brief", slot)
+    [active] = led.active_runs()
+    assert (active.run_id, active.status, active.slot) == (f"brief-{slot}", "queued", slot)
+    assert led.state("brief").cursor == slot
+    assert led.run("other") is None
+
+
+def test_the_cursor_compare_and_set_refuses_a_stale_plan(led: LedgerAPI) -> None:
+    first, second = sid(T0), sid(T0 + timedelta(minutes=1))
+    assert claim(led, first, expect_cursor=None)
+    assert not claim(led, second, expect_cursor=None)  # planned before `first` was claimed
+    assert not led.is_claimed("brief", second)
+    assert claim(led, second, expect_cursor=first)
+    assert led.state("brief").cursor == second
+
+
+def test_the_cursor_never_moves_backwards(led: LedgerAPI) -> None:
+    later, earlier = sid(T0 + timedelta(hours=1)), sid(T0)
+    assert claim(led, later)
+    assert claim(led, earlier)
+    led.advance_cursor("brief", earlier)
+    assert led.state("brief").cursor == later
+
+
+def test_skipped_and_missed_claims_are_finished_zero_cost_rows(led: LedgerAPI) -> None:
+    assert claim(led, sid(T0), status="missed", detail="3 missed runs")
+    [row] = led.history("brief")
+    assert (row.status, row.detail, row.dollars, row.finished_at) == (
+        "missed",
+        "3 missed runs",
+        0,
+        iso(T0),
+    )
+    assert led.active_runs() == []
+    assert led.last_runs()["brief"].status == "missed"
+
+
+def test_old_claims_are_pruned_and_the_cursor_keeps_them_away(led: LedgerAPI) -> None:
+    assert claim(led, sid(T0))
+    assert led.prune_claims(T0 + timedelta(days=46)) == 1
+    assert not led.is_claimed("brief", sid(T0))
+    assert led.state("brief").cursor == sid(T0)
+
+
+# -- runs -----------------------------------------------------------------------------------
+
+
+def test_a_run_starts_and_finishes_with_its_fields(led: LedgerAPI) -> None:
+    assert claim(led, sid(T0), owner=(123, 4.5))
+    run_id = f"brief-{sid(T0)}"
+    led.start_run(run_id, now=T0 + timedelta(seconds=1), worker_pid=77)
+    led.finish_run(
+        run_id,
+        now=T0 + timedelta(seconds=31),
+        fields={
+            "status": "ok",
+            "outcome": "done",
+            "dollars": 0.25,
+            "tools_used": ["shell", "read"],
+            "escalated": True,
+            "input_tokens": 10,
+        },
+    )
+    row = led.run(run_id)
+    assert row is not None
+    assert (row.status, row.outcome, row.dollars, row.tools_used, row.escalated) == (
+        "ok",
+        "done",
+        0.25,
+        ["shell", "read"],
+        1,
+    )
+    assert row.duration_sec == pytest.approx(30.0)
+    assert led.active_runs() == []
+    last = led.last_runs()["brief"]
+    assert (last.run_id, last.status, last.outcome) == (run_id, "ok", "done")
+    with pytest.raises(ValueError, match="unknown run fields"):
+        led.finish_run(run_id, now=T0, fields={"nope": 1})
+    with pytest.raises(KeyError):
+        led.finish_run("missing", now=T0, fields={"status": "ok"})
+
+
+def test_history_is_newest_first_and_runs_between_is_bounded(led: LedgerAPI) -> None:
+    for i in range(5):
+        spend(led, "a" if i % 2 else "b", T0 + timedelta(hours=i), 0.1)
+    assert [r.started_at for r in led.history(limit=3)] == [
+        iso(T0 + timedelta(hours=h)) for h in (4, 3, 2)
+    ]
+    assert {r.routine for r in led.history("a")} == {"a"}
+    got = led.runs_between(T0 + timedelta(hours=1), T0 + timedelta(hours=3))
+    assert [r.started_at for r in got] == [iso(T0 + timedelta(hours=h)) for h in (2, 1)]
+
+
+# -- state, strikes -------------------------------------------------------------------------
+
+
+def test_state_round_trips_and_overrides_follow_the_file(led: LedgerAPI) -> None:
+    assert led.state("x") == RoutineState("x")
+    led.update_state("x", enabled_override=False, file_enabled_seen=True, failure_streak=2)
+    led.set_cursor("x", sid(T0), "fp1")
+    st = led.state("x")
+    assert (st.failure_streak, st.cursor, st.schedule_fingerprint) == (2, sid(T0), "fp1")
+    assert st.enabled(True) is False  # the override holds while the file says what it said
+    assert st.enabled(False) is False
+    led.update_state("x", file_enabled_seen=False)
+    assert led.state("x").enabled(True) is True  # the file changed since: it wins
+    assert set(led.states()) == {"x"}
+    with pytest.raises(ValueError, match="unknown state fields"):
+        led.update_state("x", bogus=1)
+
+
+def test_three_strikes_state_is_shared_by_every_connection(backend: str) -> None:
+    one, two = open_backend(backend, "m1"), open_backend(backend, "m2")
+    try:
+        for streak in (1, 2):
+            (one if streak == 1 else two).update_state("flaky", failure_streak=streak)
+        two.update_state(
+            "flaky", failure_streak=3, enabled_override=False, disabled_reason="3 failed"
+        )
+        st = one.state("flaky")
+        assert (st.failure_streak, st.enabled_override, st.disabled_reason) == (
+            3,
+            False,
+            "3 failed",
+        )
+    finally:
+        one.close()
+        two.close()
+
+
+# -- money ----------------------------------------------------------------------------------
+
+
+def test_budgets_count_every_connections_spending_by_the_routines_day(backend: str) -> None:
+    one, two = open_backend(backend, "m1"), open_backend(backend, "m2")
+    try:
+        morning = datetime(2026, 6, 1, 5, 0, tzinfo=UTC)  # 01:00 in New York
+        spend(one, "brief", morning, 0.5)
+        spend(two, "brief", morning + timedelta(hours=2), 0.25)
+        spend(two, "brief", morning - timedelta(hours=2), 9.0)  # the day before, in New York
+        assert one.spent_on_day("brief", date(2026, 6, 1), NY) == pytest.approx(0.75)
+        assert two.spent_today("brief", NY, morning + timedelta(hours=3)) == pytest.approx(0.75)
+        [t] = one.totals(morning - timedelta(days=1), morning + timedelta(days=1))
+        assert (t["routine"], t["runs"], t["dollars"]) == ("brief", 3, pytest.approx(9.75))
+    finally:
+        one.close()
+        two.close()
+
+
+def test_compaction_folds_old_runs_and_keeps_the_sums(led: LedgerAPI) -> None:
+    base = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+    for i in range(30):
+        spend(led, f"r{i % 3}", base + timedelta(hours=7 * i), 0.001 * (i + 1),
+              status="ok" if i % 4 else "failed")  # fmt: skip
+    window = (base - timedelta(days=1), base + timedelta(days=30))
+    days = [date(2026, 3, d) for d in range(1, 11)]
+    before_totals = led.totals(*window)
+    before_days = led.dollars_by_day(days, UTCZ)
+    line = base + timedelta(days=5)
+    folded = 0
+    while n := led.compact(line, UTCZ, limit=7):
+        folded += n
+    assert folded == sum(1 for i in range(30) if base + timedelta(hours=7 * i) < line)
+    assert led.totals(*window) == before_totals
+    assert led.dollars_by_day(days, UTCZ) == before_days
+    assert all(
+        r.started_at is not None and r.started_at >= iso(line) for r in led.history(limit=99)
+    )
+    compacted = led.days(limit=99)
+    assert sum(d.runs for d in compacted) == folded
+    assert led.oldest_run_start() is not None and led.oldest_run_start() >= iso(line)  # type: ignore[operator]
+
+
+# -- migrations -----------------------------------------------------------------------------
+
+
+def test_reopening_migrates_nothing_and_keeps_everything(backend: str) -> None:
+    with_data = open_backend(backend)
+    assert claim(with_data, sid(T0))
+    with_data.close()
+    again = open_backend(backend)
+    try:
+        assert again.is_claimed("brief", sid(T0))
+    finally:
+        again.close()
+
+
+def test_a_ledger_from_a_newer_version_is_refused(backend: str) -> None:
+    open_backend(backend).close()
+    if backend.startswith("host="):
+        with psycopg.connect(backend, autocommit=True) as conn:
+            conn.execute("UPDATE ledger_meta SET value = '99' WHERE key = 'version'")
+    else:
+        import sqlite3
+
+        db = sqlite3.connect(backend)
+        db.execute("PRAGMA user_version = 99")
+        db.close()
+    with pytest.raises(LedgerError, match="newer vinos-routine"):
+        open_backend(backend)
+
+
+# -- PostgreSQL only: machines racing, leases ----------------------------------------------
+
+
+def test_two_machines_claiming_one_routine_at_once_one_wins_each_round(pg_dsn: str) -> None:
+    """Two connections plan the same routine from the same cursor, 50 rounds, each claiming a
+    different slot: the compare-and-set under the row lock lets exactly one through."""
+    a, b = PgLedger(pg_dsn, "a"), PgLedger(pg_dsn, "b")
+    wins: dict[str, list[int]] = {"a": [], "b": []}
+    cursor: str | None = None
+    try:
+        barrier = threading.Barrier(2)
+        for i in range(50):
+
+            def go(led: PgLedger, who: str, slot: str, expect: str | None, i: int = i) -> None:
+                barrier.wait(10)
+                if led.claim("race", slot, run_id=f"{who}-{i}", trigger="schedule",
+                             status="skipped", now=T0, expect_cursor=expect):  # fmt: skip
+                    wins[who].append(i)
+
+            base = T0 + timedelta(hours=i)
+            ts = [
+                threading.Thread(target=go, args=(a, "a", sid(base), cursor)),
+                threading.Thread(
+                    target=go, args=(b, "b", sid(base + timedelta(minutes=1)), cursor)
+                ),
+            ]
+            for t in ts:
+                t.start()
+            for t in ts:
+                t.join(30)
+            cursor = a.state("race").cursor
+        assert sorted(wins["a"] + wins["b"]) == list(range(50))
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_lapsed_lease_interrupts_its_run_once_and_a_renewed_one_lives(pg_dsn: str) -> None:
+    dead = PgLedger(pg_dsn, "dead", lease_sec=0.2)
+    alive = PgLedger(pg_dsn, "alive", lease_sec=0.2)
+    try:
+        assert claim(dead, sid(T0), routine="r1")
+        assert claim(alive, sid(T0), routine="r2")
+        assert alive.busy_elsewhere() == {"r1": "dead"}
+        alive.lease_sec = 600
+        alive.renew()
+        deadline = T0
+        ended: list[tuple[str, str, str]] = []
+        import time
+
+        stop = time.monotonic() + 10
+        while not ended and time.monotonic() < stop:
+            ended = alive.expire_leases(deadline)
+            time.sleep(0.05)
+        assert ended == [("r1", f"r1-{sid(T0)}", "dead")]
+        assert alive.expire_leases(T0) == []  # once
+        r1 = alive.run(f"r1-{sid(T0)}")
+        assert r1 is not None and r1.status == "interrupted" and "dead" in (r1.detail or "")
+        r2 = alive.run(f"r2-{sid(T0)}")
+        assert r2 is not None and r2.status == "queued"
+        assert not claim(alive, sid(T0), routine="r1")  # never replayed
+    finally:
+        dead.close()
+        alive.close()

@@ -833,10 +833,14 @@ class PgLedger:
                 )
 
     def definitions(self) -> dict[str, dict[str, str]]:
-        """routine → {machine: fingerprint}, for machines still in the fleet."""
+        """routine → {machine: fingerprint}, for the machines up now (a heartbeat within one
+        lease): a machine that is down cannot run a slot, so its file cannot make one run
+        from two definitions; it publishes its own again before it schedules anything."""
         rows = self._read(
             "SELECT d.routine, d.machine, d.fingerprint FROM definitions d "
-            "JOIN machines m ON m.machine = d.machine WHERE m.left_at IS NULL"
+            "JOIN machines m ON m.machine = d.machine WHERE m.left_at IS NULL "
+            "AND m.heartbeat > now() - make_interval(secs => %s)",
+            (self.lease_sec,),
         )
         out: dict[str, dict[str, str]] = {}
         for r in rows:

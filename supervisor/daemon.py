@@ -369,7 +369,7 @@ class Daemon:
         new claim (issue 17, item 1)."""
         written = self.pool.flush()
         if written:
-            log.info("recorded %d finished run(s) kept while the disk was full", written)
+            log.info("recorded %d finished run(s) kept while the ledger took no writes", written)
         if not self._marked:
             self.mark_interrupted()
             self._marked = True

@@ -138,7 +138,7 @@ class Pool:
         self.finished[pending.run_id] = fin
         if fin.unwritten is not None and fin.unwritten not in self.unwritten:
             log.warning(
-                "%s: run %s ended %s; no space to record it yet",
+                "%s: run %s ended %s; the ledger takes no writes now, recorded later",
                 fin.routine,
                 fin.run_id,
                 fin.status,

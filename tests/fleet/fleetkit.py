@@ -31,7 +31,7 @@ class Machine:
         dsn: str,
         *,
         clock_file: Path | None = None,
-        worker: str = "ok",
+        worker: tuple[str, ...] = ("ok",),
         extra_env: dict[str, str] | None = None,
         config: str = "",
     ) -> None:
@@ -53,7 +53,7 @@ class Machine:
                 "VINOS_HOUSEKEEPING_DELAY_SEC": "3600",
                 **(extra_env or {}),
             }
-            self.daemon = Daemon(root, tick=0.2, extra_env=env, worker_argv=[*FAKEWORKER, worker])
+            self.daemon = Daemon(root, tick=0.2, extra_env=env, worker_argv=[*FAKEWORKER, *worker])
         if clock_file is not None:
             self.daemon.clock_file = clock_file
             self.daemon.env["VINOS_CLOCK_OFFSET_FILE"] = str(clock_file)

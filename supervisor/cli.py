@@ -38,6 +38,7 @@ COMMANDS = {
     "reload": "reload",
     "daemon": "daemon",
     "dashboard": "dashboard",
+    "fleet": "fleet",
 }
 COMMAND_MODULES = tuple(dict.fromkeys(COMMANDS.values()))
 

@@ -537,7 +537,7 @@ class Daemon:
             "home": str(self.paths.home),
             "started_at": self.started_at.isoformat(),
             "loaded_modules": sorted(
-                m for m in ("anthropic", "httpx", "httpx2", "worker") if m in sys.modules
+                m for m in ("anthropic", "httpx", "httpx2", "worker", "psycopg") if m in sys.modules
             ),
         }
 

@@ -31,7 +31,7 @@ _vinos_routine() {
             continue
         fi
         case "$path|$w" in
-            "|list"|"|status"|"|enable"|"|disable"|"|run"|"|logs"|"|history"|"|cost"|"|brief"|"|create"|"|install"|"|edit"|"|remove"|"|validate"|"|schedule"|"|sandbox"|"|reload"|"|daemon"|"|dashboard"|"schedule|explain"|"schedule|translate")
+            "|list"|"|status"|"|enable"|"|disable"|"|run"|"|logs"|"|history"|"|cost"|"|brief"|"|create"|"|install"|"|edit"|"|remove"|"|validate"|"|schedule"|"|sandbox"|"|reload"|"|daemon"|"|dashboard"|"|fleet"|"schedule|explain"|"schedule|translate"|"fleet|status"|"fleet|join"|"fleet|leave")
                 path=${path:+$path }$w
                 npos=0
                 ;;
@@ -79,12 +79,16 @@ _vinos_routine() {
         "reload") opts="-h --help --json" ;;
         "daemon") opts="-h --help" ;;
         "dashboard") opts="-h --help --port --no-open" ;;
+        "fleet") opts="-h --help" ;;
+        "fleet status") opts="-h --help --json" ;;
+        "fleet join") opts="-h --help" ;;
+        "fleet leave") opts="-h --help" ;;
         esac
         COMPREPLY=($(compgen -W "$opts" -- "$cur"))
         return
     fi
     case "$path|$npos" in
-        "|0") COMPREPLY=($(compgen -W "list status enable disable run logs history cost brief create install edit remove validate schedule sandbox reload daemon dashboard" -- "$cur")) ;;
+        "|0") COMPREPLY=($(compgen -W "list status enable disable run logs history cost brief create install edit remove validate schedule sandbox reload daemon dashboard fleet" -- "$cur")) ;;
         "enable|0") COMPREPLY=($(compgen -W "$(_vinos_routine_names)" -- "$cur")) ;;
         "disable|0") COMPREPLY=($(compgen -W "$(_vinos_routine_names)" -- "$cur")) ;;
         "run|0") COMPREPLY=($(compgen -W "$(_vinos_routine_names)" -- "$cur")) ;;
@@ -100,6 +104,8 @@ _vinos_routine() {
         "schedule translate|0") COMPREPLY=() ;;
         "sandbox|0") COMPREPLY=($(compgen -W "$(_vinos_routine_names)" -- "$cur")) ;;
         "sandbox|"*) COMPREPLY=() ;;
+        "fleet|0") COMPREPLY=($(compgen -W "status join leave" -- "$cur")) ;;
+        "fleet leave|0") COMPREPLY=() ;;
     esac
 }
 

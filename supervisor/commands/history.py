@@ -2,6 +2,9 @@
 
 Runs older than `[ledger].keep_runs_days` were compacted into one line per day (the count
 by status, dollars, tokens); those days follow the runs, as summary lines.
+
+On a fleet (config.toml [fleet]) the runs are every machine's, with a MACHINE column; an
+output stays on the machine that ran it, and the line says where.
 """
 
 from __future__ import annotations
@@ -29,15 +32,26 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from routines.ledger import Ledger
+    from contextlib import closing
+
     from routines.paths import paths
     from routines.safetext import one_line
+    from supervisor.fleetview import cli_ledger
     from supervisor.present import color, print_json_lines, table, use_color
 
     p = paths()
     limit = max(1, args.n)
-    with Ledger(p.ledger) as ledger:
-        rows = ledger.history(args.name, limit)
+    machines: list[str] | None = None  # each row's machine, on a fleet
+    this: str | None = None
+    with closing(cli_ledger(p)) as ledger:
+        fleet_rows = getattr(ledger, "fleet_history", None)
+        if fleet_rows is not None:
+            found = fleet_rows(args.name, limit)
+            rows = [f.row for f in found]
+            machines = [f.machine for f in found]
+            this = getattr(ledger, "machine", None)
+        else:
+            rows = ledger.history(args.name, limit)
         # Compacted days are older than every whole run (the compaction line is a day
         # boundary): they fill what the runs leave of the -n lines.
         days = ledger.days(args.name, limit - len(rows)) if len(rows) < limit else []
@@ -47,14 +61,17 @@ def run(args: argparse.Namespace) -> int:
         except NoSuchRoutine as exc:
             return die(str(exc))
     if args.json:
-        print_json_lines([r.as_json() for r in rows] + [d.as_json() for d in days])
+        items = [r.as_json() for r in rows]
+        for item, machine in zip(items, machines or (), strict=False):
+            item["machine"] = machine
+        print_json_lines(items + [d.as_json() for d in days])
         return 0
     if not rows and not days:
         print(f"{args.name} has not run yet")
         return 0
     c = use_color()
     out = []
-    for r in rows:
+    for i, r in enumerate(rows):
         status = r.status or "?"
         if status in ("failed", "timeout"):
             status = color(status, "red", c)
@@ -75,8 +92,14 @@ def run(args: argparse.Namespace) -> int:
                 one_line((r.detail or "")[:60]),  # a command's stderr can be in it
             ]
         )
+        if machines is not None:
+            where = machines[i]
+            if r.output_file and where != this:
+                out[-1][-1] = f"(output on {one_line(where)}) " + out[-1][-1]
+            out[-1].insert(1, one_line(where))
     for d in days:
         counts = d.counts
+        extra = [""] if machines is not None else []
         bad = counts["failed"] + counts["timeout"]
         parts = [f"{counts['ok']} ok"] + [
             f"{counts[s]} {s}" for s in ("failed", "timeout", "interrupted", "budget") if counts[s]
@@ -86,6 +109,7 @@ def run(args: argparse.Namespace) -> int:
         out.append(
             [
                 f"{d.day} (day)",
+                *extra,
                 f"{d.runs} runs",
                 color(", ".join(parts), "red", c) if bad else ", ".join(parts),
                 "",
@@ -99,6 +123,7 @@ def run(args: argparse.Namespace) -> int:
     table(
         [
             "STARTED (UTC)",
+            *(["MACHINE"] if machines is not None else []),
             "TRIGGER",
             "STATUS",
             "OUTCOME",

@@ -1,6 +1,8 @@
 """`vinos-routine list`: every routine, its schedule, next run, last result and today's cost.
 
-Works from the files and the ledger alone, with or without a daemon.
+Works from the files and the ledger alone, with or without a daemon. On a fleet it reads the
+fleet's ledger and says which routines this machine does not run (pinned elsewhere, or
+divergent: their file differs between the machines).
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ class RoutineLine:
     queued: bool = False
     max_dollars_per_day: float | None = None  # the daily budget, None when unlimited
     open_on_login: bool = False  # its outputs wait to be seen (`brief --unseen`)
+    not_here: str | None = None  # on a fleet: why this machine does not run it
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -72,22 +75,25 @@ class RoutineLine:
             "queued": self.queued,
             "max_dollars_per_day": self.max_dollars_per_day,
             "open_on_login": self.open_on_login,
+            "not_here": self.not_here,
         }
 
 
 def collect(now: datetime | None = None) -> list[RoutineLine]:
     """One line per routine file, from the registry and the ledger (no daemon needed)."""
+    from contextlib import closing
     from zoneinfo import ZoneInfo
 
-    from routines.ledger import Ledger
     from routines.paths import paths
     from routines.registry import scan
     from routines.schedule import summary
+    from supervisor.fleetview import cli_ledger, held_here
 
     now = now or datetime.now(UTC)
     p = paths()
     registry = scan(p)
-    with Ledger(p.ledger) as ledger:
+    with closing(cli_ledger(p)) as ledger:
+        not_here = held_here(ledger, registry)
         states = ledger.states()
         last = ledger.last_runs()
         active = {(a.routine, a.status) for a in ledger.active_runs()}
@@ -141,6 +147,7 @@ def collect(now: datetime | None = None) -> list[RoutineLine]:
                     queued=(name, "queued") in active,
                     max_dollars_per_day=r.budget.max_dollars_per_day,
                     open_on_login=r.output.open_on_login,
+                    not_here=not_here.get(name),
                 )
             )
     return lines
@@ -160,6 +167,17 @@ def in_force_despite_errors() -> set[str] | None:
             return set(client.request("status").get("stale", []))
         except (DaemonError, OSError):
             return None
+
+
+def _line_notes(ln: RoutineLine) -> list[str]:
+    from routines.safetext import one_line
+
+    notes = []
+    if ln.disabled_reason:
+        notes.append(one_line(f"{ln.name}: disabled: {ln.disabled_reason}"))
+    if ln.not_here:
+        notes.append(one_line(f"{ln.name}: not run on this machine: {ln.not_here}"))
+    return notes
 
 
 def run(args: argparse.Namespace) -> int:
@@ -217,8 +235,7 @@ def run(args: argparse.Namespace) -> int:
                 f"${ln.today_dollars:.2f}",
             ]
         )
-        if ln.disabled_reason:
-            notes.append(one_line(f"{ln.name}: disabled: {ln.disabled_reason}"))
+        notes.extend(_line_notes(ln))
     table(["NAME", "KIND", "STATE", "SCHEDULE", "NEXT", "LAST", "TODAY"], rows)
     for note in notes:
         print(color(note, "yellow", c))

@@ -33,6 +33,8 @@ def test_one_fleet_daemon_runs_a_slot(
     wait_for(lambda: [r for r, _ in fleet_rows(pg_dsn) if r.status == "ok"], what="a run")
     [(row, machine)] = fleet_rows(pg_dsn)
     assert (row.slot, row.status, machine) == (sid(start), "ok", "a")
+    # psycopg only with [fleet] (tests/supervisor/test_daemon_agent.py: none without it).
+    assert a.daemon.request("ping")["loaded_modules"] == ["psycopg"]
     assert a.daemon.stop() == 0
 
 

@@ -86,7 +86,7 @@ def test_the_daemon_never_loads_anthropic_httpx2_or_worker(
     d.request("status")
     d.request("reload")
 
-    assert d.request("ping")["loaded_modules"] == []
+    assert d.request("ping")["loaded_modules"] == []  # nor psycopg: no [fleet]
     maps = Path(f"/proc/{d.pid}/maps").read_text()
     assert "_sqlite3" in maps  # the check sees the daemon's compiled modules …
     for lib in ("pydantic_core", "jiter"):  # … and none of the SDK's

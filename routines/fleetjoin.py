@@ -21,6 +21,7 @@ from routines import rundays
 from routines.ledger import iso
 from routines.ledgerapi import LedgerAPI
 from routines.pgledger import PgLedger, _note_last
+from routines.runs import ACTIVE, RunStatus, status_of
 
 __all__ = ["JoinReport", "join"]
 
@@ -47,8 +48,8 @@ def join(fleet: PgLedger, local: LedgerAPI, now: datetime) -> JoinReport:
         for r in runs:
             run_id = r.run_id or f"{machine}-row-{r.id}"
             status, detail, finished = r.status, r.detail, r.finished_at
-            if status in ("queued", "running"):
-                status, finished = "interrupted", iso(now)
+            if status in ACTIVE:
+                status, finished = RunStatus.INTERRUPTED, iso(now)
                 detail = "left running on this machine when it joined the fleet; not replayed"
             cur.execute(
                 "INSERT INTO runs (run_id, routine, machine, slot, trigger, status, outcome, "
@@ -93,10 +94,12 @@ def join(fleet: PgLedger, local: LedgerAPI, now: datetime) -> JoinReport:
                 ),
             )
         for name, lr in last.items():
+            # A v2.0.x status the enum lacks ("error") was a last run all the same.
             if lr.run_id and lr.status and lr.started_at and lr.finished_at:
                 _note_last(
-                    cur, name, lr.run_id, lr.status, lr.outcome, lr.started_at, lr.finished_at
-                )
+                    cur, name, lr.run_id, status_of(lr.status), lr.outcome, lr.started_at,
+                    lr.finished_at,
+                )  # fmt: skip
         cur.execute(
             "INSERT INTO ledger_meta (key, value) VALUES (%s, %s) ON CONFLICT DO NOTHING",
             (f"joined:{machine}", iso(now)),

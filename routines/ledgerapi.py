@@ -8,12 +8,13 @@ config.toml has `[fleet]`). tests/fleet/test_ledger_contract.py runs one suite o
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import date, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 from zoneinfo import ZoneInfo
 
 from routines.ledger import ANY, ActiveRun, DaySummary, LastRun, Ledger, RoutineState, RunRow
+from routines.runs import RunEnd, RunStatus, Trigger
 
 if TYPE_CHECKING:
     from routines.config import Config
@@ -34,8 +35,8 @@ class LedgerAPI(Protocol):
         slot: str,
         *,
         run_id: str,
-        trigger: str,
-        status: str,
+        trigger: Trigger,
+        status: RunStatus,
         now: datetime,
         detail: str = "",
         owner: tuple[int, float] | None = None,
@@ -51,15 +52,15 @@ class LedgerAPI(Protocol):
         routine: str,
         *,
         run_id: str,
-        trigger: str,
-        status: str,
+        trigger: Trigger,
+        status: RunStatus,
         now: datetime,
         slot: str | None = None,
         detail: str = "",
         owner: tuple[int, float] | None = None,
     ) -> None: ...
     def start_run(self, run_id: str, *, now: datetime, worker_pid: int | None) -> None: ...
-    def finish_run(self, run_id: str, *, now: datetime, fields: Mapping[str, Any]) -> None: ...
+    def finish_run(self, run_id: str, end: RunEnd, *, now: datetime) -> bool: ...
     def active_runs(self) -> list[ActiveRun]: ...
     def run(self, run_id: str) -> RunRow | None: ...
     def history(self, routine: str | None = None, limit: int = 20) -> list[RunRow]: ...
@@ -82,8 +83,21 @@ class LedgerAPI(Protocol):
     # -- per-routine state --
     def state(self, routine: str) -> RoutineState: ...
     def states(self) -> dict[str, RoutineState]: ...
-    def update_state(self, routine: str, **changes: Any) -> None: ...
-    def set_cursor(self, routine: str, cursor: str | None, fingerprint: str) -> None: ...
+    def enable(
+        self, routine: str, *, file_enabled: bool, cursor: str, fingerprint: str
+    ) -> None: ...
+    def disable(
+        self,
+        routine: str,
+        *,
+        file_enabled: bool,
+        reason: str | None = None,
+        failure_streak: int | None = None,
+    ) -> None: ...
+    def set_failure_streak(self, routine: str, streak: int) -> None: ...
+    def set_cursor(
+        self, routine: str, cursor: str | None, fingerprint: str | None = None
+    ) -> None: ...
     @property
     def data_version(self) -> int: ...
 

@@ -41,7 +41,6 @@ from routines import rundays
 from routines.ledger import (
     ANY,
     CLAIM_RETENTION,
-    RUN_COLUMNS,
     ActiveRun,
     DaySummary,
     LastRun,
@@ -53,6 +52,17 @@ from routines.ledger import (
     day_bounds,
     from_iso,
     iso,
+)
+from routines.runs import (
+    ACTIVE,
+    NO_LAST_RUN,
+    NOT_A_RUN,
+    Outcome,
+    RunEnd,
+    RunStatus,
+    Trigger,
+    sql_in,
+    status_of,
 )
 from routines.safetext import redact_url
 
@@ -90,7 +100,7 @@ _STEPS: dict[int, tuple[str, ...]] = {
         )""",
         "CREATE INDEX runs_routine_started ON runs(routine, started_at)",
         "CREATE INDEX runs_started ON runs(started_at)",
-        "CREATE INDEX runs_active ON runs(status) WHERE status IN ('queued', 'running')",
+        f"CREATE INDEX runs_active ON runs(status) WHERE status IN {sql_in(ACTIVE)}",
         f"""CREATE TABLE claims (
             routine {T} NOT NULL,
             slot {T} NOT NULL,
@@ -143,6 +153,9 @@ _MIGRATION_LOCK = 0x76696E6F73  # pg_advisory_xact_lock key: one migrating machi
 
 NANO_SQL = "CAST(ROUND(CAST(COALESCE(dollars, 0) AS NUMERIC) * 1000000000) AS BIGINT)"
 MS_SQL = "CAST(ROUND(CAST(COALESCE(duration_sec, 0) AS NUMERIC) * 1000) AS BIGINT)"
+
+
+_NOW_ISO = "to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')"
 
 
 class LedgerUnreachable(LedgerFull):
@@ -204,6 +217,9 @@ def _row(r: Mapping[str, Any]) -> RunRow:
     data = {k: r[k] for k in RunRow.__dataclass_fields__}
     tools = data.get("tools_used")
     data["tools_used"] = json.loads(tools) if tools else ([] if tools == "" else None)
+    data["status"] = status_of(data["status"]) if data["status"] is not None else None
+    data["trigger"] = Trigger(data["trigger"]) if data["trigger"] else None
+    data["outcome"] = Outcome(data["outcome"]) if data["outcome"] else None
     return RunRow(**data)
 
 
@@ -382,8 +398,8 @@ class PgLedger:
         slot: str,
         *,
         run_id: str,
-        trigger: str,
-        status: str,
+        trigger: Trigger,
+        status: RunStatus,
         now: datetime,
         detail: str = "",
         owner: tuple[int, float] | None = None,
@@ -436,13 +452,13 @@ class PgLedger:
         routine: str,
         run_id: str,
         slot: str | None,
-        trigger: str,
-        status: str,
+        trigger: Trigger,
+        status: RunStatus,
         now: datetime,
         detail: str,
         owner: tuple[int, float] | None,
     ) -> None:
-        finished = status not in ("queued", "running")
+        finished = status not in ACTIVE
         cur.execute(
             "INSERT INTO runs (run_id, routine, machine, slot, trigger, status, detail, "
             "started_at, finished_at, duration_sec, dollars, input_tokens, output_tokens, "
@@ -477,8 +493,8 @@ class PgLedger:
         routine: str,
         *,
         run_id: str,
-        trigger: str,
-        status: str,
+        trigger: Trigger,
+        status: RunStatus,
         now: datetime,
         slot: str | None = None,
         detail: str = "",
@@ -502,59 +518,77 @@ class PgLedger:
     def start_run(self, run_id: str, *, now: datetime, worker_pid: int | None) -> None:
         with self.transaction() as cur:
             cur.execute(
-                "UPDATE runs SET status = 'running', started_at = %s, worker_pid = %s "
-                "WHERE run_id = %s",
-                (iso(now), worker_pid, run_id),
+                "UPDATE runs SET status = %s, started_at = %s, worker_pid = %s WHERE run_id = %s",
+                (RunStatus.RUNNING.value, iso(now), worker_pid, run_id),
             )
 
-    def finish_run(self, run_id: str, *, now: datetime, fields: Mapping[str, Any]) -> None:
-        allowed = set(RUN_COLUMNS) - {"run_id", "routine", "started_at"}
-        bad = set(fields) - allowed
-        if bad:
-            raise ValueError(f"unknown run fields: {sorted(bad)}")
-        values = dict(fields)
-        if "tools_used" in values and not isinstance(values["tools_used"], str | None):
-            values["tools_used"] = json.dumps(list(values["tools_used"]))
-        if "escalated" in values and values["escalated"] is not None:
-            values["escalated"] = int(values["escalated"])
-        values = {k: _plain(v) for k, v in values.items()}
-        values["finished_at"] = iso(now)
+    def finish_run(self, run_id: str, end: RunEnd, *, now: datetime) -> bool:
+        """As `Ledger.finish_run`: only an active row changes (True if it did), and its lease
+        goes with it. KeyError when there is no such run."""
         with self.transaction() as cur:
             cur.execute(
-                "SELECT routine, started_at, status, outcome FROM runs WHERE run_id = %s "
-                "FOR UPDATE",
+                "SELECT routine, started_at, status FROM runs WHERE run_id = %s FOR UPDATE",
                 (run_id,),
             )
             row = cur.fetchone()
             if row is None:
                 raise KeyError(run_id)
-            if "duration_sec" not in values and row["started_at"]:
-                values["duration_sec"] = max(
-                    0.0, (now - from_iso(row["started_at"])).total_seconds()
-                )
-            assignments = ", ".join(f"{k} = %s" for k in values)
+            if row["status"] not in ACTIVE:
+                return False
+            duration = end.duration_sec
+            if duration is None and row["started_at"]:
+                duration = max(0.0, (now - from_iso(row["started_at"])).total_seconds())
+            tools = None if end.tools_used is None else json.dumps(list(end.tools_used))
             cur.execute(
-                f"UPDATE runs SET {assignments} WHERE run_id = %s",
-                (*values.values(), run_id),
+                "UPDATE runs SET status = %s, outcome = %s, detail = %s, finished_at = %s, "
+                "duration_sec = %s, route = %s, model = %s, escalated = %s, "
+                "escalated_reason = %s, input_tokens = %s, output_tokens = %s, "
+                "local_input_tokens = %s, local_output_tokens = %s, tool_calls = %s, "
+                "tools_used = %s, dollars = %s, output_file = %s WHERE run_id = %s",
+                (
+                    _plain(end.status),
+                    _plain(end.outcome),
+                    end.detail,
+                    iso(now),
+                    duration,
+                    end.route,
+                    end.model,
+                    None if end.escalated is None else int(end.escalated),
+                    end.escalated_reason,
+                    end.input_tokens,
+                    end.output_tokens,
+                    end.local_input_tokens,
+                    end.local_output_tokens,
+                    end.tool_calls,
+                    tools,
+                    end.dollars,
+                    end.output_file,
+                    run_id,
+                ),
             )
-            status = values.get("status", row["status"])
-            if status not in ("queued", "running"):
+            if end.status not in ACTIVE:
                 cur.execute("DELETE FROM leases WHERE run_id = %s", (run_id,))
                 if row["started_at"]:
-                    outcome = values.get("outcome", row["outcome"])
                     _note_last(
-                        cur, row["routine"], run_id, status, outcome, row["started_at"], iso(now)
+                        cur,
+                        row["routine"],
+                        run_id,
+                        end.status,
+                        end.outcome,
+                        row["started_at"],
+                        iso(now),
                     )
+        return True
 
     def active_runs(self) -> list[ActiveRun]:
         """This machine's queued and running runs (another machine's pids mean nothing here:
         those end through their leases)."""
         rows = self._read(
             "SELECT run_id, routine, slot, status, owner_pid, owner_started, worker_pid "
-            "FROM runs WHERE status IN ('queued', 'running') AND machine = %s",
+            f"FROM runs WHERE status IN {sql_in(ACTIVE)} AND machine = %s",
             (self.machine,),
         )
-        return [ActiveRun(**r) for r in rows]
+        return [ActiveRun(**{**r, "status": RunStatus(r["status"])}) for r in rows]
 
     def busy_elsewhere(self) -> dict[str, str]:
         """Routines with a live lease on another machine, and that machine (fleet overlap)."""
@@ -593,7 +627,17 @@ class PgLedger:
             "SELECT routine, last_run_id, last_status, last_outcome, last_started, "
             "last_finished FROM routine_state WHERE last_status IS NOT NULL"
         )
-        return {r["routine"]: LastRun(*r.values()) for r in rows}
+        return {
+            r["routine"]: LastRun(
+                r["routine"],
+                r["last_run_id"],
+                status_of(r["last_status"]),
+                Outcome(r["last_outcome"]) if r["last_outcome"] else None,
+                r["last_started"],
+                r["last_finished"],
+            )
+            for r in rows
+        }
 
     # -- compaction ---------------------------------------------------------------------
 
@@ -605,7 +649,7 @@ class PgLedger:
                 "outcome, input_tokens, output_tokens, local_input_tokens, "
                 f"local_output_tokens, tool_calls, {NANO_SQL} AS nano, {MS_SQL} AS ms "
                 "FROM runs WHERE started_at < %s "
-                "AND COALESCE(status, '') NOT IN ('queued', 'running') "
+                f"AND COALESCE(status, '') NOT IN {sql_in(ACTIVE)} "
                 "ORDER BY started_at LIMIT %s FOR UPDATE SKIP LOCKED",
                 (iso(before), limit),
             )
@@ -649,7 +693,7 @@ class PgLedger:
             + "".join(f"COALESCE(SUM({c}), 0) AS {c}, " for c in sums)
             + f"COALESCE(SUM({NANO_SQL}), 0) AS nano FROM runs "
             "WHERE started_at >= %s AND started_at < %s "
-            "AND COALESCE(status, '') NOT IN ('skipped', 'missed') GROUP BY routine",
+            f"AND COALESCE(status, '') NOT IN {sql_in(NOT_A_RUN)} GROUP BY routine",
             (iso(start), iso(end)),
         )
         days = self._read(
@@ -695,27 +739,68 @@ class PgLedger:
     def states(self) -> dict[str, RoutineState]:
         return {r["routine"]: _state(r) for r in self._read("SELECT * FROM routine_state")}
 
-    def update_state(self, routine: str, **changes: Any) -> None:
-        allowed = set(RoutineState.__dataclass_fields__) - {"routine"}
-        bad = set(changes) - allowed
-        if bad:
-            raise ValueError(f"unknown state fields: {sorted(bad)}")
-        values = {k: (int(v) if isinstance(v, bool) else v) for k, v in changes.items()}
+    @staticmethod
+    def _set_state(cur: Cursor, routine: str, values: dict[str, object]) -> None:
+        """Set columns of routine_state (creating the row); booleans stored as 0/1."""
+        values = {k: (int(v) if isinstance(v, bool) else _plain(v)) for k, v in values.items()}
         cols = ", ".join(["routine", *values, "updated_at"])
-        marks = ", ".join(
-            ["%s"] * (len(values) + 1)
-            + ["to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')"]
-        )
+        marks = ", ".join(["%s"] * (len(values) + 1) + [_NOW_ISO])
         updates = ", ".join(f"{k} = excluded.{k}" for k in (*values, "updated_at"))
+        cur.execute(
+            f"INSERT INTO routine_state ({cols}) VALUES ({marks}) "
+            f"ON CONFLICT (routine) DO UPDATE SET {updates}",
+            (routine, *values.values()),
+        )
+
+    def enable(self, routine: str, *, file_enabled: bool, cursor: str, fingerprint: str) -> None:
+        """As `Ledger.enable`, under the routine's row lock (a claim may be racing it)."""
         with self.transaction() as cur:
             cur.execute(
-                f"INSERT INTO routine_state ({cols}) VALUES ({marks}) "
-                f"ON CONFLICT (routine) DO UPDATE SET {updates}",
-                (routine, *values.values()),
+                "SELECT cursor FROM routine_state WHERE routine = %s FOR UPDATE", (routine,)
+            )
+            row = cur.fetchone()
+            stored = row["cursor"] if row else None
+            self._set_state(
+                cur,
+                routine,
+                {
+                    "enabled_override": True,
+                    "file_enabled_seen": file_enabled,
+                    "failure_streak": 0,
+                    "disabled_reason": None,
+                    "cursor": stored if stored and stored > cursor else cursor,
+                    "schedule_fingerprint": fingerprint,
+                },
             )
 
-    def set_cursor(self, routine: str, cursor: str | None, fingerprint: str) -> None:
-        self.update_state(routine, cursor=cursor, schedule_fingerprint=fingerprint)
+    def disable(
+        self,
+        routine: str,
+        *,
+        file_enabled: bool,
+        reason: str | None = None,
+        failure_streak: int | None = None,
+    ) -> None:
+        values: dict[str, object] = {
+            "enabled_override": False,
+            "file_enabled_seen": file_enabled,
+            "disabled_reason": reason,
+        }
+        if failure_streak is not None:
+            values["failure_streak"] = failure_streak
+        with self.transaction() as cur:
+            self._set_state(cur, routine, values)
+
+    def set_failure_streak(self, routine: str, streak: int) -> None:
+        with self.transaction() as cur:
+            self._set_state(cur, routine, {"failure_streak": streak})
+
+    def set_cursor(self, routine: str, cursor: str | None, fingerprint: str | None = None) -> None:
+        values: dict[str, object] = {"cursor": cursor}
+        if fingerprint is not None:
+            values["schedule_fingerprint"] = fingerprint
+        with self.transaction() as cur:
+            self._set_state(cur, routine, values)
 
     # -- the fleet: machines, leases, definitions -----------------------------------------
 
@@ -765,10 +850,11 @@ class PgLedger:
             lapsed = cur.fetchall()
             for lease in lapsed:
                 cur.execute(
-                    "UPDATE runs SET status = 'interrupted', finished_at = %s, detail = %s "
-                    "WHERE run_id = %s AND status IN ('queued', 'running') "
+                    "UPDATE runs SET status = %s, finished_at = %s, detail = %s "
+                    f"WHERE run_id = %s AND status IN {sql_in(ACTIVE)} "
                     "RETURNING started_at",
                     (
+                        RunStatus.INTERRUPTED.value,
                         iso(now),
                         f"its machine {lease['machine']} stopped renewing the run's lease; "
                         "not replayed",
@@ -783,7 +869,7 @@ class PgLedger:
                         cur,
                         lease["routine"],
                         lease["run_id"],
-                        "interrupted",
+                        RunStatus.INTERRUPTED,
                         None,
                         row["started_at"],
                         iso(now),
@@ -867,12 +953,12 @@ def _note_last(
     cur: Cursor,
     routine: str,
     run_id: str,
-    status: str,
-    outcome: str | None,
+    status: RunStatus | str,  # str: a v2.0.x status copied in by `fleet join`
+    outcome: Outcome | None,
     started: str,
     finished: str,
 ) -> None:
-    if status in ("queued", "running", "skipped"):
+    if status in NO_LAST_RUN:
         return
     cur.execute(
         "INSERT INTO routine_state (routine, last_run_id, last_status, last_outcome, "
@@ -882,7 +968,7 @@ def _note_last(
         "last_started = excluded.last_started, last_finished = excluded.last_finished "
         "WHERE routine_state.last_started IS NULL "
         "OR routine_state.last_started <= excluded.last_started",
-        (routine, run_id, status, outcome, started, finished),
+        (routine, run_id, _plain(status), _plain(outcome), started, finished),
     )
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from routines.runs import ACTIVE
 from tests.fleet.fleetkit import Machine, fleet_rows, minute_boundary, minutely
 from tests.supervisor.daemonkit import sid, wait_for
 
@@ -171,10 +172,14 @@ def test_postgresql_stopped_mid_run_no_double_run_no_lost_record_and_resume(
     finally:
         pg_cluster.restart()
     # The kept record is written; the slot due during the outage is handled once when the
-    # database is back (skipped if the first run's record was not in yet: overlap is
-    # fleet-wide); the next slot runs.
+    # database is back (run, or skipped if the first run's record was not in yet: overlap is
+    # fleet-wide); once both have ended, the next slot runs.
     wait_for(
-        lambda: {r.slot for r, _ in fleet_rows(pg_dsn)} == {sid(start), sid(start + MINUTE)},
+        lambda: (
+            (sid(start), "ok") in {(r.slot, r.status) for r, _ in fleet_rows(pg_dsn)}
+            and {r.slot for r, _ in fleet_rows(pg_dsn) if r.status not in ACTIVE}
+            == {sid(start), sid(start + MINUTE)}
+        ),
         what="the kept record and the slot due during the outage",
     )
     place(clock, start + 2 * MINUTE + timedelta(seconds=1))

@@ -17,6 +17,7 @@ import pytest
 from routines.ledger import Ledger, LedgerError, RoutineState, iso
 from routines.ledgerapi import LedgerAPI
 from routines.pgledger import PgLedger
+from routines.runs import Outcome, RunEnd, RunStatus
 
 T0 = datetime(2026, 6, 1, 10, 0, tzinfo=UTC)
 NY = ZoneInfo("America/New_York")
@@ -66,7 +67,7 @@ def spend(led: LedgerAPI, routine: str, when: datetime, dollars: float, status: 
     run_id = f"{routine}-{iso(when)}-{dollars}"
     led.record_run(routine, run_id=run_id, trigger="manual", status="running", now=when)
     led.finish_run(
-        run_id, now=when + timedelta(seconds=30), fields={"status": status, "dollars": dollars}
+        run_id, RunEnd(RunStatus(status), dollars=dollars), now=when + timedelta(seconds=30)
     )
     return run_id
 
@@ -129,18 +130,15 @@ def test_a_run_starts_and_finishes_with_its_fields(led: LedgerAPI) -> None:
     assert claim(led, sid(T0), owner=(123, 4.5))
     run_id = f"brief-{sid(T0)}"
     led.start_run(run_id, now=T0 + timedelta(seconds=1), worker_pid=77)
-    led.finish_run(
-        run_id,
-        now=T0 + timedelta(seconds=31),
-        fields={
-            "status": "ok",
-            "outcome": "done",
-            "dollars": 0.25,
-            "tools_used": ["shell", "read"],
-            "escalated": True,
-            "input_tokens": 10,
-        },
+    end = RunEnd(
+        RunStatus.OK,
+        outcome=Outcome.DONE,
+        dollars=0.25,
+        tools_used=("shell", "read"),
+        escalated=True,
+        input_tokens=10,
     )
+    assert led.finish_run(run_id, end, now=T0 + timedelta(seconds=31))
     row = led.run(run_id)
     assert row is not None
     assert (row.status, row.outcome, row.dollars, row.tools_used, row.escalated) == (
@@ -154,10 +152,11 @@ def test_a_run_starts_and_finishes_with_its_fields(led: LedgerAPI) -> None:
     assert led.active_runs() == []
     last = led.last_runs()["brief"]
     assert (last.run_id, last.status, last.outcome) == (run_id, "ok", "done")
-    with pytest.raises(ValueError, match="unknown run fields"):
-        led.finish_run(run_id, now=T0, fields={"nope": 1})
+    # One ending only: a second one (an error path after ok) changes nothing.
+    assert not led.finish_run(run_id, RunEnd(RunStatus.FAILED), now=T0 + timedelta(minutes=1))
+    assert led.run(run_id).status == "ok"  # type: ignore[union-attr]
     with pytest.raises(KeyError):
-        led.finish_run("missing", now=T0, fields={"status": "ok"})
+        led.finish_run("missing", RunEnd(RunStatus.OK), now=T0)
 
 
 def test_history_is_newest_first_and_runs_between_is_bounded(led: LedgerAPI) -> None:
@@ -176,27 +175,31 @@ def test_history_is_newest_first_and_runs_between_is_bounded(led: LedgerAPI) -> 
 
 def test_state_round_trips_and_overrides_follow_the_file(led: LedgerAPI) -> None:
     assert led.state("x") == RoutineState("x")
-    led.update_state("x", enabled_override=False, file_enabled_seen=True, failure_streak=2)
+    led.disable("x", file_enabled=True)
+    led.set_failure_streak("x", 2)
     led.set_cursor("x", sid(T0), "fp1")
     st = led.state("x")
     assert (st.failure_streak, st.cursor, st.schedule_fingerprint) == (2, sid(T0), "fp1")
     assert st.enabled(True) is False  # the override holds while the file says what it said
     assert st.enabled(False) is False
-    led.update_state("x", file_enabled_seen=False)
+    led.disable("x", file_enabled=False)
     assert led.state("x").enabled(True) is True  # the file changed since: it wins
     assert set(led.states()) == {"x"}
-    with pytest.raises(ValueError, match="unknown state fields"):
-        led.update_state("x", bogus=1)
+    # enable clears the streak and owes nothing from before: the cursor only moves forward.
+    led.enable("x", file_enabled=True, cursor=sid(T0 - timedelta(hours=1)), fingerprint="fp2")
+    st = led.state("x")
+    assert (st.failure_streak, st.cursor, st.schedule_fingerprint) == (0, sid(T0), "fp2")
+    assert st.enabled(True) is True
+    led.set_cursor("x", sid(T0 - timedelta(days=3)))  # a clock that was wrong: anywhere
+    assert led.state("x").cursor == sid(T0 - timedelta(days=3))
 
 
 def test_three_strikes_state_is_shared_by_every_connection(backend: str) -> None:
     one, two = open_backend(backend, "m1"), open_backend(backend, "m2")
     try:
-        for streak in (1, 2):
-            (one if streak == 1 else two).update_state("flaky", failure_streak=streak)
-        two.update_state(
-            "flaky", failure_streak=3, enabled_override=False, disabled_reason="3 failed"
-        )
+        one.set_failure_streak("flaky", 1)
+        two.set_failure_streak("flaky", 2)
+        two.disable("flaky", file_enabled=True, reason="3 failed", failure_streak=3)
         st = one.state("flaky")
         assert (st.failure_streak, st.enabled_override, st.disabled_reason) == (
             3,

@@ -1,0 +1,152 @@
+"""`vinos-routine fleet join | status | leave`, and `history` and `list` on a fleet, as real
+processes against a real PostgreSQL database."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from routines.ledger import Ledger
+from routines.loader import load_file
+from routines.pgledger import PgLedger
+from routines.runs import RunEnd, RunStatus, Trigger, fingerprint
+from tests.fleet.fleetkit import Machine, fleet_rows, minute_boundary, minutely
+from tests.supervisor.daemonkit import sid, wait_for
+
+MINUTE = timedelta(minutes=1)
+
+
+def place(clock: Path, instant: datetime) -> None:
+    tmp = clock.with_suffix(".tmp")
+    tmp.write_text(repr((instant - datetime.now(UTC)).total_seconds()))
+    tmp.replace(clock)
+
+
+def local_history(m: Machine, slot: datetime) -> None:
+    """What a machine that ran alone has: a slot claimed and run, a run left running by a
+    daemon that died, a manual run, a cursor and a failure streak."""
+    routine = load_file(m.paths.routines_dir / "tick.toml")
+    with Ledger(m.paths.ledger) as led:
+        prev = slot - MINUTE
+        led.claim("tick", sid(prev), run_id="r-prev", trigger=Trigger.SCHEDULE,
+                  status=RunStatus.QUEUED, now=prev)  # fmt: skip
+        led.finish_run("r-prev", RunEnd(RunStatus.FAILED, detail="boom"), now=prev + MINUTE / 2)
+        led.claim("tick", sid(slot), run_id="r-slot", trigger=Trigger.SCHEDULE,
+                  status=RunStatus.QUEUED, now=slot)  # fmt: skip
+        led.start_run("r-slot", now=slot, worker_pid=1)  # its daemon died mid-run
+        led.record_run("tick", run_id="r-manual", trigger=Trigger.MANUAL,
+                       status=RunStatus.QUEUED, now=slot - 2 * MINUTE)  # fmt: skip
+        led.finish_run("r-manual", RunEnd(RunStatus.OK, dollars=0.5), now=slot - MINUTE)
+        led.set_cursor("tick", sid(slot), fingerprint(routine.schedule))
+        led.set_failure_streak("tick", 1)
+
+
+@pytest.mark.slow
+def test_fleet_join_from_a_machine_with_history_copies_it_and_runs_nothing_twice(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pg_dsn: str, not_root: None
+) -> None:
+    clock = tmp_path / "clock"
+    slot = minute_boundary()
+    a = Machine(tmp_path, monkeypatch, "a", pg_dsn, clock_file=clock)
+    b = Machine(tmp_path, monkeypatch, "b", pg_dsn, clock_file=clock)
+    for m in (a, b):
+        m.write("tick", minutely())
+    local_history(a, slot)
+
+    out = a.daemon.cli("fleet", "join")
+    assert out.returncode == 0, out.stderr
+    assert "a joined the fleet" in out.stdout
+    assert "copied 3 run(s) (1 left running, now interrupted), 2 claim(s)" in out.stdout
+    again = a.daemon.cli("fleet", "join")
+    assert "copied 0 run(s)" in again.stdout, again.stdout  # nothing twice
+
+    found = {r.run_id: (r, m) for r, m in fleet_rows(pg_dsn)}
+    assert {k: (r.status, m) for k, (r, m) in found.items()} == {
+        "r-prev": ("failed", "a"),
+        "r-slot": ("interrupted", "a"),
+        "r-manual": ("ok", "a"),
+    }
+    with PgLedger(pg_dsn, "observer") as fleet:
+        st = fleet.state("tick")
+        assert (st.cursor, st.failure_streak) == (sid(slot), 1)
+        assert fleet.is_claimed("tick", sid(slot))
+        assert (
+            fleet.spent_on_day("tick", slot.date(), __import__("zoneinfo").ZoneInfo("UTC")) == 0.5
+        )
+
+    # b starts just after the slot a had claimed: it resumes from the shared cursor, never
+    # runs that slot again, and runs the next one.
+    place(clock, slot + timedelta(seconds=30))
+    b.start()
+    place(clock, slot + MINUTE + timedelta(seconds=1))
+    wait_for(lambda: [r for r, m in fleet_rows(pg_dsn) if m == "b" and r.status == "ok"])
+    assert b.daemon.stop() == 0
+    slots = Counter(r.slot for r, _ in fleet_rows(pg_dsn) if r.slot)
+    assert slots == {sid(slot - MINUTE): 1, sid(slot): 1, sid(slot + MINUTE): 1}
+
+    history = a.daemon.cli("history", "tick")
+    assert history.returncode == 0, history.stderr
+    header, *lines = history.stdout.splitlines()
+    assert header.split()[:3] == ["STARTED", "(UTC)", "MACHINE"]
+    by_machine = Counter(line.split()[2] for line in lines)
+    assert by_machine == {"a": 3, "b": 1}
+    assert "(output on b)" in history.stdout  # outputs stay where they were made
+    as_json = [
+        json.loads(x) for x in a.daemon.cli("history", "tick", "--json").stdout.split("\n") if x
+    ]
+    assert {x["machine"] for x in as_json} == {"a", "b"}
+
+
+def test_fleet_status_list_and_leave_show_machines_and_divergence(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pg_dsn: str
+) -> None:
+    a = Machine(tmp_path, monkeypatch, "a", pg_dsn)
+    a.write("tick", minutely())
+    a.write("tock", minutely())
+    assert a.daemon.cli("fleet", "join").returncode == 0
+    with PgLedger(pg_dsn, "c") as c:  # another machine, up, whose tock differs
+        c.register("0.1.0", 1)
+        c.publish_definitions({"tock": "f" * 16})
+
+    status = a.daemon.cli("fleet", "status", "--json")
+    assert status.returncode == 0, status.stderr
+    data = json.loads(status.stdout)
+    assert data["machine"] == "a"
+    assert {m["machine"]: (m["up"], m["left"]) for m in data["machines"]} == {
+        "a": (True, False),
+        "c": (True, False),
+    }
+    assert data["divergent"] == {"tock": [["a"], ["c"]]}
+    text = a.daemon.cli("fleet", "status").stdout
+    assert "divergent: tock runs nowhere until its files agree (a / c)" in text
+
+    listing = a.daemon.cli("list")
+    assert "tock: not run on this machine: the routine file differs between machines" in (
+        listing.stdout
+    )
+    assert json.loads(a.daemon.cli("list", "--json").stdout)[0]["not_here"] is None  # tick
+
+    left = a.daemon.cli("fleet", "leave", "c")
+    assert left.returncode == 0, left.stderr
+    data = json.loads(a.daemon.cli("fleet", "status", "--json").stdout)
+    assert {m["machine"]: m["left"] for m in data["machines"]} == {"a": False, "c": True}
+    assert data["divergent"] == {}
+    again = a.daemon.cli("fleet", "leave", "c")
+    assert again.returncode == 1 and "c is not in the fleet" in again.stderr
+
+
+def test_fleet_commands_without_a_fleet_say_how_to_set_one_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("VINOS_FLEET_DATABASE", raising=False)
+    from tests.supervisor.daemonkit import Daemon
+
+    d = Daemon(tmp_path)
+    d.env.pop("VINOS_FLEET_DATABASE", None)
+    out = d.cli("fleet", "status")
+    assert out.returncode == 1
+    assert "no fleet configured: add to" in out.stderr and "[fleet]" in out.stderr

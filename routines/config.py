@@ -25,7 +25,6 @@ keep_outputs_days = 90                # older outputs and run logs are deleted
 [fleet]                               # several machines, one ledger (README "Several machines")
 database = "postgresql://vinos@homeserver/vinos"   # or env VINOS_FLEET_DATABASE (it wins)
 machine = "laptop"                    # default: the host name
-local_when_unreachable = false        # true: run anyway while PostgreSQL is down (may run twice)
 """
 
 from __future__ import annotations
@@ -45,7 +44,6 @@ from routines.checks import (
     Problem,
     Reader,
     RoutineInvalid,
-    boolean,
     found,
     machine_name,
     malformed,
@@ -130,7 +128,6 @@ FLEET_DATABASE_ENV = "VINOS_FLEET_DATABASE"
 class FleetSettings:
     database: str  # a libpq connection string or postgresql:// URL (password via ~/.pgpass)
     machine: str
-    local_when_unreachable: bool = False
 
 
 def _database(value: object) -> str:
@@ -150,7 +147,6 @@ def default_machine() -> str:
 _FLEET_SCHEMA: dict[str, Check] = {
     "database": _database,
     "machine": machine_name,
-    "local_when_unreachable": boolean,
 }
 
 
@@ -292,7 +288,6 @@ def _fleet(r: Reader, table: dict[str, Any] | None) -> FleetSettings | None:
     return FleetSettings(
         database=database,
         machine=table.get("machine") or default_machine(),
-        local_when_unreachable=table.get("local_when_unreachable", False),
     )
 
 

@@ -54,6 +54,7 @@ class Trigger(StrEnum):
     SCHEDULE = "schedule"
     CATCH_UP = "catch_up"
     MANUAL = "manual"
+    REPLY = "reply"  # `vinos-routine reply RUN TEXT`: continues RUN's conversation
 
 
 class EventKind(StrEnum):
@@ -99,6 +100,10 @@ class Job:
     ollama_url: str
     pricing: dict[str, list[float]] = field(default_factory=dict)  # model → [$in, $out] per MTok
     sandbox: dict[str, Any] = field(default_factory=dict)  # config.toml [sandbox]: masks, limits
+    # trigger "reply": the run whose conversation (state_dir/runs/…) this one continues,
+    # and the person's new user turn.
+    parent_run_id: str | None = None
+    reply_text: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -38,6 +38,7 @@ COMMANDS = {
     "reload": "reload",
     "daemon": "daemon",
     "dashboard": "dashboard",
+    "reply": "reply",
     "sign": "sign",
     "trust": "sign",
 }

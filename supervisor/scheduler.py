@@ -15,7 +15,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ipc import RunStatus, Trigger
 from routines.ledger import Ledger, LedgerFull, RoutineState
@@ -24,6 +24,9 @@ from routines.schedule import Schedule, ScheduleError, compile_schedule
 from routines.spec import Routine
 from supervisor.jobs import new_run_id
 from supervisor.plan import Action, cursor_for, parse_cursor, plan_routine
+
+if TYPE_CHECKING:
+    from supervisor.reply import ReplyTo
 
 __all__ = ["Pending", "Scheduler", "fingerprint"]
 
@@ -44,6 +47,7 @@ class Pending:
     detail: str = ""
     listeners: list[Any] = field(default_factory=list)  # control connections following it
     on_done: list[Any] = field(default_factory=list)  # futures resolved with its Finished
+    reply: ReplyTo | None = None  # trigger "reply": the parent run and the text, for the job
 
 
 def fingerprint(routine: Routine) -> str:

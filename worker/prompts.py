@@ -26,7 +26,12 @@ TOOL_READ = "read_files"
 TOOL_SHELL = "run_shell"
 TOOL_OUTCOME = "report_outcome"
 OUTCOMES = ("done", "nothing-to-do", "needs-attention")
-_TRIGGER_WORDS = {"schedule": "scheduled", "catch_up": "catch-up", "manual": "manual"}
+_TRIGGER_WORDS = {
+    "schedule": "scheduled",
+    "catch_up": "catch-up",
+    "manual": "manual",
+    "reply": "reply",
+}
 
 
 def runtime_notes(name: str, tools: list[ToolSpec]) -> str:

@@ -55,6 +55,7 @@ MAX_CONVERSATION = 256 * 1024
 VERSION = 1
 # Run ids as supervisor/jobs.py makes them (20261202T060012-day-brief-3f9a1c): a file name.
 RUN_ID_RE = re.compile(r"\d{8}T\d{6}-[a-z0-9][a-z0-9-]{0,80}")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 _CUT_NOTE = "\n[… {n:,} more characters cut: a stored conversation is at most 256 KB]"
 
 
@@ -159,7 +160,21 @@ def _shrink(turn: StoredTurn, limit: int) -> StoredTurn:
 
 
 def _encode(record: Record) -> bytes:
-    return orjson.dumps(record.as_json())
+    doc = record.as_json()
+    try:
+        return orjson.dumps(doc)
+    except orjson.JSONEncodeError:  # a lone surrogate (a model's "\ud800" escape) in a text
+        return orjson.dumps(_valid_utf8(doc))
+
+
+def _valid_utf8(value: Any) -> Any:
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value)
+    if isinstance(value, dict):
+        return {_valid_utf8(k): _valid_utf8(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_valid_utf8(v) for v in value]
+    return value
 
 
 def fit(record: Record, cap: int = MAX_CONVERSATION) -> bytes:

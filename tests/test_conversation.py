@@ -56,6 +56,14 @@ def test_a_small_record_round_trips_unchanged() -> None:
     assert orjson.loads(data)["shortened"] is False
 
 
+def test_a_lone_surrogate_from_a_model_is_written_as_a_replacement_character() -> None:
+    call = StoredCall("toolu_1", "run_shell", {"command": "echo \ud800"})
+    rec = record(StoredTurn(Role.ASSISTANT, "bad \udfff", (call,)))
+    back = conv.parse(conv.fit(rec))
+    assert back.turns[1].text == "bad \ufffd"
+    assert back.turns[1].tool_calls[0].arguments == {"command": "echo \ufffd"}
+
+
 def test_long_tool_output_is_cut_to_fit_and_says_so() -> None:
     huge = "x" * (400 * 1024)
     rec = record(*exchange(1, huge), StoredTurn(Role.ASSISTANT, "# Drafts"))

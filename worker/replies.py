@@ -107,7 +107,7 @@ def save_conversation(run: RunContext, conv: Conversation, final: Reply | None) 
     """Keep this run's conversation for a later `reply`; a failure is a warning only."""
     try:
         size, shortened = store.save(Path(run.job.state_dir), to_record(run, conv, final))
-    except (OSError, store.ConversationInvalid) as exc:
+    except (OSError, ValueError, TypeError) as exc:  # never the run's end: a warning
         run.channel.warn(f"conversation not kept (reply will not work for this run): {exc}")
         return
     if shortened:

@@ -5,6 +5,7 @@ one; the ledger's trigger and parent; `history --thread`; an edited routine."""
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ from routines import conversation
 from routines.conversation import Role
 from routines.paths import paths
 from supervisor.client import DaemonError
-from tests.supervisor.daemonkit import Daemon, command_routine, rows, write_routine
+from tests.supervisor.daemonkit import Daemon, command_routine, rows, wait_for, write_routine
 
 API_KEY = "sk-ant-test-0123456789"
 
@@ -227,4 +228,34 @@ def test_replies_that_cannot_run_say_why_and_record_nothing(
     assert "kept no conversation to continue" in str(refused.value)
     assert len(rows()) == before
     assert len(claude.messages) == 2
+    assert d.stop() == 0
+
+
+def test_a_reply_while_the_routine_runs_is_refused_like_a_run(
+    tmp_path: Path, not_root: None, claude: FakeAnthropic
+) -> None:
+    write_routine("inbox", INBOX.format(system="Draft replies to my mail."))
+    d = daemon(tmp_path, claude).start()
+    parent = first_run(claude, lambda: d.request("run", {"name": "inbox"}))
+    held = threading.Event()
+    release = threading.Event()
+
+    def hold(req: Recorded) -> Reply:
+        held.set()
+        release.wait(60)
+        return A.text("# Later")
+
+    claude.add(hold)
+    queued = d.request("run", {"name": "inbox", "detach": True})
+    try:
+        assert held.wait(60), "the second run never reached the model"
+        with pytest.raises(DaemonError) as refused:
+            d.request("reply", {"run_id": parent, "text": "x"})
+        assert refused.value.code == "busy"
+        assert "inbox is already running" in str(refused.value)
+    finally:
+        release.set()
+    wait_for(lambda: all(r.status != "running" for r in rows("inbox")), what="the held run")
+    assert [r.run_id for r in rows("inbox") if r.trigger == "reply"] == []
+    assert queued["run_id"] in {r.run_id for r in rows("inbox")}
     assert d.stop() == 0

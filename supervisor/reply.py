@@ -34,15 +34,16 @@ class ReplyTo:
     parent_run_id: str
     text: str
     edited: bool  # the routine file changed since the parent ran: the current file runs
+    shortened: bool = False  # the parent's conversation was cut to fit its 256 KB cap
 
     def detail(self) -> str:
-        """The run's first log line (and `run`'s narration)."""
-        note = (
-            "; the routine was edited since that run: this reply runs the current file"
-            if self.edited
-            else ""
-        )
-        return f"reply to {self.parent_run_id}{note}"
+        """The run's first log line (and `reply`'s first line)."""
+        notes = [f"reply to {self.parent_run_id}"]
+        if self.edited:
+            notes.append("the routine was edited since that run: this reply runs the current file")
+        if self.shortened:
+            notes.append("that run's conversation was shortened to fit 256 KB")
+        return "; ".join(notes)
 
 
 def prepare_reply(
@@ -86,4 +87,4 @@ def prepare_reply(
             "[ledger].keep_outputs_days, whose files were deleted)"
         )
     edited = record.routine_sha256 != hashlib.sha256(routine.text.encode()).hexdigest()
-    return routine, ReplyTo(parent_run_id, text, edited)
+    return routine, ReplyTo(parent_run_id, text, edited, record.shortened)

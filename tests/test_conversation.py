@@ -22,6 +22,7 @@ from routines.conversation import (
     StoredTurn,
 )
 from routines.ledger import _STEPS, _V1, LEDGER_VERSION, Ledger
+from routines.runs import RunStatus, Trigger
 from supervisor.retention import cutoffs, prune_routine
 
 RUN = "20261203T070000-inbox-3f9a1c"
@@ -208,17 +209,24 @@ def test_a_v5_ledger_gains_parent_run_ids_and_threads(tmp_path: Path) -> None:
         child = "20261203T120000-inbox-cccccc"
         grandchild = "20261203T120500-inbox-dddddd"
         ledger.record_run(
-            "inbox", run_id=child, trigger="reply", status="ok", now=now, parent_run_id=RUN
+            "inbox",
+            run_id=child,
+            trigger=Trigger.REPLY,
+            status=RunStatus.OK,
+            now=now,
+            parent_run_id=RUN,
         )
         ledger.record_run(
             "inbox",
             run_id=grandchild,
-            trigger="reply",
-            status="ok",
+            trigger=Trigger.REPLY,
+            status=RunStatus.OK,
             now=now + timedelta(minutes=5),
             parent_run_id=child,
         )
-        ledger.record_run("inbox", run_id="other", trigger="manual", status="ok", now=now)
+        ledger.record_run(
+            "inbox", run_id="other", trigger=Trigger.MANUAL, status=RunStatus.OK, now=now
+        )
         assert [r.run_id for r in ledger.thread(grandchild)] == [RUN, child, grandchild]
         assert [r.run_id for r in ledger.thread(RUN)] == [RUN, child, grandchild]
         assert [r.run_id for r in ledger.thread("other")] == ["other"]

@@ -44,6 +44,7 @@ from routines.ledger import (
     ActiveRun,
     DaySummary,
     LastRun,
+    Ledger,
     LedgerError,
     LedgerFull,
     RoutineState,
@@ -96,8 +97,10 @@ _STEPS: dict[int, tuple[str, ...]] = {
             input_tokens BIGINT, output_tokens BIGINT,
             local_input_tokens BIGINT, local_output_tokens BIGINT,
             tool_calls INTEGER, tools_used TEXT, dollars DOUBLE PRECISION, output_file TEXT,
-            owner_pid INTEGER, owner_started DOUBLE PRECISION, worker_pid INTEGER
+            owner_pid INTEGER, owner_started DOUBLE PRECISION, worker_pid INTEGER,
+            parent_run_id {T}
         )""",
+        "CREATE INDEX runs_parent ON runs(parent_run_id) WHERE parent_run_id IS NOT NULL",
         "CREATE INDEX runs_routine_started ON runs(routine, started_at)",
         "CREATE INDEX runs_started ON runs(started_at)",
         f"CREATE INDEX runs_active ON runs(status) WHERE status IN {sql_in(ACTIVE)}",
@@ -457,13 +460,15 @@ class PgLedger:
         now: datetime,
         detail: str,
         owner: tuple[int, float] | None,
+        parent_run_id: str | None = None,
     ) -> None:
         finished = status not in ACTIVE
         cur.execute(
             "INSERT INTO runs (run_id, routine, machine, slot, trigger, status, detail, "
             "started_at, finished_at, duration_sec, dollars, input_tokens, output_tokens, "
-            "local_input_tokens, local_output_tokens, tool_calls, owner_pid, owner_started) "
-            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, 0, 0, 0, 0, 0, 0, %s, %s)",
+            "local_input_tokens, local_output_tokens, tool_calls, owner_pid, owner_started, "
+            "parent_run_id) "
+            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, 0, 0, 0, 0, 0, 0, %s, %s, %s)",
             (
                 run_id,
                 routine,
@@ -477,6 +482,7 @@ class PgLedger:
                 0.0 if finished else None,
                 owner[0] if owner else None,
                 owner[1] if owner else None,
+                parent_run_id,
             ),
         )
         if finished:
@@ -499,9 +505,12 @@ class PgLedger:
         slot: str | None = None,
         detail: str = "",
         owner: tuple[int, float] | None = None,
+        parent_run_id: str | None = None,
     ) -> None:
         with self.transaction() as cur:
-            self._insert_run(cur, routine, run_id, slot, trigger, status, now, detail, owner)
+            self._insert_run(
+                cur, routine, run_id, slot, trigger, status, now, detail, owner, parent_run_id
+            )
 
     def prune_claims(self, now: datetime) -> int:
         with self.transaction() as cur:
@@ -613,6 +622,20 @@ class PgLedger:
             (*args, limit),
         )
         return [FleetRunRow(_row(r), r["machine"]) for r in rows]
+
+    def replies_to(self, run_ids: Sequence[str]) -> list[RunRow]:
+        """The reply runs whose parent is one of `run_ids`, oldest first."""
+        if not run_ids:
+            return []
+        rows = self._read(
+            "SELECT * FROM runs WHERE parent_run_id = ANY(%s) ORDER BY started_at, id",
+            (list(run_ids),),
+        )
+        return [_row(r) for r in rows]
+
+    def thread(self, run_id: str) -> list[RunRow]:
+        """As `Ledger.thread` (the same walk over `run` and `replies_to`)."""
+        return Ledger.thread(self, run_id)  # type: ignore[arg-type]
 
     def runs_between(self, start: datetime, end: datetime) -> list[RunRow]:
         rows = self._read(

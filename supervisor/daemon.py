@@ -44,7 +44,9 @@ from supervisor.scheduler import Pending, Scheduler
 from supervisor.toggle import set_enabled
 
 if TYPE_CHECKING:
+    from routines.spec import Routine
     from supervisor.fleet import Fleet
+    from supervisor.reply import ReplyTo
 
 __all__ = ["ROOT_REFUSAL", "Daemon", "main", "owner_alive"]
 
@@ -207,6 +209,7 @@ class Daemon:
                 "ping": self._ping,
                 "status": self._status,
                 "run": self._run,
+                "reply": self._run,
                 "follow": self._follow,
                 "reload": self._reload,
                 "enable": self._enable,
@@ -582,7 +585,11 @@ class Daemon:
             raise CommandError("ledger_lost", str(self.lost))
         if self.full is not None:
             raise CommandError("disk_full", self.full)
-        routine = self._routine(req.args.get("name"))
+        reply = None
+        if req.cmd == "reply":
+            routine, reply = self._reply_to(req)
+        else:
+            routine = self._routine(req.args.get("name"))
         if not self.pool.accepting:
             raise CommandError("stopping", "the daemon is stopping; try again when it is back")
         if self._busy(routine.name):
@@ -592,23 +599,37 @@ class Daemon:
             )
         now = self.clock.now()
         run_id = new_run_id(routine.name, now)
+        trigger = Trigger.REPLY if reply else Trigger.MANUAL
         try:
             self.ledger.record_run(
                 routine.name,
                 run_id=run_id,
-                trigger=Trigger.MANUAL,
+                trigger=trigger,
                 status=RunStatus.QUEUED,
                 now=now,
                 owner=self.owner,
+                parent_run_id=reply.parent_run_id if reply else None,
             )
         except LedgerFull as exc:  # nothing recorded, so nothing runs
             self._disk_full(exc)
             raise CommandError("disk_full", str(self.full)) from None
-        pending = Pending(run_id, routine, Trigger.MANUAL, None, "manual run")
+        detail = reply.detail() if reply else "manual run"
+        pending = Pending(run_id, routine, trigger, None, detail, reply=reply)
         if req.args.get("detach"):
             self.pool.enqueue(pending)
             return {"run_id": run_id}
         return await self._await_run(pending, conn, enqueue=True)
+
+    def _reply_to(self, req: Request) -> tuple[Routine, ReplyTo]:
+        """`reply`: the parent run's routine (its current version) and the checked reply."""
+        from supervisor.reply import ReplyRefused, prepare_reply
+
+        try:
+            return prepare_reply(
+                self.ledger, self.paths, self._routine, req.args.get("run_id"), req.args.get("text")
+            )
+        except ReplyRefused as exc:
+            raise CommandError("reply_refused", str(exc)) from None
 
     async def _await_run(self, pending: Pending, conn: Connection, enqueue: bool) -> Any:
         done: asyncio.Future[Any] = asyncio.get_running_loop().create_future()

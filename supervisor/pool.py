@@ -262,6 +262,7 @@ class Pool:
             dollars_left=allowance.dollars_left,
             paths=self.paths,
             config=self.config,
+            reply=pending.reply,
         )
         runlog = RunLog(
             self.paths.run_log(routine.name, pending.run_id),

@@ -107,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
             where = machines[i]
             if r.output_file and where != this:
                 out[-1][-1] = f"(output on {one_line(where)}) " + out[-1][-1]
-            out[-1].insert(1, one_line(where))
+            out[-1].insert(2, one_line(where))  # after RUN and STARTED
     for d in days:
         counts = d.counts
         extra = [""] if machines is not None else []

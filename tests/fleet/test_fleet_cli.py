@@ -91,8 +91,8 @@ def test_fleet_join_from_a_machine_with_history_copies_it_and_runs_nothing_twice
     history = a.daemon.cli("history", "tick")
     assert history.returncode == 0, history.stderr
     header, *lines = history.stdout.splitlines()
-    assert header.split()[:3] == ["STARTED", "(UTC)", "MACHINE"]
-    by_machine = Counter(line.split()[2] for line in lines)
+    assert header.split()[:4] == ["RUN", "STARTED", "(UTC)", "MACHINE"]
+    by_machine = Counter(line.split()[3] for line in lines)
     assert by_machine == {"a": 3, "b": 1}
     assert "(output on b)" in history.stdout  # outputs stay where they were made
     as_json = [

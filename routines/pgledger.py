@@ -637,6 +637,15 @@ class PgLedger:
         """As `Ledger.thread` (the same walk over `run` and `replies_to`)."""
         return Ledger.thread(self, run_id)  # type: ignore[arg-type]
 
+    def fleet_runs_between(self, start: datetime, end: datetime) -> list[FleetRunRow]:
+        """Runs of every routine and machine that started in [start, end), newest first."""
+        rows = self._read(
+            "SELECT * FROM runs WHERE started_at >= %s AND started_at < %s "
+            "ORDER BY started_at DESC, id DESC",
+            (iso(start), iso(end)),
+        )
+        return [FleetRunRow(_row(r), r["machine"]) for r in rows]
+
     def runs_between(self, start: datetime, end: datetime) -> list[RunRow]:
         rows = self._read(
             "SELECT * FROM runs WHERE started_at >= %s AND started_at < %s "

@@ -6,16 +6,17 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from contextlib import closing
 from typing import Any
 
 from ipc import Event, RunStatus, Trigger
 from routines.config import Config
-from routines.ledger import Ledger
 from routines.paths import Paths
 from routines.spec import Routine
 from supervisor import notify
 from supervisor.clock import SystemClock
 from supervisor.daemon import owner_alive, process_identity
+from supervisor.fleetview import cli_ledger
 from supervisor.jobs import new_run_id
 from supervisor.pool import Pool
 from supervisor.record import Notification
@@ -50,7 +51,7 @@ async def _run(
     reply: ReplyTo | None = None,
 ) -> dict[str, Any]:
     clock = SystemClock()
-    with Ledger(p.ledger) as ledger:
+    with closing(cli_ledger(p)) as ledger:
         for active in ledger.active_runs():
             if active.routine == routine.name and owner_alive(
                 active.owner_pid, active.owner_started

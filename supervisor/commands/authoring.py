@@ -156,9 +156,11 @@ def ensure_disabled(p: Paths, name: str, file_enabled: bool) -> None:
     """A new draft or installed routine starts off, even when the ledger remembers an earlier
     routine of the same name as enabled, or the file says enabled = true (`file_enabled`).
     The override is stored as `disable` stores it: changing the file's `enabled` later wins."""
-    from routines.ledger import Ledger
+    from contextlib import closing
 
-    with Ledger(p.ledger) as ledger:
+    from supervisor.fleetview import cli_ledger
+
+    with closing(cli_ledger(p)) as ledger:
         state = ledger.state(name)
         if state.enabled(file_enabled) or state.disabled_reason or state.failure_streak:
             ledger.disable(name, file_enabled=file_enabled, failure_streak=0)
@@ -182,12 +184,14 @@ def reload_daemon(p: Paths) -> str:
 
 def report_saved(p: Paths, routine: Routine, target: Path, verb: str) -> None:
     """After a save: where it went, when it runs, and what to do next."""
-    from routines.ledger import Ledger
+    from contextlib import closing
+
     from supervisor.commands.capabilities import next_run_text, schedule_text
+    from supervisor.fleetview import cli_ledger
     from supervisor.present import color, use_color, visible
 
     c = use_color()
-    with Ledger(p.ledger) as ledger:
+    with closing(cli_ledger(p)) as ledger:
         enabled = ledger.state(routine.name).enabled(routine.enabled)
     print(f"{verb} {routine.name}: {target}")
     print(f"  schedule  {visible(schedule_text(routine))}")

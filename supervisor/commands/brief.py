@@ -194,12 +194,14 @@ def unseen_count(p: Paths, routines: set[str], today: date) -> int:
 
 def gather(p: Paths, days: list[date]) -> tuple[list[Item], list[RunRow]]:
     """The outputs of `days`, newest first, and the runs of those days that failed."""
+    from contextlib import closing
     from zoneinfo import ZoneInfo
 
-    from routines.ledger import Ledger, day_bounds
+    from routines.ledger import day_bounds
     from routines.registry import scan
     from routines.tz import machine_timezone
     from supervisor.commands.seen import load_seen
+    from supervisor.fleetview import cli_ledger
 
     zone = ZoneInfo(machine_timezone())
     wanted = set(days)
@@ -212,7 +214,7 @@ def gather(p: Paths, days: list[date]) -> tuple[list[Item], list[RunRow]]:
     # Outputs are named in their routine's zone: look a day either side in the ledger.
     start = day_bounds(min(days), zone)[0] - timedelta(days=1)
     end = day_bounds(max(days), zone)[1] + timedelta(days=1)
-    with Ledger(p.ledger) as ledger:
+    with closing(cli_ledger(p)) as ledger:
         rows = ledger.runs_between(start, end)
     by_file = {r.output_file: r for r in rows if r.output_file}
     seen = load_seen(p.state_dir)
@@ -275,6 +277,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         days = [today]
     items, failed = gather(p, days)
+    away = elsewhere(p, days)
     if args.unseen:
         items = [i for i in items if i.open_on_login and not i.seen]
     heading = _heading(days, today)
@@ -286,6 +289,7 @@ def run(args: argparse.Namespace) -> int:
                 "outputs": [i.as_json() for i in items],
                 "failed": [_failure_json(r) for r in failed],
                 "pruned": note,
+                "elsewhere": away,
             }
         )
         return 0
@@ -300,9 +304,36 @@ def run(args: argparse.Namespace) -> int:
             _mark(p, items)
         return code
     _print(items, failed, heading, args)
+    if away:
+        where = ", ".join(f"{n} on {m}" for m, n in sorted(away.items()))
+        print(f"\nOn other machines (outputs stay where they were made): {where}")
     if not args.list:
         _mark(p, items)
     return 0
+
+
+def elsewhere(p: Paths, days: list[date]) -> dict[str, int]:
+    """On a fleet: how many outputs of `days` other machines made, per machine; {} alone."""
+    from zoneinfo import ZoneInfo
+
+    from routines.ledger import day_bounds
+    from routines.tz import machine_timezone
+    from supervisor.fleetview import config_or_default
+
+    fleet = config_or_default(p).fleet
+    if fleet is None:
+        return {}
+    from routines.pgledger import PgLedger
+
+    zone = ZoneInfo(machine_timezone())
+    start, end = day_bounds(min(days), zone)[0], day_bounds(max(days), zone)[1]
+    with PgLedger(fleet.database, fleet.machine) as ledger:
+        found = ledger.fleet_runs_between(start, end)
+    out: dict[str, int] = {}
+    for f in found:
+        if f.machine != fleet.machine and f.row.output_file:
+            out[f.machine] = out.get(f.machine, 0) + 1
+    return out
 
 
 def _pruned(p: Paths, days: list[date], today: date) -> str | None:

@@ -131,12 +131,14 @@ class Report:
 
 def report(period: str, now: datetime | None = None) -> Report:
     """The figures for `period` (see `period_days`) from the ledger."""
+    from contextlib import closing
     from zoneinfo import ZoneInfo
 
-    from routines.ledger import Ledger, day_bounds
+    from routines.ledger import day_bounds
     from routines.paths import paths
     from routines.registry import scan
     from routines.tz import machine_timezone
+    from supervisor.fleetview import cli_ledger
 
     p = paths()
     zone_name = machine_timezone()
@@ -146,7 +148,7 @@ def report(period: str, now: datetime | None = None) -> Report:
     first, last = period_days(period, today)
     start, end = day_bounds(first, zone)[0], day_bounds(last, zone)[1]
     chart = [last - timedelta(days=n) for n in range(CHART_DAYS - 1, -1, -1)]
-    with Ledger(p.ledger) as ledger:
+    with closing(cli_ledger(p)) as ledger:
         rows = ledger.totals(start, end)
         days = ledger.dollars_by_day(chart, zone)
     total = sum(r["dollars"] for r in rows)

@@ -28,11 +28,13 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from routines.ledger import Ledger
+    from contextlib import closing
+
     from routines.paths import paths
     from routines.schedule import compile_schedule
     from supervisor.client import DaemonError
     from supervisor.commands.common import try_daemon
+    from supervisor.fleetview import cli_ledger
     from supervisor.present import when
     from supervisor.toggle import set_enabled
 
@@ -45,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
     if routine is None:
         return die(f"{args.name} is invalid; fix it first:\n" + "\n".join(map(str, entry.errors)))
     now = datetime.now(UTC)
-    with Ledger(p.ledger) as ledger:
+    with closing(cli_ledger(p)) as ledger:
         set_enabled(ledger, routine, args.on, now)
     client = try_daemon(p)
     if client is not None:

@@ -34,8 +34,10 @@ def register(sub: Any) -> None:
 def _prepare(p: Any, run_id: str, text: str) -> tuple[Any, Any]:
     """The routine and the reply, checked here first to say what is wrong before anything
     starts (whoever runs it checks again: the files may change in between). ReplyRefused."""
-    from routines.ledger import Ledger
+    from contextlib import closing
+
     from routines.spec import Routine
+    from supervisor.fleetview import cli_ledger
     from supervisor.reply import ReplyRefused, prepare_reply
 
     def routine_of(name: str) -> Routine:
@@ -48,7 +50,7 @@ def _prepare(p: Any, run_id: str, text: str) -> tuple[Any, Any]:
             raise ReplyRefused(f"{name} is invalid now; fix it first:\n{errors}")
         return entry.routine
 
-    with Ledger(p.ledger) as ledger:
+    with closing(cli_ledger(p)) as ledger:
         return prepare_reply(ledger, p, routine_of, run_id, text)
 
 

@@ -40,12 +40,13 @@ def waybar() -> int:
     from supervisor.commands.waybar import waybar_error, waybar_json
 
     try:
+        from contextlib import closing
         from zoneinfo import ZoneInfo
 
-        from routines.ledger import Ledger
         from routines.paths import paths
         from routines.tz import machine_timezone
         from supervisor.commands.listing import collect
+        from supervisor.fleetview import cli_ledger
 
         now = datetime.now(UTC)
         lines = collect(now)
@@ -54,7 +55,7 @@ def waybar() -> int:
 
         p = paths()
         day = now.astimezone(zone).date()
-        with Ledger(p.ledger) as ledger:
+        with closing(cli_ledger(p)) as ledger:
             today = ledger.dollars_by_day([day], zone)
         unseen = unseen_count(p, {ln.name for ln in lines if ln.open_on_login}, day)
         value = waybar_json(lines, sum(today.values()), now, unseen)
@@ -135,11 +136,14 @@ def run(args: argparse.Namespace) -> int:
 
 def _problems(st: dict[str, Any]) -> list[str]:
     """What keeps enabled routines from working here (key, Ollama, bwrap), with the fix."""
+    from contextlib import closing
+
     from routines.config import ConfigInvalid, load_config
-    from routines.ledger import Ledger, is_enabled
+    from routines.ledger import is_enabled
     from routines.paths import paths
     from routines.registry import scan
     from supervisor.commands.hostcheck import problems
+    from supervisor.fleetview import cli_ledger
 
     p = paths()
     try:
@@ -147,7 +151,7 @@ def _problems(st: dict[str, Any]) -> list[str]:
     except ConfigInvalid as exc:
         return [f"{p.config_file} is invalid: {exc}"]
     registry = scan(p)
-    with Ledger(p.ledger) as ledger:
+    with closing(cli_ledger(p)) as ledger:
         states = ledger.states()
     enabled = [r for r in registry.routines() if is_enabled(states, r.name, r.enabled)]
     return problems(p, enabled, config.ollama_url, st.get("pid") if st.get("daemon") else None)

@@ -99,6 +99,13 @@ def test_fleet_join_from_a_machine_with_history_copies_it_and_runs_nothing_twice
         json.loads(x) for x in a.daemon.cli("history", "tick", "--json").stdout.split("\n") if x
     ]
     assert {x["machine"] for x in as_json} == {"a", "b"}
+    # brief shows this machine's outputs and says where the others are.
+    day = (slot + MINUTE).astimezone().date().isoformat()
+    brief = json.loads(a.daemon.cli("brief", "--date", day, "--json").stdout)
+    assert brief["elsewhere"] == {"b": 1}
+    assert "On other machines (outputs stay where they were made): 1 on b" in (
+        a.daemon.cli("brief", "--date", day, "--list").stdout
+    )
 
 
 def test_fleet_status_list_and_leave_show_machines_and_divergence(
@@ -137,6 +144,11 @@ def test_fleet_status_list_and_leave_show_machines_and_divergence(
     assert data["divergent"] == {}
     again = a.daemon.cli("fleet", "leave", "c")
     assert again.returncode == 1 and "c is not in the fleet" in again.stderr
+
+    # The other commands use the fleet's ledger too: a disable is seen by every machine.
+    assert a.daemon.cli("disable", "tick").returncode == 0
+    with PgLedger(pg_dsn, "observer") as fleet:
+        assert fleet.state("tick").enabled_override is False
 
 
 def test_fleet_commands_without_a_fleet_say_how_to_set_one_up(

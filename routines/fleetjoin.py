@@ -20,7 +20,8 @@ from datetime import datetime
 from routines import rundays
 from routines.ledger import iso
 from routines.ledgerapi import LedgerAPI
-from routines.pgledger import PgLedger, _note_last
+from routines.pgledger import PgLedger
+from routines.pgschema import note_last
 from routines.runs import ACTIVE, RunStatus, status_of
 
 __all__ = ["JoinReport", "join"]
@@ -96,7 +97,7 @@ def join(fleet: PgLedger, local: LedgerAPI, now: datetime) -> JoinReport:
         for name, lr in last.items():
             # A v2.0.x status the enum lacks ("error") was a last run all the same.
             if lr.run_id and lr.status and lr.started_at and lr.finished_at:
-                _note_last(
+                note_last(
                     cur, name, lr.run_id, status_of(lr.status), lr.outcome, lr.started_at,
                     lr.finished_at,
                 )  # fmt: skip

@@ -1,12 +1,13 @@
 """The fleet's ledger: the same contract as routines/ledger.py's SQLite `Ledger`, in PostgreSQL
 (psycopg 3), shared by one person's machines. Imported only when config.toml has `[fleet]`.
 
-Tables (one per concern; migrations in `_STEPS`, beside SQLite's in routines/ledger.py):
+Tables (one per concern; schema and migrations in routines/pgschema.py, beside SQLite's):
 - runs, claims, routine_state, run_days: as in SQLite, plus the machine that ran each run.
 - leases: one row per queued or running run, renewed by its machine's daemon
   (`renew`); a lease that lapsed marks its run `interrupted` (`expire_leases`), never replayed.
 - machines: each machine's heartbeat, version and whether it left the fleet.
 - definitions: each routine's definition fingerprint per machine (divergence).
+The last three are routines/pgfleet.py's, a mixin of `PgLedger`.
 
 Time: run rows keep the machine's clock as ISO text, exactly as SQLite (history, budgets and
 compaction read them alike). Leases and heartbeats use the server's clock (`now()`), so a
@@ -14,7 +15,8 @@ machine whose clock is off cannot make a lease look alive or dead.
 
 Invariant: a claim, its run row, its lease and the routine's cursor move in one transaction,
 under a row lock on the routine's state, so two machines planning the same routine serialise
-(tests/fleet/test_ledger_contract.py::test_claim_race_across_connections).
+(tests/fleet/test_ledger_contract.py::
+test_two_machines_claiming_one_routine_at_once_one_wins_each_round).
 
 Errors: a lost or refused connection is `LedgerUnreachable` (nothing of that call recorded,
 try again later); while one is recent, calls fail at once without waiting on the network
@@ -30,7 +32,6 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import date, datetime
-from enum import Enum
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -54,9 +55,9 @@ from routines.ledger import (
     from_iso,
     iso,
 )
+from routines.pgfleet import LEASE_SEC, FleetTables, MachineRow
 from routines.runs import (
     ACTIVE,
-    NO_LAST_RUN,
     NOT_A_RUN,
     Outcome,
     RunEnd,
@@ -77,88 +78,21 @@ __all__ = [
     "PgLedger",
 ]
 
-PG_LEDGER_VERSION = 1
-LEASE_SEC = 60.0  # a running run's lease lasts this long past its last renewal
-CONNECT_TIMEOUT_SEC = 3
-STATEMENT_TIMEOUT_MS = 10_000
-
-T = 'TEXT COLLATE "C"'  # byte order, as SQLite compares: ISO times and slot ids sort as text
-
-_STEPS: dict[int, tuple[str, ...]] = {
-    1: (
-        f"""CREATE TABLE runs (
-            id BIGSERIAL PRIMARY KEY,
-            run_id {T} NOT NULL UNIQUE,
-            routine {T} NOT NULL,
-            machine {T} NOT NULL,
-            slot {T}, trigger {T}, status {T}, outcome {T}, detail TEXT,
-            started_at {T}, finished_at {T}, duration_sec DOUBLE PRECISION,
-            route TEXT, model TEXT, escalated INTEGER, escalated_reason TEXT,
-            input_tokens BIGINT, output_tokens BIGINT,
-            local_input_tokens BIGINT, local_output_tokens BIGINT,
-            tool_calls INTEGER, tools_used TEXT, dollars DOUBLE PRECISION, output_file TEXT,
-            owner_pid INTEGER, owner_started DOUBLE PRECISION, worker_pid INTEGER,
-            parent_run_id {T}
-        )""",
-        "CREATE INDEX runs_parent ON runs(parent_run_id) WHERE parent_run_id IS NOT NULL",
-        "CREATE INDEX runs_routine_started ON runs(routine, started_at)",
-        "CREATE INDEX runs_started ON runs(started_at)",
-        f"CREATE INDEX runs_active ON runs(status) WHERE status IN {sql_in(ACTIVE)}",
-        f"""CREATE TABLE claims (
-            routine {T} NOT NULL,
-            slot {T} NOT NULL,
-            claimed_at {T} NOT NULL,
-            run_id {T},
-            machine {T},
-            PRIMARY KEY (routine, slot)
-        )""",
-        f"""CREATE TABLE routine_state (
-            routine {T} PRIMARY KEY,
-            enabled_override INTEGER,
-            file_enabled_seen INTEGER,
-            failure_streak INTEGER NOT NULL DEFAULT 0,
-            disabled_reason TEXT,
-            cursor {T},
-            schedule_fingerprint TEXT,
-            updated_at {T},
-            last_run_id {T}, last_status {T}, last_outcome {T},
-            last_started {T}, last_finished {T}
-        )""",
-        *(
-            s.replace("INTEGER NOT NULL", "BIGINT NOT NULL").replace("TEXT", T)
-            for s in rundays.SCHEMA
-        ),
-        f"""CREATE TABLE leases (
-            run_id {T} PRIMARY KEY,
-            routine {T} NOT NULL,
-            machine {T} NOT NULL,
-            expires_at TIMESTAMPTZ NOT NULL
-        )""",
-        "CREATE INDEX leases_machine ON leases(machine)",
-        f"""CREATE TABLE machines (
-            machine {T} PRIMARY KEY,
-            version TEXT,
-            pid INTEGER,
-            joined_at TIMESTAMPTZ NOT NULL DEFAULT now(),
-            heartbeat TIMESTAMPTZ,
-            left_at TIMESTAMPTZ
-        )""",
-        f"""CREATE TABLE definitions (
-            routine {T} NOT NULL,
-            machine {T} NOT NULL,
-            fingerprint TEXT NOT NULL,
-            seen_at TIMESTAMPTZ NOT NULL DEFAULT now(),
-            PRIMARY KEY (routine, machine)
-        )""",
-    ),
-}
-_MIGRATION_LOCK = 0x76696E6F73  # pg_advisory_xact_lock key: one migrating machine at a time
-
-NANO_SQL = "CAST(ROUND(CAST(COALESCE(dollars, 0) AS NUMERIC) * 1000000000) AS BIGINT)"
-MS_SQL = "CAST(ROUND(CAST(COALESCE(duration_sec, 0) AS NUMERIC) * 1000) AS BIGINT)"
-
+from routines.pgschema import (
+    MIGRATION_LOCK,
+    MS_SQL,
+    NANO_SQL,
+    PG_LEDGER_VERSION,
+    STEPS,
+    note_last,
+    plain,
+)
 
 _NOW_ISO = "to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')"
+
+
+CONNECT_TIMEOUT_SEC = 3
+STATEMENT_TIMEOUT_MS = 10_000
 
 
 class LedgerUnreachable(LedgerFull):
@@ -195,17 +129,6 @@ def backoff(failures: int, cap: float) -> float:
     if failures <= 0:
         return 0.0
     return float(min(cap, 2.0 ** min(failures - 1, 30)))
-
-
-@dataclass(frozen=True, slots=True)
-class MachineRow:
-    machine: str
-    version: str | None
-    pid: int | None
-    joined_at: datetime
-    heartbeat: datetime | None
-    left_at: datetime | None
-    heartbeat_age_sec: float | None  # by the server's clock
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,7 +171,7 @@ class _Stale(Exception):
 Cursor = psycopg.Cursor[dict[str, Any]]
 
 
-class PgLedger:
+class PgLedger(FleetTables):
     """One connection to the fleet's database, for one thread (the daemon's loop, or a CLI).
 
     The connection opens lazily and reopens after a failure (through `gate`), so a daemon
@@ -360,7 +283,7 @@ class PgLedger:
 
     def _migrate(self, conn: psycopg.Connection[dict[str, Any]]) -> None:
         with conn.transaction(), conn.cursor() as cur:
-            cur.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+            cur.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
             cur.execute("CREATE TABLE IF NOT EXISTS ledger_meta (key TEXT PRIMARY KEY, value TEXT)")
             cur.execute("SELECT value FROM ledger_meta WHERE key = 'version'")
             row = cur.fetchone()
@@ -371,7 +294,7 @@ class PgLedger:
                     f"one knows {PG_LEDGER_VERSION}); upgrade vinos-routine on this machine"
                 )
             for step in range(version + 1, PG_LEDGER_VERSION + 1):
-                for statement in _STEPS[step]:
+                for statement in STEPS[step]:
                     cur.execute(statement)
             if version != PG_LEDGER_VERSION:
                 cur.execute(
@@ -474,8 +397,8 @@ class PgLedger:
                 routine,
                 self.machine,
                 slot,
-                _plain(trigger),
-                _plain(status),
+                plain(trigger),
+                plain(status),
                 detail,
                 iso(now),
                 iso(now) if finished else None,
@@ -486,7 +409,7 @@ class PgLedger:
             ),
         )
         if finished:
-            _note_last(cur, routine, run_id, status, None, iso(now), iso(now))
+            note_last(cur, routine, run_id, status, None, iso(now), iso(now))
         else:
             cur.execute(
                 "INSERT INTO leases (run_id, routine, machine, expires_at) "
@@ -555,8 +478,8 @@ class PgLedger:
                 "local_input_tokens = %s, local_output_tokens = %s, tool_calls = %s, "
                 "tools_used = %s, dollars = %s, output_file = %s WHERE run_id = %s",
                 (
-                    _plain(end.status),
-                    _plain(end.outcome),
+                    plain(end.status),
+                    plain(end.outcome),
                     end.detail,
                     iso(now),
                     duration,
@@ -578,7 +501,7 @@ class PgLedger:
             if end.status not in ACTIVE:
                 cur.execute("DELETE FROM leases WHERE run_id = %s", (run_id,))
                 if row["started_at"]:
-                    _note_last(
+                    note_last(
                         cur,
                         row["routine"],
                         run_id,
@@ -598,14 +521,6 @@ class PgLedger:
             (self.machine,),
         )
         return [ActiveRun(**{**r, "status": RunStatus(r["status"])}) for r in rows]
-
-    def busy_elsewhere(self) -> dict[str, str]:
-        """Routines with a live lease on another machine, and that machine (fleet overlap)."""
-        rows = self._read(
-            "SELECT routine, machine FROM leases WHERE machine <> %s AND expires_at > now()",
-            (self.machine,),
-        )
-        return {r["routine"]: r["machine"] for r in rows}
 
     def run(self, run_id: str) -> RunRow | None:
         rows = self._read("SELECT * FROM runs WHERE run_id = %s", (run_id,))
@@ -774,7 +689,7 @@ class PgLedger:
     @staticmethod
     def _set_state(cur: Cursor, routine: str, values: dict[str, object]) -> None:
         """Set columns of routine_state (creating the row); booleans stored as 0/1."""
-        values = {k: (int(v) if isinstance(v, bool) else _plain(v)) for k, v in values.items()}
+        values = {k: (int(v) if isinstance(v, bool) else plain(v)) for k, v in values.items()}
         cols = ", ".join(["routine", *values, "updated_at"])
         marks = ", ".join(["%s"] * (len(values) + 1) + [_NOW_ISO])
         updates = ", ".join(f"{k} = excluded.{k}" for k in (*values, "updated_at"))
@@ -834,174 +749,10 @@ class PgLedger:
         with self.transaction() as cur:
             self._set_state(cur, routine, values)
 
-    # -- the fleet: machines, leases, definitions -----------------------------------------
-
-    def register(self, version: str, pid: int) -> None:
-        """Join (or rejoin) the fleet as this machine and beat once."""
-        with self.transaction() as cur:
-            cur.execute(
-                "INSERT INTO machines (machine, version, pid, heartbeat) "
-                "VALUES (%s, %s, %s, now()) ON CONFLICT (machine) DO UPDATE SET "
-                "version = excluded.version, pid = excluded.pid, heartbeat = now(), "
-                "left_at = NULL",
-                (self.machine, version, pid),
-            )
-
-    def leave(self, machine: str | None = None) -> bool:
-        """Mark a machine as gone from the fleet (its definitions no longer count)."""
-        with self.transaction() as cur:
-            cur.execute(
-                "UPDATE machines SET left_at = now() WHERE machine = %s AND left_at IS NULL",
-                (machine or self.machine,),
-            )
-            gone = cur.rowcount > 0
-            cur.execute("DELETE FROM definitions WHERE machine = %s", (machine or self.machine,))
-        return gone
-
-    def renew(self) -> int:
-        """Heartbeat, and extend every lease this machine holds; how many leases."""
-        with self.transaction() as cur:
-            cur.execute("UPDATE machines SET heartbeat = now() WHERE machine = %s", (self.machine,))
-            cur.execute(
-                "UPDATE leases SET expires_at = now() + make_interval(secs => %s) "
-                "WHERE machine = %s",
-                (self.lease_sec, self.machine),
-            )
-            return cur.rowcount
-
-    def expire_leases(self, now: datetime) -> list[tuple[str, str, str]]:
-        """Runs whose lease lapsed become `interrupted`, never replayed: (routine, run id,
-        machine) of each. SKIP LOCKED: two machines expiring at once end each run once."""
-        out: list[tuple[str, str, str]] = []
-        with self.transaction() as cur:
-            cur.execute(
-                "DELETE FROM leases WHERE run_id IN (SELECT run_id FROM leases "
-                "WHERE expires_at < now() FOR UPDATE SKIP LOCKED) "
-                "RETURNING run_id, routine, machine"
-            )
-            lapsed = cur.fetchall()
-            for lease in lapsed:
-                cur.execute(
-                    "UPDATE runs SET status = %s, finished_at = %s, detail = %s "
-                    f"WHERE run_id = %s AND status IN {sql_in(ACTIVE)} "
-                    "RETURNING started_at",
-                    (
-                        RunStatus.INTERRUPTED.value,
-                        iso(now),
-                        f"its machine {lease['machine']} stopped renewing the run's lease; "
-                        "not replayed",
-                        lease["run_id"],
-                    ),
-                )
-                row = cur.fetchone()
-                if row is None:
-                    continue
-                if row["started_at"]:
-                    _note_last(
-                        cur,
-                        lease["routine"],
-                        lease["run_id"],
-                        RunStatus.INTERRUPTED,
-                        None,
-                        row["started_at"],
-                        iso(now),
-                    )
-                out.append((lease["routine"], lease["run_id"], lease["machine"]))
-        return out
-
-    def machines(self) -> list[MachineRow]:
-        rows = self._read(
-            "SELECT machine, version, pid, joined_at, heartbeat, left_at, "
-            "EXTRACT(EPOCH FROM now() - heartbeat) AS age FROM machines ORDER BY machine"
-        )
-        return [
-            MachineRow(
-                r["machine"],
-                r["version"],
-                r["pid"],
-                r["joined_at"],
-                r["heartbeat"],
-                r["left_at"],
-                float(r["age"]) if r["age"] is not None else None,
-            )
-            for r in rows
-        ]
-
-    def publish_definitions(self, fingerprints: Mapping[str, str]) -> None:
-        """This machine's routines and their definition fingerprints, replacing the last."""
-        with self.transaction() as cur:
-            cur.execute(
-                "SELECT routine, fingerprint FROM definitions WHERE machine = %s",
-                (self.machine,),
-            )
-            known = {r["routine"]: r["fingerprint"] for r in cur.fetchall()}
-            gone = [n for n in known if n not in fingerprints]
-            if gone:
-                cur.execute(
-                    "DELETE FROM definitions WHERE machine = %s AND routine = ANY(%s)",
-                    (self.machine, gone),
-                )
-            changed = [(n, fp) for n, fp in fingerprints.items() if known.get(n) != fp]
-            if changed:
-                cur.executemany(
-                    "INSERT INTO definitions (routine, machine, fingerprint) "
-                    "VALUES (%s, %s, %s) ON CONFLICT (routine, machine) DO UPDATE SET "
-                    "fingerprint = excluded.fingerprint, seen_at = now()",
-                    [(n, self.machine, fp) for n, fp in changed],
-                )
-
-    def definitions(self) -> dict[str, dict[str, str]]:
-        """routine → {machine: fingerprint}, for the machines up now (a heartbeat within one
-        lease): a machine that is down cannot run a slot, so its file cannot make one run
-        from two definitions; it publishes its own again before it schedules anything."""
-        rows = self._read(
-            "SELECT d.routine, d.machine, d.fingerprint FROM definitions d "
-            "JOIN machines m ON m.machine = d.machine WHERE m.left_at IS NULL "
-            "AND m.heartbeat > now() - make_interval(secs => %s)",
-            (self.lease_sec,),
-        )
-        out: dict[str, dict[str, str]] = {}
-        for r in rows:
-            out.setdefault(r["routine"], {})[r["machine"]] = r["fingerprint"]
-        return out
-
-    def where_running(self) -> dict[str, str]:
-        """routine → machine, for every run with a live lease."""
-        rows = self._read("SELECT routine, machine FROM leases WHERE expires_at > now()")
-        return {r["routine"]: r["machine"] for r in rows}
-
-
-def _plain(value: Any) -> Any:
-    """A StrEnum as its text (psycopg would dump an Enum by its name)."""
-    return value.value if isinstance(value, Enum) else value
-
 
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return text[0] if text else type(exc).__name__
-
-
-def _note_last(
-    cur: Cursor,
-    routine: str,
-    run_id: str,
-    status: RunStatus | str,  # str: a v2.0.x status copied in by `fleet join`
-    outcome: Outcome | None,
-    started: str,
-    finished: str,
-) -> None:
-    if status in NO_LAST_RUN:
-        return
-    cur.execute(
-        "INSERT INTO routine_state (routine, last_run_id, last_status, last_outcome, "
-        "last_started, last_finished) VALUES (%s, %s, %s, %s, %s, %s) "
-        "ON CONFLICT (routine) DO UPDATE SET last_run_id = excluded.last_run_id, "
-        "last_status = excluded.last_status, last_outcome = excluded.last_outcome, "
-        "last_started = excluded.last_started, last_finished = excluded.last_finished "
-        "WHERE routine_state.last_started IS NULL "
-        "OR routine_state.last_started <= excluded.last_started",
-        (routine, run_id, _plain(status), _plain(outcome), started, finished),
-    )
 
 
 def _add_day(cur: Cursor, f: rundays.DayFold, zone: str) -> None:

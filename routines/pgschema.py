@@ -1,0 +1,133 @@
+"""The fleet ledger's PostgreSQL schema, migrated forward by `PgLedger` (one step a version,
+under an advisory lock so two machines starting at once migrate once). Beside SQLite's steps
+in routines/ledger.py; the tables are SQLite's plus the fleet's own (leases, machines,
+definitions), one per concern."""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Any
+
+import psycopg
+
+from routines import rundays
+from routines.runs import ACTIVE, NO_LAST_RUN, Outcome, RunStatus, sql_in
+
+__all__ = [
+    "MIGRATION_LOCK",
+    "MS_SQL",
+    "NANO_SQL",
+    "PG_LEDGER_VERSION",
+    "STEPS",
+    "note_last",
+    "plain",
+]
+
+PG_LEDGER_VERSION = 1
+
+T = 'TEXT COLLATE "C"'  # byte order, as SQLite compares: ISO times and slot ids sort as text
+
+STEPS: dict[int, tuple[str, ...]] = {
+    1: (
+        f"""CREATE TABLE runs (
+            id BIGSERIAL PRIMARY KEY,
+            run_id {T} NOT NULL UNIQUE,
+            routine {T} NOT NULL,
+            machine {T} NOT NULL,
+            slot {T}, trigger {T}, status {T}, outcome {T}, detail TEXT,
+            started_at {T}, finished_at {T}, duration_sec DOUBLE PRECISION,
+            route TEXT, model TEXT, escalated INTEGER, escalated_reason TEXT,
+            input_tokens BIGINT, output_tokens BIGINT,
+            local_input_tokens BIGINT, local_output_tokens BIGINT,
+            tool_calls INTEGER, tools_used TEXT, dollars DOUBLE PRECISION, output_file TEXT,
+            owner_pid INTEGER, owner_started DOUBLE PRECISION, worker_pid INTEGER,
+            parent_run_id {T}
+        )""",
+        "CREATE INDEX runs_parent ON runs(parent_run_id) WHERE parent_run_id IS NOT NULL",
+        "CREATE INDEX runs_routine_started ON runs(routine, started_at)",
+        "CREATE INDEX runs_started ON runs(started_at)",
+        f"CREATE INDEX runs_active ON runs(status) WHERE status IN {sql_in(ACTIVE)}",
+        f"""CREATE TABLE claims (
+            routine {T} NOT NULL,
+            slot {T} NOT NULL,
+            claimed_at {T} NOT NULL,
+            run_id {T},
+            machine {T},
+            PRIMARY KEY (routine, slot)
+        )""",
+        f"""CREATE TABLE routine_state (
+            routine {T} PRIMARY KEY,
+            enabled_override INTEGER,
+            file_enabled_seen INTEGER,
+            failure_streak INTEGER NOT NULL DEFAULT 0,
+            disabled_reason TEXT,
+            cursor {T},
+            schedule_fingerprint TEXT,
+            updated_at {T},
+            last_run_id {T}, last_status {T}, last_outcome {T},
+            last_started {T}, last_finished {T}
+        )""",
+        *(
+            s.replace("INTEGER NOT NULL", "BIGINT NOT NULL").replace("TEXT", T)
+            for s in rundays.SCHEMA
+        ),
+        f"""CREATE TABLE leases (
+            run_id {T} PRIMARY KEY,
+            routine {T} NOT NULL,
+            machine {T} NOT NULL,
+            expires_at TIMESTAMPTZ NOT NULL
+        )""",
+        "CREATE INDEX leases_machine ON leases(machine)",
+        f"""CREATE TABLE machines (
+            machine {T} PRIMARY KEY,
+            version TEXT,
+            pid INTEGER,
+            joined_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+            heartbeat TIMESTAMPTZ,
+            left_at TIMESTAMPTZ
+        )""",
+        f"""CREATE TABLE definitions (
+            routine {T} NOT NULL,
+            machine {T} NOT NULL,
+            fingerprint TEXT NOT NULL,
+            seen_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+            PRIMARY KEY (routine, machine)
+        )""",
+    ),
+}
+MIGRATION_LOCK = 0x76696E6F73  # pg_advisory_xact_lock key: one migrating machine at a time
+
+NANO_SQL = "CAST(ROUND(CAST(COALESCE(dollars, 0) AS NUMERIC) * 1000000000) AS BIGINT)"
+MS_SQL = "CAST(ROUND(CAST(COALESCE(duration_sec, 0) AS NUMERIC) * 1000) AS BIGINT)"
+
+
+Cursor = psycopg.Cursor[dict[str, Any]]
+
+
+def plain(value: Any) -> Any:
+    """A StrEnum as its text (psycopg would dump an Enum by its name)."""
+    return value.value if isinstance(value, Enum) else value
+
+
+def note_last(
+    cur: Cursor,
+    routine: str,
+    run_id: str,
+    status: RunStatus | str,  # str: a v2.0.x status copied in by `fleet join`
+    outcome: Outcome | None,
+    started: str,
+    finished: str,
+) -> None:
+    """Make this run the routine's last run unless a newer one is there already."""
+    if status in NO_LAST_RUN:
+        return
+    cur.execute(
+        "INSERT INTO routine_state (routine, last_run_id, last_status, last_outcome, "
+        "last_started, last_finished) VALUES (%s, %s, %s, %s, %s, %s) "
+        "ON CONFLICT (routine) DO UPDATE SET last_run_id = excluded.last_run_id, "
+        "last_status = excluded.last_status, last_outcome = excluded.last_outcome, "
+        "last_started = excluded.last_started, last_finished = excluded.last_finished "
+        "WHERE routine_state.last_started IS NULL "
+        "OR routine_state.last_started <= excluded.last_started",
+        (routine, run_id, plain(status), plain(outcome), started, finished),
+    )

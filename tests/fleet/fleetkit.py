@@ -12,7 +12,7 @@ import pytest
 
 from routines.ledger import RunRow
 from routines.paths import Paths, paths
-from routines.pgledger import PgLedger
+from routines.pgledger import Gate, LedgerUnreachable, PgLedger
 from tests.supervisor.daemonkit import REPO, Daemon, command_routine, write_routine
 
 __all__ = ["Machine", "fleet_rows", "minute_boundary"]
@@ -66,10 +66,22 @@ class Machine:
         return self
 
 
+_observer: dict[str, PgLedger] = {}
+
+
 def fleet_rows(dsn: str, routine: str | None = None) -> list[tuple[RunRow, str]]:
-    """Every run row in the fleet database with its machine, oldest first."""
-    with PgLedger(dsn, "observer") as ledger:
+    """Every run row in the fleet database with its machine, oldest first. Tests poll it:
+    one connection per database (the last test's is closed), not one per poll."""
+    ledger = _observer.get(dsn)
+    if ledger is None:
+        for old in _observer.values():
+            old.close()
+        _observer.clear()
+        ledger = _observer[dsn] = PgLedger(dsn, "observer", gate=Gate(cap=0.2))
+    try:
         found = ledger.fleet_history(routine, limit=100_000)
+    except LedgerUnreachable:  # the server was restarted under it: the next poll reconnects
+        return []
     return sorted(((f.row, f.machine) for f in found), key=lambda x: x[0].id)
 
 

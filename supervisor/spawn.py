@@ -20,13 +20,23 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 import psutil
 
 from ipc import Event, EventKind, Hello, Job, ProtocolError, Result, Usage, encode, read_message
 from supervisor.runlog import RunLog
 
-__all__ = ["KILL_GRACE_SEC", "StopReason", "UsageTotals", "WorkerOutcome", "WorkerProcess"]
+__all__ = [
+    "KILL_GRACE_SEC",
+    "Spawner",
+    "StopReason",
+    "UsageTotals",
+    "Worker",
+    "WorkerOutcome",
+    "WorkerProcess",
+    "WorkerSpawner",
+]
 
 KILL_GRACE_SEC = 5.0
 STDERR_LINE_CAP = 4096
@@ -118,6 +128,68 @@ def _signal_all(pgid: int, procs: list[psutil.Process], sig: int) -> None:
     for p in procs:
         with contextlib.suppress(psutil.Error):
             p.send_signal(sig)
+
+
+class Worker(Protocol):
+    """One run's worker as the pool sees it."""
+
+    @property
+    def pid(self) -> int | None: ...
+
+    def stop(self, reason: str) -> None:
+        """End it early (idempotent; the first reason wins): `run` then returns `stopped`."""
+        ...
+
+    async def run(self) -> WorkerOutcome:
+        """Start it (calling `on_started` with its pid) and return once it and everything it
+        started are gone."""
+        ...
+
+
+class Spawner(Protocol):
+    """The pool's seam for starting workers: `WorkerSpawner` starts real processes; the
+    tests' FakeSpawner (tests/supervisor/fakespawn.py) scripts their outcomes."""
+
+    def __call__(
+        self,
+        job: Job,
+        *,
+        log: RunLog,
+        timeout_sec: float,
+        on_event: Callable[[Event], None],
+        on_started: Callable[[int], None],
+        max_dollars: float | None,
+        max_tokens: int | None,
+    ) -> Worker: ...
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerSpawner:
+    """Starts `python -m worker` (or `argv`, a stand-in worker in tests) per run."""
+
+    argv: list[str] | None = None
+
+    def __call__(
+        self,
+        job: Job,
+        *,
+        log: RunLog,
+        timeout_sec: float,
+        on_event: Callable[[Event], None],
+        on_started: Callable[[int], None],
+        max_dollars: float | None,
+        max_tokens: int | None,
+    ) -> WorkerProcess:
+        return WorkerProcess(
+            job,
+            log=log,
+            timeout_sec=timeout_sec,
+            on_event=on_event,
+            on_started=on_started,
+            max_dollars=max_dollars,
+            max_tokens=max_tokens,
+            argv=self.argv,
+        )
 
 
 class WorkerProcess:

@@ -17,7 +17,7 @@ import contextlib
 import os
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -130,6 +130,19 @@ def _signal_all(pgid: int, procs: list[psutil.Process], sig: int) -> None:
             p.send_signal(sig)
 
 
+async def within(aw: Awaitable[object], seconds: float) -> bool:
+    """Whether `aw` completed within `seconds` (it goes on either way: it is shielded)."""
+    try:
+        await asyncio.wait_for(asyncio.shield(aw), seconds)
+    except TimeoutError:
+        return False
+    return True
+
+
+# How WorkerProcess waits out a grace: `within`, or a fake clock's in tests (test_spawn.py).
+Within = Callable[[Awaitable[object], float], Awaitable[bool]]
+
+
 class Worker(Protocol):
     """One run's worker as the pool sees it."""
 
@@ -206,8 +219,10 @@ class WorkerProcess:
         max_dollars: float | None = None,
         max_tokens: int | None = None,
         argv: list[str] | None = None,
+        within: Within = within,
     ) -> None:
         self.job = job
+        self.within = within
         self.log = log
         self.timeout_sec = timeout_sec
         self.on_event = on_event or (lambda e: None)
@@ -334,11 +349,10 @@ class WorkerProcess:
         waiter = asyncio.ensure_future(proc.wait())
         stopper = asyncio.ensure_future(self._stop.wait())
         try:
-            done, _ = await asyncio.wait(
-                {waiter, stopper}, timeout=self.timeout_sec, return_when=asyncio.FIRST_COMPLETED
-            )
-            if waiter not in done:
-                if stopper not in done:
+            either = asyncio.wait({waiter, stopper}, return_when=asyncio.FIRST_COMPLETED)
+            await self.within(either, self.timeout_sec)
+            if not waiter.done():
+                if not stopper.done():
                     self.stop(StopReason.TIMEOUT)
                 await self._terminate(proc)
         finally:
@@ -357,14 +371,13 @@ class WorkerProcess:
         return out
 
     async def _terminate(self, proc: asyncio.subprocess.Process) -> None:
+        """SIGTERM to the tree, KILL_GRACE_SEC to go, then SIGKILL to what is left."""
         procs = _descendants(proc.pid)
         _signal_all(proc.pid, procs, signal.SIGTERM)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(asyncio.shield(proc.wait()), KILL_GRACE_SEC)
+        await self.within(proc.wait(), KILL_GRACE_SEC)
         procs += [p for p in _descendants(proc.pid) if p not in procs]
         _signal_all(proc.pid, procs, signal.SIGKILL)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(asyncio.shield(proc.wait()), KILL_GRACE_SEC)
+        await self.within(proc.wait(), KILL_GRACE_SEC)
         for p in procs:
             with contextlib.suppress(psutil.Error):
                 p.wait(timeout=0)

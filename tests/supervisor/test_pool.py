@@ -280,3 +280,55 @@ def test_listeners_see_queued_running_and_the_end() -> None:
             assert g.changes == 1
 
     run(body)
+
+
+def test_five_due_at_once_with_max_concurrent_two_run_in_fifo_order() -> None:
+    """(Was test_daemon_overlap.py's subprocess test of the same name: every assertion of it
+    is here, on the pool itself.)"""
+    names = ["r1", "r2", "r3", "r4", "r5"]
+    rs = routines(*names, "m6")
+
+    def status(g: Rig) -> tuple[list[str], list[str]]:
+        running = [r.pending.routine.name for r in g.pool.running.values()]
+        return running, [p.routine.name for p in g.pool.queue]
+
+    async def body() -> None:
+        with rig(max_concurrent=2) as g:
+            g.spawner.hold(*names, "m6")
+            for name in names:  # what a tick's claims hand over, in order
+                run_id = f"{name}-slot"
+                assert g.ledger.claim(
+                    name,
+                    "2026-12-02T09:00:00Z",
+                    run_id=run_id,
+                    trigger=Trigger.SCHEDULE,
+                    status=RunStatus.QUEUED,
+                    now=T0,
+                )
+                g.pool.enqueue(Pending(run_id, rs[name], Trigger.SCHEDULE, "2026-12-02T09:00:00Z"))
+            await settle()
+            assert status(g) == (["r1", "r2"], ["r3", "r4", "r5"])
+            # A manual run joins the back of the queue.
+            manual, _ = g.submit(rs["m6"])
+            assert status(g) == (["r1", "r2"], ["r3", "r4", "r5", "m6"])
+            # Whichever run ends, the next to start is the head of the queue.
+            for name, expect in (
+                ("r2", (["r1", "r3"], ["r4", "r5", "m6"])),
+                ("r3", (["r1", "r4"], ["r5", "m6"])),
+                ("r1", (["r4", "r5"], ["m6"])),
+            ):
+                g.spawner.release(name)
+                await settle()
+                assert status(g) == expect
+            for name in ("r4", "r5", "m6"):
+                g.spawner.release(name)
+            while g.pool.running or g.pool.queue:
+                await settle()
+            assert g.spawner.peak == 2  # the limit was reached and never passed
+            assert g.spawner.started[2:] == ["r3", "r4", "r5", "m6"]
+            assert set(g.spawner.started[:2]) == {"r1", "r2"}
+            assert set(g.statuses().values()) == {"ok"}
+            [m6] = g.ledger.history("m6")
+            assert (m6.run_id, m6.trigger) == (manual.run_id, "manual")
+
+    run(body)

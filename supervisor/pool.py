@@ -31,8 +31,8 @@ from routines.spec import Routine
 from routines.store import open_dir_beneath
 from supervisor.clock import Clock
 from supervisor.jobs import build_job, new_run_id
+from supervisor.limits import BudgetVerdict, RunAllowance, allowance_for, run_limit
 from supervisor.owner import owner_alive
-from supervisor.policy import Allowance, Verdict, allowance_for, run_limit
 from supervisor.record import Finished, Notification, Unwritten, finish_run
 from supervisor.runlog import RunLog
 from supervisor.scheduler import Pending
@@ -291,7 +291,7 @@ class Pool:
     async def _execute(self, pending: Pending) -> Finished:
         now = self.clock.now()
         allowance = self._allowance(pending, now)
-        if allowance.verdict is Verdict.REFUSE:
+        if allowance.verdict is BudgetVerdict.REFUSE:
             return self._refuse(pending, allowance)
         prepared = self._prepare(pending, now, allowance)
         if isinstance(prepared, str):
@@ -309,12 +309,12 @@ class Pool:
 
     # admit: what the run may spend; a spent day records `budget` and starts no worker.
 
-    def _allowance(self, pending: Pending, now: datetime) -> Allowance:
+    def _allowance(self, pending: Pending, now: datetime) -> RunAllowance:
         routine = pending.routine
         zone = ZoneInfo(routine.schedule.timezone)
         return allowance_for(routine, self.ledger.spent_today(routine.name, zone, now))
 
-    def _refuse(self, pending: Pending, allowance: Allowance) -> Finished:
+    def _refuse(self, pending: Pending, allowance: RunAllowance) -> Finished:
         fin = self._record_failure(pending, allowance.detail, RunStatus.BUDGET)
         if not allowance.notify:
             return fin
@@ -325,7 +325,7 @@ class Pool:
 
     # prepare: the scratch dir, the job and the run log; a reason (str) when it cannot.
 
-    def _prepare(self, pending: Pending, now: datetime, allowance: Allowance) -> _Prepared | str:
+    def _prepare(self, pending: Pending, now: datetime, allowance: RunAllowance) -> _Prepared | str:
         routine = pending.routine
         scratch = self.paths.scratch(routine.name, pending.run_id)
         state = self.paths.routine_state(routine.name)
@@ -356,7 +356,7 @@ class Pool:
     # await: the worker, from the spawner, until it and all it started are gone.
 
     async def _await_worker(
-        self, pending: Pending, prepared: _Prepared, allowance: Allowance
+        self, pending: Pending, prepared: _Prepared, allowance: RunAllowance
     ) -> WorkerOutcome:
         routine = pending.routine
 

@@ -24,8 +24,8 @@ from routines.store import (
     write_atomic,
     write_json_atomic,
 )
+from supervisor.limits import STRIKE_LIMIT, strike
 from supervisor.notify import preview
-from supervisor.policy import STRIKE_LIMIT, strike
 from supervisor.spawn import StopReason, WorkerOutcome
 
 __all__ = [

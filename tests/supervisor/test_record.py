@@ -24,7 +24,7 @@ from routines.runs import RunEnd, Trigger
 from routines.spec import Routine
 from routines.store import read_json
 from supervisor.clock import FakeClock
-from supervisor.policy import allowance_for
+from supervisor.limits import allowance_for
 from supervisor.pool import Pool
 from supervisor.record import Notification, final_status, finish_run, notifications_for
 from supervisor.scheduler import Pending

@@ -89,6 +89,10 @@ class Job:
     ollama_url: str
     pricing: dict[str, list[float]] = field(default_factory=dict)  # model → [$in, $out] per MTok
     sandbox: dict[str, Any] = field(default_factory=dict)  # config.toml [sandbox]: masks, limits
+    # trigger "reply": the run whose conversation (state_dir/runs/…) this one continues,
+    # and the person's new user turn.
+    parent_run_id: str | None = None
+    reply_text: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,6 +15,7 @@ Schema versions (PRAGMA user_version), forward only, each step an ALTER TABLE AD
   5  this    table run_days (compacted history, routines/rundays.py); routine_state + each
              routine's last run (last_run_id, last_status, last_outcome, last_started,
              last_finished), filled from runs once; auto_vacuum = INCREMENTAL (a VACUUM, once)
+  8  reply   + parent_run_id (trigger "reply": the run whose conversation it continues)
 
 Invariant: routine_state's last_* columns are written in the transaction that finishes a run,
 so `list` and `status` read one row per routine and never scan runs.
@@ -67,7 +68,7 @@ __all__ = [
     "iso",
 ]
 
-LEDGER_VERSION = 5
+LEDGER_VERSION = 8
 BUSY_TIMEOUT_SEC = 10.0
 CLAIM_RETENTION = timedelta(days=45)
 
@@ -158,6 +159,15 @@ _STEPS: dict[int, tuple[tuple[str, ...], tuple[str, ...]]] = {
             "last_started = excluded.last_started, last_finished = excluded.last_finished",
         ),
     ),
+    # Placeholders for the steps other branches add in parallel (ledgersize: 6, approvals:
+    # 7); the lead renumbers at merge.
+    6: ((), ()),
+    7: ((), ()),
+    # `reply RUN TEXT`: a reply run names the run it continues; history shows the thread.
+    8: (
+        ("parent_run_id TEXT",),
+        ("CREATE INDEX runs_parent ON runs(parent_run_id) WHERE parent_run_id IS NOT NULL",),
+    ),
 }
 
 RUN_COLUMNS = (
@@ -186,6 +196,7 @@ RUN_COLUMNS = (
     "owner_pid",
     "owner_started",
     "worker_pid",
+    "parent_run_id",
 )
 
 
@@ -249,6 +260,7 @@ class RunRow:
     tools_used: list[str] | None
     dollars: float | None
     output_file: str | None
+    parent_run_id: str | None = None  # trigger "reply": the run it continues
 
     def as_json(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
@@ -563,13 +575,15 @@ class Ledger:
         now: datetime,
         detail: str,
         owner: tuple[int, float] | None,
+        parent_run_id: str | None = None,
     ) -> None:
         finished = status not in ACTIVE
         db.execute(
             "INSERT INTO runs (run_id, routine, slot, trigger, status, detail, started_at, "
             "finished_at, duration_sec, dollars, input_tokens, output_tokens, "
-            "local_input_tokens, local_output_tokens, tool_calls, owner_pid, owner_started) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0, 0, 0, 0, 0, ?, ?)",
+            "local_input_tokens, local_output_tokens, tool_calls, owner_pid, owner_started, "
+            "parent_run_id) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0, 0, 0, 0, 0, ?, ?, ?)",
             (
                 run_id,
                 routine,
@@ -582,6 +596,7 @@ class Ledger:
                 0.0 if finished else None,
                 owner[0] if owner else None,
                 owner[1] if owner else None,
+                parent_run_id,
             ),
         )
         if finished:
@@ -598,10 +613,14 @@ class Ledger:
         slot: str | None = None,
         detail: str = "",
         owner: tuple[int, float] | None = None,
+        parent_run_id: str | None = None,
     ) -> None:
-        """A run row without a claim: manual runs, and refusals recorded for the history."""
+        """A run row without a claim: manual runs and replies (`parent_run_id`: the run a
+        reply continues), and refusals recorded for the history."""
         with self.transaction() as db:
-            self._insert_run(db, routine, run_id, slot, trigger, status, now, detail, owner)
+            self._insert_run(
+                db, routine, run_id, slot, trigger, status, now, detail, owner, parent_run_id
+            )
 
     def prune_claims(self, now: datetime) -> int:
         """Forget claims older than 45 days (the cursor keeps old slots from coming back)."""
@@ -703,6 +722,43 @@ class Ledger:
             (*args, limit),
         ).fetchall()
         return [_row(r) for r in rows]
+
+    def replies_to(self, run_ids: Sequence[str]) -> list[RunRow]:
+        """The reply runs whose parent is one of `run_ids`, oldest first."""
+        if not run_ids:
+            return []
+        marks = ", ".join("?" * len(run_ids))
+        rows = self._db.execute(
+            f"SELECT id, {', '.join(_ROW_FIELDS)} FROM runs WHERE parent_run_id IN ({marks}) "
+            "ORDER BY started_at, id",
+            tuple(run_ids),
+        ).fetchall()
+        return [_row(r) for r in rows]
+
+    def thread(self, run_id: str) -> list[RunRow]:
+        """The conversation `run_id` belongs to: its first run, then every reply below it
+        (depth first, oldest first); [] when the run is unknown."""
+        row = self.run(run_id)
+        seen: set[str] = set()
+        while row is not None and row.parent_run_id and row.run_id not in seen:
+            seen.add(row.run_id or "")
+            parent = self.run(row.parent_run_id)
+            if parent is None:
+                break
+            row = parent
+        if row is None:
+            return []
+        out: list[RunRow] = []
+
+        def below(r: RunRow) -> None:
+            out.append(r)
+            if r.run_id and len(out) < 1000:  # a cycle cannot be made, but never loop
+                for child in self.replies_to([r.run_id]):
+                    if child.run_id not in {o.run_id for o in out}:
+                        below(child)
+
+        below(row)
+        return out
 
     def runs_between(self, start: datetime, end: datetime) -> list[RunRow]:
         """Runs of every routine that started in [start, end), newest first."""

@@ -34,6 +34,7 @@ from supervisor.toggle import set_enabled
 
 if TYPE_CHECKING:
     from supervisor.daemon import Daemon
+    from supervisor.reply import ReplyTo
 
 __all__ = ["Handlers"]
 
@@ -112,13 +113,17 @@ class Handlers:
             raise CommandError("ledger_lost", str(self.daemon.lost))
         if self.daemon.full is not None:
             raise CommandError("disk_full", self.daemon.full)
-        r = self._routine(req.args.get("name"))
+        reply = None
+        if req.cmd == "reply":
+            r, reply = self._reply_to(req)
+        else:
+            r = self._routine(req.args.get("name"))
         if not self.daemon.pool.accepting:
             raise CommandError("stopping", "the daemon is stopping; try again when it is back")
         detach = bool(req.args.get("detach"))
         try:
             pending, done = self.daemon.pool.submit_manual(
-                r, owner=self.daemon.owner, listener=None if detach else conn
+                r, owner=self.daemon.owner, listener=None if detach else conn, reply=reply
             )
         except Busy as exc:
             raise CommandError("busy", str(exc)) from None
@@ -128,6 +133,21 @@ class Handlers:
         if detach:
             return DetachedReply(pending.run_id)
         return await done
+
+    def _reply_to(self, req: Request) -> tuple[Routine, ReplyTo]:
+        """`reply`: the parent run's routine (its current version) and the checked reply."""
+        from supervisor.reply import ReplyRefused, prepare_reply
+
+        try:
+            return prepare_reply(
+                self.daemon.ledger,
+                self.daemon.paths,
+                self._routine,
+                req.args.get("run_id"),
+                req.args.get("text"),
+            )
+        except ReplyRefused as exc:
+            raise CommandError("reply_refused", str(exc)) from None
 
     async def follow(self, req: Request, conn: Connection) -> RunReply:
         run_id = req.args.get("run_id")
@@ -167,6 +187,7 @@ class Handlers:
             "ping": self.ping,
             "status": self.status,
             "run": self.run,
+            "reply": self.run,
             "follow": self.follow,
             "reload": self.reload,
             "enable": self.enable,

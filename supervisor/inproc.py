@@ -18,6 +18,7 @@ from supervisor.clock import SystemClock
 from supervisor.owner import process_identity
 from supervisor.pool import Busy, Pool
 from supervisor.record import Notification
+from supervisor.reply import ReplyTo
 
 __all__ = ["Busy", "run_in_process"]
 
@@ -36,7 +37,11 @@ def _notify(note: Notification) -> None:
 
 
 async def _run(
-    routine: Routine, p: Paths, config: Config, on_event: Callable[[Event], None]
+    routine: Routine,
+    p: Paths,
+    config: Config,
+    on_event: Callable[[Event], None],
+    reply: ReplyTo | None = None,
 ) -> dict[str, Any]:
     with Ledger(p.ledger) as ledger:
         pool = Pool(
@@ -48,7 +53,7 @@ async def _run(
             on_change=lambda: None,
         )
         _pending, done = pool.submit_manual(
-            routine, owner=process_identity(), listener=_Listener(on_event)
+            routine, owner=process_identity(), listener=_Listener(on_event), reply=reply
         )
         try:
             return reply_json(await done)
@@ -58,7 +63,12 @@ async def _run(
 
 
 def run_in_process(
-    routine: Routine, p: Paths, config: Config, on_event: Callable[[Event], None]
+    routine: Routine,
+    p: Paths,
+    config: Config,
+    on_event: Callable[[Event], None],
+    reply: ReplyTo | None = None,
 ) -> dict[str, Any]:
-    """Run `routine` once, now, here; returns the finished run (as the daemon reports it)."""
-    return asyncio.run(_run(routine, p, config, on_event))
+    """Run `routine` once, now, here (a reply with `reply`); returns the finished run (as
+    the daemon reports it)."""
+    return asyncio.run(_run(routine, p, config, on_event, reply))

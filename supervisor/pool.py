@@ -19,7 +19,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 from zoneinfo import ZoneInfo
 
 from ipc import Event, EventKind, Job, RunReply
@@ -44,6 +44,9 @@ from supervisor.spawn import (
     WorkerOutcome,
     WorkerSpawner,
 )
+
+if TYPE_CHECKING:
+    from supervisor.reply import ReplyTo
 
 __all__ = ["Busy", "Listener", "Pool", "Running"]
 
@@ -135,12 +138,18 @@ class Pool:
     # -- admission --------------------------------------------------------------------------
 
     def submit_manual(
-        self, routine: Routine, *, owner: tuple[int, float], listener: Listener | None = None
+        self,
+        routine: Routine,
+        *,
+        owner: tuple[int, float],
+        listener: Listener | None = None,
+        reply: ReplyTo | None = None,
     ) -> tuple[Pending, asyncio.Future[RunReply]]:
-        """Admit a manual run of `routine` (the daemon's `run`, and `run` without a daemon):
-        refused with Busy while it runs or waits, here or under another live owner; else its
-        row is recorded `queued` (LedgerFull: nothing recorded, nothing runs) and it is
-        queued. The future resolves with how it ended."""
+        """Admit a manual run of `routine` (the daemon's `run` and `reply`, and both without a
+        daemon; `reply`: it continues that run's conversation): refused with Busy while the
+        routine runs or waits, here or under another live owner; else its row is recorded
+        `queued` (LedgerFull: nothing recorded, nothing runs) and it is queued. The future
+        resolves with how it ended."""
         name = routine.name
         mine = self.active_run_of(name)
         if mine is not None:
@@ -153,15 +162,18 @@ class Pool:
                 )
         now = self.clock.now()
         run_id = new_run_id(name, now)
+        trigger = Trigger.REPLY if reply else Trigger.MANUAL
         self.ledger.record_run(
             name,
             run_id=run_id,
-            trigger=Trigger.MANUAL,
+            trigger=trigger,
             status=RunStatus.QUEUED,
             now=now,
             owner=owner,
+            parent_run_id=reply.parent_run_id if reply else None,
         )
-        pending = Pending(run_id, routine, Trigger.MANUAL, None, "manual run")
+        detail = reply.detail() if reply else "manual run"
+        pending = Pending(run_id, routine, trigger, None, detail, reply=reply)
         if listener is not None:
             pending.listeners.append(listener)
         done: asyncio.Future[RunReply] = asyncio.get_running_loop().create_future()
@@ -346,6 +358,7 @@ class Pool:
             dollars_left=allowance.dollars_left,
             paths=self.paths,
             config=self.config,
+            reply=pending.reply,
         )
         runlog = RunLog(self.paths.run_log(routine.name, pending.run_id), base=state)
         runlog.write("start", f"{pending.trigger} run of {routine.name}", {"slot": pending.slot})

@@ -25,7 +25,6 @@ from routines.config import Config, ConfigInvalid, load_config
 from routines.ledger import Ledger, LedgerError, LedgerFull
 from routines.paths import Paths, paths
 from routines.registry import Registry
-from routines.runs import RunEnd, RunStatus
 from routines.safetext import one_line
 from supervisor import housekeeping, notify, systemd
 from supervisor.clock import Clock, clock_from_env
@@ -36,6 +35,7 @@ from supervisor.owner import (
     Locks,
     acquire_locks,
     held_files,
+    interrupt_orphans,
     lost_file,
     owner_alive,
     process_identity,
@@ -45,6 +45,7 @@ from supervisor.pool import Pool
 from supervisor.record import Notification
 from supervisor.rescan import Rescanner
 from supervisor.scheduler import Scheduler
+from supervisor.statusline import status_line
 
 __all__ = ["Daemon", "main"]
 
@@ -168,15 +169,7 @@ class Daemon:
     def mark_interrupted(self) -> None:
         """Runs left queued/running by a process that is gone become `interrupted`, never
         replayed (DESIGN.md point 7)."""
-        now = self.clock.now()
-        for run in self.ledger.active_runs():
-            if owner_alive(run.owner_pid, run.owner_started):
-                continue
-            detail = f"its supervisor (pid {run.owner_pid}) went away; not replayed"
-            if not self.ledger.finish_run(
-                run.run_id, RunEnd(RunStatus.INTERRUPTED, detail), now=now
-            ):
-                continue  # it ended meanwhile: its own ending stands
+        for run in interrupt_orphans(self.ledger, self.clock.now()):
             log.warning("%s: run %s interrupted (its supervisor is gone)", run.routine, run.run_id)
 
     def _sleep_for(self) -> float:
@@ -319,28 +312,15 @@ class Daemon:
     # -- status -----------------------------------------------------------------------------
 
     def status_line(self) -> str:
-        if self.lost is not None:
-            return "stopped scheduling: " + self.lost.split(";", 1)[0]
-        if self.full is not None:
-            waiting = len(self.pool.unwritten)
-            return f"paused: the disk is full ({waiting} finished run(s) wait to be recorded)"
-        running = len(self.pool.running)
-        parts = [f"{running} running"]
-        if self.pool.queue:
-            parts.append(f"{len(self.pool.queue)} queued")
-        fires = self.scheduler.next_fires()
-        if fires:
-            name, at = fires[0]
-            local = at.astimezone()
-            clock = (
-                local.strftime("%H:%M")
-                if at - self.clock.now() < timedelta(hours=20)
-                else local.strftime("%a %H:%M")
-            )
-            parts.append(f"next {name} {clock}")
-        else:
-            parts.append("nothing scheduled")
-        return " · ".join(parts)
+        return status_line(
+            running=len(self.pool.running),
+            queued=len(self.pool.queue),
+            next_fires=self.scheduler.next_fires()[:1],
+            now=self.clock.now(),
+            lost=self.lost,
+            full=self.full,
+            unwritten=len(self.pool.unwritten),
+        )
 
     def _update_status(self) -> None:
         line = self.status_line()

@@ -8,6 +8,8 @@ input was not a Hello and a Job (nothing ran, no Result); 70 when the worker its
 
 from __future__ import annotations
 
+import time
+
 import contextlib
 import os
 import sys
@@ -100,7 +102,7 @@ def run_job(job: Job, channel: object) -> Result:
         routine=routine,
         channel=channel,
         started=started,
-        deadline=Deadline(routine.run_timeout_sec),
+        deadline=Deadline(routine.run_timeout_sec, elapsed=time.time() - started.timestamp()),
     )
     try:
         if routine.kind is Kind.COMMAND:

@@ -8,11 +8,10 @@ input was not a Hello and a Job (nothing ran, no Result); 70 when the worker its
 
 from __future__ import annotations
 
-import time
-
 import contextlib
 import os
 import sys
+import time
 from datetime import datetime
 from pathlib import Path
 from typing import IO

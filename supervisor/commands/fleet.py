@@ -108,7 +108,7 @@ def join(args: argparse.Namespace) -> int:
     from routines.ledger import Ledger
     from routines.paths import paths
     from supervisor.commands.common import try_daemon
-    from supervisor.daemon import version
+    from supervisor.owner import version
 
     p = paths()
     client = try_daemon(p)

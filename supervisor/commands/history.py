@@ -17,6 +17,9 @@ from supervisor.commands.common import NoSuchRoutine, add_parser, die, find_entr
 
 __all__ = ["register"]
 
+# What a compacted day's line counts besides `ok`, in this order.
+_DAY_PROBLEMS = (RunStatus.FAILED, RunStatus.TIMEOUT, RunStatus.INTERRUPTED, RunStatus.BUDGET)
+
 
 def register(sub: Any) -> None:
     p = add_parser(
@@ -112,9 +115,7 @@ def run(args: argparse.Namespace) -> int:
         counts = d.counts
         extra = [""] if machines is not None else []
         bad = sum(counts[s] for s in STRIKES)
-        parts = [f"{counts['ok']} ok"] + [
-            f"{counts[s]} {s}" for s in ("failed", "timeout", "interrupted", "budget") if counts[s]
-        ]
+        parts = [f"{counts['ok']} ok"] + [f"{counts[s]} {s}" for s in _DAY_PROBLEMS if counts[s]]
         tokens = counts["input_tokens"] + counts["output_tokens"]
         local = counts["local_input_tokens"] + counts["local_output_tokens"]
         out.append(

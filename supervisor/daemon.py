@@ -79,15 +79,16 @@ class Daemon:
         self.owner = process_identity()
         self.fleet: Fleet | None = None
         self.ledger: LedgerAPI
-        held = held_files(p.ledger, locks)
         if config.fleet is not None:
             from supervisor.fleet import Fleet  # psycopg is loaded only for a fleet
 
             self.fleet = Fleet(config.fleet, version(), clock.now, TICK_MAX_SEC)
             self.ledger = self.fleet.ledger
-            held.pop(p.ledger, None)  # this machine's old SQLite file is not the ledger now
         else:
-            self.ledger = Ledger(p.ledger)
+            self.ledger = Ledger(p.ledger)  # opened (created) before its identity is taken
+        held = held_files(p.ledger, locks)
+        if self.fleet is not None:
+            held.pop(p.ledger, None)  # this machine's old SQLite file is not the ledger now
         self.ground = Ground(held, p.state_dir, self._notify)
         self._marked = False  # runs left behind by a dead daemon are marked interrupted
         self.registry = Registry()

@@ -171,6 +171,18 @@ class FleetTables:
                     [(n, self.machine, fp) for n, fp in changed],
                 )
 
+    def definitions_token(self) -> str:
+        """A digest of what `definitions()` returns, computed by the server: one short row
+        whatever the fleet's size, so an idle tick need not read every fingerprint."""
+        rows = self._read(
+            "SELECT md5(COALESCE(string_agg(d.routine || '/' || d.machine || '/' || "
+            "d.fingerprint, ',' ORDER BY d.routine, d.machine), '')) AS digest "
+            "FROM definitions d JOIN machines m ON m.machine = d.machine "
+            "WHERE m.left_at IS NULL AND m.heartbeat > now() - make_interval(secs => %s)",
+            (self.lease_sec,),
+        )
+        return str(rows[0]["digest"])
+
     def definitions(self) -> dict[str, dict[str, str]]:
         """routine → {machine: fingerprint}, for the machines up now (a heartbeat within one
         lease): a machine that is down cannot run a slot, so its file cannot make one run

@@ -62,29 +62,41 @@ class Fleet:
         self.held: dict[str, str] = {}  # routine → why it is not scheduled here
         self.elsewhere: dict[str, str] = {}  # routine → the machine running it now
         self._published: dict[str, str] | None = None
+        self._fingerprints: dict[str, tuple[str, str]] = {}  # name → (text, fingerprint)
+        self._token: object = None  # what `held` was decided from
         self.registered = False
 
     def refresh(self, registry: Registry) -> None:
-        """On the loop, each tick: publish this machine's definitions when they changed, read
-        the fleet's, and decide what is held back. LedgerUnreachable when the database is down."""
+        """On the loop, each tick: publish this machine's definitions when they changed, and
+        decide what is held back when they or the fleet's changed (`definitions_token`: one
+        row, so an idle tick does not read every machine's fingerprints).
+        LedgerUnreachable when the database is down."""
         if not self.registered:
             self.ledger.register(self.version, os.getpid())
             self.registered = True
-        mine = {r.name: definition_fingerprint(r.text) for r in registry.routines()}
+        routines = registry.routines()
+        mine = {r.name: self._fingerprint(r.name, r.text) for r in routines}
         if mine != self._published:
             self.ledger.publish_definitions(mine)
             self._published = mine
-        published = self.ledger.definitions()
-        held = hold(
-            self.machine,
-            ((r.name, r.machines, mine[r.name]) for r in registry.routines()),
-            published,
-        )
-        for name, why in held.items():
-            if self.held.get(name) != why:
-                log.warning("%s: not scheduled on %s: %s", one_line(name), self.machine, why)
-        self.held = held
+        token = (self.ledger.definitions_token(), tuple(sorted(mine.items())))
+        if token != self._token:
+            published = self.ledger.definitions()
+            held = hold(self.machine, ((r.name, r.machines, mine[r.name]) for r in routines),
+                        published)  # fmt: skip
+            for name, why in held.items():
+                if self.held.get(name) != why:
+                    log.warning("%s: not scheduled on %s: %s", one_line(name), self.machine, why)
+            self.held = held
+            self._token = token
         self.elsewhere = self.ledger.busy_elsewhere()
+
+    def _fingerprint(self, name: str, text: str) -> str:
+        """definition_fingerprint, hashed again only when the file's text changed."""
+        known = self._fingerprints.get(name)
+        if known is None or known[0] is not text:
+            known = self._fingerprints[name] = (text, definition_fingerprint(text))
+        return known[1]
 
     def beat(self) -> list[tuple[str, str, str]]:
         """In the heartbeat thread: renew this machine's leases and end lapsed ones."""

@@ -347,3 +347,25 @@ def test_a_lapsed_lease_interrupts_its_run_once_and_a_renewed_one_lives(pg_dsn: 
     finally:
         dead.close()
         alive.close()
+
+
+def test_the_definitions_digest_changes_exactly_when_the_definitions_do(pg_dsn: str) -> None:
+    a, b = PgLedger(pg_dsn, "a"), PgLedger(pg_dsn, "b")
+    try:
+        for m in (a, b):
+            m.register("0.1.0", 1)
+        a.publish_definitions({"x": "1", "y": "1"})
+        b.publish_definitions({"x": "1"})
+        first = a.definitions_token()
+        assert a.definitions() == {"x": {"a": "1", "b": "1"}, "y": {"a": "1"}}
+        b.publish_definitions({"x": "1"})  # unchanged
+        assert a.definitions_token() == first
+        b.publish_definitions({"x": "2"})
+        second = a.definitions_token()
+        assert second != first
+        b.leave()
+        assert a.definitions_token() not in (first, second)
+        assert a.definitions() == {"x": {"a": "1"}, "y": {"a": "1"}}
+    finally:
+        a.close()
+        b.close()

@@ -91,6 +91,17 @@ from routines.pgschema import (
 _NOW_ISO = "to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')"
 
 
+_DATA_VERSION_SQL = (
+    "SELECT md5(COALESCE((SELECT string_agg(concat_ws('/', routine, enabled_override, "
+    "file_enabled_seen, failure_streak, disabled_reason, cursor, schedule_fingerprint, "
+    "last_run_id, last_status), ',' ORDER BY routine) FROM routine_state), '') || '|' || "
+    "COALESCE((SELECT string_agg(run_id || '/' || machine, ',' ORDER BY run_id) FROM leases "
+    "WHERE expires_at > now()), '') || '|' || "
+    "COALESCE((SELECT string_agg(d.routine || '/' || d.machine || '/' || d.fingerprint, ',' "
+    "ORDER BY d.routine, d.machine) FROM definitions d JOIN machines m "
+    "ON m.machine = d.machine WHERE m.left_at IS NULL "
+    "AND m.heartbeat > now() - make_interval(secs => %s)), '')) AS digest"
+)
 CONNECT_TIMEOUT_SEC = 3
 STATEMENT_TIMEOUT_MS = 10_000
 
@@ -193,7 +204,6 @@ class PgLedger(FleetTables):
         self.where = redact_url(dsn) if "://" in dsn else "the fleet database"
         self._conn: psycopg.Connection[dict[str, Any]] | None = None
         self._lock = threading.Lock()
-        self._version = 0
         if connect:
             self._connection()
 
@@ -248,7 +258,6 @@ class PgLedger(FleetTables):
                 if conn.closed or conn.broken or isinstance(exc, psycopg.InterfaceError):
                     self._broken(exc)
                 raise LedgerError(f"{self.where}: {_first_line(exc)}") from exc
-        self._version += 1
 
     def _read(self, sql: str, args: Sequence[Any] = ()) -> list[dict[str, Any]]:
         with self.transaction() as cur:
@@ -305,10 +314,12 @@ class PgLedger(FleetTables):
 
     @property
     def data_version(self) -> int:
-        """Changes whenever another machine may have written: always, on a shared database
-        (the daemon then re-reads the states each tick, one query)."""
-        self._version += 1
-        return self._version
+        """Changes when what the daemon reads each tick may have: the routines' state, the
+        live leases (who runs what), or the definitions of the machines up now. A digest the
+        server computes (one short row), so an idle tick reads nothing else, as SQLite's
+        PRAGMA data_version lets it (tests/fleet/test_ledger_contract.py)."""
+        rows = self._read(_DATA_VERSION_SQL, (self.lease_sec,))
+        return int(rows[0]["digest"][:15], 16)
 
     def enable_incremental_vacuum(self) -> bool:
         return True  # PostgreSQL's autovacuum

@@ -369,3 +369,20 @@ def test_the_definitions_digest_changes_exactly_when_the_definitions_do(pg_dsn: 
     finally:
         a.close()
         b.close()
+
+
+def test_data_version_changes_when_another_connection_writes(backend: str) -> None:
+    """The daemon re-reads the states only when this changed (an idle tick reads nothing)."""
+    one, two = open_backend(backend, "m1"), open_backend(backend, "m2")
+    try:
+        one.set_cursor("r", sid(T0))
+        before = one.data_version
+        assert one.data_version == before  # nothing written
+        two.set_failure_streak("r", 1)
+        after = one.data_version
+        assert after != before
+        assert claim(two, sid(T0 + timedelta(hours=1)), routine="r")
+        assert one.data_version != after
+    finally:
+        one.close()
+        two.close()

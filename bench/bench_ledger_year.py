@@ -29,6 +29,7 @@ from pathlib import Path
 
 from bench.common import Row
 from routines.config import LedgerSettings
+from routines import ledger as ledger_module
 from routines.ledger import Ledger, iso
 from supervisor import housekeeping
 from supervisor.clock import FakeClock
@@ -46,11 +47,28 @@ run = "date"
 NOW = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
 
 
+def v5_ledger(path: Path) -> sqlite3.Connection:
+    """An empty ledger of schema 5 (the layout before the compact one), as the program made
+    it: its migrations 1 to 5, in a file with auto_vacuum = INCREMENTAL."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("PRAGMA auto_vacuum=INCREMENTAL")
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute(ledger_module._V1)
+    for step in range(2, 6):
+        columns, statements = ledger_module._STEPS[step]
+        for column in columns:
+            db.execute(f"ALTER TABLE runs ADD COLUMN {column}")
+        for statement in statements:
+            db.execute(statement)
+    db.execute("PRAGMA user_version = 5")
+    return db
+
+
 def _fill(path: Path, minutes: int) -> int:
     """`minutes` minutes of runs of each routine up to NOW, by SQL: rows shaped like the ones
     the daemon writes (run id, slot, summary, output path, tools, tokens, dollars)."""
-    Ledger(path).close()  # the schema, as the program creates it
-    db = sqlite3.connect(path, isolation_level=None)
+    db = v5_ledger(path)
     db.execute("PRAGMA synchronous=OFF")
     start = int((NOW - timedelta(minutes=minutes)).timestamp())
     db.execute("BEGIN")

@@ -653,8 +653,7 @@ class Ledger:
     def start_run(self, run_id: str, *, now: datetime, worker_pid: int | None) -> None:
         with self.transaction() as db:
             db.execute(
-                "UPDATE runs SET status = 'running', started_at = ?, worker_pid = ? "
-                "WHERE id = ?",
+                "UPDATE runs SET status = 'running', started_at = ?, worker_pid = ? WHERE id = ?",
                 (iso(now), worker_pid, _key(db, run_id)),
             )
 
@@ -793,7 +792,7 @@ class Ledger:
                     at = datetime.fromtimestamp(nth[0] / 1e6, UTC)
                     self._count_lines[rt] = runlog.us(rundays.count_line(at, zone))
         return [
-            (rt, min(line, self._count_lines.get(rt, line)))
+            (rt, max(line, self._count_lines.get(rt, line)))
             for (rt,) in db.execute("SELECT id FROM routines")
         ]
 

@@ -93,7 +93,10 @@ def approx_us(x: str) -> str:
 def enc_duration(x: str) -> str:
     """Seconds as integer microseconds when that gives the same float back, else the REAL."""
     n = f"CAST(ROUND({x} * 1000000) AS INTEGER)"
-    return f"(CASE WHEN typeof({x}) IN ('real', 'integer') AND {n} / 1000000.0 = {x} THEN {n} ELSE {x} END)"
+    return (
+        f"(CASE WHEN typeof({x}) IN ('real', 'integer') AND {n} / 1000000.0 = {x} "
+        f"THEN {n} ELSE {x} END)"
+    )
 
 
 def enc_slot(x: str) -> str:
@@ -394,6 +397,8 @@ MIGRATION = (
 # Texts that no run row names any more (compaction deleted their runs).
 GC_TEXTS = (
     f"DELETE FROM texts WHERE id > {len(_SEED)} AND id NOT IN ("
-    + " UNION ALL ".join(f"SELECT {c} FROM run_log WHERE {c} IS NOT NULL" for c in (*_TEXT_COLUMNS, "out_dir"))
+    + " UNION ALL ".join(
+        f"SELECT {c} FROM run_log WHERE {c} IS NOT NULL" for c in (*_TEXT_COLUMNS, "out_dir")
+    )
     + ")"
 )

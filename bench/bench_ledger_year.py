@@ -128,7 +128,7 @@ def _fill_v5(path: Path, minutes: int) -> int:
 def _fill(path: Path, minutes: int) -> int:
     """The same rows as `_fill_v5`, written straight into schema 6 (routines/runlog.py) by SQL
     on its tables: what the migration makes of them, without a year's migration to wait for
-    (tests/test_ledger_slim.py checks the two agree)."""
+    (`_migration` checks the two agree, row for row)."""
     Ledger(path).close()  # the schema, as the program creates it
     db = sqlite3.connect(path, isolation_level=None)
     db.execute("PRAGMA synchronous=OFF")
@@ -266,6 +266,17 @@ def _per_run(db: sqlite3.Connection) -> dict[str, float]:
     }
 
 
+def _content(path: Path) -> tuple[list[tuple[object, ...]], ...]:
+    db = sqlite3.connect(path)
+    try:
+        return (
+            db.execute("SELECT * FROM runs ORDER BY id").fetchall(),
+            db.execute("SELECT * FROM claims ORDER BY routine, slot").fetchall(),
+        )
+    finally:
+        db.close()
+
+
 def _migration(root: Path, days: int, year_runs: int) -> list[Row]:
     """The v6 migration on a schema-5 file of `days` days: its time, and where the bytes went."""
     path = root / "v5" / "ledger.db"
@@ -282,6 +293,11 @@ def _migration(root: Path, days: int, year_runs: int) -> list[Row]:
     db = sqlite3.connect(path, isolation_level=None)
     after = _per_run(db) if before else {}
     db.close()
+    # The year below is written straight into schema 6: it must be what the migration makes.
+    direct = root / "v6" / "ledger.db"
+    _fill(direct, days * 24 * 60)
+    if _content(direct) != _content(path):
+        raise AssertionError("bench_ledger_year: _fill's rows differ from the migration's")
     rows = [
         Row(
             name=f"ledger year: the v6 migration of {runs:,} runs ({days} days, schema 5)",

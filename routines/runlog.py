@@ -353,20 +353,26 @@ CLAIMS_VIEW = (
 )
 
 
-def _copy_runs() -> str:
-    """Every v5 row into run_log: packed ids where the run id allows (once per value)."""
+def _copy_runs() -> tuple[str, ...]:
+    """Every v5 row into run_log: packed ids where the run id allows. Run ids that pack to the
+    same number (two routines, the same second and random bits) all keep their text."""
     cols = _encoded("o", active_only_owner=True, s="o.s_us", f="o.f_us")
-    name = "o.routine"
-    ok = f"o.p >= {PACKED_MIN} AND o.n = 1 AND {dec_rid('o.p', name)} = o.run_id"
-    # The window makes SQLite materialize the inner select: each encoder runs once a row.
+    ok = (
+        f"o.p >= {PACKED_MIN} AND o.p NOT IN (SELECT p FROM temp.v6_shared) "
+        f"AND {dec_rid('o.p', 'o.routine')} = o.run_id"
+    )
     return (
+        "CREATE TEMP TABLE v6_shared (p INTEGER PRIMARY KEY)",
+        f"INSERT INTO temp.v6_shared SELECT p FROM (SELECT {packed('run_id')} AS p FROM v5) "
+        "WHERE p IS NOT NULL GROUP BY p HAVING COUNT(*) > 1",
+        # MATERIALIZED: each encoder runs once a row, not once per use below.
+        f"WITH o AS MATERIALIZED (SELECT v5.*, {packed('run_id')} AS p, "
+        f"{enc_us('started_at')} AS s_us, {enc_us('finished_at')} AS f_us FROM v5) "
         f"INSERT INTO run_log (id, routine, run_id, {', '.join(cols)}) SELECT "
         f"CASE WHEN {ok} THEN o.p ELSE o.id END, "
         "(SELECT id FROM routines WHERE name = o.routine), "
-        f"CASE WHEN {ok} THEN NULL ELSE o.run_id END, {', '.join(cols.values())} "
-        "FROM (SELECT e.*, ROW_NUMBER() OVER (PARTITION BY e.p ORDER BY e.id) AS n FROM "
-        f"(SELECT v5.*, {packed('run_id')} AS p, {enc_us('started_at')} AS s_us, "
-        f"{enc_us('finished_at')} AS f_us FROM v5) e) o"
+        f"CASE WHEN {ok} THEN NULL ELSE o.run_id END, {', '.join(cols.values())} FROM o",
+        "DROP TABLE temp.v6_shared",
     )
 
 
@@ -380,7 +386,7 @@ MIGRATION = (
     "INSERT OR IGNORE INTO texts (text) "
     + " UNION ".join(f"SELECT {c} FROM v5" for c in _TEXT_COLUMNS)
     + f" UNION SELECT {_dir('output_file')} FROM v5",
-    _copy_runs(),
+    *_copy_runs(),
     "DROP TABLE v5",
     *INDEXES,
     _view(),

@@ -28,14 +28,16 @@ columns (`rt` routine id, `st` started, `rs` status id) so SQLite uses run_log's
 from __future__ import annotations
 
 import calendar
+from collections.abc import Iterable
 from datetime import UTC, datetime
 
+from routines.runs import ACTIVE, RunStatus
+
 __all__ = [
-    "ACTIVE",
     "GC_TEXTS",
     "MIGRATION",
     "PACKED_MIN",
-    "SKIPPED_MISSED",
+    "codes",
     "enc_slot",
     "key_sql",
     "us",
@@ -43,9 +45,15 @@ __all__ = [
 ]
 
 PACKED_MIN = 1 << 40  # rowids from here on are packed run ids; below, rows keep run_id text
+# texts ids 1-8, written by the migration: these statuses have fixed codes, so the SQL that
+# filters on them (active runs, runs that are not runs) needs no lookup. Never reordered.
 _SEED = ("queued", "running", "ok", "failed", "timeout", "interrupted", "skipped", "missed")
-ACTIVE = "(1, 2)"  # texts ids of queued and running, seeded by the migration
-SKIPPED_MISSED = "(7, 8)"
+
+
+def codes(statuses: Iterable[RunStatus]) -> str:
+    """`(1, 2)` for an SQL `IN` list over run_log.status (routines/runs.py's sets)."""
+    return "(" + ", ".join(str(_SEED.index(s.value) + 1) for s in sorted(statuses)) + ")"
+
 
 _D = "[0-9]"
 _US_GLOB = f"{_D * 4}-{_D * 2}-{_D * 2}T{_D * 2}:{_D * 2}:{_D * 2}.{_D * 6}Z"
@@ -221,7 +229,7 @@ TABLES = (
 INDEXES = (
     "CREATE INDEX run_log_routine_started ON run_log(routine, started)",
     "CREATE UNIQUE INDEX run_log_run_id ON run_log(run_id) WHERE run_id IS NOT NULL",
-    f"CREATE INDEX run_log_active ON run_log(status) WHERE status IN {ACTIVE}",
+    f"CREATE INDEX run_log_active ON run_log(status) WHERE status IN {codes(ACTIVE)}",
 )
 
 _TEXT_COLUMNS = (
@@ -255,7 +263,7 @@ def _encoded(
     f = f or enc_us(f"{n}.finished_at")
     keep_s = f"CASE WHEN {s} IS NULL THEN {n}.started_at END"
     keep_f = f"CASE WHEN {f} IS NULL OR {s} IS NULL THEN {n}.finished_at END"
-    owner = f"{_tid(f'{n}.status')} IN {ACTIVE} OR {n}.status IS NULL"
+    owner = f"{_tid(f'{n}.status')} IN {codes(ACTIVE)} OR {n}.status IS NULL"
     cols = {
         "started": f"COALESCE({s}, {approx_us(f'{n}.started_at')})",
         "finished": f"{f} - {s}",

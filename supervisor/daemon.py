@@ -30,12 +30,12 @@ from routines.config import Config, ConfigInvalid, load_config
 from routines.ledger import Ledger, LedgerError, LedgerFull
 from routines.paths import Paths, paths
 from routines.registry import Registry, scan
+from routines.runs import RunEnd
 from routines.safetext import one_line
 from supervisor import housekeeping, notify, systemd
 from supervisor.clock import Clock, clock_from_env
 from supervisor.control import CommandError, Connection, ControlServer, socket_path_problem
 from supervisor.jobs import new_run_id
-from supervisor.plan import cursor_for
 from supervisor.pool import Pool
 from supervisor.record import Notification
 from supervisor.scheduler import Pending, Scheduler
@@ -283,14 +283,11 @@ class Daemon:
         for run in self.ledger.active_runs():
             if owner_alive(run.owner_pid, run.owner_started):
                 continue
-            self.ledger.finish_run(
-                run.run_id,
-                now=now,
-                fields={
-                    "status": RunStatus.INTERRUPTED,
-                    "detail": f"its supervisor (pid {run.owner_pid}) went away; not replayed",
-                },
-            )
+            detail = f"its supervisor (pid {run.owner_pid}) went away; not replayed"
+            if not self.ledger.finish_run(
+                run.run_id, RunEnd(RunStatus.INTERRUPTED, detail), now=now
+            ):
+                continue  # it ended meanwhile: its own ending stands
             log.warning("%s: run %s interrupted (its supervisor is gone)", run.routine, run.run_id)
 
     def _sleep_for(self) -> float:
@@ -611,11 +608,6 @@ class Daemon:
         self._data_version = None
         self.tick()
         return {"name": routine.name, "enabled": on}
-
-
-def reset_cursor_for_enable(ledger: Ledger, name: str, now: datetime) -> None:
-    """`enable` owes nothing from before: start the routine's cursor at now (never backwards)."""
-    ledger.advance_cursor(name, cursor_for(now))
 
 
 def main(*, worker_argv: list[str] | None = None) -> int:

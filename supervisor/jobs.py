@@ -10,6 +10,7 @@ from zoneinfo import ZoneInfo
 from ipc.messages import Job
 from routines.config import Config
 from routines.paths import Paths
+from routines.runs import Trigger
 from routines.spec import Memory, Routine
 from routines.store import read_regular
 
@@ -44,7 +45,7 @@ def build_job(
     routine: Routine,
     *,
     run_id: str,
-    trigger: str,
+    trigger: Trigger,
     slot: str | None,
     now: datetime,
     max_tokens: int | None,

@@ -16,6 +16,7 @@ import pytest
 from helpers import at
 
 from routines.ledger import LEDGER_VERSION, Ledger, LedgerError
+from routines.runs import RunEnd
 
 # v2.0.4: the runs table of seed 000 ("tokens, dollars, duration, exit status"), in rollback
 # journal mode, no other table.
@@ -220,7 +221,7 @@ def test_migrated_ledger_takes_new_runs_beside_old_ones(tmp_path: Path) -> None:
         led.finish_run(
             "new-1",
             now=at("2025-03-04 11:01:01"),
-            fields={"status": "ok", "dollars": 0.01, "tools_used": ["run_shell"]},
+            end=RunEnd(status="ok", dollars=0.01, tools_used=["run_shell"]),
         )
         history = led.history("day-brief")
         assert [(r.id, r.run_id, r.status) for r in history] == [

@@ -22,6 +22,7 @@ from zoneinfo import ZoneInfo
 
 from routines import ledger as ledger_module
 from routines.ledger import LEDGER_VERSION, Ledger, iso
+from routines.runs import Outcome, RunEnd, RunStatus
 
 REPO = Path(__file__).resolve().parent.parent
 NOW = datetime(2026, 12, 3, 10, 0, tzinfo=UTC)
@@ -308,7 +309,7 @@ def test_what_the_views_take_reads_back_the_same(tmp_path: Path) -> None:
             1,
             77,
         )
-        led.finish_run(rid, now=t + timedelta(seconds=30.5), fields={"status": "ok"})
+        assert led.finish_run(rid, RunEnd(RunStatus.OK), now=t + timedelta(seconds=30.5))
         run = led.run(rid)
         assert run is not None
         assert (run.slot, run.started_at, run.finished_at, run.duration_sec) == (
@@ -381,20 +382,16 @@ def test_a_run_costs_a_bounded_number_of_bytes(tmp_path: Path) -> None:
             rid = f"{t:%Y%m%dT%H%M%S}-minutely-{i * 7919 % 16777216:06x}"
             slot = t.strftime("%Y-%m-%dT%H:%M:%SZ")
             led.claim("minutely", slot, run_id=rid, trigger="schedule", status="running", now=t)
-            led.finish_run(
-                rid,
-                now=t + timedelta(seconds=2, microseconds=i),
-                fields={
-                    "status": "ok",
-                    "outcome": "nothing-to-do",
-                    "detail": "checked the queue: nothing new since the last run",
-                    "route": "command",
-                    "tools_used": ["run_shell"],
-                    "tool_calls": 1,
-                    "dollars": 0.0,
-                    "output_file": f"/home/u/.vinos/routines/state/minutely/{t:%Y-%m-%d-%H%M}.md",
-                },
+            end = RunEnd(
+                RunStatus.OK,
+                outcome=Outcome.NOTHING_TO_DO,
+                detail="checked the queue: nothing new since the last run",
+                route="command",
+                tools_used=("run_shell",),
+                tool_calls=1,
+                output_file=f"/home/u/.vinos/routines/state/minutely/{t:%Y-%m-%d-%H%M}.md",
             )
+            assert led.finish_run(rid, end, now=t + timedelta(seconds=2, microseconds=i))
     per_run = (_file_bytes(path) - empty) / n
     assert per_run <= 150, per_run
 

@@ -175,7 +175,7 @@ class AgentRun:
 
     def _base(self, status: RunStatus, model: str) -> Result:
         return Result(
-            status=status.value,
+            status=status,
             route=self.route.label,
             model=model,
             escalated=self.route.escalated,

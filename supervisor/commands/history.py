@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from routines.runs import STRIKES, RunStatus, counts_as_strike
 from supervisor.commands.common import NoSuchRoutine, add_parser, die, find_entry
 
 __all__ = ["register"]
@@ -56,9 +57,9 @@ def run(args: argparse.Namespace) -> int:
     out = []
     for r in rows:
         status = r.status or "?"
-        if status in ("failed", "timeout"):
+        if counts_as_strike(status):
             status = color(status, "red", c)
-        elif status == "ok":
+        elif status == RunStatus.OK:
             status = color(status, "green", c)
         tokens = (r.input_tokens or 0) + (r.output_tokens or 0)
         local = (r.local_input_tokens or 0) + (r.local_output_tokens or 0)
@@ -77,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
         )
     for d in days:
         counts = d.counts
-        bad = counts["failed"] + counts["timeout"]
+        bad = sum(counts[s] for s in STRIKES)
         parts = [f"{counts['ok']} ok"] + [
             f"{counts[s]} {s}" for s in ("failed", "timeout", "interrupted", "budget") if counts[s]
         ]

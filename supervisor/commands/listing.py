@@ -79,9 +79,10 @@ def collect(now: datetime | None = None) -> list[RoutineLine]:
     """One line per routine file, from the registry and the ledger (no daemon needed)."""
     from zoneinfo import ZoneInfo
 
-    from routines.ledger import Ledger
+    from routines.ledger import Ledger, is_enabled
     from routines.paths import paths
     from routines.registry import scan
+    from routines.runs import RunStatus
     from routines.schedule import summary
 
     now = now or datetime.now(UTC)
@@ -117,7 +118,7 @@ def collect(now: datetime | None = None) -> list[RoutineLine]:
                     )
                 )
                 continue
-            enabled = state.enabled(r.enabled) if state else r.enabled
+            enabled = is_enabled(states, name, r.enabled)
             description, next_run = summary(r.schedule, r.kind, name, enabled, now)
             lr = last.get(name)
             lines.append(
@@ -137,8 +138,8 @@ def collect(now: datetime | None = None) -> list[RoutineLine]:
                     disabled_reason=state.disabled_reason if state and not enabled else None,
                     errors=errors,
                     warnings=entry.warnings,
-                    running=(name, "running") in active,
-                    queued=(name, "queued") in active,
+                    running=(name, RunStatus.RUNNING) in active,
+                    queued=(name, RunStatus.QUEUED) in active,
                     max_dollars_per_day=r.budget.max_dollars_per_day,
                     open_on_login=r.output.open_on_login,
                 )
@@ -163,6 +164,7 @@ def in_force_despite_errors() -> set[str] | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from routines.runs import counts_as_strike
     from routines.safetext import one_line
     from supervisor.present import color, print_json, table, use_color, when
 
@@ -204,7 +206,7 @@ def run(args: argparse.Namespace) -> int:
         last = ln.last_status or "—"
         if ln.last_outcome:
             last += f" · {ln.last_outcome}"
-        if ln.last_status in ("failed", "timeout"):
+        if counts_as_strike(ln.last_status):
             last = color(last, "red", c)
         rows.append(
             [

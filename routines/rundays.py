@@ -1,4 +1,5 @@
-"""Compacted history: one row per routine per calendar day, for runs past `keep_runs_days`.
+"""Compacted history: one row per routine per calendar day, for runs past `keep_runs_days`
+(or beyond a routine's newest `keep_runs_max`).
 
 A run older than the compaction line is folded into its day's row and deleted in the same
 transaction (`Ledger.compact`), so a crash loses or double-counts nothing and the next batch

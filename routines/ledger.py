@@ -6,7 +6,9 @@ Tables:
 - claims: the run fence. (routine, slot) is UNIQUE: a slot is claimed once, ever.
 - routine_state: per routine, the enabled override, the failure streak, the schedule cursor.
 
-Schema versions (PRAGMA user_version), forward only, each step an ALTER TABLE ADD COLUMN:
+Schema versions (PRAGMA user_version), forward only, each step an ALTER TABLE ADD COLUMN
+(on runs up to 6, on run_log after: a later step's columns are plain values the `runs` view
+shows and its triggers write as they are; the views are made again after every upgrade):
   1  v2.0.4  runs: tokens, dollars, duration, exit status
   2  v2.0.5  + tool_calls, tools_used
   3  v2.0.6  + route, escalated, escalated_reason, local_input_tokens, local_output_tokens
@@ -164,6 +166,9 @@ _STEPS: dict[int, tuple[tuple[str, ...], tuple[str, ...]]] = {
     ),
     6: ((), runlog.MIGRATION),
 }
+_SLIM = 6  # the step that made runs and claims views over compact tables
+# Columns later steps add to run_log: plain values, which the views show as they are.
+_LATER_COLUMNS = tuple(c.split()[0] for n in sorted(_STEPS) if n > _SLIM for c in _STEPS[n][0])
 
 RUN_COLUMNS = (
     "run_id",
@@ -483,10 +488,14 @@ class Ledger:
             self._note_slow_upgrade(db, version)
             for step in range(version + 1, LEDGER_VERSION + 1):
                 columns, statements = _STEPS[step]
+                # From schema 6 on, runs is a view over run_log (routines/runlog.py).
+                table = "runs" if step <= _SLIM else "run_log"
                 for column in columns:
-                    db.execute(f"ALTER TABLE runs ADD COLUMN {column}")
+                    db.execute(f"ALTER TABLE {table} ADD COLUMN {column}")
                 for statement in statements:
                     db.execute(statement)
+            for statement in runlog.views(_LATER_COLUMNS):
+                db.execute(statement)
             db.execute(f"PRAGMA user_version = {LEDGER_VERSION}")
         return True
 
@@ -496,7 +505,7 @@ class Ledger:
         harmless anyway (one transaction), it only starts over."""
         if version >= LEDGER_VERSION or version < 4:
             return
-        table = "v5" if version >= 6 else "runs"
+        table = "run_log" if version >= _SLIM else "runs"
         rows = db.execute(f"SELECT MAX(rowid) FROM {table}").fetchone()[0] or 0
         if rows > 50_000:
             print(

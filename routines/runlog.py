@@ -28,7 +28,7 @@ columns (`rt` routine id, `st` started, `rs` status id) so SQLite uses run_log's
 from __future__ import annotations
 
 import calendar
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 
 from routines.runs import ACTIVE, RunStatus
@@ -42,6 +42,7 @@ __all__ = [
     "key_sql",
     "us",
     "us_iso",
+    "views",
 ]
 
 PACKED_MIN = 1 << 40  # rowids from here on are packed run ids; below, rows keep run_id text
@@ -289,11 +290,12 @@ def _intern(n: str) -> str:
     )
 
 
-def _view() -> str:
+def _view(later: Sequence[str]) -> str:
     name = "(SELECT name FROM routines WHERE id = r.routine)"
     return (
         "CREATE VIEW runs AS SELECT r.id AS id, "
-        f"{name} AS routine, "
+        + "".join(f"r.{c} AS {c}, " for c in later)
+        + f"{name} AS routine, "
         f"COALESCE(json_extract(r.raw, '$.s'), {dec_us('r.started')}) AS started_at, "
         f"{_text('r.model')} AS model, r.input_tokens AS input_tokens, "
         "r.output_tokens AS output_tokens, r.dollars AS dollars, "
@@ -320,8 +322,8 @@ def _view() -> str:
     )
 
 
-def _insert_trigger() -> str:
-    cols = _encoded("NEW", active_only_owner=False)
+def _insert_trigger(later: Sequence[str]) -> str:
+    cols = _encoded("NEW", active_only_owner=False) | {c: f"NEW.{c}" for c in later}
     ok = (
         f"k.p >= {PACKED_MIN} AND NEW.id IS NULL AND {dec_rid('k.p', 'NEW.routine')} = "
         "NEW.run_id AND NOT EXISTS (SELECT 1 FROM run_log WHERE id = k.p)"
@@ -338,13 +340,17 @@ def _insert_trigger() -> str:
     )
 
 
-def _update_trigger() -> str:
-    cols = _encoded("NEW", active_only_owner=True)
+def _update_trigger(later: Sequence[str]) -> str:
+    cols = _encoded("NEW", active_only_owner=True) | {c: f"NEW.{c}" for c in later}
     sets = ", ".join(f"{c} = {v}" for c, v in cols.items())
     return (
         "CREATE TRIGGER runs_update INSTEAD OF UPDATE ON runs BEGIN "
         f"{_intern('NEW')} UPDATE run_log SET {sets} WHERE id = OLD.id; END"
     )
+
+
+def _runs_view(later: Sequence[str]) -> tuple[str, ...]:
+    return (_view(later), _insert_trigger(later), _update_trigger(later))
 
 
 CLAIMS_VIEW = (
@@ -397,9 +403,7 @@ MIGRATION = (
     *_copy_runs(),
     "DROP TABLE v5",
     *INDEXES,
-    _view(),
-    _insert_trigger(),
-    _update_trigger(),
+    *_runs_view(()),
     "INSERT INTO fence (routine, slot, claimed, run) SELECT "
     "(SELECT id FROM routines WHERE name = c.routine), "
     f"{enc_slot('c.slot')}, COALESCE(CAST(strftime('%s', c.claimed_at) AS INTEGER), 0), "
@@ -407,6 +411,18 @@ MIGRATION = (
     "DROP TABLE v5_claims",
     *CLAIMS_VIEW,
 )
+
+
+def views(later: Sequence[str]) -> tuple[str, ...]:
+    """The views and their triggers, made again after every upgrade from schema 6 on, so a
+    column a later migration adds to run_log (`later`, plain values) shows in `runs` too."""
+    return (
+        "DROP VIEW IF EXISTS runs",  # its triggers go with it
+        "DROP VIEW IF EXISTS claims",
+        *_runs_view(later),
+        *CLAIMS_VIEW,
+    )
+
 
 # Texts that no run row names any more (compaction deleted their runs).
 GC_TEXTS = (

@@ -20,6 +20,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
+import pytest
+
 from routines import ledger as ledger_module
 from routines.ledger import LEDGER_VERSION, Ledger, iso
 from routines.runs import Outcome, RunEnd, RunStatus
@@ -446,3 +448,28 @@ def test_claims_beyond_the_newest_n_are_pruned_behind_the_cursor(tmp_path: Path)
         # A stale plan from before the prune loses its CAS instead of re-claiming the slot.
         assert not led.claim("minutely", pruned_newest, run_id="again", trigger="schedule",
                              status="queued", now=NOW, expect_cursor=pruned_newest)  # fmt: skip
+
+
+def test_a_later_step_adds_a_run_column_the_views_show(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A step after 6 that adds a column (as every step before did) adds it to run_log; the
+    `runs` view and its triggers are made again with it."""
+    path = tmp_path / "ledger.db"
+    with Ledger(path) as led:
+        led.record_run("brief", run_id="before", trigger="manual", status="ok", now=NOW)
+    later = LEDGER_VERSION + 1
+    monkeypatch.setitem(ledger_module._STEPS, later, (("note TEXT",), ()))
+    monkeypatch.setattr(ledger_module, "LEDGER_VERSION", later)
+    monkeypatch.setattr(ledger_module, "_LATER_COLUMNS", ("note",))
+    with Ledger(path) as led:
+        assert led.version == later
+        with led.transaction() as db:
+            db.execute(
+                "INSERT INTO runs (run_id, routine, started_at, status, note) "
+                "VALUES ('after', 'brief', ?, 'ok', 'hello')",
+                (iso(NOW),),
+            )
+        got = dict(led._db.execute("SELECT run_id, note FROM runs").fetchall())
+        assert got == {"before": None, "after": "hello"}
+        assert led.run("before") is not None

@@ -149,11 +149,12 @@ def _fill(path: Path, minutes: int) -> int:
             t(i, ts, status) AS (
                 SELECT i, {start} + i * 60 + {n},
                        CASE WHEN i % 97 = 0 THEN 4 WHEN i % 211 = 0 THEN 5 ELSE 3 END FROM m)
-            INSERT INTO run_log (id, routine, started, finished, slot, status, trigger, outcome,
-                detail, duration, route, model, escalated, escalated_reason, input_tokens,
-                output_tokens, local_input_tokens, local_output_tokens, tool_calls, tools_used,
-                dollars, out_dir, out_name)
-            SELECT ts * 16777216 + i * 7919 % 16777216, {rt}, ts * 1000000, 2000000,
+            INSERT INTO run_log (id, rand, routine, started, finished, slot, status, trigger,
+                outcome, detail, duration, route, model, escalated, escalated_reason,
+                input_tokens, output_tokens, local_input_tokens, local_output_tokens, tool_calls,
+                tools_used, dollars, out_dir, out_name)
+            SELECT ts * 16777216 + ({n * minutes} + i + 1) % 16777216, i * 7919 % 16777216,
+                   {rt}, ts * 1000000, 2000000,
                    ts - ts % 60, status, {tid["schedule"]},
                    CASE WHEN status = 3 THEN {tid[OUTCOME]} END,
                    CASE WHEN status = 3 THEN {tid[SUMMARY]} ELSE {tid[FAILED]} END,

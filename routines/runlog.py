@@ -4,11 +4,12 @@ A run row was ~600 bytes with its indexes (issue 18): the same routine name, sta
 summary repeated as text in every row, times as 27-character ISO strings, the run id twice
 (row and index). Here:
 
-- run_log: one row per run. Its rowid is the run id itself when it has the shape
-  `new_run_id` gives (20261202T060012-day-brief-3f9a1c): the UTC second << 24 | the 24
-  random bits, decoded back with the routine's name (`PACKED_MIN` and above). Any other run
-  id (older versions, tests, a packed value already taken) is kept as text in `run_id`, with
-  a small rowid. Times are integer microseconds since the epoch (`started`; `finished` as the
+- run_log: one row per run. When the run id has the shape `new_run_id` gives
+  (20261202T060012-day-brief-3f9a1c), it is not stored as text: the rowid is its UTC second
+  << 24 | a count within that second (in the order the runs were written), `rand` its 24
+  random bits, and the routine's name completes it (`PACKED_MIN` and above). Any other run id
+  (older versions, tests) is kept as text in `run_id`, with a small rowid.
+  Times are integer microseconds since the epoch (`started`; `finished` as the
   microseconds after `started`); a time not in the ledger's own format keeps its exact text in
   `raw` (JSON) next to an approximate integer, so ordering and day sums still work on it.
   A slot is its UTC second (or its text, when not of the scheduler's shape). The routine is a
@@ -45,7 +46,8 @@ __all__ = [
     "views",
 ]
 
-PACKED_MIN = 1 << 40  # rowids from here on are packed run ids; below, rows keep run_id text
+PACK = 1 << 24
+PACKED_MIN = 1 << 40  # rowids from here on are second << 24 | n; below, rows keep run_id text
 # texts ids 1-8, written by the migration: these statuses have fixed codes, so the SQL that
 # filters on them (active runs, runs that are not runs) needs no lookup. Never reordered.
 _SEED = ("queued", "running", "ok", "failed", "timeout", "interrupted", "skipped", "missed")
@@ -131,9 +133,9 @@ def _hex6(h: str) -> str:
     )
 
 
-def packed(x: str) -> str:
-    """A run id of `new_run_id`'s shape as second << 24 | random bits (else NULL); the caller
-    checks it decodes back to the same text with the routine's name (`dec_rid`)."""
+def rid_second(x: str) -> str:
+    """The UTC second of a run id of `new_run_id`'s shape (20261202T060012-name-3f9a1c), else
+    NULL; the caller checks the id decodes back to the same text (`dec_rid`)."""
     when = " || ".join(
         (
             f"substr({x}, 1, 4)",
@@ -149,24 +151,27 @@ def packed(x: str) -> str:
             f"substr({x}, 14, 2)",
         )
     )
-    return (
-        f"(CASE WHEN {x} GLOB '{_RID_GLOB}' THEN "
-        f"CAST(strftime('%s', {when}) AS INTEGER) * 16777216 + {_hex6(f'substr({x}, -6)')} END)"
-    )
+    return f"(CASE WHEN {x} GLOB '{_RID_GLOB}' THEN CAST(strftime('%s', {when}) AS INTEGER) END)"
 
 
-def dec_rid(v: str, name: str) -> str:
+def rid_random(x: str) -> str:
+    """The 24 random bits at the end of such a run id."""
+    return f"(CASE WHEN {x} GLOB '{_RID_GLOB}' THEN {_hex6(f'substr({x}, -6)')} END)"
+
+
+def dec_rid(rowid: str, rand: str, name: str) -> str:
     return (
-        f"(strftime('%Y%m%dT%H%M%S', ({v}) >> 24, 'unixepoch') || '-' || {name} || '-' "
-        f"|| printf('%06x', ({v}) & 16777215))"
+        f"(strftime('%Y%m%dT%H%M%S', ({rowid}) >> 24, 'unixepoch') || '-' || {name} || '-' "
+        f"|| printf('%06x', {rand}))"
     )
 
 
 def key_sql(x: str) -> str:
     """The run_log rowid of the run whose id is `x` (an index lookup either way), or NULL."""
+    first = f"({rid_second(x)} * {PACK})"
     return (
-        f"(SELECT id FROM (SELECT id FROM runs WHERE id = {packed(x)} AND run_id = {x} "
-        f"UNION ALL SELECT id FROM run_log WHERE run_id = {x}) LIMIT 1)"
+        f"(SELECT id FROM (SELECT id FROM runs WHERE id >= {first} AND id < {first} + {PACK} "
+        f"AND run_id = {x} UNION ALL SELECT id FROM run_log WHERE run_id = {x}) LIMIT 1)"
     )
 
 
@@ -212,6 +217,7 @@ TABLES = (
         out_dir INTEGER,
         out_name TEXT,
         run_id TEXT,
+        rand INTEGER,
         raw TEXT,
         exit_status INTEGER,
         owner_pid INTEGER,
@@ -307,7 +313,7 @@ def _view(later: Sequence[str]) -> str:
         "r.local_input_tokens AS local_input_tokens, "
         "r.local_output_tokens AS local_output_tokens, "
         f"CASE WHEN r.run_id IS NOT NULL THEN r.run_id WHEN r.id >= {PACKED_MIN} "
-        f"THEN {dec_rid('r.id', name)} END AS run_id, "
+        f"THEN {dec_rid('r.id', 'r.rand', name)} END AS run_id, "
         f"{dec_slot('r.slot')} AS slot, {_text('r.trigger')} AS trigger, "
         f"{_text('r.status')} AS status, {_text('r.outcome')} AS outcome, "
         f"{_text('r.detail')} AS detail, "
@@ -325,18 +331,27 @@ def _view(later: Sequence[str]) -> str:
 def _insert_trigger(later: Sequence[str]) -> str:
     cols = _encoded("NEW", active_only_owner=False) | {c: f"NEW.{c}" for c in later}
     ok = (
-        f"k.p >= {PACKED_MIN} AND NEW.id IS NULL AND {dec_rid('k.p', 'NEW.routine')} = "
-        "NEW.run_id AND NOT EXISTS (SELECT 1 FROM run_log WHERE id = k.p)"
+        f"k.s * {PACK} >= {PACKED_MIN} AND NEW.id IS NULL "
+        f"AND {dec_rid(f'k.s * {PACK}', 'k.r', 'NEW.routine')} = NEW.run_id"
+    )
+    # In a run id's second, the rowids go up in the order the runs were written (history's
+    # tie-break for runs that started at the same microsecond).
+    nxt = (
+        f"(SELECT COALESCE(MAX(id) + 1, k.s * {PACK}) FROM run_log "
+        f"WHERE id >= k.s * {PACK} AND id < (k.s + 1) * {PACK})"
     )
     small = f"(SELECT COALESCE(MAX(id), 0) + 1 FROM run_log WHERE id < {PACKED_MIN})"
     return (
         "CREATE TRIGGER runs_insert INSTEAD OF INSERT ON runs BEGIN "
+        "SELECT RAISE(ABORT, 'UNIQUE constraint failed: runs.run_id') "
+        f"WHERE {key_sql('NEW.run_id')} IS NOT NULL; "
         f"{_intern('NEW')} "
-        f"INSERT INTO run_log (id, routine, run_id, {', '.join(cols)}) SELECT "
-        f"CASE WHEN {ok} THEN k.p ELSE COALESCE(NEW.id, {small}) END, "
+        f"INSERT INTO run_log (id, routine, run_id, rand, {', '.join(cols)}) SELECT "
+        f"CASE WHEN {ok} THEN {nxt} ELSE COALESCE(NEW.id, {small}) END, "
         "(SELECT id FROM routines WHERE name = NEW.routine), "
-        f"CASE WHEN {ok} THEN NULL ELSE NEW.run_id END, {', '.join(cols.values())} "
-        f"FROM (SELECT {packed('NEW.run_id')} AS p) k; END"
+        f"CASE WHEN {ok} THEN NULL ELSE NEW.run_id END, CASE WHEN {ok} THEN k.r END, "
+        f"{', '.join(cols.values())} "
+        f"FROM (SELECT {rid_second('NEW.run_id')} AS s, {rid_random('NEW.run_id')} AS r) k; END"
     )
 
 
@@ -368,24 +383,27 @@ CLAIMS_VIEW = (
 
 
 def _copy_runs() -> tuple[str, ...]:
-    """Every v5 row into run_log: packed ids where the run id allows. Run ids that pack to the
-    same number (two routines, the same second and random bits) all keep their text."""
+    """Every v5 row into run_log: rowid second << 24 | (old rowid's low 24 bits) where the run
+    id allows, so a second's rows keep their order. Rows whose new rowids would meet (16M rows
+    apart in one second: never, but not impossible) keep their text and old rowid."""
     cols = _encoded("o", active_only_owner=True, s="o.s_us", f="o.f_us")
     ok = (
         f"o.p >= {PACKED_MIN} AND o.p NOT IN (SELECT p FROM temp.v6_shared) "
-        f"AND {dec_rid('o.p', 'o.routine')} = o.run_id"
+        f"AND {dec_rid('o.p', 'o.r', 'o.routine')} = o.run_id"
     )
+    p = f"{rid_second('run_id')} * {PACK} + (id & {PACK - 1})"
     return (
         "CREATE TEMP TABLE v6_shared (p INTEGER PRIMARY KEY)",
-        f"INSERT INTO temp.v6_shared SELECT p FROM (SELECT {packed('run_id')} AS p FROM v5) "
+        f"INSERT INTO temp.v6_shared SELECT p FROM (SELECT {p} AS p FROM v5) "
         "WHERE p IS NOT NULL GROUP BY p HAVING COUNT(*) > 1",
         # MATERIALIZED: each encoder runs once a row, not once per use below.
-        f"WITH o AS MATERIALIZED (SELECT v5.*, {packed('run_id')} AS p, "
+        f"WITH o AS MATERIALIZED (SELECT v5.*, {p} AS p, {rid_random('run_id')} AS r, "
         f"{enc_us('started_at')} AS s_us, {enc_us('finished_at')} AS f_us FROM v5) "
-        f"INSERT INTO run_log (id, routine, run_id, {', '.join(cols)}) SELECT "
+        f"INSERT INTO run_log (id, routine, run_id, rand, {', '.join(cols)}) SELECT "
         f"CASE WHEN {ok} THEN o.p ELSE o.id END, "
         "(SELECT id FROM routines WHERE name = o.routine), "
-        f"CASE WHEN {ok} THEN NULL ELSE o.run_id END, {', '.join(cols.values())} FROM o",
+        f"CASE WHEN {ok} THEN NULL ELSE o.run_id END, CASE WHEN {ok} THEN o.r END, "
+        f"{', '.join(cols.values())} FROM o",
         "DROP TABLE temp.v6_shared",
     )
 

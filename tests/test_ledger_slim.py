@@ -260,7 +260,12 @@ def test_a_v5_ledger_converts_with_every_run_sum_claim_and_cursor_exact(tmp_path
         # The daemon's run ids are the row ids now; the others keep their text.
         ids = dict(led._db.execute("SELECT run_id, id FROM runs WHERE run_id IS NOT NULL"))
         assert ids["20261201T060012-day-brief-3f9a1c"] >= 1 << 40
-        assert ids["20261202T060003-triage-000001"] < 1 << 40  # its packed value was taken
+        # Two runs whose ids name the same second: in the order they were written.
+        assert (
+            1 << 40
+            <= ids["20261202T060003-day-brief-000001"]
+            < ids["20261202T060003-triage-000001"]
+        )
         assert ids["r13"] == 13
         # Through the API, as before.
         assert led.run("20261201T060012-day-brief-3f9a1c") is not None

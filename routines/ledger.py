@@ -17,8 +17,9 @@ shows and its triggers write as they are; the views are made again after every u
   5  v2.2    table run_days (compacted history, routines/rundays.py); routine_state + each
              routine's last run (last_run_id, last_status, last_outcome, last_started,
              last_finished), filled from runs once; auto_vacuum = INCREMENTAL (a VACUUM, once)
-  6  this    the compact layout (routines/runlog.py): runs and claims become views over
+  6  ledger  the compact layout (routines/runlog.py): runs and claims become views over
              run_log and fence (ids, integer times, interned texts), converted in place
+  8  reply   + parent_run_id (trigger "reply": the run whose conversation it continues)
 
 Invariant: routine_state's last_* columns are written in the transaction that finishes a run,
 so `list` and `status` read one row per routine and never scan runs.
@@ -72,7 +73,7 @@ __all__ = [
     "iso",
 ]
 
-LEDGER_VERSION = 6
+LEDGER_VERSION = 8
 BUSY_TIMEOUT_SEC = 10.0
 CLAIM_RETENTION = timedelta(days=45)
 COUNT_LINE_TTL_SEC = 60.0
@@ -165,6 +166,14 @@ _STEPS: dict[int, tuple[tuple[str, ...], tuple[str, ...]]] = {
         ),
     ),
     6: ((), runlog.MIGRATION),
+    # Placeholder for the step another branch adds in parallel (approvals: 7); the lead
+    # renumbers at merge.
+    7: ((), ()),
+    # `reply RUN TEXT`: a reply run names the run it continues; history shows the thread.
+    8: (
+        ("parent_run_id TEXT",),
+        ("CREATE INDEX runs_parent ON run_log(parent_run_id) WHERE parent_run_id IS NOT NULL",),
+    ),
 }
 _SLIM = 6  # the step that made runs and claims views over compact tables
 # Columns later steps add to run_log: plain values, which the views show as they are.
@@ -196,6 +205,7 @@ RUN_COLUMNS = (
     "owner_pid",
     "owner_started",
     "worker_pid",
+    "parent_run_id",
 )
 
 
@@ -259,6 +269,7 @@ class RunRow:
     tools_used: list[str] | None
     dollars: float | None
     output_file: str | None
+    parent_run_id: str | None = None  # trigger "reply": the run it continues
 
     def as_json(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
@@ -608,13 +619,15 @@ class Ledger:
         now: datetime,
         detail: str,
         owner: tuple[int, float] | None,
+        parent_run_id: str | None = None,
     ) -> None:
         finished = status not in ACTIVE
         db.execute(
             "INSERT INTO runs (run_id, routine, slot, trigger, status, detail, started_at, "
             "finished_at, duration_sec, dollars, input_tokens, output_tokens, "
-            "local_input_tokens, local_output_tokens, tool_calls, owner_pid, owner_started) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0, 0, 0, 0, 0, ?, ?)",
+            "local_input_tokens, local_output_tokens, tool_calls, owner_pid, owner_started, "
+            "parent_run_id) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0, 0, 0, 0, 0, ?, ?, ?)",
             (
                 run_id,
                 routine,
@@ -627,6 +640,7 @@ class Ledger:
                 0.0 if finished else None,
                 owner[0] if owner else None,
                 owner[1] if owner else None,
+                parent_run_id,
             ),
         )
         if finished:
@@ -643,10 +657,14 @@ class Ledger:
         slot: str | None = None,
         detail: str = "",
         owner: tuple[int, float] | None = None,
+        parent_run_id: str | None = None,
     ) -> None:
-        """A run row without a claim: manual runs, and refusals recorded for the history."""
+        """A run row without a claim: manual runs and replies (`parent_run_id`: the run a
+        reply continues), and refusals recorded for the history."""
         with self.transaction() as db:
-            self._insert_run(db, routine, run_id, slot, trigger, status, now, detail, owner)
+            self._insert_run(
+                db, routine, run_id, slot, trigger, status, now, detail, owner, parent_run_id
+            )
 
     def prune_claims(self, now: datetime, keep_max: int | None = None) -> int:
         """Forget claims older than 45 days, and each routine's beyond its newest `keep_max`
@@ -770,6 +788,43 @@ class Ledger:
             ).fetchall()
         rows.sort(key=lambda r: (r["st"] is not None, r["st"] or 0, r["id"]), reverse=True)
         return [_row(r) for r in rows[:limit]]
+
+    def replies_to(self, run_ids: Sequence[str]) -> list[RunRow]:
+        """The reply runs whose parent is one of `run_ids`, oldest first."""
+        if not run_ids:
+            return []
+        marks = ", ".join("?" * len(run_ids))
+        rows = self._db.execute(
+            f"SELECT id, {', '.join(_ROW_FIELDS)} FROM runs WHERE parent_run_id IN ({marks}) "
+            "ORDER BY st, id",
+            tuple(run_ids),
+        ).fetchall()
+        return [_row(r) for r in rows]
+
+    def thread(self, run_id: str) -> list[RunRow]:
+        """The conversation `run_id` belongs to: its first run, then every reply below it
+        (depth first, oldest first); [] when the run is unknown."""
+        row = self.run(run_id)
+        seen: set[str] = set()
+        while row is not None and row.parent_run_id and row.run_id not in seen:
+            seen.add(row.run_id or "")
+            parent = self.run(row.parent_run_id)
+            if parent is None:
+                break
+            row = parent
+        if row is None:
+            return []
+        out: list[RunRow] = []
+
+        def below(r: RunRow) -> None:
+            out.append(r)
+            if r.run_id and len(out) < 1000:  # a cycle cannot be made, but never loop
+                for child in self.replies_to([r.run_id]):
+                    if child.run_id not in {o.run_id for o in out}:
+                        below(child)
+
+        below(row)
+        return out
 
     def runs_between(self, start: datetime, end: datetime) -> list[RunRow]:
         """Runs of every routine that started in [start, end), newest first."""

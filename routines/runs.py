@@ -55,6 +55,7 @@ class Trigger(StrEnum):
     SCHEDULE = "schedule"  # an on-time slot
     CATCH_UP = "catch_up"  # one run standing in for missed slots (missed = "catch_up")
     MANUAL = "manual"  # `vinos-routine run`, the dashboard's button
+    REPLY = "reply"  # `vinos-routine reply RUN TEXT`: continues RUN's conversation
 
 
 # Rows still owned by a process: a worker runs them or they wait for one.

@@ -14,7 +14,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from routines.ledger import Ledger, LedgerFull, RoutineState, is_enabled
 from routines.registry import Registry
@@ -23,6 +23,9 @@ from routines.schedule import Schedule, ScheduleError, compile_schedule
 from routines.spec import Routine
 from supervisor.jobs import new_run_id
 from supervisor.plan import Action, plan_routine
+
+if TYPE_CHECKING:
+    from supervisor.reply import ReplyTo
 
 __all__ = ["Pending", "Scheduler"]
 
@@ -43,6 +46,7 @@ class Pending:
     detail: str = ""
     listeners: list[Any] = field(default_factory=list)  # control connections following it
     on_done: list[Any] = field(default_factory=list)  # futures resolved with its Finished
+    reply: ReplyTo | None = None  # trigger "reply": the parent run and the text, for the job
 
 
 @dataclass(slots=True)

@@ -320,6 +320,7 @@ def test_start_and_finish_run(ledger: Ledger) -> None:
         "tools_used": ["read_files", "run_shell"],
         "dollars": 0.0081,
         "output_file": "/x/2024-06-01-1000.md",
+        "parent_run_id": None,
     }
     assert ledger.active_runs() == []
 

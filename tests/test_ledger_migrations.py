@@ -239,14 +239,15 @@ def test_newer_ledger_is_refused_and_left_byte_for_byte(tmp_path: Path) -> None:
     build(path, 2, 2)
     db = sqlite3.connect(path)
     db.execute("ALTER TABLE runs ADD COLUMN from_the_future TEXT")
-    db.execute("PRAGMA user_version = 9")
+    db.execute(f"PRAGMA user_version = {LEDGER_VERSION + 4}")
     db.commit()
     db.close()
     before = hashlib.sha256(path.read_bytes()).hexdigest()
     with pytest.raises(LedgerError) as info:
         Ledger(path)
     assert str(info.value) == (
-        f"{path}: written by a newer vinos-routine (schema 9, this one knows {LEDGER_VERSION}); "
+        f"{path}: written by a newer vinos-routine (schema {LEDGER_VERSION + 4}, this one knows "
+        f"{LEDGER_VERSION}); "
         "upgrade vinos-routine, the ledger was not touched"
     )
     assert hashlib.sha256(path.read_bytes()).hexdigest() == before

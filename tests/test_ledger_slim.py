@@ -466,7 +466,7 @@ def test_a_later_step_adds_a_run_column_the_views_show(
     later = LEDGER_VERSION + 1
     monkeypatch.setitem(ledger_module._STEPS, later, (("note TEXT",), ()))
     monkeypatch.setattr(ledger_module, "LEDGER_VERSION", later)
-    monkeypatch.setattr(ledger_module, "_LATER_COLUMNS", ("note",))
+    monkeypatch.setattr(ledger_module, "_LATER_COLUMNS", (*ledger_module._LATER_COLUMNS, "note"))
     with Ledger(path) as led:
         assert led.version == later
         with led.transaction() as db:

@@ -30,6 +30,7 @@ _TRIGGER_WORDS = {
     Trigger.SCHEDULE: "scheduled",
     Trigger.CATCH_UP: "catch-up",
     Trigger.MANUAL: "manual",
+    Trigger.REPLY: "reply",
 }
 
 

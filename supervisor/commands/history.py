@@ -27,6 +27,11 @@ def register(sub: Any) -> None:
     p.add_argument("name", help="routine name")
     p.add_argument("-n", type=int, default=20, metavar="N", help="how many runs (default 20)")
     p.add_argument("--json", action="store_true", help="one JSON object per line")
+    p.add_argument(
+        "--thread",
+        metavar="RUN_ID",
+        help="the conversation RUN_ID belongs to: its first run and every reply (`reply`)",
+    )
     p.set_defaults(func=run)
 
 
@@ -37,6 +42,8 @@ def run(args: argparse.Namespace) -> int:
     from supervisor.present import color, print_json_lines, table, use_color
 
     p = paths()
+    if args.thread:
+        return _thread(args, p)
     limit = max(1, args.n)
     with Ledger(p.ledger) as ledger:
         rows = ledger.history(args.name, limit)
@@ -64,8 +71,11 @@ def run(args: argparse.Namespace) -> int:
             status = color(status, "green", c)
         tokens = (r.input_tokens or 0) + (r.output_tokens or 0)
         local = (r.local_input_tokens or 0) + (r.local_output_tokens or 0)
+        # A reply names the run it answers (`history NAME --thread RUN_ID` shows them all).
+        replied = f"↩ {r.parent_run_id} " if r.parent_run_id else ""
         out.append(
             [
+                r.run_id or "",
                 (r.started_at or "")[:19].replace("T", " "),
                 r.trigger or "",
                 status,
@@ -74,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
                 f"{tokens}" + (f" (+{local} local)" if local else ""),
                 f"${r.dollars or 0:.4f}",
                 f"{r.duration_sec:.1f}s" if r.duration_sec is not None else "",
-                one_line((r.detail or "")[:60]),  # a command's stderr can be in it
+                one_line(replied + (r.detail or "")[:60]),  # a command's stderr can be in it
             ]
         )
     for d in days:
@@ -87,6 +97,7 @@ def run(args: argparse.Namespace) -> int:
         local = counts["local_input_tokens"] + counts["local_output_tokens"]
         out.append(
             [
+                "",
                 f"{d.day} (day)",
                 f"{d.runs} runs",
                 color(", ".join(parts), "red", c) if bad else ", ".join(parts),
@@ -100,6 +111,7 @@ def run(args: argparse.Namespace) -> int:
         )
     table(
         [
+            "RUN",
             "STARTED (UTC)",
             "TRIGGER",
             "STATUS",
@@ -112,4 +124,45 @@ def run(args: argparse.Namespace) -> int:
         ],
         out,
     )
+    return 0
+
+
+def _thread(args: argparse.Namespace, p: Any) -> int:
+    """One conversation: the run that began it, then each reply under the run it answers,
+    with what the person said and what the run answered."""
+    from routines import conversation
+    from routines.ledger import Ledger
+    from routines.safetext import one_line
+    from supervisor.present import print_json_lines
+
+    with Ledger(p.ledger) as ledger:
+        rows = ledger.thread(args.thread)
+    rows = [r for r in rows if r.routine == args.name]
+    if not rows:
+        return die(f"{args.name} has no run {args.thread} (`vinos-routine history {args.name}`)")
+    depth: dict[str | None, int] = {}
+    items = []
+    for r in rows:
+        depth[r.run_id] = depth.get(r.parent_run_id, -1) + 1 if r.parent_run_id else 0
+        said = ""
+        if r.parent_run_id and r.run_id:
+            try:
+                record = conversation.load(p.routine_state(r.routine), r.run_id)
+            except conversation.ConversationInvalid:
+                record = None
+            texts = record.user_texts() if record else []
+            said = texts[-1] if texts else ""
+        items.append((r, depth[r.run_id], said))
+    if args.json:
+        print_json_lines([{**r.as_json(), "depth": d, "reply_text": said} for r, d, said in items])
+        return 0
+    for r, d, said in items:
+        pad = "  " * d + ("↳ " if d else "")
+        status = (r.status or "?") + (f" · {r.outcome}" if r.outcome else "")
+        started = (r.started_at or "")[:19].replace("T", " ")
+        print(one_line(f"{pad}{r.run_id}  {started}  {r.trigger or ''}  {status}"))
+        if said:
+            print(one_line(f"{'  ' * d}    you: {said[:200]}"))
+        if r.detail:
+            print(one_line(f"{'  ' * d}    {r.detail[:200]}"))
     return 0

@@ -50,6 +50,9 @@ class RoutineLine:
     queued: bool = False
     max_dollars_per_day: float | None = None  # the daily budget, None when unlimited
     open_on_login: bool = False  # its outputs wait to be seen (`brief --unseen`)
+    signature: str = "unsigned"  # routines.signing.SignatureState
+    signature_note: str | None = None  # "signed by …", "signature invalid: …"
+    signature_warning: bool = False  # the note is a problem (invalid, or auto_approve unsigned)
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -72,6 +75,8 @@ class RoutineLine:
             "queued": self.queued,
             "max_dollars_per_day": self.max_dollars_per_day,
             "open_on_login": self.open_on_login,
+            "signature": self.signature,
+            "signature_note": self.signature_note,
         }
 
 
@@ -142,9 +147,45 @@ def collect(now: datetime | None = None) -> list[RoutineLine]:
                     queued=(name, RunStatus.QUEUED) in active,
                     max_dollars_per_day=r.budget.max_dollars_per_day,
                     open_on_login=r.output.open_on_login,
+                    **_signature(entry.path, r, p.allowed_signers),
                 )
             )
     return lines
+
+
+def _signature(path: Any, routine: Any, allowed_signers: Any) -> dict[str, Any]:
+    """The signature fields of a routine's line. ssh-keygen runs only for a file that has a
+    .sig: an unsigned routine costs `list` one lstat."""
+    import os
+
+    from routines.signing import (
+        auto_approve_requested,
+        signature_note,
+        signature_path,
+        verify_routine,
+    )
+
+    auto = "auto_approve" in routine.text and auto_approve_requested(routine)
+    if not auto and not os.path.lexists(signature_path(path)):
+        return {}
+    check = verify_routine(path, allowed_signers, data=routine.text.encode())
+    note = signature_note(check, auto, routine.name)
+    return {
+        "signature": check.state.value,
+        "signature_note": note[0] if note else None,
+        "signature_warning": bool(note and note[1]),
+    }
+
+
+def _notes_of(ln: RoutineLine, warnings: list[str], signed: list[str]) -> None:
+    from routines.safetext import one_line
+
+    if ln.disabled_reason:
+        warnings.append(one_line(f"{ln.name}: disabled: {ln.disabled_reason}"))
+    if ln.signature_note:
+        (warnings if ln.signature_warning else signed).append(
+            one_line(f"{ln.name}: {ln.signature_note}")
+        )
 
 
 def in_force_despite_errors() -> set[str] | None:
@@ -188,6 +229,7 @@ def run(args: argparse.Namespace) -> int:
     now = datetime.now(UTC)
     rows = []
     notes: list[str] = []
+    signed: list[str] = []
     for ln in lines:
         if not ln.valid and ln.kind == "?":
             label = color("invalid", "red", c)
@@ -219,9 +261,10 @@ def run(args: argparse.Namespace) -> int:
                 f"${ln.today_dollars:.2f}",
             ]
         )
-        if ln.disabled_reason:
-            notes.append(one_line(f"{ln.name}: disabled: {ln.disabled_reason}"))
+        _notes_of(ln, notes, signed)
     table(["NAME", "KIND", "STATE", "SCHEDULE", "NEXT", "LAST", "TODAY"], rows)
+    for note in signed:
+        print(note)
     for note in notes:
         print(color(note, "yellow", c))
     return 0

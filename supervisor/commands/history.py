@@ -15,6 +15,9 @@ from supervisor.commands.common import NoSuchRoutine, add_parser, die, find_entr
 
 __all__ = ["register"]
 
+# What a compacted day's line counts besides `ok`, in this order.
+_DAY_PROBLEMS = (RunStatus.FAILED, RunStatus.TIMEOUT, RunStatus.INTERRUPTED, RunStatus.BUDGET)
+
 
 def register(sub: Any) -> None:
     p = add_parser(
@@ -90,9 +93,7 @@ def run(args: argparse.Namespace) -> int:
     for d in days:
         counts = d.counts
         bad = sum(counts[s] for s in STRIKES)
-        parts = [f"{counts['ok']} ok"] + [
-            f"{counts[s]} {s}" for s in ("failed", "timeout", "interrupted", "budget") if counts[s]
-        ]
+        parts = [f"{counts['ok']} ok"] + [f"{counts[s]} {s}" for s in _DAY_PROBLEMS if counts[s]]
         tokens = counts["input_tokens"] + counts["output_tokens"]
         local = counts["local_input_tokens"] + counts["local_output_tokens"]
         out.append(

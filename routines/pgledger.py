@@ -446,10 +446,21 @@ class PgLedger(FleetTables):
                 cur, routine, run_id, slot, trigger, status, now, detail, owner, parent_run_id
             )
 
-    def prune_claims(self, now: datetime) -> int:
+    def prune_claims(self, now: datetime, keep_max: int | None = None) -> int:
+        """Forget claims older than 45 days, and each routine's beyond its newest `keep_max`
+        (the cursor keeps old slots from coming back)."""
         with self.transaction() as cur:
             cur.execute("DELETE FROM claims WHERE claimed_at < %s", (iso(now - CLAIM_RETENTION),))
-            return cur.rowcount
+            pruned = cur.rowcount
+            if keep_max is not None:
+                cur.execute(
+                    "DELETE FROM claims c USING (SELECT routine, slot, row_number() OVER "
+                    "(PARTITION BY routine ORDER BY slot DESC) AS n FROM claims) t "
+                    "WHERE c.routine = t.routine AND c.slot = t.slot AND t.n > %s",
+                    (keep_max,),
+                )
+                pruned += cur.rowcount
+            return pruned
 
     def is_claimed(self, routine: str, slot: str) -> bool:
         return bool(
@@ -599,20 +610,56 @@ class PgLedger(FleetTables):
 
     # -- compaction ---------------------------------------------------------------------
 
-    def compact(self, before: datetime, zone: ZoneInfo, limit: int = 500) -> int:
-        """As `Ledger.compact`; SKIP LOCKED lets two machines compact at once, each run once."""
+    def compact(
+        self, before: datetime, zone: ZoneInfo, limit: int = 500, keep_max: int | None = None
+    ) -> int:
+        """As `Ledger.compact` (runs before `before`, or before the day of their routine's
+        `keep_max`-th newest run); SKIP LOCKED lets two machines compact at once, each run
+        folded once."""
         with self.transaction() as cur:
+            names: list[str] = []
+            lines: list[str] = []
+            if keep_max is not None:
+                cur.execute(
+                    "SELECT routine, started_at FROM (SELECT routine, started_at, row_number() "
+                    "OVER (PARTITION BY routine ORDER BY started_at DESC, id DESC) AS n "
+                    "FROM runs) t WHERE n = %s",
+                    (keep_max,),
+                )
+                for r in cur.fetchall():
+                    line = rundays.count_line(from_iso(r["started_at"]), zone)
+                    if line > before:
+                        names.append(r["routine"])
+                        lines.append(iso(line))
             cur.execute(
-                "SELECT id, routine, run_id, started_at, COALESCE(status, '') AS status, "
-                "outcome, input_tokens, output_tokens, local_input_tokens, "
-                f"local_output_tokens, tool_calls, {NANO_SQL} AS nano, {MS_SQL} AS ms "
-                "FROM runs WHERE started_at < %s "
-                f"AND COALESCE(status, '') NOT IN {sql_in(ACTIVE)} "
-                "ORDER BY started_at LIMIT %s FOR UPDATE SKIP LOCKED",
-                (iso(before), limit),
+                "SELECT r.id, r.routine, r.run_id, r.started_at, COALESCE(r.status, '') AS status, "
+                "r.outcome, r.input_tokens, r.output_tokens, r.local_input_tokens, "
+                f"r.local_output_tokens, r.tool_calls, {NANO_SQL} AS nano, {MS_SQL} AS ms "
+                "FROM runs r LEFT JOIN unnest(%s::text[], %s::text[]) AS l(routine, line) "
+                "ON l.routine = r.routine WHERE (r.started_at < %s OR r.started_at < l.line) "
+                f"AND COALESCE(r.status, '') NOT IN {sql_in(ACTIVE)} "
+                "ORDER BY r.started_at LIMIT %s FOR UPDATE OF r SKIP LOCKED",
+                (names, lines, iso(before), limit),
             )
             rows = cur.fetchall()
-            for f in rundays.fold(rows, zone):
+            folds = (
+                rundays.FoldRow(
+                    routine=r["routine"],
+                    run_id=r["run_id"] or f"row-{r['id']}",
+                    started_at=r["started_at"],
+                    status=r["status"],
+                    outcome=r["outcome"],
+                    input_tokens=r["input_tokens"] or 0,
+                    output_tokens=r["output_tokens"] or 0,
+                    local_input_tokens=r["local_input_tokens"] or 0,
+                    local_output_tokens=r["local_output_tokens"] or 0,
+                    tool_calls=r["tool_calls"] or 0,
+                    nanodollars=int(r["nano"]),
+                    duration_ms=int(r["ms"]),
+                )
+                for r in rows
+            )
+            for f in rundays.fold(folds, zone):
                 _add_day(cur, f, zone.key)
             cur.execute("DELETE FROM runs WHERE id = ANY(%s)", ([r["id"] for r in rows],))
         return len(rows)

@@ -238,7 +238,7 @@ class Daemon:
         if self.scheduler.full is not None:
             raise self.scheduler.full
         if self._last_prune is None or now - self._last_prune > timedelta(hours=24):
-            self.ledger.prune_claims(now)
+            self.ledger.prune_claims(now, self.config.ledger.keep_runs_max)
             self._last_prune = now
 
     def disk_full(self, exc: LedgerFull) -> None:

@@ -1,7 +1,8 @@
 """`vinos-routine history NAME`: the ledger's rows for a routine, newest first.
 
-Runs older than `[ledger].keep_runs_days` were compacted into one line per day (the count
-by status, dollars, tokens); those days follow the runs, as summary lines.
+Runs older than `[ledger].keep_runs_days`, or beyond a routine's newest `keep_runs_max`, were
+compacted into one line per day (the count by status, dollars, tokens); those days follow the
+runs, as summary lines.
 
 On a fleet (config.toml [fleet]) the runs are every machine's, with a MACHINE column; an
 output stays on the machine that ran it, and the line says where.

@@ -17,7 +17,7 @@ import pytest
 from routines.ledger import Ledger, LedgerError, RoutineState, iso
 from routines.ledgerapi import LedgerAPI
 from routines.pgledger import PgLedger
-from routines.runs import Outcome, RunEnd, RunStatus
+from routines.runs import Outcome, RunEnd, RunStatus, Trigger
 
 T0 = datetime(2026, 6, 1, 10, 0, tzinfo=UTC)
 NY = ZoneInfo("America/New_York")
@@ -386,3 +386,27 @@ def test_data_version_changes_when_another_connection_writes(backend: str) -> No
     finally:
         one.close()
         two.close()
+
+
+def test_keep_runs_max_folds_beyond_a_routines_newest_runs_and_prunes_claims(
+    led: LedgerAPI,
+) -> None:
+    base = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+    for i in range(10):  # one run a day
+        at = base + timedelta(days=i)
+        assert led.claim("r", sid(at), run_id=f"r-{i}", trigger=Trigger.SCHEDULE,
+                         status=RunStatus.SKIPPED, now=at)  # fmt: skip
+    # Nothing is older than `before`; keep_max = 3 folds the days before the 3rd newest run.
+    folded = 0
+    while n := led.compact(base - timedelta(days=30), UTCZ, limit=4, keep_max=3):
+        folded += n
+    assert folded == 7
+    assert [r.slot for r in led.history("r", 99)] == [
+        sid(base + timedelta(days=i)) for i in (9, 8, 7)
+    ]
+    assert sum(d.runs for d in led.days("r", 99)) == 7
+    led.prune_claims(base, keep_max=3)
+    assert [led.is_claimed("r", sid(base + timedelta(days=i))) for i in range(10)] == [
+        False
+    ] * 7 + [True] * 3
+    assert led.state("r").cursor == sid(base + timedelta(days=9))

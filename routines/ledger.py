@@ -15,6 +15,7 @@ Schema versions (PRAGMA user_version), forward only, each step an ALTER TABLE AD
   5  this    table run_days (compacted history, routines/rundays.py); routine_state + each
              routine's last run (last_run_id, last_status, last_outcome, last_started,
              last_finished), filled from runs once; auto_vacuum = INCREMENTAL (a VACUUM, once)
+  7          table proposals: actions a run proposed and what became of them (routines/proposals.py)
 
 Invariant: routine_state's last_* columns are written in the transaction that finishes a run,
 so `list` and `status` read one row per routine and never scan runs.
@@ -55,7 +56,7 @@ __all__ = [
     "iso",
 ]
 
-LEDGER_VERSION = 5
+LEDGER_VERSION = 7
 BUSY_TIMEOUT_SEC = 10.0
 CLAIM_RETENTION = timedelta(days=45)
 
@@ -144,6 +145,35 @@ _STEPS: dict[int, tuple[tuple[str, ...], tuple[str, ...]]] = {
             "ON CONFLICT(routine) DO UPDATE SET last_run_id = excluded.last_run_id, "
             "last_status = excluded.last_status, last_outcome = excluded.last_outcome, "
             "last_started = excluded.last_started, last_finished = excluded.last_finished",
+        ),
+    ),
+    7: (
+        (),
+        (
+            # One row per propose_action call; `state` moves only forward, by conditional
+            # UPDATEs in routines/proposals.py (waiting → running → done, or waiting →
+            # denied | expired | invalidated), so one decision is ever taken per proposal.
+            """CREATE TABLE proposals (
+                id INTEGER PRIMARY KEY,
+                routine TEXT NOT NULL,
+                run_id TEXT NOT NULL,
+                action TEXT NOT NULL,
+                command TEXT NOT NULL,
+                input TEXT NOT NULL,
+                summary TEXT NOT NULL,
+                fingerprint TEXT NOT NULL,
+                created_at TEXT NOT NULL,
+                expires_at TEXT NOT NULL,
+                state TEXT NOT NULL DEFAULT 'waiting',
+                decided_by TEXT,
+                decided_at TEXT,
+                why TEXT,
+                exit_status INTEGER,
+                output TEXT,
+                finished_at TEXT
+            )""",
+            "CREATE INDEX proposals_state ON proposals(state)",
+            "CREATE INDEX proposals_routine_decided ON proposals(routine, decided_at)",
         ),
     ),
 }
@@ -449,7 +479,9 @@ class Ledger:
                 else:
                     db.execute(_V1)
                     version = 1
-            for step in range(version + 1, LEDGER_VERSION + 1):
+            # Sorted keys, not a range: branches add steps in parallel and are renumbered
+            # when merged; a gap must not break the upgrade meanwhile.
+            for step in sorted(s for s in _STEPS if version < s <= LEDGER_VERSION):
                 columns, statements = _STEPS[step]
                 for column in columns:
                     db.execute(f"ALTER TABLE runs ADD COLUMN {column}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import secrets
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 from zoneinfo import ZoneInfo
 
 from ipc.messages import Job
@@ -51,6 +52,7 @@ def build_job(
     dollars_left: float | None,
     paths: Paths,
     config: Config,
+    decisions: list[dict[str, Any]] | None = None,
 ) -> Job:
     mem = memory_path(routine, paths)
     return Job(
@@ -72,4 +74,5 @@ def build_job(
         ollama_url=config.ollama_url,
         pricing={m: [p[0], p[1]] for m, p in config.pricing.items()},
         sandbox=config.sandbox.as_dict(),
+        decisions=decisions or [],
     )

@@ -23,6 +23,7 @@ from routines.config import Config
 from routines.ledger import Ledger, LedgerFull
 from routines.paths import Paths
 from routines.store import open_dir_beneath
+from supervisor.approvals import decisions_for
 from supervisor.clock import Clock
 from supervisor.jobs import build_job
 from supervisor.policy import Verdict, allowance_for, run_limit
@@ -236,6 +237,7 @@ class Pool:
             dollars_left=allowance.dollars_left,
             paths=self.paths,
             config=self.config,
+            decisions=decisions_for(self.ledger, routine),
         )
         runlog = RunLog(
             self.paths.run_log(routine.name, pending.run_id),

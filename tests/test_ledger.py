@@ -92,9 +92,9 @@ def sha(path: Path) -> str:
 def test_fresh_ledger_is_created_at_the_current_version(db_path: Path) -> None:
     assert not db_path.parent.exists()
     with Ledger(db_path) as led:
-        assert led.version == LEDGER_VERSION == 5
+        assert led.version == LEDGER_VERSION
     db = sqlite3.connect(db_path)
-    assert db.execute("PRAGMA user_version").fetchone()[0] == 5
+    assert db.execute("PRAGMA user_version").fetchone()[0] == LEDGER_VERSION
     assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     assert {"runs", "claims", "routine_state"} <= tables
@@ -120,7 +120,7 @@ def test_reopening_keeps_everything(db_path: Path) -> None:
         assert claim(led, "2024-06-01T06:00:00Z")
     before = dump(db_path)
     with Ledger(db_path) as led:
-        assert led.version == 5
+        assert led.version == LEDGER_VERSION
     assert dump(db_path) == before
 
 
@@ -560,7 +560,7 @@ def test_open_waits_for_a_locked_database(db_path: Path, kind: str) -> None:
             # An old or new ledger needs writing (WAL, migration): it waited for the other
             # writer rather than failing. A current ledger opens without writing at all.
             assert released.is_set() or kind == "wal-ledger"
-            assert led.version == 5
+            assert led.version == LEDGER_VERSION
     finally:
         thread.join()
 

@@ -176,15 +176,19 @@ def expire(ledger: Ledger, now: datetime) -> int:
         return cur.rowcount
 
 
-def invalidate(ledger: Ledger, routine: str, current: str | None, now: datetime) -> int:
-    """Mark `routine`'s waiting proposals made from another version of its file (or from a
-    routine that is gone or invalid: `current` None) `invalidated`; how many."""
+def invalidate(
+    ledger: Ledger, routine: str, current: str | None, now: datetime, only: int | None = None
+) -> int:
+    """Mark `routine`'s waiting proposals (or just proposal `only`) made from another version
+    of its file (or from a routine that is gone or invalid: `current` None) `invalidated`;
+    how many."""
     with ledger.transaction() as db:
         cur = db.execute(
             "UPDATE proposals SET state = 'invalidated', decided_by = 'runtime', "
             "decided_at = ?, why = 'the routine file was edited since it was proposed' "
-            "WHERE state = 'waiting' AND routine = ? AND (? IS NULL OR fingerprint != ?)",
-            (iso(now), routine, current, current),
+            "WHERE state = 'waiting' AND routine = ? AND (? IS NULL OR fingerprint != ?) "
+            "AND (? IS NULL OR id = ?)",
+            (iso(now), routine, current, current, only, only),
         )
         return cur.rowcount
 

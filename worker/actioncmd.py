@@ -85,7 +85,7 @@ def _approve(ledger: Ledger, p: Paths, pid: int, auto: bool) -> int:
     routine = entry.routine if entry is not None and entry.valid else None
     current = proposals.fingerprint(routine.text) if routine is not None else None
     if current != found.fingerprint:
-        proposals.invalidate(ledger, found.routine, current, _now())
+        proposals.invalidate(ledger, found.routine, current, _now(), only=pid)
     if routine is None or current is None:
         return _fail(f"proposal #{pid}: routine {found.routine!r} is gone or invalid now")
     if auto:

@@ -149,16 +149,19 @@ def approve(args: argparse.Namespace) -> int:
     p = paths()
     now = datetime.now(UTC)
     with Ledger(p.ledger) as ledger:
-        waiting, stale = fresh_waiting(ledger, now)
+        proposals.expire(ledger, now)
         found = proposals.get(ledger, args.id)
-    if found is None:
-        return die(f"no proposal #{args.id} (see: vinos-routine pending)")
-    if found.id not in {w.id for w in waiting}:
-        if found.id in {s.id for s in stale}:
-            return die(f"proposal #{found.id} is invalidated: {found.routine}'s file was edited")
+        if found is None:
+            return die(f"no proposal #{args.id} (see: vinos-routine pending)")
+        entry = scan(p).get(found.routine)
+        routine = entry.routine if entry is not None and entry.valid else None
+        current = proposals.fingerprint(routine.text) if routine is not None else None
+        if current != found.fingerprint:
+            proposals.invalidate(ledger, found.routine, current, now, only=found.id)
+            found = proposals.get(ledger, args.id) or found
+    if found.state != "waiting":
         return die(f"proposal #{found.id} cannot be approved: {_state_words(found)}")
-    entry = scan(p).get(found.routine)
-    print(_describe(found, entry.routine if entry else None))
+    print(_describe(found, routine))
     if not args.yes:
         if not sys.stdin.isatty():
             return die("not on a terminal: add --yes to approve without the question", 2)
@@ -178,7 +181,7 @@ def _state_words(found: Any) -> str:
         "done": f"it was already approved{by}{when} and ran (exit status {found.exit_status})",
         "denied": f"it was denied{when}",
         "expired": f"it expired at {found.expires_at}",
-        "invalidated": "its routine file was edited since it was proposed",
+        "invalidated": "it is invalidated: its routine file was edited since it was proposed",
     }.get(str(found.state), str(found.state))
 
 
@@ -201,7 +204,7 @@ def deny(args: argparse.Namespace) -> int:
 
     now = datetime.now(UTC)
     with Ledger(paths().ledger) as ledger:
-        fresh_waiting(ledger, now)
+        proposals.expire(ledger, now)
         found, why = proposals.deny(ledger, args.id, why=args.why.strip()[:500], now=now)
     if found is None:
         return die(f"no proposal #{args.id} (see: vinos-routine pending)")

@@ -40,6 +40,7 @@ __all__ = [
     "finish",
     "get",
     "invalidate",
+    "note",
     "waiting",
     "waiting_count",
 ]
@@ -191,6 +192,15 @@ def invalidate(
             (iso(now), routine, current, current, only, only),
         )
         return cur.rowcount
+
+
+def note(ledger: Ledger, proposal_id: int, why: str) -> None:
+    """Say on a waiting proposal why it still waits (auto_approve declined)."""
+    with ledger.transaction() as db:
+        db.execute(
+            "UPDATE proposals SET why = ? WHERE id = ? AND state = 'waiting'",
+            (why[:500], proposal_id),
+        )
 
 
 def claim(

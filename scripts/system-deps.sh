@@ -25,6 +25,7 @@ missing_cmds() {
     command -v bsdtar >/dev/null || out+=(bsdtar)
     command -v fakeroot >/dev/null || out+=(fakeroot)
     command -v runuser >/dev/null || out+=(runuser)
+    command -v ssh-keygen >/dev/null || out+=(ssh-keygen)
     command -v unshare >/dev/null || out+=(unshare)
     # The egress tests: `ip` sets up the namespace standing for the internet, curl is the
     # client inside the sandbox.
@@ -55,10 +56,10 @@ if command -v apt-get >/dev/null; then
     apt-get install -y -qq --no-install-recommends \
         bubblewrap libseccomp2 python3 python3-venv systemd \
         makepkg pacman-package-manager libarchive-tools fakeroot \
-        util-linux bsdextrautils procps ca-certificates zsh fish chromium iproute2 curl >/dev/null
+        util-linux bsdextrautils procps ca-certificates zsh fish chromium iproute2 curl openssh-client >/dev/null
 elif [ -x /usr/bin/pacman ] && [ -f /etc/arch-release ]; then
     # -Syu: Arch does not support partial upgrades.
-    pacman -Syu --needed --noconfirm bubblewrap libseccomp python systemd base-devel util-linux procps-ng zsh fish chromium iproute2 curl >/dev/null
+    pacman -Syu --needed --noconfirm bubblewrap libseccomp python systemd base-devel util-linux procps-ng zsh fish chromium iproute2 curl openssh >/dev/null
 else
     echo "system-deps: no apt-get or Arch pacman here; install by hand: $need" >&2
     exit 1

@@ -44,17 +44,18 @@ USAGE = "usage: python -m worker.actioncmd ID [--auto]"
 
 
 def signature_problem(routine: Routine, p: Paths) -> str | None:
-    """Why `routine`'s signature does not let it act alone, or None when it does."""
+    """Why `routine` may not act alone, or None when it may: auto_approve set, and the bytes
+    it was parsed from (whose fingerprint matched the proposal) signed by a trusted key."""
+    from routines.signing import verify_routine
+
     if not routine.auto_approve:
         return "auto_approve is not set"
-    try:
-        from routines import signing  # type: ignore[attr-defined,unused-ignore]
-    except ImportError:
-        return "this build cannot check signatures: auto_approve ignored"
-    verdict = signing.verify_routine(routine.source, p)  # type: ignore[attr-defined,unused-ignore]
-    if getattr(verdict, "ok", False):
+    check = verify_routine(
+        routine.source, p.home / "allowed_signers", data=routine.text.encode("utf-8")
+    )
+    if check.trusted:
         return None
-    return str(getattr(verdict, "reason", None) or "signature invalid: auto_approve ignored")
+    return f"{check.describe()}: auto_approve ignored"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -91,6 +92,7 @@ def _approve(ledger: Ledger, p: Paths, pid: int, auto: bool) -> int:
     if auto:
         problem = signature_problem(routine, p)
         if problem is not None:
+            proposals.note(ledger, pid, problem)
             print(f"vinos-routine: proposal #{pid} waits for a person: {problem}", file=sys.stderr)
             return AUTO_DECLINED
     won, why = proposals.claim(

@@ -109,6 +109,8 @@ def pending(args: argparse.Namespace) -> int:
     for w in waiting:
         print(f"#{w.id}  {w.routine} · {w.action} · {_age(w.created_at, now)}")
         print(f"    {one_line(w.summary)}")
+        if w.why:
+            print(f"    (not run automatically: {one_line(w.why)})")
         lines = w.input.splitlines() or [""]
         for line in lines[:INPUT_PREVIEW_LINES]:
             print(f"    │ {visible(line, newlines=False)[:200]}")

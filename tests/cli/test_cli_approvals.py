@@ -24,6 +24,7 @@ from fakes import ollama_replies as O
 
 from routines import proposals
 from routines.ledger import LEDGER_VERSION, Ledger, from_iso
+from routines.signing import NAMESPACE, sign_routine
 
 INPUT = "To: bob@example.org\nSubject: Re: lunch\n\nThursday works. See you at noon.\n"
 
@@ -316,3 +317,98 @@ def test_a_v5_ledger_gains_the_proposals_table(cli: Cli) -> None:
             expires_after=60,
         )
         assert [w.id for w in proposals.waiting(led)] == [pid]
+
+
+# -- auto_approve: real ssh-keygen keys made here --------------------------------------------
+
+
+def make_key(directory: Path, name: str) -> Path:
+    key = directory / name
+    subprocess.run(
+        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", name, "-f", str(key)],
+        check=True,
+    )
+    return key
+
+
+@pytest.fixture
+def keys(cli: Cli, tmp_path: Path) -> dict[str, Path]:
+    """alice is trusted (in VINOS_HOME/allowed_signers), eve is not."""
+    d = tmp_path / "keys"
+    d.mkdir()
+    found = {n: make_key(d, n) for n in ("alice", "eve")}
+    kind, blob = found["alice"].with_suffix(".pub").read_text().split()[:2]
+    (cli.home / "allowed_signers").write_text(f'alice namespaces="{NAMESPACE}" {kind} {blob}\n')
+    return found
+
+
+def auto_drafter(cli: Cli) -> Path:
+    path = drafter(cli)
+    path.write_text(path.read_text().replace("[routine]\n", "[routine]\nauto_approve = true\n"))
+    return path
+
+
+def settled(cli: Cli) -> proposals.Proposal:
+    """The run's one proposal once the auto-approve runner is through with it: ran, or
+    still waiting with the reason it was not run automatically."""
+    deadline = time.monotonic() + 60
+    while True:
+        [p] = rows(cli)
+        if p.state == "done" or (p.state == "waiting" and p.why):
+            return p
+        assert time.monotonic() < deadline, p
+        time.sleep(0.05)
+
+
+def test_a_signed_routine_with_auto_approve_runs_its_proposal_at_once(
+    cli: Cli, ollama: FakeOllama, keys: dict[str, Path], not_root: None
+) -> None:
+    sign_routine(auto_drafter(cli), keys["alice"])
+    ollama.add(propose(), O.text("sent"))
+    run_once(cli)
+    p = settled(cli)
+    assert (p.state, p.decided_by, p.exit_status, p.output) == ("done", "auto", 0, INPUT)
+    assert ran_log(cli).read_text() == INPUT
+    assert "nothing waits for you" in cli("pending").stdout
+
+
+def test_a_one_byte_edit_after_signing_stops_auto_approve(
+    cli: Cli, ollama: FakeOllama, keys: dict[str, Path], not_root: None
+) -> None:
+    path = auto_drafter(cli)
+    sign_routine(path, keys["alice"])
+    path.write_bytes(path.read_bytes().replace(b"drafts replies", b"drafts replieS"))
+    ollama.add(propose(), O.text("drafted"))
+    run_once(cli)
+    p = settled(cli)
+    assert (p.state, p.decided_by) == ("waiting", None)
+    assert p.why is not None and p.why.startswith("signature invalid")
+    assert not ran_log(cli).exists()
+    out = cli("pending").stdout
+    assert "(not run automatically: signature invalid" in out
+    r = cli("approve", str(p.id), "--yes", timeout=120)  # a person still can
+    assert r.returncode == 0, r.stderr
+    assert rows(cli)[0].decided_by == "cli"
+
+
+def test_a_signature_by_an_untrusted_key_is_ignored(
+    cli: Cli, ollama: FakeOllama, keys: dict[str, Path], not_root: None
+) -> None:
+    sign_routine(auto_drafter(cli), keys["eve"])
+    ollama.add(propose(), O.text("drafted"))
+    run_once(cli)
+    p = settled(cli)
+    assert p.state == "waiting" and p.why is not None
+    assert p.why.startswith("signature invalid") and p.why.endswith("auto_approve ignored")
+    assert not ran_log(cli).exists()
+
+
+def test_auto_approve_without_a_signature_waits(
+    cli: Cli, ollama: FakeOllama, keys: dict[str, Path], not_root: None
+) -> None:
+    auto_drafter(cli)
+    ollama.add(propose(), O.text("drafted"))
+    run_once(cli)
+    p = settled(cli)
+    assert (p.state, p.why) == ("waiting", "unsigned: auto_approve ignored")
+    assert not ran_log(cli).exists()

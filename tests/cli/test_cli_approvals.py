@@ -114,6 +114,17 @@ def test_a_proposal_is_recorded_and_nothing_runs(
     [j] = [json.loads(line) for line in cli("pending", "--json").stdout.splitlines()]
     assert (j["id"], j["state"], j["input"]) == (p.id, "waiting", INPUT)
 
+    shown = cli("brief")
+    brief = shown.stdout.splitlines()
+    assert shown.returncode == 0, shown.stderr
+    assert brief[:3] == [
+        "1 action waits for your decision:",
+        f"  #{p.id} drafter · send-reply: Reply to Bob about lunch",
+        f"      vinos-routine approve {p.id}   ·   vinos-routine deny {p.id}",
+    ]
+    [listed] = json.loads(cli("brief", "--json").stdout)["pending"]
+    assert (listed["id"], listed["summary"]) == (p.id, "Reply to Bob about lunch")
+
 
 def test_undeclared_actions_and_oversized_input_are_refused_and_the_run_goes_on(
     cli: Cli, ollama: FakeOllama, not_root: None

@@ -38,6 +38,7 @@ __all__ = [
     "expire",
     "fingerprint",
     "finish",
+    "for_routine",
     "get",
     "invalidate",
     "note",
@@ -151,6 +152,19 @@ def waiting(ledger: Ledger, routine: str | None = None) -> list[Proposal]:
     if routine is not None:
         sql, args = sql + " AND routine = ?", (routine,)
     rows = _db(ledger).execute(sql + " ORDER BY created_at DESC, id DESC", args).fetchall()
+    return [_row(r) for r in rows]
+
+
+def for_routine(ledger: Ledger, routine: str, limit: int = 20) -> list[Proposal]:
+    """`routine`'s proposals in any state, newest first (for `history`)."""
+    rows = (
+        _db(ledger)
+        .execute(
+            "SELECT * FROM proposals WHERE routine = ? ORDER BY created_at DESC, id DESC LIMIT ?",
+            (routine, limit),
+        )
+        .fetchall()
+    )
     return [_row(r) for r in rows]
 
 

@@ -176,6 +176,10 @@ def test_approved_runs_once_with_its_stdin_and_a_second_approve_is_an_error(
     assert "cannot be denied" in cli("deny", str(p.id)).stderr
     assert ran_log(cli).read_text() == INPUT  # still once
     assert "nothing waits for you" in cli("pending").stdout
+    history = cli("history", "drafter").stdout
+    assert f"#{p.id} " in history
+    assert "send-reply · done by cli, exit 0 · Reply to Bob about lunch" in history
+    assert "output: To: bob@example.org" in history
 
 
 def test_approve_asks_on_a_terminal(

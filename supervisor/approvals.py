@@ -8,17 +8,18 @@ sandbox), started here for `auto_approve` and exec'ed by `vinos-routine approve`
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import subprocess
 import sys
 import threading
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from ipc import Proposal
 from routines import proposals
-from routines.ledger import Ledger
+from routines.ledger import Ledger, LedgerError
 from routines.safetext import one_line
 from routines.spec import Routine
 
@@ -70,11 +71,15 @@ def record_proposals(
     return Recorded(tuple(ids), tuple(refused))
 
 
-def decisions_for(ledger: Ledger, routine: Routine) -> list[dict[str, Any]]:
+def decisions_for(
+    ledger: Ledger, routine: Routine, now: datetime | None = None
+) -> list[dict[str, Any]]:
     """What became of `routine`'s proposals since its last finished run started, for the
-    next run's prompt."""
+    next run's prompt (expired ones are marked first, so the run hears of them too)."""
     if not routine.actions:
         return []
+    with contextlib.suppress(LedgerError):  # a full disk must not stop the run
+        proposals.expire(ledger, now or datetime.now(UTC))
     row = ledger._db.execute(
         "SELECT last_started FROM routine_state WHERE routine = ?", (routine.name,)
     ).fetchone()

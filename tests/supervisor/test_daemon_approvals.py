@@ -13,7 +13,13 @@ from fakes import ollama_replies as O
 from routines import proposals
 from routines.ledger import Ledger
 from routines.paths import paths
-from tests.supervisor.daemonkit import Daemon, fake_notify_send, notifications, write_routine
+from tests.supervisor.daemonkit import (
+    Daemon,
+    fake_notify_send,
+    notifications,
+    wait_for,
+    write_routine,
+)
 
 ROUTINE = """[routine]
 description = "drafts replies"
@@ -64,10 +70,17 @@ def test_the_daemon_records_proposals_notifies_and_tells_the_next_run(
                 fin["run_id"],
             )
             proposals.deny(led, p.id, why="wrong tone", now=datetime.now(UTC))
-        [note] = [n for n in notifications(record) if "drafter proposes an action" in n]
+        # Sent after the run's answer: waited for.
+        [note] = wait_for(
+            lambda: [n for n in notifications(record) if "drafter proposes an action" in n],
+            what="the proposal's notification",
+        )
         assert f"vinos-routine approve {p.id}" in "\n".join(note)
 
-        assert d.request("run", {"name": "drafter"})["status"] == "ok"
+        again = d.request("run", {"name": "drafter"})
+        assert again["status"] == "ok", again
         assert d.stop() == 0
+        chats = [c.body["messages"][-1]["content"][:80] for c in ollama.chats]
+    assert len(told) == 1, (again, chats, d.log())
     [user] = told
     assert f'- #{p.id} send-reply "Reply to Bob": denied; why: wrong tone' in user

@@ -40,8 +40,13 @@ __all__ = [
     "SignatureCheck",
     "SignatureState",
     "SigningError",
+    "TrustedKey",
+    "auto_approve_requested",
+    "parse_public_key",
     "sign_routine",
+    "signature_note",
     "signature_path",
+    "trust_key",
     "verify_bytes",
     "verify_routine",
 ]
@@ -80,6 +85,39 @@ class SignatureCheck:
         if self.state is SignatureState.UNSIGNED:
             return "unsigned"
         return f"signature invalid: {self.reason}"
+
+
+def auto_approve_requested(routine: object) -> bool:
+    """Whether the routine file sets `[routine].auto_approve = true` (the parsed field when
+    the spec has it, else read from the TOML text the routine was parsed from)."""
+    value = getattr(routine, "auto_approve", None)
+    if isinstance(value, bool):
+        return value
+    import tomllib
+
+    try:
+        table = tomllib.loads(str(getattr(routine, "text", ""))).get("routine")
+    except tomllib.TOMLDecodeError:
+        return False
+    return isinstance(table, dict) and table.get("auto_approve") is True
+
+
+def signature_note(check: SignatureCheck, auto_approve: bool, name: str) -> tuple[str, bool] | None:
+    """What `list` and `validate` say about a routine's signature: (text, is_warning), or
+    None for an unsigned routine that asks for nothing (pure)."""
+    if check.state is SignatureState.VALID:
+        return check.describe() + ("; auto_approve in effect" if auto_approve else ""), False
+    if check.state is SignatureState.INVALID:
+        if auto_approve:
+            return f"signature invalid: auto_approve ignored ({check.reason})", True
+        return f"signature invalid ({check.reason})", True
+    if auto_approve:
+        return (
+            f"[routine].auto_approve: true, but the file is not signed: ignored, its proposals "
+            f"wait for you (read it, then: vinos-routine sign {name})",
+            True,
+        )
+    return None
 
 
 class SigningError(Exception):
@@ -137,50 +175,36 @@ def verify_bytes(
         _write_new(sig_file, signature)
         _write_new(signers_file, allowed_signers)
         try:
-            check = _run(
-                [keygen, "-Y", "check-novalidate", "-n", NAMESPACE, "-s", str(sig_file)], data
-            )
-            if check.returncode != 0:
-                return _invalid(f"does not verify ({_last_line(check.stderr)})")
-            fingerprint = _fingerprint(check.stdout + check.stderr)
-            who = _run(
-                [keygen, "-Y", "find-principals", "-f", str(signers_file), "-s", str(sig_file)], b""
-            )
-            principals = [p for p in who.stdout.decode(errors="replace").splitlines() if p]
-            if who.returncode != 0 or not principals:
-                return _invalid(
-                    f"signed by key {fingerprint or '?'}, which {where} does not "
-                    "trust for vinos-routine",
-                    fingerprint,
-                )
-            for principal in principals:
-                ok = _run(
-                    [
-                        keygen,
-                        "-Y",
-                        "verify",
-                        "-f",
-                        str(signers_file),
-                        "-I",
-                        principal,
-                        "-n",
-                        NAMESPACE,
-                        "-s",
-                        str(sig_file),
-                    ],
-                    data,
-                )
-                if ok.returncode == 0 and ok.stdout.startswith(b"Good "):
-                    return SignatureCheck(
-                        SignatureState.VALID, principal, _fingerprint(ok.stdout) or fingerprint
-                    )
-            return _invalid(
-                f"key {fingerprint or '?'} does not verify against {where} "
-                f"({_last_line(ok.stderr)})",
-                fingerprint,
-            )
+            return _check(keygen, sig_file, signers_file, data, where)
         except SigningError as exc:
             return _invalid(str(exc))
+
+
+def _check(keygen: str, sig: Path, signers: Path, data: bytes, where: str) -> SignatureCheck:
+    """find-principals, then verify as each: two ssh-keygen runs for a good signature.
+    Only a signature that does not verify costs a third (check-novalidate), to say why."""
+    who = _run([keygen, "-Y", "find-principals", "-f", str(signers), "-s", str(sig)], b"")
+    principals = [p for p in who.stdout.decode(errors="replace").splitlines() if p]
+    failed = b""
+    for principal in principals if who.returncode == 0 else []:
+        argv = [keygen, "-Y", "verify", "-f", str(signers), "-I", principal, "-n", NAMESPACE]
+        ok = _run([*argv, "-s", str(sig)], data)
+        if ok.returncode == 0 and ok.stdout.startswith(b"Good "):
+            return SignatureCheck(SignatureState.VALID, principal, _fingerprint(ok.stdout))
+        failed = ok.stderr
+    check = _run([keygen, "-Y", "check-novalidate", "-n", NAMESPACE, "-s", str(sig)], data)
+    if check.returncode != 0:
+        return _invalid(f"does not verify ({_last_line(check.stderr)})")
+    fingerprint = _fingerprint(check.stdout + check.stderr)
+    if not failed:
+        return _invalid(
+            f"signed by key {fingerprint or '?'}, which {where} does not trust for vinos-routine",
+            fingerprint,
+        )
+    return _invalid(
+        f"key {fingerprint or '?'} does not verify against {where} ({_last_line(failed)})",
+        fingerprint,
+    )
 
 
 def sign_routine(path: Path, key: Path) -> Path:
@@ -250,7 +274,7 @@ def _run(argv: list[str], data: bytes) -> subprocess.CompletedProcess[bytes]:
         )
     except subprocess.TimeoutExpired as exc:
         raise SigningError(
-            f"ssh-keygen {argv[2]} did not answer in {_VERIFY_TIMEOUT:.0f} s"
+            f"ssh-keygen {' '.join(argv[1:3])} did not answer in {_VERIFY_TIMEOUT:.0f} s"
         ) from exc
     except OSError as exc:
         raise SigningError(f"cannot run {argv[0]}: {exc.strerror}") from exc
@@ -272,3 +296,118 @@ def _last_line(stderr: bytes) -> str:
 
     lines = [line for line in stderr.decode(errors="replace").splitlines() if line.strip()]
     return one_line(lines[-1]) if lines else "no message"
+
+
+# What a principal may be: allowed_signers reads `*`, `?` and `!` as patterns and `,` as a
+# list, so a principal named by a key's comment must be a plain name to mean only itself.
+PRINCIPAL_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@+-]{0,127}")
+_KEY_TYPES = frozenset(
+    {
+        "ssh-ed25519",
+        "ssh-rsa",
+        "ecdsa-sha2-nistp256",
+        "ecdsa-sha2-nistp384",
+        "ecdsa-sha2-nistp521",
+        "sk-ssh-ed25519@openssh.com",
+        "sk-ecdsa-sha2-nistp256@openssh.com",
+    }
+)
+MAX_PUBLIC_KEY = 16 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class TrustedKey:
+    principal: str
+    kind: str  # ssh-ed25519, …
+    blob: str  # the base64 key
+    fingerprint: str
+    added: bool  # False: the key was in allowed_signers already (as `principal`)
+
+    def line(self) -> str:
+        return f'{self.principal} namespaces="{NAMESPACE}" {self.kind} {self.blob}\n'
+
+
+def parse_public_key(text: str, where: str) -> tuple[str, str, str]:
+    """(type, base64 key, comment) of a one-line OpenSSH public key; SigningError naming
+    `where`, what was expected and what was found otherwise (pure)."""
+    import base64
+    import binascii
+
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.startswith("#")]
+    if any("PRIVATE KEY" in ln for ln in lines):
+        raise SigningError(f"{where}: this is a private key; give its public half (the .pub file)")
+    if len(lines) != 1:
+        raise SigningError(
+            f"{where}: expected one public key line (ssh-ed25519 AAAA… comment), "
+            f"found {len(lines)} lines"
+        )
+    fields = lines[0].split(maxsplit=2)
+    if len(fields) < 2 or fields[0] not in _KEY_TYPES:
+        from routines.safetext import one_line
+
+        raise SigningError(
+            f"{where}: expected an OpenSSH public key (ssh-ed25519, ecdsa-sha2-…, ssh-rsa), "
+            f"found {one_line(fields[0][:40]) if fields else 'nothing'!r}"
+        )
+    try:
+        raw = base64.b64decode(fields[1], validate=True)
+    except (binascii.Error, ValueError):
+        raise SigningError(f"{where}: the key is not valid base64") from None
+    # The blob names its own type first (a uint32 length, then the name): they must agree.
+    if raw[4 : 4 + int.from_bytes(raw[:4], "big")].decode(errors="replace") != fields[0]:
+        raise SigningError(f"{where}: the key data is not a {fields[0]} key")
+    return fields[0], fields[1], fields[2].strip() if len(fields) > 2 else ""
+
+
+def trust_key(pubkey: Path, allowed_signers: Path, principal: str | None = None) -> TrustedKey:
+    """Add the public key in `pubkey` to `allowed_signers` for namespace vinos-routine, as
+    `principal` (default: the key's comment). A key trusted already is not added twice.
+    Raises SigningError."""
+    from routines.checks import RoutineInvalid
+    from routines.loader import read_routine_file  # a regular file, size-capped, O_NONBLOCK
+
+    try:
+        data = read_routine_file(pubkey)
+    except RoutineInvalid as exc:
+        raise SigningError(str(exc.problems[0])) from None
+    if len(data) > MAX_PUBLIC_KEY:
+        raise SigningError(f"{pubkey}: {len(data):,} bytes is too large for a public key")
+    kind, blob, comment = parse_public_key(data.decode("utf-8", "replace"), str(pubkey))
+    who = principal if principal is not None else comment
+    if not PRINCIPAL_RE.fullmatch(who):
+        from routines.safetext import one_line
+
+        source = "--as" if principal is not None else "the key's comment"
+        raise SigningError(
+            f"{pubkey}: {source} {one_line(who)!r} is not a usable signer name (expected "
+            "letters, digits and . _ @ + -, like alice@laptop); name it with --as NAME"
+        )
+    fingerprint = _key_fingerprint(kind, blob)
+    existing = b""
+    if os.path.lexists(allowed_signers):
+        got = read_regular(allowed_signers, MAX_ALLOWED_SIGNERS + 1, head=True)
+        if got is None:
+            raise SigningError(f"{allowed_signers} is not a regular file (or unreadable)")
+        existing = got
+    for line in existing.decode("utf-8", "replace").splitlines():
+        parts = line.split()
+        if blob in parts:
+            return TrustedKey(parts[0], kind, blob, fingerprint, added=False)
+    key = TrustedKey(who, kind, blob, fingerprint, added=True)
+    if existing and not existing.endswith(b"\n"):
+        existing += b"\n"
+    write_atomic(allowed_signers, existing + key.line().encode(), mode=0o644)
+    return key
+
+
+def _key_fingerprint(kind: str, blob: str) -> str:
+    """SHA256:… as ssh-keygen -l prints it; ssh-keygen checks the key parses too."""
+    keygen = _ssh_keygen()
+    with tempfile.TemporaryDirectory(prefix="vinos-key-") as tmp:
+        path = Path(tmp, "key.pub")
+        _write_new(path, f"{kind} {blob}\n".encode())
+        done = _run([keygen, "-l", "-E", "sha256", "-f", str(path)], b"")
+    fingerprint = _fingerprint(done.stdout)
+    if done.returncode != 0 or fingerprint is None:
+        raise SigningError(f"ssh-keygen does not accept the key: {_last_line(done.stderr)}")
+    return fingerprint

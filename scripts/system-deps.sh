@@ -31,6 +31,8 @@ missing_cmds() {
     # client inside the sandbox.
     command -v ip >/dev/null || out+=(iproute2)
     command -v curl >/dev/null || out+=(curl)
+    # Routine signatures (routines/signing.py): ssh-keygen -Y sign/verify.
+    command -v ssh-keygen >/dev/null || out+=(ssh-keygen)
     command -v script >/dev/null || out+=(script)
     command -v zsh >/dev/null || out+=(zsh)      # the zsh and fish completion tests
     command -v fish >/dev/null || out+=(fish)

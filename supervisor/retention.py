@@ -1,5 +1,5 @@
-"""What the state dir keeps, and deleting the rest: outputs and run logs older than
-`[ledger].keep_outputs_days`.
+"""What the state dir keeps, and deleting the rest: outputs, run logs and run conversations
+older than `[ledger].keep_outputs_days`.
 
 The state dir was writable from sandboxes in the first design, so nothing here walks it by
 path: every directory is opened with O_NOFOLLOW relative to its parent's fd, every entry is
@@ -20,6 +20,7 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 __all__ = [
+    "CONVERSATION_NAME",
     "OUTPUT_NAME",
     "RUN_LOG_NAME",
     "Cutoffs",
@@ -35,6 +36,9 @@ __all__ = [
 OUTPUT_NAME = re.compile(r"^(\d{4}-\d{2}-\d{2})-\d{4}(?:-\d+)?\.md$")
 # state/<name>/runs/<run-id>.jsonl, run ids 20261202T060012-day-brief-3f9a1c (supervisor/jobs.py).
 RUN_LOG_NAME = re.compile(r"^(\d{8}T\d{6})-[a-z0-9-]+\.jsonl$")
+# state/<name>/runs/<run-id>.conversation.json, what `reply` continues (routines/conversation.py):
+# kept as long as the run's log.
+CONVERSATION_NAME = re.compile(r"^(\d{8}T\d{6})-[a-z0-9-]+\.conversation\.json$")
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
@@ -136,6 +140,7 @@ def prune_routine(state_dir: str, routine: str, cut: Cutoffs) -> int:
                     return started is not None and started < cut.logs_before
 
                 removed += _prune(logs, RUN_LOG_NAME, old_log)
+                removed += _prune(logs, CONVERSATION_NAME, old_log)
     except (FileNotFoundError, NotADirectoryError):
         pass  # removed meanwhile
     except OSError as exc:

@@ -16,6 +16,7 @@ import pytest
 from helpers import at
 
 from routines.ledger import LEDGER_VERSION, Ledger, LedgerError
+from routines.runs import RunEnd
 
 # v2.0.4: the runs table of seed 000 ("tokens, dollars, duration, exit status"), in rollback
 # journal mode, no other table.
@@ -220,7 +221,7 @@ def test_migrated_ledger_takes_new_runs_beside_old_ones(tmp_path: Path) -> None:
         led.finish_run(
             "new-1",
             now=at("2025-03-04 11:01:01"),
-            fields={"status": "ok", "dollars": 0.01, "tools_used": ["run_shell"]},
+            end=RunEnd(status="ok", dollars=0.01, tools_used=["run_shell"]),
         )
         history = led.history("day-brief")
         assert [(r.id, r.run_id, r.status) for r in history] == [
@@ -245,8 +246,8 @@ def test_newer_ledger_is_refused_and_left_byte_for_byte(tmp_path: Path) -> None:
     with pytest.raises(LedgerError) as info:
         Ledger(path)
     assert str(info.value) == (
-        f"{path}: written by a newer vinos-routine (schema {LEDGER_VERSION + 4}, "
-        f"this one knows {LEDGER_VERSION}); "
+        f"{path}: written by a newer vinos-routine (schema {LEDGER_VERSION + 4}, this one knows "
+        f"{LEDGER_VERSION}); "
         "upgrade vinos-routine, the ledger was not touched"
     )
     assert hashlib.sha256(path.read_bytes()).hexdigest() == before

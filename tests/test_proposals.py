@@ -4,6 +4,7 @@ UPDATEs, also between processes released at once by a barrier."""
 from __future__ import annotations
 
 import multiprocessing as mp
+import sqlite3
 from datetime import UTC, datetime, timedelta
 from multiprocessing.synchronize import Barrier
 from pathlib import Path
@@ -12,7 +13,7 @@ from typing import Any
 import pytest
 
 from routines import proposals
-from routines.ledger import Ledger
+from routines.ledger import _STEPS, _V1, LEDGER_VERSION, Ledger
 from routines.proposals import Decider, ProposalState
 
 CTX = mp.get_context("fork")
@@ -116,3 +117,30 @@ def test_processes_racing_to_approve_one_proposal_exactly_one_wins(tmp_path: Pat
             p.join(timeout=30)
         assert results.count("won") == 1, results
         assert all(r.startswith("it was already approved by cli") for r in results if r != "won")
+
+
+def test_a_v5_ledger_gains_the_proposals_table(tmp_path: Path) -> None:
+    """The ledger of the release before (schema 5), made with plain sqlite3 by the steps that
+    made it, keeps its runs and gains an empty proposals table."""
+    path = tmp_path / "ledger.db"
+    db = sqlite3.connect(path)
+    db.execute(_V1)
+    for step in range(2, 6):
+        columns, statements = _STEPS[step]
+        for column in columns:
+            db.execute(f"ALTER TABLE runs ADD COLUMN {column}")
+        for statement in statements:
+            db.execute(statement)
+    db.execute(
+        "INSERT INTO runs (run_id, routine, trigger, status, started_at) "
+        "VALUES ('r0', 'inbox', 'manual', 'ok', '2026-12-01T07:00:00.000000Z')"
+    )
+    db.execute("PRAGMA user_version = 5")
+    db.commit()
+    db.close()
+    with Ledger(path) as led:
+        assert led.version == LEDGER_VERSION
+        assert [r.run_id for r in led.history("inbox")] == ["r0"]
+        assert proposals.waiting(led) == []
+        pid = add(led)
+        assert [w.id for w in proposals.waiting(led)] == [pid]

@@ -32,7 +32,7 @@ def run_command(run: RunContext) -> Result:
 
     def failed(message: str) -> Result:
         return Result(
-            status=RunStatus.FAILED.value,
+            status=RunStatus.FAILED,
             route="command",
             summary=message.splitlines()[0],
             error=message,
@@ -73,7 +73,7 @@ def run_command(run: RunContext) -> Result:
     if res.timed_out:
         message = f"the command timed out after {timeout:g} s (timeout_sec)" + _tail(tail)
         return Result(
-            status=RunStatus.TIMEOUT.value,
+            status=RunStatus.TIMEOUT,
             route="command",
             summary=message.splitlines()[0],
             error=message,
@@ -85,7 +85,7 @@ def run_command(run: RunContext) -> Result:
     name, webhook_error = write_and_post(run, res.stdout)
     first = next((ln.strip() for ln in res.stdout.splitlines() if ln.strip()), "")
     return Result(
-        status=(RunStatus.FAILED if webhook_error else RunStatus.OK).value,
+        status=RunStatus.FAILED if webhook_error else RunStatus.OK,
         summary=first[:200] or "the command succeeded with no output",
         output_file=name,
         route="command",

@@ -12,7 +12,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ipc.messages import EventKind, Job
+from ipc.messages import EventKind, Job, Outcome
 from routines import paths as paths_mod
 from routines.spec import Routine
 from worker import keys
@@ -67,7 +67,7 @@ class RunContext:
     spent: Spent = field(default_factory=Spent)
     tool_calls: int = 0
     tools_used: list[str] = field(default_factory=list)
-    outcome: str | None = None
+    outcome: Outcome | None = None
     outcome_summary: str = ""
     proposals: int = 0  # propose_action calls accepted
     _local: OllamaProvider | None = None

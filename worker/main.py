@@ -120,7 +120,7 @@ def run_job(job: Job, channel: object) -> Result:
 
 
 def _failed(message: str) -> Result:
-    return Result(status=RunStatus.FAILED.value, summary=message.splitlines()[0], error=message)
+    return Result(status=RunStatus.FAILED, summary=message.splitlines()[0], error=message)
 
 
 def _send_crash(out: IO[bytes], channel: object, exc: BaseException) -> None:

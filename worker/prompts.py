@@ -9,6 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from routines.runs import Outcome, Trigger
 from routines.safetext import one_line
 from routines.spec import AgentSpec
 from worker import memory
@@ -30,8 +31,12 @@ TOOL_READ = "read_files"
 TOOL_SHELL = "run_shell"
 TOOL_OUTCOME = "report_outcome"
 TOOL_PROPOSE = "propose_action"
-OUTCOMES = ("done", "nothing-to-do", "needs-attention")
-_TRIGGER_WORDS = {"schedule": "scheduled", "catch_up": "catch-up", "manual": "manual"}
+_TRIGGER_WORDS = {
+    Trigger.SCHEDULE: "scheduled",
+    Trigger.CATCH_UP: "catch-up",
+    Trigger.MANUAL: "manual",
+    Trigger.REPLY: "reply",
+}
 
 
 def runtime_notes(name: str, tools: list[ToolSpec]) -> str:
@@ -65,7 +70,7 @@ def system_prompt(agent: AgentSpec, name: str, tools: list[ToolSpec]) -> str:
     return f"{agent.system.strip()}\n\n---\n{runtime_notes(name, tools)}"
 
 
-def task_text(started: datetime, trigger: str) -> str:
+def task_text(started: datetime, trigger: Trigger) -> str:
     """The user turn without memory (what the router reads as "the user turn")."""
     kind = _TRIGGER_WORDS.get(trigger, trigger)
     when = started.strftime("%A %d %B %Y, %H:%M (UTC%z)")
@@ -167,7 +172,7 @@ def tool_specs(agent: AgentSpec) -> list[ToolSpec]:
             {
                 "type": "object",
                 "properties": {
-                    "status": {"type": "string", "enum": list(OUTCOMES)},
+                    "status": {"type": "string", "enum": [o.value for o in Outcome]},
                     "summary": {"type": "string", "description": "one line"},
                 },
                 "required": ["status", "summary"],

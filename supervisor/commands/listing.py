@@ -50,6 +50,9 @@ class RoutineLine:
     queued: bool = False
     max_dollars_per_day: float | None = None  # the daily budget, None when unlimited
     open_on_login: bool = False  # its outputs wait to be seen (`brief --unseen`)
+    signature: str = "unsigned"  # routines.signing.SignatureState
+    signature_note: str | None = None  # "signed by …", "signature invalid: …"
+    signature_warning: bool = False  # the note is a problem (invalid, or auto_approve unsigned)
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -72,6 +75,8 @@ class RoutineLine:
             "queued": self.queued,
             "max_dollars_per_day": self.max_dollars_per_day,
             "open_on_login": self.open_on_login,
+            "signature": self.signature,
+            "signature_note": self.signature_note,
         }
 
 
@@ -79,9 +84,10 @@ def collect(now: datetime | None = None) -> list[RoutineLine]:
     """One line per routine file, from the registry and the ledger (no daemon needed)."""
     from zoneinfo import ZoneInfo
 
-    from routines.ledger import Ledger
+    from routines.ledger import Ledger, is_enabled
     from routines.paths import paths
     from routines.registry import scan
+    from routines.runs import RunStatus
     from routines.schedule import summary
 
     now = now or datetime.now(UTC)
@@ -117,7 +123,7 @@ def collect(now: datetime | None = None) -> list[RoutineLine]:
                     )
                 )
                 continue
-            enabled = state.enabled(r.enabled) if state else r.enabled
+            enabled = is_enabled(states, name, r.enabled)
             description, next_run = summary(r.schedule, r.kind, name, enabled, now)
             lr = last.get(name)
             lines.append(
@@ -137,13 +143,49 @@ def collect(now: datetime | None = None) -> list[RoutineLine]:
                     disabled_reason=state.disabled_reason if state and not enabled else None,
                     errors=errors,
                     warnings=entry.warnings,
-                    running=(name, "running") in active,
-                    queued=(name, "queued") in active,
+                    running=(name, RunStatus.RUNNING) in active,
+                    queued=(name, RunStatus.QUEUED) in active,
                     max_dollars_per_day=r.budget.max_dollars_per_day,
                     open_on_login=r.output.open_on_login,
+                    **_signature(entry.path, r, p.allowed_signers),
                 )
             )
     return lines
+
+
+def _signature(path: Any, routine: Any, allowed_signers: Any) -> dict[str, Any]:
+    """The signature fields of a routine's line. ssh-keygen runs only for a file that has a
+    .sig: an unsigned routine costs `list` one lstat."""
+    import os
+
+    from routines.signing import (
+        auto_approve_requested,
+        signature_note,
+        signature_path,
+        verify_routine,
+    )
+
+    auto = "auto_approve" in routine.text and auto_approve_requested(routine)
+    if not auto and not os.path.lexists(signature_path(path)):
+        return {}
+    check = verify_routine(path, allowed_signers, data=routine.text.encode())
+    note = signature_note(check, auto, routine.name)
+    return {
+        "signature": check.state.value,
+        "signature_note": note[0] if note else None,
+        "signature_warning": bool(note and note[1]),
+    }
+
+
+def _notes_of(ln: RoutineLine, warnings: list[str], signed: list[str]) -> None:
+    from routines.safetext import one_line
+
+    if ln.disabled_reason:
+        warnings.append(one_line(f"{ln.name}: disabled: {ln.disabled_reason}"))
+    if ln.signature_note:
+        (warnings if ln.signature_warning else signed).append(
+            one_line(f"{ln.name}: {ln.signature_note}")
+        )
 
 
 def in_force_despite_errors() -> set[str] | None:
@@ -163,6 +205,7 @@ def in_force_despite_errors() -> set[str] | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from routines.runs import counts_as_strike
     from routines.safetext import one_line
     from supervisor.present import color, print_json, table, use_color, when
 
@@ -186,6 +229,7 @@ def run(args: argparse.Namespace) -> int:
     now = datetime.now(UTC)
     rows = []
     notes: list[str] = []
+    signed: list[str] = []
     for ln in lines:
         if not ln.valid and ln.kind == "?":
             label = color("invalid", "red", c)
@@ -204,7 +248,7 @@ def run(args: argparse.Namespace) -> int:
         last = ln.last_status or "—"
         if ln.last_outcome:
             last += f" · {ln.last_outcome}"
-        if ln.last_status in ("failed", "timeout"):
+        if counts_as_strike(ln.last_status):
             last = color(last, "red", c)
         rows.append(
             [
@@ -217,9 +261,10 @@ def run(args: argparse.Namespace) -> int:
                 f"${ln.today_dollars:.2f}",
             ]
         )
-        if ln.disabled_reason:
-            notes.append(one_line(f"{ln.name}: disabled: {ln.disabled_reason}"))
+        _notes_of(ln, notes, signed)
     table(["NAME", "KIND", "STATE", "SCHEDULE", "NEXT", "LAST", "TODAY"], rows)
+    for note in signed:
+        print(note)
     for note in notes:
         print(color(note, "yellow", c))
     return 0

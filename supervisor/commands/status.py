@@ -139,7 +139,7 @@ def run(args: argparse.Namespace) -> int:
 def _problems(st: dict[str, Any]) -> list[str]:
     """What keeps enabled routines from working here (key, Ollama, bwrap), with the fix."""
     from routines.config import ConfigInvalid, load_config
-    from routines.ledger import Ledger
+    from routines.ledger import Ledger, is_enabled
     from routines.paths import paths
     from routines.registry import scan
     from supervisor.commands.hostcheck import problems
@@ -152,9 +152,5 @@ def _problems(st: dict[str, Any]) -> list[str]:
     registry = scan(p)
     with Ledger(p.ledger) as ledger:
         states = ledger.states()
-    enabled = [
-        r
-        for r in registry.routines()
-        if (states[r.name].enabled(r.enabled) if r.name in states else r.enabled)
-    ]
+    enabled = [r for r in registry.routines() if is_enabled(states, r.name, r.enabled)]
     return problems(p, enabled, config.ollama_url, st.get("pid") if st.get("daemon") else None)

@@ -10,7 +10,6 @@ content, not a log line.
 from __future__ import annotations
 
 import json
-import sqlite3
 import subprocess
 import time
 from collections.abc import Iterator
@@ -23,7 +22,7 @@ from fakes import FakeOllama, Recorded, Reply
 from fakes import ollama_replies as O
 
 from routines import proposals
-from routines.ledger import LEDGER_VERSION, Ledger, from_iso
+from routines.ledger import from_iso
 from routines.signing import NAMESPACE, sign_routine
 
 INPUT = "To: bob@example.org\nSubject: Re: lunch\n\nThursday works. See you at noon.\n"
@@ -305,33 +304,6 @@ def test_two_approvals_racing_in_two_processes_run_it_once(
     assert "was not run: it was already approved by cli" in loser or "already approved" in loser
     assert ran_log(cli).read_text() == INPUT
     assert rows(cli)[0].state == "done"
-
-
-def test_a_v5_ledger_gains_the_proposals_table(cli: Cli) -> None:
-    path = cli.state / "ledger.db"
-    with Ledger(path) as led:
-        led.record_run("drafter", run_id="r1", trigger="manual", status="ok", now=datetime.now(UTC))
-    db = sqlite3.connect(path)
-    db.execute("DROP TABLE proposals")  # what a ledger of the previous release holds
-    db.execute("PRAGMA user_version = 5")
-    db.commit()
-    db.close()
-    with Ledger(path) as led:
-        assert led.version == LEDGER_VERSION
-        assert [r.run_id for r in led.history("drafter")] == ["r1"]
-        pid = proposals.add(
-            led,
-            routine="drafter",
-            run_id="r1",
-            action="send-reply",
-            command="msmtp -t",
-            input="hi",
-            summary="s",
-            fingerprint="f",
-            now=datetime.now(UTC),
-            expires_after=60,
-        )
-        assert [w.id for w in proposals.waiting(led)] == [pid]
 
 
 # -- auto_approve: real ssh-keygen keys made here --------------------------------------------

@@ -50,9 +50,7 @@ def signature_problem(routine: Routine, p: Paths) -> str | None:
 
     if not routine.auto_approve:
         return "auto_approve is not set"
-    check = verify_routine(
-        routine.source, p.allowed_signers, data=routine.text.encode("utf-8")
-    )
+    check = verify_routine(routine.source, p.allowed_signers, data=routine.text.encode("utf-8"))
     if check.trusted:
         return None
     return f"{check.describe()}: auto_approve ignored"

@@ -98,7 +98,7 @@ def _here(args: argparse.Namespace, routine: Any, reply: Any, p: Any, show: Any,
     from supervisor.present import format_event
 
     if os.geteuid() == 0:
-        from supervisor.daemon import ROOT_REFUSAL
+        from supervisor.owner import ROOT_REFUSAL
 
         return die(ROOT_REFUSAL)
     try:

@@ -69,7 +69,9 @@ def waybar() -> int:
 
 
 def gather() -> dict[str, Any]:
-    """The status from the daemon when it is up, else from the files and the ledger."""
+    """The status from the daemon when it is up, else from the files and the ledger: the
+    same shape (ipc.StatusReply) either way."""
+    from ipc import ActiveEntry, NextFire, StatusReply, reply_json
     from routines.paths import paths
     from supervisor.client import DaemonError
     from supervisor.commands.common import try_daemon
@@ -80,7 +82,6 @@ def gather() -> dict[str, Any]:
         with client:
             try:
                 result: dict[str, Any] = client.request("status")
-                result["daemon"] = True
                 return result
             except DaemonError:
                 pass
@@ -88,15 +89,16 @@ def gather() -> dict[str, Any]:
 
     lines = collect()
     nxt = sorted((ln.next_run, ln.name) for ln in lines if ln.next_run is not None)
-    return {
-        "daemon": False,
-        "running": [{"routine": ln.name} for ln in lines if ln.running],
-        "queued": [{"routine": ln.name} for ln in lines if ln.queued],
-        "next": [{"routine": n, "at": at.isoformat()} for at, n in nxt[:20]],
-        "routines": len(lines),
-        "enabled": sum(1 for ln in lines if ln.enabled),
-        "invalid": [ln.name for ln in lines if ln.errors],
-    }
+    reply = StatusReply(
+        daemon=False,
+        running=[ActiveEntry(ln.name) for ln in lines if ln.running],
+        queued=[ActiveEntry(ln.name) for ln in lines if ln.queued],
+        next=[NextFire(n, at.isoformat()) for at, n in nxt[:20]],
+        routines=len(lines),
+        enabled=sum(1 for ln in lines if ln.enabled),
+        invalid=[ln.name for ln in lines if ln.errors],
+    )
+    return reply_json(reply)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -7,13 +7,14 @@ last-run.json, the failure streak, and what to tell the user.
 from __future__ import annotations
 
 import contextlib
+import logging
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from ipc import RunReply, reply_json
-from routines.ledger import LedgerFull, iso
+from routines.ledger import Ledger, LedgerFull, iso
 from routines.ledgerapi import LedgerAPI
 from routines.paths import Paths
 from routines.runs import STRIKES, Outcome, RunEnd, RunStatus, Trigger
@@ -25,6 +26,7 @@ from routines.store import (
     write_atomic,
     write_json_atomic,
 )
+from supervisor.approvals import record_proposals, start_auto
 from supervisor.limits import STRIKE_LIMIT, strike
 from supervisor.notify import preview
 from supervisor.spawn import StopReason, WorkerOutcome
@@ -37,7 +39,10 @@ __all__ = [
     "final_status",
     "finish_run",
     "notifications_for",
+    "proposal_notifications",
 ]
+
+log = logging.getLogger("vinos.record")
 
 # A worker reports `timeout` itself when its command or its run's deadline ran out.
 _WORKER_STATUSES = {RunStatus.OK, RunStatus.FAILED, RunStatus.BUDGET, RunStatus.TIMEOUT}
@@ -134,6 +139,18 @@ def notifications_for(
     return []
 
 
+def proposal_notifications(routine: Routine, ids: tuple[int, ...]) -> list[Notification]:
+    """One notification for a run's new proposals (auto_approve too: what ran is no secret)."""
+    if not ids:
+        return []
+    what = "an action" if len(ids) == 1 else f"{len(ids)} actions"
+    first = ids[0]
+    body = f"vinos-routine pending\nvinos-routine approve {first}   ·   vinos-routine deny {first}"
+    if routine.auto_approve:
+        body = "auto_approve: it runs now if the routine's signature verifies\n" + body
+    return [Notification(f"{routine.name} proposes {what}", body, "normal")]
+
+
 def file_output_path(template: str, out: WorkerOutcome) -> Path:
     """[output].path for type = "file": `~` expanded, `{{date}}` the run's day (YYYY-MM-DD,
     from the output's own name, which is in the routine's zone)."""
@@ -223,6 +240,15 @@ def finish_run(
         # False: the row had ended already (it cannot: the pool ends a run once); no strike.
         if ledger.finish_run(run_id, end, now=now):
             disabled = _strike(ledger, routine, status, detail, notes)
+        # Proposed actions live in a machine's own SQLite ledger; a fleet does not share
+        # them yet, so a fleet machine drops them, saying so (README "Several machines").
+        if out.proposals and not isinstance(ledger, Ledger):
+            log.warning("%s: %d proposed action(s) not kept: a fleet keeps no proposals yet",
+                        routine.name, len(out.proposals))  # fmt: skip
+        if out.proposals and isinstance(ledger, Ledger):
+            recorded = record_proposals(ledger, routine, run_id, out.proposals, now)
+            notes.extend(proposal_notifications(routine, recorded.ids))
+            start_auto(routine, recorded.ids)
     except LedgerFull:
         unwritten = Unwritten(routine, run_id, now, end)
     last = {

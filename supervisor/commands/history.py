@@ -53,17 +53,8 @@ def run(args: argparse.Namespace) -> int:
     if args.thread:
         return _thread(args, p)
     limit = max(1, args.n)
-    machines: list[str] | None = None  # each row's machine, on a fleet
-    this: str | None = None
     with closing(cli_ledger(p)) as ledger:
-        fleet_rows = getattr(ledger, "fleet_history", None)
-        if fleet_rows is not None:
-            found = fleet_rows(args.name, limit)
-            rows = [f.row for f in found]
-            machines = [f.machine for f in found]
-            this = getattr(ledger, "machine", None)
-        else:
-            rows = ledger.history(args.name, limit)
+        rows, machines, this, actions = _runs(ledger, args.name, limit)
         # Compacted days are older than every whole run (the compaction line is a day
         # boundary): they fill what the runs leave of the -n lines.
         days = ledger.days(args.name, limit - len(rows)) if len(rows) < limit else []
@@ -73,10 +64,7 @@ def run(args: argparse.Namespace) -> int:
         except NoSuchRoutine as exc:
             return die(str(exc))
     if args.json:
-        items = [r.as_json() for r in rows]
-        for item, machine in zip(items, machines or (), strict=False):
-            item["machine"] = machine
-        print_json_lines(items + [d.as_json() for d in days])
+        print_json_lines(_json(rows, machines) + [d.as_json() for d in days])
         return 0
     if not rows and not days:
         print(f"{args.name} has not run yet")
@@ -108,10 +96,7 @@ def run(args: argparse.Namespace) -> int:
             ]
         )
         if machines is not None:
-            where = machines[i]
-            if r.output_file and where != this:
-                out[-1][-1] = f"(output on {one_line(where)}) " + out[-1][-1]
-            out[-1].insert(2, one_line(where))  # after RUN and STARTED
+            _add_machine(out[-1], machines[i], this, bool(r.output_file))
     for d in days:
         counts = d.counts
         extra = [""] if machines is not None else []
@@ -150,7 +135,67 @@ def run(args: argparse.Namespace) -> int:
         ],
         out,
     )
+    if actions:
+        print()
+        print(f"Actions proposed ({len(actions)}, newest first):")
+        for a in actions:
+            print("  " + _action_line(a))
+            if a.output:
+                first = next((ln for ln in a.output.splitlines() if ln.strip()), "")
+                print(f"      output: {one_line(first[:100])}")
     return 0
+
+
+def _action_line(a: Any) -> str:
+    """`#3 2026-12-03 13:29 send-reply · done by cli, exit 0 · Reply to Bob`."""
+    from routines.safetext import one_line
+
+    state = str(a.state)
+    if state == "done":
+        state += f" by {a.decided_by}, " + (
+            f"exit {a.exit_status}" if a.exit_status is not None else "did not run to the end"
+        )
+    elif state == "denied" and a.why:
+        state += f": {a.why}"
+    elif state == "waiting":
+        state += f": vinos-routine approve {a.id} | deny {a.id}"
+    when = a.created_at[:16].replace("T", " ")
+    return one_line(f"#{a.id} {when} {a.action} · {state} · {a.summary}")
+
+
+def _json(rows: list[Any], machines: list[str] | None) -> list[dict[str, Any]]:
+    """Each run as JSON, with its machine on a fleet."""
+    if machines is None:
+        return [r.as_json() for r in rows]
+    return [{**r.as_json(), "machine": m} for r, m in zip(rows, machines, strict=True)]
+
+
+def _add_machine(cells: list[str], where: str, this: str | None, output: bool) -> None:
+    """A run's line on a fleet: its MACHINE after RUN and STARTED, and where its output is
+    when another machine made it (outputs stay where they were made)."""
+    from routines.safetext import one_line
+
+    if output and where != this:
+        cells[-1] = f"(output on {one_line(where)}) " + cells[-1]
+    cells.insert(2, one_line(where))
+
+
+def _runs(
+    ledger: Any, name: str, limit: int
+) -> tuple[list[Any], list[str] | None, str | None, list[Any]]:
+    """The newest runs, each one's machine and this machine's name on a fleet (None alone),
+    and the routine's proposed actions."""
+    from routines.ledger import Ledger
+    from routines.proposals import for_routine
+
+    fleet_history = getattr(ledger, "fleet_history", None)
+    if fleet_history is None:
+        rows = ledger.history(name, limit)
+        return rows, None, None, for_routine(ledger, name, limit)
+    found = fleet_history(name, limit)
+    # Proposed actions stay in a machine's own ledger (a fleet does not share them yet).
+    actions = for_routine(ledger, name, limit) if isinstance(ledger, Ledger) else []
+    return [f.row for f in found], [f.machine for f in found], ledger.machine, actions
 
 
 def _thread(args: argparse.Namespace, p: Any) -> int:

@@ -55,10 +55,14 @@ def waybar() -> int:
 
         p = paths()
         day = now.astimezone(zone).date()
+        from routines.ledger import Ledger
+        from routines.proposals import waiting_count
+
         with closing(cli_ledger(p)) as ledger:
             today = ledger.dollars_by_day([day], zone)
+            pending = waiting_count(ledger, now) if isinstance(ledger, Ledger) else 0
         unseen = unseen_count(p, {ln.name for ln in lines if ln.open_on_login}, day)
-        value = waybar_json(lines, sum(today.values()), now, unseen)
+        value = waybar_json(lines, sum(today.values()), now, unseen, pending)
     except Exception as exc:  # the bar shows any failure rather than going blank
         value = waybar_error(str(exc) or type(exc).__name__)
     sys.stdout.buffer.write(orjson.dumps(value) + b"\n")

@@ -204,7 +204,7 @@ class AgentRun:
         body = end.reply.text.strip() or self.run.outcome_summary
         if not body:
             return self._failed(f"{end.model} returned an empty reply", end.model)
-        from worker.deliver import write_and_post  # after the model calls: off the start-up path
+        from worker.output import write_and_post  # after the model calls: off the start-up path
 
         name, webhook_error = write_and_post(self.run, body)
         if self.agent.memory is not Memory.SESSION and self.run.job.memory_path:

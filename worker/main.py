@@ -104,7 +104,7 @@ def run_job(job: Job, channel: object) -> Result:
     )
     try:
         if routine.kind is Kind.COMMAND:
-            from worker.command import run_command
+            from worker.commandroutine import run_command
 
             return run_command(run)
         from worker.agent import run_agent

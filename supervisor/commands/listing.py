@@ -6,11 +6,10 @@ Works from the files and the ledger alone, with or without a daemon.
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-__all__ = ["RoutineLine", "collect", "register"]
+__all__ = ["register"]
 
 EXAMPLE = """example:
   vinos-routine list
@@ -29,141 +28,9 @@ def register(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
-@dataclass(frozen=True, slots=True)
-class RoutineLine:
-    name: str
-    kind: str
-    origin: str
-    enabled: bool
-    valid: bool
-    schedule: str  # the description, or the raw expression
-    expression: str
-    next_run: datetime | None
-    last_status: str | None
-    last_outcome: str | None
-    last_finished: str | None
-    today_dollars: float
-    disabled_reason: str | None
-    errors: tuple[str, ...]
-    warnings: tuple[str, ...]
-    running: bool = False
-    queued: bool = False
-    max_dollars_per_day: float | None = None  # the daily budget, None when unlimited
-    open_on_login: bool = False  # its outputs wait to be seen (`brief --unseen`)
-
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "kind": self.kind,
-            "origin": self.origin,
-            "enabled": self.enabled,
-            "valid": self.valid,
-            "schedule": self.schedule,
-            "expression": self.expression,
-            "next_run": self.next_run.isoformat() if self.next_run else None,
-            "last_status": self.last_status,
-            "last_outcome": self.last_outcome,
-            "last_finished": self.last_finished,
-            "today_dollars": round(self.today_dollars, 6),
-            "disabled_reason": self.disabled_reason,
-            "errors": list(self.errors),
-            "warnings": list(self.warnings),
-            "running": self.running,
-            "queued": self.queued,
-            "max_dollars_per_day": self.max_dollars_per_day,
-            "open_on_login": self.open_on_login,
-        }
-
-
-def collect(now: datetime | None = None) -> list[RoutineLine]:
-    """One line per routine file, from the registry and the ledger (no daemon needed)."""
-    from zoneinfo import ZoneInfo
-
-    from routines.ledger import Ledger
-    from routines.paths import paths
-    from routines.registry import scan
-    from routines.schedule import summary
-
-    now = now or datetime.now(UTC)
-    p = paths()
-    registry = scan(p)
-    with Ledger(p.ledger) as ledger:
-        states = ledger.states()
-        last = ledger.last_runs()
-        active = {(a.routine, a.status) for a in ledger.active_runs()}
-        lines: list[RoutineLine] = []
-        for name, entry in sorted(registry.entries.items()):
-            r = entry.routine
-            state = states.get(name)
-            errors = tuple(str(e) for e in entry.errors)
-            if r is None:
-                lines.append(
-                    RoutineLine(
-                        name=name,
-                        kind="?",
-                        origin=entry.origin.value,
-                        enabled=False,
-                        valid=False,
-                        schedule="",
-                        expression="",
-                        next_run=None,
-                        last_status=None,
-                        last_outcome=None,
-                        last_finished=None,
-                        today_dollars=0.0,
-                        disabled_reason=None,
-                        errors=errors,
-                        warnings=(),
-                    )
-                )
-                continue
-            enabled = state.enabled(r.enabled) if state else r.enabled
-            description, next_run = summary(r.schedule, r.kind, name, enabled, now)
-            lr = last.get(name)
-            lines.append(
-                RoutineLine(
-                    name=name,
-                    kind=r.kind.value,
-                    origin=entry.origin.value,
-                    enabled=enabled,
-                    valid=entry.valid,
-                    schedule=description,
-                    expression=r.schedule.expression,
-                    next_run=next_run,
-                    last_status=lr.status if lr else None,
-                    last_outcome=lr.outcome if lr else None,
-                    last_finished=lr.finished_at if lr else None,
-                    today_dollars=ledger.spent_today(name, ZoneInfo(r.schedule.timezone), now),
-                    disabled_reason=state.disabled_reason if state and not enabled else None,
-                    errors=errors,
-                    warnings=entry.warnings,
-                    running=(name, "running") in active,
-                    queued=(name, "queued") in active,
-                    max_dollars_per_day=r.budget.max_dollars_per_day,
-                    open_on_login=r.output.open_on_login,
-                )
-            )
-    return lines
-
-
-def in_force_despite_errors() -> set[str] | None:
-    """Routines whose file is invalid but whose last good version the daemon still runs;
-    None when no daemon answers (then nothing is running them)."""
-    from supervisor.client import DaemonError
-    from supervisor.commands.common import try_daemon
-
-    client = try_daemon()
-    if client is None:
-        return None
-    with client:
-        try:
-            return set(client.request("status").get("stale", []))
-        except (DaemonError, OSError):
-            return None
-
-
 def run(args: argparse.Namespace) -> int:
     from routines.safetext import one_line
+    from supervisor.overview import collect, in_force_despite_errors
     from supervisor.present import color, print_json, table, use_color, when
 
     lines = collect()

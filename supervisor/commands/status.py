@@ -37,7 +37,7 @@ def waybar() -> int:
     because waybar hides a module whose command fails."""
     import orjson
 
-    from supervisor.commands.waybar import waybar_error, waybar_json
+    from supervisor.waybar import waybar_error, waybar_json
 
     try:
         from zoneinfo import ZoneInfo
@@ -45,18 +45,17 @@ def waybar() -> int:
         from routines.ledger import Ledger
         from routines.paths import paths
         from routines.tz import machine_timezone
-        from supervisor.commands.listing import collect
+        from supervisor.overview import collect
+        from supervisor.seen import unseen_count
 
         now = datetime.now(UTC)
         lines = collect(now)
         zone = ZoneInfo(machine_timezone())
-        from supervisor.commands.brief import unseen_count
-
         p = paths()
         day = now.astimezone(zone).date()
         with Ledger(p.ledger) as ledger:
             today = ledger.dollars_by_day([day], zone)
-        unseen = unseen_count(p, {ln.name for ln in lines if ln.open_on_login}, day)
+        unseen = unseen_count(p.state_dir, {ln.name for ln in lines if ln.open_on_login}, day)
         value = waybar_json(lines, sum(today.values()), now, unseen)
     except Exception as exc:  # the bar shows any failure rather than going blank
         value = waybar_error(str(exc) or type(exc).__name__)
@@ -81,19 +80,9 @@ def gather() -> dict[str, Any]:
                 return result
             except DaemonError:
                 pass
-    from supervisor.commands.listing import collect
+    from supervisor.overview import collect, offline_status
 
-    lines = collect()
-    nxt = sorted((ln.next_run, ln.name) for ln in lines if ln.next_run is not None)
-    return {
-        "daemon": False,
-        "running": [{"routine": ln.name} for ln in lines if ln.running],
-        "queued": [{"routine": ln.name} for ln in lines if ln.queued],
-        "next": [{"routine": n, "at": at.isoformat()} for at, n in nxt[:20]],
-        "routines": len(lines),
-        "enabled": sum(1 for ln in lines if ln.enabled),
-        "invalid": [ln.name for ln in lines if ln.errors],
-    }
+    return offline_status(collect())
 
 
 def run(args: argparse.Namespace) -> int:

@@ -102,6 +102,6 @@ def test_sandbox_command_runs_the_installed_worker(installed: Installed) -> None
     out = installed(
         "/usr/bin/vinos-routine", "sandbox", "pkg-hello", "--", "echo sandboxed; id -u", check=False
     )
-    assert not [m for m in marks if m.exists()], "worker.sandboxcmd was imported from the cwd"
+    assert not [m for m in marks if m.exists()], "worker.sandboxcli was imported from the cwd"
     assert out.returncode == 0, out.stdout + out.stderr
     assert out.stdout.splitlines()[0] == "sandboxed"

@@ -8,7 +8,7 @@ from __future__ import annotations
 from ipc.messages import EventKind, Result, RunStatus
 from routines.config import SandboxSettings
 from worker.context import RunContext
-from worker.deliver import write_and_post
+from worker.output import write_and_post
 
 __all__ = ["OUTPUT_CAP", "run_command", "stderr_tail"]
 
@@ -25,7 +25,7 @@ def stderr_tail(stderr: str) -> str:
 
 def run_command(run: RunContext) -> Result:
     import sandbox
-    from worker.sandboxing import shell_policy_for
+    from worker.shellpolicy import shell_policy_for
 
     spec = run.routine.command
     assert spec is not None

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from supervisor.commands.listing import RoutineLine
+from supervisor.overview import RoutineRow
 
 __all__ = ["ICON", "WARN_SHARE", "health", "waybar_json"]
 
@@ -29,14 +29,14 @@ class Health:
     reasons: tuple[str, ...]  # worst first, one line each
 
 
-def _budget_share(line: RoutineLine) -> float | None:
+def _budget_share(line: RoutineRow) -> float | None:
     cap = line.max_dollars_per_day
     if cap is None or cap <= 0:
         return None
     return line.today_dollars / cap
 
 
-def health(lines: list[RoutineLine]) -> Health:
+def health(lines: list[RoutineRow]) -> Health:
     critical: list[str] = []
     warning: list[str] = []
     for ln in lines:
@@ -67,7 +67,7 @@ def _escape(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
-def _routine_line(ln: RoutineLine, now: datetime) -> str:
+def _routine_line(ln: RoutineRow, now: datetime) -> str:
     from supervisor.present import clock, money
 
     if ln.kind == "?":
@@ -93,7 +93,7 @@ def _routine_line(ln: RoutineLine, now: datetime) -> str:
 
 
 def waybar_json(
-    lines: list[RoutineLine], today_dollars: float, now: datetime, unseen: int = 0
+    lines: list[RoutineRow], today_dollars: float, now: datetime, unseen: int = 0
 ) -> dict[str, Any]:
     """{"text", "tooltip", "class", "alt", "percentage"} for waybar's `return-type: json`;
     `unseen`: outputs waiting to be read (open_on_login, not shown by a brief yet)."""

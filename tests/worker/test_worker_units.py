@@ -13,10 +13,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ipc import Event, Result
+from routines.outputs import output_name
 from routines.spec import AgentSpec, Escalation, OnExceed
 from worker import budget, keys, memory, prompts, router
 from worker.channel import Channel
-from worker.output import output_name, render_markdown, render_title
+from worker.output import render_markdown, render_title
 from worker.providers import ollama
 from worker.providers.base import (
     AssistantTurn,

@@ -29,6 +29,7 @@ from ipc import PROTOCOL, Request, RunStatus, Trigger
 from routines.config import Config, ConfigInvalid, load_config
 from routines.ledger import Ledger, LedgerError, LedgerFull
 from routines.paths import Paths, paths
+from routines.product import ROOT_REFUSAL, version
 from routines.registry import Registry, scan
 from routines.safetext import one_line
 from supervisor import housekeeping, notify, systemd
@@ -41,7 +42,7 @@ from supervisor.record import Notification
 from supervisor.scheduler import Pending, Scheduler
 from supervisor.toggle import set_enabled
 
-__all__ = ["ROOT_REFUSAL", "Daemon", "main", "owner_alive"]
+__all__ = ["Daemon", "main", "owner_alive"]
 
 log = logging.getLogger("vinos.daemon")
 
@@ -58,21 +59,6 @@ STOP_GRACE_SEC = float(os.environ.get("VINOS_STOP_GRACE_SEC") or 30.0)
 # manual `run` always rescan.
 SCAN_CPU_SHARE = 0.0005
 SCAN_MAX_INTERVAL_SEC = 300.0
-ROOT_REFUSAL = (
-    "vinos-routine refuses to run as root: as uid 0, bubblewrap keeps the host's file access "
-    "even inside its namespaces, so a routine's shell tools could read /etc/shadow. Run it as "
-    "your own user: systemctl --user enable --now vinos-routined"
-)
-
-
-def version() -> str:
-    from importlib.metadata import PackageNotFoundError
-    from importlib.metadata import version as dist_version
-
-    try:
-        return dist_version("vinos-routine")
-    except PackageNotFoundError:
-        return "0.1.0"
 
 
 def process_identity(pid: int | None = None) -> tuple[int, float]:

@@ -134,7 +134,7 @@ def _run_here(args: argparse.Namespace, routine: Any, p: Any, show: Any, c: bool
     from supervisor.present import format_event
 
     if os.geteuid() == 0:
-        from supervisor.daemon import ROOT_REFUSAL
+        from routines.product import ROOT_REFUSAL
 
         return die(ROOT_REFUSAL)
     if args.detach:

@@ -16,6 +16,7 @@ from ipc import Event, Result
 from routines.outputs import output_name
 from routines.spec import AgentSpec, Escalation, OnExceed
 from worker import budget, keys, memory, prompts, router
+from worker.budget import PremiumAllowance, SpendCheck
 from worker.channel import Channel
 from worker.output import render_markdown, render_title
 from worker.providers import ollama
@@ -120,51 +121,49 @@ def test_the_runtime_words_never_make_a_reasoning_task() -> None:
 
 
 def test_budget_verdicts() -> None:
-    none = budget.Allowance(None, None)
-    assert (
-        budget.check(none, budget.Spent(10**9, 10**6), OnExceed.SKIP)[0] is budget.Verdict.PROCEED
-    )
-    tokens = budget.Allowance(100, None)
-    assert budget.check(tokens, budget.Spent(99, 0), OnExceed.SKIP)[0] is budget.Verdict.PROCEED
+    none = PremiumAllowance(None, None)
+    assert budget.check(none, budget.Spent(10**9, 10**6), OnExceed.SKIP)[0] is SpendCheck.PROCEED
+    tokens = PremiumAllowance(100, None)
+    assert budget.check(tokens, budget.Spent(99, 0), OnExceed.SKIP)[0] is SpendCheck.PROCEED
     for mode, verdict in (
-        (OnExceed.SKIP, budget.Verdict.STOP),
-        (OnExceed.NOTIFY, budget.Verdict.STOP),
-        (OnExceed.DEGRADE, budget.Verdict.DEGRADE),
+        (OnExceed.SKIP, SpendCheck.STOP),
+        (OnExceed.NOTIFY, SpendCheck.STOP),
+        (OnExceed.DEGRADE, SpendCheck.DEGRADE),
     ):
         got, reason = budget.check(tokens, budget.Spent(100, 0), mode)
         assert got is verdict and reason and "100 of its 100" in reason
-    dollars = budget.Allowance(None, 0.5)
-    assert budget.check(dollars, budget.Spent(0, 0.49), OnExceed.SKIP)[0] is budget.Verdict.PROCEED
-    assert budget.check(dollars, budget.Spent(0, 0.5), OnExceed.SKIP)[0] is budget.Verdict.STOP
+    dollars = PremiumAllowance(None, 0.5)
+    assert budget.check(dollars, budget.Spent(0, 0.49), OnExceed.SKIP)[0] is SpendCheck.PROCEED
+    assert budget.check(dollars, budget.Spent(0, 0.5), OnExceed.SKIP)[0] is SpendCheck.STOP
     assert (
-        budget.check(budget.Allowance(None, 0.0), budget.Spent(), OnExceed.SKIP)[0]
-        is budget.Verdict.STOP
+        budget.check(PremiumAllowance(None, 0.0), budget.Spent(), OnExceed.SKIP)[0]
+        is SpendCheck.STOP
     )
     assert (
-        budget.check(budget.Allowance(None, -1.0), budget.Spent(), OnExceed.SKIP)[0]
-        is budget.Verdict.STOP
+        budget.check(PremiumAllowance(None, -1.0), budget.Spent(), OnExceed.SKIP)[0]
+        is SpendCheck.STOP
     )
 
 
 def test_output_cap() -> None:
     per_token = 15.0 / 1e6
-    assert budget.output_cap(budget.Allowance(None, None), budget.Spent(), 4096, per_token) == (
+    assert budget.output_cap(PremiumAllowance(None, None), budget.Spent(), 4096, per_token) == (
         4096,
         False,
     )
-    assert budget.output_cap(budget.Allowance(1000, None), budget.Spent(900), 4096, per_token) == (
+    assert budget.output_cap(PremiumAllowance(1000, None), budget.Spent(900), 4096, per_token) == (
         100,
         True,
     )
-    assert budget.output_cap(budget.Allowance(None, 0.001), budget.Spent(), 4096, per_token) == (
+    assert budget.output_cap(PremiumAllowance(None, 0.001), budget.Spent(), 4096, per_token) == (
         66,
         True,
     )
-    assert budget.output_cap(budget.Allowance(None, 1.0), budget.Spent(), 4096, per_token) == (
+    assert budget.output_cap(PremiumAllowance(None, 1.0), budget.Spent(), 4096, per_token) == (
         4096,
         False,
     )
-    assert budget.output_cap(budget.Allowance(10, None), budget.Spent(10), 4096, per_token)[0] == 1
+    assert budget.output_cap(PremiumAllowance(10, None), budget.Spent(10), 4096, per_token)[0] == 1
 
 
 # --- memory ---
@@ -416,6 +415,8 @@ def test_each_unsuccessful_stop_reason_has_its_own_message(
         ("", None, "http://127.0.0.1:11434"),
         ("", "0.0.0.0", "http://0.0.0.0:11434"),
         ("", "gpu-box:8080", "http://gpu-box:8080"),
+        ("", "[::1]:11434", "http://[::1]:11434"),
+        ("", "[::1]", "http://[::1]:11434"),
         ("", "https://ollama.example/", "https://ollama.example"),
     ],
 )

@@ -18,7 +18,7 @@ from helpers import AGENT, write
 from routines.ledger import Ledger
 from routines.paths import Paths, paths
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 STARTERS = REPO / "routines" / "starters"
 SCHEDULES = {
     "day-brief": "0 6 * * *",

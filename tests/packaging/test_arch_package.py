@@ -12,6 +12,7 @@ import stat
 import tomllib
 from pathlib import Path
 
+import pytest
 from archpkg import (
     INSTALL_LIB,
     PACKAGES,
@@ -25,6 +26,10 @@ from archpkg import (
     venv_site_packages,
 )
 from packaging.requirements import Requirement
+
+# Slow: builds, installs and starts the package (make test-fast leaves these out). One xdist
+# group: the package is built once per worker, and test_systemd_user.py owns the user manager.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("packaging")]
 
 PYPROJECT = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())
 VERSION = PYPROJECT["project"]["version"]

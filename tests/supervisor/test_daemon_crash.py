@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import psutil
+import pytest
 
 from routines.paths import paths
 from tests.supervisor.daemonkit import (
@@ -30,6 +31,8 @@ from tests.supervisor.daemonkit import (
     wait_for,
     write_routine,
 )
+
+pytestmark = pytest.mark.slow  # real daemons: make test-fast leaves these out
 
 
 def gone(pid: int) -> bool:

@@ -48,6 +48,7 @@ def test_skip_with_nothing_left_today_makes_no_call(
     assert claude.messages == [] and r.usages == []
 
 
+@pytest.mark.slow
 def test_skip_stops_before_the_call_that_would_pass_the_token_cap(
     home: Path, ollama: FakeOllama, claude: FakeAnthropic, env: dict[str, str]
 ) -> None:
@@ -60,6 +61,7 @@ def test_skip_stops_before_the_call_that_would_pass_the_token_cap(
     assert len(r.usages) == 1 and (r.usages[0].input, r.usages[0].output) == (100, 30)
 
 
+@pytest.mark.slow
 def test_notify_stops_and_asks_for_a_notification(
     home: Path, ollama: FakeOllama, claude: FakeAnthropic, env: dict[str, str]
 ) -> None:
@@ -70,6 +72,7 @@ def test_notify_stops_and_asks_for_a_notification(
     assert res.notify is not None and res.notify.startswith("day-brief stopped: budget:")
 
 
+@pytest.mark.slow
 def test_degrade_to_local_finishes_the_run_on_ollama_at_zero_dollars(
     home: Path, ollama: FakeOllama, claude: FakeAnthropic, env: dict[str, str]
 ) -> None:
@@ -101,6 +104,7 @@ def test_degrade_to_local_finishes_the_run_on_ollama_at_zero_dollars(
     )
 
 
+@pytest.mark.slow
 def test_the_output_cap_follows_the_dollars_left_and_a_cut_reply_is_budget(
     home: Path, ollama: FakeOllama, claude: FakeAnthropic, env: dict[str, str]
 ) -> None:

@@ -102,6 +102,7 @@ def test_a_missing_key_fails_before_any_call(
     assert claude.messages == []
 
 
+@pytest.mark.slow
 def test_the_key_file_is_used_and_a_readable_one_warns(
     home: Path, ollama: FakeOllama, claude: FakeAnthropic
 ) -> None:
@@ -118,12 +119,14 @@ def test_the_key_file_is_used_and_a_readable_one_warns(
     assert "sk-from-file" not in r.stderr and all("sk-from-file" not in str(m) for m in r.messages)
 
 
+@pytest.mark.slow
 def test_connection_refused_fails_after_the_retries(home: Path, ollama: FakeOllama) -> None:
     env = worker_env(ANTHROPIC_BASE_URL=f"http://127.0.0.1:{_closed_port()}", ANTHROPIC_API_KEY="k")
     r = run_worker(_anthropic_job(home, ollama), env=env)
     _assert_failed(r, "cannot reach Anthropic at http://127.0.0.1:", "after 2 retries")
 
 
+@pytest.mark.slow
 def test_a_dropped_connection_is_retried_by_the_sdk(
     home: Path, ollama: FakeOllama, claude: FakeAnthropic, env: dict[str, str]
 ) -> None:
@@ -132,6 +135,7 @@ def test_a_dropped_connection_is_retried_by_the_sdk(
     assert r.result.status == "ok" and len(claude.messages) == 2
 
 
+@pytest.mark.slow
 def test_a_slow_anthropic_times_out_within_the_run(
     home: Path, ollama: FakeOllama, claude: FakeAnthropic, env: dict[str, str]
 ) -> None:
@@ -146,6 +150,7 @@ def test_a_slow_anthropic_times_out_within_the_run(
     )
 
 
+@pytest.mark.slow
 def test_an_unknown_premium_model_fails_before_any_call(
     home: Path, ollama: FakeOllama, claude: FakeAnthropic, env: dict[str, str]
 ) -> None:
@@ -164,6 +169,7 @@ def test_an_unknown_premium_model_fails_before_any_call(
     assert r.total("dollars") == pytest.approx((1000 * 1.0 + 1000 * 2.0) / 1e6)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("reply", "needle"),
     [

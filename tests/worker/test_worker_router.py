@@ -110,6 +110,7 @@ def test_low_confidence_toggle_off_keeps_a_hedged_reply(
     assert claude.messages == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("system", "tags"),
     [
@@ -163,6 +164,7 @@ def test_reasoning_task_toggle_off(
     assert claude.messages == []
 
 
+@pytest.mark.slow
 def test_context_overflow_fires_on_an_empty_reply_at_90_percent(
     home: Path, ollama: FakeOllama, claude: FakeAnthropic, env: dict[str, str]
 ) -> None:
@@ -173,6 +175,7 @@ def test_context_overflow_fires_on_an_empty_reply_at_90_percent(
     assert ollama.chats[0].body["options"]["num_ctx"] == 4096
 
 
+@pytest.mark.slow
 def test_an_empty_reply_below_90_percent_is_not_context_overflow(
     home: Path, ollama: FakeOllama, claude: FakeAnthropic, env: dict[str, str]
 ) -> None:
@@ -183,6 +186,7 @@ def test_an_empty_reply_below_90_percent_is_not_context_overflow(
     assert (r.result.route, r.result.escalated_reason) == ("local->premium", "low_confidence")
 
 
+@pytest.mark.slow
 def test_a_missing_prompt_eval_count_is_estimated_not_zero(
     home: Path, ollama: FakeOllama, claude: FakeAnthropic, env: dict[str, str]
 ) -> None:
@@ -210,6 +214,7 @@ def test_context_overflow_toggle_off_and_low_confidence_off_fail_the_empty_reply
     assert claude.messages == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "bad_reply",
     [
@@ -290,6 +295,7 @@ def test_the_escalation_cap_keeps_the_local_reply(
     assert claude.messages == []
 
 
+@pytest.mark.slow
 def test_the_cap_of_one_allows_one_escalation(
     home: Path, ollama: FakeOllama, claude: FakeAnthropic, env: dict[str, str]
 ) -> None:
@@ -300,6 +306,7 @@ def test_the_cap_of_one_allows_one_escalation(
     assert len(claude.messages) == 1 and len(r.events_of("escalated")) == 1
 
 
+@pytest.mark.slow
 def test_hard_picked_routes_are_labelled_and_never_escalate(
     home: Path, ollama: FakeOllama, claude: FakeAnthropic, env: dict[str, str]
 ) -> None:

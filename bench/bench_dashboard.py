@@ -25,6 +25,7 @@ from pathlib import Path
 import psutil
 
 from bench.common import Row
+from routines.runs import RunEnd
 
 REPO = Path(__file__).resolve().parent.parent
 TARGET_TTFB_MS = 100.0
@@ -55,7 +56,7 @@ def _seed(home: Path) -> None:
                 ledger.finish_run(
                     run_id,
                     now=at + timedelta(seconds=30),
-                    fields={"status": "ok" if n % 7 else "failed", "dollars": 0.001 * (n % 5)},
+                    end=RunEnd(status="ok" if n % 7 else "failed", dollars=0.001 * (n % 5)),
                 )
 
 

@@ -18,7 +18,7 @@ from dashboard.charts import Layer, stacked_bars
 from dashboard.files import MAX_OUTPUT, read_beneath, read_run_log
 from dashboard.render import markdown
 from ipc import RunStatus
-from routines.ledger import Ledger, RunRow, day_bounds, iso
+from routines.ledger import Ledger, RunRow, day_bounds, is_enabled, iso
 from routines.paths import Paths
 from routines.registry import Registry
 from routines.schedule import ScheduleError, summary
@@ -79,7 +79,7 @@ def _line(
     ledger: Ledger | None,
     states: Any,
     last: Any,
-    active: set[tuple[str, str]],
+    active: set[tuple[str, RunStatus]],
     now: datetime,
 ) -> RoutineLine:
     entry = registry.entries[name]
@@ -106,7 +106,7 @@ def _line(
             None,
             errors,
         )
-    enabled = state.enabled(r.enabled) if state else r.enabled
+    enabled = is_enabled(states, name, r.enabled)
     description, next_run = summary(r.schedule, r.kind, name, enabled, now)
     return RoutineLine(
         name=name,
@@ -118,8 +118,8 @@ def _line(
         enabled=enabled,
         schedule=description,
         next_run=next_run,
-        running=(name, "running") in active,
-        queued=(name, "queued") in active,
+        running=(name, RunStatus.RUNNING) in active,
+        queued=(name, RunStatus.QUEUED) in active,
         last=last.get(name),
         strikes=state.failure_streak if state else 0,
         today_dollars=(

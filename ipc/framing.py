@@ -10,6 +10,7 @@ After a `ProtocolError` the stream is out of step: end that connection (or run).
 
 from __future__ import annotations
 
+import enum
 import types
 import typing
 from dataclasses import fields
@@ -175,6 +176,8 @@ def _conforms(value: object, hint: Any) -> bool:
         return isinstance(value, int) and not isinstance(value, bool)
     if hint in (str, bool):
         return isinstance(value, hint)
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        return isinstance(value, hint)  # from_dict made the wire's text the member
     if origin is list:
         (item,) = typing.get_args(hint)
         return isinstance(value, list) and all(_conforms(v, item) for v in value)

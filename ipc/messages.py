@@ -12,6 +12,10 @@ from dataclasses import asdict, dataclass, field, fields
 from enum import StrEnum
 from typing import Any, ClassVar
 
+# The run vocabulary lives in routines.runs (a leaf); ipc re-exports it for the wire. This is
+# ipc's one project import (DESIGN.md's import table notes the edge).
+from routines.runs import Outcome, RunStatus, Trigger
+
 __all__ = [
     "PROTOCOL",
     "Event",
@@ -30,30 +34,6 @@ __all__ = [
 ]
 
 PROTOCOL = 1
-
-
-class RunStatus(StrEnum):
-    QUEUED = "queued"  # admitted, waiting for a free worker slot
-    RUNNING = "running"  # a worker process is on it
-    OK = "ok"  # finished and did what it was asked
-    FAILED = "failed"  # finished badly: provider error, non-zero command, worker crash
-    TIMEOUT = "timeout"  # killed at run_timeout_sec
-    INTERRUPTED = "interrupted"  # its supervisor went away mid-run; never replayed
-    SKIPPED = "skipped"  # the slot came due while the routine was still running or queued
-    MISSED = "missed"  # slots that passed while nothing ran them (missed = "skip")
-    BUDGET = "budget"  # stopped or not started: the allowance was spent
-
-
-class Outcome(StrEnum):
-    DONE = "done"
-    NOTHING_TO_DO = "nothing-to-do"
-    NEEDS_ATTENTION = "needs-attention"
-
-
-class Trigger(StrEnum):
-    SCHEDULE = "schedule"
-    CATCH_UP = "catch_up"
-    MANUAL = "manual"
 
 
 class EventKind(StrEnum):
@@ -85,7 +65,7 @@ class Job:
     routine_path: str
     routine_toml: str  # the text the supervisor validated (the last good version)
     routine_origin: str  # "user" | "system"
-    trigger: str  # Trigger
+    trigger: Trigger
     slot: str | None  # slot id, None for a manual run
     started_at: str  # ISO 8601 with offset, in the routine's zone: renders {{date}}
     # Allowance: None means no cap. dollars is what is left of today's max_dollars_per_day.
@@ -99,6 +79,10 @@ class Job:
     ollama_url: str
     pricing: dict[str, list[float]] = field(default_factory=dict)  # model → [$in, $out] per MTok
     sandbox: dict[str, Any] = field(default_factory=dict)  # config.toml [sandbox]: masks, limits
+    # trigger "reply": the run whose conversation (state_dir/runs/…) this one continues,
+    # and the person's new user turn.
+    parent_run_id: str | None = None
+    reply_text: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,8 +110,8 @@ class Usage:
 @dataclass(frozen=True, slots=True)
 class Result:
     TYPE: ClassVar[str] = "result"
-    status: str  # RunStatus: ok | failed | timeout | budget
-    outcome: str | None = None  # Outcome, from report_outcome
+    status: RunStatus  # ok | failed | timeout | budget
+    outcome: Outcome | None = None  # from report_outcome
     summary: str = ""  # one line: the outcome summary or the failure reason
     output_file: str | None = None  # a file name inside scratch_dir
     route: str = ""  # anthropic | ollama | local | local->premium | command
@@ -163,6 +147,13 @@ _BY_TYPE: dict[str, type[Any]] = {
 }
 
 
+# Fields typed by an enum: the wire's text becomes the member (an unknown value is refused).
+_ENUM_FIELDS: dict[type[Any], dict[str, type[StrEnum]]] = {
+    Job: {"trigger": Trigger},
+    Result: {"status": RunStatus, "outcome": Outcome},
+}
+
+
 def to_dict(msg: Message) -> dict[str, Any]:
     """The wire form: the fields plus `"type"`."""
     out = asdict(msg)
@@ -186,8 +177,19 @@ def from_dict(obj: object) -> Message:
     unknown = set(obj) - names - {"type"}
     if unknown:
         raise MessageError(f"{kind}: unknown fields {sorted(unknown)}")
+    values = {k: v for k, v in obj.items() if k != "type"}
+    for name, enum in _ENUM_FIELDS.get(cls, {}).items():
+        value = values.get(name)
+        if not isinstance(value, str):
+            continue  # None where allowed; any other type is refused by its type check
+        try:
+            values[name] = enum(value)
+        except ValueError:
+            raise MessageError(
+                f"{kind}.{name}: expected one of {[m.value for m in enum]}, found {value!r}"
+            ) from None
     try:
-        msg: Message = cls(**{k: v for k, v in obj.items() if k != "type"})
+        msg: Message = cls(**values)
     except TypeError as exc:
         raise MessageError(f"{kind}: {exc}") from None
     return msg

@@ -15,6 +15,7 @@ Schema versions (PRAGMA user_version), forward only, each step an ALTER TABLE AD
   5  this    table run_days (compacted history, routines/rundays.py); routine_state + each
              routine's last run (last_run_id, last_status, last_outcome, last_started,
              last_finished), filled from runs once; auto_vacuum = INCREMENTAL (a VACUUM, once)
+  8  reply   + parent_run_id (trigger "reply": the run whose conversation it continues)
 
 Invariant: routine_state's last_* columns are written in the transaction that finishes a run,
 so `list` and `status` read one row per routine and never scan runs.
@@ -40,6 +41,17 @@ from zoneinfo import ZoneInfo
 
 from routines import rundays
 from routines.rundays import MS_SQL, NANO_SQL, DaySummary
+from routines.runs import (
+    ACTIVE,
+    NO_LAST_RUN,
+    NOT_A_RUN,
+    Outcome,
+    RunEnd,
+    RunStatus,
+    Trigger,
+    sql_in,
+    status_of,
+)
 
 __all__ = [
     "ANY",
@@ -52,10 +64,11 @@ __all__ = [
     "LedgerFull",
     "RoutineState",
     "RunRow",
+    "is_enabled",
     "iso",
 ]
 
-LEDGER_VERSION = 5
+LEDGER_VERSION = 8
 BUSY_TIMEOUT_SEC = 10.0
 CLAIM_RETENTION = timedelta(days=45)
 
@@ -103,7 +116,7 @@ _STEPS: dict[int, tuple[tuple[str, ...], tuple[str, ...]]] = {
             "CREATE UNIQUE INDEX runs_run_id ON runs(run_id)",
             "CREATE INDEX runs_routine_started ON runs(routine, started_at)",
             "CREATE INDEX runs_started ON runs(started_at)",
-            "CREATE INDEX runs_active ON runs(status) WHERE status IN ('queued', 'running')",
+            f"CREATE INDEX runs_active ON runs(status) WHERE status IN {sql_in(ACTIVE)}",
             """CREATE TABLE claims (
                 routine TEXT NOT NULL,
                 slot TEXT NOT NULL,
@@ -138,13 +151,22 @@ _STEPS: dict[int, tuple[tuple[str, ...], tuple[str, ...]]] = {
             "SELECT routine, run_id, COALESCE(status, exit_status), outcome, started_at, "
             "finished_at FROM runs WHERE id IN ("
             "SELECT (SELECT r2.id FROM runs r2 WHERE r2.routine = g.routine AND "
-            "COALESCE(r2.status, r2.exit_status) NOT IN ('queued', 'running', 'skipped') "
+            f"COALESCE(r2.status, r2.exit_status) NOT IN {sql_in(NO_LAST_RUN)} "
             "ORDER BY r2.started_at DESC, r2.id DESC LIMIT 1) "
             "FROM (SELECT DISTINCT routine FROM runs) g) "
             "ON CONFLICT(routine) DO UPDATE SET last_run_id = excluded.last_run_id, "
             "last_status = excluded.last_status, last_outcome = excluded.last_outcome, "
             "last_started = excluded.last_started, last_finished = excluded.last_finished",
         ),
+    ),
+    # Placeholders for the steps other branches add in parallel (ledgersize: 6, approvals:
+    # 7); the lead renumbers at merge.
+    6: ((), ()),
+    7: ((), ()),
+    # `reply RUN TEXT`: a reply run names the run it continues; history shows the thread.
+    8: (
+        ("parent_run_id TEXT",),
+        ("CREATE INDEX runs_parent ON runs(parent_run_id) WHERE parent_run_id IS NOT NULL",),
     ),
 }
 
@@ -174,6 +196,7 @@ RUN_COLUMNS = (
     "owner_pid",
     "owner_started",
     "worker_pid",
+    "parent_run_id",
 )
 
 
@@ -218,9 +241,9 @@ class RunRow:
     routine: str
     run_id: str | None
     slot: str | None
-    trigger: str | None
-    status: str | None
-    outcome: str | None
+    trigger: Trigger | None
+    status: RunStatus | str | None  # str: a v2.0.x exit_status the enum lacks ("error")
+    outcome: Outcome | None
     detail: str | None
     started_at: str | None
     finished_at: str | None
@@ -237,6 +260,7 @@ class RunRow:
     tools_used: list[str] | None
     dollars: float | None
     output_file: str | None
+    parent_run_id: str | None = None  # trigger "reply": the run it continues
 
     def as_json(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
@@ -249,7 +273,7 @@ class ActiveRun:
     run_id: str
     routine: str
     slot: str | None
-    status: str
+    status: RunStatus  # one of ACTIVE
     owner_pid: int | None
     owner_started: float | None
     worker_pid: int | None
@@ -275,6 +299,12 @@ class RoutineState:
         if self.enabled_override is None or self.file_enabled_seen != file_enabled:
             return file_enabled
         return self.enabled_override
+
+
+def is_enabled(states: Mapping[str, RoutineState], name: str, file_enabled: bool) -> bool:
+    """Whether routine `name` is on, from the states read in one query (`Ledger.states`)."""
+    state = states.get(name)
+    return state.enabled(file_enabled) if state is not None else file_enabled
 
 
 def _bool_or_none(v: object) -> bool | None:
@@ -483,8 +513,8 @@ class Ledger:
         slot: str,
         *,
         run_id: str,
-        trigger: str,
-        status: str,
+        trigger: Trigger,
+        status: RunStatus,
         now: datetime,
         detail: str = "",
         owner: tuple[int, float] | None = None,
@@ -540,18 +570,20 @@ class Ledger:
         routine: str,
         run_id: str,
         slot: str | None,
-        trigger: str,
-        status: str,
+        trigger: Trigger,
+        status: RunStatus,
         now: datetime,
         detail: str,
         owner: tuple[int, float] | None,
+        parent_run_id: str | None = None,
     ) -> None:
-        finished = status not in ("queued", "running")
+        finished = status not in ACTIVE
         db.execute(
             "INSERT INTO runs (run_id, routine, slot, trigger, status, detail, started_at, "
             "finished_at, duration_sec, dollars, input_tokens, output_tokens, "
-            "local_input_tokens, local_output_tokens, tool_calls, owner_pid, owner_started) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0, 0, 0, 0, 0, ?, ?)",
+            "local_input_tokens, local_output_tokens, tool_calls, owner_pid, owner_started, "
+            "parent_run_id) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0, 0, 0, 0, 0, ?, ?, ?)",
             (
                 run_id,
                 routine,
@@ -564,6 +596,7 @@ class Ledger:
                 0.0 if finished else None,
                 owner[0] if owner else None,
                 owner[1] if owner else None,
+                parent_run_id,
             ),
         )
         if finished:
@@ -574,16 +607,20 @@ class Ledger:
         routine: str,
         *,
         run_id: str,
-        trigger: str,
-        status: str,
+        trigger: Trigger,
+        status: RunStatus,
         now: datetime,
         slot: str | None = None,
         detail: str = "",
         owner: tuple[int, float] | None = None,
+        parent_run_id: str | None = None,
     ) -> None:
-        """A run row without a claim: manual runs, and refusals recorded for the history."""
+        """A run row without a claim: manual runs and replies (`parent_run_id`: the run a
+        reply continues), and refusals recorded for the history."""
         with self.transaction() as db:
-            self._insert_run(db, routine, run_id, slot, trigger, status, now, detail, owner)
+            self._insert_run(
+                db, routine, run_id, slot, trigger, status, now, detail, owner, parent_run_id
+            )
 
     def prune_claims(self, now: datetime) -> int:
         """Forget claims older than 45 days (the cursor keeps old slots from coming back)."""
@@ -604,51 +641,71 @@ class Ledger:
     def start_run(self, run_id: str, *, now: datetime, worker_pid: int | None) -> None:
         with self.transaction() as db:
             db.execute(
-                "UPDATE runs SET status = 'running', started_at = ?, worker_pid = ? "
-                "WHERE run_id = ?",
-                (iso(now), worker_pid, run_id),
+                "UPDATE runs SET status = ?, started_at = ?, worker_pid = ? WHERE run_id = ?",
+                (RunStatus.RUNNING, iso(now), worker_pid, run_id),
             )
 
-    def finish_run(self, run_id: str, *, now: datetime, fields: Mapping[str, Any]) -> None:
-        """Write a run's final fields (status, outcome, tokens, dollars, …) and finished_at."""
-        allowed = set(RUN_COLUMNS) - {"run_id", "routine", "started_at"}
-        bad = set(fields) - allowed
-        if bad:
-            raise ValueError(f"unknown run fields: {sorted(bad)}")
-        values = dict(fields)
-        if "tools_used" in values and not isinstance(values["tools_used"], str | None):
-            values["tools_used"] = json.dumps(list(values["tools_used"]))
-        if "escalated" in values and values["escalated"] is not None:
-            values["escalated"] = int(values["escalated"])
-        values["finished_at"] = iso(now)
-        assignments = ", ".join(f"{k} = ?" for k in values)
+    def finish_run(self, run_id: str, end: RunEnd, *, now: datetime) -> bool:
+        """Write a run's final columns and finished_at; True if it did.
+
+        Invariant: only an active (queued/running) row changes, so a run ends with exactly
+        one final status: a second ending (an error path after `ok` was written, a daemon
+        marking a run interrupted that just finished) changes nothing and returns False
+        (tests/test_ledger.py::test_finish_run_changes_only_an_active_run).
+        KeyError when there is no such run.
+        """
         with self.transaction() as db:
             row = db.execute(
-                "SELECT routine, started_at, COALESCE(status, exit_status) AS status, outcome "
-                "FROM runs WHERE run_id = ?",
-                (run_id,),
+                "SELECT routine, started_at, status FROM runs WHERE run_id = ?", (run_id,)
             ).fetchone()
             if row is None:
                 raise KeyError(run_id)
-            if "duration_sec" not in values and row["started_at"]:
-                values["duration_sec"] = max(
-                    0.0, (now - from_iso(row["started_at"])).total_seconds()
-                )
-                assignments = ", ".join(f"{k} = ?" for k in values)
+            if row["status"] not in ACTIVE:
+                return False
+            duration = end.duration_sec
+            if duration is None and row["started_at"]:
+                duration = max(0.0, (now - from_iso(row["started_at"])).total_seconds())
+            tools = None if end.tools_used is None else json.dumps(list(end.tools_used))
+            escalated = None if end.escalated is None else int(end.escalated)
             db.execute(
-                f"UPDATE runs SET {assignments} WHERE run_id = ?", (*values.values(), run_id)
+                "UPDATE runs SET status = ?, outcome = ?, detail = ?, finished_at = ?, "
+                "duration_sec = ?, route = ?, model = ?, escalated = ?, escalated_reason = ?, "
+                "input_tokens = ?, output_tokens = ?, local_input_tokens = ?, "
+                "local_output_tokens = ?, tool_calls = ?, tools_used = ?, dollars = ?, "
+                "output_file = ? WHERE run_id = ?",
+                (
+                    end.status,
+                    end.outcome,
+                    end.detail,
+                    iso(now),
+                    duration,
+                    end.route,
+                    end.model,
+                    escalated,
+                    end.escalated_reason,
+                    end.input_tokens,
+                    end.output_tokens,
+                    end.local_input_tokens,
+                    end.local_output_tokens,
+                    end.tool_calls,
+                    tools,
+                    end.dollars,
+                    end.output_file,
+                    run_id,
+                ),
             )
-            status = values.get("status", row["status"])
-            if status not in ("queued", "running") and row["started_at"]:
-                outcome = values.get("outcome", row["outcome"])
-                _note_last(db, row["routine"], run_id, status, outcome, row["started_at"], iso(now))
+            if end.status not in ACTIVE and row["started_at"]:
+                _note_last(
+                    db, row["routine"], run_id, end.status, end.outcome, row["started_at"], iso(now)
+                )
+        return True
 
     def active_runs(self) -> list[ActiveRun]:
         rows = self._db.execute(
             "SELECT run_id, routine, slot, status, owner_pid, owner_started, worker_pid "
-            "FROM runs WHERE status IN ('queued', 'running')"
+            f"FROM runs WHERE status IN {sql_in(ACTIVE)}"
         ).fetchall()
-        return [ActiveRun(**dict(r)) for r in rows]
+        return [ActiveRun(**{**dict(r), "status": RunStatus(r["status"])}) for r in rows]
 
     def run(self, run_id: str) -> RunRow | None:
         row = self._db.execute(
@@ -666,6 +723,43 @@ class Ledger:
         ).fetchall()
         return [_row(r) for r in rows]
 
+    def replies_to(self, run_ids: Sequence[str]) -> list[RunRow]:
+        """The reply runs whose parent is one of `run_ids`, oldest first."""
+        if not run_ids:
+            return []
+        marks = ", ".join("?" * len(run_ids))
+        rows = self._db.execute(
+            f"SELECT id, {', '.join(_ROW_FIELDS)} FROM runs WHERE parent_run_id IN ({marks}) "
+            "ORDER BY started_at, id",
+            tuple(run_ids),
+        ).fetchall()
+        return [_row(r) for r in rows]
+
+    def thread(self, run_id: str) -> list[RunRow]:
+        """The conversation `run_id` belongs to: its first run, then every reply below it
+        (depth first, oldest first); [] when the run is unknown."""
+        row = self.run(run_id)
+        seen: set[str] = set()
+        while row is not None and row.parent_run_id and row.run_id not in seen:
+            seen.add(row.run_id or "")
+            parent = self.run(row.parent_run_id)
+            if parent is None:
+                break
+            row = parent
+        if row is None:
+            return []
+        out: list[RunRow] = []
+
+        def below(r: RunRow) -> None:
+            out.append(r)
+            if r.run_id and len(out) < 1000:  # a cycle cannot be made, but never loop
+                for child in self.replies_to([r.run_id]):
+                    if child.run_id not in {o.run_id for o in out}:
+                        below(child)
+
+        below(row)
+        return out
+
     def runs_between(self, start: datetime, end: datetime) -> list[RunRow]:
         """Runs of every routine that started in [start, end), newest first."""
         rows = self._db.execute(
@@ -682,7 +776,17 @@ class Ledger:
             "SELECT routine, last_run_id, last_status, last_outcome, last_started, "
             "last_finished FROM routine_state WHERE last_status IS NOT NULL"
         ).fetchall()
-        return {r["routine"]: LastRun(*r) for r in rows}
+        return {
+            r["routine"]: LastRun(
+                r["routine"],
+                r["last_run_id"],
+                status_of(r["last_status"]),
+                Outcome(r["last_outcome"]) if r["last_outcome"] else None,
+                r["last_started"],
+                r["last_finished"],
+            )
+            for r in rows
+        }
 
     # -- compaction (routines/rundays.py) ------------------------------------------------------
 
@@ -695,7 +799,7 @@ class Ledger:
                 "AS status, outcome, input_tokens, output_tokens, local_input_tokens, "
                 f"local_output_tokens, tool_calls, {NANO_SQL} AS nano, {MS_SQL} AS ms "
                 "FROM runs WHERE started_at < ? "
-                "AND COALESCE(status, exit_status, '') NOT IN ('queued', 'running') "
+                f"AND COALESCE(status, exit_status, '') NOT IN {sql_in(ACTIVE)} "
                 "ORDER BY started_at LIMIT ?",
                 (iso(before), limit),
             ).fetchall()
@@ -757,7 +861,7 @@ class Ledger:
             + "".join(f"COALESCE(SUM({c}), 0) AS {c}, " for c in sums)
             + f"COALESCE(SUM({NANO_SQL}), 0) AS nano FROM runs "
             "WHERE started_at >= ? AND started_at < ? "
-            "AND COALESCE(status, exit_status, '') NOT IN ('skipped', 'missed') "
+            f"AND COALESCE(status, exit_status, '') NOT IN {sql_in(NOT_A_RUN)} "
             "GROUP BY routine",
             (iso(start), iso(end)),
         ).fetchall()
@@ -814,27 +918,75 @@ class Ledger:
         version: int = self._db.execute("PRAGMA data_version").fetchone()[0]
         return version
 
-    def update_state(self, routine: str, **changes: Any) -> None:
+    def _set_state(self, db: sqlite3.Connection, routine: str, values: dict[str, object]) -> None:
         """Set columns of routine_state (creating the row); booleans stored as 0/1."""
-        allowed = set(RoutineState.__dataclass_fields__) - {"routine"}
-        bad = set(changes) - allowed
-        if bad:
-            raise ValueError(f"unknown state fields: {sorted(bad)}")
-        values = {k: (int(v) if isinstance(v, bool) else v) for k, v in changes.items()}
+        values = {k: (int(v) if isinstance(v, bool) else v) for k, v in values.items()}
         values["updated_at"] = iso(datetime.now(UTC))
         cols = ", ".join(values)
         marks = ", ".join("?" for _ in values)
         updates = ", ".join(f"{k} = excluded.{k}" for k in values)
+        db.execute(
+            f"INSERT INTO routine_state (routine, {cols}) VALUES (?, {marks}) "
+            f"ON CONFLICT(routine) DO UPDATE SET {updates}",
+            (routine, *values.values()),
+        )
+
+    def enable(self, routine: str, *, file_enabled: bool, cursor: str, fingerprint: str) -> None:
+        """The one rule for turning a routine on (`enable`, the dashboard, the daemon's control
+        command): the override is stored with the file's `enabled` at this moment (see
+        RoutineState.enabled), the failure streak is cleared, and it owes nothing from before:
+        the cursor moves to `cursor` (now), never backwards, for the schedule `fingerprint`."""
         with self.transaction() as db:
-            db.execute(
-                f"INSERT INTO routine_state (routine, {cols}) VALUES (?, {marks}) "
-                f"ON CONFLICT(routine) DO UPDATE SET {updates}",
-                (routine, *values.values()),
+            row = db.execute(
+                "SELECT cursor FROM routine_state WHERE routine = ?", (routine,)
+            ).fetchone()
+            stored = row["cursor"] if row else None
+            self._set_state(
+                db,
+                routine,
+                {
+                    "enabled_override": True,
+                    "file_enabled_seen": file_enabled,
+                    "failure_streak": 0,
+                    "disabled_reason": None,
+                    "cursor": stored if stored and stored > cursor else cursor,
+                    "schedule_fingerprint": fingerprint,
+                },
             )
 
-    def set_cursor(self, routine: str, cursor: str | None, fingerprint: str) -> None:
-        """Reset the cursor for a new or edited schedule (it owes nothing from before)."""
-        self.update_state(routine, cursor=cursor, schedule_fingerprint=fingerprint)
+    def disable(
+        self,
+        routine: str,
+        *,
+        file_enabled: bool,
+        reason: str | None = None,
+        failure_streak: int | None = None,
+    ) -> None:
+        """Turn a routine off: by `disable` (no reason), a new draft (streak 0) or three
+        strikes (`reason`, the streak that reached it). The override is stored with the
+        file's `enabled` at this moment, so editing the file's `enabled` later wins."""
+        values: dict[str, object] = {
+            "enabled_override": False,
+            "file_enabled_seen": file_enabled,
+            "disabled_reason": reason,
+        }
+        if failure_streak is not None:
+            values["failure_streak"] = failure_streak
+        with self.transaction() as db:
+            self._set_state(db, routine, values)
+
+    def set_failure_streak(self, routine: str, streak: int) -> None:
+        with self.transaction() as db:
+            self._set_state(db, routine, {"failure_streak": streak})
+
+    def set_cursor(self, routine: str, cursor: str | None, fingerprint: str | None = None) -> None:
+        """Reset the cursor, anywhere, even back: for a new or edited schedule (it owes nothing
+        from before; `fingerprint` is the new schedule's), or a clock that was wrong."""
+        values: dict[str, object] = {"cursor": cursor}
+        if fingerprint is not None:
+            values["schedule_fingerprint"] = fingerprint
+        with self.transaction() as db:
+            self._set_state(db, routine, values)
 
 
 @dataclass(frozen=True, slots=True)
@@ -843,8 +995,8 @@ class LastRun:
 
     routine: str
     run_id: str | None
-    status: str | None
-    outcome: str | None
+    status: RunStatus | str | None  # str: a v2.0.x exit_status the enum lacks ("error")
+    outcome: Outcome | None
     started_at: str | None
     finished_at: str | None
 
@@ -853,13 +1005,13 @@ def _note_last(
     db: sqlite3.Connection,
     routine: str,
     run_id: str,
-    status: str,
-    outcome: str | None,
+    status: RunStatus,
+    outcome: Outcome | None,
     started: str,
     finished: str,
 ) -> None:
     """Make this run the routine's last run unless a newer one is there already."""
-    if status in ("queued", "running", "skipped"):
+    if status in NO_LAST_RUN:
         return
     db.execute(
         "INSERT INTO routine_state (routine, last_run_id, last_status, last_outcome, "
@@ -914,6 +1066,9 @@ def _row(row: sqlite3.Row) -> RunRow:
     data = dict(row)
     tools = data.get("tools_used")
     data["tools_used"] = json.loads(tools) if tools else ([] if tools == "" else None)
+    data["status"] = status_of(data["status"]) if data["status"] is not None else None
+    data["trigger"] = Trigger(data["trigger"]) if data["trigger"] else None
+    data["outcome"] = Outcome(data["outcome"]) if data["outcome"] else None
     return RunRow(**data)
 
 

@@ -32,6 +32,11 @@ class Paths:
         return self.secrets_dir / "anthropic-key"
 
     @property
+    def allowed_signers(self) -> Path:
+        """ssh allowed-signers: keys whose signature lets a routine act without asking."""
+        return self.home / "allowed_signers"
+
+    @property
     def state_dir(self) -> Path:
         return self.routines_dir / "state"
 
@@ -80,6 +85,10 @@ class Paths:
 
     def run_log(self, name: str, run_id: str) -> Path:
         return self.state_dir / name / "runs" / f"{run_id}.jsonl"
+
+    def conversation(self, name: str, run_id: str) -> Path:
+        """The run's conversation, what `reply` continues (routines/conversation.py)."""
+        return self.state_dir / name / "runs" / f"{run_id}.conversation.json"
 
     def last_run(self, name: str) -> Path:
         return self.state_dir / name / "last-run.json"

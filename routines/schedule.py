@@ -26,6 +26,7 @@ from routines.describe import describe
 from routines.every import resolve_every
 from routines.oncalendar import parse_oncalendar
 from routines.pattern import Pattern
+from routines.runs import slot_id
 from routines.schedule_error import ScheduleError, never_fires
 from routines.spec import Kind, ScheduleSpec
 from routines.translate import translate
@@ -56,7 +57,7 @@ class Slot:
     @property
     def id(self) -> str:
         """Stable across restarts and DST (a UTC instant, to the second): the run-fence key."""
-        return self.instant.strftime("%Y-%m-%dT%H:%M:%SZ")
+        return slot_id(self.instant)
 
 
 def _aware(instant: datetime, what: str) -> datetime:

@@ -30,6 +30,8 @@ missing_cmds() {
     # client inside the sandbox.
     command -v ip >/dev/null || out+=(iproute2)
     command -v curl >/dev/null || out+=(curl)
+    # Routine signatures (routines/signing.py): ssh-keygen -Y sign/verify.
+    command -v ssh-keygen >/dev/null || out+=(ssh-keygen)
     command -v script >/dev/null || out+=(script)
     command -v zsh >/dev/null || out+=(zsh)      # the zsh and fish completion tests
     command -v fish >/dev/null || out+=(fish)
@@ -55,10 +57,10 @@ if command -v apt-get >/dev/null; then
     apt-get install -y -qq --no-install-recommends \
         bubblewrap libseccomp2 python3 python3-venv systemd \
         makepkg pacman-package-manager libarchive-tools fakeroot \
-        util-linux bsdextrautils procps ca-certificates zsh fish chromium iproute2 curl >/dev/null
+        util-linux bsdextrautils procps ca-certificates zsh fish chromium iproute2 curl openssh-client >/dev/null
 elif [ -x /usr/bin/pacman ] && [ -f /etc/arch-release ]; then
     # -Syu: Arch does not support partial upgrades.
-    pacman -Syu --needed --noconfirm bubblewrap libseccomp python systemd base-devel util-linux procps-ng zsh fish chromium iproute2 curl >/dev/null
+    pacman -Syu --needed --noconfirm bubblewrap libseccomp python systemd base-devel util-linux procps-ng zsh fish chromium iproute2 curl openssh >/dev/null
 else
     echo "system-deps: no apt-get or Arch pacman here; install by hand: $need" >&2
     exit 1

@@ -38,6 +38,9 @@ COMMANDS = {
     "reload": "reload",
     "daemon": "daemon",
     "dashboard": "dashboard",
+    "reply": "reply",
+    "sign": "sign",
+    "trust": "sign",
 }
 COMMAND_MODULES = tuple(dict.fromkeys(COMMANDS.values()))
 
@@ -56,7 +59,7 @@ class _Version(argparse.Action):
 
 
 # Commands that never open the ledger: they run even when it is gone beside a live daemon.
-_NO_LEDGER = frozenset({"schedule", "validate", "daemon", "sandbox"})
+_NO_LEDGER = frozenset({"schedule", "validate", "daemon", "sandbox", "sign", "trust"})
 
 
 class _Parser(argparse.ArgumentParser):

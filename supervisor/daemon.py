@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import psutil
 
@@ -31,16 +31,20 @@ from routines.ledger import Ledger, LedgerError, LedgerFull
 from routines.paths import Paths, paths
 from routines.product import ROOT_REFUSAL, version
 from routines.registry import Registry, scan
+from routines.runs import RunEnd
 from routines.safetext import one_line
 from supervisor import housekeeping, notify, systemd
 from supervisor.clock import Clock, clock_from_env
 from supervisor.control import CommandError, Connection, ControlServer, socket_path_problem
 from supervisor.jobs import new_run_id
-from supervisor.plan import cursor_for
 from supervisor.pool import Pool
 from supervisor.record import Notification
 from supervisor.scheduler import Pending, Scheduler
 from supervisor.toggle import set_enabled
+
+if TYPE_CHECKING:
+    from routines.spec import Routine
+    from supervisor.reply import ReplyTo
 
 __all__ = ["Daemon", "main", "owner_alive"]
 
@@ -180,6 +184,7 @@ class Daemon:
                 "ping": self._ping,
                 "status": self._status,
                 "run": self._run,
+                "reply": self._run,
                 "follow": self._follow,
                 "reload": self._reload,
                 "enable": self._enable,
@@ -269,14 +274,11 @@ class Daemon:
         for run in self.ledger.active_runs():
             if owner_alive(run.owner_pid, run.owner_started):
                 continue
-            self.ledger.finish_run(
-                run.run_id,
-                now=now,
-                fields={
-                    "status": RunStatus.INTERRUPTED,
-                    "detail": f"its supervisor (pid {run.owner_pid}) went away; not replayed",
-                },
-            )
+            detail = f"its supervisor (pid {run.owner_pid}) went away; not replayed"
+            if not self.ledger.finish_run(
+                run.run_id, RunEnd(RunStatus.INTERRUPTED, detail), now=now
+            ):
+                continue  # it ended meanwhile: its own ending stands
             log.warning("%s: run %s interrupted (its supervisor is gone)", run.routine, run.run_id)
 
     def _sleep_for(self) -> float:
@@ -525,7 +527,11 @@ class Daemon:
             raise CommandError("ledger_lost", str(self.lost))
         if self.full is not None:
             raise CommandError("disk_full", self.full)
-        routine = self._routine(req.args.get("name"))
+        reply = None
+        if req.cmd == "reply":
+            routine, reply = self._reply_to(req)
+        else:
+            routine = self._routine(req.args.get("name"))
         if not self.pool.accepting:
             raise CommandError("stopping", "the daemon is stopping; try again when it is back")
         if self._busy(routine.name):
@@ -535,23 +541,37 @@ class Daemon:
             )
         now = self.clock.now()
         run_id = new_run_id(routine.name, now)
+        trigger = Trigger.REPLY if reply else Trigger.MANUAL
         try:
             self.ledger.record_run(
                 routine.name,
                 run_id=run_id,
-                trigger=Trigger.MANUAL,
+                trigger=trigger,
                 status=RunStatus.QUEUED,
                 now=now,
                 owner=self.owner,
+                parent_run_id=reply.parent_run_id if reply else None,
             )
         except LedgerFull as exc:  # nothing recorded, so nothing runs
             self._disk_full(exc)
             raise CommandError("disk_full", str(self.full)) from None
-        pending = Pending(run_id, routine, Trigger.MANUAL, None, "manual run")
+        detail = reply.detail() if reply else "manual run"
+        pending = Pending(run_id, routine, trigger, None, detail, reply=reply)
         if req.args.get("detach"):
             self.pool.enqueue(pending)
             return {"run_id": run_id}
         return await self._await_run(pending, conn, enqueue=True)
+
+    def _reply_to(self, req: Request) -> tuple[Routine, ReplyTo]:
+        """`reply`: the parent run's routine (its current version) and the checked reply."""
+        from supervisor.reply import ReplyRefused, prepare_reply
+
+        try:
+            return prepare_reply(
+                self.ledger, self.paths, self._routine, req.args.get("run_id"), req.args.get("text")
+            )
+        except ReplyRefused as exc:
+            raise CommandError("reply_refused", str(exc)) from None
 
     async def _await_run(self, pending: Pending, conn: Connection, enqueue: bool) -> Any:
         done: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
@@ -597,11 +617,6 @@ class Daemon:
         self._data_version = None
         self.tick()
         return {"name": routine.name, "enabled": on}
-
-
-def reset_cursor_for_enable(ledger: Ledger, name: str, now: datetime) -> None:
-    """`enable` owes nothing from before: start the routine's cursor at now (never backwards)."""
-    ledger.advance_cursor(name, cursor_for(now))
 
 
 def main(*, worker_argv: list[str] | None = None) -> int:

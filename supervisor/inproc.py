@@ -19,6 +19,7 @@ from supervisor.daemon import owner_alive, process_identity
 from supervisor.jobs import new_run_id
 from supervisor.pool import Pool
 from supervisor.record import Notification
+from supervisor.reply import ReplyTo
 from supervisor.scheduler import Pending
 
 __all__ = ["Busy", "run_in_process"]
@@ -42,7 +43,11 @@ def _notify(note: Notification) -> None:
 
 
 async def _run(
-    routine: Routine, p: Paths, config: Config, on_event: Callable[[Event], None]
+    routine: Routine,
+    p: Paths,
+    config: Config,
+    on_event: Callable[[Event], None],
+    reply: ReplyTo | None = None,
 ) -> dict[str, Any]:
     clock = SystemClock()
     with Ledger(p.ledger) as ledger:
@@ -55,13 +60,15 @@ async def _run(
                 )
         now = clock.now()
         run_id = new_run_id(routine.name, now)
+        trigger = Trigger.REPLY if reply else Trigger.MANUAL
         ledger.record_run(
             routine.name,
             run_id=run_id,
-            trigger=Trigger.MANUAL,
+            trigger=trigger,
             status=RunStatus.QUEUED,
             now=now,
             owner=process_identity(),
+            parent_run_id=reply.parent_run_id if reply else None,
         )
         pool = Pool(
             ledger=ledger,
@@ -72,7 +79,8 @@ async def _run(
             on_change=lambda: None,
         )
         done: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-        pending = Pending(run_id, routine, Trigger.MANUAL, None, "manual run")
+        detail = reply.detail() if reply else "manual run"
+        pending = Pending(run_id, routine, trigger, None, detail, reply=reply)
         pending.listeners.append(_Listener(on_event))
         pending.on_done.append(done)
         pool.enqueue(pending)
@@ -84,7 +92,12 @@ async def _run(
 
 
 def run_in_process(
-    routine: Routine, p: Paths, config: Config, on_event: Callable[[Event], None]
+    routine: Routine,
+    p: Paths,
+    config: Config,
+    on_event: Callable[[Event], None],
+    reply: ReplyTo | None = None,
 ) -> dict[str, Any]:
-    """Run `routine` once, now, here; returns the finished run (as the daemon reports it)."""
-    return asyncio.run(_run(routine, p, config, on_event))
+    """Run `routine` once, now, here (a reply with `reply`); returns the finished run (as
+    the daemon reports it)."""
+    return asyncio.run(_run(routine, p, config, on_event, reply))

@@ -5,13 +5,18 @@ from __future__ import annotations
 import secrets
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
 
 from ipc.messages import Job
 from routines.config import Config
 from routines.paths import Paths
+from routines.runs import Trigger
 from routines.spec import Memory, Routine
 from routines.store import read_regular
+
+if TYPE_CHECKING:
+    from supervisor.reply import ReplyTo
 
 __all__ = ["build_job", "new_run_id", "read_memory"]
 
@@ -44,13 +49,14 @@ def build_job(
     routine: Routine,
     *,
     run_id: str,
-    trigger: str,
+    trigger: Trigger,
     slot: str | None,
     now: datetime,
     max_tokens: int | None,
     dollars_left: float | None,
     paths: Paths,
     config: Config,
+    reply: ReplyTo | None = None,
 ) -> Job:
     mem = memory_path(routine, paths)
     return Job(
@@ -72,4 +78,6 @@ def build_job(
         ollama_url=config.ollama_url,
         pricing={m: [p[0], p[1]] for m, p in config.pricing.items()},
         sandbox=config.sandbox.as_dict(),
+        parent_run_id=reply.parent_run_id if reply else None,
+        reply_text=reply.text if reply else "",
     )

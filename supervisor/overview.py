@@ -35,6 +35,9 @@ class RoutineRow:
     queued: bool = False
     max_dollars_per_day: float | None = None  # the daily budget, None when unlimited
     open_on_login: bool = False  # its outputs wait to be seen (`brief --unseen`)
+    signature: str = "unsigned"  # routines.signing.SignatureState
+    signature_note: str | None = None  # "signed by …", "signature invalid: …"
+    signature_warning: bool = False  # the note is a problem (invalid, or auto_approve unsigned)
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -57,6 +60,8 @@ class RoutineRow:
             "queued": self.queued,
             "max_dollars_per_day": self.max_dollars_per_day,
             "open_on_login": self.open_on_login,
+            "signature": self.signature,
+            "signature_note": self.signature_note,
         }
 
 
@@ -64,9 +69,10 @@ def collect(now: datetime | None = None) -> list[RoutineRow]:
     """One line per routine file, from the registry and the ledger (no daemon needed)."""
     from zoneinfo import ZoneInfo
 
-    from routines.ledger import Ledger
+    from routines.ledger import Ledger, is_enabled
     from routines.paths import paths
     from routines.registry import scan
+    from routines.runs import RunStatus
     from routines.schedule import summary
 
     now = now or datetime.now(UTC)
@@ -102,7 +108,7 @@ def collect(now: datetime | None = None) -> list[RoutineRow]:
                     )
                 )
                 continue
-            enabled = state.enabled(r.enabled) if state else r.enabled
+            enabled = is_enabled(states, name, r.enabled)
             description, next_run = summary(r.schedule, r.kind, name, enabled, now)
             lr = last.get(name)
             lines.append(
@@ -122,13 +128,38 @@ def collect(now: datetime | None = None) -> list[RoutineRow]:
                     disabled_reason=state.disabled_reason if state and not enabled else None,
                     errors=errors,
                     warnings=entry.warnings,
-                    running=(name, "running") in active,
-                    queued=(name, "queued") in active,
+                    running=(name, RunStatus.RUNNING) in active,
+                    queued=(name, RunStatus.QUEUED) in active,
                     max_dollars_per_day=r.budget.max_dollars_per_day,
                     open_on_login=r.output.open_on_login,
+                    **_signature(entry.path, r, p.allowed_signers),
                 )
             )
     return lines
+
+
+def _signature(path: Any, routine: Any, allowed_signers: Any) -> dict[str, Any]:
+    """The signature fields of a routine's line. ssh-keygen runs only for a file that has a
+    .sig: an unsigned routine costs `list` one lstat."""
+    import os
+
+    from routines.signing import (
+        auto_approve_requested,
+        signature_note,
+        signature_path,
+        verify_routine,
+    )
+
+    auto = "auto_approve" in routine.text and auto_approve_requested(routine)
+    if not auto and not os.path.lexists(signature_path(path)):
+        return {}
+    check = verify_routine(path, allowed_signers, data=routine.text.encode())
+    note = signature_note(check, auto, routine.name)
+    return {
+        "signature": check.state.value,
+        "signature_note": note[0] if note else None,
+        "signature_warning": bool(note and note[1]),
+    }
 
 
 def in_force_despite_errors() -> set[str] | None:
@@ -148,14 +179,18 @@ def in_force_despite_errors() -> set[str] | None:
 
 
 def offline_status(rows: list[RoutineRow]) -> dict[str, Any]:
-    """`status` from the files and the ledger alone, for when no daemon answers."""
+    """`status` from the files and the ledger alone, for when no daemon answers: the shape
+    of the daemon's reply (ipc.StatusReply)."""
+    from ipc import ActiveEntry, NextFire, StatusReply, reply_json
+
     nxt = sorted((r.next_run, r.name) for r in rows if r.next_run is not None)
-    return {
-        "daemon": False,
-        "running": [{"routine": r.name} for r in rows if r.running],
-        "queued": [{"routine": r.name} for r in rows if r.queued],
-        "next": [{"routine": n, "at": at.isoformat()} for at, n in nxt[:20]],
-        "routines": len(rows),
-        "enabled": sum(1 for r in rows if r.enabled),
-        "invalid": [r.name for r in rows if r.errors],
-    }
+    reply = StatusReply(
+        daemon=False,
+        running=[ActiveEntry(r.name) for r in rows if r.running],
+        queued=[ActiveEntry(r.name) for r in rows if r.queued],
+        next=[NextFire(n, at.isoformat()) for at, n in nxt[:20]],
+        routines=len(rows),
+        enabled=sum(1 for r in rows if r.enabled),
+        invalid=[r.name for r in rows if r.errors],
+    )
+    return reply_json(reply)

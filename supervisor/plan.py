@@ -18,7 +18,7 @@ Rules (DESIGN.md "Supervisor semantics" 3 and 4):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Protocol
 
@@ -31,8 +31,6 @@ __all__ = [
     "Action",
     "Decision",
     "Timetable",
-    "cursor_for",
-    "parse_cursor",
     "plan_routine",
 ]
 
@@ -63,15 +61,6 @@ class Decision:
     slot: Slot  # the slot claimed: the newest one the decision covers
     count: int  # how many slots it covers
     detail: str
-
-
-def cursor_for(instant: datetime) -> str:
-    """A cursor value meaning "everything up to `instant` is handled" (slot-id format)."""
-    return instant.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def parse_cursor(cursor: str) -> datetime:
-    return datetime.strptime(cursor, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
 
 
 def _runs(n: int, capped: bool) -> str:

@@ -5,12 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from ipc.messages import RunStatus
 from routines.pricing import dollar_pair
+from routines.runs import RunStatus, counts_as_strike
 from routines.spec import OnExceed, Route, Routine
 
 __all__ = [
-    "STRIKES",
+    "STRIKE_LIMIT",
     "Allowance",
     "RunLimit",
     "Verdict",
@@ -19,7 +19,7 @@ __all__ = [
     "strike",
 ]
 
-STRIKES = 3  # consecutive failures that disable a routine
+STRIKE_LIMIT = 3  # consecutive failures (routines.runs.STRIKES) that disable a routine
 # A command routine's worker runs the command for its whole `timeout_sec` and then reports
 # `timeout` itself; the supervisor's backstop waits this much longer for that report.
 COMMAND_REPORT_GRACE_SEC = 10.0
@@ -84,15 +84,15 @@ def allowance_for(routine: Routine, spent_today: float) -> Allowance:
     )
 
 
-def strike(status: str, streak: int) -> tuple[int, bool]:
+def strike(status: RunStatus, streak: int) -> tuple[int, bool]:
     """The failure streak after a run ended with `status`, and whether to disable now.
 
-    failed and timeout count; ok resets; everything else (skipped, missed, budget,
-    interrupted) leaves the streak as it was.
+    failed and timeout count (`counts_as_strike`); ok resets; everything else (skipped,
+    missed, budget, interrupted) leaves the streak as it was.
     """
-    if status in (RunStatus.FAILED, RunStatus.TIMEOUT):
+    if counts_as_strike(status):
         streak += 1
-        return streak, streak >= STRIKES
+        return streak, streak >= STRIKE_LIMIT
     if status == RunStatus.OK:
         return 0, False
     return streak, False

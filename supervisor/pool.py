@@ -18,10 +18,11 @@ from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from ipc import Event, EventKind, RunStatus
+from ipc import Event, EventKind
 from routines.config import Config
 from routines.ledger import Ledger, LedgerFull
 from routines.paths import Paths
+from routines.runs import RunEnd, RunStatus
 from routines.store import open_dir_beneath
 from supervisor.clock import Clock
 from supervisor.jobs import build_job
@@ -103,7 +104,8 @@ class Pool:
 
     def enqueue(self, pending: Pending) -> None:
         self.queue.append(pending)
-        self.broadcast(pending, Event(EventKind.STATUS, "queued", {"status": "queued"}))
+        queued = RunStatus.QUEUED
+        self.broadcast(pending, Event(EventKind.STATUS, queued, {"status": queued}))
         self.admit()
 
     def drop_queued(self, name: str, detail: str) -> int:
@@ -129,7 +131,7 @@ class Pool:
     async def _run(self, pending: Pending) -> None:
         try:
             fin = await self._execute(pending)
-        except Exception as exc:  # a bug here must not leave the run "running" forever
+        except Exception as exc:  # a bug here must not leave the run active forever
             log.exception("run %s failed inside the supervisor", pending.run_id)
             fin = self._record_failure(pending, f"supervisor error: {type(exc).__name__}: {exc}")
         finally:
@@ -162,14 +164,21 @@ class Pool:
             if not fut.done():
                 fut.set_result(fin.as_json())
 
-    def _record_failure(self, pending: Pending, detail: str, status: str = "failed") -> Finished:
+    def _record_failure(
+        self, pending: Pending, detail: str, status: RunStatus = RunStatus.FAILED
+    ) -> Finished:
+        """End a run that no worker ended (refused, dropped, stopped, or a supervisor error).
+
+        The ledger changes only a run still active: when its ending was written before (an
+        error after `ok` was recorded), that ending stands and is what this returns."""
         now = self.clock.now()
-        fields: dict[str, Any] = {"status": status, "detail": detail}
+        end = RunEnd(status, detail)
         unwritten = None
         try:
-            self.ledger.finish_run(pending.run_id, now=now, fields=fields)
+            if not self.ledger.finish_run(pending.run_id, end, now=now):
+                return self._recorded(pending)
         except LedgerFull:
-            unwritten = Unwritten(pending.routine, pending.run_id, now, fields, strikes=False)
+            unwritten = Unwritten(pending.routine, pending.run_id, now, end, strikes=False)
             self.unwritten.append(unwritten)  # whichever path recorded it (drop, stop, budget)
         return Finished(
             pending.run_id,
@@ -182,6 +191,22 @@ class Pool:
             False,
             (),
             unwritten,
+        )
+
+    def _recorded(self, pending: Pending) -> Finished:
+        """The ending the ledger holds for a run that ended already."""
+        row = self.ledger.run(pending.run_id)
+        status = row.status if row and isinstance(row.status, RunStatus) else RunStatus.FAILED
+        return Finished(
+            pending.run_id,
+            pending.routine.name,
+            status,
+            row.outcome if row else None,
+            (row.detail or "") if row else "",
+            None,
+            float(row.dollars or 0.0) if row else 0.0,
+            False,
+            (),
         )
 
     def flush(self) -> int:
@@ -236,6 +261,7 @@ class Pool:
             dollars_left=allowance.dollars_left,
             paths=self.paths,
             config=self.config,
+            reply=pending.reply,
         )
         runlog = RunLog(
             self.paths.run_log(routine.name, pending.run_id),
@@ -252,7 +278,7 @@ class Pool:
                 log.warning(
                     "%s: no space to record that run %s started", routine.name, pending.run_id
                 )
-            self.broadcast(pending, Event(EventKind.STATUS, "running", {"pid": pid}))
+            self.broadcast(pending, Event(EventKind.STATUS, RunStatus.RUNNING, {"pid": pid}))
 
         worker = WorkerProcess(
             job,

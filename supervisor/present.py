@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 from typing import Any, TextIO
 
 from routines.humanize import money, relative, tokens
+from routines.runs import STRIKES, RunStatus
 from routines.safetext import one_line
 from routines.safetext import visible as _visible
 
@@ -194,10 +195,17 @@ _EVENT_STYLE = {
 }
 
 
-def format_event(kind: str, text: str, enabled: bool, ts: str | None = None) -> str:
-    """One line of a run as `run` and `logs` print it."""
+# A run that ended one of these ways is shown red (by its status, never by words in its text:
+# an ok run whose summary says "no failed logins" stays green).
+_RED = STRIKES | {RunStatus.INTERRUPTED}
+
+
+def format_event(
+    kind: str, text: str, enabled: bool, ts: str | None = None, status: object = None
+) -> str:
+    """One line of a run as `run` and `logs` print it; `status` is the event data's."""
     mark, name = _EVENT_STYLE.get(kind, ("·", "dim"))
-    if kind in ("status", "end") and any(w in text for w in ("failed", "timeout", "interrupted")):
+    if kind in ("status", "end") and isinstance(status, str) and status in _RED:
         name = "red"
     stamp = ""
     if ts:

@@ -12,10 +12,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from ipc import RunStatus
 from routines.ledger import Ledger, LedgerFull, iso
 from routines.outputs import output_day
 from routines.paths import Paths
+from routines.runs import STRIKES, Outcome, RunEnd, RunStatus, Trigger
 from routines.spec import OutputType, Routine
 from routines.store import (
     deliver_output,
@@ -25,7 +25,7 @@ from routines.store import (
     write_json_atomic,
 )
 from supervisor.notify import preview
-from supervisor.policy import STRIKES, strike
+from supervisor.policy import STRIKE_LIMIT, strike
 from supervisor.spawn import StopReason, WorkerOutcome
 
 __all__ = [
@@ -57,15 +57,14 @@ class Unwritten:
     routine: Routine
     run_id: str
     finished_at: datetime
-    fields: dict[str, Any]
+    end: RunEnd
     strikes: bool = True  # whether its status counts toward three strikes
 
     def write(self, ledger: Ledger) -> list[Notification]:
         """Record it now; the notifications it causes (the routine disabled by it)."""
-        ledger.finish_run(self.run_id, now=self.finished_at, fields=self.fields)
         notes: list[Notification] = []
-        if self.strikes:
-            _strike(ledger, self.routine, self.fields["status"], self.fields["detail"], notes)
+        if ledger.finish_run(self.run_id, self.end, now=self.finished_at) and self.strikes:
+            _strike(ledger, self.routine, self.end.status, self.end.detail, notes)
         return notes
 
 
@@ -73,8 +72,8 @@ class Unwritten:
 class Finished:
     run_id: str
     routine: str
-    status: str
-    outcome: str | None
+    status: RunStatus
+    outcome: Outcome | None
     detail: str
     output: Path | None
     dollars: float
@@ -97,7 +96,7 @@ class Finished:
 
 def final_status(
     out: WorkerOutcome, timeout_sec: float, limit_key: str = "run_timeout_sec"
-) -> tuple[str, str]:
+) -> tuple[RunStatus, str]:
     """(status, detail) of a run from how its worker ended."""
     if out.stopped == StopReason.TIMEOUT:
         return RunStatus.TIMEOUT, f"stopped after {timeout_sec:g}s ({limit_key})"
@@ -110,22 +109,22 @@ def final_status(
     r = out.result
     if r.status not in _WORKER_STATUSES:
         return RunStatus.FAILED, f"the worker reported an unknown status {r.status!r}"
-    if r.status in (RunStatus.FAILED, RunStatus.TIMEOUT):
+    if r.status in STRIKES:
         return RunStatus(r.status), r.error or r.summary or str(r.status)
-    return r.status, r.error or r.summary
+    return RunStatus(r.status), r.error or r.summary
 
 
 def notifications_for(
-    routine: Routine, status: str, outcome: str | None, detail: str, output_text: str
+    routine: Routine, status: RunStatus, outcome: Outcome | None, detail: str, output_text: str
 ) -> list[Notification]:
     """What to show on the desktop for a finished run (auto-disable is added separately)."""
     wants = routine.output.notify or routine.output.type is OutputType.NOTIFICATION
     name = routine.name
     if status == RunStatus.OK and wants:
-        urgency = "normal" if outcome == "needs-attention" else "low"
+        urgency = "normal" if outcome == Outcome.NEEDS_ATTENTION else "low"
         title = f"{name}: {(outcome or 'done').replace('-', ' ')}"
         return [Notification(title, preview(output_text) or detail, urgency)]
-    if status in (RunStatus.FAILED, RunStatus.TIMEOUT) and wants:
+    if status in STRIKES and wants:
         return [Notification(f"{name} {status}", detail, "normal")]
     return []
 
@@ -165,7 +164,7 @@ def finish_run(
     routine: Routine,
     *,
     run_id: str,
-    trigger: str,
+    trigger: Trigger,
     slot: str | None,
     started_at: datetime,
     out: WorkerOutcome,
@@ -194,32 +193,34 @@ def finish_run(
     r = out.result
     u = out.usage
     outcome = r.outcome if r and status == RunStatus.OK else None
-    fields: dict[str, Any] = {
-        "status": status,
-        "outcome": outcome,
-        "detail": (f"{note}; {detail}" if note and detail else note or detail)[:2000],
-        "route": r.route if r else None,
-        "model": (r.model if r and r.model else u.model) or None,
-        "escalated": r.escalated if r else False,
-        "escalated_reason": r.escalated_reason if r else "",
-        "input_tokens": u.input,
-        "output_tokens": u.output,
-        "local_input_tokens": u.local_input,
-        "local_output_tokens": u.local_output,
-        "tool_calls": r.tool_calls if r else 0,
-        "tools_used": list(r.tools_used) if r else [],
-        "dollars": round(u.dollars, 6),
-        "output_file": str(stored) if stored else None,
-    }
+    end = RunEnd(
+        status=status,
+        outcome=outcome,
+        detail=(f"{note}; {detail}" if note and detail else note or detail)[:2000],
+        route=r.route if r else None,
+        model=(r.model if r and r.model else u.model) or None,
+        escalated=r.escalated if r else False,
+        escalated_reason=r.escalated_reason if r else "",
+        input_tokens=u.input,
+        output_tokens=u.output,
+        local_input_tokens=u.local_input,
+        local_output_tokens=u.local_output,
+        tool_calls=r.tool_calls if r else 0,
+        tools_used=tuple(r.tools_used) if r else (),
+        dollars=round(u.dollars, 6),
+        output_file=str(stored) if stored else None,
+    )
     notes = notifications_for(routine, status, outcome, detail, text)
     if r is not None and r.notify:
         notes.append(Notification(f"{routine.name}: budget", r.notify, "normal"))
     unwritten: Unwritten | None = None
+    disabled = False
     try:
-        ledger.finish_run(run_id, now=now, fields=fields)
-        disabled = _strike(ledger, routine, status, detail, notes)
+        # False: the row had ended already (it cannot: the pool ends a run once); no strike.
+        if ledger.finish_run(run_id, end, now=now):
+            disabled = _strike(ledger, routine, status, detail, notes)
     except LedgerFull:
-        unwritten, disabled = Unwritten(routine, run_id, now, fields), False
+        unwritten = Unwritten(routine, run_id, now, end)
     last = {
         "run_id": run_id,
         "routine": routine.name,
@@ -228,7 +229,7 @@ def finish_run(
         "started_at": iso(started_at),
         "finished_at": iso(now),
         "duration_sec": round((now - started_at).total_seconds(), 3),
-        **fields,
+        **end.as_json(),
         "summary": r.summary if r else "",
         "error": detail if status != RunStatus.OK else None,
     }
@@ -249,23 +250,17 @@ def finish_run(
 
 
 def _strike(
-    ledger: Ledger, routine: Routine, status: str, detail: str, notes: list[Notification]
+    ledger: Ledger, routine: Routine, status: RunStatus, detail: str, notes: list[Notification]
 ) -> bool:
     state = ledger.state(routine.name)
     streak, disable = strike(status, state.failure_streak)
     if streak == state.failure_streak and not disable:
         return False
     if not disable:
-        ledger.update_state(routine.name, failure_streak=streak)
+        ledger.set_failure_streak(routine.name, streak)
         return False
-    reason = f"{STRIKES} failed runs in a row; last: {detail}"[:500]
-    ledger.update_state(
-        routine.name,
-        failure_streak=streak,
-        enabled_override=False,
-        file_enabled_seen=routine.enabled,
-        disabled_reason=reason,
-    )
+    reason = f"{STRIKE_LIMIT} failed runs in a row; last: {detail}"[:500]
+    ledger.disable(routine.name, file_enabled=routine.enabled, reason=reason, failure_streak=streak)
     notes.append(
         Notification(
             f"{routine.name} disabled",

@@ -1,5 +1,5 @@
-"""What the state dir keeps, and deleting the rest: outputs and run logs older than
-`[ledger].keep_outputs_days`.
+"""What the state dir keeps, and deleting the rest: outputs, run logs and run conversations
+older than `[ledger].keep_outputs_days`.
 
 The state dir was writable from sandboxes in the first design, so nothing here walks it by
 path: every directory is opened with O_NOFOLLOW relative to its parent's fd, every entry is
@@ -22,6 +22,7 @@ from pathlib import Path
 from routines.outputs import OUTPUT_NAME
 
 __all__ = [
+    "CONVERSATION_NAME",
     "RUN_LOG_NAME",
     "Cutoffs",
     "cutoffs",
@@ -34,6 +35,9 @@ __all__ = [
 
 # state/<name>/runs/<run-id>.jsonl, run ids 20261202T060012-day-brief-3f9a1c (supervisor/jobs.py).
 RUN_LOG_NAME = re.compile(r"^(\d{8}T\d{6})-[a-z0-9-]+\.jsonl$")
+# state/<name>/runs/<run-id>.conversation.json, what `reply` continues (routines/conversation.py):
+# kept as long as the run's log.
+CONVERSATION_NAME = re.compile(r"^(\d{8}T\d{6})-[a-z0-9-]+\.conversation\.json$")
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
@@ -135,6 +139,7 @@ def prune_routine(state_dir: str, routine: str, cut: Cutoffs) -> int:
                     return started is not None and started < cut.logs_before
 
                 removed += _prune(logs, RUN_LOG_NAME, old_log)
+                removed += _prune(logs, CONVERSATION_NAME, old_log)
     except (FileNotFoundError, NotADirectoryError):
         pass  # removed meanwhile
     except OSError as exc:

@@ -10,22 +10,24 @@ Invariants (tests/supervisor/test_scheduler.py):
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ipc import RunStatus, Trigger
-from routines.ledger import Ledger, LedgerFull, RoutineState
+from routines.ledger import Ledger, LedgerFull, RoutineState, is_enabled
 from routines.registry import Registry
+from routines.runs import RunStatus, Trigger, fingerprint, parse_slot_id, slot_id
 from routines.schedule import Schedule, ScheduleError, compile_schedule
 from routines.spec import Routine
 from supervisor.jobs import new_run_id
-from supervisor.plan import Action, cursor_for, parse_cursor, plan_routine
+from supervisor.plan import Action, plan_routine
 
-__all__ = ["Pending", "Scheduler", "fingerprint"]
+if TYPE_CHECKING:
+    from supervisor.reply import ReplyTo
+
+__all__ = ["Pending", "Scheduler"]
 
 log = logging.getLogger("vinos.scheduler")
 
@@ -39,17 +41,12 @@ class Pending:
 
     run_id: str
     routine: Routine
-    trigger: str
+    trigger: Trigger
     slot: str | None
     detail: str = ""
     listeners: list[Any] = field(default_factory=list)  # control connections following it
     on_done: list[Any] = field(default_factory=list)  # futures resolved with its Finished
-
-
-def fingerprint(routine: Routine) -> str:
-    """Changes when the schedule's meaning changes (a new schedule owes nothing from before)."""
-    s = routine.schedule
-    return hashlib.sha256(f"{s.form}\0{s.expression}\0{s.timezone}".encode()).hexdigest()[:16]
+    reply: ReplyTo | None = None  # trigger "reply": the parent run and the text, for the job
 
 
 @dataclass(slots=True)
@@ -79,8 +76,7 @@ class Scheduler:
         wanted: dict[str, Routine] = {}
         disabled: set[str] = set()
         for r in registry.routines():
-            state = states.get(r.name)
-            if state.enabled(r.enabled) if state else r.enabled:
+            if is_enabled(states, r.name, r.enabled):
                 wanted[r.name] = r
             else:
                 disabled.add(r.name)
@@ -112,16 +108,16 @@ class Scheduler:
     def _start_cursor(
         self, routine: Routine, state: RoutineState, now: datetime, old: _Tracked | None
     ) -> datetime:
-        fp = fingerprint(routine)
-        if old is not None and fingerprint(old.routine) == fp:
+        fp = fingerprint(routine.schedule)
+        if old is not None and fingerprint(old.routine.schedule) == fp:
             return old.cursor  # the file changed, its schedule did not
-        stored = parse_cursor(state.cursor) if state.cursor else None
+        stored = parse_slot_id(state.cursor) if state.cursor else None
         if stored is not None and state.schedule_fingerprint == fp and not self.started:
             return stored  # daemon start-up: resume, and catch up what was missed while down
         # A new routine, one just enabled, or a new schedule: it owes nothing from before now.
         start = max(stored, now) if stored is not None else now
-        self.ledger.update_state(routine.name, cursor=cursor_for(start), schedule_fingerprint=fp)
-        return parse_cursor(cursor_for(start))
+        self.ledger.set_cursor(routine.name, slot_id(start), fp)
+        return parse_slot_id(slot_id(start))
 
     def _refresh(self, name: str) -> None:
         t = self.tracked[name]
@@ -149,8 +145,8 @@ class Scheduler:
                     name,
                     t.cursor - now,
                 )
-                t.cursor = parse_cursor(cursor_for(now))
-                self.ledger.update_state(name, cursor=cursor_for(now))
+                t.cursor = parse_slot_id(slot_id(now))
+                self.ledger.set_cursor(name, slot_id(now))
                 self._refresh(name)
 
     def due(self, now: datetime, busy: Callable[[str], bool]) -> list[Pending]:
@@ -176,7 +172,7 @@ class Scheduler:
                 jitter=timedelta(seconds=t.routine.schedule.jitter_sec),
             )
             for d in decisions:
-                expect = cursor_for(t.cursor)
+                expect = slot_id(t.cursor)
                 run_id = new_run_id(name, now)
                 trigger = Trigger.CATCH_UP if d.action is Action.CATCH_UP else Trigger.SCHEDULE
                 status = {
@@ -205,7 +201,7 @@ class Scheduler:
                     # adopt the ledger's cursor and plan again next tick.
                     state = self.ledger.state(name)
                     if state.cursor:
-                        t.cursor = max(t.cursor, parse_cursor(state.cursor))
+                        t.cursor = max(t.cursor, parse_slot_id(state.cursor))
                     log.info("%s: slot %s already handled elsewhere", name, d.slot.id)
                     break
                 t.cursor = max(t.cursor, d.slot.instant)
@@ -215,10 +211,3 @@ class Scheduler:
                     log.info("%s: slot %s %s: %s", name, d.slot.id, status, d.detail)
             self._refresh(name)
         return pending
-
-    def reset_cursor(self, name: str, now: datetime) -> None:
-        """After `enable`: owe nothing from before now."""
-        t = self.tracked.get(name)
-        if t is not None:
-            t.cursor = max(t.cursor, now)
-            self._refresh(name)

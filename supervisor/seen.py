@@ -41,6 +41,7 @@ def _day_of(key: str) -> date | None:
 def mark_seen(state_dir: Path, keys: Iterable[str], now: datetime | None = None) -> None:
     """Record `keys` as shown (read, merge and replace under a lock: two `brief`s at once lose
     nothing)."""
+    from routines.runs import slot_id
     from routines.store import read_json, write_json_atomic
 
     keys = list(keys)
@@ -55,7 +56,7 @@ def mark_seen(state_dir: Path, keys: Iterable[str], now: datetime | None = None)
         data = read_json(seen_file(state_dir))
         seen = data.get("seen") if isinstance(data, dict) else None
         merged: dict[str, str] = dict(seen) if isinstance(seen, dict) else {}
-        stamp = now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        stamp = slot_id(now)  # the instant to the second, as slot ids write it
         for key in keys:
             merged.setdefault(key, stamp)
         oldest = now.date() - timedelta(days=KEEP_DAYS)

@@ -6,37 +6,20 @@ from __future__ import annotations
 from datetime import datetime
 
 from routines.ledger import Ledger
+from routines.runs import fingerprint, slot_id
 from routines.spec import Routine
-from supervisor.plan import cursor_for
-from supervisor.scheduler import fingerprint
 
 __all__ = ["set_enabled"]
 
 
 def set_enabled(ledger: Ledger, routine: Routine, on: bool, now: datetime) -> None:
-    """Store the override with the file's `enabled` at this moment (see RoutineState.enabled).
-
-    Enabling clears the failure streak and owes nothing from before: the cursor moves to now
-    (never backwards), so the first run is the next slot.
-    """
-    if not on:
-        ledger.update_state(
+    """`Ledger.enable` (the streak cleared, nothing owed from before `now`) or `disable`."""
+    if on:
+        ledger.enable(
             routine.name,
-            enabled_override=False,
-            file_enabled_seen=routine.enabled,
-            disabled_reason=None,
+            file_enabled=routine.enabled,
+            cursor=slot_id(now),
+            fingerprint=fingerprint(routine.schedule),
         )
-        return
-    state = ledger.state(routine.name)
-    cursor = cursor_for(now)
-    if state.cursor and state.cursor > cursor:
-        cursor = state.cursor
-    ledger.update_state(
-        routine.name,
-        enabled_override=True,
-        file_enabled_seen=routine.enabled,
-        failure_streak=0,
-        disabled_reason=None,
-        cursor=cursor,
-        schedule_fingerprint=fingerprint(routine),
-    )
+    else:
+        ledger.disable(routine.name, file_enabled=routine.enabled)

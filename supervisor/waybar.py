@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from routines.runs import Outcome, counts_as_strike
 from supervisor.overview import RoutineRow
 
 __all__ = ["ICON", "WARN_SHARE", "health", "waybar_json"]
@@ -47,13 +48,13 @@ def health(lines: list[RoutineRow]) -> Health:
             warning.append(f"{ln.name}: file invalid ({len(ln.errors)} error(s))")
         if not ln.enabled:
             continue
-        if ln.last_status in ("failed", "timeout"):
+        if counts_as_strike(ln.last_status):
             critical.append(f"{ln.name}: last run {ln.last_status}")
         share = _budget_share(ln)
         # 1e-9: $0.16 of $0.20 is 80%, though 0.16 / 0.2 is 0.7999… in floating point.
         if share is not None and share >= WARN_SHARE - 1e-9:
             warning.append(f"{ln.name}: {share * 100:.0f}% of its daily budget spent")
-        if ln.last_outcome == "needs-attention":
+        if ln.last_outcome == Outcome.NEEDS_ATTENTION:
             warning.append(f"{ln.name}: needs your attention")
     if critical:
         return Health("critical", tuple(critical + warning))

@@ -25,6 +25,7 @@ from routines.ledger import (
     RoutineState,
     iso,
 )
+from routines.runs import Outcome, RunEnd, RunStatus
 
 NY = ZoneInfo("America/New_York")
 T0 = at("2024-06-01 10:00")
@@ -72,13 +73,14 @@ def claim(
     )
 
 
-def spend(led: Ledger, routine: str, when: datetime, dollars: float, status: str = "ok") -> str:
-    """A finished run of `routine` started at `when` that cost `dollars`."""
+def spend(
+    led: Ledger, routine: str, when: datetime, dollars: float, status: str = "ok", **tokens: int
+) -> str:
+    """A finished run of `routine` started at `when` that cost `dollars` (and `tokens`)."""
     run_id = f"{routine}-{iso(when)}-{dollars}"
     led.record_run(routine, run_id=run_id, trigger="manual", status="running", now=when)
-    led.finish_run(
-        run_id, now=when + timedelta(seconds=30), fields={"status": status, "dollars": dollars}
-    )
+    end = RunEnd(RunStatus(status), dollars=dollars, **tokens)  # type: ignore[arg-type]
+    led.finish_run(run_id, end, now=when + timedelta(seconds=30))
     return run_id
 
 
@@ -92,9 +94,9 @@ def sha(path: Path) -> str:
 def test_fresh_ledger_is_created_at_the_current_version(db_path: Path) -> None:
     assert not db_path.parent.exists()
     with Ledger(db_path) as led:
-        assert led.version == LEDGER_VERSION == 5
+        assert led.version == LEDGER_VERSION
     db = sqlite3.connect(db_path)
-    assert db.execute("PRAGMA user_version").fetchone()[0] == 5
+    assert db.execute("PRAGMA user_version").fetchone()[0] == LEDGER_VERSION
     assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     assert {"runs", "claims", "routine_state"} <= tables
@@ -120,7 +122,7 @@ def test_reopening_keeps_everything(db_path: Path) -> None:
         assert claim(led, "2024-06-01T06:00:00Z")
     before = dump(db_path)
     with Ledger(db_path) as led:
-        assert led.version == 5
+        assert led.version == LEDGER_VERSION
     assert dump(db_path) == before
 
 
@@ -210,9 +212,8 @@ def test_cursor_never_moves_backwards(ledger: Ledger) -> None:
 
 
 def test_cursor_keeps_other_state(ledger: Ledger) -> None:
-    ledger.update_state(
-        "day-brief", failure_streak=2, enabled_override=True, file_enabled_seen=False
-    )
+    ledger.enable("day-brief", file_enabled=False, cursor="2024-05-01T06:00:00Z", fingerprint="f")
+    ledger.set_failure_streak("day-brief", 2)
     assert claim(ledger, "2024-06-01T06:00:00Z")
     s = ledger.state("day-brief")
     assert (s.cursor, s.failure_streak, s.enabled_override) == ("2024-06-01T06:00:00Z", 2, True)
@@ -272,23 +273,23 @@ def test_start_and_finish_run(ledger: Ledger) -> None:
     ledger.finish_run(
         "r1",
         now=started + timedelta(seconds=90),
-        fields={
-            "status": "ok",
-            "outcome": "done",
-            "detail": "brief written",
-            "route": "local->premium",
-            "model": "claude-sonnet-4-6",
-            "escalated": True,
-            "escalated_reason": "low_confidence",
-            "input_tokens": 1200,
-            "output_tokens": 300,
-            "local_input_tokens": 900,
-            "local_output_tokens": 20,
-            "tool_calls": 3,
-            "tools_used": ["read_files", "run_shell"],
-            "dollars": 0.0081,
-            "output_file": "/x/2024-06-01-1000.md",
-        },
+        end=RunEnd(
+            status="ok",
+            outcome="done",
+            detail="brief written",
+            route="local->premium",
+            model="claude-sonnet-4-6",
+            escalated=True,
+            escalated_reason="low_confidence",
+            input_tokens=1200,
+            output_tokens=300,
+            local_input_tokens=900,
+            local_output_tokens=20,
+            tool_calls=3,
+            tools_used=["read_files", "run_shell"],
+            dollars=0.0081,
+            output_file="/x/2024-06-01-1000.md",
+        ),
     )
     row = ledger.run("r1")
     assert row is not None
@@ -316,6 +317,7 @@ def test_start_and_finish_run(ledger: Ledger) -> None:
         "tools_used": ["read_files", "run_shell"],
         "dollars": 0.0081,
         "output_file": "/x/2024-06-01-1000.md",
+        "parent_run_id": None,
     }
     assert ledger.active_runs() == []
 
@@ -325,20 +327,45 @@ def test_finish_run_keeps_a_given_duration_and_empty_tools(ledger: Ledger) -> No
     ledger.finish_run(
         "r",
         now=T0 + timedelta(hours=1),
-        fields={"status": "timeout", "duration_sec": 600.0, "tools_used": []},
+        end=RunEnd(status="timeout", duration_sec=600.0, tools_used=[]),
     )
     row = ledger.run("r")
     assert row is not None
     assert (row.status, row.duration_sec, row.tools_used) == ("timeout", 600.0, [])
 
 
-def test_finish_run_refuses_unknown_fields_and_unknown_runs(ledger: Ledger) -> None:
+def test_finish_run_refuses_unknown_runs(ledger: Ledger) -> None:
+    # (Unknown fields cannot be passed any more: RunEnd is a dataclass.)
     ledger.record_run("day-brief", run_id="r", trigger="manual", status="running", now=T0)
-    with pytest.raises(ValueError, match=r"unknown run fields: \['cost', 'routine'\]"):
-        ledger.finish_run("r", now=T0, fields={"cost": 1, "routine": "x", "status": "ok"})
-    assert ledger.run("r").status == "running"  # type: ignore[union-attr]
     with pytest.raises(KeyError):
-        ledger.finish_run("nope", now=T0, fields={"status": "ok"})
+        ledger.finish_run("nope", now=T0, end=RunEnd(RunStatus.OK))
+    assert ledger.run("r").status == "running"  # type: ignore[union-attr]
+
+
+def test_finish_run_changes_only_an_active_run(ledger: Ledger) -> None:
+    """A run ends with exactly one final status: an exception path after `ok` was written
+    (Pool._run's supervisor error), or a second daemon marking it interrupted, changes
+    nothing and is told so."""
+    ledger.record_run("day-brief", run_id="r", trigger="manual", status="running", now=T0)
+    done = T0 + timedelta(seconds=30)
+    ok = RunEnd(RunStatus.OK, "brief written", outcome=Outcome.DONE, dollars=0.25)
+    assert ledger.finish_run("r", ok, now=done) is True
+    failed = RunEnd(RunStatus.FAILED, "supervisor error: RuntimeError: boom")
+    assert ledger.finish_run("r", failed, now=done + timedelta(seconds=1)) is False
+    row = ledger.run("r")
+    assert row is not None
+    assert (row.status, row.outcome, row.detail, row.dollars, row.finished_at) == (
+        RunStatus.OK,
+        Outcome.DONE,
+        "brief written",
+        0.25,
+        iso(done),
+    )
+    assert ledger.last_runs()["day-brief"].status == RunStatus.OK
+    # A row recorded finished (a skipped slot) is not active either.
+    assert claim(ledger, "s", run_id="sk", status="skipped")
+    assert ledger.finish_run("sk", failed, now=done) is False
+    assert ledger.run("sk").status == "skipped"  # type: ignore[union-attr]
 
 
 def test_history_newest_first(ledger: Ledger) -> None:
@@ -419,21 +446,19 @@ def test_spent_on_a_25_hour_day_fall_back(ledger: Ledger) -> None:
 
 
 def test_totals_per_routine_biggest_spender_first(ledger: Ledger) -> None:
-    a1 = spend(ledger, "a", at("2024-06-01 06:00"), 0.10)
-    spend(ledger, "a", at("2024-06-02 06:00"), 0.20)
-    b1 = spend(ledger, "b", at("2024-06-01 07:00"), 0.50)
-    spend(ledger, "c", at("2024-06-01 08:00"), 0.0)
-    ledger.finish_run(
-        a1,
-        now=at("2024-06-01 06:01"),
-        fields={
-            "input_tokens": 100,
-            "output_tokens": 10,
-            "local_input_tokens": 5,
-            "local_output_tokens": 1,
-        },
+    spend(
+        ledger,
+        "a",
+        at("2024-06-01 06:00"),
+        0.10,
+        input_tokens=100,
+        output_tokens=10,
+        local_input_tokens=5,
+        local_output_tokens=1,
     )
-    ledger.finish_run(b1, now=at("2024-06-01 07:01"), fields={"input_tokens": 7})
+    spend(ledger, "a", at("2024-06-02 06:00"), 0.20)
+    spend(ledger, "b", at("2024-06-01 07:00"), 0.50, input_tokens=7)
+    spend(ledger, "c", at("2024-06-01 08:00"), 0.0)
     # skipped and missed rows are not runs
     assert claim(ledger, "s", routine="c", now=at("2024-06-01 09:00"), status="skipped")
     assert claim(ledger, "t", routine="c", now=at("2024-06-01 10:00"), status="missed")
@@ -486,15 +511,9 @@ def test_routine_state_enabled(
 
 def test_state_round_trip(ledger: Ledger) -> None:
     assert ledger.state("a") == RoutineState("a")
-    ledger.update_state(
-        "a",
-        enabled_override=False,
-        file_enabled_seen=True,
-        failure_streak=3,
-        disabled_reason="failed 3 times in a row",
-    )
+    ledger.disable("a", file_enabled=True, reason="failed 3 times in a row", failure_streak=3)
     ledger.set_cursor("a", "2024-06-01T06:00:00Z", "fp1")
-    ledger.update_state("b", failure_streak=1)
+    ledger.set_failure_streak("b", 1)
     assert ledger.state("a") == RoutineState(
         "a",
         enabled_override=False,
@@ -509,8 +528,41 @@ def test_state_round_trip(ledger: Ledger) -> None:
     # An edited schedule resets the cursor: set_cursor may move it anywhere, even back.
     ledger.set_cursor("a", None, "fp2")
     assert (ledger.state("a").cursor, ledger.state("a").schedule_fingerprint) == (None, "fp2")
-    with pytest.raises(ValueError, match=r"unknown state fields: \['streak'\]"):
-        ledger.update_state("a", streak=1)
+    # A wrong clock puts the cursor back and keeps the fingerprint.
+    ledger.set_cursor("a", "2024-05-01T06:00:00Z")
+    assert (ledger.state("a").cursor, ledger.state("a").schedule_fingerprint) == (
+        "2024-05-01T06:00:00Z",
+        "fp2",
+    )
+
+
+def test_enable_clears_the_streak_and_owes_nothing_from_before(ledger: Ledger) -> None:
+    ledger.disable("a", file_enabled=True, reason="3 failed runs in a row", failure_streak=3)
+    ledger.set_cursor("a", "2024-06-01T06:00:00Z", "fp1")
+    ledger.enable("a", file_enabled=True, cursor="2024-06-05T08:00:00Z", fingerprint="fp1")
+    assert ledger.state("a") == RoutineState(
+        "a",
+        enabled_override=True,
+        file_enabled_seen=True,
+        failure_streak=0,
+        disabled_reason=None,
+        cursor="2024-06-05T08:00:00Z",
+        schedule_fingerprint="fp1",
+    )
+    # The cursor never moves back on enable (a slot already handled is not owed again).
+    ledger.enable("a", file_enabled=False, cursor="2024-06-04T00:00:00Z", fingerprint="fp2")
+    s = ledger.state("a")
+    assert (s.cursor, s.schedule_fingerprint, s.file_enabled_seen) == (
+        "2024-06-05T08:00:00Z",
+        "fp2",
+        False,
+    )
+    # disable keeps the streak unless it is given (a new draft starts from 0).
+    ledger.set_failure_streak("a", 2)
+    ledger.disable("a", file_enabled=True)
+    assert (ledger.state("a").failure_streak, ledger.state("a").enabled(True)) == (2, False)
+    ledger.disable("a", file_enabled=True, failure_streak=0)
+    assert ledger.state("a").failure_streak == 0
 
 
 # -- locks, damage ------------------------------------------------------------------------------
@@ -560,7 +612,7 @@ def test_open_waits_for_a_locked_database(db_path: Path, kind: str) -> None:
             # An old or new ledger needs writing (WAL, migration): it waited for the other
             # writer rather than failing. A current ledger opens without writing at all.
             assert released.is_set() or kind == "wal-ledger"
-            assert led.version == 5
+            assert led.version == LEDGER_VERSION
     finally:
         thread.join()
 
@@ -666,7 +718,7 @@ def test_ledger_written_in_another_process_is_seen(db_path: Path) -> None:
         assert claim(one, "s", run_id="x")
         assert two.is_claimed("day-brief", "s")
         assert not claim(two, "s", run_id="y")
-        two.finish_run("x", now=T0 + timedelta(seconds=1), fields={"status": "ok"})
+        two.finish_run("x", now=T0 + timedelta(seconds=1), end=RunEnd(status="ok"))
         assert one.run("x").status == "ok"  # type: ignore[union-attr]
 
 

@@ -22,6 +22,7 @@ import pytest
 
 from routines.ledger import Ledger, day_bounds, iso
 from routines.rundays import compaction_line
+from routines.runs import RunEnd
 
 REPO = Path(__file__).resolve().parent.parent
 HOUR = timedelta(hours=1)
@@ -48,16 +49,16 @@ def fill(ledger: Ledger, start: datetime, hours: int, seed: int = 1) -> None:
             ledger.finish_run(
                 run_id,
                 now=t + timedelta(seconds=rng.uniform(0.5, 90)),
-                fields={
-                    "status": status,
-                    "outcome": rng.choice(OUTCOMES) if status == "ok" else None,
-                    "input_tokens": rng.randrange(5000),
-                    "output_tokens": rng.randrange(800),
-                    "local_input_tokens": rng.randrange(3000),
-                    "local_output_tokens": rng.randrange(300),
-                    "tool_calls": rng.randrange(6),
-                    "dollars": round(rng.uniform(0, 0.2), 6),
-                },
+                end=RunEnd(
+                    status=status,
+                    outcome=rng.choice(OUTCOMES) if status == "ok" else None,
+                    input_tokens=rng.randrange(5000),
+                    output_tokens=rng.randrange(800),
+                    local_input_tokens=rng.randrange(3000),
+                    local_output_tokens=rng.randrange(300),
+                    tool_calls=rng.randrange(6),
+                    dollars=round(rng.uniform(0, 0.2), 6),
+                ),
             )
 
 
@@ -263,8 +264,8 @@ def test_last_runs_come_from_routine_state_and_survive_compaction(tmp_path: Path
         ledger.record_run(
             "gamma", run_id="g-old", trigger="manual", status="running", now=NOW - timedelta(1)
         )
-        ledger.finish_run("g-new", now=NOW, fields={"status": "ok", "outcome": "done"})
-        ledger.finish_run("g-old", now=NOW, fields={"status": "failed"})
+        ledger.finish_run("g-new", now=NOW, end=RunEnd(status="ok", outcome="done"))
+        ledger.finish_run("g-old", now=NOW, end=RunEnd(status="failed"))
         expected = {
             name: max(
                 (r for r in ledger.history(name, 100) if r.status not in ("skipped", "running")),

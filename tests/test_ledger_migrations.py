@@ -16,6 +16,7 @@ import pytest
 from helpers import at
 
 from routines.ledger import LEDGER_VERSION, Ledger, LedgerError
+from routines.runs import RunEnd
 
 # v2.0.4: the runs table of seed 000 ("tokens, dollars, duration, exit status"), in rollback
 # journal mode, no other table.
@@ -138,7 +139,7 @@ def test_old_ledger_migrates_with_every_row_intact(
     new = (("tool_calls", "tools_used") if version == 1 else ()) + NEW_V3 + NEW_V4
     assert read_rows(path, new) == [(None,) * len(new)] * len(rows)
     db = sqlite3.connect(path)
-    assert db.execute("PRAGMA user_version").fetchone()[0] == 5
+    assert db.execute("PRAGMA user_version").fetchone()[0] == LEDGER_VERSION
     assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     db.close()
@@ -220,7 +221,7 @@ def test_migrated_ledger_takes_new_runs_beside_old_ones(tmp_path: Path) -> None:
         led.finish_run(
             "new-1",
             now=at("2025-03-04 11:01:01"),
-            fields={"status": "ok", "dollars": 0.01, "tools_used": ["run_shell"]},
+            end=RunEnd(status="ok", dollars=0.01, tools_used=["run_shell"]),
         )
         history = led.history("day-brief")
         assert [(r.id, r.run_id, r.status) for r in history] == [
@@ -238,14 +239,15 @@ def test_newer_ledger_is_refused_and_left_byte_for_byte(tmp_path: Path) -> None:
     build(path, 2, 2)
     db = sqlite3.connect(path)
     db.execute("ALTER TABLE runs ADD COLUMN from_the_future TEXT")
-    db.execute("PRAGMA user_version = 9")
+    db.execute(f"PRAGMA user_version = {LEDGER_VERSION + 4}")
     db.commit()
     db.close()
     before = hashlib.sha256(path.read_bytes()).hexdigest()
     with pytest.raises(LedgerError) as info:
         Ledger(path)
     assert str(info.value) == (
-        f"{path}: written by a newer vinos-routine (schema 9, this one knows 5); "
+        f"{path}: written by a newer vinos-routine (schema {LEDGER_VERSION + 4}, this one knows "
+        f"{LEDGER_VERSION}); "
         "upgrade vinos-routine, the ledger was not touched"
     )
     assert hashlib.sha256(path.read_bytes()).hexdigest() == before
@@ -308,7 +310,7 @@ def test_v4_ledger_gains_day_rows_last_runs_and_incremental_vacuum(tmp_path: Pat
     db.execute("PRAGMA user_version = 4")
     db.close()
     with Ledger(path) as led:
-        assert led.version == 5
+        assert led.version == LEDGER_VERSION
         assert led._db.execute("PRAGMA auto_vacuum").fetchone()[0] == 2  # 2: INCREMENTAL
         assert [r.run_id for r in led.history(None, 10)] == ["r3", "r4", "r2", "r5", "r1"]
         state = led.state("brief")
@@ -325,5 +327,5 @@ def test_v4_ledger_gains_day_rows_last_runs_and_incremental_vacuum(tmp_path: Pat
         assert (day.day, day.runs, day.counts["ok"], day.dollars) == ("2026-01-05", 1, 1, 0.5)
     stamp = path.stat().st_mtime_ns, hashlib.sha256(path.read_bytes()).hexdigest()
     with Ledger(path) as led:  # current now: opening it writes nothing
-        assert led.version == 5
+        assert led.version == LEDGER_VERSION
     assert (path.stat().st_mtime_ns, hashlib.sha256(path.read_bytes()).hexdigest()) == stamp

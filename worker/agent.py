@@ -15,10 +15,10 @@ from pathlib import Path
 from ipc.messages import EventKind, Result, RunStatus, Usage
 from routines import pricing
 from routines.spec import AgentSpec, Memory, Route
-from worker import budget, memory, prompts, router
+from worker import budget, memory, prompts, replies, router
 from worker.context import RunContext
 from worker.loop import CHARS_PER_TOKEN, AttemptEnd, End, ToolLoop
-from worker.providers.base import Conversation, ProviderError, UserTurn
+from worker.providers.base import Conversation, ProviderError, Turn, UserTurn
 from worker.results import first_line, run_failed
 
 __all__ = ["SUMMARY_TIMEOUT", "run_agent"]
@@ -46,7 +46,11 @@ class AgentRun:
         self.agent = agent
         self.tools = prompts.tool_specs(agent)
         self.system = prompts.system_prompt(agent, run.name, self.tools)
-        self.task = prompts.task_text(run.started, run.job.trigger)
+        # A reply continues its parent's conversation: the person's text is "the user turn"
+        # the router reads, and the turns come from the parent's record (in go()).
+        self.reply_turns: list[Turn] | None = None
+        self.conv: Conversation | None = None  # the attempt's, kept for a later reply
+        self.task = run.job.reply_text or prompts.task_text(run.started, run.job.trigger)
         remembered = "" if agent.memory is Memory.SESSION else memory.for_prompt(run.job.memory)
         self.user = prompts.user_turn(self.task, remembered)
         self.loop = ToolLoop(run, self.tools)
@@ -56,7 +60,9 @@ class AgentRun:
         )
 
     def conversation(self) -> Conversation:
-        return Conversation(self.system, [UserTurn(self.user)])
+        first: list[Turn] = [UserTurn(self.user)]
+        self.conv = Conversation(self.system, list(self.reply_turns or first))
+        return self.conv
 
     def go(self) -> Result:
         if self._may_use_premium():
@@ -64,6 +70,12 @@ class AgentRun:
                 pricing.price_of(self.agent.premium_model, self.run.job.pricing)
             except pricing.UnknownModelPrice as exc:
                 return self._failed(str(exc), self.agent.premium_model)
+        if self.run.job.parent_run_id:
+            try:
+                self.reply_turns = replies.parent_turns(self.run)
+            except replies.ReplyUnavailable as exc:
+                return self._failed(str(exc), self._last_model())
+        end: AttemptEnd | None = None
         try:
             end = self._drive()
         except ProviderError as exc:
@@ -72,6 +84,10 @@ class AgentRun:
                 # is `timeout`, which counts as a strike like `failed` (issue 17, item 9).
                 return self._timed_out(str(exc), self._last_model())
             return self._failed(str(exc), self._last_model())
+        finally:
+            if self.conv is not None:  # kept however the run ended: a reply can retry it
+                final = end.reply if end is not None and end.end is End.FINAL else None
+                replies.save_conversation(self.run, self.conv, final)
         return self._finish(end)
 
     def _may_use_premium(self) -> bool:
@@ -175,7 +191,7 @@ class AgentRun:
 
     def _base(self, status: RunStatus, model: str) -> Result:
         return Result(
-            status=status.value,
+            status=status,
             route=self.route.label,
             model=model,
             escalated=self.route.escalated,

@@ -32,7 +32,7 @@ def run_command(run: RunContext) -> Result:
     assert spec is not None
 
     def failed(message: str, status: RunStatus = RunStatus.FAILED) -> Result:
-        return run_failed(message, status=status, base=Result(status=status.value, route="command"))
+        return run_failed(message, status=status, base=Result(status=status, route="command"))
 
     try:
         policy = shell_policy_for(
@@ -76,7 +76,7 @@ def run_command(run: RunContext) -> Result:
     name, webhook_error = write_and_post(run, res.stdout)
     first = next((ln.strip() for ln in res.stdout.splitlines() if ln.strip()), "")
     return Result(
-        status=(RunStatus.FAILED if webhook_error else RunStatus.OK).value,
+        status=RunStatus.FAILED if webhook_error else RunStatus.OK,
         summary=first[:200] or "the command succeeded with no output",
         output_file=name,
         route="command",

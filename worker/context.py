@@ -12,7 +12,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ipc.messages import EventKind, Job
+from ipc.messages import EventKind, Job, Outcome
 from routines import paths as paths_mod
 from routines.config import DEFAULT_OLLAMA_URL, ollama_host_url
 from routines.spec import Routine
@@ -56,7 +56,7 @@ class RunContext:
     spent: Spent = field(default_factory=Spent)
     tool_calls: int = 0
     tools_used: list[str] = field(default_factory=list)
-    outcome: str | None = None
+    outcome: Outcome | None = None
     outcome_summary: str = ""
     _local: OllamaProvider | None = None
     _premium: Provider | None = None

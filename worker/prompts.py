@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from routines.runs import Outcome, Trigger
 from routines.spec import AgentSpec
 from worker import memory
 from worker.providers.base import ToolSpec
@@ -25,8 +26,12 @@ __all__ = [
 TOOL_READ = "read_files"
 TOOL_SHELL = "run_shell"
 TOOL_OUTCOME = "report_outcome"
-OUTCOMES = ("done", "nothing-to-do", "needs-attention")
-_TRIGGER_WORDS = {"schedule": "scheduled", "catch_up": "catch-up", "manual": "manual"}
+_TRIGGER_WORDS = {
+    Trigger.SCHEDULE: "scheduled",
+    Trigger.CATCH_UP: "catch-up",
+    Trigger.MANUAL: "manual",
+    Trigger.REPLY: "reply",
+}
 
 
 def runtime_notes(name: str, tools: list[ToolSpec]) -> str:
@@ -55,7 +60,7 @@ def system_prompt(agent: AgentSpec, name: str, tools: list[ToolSpec]) -> str:
     return f"{agent.system.strip()}\n\n---\n{runtime_notes(name, tools)}"
 
 
-def task_text(started: datetime, trigger: str) -> str:
+def task_text(started: datetime, trigger: Trigger) -> str:
     """The user turn without memory (what the router reads as "the user turn")."""
     kind = _TRIGGER_WORDS.get(trigger, trigger)
     when = started.strftime("%A %d %B %Y, %H:%M (UTC%z)")
@@ -109,7 +114,7 @@ def tool_specs(agent: AgentSpec) -> list[ToolSpec]:
             {
                 "type": "object",
                 "properties": {
-                    "status": {"type": "string", "enum": list(OUTCOMES)},
+                    "status": {"type": "string", "enum": [o.value for o in Outcome]},
                     "summary": {"type": "string", "description": "one line"},
                 },
                 "required": ["status", "summary"],

@@ -24,5 +24,5 @@ def run_failed(
 ) -> Result:
     """`base` (its route, model, tool counts) ended as `status` (failed or timeout) because
     of `message`."""
-    start = base or Result(status=status.value)
-    return replace(start, status=status.value, summary=first_line(message), error=message)
+    start = base or Result(status=status)
+    return replace(start, status=status, summary=first_line(message), error=message)

@@ -70,7 +70,7 @@ class Toolbox:
         if status not in valid:
             return self._error(call, f"status must be one of {valid}, found {status!r}")
         text = " ".join(str(summary or "").split())[:500]
-        self.run.outcome, self.run.outcome_summary = str(status), text
+        self.run.outcome, self.run.outcome_summary = Outcome(status), text
         self.run.channel.event(
             EventKind.LOG, f"outcome: {status}: {text}", outcome=status, summary=text
         )

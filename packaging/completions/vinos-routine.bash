@@ -26,12 +26,12 @@ _vinos_routine() {
         fi
         if [[ $w == -* ]]; then
             case "$path|$w" in
-                "logs|--run"|"history|-n"|"cost|--days"|"cost|--month"|"brief|--date"|"create|--from"|"create|--kind"|"install|--timeout"|"schedule explain|--oncalendar"|"schedule explain|--every"|"schedule explain|--tz"|"schedule explain|--count"|"schedule explain|--from"|"schedule translate|--tz"|"dashboard|--port") skip=1 ;;
+                "logs|--run"|"history|-n"|"history|--thread"|"cost|--days"|"cost|--month"|"brief|--date"|"create|--from"|"create|--kind"|"install|--timeout"|"schedule explain|--oncalendar"|"schedule explain|--every"|"schedule explain|--tz"|"schedule explain|--count"|"schedule explain|--from"|"schedule translate|--tz"|"dashboard|--port"|"sign|--key"|"trust|--as") skip=1 ;;
             esac
             continue
         fi
         case "$path|$w" in
-            "|list"|"|status"|"|enable"|"|disable"|"|run"|"|logs"|"|history"|"|cost"|"|brief"|"|create"|"|install"|"|edit"|"|remove"|"|validate"|"|schedule"|"|sandbox"|"|reload"|"|daemon"|"|dashboard"|"schedule|explain"|"schedule|translate")
+            "|list"|"|status"|"|enable"|"|disable"|"|run"|"|logs"|"|history"|"|cost"|"|brief"|"|create"|"|install"|"|edit"|"|remove"|"|validate"|"|schedule"|"|sandbox"|"|reload"|"|daemon"|"|dashboard"|"|reply"|"|sign"|"|trust"|"schedule|explain"|"schedule|translate")
                 path=${path:+$path }$w
                 npos=0
                 ;;
@@ -41,6 +41,7 @@ _vinos_routine() {
     case "$path|$prev" in
         "logs|--run") COMPREPLY=(); return ;;
         "history|-n") COMPREPLY=(); return ;;
+        "history|--thread") COMPREPLY=(); return ;;
         "cost|--days") COMPREPLY=(); return ;;
         "cost|--month") COMPREPLY=(); return ;;
         "brief|--date") COMPREPLY=(); return ;;
@@ -54,6 +55,8 @@ _vinos_routine() {
         "schedule explain|--from") COMPREPLY=(); return ;;
         "schedule translate|--tz") COMPREPLY=(); return ;;
         "dashboard|--port") COMPREPLY=(); return ;;
+        "sign|--key") COMPREPLY=(); return ;;
+        "trust|--as") COMPREPLY=(); return ;;
     esac
     if [[ $cur == -* ]]; then
         case "$path" in
@@ -64,7 +67,7 @@ _vinos_routine() {
         "disable") opts="-h --help" ;;
         "run") opts="-h --help --json --detach --no-daemon" ;;
         "logs") opts="-h --help --run -f --follow --tail --json" ;;
-        "history") opts="-h --help -n --json" ;;
+        "history") opts="-h --help -n --json --thread" ;;
         "cost") opts="-h --help --today --week --days --month --json" ;;
         "brief") opts="-h --help --date --unseen --open --list --json" ;;
         "create") opts="-h --help --from --kind --no-edit" ;;
@@ -79,12 +82,15 @@ _vinos_routine() {
         "reload") opts="-h --help --json" ;;
         "daemon") opts="-h --help" ;;
         "dashboard") opts="-h --help --port --no-open" ;;
+        "reply") opts="-h --help --json --no-daemon" ;;
+        "sign") opts="-h --help --key" ;;
+        "trust") opts="-h --help --as" ;;
         esac
         COMPREPLY=($(compgen -W "$opts" -- "$cur"))
         return
     fi
     case "$path|$npos" in
-        "|0") COMPREPLY=($(compgen -W "list status enable disable run logs history cost brief create install edit remove validate schedule sandbox reload daemon dashboard" -- "$cur")) ;;
+        "|0") COMPREPLY=($(compgen -W "list status enable disable run logs history cost brief create install edit remove validate schedule sandbox reload daemon dashboard reply sign trust" -- "$cur")) ;;
         "enable|0") COMPREPLY=($(compgen -W "$(_vinos_routine_names)" -- "$cur")) ;;
         "disable|0") COMPREPLY=($(compgen -W "$(_vinos_routine_names)" -- "$cur")) ;;
         "run|0") COMPREPLY=($(compgen -W "$(_vinos_routine_names)" -- "$cur")) ;;
@@ -100,6 +106,10 @@ _vinos_routine() {
         "schedule translate|0") COMPREPLY=() ;;
         "sandbox|0") COMPREPLY=($(compgen -W "$(_vinos_routine_names)" -- "$cur")) ;;
         "sandbox|"*) COMPREPLY=() ;;
+        "reply|0") COMPREPLY=() ;;
+        "reply|"*) COMPREPLY=() ;;
+        "sign|0") COMPREPLY=($(compgen -W "$(_vinos_routine_names)" -- "$cur")) ;;
+        "trust|0") COMPREPLY=() ;;
     esac
 }
 

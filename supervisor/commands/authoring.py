@@ -161,13 +161,7 @@ def ensure_disabled(p: Paths, name: str, file_enabled: bool) -> None:
     with Ledger(p.ledger) as ledger:
         state = ledger.state(name)
         if state.enabled(file_enabled) or state.disabled_reason or state.failure_streak:
-            ledger.update_state(
-                name,
-                enabled_override=False,
-                file_enabled_seen=file_enabled,
-                disabled_reason=None,
-                failure_streak=0,
-            )
+            ledger.disable(name, file_enabled=file_enabled, failure_streak=0)
 
 
 def reload_daemon(p: Paths) -> str:

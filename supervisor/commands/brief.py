@@ -16,6 +16,7 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from routines.runs import counts_as_strike
 from supervisor.commands.common import add_parser, die
 from supervisor.seen import UNSEEN_DAYS
 
@@ -173,7 +174,7 @@ def gather(p: Paths, days: list[date]) -> tuple[list[Item], list[RunRow]]:
     failed = [
         r
         for r in rows
-        if r.status in ("failed", "timeout")
+        if counts_as_strike(r.status)
         and r.started_at
         and datetime.fromisoformat(r.started_at.replace("Z", "+00:00")).astimezone(zone).date()
         in wanted

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from routines.runs import STRIKES, RunStatus, counts_as_strike
 from supervisor.commands.common import NoSuchRoutine, add_parser, die, find_entry
 
 __all__ = ["register"]
@@ -25,6 +26,11 @@ def register(sub: Any) -> None:
     p.add_argument("name", help="routine name")
     p.add_argument("-n", type=int, default=20, metavar="N", help="how many runs (default 20)")
     p.add_argument("--json", action="store_true", help="one JSON object per line")
+    p.add_argument(
+        "--thread",
+        metavar="RUN_ID",
+        help="the conversation RUN_ID belongs to: its first run and every reply (`reply`)",
+    )
     p.set_defaults(func=run)
 
 
@@ -35,6 +41,8 @@ def run(args: argparse.Namespace) -> int:
     from supervisor.present import color, print_json_lines, table, use_color
 
     p = paths()
+    if args.thread:
+        return _thread(args, p)
     limit = max(1, args.n)
     with Ledger(p.ledger) as ledger:
         rows = ledger.history(args.name, limit)
@@ -56,14 +64,17 @@ def run(args: argparse.Namespace) -> int:
     out = []
     for r in rows:
         status = r.status or "?"
-        if status in ("failed", "timeout"):
+        if counts_as_strike(status):
             status = color(status, "red", c)
-        elif status == "ok":
+        elif status == RunStatus.OK:
             status = color(status, "green", c)
         tokens = (r.input_tokens or 0) + (r.output_tokens or 0)
         local = (r.local_input_tokens or 0) + (r.local_output_tokens or 0)
+        # A reply names the run it answers (`history NAME --thread RUN_ID` shows them all).
+        replied = f"↩ {r.parent_run_id} " if r.parent_run_id else ""
         out.append(
             [
+                r.run_id or "",
                 (r.started_at or "")[:19].replace("T", " "),
                 r.trigger or "",
                 status,
@@ -72,12 +83,12 @@ def run(args: argparse.Namespace) -> int:
                 f"{tokens}" + (f" (+{local} local)" if local else ""),
                 f"${r.dollars or 0:.4f}",
                 f"{r.duration_sec:.1f}s" if r.duration_sec is not None else "",
-                one_line((r.detail or "")[:60]),  # a command's stderr can be in it
+                one_line(replied + (r.detail or "")[:60]),  # a command's stderr can be in it
             ]
         )
     for d in days:
         counts = d.counts
-        bad = counts["failed"] + counts["timeout"]
+        bad = sum(counts[s] for s in STRIKES)
         parts = [f"{counts['ok']} ok"] + [
             f"{counts[s]} {s}" for s in ("failed", "timeout", "interrupted", "budget") if counts[s]
         ]
@@ -85,6 +96,7 @@ def run(args: argparse.Namespace) -> int:
         local = counts["local_input_tokens"] + counts["local_output_tokens"]
         out.append(
             [
+                "",
                 f"{d.day} (day)",
                 f"{d.runs} runs",
                 color(", ".join(parts), "red", c) if bad else ", ".join(parts),
@@ -98,6 +110,7 @@ def run(args: argparse.Namespace) -> int:
         )
     table(
         [
+            "RUN",
             "STARTED (UTC)",
             "TRIGGER",
             "STATUS",
@@ -110,4 +123,45 @@ def run(args: argparse.Namespace) -> int:
         ],
         out,
     )
+    return 0
+
+
+def _thread(args: argparse.Namespace, p: Any) -> int:
+    """One conversation: the run that began it, then each reply under the run it answers,
+    with what the person said and what the run answered."""
+    from routines import conversation
+    from routines.ledger import Ledger
+    from routines.safetext import one_line
+    from supervisor.present import print_json_lines
+
+    with Ledger(p.ledger) as ledger:
+        rows = ledger.thread(args.thread)
+    rows = [r for r in rows if r.routine == args.name]
+    if not rows:
+        return die(f"{args.name} has no run {args.thread} (`vinos-routine history {args.name}`)")
+    depth: dict[str | None, int] = {}
+    items = []
+    for r in rows:
+        depth[r.run_id] = depth.get(r.parent_run_id, -1) + 1 if r.parent_run_id else 0
+        said = ""
+        if r.parent_run_id and r.run_id:
+            try:
+                record = conversation.load(p.routine_state(r.routine), r.run_id)
+            except conversation.ConversationInvalid:
+                record = None
+            texts = record.user_texts() if record else []
+            said = texts[-1] if texts else ""
+        items.append((r, depth[r.run_id], said))
+    if args.json:
+        print_json_lines([{**r.as_json(), "depth": d, "reply_text": said} for r, d, said in items])
+        return 0
+    for r, d, said in items:
+        pad = "  " * d + ("↳ " if d else "")
+        status = (r.status or "?") + (f" · {r.outcome}" if r.outcome else "")
+        started = (r.started_at or "")[:19].replace("T", " ")
+        print(one_line(f"{pad}{r.run_id}  {started}  {r.trigger or ''}  {status}"))
+        if said:
+            print(one_line(f"{'  ' * d}    you: {said[:200]}"))
+        if r.detail:
+            print(one_line(f"{'  ' * d}    {r.detail[:200]}"))
     return 0

@@ -201,6 +201,9 @@ def _install(p: Paths, routine: Routine, target: Path, data: bytes, enable: bool
 
     ensure_disabled(p, routine.name, routine.enabled)
     try:
+        # Never a signature carried over: not from the gallery (only the .toml is fetched),
+        # nor one left beside a file this replaces. The person signs after reading.
+        _drop_signature(target)
         write_atomic(target, data, mode=0o600)
     except OSError as exc:
         return die(f"cannot write {target}: {exc.strerror or exc}")
@@ -213,3 +216,14 @@ def _install(p: Paths, routine: Routine, target: Path, data: bytes, enable: bool
     print(f"  turn it on:        vinos-routine enable {routine.name}")
     print(f"  {reload_daemon(p)}")
     return 0
+
+
+def _drop_signature(target: Path) -> None:
+    import contextlib
+
+    from routines.signing import signature_path
+
+    sig = signature_path(target)
+    with contextlib.suppress(FileNotFoundError):
+        sig.unlink()  # unlink removes a link itself, never what it points at
+        print(f"removed the old signature {sig}: sign the new file after reading it")

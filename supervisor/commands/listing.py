@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import argparse
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from supervisor.overview import RoutineRow
 
 __all__ = ["register"]
 
@@ -28,7 +31,19 @@ def register(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
+def _notes_of(ln: RoutineRow, warnings: list[str], signed: list[str]) -> None:
+    from routines.safetext import one_line
+
+    if ln.disabled_reason:
+        warnings.append(one_line(f"{ln.name}: disabled: {ln.disabled_reason}"))
+    if ln.signature_note:
+        (warnings if ln.signature_warning else signed).append(
+            one_line(f"{ln.name}: {ln.signature_note}")
+        )
+
+
 def run(args: argparse.Namespace) -> int:
+    from routines.runs import counts_as_strike
     from routines.safetext import one_line
     from supervisor.overview import collect, in_force_despite_errors
     from supervisor.present import color, print_json, table, use_color, when
@@ -53,6 +68,7 @@ def run(args: argparse.Namespace) -> int:
     now = datetime.now(UTC)
     rows = []
     notes: list[str] = []
+    signed: list[str] = []
     for ln in lines:
         if not ln.valid and ln.kind == "?":
             label = color("invalid", "red", c)
@@ -71,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
         last = ln.last_status or "—"
         if ln.last_outcome:
             last += f" · {ln.last_outcome}"
-        if ln.last_status in ("failed", "timeout"):
+        if counts_as_strike(ln.last_status):
             last = color(last, "red", c)
         rows.append(
             [
@@ -84,9 +100,10 @@ def run(args: argparse.Namespace) -> int:
                 f"${ln.today_dollars:.2f}",
             ]
         )
-        if ln.disabled_reason:
-            notes.append(one_line(f"{ln.name}: disabled: {ln.disabled_reason}"))
+        _notes_of(ln, notes, signed)
     table(["NAME", "KIND", "STATE", "SCHEDULE", "NEXT", "LAST", "TODAY"], rows)
+    for note in signed:
+        print(note)
     for note in notes:
         print(color(note, "yellow", c))
     return 0

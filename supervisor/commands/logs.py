@@ -87,10 +87,12 @@ def run(args: argparse.Namespace) -> int:
         if args.json:
             print(orjson.dumps(entry).decode(), flush=True)
         else:
-            print(
-                format_event(entry.get("kind", ""), entry.get("text", ""), c, entry.get("ts")),
-                flush=True,
+            data = entry.get("data")
+            status = data.get("status") if isinstance(data, dict) else None
+            text = format_event(
+                entry.get("kind", ""), entry.get("text", ""), c, entry.get("ts"), status
             )
+            print(text, flush=True)
 
     seen = 0
     ended = False

@@ -105,7 +105,8 @@ def run(args: argparse.Namespace) -> int:
         # that left ends the streaming, never the run, which goes on and is recorded as it ends.
         if not args.json:
             try:
-                print(format_event(ev.kind, ev.text, c), flush=True)
+                status = ev.data.get("status")
+                print(format_event(ev.kind, ev.text, c, status=status), flush=True)
             except BrokenPipeError:
                 silence_stdout()
 

@@ -65,7 +65,8 @@ def waybar() -> int:
 
 
 def gather() -> dict[str, Any]:
-    """The status from the daemon when it is up, else from the files and the ledger."""
+    """The status from the daemon when it is up, else from the files and the ledger: the
+    same shape (ipc.StatusReply) either way."""
     from routines.paths import paths
     from supervisor.client import DaemonError
     from supervisor.commands.common import try_daemon
@@ -76,7 +77,6 @@ def gather() -> dict[str, Any]:
         with client:
             try:
                 result: dict[str, Any] = client.request("status")
-                result["daemon"] = True
                 return result
             except DaemonError:
                 pass
@@ -125,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
 def _problems(st: dict[str, Any]) -> list[str]:
     """What keeps enabled routines from working here (key, Ollama, bwrap), with the fix."""
     from routines.config import ConfigInvalid, load_config
-    from routines.ledger import Ledger
+    from routines.ledger import Ledger, is_enabled
     from routines.paths import paths
     from routines.registry import scan
     from supervisor.commands.hostcheck import problems
@@ -138,9 +138,5 @@ def _problems(st: dict[str, Any]) -> list[str]:
     registry = scan(p)
     with Ledger(p.ledger) as ledger:
         states = ledger.states()
-    enabled = [
-        r
-        for r in registry.routines()
-        if (states[r.name].enabled(r.enabled) if r.name in states else r.enabled)
-    ]
+    enabled = [r for r in registry.routines() if is_enabled(states, r.name, r.enabled)]
     return problems(p, enabled, config.ollama_url, st.get("pid") if st.get("daemon") else None)

@@ -43,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
     results: list[dict[str, Any]] = []
     for path in files:
         try:
-            warnings, errors = _check(path)
+            warnings, errors, signature = _check(path)
         except RoutineInvalid as exc:
             results.append(
                 {
@@ -60,6 +60,7 @@ def run(args: argparse.Namespace) -> int:
                     "ok": not errors,
                     "errors": errors,
                     "warnings": list(warnings),
+                    **signature,
                 }
             )
     if args.json:
@@ -73,25 +74,47 @@ def run(args: argparse.Namespace) -> int:
                 print(one_line(warning))
             if res["ok"]:
                 print(one_line(f"{res['file']}: OK"))
+            if res.get("signed"):
+                print(one_line(f"{res['file']}: {res['signed']}"))
             for error in res["errors"]:
                 print(one_line(error))
     return 0 if all(r["ok"] for r in results) else 1
 
 
-def _check(path: Path) -> tuple[tuple[str, ...], list[str]]:
-    """A routine file's warnings and never-list errors, or nothing for a valid config.toml;
-    raises RoutineInvalid."""
+def _check(path: Path) -> tuple[tuple[str, ...], list[str], dict[str, Any]]:
+    """A routine file's warnings, never-list errors and signature, or nothing for a valid
+    config.toml; raises RoutineInvalid."""
     from routines.checks import Problem, RoutineInvalid
     from routines.config import load_config
     from routines.loader import load_file
 
     if path.name != "config.toml":
         routine = load_file(path)
-        return routine.warnings, [f"{path}: {e}" for e in _never_problems(routine)]
+        warnings, signature = _signature(path, routine)
+        errors = [f"{path}: {e}" for e in _never_problems(routine)]
+        return (*routine.warnings, *warnings), errors, signature
     if not path.is_file():  # load_config reads a missing file as all defaults
         raise RoutineInvalid([Problem(path.name, "", "cannot read: no such file")])
     load_config(path)
-    return (), []
+    return (), [], {}
+
+
+def _signature(path: Path, routine: Any) -> tuple[tuple[str, ...], dict[str, Any]]:
+    """The signature's warning (an invalid one, or auto_approve unsigned) and its JSON: the
+    bytes checked are the ones just parsed."""
+    from routines.paths import paths
+    from routines.signing import auto_approve_requested, signature_note, verify_routine
+
+    check = verify_routine(path, paths().allowed_signers, data=routine.text.encode())
+    auto = auto_approve_requested(routine)
+    note = signature_note(check, auto, routine.name)
+    out: dict[str, Any] = {"signature": check.state.value, "signer": check.principal}
+    if note is None:
+        return (), out
+    text, warning = note
+    if warning:
+        return (f"{path}: {text}",), out
+    return (), {**out, "signed": text}
 
 
 def _never_problems(routine: Any) -> list[str]:

@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 from cli_helpers import Cli, OnPty
 
+from routines.runs import RunEnd
+
 
 def output(
     cli: Cli,
@@ -37,12 +39,12 @@ def output(
         ledger.finish_run(
             run_id,
             now=when + timedelta(seconds=5),
-            fields={
-                "status": status,
-                "outcome": outcome,
-                "detail": summary or f"{routine} summary",
-                "output_file": str(path),
-            },
+            end=RunEnd(
+                status=status,
+                outcome=outcome,
+                detail=summary or f"{routine} summary",
+                output_file=str(path),
+            ),
         )
     return path
 
@@ -52,7 +54,7 @@ def failed_run(cli: Cli, routine: str, when: datetime, detail: str) -> None:
         ledger.record_run(
             routine, run_id=f"f-{routine}", trigger="schedule", status="running", now=when
         )
-        ledger.finish_run(f"f-{routine}", now=when, fields={"status": "failed", "detail": detail})
+        ledger.finish_run(f"f-{routine}", now=when, end=RunEnd(status="failed", detail=detail))
 
 
 @pytest.fixture

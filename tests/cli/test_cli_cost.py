@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from cli_helpers import Cli
 
+from routines.runs import RunEnd
 from supervisor.commands.cost import CHART_WIDTH
 
 
@@ -28,14 +29,14 @@ def row(
         ledger.finish_run(
             run_id,
             now=when,
-            fields={
-                "status": status,
-                "dollars": dollars,
-                "input_tokens": tokens[0],
-                "output_tokens": tokens[1],
-                "local_input_tokens": local[0],
-                "local_output_tokens": local[1],
-            },
+            end=RunEnd(
+                status=status,
+                dollars=dollars,
+                input_tokens=tokens[0],
+                output_tokens=tokens[1],
+                local_input_tokens=local[0],
+                local_output_tokens=local[1],
+            ),
         )
 
 

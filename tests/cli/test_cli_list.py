@@ -17,6 +17,7 @@ from helpers import AGENT, write
 
 from routines.ledger import Ledger
 from routines.paths import Paths, paths
+from routines.runs import RunEnd, slot_id
 
 REPO = Path(__file__).resolve().parents[2]
 STARTERS = REPO / "routines" / "starters"
@@ -137,15 +138,10 @@ def test_what_the_ledger_knows_is_shown(p: Paths) -> None:
     write(p.routines_dir, "busy", routine)
     now = datetime.now(UTC)
     with Ledger(p.ledger) as led:
-        led.update_state("spender", enabled_override=True, file_enabled_seen=False)  # `enable`
+        led.enable("spender", file_enabled=False, cursor=slot_id(now), fingerprint="f")
         led.record_run("spender", run_id="r1", trigger="manual", status="running", now=now)
-        led.finish_run("r1", now=now, fields={"status": "ok", "outcome": "done", "dollars": 0.25})
-        led.update_state(
-            "striker",
-            enabled_override=False,
-            file_enabled_seen=True,
-            disabled_reason="failed 3 times in a row",
-        )
+        led.finish_run("r1", now=now, end=RunEnd(status="ok", outcome="done", dollars=0.25))
+        led.disable("striker", file_enabled=True, reason="failed 3 times in a row")
         assert led.claim("busy", "s1", run_id="r2", trigger="schedule", status="running", now=now)
     lines = listing()
     spender = lines["spender"]

@@ -253,3 +253,16 @@ def test_a_broken_ledger_says_what_to_do_not_a_traceback(cli: Cli) -> None:
         assert res.returncode == 1, argv
         assert "Traceback" not in res.stderr
         assert "cannot use the ledger" in res.stderr and "move it aside" in res.stderr
+
+
+def test_a_run_line_is_coloured_by_its_status_never_by_words_in_its_text() -> None:
+    red = "\x1b[31m"
+    # An ok run whose summary says "no failed logins" is not red (it was, by substring).
+    ok = format_event("status", "ok · done: no failed logins", True, status="ok")
+    assert red not in ok
+    assert red not in format_event("end", "ok: 0 timeout errors", True, status="ok")
+    for status in ("failed", "timeout", "interrupted"):
+        assert red in format_event("status", f"{status}: exit 1", True, status=status)
+        assert red in format_event("end", "anything", True, status=status)
+    # A status that is not text (a damaged log line) is simply not red.
+    assert red not in format_event("end", "failed", True, status=["failed"])

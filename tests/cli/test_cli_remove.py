@@ -7,13 +7,15 @@ from datetime import UTC, datetime
 
 from cli_helpers import Cli, OnPty
 
+from routines.runs import RunEnd
+
 T0 = datetime(2026, 7, 25, 6, 0, tzinfo=UTC)
 
 
 def _with_history(cli: Cli, name: str) -> None:
     with cli.ledger() as ledger:
         ledger.record_run(name, run_id=f"{name}-1", trigger="manual", status="running", now=T0)
-        ledger.finish_run(f"{name}-1", now=T0, fields={"status": "ok"})
+        ledger.finish_run(f"{name}-1", now=T0, end=RunEnd(status="ok"))
     (cli.state / name).mkdir(parents=True, exist_ok=True)
     (cli.state / name / "2026-07-25-0600.md").write_text("# out\n")
 

@@ -12,6 +12,7 @@ from typing import Any
 from cli_helpers import Cli
 
 from routines.rundays import compaction_line
+from routines.runs import RunEnd
 
 
 def history_of_150_days(cli: Cli) -> date:
@@ -29,12 +30,12 @@ def history_of_150_days(cli: Cli) -> date:
                 ledger.finish_run(
                     run_id,
                     now=at + timedelta(seconds=30),
-                    fields={
-                        "status": status,
-                        "dollars": round(rng.uniform(0, 0.3), 6),
-                        "input_tokens": rng.randrange(9000),
-                        "output_tokens": rng.randrange(900),
-                    },
+                    end=RunEnd(
+                        status=status,
+                        dollars=round(rng.uniform(0, 0.3), 6),
+                        input_tokens=rng.randrange(9000),
+                        output_tokens=rng.randrange(900),
+                    ),
                 )
     return now.astimezone(cli.tz).date()
 

@@ -89,9 +89,16 @@ def test_json_is_one_object_per_file(p: Paths) -> None:
     assert done.returncode == 1
     objects = [json.loads(line) for line in done.stdout.splitlines()]
     unlimited = "[budget]: WARN no max_dollars_per_day: this routine's daily spend is unlimited"
+    unsigned = {"signature": "unsigned", "signer": None}
     assert objects == [
-        {"file": str(good), "ok": True, "errors": [], "warnings": []},
-        {"file": str(warned), "ok": True, "errors": [], "warnings": [f"{warned}: {unlimited}"]},
+        {"file": str(good), "ok": True, "errors": [], "warnings": [], **unsigned},
+        {
+            "file": str(warned),
+            "ok": True,
+            "errors": [],
+            "warnings": [f"{warned}: {unlimited}"],
+            **unsigned,
+        },
         {
             "file": str(bad),
             "ok": False,

@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 from cli_helpers import Cli
 
+from routines.runs import RunEnd
+
 ICON = "󰚩"
 
 
@@ -36,7 +38,7 @@ def run_row(
     with cli.ledger() as ledger:
         ledger.record_run(routine, run_id=run_id, trigger="schedule", status="running", now=now)
         ledger.finish_run(
-            run_id, now=now, fields={"status": status, "outcome": outcome, "dollars": dollars}
+            run_id, now=now, end=RunEnd(status=status, outcome=outcome, dollars=dollars)
         )
 
 
@@ -115,11 +117,8 @@ def test_a_later_success_clears_it(two_on: Cli) -> None:
 
 def test_critical_when_a_routine_was_auto_disabled(two_on: Cli) -> None:
     with two_on.ledger() as ledger:
-        ledger.update_state(
-            "day-brief",
-            enabled_override=False,
-            file_enabled_seen=False,
-            disabled_reason="3 failed runs in a row; last: exit 1",
+        ledger.disable(
+            "day-brief", file_enabled=False, reason="3 failed runs in a row; last: exit 1"
         )
     data = waybar(two_on)
     assert data["class"] == "critical"
@@ -154,12 +153,7 @@ def test_markup_is_escaped(cli: Cli) -> None:
     cli.agent("notes")
     enable(cli, "notes")
     with cli.ledger() as ledger:
-        ledger.update_state(
-            "notes",
-            enabled_override=False,
-            file_enabled_seen=False,
-            disabled_reason="exit 1: <stdin> & co",
-        )
+        ledger.disable("notes", file_enabled=False, reason="exit 1: <stdin> & co")
     data = waybar(cli)
     assert "&lt;stdin&gt; &amp; co" in data["tooltip"] and "<stdin>" not in data["tooltip"]
 

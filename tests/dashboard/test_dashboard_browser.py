@@ -13,6 +13,7 @@ import pytest
 
 from routines.ledger import Ledger
 from routines.paths import paths
+from routines.runs import RunEnd
 from routines.tz import machine_timezone
 from tests.dashboard.browser import browser, screenshot_dir
 from tests.dashboard.dashkit import Dashboard
@@ -63,16 +64,16 @@ def seed_spending(routine: str, days: int = 30) -> dict[str, float]:
             ledger.finish_run(
                 run_id,
                 now=at + timedelta(seconds=42),
-                fields={
-                    "status": "ok" if n % 2 == 0 else "failed",
-                    "outcome": "done",
-                    "route": "local->premium",
-                    "dollars": dollars,
-                    "input_tokens": 1200 + n,
-                    "output_tokens": 300,
-                    "local_input_tokens": 4000,
-                    "local_output_tokens": 800,
-                },
+                end=RunEnd(
+                    status="ok" if n % 2 == 0 else "failed",
+                    outcome="done",
+                    route="local->premium",
+                    dollars=dollars,
+                    input_tokens=1200 + n,
+                    output_tokens=300,
+                    local_input_tokens=4000,
+                    local_output_tokens=800,
+                ),
             )
             spent[day.isoformat()] = dollars
     return spent

@@ -16,6 +16,7 @@ import pytest
 from dashboard.security import CSP, csrf_token
 from routines.ledger import Ledger
 from routines.paths import paths
+from routines.runs import RunEnd
 from tests.dashboard.dashkit import Dashboard
 
 
@@ -125,20 +126,20 @@ def _seed_agent_run(run_id: str, log: bytes | None) -> None:
         ledger.finish_run(
             run_id,
             now=now,
-            fields={
-                "status": "ok",
-                "outcome": "needs-attention",
-                "route": "local->premium",
-                "model": "claude-sonnet-4-6",
-                "escalated": True,
-                "escalated_reason": "low confidence: the model hedged",
-                "input_tokens": 1234,
-                "output_tokens": 567,
-                "local_input_tokens": 2000,
-                "local_output_tokens": 100,
-                "dollars": 0.0042,
-                "tool_calls": 2,
-            },
+            end=RunEnd(
+                status="ok",
+                outcome="needs-attention",
+                route="local->premium",
+                model="claude-sonnet-4-6",
+                escalated=True,
+                escalated_reason="low confidence: the model hedged",
+                input_tokens=1234,
+                output_tokens=567,
+                local_input_tokens=2000,
+                local_output_tokens=100,
+                dollars=0.0042,
+                tool_calls=2,
+            ),
         )
     runs = paths().routine_state("brief") / "runs"
     runs.mkdir(parents=True, exist_ok=True)

@@ -22,10 +22,13 @@ from ipc import (
     Hello,
     Job,
     LineReader,
+    Outcome,
     ProtocolError,
     Request,
     Response,
     Result,
+    RunStatus,
+    Trigger,
     Usage,
     decode,
     encode,
@@ -340,3 +343,15 @@ def test_ipc_exports() -> None:
         "ProtocolError",
         "MAX_LINE",
     }
+
+
+def test_status_outcome_and_trigger_arrive_as_their_enums() -> None:
+    msg = decode(b'{"type": "result", "status": "ok", "outcome": "nothing-to-do"}')
+    assert isinstance(msg, Result)
+    assert msg.status is RunStatus.OK and msg.outcome is Outcome.NOTHING_TO_DO
+    job = decode(encode(JOB))
+    assert isinstance(job, Job) and isinstance(job.trigger, Trigger)
+    with pytest.raises(ProtocolError, match=r"result\.status: expected one of .*found 'weird'"):
+        decode(b'{"type": "result", "status": "weird"}')
+    with pytest.raises(ProtocolError, match=r"result\.outcome: expected one of"):
+        decode(b'{"type": "result", "status": "ok", "outcome": "fine"}')

@@ -11,6 +11,7 @@ import pytest
 
 from routines.ledger import Ledger
 from routines.paths import paths
+from routines.runs import RunEnd
 from tests.supervisor.daemonkit import Daemon, command_routine, wait_for, write_routine
 
 pytestmark = pytest.mark.slow  # real daemons: make test-fast leaves these out
@@ -25,7 +26,7 @@ def test_the_daemon_compacts_and_prunes_while_idle(tmp_path: Path, not_root: Non
             at = start + timedelta(minutes=10 * i)
             run_id = f"{at:%Y%m%dT%H%M%S}-old-{i:06d}"
             ledger.record_run("old", run_id=run_id, trigger="schedule", status="running", now=at)
-            ledger.finish_run(run_id, now=at, fields={"status": "ok", "dollars": 0.0125})
+            ledger.finish_run(run_id, now=at, end=RunEnd(status="ok", dollars=0.0125))
     runs = p.routine_state("old") / "runs"
     runs.mkdir(parents=True)
     old_log = f"{start:%Y%m%dT%H%M%S}-old-000000.jsonl"

@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+from routines.runs import parse_slot_id, slot_id
 from routines.schedule import Slot
 from routines.spec import Missed
-from supervisor.plan import GRACE, MISSED_CAP, Action, cursor_for, parse_cursor, plan_routine
+from supervisor.plan import GRACE, MISSED_CAP, Action, plan_routine
 
 T0 = datetime(2026, 12, 2, 6, 0, tzinfo=UTC)
 
@@ -149,8 +150,8 @@ def test_clock_set_back_before_the_cursor_owes_nothing() -> None:
 
 def test_cursor_round_trip() -> None:
     t = datetime(2026, 3, 8, 7, 30, 15, 999, tzinfo=UTC)
-    assert parse_cursor(cursor_for(t)) == t.replace(microsecond=0)
-    assert cursor_for(t) == "2026-03-08T07:30:15Z"
+    assert parse_slot_id(slot_id(t)) == t.replace(microsecond=0)
+    assert slot_id(t) == "2026-03-08T07:30:15Z"
 
 
 def test_a_small_clock_step_folds_an_on_time_slot_into_the_run_without_calling_it_missed() -> None:

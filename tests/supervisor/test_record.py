@@ -20,6 +20,7 @@ from routines.config import Config
 from routines.ledger import Ledger
 from routines.paths import paths
 from routines.registry import scan
+from routines.runs import RunEnd
 from routines.spec import Routine
 from routines.store import read_json
 from supervisor.clock import FakeClock
@@ -248,8 +249,8 @@ def test_a_run_whose_day_is_spent_is_refused_without_a_worker(
     notes: list[Notification] = []
     with Ledger(paths().ledger) as ledger:
         ledger.record_run(r.name, run_id="earlier", trigger="schedule", status="running", now=T0)
-        ledger.finish_run("earlier", now=T0, fields={"status": "ok", "dollars": 0.5})
-        ledger.update_state(r.name, failure_streak=2)
+        ledger.finish_run("earlier", now=T0, end=RunEnd(status="ok", dollars=0.5))
+        ledger.set_failure_streak(r.name, 2)
         ledger.record_run(r.name, run_id="now", trigger="manual", status="queued", now=T0)
 
         async def go() -> Any:

@@ -236,7 +236,7 @@ def test_sync_names_the_routines_it_stops_tracking_and_why() -> None:
         sched = Scheduler(ledger, (1, 1.0))
         assert sched.sync(reg, ledger.states(), T0) == {}
         assert set(sched.tracked) == {"on", "off", "gone"}
-        ledger.update_state("off", enabled_override=False, file_enabled_seen=True)
+        ledger.disable("off", file_enabled=True)
         (paths().routines_dir / "gone.toml").unlink()
         turned_off = sched.sync(scan(paths()), ledger.states(), T0)
         assert turned_off == {"off": "disabled while queued", "gone": "removed while queued"}

@@ -3,7 +3,7 @@
 Each travels as one JSON object on one line with a `"type"` field (see `ipc.framing`).
 Supervisor → worker: `Hello`, then one `Job`. Worker → supervisor: `Hello`, any number of
 `Event` and `Usage`, then exactly one `Result`. CLI ↔ daemon: `Hello`, then `Request` →
-(`Event`…) `Response`.
+(`Event`…) `Response`, whose `result` is one of the typed replies at the end of this module.
 """
 
 from __future__ import annotations
@@ -18,19 +18,29 @@ from routines.runs import Outcome, RunStatus, Trigger
 
 __all__ = [
     "PROTOCOL",
+    "ActiveEntry",
+    "DetachedReply",
+    "EnableReply",
     "Event",
     "EventKind",
     "Hello",
     "Job",
     "Message",
+    "NextFire",
     "Outcome",
+    "PingReply",
+    "ReloadReply",
+    "Reply",
     "Request",
     "Response",
     "Result",
+    "RunReply",
     "RunStatus",
+    "StatusReply",
     "Trigger",
     "Usage",
     "from_dict",
+    "reply_json",
 ]
 
 PROTOCOL = 1
@@ -193,3 +203,100 @@ def from_dict(obj: object) -> Message:
     except TypeError as exc:
         raise MessageError(f"{kind}: {exc}") from None
     return msg
+
+
+# -- control-socket replies (CLI ↔ daemon): what `Response.result` holds for each command ------
+
+
+@dataclass(frozen=True, slots=True)
+class PingReply:
+    pid: int
+    version: str
+    protocol: int
+    home: str
+    started_at: str
+    loaded_modules: list[str]  # of anthropic, httpx, httpx2, worker: must stay empty
+
+
+@dataclass(frozen=True, slots=True)
+class ActiveEntry:
+    """A run in a status reply: running (with started_at and pid) or waiting in the queue.
+    Without a daemon only `routine` is known (the ledger's row says it is active)."""
+
+    routine: str
+    run_id: str | None = None
+    trigger: Trigger | None = None
+    slot: str | None = None
+    started_at: str | None = None
+    pid: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NextFire:
+    routine: str
+    at: str  # ISO 8601
+
+
+@dataclass(frozen=True, slots=True)
+class StatusReply:
+    """`status`: the daemon's answer, or the CLI's from the files and the ledger when no
+    daemon is up (`daemon` false, the daemon-only fields None or empty): one shape either way."""
+
+    daemon: bool
+    running: list[ActiveEntry]
+    queued: list[ActiveEntry]
+    next: list[NextFire]
+    routines: int
+    enabled: int
+    invalid: list[str]
+    stale: list[str] = field(default_factory=list)  # invalid files whose last good version runs
+    pid: int | None = None
+    started_at: str | None = None
+    now: str | None = None
+    max_concurrent: int | None = None
+    status: str | None = None  # the daemon's one-line state (also its process title)
+    lost: str | None = None  # why it stopped scheduling (its ledger or lock was replaced)
+    disk_full: str | None = None
+    unwritten: list[str] = field(default_factory=list)  # runs kept in memory, disk full
+
+
+@dataclass(frozen=True, slots=True)
+class RunReply:
+    """`run` and `follow`: how the run ended."""
+
+    run_id: str
+    routine: str
+    status: RunStatus
+    outcome: Outcome | None
+    detail: str
+    output: str | None  # the stored output file
+    dollars: float
+    disabled: bool  # this run was the third strike
+
+
+@dataclass(frozen=True, slots=True)
+class DetachedReply:
+    """`run --detach`: the run was queued; follow it by id."""
+
+    run_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class ReloadReply:
+    routines: int
+    enabled: int
+    invalid: list[str]
+
+
+@dataclass(frozen=True, slots=True)
+class EnableReply:
+    name: str
+    enabled: bool
+
+
+Reply = PingReply | StatusReply | RunReply | DetachedReply | ReloadReply | EnableReply
+
+
+def reply_json(reply: Reply) -> dict[str, Any]:
+    """A reply as `Response.result` carries it."""
+    return asdict(reply)

@@ -1,9 +1,11 @@
-"""`vinos-routine daemon`: the per-user supervisor (DESIGN.md "Supervisor semantics").
+"""`vinos-routine daemon`: the per-user supervisor's loop (DESIGN.md "Supervisor semantics").
 
 One asyncio loop. Each tick re-reads the wall clock, rescans the routine files (cheap: only
-changed files are parsed), claims what is due (supervisor/scheduler.py), and hands runs to the
-pool (supervisor/pool.py). It sleeps until the earliest fire time or 30 s, whichever is first,
-or until something wakes it (a reload, a manual run, a finished worker).
+changed files are parsed; supervisor/rescan.py paces it), claims what is due
+(supervisor/scheduler.py), and hands runs to the pool (supervisor/pool.py). It sleeps until
+the earliest fire time or 30 s, whichever is first, or until something wakes it (a reload, a
+manual run, a finished worker). Identity and locks are supervisor/owner.py's; the control
+commands supervisor/handlers.py's.
 
 Signal handlers only set flags and wake the loop; the loop does the work.
 """
@@ -12,41 +14,39 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
 import logging
 import os
 import signal
 import sys
-import time
-from dataclasses import dataclass
 from datetime import datetime, timedelta
-from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import Any
 
-import psutil
-
-from ipc import PROTOCOL, Request, RunStatus, Trigger
 from routines.config import Config, ConfigInvalid, load_config
 from routines.ledger import Ledger, LedgerError, LedgerFull
 from routines.paths import Paths, paths
-from routines.product import ROOT_REFUSAL, version
-from routines.registry import Registry, scan
-from routines.runs import RunEnd
+from routines.registry import Registry
+from routines.runs import RunEnd, RunStatus
 from routines.safetext import one_line
 from supervisor import housekeeping, notify, systemd
 from supervisor.clock import Clock, clock_from_env
-from supervisor.control import CommandError, Connection, ControlServer, socket_path_problem
-from supervisor.jobs import new_run_id
+from supervisor.control import ControlServer, socket_path_problem
+from supervisor.handlers import Handlers
+from supervisor.owner import (
+    ROOT_REFUSAL,
+    Locks,
+    acquire_locks,
+    held_files,
+    lost_file,
+    owner_alive,
+    process_identity,
+    version,
+)
 from supervisor.pool import Pool
 from supervisor.record import Notification
-from supervisor.scheduler import Pending, Scheduler
-from supervisor.toggle import set_enabled
+from supervisor.rescan import Rescanner
+from supervisor.scheduler import Scheduler
 
-if TYPE_CHECKING:
-    from routines.spec import Routine
-    from supervisor.reply import ReplyTo
-
-__all__ = ["Daemon", "main", "owner_alive"]
+__all__ = ["Daemon", "main"]
 
 log = logging.getLogger("vinos.daemon")
 
@@ -55,90 +55,6 @@ log = logging.getLogger("vinos.daemon")
 TICK_MAX_SEC = float(os.environ.get("VINOS_TICK_MAX_SEC") or 30.0)
 # How long SIGTERM waits for running workers; VINOS_STOP_GRACE_SEC shortens it for tests.
 STOP_GRACE_SEC = float(os.environ.get("VINOS_STOP_GRACE_SEC") or 30.0)
-# The mtime scan stats every routine file, which with thousands of files is real CPU on every
-# tick. So a tick rescans at once when a routine directory changed (a file added, removed, or
-# saved by rename, as editors and `vinos-routine edit` do), and otherwise, for edits in place,
-# only as often as keeps the scan near SCAN_CPU_SHARE of one CPU: every tick for a few hundred
-# files, every few minutes for 10,000 (bench/bench_supervisor.py). SIGHUP, `reload` and a
-# manual `run` always rescan.
-SCAN_CPU_SHARE = 0.0005
-SCAN_MAX_INTERVAL_SEC = 300.0
-
-
-def process_identity(pid: int | None = None) -> tuple[int, float]:
-    """(pid, create time): a pid alone may be reused by an unrelated process later."""
-    proc = psutil.Process(pid)
-    return proc.pid, proc.create_time()
-
-
-def owner_alive(pid: int | None, started: float | None) -> bool:
-    if pid is None:
-        return False
-    try:
-        proc = psutil.Process(pid)
-        if started is not None and abs(proc.create_time() - started) > 0.01:
-            return False
-        return bool(proc.status() != psutil.STATUS_ZOMBIE)
-    except psutil.Error:
-        return False
-
-
-@dataclass(frozen=True, slots=True)
-class Locks:
-    files: tuple[IO[str], ...]
-
-
-def acquire_locks(p: Paths) -> Locks:
-    """One daemon per VINOS_HOME (and per runtime dir, where its socket lives)."""
-    files: list[IO[str]] = []
-    for path in (p.daemon_lock, p.state_dir / ".daemon.lock"):
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        f = open(path, "a+")  # noqa: SIM115 - held open for the daemon's lifetime
-        try:
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            f.seek(0)
-            holder = f.read().strip() or "unknown"
-            f.close()
-            for other in files:
-                other.close()
-            raise SystemExit(
-                f"vinos-routine: another daemon is already running for {p.home} "
-                f"(pid {holder}, lock {path}); stop it first "
-                "(systemctl --user stop vinos-routined)"
-            ) from None
-        f.seek(0)
-        f.truncate()
-        f.write(f"{os.getpid()}\n")
-        f.flush()
-        files.append(f)
-    return Locks(tuple(files))
-
-
-FileId = tuple[int, int]  # (st_dev, st_ino)
-
-
-def file_id(path: Path) -> FileId | None:
-    """The identity of the file at `path` (not following a symlink), None when it is gone."""
-    try:
-        st = os.lstat(path)
-    except OSError:
-        return None
-    return st.st_dev, st.st_ino
-
-
-def lost_file(held: dict[Path, FileId]) -> str | None:
-    """Why one of the files the daemon holds open is no longer the one at its path, or None.
-
-    A deleted or replaced ledger or lock means another process may start a second ledger and
-    a second daemon beside this one: then a slot could run twice (issue 17, item 2)."""
-    for path, ident in held.items():
-        now = file_id(path)
-        if now is None:
-            return f"{path} was deleted"
-        if now != ident:
-            return f"{path} was replaced by another file"
-    return None
 
 
 class Daemon:
@@ -158,13 +74,7 @@ class Daemon:
         self.ledger = Ledger(p.ledger)
         # Invariant: the daemon schedules only while the ledger and lock files at their paths
         # are the ones it opened (tests/supervisor/test_reliability_lost.py).
-        self._held: dict[Path, FileId] = {}
-        ledger_id = file_id(p.ledger)
-        if ledger_id is not None:
-            self._held[p.ledger] = ledger_id
-        for f in locks.files if locks else ():
-            st = os.fstat(f.fileno())
-            self._held[Path(f.name)] = (st.st_dev, st.st_ino)
+        self._held = held_files(p.ledger, locks)
         self.lost: str | None = None  # why scheduling stopped for good, once it has
         self.full: str | None = None  # why the ledger takes no writes now (a full disk)
         self._marked = False  # runs left behind by a dead daemon are marked interrupted
@@ -179,24 +89,12 @@ class Daemon:
             on_change=self._run_ended,
             worker_argv=worker_argv,
         )
-        self.control = ControlServer(
-            {
-                "ping": self._ping,
-                "status": self._status,
-                "run": self._run,
-                "reply": self._run,
-                "follow": self._follow,
-                "reload": self._reload,
-                "enable": self._enable,
-                "disable": self._enable,
-            }
-        )
+        self.control = ControlServer(Handlers(self).table())
         self._wake = asyncio.Event()
         self._stopping = False
         self._reload_asked = True
         self._data_version: int | None = None
-        self._dirs_seen: tuple[tuple[int, int] | None, ...] | None = None
-        self._next_scan = 0.0  # clock.monotonic() of the next scan for edits in place
+        self._rescanner = Rescanner(p, clock)
         self._external_busy: set[str] = set()
         self._last_prune: datetime | None = None
         self.started_at = clock.now()
@@ -301,7 +199,7 @@ class Daemon:
 
     # -- the tick ---------------------------------------------------------------------------
 
-    def _check_held(self) -> bool:
+    def check_held(self) -> bool:
         """False (and loudly, once) while the ledger or a lock is deleted or replaced; True
         again if the very file comes back (moved away and back)."""
         why = lost_file(self._held)
@@ -322,13 +220,13 @@ class Daemon:
         return False
 
     def tick(self) -> None:
-        if not self._check_held():
+        if not self.check_held():
             self._update_status()
             return
         try:
             self._tick()
         except LedgerFull as exc:
-            self._disk_full(exc)
+            self.disk_full(exc)
         else:
             self._space_back()
         self._update_status()
@@ -344,7 +242,7 @@ class Daemon:
             self.mark_interrupted()
             self._marked = True
         now = self.clock.now()
-        self._refresh(now)
+        self.refresh()
         for pending in self.scheduler.due(now, self._busy):
             self.pool.enqueue(pending)
         if self.scheduler.full is not None:
@@ -353,7 +251,7 @@ class Daemon:
             self.ledger.prune_claims(now)
             self._last_prune = now
 
-    def _disk_full(self, exc: LedgerFull) -> None:
+    def disk_full(self, exc: LedgerFull) -> None:
         # Re-read states and re-sync next tick: a sync may have stopped half-way.
         self._data_version = None
         if self.full is not None:
@@ -371,31 +269,9 @@ class Daemon:
             self.full = None
             log.warning("space is back: the ledger takes writes again, scheduling resumed")
 
-    def _dir_stamps(self) -> tuple[tuple[int, int] | None, ...]:
-        out: list[tuple[int, int] | None] = []
-        for d in (self.paths.routines_dir, self.paths.system_dir):
-            try:
-                st = os.stat(d)
-            except OSError:
-                out.append(None)
-                continue
-            out.append((st.st_mtime_ns, st.st_ino))
-        return tuple(out)
-
-    def _scan(self, force: bool) -> Registry:
-        """The registry, rescanned when due (see SCAN_CPU_SHARE), else the one in force."""
-        dirs = self._dir_stamps()  # before the scan: a change during it is seen next time
-        if not force and dirs == self._dirs_seen and self.clock.monotonic() < self._next_scan:
-            return self.registry
-        self._dirs_seen = dirs
-        cpu = time.process_time()
-        registry = scan(self.paths, self.registry)
-        cost = time.process_time() - cpu
-        self._next_scan = self.clock.monotonic() + min(SCAN_MAX_INTERVAL_SEC, cost / SCAN_CPU_SHARE)
-        return registry
-
-    def _refresh(self, now: datetime, rescan: bool = False) -> bool:
+    def refresh(self, rescan: bool = False) -> bool:
         """Rescan files and, if another process wrote the ledger, its states. True if changed."""
+        now = self.clock.now()
         force = rescan or self._reload_asked
         if self._reload_asked:
             self._reload_asked = False
@@ -404,7 +280,7 @@ class Daemon:
                 self.pool.config = self.config
             except ConfigInvalid as exc:
                 log.error("config.toml is invalid; keeping the previous settings:\n%s", exc)
-        registry = self._scan(force)
+        registry = self._rescanner.scan(self.registry, force)
         version = self.ledger.data_version
         files_changed = registry.entries != self.registry.entries
         ledger_changed = version != self._data_version
@@ -433,6 +309,12 @@ class Daemon:
 
     def _busy(self, name: str) -> bool:
         return self.pool.busy(name) or name in self._external_busy
+
+    def force_reload(self) -> None:
+        """Re-read config.toml, the files and the ledger's states now (reload, enable)."""
+        self._reload_asked = True
+        self._data_version = None
+        self.tick()
 
     # -- status -----------------------------------------------------------------------------
 
@@ -475,148 +357,6 @@ class Daemon:
     def _notify(self, note: Notification) -> None:
         loop = asyncio.get_running_loop()
         loop.run_in_executor(None, notify.send, note.title, note.body, note.urgency)
-
-    # -- control commands ---------------------------------------------------------------------
-
-    async def _ping(self, req: Request, conn: Connection) -> Any:
-        return {
-            "pid": os.getpid(),
-            "version": version(),
-            "protocol": PROTOCOL,
-            "home": str(self.paths.home),
-            "started_at": self.started_at.isoformat(),
-            "loaded_modules": sorted(
-                m for m in ("anthropic", "httpx", "httpx2", "worker") if m in sys.modules
-            ),
-        }
-
-    async def _status(self, req: Request, conn: Connection) -> Any:
-        snap = self.pool.snapshot()
-        snap["next"] = [
-            {"routine": n, "at": at.isoformat()} for n, at in self.scheduler.next_fires()[:20]
-        ]
-        snap["pid"] = os.getpid()
-        snap["started_at"] = self.started_at.isoformat()
-        snap["now"] = self.clock.now().isoformat()
-        snap["routines"] = len(self.registry.entries)
-        snap["enabled"] = len(self.scheduler.tracked)
-        snap["invalid"] = sorted(n for n, e in self.registry.entries.items() if e.errors)
-        # Invalid on disk, but the last good version is what runs (DESIGN.md "Routine file").
-        snap["stale"] = sorted(n for n, e in self.registry.entries.items() if e.stale)
-        snap["max_concurrent"] = self.config.max_concurrent
-        snap["status"] = self.status_line()
-        snap["lost"] = self.lost
-        snap["disk_full"] = self.full
-        snap["unwritten"] = [u.run_id for u in self.pool.unwritten]
-        return snap
-
-    def _routine(self, name: object) -> Any:
-        if not isinstance(name, str):
-            raise CommandError("usage", "expected a routine name")
-        self._refresh(self.clock.now(), rescan=True)
-        entry = self.registry.get(name)
-        if entry is None:
-            raise CommandError("unknown_routine", self.registry.unknown(name))
-        if entry.routine is None:
-            errors = "\n".join(str(p) for p in entry.errors)
-            raise CommandError("invalid_routine", f"{name} is invalid:\n{errors}")
-        return entry.routine
-
-    async def _run(self, req: Request, conn: Connection) -> Any:
-        if not self._check_held():
-            raise CommandError("ledger_lost", str(self.lost))
-        if self.full is not None:
-            raise CommandError("disk_full", self.full)
-        reply = None
-        if req.cmd == "reply":
-            routine, reply = self._reply_to(req)
-        else:
-            routine = self._routine(req.args.get("name"))
-        if not self.pool.accepting:
-            raise CommandError("stopping", "the daemon is stopping; try again when it is back")
-        if self._busy(routine.name):
-            active = self.pool.active_run_of(routine.name) or "in another process"
-            raise CommandError(
-                "busy", f"{routine.name} is already running ({active}): previous run still going"
-            )
-        now = self.clock.now()
-        run_id = new_run_id(routine.name, now)
-        trigger = Trigger.REPLY if reply else Trigger.MANUAL
-        try:
-            self.ledger.record_run(
-                routine.name,
-                run_id=run_id,
-                trigger=trigger,
-                status=RunStatus.QUEUED,
-                now=now,
-                owner=self.owner,
-                parent_run_id=reply.parent_run_id if reply else None,
-            )
-        except LedgerFull as exc:  # nothing recorded, so nothing runs
-            self._disk_full(exc)
-            raise CommandError("disk_full", str(self.full)) from None
-        detail = reply.detail() if reply else "manual run"
-        pending = Pending(run_id, routine, trigger, None, detail, reply=reply)
-        if req.args.get("detach"):
-            self.pool.enqueue(pending)
-            return {"run_id": run_id}
-        return await self._await_run(pending, conn, enqueue=True)
-
-    def _reply_to(self, req: Request) -> tuple[Routine, ReplyTo]:
-        """`reply`: the parent run's routine (its current version) and the checked reply."""
-        from supervisor.reply import ReplyRefused, prepare_reply
-
-        try:
-            return prepare_reply(
-                self.ledger, self.paths, self._routine, req.args.get("run_id"), req.args.get("text")
-            )
-        except ReplyRefused as exc:
-            raise CommandError("reply_refused", str(exc)) from None
-
-    async def _await_run(self, pending: Pending, conn: Connection, enqueue: bool) -> Any:
-        done: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        pending.listeners.append(conn)
-        pending.on_done.append(done)
-        if enqueue:
-            self.pool.enqueue(pending)
-        fin = await done
-        return fin
-
-    async def _follow(self, req: Request, conn: Connection) -> Any:
-        run_id = req.args.get("run_id")
-        name = req.args.get("name")
-        if not run_id and isinstance(name, str):
-            run_id = self.pool.active_run_of(name)
-        if not isinstance(run_id, str):
-            raise CommandError("not_running", f"{name or 'that routine'} is not running now")
-        pending = self.pool.find(run_id)
-        if pending is None:
-            fin = self.pool.finished.get(run_id)
-            if fin is not None:
-                return fin.as_json()
-            raise CommandError("not_running", f"run {run_id} is not running now")
-        return await self._await_run(pending, conn, enqueue=False)
-
-    async def _reload(self, req: Request, conn: Connection) -> Any:
-        self._reload_asked = True
-        self._data_version = None
-        self.tick()
-        return {
-            "routines": len(self.registry.entries),
-            "enabled": len(self.scheduler.tracked),
-            "invalid": sorted(n for n, e in self.registry.entries.items() if e.errors),
-        }
-
-    async def _enable(self, req: Request, conn: Connection) -> Any:
-        """`enable`/`disable NAME`: the CLI's change, made by the daemon for clients that do not
-        write the ledger themselves (the dashboard)."""
-        routine = self._routine(req.args.get("name"))
-        on = req.cmd == "enable"
-        set_enabled(self.ledger, routine, on, self.clock.now())
-        self._reload_asked = True
-        self._data_version = None
-        self.tick()
-        return {"name": routine.name, "enabled": on}
 
 
 def main(*, worker_argv: list[str] | None = None) -> int:

@@ -29,7 +29,7 @@ __all__ = [
     "GRACE",
     "MISSED_CAP",
     "Action",
-    "Decision",
+    "PlanDecision",
     "Timetable",
     "plan_routine",
 ]
@@ -56,7 +56,7 @@ class Action(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
-class Decision:
+class PlanDecision:
     action: Action
     slot: Slot  # the slot claimed: the newest one the decision covers
     count: int  # how many slots it covers
@@ -101,7 +101,7 @@ def plan_routine(
     busy: bool,
     missed: Missed,
     jitter: timedelta = timedelta(0),
-) -> list[Decision]:
+) -> list[PlanDecision]:
     """What to do for one enabled routine at `now`; [] when nothing is due.
 
     Decisions come in the order they must be claimed (each moves the cursor forward).
@@ -115,27 +115,29 @@ def plan_routine(
         detail = "previous run still going"
         if count > 1:
             detail += f" ({count:,}{'+' if capped else ''} slots)"
-        return [Decision(Action.SKIPPED, newest, count, detail)]
+        return [PlanDecision(Action.SKIPPED, newest, count, detail)]
     on_time = now - table.fire_time(name, newest) <= GRACE
     if on_time:
         earlier = due[:-1]
         if not earlier:
-            return [Decision(Action.RUN, newest, 1, "")]
+            return [PlanDecision(Action.RUN, newest, 1, "")]
         # Earlier slots still within the grace (a clock stepped < 120 s, or jitter) were not
         # missed: the run folds them in. Only late ones are missed.
         late = [s for s in earlier if now - table.fire_time(name, s) > GRACE]
         folded = len(earlier) - len(late)
         also = f"{folded} earlier slot{'s' if folded > 1 else ''} due with it" if folded else ""
         if missed is Missed.SKIP:
-            run = Decision(
+            run = PlanDecision(
                 Action.RUN, newest, 1 + folded, f"also stands in for {also}" if also else ""
             )
             if not late:
                 return [run]
-            return [Decision(Action.MISSED, late[-1], len(late), _runs(len(late), capped)), run]
+            return [PlanDecision(Action.MISSED, late[-1], len(late), _runs(len(late), capped)), run]
         parts = [_runs(len(late), capped)] if late else []
         parts += [also] if also else []
-        return [Decision(Action.RUN, newest, count, "also stands in for " + " and ".join(parts))]
+        return [
+            PlanDecision(Action.RUN, newest, count, "also stands in for " + " and ".join(parts))
+        ]
     if missed is Missed.SKIP:
-        return [Decision(Action.MISSED, newest, count, _runs(count, capped))]
-    return [Decision(Action.CATCH_UP, newest, count, f"stands in for {_runs(count, capped)}")]
+        return [PlanDecision(Action.MISSED, newest, count, _runs(count, capped))]
+    return [PlanDecision(Action.CATCH_UP, newest, count, f"stands in for {_runs(count, capped)}")]

@@ -1,9 +1,13 @@
 """The worker pool: a FIFO queue of pending runs and at most `max_concurrent` running workers.
 
-Invariants (tests/supervisor/test_daemon_*.py):
+Invariants (tests/supervisor/test_pool.py, on a FakeSpawner and a fake clock):
 - Never more than `max_concurrent` workers at once; waiting runs start in the order they came.
 - A routine is "busy" while it runs or waits: a slot due then is skipped, a manual run refused.
-- Every run that leaves the queue ends with exactly one final status in the ledger.
+- Every run that leaves the queue ends with exactly one final status in the ledger
+  (`Ledger.finish_run` changes only an active row).
+
+A run goes admit (the allowance: refused runs start no worker) → prepare (scratch dir, job,
+run log) → await (the spawner's worker) → finish (supervisor/record.py).
 """
 
 from __future__ import annotations
@@ -15,34 +19,64 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Protocol
 from zoneinfo import ZoneInfo
 
-from ipc import Event, EventKind
+from ipc import Event, EventKind, Job, RunReply
 from routines.config import Config
 from routines.ledger import Ledger, LedgerFull
 from routines.paths import Paths
-from routines.runs import RunEnd, RunStatus
+from routines.runs import RunEnd, RunStatus, Trigger
+from routines.spec import Routine
 from routines.store import open_dir_beneath
 from supervisor.clock import Clock
-from supervisor.jobs import build_job
-from supervisor.policy import Verdict, allowance_for, run_limit
+from supervisor.jobs import build_job, new_run_id
+from supervisor.limits import BudgetVerdict, RunAllowance, allowance_for, run_limit
+from supervisor.owner import owner_alive
 from supervisor.record import Finished, Notification, Unwritten, finish_run
 from supervisor.runlog import RunLog
 from supervisor.scheduler import Pending
-from supervisor.spawn import StopReason, UsageTotals, WorkerOutcome, WorkerProcess
+from supervisor.spawn import (
+    Spawner,
+    StopReason,
+    UsageTotals,
+    Worker,
+    WorkerOutcome,
+    WorkerSpawner,
+)
 
-__all__ = ["Pool", "Running"]
+if TYPE_CHECKING:
+    from supervisor.reply import ReplyTo
+
+__all__ = ["Busy", "Listener", "Pool", "Running"]
 
 log = logging.getLogger("vinos.pool")
+
+
+class Busy(RuntimeError):
+    """A manual run refused: the routine runs or waits already (here or in another process)."""
+
+
+class Listener(Protocol):
+    """Whoever follows a run's events: a control connection, the in-process CLI."""
+
+    def send(self, msg: Event) -> bool:
+        """Deliver one event; False when the listener is gone (it is then dropped)."""
+        ...
 
 
 @dataclass(slots=True)
 class Running:
     pending: Pending
-    worker: WorkerProcess | None
+    worker: Worker | None
     started_at: datetime
     task: asyncio.Task[None]
+
+
+@dataclass(frozen=True, slots=True)
+class _Prepared:
+    job: Job
+    runlog: RunLog
 
 
 class Pool:
@@ -56,6 +90,7 @@ class Pool:
         notify: Callable[[Notification], None],
         on_change: Callable[[], None],
         worker_argv: list[str] | None = None,
+        spawner: Spawner | None = None,
     ) -> None:
         self.ledger = ledger
         self.paths = paths
@@ -63,7 +98,7 @@ class Pool:
         self.clock = clock
         self.notify = notify
         self.on_change = on_change
-        self.worker_argv = worker_argv
+        self.spawner: Spawner = spawner or WorkerSpawner(worker_argv)
         self.queue: deque[Pending] = deque()
         self.running: dict[str, Running] = {}
         self.finished: dict[str, Finished] = {}  # recent, for clients that ask after the end
@@ -101,6 +136,50 @@ class Pool:
                 pending.listeners.remove(conn)
 
     # -- admission --------------------------------------------------------------------------
+
+    def submit_manual(
+        self,
+        routine: Routine,
+        *,
+        owner: tuple[int, float],
+        listener: Listener | None = None,
+        reply: ReplyTo | None = None,
+    ) -> tuple[Pending, asyncio.Future[RunReply]]:
+        """Admit a manual run of `routine` (the daemon's `run` and `reply`, and both without a
+        daemon; `reply`: it continues that run's conversation): refused with Busy while the
+        routine runs or waits, here or under another live owner; else its row is recorded
+        `queued` (LedgerFull: nothing recorded, nothing runs) and it is queued. The future
+        resolves with how it ended."""
+        name = routine.name
+        mine = self.active_run_of(name)
+        if mine is not None:
+            raise Busy(f"{name} is already running ({mine}): previous run still going")
+        for active in self.ledger.active_runs():
+            if active.routine == name and owner_alive(active.owner_pid, active.owner_started):
+                raise Busy(
+                    f"{name} is already running ({active.run_id}, in another process): "
+                    "previous run still going"
+                )
+        now = self.clock.now()
+        run_id = new_run_id(name, now)
+        trigger = Trigger.REPLY if reply else Trigger.MANUAL
+        self.ledger.record_run(
+            name,
+            run_id=run_id,
+            trigger=trigger,
+            status=RunStatus.QUEUED,
+            now=now,
+            owner=owner,
+            parent_run_id=reply.parent_run_id if reply else None,
+        )
+        detail = reply.detail() if reply else "manual run"
+        pending = Pending(run_id, routine, trigger, None, detail, reply=reply)
+        if listener is not None:
+            pending.listeners.append(listener)
+        done: asyncio.Future[RunReply] = asyncio.get_running_loop().create_future()
+        pending.on_done.append(done)
+        self.enqueue(pending)
+        return pending, done
 
     def enqueue(self, pending: Pending) -> None:
         self.queue.append(pending)
@@ -162,7 +241,7 @@ class Pool:
         """Answer whoever waits on the run (a `run` client, the in-process CLI)."""
         for fut in pending.on_done:
             if not fut.done():
-                fut.set_result(fin.as_json())
+                fut.set_result(fin.reply())
 
     def _record_failure(
         self, pending: Pending, detail: str, status: RunStatus = RunStatus.FAILED
@@ -222,25 +301,44 @@ class Pool:
         return written
 
     async def _execute(self, pending: Pending) -> Finished:
-        routine = pending.routine
         now = self.clock.now()
+        allowance = self._allowance(pending, now)
+        if allowance.verdict is BudgetVerdict.REFUSE:
+            return self._refuse(pending, allowance)
+        prepared = self._prepare(pending, now, allowance)
+        if isinstance(prepared, str):
+            return self._finish(
+                pending, now, WorkerOutcome(None, None, UsageTotals(), error=prepared)
+            )
+        try:
+            out = await self._await_worker(pending, prepared, allowance)
+            fin = self._finish(pending, now, out)
+            end = f"{fin.status}: {fin.detail}" if fin.detail else fin.status
+            prepared.runlog.write("end", end, fin.as_json())
+        finally:
+            prepared.runlog.close()
+        return fin
+
+    # admit: what the run may spend; a spent day records `budget` and starts no worker.
+
+    def _allowance(self, pending: Pending, now: datetime) -> RunAllowance:
+        routine = pending.routine
         zone = ZoneInfo(routine.schedule.timezone)
-        allowance = allowance_for(routine, self.ledger.spent_today(routine.name, zone, now))
-        if allowance.verdict is Verdict.REFUSE:
-            fin = self._record_failure(pending, allowance.detail, RunStatus.BUDGET)
-            if allowance.notify:
-                return Finished(
-                    fin.run_id,
-                    fin.routine,
-                    fin.status,
-                    None,
-                    fin.detail,
-                    None,
-                    0.0,
-                    False,
-                    (Notification(f"{routine.name}: budget", allowance.detail),),
-                )
+        return allowance_for(routine, self.ledger.spent_today(routine.name, zone, now))
+
+    def _refuse(self, pending: Pending, allowance: RunAllowance) -> Finished:
+        fin = self._record_failure(pending, allowance.detail, RunStatus.BUDGET)
+        if not allowance.notify:
             return fin
+        note = Notification(f"{pending.routine.name}: budget", allowance.detail)
+        return Finished(
+            fin.run_id, fin.routine, fin.status, None, fin.detail, None, 0.0, False, (note,)
+        )
+
+    # prepare: the scratch dir, the job and the run log; a reason (str) when it cannot.
+
+    def _prepare(self, pending: Pending, now: datetime, allowance: RunAllowance) -> _Prepared | str:
+        routine = pending.routine
         scratch = self.paths.scratch(routine.name, pending.run_id)
         state = self.paths.routine_state(routine.name)
         try:
@@ -249,8 +347,7 @@ class Pool:
             os.close(open_dir_beneath(state, str(scratch.relative_to(state)), make=True))
         except OSError as exc:
             # Counts as a failure (a full or read-only state dir is something to fix).
-            error = f"cannot create the run's scratch dir {scratch}: {exc.strerror or exc}"
-            return self._finish(pending, now, WorkerOutcome(None, None, UsageTotals(), error=error))
+            return f"cannot create the run's scratch dir {scratch}: {exc.strerror or exc}"
         job = build_job(
             routine,
             run_id=pending.run_id,
@@ -263,13 +360,18 @@ class Pool:
             config=self.config,
             reply=pending.reply,
         )
-        runlog = RunLog(
-            self.paths.run_log(routine.name, pending.run_id),
-            base=self.paths.routine_state(routine.name),
-        )
+        runlog = RunLog(self.paths.run_log(routine.name, pending.run_id), base=state)
         runlog.write("start", f"{pending.trigger} run of {routine.name}", {"slot": pending.slot})
         if pending.detail:
             runlog.write("log", pending.detail)
+        return _Prepared(job, runlog)
+
+    # await: the worker, from the spawner, until it and all it started are gone.
+
+    async def _await_worker(
+        self, pending: Pending, prepared: _Prepared, allowance: RunAllowance
+    ) -> WorkerOutcome:
+        routine = pending.routine
 
         def started(pid: int) -> None:
             try:
@@ -280,28 +382,21 @@ class Pool:
                 )
             self.broadcast(pending, Event(EventKind.STATUS, RunStatus.RUNNING, {"pid": pid}))
 
-        worker = WorkerProcess(
-            job,
-            log=runlog,
+        worker = self.spawner(
+            prepared.job,
+            log=prepared.runlog,
             timeout_sec=run_limit(routine).seconds,
             on_event=lambda e: self.broadcast(pending, e),
             on_started=started,
             max_dollars=allowance.dollars_left,
             max_tokens=allowance.max_tokens,
-            argv=self.worker_argv,
         )
         entry = self.running.get(pending.run_id)
         if entry is not None:
             entry.worker = worker
-        try:
-            out: WorkerOutcome = await worker.run()
-            fin = self._finish(pending, now, out)
-            runlog.write(
-                "end", f"{fin.status}: {fin.detail}" if fin.detail else fin.status, fin.as_json()
-            )
-        finally:
-            runlog.close()
-        return fin
+        return await worker.run()
+
+    # finish: the final status, output, ledger row, strikes (supervisor/record.py).
 
     def _finish(self, pending: Pending, started_at: datetime, out: WorkerOutcome) -> Finished:
         limit = run_limit(pending.routine)
@@ -340,27 +435,3 @@ class Pool:
                 r.worker.stop(StopReason.SHUTDOWN)
         if still:
             await asyncio.wait(still, timeout=30)
-
-    def snapshot(self) -> dict[str, Any]:
-        return {
-            "running": [
-                {
-                    "run_id": run_id,
-                    "routine": r.pending.routine.name,
-                    "trigger": r.pending.trigger,
-                    "slot": r.pending.slot,
-                    "started_at": r.started_at.isoformat(),
-                    "pid": r.worker.pid if r.worker else None,
-                }
-                for run_id, r in self.running.items()
-            ],
-            "queued": [
-                {
-                    "run_id": p.run_id,
-                    "routine": p.routine.name,
-                    "trigger": p.trigger,
-                    "slot": p.slot,
-                }
-                for p in self.queue
-            ],
-        }

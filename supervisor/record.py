@@ -12,6 +12,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from ipc import RunReply, reply_json
 from routines.ledger import Ledger, LedgerFull, iso
 from routines.outputs import output_day
 from routines.paths import Paths
@@ -24,8 +25,8 @@ from routines.store import (
     write_atomic,
     write_json_atomic,
 )
+from supervisor.limits import STRIKE_LIMIT, strike
 from supervisor.notify import preview
-from supervisor.policy import STRIKE_LIMIT, strike
 from supervisor.spawn import StopReason, WorkerOutcome
 
 __all__ = [
@@ -81,17 +82,21 @@ class Finished:
     notifications: tuple[Notification, ...]
     unwritten: Unwritten | None = None  # its ledger row, when the disk was full
 
+    def reply(self) -> RunReply:
+        """How the run ended, as `run` and `follow` answer."""
+        return RunReply(
+            run_id=self.run_id,
+            routine=self.routine,
+            status=self.status,
+            outcome=self.outcome,
+            detail=self.detail,
+            output=str(self.output) if self.output else None,
+            dollars=self.dollars,
+            disabled=self.disabled,
+        )
+
     def as_json(self) -> dict[str, Any]:
-        return {
-            "run_id": self.run_id,
-            "routine": self.routine,
-            "status": self.status,
-            "outcome": self.outcome,
-            "detail": self.detail,
-            "output": str(self.output) if self.output else None,
-            "dollars": self.dollars,
-            "disabled": self.disabled,
-        }
+        return reply_json(self.reply())
 
 
 def final_status(

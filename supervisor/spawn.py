@@ -17,16 +17,26 @@ import contextlib
 import os
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 import psutil
 
 from ipc import Event, EventKind, Hello, Job, ProtocolError, Result, Usage, encode, read_message
 from supervisor.runlog import RunLog
 
-__all__ = ["KILL_GRACE_SEC", "StopReason", "UsageTotals", "WorkerOutcome", "WorkerProcess"]
+__all__ = [
+    "KILL_GRACE_SEC",
+    "Spawner",
+    "StopReason",
+    "UsageTotals",
+    "Worker",
+    "WorkerOutcome",
+    "WorkerProcess",
+    "WorkerSpawner",
+]
 
 KILL_GRACE_SEC = 5.0
 STDERR_LINE_CAP = 4096
@@ -120,6 +130,81 @@ def _signal_all(pgid: int, procs: list[psutil.Process], sig: int) -> None:
             p.send_signal(sig)
 
 
+async def within(aw: Awaitable[object], seconds: float) -> bool:
+    """Whether `aw` completed within `seconds` (it goes on either way: it is shielded)."""
+    try:
+        await asyncio.wait_for(asyncio.shield(aw), seconds)
+    except TimeoutError:
+        return False
+    return True
+
+
+# How WorkerProcess waits out a grace: `within`, or a fake clock's in tests (test_spawn.py).
+Within = Callable[[Awaitable[object], float], Awaitable[bool]]
+
+
+class Worker(Protocol):
+    """One run's worker as the pool sees it."""
+
+    @property
+    def pid(self) -> int | None: ...
+
+    def stop(self, reason: str) -> None:
+        """End it early (idempotent; the first reason wins): `run` then returns `stopped`."""
+        ...
+
+    async def run(self) -> WorkerOutcome:
+        """Start it (calling `on_started` with its pid) and return once it and everything it
+        started are gone."""
+        ...
+
+
+class Spawner(Protocol):
+    """The pool's seam for starting workers: `WorkerSpawner` starts real processes; the
+    tests' FakeSpawner (tests/supervisor/fakespawn.py) scripts their outcomes."""
+
+    def __call__(
+        self,
+        job: Job,
+        *,
+        log: RunLog,
+        timeout_sec: float,
+        on_event: Callable[[Event], None],
+        on_started: Callable[[int], None],
+        max_dollars: float | None,
+        max_tokens: int | None,
+    ) -> Worker: ...
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerSpawner:
+    """Starts `python -m worker` (or `argv`, a stand-in worker in tests) per run."""
+
+    argv: list[str] | None = None
+
+    def __call__(
+        self,
+        job: Job,
+        *,
+        log: RunLog,
+        timeout_sec: float,
+        on_event: Callable[[Event], None],
+        on_started: Callable[[int], None],
+        max_dollars: float | None,
+        max_tokens: int | None,
+    ) -> WorkerProcess:
+        return WorkerProcess(
+            job,
+            log=log,
+            timeout_sec=timeout_sec,
+            on_event=on_event,
+            on_started=on_started,
+            max_dollars=max_dollars,
+            max_tokens=max_tokens,
+            argv=self.argv,
+        )
+
+
 class WorkerProcess:
     """One run's worker. `run()` returns when the worker and everything it started are gone."""
 
@@ -134,8 +219,10 @@ class WorkerProcess:
         max_dollars: float | None = None,
         max_tokens: int | None = None,
         argv: list[str] | None = None,
+        within: Within = within,
     ) -> None:
         self.job = job
+        self.within = within
         self.log = log
         self.timeout_sec = timeout_sec
         self.on_event = on_event or (lambda e: None)
@@ -262,11 +349,10 @@ class WorkerProcess:
         waiter = asyncio.ensure_future(proc.wait())
         stopper = asyncio.ensure_future(self._stop.wait())
         try:
-            done, _ = await asyncio.wait(
-                {waiter, stopper}, timeout=self.timeout_sec, return_when=asyncio.FIRST_COMPLETED
-            )
-            if waiter not in done:
-                if stopper not in done:
+            either = asyncio.wait({waiter, stopper}, return_when=asyncio.FIRST_COMPLETED)
+            await self.within(either, self.timeout_sec)
+            if not waiter.done():
+                if not stopper.done():
                     self.stop(StopReason.TIMEOUT)
                 await self._terminate(proc)
         finally:
@@ -285,14 +371,13 @@ class WorkerProcess:
         return out
 
     async def _terminate(self, proc: asyncio.subprocess.Process) -> None:
+        """SIGTERM to the tree, KILL_GRACE_SEC to go, then SIGKILL to what is left."""
         procs = _descendants(proc.pid)
         _signal_all(proc.pid, procs, signal.SIGTERM)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(asyncio.shield(proc.wait()), KILL_GRACE_SEC)
+        await self.within(proc.wait(), KILL_GRACE_SEC)
         procs += [p for p in _descendants(proc.pid) if p not in procs]
         _signal_all(proc.pid, procs, signal.SIGKILL)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(asyncio.shield(proc.wait()), KILL_GRACE_SEC)
+        await self.within(proc.wait(), KILL_GRACE_SEC)
         for p in procs:
             with contextlib.suppress(psutil.Error):
                 p.wait(timeout=0)

@@ -25,7 +25,7 @@ from pathlib import Path
 from routines.ledger import Ledger
 from routines.paths import paths
 from routines.registry import scan
-from supervisor.daemon import process_identity
+from supervisor.owner import process_identity
 from supervisor.scheduler import Scheduler
 
 

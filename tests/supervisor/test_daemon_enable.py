@@ -3,6 +3,7 @@ the same change itself through supervisor/toggle.py)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -31,3 +32,21 @@ def test_enable_and_disable_through_the_daemon(tmp_path: Path, not_root: None) -
         assert exc.value.code == "unknown_routine"
     finally:
         d.stop()
+
+
+def test_status_json_has_one_shape_whether_the_daemon_is_up_or_not(
+    tmp_path: Path, not_root: None
+) -> None:
+    write_routine("nightly", command_routine("true", schedule='cron = "0 3 * * *"'))
+    d = Daemon(tmp_path)
+    down = json.loads(d.cli("status", "--json").stdout)
+    d.start()
+    try:
+        up = json.loads(d.cli("status", "--json").stdout)
+    finally:
+        d.stop()
+    assert sorted(down) == sorted(up)
+    assert (down["daemon"], up["daemon"]) == (False, True)
+    assert down["next"][0]["routine"] == up["next"][0]["routine"] == "nightly"
+    assert (down["pid"], down["status"], down["unwritten"]) == (None, None, [])
+    assert isinstance(up["pid"], int) and up["unwritten"] == []

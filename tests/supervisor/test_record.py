@@ -20,11 +20,11 @@ from routines.config import Config
 from routines.ledger import Ledger
 from routines.paths import paths
 from routines.registry import scan
-from routines.runs import RunEnd
+from routines.runs import RunEnd, Trigger
 from routines.spec import Routine
 from routines.store import read_json
 from supervisor.clock import FakeClock
-from supervisor.policy import allowance_for
+from supervisor.limits import allowance_for
 from supervisor.pool import Pool
 from supervisor.record import Notification, final_status, finish_run, notifications_for
 from supervisor.scheduler import Pending
@@ -265,7 +265,7 @@ def test_a_run_whose_day_is_spent_is_refused_without_a_worker(
                 worker_argv=[sys.executable, "-c", f"open({str(started)!r}, 'w')"],
             )
             done: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-            pending = Pending("now", r, "manual", None, "manual run")
+            pending = Pending("now", r, Trigger.MANUAL, None, "manual run")
             pending.on_done.append(done)
             pool.enqueue(pending)
             return await done
@@ -273,8 +273,8 @@ def test_a_run_whose_day_is_spent_is_refused_without_a_worker(
         fin = asyncio.run(go())
         row = ledger.run("now")
         streak = ledger.state(r.name).failure_streak
-    assert fin["status"] == "budget"
-    assert fin["detail"] == "daily budget spent: $0.50 of $0.50"
+    assert fin.status == "budget"
+    assert fin.detail == "daily budget spent: $0.50 of $0.50"
     assert row is not None and (row.status, row.dollars) == ("budget", 0.0)
     assert streak == 2  # budget is not a strike
     assert not started.exists()

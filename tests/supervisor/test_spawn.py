@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import random
 import sys
+from collections.abc import Awaitable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -106,12 +107,33 @@ def test_a_worker_that_reports_a_result(tmp_path: Path) -> None:
     assert [e["kind"] for e in r.log] == ["log", "usage"]
 
 
-def test_stopping_ends_the_worker_and_every_descendant(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(spawn, "KILL_GRACE_SEC", 0.5)  # the SIGKILL after SIGTERM comes sooner
+class FakeGraces:
+    """WorkerProcess's `within` on a fake clock: the waits numbered in `expire` (from 0) run
+    out at once (the clock moves on by their length, the process goes on); the others wait
+    for the real process (a SIGKILL cannot be ignored), bounded only against a hang."""
+
+    def __init__(self, *expire: int) -> None:
+        self.expire = set(expire)
+        self.clock = 0.0
+        self.calls: list[tuple[float, float]] = []  # (fake time of the call, its length)
+
+    async def __call__(self, aw: Awaitable[object], seconds: float) -> bool:
+        self.calls.append((self.clock, seconds))
+        task = asyncio.ensure_future(aw)
+        if len(self.calls) - 1 in self.expire:
+            self.clock += seconds
+            return task.done()
+        await asyncio.wait_for(asyncio.shield(task), 60)
+        return True
+
+
+def test_stopping_ends_the_worker_and_every_descendant(tmp_path: Path) -> None:
+    graces = FakeGraces(1)  # the run is stopped; the worker ignores SIGTERM: the grace runs out
     mark = f"1000.{random.randrange(10**6):06d}"
-    r = run(tmp_path, "sprawl", mark, stop_on="sprawled")
+    r = run(tmp_path, "sprawl", mark, stop_on="sprawled", within=graces)
+    # SIGTERM, then SIGKILL exactly KILL_GRACE_SEC later on the clock, not in real time.
+    grace = spawn.KILL_GRACE_SEC
+    assert graces.calls == [(0.0, 60), (0.0, grace), (grace, grace)]
     # It ignored SIGTERM, so it took SIGKILL; its children (one in a session of its own)
     # were signalled too.
     assert (r.out.stopped, r.out.returncode) == (StopReason.SHUTDOWN, -9)
@@ -124,8 +146,11 @@ def test_stopping_ends_the_worker_and_every_descendant(
 
 
 def test_a_worker_past_its_timeout_is_ended(tmp_path: Path) -> None:
-    r = run(tmp_path, "hang", timeout=0.5)
+    graces = FakeGraces(0)  # the run's 600 s pass at once; SIGTERM ends it
+    r = run(tmp_path, "hang", timeout=600, within=graces)
     assert (r.out.stopped, r.out.returncode, r.out.result) == (StopReason.TIMEOUT, -15, None)
+    grace = spawn.KILL_GRACE_SEC
+    assert graces.calls == [(0.0, 600), (600.0, grace), (600.0, grace)]
 
 
 def test_the_backstop_ends_a_worker_that_spends_past_its_allowance(tmp_path: Path) -> None:

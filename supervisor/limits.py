@@ -1,4 +1,5 @@
-"""Pure rules the supervisor applies around a run: today's allowance, strikes, final status."""
+"""The limits on one run, as pure rules: what it may spend today (`allowance_for`), how long
+it may take (`run_limit`), and how many failures in a row disable its routine (`strike`)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,9 @@ from routines.spec import OnExceed, Route, Routine
 
 __all__ = [
     "STRIKE_LIMIT",
-    "Allowance",
+    "BudgetVerdict",
+    "RunAllowance",
     "RunLimit",
-    "Verdict",
     "allowance_for",
     "run_limit",
     "strike",
@@ -48,35 +49,35 @@ def run_limit(routine: Routine) -> RunLimit:
     return RunLimit(float(routine.run_timeout_sec), "run_timeout_sec")
 
 
-class Verdict(StrEnum):
+class BudgetVerdict(StrEnum):
     RUN = "run"  # start the worker with the allowance
     REFUSE = "refuse"  # record status budget without starting (on_exceed skip or notify)
 
 
 @dataclass(frozen=True, slots=True)
-class Allowance:
-    verdict: Verdict
+class RunAllowance:
+    verdict: BudgetVerdict
     max_tokens: int | None
     dollars_left: float | None  # None: no dollar cap; 0 with degrade-to-local: local only
     detail: str = ""
     notify: bool = False
 
 
-def allowance_for(routine: Routine, spent_today: float) -> Allowance:
+def allowance_for(routine: Routine, spent_today: float) -> RunAllowance:
     """What a run of `routine` may spend now, given the dollars it spent today."""
     budget = routine.budget
     if routine.agent is None:
-        return Allowance(Verdict.RUN, None, None)
+        return RunAllowance(BudgetVerdict.RUN, None, None)
     cap = budget.max_dollars_per_day
     if cap is None or routine.agent.route is Route.OLLAMA:
-        return Allowance(Verdict.RUN, budget.max_tokens_per_run, None)
+        return RunAllowance(BudgetVerdict.RUN, budget.max_tokens_per_run, None)
     left = max(0.0, cap - spent_today)
     if left > 0 or budget.on_exceed is OnExceed.DEGRADE:
-        return Allowance(Verdict.RUN, budget.max_tokens_per_run, left)
+        return RunAllowance(BudgetVerdict.RUN, budget.max_tokens_per_run, left)
     spent, of = dollar_pair(spent_today, cap)
     detail = f"daily budget spent: {spent} of {of}"
-    return Allowance(
-        Verdict.REFUSE,
+    return RunAllowance(
+        BudgetVerdict.REFUSE,
         budget.max_tokens_per_run,
         0.0,
         detail,

@@ -1,0 +1,121 @@
+"""Who owns what: the daemon's identity (pid + start time), whether an owner is still alive,
+the lock files that keep one daemon per VINOS_HOME, and whether the files it holds are still
+the ones at their paths.
+
+Invariant: a run row's owner is (pid, create time), never a pid alone: a pid may be reused by
+an unrelated process, which must not keep a dead daemon's runs "busy" forever.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+import psutil
+
+from routines.paths import Paths
+from routines.product import ROOT_REFUSAL, version  # re-exported for the daemon: one copy
+
+__all__ = [
+    "ROOT_REFUSAL",
+    "FileId",
+    "Locks",
+    "acquire_locks",
+    "file_id",
+    "held_files",
+    "lost_file",
+    "owner_alive",
+    "process_identity",
+    "version",
+]
+
+
+def process_identity(pid: int | None = None) -> tuple[int, float]:
+    """(pid, create time): a pid alone may be reused by an unrelated process later."""
+    proc = psutil.Process(pid)
+    return proc.pid, proc.create_time()
+
+
+def owner_alive(pid: int | None, started: float | None) -> bool:
+    if pid is None:
+        return False
+    try:
+        proc = psutil.Process(pid)
+        if started is not None and abs(proc.create_time() - started) > 0.01:
+            return False
+        return bool(proc.status() != psutil.STATUS_ZOMBIE)
+    except psutil.Error:
+        return False
+
+
+@dataclass(frozen=True, slots=True)
+class Locks:
+    files: tuple[IO[str], ...]
+
+
+def acquire_locks(p: Paths) -> Locks:
+    """One daemon per VINOS_HOME (and per runtime dir, where its socket lives)."""
+    files: list[IO[str]] = []
+    for path in (p.daemon_lock, p.state_dir / ".daemon.lock"):
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        f = open(path, "a+")  # noqa: SIM115 - held open for the daemon's lifetime
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            f.seek(0)
+            holder = f.read().strip() or "unknown"
+            f.close()
+            for other in files:
+                other.close()
+            raise SystemExit(
+                f"vinos-routine: another daemon is already running for {p.home} "
+                f"(pid {holder}, lock {path}); stop it first "
+                "(systemctl --user stop vinos-routined)"
+            ) from None
+        f.seek(0)
+        f.truncate()
+        f.write(f"{os.getpid()}\n")
+        f.flush()
+        files.append(f)
+    return Locks(tuple(files))
+
+
+FileId = tuple[int, int]  # (st_dev, st_ino)
+
+
+def file_id(path: Path) -> FileId | None:
+    """The identity of the file at `path` (not following a symlink), None when it is gone."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def held_files(ledger: Path, locks: Locks | None) -> dict[Path, FileId]:
+    """The files whose identity the daemon keeps checking: the ledger and the lock files."""
+    held: dict[Path, FileId] = {}
+    ledger_id = file_id(ledger)
+    if ledger_id is not None:
+        held[ledger] = ledger_id
+    for f in locks.files if locks else ():
+        st = os.fstat(f.fileno())
+        held[Path(f.name)] = (st.st_dev, st.st_ino)
+    return held
+
+
+def lost_file(held: dict[Path, FileId]) -> str | None:
+    """Why one of the files the daemon holds open is no longer the one at its path, or None.
+
+    A deleted or replaced ledger or lock means another process may start a second ledger and
+    a second daemon beside this one: then a slot could run twice (issue 17, item 2)."""
+    for path, ident in held.items():
+        now = file_id(path)
+        if now is None:
+            return f"{path} was deleted"
+        if now != ident:
+            return f"{path} was replaced by another file"
+    return None

@@ -1,14 +1,16 @@
-"""The ledger over a year (issue 18): three every-minute routines, 1.6M run rows made by SQL on
-the ledger's own schema, against a fresh ledger (the same routines, one day of runs) in the
-same run.
+"""The ledger over a year (issue 18): three every-minute routines, 1.6M run rows written by SQL
+straight into the ledger's schema-6 tables (the API would take an hour), against a fresh
+ledger (the same routines, one day of runs) in the same run.
 
+- The v6 migration, timed on a schema-5 file of 10 days made by SQL, with the bytes a run
+  takes before and after (dbstat); the same days written by the SQL below must read back
+  row for row as the migration made them.
 - `list`, `status` and `history NAME` as a person runs them (the real CLI, a process each),
   on the year before compaction and after it, each against the fresh ledger (target <= 1.2x).
-- Compaction: throughput (runs folded per second, unpaced), then the daemon's paced loop
-  for a while (its CPU share while catching up), and one day's new runs in steady state.
-- The file before, and after compaction + incremental vacuum (target < 20 MB at 90 days).
-- The one-time VACUUM that converts an existing ledger to auto_vacuum = INCREMENTAL (the v5
-  migration), timed on the year's file.
+- Compaction: the daemon's paced loop for a while (its CPU share while catching up), then
+  throughput (runs folded per second, unpaced), and one day's new runs in steady state.
+- The file before, and after compaction + incremental vacuum with the default retention
+  (90 days, keep_runs_max 30,000; target < 20 MB), and where its bytes are.
 
 VINOS_BENCH_QUICK: 40 days instead of 365, 10 days kept instead of 90.
 """
@@ -28,6 +30,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from bench.common import Row
+from routines import ledger as ledger_module
 from routines.config import LedgerSettings
 from routines.ledger import Ledger, iso
 from supervisor import housekeeping
@@ -44,13 +47,36 @@ timezone = "UTC"
 run = "date"
 """
 NOW = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
+OUTCOME = "nothing-to-do"
+SUMMARY = "checked the queue: nothing new since the last run"
+FAILED = "the command exited with code 1"
+TOOLS = '["run_shell"]'
+OUT_DIR = "/home/user/.vinos/routines/state/"
 
 
-def _fill(path: Path, minutes: int) -> int:
-    """`minutes` minutes of runs of each routine up to NOW, by SQL: rows shaped like the ones
-    the daemon writes (run id, slot, summary, output path, tools, tokens, dollars)."""
-    Ledger(path).close()  # the schema, as the program creates it
+def v5_ledger(path: Path) -> sqlite3.Connection:
+    """An empty ledger of schema 5 (the layout before the compact one), as the program made
+    it: its migrations 1 to 5, in a file with auto_vacuum = INCREMENTAL."""
+    path.parent.mkdir(parents=True, exist_ok=True)
     db = sqlite3.connect(path, isolation_level=None)
+    db.execute("PRAGMA auto_vacuum=INCREMENTAL")
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute(ledger_module._V1)
+    for step in range(2, 6):
+        columns, statements = ledger_module._STEPS[step]
+        for column in columns:
+            db.execute(f"ALTER TABLE runs ADD COLUMN {column}")
+        for statement in statements:
+            db.execute(statement)
+    db.execute("PRAGMA user_version = 5")
+    return db
+
+
+def _fill_v5(path: Path, minutes: int) -> int:
+    """`minutes` minutes of runs of each routine up to NOW in a schema-5 ledger, by SQL: rows
+    shaped like the ones the daemon writes (run id, slot, summary, output path, tools, tokens,
+    dollars). The v6 migration is timed on such a file."""
+    db = v5_ledger(path)
     db.execute("PRAGMA synchronous=OFF")
     start = int((NOW - timedelta(minutes=minutes)).timestamp())
     db.execute("BEGIN")
@@ -70,14 +96,13 @@ def _fill(path: Path, minutes: int) -> int:
             SELECT strftime('%Y%m%dT%H%M%S', ts, 'unixepoch') || '-{routine}-'
                        || printf('%06x', i * 7919 % 16777216),
                    '{routine}', strftime('%Y-%m-%dT%H:%M:00Z', ts, 'unixepoch'), 'schedule',
-                   status, CASE WHEN status = 'ok' THEN 'nothing-to-do' END,
-                   CASE WHEN status = 'ok' THEN 'checked the queue: nothing new since the last run'
-                        ELSE 'the command exited with code 1' END,
+                   status, CASE WHEN status = 'ok' THEN '{OUTCOME}' END,
+                   CASE WHEN status = 'ok' THEN '{SUMMARY}' ELSE '{FAILED}' END,
                    strftime('%Y-%m-%dT%H:%M:%S.000000Z', ts, 'unixepoch'),
                    strftime('%Y-%m-%dT%H:%M:%S.000000Z', ts + 2, 'unixepoch'),
                    1.5 + (i % 10) / 10.0, 'command', NULL, 0, '', 0, 0, 0, 0, 1,
-                   '["run_shell"]', 0.0,
-                   CASE WHEN status = 'ok' THEN '/home/user/.vinos/routines/state/{routine}/'
+                   '{TOOLS}', 0.0,
+                   CASE WHEN status = 'ok' THEN '{OUT_DIR}{routine}/'
                         || strftime('%Y-%m-%d-%H%M', ts, 'unixepoch') || '.md' END,
                    4242, 1764000000.25, 5000 + i % 30000
             FROM t
@@ -98,6 +123,69 @@ def _fill(path: Path, minutes: int) -> int:
     db.execute("COMMIT")
     db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     total: int = db.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
+    db.close()
+    return total
+
+
+def _fill(path: Path, minutes: int) -> int:
+    """The same rows as `_fill_v5`, written straight into schema 6 (routines/runlog.py) by SQL
+    on its tables: what the migration makes of them, without a year's migration to wait for
+    (`_migration` checks the two agree, row for row)."""
+    Ledger(path).close()  # the schema, as the program creates it
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("PRAGMA synchronous=OFF")
+    start = int((NOW - timedelta(minutes=minutes)).timestamp())
+    db.execute("BEGIN")
+    texts = ("schedule", OUTCOME, SUMMARY, FAILED, "command", "", TOOLS)
+    db.executemany("INSERT OR IGNORE INTO texts (text) VALUES (?)", [(t,) for t in texts])
+    tid = {t: db.execute("SELECT id FROM texts WHERE text = ?", (t,)).fetchone()[0] for t in texts}
+    for n, routine in enumerate(ROUTINES):
+        db.execute("INSERT INTO routines (name) VALUES (?)", (routine,))
+        rt = db.execute("SELECT id FROM routines WHERE name = ?", (routine,)).fetchone()[0]
+        out_dir = f"{OUT_DIR}{routine}/"
+        db.execute("INSERT INTO texts (text) VALUES (?)", (out_dir,))
+        od = db.execute("SELECT id FROM texts WHERE text = ?", (out_dir,)).fetchone()[0]
+        db.execute(
+            f"""
+            WITH RECURSIVE m(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM m WHERE i < {minutes - 1}),
+            t(i, ts, status) AS (
+                SELECT i, {start} + i * 60 + {n},
+                       CASE WHEN i % 97 = 0 THEN 4 WHEN i % 211 = 0 THEN 5 ELSE 3 END FROM m)
+            INSERT INTO run_log (id, rand, routine, started, finished, slot, status, trigger,
+                outcome, detail, duration, route, model, escalated, escalated_reason,
+                input_tokens, output_tokens, local_input_tokens, local_output_tokens, tool_calls,
+                tools_used, dollars, out_dir, out_name)
+            SELECT ts * 16777216 + ({n * minutes} + i + 1) % 16777216, i * 7919 % 16777216,
+                   {rt}, ts * 1000000, 2000000,
+                   ts - ts % 60, status, {tid["schedule"]},
+                   CASE WHEN status = 3 THEN {tid[OUTCOME]} END,
+                   CASE WHEN status = 3 THEN {tid[SUMMARY]} ELSE {tid[FAILED]} END,
+                   1500000 + (i % 10) * 100000, {tid["command"]}, NULL, 0, {tid[""]},
+                   0, 0, 0, 0, 1, {tid[TOOLS]}, 0.0,
+                   CASE WHEN status = 3 THEN {od} END,
+                   CASE WHEN status = 3 THEN strftime('%Y-%m-%d-%H%M', ts, 'unixepoch') || '.md'
+                   END
+            FROM t
+            """
+        )
+        db.execute(
+            "INSERT INTO routine_state (routine, cursor, last_run_id, last_status, "
+            "last_started, last_finished) SELECT routine, slot, run_id, status, started_at, "
+            "finished_at FROM runs WHERE rt = ? ORDER BY st DESC LIMIT 1",
+            (rt,),
+        )
+    # The run fence: 45 days of claims, at most keep_runs_max a routine (what the daemon's
+    # daily prune_claims leaves).
+    db.execute(
+        "INSERT INTO fence (routine, slot, claimed, run) SELECT routine, slot, "
+        "started / 1000000, id FROM run_log WHERE started >= ?",
+        (int((NOW - timedelta(days=45)).timestamp()) * 1_000_000,),
+    )
+    db.execute("COMMIT")
+    with Ledger(path) as ledger:
+        ledger.prune_claims(NOW, LedgerSettings().keep_runs_max)
+    db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    total: int = db.execute("SELECT COUNT(*) FROM run_log").fetchone()[0]
     db.close()
     return total
 
@@ -155,9 +243,10 @@ def _commands(fresh: dict[str, str], year: dict[str, str], repeat: int, when: st
 def _parts(db: sqlite3.Connection) -> dict[str, float]:
     """Where the bytes are (the dbstat table, when SQLite has it)."""
     groups = {
-        "whole runs (table and indexes)": "name = 'runs' OR name LIKE 'runs_%'",
-        "claims, 45 days (the run fence)": "name = 'claims' OR name LIKE '%claims%'",
+        "whole runs (run_log and its indexes)": "name LIKE 'run_log%' OR name LIKE 'runs%'",
+        "claims (the run fence)": "name = 'fence' OR name LIKE '%claims%'",
         "compacted days": "name LIKE '%run_days%'",
+        "interned texts and routine names": "name LIKE '%texts%' OR name LIKE '%routines%'",
     }
     try:
         return {
@@ -169,6 +258,74 @@ def _parts(db: sqlite3.Connection) -> dict[str, float]:
         return {}
 
 
+def _per_run(db: sqlite3.Connection) -> dict[str, float]:
+    """Bytes per run of each table and index (dbstat), after a VACUUM."""
+    db.execute("VACUUM")
+    runs: int = db.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
+    return {
+        name: size / runs
+        for name, size in db.execute("SELECT name, SUM(pgsize) FROM dbstat GROUP BY name")
+        if size > 16384
+    }
+
+
+def _content(path: Path) -> tuple[list[tuple[object, ...]], ...]:
+    db = sqlite3.connect(path)
+    try:
+        return (
+            db.execute("SELECT * FROM runs ORDER BY id").fetchall(),
+            db.execute("SELECT * FROM claims ORDER BY routine, slot").fetchall(),
+        )
+    finally:
+        db.close()
+
+
+def _migration(root: Path, days: int, year_runs: int) -> list[Row]:
+    """The v6 migration on a schema-5 file of `days` days: its time, and where the bytes went."""
+    path = root / "v5" / "ledger.db"
+    runs = _fill_v5(path, days * 24 * 60)
+    db = sqlite3.connect(path, isolation_level=None)
+    try:
+        before = _per_run(db)
+    except sqlite3.OperationalError:  # no dbstat in this SQLite
+        before = {}
+    db.close()
+    t0 = time.perf_counter()
+    Ledger(path).close()
+    spent = time.perf_counter() - t0
+    db = sqlite3.connect(path, isolation_level=None)
+    after = _per_run(db) if before else {}
+    db.close()
+    # The year below is written straight into schema 6: it must be what the migration makes.
+    direct = root / "v6" / "ledger.db"
+    _fill(direct, days * 24 * 60)
+    if _content(direct) != _content(path):
+        raise AssertionError("bench_ledger_year: _fill's rows differ from the migration's")
+    rows = [
+        Row(
+            name=f"ledger year: the v6 migration of {runs:,} runs ({days} days, schema 5)",
+            value=spent,
+            unit="s",
+            baseline=f"{spent / runs * 1e6:.0f} us a run; a year's {year_runs:,}: "
+            f"~{spent / runs * year_runs:.0f} s, once, with a note on stderr",
+        )
+    ]
+    for label, parts in (("schema 5", before), ("schema 6", after)):
+        if parts:
+            detail = ", ".join(
+                f"{k} {v:.0f}" for k, v in sorted(parts.items(), key=lambda x: -x[1])
+            )
+            rows.append(
+                Row(
+                    name=f"ledger year: bytes a run, {label} (claims 1:1 here)",
+                    value=sum(parts.values()),
+                    unit="B",
+                    baseline=detail,
+                )
+            )
+    return rows
+
+
 def _size(path: Path) -> float:
     return sum(
         p.stat().st_size for p in (path, Path(f"{path}-wal"), Path(f"{path}-shm")) if p.exists()
@@ -177,8 +334,8 @@ def _size(path: Path) -> float:
 
 def run(quick: bool) -> list[Row]:
     days, keep = (40, 10) if quick else (365, 90)
-    repeat = 5 if quick else 11
-    window = 5.0 if quick else 20.0
+    repeat = 5
+    window = 5.0 if quick else 15.0
     out: list[Row] = []
     with tempfile.TemporaryDirectory(prefix="vinos-bench-year-") as tmp:
         root = Path(tmp)
@@ -198,24 +355,7 @@ def run(quick: bool) -> list[Row]:
                 baseline=f"{raw * 1024 * 1024 / total:.0f} bytes a run; generated in {made:.0f} s",
             )
         )
-        if not quick:
-            # What the v5 migration's one VACUUM costs on such a file (converted back first).
-            db = sqlite3.connect(year_db, isolation_level=None)
-            db.execute("PRAGMA auto_vacuum=NONE")
-            db.execute("VACUUM")
-            db.close()
-            with Ledger(year_db) as ledger:
-                t0 = time.perf_counter()
-                assert ledger.enable_incremental_vacuum()
-                vacuum = time.perf_counter() - t0
-            out.append(
-                Row(
-                    name=f"ledger year: the v5 migration's one VACUUM of {raw:.0f} MB",
-                    value=vacuum,
-                    unit="s",
-                    baseline="once, at the first open after the upgrade",
-                )
-            )
+        out.extend(_migration(root, 5 if quick else 10, total))
         out.extend(_commands(fresh, year, repeat, f"{total / 1e6:.1f}M rows, not compacted"))
 
         settings = LedgerSettings(keep_runs_days=keep, keep_outputs_days=keep)

@@ -98,6 +98,10 @@ class SandboxSettings:
 class LedgerSettings:
     keep_runs_days: int = 90  # whole runs; older ones are compacted into day rows
     keep_outputs_days: int = 90  # outputs and run logs under the state dir
+    # Whole runs (and claims) per routine at most, older ones compacted even inside
+    # keep_runs_days: 90 days for anything every 5 minutes or slower, ~3 weeks for a minutely
+    # routine (what keeps a year of three of them under 20 MB; README "Files").
+    keep_runs_max: int = 30_000
 
 
 def _days(value: object) -> int:
@@ -110,7 +114,24 @@ def _days(value: object) -> int:
     return value
 
 
-_LEDGER_SCHEMA: dict[str, Check] = {"keep_runs_days": _days, "keep_outputs_days": _days}
+KEEP_RUNS_MAX_MIN = 5_000
+
+
+def _runs(value: object) -> int:
+    # A budget sums its routine's day from whole runs (up to two days back, see _days): at
+    # least two days of a minutely routine (2,880 runs) must stay whole.
+    if isinstance(value, bool) or not isinstance(value, int) or value < KEEP_RUNS_MAX_MIN:
+        from routines.checks import Bad
+
+        raise Bad(f"a number of runs, at least {KEEP_RUNS_MAX_MIN}")
+    return value
+
+
+_LEDGER_SCHEMA: dict[str, Check] = {
+    "keep_runs_days": _days,
+    "keep_outputs_days": _days,
+    "keep_runs_max": _runs,
+}
 
 
 @dataclass(frozen=True, slots=True)

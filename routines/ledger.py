@@ -6,15 +6,19 @@ Tables:
 - claims: the run fence. (routine, slot) is UNIQUE: a slot is claimed once, ever.
 - routine_state: per routine, the enabled override, the failure streak, the schedule cursor.
 
-Schema versions (PRAGMA user_version), forward only, each step an ALTER TABLE ADD COLUMN:
+Schema versions (PRAGMA user_version), forward only, each step an ALTER TABLE ADD COLUMN
+(on runs up to 6, on run_log after: a later step's columns are plain values the `runs` view
+shows and its triggers write as they are; the views are made again after every upgrade):
   1  v2.0.4  runs: tokens, dollars, duration, exit status
   2  v2.0.5  + tool_calls, tools_used
   3  v2.0.6  + route, escalated, escalated_reason, local_input_tokens, local_output_tokens
   4  v2.1    + run_id, slot, trigger, status, outcome, detail, finished_at, output_file,
                owner_pid, owner_started, worker_pid; tables claims and routine_state
-  5  this    table run_days (compacted history, routines/rundays.py); routine_state + each
+  5  v2.2    table run_days (compacted history, routines/rundays.py); routine_state + each
              routine's last run (last_run_id, last_status, last_outcome, last_started,
              last_finished), filled from runs once; auto_vacuum = INCREMENTAL (a VACUUM, once)
+  6  ledger  the compact layout (routines/runlog.py): runs and claims become views over
+             run_log and fence (ids, integer times, interned texts), converted in place
   8  reply   + parent_run_id (trigger "reply": the run whose conversation it continues)
 
 Invariant: routine_state's last_* columns are written in the transaction that finishes a run,
@@ -30,6 +34,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -39,7 +44,7 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from routines import rundays
+from routines import rundays, runlog
 from routines.rundays import MS_SQL, NANO_SQL, DaySummary
 from routines.runs import (
     ACTIVE,
@@ -71,6 +76,7 @@ __all__ = [
 LEDGER_VERSION = 8
 BUSY_TIMEOUT_SEC = 10.0
 CLAIM_RETENTION = timedelta(days=45)
+COUNT_LINE_TTL_SEC = 60.0
 
 _V1 = """
 CREATE TABLE runs (
@@ -159,16 +165,19 @@ _STEPS: dict[int, tuple[tuple[str, ...], tuple[str, ...]]] = {
             "last_started = excluded.last_started, last_finished = excluded.last_finished",
         ),
     ),
-    # Placeholders for the steps other branches add in parallel (ledgersize: 6, approvals:
-    # 7); the lead renumbers at merge.
-    6: ((), ()),
+    6: ((), runlog.MIGRATION),
+    # Placeholder for the step another branch adds in parallel (approvals: 7); the lead
+    # renumbers at merge.
     7: ((), ()),
     # `reply RUN TEXT`: a reply run names the run it continues; history shows the thread.
     8: (
         ("parent_run_id TEXT",),
-        ("CREATE INDEX runs_parent ON runs(parent_run_id) WHERE parent_run_id IS NOT NULL",),
+        ("CREATE INDEX runs_parent ON run_log(parent_run_id) WHERE parent_run_id IS NOT NULL",),
     ),
 }
+_SLIM = 6  # the step that made runs and claims views over compact tables
+# Columns later steps add to run_log: plain values, which the views show as they are.
+_LATER_COLUMNS = tuple(c.split()[0] for n in sorted(_STEPS) if n > _SLIM for c in _STEPS[n][0])
 
 RUN_COLUMNS = (
     "run_id",
@@ -339,6 +348,7 @@ class Ledger:
             )
         except sqlite3.Error as exc:
             raise self._unusable(exc) from exc
+        self._caches()
         try:
             self._db.row_factory = sqlite3.Row
             # Read the version before anything writes (the switch to WAL rewrites the header):
@@ -367,6 +377,7 @@ class Ledger:
         created or migrated; a missing ledger, or one of another schema, is a LedgerError."""
         self = cls.__new__(cls)
         self.path = path
+        self._caches()
         if not path.is_file():
             raise LedgerError(f"{path}: no ledger yet (it is created when the daemon starts)")
         try:
@@ -389,6 +400,12 @@ class Ledger:
                 "to upgrade it"
             )
         return self
+
+    def _caches(self) -> None:
+        self._folded = False  # the last compact() was a full batch: texts to collect at the end
+        self._count_lines: dict[int, int] = {}
+        self._count_lines_at = float("-inf")
+        self._count_max: int | None = None
 
     def _set_wal(self) -> None:
         # Switching to WAL needs an exclusive lock, and there SQLite answers "database is
@@ -479,14 +496,35 @@ class Ledger:
                 else:
                     db.execute(_V1)
                     version = 1
+            self._note_slow_upgrade(db, version)
             for step in range(version + 1, LEDGER_VERSION + 1):
                 columns, statements = _STEPS[step]
+                # From schema 6 on, runs is a view over run_log (routines/runlog.py).
+                table = "runs" if step <= _SLIM else "run_log"
                 for column in columns:
-                    db.execute(f"ALTER TABLE runs ADD COLUMN {column}")
+                    db.execute(f"ALTER TABLE {table} ADD COLUMN {column}")
                 for statement in statements:
                     db.execute(statement)
+            for statement in runlog.views(_LATER_COLUMNS):
+                db.execute(statement)
             db.execute(f"PRAGMA user_version = {LEDGER_VERSION}")
         return True
+
+    def _note_slow_upgrade(self, db: sqlite3.Connection, version: int) -> None:
+        """Say on stderr that a big ledger is being converted (a year of minutely runs takes
+        tens of seconds), so a command that seems stuck is not killed half-way; a kill is
+        harmless anyway (one transaction), it only starts over."""
+        if version >= LEDGER_VERSION or version < 4:
+            return
+        table = "run_log" if version >= _SLIM else "runs"
+        rows = db.execute(f"SELECT MAX(rowid) FROM {table}").fetchone()[0] or 0
+        if rows > 50_000:
+            print(
+                f"{self.path}: upgrading the ledger from schema {version} to {LEDGER_VERSION} "
+                f"(about {rows:,} runs), once; this takes a while",
+                file=sys.stderr,
+                flush=True,
+            )
 
     def enable_incremental_vacuum(self) -> bool:
         """Convert a ledger made before v5 to auto_vacuum = INCREMENTAL; True once it is.
@@ -536,10 +574,11 @@ class Ledger:
                     ).fetchone()
                     if (row["cursor"] if row else None) != expect_cursor:
                         raise _Stale
+                rt = _routine_id(db, routine)
                 cur = db.execute(
-                    "INSERT OR IGNORE INTO claims (routine, slot, claimed_at, run_id) "
-                    "VALUES (?, ?, ?, ?)",
-                    (routine, slot, iso(now), run_id),
+                    "INSERT OR IGNORE INTO fence (routine, slot, claimed) "
+                    f"VALUES (:rt, {runlog.enc_slot(':slot')}, :claimed)",
+                    {"rt": rt, "slot": slot, "claimed": int(now.timestamp())},
                 )
                 if cur.rowcount == 0:
                     raise _Stale  # claimed before
@@ -547,6 +586,11 @@ class Ledger:
                 # Any other constraint (a reused run_id) is the caller's bug, not a lost race:
                 # it raises rather than reading as "claimed before".
                 self._insert_run(db, routine, run_id, slot, trigger, status, now, detail, owner)
+                db.execute(
+                    f"UPDATE fence SET run = {runlog.key_sql(':rid')} "
+                    f"WHERE routine = :rt AND slot = {runlog.enc_slot(':slot')}",
+                    {"rid": run_id, "rt": rt, "slot": slot},
+                )
         except _Stale:
             return False
         return True
@@ -622,17 +666,30 @@ class Ledger:
                 db, routine, run_id, slot, trigger, status, now, detail, owner, parent_run_id
             )
 
-    def prune_claims(self, now: datetime) -> int:
-        """Forget claims older than 45 days (the cursor keeps old slots from coming back)."""
+    def prune_claims(self, now: datetime, keep_max: int | None = None) -> int:
+        """Forget claims older than 45 days, and each routine's beyond its newest `keep_max`
+        (the cursor keeps old slots from coming back: README "Files")."""
         with self.transaction() as db:
             cur = db.execute(
-                "DELETE FROM claims WHERE claimed_at < ?", (iso(now - CLAIM_RETENTION),)
+                "DELETE FROM fence WHERE claimed < ?",
+                (int((now - CLAIM_RETENTION).timestamp()),),
             )
-            return cur.rowcount
+            pruned = cur.rowcount
+            if keep_max is not None:
+                for (rt,) in db.execute("SELECT id FROM routines").fetchall():
+                    cur = db.execute(
+                        "DELETE FROM fence WHERE routine = :rt AND slot < (SELECT slot FROM "
+                        "fence WHERE routine = :rt ORDER BY slot DESC LIMIT 1 OFFSET :n)",
+                        {"rt": rt, "n": keep_max - 1},
+                    )
+                    pruned += cur.rowcount
+            return pruned
 
     def is_claimed(self, routine: str, slot: str) -> bool:
         row = self._db.execute(
-            "SELECT 1 FROM claims WHERE routine = ? AND slot = ?", (routine, slot)
+            "SELECT 1 FROM fence WHERE routine = (SELECT id FROM routines WHERE name = :r) "
+            f"AND slot = {runlog.enc_slot(':slot')}",
+            {"r": routine, "slot": slot},
         ).fetchone()
         return row is not None
 
@@ -641,8 +698,8 @@ class Ledger:
     def start_run(self, run_id: str, *, now: datetime, worker_pid: int | None) -> None:
         with self.transaction() as db:
             db.execute(
-                "UPDATE runs SET status = ?, started_at = ?, worker_pid = ? WHERE run_id = ?",
-                (RunStatus.RUNNING, iso(now), worker_pid, run_id),
+                "UPDATE runs SET status = ?, started_at = ?, worker_pid = ? WHERE id = ?",
+                (RunStatus.RUNNING, iso(now), worker_pid, _key(db, run_id)),
             )
 
     def finish_run(self, run_id: str, end: RunEnd, *, now: datetime) -> bool:
@@ -655,10 +712,11 @@ class Ledger:
         KeyError when there is no such run.
         """
         with self.transaction() as db:
+            key = _key(db, run_id)
             row = db.execute(
-                "SELECT routine, started_at, status FROM runs WHERE run_id = ?", (run_id,)
+                "SELECT routine, started_at, status FROM runs WHERE id = ?", (key,)
             ).fetchone()
-            if row is None:
+            if key is None or row is None:
                 raise KeyError(run_id)
             if row["status"] not in ACTIVE:
                 return False
@@ -672,7 +730,7 @@ class Ledger:
                 "duration_sec = ?, route = ?, model = ?, escalated = ?, escalated_reason = ?, "
                 "input_tokens = ?, output_tokens = ?, local_input_tokens = ?, "
                 "local_output_tokens = ?, tool_calls = ?, tools_used = ?, dollars = ?, "
-                "output_file = ? WHERE run_id = ?",
+                "output_file = ? WHERE id = ?",
                 (
                     end.status,
                     end.outcome,
@@ -691,7 +749,7 @@ class Ledger:
                     tools,
                     end.dollars,
                     end.output_file,
-                    run_id,
+                    key,
                 ),
             )
             if end.status not in ACTIVE and row["started_at"]:
@@ -703,25 +761,33 @@ class Ledger:
     def active_runs(self) -> list[ActiveRun]:
         rows = self._db.execute(
             "SELECT run_id, routine, slot, status, owner_pid, owner_started, worker_pid "
-            f"FROM runs WHERE status IN {sql_in(ACTIVE)}"
+            f"FROM runs WHERE rs IN {runlog.codes(ACTIVE)}"
         ).fetchall()
         return [ActiveRun(**{**dict(r), "status": RunStatus(r["status"])}) for r in rows]
 
     def run(self, run_id: str) -> RunRow | None:
         row = self._db.execute(
-            f"SELECT id, {', '.join(_ROW_FIELDS)} FROM runs WHERE run_id = ?", (run_id,)
+            f"SELECT id, {', '.join(_ROW_FIELDS)} FROM runs WHERE id = {runlog.key_sql(':rid')}",
+            {"rid": run_id},
         ).fetchone()
         return _row(row) if row else None
 
     def history(self, routine: str | None = None, limit: int = 20) -> list[RunRow]:
         """Runs newest first (all routines when `routine` is None)."""
-        where, args = ("WHERE routine = ?", (routine,)) if routine else ("", ())
-        rows = self._db.execute(
-            f"SELECT id, {', '.join(_ROW_FIELDS)} FROM runs {where} "
-            "ORDER BY started_at DESC, id DESC LIMIT ?",
-            (*args, limit),
-        ).fetchall()
-        return [_row(r) for r in rows]
+        if routine is not None:
+            names = [routine]
+        else:
+            names = [r[0] for r in self._db.execute("SELECT name FROM routines")]
+        rows: list[sqlite3.Row] = []
+        for name in names:  # each routine's newest through its index, then merged
+            rows += self._db.execute(
+                f"SELECT id, st, {', '.join(_ROW_FIELDS)} FROM runs "
+                "WHERE rt = (SELECT id FROM routines WHERE name = ?) "
+                "ORDER BY st DESC, id DESC LIMIT ?",
+                (name, limit),
+            ).fetchall()
+        rows.sort(key=lambda r: (r["st"] is not None, r["st"] or 0, r["id"]), reverse=True)
+        return [_row(r) for r in rows[:limit]]
 
     def replies_to(self, run_ids: Sequence[str]) -> list[RunRow]:
         """The reply runs whose parent is one of `run_ids`, oldest first."""
@@ -730,7 +796,7 @@ class Ledger:
         marks = ", ".join("?" * len(run_ids))
         rows = self._db.execute(
             f"SELECT id, {', '.join(_ROW_FIELDS)} FROM runs WHERE parent_run_id IN ({marks}) "
-            "ORDER BY started_at, id",
+            "ORDER BY st, id",
             tuple(run_ids),
         ).fetchall()
         return [_row(r) for r in rows]
@@ -764,8 +830,9 @@ class Ledger:
         """Runs of every routine that started in [start, end), newest first."""
         rows = self._db.execute(
             f"SELECT id, {', '.join(_ROW_FIELDS)} FROM runs "
-            "WHERE started_at >= ? AND started_at < ? ORDER BY started_at DESC, id DESC",
-            (iso(start), iso(end)),
+            "WHERE rt IN (SELECT id FROM routines) AND st >= ? AND st < ? "
+            "ORDER BY st DESC, id DESC",
+            (runlog.us(start), runlog.us(end)),
         ).fetchall()
         return [_row(r) for r in rows]
 
@@ -790,23 +857,59 @@ class Ledger:
 
     # -- compaction (routines/rundays.py) ------------------------------------------------------
 
-    def compact(self, before: datetime, zone: ZoneInfo, limit: int = 500) -> int:
-        """Fold up to `limit` finished runs that started before `before` into their day rows
-        (days in `zone`) and delete them, in one transaction; the number folded (0: done)."""
+    def compact(
+        self, before: datetime, zone: ZoneInfo, limit: int = 500, keep_max: int | None = None
+    ) -> int:
+        """Fold up to `limit` finished runs into their day rows (days in `zone`) and delete
+        them, in one transaction; the number folded (0: done). A run is folded when it started
+        before `before`, or before the day of its routine's `keep_max`-th newest run
+        (`rundays.count_line`). When a catch-up is done, texts no row uses are dropped."""
         with self.transaction() as db:
-            rows = db.execute(
-                "SELECT id, routine, run_id, started_at, COALESCE(status, exit_status, '') "
-                "AS status, outcome, input_tokens, output_tokens, local_input_tokens, "
-                f"local_output_tokens, tool_calls, {NANO_SQL} AS nano, {MS_SQL} AS ms "
-                "FROM runs WHERE started_at < ? "
-                f"AND COALESCE(status, exit_status, '') NOT IN {sql_in(ACTIVE)} "
-                "ORDER BY started_at LIMIT ?",
-                (iso(before), limit),
-            ).fetchall()
-            for f in rundays.fold(rows, zone):
+            rows: list[sqlite3.Row] = []
+            for rt, line in self._lines(db, before, zone, keep_max):
+                if len(rows) >= limit:
+                    break
+                rows += db.execute(
+                    "SELECT id, routine, run_id, started_at, COALESCE(status, exit_status, '') "
+                    "AS status, outcome, input_tokens, output_tokens, local_input_tokens, "
+                    f"local_output_tokens, tool_calls, {NANO_SQL} AS nano, {MS_SQL} AS ms "
+                    "FROM runs WHERE rt = ? AND st < ? "
+                    f"AND COALESCE(rs, 0) NOT IN {runlog.codes(ACTIVE)} ORDER BY st LIMIT ?",
+                    (rt, line, limit - len(rows)),
+                ).fetchall()
+            for f in rundays.fold([_fold_row(r) for r in rows], zone):
                 _add_day(db, f, zone.key)
-            db.executemany("DELETE FROM runs WHERE id = ?", [(r["id"],) for r in rows])
+            db.executemany("DELETE FROM run_log WHERE id = ?", [(r["id"],) for r in rows])
+            if len(rows) < limit and (rows or self._folded):
+                db.execute(runlog.GC_TEXTS)  # the end of a catch-up: once, not every batch
+        self._folded = len(rows) == limit
         return len(rows)
+
+    def _lines(
+        self, db: sqlite3.Connection, before: datetime, zone: ZoneInfo, keep_max: int | None
+    ) -> list[tuple[int, int]]:
+        """(routine id, the microsecond its runs are folded before) for each routine."""
+        line = runlog.us(before)
+        now = time.monotonic()
+        if keep_max is None:
+            return [(rt, line) for (rt,) in db.execute("SELECT id FROM routines")]
+        if now - self._count_lines_at > COUNT_LINE_TTL_SEC or keep_max != self._count_max:
+            # Walking keep_max index entries per routine: cached for a while, as a line
+            # computed earlier is only ever older (it folds less, never too much).
+            self._count_lines, self._count_lines_at, self._count_max = {}, now, keep_max
+            for (rt,) in db.execute("SELECT id FROM routines").fetchall():
+                nth = db.execute(
+                    "SELECT started FROM run_log WHERE routine = ? AND typeof(started) = "
+                    "'integer' ORDER BY started DESC LIMIT 1 OFFSET ?",
+                    (rt, keep_max - 1),
+                ).fetchone()
+                if nth is not None:
+                    at = datetime.fromtimestamp(nth[0] / 1e6, UTC)
+                    self._count_lines[rt] = runlog.us(rundays.count_line(at, zone))
+        return [
+            (rt, max(line, self._count_lines.get(rt, line)))
+            for (rt,) in db.execute("SELECT id FROM routines")
+        ]
 
     def incremental_vacuum(self, pages: int) -> int:
         """Give up to `pages` free pages back to the file system; how many are still free."""
@@ -826,8 +929,15 @@ class Ledger:
 
     def oldest_run_start(self) -> str | None:
         """started_at of the oldest run row still whole (an index lookup)."""
-        row = self._db.execute("SELECT MIN(started_at) FROM runs").fetchone()
-        return row[0] if row else None
+        firsts = [
+            r[0]
+            for r in self._db.execute(
+                "SELECT (SELECT started_at FROM runs WHERE rt = routines.id ORDER BY st LIMIT 1) "
+                "FROM routines"
+            )
+            if r[0] is not None
+        ]
+        return min(firsts) if firsts else None
 
     # -- money ------------------------------------------------------------------------------
 
@@ -835,9 +945,10 @@ class Ledger:
         """Dollars a routine spent on `day`, a calendar day in `zone` (its own zone)."""
         start, end = day_bounds(day, zone)
         row = self._db.execute(
-            "SELECT COALESCE(SUM(dollars), 0) FROM runs "
-            "WHERE routine = ? AND started_at >= ? AND started_at < ?",
-            (routine, iso(start), iso(end)),
+            "SELECT COALESCE(SUM(dollars), 0) FROM run_log "
+            "WHERE routine = (SELECT id FROM routines WHERE name = ?) "
+            "AND started >= ? AND started < ?",
+            (routine, runlog.us(start), runlog.us(end)),
         ).fetchone()
         return float(row[0])
 
@@ -857,13 +968,14 @@ class Ledger:
             "local_output_tokens",
         )
         runs = self._db.execute(
-            "SELECT routine, COUNT(*) AS runs, "
+            "SELECT (SELECT name FROM routines WHERE id = r.routine) AS routine, "
+            "COUNT(*) AS runs, "
             + "".join(f"COALESCE(SUM({c}), 0) AS {c}, " for c in sums)
-            + f"COALESCE(SUM({NANO_SQL}), 0) AS nano FROM runs "
-            "WHERE started_at >= ? AND started_at < ? "
-            f"AND COALESCE(status, exit_status, '') NOT IN {sql_in(NOT_A_RUN)} "
-            "GROUP BY routine",
-            (iso(start), iso(end)),
+            + f"COALESCE(SUM({NANO_SQL}), 0) AS nano FROM run_log r "
+            "WHERE routine IN (SELECT id FROM routines) AND started >= ? AND started < ? "
+            f"AND COALESCE(status, exit_status, 0) NOT IN {runlog.codes(NOT_A_RUN)} "
+            "GROUP BY r.routine",
+            (runlog.us(start), runlog.us(end)),
         ).fetchall()
         days = self._db.execute(
             "SELECT routine, SUM(runs - skipped - missed) AS runs, "
@@ -889,13 +1001,12 @@ class Ledger:
         out: dict[date, float] = {}
         for day in days:
             start, end = day_bounds(day, zone)
-            bounds = (iso(start), iso(end))
             row = self._db.execute(
-                f"SELECT (SELECT COALESCE(SUM({NANO_SQL}), 0) FROM runs "
-                "WHERE started_at >= ? AND started_at < ?) + "
+                f"SELECT (SELECT COALESCE(SUM({NANO_SQL}), 0) FROM run_log "
+                "WHERE routine IN (SELECT id FROM routines) AND started >= ? AND started < ?) + "
                 "(SELECT COALESCE(SUM(nanodollars), 0) FROM run_days "
                 "WHERE start_at >= ? AND start_at < ?)",
-                (*bounds, *bounds),
+                (runlog.us(start), runlog.us(end), iso(start), iso(end)),
             ).fetchone()
             out[day] = row[0] / 1e9
         return out
@@ -1025,6 +1136,35 @@ def _note_last(
     )
 
 
+def _routine_id(db: sqlite3.Connection, routine: str) -> int:
+    db.execute("INSERT OR IGNORE INTO routines (name) VALUES (?)", (routine,))
+    rt: int = db.execute("SELECT id FROM routines WHERE name = ?", (routine,)).fetchone()[0]
+    return rt
+
+
+def _key(db: sqlite3.Connection, run_id: str) -> int | None:
+    """The run_log rowid of a run id (routines/runlog.py), or None."""
+    row = db.execute(f"SELECT {runlog.key_sql(':rid')}", {"rid": run_id}).fetchone()
+    return None if row is None else row[0]
+
+
+def _fold_row(r: sqlite3.Row) -> rundays.FoldRow:
+    return rundays.FoldRow(
+        routine=r["routine"],
+        run_id=r["run_id"] or f"row-{r['id']}",
+        started_at=r["started_at"],
+        status=r["status"],
+        outcome=r["outcome"],
+        input_tokens=r["input_tokens"] or 0,
+        output_tokens=r["output_tokens"] or 0,
+        local_input_tokens=r["local_input_tokens"] or 0,
+        local_output_tokens=r["local_output_tokens"] or 0,
+        tool_calls=r["tool_calls"] or 0,
+        nanodollars=r["nano"],
+        duration_ms=r["ms"],
+    )
+
+
 def _add_day(db: sqlite3.Connection, f: rundays.DayFold, zone: str) -> None:
     """Add one batch's sums to its (routine, day) row, creating it."""
     assert f.first is not None and f.last is not None
@@ -1064,6 +1204,7 @@ _ROW_FIELDS = (
 
 def _row(row: sqlite3.Row) -> RunRow:
     data = dict(row)
+    data.pop("st", None)
     tools = data.get("tools_used")
     data["tools_used"] = json.loads(tools) if tools else ([] if tools == "" else None)
     data["status"] = status_of(data["status"]) if data["status"] is not None else None

@@ -1,11 +1,13 @@
-"""Compacted history: one row per routine per calendar day, for runs past `keep_runs_days`.
+"""Compacted history: one row per routine per calendar day, for runs past `keep_runs_days`
+(or beyond a routine's newest `keep_runs_max`).
 
 A run older than the compaction line is folded into its day's row and deleted in the same
 transaction (`Ledger.compact`), so a crash loses or double-counts nothing and the next batch
 resumes where the last one committed.
 
 For a second backend (PostgreSQL for a fleet): the schema here (SCHEMA, DAY_COLUMNS), the
-line (`compaction_line`) and the fold (`fold`) are backend-free; the backend supplies the
+lines (`compaction_line`, `count_line`) and the fold (`fold`, pure over typed `FoldRow`s) are
+backend-free; the backend supplies the
 methods supervisor/housekeeping.py calls: `compact(before, zone, limit)` as "select a batch
 FOR UPDATE SKIP LOCKED, upsert the day rows, delete the batch" in one transaction (so two
 machines compacting at once fold each run once), `incremental_vacuum` and
@@ -34,7 +36,9 @@ __all__ = [
     "STATUSES",
     "DayFold",
     "DaySummary",
+    "FoldRow",
     "compaction_line",
+    "count_line",
     "fold",
 ]
 
@@ -95,6 +99,32 @@ def compaction_line(now: datetime, zone: ZoneInfo, keep_days: int) -> datetime:
     return datetime(day.year, day.month, day.day, tzinfo=zone).astimezone(UTC)
 
 
+def count_line(nth_newest: datetime, zone: ZoneInfo) -> datetime:
+    """With `[ledger].keep_runs_max` = N: runs that started before this instant are compacted
+    too, the start of the day (in `zone`) of the routine's N-th newest run. So compacted days
+    stay whole days, and a routine keeps at least N whole runs (at most a day's more)."""
+    day = nth_newest.astimezone(zone).date()
+    return datetime(day.year, day.month, day.day, tzinfo=zone).astimezone(UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class FoldRow:
+    """What the fold needs of one finished run, from any backend."""
+
+    routine: str
+    run_id: str  # or a stand-in ("row-12") for rows older versions wrote without one
+    started_at: str  # ISO 8601
+    status: str  # status, or the legacy exit_status, or ""
+    outcome: str | None
+    input_tokens: int
+    output_tokens: int
+    local_input_tokens: int
+    local_output_tokens: int
+    tool_calls: int
+    nanodollars: int  # NANO_SQL
+    duration_ms: int  # MS_SQL
+
+
 @dataclass(slots=True)
 class DayFold:
     """The sums of one (routine, day) for one batch, before they are added to its row."""
@@ -112,36 +142,29 @@ def _parse(text: str) -> datetime:
     return datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
-def fold(rows: Iterable[Mapping[str, Any]], zone: ZoneInfo) -> list[DayFold]:
-    """Group finished run rows by (routine, calendar day in `zone`) and sum them.
-
-    Each row has: id, routine, run_id, started_at, status, outcome, the token columns,
-    tool_calls, nano (NANO_SQL) and ms (MS_SQL).
-    """
+def fold(rows: Iterable[FoldRow], zone: ZoneInfo) -> list[DayFold]:
+    """Group finished runs by (routine, calendar day in `zone`) and sum them."""
     out: dict[tuple[str, date], DayFold] = {}
     for row in rows:
-        started = _parse(row["started_at"])
+        started = _parse(row.started_at)
         day = started.astimezone(zone).date()
-        f = out.get((row["routine"], day))
+        f = out.get((row.routine, day))
         if f is None:
             start = datetime(day.year, day.month, day.day, tzinfo=zone)
             nxt = day + timedelta(days=1)
             end = datetime(nxt.year, nxt.month, nxt.day, tzinfo=zone)
-            f = out[(row["routine"], day)] = DayFold(
-                row["routine"], day, start.astimezone(UTC), end.astimezone(UTC)
+            f = out[(row.routine, day)] = DayFold(
+                row.routine, day, start.astimezone(UTC), end.astimezone(UTC)
             )
         c = f.counts
         c["runs"] += 1
-        status = row["status"]
-        c[status if status in STATUSES else "other"] += 1
-        outcome = OUTCOMES.get(row["outcome"] or "")
+        c[row.status if row.status in STATUSES else "other"] += 1
+        outcome = OUTCOMES.get(row.outcome or "")
         if outcome:
             c[outcome] += 1
-        for column in SUMS[:5]:
-            c[column] += row[column] or 0
-        c["nanodollars"] += row["nano"]
-        c["duration_ms"] += row["ms"]
-        ident = (row["started_at"], row["run_id"] or f"row-{row['id']}")
+        for column in SUMS:
+            c[column] += getattr(row, column)
+        ident = (row.started_at, row.run_id)
         if f.first is None or ident < f.first:
             f.first = ident
         if f.last is None or ident > f.last:

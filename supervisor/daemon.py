@@ -25,18 +25,18 @@ from routines.config import Config, ConfigInvalid, load_config
 from routines.ledger import Ledger, LedgerError, LedgerFull
 from routines.paths import Paths, paths
 from routines.registry import Registry
-from routines.runs import RunEnd, RunStatus
 from routines.safetext import one_line
 from supervisor import housekeeping, notify, systemd
 from supervisor.clock import Clock, clock_from_env
 from supervisor.control import ControlServer, socket_path_problem
+from supervisor.ground import Ground
 from supervisor.handlers import Handlers
 from supervisor.owner import (
     ROOT_REFUSAL,
     Locks,
     acquire_locks,
     held_files,
-    lost_file,
+    interrupt_orphans,
     owner_alive,
     process_identity,
     version,
@@ -45,6 +45,7 @@ from supervisor.pool import Pool
 from supervisor.record import Notification
 from supervisor.rescan import Rescanner
 from supervisor.scheduler import Scheduler
+from supervisor.statusline import status_line
 
 __all__ = ["Daemon", "main"]
 
@@ -72,11 +73,7 @@ class Daemon:
         self.clock = clock
         self.owner = process_identity()
         self.ledger = Ledger(p.ledger)
-        # Invariant: the daemon schedules only while the ledger and lock files at their paths
-        # are the ones it opened (tests/supervisor/test_reliability_lost.py).
-        self._held = held_files(p.ledger, locks)
-        self.lost: str | None = None  # why scheduling stopped for good, once it has
-        self.full: str | None = None  # why the ledger takes no writes now (a full disk)
+        self.ground = Ground(held_files(p.ledger, locks), p.state_dir, self._notify)
         self._marked = False  # runs left behind by a dead daemon are marked interrupted
         self.registry = Registry()
         self.scheduler = Scheduler(self.ledger, self.owner)
@@ -168,19 +165,11 @@ class Daemon:
     def mark_interrupted(self) -> None:
         """Runs left queued/running by a process that is gone become `interrupted`, never
         replayed (DESIGN.md point 7)."""
-        now = self.clock.now()
-        for run in self.ledger.active_runs():
-            if owner_alive(run.owner_pid, run.owner_started):
-                continue
-            detail = f"its supervisor (pid {run.owner_pid}) went away; not replayed"
-            if not self.ledger.finish_run(
-                run.run_id, RunEnd(RunStatus.INTERRUPTED, detail), now=now
-            ):
-                continue  # it ended meanwhile: its own ending stands
+        for run in interrupt_orphans(self.ledger, self.clock.now()):
             log.warning("%s: run %s interrupted (its supervisor is gone)", run.routine, run.run_id)
 
     def _sleep_for(self) -> float:
-        if self.full is not None or self.lost is not None:
+        if self.ground.shaken:
             # A due slot that could not be claimed stays due: retry once a tick, not at once.
             return TICK_MAX_SEC
         now = self.clock.now()
@@ -199,28 +188,8 @@ class Daemon:
 
     # -- the tick ---------------------------------------------------------------------------
 
-    def check_held(self) -> bool:
-        """False (and loudly, once) while the ledger or a lock is deleted or replaced; True
-        again if the very file comes back (moved away and back)."""
-        why = lost_file(self._held)
-        if why is None:
-            if self.lost is not None:
-                log.warning("the ledger and lock files are back: scheduling resumed")
-                self.lost = None
-            return True
-        if self.lost is None:
-            self.lost = (
-                f"{why} while the daemon ran; it stopped scheduling, so that no slot can run "
-                "twice. Move the file back if it was moved, or restart the daemon "
-                "(systemctl --user restart vinos-routined): it then uses the ledger in place, "
-                "or starts a new one"
-            )
-            log.error("%s", self.lost)
-            self._notify(Notification("vinos-routine stopped scheduling", self.lost, "critical"))
-        return False
-
     def tick(self) -> None:
-        if not self.check_held():
+        if not self.ground.check_held():
             self._update_status()
             return
         try:
@@ -228,7 +197,7 @@ class Daemon:
         except LedgerFull as exc:
             self.disk_full(exc)
         else:
-            self._space_back()
+            self.ground.space_back()
         self._update_status()
 
     def _tick(self) -> None:
@@ -248,26 +217,13 @@ class Daemon:
         if self.scheduler.full is not None:
             raise self.scheduler.full
         if self._last_prune is None or now - self._last_prune > timedelta(hours=24):
-            self.ledger.prune_claims(now)
+            self.ledger.prune_claims(now, self.config.ledger.keep_runs_max)
             self._last_prune = now
 
     def disk_full(self, exc: LedgerFull) -> None:
         # Re-read states and re-sync next tick: a sync may have stopped half-way.
         self._data_version = None
-        if self.full is not None:
-            return  # said once; tried again every tick
-        self.full = (
-            f"no space left for the ledger ({exc.__cause__ or exc}): nothing new is claimed "
-            "and finished runs are kept in memory until there is room; free some space on "
-            f"the disk holding {self.paths.state_dir}"
-        )
-        log.error("%s", self.full)
-        self._notify(Notification("vinos-routine: the disk is full", self.full, "critical"))
-
-    def _space_back(self) -> None:
-        if self.full is not None:
-            self.full = None
-            log.warning("space is back: the ledger takes writes again, scheduling resumed")
+        self.ground.disk_full(exc)
 
     def refresh(self, rescan: bool = False) -> bool:
         """Rescan files and, if another process wrote the ledger, its states. True if changed."""
@@ -319,28 +275,15 @@ class Daemon:
     # -- status -----------------------------------------------------------------------------
 
     def status_line(self) -> str:
-        if self.lost is not None:
-            return "stopped scheduling: " + self.lost.split(";", 1)[0]
-        if self.full is not None:
-            waiting = len(self.pool.unwritten)
-            return f"paused: the disk is full ({waiting} finished run(s) wait to be recorded)"
-        running = len(self.pool.running)
-        parts = [f"{running} running"]
-        if self.pool.queue:
-            parts.append(f"{len(self.pool.queue)} queued")
-        fires = self.scheduler.next_fires()
-        if fires:
-            name, at = fires[0]
-            local = at.astimezone()
-            clock = (
-                local.strftime("%H:%M")
-                if at - self.clock.now() < timedelta(hours=20)
-                else local.strftime("%a %H:%M")
-            )
-            parts.append(f"next {name} {clock}")
-        else:
-            parts.append("nothing scheduled")
-        return " · ".join(parts)
+        return status_line(
+            running=len(self.pool.running),
+            queued=len(self.pool.queue),
+            next_fires=self.scheduler.next_fires()[:1],
+            now=self.clock.now(),
+            lost=self.ground.lost,
+            full=self.ground.full,
+            unwritten=len(self.pool.unwritten),
+        )
 
     def _update_status(self) -> None:
         line = self.status_line()

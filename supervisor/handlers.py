@@ -85,8 +85,8 @@ class Handlers:
             now=self.daemon.clock.now().isoformat(),
             max_concurrent=self.daemon.config.max_concurrent,
             status=self.daemon.status_line(),
-            lost=self.daemon.lost,
-            disk_full=self.daemon.full,
+            lost=self.daemon.ground.lost,
+            disk_full=self.daemon.ground.full,
             unwritten=[u.run_id for u in pool.unwritten],
         )
 
@@ -109,10 +109,11 @@ class Handlers:
         return await done
 
     async def run(self, req: Request, conn: Connection) -> RunReply | DetachedReply:
-        if not self.daemon.check_held():
-            raise CommandError("ledger_lost", str(self.daemon.lost))
-        if self.daemon.full is not None:
-            raise CommandError("disk_full", self.daemon.full)
+        ground = self.daemon.ground
+        if not ground.check_held():
+            raise CommandError("ledger_lost", str(ground.lost))
+        if ground.full is not None:
+            raise CommandError("disk_full", ground.full)
         reply = None
         if req.cmd == "reply":
             r, reply = self._reply_to(req)
@@ -129,7 +130,7 @@ class Handlers:
             raise CommandError("busy", str(exc)) from None
         except LedgerFull as exc:  # nothing recorded, so nothing runs
             self.daemon.disk_full(exc)
-            raise CommandError("disk_full", str(self.daemon.full)) from None
+            raise CommandError("disk_full", str(ground.full)) from None
         if detach:
             return DetachedReply(pending.run_id)
         return await done

@@ -95,7 +95,7 @@ class Housekeeper:
             return Step(0, 0, 0, False)
         zone = ZoneInfo(machine_timezone())
         line = compaction_line(now, zone, self.settings.keep_runs_days)
-        compacted = self.ledger.compact(line, zone, BATCH_ROWS)
+        compacted = self.ledger.compact(line, zone, BATCH_ROWS, self.settings.keep_runs_max)
         free = 0
         if compacted < BATCH_ROWS:
             if not self._converted:

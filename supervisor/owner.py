@@ -11,13 +11,16 @@ from __future__ import annotations
 import fcntl
 import os
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import IO
 
 import psutil
 
+from routines.ledger import ActiveRun, Ledger
 from routines.paths import Paths
 from routines.product import ROOT_REFUSAL, version  # re-exported for the daemon: one copy
+from routines.runs import RunEnd, RunStatus
 
 __all__ = [
     "ROOT_REFUSAL",
@@ -26,6 +29,7 @@ __all__ = [
     "acquire_locks",
     "file_id",
     "held_files",
+    "interrupt_orphans",
     "lost_file",
     "owner_alive",
     "process_identity",
@@ -49,6 +53,20 @@ def owner_alive(pid: int | None, started: float | None) -> bool:
         return bool(proc.status() != psutil.STATUS_ZOMBIE)
     except psutil.Error:
         return False
+
+
+def interrupt_orphans(ledger: Ledger, now: datetime) -> list[ActiveRun]:
+    """End as `interrupted` the active runs whose owner is gone (a crashed daemon, a killed
+    `run`); never replayed (DESIGN.md point 7). The runs it ended: one that ended meanwhile
+    keeps its own ending (`Ledger.finish_run` changes only an active row)."""
+    ended = []
+    for run in ledger.active_runs():
+        if owner_alive(run.owner_pid, run.owner_started):
+            continue
+        detail = f"its supervisor (pid {run.owner_pid}) went away; not replayed"
+        if ledger.finish_run(run.run_id, RunEnd(RunStatus.INTERRUPTED, detail), now=now):
+            ended.append(run)
+    return ended
 
 
 @dataclass(frozen=True, slots=True)

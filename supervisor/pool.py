@@ -19,7 +19,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
 
 from ipc import Event, EventKind, Job, RunReply
@@ -35,7 +35,7 @@ from supervisor.limits import BudgetVerdict, RunAllowance, allowance_for, run_li
 from supervisor.owner import owner_alive
 from supervisor.record import Finished, Notification, Unwritten, finish_run
 from supervisor.runlog import RunLog
-from supervisor.scheduler import Pending
+from supervisor.scheduler import Listener, Pending
 from supervisor.spawn import (
     Spawner,
     StopReason,
@@ -55,14 +55,6 @@ log = logging.getLogger("vinos.pool")
 
 class Busy(RuntimeError):
     """A manual run refused: the routine runs or waits already (here or in another process)."""
-
-
-class Listener(Protocol):
-    """Whoever follows a run's events: a control connection, the in-process CLI."""
-
-    def send(self, msg: Event) -> bool:
-        """Deliver one event; False when the listener is gone (it is then dropped)."""
-        ...
 
 
 @dataclass(slots=True)

@@ -10,12 +10,14 @@ Invariants (tests/supervisor/test_scheduler.py):
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Protocol
 
+from ipc import Event, RunReply
 from routines.ledger import Ledger, LedgerFull, RoutineState, is_enabled
 from routines.registry import Registry
 from routines.runs import RunStatus, Trigger, fingerprint, parse_slot_id, slot_id
@@ -27,12 +29,20 @@ from supervisor.plan import Action, plan_routine
 if TYPE_CHECKING:
     from supervisor.reply import ReplyTo
 
-__all__ = ["Pending", "Scheduler"]
+__all__ = ["Listener", "Pending", "Scheduler"]
 
 log = logging.getLogger("vinos.scheduler")
 
 # A clock this far behind the cursor was wrong before, not stepped back by NTP (DESIGN.md 4).
 CLOCK_BACK_LIMIT = timedelta(days=1)
+
+
+class Listener(Protocol):
+    """Whoever follows a run's events: a control connection, the in-process CLI."""
+
+    def send(self, msg: Event) -> bool:
+        """Deliver one event; False when the listener is gone (it is then dropped)."""
+        ...
 
 
 @dataclass(slots=True)
@@ -44,8 +54,8 @@ class Pending:
     trigger: Trigger
     slot: str | None
     detail: str = ""
-    listeners: list[Any] = field(default_factory=list)  # control connections following it
-    on_done: list[Any] = field(default_factory=list)  # futures resolved with its Finished
+    listeners: list[Listener] = field(default_factory=list)  # who follows its events
+    on_done: list[asyncio.Future[RunReply]] = field(default_factory=list)  # told how it ended
     reply: ReplyTo | None = None  # trigger "reply": the parent run and the text, for the job
 
 

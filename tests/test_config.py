@@ -295,3 +295,11 @@ def test_ledger_retention_keys(cfg: Path) -> None:
         "(an integer)",
         "config.toml: [ledger].keep_output_days: unknown key (did you mean keep_outputs_days?)",
     ]
+    cfg.write_text("")
+    assert load_config(cfg).ledger.keep_runs_max == 30_000
+    cfg.write_text("[ledger]\nkeep_runs_max = 1000000\n")
+    assert load_config(cfg).ledger.keep_runs_max == 1_000_000
+    assert invalid(cfg, "[ledger]\nkeep_runs_max = 100\n") == [
+        "config.toml: [ledger].keep_runs_max: expected a number of runs, at least 5000, "
+        "found 100 (an integer)",
+    ]

@@ -35,12 +35,20 @@ def ollama_url(from_job: str) -> str:
 
 class Deadline:
     """The run's wall clock (run_timeout_sec), less a margin to report before the
-    supervisor's own timeout ends the process."""
+    supervisor's own timeout ends the process.
 
-    def __init__(self, seconds: float, clock: Callable[[], float] = time.monotonic) -> None:
+    `elapsed` is the time already gone since the supervisor started the run (the worker's
+    own start-up and imports): the supervisor's timer started then, not when this
+    object was made. An `elapsed` outside [0, seconds) says the two clocks disagree (a
+    stepped clock, a test's fake one) and is ignored rather than trusted."""
+
+    def __init__(
+        self, seconds: float, clock: Callable[[], float] = time.monotonic, elapsed: float = 0.0
+    ) -> None:
         self._clock = clock
         margin = min(3.0, seconds * 0.1)
-        self.end = self._clock() + seconds - margin
+        already = elapsed if 0.0 <= elapsed < seconds else 0.0
+        self.end = self._clock() + seconds - margin - already
 
     def remaining(self) -> float:
         return self.end - self._clock()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import time
 from datetime import datetime
 from pathlib import Path
 from typing import IO
@@ -101,7 +102,7 @@ def run_job(job: Job, channel: object) -> Result:
         routine=routine,
         channel=channel,
         started=started,
-        deadline=Deadline(routine.run_timeout_sec),
+        deadline=Deadline(routine.run_timeout_sec, elapsed=time.time() - started.timestamp()),
     )
     try:
         if routine.kind is Kind.COMMAND:

@@ -16,7 +16,7 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from routines.runs import counts_as_strike
+from routines.runs import Outcome, RunStatus, counts_as_strike
 from supervisor.commands.common import add_parser, die
 from supervisor.seen import UNSEEN_DAYS
 
@@ -319,9 +319,9 @@ def _print(items: list[Item], failed: list[RunRow], heading: str, args: argparse
 
 
 def _outcome_color(item: Item) -> str:
-    if item.outcome == "needs-attention":
+    if item.outcome == Outcome.NEEDS_ATTENTION:
         return "yellow"
-    if item.status not in (None, "ok"):
+    if item.status not in (None, RunStatus.OK):
         return "red"
     return "dim"
 
@@ -330,7 +330,7 @@ def _outcome_text(item: Item, c: bool) -> str:
     from supervisor.present import color
 
     text = (item.outcome or item.status or "—").replace("-", " ")
-    return color(text, _outcome_color(item), c) if item.outcome == "needs-attention" else text
+    return color(text, _outcome_color(item), c) if item.outcome == Outcome.NEEDS_ATTENTION else text
 
 
 def _open(p: Paths, text: str, day: date) -> int:

@@ -1,7 +1,8 @@
 """`vinos-routine history NAME`: the ledger's rows for a routine, newest first.
 
-Runs older than `[ledger].keep_runs_days` were compacted into one line per day (the count
-by status, dollars, tokens); those days follow the runs, as summary lines.
+Runs older than `[ledger].keep_runs_days`, or beyond a routine's newest `keep_runs_max`, were
+compacted into one line per day (the count by status, dollars, tokens); those days follow the
+runs, as summary lines.
 """
 
 from __future__ import annotations
@@ -13,6 +14,9 @@ from routines.runs import STRIKES, RunStatus, counts_as_strike
 from supervisor.commands.common import NoSuchRoutine, add_parser, die, find_entry
 
 __all__ = ["register"]
+
+# What a compacted day's line counts besides `ok`, in this order.
+_DAY_PROBLEMS = (RunStatus.FAILED, RunStatus.TIMEOUT, RunStatus.INTERRUPTED, RunStatus.BUDGET)
 
 
 def register(sub: Any) -> None:
@@ -89,9 +93,7 @@ def run(args: argparse.Namespace) -> int:
     for d in days:
         counts = d.counts
         bad = sum(counts[s] for s in STRIKES)
-        parts = [f"{counts['ok']} ok"] + [
-            f"{counts[s]} {s}" for s in ("failed", "timeout", "interrupted", "budget") if counts[s]
-        ]
+        parts = [f"{counts['ok']} ok"] + [f"{counts[s]} {s}" for s in _DAY_PROBLEMS if counts[s]]
         tokens = counts["input_tokens"] + counts["output_tokens"]
         local = counts["local_input_tokens"] + counts["local_output_tokens"]
         out.append(

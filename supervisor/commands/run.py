@@ -11,6 +11,7 @@ import os
 import sys
 from typing import Any
 
+from routines.runs import RunStatus
 from supervisor.commands.common import (
     NoSuchRoutine,
     add_parser,
@@ -43,7 +44,7 @@ def _print_result(fin: dict[str, Any], as_json: bool, c: bool) -> int:
         _show_result(fin, as_json, c)
     except BrokenPipeError:
         silence_stdout()
-    return 0 if fin["status"] == "ok" else 1
+    return 0 if fin["status"] == RunStatus.OK else 1
 
 
 def _show_result(fin: dict[str, Any], as_json: bool, c: bool) -> None:
@@ -56,9 +57,9 @@ def _show_result(fin: dict[str, Any], as_json: bool, c: bool) -> None:
         status = fin["status"]
         line = status + (f" · {fin['outcome']}" if fin.get("outcome") else "")
         line += f" · ${fin.get('dollars') or 0:.4f}"
-        name = "green" if status == "ok" else "red"
+        name = "green" if status == RunStatus.OK else "red"
         print(color(line, name, c))
-        if fin.get("detail") and status != "ok":
+        if fin.get("detail") and status != RunStatus.OK:
             # Indented and escaped: a command's stderr in the detail cannot pass for a line
             # of our own, nor move the cursor.
             for n, text in enumerate(str(fin["detail"]).splitlines()):

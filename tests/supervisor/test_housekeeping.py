@@ -94,7 +94,7 @@ def test_batches_compact_vacuum_and_prune_until_nothing_is_left() -> None:
                     f"r{i}",
                     (start + timedelta(hours=i)).strftime("%Y-%m-%dT%H:%M:%S.000000Z"),
                     (start + timedelta(hours=i)).strftime("%Y-%m-%dT%H:%M:%S.000000Z"),
-                    "x" * 2000,  # room for the file to shrink
+                    f"run {i}: " + "x" * 2000,  # room for the file to shrink
                 )
                 for i in range(rows)
             ],

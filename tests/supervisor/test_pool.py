@@ -12,7 +12,7 @@ import asyncio
 import os
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 import pytest
@@ -330,5 +330,54 @@ def test_five_due_at_once_with_max_concurrent_two_run_in_fifo_order() -> None:
             assert set(g.statuses().values()) == {"ok"}
             [m6] = g.ledger.history("m6")
             assert (m6.run_id, m6.trigger) == (manual.run_id, "manual")
+
+    run(body)
+
+
+def test_a_queued_run_whose_next_slot_comes_due_skips_it() -> None:
+    """(Was test_daemon_overlap.py's subprocess test of the same name: the scheduler's claims
+    handed to the pool as a daemon's tick does, every assertion kept.)"""
+    from routines.runs import slot_id
+    from supervisor.scheduler import Scheduler
+
+    routines("blocker", "waiter")
+    first, second = T0, T0 + timedelta(minutes=1)
+
+    def status(g: Rig) -> tuple[list[str], list[str]]:
+        running = [r.pending.routine.name for r in g.pool.running.values()]
+        return running, [p.routine.name for p in g.pool.queue]
+
+    def rows(g: Rig, name: str) -> list[tuple[str | None, str, str | None]]:
+        history = reversed(g.ledger.history(name))
+        return [(r.slot, str(r.status), r.detail) for r in history]
+
+    async def body() -> None:
+        with rig(max_concurrent=1) as g:
+            g.spawner.hold("blocker")
+            g.spawner.results["waiter"] = Result(status=RunStatus.OK, summary="waited")
+            sched = Scheduler(g.ledger, ME)
+            sched.sync(scan(paths()), g.ledger.states(), T0 - timedelta(seconds=30))
+
+            def tick(now: datetime) -> None:
+                for pending in sched.due(now, g.pool.busy):
+                    g.pool.enqueue(pending)
+
+            tick(first + timedelta(seconds=1))
+            await settle()
+            assert status(g) == (["blocker"], ["waiter"])
+            tick(second + timedelta(seconds=1))
+            await settle()
+            assert status(g) == (["blocker"], ["waiter"])  # still waiting, once
+            g.spawner.release("blocker")
+            while g.pool.running or g.pool.queue:
+                await settle()
+            assert rows(g, "waiter") == [
+                (slot_id(first), "ok", "waited"),
+                (slot_id(second), "skipped", "previous run still going"),
+            ]
+            assert [(s, st) for s, st, _ in rows(g, "blocker")] == [
+                (slot_id(first), "ok"),
+                (slot_id(second), "skipped"),
+            ]
 
     run(body)

@@ -1,0 +1,31 @@
+"""The daemon's one-line state (process title, systemd STATUS=, `status`), as a pure function."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from supervisor.statusline import status_line
+
+NOW = datetime(2026, 12, 2, 9, 0, tzinfo=UTC)
+
+
+def test_what_runs_waits_and_comes_next() -> None:
+    soon = NOW + timedelta(hours=2)
+    later = NOW + timedelta(days=3)
+    assert status_line(running=0, queued=0, next_fires=[], now=NOW) == (
+        "0 running · nothing scheduled"
+    )
+    line = status_line(running=1, queued=2, next_fires=[("backup", soon)], now=NOW)
+    assert line == f"1 running · 2 queued · next backup {soon.astimezone():%H:%M}"
+    line = status_line(running=0, queued=0, next_fires=[("weekly", later)], now=NOW)
+    assert line == f"0 running · next weekly {later.astimezone():%a %H:%M}"
+
+
+def test_what_stopped_it_comes_first() -> None:
+    lost = "/h/ledger.db was deleted while the daemon ran; it stopped scheduling, so …"
+    assert status_line(running=1, queued=0, next_fires=[], now=NOW, lost=lost, full="x") == (
+        "stopped scheduling: /h/ledger.db was deleted while the daemon ran"
+    )
+    assert status_line(
+        running=1, queued=0, next_fires=[], now=NOW, full="no space", unwritten=3
+    ) == ("paused: the disk is full (3 finished run(s) wait to be recorded)")

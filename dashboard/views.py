@@ -70,7 +70,67 @@ class Overview:
     routines: list[RoutineLine]
     daemon: dict[str, Any] | None  # the daemon's `status`, None when it is not running
     daemon_problem: str
-    proposals: list[Any] = field(default_factory=list)  # approvals are not built yet: empty
+    proposals: list[Waiting] = field(default_factory=list)  # newest first
+
+
+@dataclass(frozen=True, slots=True)
+class Waiting:
+    """A proposed action waiting for a decision, as the overview lists it (read-only: the
+    decision is the CLI's, `vinos-routine approve ID` / `deny ID`)."""
+
+    id: int
+    routine: str
+    action: str
+    summary: str
+    command: str
+    input_head: str  # the first lines of the input
+    input_bytes: int
+    created_at: datetime
+    expires_at: datetime
+    edited: bool  # the routine file changed since: `approve` will refuse it (invalidated)
+
+
+INPUT_HEAD_LINES = 6
+
+
+def waiting_proposals(registry: Registry, ledger: Ledger | None, now: datetime) -> list[Waiting]:
+    """Waiting, unexpired proposals, newest first. Reads only: the dashboard's ledger
+    connection cannot write, so expiry and invalidation are shown, not recorded."""
+    if ledger is None:
+        return []
+    from routines import proposals
+    from routines.ledger import from_iso
+
+    out = []
+    for p in proposals.waiting(ledger):
+        expires = from_iso(p.expires_at)
+        if expires <= now:
+            continue
+        entry = registry.entries.get(p.routine)
+        current = (
+            proposals.fingerprint(entry.routine.text)
+            if entry is not None and entry.valid and entry.routine is not None
+            else None
+        )
+        lines = p.input.splitlines()
+        head = "\n".join(lines[:INPUT_HEAD_LINES])
+        if len(lines) > INPUT_HEAD_LINES:
+            head += f"\n… ({len(lines) - INPUT_HEAD_LINES} more lines)"
+        out.append(
+            Waiting(
+                id=p.id,
+                routine=p.routine,
+                action=p.action,
+                summary=p.summary,
+                command=p.command,
+                input_head=head,
+                input_bytes=len(p.input.encode("utf-8", "surrogatepass")),
+                created_at=from_iso(p.created_at),
+                expires_at=expires,
+                edited=current != p.fingerprint,
+            )
+        )
+    return out
 
 
 def _line(
@@ -142,7 +202,7 @@ def overview(
     # Only the daemon knows a last good version of a file that is invalid now.
     stale = set(daemon.get("stale", [])) if daemon else set()
     lines = [replace(ln, stale=True) if ln.name in stale else ln for ln in lines]
-    return Overview(lines, daemon, daemon_problem)
+    return Overview(lines, daemon, daemon_problem, waiting_proposals(registry, ledger, now))
 
 
 def _lines(registry: Registry, ledger: Ledger | None, now: datetime) -> list[RoutineLine]:
@@ -163,9 +223,13 @@ def pulse(ledger: Ledger | None) -> str:
     states = sorted(
         (s.routine, s.enabled_override, s.failure_streak) for s in ledger.states().values()
     )
+    from routines.proposals import waiting
+
+    asked = [p.id for p in waiting(ledger)]
     import hashlib
 
-    return hashlib.blake2b(repr((active, newest, states)).encode(), digest_size=8).hexdigest()
+    key = repr((active, newest, states, asked)).encode()
+    return hashlib.blake2b(key, digest_size=8).hexdigest()
 
 
 def run_pulse(p: Paths, ledger: Ledger | None, run_id: str) -> str:

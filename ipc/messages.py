@@ -2,8 +2,9 @@
 
 Each travels as one JSON object on one line with a `"type"` field (see `ipc.framing`).
 Supervisor → worker: `Hello`, then one `Job`. Worker → supervisor: `Hello`, any number of
-`Event` and `Usage`, then exactly one `Result`. CLI ↔ daemon: `Hello`, then `Request` →
-(`Event`…) `Response`, whose `result` is one of the typed replies at the end of this module.
+`Event`, `Usage` and `Proposal`, then exactly one `Result`. CLI ↔ daemon: `Hello`, then
+`Request` → (`Event`…) `Response`, whose `result` is one of the typed replies at the end of
+this module.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ __all__ = [
     "NextFire",
     "Outcome",
     "PingReply",
+    "Proposal",
     "ReloadReply",
     "Reply",
     "Request",
@@ -89,6 +91,9 @@ class Job:
     ollama_url: str
     pricing: dict[str, list[float]] = field(default_factory=dict)  # model → [$in, $out] per MTok
     sandbox: dict[str, Any] = field(default_factory=dict)  # config.toml [sandbox]: masks, limits
+    # What became of this routine's proposals since its last run, for the prompt:
+    # {"id", "action", "summary", "state", "decided_by", "why", "exit_status"} each.
+    decisions: list[dict[str, Any]] = field(default_factory=list)
     # trigger "reply": the run whose conversation (state_dir/runs/…) this one continues,
     # and the person's new user turn.
     parent_run_id: str | None = None
@@ -115,6 +120,17 @@ class Usage:
     local_output: int = 0
     dollars: float = 0.0
     model: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Proposal:
+    """The model proposed one of the routine's declared actions (checked by the worker, and
+    again by the supervisor, which records it for a person to approve or deny)."""
+
+    TYPE: ClassVar[str] = "proposal"
+    action: str
+    input: str
+    summary: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,9 +167,9 @@ class Response:
     error: dict[str, str] | None = None  # {"code": ..., "message": ...}
 
 
-Message = Hello | Job | Event | Usage | Result | Request | Response
+Message = Hello | Job | Event | Usage | Proposal | Result | Request | Response
 _BY_TYPE: dict[str, type[Any]] = {
-    cls.TYPE: cls for cls in (Hello, Job, Event, Usage, Result, Request, Response)
+    cls.TYPE: cls for cls in (Hello, Job, Event, Usage, Proposal, Result, Request, Response)
 }
 
 

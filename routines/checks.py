@@ -21,6 +21,7 @@ __all__ = [
     "RoutineInvalid",
     "boolean",
     "duration",
+    "expiry",
     "found",
     "malformed",
     "nearest",
@@ -169,6 +170,31 @@ def duration(value: object) -> int:
         return parse_duration(value)
     except ValueError:
         raise Bad('a duration such as "30s", "5m" or "1h"') from None
+
+
+_EXPIRY = re.compile(
+    r"(\d+)\s*(s|secs?|seconds?|m|mins?|minutes?|h|hours?|d|days?|w|weeks?)", re.IGNORECASE
+)
+_EXPIRY_UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+_EXPIRY_EXPECTED = 'a positive duration such as "7 days", "36 hours" or "30m"'
+
+
+def parse_expiry(text: str) -> int:
+    """`"7 days" | "36 hours" | "90 minutes" | "2w" | "30m"` → seconds (> 0); ValueError else."""
+    m = _EXPIRY.fullmatch(text.strip())
+    if not m or int(m.group(1)) <= 0:
+        raise ValueError(text)
+    unit = m.group(2).lower()
+    return int(m.group(1)) * _EXPIRY_UNIT["m" if unit.startswith("mi") else unit[0]]
+
+
+def expiry(value: object) -> int:
+    if not isinstance(value, str):
+        raise Bad(_EXPIRY_EXPECTED)
+    try:
+        return parse_expiry(value)
+    except ValueError:
+        raise Bad(_EXPIRY_EXPECTED) from None
 
 
 def table_value(value: object) -> object:

@@ -19,6 +19,7 @@ shows and its triggers write as they are; the views are made again after every u
              last_finished), filled from runs once; auto_vacuum = INCREMENTAL (a VACUUM, once)
   6  ledger  the compact layout (routines/runlog.py): runs and claims become views over
              run_log and fence (ids, integer times, interned texts), converted in place
+  7  this    table proposals: proposed actions, their decisions (routines/proposals.py)
   8  reply   + parent_run_id (trigger "reply": the run whose conversation it continues)
 
 Invariant: routine_state's last_* columns are written in the transaction that finishes a run,
@@ -166,9 +167,35 @@ _STEPS: dict[int, tuple[tuple[str, ...], tuple[str, ...]]] = {
         ),
     ),
     6: ((), runlog.MIGRATION),
-    # Placeholder for the step another branch adds in parallel (approvals: 7); the lead
-    # renumbers at merge.
-    7: ((), ()),
+    7: (
+        (),
+        (
+            # One row per propose_action call; `state` moves only forward, by conditional
+            # UPDATEs in routines/proposals.py (waiting → running → done, or waiting →
+            # denied | expired | invalidated), so one decision is ever taken per proposal.
+            """CREATE TABLE proposals (
+                id INTEGER PRIMARY KEY,
+                routine TEXT NOT NULL,
+                run_id TEXT NOT NULL,
+                action TEXT NOT NULL,
+                command TEXT NOT NULL,
+                input TEXT NOT NULL,
+                summary TEXT NOT NULL,
+                fingerprint TEXT NOT NULL,
+                created_at TEXT NOT NULL,
+                expires_at TEXT NOT NULL,
+                state TEXT NOT NULL DEFAULT 'waiting',
+                decided_by TEXT,
+                decided_at TEXT,
+                why TEXT,
+                exit_status INTEGER,
+                output TEXT,
+                finished_at TEXT
+            )""",
+            "CREATE INDEX proposals_state ON proposals(state)",
+            "CREATE INDEX proposals_routine_decided ON proposals(routine, decided_at)",
+        ),
+    ),
     # `reply RUN TEXT`: a reply run names the run it continues; history shows the thread.
     8: (
         ("parent_run_id TEXT",),

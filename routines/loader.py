@@ -19,12 +19,14 @@ from pathlib import Path
 from typing import Any
 
 from routines.checks import (
+    Bad,
     Check,
     Problem,
     Reader,
     RoutineInvalid,
     boolean,
     duration,
+    expiry,
     found,
     malformed,
     nearest,
@@ -40,8 +42,10 @@ from routines.checks import (
 )
 from routines.hosts import network_value
 from routines.spec import (
+    ACTION_NAME_RE,
     NAME_RE,
     RESERVED_NAMES,
+    Action,
     AgentSpec,
     BudgetSpec,
     CommandSpec,
@@ -83,12 +87,21 @@ _KINDS = (
 )
 
 
+def _table_list(value: object) -> object:
+    """`[[agent.actions]]`: an array of tables, each checked by `_actions`."""
+    if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+        raise Bad("an array of tables ([[agent.actions]])")
+    return value
+
+
 SCHEMA: dict[str, dict[str, Check]] = {
     "routine": {
         "name": nonempty_string,
         "description": string,
         "enabled": boolean,
         "kind": one_of(Kind),
+        "approvals_expire": expiry,
+        "auto_approve": boolean,
     },
     "schedule": {
         "cron": nonempty_string,
@@ -114,6 +127,14 @@ SCHEMA: dict[str, dict[str, Check]] = {
         "shell_timeout_sec": positive_int,
         "run_timeout_sec": positive_int,
         "escalation": table_value,
+        "actions": _table_list,
+    },
+    "agent.actions": {
+        "name": nonempty_string,
+        "description": string,
+        "run": nonempty_string,
+        "network": network_value,
+        "home": string_list,
     },
     "agent.escalation": {
         "on_low_confidence": boolean,
@@ -273,6 +294,7 @@ def load_text(
         origin=origin,
         text=text,
         warnings=tuple(str(p) for p in r.problems if p.warning),
+        **{k: routine_t[k] for k in ("approvals_expire", "auto_approve") if k in routine_t},
     )
 
 
@@ -301,6 +323,11 @@ def _never_checks(
             r.error(f"[{table}].home[{i}]", problem)
     if agent is None:
         return
+    for j, action in enumerate(agent.actions):
+        for i, entry in enumerate(action.home):
+            problem = home_problem(entry, home, never)
+            if problem:
+                r.error(f"[agent].actions[{j}].home[{i}]", problem)
     own = (os.path.realpath(p.workspace(name)),)
     raw = doc.get("agent", {}).get("tools", [])
     for i, entry in enumerate(raw if isinstance(raw, list) else []):
@@ -426,7 +453,9 @@ def _agent(r: Reader, doc: Mapping[str, Any]) -> AgentSpec | None:
         return None  # `agent = 3`: reported as "expected a table"
     esc = r.table(doc, "agent.escalation") if isinstance(t.get("escalation"), dict) else {}
     route: Route = t.get("route", Route.AUTO)
-    fields: dict[str, Any] = {k: v for k, v in t.items() if k not in ("model", "escalation")}
+    fields: dict[str, Any] = {
+        k: v for k, v in t.items() if k not in ("model", "escalation", "actions")
+    }
     if "model" in t:
         target = {Route.ANTHROPIC: "premium_model", Route.OLLAMA: "local_model"}.get(route)
         if target is None:
@@ -446,7 +475,46 @@ def _agent(r: Reader, doc: Mapping[str, Any]) -> AgentSpec | None:
         return None
     fields["tools"] = _tools(r, t.get("tools", ()))
     fields["escalation"] = Escalation(**esc)
+    fields["actions"] = _actions(r, t.get("actions", []))
     return AgentSpec(**fields)
+
+
+def _actions(r: Reader, entries: list[dict[str, Any]]) -> tuple[Action, ...]:
+    """`[[agent.actions]]`, each a table with name, run and optional description, network,
+    home. A name appears once; `run` is one line (the sandbox refuses newlines)."""
+    actions: list[Action] = []
+    schema = SCHEMA["agent.actions"]
+    for i, raw in enumerate(entries):
+        where = f"[agent].actions[{i}]"
+        fields: dict[str, Any] = {}
+        for key, value in raw.items():
+            if key not in schema:
+                r.error(f"{where}.{key}", f"unknown key ({nearest(key, list(schema))})")
+                continue
+            try:
+                fields[key] = schema[key](value)
+            except Bad as bad:
+                r.error(f"{where}.{key}", f"expected {bad.expected}, found {found(value)}")
+        for key, example in (("name", '"send-reply"'), ("run", '"msmtp -t"')):
+            if key not in raw:
+                r.error(f"{where}.{key}", f"required, e.g. {key} = {example}")
+        name, run = fields.get("name"), fields.get("run")
+        if name is not None and not ACTION_NAME_RE.fullmatch(name):
+            r.error(
+                f"{where}.name",
+                f"expected lowercase letters, digits and '-', found {found(name)}",
+            )
+            continue
+        if name is not None and any(a.name == name for a in actions):
+            r.error(f"{where}.name", f'expected a name unique in the routine, found "{name}" again')
+            continue
+        if run is not None and any(c in run.strip("\n") for c in "\0\n\r"):
+            r.error(f"{where}.run", "expected one line, found a NUL, newline or carriage return")
+            continue
+        if name is None or run is None or len(fields) != len(raw):
+            continue
+        actions.append(Action(**{**fields, "run": run.strip("\n")}))
+    return tuple(actions)
 
 
 def _command(r: Reader, doc: Mapping[str, Any]) -> CommandSpec | None:

@@ -12,10 +12,13 @@ from enum import StrEnum
 from pathlib import Path
 
 __all__ = [
+    "ACTION_NAME_RE",
+    "DEFAULT_APPROVALS_EXPIRE",
     "DEFAULT_LOCAL_MODEL",
     "DEFAULT_PREMIUM_MODEL",
     "NAME_RE",
     "RESERVED_NAMES",
+    "Action",
     "AgentSpec",
     "BudgetSpec",
     "CommandSpec",
@@ -39,6 +42,8 @@ NAME_RE = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
 RESERVED_NAMES = frozenset({"shared", "config"})
 DEFAULT_LOCAL_MODEL = "llama3.2:3b"
 DEFAULT_PREMIUM_MODEL = "claude-sonnet-4-6"
+ACTION_NAME_RE = re.compile(r"[a-z0-9-]+")
+DEFAULT_APPROVALS_EXPIRE = 7 * 86400  # [routine].approvals_expire, in seconds
 
 
 class Kind(StrEnum):
@@ -134,6 +139,18 @@ class Escalation:
 
 
 @dataclass(frozen=True, slots=True)
+class Action:
+    """One `[[agent.actions]]`: a command the model may only propose; a person (or a valid
+    signature with auto_approve) runs it, in the routine's sandbox, the proposal on stdin."""
+
+    name: str
+    run: str
+    description: str = ""
+    network: bool | tuple[str, ...] = False  # as for shell tools (routines/hosts.py)
+    home: tuple[str, ...] = ()  # `~/...` paths the command sees, read-only
+
+
+@dataclass(frozen=True, slots=True)
 class AgentSpec:
     system: str
     route: Route = Route.AUTO
@@ -148,6 +165,10 @@ class AgentSpec:
     shell_timeout_sec: int = 30
     run_timeout_sec: int = 600
     escalation: Escalation = field(default_factory=Escalation)
+    actions: tuple[Action, ...] = ()
+
+    def action(self, name: str) -> Action | None:
+        return next((a for a in self.actions if a.name == name), None)
 
     @property
     def read_patterns(self) -> tuple[str, ...]:
@@ -200,6 +221,12 @@ class Routine:
     origin: Origin = Origin.USER
     text: str = ""  # the TOML this was parsed from: what the supervisor sends a worker
     warnings: tuple[str, ...] = ()
+    approvals_expire: int = DEFAULT_APPROVALS_EXPIRE  # seconds a proposal waits for a decision
+    auto_approve: bool = False  # counts only while the file's signature verifies
+
+    @property
+    def actions(self) -> tuple[Action, ...]:
+        return self.agent.actions if self.agent is not None else ()
 
     @property
     def network(self) -> bool | tuple[str, ...]:

@@ -91,6 +91,7 @@ def run_shell(
     stderr_cap: int = STDERR_CAP,
     dialer: Dialer | None = None,
     on_argv: Callable[[list[str]], None] | None = None,
+    stdin: bytes | None = None,
 ) -> ShellResult:
     """Run `bash -c command` under bwrap with `policy`. Never raises for sandbox problems.
 
@@ -112,7 +113,9 @@ def run_shell(
     # `closing` holds what is closed whatever happens; `info_r` outlives the spawn (it is how
     # the runner learns the sandbox's pid-1), so it is kept only once bwrap is running.
     with contextlib.ExitStack() as lasting:  # the egress proxy: until the sandbox is gone
-        return _run(command, policy, lasting, timeout_sec, stdout_cap, stderr_cap, dialer, on_argv)
+        return _run(
+            command, policy, lasting, timeout_sec, stdout_cap, stderr_cap, dialer, on_argv, stdin
+        )
 
 
 def _run(
@@ -124,6 +127,7 @@ def _run(
     stderr_cap: int,
     dialer: Dialer | None,
     on_argv: Callable[[list[str]], None] | None,
+    stdin: bytes | None = None,
 ) -> ShellResult:
     with contextlib.ExitStack() as closing, contextlib.ExitStack() as on_failure:
         try:
@@ -153,11 +157,21 @@ def _run(
             print(f"vinos-routine: sandbox argv: {shlex.join(argv)}", file=sys.stderr, flush=True)
         if on_argv is not None:
             on_argv(argv)
+        stdin_fd: int = subprocess.DEVNULL
+        if stdin is not None:
+            # A file, not a pipe: the command reads it at its own pace while we pump its
+            # output, and nothing blocks on a full pipe either way.
+            stdin_fd = os.memfd_create("vinos-stdin", os.MFD_CLOEXEC)
+            closing.callback(os.close, stdin_fd)
+            view = memoryview(stdin)
+            while view:
+                view = view[os.write(stdin_fd, view) :]
+            os.lseek(stdin_fd, 0, os.SEEK_SET)
         start = time.monotonic()
         try:
             proc = subprocess.Popen(
                 argv,
-                stdin=subprocess.DEVNULL,
+                stdin=stdin_fd,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 close_fds=True,  # nothing of the worker's beyond 0-2 and `passed`

@@ -25,6 +25,7 @@ missing_cmds() {
     command -v bsdtar >/dev/null || out+=(bsdtar)
     command -v fakeroot >/dev/null || out+=(fakeroot)
     command -v runuser >/dev/null || out+=(runuser)
+    command -v ssh-keygen >/dev/null || out+=(ssh-keygen)
     command -v unshare >/dev/null || out+=(unshare)
     # The egress tests: `ip` sets up the namespace standing for the internet, curl is the
     # client inside the sandbox.

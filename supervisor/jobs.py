@@ -5,7 +5,7 @@ from __future__ import annotations
 import secrets
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
 from ipc.messages import Job
@@ -56,6 +56,7 @@ def build_job(
     dollars_left: float | None,
     paths: Paths,
     config: Config,
+    decisions: list[dict[str, Any]] | None = None,
     reply: ReplyTo | None = None,
 ) -> Job:
     mem = memory_path(routine, paths)
@@ -80,4 +81,5 @@ def build_job(
         sandbox=config.sandbox.as_dict(),
         parent_run_id=reply.parent_run_id if reply else None,
         reply_text=reply.text if reply else "",
+        decisions=decisions or [],
     )

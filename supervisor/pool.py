@@ -29,6 +29,7 @@ from routines.paths import Paths
 from routines.runs import RunEnd, RunStatus, Trigger
 from routines.spec import Routine
 from routines.store import open_dir_beneath
+from supervisor.approvals import decisions_for
 from supervisor.clock import Clock
 from supervisor.jobs import build_job, new_run_id
 from supervisor.limits import BudgetVerdict, RunAllowance, allowance_for, run_limit
@@ -351,6 +352,7 @@ class Pool:
             paths=self.paths,
             config=self.config,
             reply=pending.reply,
+            decisions=decisions_for(self.ledger, routine),
         )
         runlog = RunLog(self.paths.run_log(routine.name, pending.run_id), base=state)
         runlog.write("start", f"{pending.trigger} run of {routine.name}", {"slot": pending.slot})

@@ -25,6 +25,7 @@ from routines.store import (
     write_atomic,
     write_json_atomic,
 )
+from supervisor.approvals import record_proposals, start_auto
 from supervisor.limits import STRIKE_LIMIT, strike
 from supervisor.notify import preview
 from supervisor.spawn import StopReason, WorkerOutcome
@@ -37,6 +38,7 @@ __all__ = [
     "final_status",
     "finish_run",
     "notifications_for",
+    "proposal_notifications",
 ]
 
 # A worker reports `timeout` itself when its command or its run's deadline ran out.
@@ -134,6 +136,18 @@ def notifications_for(
     return []
 
 
+def proposal_notifications(routine: Routine, ids: tuple[int, ...]) -> list[Notification]:
+    """One notification for a run's new proposals (auto_approve too: what ran is no secret)."""
+    if not ids:
+        return []
+    what = "an action" if len(ids) == 1 else f"{len(ids)} actions"
+    first = ids[0]
+    body = f"vinos-routine pending\nvinos-routine approve {first}   ·   vinos-routine deny {first}"
+    if routine.auto_approve:
+        body = "auto_approve: it runs now if the routine's signature verifies\n" + body
+    return [Notification(f"{routine.name} proposes {what}", body, "normal")]
+
+
 def file_output_path(template: str, out: WorkerOutcome) -> Path:
     """[output].path for type = "file": `~` expanded, `{{date}}` the run's day (YYYY-MM-DD,
     from the output's own name, which is in the routine's zone)."""
@@ -224,6 +238,10 @@ def finish_run(
         # False: the row had ended already (it cannot: the pool ends a run once); no strike.
         if ledger.finish_run(run_id, end, now=now):
             disabled = _strike(ledger, routine, status, detail, notes)
+        if out.proposals:
+            recorded = record_proposals(ledger, routine, run_id, out.proposals, now)
+            notes.extend(proposal_notifications(routine, recorded.ids))
+            start_auto(routine, recorded.ids)
     except LedgerFull:
         unwritten = Unwritten(routine, run_id, now, end)
     last = {

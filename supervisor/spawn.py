@@ -24,7 +24,18 @@ from typing import Protocol
 
 import psutil
 
-from ipc import Event, EventKind, Hello, Job, ProtocolError, Result, Usage, encode, read_message
+from ipc import (
+    Event,
+    EventKind,
+    Hello,
+    Job,
+    Proposal,
+    ProtocolError,
+    Result,
+    Usage,
+    encode,
+    read_message,
+)
 from supervisor.runlog import RunLog
 
 __all__ = [
@@ -82,6 +93,7 @@ class WorkerOutcome:
     error: str | None = None  # why there is no usable result
     pid: int | None = None
     warnings: list[str] = field(default_factory=list)
+    proposals: list[Proposal] = field(default_factory=list)  # recorded by supervisor.record
 
 
 def package_root() -> str:
@@ -292,6 +304,8 @@ class WorkerProcess:
                 if over:
                     self._emit(Event(EventKind.WARN, f"budget backstop: {over}; ending the run"))
                     self.stop(StopReason.BUDGET)
+            elif isinstance(msg, Proposal):
+                out.proposals.append(msg)
             elif isinstance(msg, Result):
                 if out.result is not None:
                     out.error = "worker protocol error: a second result"

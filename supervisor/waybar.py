@@ -3,6 +3,7 @@
 
 class:  critical  a routine's last run failed or timed out, or a routine was disabled
                   automatically (three failures in a row)
+        attention actions proposed by routines wait for your decision (`vinos-routine pending`)
         warning   a routine is at >= 80% of its daily budget, its last outcome is
                   needs-attention, or its file is invalid
         ok        otherwise
@@ -94,10 +95,15 @@ def _routine_line(ln: RoutineRow, now: datetime) -> str:
 
 
 def waybar_json(
-    lines: list[RoutineRow], today_dollars: float, now: datetime, unseen: int = 0
+    lines: list[RoutineRow],
+    today_dollars: float,
+    now: datetime,
+    unseen: int = 0,
+    pending: int = 0,
 ) -> dict[str, Any]:
     """{"text", "tooltip", "class", "alt", "percentage"} for waybar's `return-type: json`;
-    `unseen`: outputs waiting to be read (open_on_login, not shown by a brief yet)."""
+    `unseen`: outputs waiting to be read (open_on_login, not shown by a brief yet);
+    `pending`: proposed actions waiting for a decision."""
     from supervisor.present import clock, money
 
     on = [ln for ln in lines if ln.enabled]
@@ -105,6 +111,8 @@ def waybar_json(
     parts = [f"{ICON} {len(on)} routine{'' if len(on) == 1 else 's'}"]
     running = [ln.name for ln in lines if ln.running]
     upcoming = sorted((ln.next_run, ln.name) for ln in on if ln.next_run is not None)
+    if pending:
+        parts.append(f"{pending} pending")
     if unseen:
         parts.append(f"{unseen} new")
     if running:
@@ -113,6 +121,9 @@ def waybar_json(
         parts.append(f"next {clock(upcoming[0][0], now)}")
     parts.append(f"today {money(today_dollars)}")
     tooltip = list(h.reasons)
+    if pending:
+        what = "1 action waits" if pending == 1 else f"{pending} actions wait"
+        tooltip.insert(0, f"{what} for your decision: vinos-routine pending")
     if unseen:
         tooltip.append(f"{unseen} new output{'s' if unseen != 1 else ''} to read: click")
     if tooltip:
@@ -120,11 +131,12 @@ def waybar_json(
     ordered = sorted(lines, key=lambda ln: (not ln.enabled, ln.name))  # the ones on first
     tooltip += [_routine_line(ln, now) for ln in ordered] or ["no routines yet"]
     shares = [s for s in (_budget_share(ln) for ln in on) if s is not None]
+    state = "attention" if pending and h.state != "critical" else h.state
     return {
         "text": _escape(" · ".join(parts)),
         "tooltip": _escape("\n".join(tooltip)),
-        "class": h.state,
-        "alt": h.state,
+        "class": state,
+        "alt": state,
         "percentage": min(100, round(max(shares, default=0.0) * 100)),
     }
 

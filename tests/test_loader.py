@@ -15,6 +15,7 @@ from routines.loader import load_file
 from routines.spec import (
     DEFAULT_LOCAL_MODEL,
     DEFAULT_PREMIUM_MODEL,
+    Action,
     Kind,
     Memory,
     Missed,
@@ -787,3 +788,98 @@ def test_network_host_list_refuses_what_is_not_a_host_name(
     got = errors(rdir, agent_with("", agent=f"network = {value}\n"))
     assert len(got) == 1
     assert got[0].startswith(f"{path}: [agent].network: expected {NETWORK_EXPECTED}{why}, found ")
+
+
+# -- actions and approvals (issue 12) ---------------------------------------------------------
+
+ACTION = """
+[[agent.actions]]
+name = "send-reply"
+description = "Send the drafted reply with msmtp"
+run = "msmtp -t"
+network = ["smtp.fastmail.com"]
+home = ["~/.config/msmtp"]
+"""
+
+
+def test_actions_approvals_expire_and_auto_approve(rdir: Path) -> None:
+    text = '[routine]\napprovals_expire = "36 hours"\nauto_approve = true\n' + AGENT + ACTION
+    r = load_file(write(rdir, "day-brief", text))
+    assert r.actions == (
+        Action(
+            "send-reply",
+            "msmtp -t",
+            "Send the drafted reply with msmtp",
+            ("smtp.fastmail.com",),
+            ("~/.config/msmtp",),
+        ),
+    )
+    assert (r.approvals_expire, r.auto_approve) == (36 * 3600, True)
+    plain = load_file(write(rdir, "plain", AGENT))
+    assert (plain.actions, plain.approvals_expire, plain.auto_approve) == ((), 7 * 86400, False)
+
+
+@pytest.mark.parametrize(
+    ("value", "seconds"),
+    [
+        ('"7 days"', 604800),
+        ('"1 day"', 86400),
+        ('"2w"', 1209600),
+        ('"90 minutes"', 5400),
+        ('"30m"', 1800),
+        ('"45s"', 45),
+    ],
+)
+def test_approvals_expire_durations(rdir: Path, value: str, seconds: int) -> None:
+    r = load_file(write(rdir, "day-brief", f"[routine]\napprovals_expire = {value}\n" + AGENT))
+    assert r.approvals_expire == seconds
+
+
+def test_bad_actions_are_named_by_key(rdir: Path) -> None:
+    bad = (
+        ACTION
+        + """
+[[agent.actions]]
+name = "send-reply"
+run = "msmtp -t"
+
+[[agent.actions]]
+name = "Send Reply"
+run = "x"
+
+[[agent.actions]]
+nme = "typo"
+run = "true"
+
+[[agent.actions]]
+name = "peek"
+run = "cat"
+home = ["~/.ssh"]
+network = "yes"
+"""
+    )
+    text = '[routine]\napprovals_expire = "soon"\nauto_approve = "yes"\n' + AGENT + bad
+    found = errors(rdir, text)
+    f = str(rdir / "day-brief.toml")
+    for line in (
+        f'{f}: [routine].approvals_expire: expected a positive duration such as "7 days", '
+        '"36 hours" or "30m", found "soon" (a string)',
+        f'{f}: [routine].auto_approve: expected true or false, found "yes" (a string)',
+        f"{f}: [agent].actions[1].name: expected a name unique in the routine, found "
+        '"send-reply" again',
+        f"{f}: [agent].actions[2].name: expected lowercase letters, digits and '-', found "
+        '"Send Reply" (a string)',
+        f"{f}: [agent].actions[3].nme: unknown key (did you mean name?)",
+        f'{f}: [agent].actions[3].name: required, e.g. name = "send-reply"',
+    ):
+        assert line in found, found
+    assert any(
+        x.startswith(f"{f}: [agent].actions[4].network: expected true, false") for x in found
+    )
+
+
+def test_an_action_home_on_the_never_list_is_refused(rdir: Path) -> None:
+    text = AGENT + '\n[[agent.actions]]\nname = "peek"\nrun = "cat"\nhome = ["~/.ssh"]\n'
+    [line] = errors(rdir, text)
+    assert line.startswith(f"{rdir / 'day-brief.toml'}: [agent].actions[0].home[0]: ")
+    assert "never-list" in line

@@ -57,7 +57,7 @@ def test_starter_tools_are_guarded_and_capped(name: str) -> None:
                 assert "|| echo '" in command, command
 
 
-def test_inbox_triage_can_never_send_mail() -> None:
+def test_inbox_triage_can_never_send_mail_without_approval() -> None:
     r = load_file(STARTERS / "inbox-triage.toml")
     assert r.agent is not None
     assert r.network is False
@@ -71,7 +71,11 @@ def test_inbox_triage_can_never_send_mail() -> None:
             assert not senders.search(tool.value), tool.value
             # Only reading commands: notmuch search / show.
             assert re.search(r"notmuch (search|show) ", tool.value), tool.value
-    assert "never" in r.description.lower() and "send" in r.description.lower()
+    assert "never" in r.description.lower() and "approve" in r.description.lower()
+    # Sending is only a proposed action, which a person approves (issue 12); never automatic.
+    [send] = r.actions
+    assert (send.name, send.run) == ("send-reply", "msmtp -t")
+    assert r.auto_approve is False
 
 
 def test_starters_load_from_the_system_dir(vinos_env: Path) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ipc.messages import EventKind, Result, RunStatus, Usage
+from ipc.messages import EventKind, Outcome, Result, RunStatus, Usage
 from routines import pricing
 from routines.spec import AgentSpec, Memory, Route
 from worker import budget, memory, prompts, replies, router
@@ -52,7 +52,8 @@ class AgentRun:
         self.conv: Conversation | None = None  # the attempt's, kept for a later reply
         self.task = run.job.reply_text or prompts.task_text(run.started, run.job.trigger)
         remembered = "" if agent.memory is Memory.SESSION else memory.for_prompt(run.job.memory)
-        self.user = prompts.user_turn(self.task, remembered)
+        decided = prompts.decisions_text(run.job.decisions)
+        self.user = prompts.user_turn(self.task, remembered, decided)
         self.loop = ToolLoop(run, self.tools)
         labels = {Route.OLLAMA: "ollama", Route.ANTHROPIC: "anthropic", Route.AUTO: "local"}
         self.route = _Route(
@@ -217,6 +218,13 @@ class AgentRun:
             return _with(base, summary=end.message, notify=notify)
         if end.end is not End.FINAL or end.reply is None:
             return self._failed(end.message or "the run ended without an answer", end.model)
+        if self.run.proposals:
+            # Whatever the model reported: a proposal waits for the user (issue 12).
+            n = self.run.proposals
+            self.run.outcome = Outcome.NEEDS_ATTENTION
+            self.run.outcome_summary = (
+                "1 action waits for you" if n == 1 else f"{n} actions wait for you"
+            )
         body = end.reply.text.strip() or self.run.outcome_summary
         if not body:
             return self._failed(f"{end.model} returned an empty reply", end.model)

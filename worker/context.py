@@ -66,6 +66,7 @@ class RunContext:
     tools_used: list[str] = field(default_factory=list)
     outcome: Outcome | None = None
     outcome_summary: str = ""
+    proposals: int = 0  # propose_action calls accepted
     _local: OllamaProvider | None = None
     _premium: Provider | None = None
     _api_key: str | None = None

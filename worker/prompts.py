@@ -7,16 +7,20 @@ only the routine's own prompt can make a run a "reasoning task"; a unit test pin
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from routines.runs import Outcome, Trigger
+from routines.safetext import one_line
 from routines.spec import AgentSpec
 from worker import memory
 from worker.providers.base import ToolSpec
 
 __all__ = [
     "TOOL_OUTCOME",
+    "TOOL_PROPOSE",
     "TOOL_READ",
     "TOOL_SHELL",
+    "decisions_text",
     "runtime_notes",
     "system_prompt",
     "tool_specs",
@@ -26,6 +30,7 @@ __all__ = [
 TOOL_READ = "read_files"
 TOOL_SHELL = "run_shell"
 TOOL_OUTCOME = "report_outcome"
+TOOL_PROPOSE = "propose_action"
 _TRIGGER_WORDS = {
     Trigger.SCHEDULE: "scheduled",
     Trigger.CATCH_UP: "catch-up",
@@ -44,6 +49,11 @@ def runtime_notes(name: str, tools: list[ToolSpec]) -> str:
         lines.append(
             "Tools run only with the exact arguments listed in each tool's description; "
             "anything else is refused."
+        )
+    if any(t.name == TOOL_PROPOSE for t in tools):
+        lines.append(
+            f"You cannot carry out actions yourself: {TOOL_PROPOSE} asks the user, who "
+            "approves or denies each proposal later; a later run is told what they decided."
         )
     if any(t.name == TOOL_OUTCOME for t in tools):
         lines.append(
@@ -67,8 +77,34 @@ def task_text(started: datetime, trigger: Trigger) -> str:
     return f"It is {when}. This is a {kind} run: do your task now."
 
 
-def user_turn(task: str, memory_text: str) -> str:
-    """Memory first, under the "Prior context from earlier runs" heading, then the task."""
+def decisions_text(decisions: list[dict[str, Any]]) -> str:
+    """What the user decided on this routine's proposals since its last run, one line each."""
+    if not decisions:
+        return ""
+    lines = ["What the user decided on your earlier proposals since your last run:"]
+    for d in decisions:
+        head = f'- #{d.get("id")} {d.get("action")} "{one_line(str(d.get("summary", "")))}": '
+        state, why = d.get("state"), one_line(str(d.get("why") or ""))
+        if state == "done":
+            who = "automatically (signed routine)" if d.get("decided_by") == "auto" else ""
+            status = d.get("exit_status")
+            ran = "it ran" + (f", exit status {status}" if status is not None else ", but failed")
+            line = f"approved {who}".rstrip() + f"; {ran}"
+        elif state == "denied":
+            line = "denied" + (f"; why: {why}" if why else " (no reason given)")
+        elif state == "expired":
+            line = "expired: nobody decided in time; it did not run"
+        else:
+            line = f"{state}; it did not run" + (f" ({why})" if why else "")
+        lines.append(head + line)
+    return "\n".join(lines)
+
+
+def user_turn(task: str, memory_text: str, decisions: str = "") -> str:
+    """Memory first, under the "Prior context from earlier runs" heading, then the user's
+    decisions on earlier proposals, then the task."""
+    if decisions:
+        task = f"{decisions}\n\n---\n{task}"
     if not memory_text.strip():
         return task
     return f"{memory.PREFIX}:\n\n{memory_text.strip()}\n\n---\n{task}"
@@ -102,6 +138,28 @@ def tool_specs(agent: AgentSpec) -> list[ToolSpec]:
                         "command": {"type": "string", "enum": list(agent.shell_commands)}
                     },
                     "required": ["command"],
+                },
+            )
+        )
+    if agent.actions:
+        listed = "; ".join(
+            f"{a.name} ({a.description or 'no description'}; runs `{a.run}` with input on stdin)"
+            for a in agent.actions
+        )
+        specs.append(
+            ToolSpec(
+                TOOL_PROPOSE,
+                "Propose one of these declared actions to the user, who approves or denies it "
+                "later (it does not run now): " + listed + ". `input` is the exact text the "
+                "command reads on stdin (at most 64 KB); `summary` one line for the user.",
+                {
+                    "type": "object",
+                    "properties": {
+                        "action": {"type": "string", "enum": [a.name for a in agent.actions]},
+                        "input": {"type": "string"},
+                        "summary": {"type": "string", "description": "one line"},
+                    },
+                    "required": ["action", "input", "summary"],
                 },
             )
         )

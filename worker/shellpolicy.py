@@ -9,10 +9,11 @@ from pathlib import Path
 from routines.config import SandboxSettings
 from routines.never import never_paths
 from routines.paths import Paths
-from routines.spec import Routine
+from routines.spec import Action, Routine
 from sandbox import Limits, ShellPolicy, UnsafeValue, routine_policy
 
 __all__ = ["limits_for", "never_for", "shell_policy_for", "shell_timeout_for"]
+# (`shell_policy_for(..., action=)` gives an approved action its own network and home.)
 
 
 def limits_for(settings: SandboxSettings) -> Limits:
@@ -40,6 +41,7 @@ def shell_policy_for(
     paths: Paths,
     scratch_dir: Path,
     settings: SandboxSettings,
+    action: Action | None = None,
 ) -> ShellPolicy:
     """The policy for `routine`'s shell calls: its workspace and `scratch_dir` writable, its
     declared `home = [...]` read-only, nothing else of $HOME.
@@ -49,6 +51,9 @@ def shell_policy_for(
     reaches the sandbox: not the API key, with network or without.
     Raises sandbox.UnsafeValue (a ValueError) for a path bwrap must never see, or a declared
     path on the never-list.
+
+    With `action`, the same sandbox with that action's own `network` and `home` instead of
+    the routine's: an approved action sees what it declares, no more.
     """
     workspace = paths.workspace(routine.name)
     for d in (workspace, scratch_dir):
@@ -61,8 +66,8 @@ def shell_policy_for(
         home=Path.home(),
         workspace=workspace,
         scratch_dir=scratch_dir,
-        network=routine.network,
-        declared=routine.home,
+        network=routine.network if action is None else action.network,
+        declared=routine.home if action is None else action.home,
         never=never,
         limits=limits_for(settings),
         bwrap=settings.bwrap,

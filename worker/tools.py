@@ -13,11 +13,12 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ipc.messages import EventKind, Outcome
+from ipc.framing import ProtocolError, encode
+from ipc.messages import EventKind, Outcome, Proposal
 from routines.never import read_problem
 from worker.channel import preview
 from worker.context import RunContext
-from worker.prompts import TOOL_OUTCOME, TOOL_READ, TOOL_SHELL
+from worker.prompts import TOOL_OUTCOME, TOOL_PROPOSE, TOOL_READ, TOOL_SHELL
 from worker.providers.base import ToolCall, ToolResult
 
 if TYPE_CHECKING:
@@ -25,8 +26,8 @@ if TYPE_CHECKING:
 
 __all__ = ["Toolbox", "describe_call"]
 
-_ARG = {TOOL_SHELL: "command", TOOL_READ: "glob"}
-_PREFIX = {TOOL_SHELL: "shell", TOOL_READ: "read"}
+_ARG = {TOOL_SHELL: "command", TOOL_READ: "glob", TOOL_PROPOSE: "action"}
+_PREFIX = {TOOL_SHELL: "shell", TOOL_READ: "read", TOOL_PROPOSE: "propose"}
 
 
 def describe_call(call: ToolCall) -> str:
@@ -60,6 +61,8 @@ class Toolbox:
             return self._shell(call, call.arguments.get("command"))
         if call.name == TOOL_READ:
             return self._read(call, call.arguments.get("glob"))
+        if call.name == TOOL_PROPOSE and self.agent.actions:
+            return self._propose(call, call.arguments)
         return self._refuse(call, f"there is no tool named {call.name!r}")
 
     # --- the three tools ---
@@ -132,6 +135,39 @@ class Toolbox:
         self.run.record_tool(TOOL_READ)
         body = json.dumps(found, ensure_ascii=False)
         self._report(call, body, ok=True)
+        return ToolResult(call, body)
+
+    def _propose(self, call: ToolCall, args: dict[str, Any]) -> ToolResult:
+        """Pass a proposal to the supervisor; nothing runs here (issue 12)."""
+        from routines.proposals import MAX_INPUT, MAX_PER_RUN
+
+        name, text, summary = args.get("action"), args.get("input"), args.get("summary")
+        if not isinstance(name, str) or self.agent.action(name) is None:
+            declared = [a.name for a in self.agent.actions]
+            return self._refuse(call, f"no declared action {name!r} (declared: {declared})")
+        if not isinstance(text, str) or not isinstance(summary, str):
+            return self._refuse(call, "propose_action needs strings `input` and `summary`")
+        size = len(text.encode("utf-8", "surrogatepass"))
+        if size > MAX_INPUT:
+            return self._refuse(call, f"the input is {size:,} bytes; at most {MAX_INPUT:,}")
+        if self.run.proposals >= MAX_PER_RUN:
+            return self._refuse(call, f"at most {MAX_PER_RUN} proposals per run")
+        summary = " ".join(summary.split())[:300] or f"run {name}"
+        try:
+            encode(Proposal(action=name, input=text, summary=summary))
+        except ProtocolError:
+            return self._refuse(call, "the input or summary is not valid UTF-8 text")
+        self._announce(call)
+        self.run.channel.send(Proposal(action=name, input=text, summary=summary))
+        self.run.proposals += 1
+        self.run.record_tool(TOOL_PROPOSE)
+        body = json.dumps(
+            {
+                "proposed": True,
+                "note": "the user will approve or deny it; a later run hears which",
+            }
+        )
+        self._report(call, body, ok=True, action=name)
         return ToolResult(call, body)
 
     # --- helpers ---

@@ -26,12 +26,12 @@ _vinos_routine() {
         fi
         if [[ $w == -* ]]; then
             case "$path|$w" in
-                "logs|--run"|"history|-n"|"history|--thread"|"cost|--days"|"cost|--month"|"brief|--date"|"create|--from"|"create|--kind"|"install|--timeout"|"schedule explain|--oncalendar"|"schedule explain|--every"|"schedule explain|--tz"|"schedule explain|--count"|"schedule explain|--from"|"schedule translate|--tz"|"dashboard|--port"|"sign|--key"|"trust|--as") skip=1 ;;
+                "logs|--run"|"history|-n"|"history|--thread"|"cost|--days"|"cost|--month"|"brief|--date"|"deny|--why"|"create|--from"|"create|--kind"|"install|--timeout"|"schedule explain|--oncalendar"|"schedule explain|--every"|"schedule explain|--tz"|"schedule explain|--count"|"schedule explain|--from"|"schedule translate|--tz"|"dashboard|--port"|"sign|--key"|"trust|--as") skip=1 ;;
             esac
             continue
         fi
         case "$path|$w" in
-            "|list"|"|status"|"|enable"|"|disable"|"|run"|"|logs"|"|history"|"|cost"|"|brief"|"|create"|"|install"|"|edit"|"|remove"|"|validate"|"|schedule"|"|sandbox"|"|reload"|"|daemon"|"|dashboard"|"|reply"|"|sign"|"|trust"|"schedule|explain"|"schedule|translate")
+            "|list"|"|status"|"|enable"|"|disable"|"|run"|"|logs"|"|history"|"|cost"|"|brief"|"|pending"|"|approve"|"|deny"|"|create"|"|install"|"|edit"|"|remove"|"|validate"|"|schedule"|"|sandbox"|"|reload"|"|daemon"|"|dashboard"|"|reply"|"|sign"|"|trust"|"schedule|explain"|"schedule|translate")
                 path=${path:+$path }$w
                 npos=0
                 ;;
@@ -45,6 +45,7 @@ _vinos_routine() {
         "cost|--days") COMPREPLY=(); return ;;
         "cost|--month") COMPREPLY=(); return ;;
         "brief|--date") COMPREPLY=(); return ;;
+        "deny|--why") COMPREPLY=(); return ;;
         "create|--from") COMPREPLY=($(compgen -W "$(_vinos_routine_names)" -- "$cur")); return ;;
         "create|--kind") COMPREPLY=($(compgen -W "agent command" -- "$cur")); return ;;
         "install|--timeout") COMPREPLY=(); return ;;
@@ -70,6 +71,9 @@ _vinos_routine() {
         "history") opts="-h --help -n --json --thread" ;;
         "cost") opts="-h --help --today --week --days --month --json" ;;
         "brief") opts="-h --help --date --unseen --open --list --json" ;;
+        "pending") opts="-h --help --json" ;;
+        "approve") opts="-h --help --yes -y" ;;
+        "deny") opts="-h --help --why" ;;
         "create") opts="-h --help --from --kind --no-edit" ;;
         "install") opts="-h --help --enable --force --timeout" ;;
         "edit") opts="-h --help" ;;
@@ -90,12 +94,14 @@ _vinos_routine() {
         return
     fi
     case "$path|$npos" in
-        "|0") COMPREPLY=($(compgen -W "list status enable disable run logs history cost brief create install edit remove validate schedule sandbox reload daemon dashboard reply sign trust" -- "$cur")) ;;
+        "|0") COMPREPLY=($(compgen -W "list status enable disable run logs history cost brief pending approve deny create install edit remove validate schedule sandbox reload daemon dashboard reply sign trust" -- "$cur")) ;;
         "enable|0") COMPREPLY=($(compgen -W "$(_vinos_routine_names)" -- "$cur")) ;;
         "disable|0") COMPREPLY=($(compgen -W "$(_vinos_routine_names)" -- "$cur")) ;;
         "run|0") COMPREPLY=($(compgen -W "$(_vinos_routine_names)" -- "$cur")) ;;
         "logs|0") COMPREPLY=($(compgen -W "$(_vinos_routine_names)" -- "$cur")) ;;
         "history|0") COMPREPLY=($(compgen -W "$(_vinos_routine_names)" -- "$cur")) ;;
+        "approve|0") COMPREPLY=() ;;
+        "deny|0") COMPREPLY=() ;;
         "create|0") COMPREPLY=() ;;
         "install|0") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")) ;;
         "edit|0") COMPREPLY=($(compgen -W "$(_vinos_routine_names)" -- "$cur")) ;;

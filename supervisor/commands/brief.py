@@ -211,6 +211,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         days = [today]
     items, failed = gather(p, days)
+    waiting = _waiting(p)
     if args.unseen:
         items = [i for i in items if i.open_on_login and not i.seen]
     heading = _heading(days, today)
@@ -221,6 +222,7 @@ def run(args: argparse.Namespace) -> int:
                 "dates": [d.isoformat() for d in days],
                 "outputs": [i.as_json() for i in items],
                 "failed": [_failure_json(r) for r in failed],
+                "pending": [{**w.as_json(), "state": str(w.state)} for w in waiting],
                 "pruned": note,
             }
         )
@@ -228,17 +230,47 @@ def run(args: argparse.Namespace) -> int:
     if note:
         print(note, file=sys.stderr)
     if args.open:
-        if not items:
+        if not items and not waiting:
             print("nothing new to show" if args.unseen else f"no outputs for {heading}")
             return 0
-        code = _open(p, _combined(items, heading), days[0])
+        code = _open(p, _pending_text(waiting) + _combined(items, heading), days[0])
         if code == 0:
             _mark(p, items)
         return code
+    if waiting:
+        print(_pending_text(waiting), end="")
     _print(items, failed, heading, args)
     if not args.list:
         _mark(p, items)
     return 0
+
+
+def _waiting(p: Paths) -> list[Any]:
+    """The proposals waiting for a decision (expired and invalidated ones marked first)."""
+    from routines.ledger import Ledger
+    from supervisor.commands.approvals import fresh_waiting
+
+    if not p.ledger.exists():
+        return []
+    with Ledger(p.ledger) as ledger:
+        waiting, _ = fresh_waiting(ledger, datetime.now(UTC))
+    return waiting
+
+
+def _pending_text(waiting: list[Any]) -> str:
+    """The top of the brief: each waiting proposal with the commands that decide it."""
+    from routines.safetext import one_line
+
+    if not waiting:
+        return ""
+    n = len(waiting)
+    lines = [f"{n} action{'s' if n != 1 else ''} wait{'s' if n == 1 else ''} for your decision:"]
+    for w in waiting:
+        lines.append(
+            f"  #{w.id} {one_line(w.routine)} · {one_line(w.action)}: {one_line(w.summary)}"
+        )
+        lines.append(f"      vinos-routine approve {w.id}   ·   vinos-routine deny {w.id}")
+    return "\n".join(lines) + "\n\n"
 
 
 def _pruned(p: Paths, days: list[date], today: date) -> str | None:

@@ -48,8 +48,11 @@ def run(args: argparse.Namespace) -> int:
     if args.thread:
         return _thread(args, p)
     limit = max(1, args.n)
+    from routines.proposals import for_routine
+
     with Ledger(p.ledger) as ledger:
         rows = ledger.history(args.name, limit)
+        actions = for_routine(ledger, args.name, limit)
         # Compacted days are older than every whole run (the compaction line is a day
         # boundary): they fill what the runs leave of the -n lines.
         days = ledger.days(args.name, limit - len(rows)) if len(rows) < limit else []
@@ -125,7 +128,32 @@ def run(args: argparse.Namespace) -> int:
         ],
         out,
     )
+    if actions:
+        print()
+        print(f"Actions proposed ({len(actions)}, newest first):")
+        for a in actions:
+            print("  " + _action_line(a))
+            if a.output:
+                first = next((ln for ln in a.output.splitlines() if ln.strip()), "")
+                print(f"      output: {one_line(first[:100])}")
     return 0
+
+
+def _action_line(a: Any) -> str:
+    """`#3 2026-12-03 13:29 send-reply · done by cli, exit 0 · Reply to Bob`."""
+    from routines.safetext import one_line
+
+    state = str(a.state)
+    if state == "done":
+        state += f" by {a.decided_by}, " + (
+            f"exit {a.exit_status}" if a.exit_status is not None else "did not run to the end"
+        )
+    elif state == "denied" and a.why:
+        state += f": {a.why}"
+    elif state == "waiting":
+        state += f": vinos-routine approve {a.id} | deny {a.id}"
+    when = a.created_at[:16].replace("T", " ")
+    return one_line(f"#{a.id} {when} {a.action} · {state} · {a.summary}")
 
 
 def _thread(args: argparse.Namespace, p: Any) -> int:

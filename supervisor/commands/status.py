@@ -53,10 +53,13 @@ def waybar() -> int:
         zone = ZoneInfo(machine_timezone())
         p = paths()
         day = now.astimezone(zone).date()
+        from routines.proposals import waiting_count
+
         with Ledger(p.ledger) as ledger:
             today = ledger.dollars_by_day([day], zone)
+            pending = waiting_count(ledger, now)
         unseen = unseen_count(p.state_dir, {ln.name for ln in lines if ln.open_on_login}, day)
-        value = waybar_json(lines, sum(today.values()), now, unseen)
+        value = waybar_json(lines, sum(today.values()), now, unseen, pending)
     except Exception as exc:  # the bar shows any failure rather than going blank
         value = waybar_error(str(exc) or type(exc).__name__)
     sys.stdout.buffer.write(orjson.dumps(value) + b"\n")

@@ -204,7 +204,7 @@ def test_the_waybar_example_runs_the_waybar_status(cli: Cli) -> None:
     assert module["exec"] == "vinos-routine status --waybar"
     assert module["return-type"] == "json"
     css = (WAYBAR / "vinos-routine.css").read_text()
-    for state in ("ok", "warning", "critical"):
+    for state in ("ok", "warning", "attention", "critical"):
         assert f"#custom-vinos-routine.{state}" in css
     menu = (WAYBAR / "vinos-routine-menu.xml").read_text()
     ids = set(re.findall(r'class="GtkMenuItem" id="([^"]+)"', menu))

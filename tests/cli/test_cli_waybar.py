@@ -181,3 +181,43 @@ def test_outputs_waiting_to_be_read_show_until_the_brief_shows_them(cli: Cli) ->
     assert data["tooltip"].startswith("1 new output to read: click")
     assert cli("brief").returncode == 0
     assert " new" not in waybar(cli)["text"]
+
+
+def add_proposal(cli: Cli, *, expires_after: int = 3600) -> int:
+    from routines import proposals
+
+    with cli.ledger() as ledger:
+        return proposals.add(
+            ledger,
+            routine="day-brief",
+            run_id="r1",
+            action="send-reply",
+            command="msmtp -t",
+            input="hello",
+            summary="Reply to Bob",
+            fingerprint="f",
+            now=datetime.now(UTC),
+            expires_after=expires_after,
+        )
+
+
+def test_waiting_proposals_are_counted_with_class_attention(two_on: Cli) -> None:
+    cli = two_on
+    run_row(cli, "day-brief", "ok", outcome="done")
+    add_proposal(cli)
+    add_proposal(cli)
+    add_proposal(cli, expires_after=-1)  # expired: not counted, even before `pending` marks it
+    data = waybar(cli)
+    assert data["class"] == "attention"
+    assert " · 2 pending · " in data["text"]
+    assert data["tooltip"].splitlines()[0] == (
+        "2 actions wait for your decision: vinos-routine pending"
+    )
+
+
+def test_a_failure_is_still_critical_with_proposals_waiting(two_on: Cli) -> None:
+    cli = two_on
+    run_row(cli, "day-brief", "failed")
+    add_proposal(cli)
+    data = waybar(cli)
+    assert data["class"] == "critical" and "1 pending" in data["text"]

@@ -182,3 +182,34 @@ def test_run_log_behind_a_symlink_is_not_followed(dashboard: Dashboard, tmp_path
     body = dashboard.get("/run/r-agent-2", cookie=True).body
     assert "TOP-SECRET" not in body
     assert "No log for this run" in body
+
+
+def test_waiting_proposals_are_listed_escaped_with_the_commands_that_decide(
+    dashboard: Dashboard,
+) -> None:
+    from routines import proposals
+
+    now = datetime.now(UTC)
+    with Ledger(paths().ledger) as ledger:
+        args = {
+            "routine": "inbox",
+            "run_id": "r1",
+            "action": "send-reply",
+            "command": "msmtp -t",
+            "summary": "Reply to <b>Bob</b>",
+            "fingerprint": "not the file's",
+            "now": now,
+        }
+        pid = proposals.add(
+            ledger, input="To: bob\n\n<script>x()</script>\n", **args, expires_after=600
+        )
+        proposals.add(ledger, input="old", **args, expires_after=-1)  # expired: not listed
+    body = dashboard.get("/", cookie=True).body
+    assert 'id="proposals-empty"' not in body
+    assert body.count('class="proposal"') == 1
+    assert f"<code>vinos-routine approve {pid}</code>" in body
+    assert f"<code>vinos-routine deny {pid} --why" in body
+    assert "Reply to &lt;b&gt;Bob&lt;/b&gt;" in body and "<b>Bob" not in body
+    assert "&lt;script&gt;x()&lt;/script&gt;" in body and "<script>x()" not in body
+    assert "<code>msmtp -t</code>" in body
+    assert "approving it will be refused (invalidated)" in body  # no routine file matches

@@ -4,6 +4,7 @@ per-process probe cache or the logging must start clean."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shlex
 import subprocess
@@ -15,7 +16,7 @@ from typing import Any
 import pytest
 from sandbox_testkit import REPO, Box, processes_with, run_python
 
-from sandbox import ROOT_REFUSAL, STDERR_CAP, STDOUT_CAP, ShellResult
+from sandbox import ROOT_REFUSAL, STDERR_CAP, STDOUT_CAP, ShellResult, run_shell
 
 
 def test_exit_code_stdout_and_stderr(box: Box) -> None:
@@ -24,6 +25,18 @@ def test_exit_code_stdout_and_stderr(box: Box) -> None:
     assert not (r.timed_out or r.stdout_truncated or r.stderr_truncated)
     assert r.duration_sec > 0
     assert box.run("kill -9 $$").exit_code == 128 + 9
+
+
+def test_stdin_is_the_given_bytes_whatever_their_size(box: Box) -> None:
+    """An approved action reads its proposal on stdin (issue 12); larger than a pipe's
+    buffer, and read only after the command printed more than its own, it still arrives."""
+    data = bytes(range(256)) * 1024  # 256 KB, every byte value
+    r = run_shell(
+        "head -c 100000 /dev/zero | wc -c; sha256sum", box.policy(), timeout_sec=20, stdin=data
+    )
+    assert r.exit_code == 0, r
+    assert r.stdout.split() == ["100000", hashlib.sha256(data).hexdigest(), "-"]
+    assert box.run("wc -c").stdout.strip() == "0"  # without: /dev/null
 
 
 def test_to_json_is_what_the_model_sees(box: Box) -> None:

@@ -1,0 +1,123 @@
+"""The supervisor's side of proposed actions: record what a run proposed (checked again: the
+worker is ours, the model in it is not), tell the user, start the auto-approved ones, and give
+the next run its decisions.
+
+An approved action runs in `python -m worker.actioncmd` (the supervisor never imports the
+sandbox), started here for `auto_approve` and exec'ed by `vinos-routine approve`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from ipc import Proposal
+from routines import proposals
+from routines.ledger import Ledger, LedgerError
+from routines.safetext import one_line
+from routines.spec import Routine
+
+__all__ = ["Recorded", "action_argv", "decisions_for", "record_proposals", "start_auto"]
+
+log = logging.getLogger("vinos.approvals")
+
+
+@dataclass(frozen=True, slots=True)
+class Recorded:
+    ids: tuple[int, ...]
+    refused: tuple[str, ...]  # why a proposal the worker sent was not recorded
+
+
+def record_proposals(
+    ledger: Ledger, routine: Routine, run_id: str, sent: list[Proposal], now: datetime
+) -> Recorded:
+    """Record the run's proposals as waiting rows, each checked again against the routine."""
+    ids: list[int] = []
+    refused: list[str] = []
+    fp = proposals.fingerprint(routine.text)
+    agent = routine.agent
+    for p in sent:
+        action = agent.action(p.action) if agent is not None else None
+        size = len(p.input.encode("utf-8", "surrogatepass"))
+        if action is None:
+            refused.append(f"undeclared action {one_line(p.action)[:80]!r}")
+        elif size > proposals.MAX_INPUT:
+            refused.append(f"{action.name}: input of {size:,} bytes")
+        elif len(ids) >= proposals.MAX_PER_RUN:
+            refused.append(f"{action.name}: more than {proposals.MAX_PER_RUN} in one run")
+        else:
+            ids.append(
+                proposals.add(
+                    ledger,
+                    routine=routine.name,
+                    run_id=run_id,
+                    action=action.name,
+                    command=action.run,
+                    input=p.input,
+                    summary=p.summary[:300],
+                    fingerprint=fp,
+                    now=now,
+                    expires_after=routine.approvals_expire,
+                )
+            )
+    for why in refused:
+        log.warning("%s: run %s: proposal not recorded: %s", routine.name, run_id, why)
+    return Recorded(tuple(ids), tuple(refused))
+
+
+def decisions_for(
+    ledger: Ledger, routine: Routine, now: datetime | None = None
+) -> list[dict[str, Any]]:
+    """What became of `routine`'s proposals since its last finished run started, for the
+    next run's prompt (expired ones are marked first, so the run hears of them too)."""
+    if not routine.actions:
+        return []
+    with contextlib.suppress(LedgerError):  # a full disk must not stop the run
+        proposals.expire(ledger, now or datetime.now(UTC))
+    row = ledger._db.execute(
+        "SELECT last_started FROM routine_state WHERE routine = ?", (routine.name,)
+    ).fetchone()
+    since = row[0] if row else None
+    keys = ("id", "action", "summary", "state", "decided_by", "why", "exit_status")
+    return [
+        {k: str(v) if k == "state" else v for k, v in p.as_json().items() if k in keys}
+        for p in proposals.decided_since(ledger, routine.name, since)
+    ]
+
+
+def action_argv(proposal_id: int, *, auto: bool = False) -> list[str]:
+    """The command that runs an approved proposal (`python -m worker.actioncmd`)."""
+    # -P: keep the current directory off sys.path, or a `worker` package there would run.
+    argv = [sys.executable, "-P", "-m", "worker.actioncmd", str(proposal_id)]
+    return [*argv, "--auto"] if auto else argv
+
+
+def start_auto(routine: Routine, ids: tuple[int, ...]) -> None:
+    """For a routine with auto_approve: start the action runner on each new proposal. It
+    checks the signature itself and leaves the proposal waiting when it does not verify."""
+    if not routine.auto_approve or not ids:
+        return
+    from supervisor.spawn import worker_env
+
+    for pid in ids:
+        try:
+            proc = subprocess.Popen(
+                action_argv(pid, auto=True),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+                close_fds=True,
+                env=worker_env(),
+            )
+        except OSError as exc:
+            log.warning("%s: proposal %d: could not start the action: %s", routine.name, pid, exc)
+            continue
+        # Reaped off the event loop: it may run for the action's whole timeout.
+        threading.Thread(target=proc.wait, daemon=True).start()

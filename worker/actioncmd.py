@@ -1,0 +1,163 @@
+"""`python -m worker.actioncmd ID [--auto]`: run one approved proposal, once.
+
+What `vinos-routine approve ID` execs after the person confirmed, and what the supervisor
+starts for a routine with `auto_approve` (`--auto`). In order:
+
+1. the routine file as it is now must be the one the proposal was made from (its fingerprint):
+   else the proposal is marked invalidated and nothing runs;
+2. with `--auto`, the routine must set auto_approve and its signature must verify against
+   ~/.vinos/allowed_signers (routines.signing); else the proposal stays waiting for a person;
+3. the proposal is claimed (waiting → running) by one conditional UPDATE: of two racing
+   processes one wins, the other says who did;
+4. the action's exact `run` command runs in the routine's sandbox, with the action's own
+   network and home, the shell timeout and caps, and the proposal's input on stdin;
+5. exit status and output are recorded (running → done) and printed, made safe to show.
+
+Exit status: the command's; 124 when killed at the timeout; 1 when nothing ran or the
+sandbox refused; 3 when --auto declined (the proposal still waits).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+
+from routines import proposals
+from routines.checks import RoutineInvalid
+from routines.config import load_config
+from routines.ledger import Ledger
+from routines.paths import Paths, paths
+from routines.proposals import Decider, Proposal
+from routines.registry import scan
+from routines.safetext import visible
+from routines.spec import Routine
+
+__all__ = ["AUTO_DECLINED", "main", "signature_problem"]
+
+TIMEOUT_STATUS = 124  # as timeout(1)
+AUTO_DECLINED = 3
+USAGE = "usage: python -m worker.actioncmd ID [--auto]"
+
+
+def signature_problem(routine: Routine, p: Paths) -> str | None:
+    """Why `routine` may not act alone, or None when it may: auto_approve set, and the bytes
+    it was parsed from (whose fingerprint matched the proposal) signed by a trusted key."""
+    from routines.signing import verify_routine
+
+    if not routine.auto_approve:
+        return "auto_approve is not set"
+    check = verify_routine(routine.source, p.allowed_signers, data=routine.text.encode("utf-8"))
+    if check.trusted:
+        return None
+    return f"{check.describe()}: auto_approve ignored"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    auto = "--auto" in args
+    rest = [a for a in args if a != "--auto"]
+    if len(rest) != 1 or not rest[0].isdigit():
+        return _fail(USAGE, 2)
+    import sandbox
+
+    refusal = sandbox.refuse_if_root()
+    if refusal is not None:
+        return _fail(refusal)
+    p = paths()
+    with Ledger(p.ledger) as ledger:
+        return _approve(ledger, p, int(rest[0]), auto)
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _approve(ledger: Ledger, p: Paths, pid: int, auto: bool) -> int:
+    found = proposals.get(ledger, pid)
+    if found is None:
+        return _fail(f"no proposal #{pid}")
+    entry = scan(p).get(found.routine)
+    routine = entry.routine if entry is not None and entry.valid else None
+    current = proposals.fingerprint(routine.text) if routine is not None else None
+    if current != found.fingerprint:
+        proposals.invalidate(ledger, found.routine, current, _now(), only=pid)
+    if routine is None or current is None:
+        return _fail(f"proposal #{pid}: routine {found.routine!r} is gone or invalid now")
+    if auto:
+        problem = signature_problem(routine, p)
+        if problem is not None:
+            proposals.note(ledger, pid, problem)
+            print(f"vinos-routine: proposal #{pid} waits for a person: {problem}", file=sys.stderr)
+            return AUTO_DECLINED
+    won, why = proposals.claim(
+        ledger, pid, by=Decider.AUTO if auto else Decider.CLI, now=_now(), current=current
+    )
+    if why is not None or won is None:
+        return _fail(f"proposal #{pid} was not run: {why}")
+    return _run(ledger, p, routine, won)
+
+
+def _run(ledger: Ledger, p: Paths, routine: Routine, prop: Proposal) -> int:
+    import sandbox
+    from worker.shellpolicy import shell_policy_for, shell_timeout_for
+
+    action = routine.agent.action(prop.action) if routine.agent is not None else None
+    code: int | None = None
+    output = ""
+    try:
+        if action is None or action.run != prop.command:  # the fingerprint matched: cannot be
+            raise RuntimeError(f"the routine no longer declares {prop.action!r} as proposed")
+        settings = load_config(p.config_file).sandbox
+        scratch_root = p.sandbox_scratch_root / routine.name
+        scratch_root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        scratch = Path(tempfile.mkdtemp(prefix=f"action-{prop.id}-", dir=scratch_root))
+        try:
+            policy = shell_policy_for(
+                routine, paths=p, scratch_dir=scratch, settings=settings, action=action
+            )
+            timeout = shell_timeout_for(routine)
+            result = sandbox.run_shell(
+                action.run, policy, timeout_sec=timeout, stdin=prop.input.encode("utf-8")
+            )
+        finally:
+            _tidy(scratch)
+        output = result.stdout + (f"\n[stderr]\n{result.stderr}" if result.stderr else "")
+        if result.error is not None:
+            output += f"\n[error] {result.error}"
+        elif result.timed_out:
+            output += f"\n[killed at the {timeout:g} s timeout]"
+            code = TIMEOUT_STATUS
+        else:
+            code = result.exit_code
+    except (RoutineInvalid, ValueError, OSError, RuntimeError) as exc:
+        output = f"[error] {exc}"
+    finally:
+        # Whatever happened, the row leaves `running`: it ran (or could not), once.
+        proposals.finish(ledger, prop.id, exit_status=code, output=output, now=_now())
+    sys.stdout.write(visible(output.rstrip("\n")) + "\n" if output else "")
+    sys.stdout.flush()
+    status = "ran" if code is not None else "could not run"
+    shown = f"exit status {code}" if code is not None else "nothing ran to the end"
+    print(f"vinos-routine: proposal #{prop.id} {status} ({shown})", file=sys.stderr)
+    return 1 if code is None else code
+
+
+def _tidy(scratch: Path) -> None:
+    try:
+        os.rmdir(scratch)
+    except OSError:
+        if scratch.exists():
+            print(f"vinos-routine: the action's files are in {scratch}", file=sys.stderr)
+
+
+def _fail(message: str, code: int = 1) -> int:
+    print(f"vinos-routine: {visible(message, newlines=False)}", file=sys.stderr)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

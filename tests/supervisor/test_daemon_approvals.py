@@ -4,6 +4,8 @@ fake Ollama server on 127.0.0.1 sees it)."""
 
 from __future__ import annotations
 
+import pytest
+
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -20,6 +22,8 @@ from tests.supervisor.daemonkit import (
     wait_for,
     write_routine,
 )
+
+pytestmark = pytest.mark.slow  # real daemons: make test-fast leaves these out
 
 ROUTINE = """[routine]
 description = "drafts replies"

@@ -4,11 +4,10 @@ fake Ollama server on 127.0.0.1 sees it)."""
 
 from __future__ import annotations
 
-import pytest
-
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
 from fakes import FakeOllama, Recorded, Reply
 from fakes import ollama_replies as O
 

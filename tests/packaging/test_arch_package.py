@@ -149,7 +149,12 @@ def test_metadata_dependencies_and_backup(built: Built, installed_root: Pacman) 
             continue  # only for Pythons older than any Arch ships
         arch = ARCH_NAMES.get(req.name, f"python-{req.name.lower()}")
         assert arch in depends, f"pyproject depends on {req.name}; the PKGBUILD lacks {arch}"
-    assert {o.split(":")[0] for o in info["optdepend"]} == {"libnotify", "ollama", "waybar"}
+    assert {o.split(":")[0] for o in info["optdepend"]} == {
+        "libnotify",
+        "ollama",
+        "waybar",
+        "openssh",
+    }
     # Every file under etc/ survives local edits.
     etc = {f for f in installed_root.files() if f.startswith("etc/") and not f.endswith("/")}
     assert set(info["backup"]) == etc

@@ -40,7 +40,7 @@ $(VENV)/.installed: pyproject.toml
 lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy $(PACKAGES)
+	$(BIN)/mypy $(PACKAGES) bench
 
 demo-here: venv
 	@$(BIN)/python scripts/demo.py

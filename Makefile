@@ -13,13 +13,18 @@ ifeq ($(strip $(PACKAGES)),)
 $(error scripts/packages.py found no packages in pyproject.toml)
 endif
 
-.PHONY: demo test bench lint venv demo-here test-here bench-here completions clean
+.PHONY: demo test test-fast bench lint venv demo-here test-here test-fast-here bench-here completions clean
 
 demo:
 	@scripts/as-user.sh demo-here
 
 test:
 	@scripts/as-user.sh test-here
+
+# Everything but the tests marked slow (real daemons, packaging, the browser, the egress
+# namespace, the longest worker runs): a quick check while working. `make test` is what CI runs.
+test-fast:
+	@scripts/as-user.sh test-fast-here
 
 bench:
 	@scripts/as-user.sh bench-here
@@ -35,13 +40,20 @@ $(VENV)/.installed: pyproject.toml
 lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy $(PACKAGES)
+	$(BIN)/mypy $(PACKAGES) bench
 
 demo-here: venv
 	@$(BIN)/python scripts/demo.py
 
+# Two pytest workers (pytest-xdist): most of the suite waits on processes, not the CPU. Tests
+# go to whichever worker is free, except an xdist_group, which stays on one worker: tests/
+# packaging (one package build, one user manager and ~/.config/systemd/user).
+PYTEST_WORKERS ?= 2
 test-here: lint
-	$(BIN)/pytest -q $(PYTEST_ARGS)
+	$(BIN)/pytest -q -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
+
+test-fast-here: venv
+	$(BIN)/pytest -q -n $(PYTEST_WORKERS) --dist loadgroup -m "not slow" $(PYTEST_ARGS)
 
 bench-here: venv
 	$(BIN)/python -m bench

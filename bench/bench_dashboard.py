@@ -25,7 +25,7 @@ from pathlib import Path
 import psutil
 
 from bench.common import Row
-from routines.runs import RunEnd
+from routines.runs import RunEnd, RunStatus, Trigger
 
 REPO = Path(__file__).resolve().parent.parent
 TARGET_TTFB_MS = 100.0
@@ -51,12 +51,18 @@ def _seed(home: Path) -> None:
                 at = now - timedelta(minutes=n * 144 + i)
                 run_id = f"bench-{i}-{n}"
                 ledger.record_run(
-                    f"routine-{i}", run_id=run_id, trigger="schedule", status="running", now=at
+                    f"routine-{i}",
+                    run_id=run_id,
+                    trigger=Trigger.SCHEDULE,
+                    status=RunStatus.RUNNING,
+                    now=at,
                 )
                 ledger.finish_run(
                     run_id,
                     now=at + timedelta(seconds=30),
-                    end=RunEnd(status="ok" if n % 7 else "failed", dollars=0.001 * (n % 5)),
+                    end=RunEnd(
+                        status=RunStatus.OK if n % 7 else RunStatus.FAILED, dollars=0.001 * (n % 5)
+                    ),
                 )
 
 

@@ -14,6 +14,7 @@ from zoneinfo import ZoneInfo
 
 from bench.common import Row, median_seconds
 from routines.ledger import Ledger, iso
+from routines.runs import RunStatus, Trigger
 
 ROUTINES = 20
 STEP = timedelta(minutes=5)  # 100k runs spread over about a year
@@ -27,7 +28,14 @@ def _claims(ledger: Ledger, count: int) -> list[float]:
         routine = f"routine-{i % ROUTINES:02d}"
         slot = now.strftime("%Y-%m-%dT%H:%M:%SZ")
         t0 = time.perf_counter()
-        ledger.claim(routine, slot, run_id=f"run-{i}", trigger="schedule", status="queued", now=now)
+        ledger.claim(
+            routine,
+            slot,
+            run_id=f"run-{i}",
+            trigger=Trigger.SCHEDULE,
+            status=RunStatus.QUEUED,
+            now=now,
+        )
         times.append(time.perf_counter() - t0)
     return times
 

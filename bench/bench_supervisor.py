@@ -1,5 +1,5 @@
-"""The supervisor daemon: what it costs idle, how late it starts a due run, and how quick
-`vinos-routine list` is while it runs (issue 6). Every figure has a baseline from this run.
+"""The supervisor daemon: what it costs idle, and how late it starts a due run (issue 6).
+Every figure has a baseline from this run.
 
 - Idle: resident memory (RSS) and CPU of a daemon with 100 and one with 10,000 enabled
   routines (none due), over the same 60 s window (10 s with VINOS_BENCH_QUICK), against a
@@ -12,9 +12,7 @@
   ledger's started_at (set when the worker process was spawned) minus the slot. p50 and p99
   against a bare asyncio loop that sleeps until an instant and spawns `python -c pass`.
   Target p99 under 250 ms.
-- `vinos-routine list` (10 routines) with the daemon up, against `python -c pass`: median of
-  interleaved halves. Target under 3x. Both with compiled bytecode cached (PYTHONPYCACHEPREFIX
-  in a temp dir), as an installed package has it.
+- `vinos-routine list` and `status` with the daemon up: bench/bench_cli.py.
 
 Runs as an unprivileged user (the daemon refuses root): `make bench` arranges that.
 """
@@ -28,19 +26,17 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import psutil
 
-from bench.common import Row, median_seconds
+from bench.common import Row
 
 REPO = Path(__file__).resolve().parent.parent
 TARGET_RSS_MB = {100: 40.0, 10_000: 80.0}
 TARGET_CPU_PCT = 0.1
 TARGET_P99_MS = 250.0
-TARGET_LIST_RATIO = 3.0
 
 
 def _routine(cron: str, run: str = "true", enabled: bool = True) -> str:
@@ -268,37 +264,6 @@ def _due_to_start(home: Home, runs: int) -> list[Row]:
     ]
 
 
-def _list_round_trip(home: Home, repeat: int) -> Row:
-    script = Path(sys.executable).parent / "vinos-routine"
-    argv = [str(script), "list"]
-    if not script.exists():
-        argv = [sys.executable, "-m", "supervisor", "list"]
-
-    def runner(cmd: list[str]) -> Callable[[], None]:
-        def go() -> None:
-            subprocess.run(cmd, env=home.env, stdout=subprocess.DEVNULL, check=True)
-
-        return go
-
-    listing, bare = runner(argv), runner([sys.executable, "-c", "pass"])
-    listing()  # warm up: bytecode compiled and cached
-    bare()
-    half = repeat // 2
-    l1, b1 = median_seconds(listing, half), median_seconds(bare, half)
-    b2, l2 = median_seconds(bare, half), median_seconds(listing, half)
-    list_ms, bare_ms = (l1 + l2) / 2 * 1000, (b1 + b2) / 2 * 1000
-    ratio = list_ms / bare_ms
-    return Row(
-        "vinos-routine list (10 routines, daemon up)",
-        list_ms,
-        "ms",
-        baseline=f"python -c pass: {bare_ms:.1f} ms",
-        ratio=ratio,
-        target=f"< {TARGET_LIST_RATIO:.0f}x",
-        met=ratio < TARGET_LIST_RATIO,
-    )
-
-
 def run(quick: bool) -> list[Row]:
     if os.geteuid() == 0:
         raise RuntimeError("the daemon refuses root: run the benchmark as an unprivileged user")
@@ -311,7 +276,6 @@ def run(quick: bool) -> list[Row]:
         home = Home(root, "delay", pycache)
         try:
             rows += _due_to_start(home, runs)
-            rows.append(_list_round_trip(home, 20 if quick else 60))
         finally:
             home.stop()
     return rows

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from bench.common import Row
 from ipc import Hello, Job, encode
+from routines.runs import Trigger
 from tests.fakes import FakeOllama
 from tests.fakes import fake_ollama as O
 
@@ -56,7 +57,7 @@ def _job(home: Path, url: str, i: int) -> Job:
         routine_path=str(home / "routines" / "bench.toml"),
         routine_toml=TOML,
         routine_origin="user",
-        trigger="manual",
+        trigger=Trigger.MANUAL,
         slot=None,
         started_at="2026-07-25T06:00:00+00:00",
         max_tokens=None,

@@ -32,8 +32,8 @@ from urllib.parse import parse_qsl, urlencode
 __all__ = [
     "COOKIE",
     "CSP",
+    "AccessVerdict",
     "Guard",
-    "Verdict",
     "allowed_hosts",
     "check",
     "csrf_token",
@@ -96,7 +96,7 @@ def allowed_hosts(port: int) -> frozenset[str]:
 
 
 @dataclass(frozen=True, slots=True)
-class Verdict:
+class AccessVerdict:
     """What to do with a request: serve it, refuse it (403 and why), or set the cookie and
     redirect to `location` (the same URL without the token)."""
 
@@ -114,33 +114,35 @@ def check(
     path: str,
     query: str,
     headers: dict[str, str],
-) -> Verdict:
+) -> AccessVerdict:
     """The pure decision for one request (headers lower-cased). The CSRF form field is
     checked by the handler that reads the form (dashboard.app.Pages.change)."""
     host = headers.get("host", "")
     if host not in allowed_hosts(port):
-        return Verdict(False, f"Host {host!r} is not this dashboard (127.0.0.1:{port})")
+        return AccessVerdict(False, f"Host {host!r} is not this dashboard (127.0.0.1:{port})")
     params = parse_qsl(query, keep_blank_values=True)
     given = next((v for k, v in params if k == "token"), None)
     if given is not None:
         if method in SAFE_METHODS and hmac.compare_digest(given.encode(), secret.encode()):
             rest = urlencode([(k, v) for k, v in params if k != "token"])
-            return Verdict(True, set_cookie=True, location=path + (f"?{rest}" if rest else ""))
-        return Verdict(False, "wrong token")
+            return AccessVerdict(
+                True, set_cookie=True, location=path + (f"?{rest}" if rest else "")
+            )
+        return AccessVerdict(False, "wrong token")
     cookie = SimpleCookie()
     with contextlib.suppress(Exception):
         cookie.load(headers.get("cookie", ""))
     held = cookie[COOKIE].value if COOKIE in cookie else ""
     if not hmac.compare_digest(held.encode(), secret.encode()):
-        return Verdict(False, "no token: open the dashboard with 'vinos-routine dashboard'")
+        return AccessVerdict(False, "no token: open the dashboard with 'vinos-routine dashboard'")
     if method not in SAFE_METHODS:
         origin = headers.get("origin")
         if origin is not None and origin not in {f"http://{h}" for h in allowed_hosts(port)}:
-            return Verdict(False, f"cross-origin request from {origin!r} refused")
+            return AccessVerdict(False, f"cross-origin request from {origin!r} refused")
         site = headers.get("sec-fetch-site")
         if site is not None and site not in ("same-origin", "none"):
-            return Verdict(False, f"cross-site request ({site}) refused")
-    return Verdict(True)
+            return AccessVerdict(False, f"cross-site request ({site}) refused")
+    return AccessVerdict(True)
 
 
 HEADERS = [

@@ -56,12 +56,14 @@ from routines.checks import (
 
 __all__ = [
     "DEFAULT_GALLERY_URL",
+    "DEFAULT_OLLAMA_URL",
     "Config",
     "ConfigInvalid",
     "FleetSettings",
     "LedgerSettings",
     "SandboxSettings",
     "load_config",
+    "ollama_host_url",
 ]
 
 DEFAULT_GALLERY_URL = "https://vinos.computer/routines/"
@@ -280,7 +282,7 @@ def load_config(path: Path) -> Config:
     if errors:
         # Reader names top-level keys "[].key"; they are plain keys in the file.
         raise ConfigInvalid([Problem(p.file, p.key.replace("[].", ""), p.message) for p in errors])
-    ollama = top.get("ollama_url") or _ollama_host() or DEFAULT_OLLAMA_URL
+    ollama = top.get("ollama_url") or ollama_host_url() or DEFAULT_OLLAMA_URL
     return Config(
         max_concurrent=top.get("max_concurrent", 2),
         ollama_url=ollama.rstrip("/"),
@@ -312,17 +314,24 @@ def _fleet(r: Reader, table: dict[str, Any] | None) -> FleetSettings | None:
     )
 
 
-def _ollama_host() -> str | None:
-    host = os.environ.get("OLLAMA_HOST", "").strip().strip("\"'").strip()
+def ollama_host_url(value: str | None = None) -> str | None:
+    """OLLAMA_HOST (or `value`) as Ollama itself reads it, as a URL; None when unset.
+
+    No scheme means http, and no port means 11434 (not http's 80), so OLLAMA_HOST=0.0.0.0, as
+    servers are often configured, still finds the server; an explicit scheme keeps its own
+    default port. A path after the host is kept.
+    """
+    host = os.environ.get("OLLAMA_HOST", "") if value is None else value
+    host = host.strip().strip("\"'").strip().rstrip("/")
     if not host:
         return None
     if "://" in host:
         return host
-    # Ollama's own reading: no scheme means http, and no port means 11434 (not http's 80),
-    # so OLLAMA_HOST=0.0.0.0, as servers are often configured, still finds the server.
-    hostport = host.rstrip("/")
-    try:
+    hostport, slash, path = host.partition("/")
+    try:  # urlsplit knows "[::1]" from "[::1]:8080"; counting colons does not
         port = urllib.parse.urlsplit("http://" + hostport).port
     except ValueError:
         port = None
-    return f"http://{hostport}" if port is not None else f"http://{hostport}:11434"
+    if port is None:
+        hostport += ":11434"
+    return f"http://{hostport}{slash}{path}"

@@ -107,7 +107,9 @@ def _refuse(message: str) -> ScheduleError:
 def _quartz_or_jenkins(index: int, token: str) -> ScheduleError | None:
     name = _FIELDS[index]
     up = token.upper()
-    if re.search(r"(?<![A-Z])H(?![A-Z])", up):  # H, H/5, H(0-29); not the H of THU
+    # H, H/5, H(0-29); not the H of THU. (`"H" in up` first: the pattern compiles in ~1 ms,
+    # which `list` would pay on every start.)
+    if "H" in up and re.search(r"(?<![A-Z])H(?![A-Z])", up):
         return _refuse(f'"{token}" in the {name} field is Jenkins\' hash syntax (H), not cron')
     if "?" in token:
         return _refuse(f'"{token}" in the {name} field is Quartz syntax ("?"), not cron; write *')

@@ -18,8 +18,6 @@ import stat
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 __all__ = [
     "deliver_output",
     "open_beneath",
@@ -183,11 +181,15 @@ def write_atomic_at(dir_fd: int, name: str, data: bytes, mode: int = 0o600) -> N
 
 
 def write_json_atomic(path: Path, value: Any) -> None:
+    import orjson  # here, not at the top: `list` reads files through this module, never JSON
+
     write_atomic(path, orjson.dumps(value, option=orjson.OPT_INDENT_2) + b"\n")
 
 
 def read_json(path: Path) -> Any:
     """The JSON in `path`, or None when it is missing, unreadable or a symlink."""
+    import orjson
+
     data = read_regular(path)
     if data is None:
         return None

@@ -27,7 +27,8 @@ __all__ = ["ROOT_REFUSAL", "Probe", "diagnose", "probe", "refuse_if_root", "warn
 
 log = logging.getLogger("vinos.sandbox")
 
-# The same text as supervisor/daemon.py's (which may not import us): one message for the product.
+# The same text as routines/product.py's: this package imports nothing of ours (DESIGN.md), and
+# the supervisor may not import it; tests/sandbox/test_sandbox_probe.py pins the two equal.
 ROOT_REFUSAL = (
     "vinos-routine refuses to run as root: as uid 0, bubblewrap keeps the host's file access "
     "even inside its namespaces, so a routine's shell tools could read /etc/shadow. Run it as "

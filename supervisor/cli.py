@@ -49,15 +49,6 @@ COMMANDS = {
 COMMAND_MODULES = tuple(dict.fromkeys(COMMANDS.values()))
 
 
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("vinos-routine")
-    except PackageNotFoundError:
-        return "0.1.0"
-
-
 class _Version(argparse.Action):
     """--version, looked up only when asked: importlib.metadata costs every command ~20 ms."""
 
@@ -65,7 +56,9 @@ class _Version(argparse.Action):
         super().__init__(option_strings, dest=argparse.SUPPRESS, nargs=0, **kw)
 
     def __call__(self, parser: argparse.ArgumentParser, *args: Any) -> None:
-        print(f"vinos-routine {_version()}")
+        from routines.product import version
+
+        print(f"vinos-routine {version()}")
         parser.exit()
 
 

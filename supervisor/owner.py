@@ -20,6 +20,7 @@ import psutil
 from routines.ledger import ActiveRun
 from routines.ledgerapi import LedgerAPI
 from routines.paths import Paths
+from routines.product import ROOT_REFUSAL, version  # re-exported for the daemon: one copy
 from routines.runs import RunEnd, RunStatus
 
 __all__ = [
@@ -35,22 +36,6 @@ __all__ = [
     "process_identity",
     "version",
 ]
-
-ROOT_REFUSAL = (
-    "vinos-routine refuses to run as root: as uid 0, bubblewrap keeps the host's file access "
-    "even inside its namespaces, so a routine's shell tools could read /etc/shadow. Run it as "
-    "your own user: systemctl --user enable --now vinos-routined"
-)
-
-
-def version() -> str:
-    from importlib.metadata import PackageNotFoundError
-    from importlib.metadata import version as dist_version
-
-    try:
-        return dist_version("vinos-routine")
-    except PackageNotFoundError:
-        return "0.1.0"
 
 
 def process_identity(pid: int | None = None) -> tuple[int, float]:

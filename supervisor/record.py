@@ -16,6 +16,7 @@ from typing import Any
 from ipc import RunReply, reply_json
 from routines.ledger import Ledger, LedgerFull, iso
 from routines.ledgerapi import LedgerAPI
+from routines.outputs import output_day
 from routines.paths import Paths
 from routines.runs import STRIKES, Outcome, RunEnd, RunStatus, Trigger
 from routines.spec import OutputType, Routine
@@ -155,7 +156,8 @@ def file_output_path(template: str, out: WorkerOutcome) -> Path:
     """[output].path for type = "file": `~` expanded, `{{date}}` the run's day (YYYY-MM-DD,
     from the output's own name, which is in the routine's zone)."""
     name = out.result.output_file if out.result and out.result.output_file else ""
-    day = name[:10] if len(name) >= 10 else datetime.now().astimezone().strftime("%Y-%m-%d")
+    named = output_day(Path(name).name)
+    day = (named or datetime.now().astimezone().date()).isoformat()
     return Path(template.replace("{{date}}", day)).expanduser()
 
 

@@ -19,9 +19,10 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
+from routines.outputs import OUTPUT_NAME
+
 __all__ = [
     "CONVERSATION_NAME",
-    "OUTPUT_NAME",
     "RUN_LOG_NAME",
     "Cutoffs",
     "cutoffs",
@@ -32,8 +33,6 @@ __all__ = [
     "routine_dirs",
 ]
 
-# state/<name>/YYYY-MM-DD-HHMM[-N].md, named by the worker (worker/output.py).
-OUTPUT_NAME = re.compile(r"^(\d{4}-\d{2}-\d{2})-\d{4}(?:-\d+)?\.md$")
 # state/<name>/runs/<run-id>.jsonl, run ids 20261202T060012-day-brief-3f9a1c (supervisor/jobs.py).
 RUN_LOG_NAME = re.compile(r"^(\d{8}T\d{6})-[a-z0-9-]+\.jsonl$")
 # state/<name>/runs/<run-id>.conversation.json, what `reply` continues (routines/conversation.py):

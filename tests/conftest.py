@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,16 +23,23 @@ def vinos_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]
     """Isolate each test: its own VINOS_HOME, system dir and XDG_RUNTIME_DIR."""
     home = tmp_path / "vinos-home"
     system = tmp_path / "vinos-system"
-    runtime = tmp_path / "run"
-    for d in (home / "routines", system, runtime):
+    for d in (home / "routines", system):
         d.mkdir(parents=True)
-    runtime.chmod(0o700)
+    # Not under tmp_path: the control socket's path must stay within the 107 bytes of a Unix
+    # socket address, and tmp_path is long (pytest-xdist adds a popen-gwN level to it).
+    runtime = short_tmp_dir("vinos-run-")
     monkeypatch.setenv("VINOS_HOME", str(home))
     monkeypatch.setenv("VINOS_SYSTEM_DIR", str(system))
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     monkeypatch.delenv("VINOS_ROUTINE_DEBUG", raising=False)
     yield home
+    shutil.rmtree(runtime, ignore_errors=True)
+
+
+def short_tmp_dir(prefix: str) -> Path:
+    """A new private (0700) directory directly under the system's temp dir."""
+    return Path(tempfile.mkdtemp(prefix=prefix))
 
 
 @pytest.fixture

@@ -248,6 +248,28 @@ def test_ollama_host_is_used_when_config_sets_no_url(
     assert load_config(cfg).ollama_url == url
 
 
+@pytest.mark.parametrize(
+    ("value", "url"),
+    [
+        ("[::1]:11434", "http://[::1]:11434"),
+        ("[::1]", "http://[::1]:11434"),
+        ("[fe80::1]:8080/ollama/", "http://[fe80::1]:8080/ollama"),
+        ("gpu-box:8080", "http://gpu-box:8080"),
+        ("gpu-box/ollama", "http://gpu-box:11434/ollama"),
+        ("http://gpu-box", "http://gpu-box"),
+        ("https://ollama.example.org/", "https://ollama.example.org"),
+        ("gpu-box", "http://gpu-box:11434"),
+        ("", None),
+    ],
+)
+def test_ollama_host_url_reads_ollama_host_as_ollama_does(value: str, url: str | None) -> None:
+    """The one reading of OLLAMA_HOST, used by the supervisor's config and the worker alike
+    (the worker's own copy once turned "[::1]" into "http://[::1]", port 80)."""
+    from routines.config import ollama_host_url
+
+    assert ollama_host_url(value) == url
+
+
 def test_config_ollama_url_wins_over_ollama_host(
     cfg: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -10,6 +10,10 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # the demo starts a real daemon: make test-fast leaves it out
+
 REPO = Path(__file__).resolve().parent.parent
 
 

@@ -10,6 +10,8 @@ from multiprocessing.synchronize import Barrier
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from routines.ledger import LEDGER_VERSION, Ledger
 
 ROUNDS = 100
@@ -84,6 +86,7 @@ def _opener(path: str, barrier: Barrier, out: Any) -> None:
         out.put(("error", repr(exc)))
 
 
+@pytest.mark.slow
 def test_processes_opening_a_new_ledger_together_all_succeed(tmp_path: Path) -> None:
     # The daemon starting while a CLI command opens the ledger for the first time: nobody may
     # fail with "database is locked" (SQLite does not wait by itself while switching to WAL).

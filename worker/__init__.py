@@ -4,6 +4,7 @@ main        stdin/stdout protocol, exit codes          process   fd 1, PDEATHSIG
 agent       routes, escalation, result                 loop      the bounded tool loop
 router      the auto-router's triggers (pure)          budget    budget verdicts (pure)
 memory      session/persistent/shared memory           tools     whitelist + sandbox calls
-deliver     output file and webhook                    command   command routines
+output      output file and webhook                    commandroutine  command routines
+shellpolicy a routine's sandbox ShellPolicy            sandboxcli  `vinos-routine sandbox`'s exec
 providers/  Anthropic (SDK, lazily) and Ollama         webclient httpx2 for Ollama and webhooks
 """

@@ -103,7 +103,7 @@ def _approve(ledger: Ledger, p: Paths, pid: int, auto: bool) -> int:
 
 def _run(ledger: Ledger, p: Paths, routine: Routine, prop: Proposal) -> int:
     import sandbox
-    from worker.sandboxing import shell_policy_for, shell_timeout_for
+    from worker.shellpolicy import shell_policy_for, shell_timeout_for
 
     action = routine.agent.action(prop.action) if routine.agent is not None else None
     code: int | None = None

@@ -14,11 +14,12 @@ from pathlib import Path
 
 from ipc.messages import EventKind, Outcome, Result, RunStatus, Usage
 from routines import pricing
-from routines.spec import AgentSpec, Memory, OnExceed, Route
+from routines.spec import AgentSpec, Memory, Route
 from worker import budget, memory, prompts, replies, router
 from worker.context import RunContext
-from worker.loop import AttemptEnd, End, ToolLoop
+from worker.loop import CHARS_PER_TOKEN, AttemptEnd, End, ToolLoop
 from worker.providers.base import Conversation, ProviderError, Turn, UserTurn
+from worker.results import first_line, run_failed
 
 __all__ = ["SUMMARY_TIMEOUT", "run_agent"]
 
@@ -142,7 +143,7 @@ class AgentRun:
                 return self._escalate(gate)
         return self._escalate(end) if end.end is End.ESCALATE else end
 
-    def _gate(self, decision: router.Decision) -> AttemptEnd | None:
+    def _gate(self, decision: router.RouteDecision) -> AttemptEnd | None:
         """Whether a router decision escalates: ESCALATE, BUDGET (the premium call is not
         affordable and on_exceed stops the run), or None to stay local."""
         if decision.trigger is None:
@@ -160,15 +161,14 @@ class AgentRun:
         verdict, reason = budget.check(
             self.run.allowance, self.run.spent, self.run.routine.budget.on_exceed
         )
-        if verdict is budget.Verdict.DEGRADE:
+        if verdict is budget.SpendCheck.DEGRADE:
             self.run.channel.warn(
                 f"router: {trigger} fired, but {reason}: staying on the local model ($0)",
                 trigger=trigger,
             )
             return None
-        if verdict is budget.Verdict.STOP:
-            notify = self.run.routine.budget.on_exceed is OnExceed.NOTIFY
-            return AttemptEnd(End.BUDGET, message=f"budget: {reason}", notify=notify)
+        if verdict is budget.SpendCheck.STOP:
+            return AttemptEnd.budget_stop(reason or "", self.run.routine.budget.on_exceed)
         return AttemptEnd(End.ESCALATE, trigger=trigger)
 
     def _escalate(self, gate: AttemptEnd) -> AttemptEnd:
@@ -202,14 +202,14 @@ class AgentRun:
         )
 
     def _failed(self, message: str, model: str) -> Result:
-        base = self._base(RunStatus.FAILED, model)
-        return _with(base, summary=_first_line(message), error=message)
+        return run_failed(message, base=self._base(RunStatus.FAILED, model))
 
     def _timed_out(self, why: str, model: str) -> Result:
-        base = self._base(RunStatus.TIMEOUT, model)
         limit = f"the run reached its time limit (run_timeout_sec = {self.agent.run_timeout_sec})"
         message = why if why.startswith(limit) else f"{limit}: {why}"
-        return _with(base, summary=_first_line(message), error=message)
+        return run_failed(
+            message, status=RunStatus.TIMEOUT, base=self._base(RunStatus.TIMEOUT, model)
+        )
 
     def _finish(self, end: AttemptEnd) -> Result:
         if end.end is End.BUDGET:
@@ -228,7 +228,7 @@ class AgentRun:
         body = end.reply.text.strip() or self.run.outcome_summary
         if not body:
             return self._failed(f"{end.model} returned an empty reply", end.model)
-        from worker.deliver import write_and_post  # after the model calls: off the start-up path
+        from worker.output import write_and_post  # after the model calls: off the start-up path
 
         name, webhook_error = write_and_post(self.run, body)
         if self.agent.memory is not Memory.SESSION and self.run.job.memory_path:
@@ -238,7 +238,7 @@ class AgentRun:
         return _with(
             base,
             outcome=self.run.outcome,
-            summary=self.run.outcome_summary or _first_line(body),
+            summary=self.run.outcome_summary or first_line(body),
             output_file=name,
             error=webhook_error,
         )
@@ -265,8 +265,8 @@ class AgentRun:
             return
         run.channel.usage(
             Usage(
-                local_input=reply.input_tokens or len(system + user) // 4,
-                local_output=reply.output_tokens or len(reply.text) // 4,
+                local_input=reply.input_tokens or len(system + user) // CHARS_PER_TOKEN,
+                local_output=reply.output_tokens or len(reply.text) // CHARS_PER_TOKEN,
                 model=model,
             )
         )
@@ -281,12 +281,6 @@ class AgentRun:
             run.channel.warn(f"memory not updated: cannot write {path}: {exc.strerror}")
             return
         run.channel.event(EventKind.LOG, f"memory updated: {path}", path=str(path))
-
-
-def _first_line(text: str, limit: int = 200) -> str:
-    line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
-    line = line.lstrip("#").strip()
-    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 def _with(result: Result, **changes: object) -> Result:

@@ -18,17 +18,17 @@ from enum import StrEnum
 
 from routines.spec import OnExceed
 
-__all__ = ["Allowance", "Spent", "Verdict", "check", "exceeded", "output_cap"]
+__all__ = ["PremiumAllowance", "SpendCheck", "Spent", "check", "exceeded", "output_cap"]
 
 
-class Verdict(StrEnum):
+class SpendCheck(StrEnum):
     PROCEED = "proceed"  # make the premium call
     DEGRADE = "degrade"  # carry on with the local model ($0) instead
     STOP = "stop"  # end the run with status budget (and a notification for on_exceed=notify)
 
 
 @dataclass(frozen=True, slots=True)
-class Allowance:
+class PremiumAllowance:
     max_tokens: int | None  # premium tokens for this run; None: no cap
     dollars_left: float | None  # today's dollars left when the run started; None: no cap
 
@@ -39,7 +39,7 @@ class Spent:
     dollars: float = 0.0
 
 
-def exceeded(allowance: Allowance, spent: Spent) -> str | None:
+def exceeded(allowance: PremiumAllowance, spent: Spent) -> str | None:
     """Why no further premium call is allowed, or None when one is."""
     if allowance.max_tokens is not None and spent.tokens >= allowance.max_tokens:
         return (
@@ -55,18 +55,20 @@ def exceeded(allowance: Allowance, spent: Spent) -> str | None:
     return None
 
 
-def check(allowance: Allowance, spent: Spent, on_exceed: OnExceed) -> tuple[Verdict, str | None]:
+def check(
+    allowance: PremiumAllowance, spent: Spent, on_exceed: OnExceed
+) -> tuple[SpendCheck, str | None]:
     """The verdict before a premium call, with the reason when it is not PROCEED."""
     reason = exceeded(allowance, spent)
     if reason is None:
-        return Verdict.PROCEED, None
+        return SpendCheck.PROCEED, None
     if on_exceed is OnExceed.DEGRADE:
-        return Verdict.DEGRADE, reason
-    return Verdict.STOP, reason
+        return SpendCheck.DEGRADE, reason
+    return SpendCheck.STOP, reason
 
 
 def output_cap(
-    allowance: Allowance, spent: Spent, default: int, dollars_per_output_token: float
+    allowance: PremiumAllowance, spent: Spent, default: int, dollars_per_output_token: float
 ) -> tuple[int, bool]:
     """`max_tokens` for the next premium call, and whether the allowance (not the default)
     set it. Never below 1: a call is only made when `check` said PROCEED."""

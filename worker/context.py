@@ -14,34 +14,23 @@ from typing import TYPE_CHECKING
 
 from ipc.messages import EventKind, Job, Outcome
 from routines import paths as paths_mod
+from routines.config import DEFAULT_OLLAMA_URL, ollama_host_url
 from routines.spec import Routine
 from worker import keys
-from worker.budget import Allowance, Spent
+from worker.budget import PremiumAllowance, Spent
 from worker.channel import Channel
 from worker.providers.base import Provider, ProviderError
 
 if TYPE_CHECKING:
     from worker.providers.ollama import OllamaProvider
 
-__all__ = ["DEFAULT_OLLAMA_URL", "Deadline", "RunContext", "ollama_url"]
-
-DEFAULT_OLLAMA_URL = "http://127.0.0.1:11434"
+__all__ = ["Deadline", "RunContext", "ollama_url"]
 
 
 def ollama_url(from_job: str) -> str:
     """The job's URL (config.toml or OLLAMA_HOST, resolved by the supervisor); if it sent
     none, OLLAMA_HOST as Ollama itself reads it, else the default."""
-    if from_job.strip():
-        return from_job.strip()
-    host = os.environ.get("OLLAMA_HOST", "").strip().strip("\"'")
-    if not host:
-        return DEFAULT_OLLAMA_URL
-    if "://" in host:  # as Ollama reads it: an explicit scheme brings its own default port
-        return host.rstrip("/")
-    hostpart, slash, path = host.partition("/")
-    if ":" not in hostpart:
-        hostpart += ":11434"
-    return f"http://{hostpart}{slash}{path}".rstrip("/")
+    return from_job.strip() or ollama_host_url() or DEFAULT_OLLAMA_URL
 
 
 class Deadline:
@@ -88,8 +77,8 @@ class RunContext:
         return self.routine.name
 
     @property
-    def allowance(self) -> Allowance:
-        return Allowance(self.job.max_tokens, self.job.dollars_left)
+    def allowance(self) -> PremiumAllowance:
+        return PremiumAllowance(self.job.max_tokens, self.job.dollars_left)
 
     @property
     def paths(self) -> paths_mod.Paths:

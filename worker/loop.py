@@ -41,7 +41,15 @@ from worker.providers.base import (
 if TYPE_CHECKING:
     from worker.tools import Toolbox
 
-__all__ = ["DEFAULT_MAX_OUTPUT", "MAX_ITERATIONS", "AttemptEnd", "End", "ToolLoop", "stop_failure"]
+__all__ = [
+    "CHARS_PER_TOKEN",
+    "DEFAULT_MAX_OUTPUT",
+    "MAX_ITERATIONS",
+    "AttemptEnd",
+    "End",
+    "ToolLoop",
+    "stop_failure",
+]
 
 MAX_ITERATIONS = 10
 DEFAULT_MAX_OUTPUT = 4096  # output tokens per call
@@ -66,6 +74,11 @@ class AttemptEnd:
     trigger: str = ""  # ESCALATE: the router trigger
     message: str = ""  # BUDGET / FAILED / CAP: why, for the user
     notify: bool = False  # BUDGET with on_exceed = notify
+
+    @classmethod
+    def budget_stop(cls, reason: str, on_exceed: OnExceed) -> AttemptEnd:
+        """The allowance ends the run (on_exceed = stop or notify)."""
+        return cls(End.BUDGET, message=f"budget: {reason}", notify=on_exceed is OnExceed.NOTIFY)
 
 
 # What the auto-router says when the local model's tool JSON is malformed: None to carry on
@@ -93,9 +106,9 @@ class ToolLoop:
                 verdict, reason = budget.check(
                     self.run.allowance, self.run.spent, self.run.routine.budget.on_exceed
                 )
-                if verdict is budget.Verdict.STOP:
+                if verdict is budget.SpendCheck.STOP:
                     return self._budget_stop(reason or "")
-                if verdict is budget.Verdict.DEGRADE:
+                if verdict is budget.SpendCheck.DEGRADE:
                     self._degrade(reason or "")
                     premium = False
             model = self.agent.premium_model if premium else self.agent.local_model
@@ -152,8 +165,7 @@ class ToolLoop:
         return self.run.routine.budget.on_exceed
 
     def _budget_stop(self, reason: str) -> AttemptEnd:
-        notify = self._on_exceed is OnExceed.NOTIFY
-        return AttemptEnd(End.BUDGET, message=f"budget: {reason}", notify=notify)
+        return AttemptEnd.budget_stop(reason, self._on_exceed)
 
     def _degrade(self, reason: str) -> None:
         self.run.channel.warn(

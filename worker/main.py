@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import IO
 
 from ipc.framing import LineReader, ProtocolError, encode
-from ipc.messages import PROTOCOL, Hello, Job, Result, RunStatus
+from ipc.messages import PROTOCOL, Hello, Job, Result
 from worker import process
+from worker.results import run_failed
 
 __all__ = ["EXIT_BAD_INPUT", "EXIT_CRASH", "main", "run_job"]
 
@@ -87,15 +88,15 @@ def run_job(job: Job, channel: object) -> Result:
             check_schedule=False,  # the supervisor validated it; a run never looks at it
         )
     except (RoutineInvalid, ValueError) as exc:
-        return _failed(f"the routine is invalid: {exc}")
+        return run_failed(f"the routine is invalid: {exc}")
     if routine.name != job.routine_name:
-        return _failed(f"the job names {job.routine_name!r} but its routine is {routine.name!r}")
+        return run_failed(f"the job names {job.routine_name!r} but its routine is {routine.name!r}")
     try:
         started = datetime.fromisoformat(job.started_at)
     except ValueError:
-        return _failed(f"started_at {job.started_at!r} is not an ISO 8601 time")
+        return run_failed(f"started_at {job.started_at!r} is not an ISO 8601 time")
     if started.tzinfo is None:
-        return _failed(f"started_at {job.started_at!r} has no UTC offset")
+        return run_failed(f"started_at {job.started_at!r} has no UTC offset")
     run = RunContext(
         job=job,
         routine=routine,
@@ -105,7 +106,7 @@ def run_job(job: Job, channel: object) -> Result:
     )
     try:
         if routine.kind is Kind.COMMAND:
-            from worker.command import run_command
+            from worker.commandroutine import run_command
 
             return run_command(run)
         from worker.agent import run_agent
@@ -120,17 +121,13 @@ def run_job(job: Job, channel: object) -> Result:
             remove_tree(run.sandbox_scratch)
 
 
-def _failed(message: str) -> Result:
-    return Result(status=RunStatus.FAILED, summary=message.splitlines()[0], error=message)
-
-
 def _send_crash(out: IO[bytes], channel: object, exc: BaseException) -> None:
     message = f"the worker crashed: {type(exc).__name__}: {exc}"
     try:
         from worker.channel import Channel
 
         assert isinstance(channel, Channel)
-        channel.result(_failed(message))
+        channel.result(run_failed(message))
     except Exception:
         import traceback
 

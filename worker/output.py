@@ -1,4 +1,5 @@
-"""The run's output: markdown written into the run's scratch dir, and the webhook POST.
+"""Delivering a run's output: the markdown file written into the run's scratch dir, and the
+webhook POST.
 
 The supervisor moves the file into the state store (and copies it for type = "file",
 notifies for type = "notification"); the worker only ever writes inside scratch_dir.
@@ -10,19 +11,60 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from ipc.messages import EventKind
+from routines.outputs import output_name
 from routines.safetext import redact_url
+from routines.spec import OutputType
 from routines.store import open_dir_beneath, write_atomic_at
+from worker.context import RunContext
 
 __all__ = [
     "WEBHOOK_TIMEOUT",
-    "output_name",
     "post_webhook",
     "render_markdown",
     "render_title",
+    "write_and_post",
     "write_output",
 ]
 
 WEBHOOK_TIMEOUT = 10.0
+
+
+def write_and_post(run: RunContext, body: str) -> tuple[str | None, str | None]:
+    """Render and write the output file; POST it for a webhook routine. Returns the file's
+    name in scratch_dir (None when it could not be written) and the error, if any."""
+    spec = run.routine.output
+    title = render_title(spec.title, name=run.name, started=run.started)
+    name = output_name(run.started)
+    markdown = render_markdown(title, body)
+    try:
+        write_output(Path(run.job.state_dir), Path(run.job.scratch_dir), name, markdown)
+    except (
+        OSError,
+        ValueError,
+    ) as exc:  # a full or read-only state dir, a planted link: the run failed, it did not crash
+        why = getattr(exc, "strerror", None) or exc
+        return None, f"could not write the output into {run.job.scratch_dir}: {why}"
+    run.channel.event(EventKind.LOG, f"output written: {name}", output_file=name)
+    if spec.type is not OutputType.WEBHOOK or not spec.url:
+        return name, None
+    error = post_webhook(
+        spec.url,
+        {
+            "routine": run.name,
+            "run_id": run.job.run_id,
+            "started_at": run.job.started_at,
+            "title": title,
+            "markdown": markdown,
+            "outcome": run.outcome,
+            "summary": run.outcome_summary,
+        },
+    )
+    if error:
+        run.channel.warn(error)
+    else:
+        run.channel.event(EventKind.LOG, f"webhook delivered: {redact_url(spec.url)}")
+    return name, error
 
 
 def render_title(template: str, *, name: str, started: datetime) -> str:
@@ -32,11 +74,6 @@ def render_title(template: str, *, name: str, started: datetime) -> str:
         .replace("{{time}}", started.strftime("%H:%M"))
         .replace("{{name}}", name)
     )
-
-
-def output_name(started: datetime) -> str:
-    """YYYY-MM-DD-HHMM.md, in the routine's zone (`started` carries its offset)."""
-    return started.strftime("%Y-%m-%d-%H%M.md")
 
 
 def render_markdown(title: str, body: str) -> str:

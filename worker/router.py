@@ -27,7 +27,7 @@ __all__ = [
     "OVERFLOW_FRACTION",
     "REASONING_RE",
     "SHORT_REPLY_WORDS",
-    "Decision",
+    "RouteDecision",
     "RouterTrigger",
     "after_reply",
     "before_local",
@@ -67,7 +67,7 @@ class RouterTrigger(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
-class Decision:
+class RouteDecision:
     trigger: RouterTrigger | None  # what fired (with its toggle on); None: nothing did
     escalate: bool  # fired and under the cap
 
@@ -76,7 +76,7 @@ class Decision:
         return self.trigger is not None and not self.escalate
 
 
-_QUIET = Decision(None, False)
+_QUIET = RouteDecision(None, False)
 
 
 def _normalise(text: str) -> str:
@@ -108,20 +108,20 @@ def context_overflow(text: str, prompt_tokens: int | None, context_tokens: int) 
     return prompt_tokens >= OVERFLOW_FRACTION * context_tokens
 
 
-def _decide(trigger: RouterTrigger, escalations_left: int) -> Decision:
-    return Decision(trigger, escalations_left > 0)
+def _decide(trigger: RouterTrigger, escalations_left: int) -> RouteDecision:
+    return RouteDecision(trigger, escalations_left > 0)
 
 
 def before_local(
     esc: Escalation, escalations_left: int, system: str, user_turn: str, tags: tuple[str, ...]
-) -> Decision:
+) -> RouteDecision:
     """Before the first local call: only reasoning_task can fire."""
     if esc.on_reasoning_task and reasoning_task(system, user_turn, tags):
         return _decide(RouterTrigger.REASONING_TASK, escalations_left)
     return _QUIET
 
 
-def on_malformed(esc: Escalation, escalations_left: int) -> Decision:
+def on_malformed(esc: Escalation, escalations_left: int) -> RouteDecision:
     """The local model's tool-call JSON was malformed, during the tool loop."""
     if esc.on_malformed_tool_json:
         return _decide(RouterTrigger.MALFORMED_TOOL_JSON, escalations_left)
@@ -134,7 +134,7 @@ def after_reply(
     text: str,
     prompt_tokens: int | None,
     context_tokens: int,
-) -> Decision:
+) -> RouteDecision:
     """On the local model's final reply: context_overflow first (it is the more specific)."""
     if esc.on_context_overflow and context_overflow(text, prompt_tokens, context_tokens):
         return _decide(RouterTrigger.CONTEXT_OVERFLOW, escalations_left)

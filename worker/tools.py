@@ -175,7 +175,7 @@ class Toolbox:
     def _never(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
         """(the never-list, what of it this routine may read: its own workspace)."""
         from routines.config import SandboxSettings
-        from worker.sandboxing import never_for
+        from worker.shellpolicy import never_for
 
         p = self.run.paths
         never = never_for(p, SandboxSettings(**self.run.job.sandbox))
@@ -184,7 +184,7 @@ class Toolbox:
     def _shell_policy(self) -> ShellPolicy:
         if self._policy is None:
             from routines.config import SandboxSettings
-            from worker.sandboxing import shell_policy_for
+            from worker.shellpolicy import shell_policy_for
 
             self._policy = shell_policy_for(
                 self.run.routine,

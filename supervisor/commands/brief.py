@@ -1,7 +1,7 @@
 """`vinos-routine brief`: the day's outputs across routines, newest first, with their outcome.
 
 Outputs are the files state/NAME/YYYY-MM-DD-HHMM.md; their run (status, outcome, summary) comes
-from the ledger. Showing an output in full marks it seen (see supervisor/commands/seen.py);
+from the ledger. Showing an output in full marks it seen (see supervisor/seen.py);
 `--unseen` lists what routines with open_on_login left for you, `--open` pages it ($PAGER) on
 a terminal and hands it to xdg-open elsewhere (a launcher, waybar, a login hook).
 """
@@ -18,15 +18,13 @@ from typing import TYPE_CHECKING, Any
 
 from routines.runs import Outcome, RunStatus, counts_as_strike
 from supervisor.commands.common import add_parser, die
-from supervisor.retention import OUTPUT_NAME
+from supervisor.seen import UNSEEN_DAYS
 
 if TYPE_CHECKING:
     from routines.ledger import RunRow
     from routines.paths import Paths
 
 __all__ = ["Item", "gather", "register"]
-
-UNSEEN_DAYS = 7  # `--unseen` without --date looks back this far
 
 
 def _day(text: str) -> date:
@@ -129,83 +127,21 @@ def _title(path: Path) -> str:
     return ""
 
 
-_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-
-
-def _output_files(state_dir: Path, days: set[date]) -> list[tuple[str, Path, date, float]]:
-    """(routine, path, day, mtime) of the output files of `days`: regular files only, found
-    through directory fds opened with O_NOFOLLOW, never following a link."""
-    found: list[tuple[str, Path, date, float]] = []
-    try:
-        root = os.open(state_dir, _DIR)
-    except OSError:
-        return found
-    try:
-        with os.scandir(root) as entries:
-            names = [
-                d.name for d in entries if d.is_dir(follow_symlinks=False) and d.name != "shared"
-            ]
-        for name in names:
-            if not name.startswith("."):
-                found += _outputs_in(root, name, state_dir / name, days)
-    finally:
-        os.close(root)
-    return found
-
-
-def _outputs_in(
-    root: int, name: str, where: Path, days: set[date]
-) -> list[tuple[str, Path, date, float]]:
-    found: list[tuple[str, Path, date, float]] = []
-    try:
-        fd = os.open(name, _DIR, dir_fd=root)
-    except OSError:
-        return found
-    try:
-        with os.scandir(fd) as files:
-            for f in files:
-                m = OUTPUT_NAME.match(f.name)
-                if not m or not f.is_file(follow_symlinks=False):
-                    continue
-                day = date.fromisoformat(m.group(1))
-                if day in days:
-                    mtime = f.stat(follow_symlinks=False).st_mtime
-                    found.append((name, where / f.name, day, mtime))
-    finally:
-        os.close(fd)
-    return found
-
-
-def unseen_count(p: Paths, routines: set[str], today: date) -> int:
-    """How many outputs of `routines` (those with open_on_login) from the last UNSEEN_DAYS
-    days no brief has shown: file names only, no ledger (for the bar, polled often)."""
-    from supervisor.commands.seen import load_seen
-
-    if not routines:
-        return 0
-    days = {today - timedelta(days=n) for n in range(UNSEEN_DAYS)}
-    seen = load_seen(p.state_dir)
-    return sum(
-        1
-        for routine, path, _, _ in _output_files(p.state_dir, days)
-        if routine in routines and f"{routine}/{path.name}" not in seen
-    )
-
-
 def gather(p: Paths, days: list[date]) -> tuple[list[Item], list[RunRow]]:
     """The outputs of `days`, newest first, and the runs of those days that failed."""
     from contextlib import closing
     from zoneinfo import ZoneInfo
 
     from routines.ledger import day_bounds
+    from routines.outputs import output_files
     from routines.registry import scan
     from routines.tz import machine_timezone
-    from supervisor.commands.seen import load_seen
     from supervisor.fleetview import cli_ledger
+    from supervisor.seen import load_seen
 
     zone = ZoneInfo(machine_timezone())
     wanted = set(days)
-    files = _output_files(p.state_dir, wanted)
+    files = output_files(p.state_dir, wanted)
     on_login = {
         name: e.routine.output.open_on_login
         for name, e in scan(p).entries.items()
@@ -379,7 +315,7 @@ def _pruned(p: Paths, days: list[date], today: date) -> str | None:
 
 
 def _mark(p: Paths, items: list[Item]) -> None:
-    from supervisor.commands.seen import mark_seen
+    from supervisor.seen import mark_seen
 
     try:
         mark_seen(p.state_dir, [i.key for i in items])

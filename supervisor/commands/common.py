@@ -76,10 +76,10 @@ def ledger_gone_beside_daemon(p: Paths) -> str | None:
     """Why this command must not open the ledger: it is missing while a daemon holds its
     lock (the state dir was deleted under it). Opening it would create a second, empty ledger
     beside the live daemon's, and with it a second run fence (issue 17, item 2)."""
-    from supervisor.client import lock_holder
-
     if p.ledger.exists():
         return None
+    from supervisor.client import lock_holder  # only now: the socket client costs ~10 ms
+
     holder = lock_holder(daemon_locks(p))
     if holder is None:
         return None

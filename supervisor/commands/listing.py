@@ -1,18 +1,18 @@
 """`vinos-routine list`: every routine, its schedule, next run, last result and today's cost.
 
-Works from the files and the ledger alone, with or without a daemon. On a fleet it reads the
-fleet's ledger and says which routines this machine does not run (pinned elsewhere, or
-divergent: their file differs between the machines).
+Works from the files and the ledger alone, with or without a daemon.
 """
 
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["RoutineLine", "collect", "register"]
+if TYPE_CHECKING:
+    from supervisor.overview import RoutineRow
+
+__all__ = ["register"]
 
 EXAMPLE = """example:
   vinos-routine list
@@ -31,161 +31,7 @@ def register(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
-@dataclass(frozen=True, slots=True)
-class RoutineLine:
-    name: str
-    kind: str
-    origin: str
-    enabled: bool
-    valid: bool
-    schedule: str  # the description, or the raw expression
-    expression: str
-    next_run: datetime | None
-    last_status: str | None
-    last_outcome: str | None
-    last_finished: str | None
-    today_dollars: float
-    disabled_reason: str | None
-    errors: tuple[str, ...]
-    warnings: tuple[str, ...]
-    running: bool = False
-    queued: bool = False
-    max_dollars_per_day: float | None = None  # the daily budget, None when unlimited
-    open_on_login: bool = False  # its outputs wait to be seen (`brief --unseen`)
-    signature: str = "unsigned"  # routines.signing.SignatureState
-    signature_note: str | None = None  # "signed by …", "signature invalid: …"
-    signature_warning: bool = False  # the note is a problem (invalid, or auto_approve unsigned)
-    not_here: str | None = None  # on a fleet: why this machine does not run it
-
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "kind": self.kind,
-            "origin": self.origin,
-            "enabled": self.enabled,
-            "valid": self.valid,
-            "schedule": self.schedule,
-            "expression": self.expression,
-            "next_run": self.next_run.isoformat() if self.next_run else None,
-            "last_status": self.last_status,
-            "last_outcome": self.last_outcome,
-            "last_finished": self.last_finished,
-            "today_dollars": round(self.today_dollars, 6),
-            "disabled_reason": self.disabled_reason,
-            "errors": list(self.errors),
-            "warnings": list(self.warnings),
-            "running": self.running,
-            "queued": self.queued,
-            "max_dollars_per_day": self.max_dollars_per_day,
-            "open_on_login": self.open_on_login,
-            "not_here": self.not_here,
-            "signature": self.signature,
-            "signature_note": self.signature_note,
-        }
-
-
-def collect(now: datetime | None = None) -> list[RoutineLine]:
-    """One line per routine file, from the registry and the ledger (no daemon needed)."""
-    from contextlib import closing
-    from zoneinfo import ZoneInfo
-
-    from routines.ledger import is_enabled
-    from routines.paths import paths
-    from routines.registry import scan
-    from routines.runs import RunStatus
-    from routines.schedule import summary
-    from supervisor.fleetview import cli_ledger, held_here
-
-    now = now or datetime.now(UTC)
-    p = paths()
-    registry = scan(p)
-    with closing(cli_ledger(p)) as ledger:
-        not_here = held_here(ledger, registry)
-        states = ledger.states()
-        last = ledger.last_runs()
-        active = {(a.routine, a.status) for a in ledger.active_runs()}
-        lines: list[RoutineLine] = []
-        for name, entry in sorted(registry.entries.items()):
-            r = entry.routine
-            state = states.get(name)
-            errors = tuple(str(e) for e in entry.errors)
-            if r is None:
-                lines.append(
-                    RoutineLine(
-                        name=name,
-                        kind="?",
-                        origin=entry.origin.value,
-                        enabled=False,
-                        valid=False,
-                        schedule="",
-                        expression="",
-                        next_run=None,
-                        last_status=None,
-                        last_outcome=None,
-                        last_finished=None,
-                        today_dollars=0.0,
-                        disabled_reason=None,
-                        errors=errors,
-                        warnings=(),
-                    )
-                )
-                continue
-            enabled = is_enabled(states, name, r.enabled)
-            description, next_run = summary(r.schedule, r.kind, name, enabled, now)
-            lr = last.get(name)
-            lines.append(
-                RoutineLine(
-                    name=name,
-                    kind=r.kind.value,
-                    origin=entry.origin.value,
-                    enabled=enabled,
-                    valid=entry.valid,
-                    schedule=description,
-                    expression=r.schedule.expression,
-                    next_run=next_run,
-                    last_status=lr.status if lr else None,
-                    last_outcome=lr.outcome if lr else None,
-                    last_finished=lr.finished_at if lr else None,
-                    today_dollars=ledger.spent_today(name, ZoneInfo(r.schedule.timezone), now),
-                    disabled_reason=state.disabled_reason if state and not enabled else None,
-                    errors=errors,
-                    warnings=entry.warnings,
-                    running=(name, RunStatus.RUNNING) in active,
-                    queued=(name, RunStatus.QUEUED) in active,
-                    max_dollars_per_day=r.budget.max_dollars_per_day,
-                    open_on_login=r.output.open_on_login,
-                    not_here=not_here.get(name),
-                    **_signature(entry.path, r, p.allowed_signers),
-                )
-            )
-    return lines
-
-
-def _signature(path: Any, routine: Any, allowed_signers: Any) -> dict[str, Any]:
-    """The signature fields of a routine's line. ssh-keygen runs only for a file that has a
-    .sig: an unsigned routine costs `list` one lstat."""
-    import os
-
-    from routines.signing import (
-        auto_approve_requested,
-        signature_note,
-        signature_path,
-        verify_routine,
-    )
-
-    auto = "auto_approve" in routine.text and auto_approve_requested(routine)
-    if not auto and not os.path.lexists(signature_path(path)):
-        return {}
-    check = verify_routine(path, allowed_signers, data=routine.text.encode())
-    note = signature_note(check, auto, routine.name)
-    return {
-        "signature": check.state.value,
-        "signature_note": note[0] if note else None,
-        "signature_warning": bool(note and note[1]),
-    }
-
-
-def _notes_of(ln: RoutineLine, warnings: list[str], signed: list[str]) -> None:
+def _notes_of(ln: RoutineRow, warnings: list[str], signed: list[str]) -> None:
     from routines.safetext import one_line
 
     if ln.disabled_reason:
@@ -198,25 +44,10 @@ def _notes_of(ln: RoutineLine, warnings: list[str], signed: list[str]) -> None:
         )
 
 
-def in_force_despite_errors() -> set[str] | None:
-    """Routines whose file is invalid but whose last good version the daemon still runs;
-    None when no daemon answers (then nothing is running them)."""
-    from supervisor.client import DaemonError
-    from supervisor.commands.common import try_daemon
-
-    client = try_daemon()
-    if client is None:
-        return None
-    with client:
-        try:
-            return set(client.request("status").get("stale", []))
-        except (DaemonError, OSError):
-            return None
-
-
 def run(args: argparse.Namespace) -> int:
     from routines.runs import counts_as_strike
     from routines.safetext import one_line
+    from supervisor.overview import collect, in_force_despite_errors
     from supervisor.present import color, print_json, table, use_color, when
 
     lines = collect()

@@ -100,7 +100,7 @@ def _here(args: argparse.Namespace, routine: Any, reply: Any, p: Any, show: Any,
     from supervisor.present import format_event
 
     if os.geteuid() == 0:
-        from supervisor.owner import ROOT_REFUSAL
+        from routines.product import ROOT_REFUSAL
 
         return die(ROOT_REFUSAL)
     try:

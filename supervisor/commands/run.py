@@ -136,7 +136,7 @@ def _run_here(args: argparse.Namespace, routine: Any, p: Any, show: Any, c: bool
     from supervisor.present import format_event
 
     if os.geteuid() == 0:
-        from supervisor.owner import ROOT_REFUSAL
+        from routines.product import ROOT_REFUSAL
 
         return die(ROOT_REFUSAL)
     if args.detach:

@@ -1,7 +1,7 @@
 """`vinos-routine sandbox NAME [--argv] -- CMD`: run CMD as routine NAME's shell tool would.
 
 The supervisor package never imports sandbox/ or worker/ (the daemon stays small), so this
-command execs `python -m worker.sandboxcmd`, which does the work: the terminal and the exit
+command execs `python -m worker.sandboxcli`, which does the work: the terminal and the exit
 status pass straight through.
 """
 
@@ -53,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
         print("vinos-routine: give the command after --, e.g. -- 'df -h'", file=sys.stderr)
         return 2
     # -P: keep the current directory off sys.path, or a `worker` package there would run.
-    argv = [sys.executable, "-P", "-m", "worker.sandboxcmd", args.name]
+    argv = [sys.executable, "-P", "-m", "worker.sandboxcli", args.name]
     if show_argv:
         argv.append("--argv")
     argv += ["--", *words]

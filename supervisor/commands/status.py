@@ -37,7 +37,7 @@ def waybar() -> int:
     because waybar hides a module whose command fails."""
     import orjson
 
-    from supervisor.commands.waybar import waybar_error, waybar_json
+    from supervisor.waybar import waybar_error, waybar_json
 
     try:
         from contextlib import closing
@@ -45,14 +45,13 @@ def waybar() -> int:
 
         from routines.paths import paths
         from routines.tz import machine_timezone
-        from supervisor.commands.listing import collect
         from supervisor.fleetview import cli_ledger
+        from supervisor.overview import collect
+        from supervisor.seen import unseen_count
 
         now = datetime.now(UTC)
         lines = collect(now)
         zone = ZoneInfo(machine_timezone())
-        from supervisor.commands.brief import unseen_count
-
         p = paths()
         day = now.astimezone(zone).date()
         from routines.ledger import Ledger
@@ -61,7 +60,7 @@ def waybar() -> int:
         with closing(cli_ledger(p)) as ledger:
             today = ledger.dollars_by_day([day], zone)
             pending = waiting_count(ledger, now) if isinstance(ledger, Ledger) else 0
-        unseen = unseen_count(p, {ln.name for ln in lines if ln.open_on_login}, day)
+        unseen = unseen_count(p.state_dir, {ln.name for ln in lines if ln.open_on_login}, day)
         value = waybar_json(lines, sum(today.values()), now, unseen, pending)
     except Exception as exc:  # the bar shows any failure rather than going blank
         value = waybar_error(str(exc) or type(exc).__name__)
@@ -73,7 +72,6 @@ def waybar() -> int:
 def gather() -> dict[str, Any]:
     """The status from the daemon when it is up, else from the files and the ledger: the
     same shape (ipc.StatusReply) either way."""
-    from ipc import ActiveEntry, NextFire, StatusReply, reply_json
     from routines.paths import paths
     from supervisor.client import DaemonError
     from supervisor.commands.common import try_daemon
@@ -87,20 +85,9 @@ def gather() -> dict[str, Any]:
                 return result
             except DaemonError:
                 pass
-    from supervisor.commands.listing import collect
+    from supervisor.overview import collect, offline_status
 
-    lines = collect()
-    nxt = sorted((ln.next_run, ln.name) for ln in lines if ln.next_run is not None)
-    reply = StatusReply(
-        daemon=False,
-        running=[ActiveEntry(ln.name) for ln in lines if ln.running],
-        queued=[ActiveEntry(ln.name) for ln in lines if ln.queued],
-        next=[NextFire(n, at.isoformat()) for at, n in nxt[:20]],
-        routines=len(lines),
-        enabled=sum(1 for ln in lines if ln.enabled),
-        invalid=[ln.name for ln in lines if ln.errors],
-    )
-    return reply_json(reply)
+    return offline_status(collect())
 
 
 def run(args: argparse.Namespace) -> int:

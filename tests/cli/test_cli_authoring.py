@@ -270,6 +270,7 @@ def test_edit_refuses_to_overwrite_a_file_changed_meanwhile(cli: Cli) -> None:
     assert path.read_text().endswith("# changed elsewhere\n")
 
 
+@pytest.mark.slow
 def test_create_and_edit_make_a_running_daemon_reload(cli: Cli, not_root: None) -> None:
     daemon = subprocess.Popen(
         cli.argv("daemon"),

@@ -113,6 +113,7 @@ def test_brief_of_another_day(cli: Cli, day: datetime) -> None:
     assert res.returncode == 2 and "YYYY-MM-DD" in res.stderr
 
 
+@pytest.mark.slow
 def test_open_on_login_outputs_stay_unseen_until_the_brief_shows_them(
     cli: Cli, day: datetime
 ) -> None:

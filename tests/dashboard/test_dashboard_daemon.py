@@ -7,9 +7,13 @@ import time
 from pathlib import Path
 from urllib.parse import unquote_plus, urlencode
 
+import pytest
+
 from dashboard.security import csrf_token
 from tests.dashboard.dashkit import Dashboard
 from tests.supervisor.daemonkit import Daemon, command_routine, final, state, write_routine
+
+pytestmark = pytest.mark.slow  # real daemons: make test-fast leaves these out
 
 
 def post(dash: Dashboard, path: str) -> str:

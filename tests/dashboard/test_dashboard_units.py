@@ -11,13 +11,13 @@ import pytest
 
 from dashboard.charts import Layer, Line, stacked_bars
 from dashboard.render import markdown, safe_url
-from dashboard.security import Verdict, check, csrf_token, load_or_create_token
+from dashboard.security import AccessVerdict, check, csrf_token, load_or_create_token
 
 SECRET = "s" * 43
 PORT = 8742
 
 
-def verdict(method: str = "GET", path: str = "/", query: str = "", **headers: str) -> Verdict:
+def verdict(method: str = "GET", path: str = "/", query: str = "", **headers: str) -> AccessVerdict:
     h = {"host": f"127.0.0.1:{PORT}", **{k.replace("_", "-"): v for k, v in headers.items()}}
     return check(secret=SECRET, port=PORT, method=method, path=path, query=query, headers=h)
 

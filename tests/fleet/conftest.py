@@ -4,12 +4,15 @@
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Iterator
 
 import pytest
 
 from routines.pgledger import PgLedger
+from tests.fleet.fleetkit import RUNTIMES
 from tests.fleet.pgcluster import Cluster, bindir
+from tests.supervisor.daemonkit import reap_daemons
 
 
 @pytest.fixture(scope="session")
@@ -28,6 +31,15 @@ def pg_cluster() -> Iterator[Cluster]:
         yield cluster
     finally:
         cluster.destroy()
+
+
+@pytest.fixture(autouse=True)
+def machine_runtime_dirs() -> Iterator[None]:
+    """The machines' short runtime dirs under /tmp go with their test."""
+    yield
+    reap_daemons()  # first: their sockets live there
+    while RUNTIMES:
+        shutil.rmtree(RUNTIMES.pop(), ignore_errors=True)
 
 
 @pytest.fixture

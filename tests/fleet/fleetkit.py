@@ -5,6 +5,7 @@ runtime dir and machine name, all on one test database. Their runs use the stand
 from __future__ import annotations
 
 import sys
+import tempfile
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -18,6 +19,9 @@ from tests.supervisor.daemonkit import REPO, Daemon, command_routine, write_rout
 __all__ = ["Machine", "fleet_rows", "minute_boundary"]
 
 FAKEWORKER = [sys.executable, str(REPO / "tests/supervisor/fakeworker.py")]
+
+
+RUNTIMES: list[Path] = []  # removed after each test (tests/fleet/conftest.py)
 
 
 class Machine:
@@ -37,10 +41,12 @@ class Machine:
     ) -> None:
         self.name = name
         root = tmp / name
-        home, runtime = root / "home", root / "run"
-        for d in (home / "routines", runtime):
-            d.mkdir(parents=True, exist_ok=True)
+        # The runtime dir (the control socket's) is short, under /tmp: a Unix socket's path
+        # must fit in 107 bytes, which a test's tmp_path under xdist may not leave room for.
+        home, runtime = root / "home", Path(tempfile.mkdtemp(prefix=f"vf-{name}-"))
+        (home / "routines").mkdir(parents=True, exist_ok=True)
         runtime.chmod(0o700)
+        RUNTIMES.append(runtime)
         (home / "routines" / "config.toml").write_text(f'[fleet]\nmachine = "{name}"\n{config}')
         with monkeypatch.context() as m:
             m.setenv("VINOS_HOME", str(home))

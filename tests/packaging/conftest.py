@@ -38,5 +38,5 @@ def installed(installed_root: Pacman, tmp_path: Path, vinos_env: Path) -> Instal
         home=home,
         vinos_home=vinos_env,
         runtime_dir=runtime,
-        writable=(tmp_path,),
+        writable=(tmp_path, runtime),  # the runtime dir is not below tmp_path (conftest.py)
     )

@@ -12,6 +12,7 @@ import stat
 import tomllib
 from pathlib import Path
 
+import pytest
 from archpkg import (
     INSTALL_LIB,
     PACKAGES,
@@ -25,6 +26,10 @@ from archpkg import (
     venv_site_packages,
 )
 from packaging.requirements import Requirement
+
+# Slow: builds, installs and starts the package (make test-fast leaves these out). One xdist
+# group: the package is built once per worker, and test_systemd_user.py owns the user manager.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("packaging")]
 
 PYPROJECT = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())
 VERSION = PYPROJECT["project"]["version"]
@@ -144,7 +149,12 @@ def test_metadata_dependencies_and_backup(built: Built, installed_root: Pacman) 
             continue  # only for Pythons older than any Arch ships
         arch = ARCH_NAMES.get(req.name, f"python-{req.name.lower()}")
         assert arch in depends, f"pyproject depends on {req.name}; the PKGBUILD lacks {arch}"
-    assert {o.split(":")[0] for o in info["optdepend"]} == {"libnotify", "ollama", "waybar"}
+    assert {o.split(":")[0] for o in info["optdepend"]} == {
+        "libnotify",
+        "ollama",
+        "waybar",
+        "openssh",
+    }
     # Every file under etc/ survives local edits.
     etc = {f for f in installed_root.files() if f.startswith("etc/") and not f.endswith("/")}
     assert set(info["backup"]) == etc

@@ -10,6 +10,10 @@ from pathlib import Path
 import pytest
 from archpkg import STARTERS, Installed
 
+# Slow: builds, installs and starts the package (make test-fast leaves these out). One xdist
+# group: the package is built once per worker, and test_systemd_user.py owns the user manager.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("packaging")]
+
 VERSION = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())[
     "project"
 ]["version"]
@@ -102,6 +106,6 @@ def test_sandbox_command_runs_the_installed_worker(installed: Installed) -> None
     out = installed(
         "/usr/bin/vinos-routine", "sandbox", "pkg-hello", "--", "echo sandboxed; id -u", check=False
     )
-    assert not [m for m in marks if m.exists()], "worker.sandboxcmd was imported from the cwd"
+    assert not [m for m in marks if m.exists()], "worker.sandboxcli was imported from the cwd"
     assert out.returncode == 0, out.stdout + out.stderr
     assert out.stdout.splitlines()[0] == "sandboxed"

@@ -28,7 +28,12 @@ from pathlib import Path
 import pytest
 from archpkg import REPO, require, run
 
-pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("not_root")]
+# Slow, and in the packaging xdist group: one user manager and one ~/.config/systemd/user.
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.xdist_group("packaging"),
+    pytest.mark.usefixtures("not_root"),
+]
 
 SERVICE = "vinos-routined.service"
 SOCKET = "vinos-routined.socket"

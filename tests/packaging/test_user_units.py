@@ -24,6 +24,10 @@ from archpkg import Installed, Pacman, require, run
 from routines.paths import paths
 from supervisor.daemon import STOP_GRACE_SEC
 
+# Slow: builds, installs and starts the package (make test-fast leaves these out). One xdist
+# group: the package is built once per worker, and test_systemd_user.py owns the user manager.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("packaging")]
+
 UNITS = (
     "vinos-routined.service",
     "vinos-routined.socket",

@@ -17,6 +17,10 @@ import pytest
 
 from supervisor.cli import build_parser
 
+# Slow: builds, installs and starts the package (make test-fast leaves these out). One xdist
+# group: the package is built once per worker, and test_systemd_user.py owns the user manager.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("packaging")]
+
 WAYBAR = Path(__file__).resolve().parents[2] / "packaging/waybar"
 
 

@@ -19,6 +19,10 @@ from pathlib import Path
 import pytest
 from archpkg import PACKAGES, REPO, copy_tree, require_unprivileged, run
 
+# Slow: builds, installs and starts the package (make test-fast leaves these out). One xdist
+# group: the package is built once per worker, and test_systemd_user.py owns the user manager.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("packaging")]
+
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
 VERSION = PYPROJECT["project"]["version"]
 DIST = "vinos_routine"
@@ -144,7 +148,6 @@ def venv(
     return Venv(root, program, home, vinos_home, runtime)
 
 
-@pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_wheel_holds_every_module_and_no_tests(dists: Dists) -> None:
     names = set(zipfile.ZipFile(dists.wheel).namelist())
@@ -170,7 +173,6 @@ def test_wheel_holds_every_module_and_no_tests(dists: Dists) -> None:
     assert sorted(expected - members) == [], "in the tree's packages but not in the sdist"
 
 
-@pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_installed_wheel_runs(venv: Venv) -> None:
     assert venv("--version").stdout.strip() == f"vinos-routine {VERSION}"
@@ -204,7 +206,6 @@ def test_installed_wheel_runs(venv: Venv) -> None:
     assert "hello from the wheel" in output.read_text()
 
 
-@pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_installed_daemon_answers_status_and_stops(venv: Venv) -> None:
     daemon = subprocess.Popen(

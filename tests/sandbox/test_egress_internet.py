@@ -22,6 +22,8 @@ from pathlib import Path
 import pytest
 from sandbox_testkit import Box
 
+pytestmark = pytest.mark.slow  # a network namespace per test: make test-fast leaves these out
+
 HERE = Path(__file__).resolve().parent
 
 SETUP = """set -e

@@ -123,3 +123,11 @@ def test_the_package_exports() -> None:
     )
     for name in sandbox.__all__:
         assert getattr(sandbox, name) is not None
+
+
+def test_the_sandbox_refuses_root_in_the_products_words() -> None:
+    """One message for the product: the sandbox may import nothing of ours and the supervisor
+    may not import the sandbox, so the text stands in both packages and this pins them equal."""
+    from routines.product import ROOT_REFUSAL
+
+    assert sandbox.ROOT_REFUSAL == ROOT_REFUSAL

@@ -11,8 +11,8 @@ from worker import budget
 from worker.main import main
 
 
-def _always_proceed(*args: object, **kwargs: object) -> tuple[budget.Verdict, None]:
-    return budget.Verdict.PROCEED, None
+def _always_proceed(*args: object, **kwargs: object) -> tuple[budget.SpendCheck, None]:
+    return budget.SpendCheck.PROCEED, None
 
 
 budget.check = _always_proceed  # type: ignore[assignment]

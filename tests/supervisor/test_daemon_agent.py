@@ -28,6 +28,8 @@ from tests.supervisor.daemonkit import (
     write_routine,
 )
 
+pytestmark = pytest.mark.slow  # real daemons: make test-fast leaves these out
+
 API_KEY = "sk-ant-test-0123456789"
 
 

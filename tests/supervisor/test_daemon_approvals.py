@@ -7,6 +7,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
 from fakes import FakeOllama, Recorded, Reply
 from fakes import ollama_replies as O
 
@@ -20,6 +21,8 @@ from tests.supervisor.daemonkit import (
     wait_for,
     write_routine,
 )
+
+pytestmark = pytest.mark.slow  # real daemons: make test-fast leaves these out
 
 ROUTINE = """[routine]
 description = "drafts replies"

@@ -9,6 +9,8 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
+
 from supervisor.plan import MISSED_CAP
 from tests.supervisor.daemonkit import (
     Daemon,
@@ -19,6 +21,8 @@ from tests.supervisor.daemonkit import (
     wait_for,
     write_routine,
 )
+
+pytestmark = pytest.mark.slow  # real daemons: make test-fast leaves these out
 
 MINUTE = timedelta(minutes=1)
 

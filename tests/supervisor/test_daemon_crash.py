@@ -7,13 +7,16 @@ supervisor) and 11 (one daemon per VINOS_HOME).
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import psutil
+import pytest
 
 from routines.paths import paths
 from tests.supervisor.daemonkit import (
@@ -30,6 +33,8 @@ from tests.supervisor.daemonkit import (
     wait_for,
     write_routine,
 )
+
+pytestmark = pytest.mark.slow  # real daemons: make test-fast leaves these out
 
 
 def gone(pid: int) -> bool:
@@ -112,11 +117,12 @@ def test_a_second_daemon_on_the_same_home_exits_with_a_clear_message(
     assert f"another daemon is already running for {home} (pid {d.pid}" in second.log()
 
     # Also with another runtime dir (its own socket): the lock in the state dir still holds.
-    other_runtime = tmp_path / "run2"
-    other_runtime.mkdir(mode=0o700)
+    # (Not below tmp_path: the socket path must fit a Unix socket address.)
+    other_runtime = Path(tempfile.mkdtemp(prefix="vinos-run2-"))
     third = Daemon(tmp_path, extra_env={"XDG_RUNTIME_DIR": str(other_runtime)})
     third.start(wait=False)
     assert third.proc is not None and third.proc.wait(30) == 1
+    shutil.rmtree(other_runtime)
     assert "another daemon is already running" in third.log()
     assert "ledger" not in third.log().lower()  # refused before touching anything
 

@@ -11,6 +11,8 @@ import pytest
 from supervisor.client import DaemonError
 from tests.supervisor.daemonkit import Daemon, command_routine, state, write_routine
 
+pytestmark = pytest.mark.slow  # real daemons: make test-fast leaves these out
+
 
 def test_enable_and_disable_through_the_daemon(tmp_path: Path, not_root: None) -> None:
     write_routine("nightly", command_routine("true", schedule='cron = "0 3 * * *"', enabled=False))

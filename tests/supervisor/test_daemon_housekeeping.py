@@ -7,10 +7,14 @@ import sqlite3
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
+
 from routines.ledger import Ledger
 from routines.paths import paths
 from routines.runs import RunEnd
 from tests.supervisor.daemonkit import Daemon, command_routine, wait_for, write_routine
+
+pytestmark = pytest.mark.slow  # real daemons: make test-fast leaves these out
 
 
 def test_the_daemon_compacts_and_prunes_while_idle(tmp_path: Path, not_root: None) -> None:

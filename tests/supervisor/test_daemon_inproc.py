@@ -26,6 +26,8 @@ from tests.supervisor.daemonkit import (
     write_routine,
 )
 
+pytestmark = pytest.mark.slow  # real daemons: make test-fast leaves these out
+
 
 def test_run_without_a_daemon_runs_in_process(tmp_path: Path, not_root: None) -> None:
     write_routine("solo", command_routine("echo alone", enabled=False))

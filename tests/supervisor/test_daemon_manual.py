@@ -25,6 +25,8 @@ from tests.supervisor.daemonkit import (
     write_routine,
 )
 
+pytestmark = pytest.mark.slow  # real daemons: make test-fast leaves these out
+
 
 def test_a_manual_run_streams_its_events_and_lands_its_output(
     tmp_path: Path, not_root: None

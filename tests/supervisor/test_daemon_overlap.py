@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from routines.paths import paths
 from tests.supervisor.daemonkit import (
     Daemon,
@@ -25,6 +27,8 @@ from tests.supervisor.daemonkit import (
     wait_for,
     write_routine,
 )
+
+pytestmark = pytest.mark.slow  # real daemons: make test-fast leaves these out
 
 
 def status(d: Daemon) -> tuple[list[str], list[str]]:

@@ -9,6 +9,8 @@ import json
 import signal
 from pathlib import Path
 
+import pytest
+
 from routines.paths import paths
 from tests.supervisor.daemonkit import (
     Daemon,
@@ -18,6 +20,8 @@ from tests.supervisor.daemonkit import (
     wait_for,
     write_routine,
 )
+
+pytestmark = pytest.mark.slow  # real daemons: make test-fast leaves these out
 
 
 def test_a_new_file_is_picked_up_by_the_mtime_scan(tmp_path: Path, not_root: None) -> None:

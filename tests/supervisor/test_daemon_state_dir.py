@@ -25,6 +25,8 @@ from tests.supervisor.daemonkit import (
     write_routine,
 )
 
+pytestmark = pytest.mark.slow  # real daemons: make test-fast leaves these out
+
 
 def test_a_read_only_state_dir_fails_the_run_cleanly(tmp_path: Path, not_root: None) -> None:
     state = paths().routine_state("locked")

@@ -13,6 +13,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from routines.paths import paths
 from routines.store import read_json
 from tests.supervisor.daemonkit import (
@@ -28,6 +30,8 @@ from tests.supervisor.daemonkit import (
     wait_for,
     write_routine,
 )
+
+pytestmark = pytest.mark.slow  # real daemons: make test-fast leaves these out
 
 
 def moody(name: str) -> str:

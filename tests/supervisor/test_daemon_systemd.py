@@ -33,6 +33,8 @@ from tests.supervisor.daemonkit import (
     write_routine,
 )
 
+pytestmark = pytest.mark.slow  # real daemons: make test-fast leaves these out
+
 GRACE = 5.0  # VINOS_STOP_GRACE_SEC for these daemons
 
 

@@ -14,6 +14,7 @@ import signal
 from pathlib import Path
 
 import psutil
+import pytest
 
 from routines.paths import paths
 from tests.supervisor.daemonkit import (
@@ -25,6 +26,8 @@ from tests.supervisor.daemonkit import (
     wait_for,
     write_routine,
 )
+
+pytestmark = pytest.mark.slow  # real daemons: make test-fast leaves these out
 
 TIMEOUT = 5
 

@@ -17,6 +17,8 @@ import os
 from datetime import timedelta
 from pathlib import Path
 
+import pytest
+
 from routines.paths import paths
 from tests.supervisor.daemonkit import (
     Daemon,
@@ -25,6 +27,8 @@ from tests.supervisor.daemonkit import (
     wait_for,
     write_routine,
 )
+
+pytestmark = pytest.mark.slow  # real daemons: make test-fast leaves these out
 
 BIG = 300 * 1024 * 1024
 

@@ -21,10 +21,14 @@ import socket
 from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
 from ipc import Hello, encode
 from routines.paths import paths
 from supervisor.control import MAX_CLIENTS
 from tests.supervisor.daemonkit import Daemon, command_routine, rows, wait_for, write_routine
+
+pytestmark = pytest.mark.slow  # real daemons: make test-fast leaves these out
 
 
 def greeted() -> socket.socket:

@@ -37,6 +37,8 @@ from tests.supervisor.daemonkit import (
     write_routine,
 )
 
+pytestmark = pytest.mark.slow  # real daemons: make test-fast leaves these out
+
 SIZE = 8 * 1024 * 1024
 FAKEWORKER = Path(__file__).with_name("fakeworker.py")
 

@@ -17,6 +17,8 @@ import shutil
 from datetime import timedelta
 from pathlib import Path
 
+import pytest
+
 from routines.paths import paths
 from tests.supervisor.daemonkit import (
     Daemon,
@@ -27,6 +29,8 @@ from tests.supervisor.daemonkit import (
     wait_for,
     write_routine,
 )
+
+pytestmark = pytest.mark.slow  # real daemons: make test-fast leaves these out
 
 
 def start(tmp_path: Path) -> tuple[Daemon, Path]:

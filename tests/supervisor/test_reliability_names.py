@@ -10,8 +10,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from routines.paths import paths
 from tests.supervisor.daemonkit import Daemon, command_routine, write_routine
+
+pytestmark = pytest.mark.slow  # real daemons: make test-fast leaves these out
 
 EVIL = "\x1b[2J\x1b]0;pwned\x07EVIL"
 BROKEN = "new\nline"

@@ -18,6 +18,8 @@ import pytest
 
 from tests.supervisor.daemonkit import Daemon, final, wait_for
 
+pytestmark = pytest.mark.slow  # real daemons: make test-fast leaves these out
+
 
 def loose(home: Path) -> list[str]:
     """What under `home` others may read, write or enter: '0755 routines/state', …"""

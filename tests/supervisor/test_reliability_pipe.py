@@ -26,6 +26,8 @@ from tests.supervisor.daemonkit import (
     write_routine,
 )
 
+pytestmark = pytest.mark.slow  # real daemons: make test-fast leaves these out
+
 
 @pytest.mark.parametrize("with_daemon", [False, True], ids=["in-process", "through-daemon"])
 def test_a_closed_stdout_ends_the_stream_not_the_run(

@@ -20,6 +20,8 @@ from routines.paths import paths
 from supervisor.client import DaemonError
 from tests.supervisor.daemonkit import Daemon, command_routine, rows, wait_for, write_routine
 
+pytestmark = pytest.mark.slow  # real daemons and worker runs: make test-fast leaves these out
+
 API_KEY = "sk-ant-test-0123456789"
 
 INBOX = """[routine]

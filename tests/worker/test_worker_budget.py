@@ -1,5 +1,6 @@
 """Budget end to end: checked before every premium call; on_exceed = skip, degrade-to-local,
-notify; a usage message after every model call; calls capped at what is left."""
+notify; a usage message after every model call; calls capped at what is left. At the end, the
+verdicts and the output cap (worker/budget.py) without a process."""
 
 from __future__ import annotations
 
@@ -12,6 +13,9 @@ from fakes import ollama_replies as O
 from worker_harness import make_job, routine_toml, run_worker
 
 from ipc import Job
+from routines.spec import OnExceed
+from worker import budget
+from worker.budget import PremiumAllowance, SpendCheck
 
 LONG = "Everything is in order and here is the detail of it for today. " * 6
 OUTCOME = ("report_outcome", {"status": "done", "summary": "brief written"})
@@ -44,6 +48,7 @@ def test_skip_with_nothing_left_today_makes_no_call(
     assert claude.messages == [] and r.usages == []
 
 
+@pytest.mark.slow
 def test_skip_stops_before_the_call_that_would_pass_the_token_cap(
     home: Path, ollama: FakeOllama, claude: FakeAnthropic, env: dict[str, str]
 ) -> None:
@@ -56,6 +61,7 @@ def test_skip_stops_before_the_call_that_would_pass_the_token_cap(
     assert len(r.usages) == 1 and (r.usages[0].input, r.usages[0].output) == (100, 30)
 
 
+@pytest.mark.slow
 def test_notify_stops_and_asks_for_a_notification(
     home: Path, ollama: FakeOllama, claude: FakeAnthropic, env: dict[str, str]
 ) -> None:
@@ -66,6 +72,7 @@ def test_notify_stops_and_asks_for_a_notification(
     assert res.notify is not None and res.notify.startswith("day-brief stopped: budget:")
 
 
+@pytest.mark.slow
 def test_degrade_to_local_finishes_the_run_on_ollama_at_zero_dollars(
     home: Path, ollama: FakeOllama, claude: FakeAnthropic, env: dict[str, str]
 ) -> None:
@@ -97,6 +104,7 @@ def test_degrade_to_local_finishes_the_run_on_ollama_at_zero_dollars(
     )
 
 
+@pytest.mark.slow
 def test_the_output_cap_follows_the_dollars_left_and_a_cut_reply_is_budget(
     home: Path, ollama: FakeOllama, claude: FakeAnthropic, env: dict[str, str]
 ) -> None:
@@ -125,3 +133,49 @@ def test_an_escalation_the_budget_cannot_pay_for(
     assert (r.result.status, r.result.route, r.result.escalated) == (status, route, False)
     assert claude.messages == []
     assert len(r.usages) == 1 and r.usages[0].local_output == 80
+
+
+def test_budget_verdicts() -> None:
+    none = PremiumAllowance(None, None)
+    assert budget.check(none, budget.Spent(10**9, 10**6), OnExceed.SKIP)[0] is SpendCheck.PROCEED
+    tokens = PremiumAllowance(100, None)
+    assert budget.check(tokens, budget.Spent(99, 0), OnExceed.SKIP)[0] is SpendCheck.PROCEED
+    for mode, verdict in (
+        (OnExceed.SKIP, SpendCheck.STOP),
+        (OnExceed.NOTIFY, SpendCheck.STOP),
+        (OnExceed.DEGRADE, SpendCheck.DEGRADE),
+    ):
+        got, reason = budget.check(tokens, budget.Spent(100, 0), mode)
+        assert got is verdict and reason and "100 of its 100" in reason
+    dollars = PremiumAllowance(None, 0.5)
+    assert budget.check(dollars, budget.Spent(0, 0.49), OnExceed.SKIP)[0] is SpendCheck.PROCEED
+    assert budget.check(dollars, budget.Spent(0, 0.5), OnExceed.SKIP)[0] is SpendCheck.STOP
+    assert (
+        budget.check(PremiumAllowance(None, 0.0), budget.Spent(), OnExceed.SKIP)[0]
+        is SpendCheck.STOP
+    )
+    assert (
+        budget.check(PremiumAllowance(None, -1.0), budget.Spent(), OnExceed.SKIP)[0]
+        is SpendCheck.STOP
+    )
+
+
+def test_output_cap() -> None:
+    per_token = 15.0 / 1e6
+    assert budget.output_cap(PremiumAllowance(None, None), budget.Spent(), 4096, per_token) == (
+        4096,
+        False,
+    )
+    assert budget.output_cap(PremiumAllowance(1000, None), budget.Spent(900), 4096, per_token) == (
+        100,
+        True,
+    )
+    assert budget.output_cap(PremiumAllowance(None, 0.001), budget.Spent(), 4096, per_token) == (
+        66,
+        True,
+    )
+    assert budget.output_cap(PremiumAllowance(None, 1.0), budget.Spent(), 4096, per_token) == (
+        4096,
+        False,
+    )
+    assert budget.output_cap(PremiumAllowance(10, None), budget.Spent(10), 4096, per_token)[0] == 1

@@ -1,5 +1,6 @@
 """Memory end to end: session, persistent, shared; the 4 KB cap and trimming; the summary
-from one local call; Ollama unreachable is a WARN on an ok run; concurrent appends."""
+from one local call; Ollama unreachable is a WARN on an ok run; concurrent appends. At the end,
+trimming, entries and the user turn (worker/memory.py, worker/prompts.py) without a process."""
 
 from __future__ import annotations
 
@@ -7,16 +8,18 @@ import os
 import subprocess
 import sys
 import textwrap
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from fakes import FakeAnthropic, FakeOllama
 from fakes import anthropic_replies as A
 from fakes import ollama_replies as O
+from hypothesis import given
+from hypothesis import strategies as st
 from worker_harness import REPO, make_job, routine_toml, run_worker, spawn, worker_env
 
 from ipc import Hello, encode
-from worker import memory
+from worker import memory, prompts
 
 LONG = "Three meetings today; the release is blocked on review. " * 8
 SUMMARY = "The release was blocked on review. Three meetings were on the calendar."
@@ -204,3 +207,46 @@ def test_trim_is_linear_and_the_append_reads_a_capped_tail(tmp_path: Path) -> No
     memory.append(path, memory.entry("r", datetime(2026, 7, 25, 6, 0), "newest"))
     text = path.read_text()
     assert len(text) <= memory.CAP and text.endswith("newest\n") and "OLDEST" not in text
+
+
+@given(st.lists(st.text(alphabet="ab \n", max_size=300), max_size=40))
+def test_trim_fits_the_cap_and_keeps_the_newest_text(chunks: list[str]) -> None:
+    text = "".join(chunks)
+    out = memory.trim(text, cap=1000, step=100)
+    assert len(out) <= 1000
+    assert text.endswith(out)
+    if len(text) <= 1000:
+        assert out == text
+
+
+def test_trim_cuts_about_500_characters_to_the_next_newline() -> None:
+    lines = [f"{i:04d} " + "z" * 94 + "\n" for i in range(41)]  # 41 lines of 100 chars
+    out = memory.trim("".join(lines))
+    assert out == "".join(lines[6:])  # ~500 chars, realigned: lines 0-5 go (the 6th ends at 600)
+    assert memory.trim("a" * 5000, cap=4096) == "a" * 4000  # no newline at all: 500 at a time
+
+
+def test_for_prompt_keeps_the_newest_whole_lines() -> None:
+    text = "".join(f"line {i}\n" for i in range(1000))
+    out = memory.for_prompt(text, cap=100)
+    assert len(out) <= 100 and out.endswith("line 999") and out.startswith("line ")
+    assert memory.for_prompt("\nshort\n") == "short"
+
+
+def test_entry_and_append(tmp_path: Path) -> None:
+    started = datetime(2026, 7, 25, 6, 0, tzinfo=timezone(timedelta(hours=-4)))
+    e = memory.entry("day-brief", started, "One.\n  Two.")
+    assert e == "## 2026-07-25 06:00 · day-brief\nOne. Two.\n"
+    path = tmp_path / "deep" / "memory.md"
+    memory.append(path, e)
+    memory.append(path, e)
+    assert path.read_text() == e + "\n" + e
+    assert (path.stat().st_mode & 0o777) == 0o600
+
+
+def test_user_turn_puts_memory_first() -> None:
+    assert prompts.user_turn("Do it.", "") == "Do it."
+    assert (
+        prompts.user_turn("Do it.", "old\n")
+        == "Prior context from earlier runs:\n\nold\n\n---\nDo it."
+    )

@@ -1,8 +1,11 @@
 """The auto-router end to end: each trigger firing and not, each toggle, the escalation cap,
-the route labels and the token accounting (premium in input/output, local in local_*)."""
+the route labels and the token accounting (premium in input/output, local in local_*). At the
+end, its pure decisions (worker/router.py) without a process."""
 
 from __future__ import annotations
 
+import json
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -10,6 +13,9 @@ from fakes import FakeAnthropic, FakeOllama, Reply
 from fakes import anthropic_replies as A
 from fakes import ollama_replies as O
 from worker_harness import WorkerRun, make_job, routine_toml, run_worker
+
+from routines.spec import AgentSpec, Escalation
+from worker import prompts, router
 
 CONFIDENT = "Three meetings today, two pull requests need review, inbox is quiet. " * 6
 PREMIUM = "Premium brief: " + "everything is in order and here is the detail. " * 6
@@ -104,6 +110,7 @@ def test_low_confidence_toggle_off_keeps_a_hedged_reply(
     assert claude.messages == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("system", "tags"),
     [
@@ -157,6 +164,7 @@ def test_reasoning_task_toggle_off(
     assert claude.messages == []
 
 
+@pytest.mark.slow
 def test_context_overflow_fires_on_an_empty_reply_at_90_percent(
     home: Path, ollama: FakeOllama, claude: FakeAnthropic, env: dict[str, str]
 ) -> None:
@@ -167,6 +175,7 @@ def test_context_overflow_fires_on_an_empty_reply_at_90_percent(
     assert ollama.chats[0].body["options"]["num_ctx"] == 4096
 
 
+@pytest.mark.slow
 def test_an_empty_reply_below_90_percent_is_not_context_overflow(
     home: Path, ollama: FakeOllama, claude: FakeAnthropic, env: dict[str, str]
 ) -> None:
@@ -177,6 +186,7 @@ def test_an_empty_reply_below_90_percent_is_not_context_overflow(
     assert (r.result.route, r.result.escalated_reason) == ("local->premium", "low_confidence")
 
 
+@pytest.mark.slow
 def test_a_missing_prompt_eval_count_is_estimated_not_zero(
     home: Path, ollama: FakeOllama, claude: FakeAnthropic, env: dict[str, str]
 ) -> None:
@@ -204,6 +214,7 @@ def test_context_overflow_toggle_off_and_low_confidence_off_fail_the_empty_reply
     assert claude.messages == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "bad_reply",
     [
@@ -284,6 +295,7 @@ def test_the_escalation_cap_keeps_the_local_reply(
     assert claude.messages == []
 
 
+@pytest.mark.slow
 def test_the_cap_of_one_allows_one_escalation(
     home: Path, ollama: FakeOllama, claude: FakeAnthropic, env: dict[str, str]
 ) -> None:
@@ -294,6 +306,7 @@ def test_the_cap_of_one_allows_one_escalation(
     assert len(claude.messages) == 1 and len(r.events_of("escalated")) == 1
 
 
+@pytest.mark.slow
 def test_hard_picked_routes_are_labelled_and_never_escalate(
     home: Path, ollama: FakeOllama, claude: FakeAnthropic, env: dict[str, str]
 ) -> None:
@@ -308,3 +321,88 @@ def test_hard_picked_routes_are_labelled_and_never_escalate(
     r = run_worker(make_job(home, toml, ollama_url=ollama.url, run_id="r2"), env=env)
     assert (r.result.status, r.result.route, r.result.escalated) == ("ok", "anthropic", False)
     assert (r.total("input"), r.total("output"), r.total("local_input")) == (10, 3, 0)
+
+
+WORDS_40 = " ".join(["word"] * 40)
+
+
+ON = Escalation()
+
+
+@pytest.mark.parametrize(
+    ("text", "fires"),
+    [
+        (WORDS_40, False),
+        (" ".join(["word"] * 39), True),
+        (WORDS_40 + " I'm NOT SURE", True),
+        (WORDS_40 + " I don\u2019t know", True),
+        (WORDS_40 + " unable to reach it", True),
+        ("", True),
+    ],
+)
+def test_low_confidence(text: str, fires: bool) -> None:
+    assert router.low_confidence(text) is fires
+
+
+@pytest.mark.parametrize(
+    ("system", "fires"),
+    [
+        ("Prove the invariant.", True),
+        ("Use chain of thought.", True),
+        ("DEDUCE the cause", True),
+        ("Derive totals", True),
+        ("derivative reasoning", True),  # "reasoning" is a word of its own here
+        ("the derivative table, proven recipes, deduced", False),
+        ("a plain daily brief", False),
+    ],
+)
+def test_reasoning_regex_is_word_bounded(system: str, fires: bool) -> None:
+    assert router.reasoning_task(system, "", ()) is fires
+
+
+def test_reasoning_by_tag_and_by_user_turn() -> None:
+    assert router.reasoning_task("brief", "", ("reasoning",))
+    assert router.reasoning_task("brief", "explain why it broke", ())
+    assert not router.reasoning_task("brief", "", ("work",))
+
+
+@pytest.mark.parametrize(
+    ("text", "prompt", "fires"),
+    [
+        ("", 3687, True),
+        ("", 3686, False),
+        (" \n", 4096, True),
+        ("x", 4096, False),
+        ("", None, False),
+    ],
+)
+def test_context_overflow_threshold(text: str, prompt: int | None, fires: bool) -> None:
+    assert router.context_overflow(text, prompt, 4096) is fires  # 0.9 * 4096 = 3686.4
+
+
+def test_decisions_respect_toggles_and_the_cap() -> None:
+    off = Escalation(
+        on_low_confidence=False,
+        on_reasoning_task=False,
+        on_context_overflow=False,
+        on_malformed_tool_json=False,
+    )
+    assert router.after_reply(off, 3, "", 4000, 4096).trigger is None
+    assert router.on_malformed(off, 3).trigger is None
+    assert router.before_local(off, 3, "prove it", "", ()).trigger is None
+    d = router.after_reply(ON, 0, "", 4000, 4096)
+    assert (d.trigger, d.escalate, d.capped) == (router.RouterTrigger.CONTEXT_OVERFLOW, False, True)
+    d = router.after_reply(ON, 1, "short", 10, 4096)
+    assert (d.trigger, d.escalate) == (router.RouterTrigger.LOW_CONFIDENCE, True)
+    assert router.on_malformed(ON, 2).escalate
+
+
+def test_the_runtime_words_never_make_a_reasoning_task() -> None:
+    """Only the routine's own prompt may fire reasoning_task, never our boilerplate."""
+    agent = AgentSpec(system="x", tools=())
+    specs = prompts.tool_specs(agent)
+    for trigger in ("schedule", "catch_up", "manual"):
+        task = prompts.task_text(datetime(2026, 7, 25, 6, tzinfo=UTC), trigger)
+        assert not router.REASONING_RE.search(task)
+    assert not router.REASONING_RE.search(prompts.runtime_notes("day-brief", specs))
+    assert not router.REASONING_RE.search(json.dumps([s.description for s in specs]))

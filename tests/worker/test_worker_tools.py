@@ -50,6 +50,7 @@ def test_a_refused_call_gets_an_error_result_and_the_run_goes_on(
     )
 
 
+@pytest.mark.slow
 def test_refusal_on_anthropic_is_an_error_tool_result(
     home: Path, ollama: FakeOllama, claude: FakeAnthropic, env: dict[str, str]
 ) -> None:

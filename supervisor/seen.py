@@ -13,9 +13,10 @@ from collections.abc import Iterable
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
-__all__ = ["KEEP_DAYS", "load_seen", "mark_seen", "seen_file"]
+__all__ = ["KEEP_DAYS", "UNSEEN_DAYS", "load_seen", "mark_seen", "seen_file", "unseen_count"]
 
 KEEP_DAYS = 60
+UNSEEN_DAYS = 7  # `brief --unseen` without --date, and the bar, look back this far
 
 
 def seen_file(state_dir: Path) -> Path:
@@ -32,10 +33,9 @@ def load_seen(state_dir: Path) -> set[str]:
 
 
 def _day_of(key: str) -> date | None:
-    try:
-        return date.fromisoformat(key.rsplit("/", 1)[-1][:10])
-    except ValueError:
-        return None
+    from routines.outputs import output_day
+
+    return output_day(key.rsplit("/", 1)[-1])
 
 
 def mark_seen(state_dir: Path, keys: Iterable[str], now: datetime | None = None) -> None:
@@ -64,3 +64,19 @@ def mark_seen(state_dir: Path, keys: Iterable[str], now: datetime | None = None)
         write_json_atomic(seen_file(state_dir), {"version": 1, "seen": dict(sorted(kept.items()))})
     finally:
         os.close(fd)
+
+
+def unseen_count(state_dir: Path, routines: set[str], today: date) -> int:
+    """How many outputs of `routines` (those with open_on_login) from the last UNSEEN_DAYS
+    days no brief has shown: file names only, no ledger (for the bar, polled often)."""
+    from routines.outputs import output_files
+
+    if not routines:
+        return 0
+    days = {today - timedelta(days=n) for n in range(UNSEEN_DAYS)}
+    seen = load_seen(state_dir)
+    return sum(
+        1
+        for routine, path, _, _ in output_files(state_dir, days)
+        if routine in routines and f"{routine}/{path.name}" not in seen
+    )

@@ -8,7 +8,8 @@ from __future__ import annotations
 from ipc.messages import EventKind, Result, RunStatus
 from routines.config import SandboxSettings
 from worker.context import RunContext
-from worker.deliver import write_and_post
+from worker.output import write_and_post
+from worker.results import run_failed
 
 __all__ = ["OUTPUT_CAP", "run_command", "stderr_tail"]
 
@@ -25,18 +26,13 @@ def stderr_tail(stderr: str) -> str:
 
 def run_command(run: RunContext) -> Result:
     import sandbox
-    from worker.sandboxing import shell_policy_for
+    from worker.shellpolicy import shell_policy_for
 
     spec = run.routine.command
     assert spec is not None
 
-    def failed(message: str) -> Result:
-        return Result(
-            status=RunStatus.FAILED,
-            route="command",
-            summary=message.splitlines()[0],
-            error=message,
-        )
+    def failed(message: str, status: RunStatus = RunStatus.FAILED) -> Result:
+        return run_failed(message, status=status, base=Result(status=status, route="command"))
 
     try:
         policy = shell_policy_for(
@@ -72,12 +68,7 @@ def run_command(run: RunContext) -> Result:
         return failed(f"the command failed: {res.error}")
     if res.timed_out:
         message = f"the command timed out after {timeout:g} s (timeout_sec)" + _tail(tail)
-        return Result(
-            status=RunStatus.TIMEOUT,
-            route="command",
-            summary=message.splitlines()[0],
-            error=message,
-        )
+        return failed(message, RunStatus.TIMEOUT)
     if res.exit_code is None:
         return failed(f"the command's output passed {OUTPUT_CAP:,} bytes, so it was ended")
     if res.exit_code != 0:

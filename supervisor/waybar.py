@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import Any
 
 from routines.runs import Outcome, counts_as_strike
-from supervisor.commands.listing import RoutineLine
+from supervisor.overview import RoutineRow
 
 __all__ = ["ICON", "WARN_SHARE", "health", "waybar_json"]
 
@@ -31,14 +31,14 @@ class Health:
     reasons: tuple[str, ...]  # worst first, one line each
 
 
-def _budget_share(line: RoutineLine) -> float | None:
+def _budget_share(line: RoutineRow) -> float | None:
     cap = line.max_dollars_per_day
     if cap is None or cap <= 0:
         return None
     return line.today_dollars / cap
 
 
-def health(lines: list[RoutineLine]) -> Health:
+def health(lines: list[RoutineRow]) -> Health:
     critical: list[str] = []
     warning: list[str] = []
     for ln in lines:
@@ -69,7 +69,7 @@ def _escape(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
-def _routine_line(ln: RoutineLine, now: datetime) -> str:
+def _routine_line(ln: RoutineRow, now: datetime) -> str:
     from supervisor.present import clock, money
 
     if ln.kind == "?":
@@ -95,7 +95,7 @@ def _routine_line(ln: RoutineLine, now: datetime) -> str:
 
 
 def waybar_json(
-    lines: list[RoutineLine],
+    lines: list[RoutineRow],
     today_dollars: float,
     now: datetime,
     unseen: int = 0,

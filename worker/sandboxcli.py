@@ -1,4 +1,4 @@
-"""`python -m worker.sandboxcmd NAME [--argv] -- CMD`: what `vinos-routine sandbox` execs.
+"""`python -m worker.sandboxcli NAME [--argv] -- CMD`: what `vinos-routine sandbox` execs.
 
 Runs CMD exactly as routine NAME's shell tool would: the same policy (shell_policy_for), the
 same timeout, caps and limits, a fresh scratch dir under routines/scratch/NAME/ as the working
@@ -21,14 +21,14 @@ from routines.checks import RoutineInvalid
 from routines.config import load_config
 from routines.paths import paths
 from routines.registry import scan
-from worker.sandboxing import shell_policy_for, shell_timeout_for
+from worker.shellpolicy import shell_policy_for, shell_timeout_for
 
 __all__ = ["main"]
 
 TIMEOUT_STATUS = 124  # as timeout(1)
 
 
-USAGE = "usage: python -m worker.sandboxcmd NAME [--argv] -- CMD..."
+USAGE = "usage: python -m worker.sandboxcli NAME [--argv] -- CMD..."
 
 
 def main(argv: Sequence[str] | None = None) -> int:

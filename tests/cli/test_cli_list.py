@@ -19,7 +19,7 @@ from routines.ledger import Ledger
 from routines.paths import Paths, paths
 from routines.runs import RunEnd, slot_id
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 STARTERS = REPO / "routines" / "starters"
 SCHEDULES = {
     "day-brief": "0 6 * * *",

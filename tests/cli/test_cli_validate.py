@@ -13,7 +13,7 @@ from helpers import AGENT, write
 
 from routines.paths import Paths, paths
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:

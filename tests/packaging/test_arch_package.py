@@ -154,6 +154,7 @@ def test_metadata_dependencies_and_backup(built: Built, installed_root: Pacman) 
         "ollama",
         "waybar",
         "openssh",
+        "python-psycopg",
     }
     # Every file under etc/ survives local edits.
     etc = {f for f in installed_root.files() if f.startswith("etc/") and not f.endswith("/")}

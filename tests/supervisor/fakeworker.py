@@ -14,19 +14,22 @@ Modes:
   two-results  hello, a result, a second result
   exit3        hello, then exit status 3 with no result
   chatty       hello, 3 stderr lines (one 10,000 chars long), a result
+  propose DIR  hello; writes the job's decisions to DIR/RUN_ID.json, proposes the action
+               `send-reply` (input "Hi Bob\n"), then reports ok as `ok` does
   gated DIR    hello; a routine named held* notes DIR/NAME.entered and waits for DIR/NAME.go;
                then writes output.md in scratch_dir and reports ok, or failed when it cannot
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
 import time
 
-from ipc import Event, EventKind, Hello, Job, LineReader, Result, Usage, encode
+from ipc import Event, EventKind, Hello, Job, LineReader, Proposal, Result, Usage, encode
 
 
 def send(msg: object) -> None:
@@ -67,6 +70,11 @@ def main() -> None:
         time.sleep(60)
         return
     send(Hello())
+    if mode == "propose":
+        with open(os.path.join(rest[0], job.run_id + ".json"), "w") as f:
+            json.dump(job.decisions, f)
+        send(Proposal(action="send-reply", input="Hi Bob\n", summary="Reply to Bob"))
+        mode = "ok"
     if mode == "ok":
         send(Event(EventKind.LOG, "working"))
         send(Usage(input=10, output=5, dollars=0.001, model="claude-sonnet-4-6"))

@@ -45,7 +45,8 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from routines import rundays, runlog
+from routines import ledgerrows, rundays, runlog
+from routines.ledgerrows import Row, from_iso, iso
 from routines.rundays import MS_SQL, NANO_SQL, DaySummary
 from routines.runs import (
     ACTIVE,
@@ -70,8 +71,12 @@ __all__ = [
     "LedgerFull",
     "RoutineState",
     "RunRow",
+    "from_iso",
     "is_enabled",
     "iso",
+    "last_run_row",
+    "run_row",
+    "state_row",
 ]
 
 LEDGER_VERSION = 8
@@ -260,15 +265,6 @@ def _is_full(exc: sqlite3.Error) -> bool:
     return getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL or "is full" in str(exc)
 
 
-def iso(instant: datetime) -> str:
-    """An aware datetime as the ledger stores it: UTC, microseconds, sortable as text."""
-    return instant.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def from_iso(text: str) -> datetime:
-    return datetime.fromisoformat(text.replace("Z", "+00:00"))
-
-
 @dataclass(frozen=True, slots=True)
 class RunRow:
     """A run as `history` shows it. Older rows may lack the newer fields (None)."""
@@ -343,20 +339,44 @@ def is_enabled(states: Mapping[str, RoutineState], name: str, file_enabled: bool
     return state.enabled(file_enabled) if state is not None else file_enabled
 
 
-def _bool_or_none(v: object) -> bool | None:
-    return None if v is None else bool(v)
+def state_row(r: Row) -> RoutineState:
+    """A routine_state row (either backend's) as a `RoutineState`: 0/1 as booleans."""
 
+    def b(v: object) -> bool | None:
+        return None if v is None else bool(v)
 
-def _state(row: sqlite3.Row) -> RoutineState:
     return RoutineState(
-        routine=row["routine"],
-        enabled_override=_bool_or_none(row["enabled_override"]),
-        file_enabled_seen=_bool_or_none(row["file_enabled_seen"]),
-        failure_streak=row["failure_streak"],
-        disabled_reason=row["disabled_reason"],
-        cursor=row["cursor"],
-        schedule_fingerprint=row["schedule_fingerprint"],
+        routine=r["routine"],
+        enabled_override=b(r["enabled_override"]),
+        file_enabled_seen=b(r["file_enabled_seen"]),
+        failure_streak=r["failure_streak"],
+        disabled_reason=r["disabled_reason"],
+        cursor=r["cursor"],
+        schedule_fingerprint=r["schedule_fingerprint"],
     )
+
+
+def last_run_row(r: Row) -> LastRun:
+    """routine_state's last-run columns (either backend's) as a `LastRun`."""
+    return LastRun(
+        r["routine"],
+        r["last_run_id"],
+        status_of(r["last_status"]),
+        Outcome(r["last_outcome"]) if r["last_outcome"] else None,
+        r["last_started"],
+        r["last_finished"],
+    )
+
+
+def run_row(data: dict[str, Any]) -> RunRow:
+    """A run's columns (exactly `RunRow`'s fields, either backend's) as a `RunRow`:
+    tools_used from its JSON, the texts as their enums."""
+    tools = data.get("tools_used")
+    data["tools_used"] = json.loads(tools) if tools else ([] if tools == "" else None)
+    data["status"] = status_of(data["status"]) if data["status"] is not None else None
+    data["trigger"] = Trigger(data["trigger"]) if data["trigger"] else None
+    data["outcome"] = Outcome(data["outcome"]) if data["outcome"] else None
+    return RunRow(**data)
 
 
 def _is_busy(exc: sqlite3.OperationalError) -> bool:
@@ -623,13 +643,7 @@ class Ledger:
         return True
 
     def _advance_cursor(self, db: sqlite3.Connection, routine: str, slot: str) -> None:
-        # Invariant: the cursor never moves backwards (a clock set back reruns nothing).
-        db.execute(
-            "INSERT INTO routine_state (routine, cursor) VALUES (?, ?) "
-            "ON CONFLICT(routine) DO UPDATE SET cursor = excluded.cursor "
-            "WHERE routine_state.cursor IS NULL OR routine_state.cursor < excluded.cursor",
-            (routine, slot),
-        )
+        db.execute(_ADVANCE_CURSOR_SQL, (routine, slot))
 
     def advance_cursor(self, routine: str, slot: str) -> None:
         with self.transaction() as db:
@@ -648,29 +662,19 @@ class Ledger:
         owner: tuple[int, float] | None,
         parent_run_id: str | None = None,
     ) -> None:
-        finished = status not in ACTIVE
-        db.execute(
-            "INSERT INTO runs (run_id, routine, slot, trigger, status, detail, started_at, "
-            "finished_at, duration_sec, dollars, input_tokens, output_tokens, "
-            "local_input_tokens, local_output_tokens, tool_calls, owner_pid, owner_started, "
-            "parent_run_id) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0, 0, 0, 0, 0, ?, ?, ?)",
-            (
-                run_id,
-                routine,
-                slot,
-                trigger,
-                status,
-                detail,
-                iso(now),
-                iso(now) if finished else None,
-                0.0 if finished else None,
-                owner[0] if owner else None,
-                owner[1] if owner else None,
-                parent_run_id,
-            ),
+        values = ledgerrows.new_run(
+            run_id=run_id,
+            routine=routine,
+            slot=slot,
+            trigger=trigger,
+            status=status,
+            started=iso(now),
+            detail=detail,
+            owner=owner,
+            parent_run_id=parent_run_id,
         )
-        if finished:
+        db.execute(ledgerrows.insert_run_sql(tuple(values), "?"), tuple(values.values()))
+        if status not in ACTIVE:
             _note_last(db, routine, run_id, status, None, iso(now), iso(now))
 
     def record_run(
@@ -877,17 +881,7 @@ class Ledger:
             "SELECT routine, last_run_id, last_status, last_outcome, last_started, "
             "last_finished FROM routine_state WHERE last_status IS NOT NULL"
         ).fetchall()
-        return {
-            r["routine"]: LastRun(
-                r["routine"],
-                r["last_run_id"],
-                status_of(r["last_status"]),
-                Outcome(r["last_outcome"]) if r["last_outcome"] else None,
-                r["last_started"],
-                r["last_finished"],
-            )
-            for r in rows
-        }
+        return {r["routine"]: last_run_row(r) for r in rows}
 
     # -- compaction (routines/rundays.py) ------------------------------------------------------
 
@@ -911,7 +905,7 @@ class Ledger:
                     f"AND COALESCE(rs, 0) NOT IN {runlog.codes(ACTIVE)} ORDER BY st LIMIT ?",
                     (rt, line, limit - len(rows)),
                 ).fetchall()
-            for f in rundays.fold([_fold_row(r) for r in rows], zone):
+            for f in rundays.fold([ledgerrows.fold_row(r) for r in rows], zone):
                 _add_day(db, f, zone.key)
             db.executemany("DELETE FROM run_log WHERE id = ?", [(r["id"],) for r in rows])
             if len(rows) < limit and (rows or self._folded):
@@ -1051,11 +1045,11 @@ class Ledger:
         row = self._db.execute(
             "SELECT * FROM routine_state WHERE routine = ?", (routine,)
         ).fetchone()
-        return _state(row) if row is not None else RoutineState(routine)
+        return state_row(row) if row is not None else RoutineState(routine)
 
     def states(self) -> dict[str, RoutineState]:
         """Every routine's state, in one query (the daemon re-reads them after each run)."""
-        return {r["routine"]: _state(r) for r in self._db.execute("SELECT * FROM routine_state")}
+        return {r["routine"]: state_row(r) for r in self._db.execute("SELECT * FROM routine_state")}
 
     @property
     def data_version(self) -> int:
@@ -1089,14 +1083,9 @@ class Ledger:
             self._set_state(
                 db,
                 routine,
-                {
-                    "enabled_override": True,
-                    "file_enabled_seen": file_enabled,
-                    "failure_streak": 0,
-                    "disabled_reason": None,
-                    "cursor": stored if stored and stored > cursor else cursor,
-                    "schedule_fingerprint": fingerprint,
-                },
+                ledgerrows.enable_values(
+                    stored, file_enabled=file_enabled, cursor=cursor, fingerprint=fingerprint
+                ),
             )
 
     def disable(
@@ -1110,13 +1099,9 @@ class Ledger:
         """Turn a routine off: by `disable` (no reason), a new draft (streak 0) or three
         strikes (`reason`, the streak that reached it). The override is stored with the
         file's `enabled` at this moment, so editing the file's `enabled` later wins."""
-        values: dict[str, object] = {
-            "enabled_override": False,
-            "file_enabled_seen": file_enabled,
-            "disabled_reason": reason,
-        }
-        if failure_streak is not None:
-            values["failure_streak"] = failure_streak
+        values = ledgerrows.disable_values(
+            file_enabled=file_enabled, reason=reason, failure_streak=failure_streak
+        )
         with self.transaction() as db:
             self._set_state(db, routine, values)
 
@@ -1127,9 +1112,7 @@ class Ledger:
     def set_cursor(self, routine: str, cursor: str | None, fingerprint: str | None = None) -> None:
         """Reset the cursor, anywhere, even back: for a new or edited schedule (it owes nothing
         from before; `fingerprint` is the new schedule's), or a clock that was wrong."""
-        values: dict[str, object] = {"cursor": cursor}
-        if fingerprint is not None:
-            values["schedule_fingerprint"] = fingerprint
+        values = ledgerrows.cursor_values(cursor, fingerprint)
         with self.transaction() as db:
             self._set_state(db, routine, values)
 
@@ -1158,16 +1141,11 @@ def _note_last(
     """Make this run the routine's last run unless a newer one is there already."""
     if status in NO_LAST_RUN:
         return
-    db.execute(
-        "INSERT INTO routine_state (routine, last_run_id, last_status, last_outcome, "
-        "last_started, last_finished) VALUES (?, ?, ?, ?, ?, ?) "
-        "ON CONFLICT(routine) DO UPDATE SET last_run_id = excluded.last_run_id, "
-        "last_status = excluded.last_status, last_outcome = excluded.last_outcome, "
-        "last_started = excluded.last_started, last_finished = excluded.last_finished "
-        "WHERE routine_state.last_started IS NULL "
-        "OR routine_state.last_started <= excluded.last_started",
-        (routine, run_id, status, outcome, started, finished),
-    )
+    db.execute(_NOTE_LAST_SQL, (routine, run_id, status, outcome, started, finished))
+
+
+_NOTE_LAST_SQL = ledgerrows.note_last_sql("?")
+_ADVANCE_CURSOR_SQL = ledgerrows.advance_cursor_sql("?")
 
 
 def _routine_id(db: sqlite3.Connection, routine: str) -> int:
@@ -1182,30 +1160,11 @@ def _key(db: sqlite3.Connection, run_id: str) -> int | None:
     return None if row is None else row[0]
 
 
-def _fold_row(r: sqlite3.Row) -> rundays.FoldRow:
-    return rundays.FoldRow(
-        routine=r["routine"],
-        run_id=r["run_id"] or f"row-{r['id']}",
-        started_at=r["started_at"],
-        status=r["status"],
-        outcome=r["outcome"],
-        input_tokens=r["input_tokens"] or 0,
-        output_tokens=r["output_tokens"] or 0,
-        local_input_tokens=r["local_input_tokens"] or 0,
-        local_output_tokens=r["local_output_tokens"] or 0,
-        tool_calls=r["tool_calls"] or 0,
-        nanodollars=r["nano"],
-        duration_ms=r["ms"],
-    )
-
-
 def _add_day(db: sqlite3.Connection, f: rundays.DayFold, zone: str) -> None:
     """Add one batch's sums to its (routine, day) row, creating it."""
-    assert f.first is not None and f.last is not None
-    counters = rundays.COUNTERS
     cols = ", ".join(rundays.DAY_COLUMNS)
     marks = ", ".join("?" for _ in rundays.DAY_COLUMNS)
-    adds = ", ".join(f"{c} = run_days.{c} + excluded.{c}" for c in counters)
+    adds = ", ".join(f"{c} = run_days.{c} + excluded.{c}" for c in rundays.COUNTERS)
     db.execute(
         f"INSERT INTO run_days ({cols}) VALUES ({marks}) ON CONFLICT(routine, day) DO UPDATE "
         f"SET {adds}, "
@@ -1215,18 +1174,7 @@ def _add_day(db: sqlite3.Connection, f: rundays.DayFold, zone: str) -> None:
         "last_run_id = CASE WHEN excluded.last_started > run_days.last_started "
         "THEN excluded.last_run_id ELSE run_days.last_run_id END, "
         "last_started = MAX(run_days.last_started, excluded.last_started)",
-        (
-            f.routine,
-            f.day.isoformat(),
-            zone,
-            iso(f.start_at),
-            iso(f.end_at),
-            *(f.counts[c] for c in counters),
-            f.first[1],
-            f.first[0],
-            f.last[1],
-            f.last[0],
-        ),
+        ledgerrows.add_day_args(f, zone),
     )
 
 
@@ -1239,12 +1187,7 @@ _ROW_FIELDS = (
 def _row(row: sqlite3.Row) -> RunRow:
     data = dict(row)
     data.pop("st", None)
-    tools = data.get("tools_used")
-    data["tools_used"] = json.loads(tools) if tools else ([] if tools == "" else None)
-    data["status"] = status_of(data["status"]) if data["status"] is not None else None
-    data["trigger"] = Trigger(data["trigger"]) if data["trigger"] else None
-    data["outcome"] = Outcome(data["outcome"]) if data["outcome"] else None
-    return RunRow(**data)
+    return run_row(data)
 
 
 def day_bounds(day: date, zone: ZoneInfo) -> tuple[datetime, datetime]:

@@ -38,7 +38,7 @@ from zoneinfo import ZoneInfo
 import psycopg
 from psycopg.rows import dict_row
 
-from routines import rundays
+from routines import ledgerrows, rundays
 from routines.ledger import (
     ANY,
     CLAIM_RETENTION,
@@ -54,18 +54,19 @@ from routines.ledger import (
     day_bounds,
     from_iso,
     iso,
+    last_run_row,
+    run_row,
+    state_row,
 )
 from routines.pgfleet import LEASE_SEC, FleetTables, MachineRow
 from routines.runs import (
     ACTIVE,
     NO_LAST_RUN,
     NOT_A_RUN,
-    Outcome,
     RunEnd,
     RunStatus,
     Trigger,
     sql_in,
-    status_of,
 )
 from routines.safetext import redact_url
 
@@ -103,6 +104,7 @@ _DATA_VERSION_SQL = (
     "ON m.machine = d.machine WHERE m.left_at IS NULL "
     "AND m.heartbeat > now() - make_interval(secs => %s)), '')) AS digest"
 )
+_ADVANCE_CURSOR_SQL = ledgerrows.advance_cursor_sql("%s")
 CONNECT_TIMEOUT_SEC = 3
 STATEMENT_TIMEOUT_MS = 10_000
 
@@ -152,28 +154,7 @@ class FleetRunRow:
 
 
 def _row(r: Mapping[str, Any]) -> RunRow:
-    data = {k: r[k] for k in RunRow.__dataclass_fields__}
-    tools = data.get("tools_used")
-    data["tools_used"] = json.loads(tools) if tools else ([] if tools == "" else None)
-    data["status"] = status_of(data["status"]) if data["status"] is not None else None
-    data["trigger"] = Trigger(data["trigger"]) if data["trigger"] else None
-    data["outcome"] = Outcome(data["outcome"]) if data["outcome"] else None
-    return RunRow(**data)
-
-
-def _state(r: Mapping[str, Any]) -> RoutineState:
-    def b(v: object) -> bool | None:
-        return None if v is None else bool(v)
-
-    return RoutineState(
-        routine=r["routine"],
-        enabled_override=b(r["enabled_override"]),
-        file_enabled_seen=b(r["file_enabled_seen"]),
-        failure_streak=r["failure_streak"],
-        disabled_reason=r["disabled_reason"],
-        cursor=r["cursor"],
-        schedule_fingerprint=r["schedule_fingerprint"],
-    )
+    return run_row({k: r[k] for k in RunRow.__dataclass_fields__})
 
 
 class _Stale(Exception):
@@ -372,13 +353,7 @@ class PgLedger(FleetTables):
 
     @staticmethod
     def _advance_cursor(cur: Cursor, routine: str, slot: str) -> None:
-        # Invariant: the cursor never moves backwards (a clock set back reruns nothing).
-        cur.execute(
-            "INSERT INTO routine_state (routine, cursor) VALUES (%s, %s) "
-            "ON CONFLICT (routine) DO UPDATE SET cursor = excluded.cursor "
-            "WHERE routine_state.cursor IS NULL OR routine_state.cursor < excluded.cursor",
-            (routine, slot),
-        )
+        cur.execute(_ADVANCE_CURSOR_SQL, (routine, slot))
 
     def advance_cursor(self, routine: str, slot: str) -> None:
         with self.transaction() as cur:
@@ -397,30 +372,20 @@ class PgLedger(FleetTables):
         owner: tuple[int, float] | None,
         parent_run_id: str | None = None,
     ) -> None:
-        finished = status not in ACTIVE
-        cur.execute(
-            "INSERT INTO runs (run_id, routine, machine, slot, trigger, status, detail, "
-            "started_at, finished_at, duration_sec, dollars, input_tokens, output_tokens, "
-            "local_input_tokens, local_output_tokens, tool_calls, owner_pid, owner_started, "
-            "parent_run_id) "
-            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, 0, 0, 0, 0, 0, 0, %s, %s, %s)",
-            (
-                run_id,
-                routine,
-                self.machine,
-                slot,
-                plain(trigger),
-                plain(status),
-                detail,
-                iso(now),
-                iso(now) if finished else None,
-                0.0 if finished else None,
-                owner[0] if owner else None,
-                owner[1] if owner else None,
-                parent_run_id,
-            ),
+        values = ledgerrows.new_run(
+            run_id=run_id,
+            routine=routine,
+            slot=slot,
+            trigger=trigger,
+            status=status,
+            started=iso(now),
+            detail=detail,
+            owner=owner,
+            parent_run_id=parent_run_id,
         )
-        if finished:
+        values["machine"] = self.machine
+        cur.execute(ledgerrows.insert_run_sql(tuple(values), "%s"), tuple(values.values()))
+        if status not in ACTIVE:
             note_last(cur, routine, run_id, status, None, iso(now), iso(now))
         else:
             cur.execute(
@@ -609,17 +574,7 @@ class PgLedger(FleetTables):
             "SELECT routine, last_run_id, last_status, last_outcome, last_started, "
             "last_finished FROM routine_state WHERE last_status IS NOT NULL"
         )
-        return {
-            r["routine"]: LastRun(
-                r["routine"],
-                r["last_run_id"],
-                status_of(r["last_status"]),
-                Outcome(r["last_outcome"]) if r["last_outcome"] else None,
-                r["last_started"],
-                r["last_finished"],
-            )
-            for r in rows
-        }
+        return {r["routine"]: last_run_row(r) for r in rows}
 
     # -- compaction ---------------------------------------------------------------------
 
@@ -655,24 +610,7 @@ class PgLedger(FleetTables):
                 (names, lines, iso(before), limit),
             )
             rows = cur.fetchall()
-            folds = (
-                rundays.FoldRow(
-                    routine=r["routine"],
-                    run_id=r["run_id"] or f"row-{r['id']}",
-                    started_at=r["started_at"],
-                    status=r["status"],
-                    outcome=r["outcome"],
-                    input_tokens=r["input_tokens"] or 0,
-                    output_tokens=r["output_tokens"] or 0,
-                    local_input_tokens=r["local_input_tokens"] or 0,
-                    local_output_tokens=r["local_output_tokens"] or 0,
-                    tool_calls=r["tool_calls"] or 0,
-                    nanodollars=int(r["nano"]),
-                    duration_ms=int(r["ms"]),
-                )
-                for r in rows
-            )
-            for f in rundays.fold(folds, zone):
+            for f in rundays.fold([ledgerrows.fold_row(r) for r in rows], zone):
                 _add_day(cur, f, zone.key)
             cur.execute("DELETE FROM runs WHERE id = ANY(%s)", ([r["id"] for r in rows],))
         return len(rows)
@@ -752,10 +690,10 @@ class PgLedger(FleetTables):
 
     def state(self, routine: str) -> RoutineState:
         rows = self._read("SELECT * FROM routine_state WHERE routine = %s", (routine,))
-        return _state(rows[0]) if rows else RoutineState(routine)
+        return state_row(rows[0]) if rows else RoutineState(routine)
 
     def states(self) -> dict[str, RoutineState]:
-        return {r["routine"]: _state(r) for r in self._read("SELECT * FROM routine_state")}
+        return {r["routine"]: state_row(r) for r in self._read("SELECT * FROM routine_state")}
 
     @staticmethod
     def _set_state(cur: Cursor, routine: str, values: dict[str, object]) -> None:
@@ -781,14 +719,9 @@ class PgLedger(FleetTables):
             self._set_state(
                 cur,
                 routine,
-                {
-                    "enabled_override": True,
-                    "file_enabled_seen": file_enabled,
-                    "failure_streak": 0,
-                    "disabled_reason": None,
-                    "cursor": stored if stored and stored > cursor else cursor,
-                    "schedule_fingerprint": fingerprint,
-                },
+                ledgerrows.enable_values(
+                    stored, file_enabled=file_enabled, cursor=cursor, fingerprint=fingerprint
+                ),
             )
 
     def disable(
@@ -799,13 +732,9 @@ class PgLedger(FleetTables):
         reason: str | None = None,
         failure_streak: int | None = None,
     ) -> None:
-        values: dict[str, object] = {
-            "enabled_override": False,
-            "file_enabled_seen": file_enabled,
-            "disabled_reason": reason,
-        }
-        if failure_streak is not None:
-            values["failure_streak"] = failure_streak
+        values = ledgerrows.disable_values(
+            file_enabled=file_enabled, reason=reason, failure_streak=failure_streak
+        )
         with self.transaction() as cur:
             self._set_state(cur, routine, values)
 
@@ -814,9 +743,7 @@ class PgLedger(FleetTables):
             self._set_state(cur, routine, {"failure_streak": streak})
 
     def set_cursor(self, routine: str, cursor: str | None, fingerprint: str | None = None) -> None:
-        values: dict[str, object] = {"cursor": cursor}
-        if fingerprint is not None:
-            values["schedule_fingerprint"] = fingerprint
+        values = ledgerrows.cursor_values(cursor, fingerprint)
         with self.transaction() as cur:
             self._set_state(cur, routine, values)
 
@@ -827,11 +754,9 @@ def _first_line(exc: BaseException) -> str:
 
 
 def _add_day(cur: Cursor, f: rundays.DayFold, zone: str) -> None:
-    assert f.first is not None and f.last is not None
-    counters = rundays.COUNTERS
     cols = ", ".join(rundays.DAY_COLUMNS)
     marks = ", ".join("%s" for _ in rundays.DAY_COLUMNS)
-    adds = ", ".join(f"{c} = run_days.{c} + excluded.{c}" for c in counters)
+    adds = ", ".join(f"{c} = run_days.{c} + excluded.{c}" for c in rundays.COUNTERS)
     cur.execute(
         f"INSERT INTO run_days ({cols}) VALUES ({marks}) "
         f"ON CONFLICT (routine, day) DO UPDATE SET {adds}, "
@@ -841,16 +766,5 @@ def _add_day(cur: Cursor, f: rundays.DayFold, zone: str) -> None:
         "last_run_id = CASE WHEN excluded.last_started > run_days.last_started "
         "THEN excluded.last_run_id ELSE run_days.last_run_id END, "
         "last_started = GREATEST(run_days.last_started, excluded.last_started)",
-        (
-            f.routine,
-            f.day.isoformat(),
-            zone,
-            iso(f.start_at),
-            iso(f.end_at),
-            *(f.counts[c] for c in counters),
-            f.first[1],
-            f.first[0],
-            f.last[1],
-            f.last[0],
-        ),
+        ledgerrows.add_day_args(f, zone),
     )

@@ -11,6 +11,7 @@ from typing import Any
 import psycopg
 
 from routines import rundays
+from routines.ledgerrows import note_last_sql
 from routines.runs import ACTIVE, NO_LAST_RUN, Outcome, RunStatus, sql_in
 
 __all__ = [
@@ -109,6 +110,9 @@ def plain(value: Any) -> Any:
     return value.value if isinstance(value, Enum) else value
 
 
+_NOTE_LAST_SQL = note_last_sql("%s")
+
+
 def note_last(
     cur: Cursor,
     routine: str,
@@ -121,13 +125,4 @@ def note_last(
     """Make this run the routine's last run unless a newer one is there already."""
     if status in NO_LAST_RUN:
         return
-    cur.execute(
-        "INSERT INTO routine_state (routine, last_run_id, last_status, last_outcome, "
-        "last_started, last_finished) VALUES (%s, %s, %s, %s, %s, %s) "
-        "ON CONFLICT (routine) DO UPDATE SET last_run_id = excluded.last_run_id, "
-        "last_status = excluded.last_status, last_outcome = excluded.last_outcome, "
-        "last_started = excluded.last_started, last_finished = excluded.last_finished "
-        "WHERE routine_state.last_started IS NULL "
-        "OR routine_state.last_started <= excluded.last_started",
-        (routine, run_id, plain(status), plain(outcome), started, finished),
-    )
+    cur.execute(_NOTE_LAST_SQL, (routine, run_id, plain(status), plain(outcome), started, finished))

@@ -1,0 +1,193 @@
+"""What both ledger backends (routines/ledger.py's SQLite `Ledger`, routines/pgledger.py's
+PostgreSQL `PgLedger`) write and read alike: the values a run row is inserted with, the state
+values `enable`/`disable`/`set_cursor` set, the rows compaction folds, and the SQL text that is
+the same in both dialects but for the placeholder (`mark`: "?" for SQLite, "%s" for psycopg).
+
+Pure: no connection here; each backend executes these with its own cursor and transaction.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from routines import rundays
+from routines.runs import ACTIVE, RunStatus, Trigger
+
+__all__ = [
+    "ZERO_COLUMNS",
+    "add_day_args",
+    "advance_cursor_sql",
+    "cursor_values",
+    "disable_values",
+    "enable_values",
+    "fold_row",
+    "from_iso",
+    "insert_run_sql",
+    "iso",
+    "new_run",
+    "note_last_sql",
+]
+
+
+class Row(Protocol):
+    """A result row read by column name: sqlite3.Row or psycopg's dict row."""
+
+    def __getitem__(self, key: str, /) -> Any: ...
+
+
+def iso(instant: datetime) -> str:
+    """An aware datetime as the ledger stores it: UTC, microseconds, sortable as text."""
+    return instant.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def from_iso(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+# Counters a new run starts at 0 (written as literals, not bound).
+ZERO_COLUMNS = (
+    "dollars",
+    "input_tokens",
+    "output_tokens",
+    "local_input_tokens",
+    "local_output_tokens",
+    "tool_calls",
+)
+
+
+def new_run(
+    *,
+    run_id: str,
+    routine: str,
+    slot: str | None,
+    trigger: Trigger,
+    status: RunStatus,
+    started: str,
+    detail: str,
+    owner: tuple[int, float] | None,
+    parent_run_id: str | None,
+) -> dict[str, object]:
+    """The bound columns of a new run row: a run recorded already finished (skipped, missed,
+    refused) gets its finish time and a zero duration at once."""
+    finished = status not in ACTIVE
+    return {
+        "run_id": run_id,
+        "routine": routine,
+        "slot": slot,
+        "trigger": str(trigger),
+        "status": str(status),
+        "detail": detail,
+        "started_at": started,
+        "finished_at": started if finished else None,
+        "duration_sec": 0.0 if finished else None,
+        "owner_pid": owner[0] if owner else None,
+        "owner_started": owner[1] if owner else None,
+        "parent_run_id": parent_run_id,
+    }
+
+
+def insert_run_sql(columns: tuple[str, ...], mark: str) -> str:
+    """INSERT of a run row binding `columns` (`new_run`'s keys, plus any the backend adds),
+    the `ZERO_COLUMNS` as literal zeros."""
+    cols = ", ".join((*columns, *ZERO_COLUMNS))
+    values = ", ".join([mark] * len(columns) + ["0"] * len(ZERO_COLUMNS))
+    return f"INSERT INTO runs ({cols}) VALUES ({values})"
+
+
+def enable_values(
+    stored_cursor: str | None, *, file_enabled: bool, cursor: str, fingerprint: str
+) -> dict[str, object]:
+    """routine_state's columns after `enable`: the override is stored with the file's
+    `enabled` at this moment, the failure streak cleared, the cursor moved to `cursor` but
+    never backwards from `stored_cursor`."""
+    return {
+        "enabled_override": True,
+        "file_enabled_seen": file_enabled,
+        "failure_streak": 0,
+        "disabled_reason": None,
+        "cursor": stored_cursor if stored_cursor and stored_cursor > cursor else cursor,
+        "schedule_fingerprint": fingerprint,
+    }
+
+
+def disable_values(
+    *, file_enabled: bool, reason: str | None, failure_streak: int | None
+) -> dict[str, object]:
+    """routine_state's columns after `disable` (the streak only when given)."""
+    values: dict[str, object] = {
+        "enabled_override": False,
+        "file_enabled_seen": file_enabled,
+        "disabled_reason": reason,
+    }
+    if failure_streak is not None:
+        values["failure_streak"] = failure_streak
+    return values
+
+
+def cursor_values(cursor: str | None, fingerprint: str | None) -> dict[str, object]:
+    """routine_state's columns after `set_cursor` (the fingerprint only when given)."""
+    values: dict[str, object] = {"cursor": cursor}
+    if fingerprint is not None:
+        values["schedule_fingerprint"] = fingerprint
+    return values
+
+
+def advance_cursor_sql(mark: str) -> str:
+    """Upsert of (routine, cursor) that never moves the cursor backwards (a clock set back
+    reruns nothing)."""
+    return (
+        f"INSERT INTO routine_state (routine, cursor) VALUES ({mark}, {mark}) "
+        "ON CONFLICT (routine) DO UPDATE SET cursor = excluded.cursor "
+        "WHERE routine_state.cursor IS NULL OR routine_state.cursor < excluded.cursor"
+    )
+
+
+def note_last_sql(mark: str) -> str:
+    """Upsert of a routine's last run (routine, run_id, status, outcome, started, finished)
+    unless a newer one is there already."""
+    marks = ", ".join([mark] * 6)
+    return (
+        "INSERT INTO routine_state (routine, last_run_id, last_status, last_outcome, "
+        f"last_started, last_finished) VALUES ({marks}) "
+        "ON CONFLICT (routine) DO UPDATE SET last_run_id = excluded.last_run_id, "
+        "last_status = excluded.last_status, last_outcome = excluded.last_outcome, "
+        "last_started = excluded.last_started, last_finished = excluded.last_finished "
+        "WHERE routine_state.last_started IS NULL "
+        "OR routine_state.last_started <= excluded.last_started"
+    )
+
+
+def add_day_args(f: rundays.DayFold, zone: str) -> tuple[object, ...]:
+    """One batch's fold as the values of its day row, in `rundays.DAY_COLUMNS` order."""
+    assert f.first is not None and f.last is not None
+    return (
+        f.routine,
+        f.day.isoformat(),
+        zone,
+        iso(f.start_at),
+        iso(f.end_at),
+        *(f.counts[c] for c in rundays.COUNTERS),
+        f.first[1],
+        f.first[0],
+        f.last[1],
+        f.last[0],
+    )
+
+
+def fold_row(r: Row) -> rundays.FoldRow:
+    """A run selected for compaction (with `nano` and `ms` computed) as a `rundays.FoldRow`."""
+    return rundays.FoldRow(
+        routine=r["routine"],
+        run_id=r["run_id"] or f"row-{r['id']}",
+        started_at=r["started_at"],
+        status=r["status"],
+        outcome=r["outcome"],
+        input_tokens=r["input_tokens"] or 0,
+        output_tokens=r["output_tokens"] or 0,
+        local_input_tokens=r["local_input_tokens"] or 0,
+        local_output_tokens=r["local_output_tokens"] or 0,
+        tool_calls=r["tool_calls"] or 0,
+        nanodollars=int(r["nano"]),
+        duration_ms=int(r["ms"]),
+    )

@@ -1059,15 +1059,9 @@ class Ledger:
 
     def _set_state(self, db: sqlite3.Connection, routine: str, values: dict[str, object]) -> None:
         """Set columns of routine_state (creating the row); booleans stored as 0/1."""
-        values = {k: (int(v) if isinstance(v, bool) else v) for k, v in values.items()}
-        values["updated_at"] = iso(datetime.now(UTC))
-        cols = ", ".join(values)
-        marks = ", ".join("?" for _ in values)
-        updates = ", ".join(f"{k} = excluded.{k}" for k in values)
         db.execute(
-            f"INSERT INTO routine_state (routine, {cols}) VALUES (?, {marks}) "
-            f"ON CONFLICT(routine) DO UPDATE SET {updates}",
-            (routine, *values.values()),
+            ledgerrows.set_state_sql(tuple(values), "?", "?"),
+            (routine, *ledgerrows.state_params(values), iso(datetime.now(UTC))),
         )
 
     def enable(self, routine: str, *, file_enabled: bool, cursor: str, fingerprint: str) -> None:

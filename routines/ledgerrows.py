@@ -9,6 +9,7 @@ Pure: no connection here; each backend executes these with its own cursor and tr
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from enum import Enum
 from typing import Any, Protocol
 
 from routines import rundays
@@ -27,6 +28,8 @@ __all__ = [
     "iso",
     "new_run",
     "note_last_sql",
+    "set_state_sql",
+    "state_params",
 ]
 
 
@@ -131,6 +134,27 @@ def cursor_values(cursor: str | None, fingerprint: str | None) -> dict[str, obje
     if fingerprint is not None:
         values["schedule_fingerprint"] = fingerprint
     return values
+
+
+def set_state_sql(columns: tuple[str, ...], mark: str, updated_at: str) -> str:
+    """Upsert of routine_state (creating the row): `routine` then `columns` bound with `mark`
+    (values from `state_params`), updated_at set from the SQL `updated_at` (a mark too, or the
+    server's clock)."""
+    cols = ", ".join(["routine", *columns, "updated_at"])
+    marks = ", ".join([mark] * (len(columns) + 1) + [updated_at])
+    updates = ", ".join(f"{k} = excluded.{k}" for k in (*columns, "updated_at"))
+    return (
+        f"INSERT INTO routine_state ({cols}) VALUES ({marks}) "
+        f"ON CONFLICT (routine) DO UPDATE SET {updates}"
+    )
+
+
+def state_params(values: dict[str, object]) -> list[object]:
+    """`values` as bound: booleans as 0/1, enums as their text."""
+    return [
+        int(v) if isinstance(v, bool) else v.value if isinstance(v, Enum) else v
+        for v in values.values()
+    ]
 
 
 def advance_cursor_sql(mark: str) -> str:

@@ -698,14 +698,9 @@ class PgLedger(FleetTables):
     @staticmethod
     def _set_state(cur: Cursor, routine: str, values: dict[str, object]) -> None:
         """Set columns of routine_state (creating the row); booleans stored as 0/1."""
-        values = {k: (int(v) if isinstance(v, bool) else plain(v)) for k, v in values.items()}
-        cols = ", ".join(["routine", *values, "updated_at"])
-        marks = ", ".join(["%s"] * (len(values) + 1) + [_NOW_ISO])
-        updates = ", ".join(f"{k} = excluded.{k}" for k in (*values, "updated_at"))
         cur.execute(
-            f"INSERT INTO routine_state ({cols}) VALUES ({marks}) "
-            f"ON CONFLICT (routine) DO UPDATE SET {updates}",
-            (routine, *values.values()),
+            ledgerrows.set_state_sql(tuple(values), "%s", _NOW_ISO),
+            (routine, *ledgerrows.state_params(values)),
         )
 
     def enable(self, routine: str, *, file_enabled: bool, cursor: str, fingerprint: str) -> None:

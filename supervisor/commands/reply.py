@@ -5,8 +5,6 @@ that run's conversation with TEXT as the next user turn (supervisor/reply.py), s
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 from typing import Any
 
 from supervisor.commands.common import NoSuchRoutine, add_parser, die, find_entry
@@ -85,39 +83,16 @@ def run(args: argparse.Namespace) -> int:
         return die(refused)
     client = None if args.no_daemon else try_daemon(p)
     if client is None:
-        return _here(args, routine, reply, p, show, c)
+        from supervisor.commands.run import run_here
+
+        return run_here(
+            routine=routine, p=p, show=show, c=c, as_json=args.json, reply=reply, done=_done
+        )
     with client:
         try:
             fin = client.request("reply", {"run_id": args.run_id, "text": text}, on_event=show)
         except DaemonError as exc:
             return die(str(exc))
-    return _done(fin, args.json, c)
-
-
-def _here(args: argparse.Namespace, routine: Any, reply: Any, p: Any, show: Any, c: bool) -> int:
-    """The reply in this process: no daemon holds the lock (as `run --no-daemon`)."""
-    from routines.config import ConfigInvalid, load_config
-    from supervisor.present import format_event
-
-    if os.geteuid() == 0:
-        from routines.product import ROOT_REFUSAL
-
-        return die(ROOT_REFUSAL)
-    try:
-        config = load_config(p.config_file)
-    except ConfigInvalid as exc:
-        return die(f"config.toml is invalid:\n{exc}")
-    from supervisor.inproc import Busy, run_in_process
-
-    if not args.json:
-        print(
-            format_event("log", f"no daemon running: running {routine.name} in this process", c),
-            file=sys.stderr,
-        )
-    try:
-        fin = run_in_process(routine, p, config, show, reply=reply)
-    except Busy as exc:
-        return die(str(exc))
     return _done(fin, args.json, c)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from routines.runs import RunStatus
@@ -127,11 +128,24 @@ def run(args: argparse.Namespace) -> int:
             return 0
         return _print_result(fin, args.json, c)
 
-    return _run_here(args, entry.routine, p, show, c)
+    return run_here(
+        routine=entry.routine, p=p, show=show, c=c, as_json=args.json, detach=args.detach
+    )
 
 
-def _run_here(args: argparse.Namespace, routine: Any, p: Any, show: Any, c: bool) -> int:
-    """The run in this process: no daemon holds the lock (checked by the caller)."""
+def run_here(
+    *,
+    routine: Any,
+    p: Any,
+    show: Any,
+    c: bool,
+    as_json: bool,
+    detach: bool = False,
+    reply: Any = None,
+    done: Callable[[dict[str, Any], bool, bool], int] | None = None,
+) -> int:
+    """The run (`reply`: a reply run, for `reply`) in this process: no daemon holds the lock
+    (checked by the caller). `done` prints the finished run (default `_print_result`)."""
     from routines.config import ConfigInvalid, load_config
     from supervisor.present import format_event
 
@@ -139,7 +153,7 @@ def _run_here(args: argparse.Namespace, routine: Any, p: Any, show: Any, c: bool
         from routines.product import ROOT_REFUSAL
 
         return die(ROOT_REFUSAL)
-    if args.detach:
+    if detach:
         return die(
             "--detach needs the daemon; start it: systemctl --user enable --now vinos-routined"
         )
@@ -149,13 +163,13 @@ def _run_here(args: argparse.Namespace, routine: Any, p: Any, show: Any, c: bool
         return die(f"config.toml is invalid:\n{exc}")
     from supervisor.inproc import Busy, run_in_process
 
-    if not args.json:
+    if not as_json:
         print(
-            format_event("log", f"no daemon running: running {args.name} in this process", c),
+            format_event("log", f"no daemon running: running {routine.name} in this process", c),
             file=sys.stderr,
         )
     try:
-        fin = run_in_process(routine, p, config, show)
+        fin = run_in_process(routine, p, config, show, reply=reply)
     except Busy as exc:
         return die(str(exc))
-    return _print_result(fin, args.json, c)
+    return (done or _print_result)(fin, as_json, c)

@@ -10,6 +10,7 @@ from typing import Any
 
 from routines.paths import Paths, paths
 from routines.registry import Entry, Registry, scan
+from routines.spec import Routine
 
 __all__ = [
     "add_parser",
@@ -58,6 +59,10 @@ class NoSuchRoutine(LookupError):
     pass
 
 
+class InvalidRoutine(NoSuchRoutine):
+    """The routine exists but its file is invalid: there is no routine to act on."""
+
+
 def find_entry(name: str, p: Paths | None = None) -> tuple[Entry, Registry]:
     """The registry entry for `name`; NoSuchRoutine names the closest routines."""
     registry = scan(p or paths())
@@ -65,6 +70,15 @@ def find_entry(name: str, p: Paths | None = None) -> tuple[Entry, Registry]:
     if entry is None:
         raise NoSuchRoutine(registry.unknown(name))
     return entry, registry
+
+
+def find_routine(name: str, p: Paths, *, fix: str = "; fix it first") -> tuple[Entry, Routine]:
+    """The entry for `name` and its routine; NoSuchRoutine when there is none, InvalidRoutine
+    (naming the file's errors, after `fix`) when its file is invalid."""
+    entry, _ = find_entry(name, p)
+    if entry.routine is None:
+        raise InvalidRoutine(f"{name} is invalid{fix}:\n" + "\n".join(map(str, entry.errors)))
+    return entry, entry.routine
 
 
 def daemon_locks(p: Paths) -> tuple[Path, ...]:

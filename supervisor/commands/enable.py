@@ -11,7 +11,7 @@ import argparse
 from datetime import UTC, datetime
 from typing import Any
 
-from supervisor.commands.common import NoSuchRoutine, add_parser, die, find_entry
+from supervisor.commands.common import NoSuchRoutine, add_parser, die, find_routine
 
 __all__ = ["register"]
 
@@ -40,12 +40,9 @@ def run(args: argparse.Namespace) -> int:
 
     p = paths()
     try:
-        entry, _ = find_entry(args.name, p)
+        _, routine = find_routine(args.name, p)
     except NoSuchRoutine as exc:
         return die(str(exc))
-    routine = entry.routine
-    if routine is None:
-        return die(f"{args.name} is invalid; fix it first:\n" + "\n".join(map(str, entry.errors)))
     now = datetime.now(UTC)
     with closing(cli_ledger(p)) as ledger:
         set_enabled(ledger, routine, args.on, now)

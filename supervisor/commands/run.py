@@ -17,7 +17,7 @@ from supervisor.commands.common import (
     NoSuchRoutine,
     add_parser,
     die,
-    find_entry,
+    find_routine,
     silence_stdout,
 )
 
@@ -95,11 +95,9 @@ def run(args: argparse.Namespace) -> int:
 
     p = paths()
     try:
-        entry, _ = find_entry(args.name, p)
+        _, routine = find_routine(args.name, p, fix="")
     except NoSuchRoutine as exc:
         return die(str(exc))
-    if entry.routine is None:
-        return die(f"{args.name} is invalid:\n" + "\n".join(str(e) for e in entry.errors))
     c = use_color()
 
     def show(ev: Event) -> None:
@@ -128,9 +126,7 @@ def run(args: argparse.Namespace) -> int:
             return 0
         return _print_result(fin, args.json, c)
 
-    return run_here(
-        routine=entry.routine, p=p, show=show, c=c, as_json=args.json, detach=args.detach
-    )
+    return run_here(routine=routine, p=p, show=show, c=c, as_json=args.json, detach=args.detach)
 
 
 def run_here(

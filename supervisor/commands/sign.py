@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from supervisor.commands.common import NoSuchRoutine, add_parser, die, find_entry
+from supervisor.commands.common import NoSuchRoutine, add_parser, die, find_routine
 
 __all__ = ["register"]
 
@@ -47,11 +47,9 @@ def sign(args: argparse.Namespace) -> int:
 
     p = paths()
     try:
-        entry, _ = find_entry(args.name, p)
+        entry, _ = find_routine(args.name, p)
     except NoSuchRoutine as exc:
         return die(str(exc))
-    if entry.routine is None:
-        return die(f"{args.name} is invalid; fix it first:\n" + "\n".join(map(str, entry.errors)))
     key = Path(args.key).expanduser()
     try:
         sig = sign_routine(entry.path, key)

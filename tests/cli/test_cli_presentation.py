@@ -266,3 +266,16 @@ def test_a_run_line_is_coloured_by_its_status_never_by_words_in_its_text() -> No
         assert red in format_event("end", "anything", True, status=status)
     # A status that is not text (a damaged log line) is simply not red.
     assert red not in format_event("end", "failed", True, status=["failed"])
+
+
+def test_run_and_enable_of_an_invalid_routine_name_its_errors(cli: Cli) -> None:
+    cli.write("broken", "[routine]\nnope = 1\n")
+    for argv, said in (
+        (("run", "broken", "--no-daemon"), "broken is invalid:\n"),
+        (("enable", "broken"), "broken is invalid; fix it first:\n"),
+    ):
+        res = cli(*argv)
+        assert res.returncode == 1, res
+        assert said in res.stderr and "nope" in res.stderr
+    res = cli("run", "no-such-routine", "--no-daemon")
+    assert res.returncode == 1 and "no-such-routine" in res.stderr

@@ -19,7 +19,6 @@ sandbox refused; 3 when --auto declined (the proposal still waits).
 
 from __future__ import annotations
 
-import os
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -103,6 +102,7 @@ def _approve(ledger: Ledger, p: Paths, pid: int, auto: bool) -> int:
 
 def _run(ledger: Ledger, p: Paths, routine: Routine, prop: Proposal) -> int:
     import sandbox
+    from worker.sandboxcli import tidy
     from worker.shellpolicy import shell_policy_for, shell_timeout_for
 
     action = routine.agent.action(prop.action) if routine.agent is not None else None
@@ -124,7 +124,7 @@ def _run(ledger: Ledger, p: Paths, routine: Routine, prop: Proposal) -> int:
                 action.run, policy, timeout_sec=timeout, stdin=prop.input.encode("utf-8")
             )
         finally:
-            _tidy(scratch)
+            tidy(scratch, "action")
         output = result.stdout + (f"\n[stderr]\n{result.stderr}" if result.stderr else "")
         if result.error is not None:
             output += f"\n[error] {result.error}"
@@ -144,14 +144,6 @@ def _run(ledger: Ledger, p: Paths, routine: Routine, prop: Proposal) -> int:
     shown = f"exit status {code}" if code is not None else "nothing ran to the end"
     print(f"vinos-routine: proposal #{prop.id} {status} ({shown})", file=sys.stderr)
     return 1 if code is None else code
-
-
-def _tidy(scratch: Path) -> None:
-    try:
-        os.rmdir(scratch)
-    except OSError:
-        if scratch.exists():
-            print(f"vinos-routine: the action's files are in {scratch}", file=sys.stderr)
 
 
 def _fail(message: str, code: int = 1) -> int:

@@ -68,7 +68,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _print_argv(policy, command)
         result = sandbox.run_shell(command, policy, timeout_sec=shell_timeout_for(routine))
     finally:
-        _tidy(scratch)
+        tidy(scratch)
     sys.stdout.write(result.stdout)
     sys.stdout.flush()
     sys.stderr.write(result.stderr)
@@ -98,13 +98,13 @@ def _print_argv(policy: sandbox.ShellPolicy, command: str) -> int:
     return 0
 
 
-def _tidy(scratch: Path) -> None:
-    """Remove the scratch dir when the command left nothing in it; else say where it is."""
+def tidy(scratch: Path, what: str = "command") -> None:
+    """Remove the scratch dir when the `what` left nothing in it; else say where it is."""
     try:
         os.rmdir(scratch)
     except OSError:
         if scratch.exists():
-            print(f"vinos-routine: the command's files are in {scratch}", file=sys.stderr)
+            print(f"vinos-routine: the {what}'s files are in {scratch}", file=sys.stderr)
 
 
 def _fail(message: str, code: int = 1) -> int:

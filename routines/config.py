@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 import tomllib
 import urllib.parse
 from dataclasses import dataclass, field
@@ -162,6 +161,8 @@ def _database(value: object) -> str:
 
 def default_machine() -> str:
     """The host name up to its first dot, made a valid machine name."""
+    import socket  # only a fleet needs it: every command reads config.toml
+
     host = socket.gethostname().split(".", 1)[0]
     cleaned = re.sub(r"[^A-Za-z0-9._-]", "-", host).strip("-._")[:63]
     return cleaned or "machine"

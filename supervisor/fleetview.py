@@ -14,7 +14,6 @@ from routines.ledger import Ledger
 from routines.ledgerapi import LedgerAPI, open_ledger
 from routines.paths import Paths
 from routines.registry import Registry
-from supervisor.fleetplan import LEASE, definition_fingerprint, divergence, hold
 
 __all__ = ["FleetPicture", "cli_ledger", "config_or_default", "held_here", "picture"]
 
@@ -38,6 +37,9 @@ def held_here(ledger: LedgerAPI, registry: Registry) -> dict[str, str]:
     machine = getattr(ledger, "machine", None)
     if definitions is None or machine is None:
         return {}
+    # Only on a fleet: fleetplan loads hashlib (OpenSSL), ~3 ms of every `list` otherwise.
+    from supervisor.fleetplan import definition_fingerprint, hold
+
     return hold(
         machine,
         ((r.name, r.machines, definition_fingerprint(r.text)) for r in registry.routines()),
@@ -92,6 +94,8 @@ def picture(
 ) -> FleetPicture:
     """The fleet as `fleet status` shows it, from `PgLedger.machines()`, `where_running()`
     and `definitions()` (machines up now), and this machine's registry."""
+    from supervisor.fleetplan import LEASE, definition_fingerprint, divergence, hold
+
     views = tuple(
         MachineView(
             m.machine,

@@ -7,13 +7,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from routines.config import Config, ConfigInvalid, load_config
 from routines.ledger import Ledger
-from routines.ledgerapi import LedgerAPI, open_ledger
 from routines.paths import Paths
 from routines.registry import Registry
+
+if TYPE_CHECKING:
+    from routines.ledgerapi import LedgerAPI
 
 __all__ = ["FleetPicture", "cli_ledger", "config_or_default", "held_here", "picture"]
 
@@ -28,7 +30,11 @@ def config_or_default(p: Paths) -> Config:
 def cli_ledger(p: Paths) -> LedgerAPI:
     """The ledger a read command uses: the fleet's with [fleet], else this machine's file."""
     config = config_or_default(p)
-    return open_ledger(p, config) if config.fleet is not None else Ledger(p.ledger)
+    if config.fleet is None:
+        return Ledger(p.ledger)
+    from routines.ledgerapi import open_ledger  # its Protocol costs a one-machine `list` ~1 ms
+
+    return open_ledger(p, config)
 
 
 def held_here(ledger: LedgerAPI, registry: Registry) -> dict[str, str]:

@@ -180,8 +180,10 @@ class Daemon:
             systemd.notify("STOPPING=1\nSTATUS=stopping: waiting for running routines")
             self._set_title("vinos-routined: stopping")
             await self.pool.shutdown(STOP_GRACE_SEC)
-            if self.offline is not None and self.offline.pool is not None:
-                await self.offline.pool.shutdown(STOP_GRACE_SEC)  # copied in at the next start
+            if self.offline is not None:
+                if self.offline.pool is not None:
+                    await self.offline.pool.shutdown(STOP_GRACE_SEC)  # copied in at next start
+                self._remember_cursors()
             await self.control.close()
             try:
                 self.pool.flush()
@@ -246,6 +248,14 @@ class Daemon:
         else:
             self.ground.space_back()
         self._update_status()
+
+    def _remember_cursors(self) -> None:
+        assert self.offline is not None and self.fleet is not None
+        cursors = {n: t.cursor for n, t in self.scheduler.tracked.items()}
+        try:
+            self.offline.remember(self.registry, self.fleet.held, self._fleet_states, cursors)
+        except LedgerError as exc:  # a full disk: the next start begins from now
+            log.warning("the cursors for an offline start were not kept: %s", exc)
 
     def _offline(self, exc: LedgerFull) -> None:
         """The fleet's database away: run here what may run offline (supervisor/fleetlocal.py)."""

@@ -31,6 +31,7 @@ from routines.pgledger import LedgerUnreachable, PgLedger
 from routines.registry import Registry
 from routines.runs import fingerprint, parse_slot_id, slot_id
 from routines.safetext import one_line
+from routines.spec import Routine
 from supervisor.clock import Clock
 from supervisor.fleetplan import runs_offline
 from supervisor.pool import Pool
@@ -90,29 +91,11 @@ class Offline:
         `seen`: the fleet's routine states as last read; `cursors`: the fleet scheduler's."""
         if self.scheduler is not None:
             return
-        allowed = bool(self.config.fleet and self.config.fleet.local_when_unreachable)
-        routines = [
-            r
-            for r in registry.routines()
-            if r.name not in held and runs_offline(r.machines, self.machine, allowed)
-        ]
+        routines = self._eligible(registry, held)
         if not routines:
             return
         ledger = self._open()
-        states: dict[str, RoutineState] = {}
-        for r in routines:
-            fleet_state = seen.get(r.name) or RoutineState(r.name)
-            here = ledger.state(r.name).cursor
-            known = [parse_slot_id(c) for c in (fleet_state.cursor, here) if c]
-            if r.name in cursors:
-                known.append(cursors[r.name])
-            cursor, fp = None, None
-            if known:  # resume from the latest slot handled (a catch-up follows the usual rule)
-                cursor, fp = slot_id(max(known)), fingerprint(r.schedule)
-                ledger.set_cursor(r.name, cursor, fp)
-            states[r.name] = dataclasses.replace(
-                fleet_state, cursor=cursor, schedule_fingerprint=fp
-            )
+        states = self._seed(ledger, routines, seen, cursors)
         self._mark()
         self.scheduler = Scheduler(ledger, self.owner)
         skipped = {r.name for r in registry.routines()} - set(states)
@@ -131,7 +114,7 @@ class Offline:
             f"running {names} on this machine while the fleet database is unreachable (its "
             "own ledger; its runs join the fleet's history when the database is back)"
         )
-        if allowed:
+        if self.config.fleet is not None and self.config.fleet.local_when_unreachable:
             why += ": local_when_unreachable accepts that another machine may run a slot too"
         log.warning("%s", why)
         self.notify(Notification("vinos-routine: running routines offline", why))
@@ -140,6 +123,57 @@ class Offline:
     def pending(self) -> bool:
         """Scheduling here, or runs made here wait to be copied in."""
         return self.scheduler is not None or self.owed
+
+    def remember(
+        self,
+        registry: Registry,
+        held: Collection[str],
+        seen: Mapping[str, RoutineState],
+        cursors: Mapping[str, datetime],
+    ) -> None:
+        """At a clean stop: keep the cursors of what may run offline in this machine's file,
+        so a start while the database is away resumes from them (without them it would start
+        from now: a slot due meanwhile is not run, never run twice)."""
+        if self.scheduler is not None:
+            return  # the file has them
+        routines = self._eligible(registry, held)
+        if routines:
+            self._seed(self._open(), routines, seen, cursors)
+            self.close()
+
+    def _eligible(self, registry: Registry, held: Collection[str]) -> list[Routine]:
+        allowed = bool(self.config.fleet and self.config.fleet.local_when_unreachable)
+        return [
+            r
+            for r in registry.routines()
+            if r.name not in held and runs_offline(r.machines, self.machine, allowed)
+        ]
+
+    @staticmethod
+    def _seed(
+        ledger: Ledger,
+        routines: list[Routine],
+        seen: Mapping[str, RoutineState],
+        cursors: Mapping[str, datetime],
+    ) -> dict[str, RoutineState]:
+        """Each routine's state to schedule from, its cursor the latest slot known handled:
+        the fleet's as last read, this machine's scheduler's, or this file's; written here."""
+        states: dict[str, RoutineState] = {}
+        for r in routines:
+            fleet_state = seen.get(r.name) or RoutineState(r.name)
+            here = ledger.state(r.name).cursor
+            known = [parse_slot_id(c) for c in (fleet_state.cursor, here) if c]
+            if r.name in cursors:
+                known.append(cursors[r.name])
+            cursor, fp = None, None
+            if known:  # resume from the latest slot handled (a catch-up follows the usual rule)
+                cursor, fp = slot_id(max(known)), fingerprint(r.schedule)
+                if cursor != here:
+                    ledger.set_cursor(r.name, cursor, fp)
+            states[r.name] = dataclasses.replace(
+                fleet_state, cursor=cursor, schedule_fingerprint=fp
+            )
+        return states
 
     def tick(self, now: datetime, busy: Callable[[str], bool]) -> None:
         if self.scheduler is None or self.pool is None:

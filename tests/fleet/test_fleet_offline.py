@@ -127,3 +127,56 @@ def test_offline_runs_what_may_run_here_then_syncs_it_in_once(
             lines = [line.split(":", 1)[0] for line in log.splitlines() if said in line]
             assert lines == ["WARNING vinos.fleet", "INFO vinos.notify"], log  # once each
     assert not (a.paths.state_dir / "fleet-offline").exists()
+
+
+@pytest.mark.slow
+def test_a_daemon_started_offline_runs_its_pinned_routine_and_a_later_start_copies_it_in(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    pg_cluster: Cluster,
+    pg_dsn: str,
+    not_root: None,
+) -> None:
+    """Without the switch: a daemon started while the database is away runs only `mine`
+    (pinned to it alone), not `other` (any machine), even as the fleet's only machine. Stopped
+    before the database returns, it copies that run in at its next start, before scheduling."""
+    clock = tmp_path / "clock"
+    start = minute_boundary()
+    place(clock, start - timedelta(seconds=30))
+    a = Machine(tmp_path, monkeypatch, "a", pg_dsn, clock_file=clock)
+    a.write("mine", pinned(minutely(), "a"))
+    a.write("other", minutely())
+    a.start()
+    place(clock, start + timedelta(seconds=1))
+    wait_for(
+        lambda: (
+            {(r.routine, r.slot) for r, _ in fleet_rows(pg_dsn) if r.status == "ok"}
+            == {("mine", sid(start)), ("other", sid(start))}
+        ),
+        what="the first slot, with the database up",
+    )
+    assert a.daemon.stop() == 0
+    s1 = start + MINUTE
+    pg_cluster.stop()
+    try:
+        place(clock, s1 + timedelta(seconds=1))
+        a.start()
+        wait_for(lambda: ("mine", sid(s1), "ok") in local_runs(a), what="the offline run")
+        assert a.daemon.stop() == 0
+        assert not {r for r in local_runs(a) if r[0] == "other" and r[1] == sid(s1)}
+        assert (a.paths.state_dir / "fleet-offline").exists()  # owed to the fleet
+    finally:
+        pg_cluster.restart()
+    a.start()
+    wait_for(
+        lambda: ("other", sid(s1)) in {(r.routine, r.slot) for r, _ in fleet_rows(pg_dsn)},
+        what="the fleet's schedule to resume",
+    )
+    assert a.daemon.stop() == 0
+    rows = fleet_rows(pg_dsn)
+    assert Counter((r.routine, r.slot, m) for r, m in rows) == {
+        (name, sid(slot), "a"): 1 for name in ("mine", "other") for slot in (start, s1)
+    }
+    assert not (a.paths.state_dir / "fleet-offline").exists()
+    log = a.daemon.log()
+    assert log.count("copied into the fleet's history") == 2  # the log line and the notice

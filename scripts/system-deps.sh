@@ -39,7 +39,7 @@ missing_cmds() {
     # The dashboard's browser tests (Playwright drives the system's Chromium).
     command -v chromium >/dev/null || out+=(chromium)
     # The fleet tests start their own PostgreSQL cluster (initdb, pg_ctl; psycopg needs libpq).
-    ls /usr/lib/postgresql/*/bin/initdb /usr/bin/initdb >/dev/null 2>&1 || out+=(postgresql)
+    { ls /usr/lib/postgresql/*/bin/initdb || ls /usr/bin/initdb; } >/dev/null 2>&1 || out+=(postgresql)
     ldconfig -p 2>/dev/null | grep -q 'libpq.so.5' || out+=(libpq)
     echo "${out[@]:-}"
 }

@@ -76,6 +76,7 @@ class Offline:
         self.scheduler: Scheduler | None = None  # set while scheduling here
         self.pool: Pool | None = None
         self.owed = self.marker.exists()  # runs made offline wait to be copied in
+        self._draining = False  # said that the fleet waits for runs made offline
 
     # -- while the database is away -------------------------------------------------------
 
@@ -198,11 +199,16 @@ class Offline:
 
         self.scheduler = None
         if self.pool is not None and (self.pool.running or self.pool.queue):
-            raise Draining(
-                f"{len(self.pool.running) + len(self.pool.queue)} run(s) made while the fleet "
-                "database was unreachable are still going; the fleet's schedule resumes once "
-                "they have ended and are copied in"
+            why = (
+                f"the fleet database is back; {len(self.pool.running) + len(self.pool.queue)} "
+                "run(s) started while it was unreachable are still going: the fleet's schedule "
+                "resumes once they have ended and are copied in"
             )
+            if not self._draining:
+                log.warning("%s", why)
+                self._draining = True
+            raise Draining(why)
+        self._draining = False
         report = join(fleet, self._open(), now)
         self.marker.unlink(missing_ok=True)
         self.owed = False

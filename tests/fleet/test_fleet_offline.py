@@ -180,3 +180,43 @@ def test_a_daemon_started_offline_runs_its_pinned_routine_and_a_later_start_copi
     assert not (a.paths.state_dir / "fleet-offline").exists()
     log = a.daemon.log()
     assert log.count("copied into the fleet's history") == 2  # the log line and the notice
+
+
+@pytest.mark.slow
+def test_the_fleet_waits_for_a_run_made_offline_to_end_before_copying_it_in(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    pg_cluster: Cluster,
+    pg_dsn: str,
+    not_root: None,
+) -> None:
+    """Back while the offline run is still going: nothing is copied (the row is not final) and
+    the fleet's schedule waits; once the run ends it is copied in once, final."""
+    gates = tmp_path / "gates"
+    gates.mkdir()
+    clock = tmp_path / "clock"
+    start = minute_boundary()
+    place(clock, start - timedelta(seconds=30))
+    a = Machine(tmp_path, monkeypatch, "a", pg_dsn, clock_file=clock, worker=("gated", str(gates)))
+    a.write("held-mine", pinned(minutely(), "a"))
+    a.start()
+    pg_cluster.stop()
+    try:
+        wait_for(lambda: "running held-mine on this machine" in a.daemon.log(), what="a offline")
+        place(clock, start + timedelta(seconds=1))
+        wait_for((gates / "held-mine.entered").exists, what="the offline run to start")
+    finally:
+        pg_cluster.restart()
+    wait_for(lambda: "still going" in a.daemon.log(), what="the daemon to see the database back")
+    observer = PgLedger(pg_dsn, "observer")
+    try:
+        assert observer.fleet_history(None, limit=100) == []  # not copied while it runs
+    finally:
+        observer.close()
+    (gates / "held-mine.go").touch()
+    wait_for(lambda: "copied into the fleet's history" in a.daemon.log(), what="the copy")
+    wait_for(lambda: fleet_rows(pg_dsn), what="the row")
+    [(row, machine)] = fleet_rows(pg_dsn)
+    assert (row.routine, row.slot, row.status, machine) == ("held-mine", sid(start), "ok", "a")
+    assert a.daemon.stop() == 0
+    assert a.daemon.log().count("still going") == 1  # said once

@@ -77,6 +77,8 @@ class Offline:
         self.pool: Pool | None = None
         self.owed = self.marker.exists()  # runs made offline wait to be copied in
         self._draining = False  # said that the fleet waits for runs made offline
+        self._ended = False  # a run made here ended: look for a third strike
+        self._reasons: dict[str, str | None] = {}  # disabled_reason when scheduling began
 
     # -- while the database is away -------------------------------------------------------
 
@@ -97,6 +99,7 @@ class Offline:
             return
         ledger = self._open()
         states = self._seed(ledger, routines, seen, cursors)
+        self._reasons = {name: ledger.state(name).disabled_reason for name in states}
         self._mark()
         self.scheduler = Scheduler(ledger, self.owner)
         skipped = {r.name for r in registry.routines()} - set(states)
@@ -107,7 +110,7 @@ class Offline:
             config=self.config,
             clock=self.clock,
             notify=self.notify,
-            on_change=self.wake,
+            on_change=self._run_ended,
             worker_argv=self.worker_argv,
         )
         names = ", ".join(one_line(n) for n in sorted(states))
@@ -166,6 +169,8 @@ class Offline:
             known = [parse_slot_id(c) for c in (fleet_state.cursor, here) if c]
             if r.name in cursors:
                 known.append(cursors[r.name])
+            if fleet_state.failure_streak != ledger.state(r.name).failure_streak:
+                ledger.set_failure_streak(r.name, fleet_state.failure_streak)  # strikes go on
             cursor, fp = None, None
             if known:  # resume from the latest slot handled (a catch-up follows the usual rule)
                 cursor, fp = slot_id(max(known)), fingerprint(r.schedule)
@@ -176,9 +181,20 @@ class Offline:
             )
         return states
 
+    def _run_ended(self) -> None:
+        self._ended = True
+        self.wake()
+
     def tick(self, now: datetime, busy: Callable[[str], bool]) -> None:
-        if self.scheduler is None or self.pool is None:
+        if self.scheduler is None or self.pool is None or self.ledger is None:
             return
+        if self._ended:  # the third strike disables a routine here, for the outage
+            self._ended = False
+            for name in list(self.scheduler.tracked):
+                reason = self.ledger.state(name).disabled_reason
+                if reason is not None and reason != self._reasons.get(name):
+                    del self.scheduler.tracked[name]
+                    log.warning("%s: not run offline any more: %s", one_line(name), reason)
         for pending in self.scheduler.due(now, busy):
             self.pool.enqueue(pending)
         if self.scheduler.full is not None:  # this machine's disk: retried next tick

@@ -4,6 +4,7 @@ cluster stopped and started, stepped clocks."""
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from datetime import timedelta
 from pathlib import Path
@@ -220,3 +221,36 @@ def test_the_fleet_waits_for_a_run_made_offline_to_end_before_copying_it_in(
     assert (row.routine, row.slot, row.status, machine) == ("held-mine", sid(start), "ok", "a")
     assert a.daemon.stop() == 0
     assert a.daemon.log().count("still going") == 1  # said once
+
+
+@pytest.mark.slow
+def test_three_strikes_offline_stop_the_routine_for_the_outage(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    pg_cluster: Cluster,
+    pg_dsn: str,
+    not_root: None,
+) -> None:
+    clock = tmp_path / "clock"
+    start = minute_boundary()
+    place(clock, start - timedelta(seconds=30))
+    a = Machine(tmp_path, monkeypatch, "a", pg_dsn, clock_file=clock, worker=("exit3",))
+    a.write("mine", pinned(minutely(), "a"))
+    pg_cluster.stop()
+    try:
+        a.start()
+        wait_for(lambda: "running mine on this machine" in a.daemon.log(), what="a offline")
+        for i in range(3):
+            place(clock, start + i * MINUTE + timedelta(seconds=1))
+            wait_for(
+                lambda i=i: ("mine", sid(start + i * MINUTE), "failed") in local_runs(a),
+                what=f"failed run {i + 1}",
+            )
+        wait_for(lambda: "not run offline any more" in a.daemon.log(), what="the third strike")
+        place(clock, start + 3 * MINUTE + timedelta(seconds=1))
+        time.sleep(1.5)  # ticks every 0.2 s: a fourth run would have been claimed by now
+        a.daemon.request("ping")
+        assert len(local_runs(a)) == 3
+        assert a.daemon.stop() == 0
+    finally:
+        pg_cluster.restart()

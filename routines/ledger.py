@@ -863,6 +863,13 @@ class Ledger:
         ).fetchall()
         return [_row(r) for r in rows]
 
+    def last_started_here(self, routine: str) -> str | None:
+        """When `routine`'s newest finished run started (every run of this file's is here)."""
+        row = self._db.execute(
+            "SELECT last_started FROM routine_state WHERE routine = ?", (routine,)
+        ).fetchone()
+        return row[0] if row else None
+
     def last_runs(self) -> dict[str, LastRun]:
         """Each routine's newest finished run (not queued/running/skipped), from
         routine_state: one row per routine, however long the history."""

@@ -58,6 +58,7 @@ from routines.ledger import (
 from routines.pgfleet import LEASE_SEC, FleetTables, MachineRow
 from routines.runs import (
     ACTIVE,
+    NO_LAST_RUN,
     NOT_A_RUN,
     Outcome,
     RunEnd,
@@ -543,6 +544,18 @@ class PgLedger(FleetTables):
             (self.machine,),
         )
         return [ActiveRun(**{**r, "status": RunStatus(r["status"])}) for r in rows]
+
+    def last_started_here(self, routine: str) -> str | None:
+        """When this machine's newest finished run of `routine` started: since then, the
+        decisions on the proposals kept here are news to its next run (a fleet shares no
+        proposals; a machine's proposals come from its own runs)."""
+        rows = self._read(
+            "SELECT started_at FROM runs WHERE routine = %s AND machine = %s "
+            f"AND COALESCE(status, '') NOT IN {sql_in(NO_LAST_RUN)} "
+            "ORDER BY started_at DESC LIMIT 1",
+            (routine, self.machine),
+        )
+        return str(rows[0]["started_at"]) if rows else None
 
     def run(self, run_id: str) -> RunRow | None:
         rows = self._read("SELECT * FROM runs WHERE run_id = %s", (run_id,))

@@ -42,6 +42,8 @@ __all__ = [
     "get",
     "invalidate",
     "note",
+    "prune",
+    "recorded_for_run",
     "waiting",
     "waiting_count",
 ]
@@ -140,6 +142,16 @@ def add(
         return cur.lastrowid
 
 
+def recorded_for_run(ledger: Ledger, run_id: str) -> int:
+    """How many proposals of `run_id` are recorded."""
+    n: int = (
+        _db(ledger)
+        .execute("SELECT COUNT(*) FROM proposals WHERE run_id = ?", (run_id,))
+        .fetchone()[0]
+    )
+    return n
+
+
 def get(ledger: Ledger, proposal_id: int) -> Proposal | None:
     row = _db(ledger).execute("SELECT * FROM proposals WHERE id = ?", (proposal_id,)).fetchone()
     return _row(row) if row else None
@@ -178,6 +190,20 @@ def waiting_count(ledger: Ledger, now: datetime) -> int:
         .fetchone()
     )
     return int(row[0])
+
+
+def prune(ledger: Ledger, before: datetime, limit: int = 200) -> int:
+    """Delete up to `limit` decided proposals (done, denied, expired, invalidated) whose last
+    change is older than `before`; how many. Waiting and running ones are never deleted: a
+    waiting one expires first, and is deleted only once that is old too."""
+    with ledger.transaction() as db:
+        cur = db.execute(
+            "DELETE FROM proposals WHERE id IN (SELECT id FROM proposals "
+            "WHERE state IN ('done', 'denied', 'expired', 'invalidated') "
+            "AND COALESCE(finished_at, decided_at, created_at) < ? LIMIT ?)",
+            (iso(before), limit),
+        )
+        return cur.rowcount
 
 
 def expire(ledger: Ledger, now: datetime) -> int:

@@ -13,6 +13,7 @@ import logging
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -20,10 +21,19 @@ from typing import Any
 from ipc import Proposal
 from routines import proposals
 from routines.ledger import Ledger, LedgerError
+from routines.ledgerapi import LedgerAPI
+from routines.paths import Paths
 from routines.safetext import one_line
 from routines.spec import Routine
 
-__all__ = ["Recorded", "action_argv", "decisions_for", "record_proposals", "start_auto"]
+__all__ = [
+    "Recorded",
+    "action_argv",
+    "decisions_for",
+    "proposal_store",
+    "record_proposals",
+    "start_auto",
+]
 
 log = logging.getLogger("vinos.approvals")
 
@@ -37,9 +47,14 @@ class Recorded:
 def record_proposals(
     ledger: Ledger, routine: Routine, run_id: str, sent: list[Proposal], now: datetime
 ) -> Recorded:
-    """Record the run's proposals as waiting rows, each checked again against the routine."""
+    """Record the run's proposals as waiting rows, each checked again against the routine.
+    Once: those of `run_id` recorded before (a write that found the disk full part-way, tried
+    again) are not added again."""
     ids: list[int] = []
     refused: list[str] = []
+    accepted = 0
+    # Each `add` is its own transaction, in the order sent: the first `done` are there.
+    done = proposals.recorded_for_run(ledger, run_id)
     fp = proposals.fingerprint(routine.text)
     agent = routine.agent
     for p in sent:
@@ -49,8 +64,10 @@ def record_proposals(
             refused.append(f"undeclared action {one_line(p.action)[:80]!r}")
         elif size > proposals.MAX_INPUT:
             refused.append(f"{action.name}: input of {size:,} bytes")
-        elif len(ids) >= proposals.MAX_PER_RUN:
+        elif accepted >= proposals.MAX_PER_RUN:
             refused.append(f"{action.name}: more than {proposals.MAX_PER_RUN} in one run")
+        elif (accepted := accepted + 1) <= done:
+            continue
         else:
             ids.append(
                 proposals.add(
@@ -71,23 +88,40 @@ def record_proposals(
     return Recorded(tuple(ids), tuple(refused))
 
 
+@contextlib.contextmanager
+def proposal_store(ledger: LedgerAPI, p: Paths) -> Iterator[Ledger]:
+    """Where this machine keeps its proposals: its own SQLite ledger, which `pending`,
+    `approve`, `deny`, `brief`, the waybar module and the dashboard read. Without a fleet that
+    is the run ledger itself; on a fleet (which does not share proposals) the file at
+    `p.ledger`, opened for the moment. LedgerError when it cannot be opened."""
+    if isinstance(ledger, Ledger):
+        yield ledger
+        return
+    with Ledger(p.ledger) as local:
+        yield local
+
+
 def decisions_for(
-    ledger: Ledger, routine: Routine, now: datetime | None = None
+    ledger: LedgerAPI, p: Paths, routine: Routine, now: datetime | None = None
 ) -> list[dict[str, Any]]:
-    """What became of `routine`'s proposals since its last finished run started, for the
-    next run's prompt (expired ones are marked first, so the run hears of them too)."""
+    """What became of `routine`'s proposals since this machine's last finished run of it
+    started, for the next run's prompt (expired ones are marked first, so the run hears of
+    them too). `ledger` is the run ledger (the fleet's on a fleet)."""
     if not routine.actions:
         return []
-    with contextlib.suppress(LedgerError):  # a full disk must not stop the run
-        proposals.expire(ledger, now or datetime.now(UTC))
-    row = ledger._db.execute(
-        "SELECT last_started FROM routine_state WHERE routine = ?", (routine.name,)
-    ).fetchone()
-    since = row[0] if row else None
+    since = ledger.last_started_here(routine.name)
     keys = ("id", "action", "summary", "state", "decided_by", "why", "exit_status")
+    try:
+        with proposal_store(ledger, p) as store:
+            with contextlib.suppress(LedgerError):  # a full disk must not stop the run
+                proposals.expire(store, now or datetime.now(UTC))
+            decided = proposals.decided_since(store, routine.name, since)
+    except LedgerError as exc:
+        log.warning("%s: the proposals' decisions are not told to this run: %s", routine.name, exc)
+        return []
     return [
-        {k: str(v) if k == "state" else v for k, v in p.as_json().items() if k in keys}
-        for p in proposals.decided_since(ledger, routine.name, since)
+        {k: str(v) if k == "state" else v for k, v in d.as_json().items() if k in keys}
+        for d in decided
     ]
 
 

@@ -3,7 +3,9 @@
 Each `step` is one small batch (about ten milliseconds): at most BATCH_ROWS runs folded into
 their day rows (one transaction: `Ledger.compact`), then, once compaction has caught up, at
 most VACUUM_PAGES pages returned by `incremental_vacuum`, and the outputs and run logs of a
-few routines pruned (supervisor/retention.py; a pass over every routine once a day). `run`
+few routines pruned (supervisor/retention.py; a pass over every routine once a day), and in
+the same daily pass decided proposals older than `keep_runs_days` deleted, PROPOSAL_BATCH at a
+time (in this machine's own ledger file on a fleet, where proposals are kept). `run`
 paces the batches so a backlog (the first start after an upgrade, with a year of history)
 costs at most CATCH_UP_CPU_SHARE of one CPU, and otherwise looks again once an hour: in
 steady state a day's new runs take one pass, far inside the idle CPU target.
@@ -26,10 +28,12 @@ import sqlite3
 import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from pathlib import Path
 from zoneinfo import ZoneInfo
 
+from routines import proposals
 from routines.config import Config, LedgerSettings
-from routines.ledger import LedgerError
+from routines.ledger import Ledger, LedgerError
 from routines.ledgerapi import LedgerAPI
 from routines.paths import Paths
 from routines.rundays import compaction_line
@@ -44,6 +48,7 @@ log = logging.getLogger("vinos.housekeeping")
 BATCH_ROWS = 500
 VACUUM_PAGES = 256  # 1 MiB at 4 KiB pages
 PRUNE_DIRS = 8  # routine directories pruned per step
+PROPOSAL_BATCH = 200  # decided proposals deleted per step
 CATCH_UP_CPU_SHARE = 0.02
 IDLE_PAUSE_SEC = 3600.0
 PRUNE_EVERY_SEC = 86400.0
@@ -59,13 +64,23 @@ class Step:
     free_pages: int  # pages still free in the file after this step's vacuum
     pruned: int  # output and log files deleted
     more: bool  # whether another batch has work to do now
+    proposals: int = 0  # decided proposals deleted
 
 
 class Housekeeper:
     def __init__(
-        self, ledger: LedgerAPI, state_dir: str, settings: LedgerSettings, clock: Clock
+        self,
+        ledger: LedgerAPI,
+        state_dir: str,
+        settings: LedgerSettings,
+        clock: Clock,
+        *,
+        proposal_file: Path | None = None,
     ) -> None:
         self.ledger = ledger
+        # This machine's own ledger file, where a fleet machine keeps its proposals.
+        self.proposal_file = proposal_file
+        self._proposals_due = False  # decided proposals may be past retention (once a day)
         self.state_dir = state_dir
         self.settings = settings
         self.clock = clock
@@ -112,6 +127,7 @@ class Housekeeper:
             # 10,000 routines a pass is real work, which the idle target must not see hourly).
             self._dirs = routine_dirs(self.state_dir)
             self._next_pass = mono + PRUNE_EVERY_SEC
+            self._proposals_due = True
         if self._dirs:
             cut = cutoffs(now, self.settings.keep_outputs_days)
             batch, self._dirs = self._dirs[:PRUNE_DIRS], self._dirs[PRUNE_DIRS:]
@@ -120,8 +136,27 @@ class Housekeeper:
                     pruned += prune_routine(self.state_dir, name, cut)
                 except OSError as exc:  # one unreadable dir does not stop the others
                     log.warning("housekeeping: %s: %s", name, exc)
-        more = compacted == BATCH_ROWS or free > 0 or bool(self._dirs)
-        return Step(compacted, free, pruned, more)
+        gone = 0
+        if self._proposals_due:
+            gone = self._prune_proposals(now)
+            self._proposals_due = gone == PROPOSAL_BATCH
+        more = compacted == BATCH_ROWS or free > 0 or bool(self._dirs) or self._proposals_due
+        return Step(compacted, free, pruned, more, gone)
+
+    def _prune_proposals(self, now: datetime) -> int:
+        """One batch of decided proposals older than `keep_runs_days` deleted (the waiting
+        ones past their expiry marked expired first: they are deleted a retention later)."""
+        if isinstance(self.ledger, Ledger):
+            return self._prune_in(self.ledger, now)
+        if self.proposal_file is None or not self.proposal_file.exists():
+            return 0
+        with Ledger(self.proposal_file) as local:
+            return self._prune_in(local, now)
+
+    def _prune_in(self, store: Ledger, now: datetime) -> int:
+        proposals.expire(store, now)
+        before = now - timedelta(days=self.settings.keep_runs_days)
+        return proposals.prune(store, before, PROPOSAL_BATCH)
 
     async def run(self) -> None:
         """Step forever, paced; the daemon cancels it when it stops."""
@@ -141,5 +176,7 @@ class Housekeeper:
 
 def start(ledger: LedgerAPI, paths: Paths, config: Config, clock: Clock) -> asyncio.Task[None]:
     """The daemon's hook: housekeeping as a task on its loop, on the daemon's connection."""
-    keeper = Housekeeper(ledger, str(paths.state_dir), config.ledger, clock)
+    keeper = Housekeeper(
+        ledger, str(paths.state_dir), config.ledger, clock, proposal_file=paths.ledger
+    )
     return asyncio.ensure_future(keeper.run())

@@ -24,7 +24,7 @@ from zoneinfo import ZoneInfo
 
 from ipc import Event, EventKind, Job, RunReply
 from routines.config import Config
-from routines.ledger import Ledger, LedgerFull
+from routines.ledger import LedgerFull
 from routines.ledgerapi import LedgerAPI
 from routines.paths import Paths
 from routines.runs import RunEnd, RunStatus, Trigger
@@ -353,9 +353,7 @@ class Pool:
             paths=self.paths,
             config=self.config,
             reply=pending.reply,
-            decisions=decisions_for(self.ledger, routine)
-            if isinstance(self.ledger, Ledger)
-            else [],  # a fleet keeps no proposals yet
+            decisions=decisions_for(self.ledger, self.paths, routine),
         )
         runlog = RunLog(self.paths.run_log(routine.name, pending.run_id), base=state)
         runlog.write("start", f"{pending.trigger} run of {routine.name}", {"slot": pending.slot})

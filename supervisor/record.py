@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from ipc import RunReply, reply_json
-from routines.ledger import Ledger, LedgerFull, iso
+from ipc import Proposal, RunReply, reply_json
+from routines.ledger import LedgerError, LedgerFull, iso
 from routines.ledgerapi import LedgerAPI
 from routines.outputs import output_day
 from routines.paths import Paths
@@ -27,7 +28,7 @@ from routines.store import (
     write_atomic,
     write_json_atomic,
 )
-from supervisor.approvals import record_proposals, start_auto
+from supervisor.approvals import proposal_store, record_proposals, start_auto
 from supervisor.limits import STRIKE_LIMIT, strike
 from supervisor.notify import preview
 from supervisor.spawn import StopReason, WorkerOutcome
@@ -39,6 +40,7 @@ __all__ = [
     "file_output_path",
     "final_status",
     "finish_run",
+    "keep_proposals",
     "notifications_for",
     "proposal_notifications",
 ]
@@ -66,13 +68,45 @@ class Unwritten:
     finished_at: datetime
     end: RunEnd
     strikes: bool = True  # whether its status counts toward three strikes
+    # The run's proposed actions, kept with its row (recorded once: see keep_proposals).
+    proposals: tuple[Proposal, ...] = ()
+    paths: Paths | None = None  # where the proposals' store is (a fleet machine's own file)
 
     def write(self, ledger: LedgerAPI) -> list[Notification]:
-        """Record it now; the notifications it causes (the routine disabled by it)."""
+        """Record it now; the notifications it causes (the routine disabled by it, the
+        proposals' arrival)."""
         notes: list[Notification] = []
         if ledger.finish_run(self.run_id, self.end, now=self.finished_at) and self.strikes:
             _strike(ledger, self.routine, self.end.status, self.end.detail, notes)
+        if self.proposals and self.paths is not None:
+            notes += keep_proposals(
+                ledger, self.paths, self.routine, self.run_id, self.proposals, self.finished_at
+            )
         return notes
+
+
+def keep_proposals(
+    ledger: LedgerAPI,
+    paths: Paths,
+    routine: Routine,
+    run_id: str,
+    sent: Sequence[Proposal],
+    now: datetime,
+) -> list[Notification]:
+    """Record a run's proposed actions in this machine's own SQLite ledger (on a fleet too:
+    a fleet does not share them, README "Several machines"), start the auto-approved ones;
+    the notification to send. Raises LedgerFull (nothing lost: the caller keeps them)."""
+    try:
+        with proposal_store(ledger, paths) as store:
+            recorded = record_proposals(store, routine, run_id, list(sent), now)
+    except LedgerFull:
+        raise
+    except LedgerError as exc:  # not a full disk: a broken ledger file, which `doctor` names
+        log.error("%s: run %s: %d proposed action(s) not recorded: %s",
+                  routine.name, run_id, len(sent), exc)  # fmt: skip
+        return []
+    start_auto(routine, recorded.ids)
+    return proposal_notifications(routine, recorded.ids)
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,17 +276,13 @@ def finish_run(
         # False: the row had ended already (it cannot: the pool ends a run once); no strike.
         if ledger.finish_run(run_id, end, now=now):
             disabled = _strike(ledger, routine, status, detail, notes)
-        # Proposed actions live in a machine's own SQLite ledger; a fleet does not share
-        # them yet, so a fleet machine drops them, saying so (README "Several machines").
-        if out.proposals and not isinstance(ledger, Ledger):
-            log.warning("%s: %d proposed action(s) not kept: a fleet keeps no proposals yet",
-                        routine.name, len(out.proposals))  # fmt: skip
-        if out.proposals and isinstance(ledger, Ledger):
-            recorded = record_proposals(ledger, routine, run_id, out.proposals, now)
-            notes.extend(proposal_notifications(routine, recorded.ids))
-            start_auto(routine, recorded.ids)
+        if out.proposals:
+            notes += keep_proposals(ledger, paths, routine, run_id, out.proposals, now)
     except LedgerFull:
-        unwritten = Unwritten(routine, run_id, now, end)
+        # The proposals too: kept with the row, recorded when space returns (issue 17).
+        unwritten = Unwritten(
+            routine, run_id, now, end, proposals=tuple(out.proposals), paths=paths
+        )
     last = {
         "run_id": run_id,
         "routine": routine.name,

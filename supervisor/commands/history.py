@@ -64,7 +64,9 @@ def run(args: argparse.Namespace) -> int:
         except NoSuchRoutine as exc:
             return die(str(exc))
     if args.json:
-        print_json_lines(_json(rows, machines) + [d.as_json() for d in days])
+        # Then the routine's proposed actions, as the text view lists them after the table.
+        found = [{"kind": "proposal", **a.as_json(), "state": str(a.state)} for a in actions]
+        print_json_lines(_json(rows, machines) + [d.as_json() for d in days] + found)
         return 0
     if not rows and not days:
         print(f"{args.name} has not run yet")
@@ -186,6 +188,7 @@ def _runs(
     """The newest runs, each one's machine and this machine's name on a fleet (None alone),
     and the routine's proposed actions."""
     from routines.ledger import Ledger
+    from routines.paths import paths
     from routines.proposals import for_routine
 
     fleet_history = getattr(ledger, "fleet_history", None)
@@ -193,8 +196,11 @@ def _runs(
         rows = ledger.history(name, limit)
         return rows, None, None, for_routine(ledger, name, limit)
     found = fleet_history(name, limit)
-    # Proposed actions stay in a machine's own ledger (a fleet does not share them yet).
-    actions = for_routine(ledger, name, limit) if isinstance(ledger, Ledger) else []
+    # Proposed actions are kept in each machine's own ledger file (a fleet does not share them).
+    actions: list[Any] = []
+    if paths().ledger.exists():
+        with Ledger(paths().ledger) as local:
+            actions = for_routine(local, name, limit)
     return [f.row for f in found], [f.machine for f in found], ledger.machine, actions
 
 

@@ -59,7 +59,11 @@ def waybar() -> int:
 
         with closing(cli_ledger(p)) as ledger:
             today = ledger.dollars_by_day([day], zone)
-            pending = waiting_count(ledger, now) if isinstance(ledger, Ledger) else 0
+        # Proposals are kept in this machine's own ledger file, on a fleet too.
+        pending = 0
+        if p.ledger.exists():
+            with Ledger(p.ledger) as local:
+                pending = waiting_count(local, now)
         unseen = unseen_count(p.state_dir, {ln.name for ln in lines if ln.open_on_login}, day)
         value = waybar_json(lines, sum(today.values()), now, unseen, pending)
     except Exception as exc:  # the bar shows any failure rather than going blank

@@ -179,6 +179,17 @@ def test_approved_runs_once_with_its_stdin_and_a_second_approve_is_an_error(
     assert f"#{p.id} " in history
     assert "send-reply · done by cli, exit 0 · Reply to Bob about lunch" in history
     assert "output: To: bob@example.org" in history
+    # --json: the runs, then the proposal as the text view lists it, with its whole record.
+    lines = [json.loads(line) for line in cli("history", "drafter", "--json").stdout.splitlines()]
+    assert [x["run_id"] for x in lines if "kind" not in x] == [p.run_id]
+    [listed] = [x for x in lines if x.get("kind") == "proposal"]
+    assert (listed["id"], listed["state"], listed["decided_by"], listed["exit_status"]) == (
+        p.id,
+        "done",
+        "cli",
+        0,
+    )
+    assert listed["input"] == INPUT and listed["output"].startswith("To: bob@example.org")
 
 
 def test_approve_asks_on_a_terminal(

@@ -170,6 +170,23 @@ def test_history_is_newest_first_and_runs_between_is_bounded(led: LedgerAPI) -> 
     assert [r.started_at for r in got] == [iso(T0 + timedelta(hours=h)) for h in (2, 1)]
 
 
+def test_last_started_here_is_the_newest_finished_run_of_this_machine(backend: str) -> None:
+    """Since when the decisions on a machine's proposals are news to its next run."""
+    here, there = open_backend(backend), open_backend(backend, machine="m2")
+    try:
+        assert here.last_started_here("brief") is None
+        spend(here, "brief", T0, 0.1)
+        spend(there, "brief", T0 + timedelta(hours=1), 0.1)  # another machine's, on a fleet
+        here.record_run("brief", run_id="q", trigger="manual", status="queued",
+                        now=T0 + timedelta(hours=2))  # fmt: skip
+        newest = T0 + timedelta(hours=1) if isinstance(here, Ledger) else T0
+        assert here.last_started_here("brief") == iso(newest)
+        assert there.last_started_here("brief") == iso(T0 + timedelta(hours=1))
+    finally:
+        here.close()
+        there.close()
+
+
 # -- state, strikes -------------------------------------------------------------------------
 
 

@@ -14,19 +14,23 @@ Modes:
   two-results  hello, a result, a second result
   exit3        hello, then exit status 3 with no result
   chatty       hello, 3 stderr lines (one 10,000 chars long), a result
+  propose DIR  hello; writes the job's decisions to DIR/RUN_ID.json, proposes the action
+               `send-reply` (input "Hi Bob\n"), then reports ok as `ok` does
   gated DIR    hello; a routine named held* notes DIR/NAME.entered and waits for DIR/NAME.go;
-               then writes output.md in scratch_dir and reports ok, or failed when it cannot
+               then writes output.md in scratch_dir and reports ok, or failed when it cannot;
+               a routine named *mail proposes `send-reply` (input "Hi Bob\n") before it reports
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
 import time
 
-from ipc import Event, EventKind, Hello, Job, LineReader, Result, Usage, encode
+from ipc import Event, EventKind, Hello, Job, LineReader, Proposal, Result, Usage, encode
 
 
 def send(msg: object) -> None:
@@ -46,6 +50,8 @@ def gated(gates: str) -> None:
         open(gate + ".entered", "w").close()
         while not os.path.exists(gate + ".go"):
             time.sleep(0.05)
+    if job.routine_name.endswith("mail"):
+        send(Proposal(action="send-reply", input="Hi Bob\n", summary="Reply to Bob"))
     try:
         with open(os.path.join(job.scratch_dir, "output.md"), "w") as f:
             f.write("# Output\n\nall good\n")
@@ -54,6 +60,28 @@ def gated(gates: str) -> None:
         send(Result(status="failed", summary=error, error=error, route="command"))
     else:
         send(Result(status="ok", summary="all good", output_file="output.md", route="command"))
+
+
+def ok(job: Job) -> None:
+    """Mode `ok`, after the hello."""
+    send(Event(EventKind.LOG, "working"))
+    send(Usage(input=10, output=5, dollars=0.001, model="claude-sonnet-4-6"))
+    with open(os.path.join(job.scratch_dir, "output.md"), "w") as f:
+        f.write("# Output\n\nall good\n")
+    send(Result(status="ok", summary="all good", output_file="output.md", route="command"))
+
+
+def propose(told: str) -> None:
+    """Mode `propose DIR` (see the module docstring)."""
+    reader = LineReader(sys.stdin.buffer)
+    reader.read()  # hello
+    job = reader.read()
+    assert isinstance(job, Job)
+    send(Hello())
+    with open(os.path.join(told, job.run_id + ".json"), "w") as f:
+        json.dump(job.decisions, f)
+    send(Proposal(action="send-reply", input="Hi Bob\n", summary="Reply to Bob"))
+    ok(job)
 
 
 def main() -> None:
@@ -68,11 +96,7 @@ def main() -> None:
         return
     send(Hello())
     if mode == "ok":
-        send(Event(EventKind.LOG, "working"))
-        send(Usage(input=10, output=5, dollars=0.001, model="claude-sonnet-4-6"))
-        with open(os.path.join(job.scratch_dir, "output.md"), "w") as f:
-            f.write("# Output\n\nall good\n")
-        send(Result(status="ok", summary="all good", output_file="output.md", route="command"))
+        ok(job)
     elif mode == "sprawl":
         mark = rest[0]
         subprocess.Popen(["sleep", f"{mark}1"])
@@ -115,5 +139,7 @@ def main() -> None:
 if __name__ == "__main__":
     if sys.argv[1] == "gated":
         gated(sys.argv[2])
+    elif sys.argv[1] == "propose":
+        propose(sys.argv[2])
     else:
         main()

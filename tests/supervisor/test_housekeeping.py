@@ -13,8 +13,9 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from routines import proposals
 from routines.config import LedgerSettings
-from routines.ledger import Ledger
+from routines.ledger import Ledger, iso
 from routines.paths import paths
 from routines.rundays import compaction_line
 from routines.tz import machine_timezone
@@ -188,3 +189,49 @@ def test_an_unwritable_routine_dir_does_not_stop_the_others(not_root: None) -> N
         keeper.ledger.close()
     finally:
         (p.state_dir / "a-locked").chmod(0o755)
+
+
+def test_decided_proposals_past_retention_go_in_batches_and_waiting_ones_stay(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(housekeeping, "PROPOSAL_BATCH", 2)
+    p = paths()
+    ledger = Ledger(p.ledger)
+
+    def proposal(state: str, days_ago: int, expires_days: int = 7) -> int:
+        at = NOW - timedelta(days=days_ago)
+        pid = proposals.add(ledger, routine="mail", run_id=f"r-{state}-{days_ago}",
+                            action="send-reply", command="cat", input="Hi\n", summary=state,
+                            fingerprint="f", now=at, expires_after=expires_days * 86400,
+                            )  # fmt: skip
+        if state != "waiting":
+            with ledger.transaction() as db:
+                db.execute(
+                    "UPDATE proposals SET state = ?, decided_at = ?, decided_by = 'cli' "
+                    "WHERE id = ?",
+                    (state, iso(at + timedelta(hours=1)), pid),
+                )
+        return pid
+
+    gone = {proposal(s, 200) for s in ("done", "denied", "expired", "invalidated")}
+    gone.add(proposal("denied", 91))
+    recent = proposal("denied", 10)  # within keep_runs_days (90)
+    running = proposal("running", 200)  # its command is running: never deleted
+    waiting = proposal("waiting", 200, expires_days=400)  # a long approvals_expire
+    expired_now = proposal("waiting", 100)  # expired long ago, unmarked: marked now, kept
+    keeper = Housekeeper(ledger, str(p.state_dir), LedgerSettings(), FakeClock(NOW))
+    steps = []
+    while True:
+        steps.append(keeper.step())
+        if not steps[-1].more:
+            break
+        assert len(steps) < 100
+    assert [s.proposals for s in steps] == [2, 2, 1]
+    left = {r[0]: r[1] for r in ledger._db.execute("SELECT id, state FROM proposals")}
+    assert set(left) == {recent, running, waiting, expired_now} and not (set(left) & gone)
+    assert (left[expired_now], left[waiting]) == ("expired", "waiting")
+    # 91 days on, the denial and the expiry (marked at NOW) are past retention in turn.
+    later = Housekeeper(ledger, str(p.state_dir), LedgerSettings(), FakeClock(NOW + timedelta(91)))
+    assert later.step().proposals == 2
+    assert {r[0] for r in ledger._db.execute("SELECT id FROM proposals")} == {running, waiting}
+    ledger.close()

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+from routines import proposals
 from routines.ledger import Ledger, RunRow
 from routines.paths import paths
 from supervisor.client import DaemonError
@@ -105,6 +106,16 @@ class OnTmpfs:
         with Ledger(snap / "ledger.db") as ledger:
             return sorted(ledger.history(name, 100), key=lambda r: r.id)
 
+    def proposals(self) -> list[proposals.Proposal]:
+        """The proposals in the daemon's ledger, read from a copy as `runs` reads."""
+        snap = self.tmp_path / f"snap-{next(self._snapshots)}"
+        snap.mkdir()
+        for suffix in ("", "-wal"):
+            with contextlib.suppress(FileNotFoundError):
+                shutil.copyfile(self.inside / f"ledger.db{suffix}", snap / f"ledger.db{suffix}")
+        with Ledger(snap / "ledger.db") as ledger:
+            return proposals.for_routine(ledger, "heldmail")
+
     def ended(self, name: str) -> list[RunRow]:
         return [r for r in self.runs(name) if r.status not in ("queued", "running")]
 
@@ -178,4 +189,53 @@ def test_a_daemon_restarted_on_a_full_disk_stays_up(tmp_path: Path, not_root: No
     assert held.status == "interrupted"
     d.to_slot()
     wait_for(lambda: [r.status for r in box.ended("ticker")] == ["ok"], what="a scheduled run")
+    assert d.stop() == 0
+
+
+HELD_MAIL = """[routine]
+enabled = false
+
+[schedule]
+cron = "0 6 * * *"
+timezone = "UTC"
+
+[agent]
+route = "ollama"
+system = "You draft replies to my mail."
+
+[[agent.actions]]
+name = "send-reply"
+run = "cat"
+"""
+
+
+def test_proposals_of_a_run_that_ends_on_a_full_disk_are_kept_with_its_result(
+    tmp_path: Path, not_root: None
+) -> None:
+    write_routine("heldmail", HELD_MAIL)
+    box = OnTmpfs(tmp_path)
+    d = box.d.start()
+    d.request("run", {"name": "heldmail", "detach": True})
+    wait_for((box.gates / "heldmail.entered").exists, what="the held run to start")
+    filler = fill(box.inside)
+    (box.gates / "heldmail.go").touch()  # it proposes and ends while the disk is full
+    wait_for(lambda: d.request("status")["unwritten"], what="the kept result")
+    assert not [c for c in notifications(box.record) if "proposes an action" in " ".join(c)]
+    assert "not recorded" not in d.log()  # neither recorded nor dropped: kept
+
+    filler.unlink()  # space returns
+    [held] = wait_for(lambda: box.ended("heldmail"), what="the kept result to be written")
+    [p] = box.proposals()
+    assert (p.run_id, p.action, p.input, p.state) == (
+        held.run_id,
+        "send-reply",
+        "Hi Bob\n",
+        "waiting",
+    )
+    wait_for(
+        lambda: [
+            c for c in notifications(box.record) if "heldmail proposes an action" in " ".join(c)
+        ],
+        what="the proposal's notification, once it is recorded",
+    )
     assert d.stop() == 0

@@ -8,6 +8,7 @@ import time
 from collections import Counter
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -17,9 +18,15 @@ from routines.runs import ACTIVE
 from tests.fleet.fleetkit import Machine, fleet_rows, minute_boundary, minutely
 from tests.fleet.pgcluster import Cluster
 from tests.fleet.test_fleet_daemons import pinned, place
-from tests.supervisor.daemonkit import sid, wait_for
+from tests.supervisor.daemonkit import sid
+from tests.supervisor.daemonkit import wait_for as _wait_for
 
 MINUTE = timedelta(minutes=1)
+
+
+def wait_for(predicate: Any, what: str) -> Any:
+    """A generous deadline: these tests stop and start a cluster, on a loaded machine."""
+    return _wait_for(predicate, timeout=90, what=what)
 
 
 def local_runs(m: Machine) -> set[tuple[str, str | None, str | None]]:

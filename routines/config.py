@@ -25,13 +25,13 @@ keep_outputs_days = 90                # older outputs and run logs are deleted
 [fleet]                               # several machines, one ledger (README "Several machines")
 database = "postgresql://vinos@homeserver/vinos"   # or env VINOS_FLEET_DATABASE (it wins)
 machine = "laptop"                    # default: the host name
+local_when_unreachable = false        # true: run anyway while the database is unreachable
 """
 
 from __future__ import annotations
 
 import os
 import re
-import socket
 import tomllib
 import urllib.parse
 from dataclasses import dataclass, field
@@ -44,6 +44,7 @@ from routines.checks import (
     Problem,
     Reader,
     RoutineInvalid,
+    boolean,
     found,
     machine_name,
     malformed,
@@ -151,6 +152,9 @@ FLEET_DATABASE_ENV = "VINOS_FLEET_DATABASE"
 class FleetSettings:
     database: str  # a libpq connection string or postgresql:// URL (password via ~/.pgpass)
     machine: str
+    # While the database is unreachable, run this machine's fleet routines anyway (risking a
+    # double run); synced in when it is back (supervisor/fleetlocal.py).
+    local_when_unreachable: bool = False
 
 
 def _database(value: object) -> str:
@@ -162,6 +166,8 @@ def _database(value: object) -> str:
 
 def default_machine() -> str:
     """The host name up to its first dot, made a valid machine name."""
+    import socket  # only a fleet needs it: every command reads config.toml
+
     host = socket.gethostname().split(".", 1)[0]
     cleaned = re.sub(r"[^A-Za-z0-9._-]", "-", host).strip("-._")[:63]
     return cleaned or "machine"
@@ -170,6 +176,7 @@ def default_machine() -> str:
 _FLEET_SCHEMA: dict[str, Check] = {
     "database": _database,
     "machine": machine_name,
+    "local_when_unreachable": boolean,
 }
 
 
@@ -311,6 +318,7 @@ def _fleet(r: Reader, table: dict[str, Any] | None) -> FleetSettings | None:
     return FleetSettings(
         database=database,
         machine=table.get("machine") or default_machine(),
+        local_when_unreachable=bool(table.get("local_when_unreachable", False)),
     )
 
 

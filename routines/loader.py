@@ -309,6 +309,20 @@ def _never_checks(
     doc: Mapping[str, Any],
 ) -> None:
     """Refuse `home = [...]` entries and `read:` globs that reach the never-list."""
+    table = "agent" if agent is not None else "command"
+    declared = agent.home if agent is not None else command.home if command else ()
+    homes = [(f"[{table}].home[{i}]", entry) for i, entry in enumerate(declared)]
+    reads: list[tuple[str, str]] = []
+    if agent is not None:
+        for j, action in enumerate(agent.actions):
+            homes += [(f"[agent].actions[{j}].home[{i}]", e) for i, e in enumerate(action.home)]
+        raw = doc.get("agent", {}).get("tools", [])
+        for i, entry in enumerate(raw if isinstance(raw, list) else []):
+            valid = isinstance(entry, str) and Tool(ToolKind.READ, entry[5:]) in agent.tools
+            if valid and entry.startswith("read:"):
+                reads.append((f"[agent].tools[{i}]", entry[5:]))
+    if not homes and not reads:
+        return  # nothing to check: spare `list` the never-list's realpath per entry
     from routines.never import home_problem, never_paths, read_problem
     from routines.paths import paths
 
@@ -318,27 +332,14 @@ def _never_checks(
         never = never_paths(home, os.path.realpath(p.home))
     except ValueError:  # VINOS_HOME is the home itself: nothing can be declared
         never = (home,)
-    table = "agent" if agent is not None else "command"
-    declared = agent.home if agent is not None else command.home if command else ()
-    for i, entry in enumerate(declared):
-        problem = home_problem(entry, home, never)
-        if problem:
-            r.error(f"[{table}].home[{i}]", problem)
-    if agent is None:
-        return
-    for j, action in enumerate(agent.actions):
-        for i, entry in enumerate(action.home):
-            problem = home_problem(entry, home, never)
-            if problem:
-                r.error(f"[agent].actions[{j}].home[{i}]", problem)
-    own = (os.path.realpath(p.workspace(name)),)
-    raw = doc.get("agent", {}).get("tools", [])
-    for i, entry in enumerate(raw if isinstance(raw, list) else []):
-        valid = isinstance(entry, str) and Tool(ToolKind.READ, entry[5:]) in agent.tools
-        if valid and entry.startswith("read:"):
-            problem = read_problem(entry[5:], home, never, own)
-            if problem:
-                r.error(f"[agent].tools[{i}]", problem)
+    for key, entry in homes:
+        if problem := home_problem(entry, home, never):
+            r.error(key, problem)
+    if reads:
+        own = (os.path.realpath(p.workspace(name)),)
+        for key, pattern in reads:
+            if problem := read_problem(pattern, home, never, own):
+                r.error(key, problem)
 
 
 def _check_name(r: Reader, path: Path, doc: Mapping[str, Any]) -> str | None:

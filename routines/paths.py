@@ -6,7 +6,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Paths", "paths"]
+__all__ = ["Paths", "paths", "signature_path"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,3 +103,8 @@ def paths() -> Paths:
     system = Path(os.environ.get("VINOS_SYSTEM_DIR") or "/etc/vinos/routines")
     xdg = os.environ.get("XDG_RUNTIME_DIR") or f"/run/user/{os.getuid()}"
     return Paths(home=home, system_dir=system, runtime_dir=Path(xdg) / "vinos-routine")
+
+
+def signature_path(routine_file: Path) -> Path:
+    """The detached signature beside a routine file (routines.signing): NAME.toml.sig."""
+    return routine_file.with_name(routine_file.name + ".sig")

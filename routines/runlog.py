@@ -28,9 +28,8 @@ columns (`rt` routine id, `st` started, `rs` status id) so SQLite uses run_log's
 
 from __future__ import annotations
 
-import calendar
 from collections.abc import Iterable, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from routines.runs import ACTIVE, RunStatus
 
@@ -58,6 +57,9 @@ def codes(statuses: Iterable[RunStatus]) -> str:
     return "(" + ", ".join(str(_SEED.index(s.value) + 1) for s in sorted(statuses)) + ")"
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+
 _D = "[0-9]"
 _US_GLOB = f"{_D * 4}-{_D * 2}-{_D * 2}T{_D * 2}:{_D * 2}:{_D * 2}.{_D * 6}Z"
 _SLOT_GLOB = f"{_D * 4}-{_D * 2}-{_D * 2}T{_D * 2}:{_D * 2}:{_D * 2}Z"
@@ -66,8 +68,7 @@ _RID_GLOB = f"{_D * 8}T{_D * 6}-?*-{'[0-9a-f]' * 6}"
 
 def us(instant: datetime) -> int:
     """An aware instant as run_log stores it: microseconds since the epoch (UTC)."""
-    t = instant.astimezone(UTC)
-    return calendar.timegm(t.timetuple()) * 1_000_000 + t.microsecond
+    return (instant.astimezone(UTC) - _EPOCH) // _MICROSECOND
 
 
 def us_iso(value: int) -> str:

@@ -31,6 +31,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from routines.paths import signature_path
 from routines.store import read_regular, write_atomic
 
 if TYPE_CHECKING:
@@ -126,10 +127,6 @@ def signature_note(check: SignatureCheck, auto_approve: bool, name: str) -> tupl
 
 class SigningError(Exception):
     """`sign_routine` could not sign; the message says what to do."""
-
-
-def signature_path(routine_file: Path) -> Path:
-    return routine_file.with_name(routine_file.name + ".sig")
 
 
 def verify_routine(path: Path, allowed_signers: Path, data: bytes | None = None) -> SignatureCheck:

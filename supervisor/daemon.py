@@ -50,7 +50,9 @@ from supervisor.scheduler import Scheduler
 from supervisor.statusline import status_line
 
 if TYPE_CHECKING:
+    from routines.ledger import RoutineState
     from supervisor.fleet import Fleet
+    from supervisor.fleetlocal import Offline
 
 __all__ = ["Daemon", "main"]
 
@@ -78,12 +80,26 @@ class Daemon:
         self.clock = clock
         self.owner = process_identity()
         self.fleet: Fleet | None = None
+        self.offline: Offline | None = None  # a fleet machine's runs while its database is away
+        self._fleet_states: dict[str, RoutineState] = {}  # as last read, to seed `offline`
         self.ledger: LedgerAPI
         if config.fleet is not None:
             from supervisor.fleet import Fleet  # psycopg is loaded only for a fleet
 
             self.fleet = Fleet(config.fleet, version(), clock.now, TICK_MAX_SEC)
             self.ledger = self.fleet.ledger
+            from supervisor.fleetlocal import Offline
+
+            self.offline = Offline(
+                paths=p,
+                config=config,
+                clock=clock,
+                owner=self.owner,
+                machine=config.fleet.machine,
+                notify=self._notify,
+                wake=self.wake,
+                worker_argv=worker_argv,
+            )
         else:
             self.ledger = Ledger(p.ledger)  # opened (created) before its identity is taken
         held = held_files(p.ledger, locks)
@@ -164,6 +180,10 @@ class Daemon:
             systemd.notify("STOPPING=1\nSTATUS=stopping: waiting for running routines")
             self._set_title("vinos-routined: stopping")
             await self.pool.shutdown(STOP_GRACE_SEC)
+            if self.offline is not None:
+                if self.offline.pool is not None:
+                    await self.offline.pool.shutdown(STOP_GRACE_SEC)  # copied in at next start
+                self._remember_cursors()
             await self.control.close()
             try:
                 self.pool.flush()
@@ -181,6 +201,8 @@ class Daemon:
             self.ledger.close()
             if self.fleet is not None:
                 self.fleet.close()
+            if self.offline is not None:
+                self.offline.close()
         return 0
 
     def mark_interrupted(self) -> None:
@@ -190,10 +212,14 @@ class Daemon:
             log.warning("%s: run %s interrupted (its supervisor is gone)", run.routine, run.run_id)
 
     def _sleep_for(self) -> float:
+        now = self.clock.now()
         if self.ground.shaken:
             # A due slot that could not be claimed stays due: retry once a tick, not at once.
-            return TICK_MAX_SEC
-        now = self.clock.now()
+            # Routines run offline (a fleet's database away) keep their own times.
+            offline = self.offline.next_wake() if self.offline is not None else None
+            if offline is None:
+                return TICK_MAX_SEC
+            return max(0.01, min(TICK_MAX_SEC, (offline - now).total_seconds()))
         nxt = self.scheduler.next_wake()
         if nxt is None:
             return TICK_MAX_SEC
@@ -217,9 +243,35 @@ class Daemon:
             self._tick()
         except LedgerFull as exc:
             self.disk_full(exc)
+            if self.offline is not None and self.fleet is not None:
+                self._offline(exc)
         else:
             self.ground.space_back()
         self._update_status()
+
+    def _remember_cursors(self) -> None:
+        assert self.offline is not None and self.fleet is not None
+        cursors = {n: t.cursor for n, t in self.scheduler.tracked.items()}
+        try:
+            self.offline.remember(self.registry, self.fleet.held, self._fleet_states, cursors)
+        except LedgerError as exc:  # a full disk: the next start begins from now
+            log.warning("the cursors for an offline start were not kept: %s", exc)
+
+    def _offline(self, exc: LedgerFull) -> None:
+        """The fleet's database away: run here what may run offline (supervisor/fleetlocal.py)."""
+        from supervisor.fleetlocal import Draining
+
+        assert self.offline is not None and self.fleet is not None
+        now = self.clock.now()
+        if self.fleet.unreachable(exc) and not isinstance(exc, Draining):
+            registry = self.registry
+            if not registry.entries:  # started while the database was away: never refreshed
+                from routines.registry import scan
+
+                registry = scan(self.paths, registry)
+            cursors = {n: t.cursor for n, t in self.scheduler.tracked.items()}
+            self.offline.start(registry, self.fleet.held, self._fleet_states, cursors, now)
+        self.offline.tick(now, self._busy)
 
     def _tick(self) -> None:
         """One tick's work; LedgerFull when a write found no space (nothing of it recorded).
@@ -228,6 +280,10 @@ class Daemon:
         written = self.pool.flush()
         if written:
             log.info("recorded %d finished run(s) kept while the ledger took no writes", written)
+        if self.offline is not None and self.fleet is not None and self.offline.pending:
+            _ = self.fleet.ledger.data_version  # LedgerUnreachable while it is still away
+            self.offline.back(self.fleet.ledger, self.clock.now())  # Draining meanwhile
+            self._data_version = None  # the copy moved cursors: read the states again
         if not self._marked:
             self.mark_interrupted()
             self._marked = True
@@ -274,6 +330,8 @@ class Daemon:
             self.fleet.refresh(registry)  # publish definitions; hold pinned and divergent ones
             held = self.fleet.held
         states = self.ledger.states()
+        if self.fleet is not None:
+            self._fleet_states = states
         self._external_busy = {
             a.routine
             for a in self.ledger.active_runs()
@@ -294,6 +352,8 @@ class Daemon:
         return True
 
     def _busy(self, name: str) -> bool:
+        if self.offline is not None and self.offline.busy(name):
+            return True
         return self.pool.busy(name) or name in self._external_busy
 
     def force_reload(self) -> None:

@@ -24,6 +24,7 @@ __all__ = [
     "divergence",
     "hold",
     "may_run_here",
+    "runs_offline",
 ]
 
 RENEW = timedelta(seconds=15)  # a daemon renews its runs' leases this often
@@ -38,6 +39,17 @@ def definition_fingerprint(text: str) -> str:
 def may_run_here(machines: tuple[str, ...], machine: str) -> bool:
     """[routine].machines pins a routine to some machines; empty means any."""
     return not machines or machine in machines
+
+
+def runs_offline(machines: tuple[str, ...], machine: str, local_when_unreachable: bool) -> bool:
+    """Whether a routine runs on this machine while the fleet's database is unreachable.
+
+    A routine pinned to this machine alone cannot run anywhere else, so running it here never
+    doubles a run; any other routine this machine may run does only with the switch
+    ([fleet] local_when_unreachable), which accepts that risk."""
+    if machines == (machine,):
+        return True
+    return local_when_unreachable and may_run_here(machines, machine)
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,14 +7,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from routines.config import Config, ConfigInvalid, load_config
 from routines.ledger import Ledger
-from routines.ledgerapi import LedgerAPI, open_ledger
 from routines.paths import Paths
 from routines.registry import Registry
-from supervisor.fleetplan import LEASE, definition_fingerprint, divergence, hold
+
+if TYPE_CHECKING:
+    from routines.ledgerapi import LedgerAPI
 
 __all__ = ["FleetPicture", "cli_ledger", "config_or_default", "held_here", "picture"]
 
@@ -29,7 +30,11 @@ def config_or_default(p: Paths) -> Config:
 def cli_ledger(p: Paths) -> LedgerAPI:
     """The ledger a read command uses: the fleet's with [fleet], else this machine's file."""
     config = config_or_default(p)
-    return open_ledger(p, config) if config.fleet is not None else Ledger(p.ledger)
+    if config.fleet is None:
+        return Ledger(p.ledger)
+    from routines.ledgerapi import open_ledger  # its Protocol costs a one-machine `list` ~1 ms
+
+    return open_ledger(p, config)
 
 
 def held_here(ledger: LedgerAPI, registry: Registry) -> dict[str, str]:
@@ -38,6 +43,9 @@ def held_here(ledger: LedgerAPI, registry: Registry) -> dict[str, str]:
     machine = getattr(ledger, "machine", None)
     if definitions is None or machine is None:
         return {}
+    # Only on a fleet: fleetplan loads hashlib (OpenSSL), ~3 ms of every `list` otherwise.
+    from supervisor.fleetplan import definition_fingerprint, hold
+
     return hold(
         machine,
         ((r.name, r.machines, definition_fingerprint(r.text)) for r in registry.routines()),
@@ -92,6 +100,8 @@ def picture(
 ) -> FleetPicture:
     """The fleet as `fleet status` shows it, from `PgLedger.machines()`, `where_running()`
     and `definitions()` (machines up now), and this machine's registry."""
+    from supervisor.fleetplan import LEASE, definition_fingerprint, divergence, hold
+
     views = tuple(
         MachineView(
             m.machine,

@@ -13,7 +13,7 @@ from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import pytest
-from helpers import AGENT, write
+from helpers import AGENT, COMMAND, write
 
 from routines.ledger import Ledger
 from routines.paths import Paths, paths
@@ -172,3 +172,42 @@ def test_no_routines_at_all() -> None:
         "no routines yet: create one with 'vinos-routine create NAME'\n",
     )
     assert json.loads(cli("list", "--json").stdout) == []
+
+
+# What a plain `list` (one machine, cron routines, no signature, nothing declared under home)
+# has no use for; each costs every start-up a millisecond or more (issue 16, "the CLI's
+# start-up"): OpenSSL, the signature checks, the fleet's plan and ledger Protocol, OnCalendar,
+# the never-list, sockets.
+UNUSED_BY_PLAIN_LIST = {
+    "hashlib",
+    "calendar",
+    "socket",
+    "routines.signing",
+    "routines.oncalendar",
+    "routines.never",
+    "routines.ledgerapi",
+    "supervisor.fleetplan",
+}
+
+
+def test_a_plain_list_loads_only_what_it_uses(p: Paths) -> None:
+    Ledger(p.ledger).close()  # as after the first run (a missing one has `list` ask for a daemon)
+    for i in range(3):
+        write(p.routines_dir, f"c{i}", COMMAND)
+    code = (
+        "import sys\nfrom supervisor.cli import main\nassert main(['list']) == 0\n"
+        "print(' '.join(sorted(sys.modules)), file=sys.stderr)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=REPO,
+        env=os.environ.copy(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert [ln.split()[0] for ln in done.stdout.splitlines()[1:]] == ["c0", "c1", "c2"]
+    loaded = set(done.stderr.split())
+    assert "routines.registry" in loaded and "routines.ledger" in loaded
+    assert loaded & UNUSED_BY_PLAIN_LIST == set()

@@ -49,6 +49,14 @@ def test_the_environment_gives_or_overrides_the_database(
     assert load_config(cfg).fleet == FleetSettings("host=/run/pg dbname=fleet", "desk")
 
 
+def test_local_when_unreachable_is_off_unless_set(cfg: Path) -> None:
+    cfg.write_text('[fleet]\ndatabase = "x"\nmachine = "desk"\n')
+    fleet = load_config(cfg).fleet
+    assert fleet is not None and fleet.local_when_unreachable is False
+    cfg.write_text('[fleet]\ndatabase = "x"\nmachine = "desk"\nlocal_when_unreachable = true\n')
+    assert load_config(cfg).fleet == FleetSettings("x", "desk", local_when_unreachable=True)
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [
@@ -56,6 +64,10 @@ def test_the_environment_gives_or_overrides_the_database(
         ('[fleet]\ndatabase = "x"\nmachine = "my desk"\n', "[fleet].machine: expected a machine"),
         ('[fleet]\ndatabase = "x"\nmachin = "desk"\n', "machine"),  # the nearest known key
         ('[fleet]\ndatabase = ""\n', "[fleet].database: expected a non-empty string"),
+        (
+            '[fleet]\ndatabase = "x"\nlocal_when_unreachable = "yes"\n',
+            "[fleet].local_when_unreachable: expected true or false",
+        ),
     ],
 )
 def test_bad_fleet_settings_name_the_key(cfg: Path, text: str, message: str) -> None:

@@ -5,13 +5,28 @@ from __future__ import annotations
 import pytest
 
 from routines.pgledger import Gate, backoff
-from supervisor.fleetplan import definition_fingerprint, divergence, hold, may_run_here
+from supervisor.fleetplan import (
+    definition_fingerprint,
+    divergence,
+    hold,
+    may_run_here,
+    runs_offline,
+)
 
 
 def test_an_empty_machines_list_means_any_machine() -> None:
     assert may_run_here((), "laptop")
     assert may_run_here(("desktop", "laptop"), "laptop")
     assert not may_run_here(("desktop",), "laptop")
+
+
+def test_offline_only_a_routine_pinned_here_alone_runs_unless_the_switch_is_on() -> None:
+    assert runs_offline(("laptop",), "laptop", False)  # nowhere else can run it
+    assert not runs_offline((), "laptop", False)  # any machine: fail closed
+    assert not runs_offline(("laptop", "desktop"), "laptop", False)
+    assert runs_offline((), "laptop", True)  # the switch accepts the risk
+    assert runs_offline(("laptop", "desktop"), "laptop", True)
+    assert not runs_offline(("desktop",), "laptop", True)  # never where it is pinned away
 
 
 def test_fingerprints_follow_the_file_text() -> None:

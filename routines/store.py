@@ -15,14 +15,17 @@ import errno
 import itertools
 import os
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 __all__ = [
     "deliver_output",
+    "json_lines",
     "open_beneath",
     "open_dir",
     "open_dir_beneath",
+    "read_beneath",
     "read_json",
     "read_regular",
     "read_regular_at",
@@ -115,6 +118,21 @@ def read_regular_at(
         )
     except OSError:
         return None
+    return _read_fd(fd, limit, head)
+
+
+def read_beneath(base: Path, relative: str, limit: int) -> bytes | None:
+    """The first `limit` bytes of the regular file base/relative, or None when it is
+    missing, a symlink anywhere below `base`, or not a regular file."""
+    try:
+        fd = open_beneath(base, relative, os.O_RDONLY | os.O_NONBLOCK)
+    except (OSError, ValueError):
+        return None
+    return _read_fd(fd, limit, head=True)
+
+
+def _read_fd(fd: int, limit: int | None, head: bool) -> bytes | None:
+    """The regular file open as `fd` (closed here), its last or first `limit` bytes."""
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
@@ -197,6 +215,20 @@ def read_json(path: Path) -> Any:
         return orjson.loads(data)
     except orjson.JSONDecodeError:
         return None
+
+
+def json_lines(data: bytes) -> Iterator[dict[str, Any]]:
+    """The JSON objects of a JSON-lines file (a run log); a torn line, as a crash
+    mid-write leaves, and anything but an object are skipped."""
+    import orjson
+
+    for line in data.splitlines():
+        try:
+            entry = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue
+        if isinstance(entry, dict):
+            yield entry
 
 
 def deliver_output(scratch_file: Path, state_dir: Path) -> Path:

@@ -81,15 +81,8 @@ class RunLog:
 def read_log(path: Path) -> Iterator[dict[str, Any]]:
     """The entries of a run log; a torn last line (a crash mid-write) is skipped. Never
     through a symlink: `logs` must not print a file a link points at."""
-    from routines.store import read_regular
+    from routines.store import json_lines, read_regular
 
     data = read_regular(path)
-    if data is None:
-        return
-    for line in data.splitlines():
-        try:
-            entry = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            continue
-        if isinstance(entry, dict):
-            yield entry
+    if data is not None:
+        yield from json_lines(data)

@@ -118,7 +118,8 @@ def test_a_machine_killed_mid_run_is_interrupted_after_its_lease_never_replayed(
     [(row, machine)] = fleet_rows(pg_dsn)
     assert (row.slot, row.status, machine) == (sid(start), "interrupted", "a")
     assert "lease" in (row.detail or "")
-    assert "interrupted: its lease lapsed" in b.daemon.log()
+    # The row is written before the line is logged: wait for the line, never race it.
+    wait_for(lambda: "interrupted: its lease lapsed" in b.daemon.log(), what="b's log line")
     # b takes the routine over from the next slot (the file now lets any machine run it);
     # the interrupted slot is never run again.
     (gates / "held.go").touch()

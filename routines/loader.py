@@ -50,6 +50,7 @@ from routines.spec import (
     AgentSpec,
     BudgetSpec,
     CommandSpec,
+    Credential,
     Escalation,
     Kind,
     Memory,
@@ -88,11 +89,34 @@ _KINDS = (
 )
 
 
-def _table_list(value: object) -> object:
-    """`[[agent.actions]]`: an array of tables, each checked by `_actions`."""
-    if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
-        raise Bad("an array of tables ([[agent.actions]])")
-    return value
+def _tables(example: str) -> Check:
+    """An array of tables such as `[[agent.actions]]`, each checked by its own reader."""
+
+    def check(value: object) -> object:
+        if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+            raise Bad(f"an array of tables ({example})")
+        return value
+
+    return check
+
+
+_table_list = _tables("[[agent.actions]]")
+
+
+def _host_list(value: object) -> tuple[str, ...]:
+    """A credential's `hosts`: a non-empty array of host names (never true or false)."""
+    expected = 'an array of host names such as ["api.github.com"]'
+    if not isinstance(value, list):
+        raise Bad(expected)
+    try:
+        hosts = network_value(value)
+    except Bad as bad:
+        raise Bad(expected + bad.expected.partition(";")[2]) from None
+    assert isinstance(hosts, tuple)
+    return hosts
+
+
+_CREDENTIAL: dict[str, Check] = {"path": nonempty_string, "hosts": _host_list}
 
 
 SCHEMA: dict[str, dict[str, Check]] = {
@@ -130,7 +154,9 @@ SCHEMA: dict[str, dict[str, Check]] = {
         "run_timeout_sec": positive_int,
         "escalation": table_value,
         "actions": _table_list,
+        "credentials": _tables("[[agent.credentials]]"),
     },
+    "agent.credentials": _CREDENTIAL,
     "agent.actions": {
         "name": nonempty_string,
         "description": string,
@@ -150,7 +176,9 @@ SCHEMA: dict[str, dict[str, Check]] = {
         "timeout_sec": positive_int,
         "network": network_value,
         "home": string_list,
+        "credentials": _tables("[[command.credentials]]"),
     },
+    "command.credentials": _CREDENTIAL,
     "output": {
         "type": one_of(OutputType),
         "title": string,
@@ -458,7 +486,7 @@ def _agent(r: Reader, doc: Mapping[str, Any]) -> AgentSpec | None:
     esc = r.table(doc, "agent.escalation") if isinstance(t.get("escalation"), dict) else {}
     route: Route = t.get("route", Route.AUTO)
     fields: dict[str, Any] = {
-        k: v for k, v in t.items() if k not in ("model", "escalation", "actions")
+        k: v for k, v in t.items() if k not in ("model", "escalation", "actions", "credentials")
     }
     if "model" in t:
         target = {Route.ANTHROPIC: "premium_model", Route.OLLAMA: "local_model"}.get(route)
@@ -480,6 +508,7 @@ def _agent(r: Reader, doc: Mapping[str, Any]) -> AgentSpec | None:
     fields["tools"] = _tools(r, t.get("tools", ()))
     fields["escalation"] = Escalation(**esc)
     fields["actions"] = _actions(r, t.get("actions", []))
+    fields["credentials"] = _credentials(r, "agent", t)
     return AgentSpec(**fields)
 
 
@@ -521,6 +550,55 @@ def _actions(r: Reader, entries: list[dict[str, Any]]) -> tuple[Action, ...]:
     return tuple(actions)
 
 
+def _credentials(r: Reader, table: str, t: Mapping[str, Any]) -> tuple[Credential, ...]:
+    """`[[agent.credentials]]` / `[[command.credentials]]`: each a `path` (one app's
+    credential file or folder below ~, never a broad container or vinos-routine's own state)
+    and the `hosts` it may be sent to. `network = true` beside one is refused: a credential
+    bound to hosts means nothing if every call may reach any host."""
+    entries = t.get("credentials", [])
+    if not entries:
+        return ()
+    from routines.never import credential_problem
+    from routines.paths import paths
+
+    home = os.path.realpath(Path.home())
+    vinos_home = os.path.realpath(paths().home)
+    schema = SCHEMA[f"{table}.credentials"]
+    out: list[Credential] = []
+    for i, raw in enumerate(entries):
+        where = f"[{table}].credentials[{i}]"
+        fields: dict[str, Any] = {}
+        for key, value in raw.items():
+            if key not in schema:
+                r.error(f"{where}.{key}", f"unknown key ({nearest(key, list(schema))})")
+                continue
+            try:
+                fields[key] = schema[key](value)
+            except Bad as bad:
+                r.error(f"{where}.{key}", f"expected {bad.expected}, found {found(value)}")
+        for key, example in (("path", '"~/.config/gh"'), ("hosts", '["api.github.com"]')):
+            if key not in raw:
+                r.error(f"{where}.{key}", f"required, e.g. {key} = {example}")
+        path = fields.get("path")
+        if path is not None and (problem := credential_problem(path, home, vinos_home)):
+            r.error(f"{where}.path", problem)
+            continue
+        if path is not None and any(c.path == path for c in out):
+            r.error(f"{where}.path", f'expected a path granted once, found "{path}" again')
+            continue
+        if len(fields) == 2 and len(raw) == 2:
+            out.append(Credential(**fields))
+    if t.get("network") is True:
+        r.error(
+            f"[{table}].network",
+            f"network = true cannot go with [[{table}.credentials]]: true lets every call "
+            "reach any host, so a credential could be sent anywhere; list the hosts the "
+            'routine needs instead, e.g. network = ["api.example.com"] (its credentials\' '
+            "hosts are added)",
+        )
+    return tuple(out)
+
+
 def _command(r: Reader, doc: Mapping[str, Any]) -> CommandSpec | None:
     t = r.table(doc, "command")
     if not isinstance(doc.get("command"), dict):
@@ -543,7 +621,8 @@ def _command(r: Reader, doc: Mapping[str, Any]) -> CommandSpec | None:
             f"found {stripped.count(chr(10)) + 1} lines",
         )
         return None
-    return CommandSpec(**{**t, "run": stripped})
+    creds = _credentials(r, "command", t)
+    return CommandSpec(**{**t, "run": stripped, "credentials": creds})
 
 
 def _output(r: Reader, doc: Mapping[str, Any]) -> OutputSpec:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from ipc.framing import ProtocolError, encode
 from ipc.messages import EventKind, Outcome, Proposal
-from routines.never import read_problem
+from routines.never import NAME_PATTERNS, read_problem
 from worker.channel import preview
 from worker.context import RunContext
 from worker.prompts import TOOL_OUTCOME, TOOL_PROPOSE, TOOL_READ, TOOL_SHELL
@@ -131,6 +131,7 @@ class Toolbox:
             budget=self._read_budget,
             never=never,
             own=own,
+            never_names=tuple(e.path for e in NAME_PATTERNS),
         )
         self.run.record_tool(TOOL_READ)
         body = json.dumps(found, ensure_ascii=False)

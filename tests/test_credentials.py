@@ -99,7 +99,7 @@ def test_what_the_attacker_declared_with_network_on_is_refused_naming_what_it_ho
 ) -> None:
     errors = _errors(vinos_env, COMMAND.format(extra=f'home = ["{entry}"]\nnetwork = true'))
     assert len(errors) == 1, errors
-    assert f"[command].home[0]: \"{entry}\" is on the never-list" in errors[0]
+    assert f'[command].home[0]: "{entry}" is on the never-list' in errors[0]
     assert holds in errors[0] and "[[command.credentials]]" in errors[0]
 
 

@@ -92,12 +92,9 @@ def test_install_without_a_terminal_needs_yes_for_a_routine_that_reads_and_conne
     res = cli("install", str(source), "--yes")
     assert res.returncode == 0, res.stderr
     assert (cli.routines / "reader.toml").exists()
-
-
-def test_install_of_a_routine_that_only_reads_does_not_ask(cli: Cli, tmp_path: Path) -> None:
-    source = tmp_path / "offline.toml"
+    # Reading with the network off is no reason to ask.
     source.write_text(READS_AND_CONNECTS.replace("network = true\n", ""))
-    res = cli("install", str(source))
+    res = cli("install", str(source), "--force")
     assert res.returncode == 0, res.stderr
     assert "no: its shell commands cannot reach the network" in res.stdout
 

@@ -292,6 +292,7 @@ def test_proc_environ_is_never_read(home: Path) -> None:
 def test_sys_dev_and_run_are_never_read(home: Path, pattern: str) -> None:
     r = read(home, pattern)
     assert r["files"] == [] and r["skipped"], r
+    assert all("kernel or runtime" in s["reason"] for s in r["skipped"]), r
 
 
 def test_credential_named_files_are_refused_below_the_declared_folder(home: Path) -> None:

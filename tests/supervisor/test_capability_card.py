@@ -74,16 +74,16 @@ def test_reads_and_actions_of_an_agent() -> None:
     assert needs_consent(r)
 
 
+NPMRC = '[command]\nrun = "x"\n[[command.credentials]]\npath = "~/.npmrc"\nhosts = ["a.b"]\n'
+
+
 @pytest.mark.parametrize(
     ("body", "asks"),
     [
         ('[command]\nrun = "curl x"\nnetwork = true\n', False),  # reaches out, reads nothing
         ('[command]\nrun = "ls ~/notes"\nhome = ["~/notes"]\n', False),  # reads, stays offline
         ('[command]\nrun = "ls ~/notes"\nhome = ["~/notes"]\nnetwork = true\n', True),
-        (
-            '[command]\nrun = "x"\n[[command.credentials]]\npath = "~/.npmrc"\nhosts = ["a.b"]\n',
-            True,
-        ),
+        (NPMRC, True),  # a credential and its hosts: reads and reaches out
     ],
 )
 def test_install_asks_only_for_reading_and_reaching_out(body: str, asks: bool) -> None:

@@ -198,7 +198,7 @@ def _masks(
 
 # Entries looked at below the declared paths to find credential-named files: past this the
 # policy is refused (fail closed) rather than a folder shown with its tokens unmasked.
-MAX_WALK = 20_000
+MAX_WALK = 200_000
 
 
 def _named(root: str, names: Sequence[str], never: Sequence[str], cap: int) -> list[str]:

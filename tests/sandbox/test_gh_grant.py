@@ -172,7 +172,7 @@ def test_gh_api_notifications_through_a_grant_reaches_github_and_nothing_else(
     scratch = tmp_path / "scratch"
     policy = shell_policy_for(routine, paths=p, scratch_dir=scratch, settings=SandboxSettings())
     assert routine.command is not None
-    r = sandbox.run_shell(routine.command.run, policy, timeout_sec=90, dialer=dialer)  # type: ignore[arg-type]
+    r = sandbox.run_shell(routine.command.run, policy, timeout_sec=90, dialer=dialer)
     assert r.error is None, r.error
     # gh read its login from the grant and got GitHub's answer, TLS verified against the CA.
     assert '"title": "Review requested: #42"' in r.stdout, r.stdout + r.stderr

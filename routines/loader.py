@@ -41,6 +41,7 @@ from routines.checks import (
     string_list,
     table_value,
 )
+from routines.grants import CREDENTIAL_KEYS, read_credentials
 from routines.hosts import network_value
 from routines.spec import (
     ACTION_NAME_RE,
@@ -50,7 +51,6 @@ from routines.spec import (
     AgentSpec,
     BudgetSpec,
     CommandSpec,
-    Credential,
     Escalation,
     Kind,
     Memory,
@@ -103,22 +103,6 @@ def _tables(example: str) -> Check:
 _table_list = _tables("[[agent.actions]]")
 
 
-def _host_list(value: object) -> tuple[str, ...]:
-    """A credential's `hosts`: a non-empty array of host names (never true or false)."""
-    expected = 'an array of host names such as ["api.github.com"]'
-    if not isinstance(value, list):
-        raise Bad(expected)
-    try:
-        hosts = network_value(value)
-    except Bad as bad:
-        raise Bad(expected + bad.expected.partition(";")[2]) from None
-    assert isinstance(hosts, tuple)
-    return hosts
-
-
-_CREDENTIAL: dict[str, Check] = {"path": nonempty_string, "hosts": _host_list}
-
-
 SCHEMA: dict[str, dict[str, Check]] = {
     "routine": {
         "name": nonempty_string,
@@ -156,7 +140,7 @@ SCHEMA: dict[str, dict[str, Check]] = {
         "actions": _table_list,
         "credentials": _tables("[[agent.credentials]]"),
     },
-    "agent.credentials": _CREDENTIAL,
+    "agent.credentials": CREDENTIAL_KEYS,
     "agent.actions": {
         "name": nonempty_string,
         "description": string,
@@ -178,7 +162,7 @@ SCHEMA: dict[str, dict[str, Check]] = {
         "home": string_list,
         "credentials": _tables("[[command.credentials]]"),
     },
-    "command.credentials": _CREDENTIAL,
+    "command.credentials": CREDENTIAL_KEYS,
     "output": {
         "type": one_of(OutputType),
         "title": string,
@@ -508,7 +492,7 @@ def _agent(r: Reader, doc: Mapping[str, Any]) -> AgentSpec | None:
     fields["tools"] = _tools(r, t.get("tools", ()))
     fields["escalation"] = Escalation(**esc)
     fields["actions"] = _actions(r, t.get("actions", []))
-    fields["credentials"] = _credentials(r, "agent", t)
+    fields["credentials"] = read_credentials(r, "agent", t, SCHEMA["agent.credentials"])
     return AgentSpec(**fields)
 
 
@@ -550,55 +534,6 @@ def _actions(r: Reader, entries: list[dict[str, Any]]) -> tuple[Action, ...]:
     return tuple(actions)
 
 
-def _credentials(r: Reader, table: str, t: Mapping[str, Any]) -> tuple[Credential, ...]:
-    """`[[agent.credentials]]` / `[[command.credentials]]`: each a `path` (one app's
-    credential file or folder below ~, never a broad container or vinos-routine's own state)
-    and the `hosts` it may be sent to. `network = true` beside one is refused: a credential
-    bound to hosts means nothing if every call may reach any host."""
-    entries = t.get("credentials", [])
-    if not entries:
-        return ()
-    from routines.never import credential_problem
-    from routines.paths import paths
-
-    home = os.path.realpath(Path.home())
-    vinos_home = os.path.realpath(paths().home)
-    schema = SCHEMA[f"{table}.credentials"]
-    out: list[Credential] = []
-    for i, raw in enumerate(entries):
-        where = f"[{table}].credentials[{i}]"
-        fields: dict[str, Any] = {}
-        for key, value in raw.items():
-            if key not in schema:
-                r.error(f"{where}.{key}", f"unknown key ({nearest(key, list(schema))})")
-                continue
-            try:
-                fields[key] = schema[key](value)
-            except Bad as bad:
-                r.error(f"{where}.{key}", f"expected {bad.expected}, found {found(value)}")
-        for key, example in (("path", '"~/.config/gh"'), ("hosts", '["api.github.com"]')):
-            if key not in raw:
-                r.error(f"{where}.{key}", f"required, e.g. {key} = {example}")
-        path = fields.get("path")
-        if path is not None and (problem := credential_problem(path, home, vinos_home)):
-            r.error(f"{where}.path", problem)
-            continue
-        if path is not None and any(c.path == path for c in out):
-            r.error(f"{where}.path", f'expected a path granted once, found "{path}" again')
-            continue
-        if len(fields) == 2 and len(raw) == 2:
-            out.append(Credential(**fields))
-    if t.get("network") is True:
-        r.error(
-            f"[{table}].network",
-            f"network = true cannot go with [[{table}.credentials]]: true lets every call "
-            "reach any host, so a credential could be sent anywhere; list the hosts the "
-            'routine needs instead, e.g. network = ["api.example.com"] (its credentials\' '
-            "hosts are added)",
-        )
-    return tuple(out)
-
-
 def _command(r: Reader, doc: Mapping[str, Any]) -> CommandSpec | None:
     t = r.table(doc, "command")
     if not isinstance(doc.get("command"), dict):
@@ -621,7 +556,7 @@ def _command(r: Reader, doc: Mapping[str, Any]) -> CommandSpec | None:
             f"found {stripped.count(chr(10)) + 1} lines",
         )
         return None
-    creds = _credentials(r, "command", t)
+    creds = read_credentials(r, "command", t, SCHEMA["command.credentials"])
     return CommandSpec(**{**t, "run": stripped, "credentials": creds})
 
 

@@ -171,13 +171,15 @@ def under(path: str, parent: str) -> bool:
 
 
 def holds(path: str, home: str, extra: Sequence[str] = ()) -> str:
-    """What the never-path `path` (absolute) holds, in plain words, for a refusal."""
-    for entry in CATALOG:
-        p = expand(entry.path, home)
+    """What the never-path `path` (absolute) holds, in plain words, for a refusal. `extra`
+    are config.toml's `[sandbox].never` entries as written; what is neither is VINOS_HOME."""
+    for entry in (*CATALOG, *(Entry(x, "added by config.toml [sandbox].never") for x in extra)):
+        try:
+            p = expand(entry.path, home)
+        except ValueError:
+            continue
         if path in (p, os.path.realpath(p)):
             return entry.holds
-    if path in extra:
-        return "added by config.toml [sandbox].never"
     return "vinos-routine's own secrets and state"
 
 

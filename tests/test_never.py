@@ -194,3 +194,6 @@ def test_validate_knows_the_config_additions(vinos_env: Path) -> None:
     assert f"{path}: [agent].home[0]: " in done.stdout
     assert f"{path}: [agent].tools[0]: " in done.stdout
     assert done.stdout.count("(config.toml [sandbox].never)") == 2
+    # Each refusal says what the place is: one the user added.
+    assert done.stdout.count("(~/.config/mytool: added by config.toml [sandbox].never)") == 1
+    assert done.stdout.count("~/.config/mytool (added by config.toml [sandbox].never)") == 1

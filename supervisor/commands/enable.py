@@ -63,7 +63,8 @@ def run(args: argparse.Namespace) -> int:
         if fire:
             msg += f"; next run {when(fire, now)}"
         print(msg)
-        _print_card(routine)
+        if getattr(args, "card", True):
+            _print_card(routine)
         if client is None:
             print(
                 "note: the daemon is not running, so nothing runs on schedule; start it: "

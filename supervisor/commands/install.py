@@ -240,7 +240,8 @@ def _install(p: Paths, routine: Routine, target: Path, data: bytes, enable: bool
     if enable:
         from supervisor.commands import enable as enable_cmd
 
-        return enable_cmd.run(argparse.Namespace(name=routine.name, on=True))
+        # The card is on the screen already, just above.
+        return enable_cmd.run(argparse.Namespace(name=routine.name, on=True, card=False))
     print(f"  it is off; try it: vinos-routine run {routine.name}")
     print(f"  turn it on:        vinos-routine enable {routine.name}")
     print(f"  {reload_daemon(p)}")

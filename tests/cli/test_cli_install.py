@@ -189,6 +189,7 @@ def test_install_enable_turns_it_on(cli: Cli, gallery: Gallery) -> None:
     assert res.returncode == 0, res.stderr
     assert listed(cli)["standup"]["enabled"] is True
     assert "standup enabled" in res.stdout
+    assert res.stdout.count("~/notes/*.md (read tool)") == 1  # the card once, not twice
 
 
 def test_install_of_a_file_that_says_enabled_installs_it_off(cli: Cli, tmp_path: Path) -> None:

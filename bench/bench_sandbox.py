@@ -39,14 +39,17 @@ def run(quick: bool) -> list[Row]:
         for d in (workspace, scratch, home / ".config/gh", home / "notes"):
             d.mkdir(parents=True)
         real = os.path.realpath(home)
-        # What a starter declares: two home paths, the never-list, workspace and scratch.
+        # What a starter declares: a home path and a credential, the never-list, workspace
+        # and scratch.
         policy = sandbox.routine_policy(
             home=home,
             workspace=workspace,
             scratch_dir=scratch,
             network=False,
-            declared=("~/.config/gh", "~/notes"),
+            declared=("~/notes",),
             never=never_paths(real, real + "/.vinos"),
+            credentials=("~/.config/gh",),
+            never_names=("credentials*", "*token*", "*.pem"),
         )
         networked = dataclasses.replace(policy, network=True)
 

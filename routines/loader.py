@@ -41,6 +41,7 @@ from routines.checks import (
     string_list,
     table_value,
 )
+from routines.grants import CREDENTIAL_KEYS, read_credentials
 from routines.hosts import network_value
 from routines.spec import (
     ACTION_NAME_RE,
@@ -88,11 +89,18 @@ _KINDS = (
 )
 
 
-def _table_list(value: object) -> object:
-    """`[[agent.actions]]`: an array of tables, each checked by `_actions`."""
-    if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
-        raise Bad("an array of tables ([[agent.actions]])")
-    return value
+def _tables(example: str) -> Check:
+    """An array of tables such as `[[agent.actions]]`, each checked by its own reader."""
+
+    def check(value: object) -> object:
+        if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+            raise Bad(f"an array of tables ({example})")
+        return value
+
+    return check
+
+
+_table_list = _tables("[[agent.actions]]")
 
 
 SCHEMA: dict[str, dict[str, Check]] = {
@@ -130,7 +138,9 @@ SCHEMA: dict[str, dict[str, Check]] = {
         "run_timeout_sec": positive_int,
         "escalation": table_value,
         "actions": _table_list,
+        "credentials": _tables("[[agent.credentials]]"),
     },
+    "agent.credentials": CREDENTIAL_KEYS,
     "agent.actions": {
         "name": nonempty_string,
         "description": string,
@@ -150,7 +160,9 @@ SCHEMA: dict[str, dict[str, Check]] = {
         "timeout_sec": positive_int,
         "network": network_value,
         "home": string_list,
+        "credentials": _tables("[[command.credentials]]"),
     },
+    "command.credentials": CREDENTIAL_KEYS,
     "output": {
         "type": one_of(OutputType),
         "title": string,
@@ -458,7 +470,7 @@ def _agent(r: Reader, doc: Mapping[str, Any]) -> AgentSpec | None:
     esc = r.table(doc, "agent.escalation") if isinstance(t.get("escalation"), dict) else {}
     route: Route = t.get("route", Route.AUTO)
     fields: dict[str, Any] = {
-        k: v for k, v in t.items() if k not in ("model", "escalation", "actions")
+        k: v for k, v in t.items() if k not in ("model", "escalation", "actions", "credentials")
     }
     if "model" in t:
         target = {Route.ANTHROPIC: "premium_model", Route.OLLAMA: "local_model"}.get(route)
@@ -480,6 +492,7 @@ def _agent(r: Reader, doc: Mapping[str, Any]) -> AgentSpec | None:
     fields["tools"] = _tools(r, t.get("tools", ()))
     fields["escalation"] = Escalation(**esc)
     fields["actions"] = _actions(r, t.get("actions", []))
+    fields["credentials"] = read_credentials(r, "agent", t, SCHEMA["agent.credentials"])
     return AgentSpec(**fields)
 
 
@@ -543,7 +556,8 @@ def _command(r: Reader, doc: Mapping[str, Any]) -> CommandSpec | None:
             f"found {stripped.count(chr(10)) + 1} lines",
         )
         return None
-    return CommandSpec(**{**t, "run": stripped})
+    creds = read_credentials(r, "command", t, SCHEMA["command.credentials"])
+    return CommandSpec(**{**t, "run": stripped, "credentials": creds})
 
 
 def _output(r: Reader, doc: Mapping[str, Any]) -> OutputSpec:

@@ -1,5 +1,7 @@
-"""The never-list: places of $HOME no routine may show a shell tool (`home = [...]`) or read
-(`read:` globs), whatever it declares (DESIGN.md "Sandbox").
+"""The never-list: a catalog of the places of $HOME that hold credentials, which no routine
+may show a shell tool (`home = [...]`) or read (`read:` globs), whatever it declares; the
+folders too broad to declare at all; and the one way a credential reaches a sandbox, a grant
+bound to hosts (`[[agent.credentials]]`, checked by `credential_problem`).
 
 Pure functions over paths: `routines.loader` refuses a routine that declares one,
 `worker/` passes the expanded list to the sandbox (masks under a declared parent) and to the
@@ -14,55 +16,120 @@ import fnmatch
 import os
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 __all__ = [
+    "BROAD",
+    "CATALOG",
     "DEFAULT_NEVER",
+    "NAME_PATTERNS",
+    "SYSTEM_NEVER",
+    "Entry",
+    "broad_problem",
+    "credential_problem",
+    "describe",
     "expand",
     "glob_reaches",
+    "holds",
     "home_problem",
+    "name_pattern",
     "never_paths",
     "read_problem",
     "under",
 ]
 
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One place of $HOME a routine never sees unless it grants it as a credential."""
+
+    path: str  # `~/...` as the user knows it
+    holds: str  # what is there, in plain words: shown in every refusal naming it
+
+
 # Credential stores, agent sockets, browser and mail profiles, shell histories, model keys.
 # A directory here also hides every Unix socket in it: a read-only bind does not stop
 # connect() on a socket, so an ssh-agent under ~/.1password would sign for the sandbox.
-DEFAULT_NEVER = (
-    "~/.vinos",  # secrets, every routine's state, other routines' files (webhook tokens)
-    "~/.ssh",
-    "~/.gnupg",
-    "~/.aws",
-    "~/.netrc",
-    "~/.password-store",
-    "~/.git-credentials",
-    "~/.docker",  # config.json holds registry credentials; Docker Desktop's socket lives here
-    "~/.kube",
-    "~/.local/share/keyrings",
-    "~/.1password",
-    "~/.config/op",
-    "~/.ollama",  # the private key Ollama signs with
-    "~/.config/rclone",
-    "~/.Xauthority",
+# Every entry is masked under any declared folder (sandbox/policy.py), refused as a `home`
+# entry or `read:` glob (test_never.py), and can only reach a sandbox as a credential grant.
+CATALOG = (
+    # secrets, every routine's state, other routines' files (webhook tokens)
+    Entry("~/.vinos", "vinos-routine's own secrets and state"),
+    Entry("~/.ssh", "SSH keys"),
+    Entry("~/.gnupg", "GnuPG keys"),
+    Entry("~/.aws", "AWS CLI credentials"),
+    Entry("~/.netrc", "passwords for FTP and HTTP hosts (netrc)"),
+    Entry("~/.password-store", "pass password store"),
+    Entry("~/.git-credentials", "git's stored HTTPS passwords"),
+    Entry("~/.config/git/credentials", "git's stored HTTPS passwords"),
+    Entry("~/.config/gh", "GitHub CLI login"),
+    Entry("~/.config/glab-cli", "GitLab CLI login"),
+    Entry("~/.config/hub", "hub (GitHub) login"),
+    Entry("~/.config/gcloud", "Google Cloud CLI credentials"),
+    Entry("~/.azure", "Azure CLI credentials"),
+    Entry("~/.npmrc", "npm registry tokens"),
+    Entry("~/.yarnrc", "yarn registry tokens"),
+    Entry("~/.yarnrc.yml", "yarn registry tokens"),
+    Entry("~/.pypirc", "PyPI upload tokens"),
+    Entry("~/.cargo/credentials", "crates.io token (cargo)"),
+    Entry("~/.cargo/credentials.toml", "crates.io token (cargo)"),
+    Entry("~/.gem/credentials", "RubyGems API key"),
+    Entry("~/.local/share/gem/credentials", "RubyGems API key"),
+    # config.json holds registry credentials; Docker Desktop's socket lives here
+    Entry("~/.docker", "Docker registry logins"),
+    Entry("~/.kube", "Kubernetes cluster credentials"),
+    Entry("~/.config/helm", "Helm repository credentials"),
+    Entry("~/.terraform.d/credentials.tfrc.json", "Terraform Cloud token"),
+    Entry("~/.terraformrc", "Terraform CLI settings and tokens"),
+    Entry("~/.oci", "Oracle Cloud CLI keys"),
+    Entry("~/.config/doctl", "DigitalOcean CLI token"),
+    Entry("~/.fly", "Fly.io CLI token"),
+    Entry("~/.vault-token", "HashiCorp Vault token"),
+    Entry("~/.local/share/keyrings", "GNOME keyring"),
+    Entry("~/.local/share/kwalletd", "KDE wallet"),
+    Entry("~/.config/Bitwarden", "Bitwarden vault"),
+    Entry("~/.config/Bitwarden CLI", "Bitwarden CLI vault"),
+    Entry("~/.1password", "1Password agent and data"),
+    Entry("~/.config/op", "1Password CLI login"),
+    Entry("~/.ollama", "Ollama's private signing key"),
+    Entry("~/.config/rclone", "rclone remotes and their tokens"),
+    Entry("~/.Xauthority", "X display access cookie"),
     # Browser, mail and sandboxed-app profiles: cookies, saved passwords, sessions.
-    "~/.mozilla",
-    "~/.thunderbird",
-    "~/.config/google-chrome",
-    "~/.config/chromium",
-    "~/.config/BraveSoftware",
-    "~/snap",
-    "~/.var/app",
+    Entry("~/.mozilla", "Firefox profiles (cookies, saved passwords)"),
+    Entry("~/.thunderbird", "Thunderbird profiles (mail, passwords)"),
+    Entry("~/.config/google-chrome", "Chrome profiles (cookies, saved passwords)"),
+    Entry("~/.config/chromium", "Chromium profiles (cookies, saved passwords)"),
+    Entry("~/.config/BraveSoftware", "Brave profiles (cookies, saved passwords)"),
+    Entry("~/snap", "snap apps' data"),
+    Entry("~/.var/app", "Flatpak apps' data"),
     # Shell and REPL histories: tokens pasted on a command line end up here.
-    "~/.bash_history",
-    "~/.zsh_history",
-    "~/.histfile",
-    "~/.local/share/fish",
-    "~/.python_history",
-    "~/.psql_history",
-    "~/.mysql_history",
-    "~/.node_repl_history",
-    "~/.lesshst",
+    Entry("~/.bash_history", "shell history"),
+    Entry("~/.zsh_history", "shell history"),
+    Entry("~/.histfile", "shell history"),
+    Entry("~/.local/share/fish", "fish shell history"),
+    Entry("~/.python_history", "Python REPL history"),
+    Entry("~/.psql_history", "psql history"),
+    Entry("~/.mysql_history", "MySQL client history"),
+    Entry("~/.node_repl_history", "Node REPL history"),
+    Entry("~/.lesshst", "less history"),
 )
+DEFAULT_NEVER = tuple(e.path for e in CATALOG)
+
+# File and folder names masked (sandbox) and refused (read tool) wherever they are below a
+# declared folder: an app's folder the catalog does not know may still hold its token.
+# Unlike a glob's, these wildcards match a leading dot too: `.gh_token` is a token file.
+NAME_PATTERNS = (
+    Entry("credentials*", "a credentials file"),
+    Entry("*token*", "a token file"),
+    Entry("*.pem", "a key or certificate (PEM)"),
+)
+
+# Folders that hold many apps' secrets at once: an entry must name the app's own folder.
+BROAD = ("~", "~/.config", "~/.local", "~/.local/share", "~/.cache", "~/.var", "~/snap")
+
+# Kernel and runtime interfaces, never read by the read tool: /proc/*/environ holds the
+# worker's environment, /run the user's sockets (sandbox/readtool.py refuses them too).
+SYSTEM_NEVER = ("/proc", "/sys", "/dev", "/run")
 
 _MAGIC = re.compile(r"[*?\[]")
 
@@ -103,29 +170,107 @@ def under(path: str, parent: str) -> bool:
     return path == parent or path.startswith(parent.rstrip("/") + "/")
 
 
-def home_problem(entry: str, home: str, never: Sequence[str]) -> str | None:
+def holds(path: str, home: str, extra: Sequence[str] = ()) -> str:
+    """What the never-path `path` (absolute) holds, in plain words, for a refusal. `extra`
+    are config.toml's `[sandbox].never` entries as written; what is neither is VINOS_HOME."""
+    for entry in (*CATALOG, *(Entry(x, "added by config.toml [sandbox].never") for x in extra)):
+        try:
+            p = expand(entry.path, home)
+        except ValueError:
+            continue
+        if path in (p, os.path.realpath(p)):
+            return entry.holds
+    return "vinos-routine's own secrets and state"
+
+
+def describe(entry: str) -> str | None:
+    """What the `~/...` path `entry` holds when it is, or is inside, a catalog entry; pure
+    (no home needed): for the capability card's credential lines."""
+    for e in sorted(CATALOG, key=lambda e: -len(e.path)):
+        if entry.rstrip("/") == e.path or entry.startswith(e.path + "/"):
+            return e.holds
+    return None
+
+
+def name_pattern(name: str) -> Entry | None:
+    """The NAME_PATTERNS entry a file or folder name matches, or None."""
+    low = name.lower()
+    return next((e for e in NAME_PATTERNS if fnmatch.fnmatchcase(low, e.path)), None)
+
+
+def broad_problem(entry: str, home: str, key: str = "home") -> str | None:
+    """Why `entry` (a `~/...` or absolute path) is too broad to declare, or None."""
+    try:
+        path = expand(entry, home)
+    except ValueError:
+        return None  # reported by the caller's own checks
+    for b in BROAD:
+        if path == expand(b, home):
+            return (
+                f'"{_tilde(path, home)}" holds many apps\' settings and secrets at once, so it '
+                f'cannot be a {key}: name the app\'s own folder, such as "{b}/APP"'
+            )
+    return None
+
+
+def home_problem(
+    entry: str, home: str, never: Sequence[str], extra: Sequence[str] = ()
+) -> str | None:
     """Why `entry` of `home = [...]` cannot be declared, or None. `home` is the real home."""
-    if not entry.startswith("~/"):
+    if not entry.startswith("~/") and entry != "~":
         return f'expected a path starting with "~/", found "{entry}"'
     try:
         path = expand(entry, home)
     except ValueError as exc:
         return f'"{entry}": {exc}'
     if path == home.rstrip("/"):
-        return "all of ~ cannot be shown to a shell tool: name the directories it needs"
+        return "all of ~ cannot be shown to a shell tool: name the app's own folder it needs"
     if "/../" in entry + "/" or "/./" in entry + "/":
         return f'"{entry}": . and .. components are not allowed'
+    if problem := broad_problem(entry, home, "home entry"):
+        return problem
     real = os.path.realpath(path)
     for n in never:
         if under(path, n) or under(real, n):
-            return f'"{entry}" is on the never-list ({_tilde(n, home)}): no routine may see it'
+            return (
+                f'"{entry}" is on the never-list ({_tilde(n, home)}: {holds(n, home, extra)}): '
+                "no routine may see it; a command that needs it takes it as a credential "
+                "([[agent.credentials]] or [[command.credentials]], bound to hosts)"
+            )
+    return None
+
+
+def credential_problem(entry: str, home: str, vinos_home: str) -> str | None:
+    """Why `entry` cannot be granted as a credential path, or None: it must be a `~/...` path
+    below $HOME, not a broad container, not inside VINOS_HOME (the API key lives there)."""
+    if not entry.startswith("~/"):
+        return f'expected a path starting with "~/", found "{entry}"'
+    try:
+        path = expand(entry, home)
+    except ValueError as exc:
+        return f'"{entry}": {exc}'
+    if "/../" in entry + "/" or "/./" in entry + "/" or entry.rstrip("/") == "~":
+        return f'"{entry}": expected one app\'s credential file or folder below ~'
+    if problem := broad_problem(entry, home, "credential"):
+        return problem
+    ours = (vinos_home, expand("~/.vinos", home))
+    for p in (path, os.path.realpath(path)):
+        if any(under(p, v) or under(v, p) for v in ours):
+            return f'"{entry}" is vinos-routine\'s own state ({vinos_home}): it is never granted'
+        if not under(p, home) or p == home.rstrip("/"):
+            return f'"{entry}" resolves to {p}, outside your home folder'
     return None
 
 
 def read_problem(
-    pattern: str, home: str, never: Sequence[str], own: Sequence[str] = ()
+    pattern: str,
+    home: str,
+    never: Sequence[str],
+    own: Sequence[str] = (),
+    extra: Sequence[str] = (),
 ) -> str | None:
-    """Why the `read:` glob `pattern` may not be declared (it can reach a never-path), or None.
+    """Why the `read:` glob `pattern` may not be declared (it can reach a never-path, a
+    system interface, or its literal root is a broad container), or None.
 
     `own` are paths the routine may read although they are below a never-path (its own
     workspace): a pattern that starts with one of them literally is checked against the
@@ -141,9 +286,18 @@ def read_problem(
             continue
         if glob_reaches(parts, _parts(n)):
             return (
-                f'"{pattern}" can reach {_tilde(n, home)}, which is on the never-list: '
-                "no routine may read it"
+                f'"{pattern}" can reach {_tilde(n, home)} ({holds(n, home, extra)}), which is '
+                "on the never-list: no routine may read it"
             )
+    for system in SYSTEM_NEVER:
+        if glob_reaches(parts, _parts(system)):
+            return (
+                f'"{pattern}" can reach {system}, a kernel or runtime interface (process '
+                "environments, devices, sockets): the read tool never reads it"
+            )
+    root = "/" + "/".join(_literal_root(parts))
+    if problem := broad_problem(root, home, "read: glob's root"):
+        return f'"{pattern}": {problem}'
     return None
 
 
@@ -179,6 +333,16 @@ def _literal_prefix(glob: tuple[str, ...], prefix: tuple[str, ...]) -> bool:
     return len(glob) > len(prefix) and all(
         g == p and not _MAGIC.search(g) for g, p in zip(glob, prefix, strict=False)
     )
+
+
+def _literal_root(parts: tuple[str, ...]) -> tuple[str, ...]:
+    """The components before the first wildcard: the folder a glob reads from."""
+    out: list[str] = []
+    for part in parts:
+        if _MAGIC.search(part) or part == "**":
+            break
+        out.append(part)
+    return tuple(out)
 
 
 def _tilde(path: str, home: str) -> str:

@@ -22,6 +22,7 @@ __all__ = [
     "AgentSpec",
     "BudgetSpec",
     "CommandSpec",
+    "Credential",
     "Escalation",
     "Kind",
     "Memory",
@@ -139,6 +140,17 @@ class Escalation:
 
 
 @dataclass(frozen=True, slots=True)
+class Credential:
+    """One `[[agent.credentials]]` / `[[command.credentials]]`: a credential file or folder
+    bound read-only into the routine's sandbox, whose calls may then reach only `hosts` (and
+    the routine's own host list). The path is never read by vinos-routine itself, so its
+    contents reach no ledger row and no log line."""
+
+    path: str  # `~/...`, checked by routines.never.credential_problem
+    hosts: tuple[str, ...]  # host names, as in a `network` list (routines/hosts.py)
+
+
+@dataclass(frozen=True, slots=True)
 class Action:
     """One `[[agent.actions]]`: a command the model may only propose; a person (or a valid
     signature with auto_approve) runs it, in the routine's sandbox, the proposal on stdin."""
@@ -166,6 +178,7 @@ class AgentSpec:
     run_timeout_sec: int = 600
     escalation: Escalation = field(default_factory=Escalation)
     actions: tuple[Action, ...] = ()
+    credentials: tuple[Credential, ...] = ()
 
     def action(self, name: str) -> Action | None:
         return next((a for a in self.actions if a.name == name), None)
@@ -185,6 +198,7 @@ class CommandSpec:
     timeout_sec: int = 600
     network: bool | tuple[str, ...] = False  # a tuple: only those hosts (routines/hosts.py)
     home: tuple[str, ...] = ()  # `~/...` paths the command sees, read-only
+    credentials: tuple[Credential, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,6 +256,24 @@ class Routine:
         if self.agent is not None:
             return self.agent.home
         return self.command.home if self.command is not None else ()
+
+    @property
+    def credentials(self) -> tuple[Credential, ...]:
+        """The credential grants of [agent] or [command]."""
+        if self.agent is not None:
+            return self.agent.credentials
+        return self.command.credentials if self.command is not None else ()
+
+    @property
+    def egress(self) -> bool | tuple[str, ...]:
+        """What its shell calls may reach: `network`, narrowed by its credentials to the union
+        of their hosts and its own host list (the loader refuses `network = true` beside a
+        credential, so True here means no credential)."""
+        if not self.credentials:
+            return self.network
+        own = self.network if isinstance(self.network, tuple) else ()
+        hosts = [h for c in self.credentials for h in c.hosts]
+        return tuple(dict.fromkeys((*own, *hosts)))
 
     @property
     def run_timeout_sec(self) -> int:

@@ -9,6 +9,7 @@ bwrap's argv without looking at anything else. The never-list is data given by t
 
 from __future__ import annotations
 
+import fnmatch
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -80,7 +81,8 @@ class ShellPolicy:
     # The whole environment (bwrap --clearenv first): HOME PATH TERM LANG and never a secret.
     env: tuple[tuple[str, str], ...] = ()
     limits: Limits = field(default_factory=Limits)
-    # `home = [...]`: (real source, path in the sandbox), read-only, skipped when missing.
+    # `home = [...]` and then the credential grants: (real source, path in the sandbox),
+    # read-only, skipped when missing.
     declared: tuple[tuple[str, str], ...] = ()
     dirs: tuple[str, ...] = ()  # empty directories on the read-only root, e.g. $HOME
     bwrap: str = DEFAULT_BWRAP  # [sandbox].bwrap, checked by sandbox/binaries.py before use
@@ -109,6 +111,8 @@ def routine_policy(
     limits: Limits = Limits(),
     environ: Mapping[str, str] | None = None,
     bwrap: str = DEFAULT_BWRAP,
+    credentials: Sequence[str] = (),
+    never_names: Sequence[str] = (),
 ) -> ShellPolicy:
     """The policy for one routine's shell calls (DESIGN.md "Sandbox").
 
@@ -117,6 +121,12 @@ def routine_policy(
     directory) and the routine's workspace. No state dir, no other routine, no secret
     (ANTHROPIC_API_KEY included), with network or without. `never` are absolute paths
     (routines.never.never_paths). Raises UnsafeValue, also for a declared path on `never`.
+
+    `credentials` (`~/...`, checked by the caller: routines.never.credential_problem) are
+    bound read-only after the declared paths, even when on `never`: a grant is the one way a
+    never-path reaches a sandbox, and the caller narrows `network` to its hosts. Below each
+    declared path (not below a credential) every file or folder whose name matches one of
+    `never_names` (fnmatch, case-insensitive, a leading dot matched too) is masked as well.
     """
     env_in = os.environ if environ is None else environ
     real_home = _real(home, "HOME")
@@ -134,11 +144,13 @@ def routine_policy(
             if _under(dest, n) or _under(source, n):
                 raise UnsafeValue(f"home: {entry!r} is on the never-list ({n})")
         binds.append((source, dest))
-    masks: list[str] = []
-    for n in never:
-        inside = any(_under(n, d) or _under(n, s) for s, d in binds)
-        if inside and n not in masks:
-            masks.append(check_path(n, "never-list path"))
+    granted: list[tuple[str, str]] = []
+    for entry in credentials:
+        dest = _expand(entry, real_home, "credential")
+        if dest == real_home:
+            raise UnsafeValue("credential: all of ~ cannot be granted")
+        granted.append((check_path(os.path.realpath(dest), "credential path"), dest))
+    masks = _masks(binds, granted, never, never_names)
     env = [
         ("HOME", real_home),
         ("PATH", env_in.get("PATH") or DEFAULT_PATH),
@@ -156,11 +168,66 @@ def routine_policy(
         network=network,
         env=tuple(env),
         limits=limits,
-        declared=tuple(binds),
+        declared=tuple(binds + granted),
         dirs=(real_home,),
         bwrap=bwrap,
         quota_dirs=(workspace_real,),
     )
+
+
+def _masks(
+    binds: Sequence[tuple[str, str]],
+    granted: Sequence[tuple[str, str]],
+    never: Sequence[str],
+    never_names: Sequence[str],
+) -> list[str]:
+    """The never-paths a declared bind could show, then the credential-named files below the
+    declared binds; never a granted path itself (bwrap would mount the mask over the grant)."""
+    exact = {p for pair in granted for p in pair}
+    masks: list[str] = []
+    for n in never:
+        inside = any(_under(n, d) or _under(n, s) for s, d in binds)
+        if inside and n not in masks and n not in exact:
+            masks.append(check_path(n, "never-list path"))
+    for source, _dest in binds:
+        for found in _named(source, never_names, never, MAX_WALK):
+            if found not in masks and found not in exact:
+                masks.append(check_path(found, "credential file"))
+    return masks
+
+
+# Entries looked at below the declared paths to find credential-named files: past this the
+# policy is refused (fail closed) rather than a folder shown with its tokens unmasked.
+MAX_WALK = 200_000
+
+
+def _named(root: str, names: Sequence[str], never: Sequence[str], cap: int) -> list[str]:
+    """Every path below `root` whose name matches `names`, without following links or going
+    into a match or a never-path (each is masked whole). Raises UnsafeValue past `cap`."""
+    if not names:
+        return []
+    found: list[str] = []
+    todo, seen = [root], 0
+    while todo:
+        top = todo.pop()
+        try:
+            entries = list(os.scandir(top))
+        except OSError:
+            continue  # unreadable here is unreadable to the sandbox too (same uid, no caps)
+        seen += len(entries)
+        if seen > cap:
+            raise UnsafeValue(
+                f"home: {root} holds more than {cap:,} files and folders; each is checked for "
+                "credential names (credentials*, *token*, *.pem) before it is shown: declare "
+                "a narrower folder"
+            )
+        for e in entries:
+            low = e.name.lower()
+            if any(fnmatch.fnmatchcase(low, n) for n in names):
+                found.append(e.path)
+            elif e.is_dir(follow_symlinks=False) and not any(_under(e.path, n) for n in never):
+                todo.append(e.path)
+    return sorted(found)
 
 
 def _under(path: str, parent: str) -> bool:
@@ -195,10 +262,10 @@ def _writable(path: str, home: str) -> str:
     return path
 
 
-def _expand(entry: str, home: str) -> str:
+def _expand(entry: str, home: str, what: str = "home") -> str:
     if "\0" in entry or "\n" in entry or "\r" in entry or not entry.startswith("~/"):
-        raise UnsafeValue(f'home: {entry!r}: expected a path starting with "~/"')
+        raise UnsafeValue(f'{what}: {entry!r}: expected a path starting with "~/"')
     parts = entry[2:].split("/")
     if any(p in (".", "..") for p in parts):
-        raise UnsafeValue(f"home: {entry!r}: . and .. components are not allowed")
+        raise UnsafeValue(f"{what}: {entry!r}: . and .. components are not allowed")
     return os.path.normpath(home + entry[1:])

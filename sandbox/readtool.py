@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fnmatch
 import os
 import stat
 from collections.abc import Generator, Sequence
@@ -24,7 +25,12 @@ from typing import Any
 from sandbox.globs import Glob, GlobError, compile_glob, has_magic, match_part
 from sandbox.whitelist import check_read
 
-__all__ = ["CALL_CAP", "FILE_CAP", "RUN_CAP", "ReadBudget", "read_files"]
+__all__ = ["CALL_CAP", "FILE_CAP", "RUN_CAP", "SYSTEM_DIRS", "ReadBudget", "read_files"]
+
+# Never read, whatever a pattern says: /proc/*/environ holds the worker's own environment
+# (its API key), /sys and /dev are the kernel's, /run holds the user's sockets and tokens.
+# Checked on the resolved path, so a link into them is refused too (test_sandbox_readtool.py).
+SYSTEM_DIRS = ("/proc", "/sys", "/dev", "/run")
 
 FILE_CAP = 256 * 1024
 CALL_CAP = 500 * 1024
@@ -51,11 +57,14 @@ def read_files(
     budget: ReadBudget,
     never: Sequence[str] = (),
     own: Sequence[str] = (),
+    never_names: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Read the files matching `pattern`, which must equal a declared read glob verbatim.
 
     A file whose real path is under a `never` path (absolute, normalised: the never-list,
-    routines/never.py) is refused, unless it is under one of `own` (the routine's workspace).
+    routines/never.py) is refused, unless it is under one of `own` (the routine's workspace);
+    so is one with a component whose name matches `never_names` (fnmatch, case-insensitive:
+    `credentials*`, `*token*`, `*.pem`), and anything in SYSTEM_DIRS.
 
     Returns {"pattern", "files": [{"path", "content", "truncated"}], "skipped": [{"path",
     "reason"}]}, with "error" when the pattern is refused and "note" when a cap cut the result.
@@ -75,6 +84,7 @@ def read_files(
     for text in declared:
         with contextlib.suppress(GlobError):
             allowed.append(compile_glob(text, real_home))
+    checks = _Allowed(allowed, never, own, never_names)
     call_left = CALL_CAP
     walk = _Walk()
     with contextlib.closing(walk.candidates(wanted)) as found:
@@ -83,7 +93,7 @@ def read_files(
                 result["note"] = f"more than {MAX_FILES} files match; the rest are not listed"
                 break
             limit = min(FILE_CAP, call_left, budget.remaining)
-            entry, used = _read_one(dir_fd, name, path, _Allowed(allowed, never, own), limit)
+            entry, used = _read_one(dir_fd, name, path, checks, limit)
             if entry is None:
                 continue
             if "reason" in entry:
@@ -108,14 +118,38 @@ class _Allowed:
     globs: list[Glob]
     never: Sequence[str]
     own: Sequence[str]
+    names: Sequence[str] = ()
 
     def refusal(self, real: str) -> str | None:
-        if not any(g.matches(real) for g in self.globs):
+        for s in SYSTEM_DIRS:
+            if _under(real, s):
+                return f"resolves to {s}, a kernel or runtime interface: it is never read"
+        matching = [g for g in self.globs if g.matches(real)]
+        if not matching:
             return "resolves outside the declared read patterns"
+        if any(_under(real, o) for o in self.own):
+            return None
         for n in self.never:
-            if _under(real, n) and not any(_under(real, o) for o in self.own):
+            if _under(real, n):
                 return f"resolves to {n}, which is on the never-list: no routine may read it"
+        parts = [p for p in real.split("/") if p]
+        for g in matching:
+            # Below the folder the glob reads from (its literal root, or a literal path's
+            # folder): the names above it (the home folder's own name) are not the file's.
+            for part in parts[_root_len(g.parts) :]:
+                low = part.lower()
+                hit = next((n for n in self.names if fnmatch.fnmatchcase(low, n)), None)
+                if hit is not None:
+                    return f'"{part}" looks like a credential ({hit}): no routine may read it'
         return None
+
+
+def _root_len(parts: tuple[str, ...]) -> int:
+    """How many leading components of a glob are literal, the last one never counted."""
+    n = 0
+    while n < len(parts) - 1 and parts[n] != "**" and not has_magic(parts[n]):
+        n += 1
+    return n
 
 
 def _under(path: str, parent: str) -> bool:
@@ -254,6 +288,9 @@ class _Walk:
         self, dir_fd: int, path: str, name: str, parts: tuple[str, ...], *, quiet: bool
     ) -> _Found:
         child_path = f"{path}/{name}"
+        if child_path in SYSTEM_DIRS:
+            self.problems.append({"path": child_path, "reason": "never read (kernel or runtime)"})
+            return
         try:
             child = os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
         except OSError as exc:

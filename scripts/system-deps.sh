@@ -31,6 +31,10 @@ missing_cmds() {
     # client inside the sandbox.
     command -v ip >/dev/null || out+=(iproute2)
     command -v curl >/dev/null || out+=(curl)
+    # The credential-grant test: the real GitHub CLI against a fake GitHub over TLS with a
+    # CA the test makes (tests/sandbox/test_gh_grant.py).
+    command -v gh >/dev/null || out+=(gh)
+    command -v openssl >/dev/null || out+=(openssl)
     # Routine signatures (routines/signing.py): ssh-keygen -Y sign/verify.
     command -v ssh-keygen >/dev/null || out+=(ssh-keygen)
     command -v script >/dev/null || out+=(script)
@@ -62,10 +66,10 @@ if command -v apt-get >/dev/null; then
         bubblewrap libseccomp2 python3 python3-venv systemd \
         makepkg pacman-package-manager libarchive-tools fakeroot \
         util-linux bsdextrautils procps ca-certificates zsh fish chromium iproute2 curl openssh-client \
-        postgresql libpq5 >/dev/null
+        postgresql libpq5 gh openssl >/dev/null
 elif [ -x /usr/bin/pacman ] && [ -f /etc/arch-release ]; then
     # -Syu: Arch does not support partial upgrades.
-    pacman -Syu --needed --noconfirm bubblewrap libseccomp python systemd base-devel util-linux procps-ng zsh fish chromium iproute2 curl openssh postgresql >/dev/null
+    pacman -Syu --needed --noconfirm bubblewrap libseccomp python systemd base-devel util-linux procps-ng zsh fish chromium iproute2 curl openssh postgresql github-cli openssl >/dev/null
 else
     echo "system-deps: no apt-get or Arch pacman here; install by hand: $need" >&2
     exit 1

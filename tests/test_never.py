@@ -59,8 +59,10 @@ def test_globs_that_reach_a_never_path_are_refused(glob: str) -> None:
     [
         "~/notes/*.md",
         "~/Reading/**/*.md",
-        "~/*.txt",  # a wildcard never matches a leading dot
-        "~/.config/gh/hosts.yml",
+        "~/notes/*.txt",
+        "~/notes/*",  # a wildcard never matches a leading dot: not ~/notes/.ssh
+        "~/.config/myapp/settings.json",
+        "~/.bashrc",  # a literal file: its folder is not its root
         "~/.vinos/routines/workspace/r1/*.json",  # its own workspace
         "/etc/hostname",
     ],
@@ -84,12 +86,13 @@ def test_double_star_does_not_reach_into_hidden_dirs() -> None:
 @pytest.mark.parametrize(
     ("entry", "why"),
     [
-        ("~/.ssh", "never-list (~/.ssh)"),
-        ("~/.ssh/config", "never-list (~/.ssh)"),
-        ("~/.vinos/routines", "never-list (~/.vinos)"),
-        ("~/.docker/config.json", "never-list (~/.docker)"),
-        ("~/.1password", "never-list (~/.1password)"),
-        ("~", 'starting with "~/"'),
+        ("~/.ssh", "never-list (~/.ssh: SSH keys)"),
+        ("~/.ssh/config", "never-list (~/.ssh: SSH keys)"),
+        ("~/.vinos/routines", "never-list (~/.vinos: vinos-routine's own secrets and state)"),
+        ("~/.docker/config.json", "never-list (~/.docker: Docker registry logins)"),
+        ("~/.1password", "never-list (~/.1password: 1Password agent and data)"),
+        ("~", "all of ~ cannot be shown"),
+        ("~/", "all of ~ cannot be shown"),
         ("/etc", 'starting with "~/"'),
         ("~/a/../.ssh", ". and .."),
     ],
@@ -100,7 +103,7 @@ def test_home_entries_on_the_never_list_are_refused(entry: str, why: str) -> Non
 
 
 def test_home_entries_off_the_list_are_allowed() -> None:
-    for entry in ("~/.config/gh", "~/notes", "~/.config", "~/.gitconfig"):
+    for entry in ("~/.config/myapp", "~/notes", "~/.cargo", "~/.gitconfig", "~/.local/bin"):
         assert home_problem(entry, HOME, NEVER) is None
 
 
@@ -144,12 +147,18 @@ def test_validate_refuses_secrets_in_read_globs_and_home(vinos_env: Path) -> Non
     )
     done = _validate(path)
     assert done.returncode == 1
+    grant = (
+        "no routine may see it; a command that needs it takes it as a credential "
+        "([[agent.credentials]] or [[command.credentials]], bound to hosts)"
+    )
     assert done.stdout.splitlines() == [
-        f'{path}: [agent].home[1]: "~/.ssh" is on the never-list (~/.ssh): no routine may see it',
-        f'{path}: [agent].tools[1]: "~/.ssh/*" can reach ~/.ssh, which is on the never-list: '
-        "no routine may read it",
-        f'{path}: [agent].tools[2]: "~/.vinos/secrets/*" can reach ~/.vinos, which is on the '
+        f'{path}: [agent].home[0]: "~/.config/gh" is on the never-list (~/.config/gh: GitHub '
+        f"CLI login): {grant}",
+        f'{path}: [agent].home[1]: "~/.ssh" is on the never-list (~/.ssh: SSH keys): {grant}',
+        f'{path}: [agent].tools[1]: "~/.ssh/*" can reach ~/.ssh (SSH keys), which is on the '
         "never-list: no routine may read it",
+        f'{path}: [agent].tools[2]: "~/.vinos/secrets/*" can reach ~/.vinos (vinos-routine\'s '
+        "own secrets and state), which is on the never-list: no routine may read it",
     ]
 
 
@@ -175,11 +184,16 @@ def test_command_routines_declare_home_too(vinos_env: Path) -> None:
 
 def test_validate_knows_the_config_additions(vinos_env: Path) -> None:
     p = paths()
-    p.config_file.write_text('[sandbox]\nnever = ["~/.config/hub"]\n')
+    p.config_file.write_text('[sandbox]\nnever = ["~/.config/mytool"]\n')
     path = p.routines_dir / "hubby.toml"
-    path.write_text(ROUTINE.format(tools='["read:~/.config/hub/*"]', home='["~/.config/hub"]'))
+    path.write_text(
+        ROUTINE.format(tools='["read:~/.config/mytool/*"]', home='["~/.config/mytool"]')
+    )
     done = _validate(path)
     assert done.returncode == 1
     assert f"{path}: [agent].home[0]: " in done.stdout
     assert f"{path}: [agent].tools[0]: " in done.stdout
     assert done.stdout.count("(config.toml [sandbox].never)") == 2
+    # Each refusal says what the place is: one the user added.
+    assert done.stdout.count("(~/.config/mytool: added by config.toml [sandbox].never)") == 1
+    assert done.stdout.count("~/.config/mytool (added by config.toml [sandbox].never)") == 1

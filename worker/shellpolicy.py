@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from routines.config import SandboxSettings
-from routines.never import never_paths
+from routines.never import NAME_PATTERNS, broad_problem, credential_problem, never_paths
 from routines.paths import Paths
 from routines.spec import Action, Routine
 from sandbox import Limits, ShellPolicy, UnsafeValue, routine_policy
@@ -53,7 +53,10 @@ def shell_policy_for(
     path on the never-list.
 
     With `action`, the same sandbox with that action's own `network` and `home` instead of
-    the routine's: an approved action sees what it declares, no more.
+    the routine's: an approved action sees what it declares, no more (and no credential).
+
+    The routine's credential grants are bound read-only, and its calls then reach only the
+    union of their hosts and its own host list (Routine.egress).
     """
     workspace = paths.workspace(routine.name)
     for d in (workspace, scratch_dir):
@@ -62,15 +65,25 @@ def shell_policy_for(
         never = never_for(paths, settings)
     except ValueError as exc:
         raise UnsafeValue(f"config.toml [sandbox].never: {exc}") from exc
+    granted = tuple(c.path for c in routine.credentials) if action is None else ()
+    home, vinos_home = os.path.realpath(Path.home()), os.path.realpath(paths.home)
+    for path in granted:  # the loader checked it; VINOS_HOME may have moved since
+        if problem := credential_problem(path, home, vinos_home):
+            raise UnsafeValue(f"credential: {problem}")
+    for entry in routine.home if action is None else action.home:
+        if problem := broad_problem(entry, home, "home entry"):
+            raise UnsafeValue(f"home: {problem}")
     return routine_policy(
         home=Path.home(),
         workspace=workspace,
         scratch_dir=scratch_dir,
-        network=routine.network if action is None else action.network,
+        network=routine.egress if action is None else action.network,
         declared=routine.home if action is None else action.home,
         never=never,
         limits=limits_for(settings),
         bwrap=settings.bwrap,
+        credentials=granted,
+        never_names=tuple(e.path for e in NAME_PATTERNS),
     )
 
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from ipc.framing import ProtocolError, encode
 from ipc.messages import EventKind, Outcome, Proposal
-from routines.never import read_problem
+from routines.never import NAME_PATTERNS, read_problem
 from worker.channel import preview
 from worker.context import RunContext
 from worker.prompts import TOOL_OUTCOME, TOOL_PROPOSE, TOOL_READ, TOOL_SHELL
@@ -115,10 +115,10 @@ class Toolbox:
         reason = sandbox.check_read(self.agent.read_patterns, pattern)
         if reason is not None:
             return self._refuse(call, reason)
-        never, own = self._never()
+        never, own, extra = self._never()
         home = os.path.realpath(Path.home())  # `~` in a read pattern is the user's home
         # config.toml's [sandbox].never is known only here: the loader checked the defaults.
-        reason = read_problem(pattern, home, never, own)
+        reason = read_problem(pattern, home, never, own, extra)
         if reason is not None:
             return self._refuse(call, reason)
         self._announce(call)
@@ -131,6 +131,7 @@ class Toolbox:
             budget=self._read_budget,
             never=never,
             own=own,
+            never_names=tuple(e.path for e in NAME_PATTERNS),
         )
         self.run.record_tool(TOOL_READ)
         body = json.dumps(found, ensure_ascii=False)
@@ -172,14 +173,17 @@ class Toolbox:
 
     # --- helpers ---
 
-    def _never(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
-        """(the never-list, what of it this routine may read: its own workspace)."""
+    def _never(self) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+        """(the never-list, what of it this routine may read: its own workspace, and
+        config.toml's additions as written, for the refusal to name)."""
         from routines.config import SandboxSettings
         from worker.shellpolicy import never_for
 
         p = self.run.paths
-        never = never_for(p, SandboxSettings(**self.run.job.sandbox))
-        return never, (os.path.realpath(p.workspace(self.run.name)),)
+        settings = SandboxSettings(**self.run.job.sandbox)
+        never = never_for(p, settings)
+        own = (os.path.realpath(p.workspace(self.run.name)),)
+        return never, own, (*settings.never, *settings.masks)
 
     def _shell_policy(self) -> ShellPolicy:
         if self._policy is None:

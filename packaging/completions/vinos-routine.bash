@@ -75,7 +75,7 @@ _vinos_routine() {
         "approve") opts="-h --help --yes -y" ;;
         "deny") opts="-h --help --why" ;;
         "create") opts="-h --help --from --kind --no-edit" ;;
-        "install") opts="-h --help --enable --force --timeout" ;;
+        "install") opts="-h --help --enable --force --yes -y --timeout" ;;
         "edit") opts="-h --help" ;;
         "remove") opts="-h --help --yes -y" ;;
         "validate") opts="-h --help --json" ;;

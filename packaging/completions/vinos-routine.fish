@@ -90,6 +90,7 @@ complete -c vinos-routine -n '__fish_seen_subcommand_from create' -l no-edit -d 
 complete -c vinos-routine -n '__fish_seen_subcommand_from install' -s h -l help -d 'show this help message and exit'
 complete -c vinos-routine -n '__fish_seen_subcommand_from install' -l enable -d 'turn it on once installed'
 complete -c vinos-routine -n '__fish_seen_subcommand_from install' -l force -d 'replace a routine of the same name'
+complete -c vinos-routine -n '__fish_seen_subcommand_from install' -l yes -s y -d 'install a routine that reads files and reaches the network without asking'
 complete -c vinos-routine -n '__fish_seen_subcommand_from install' -l timeout -x -d 'give up fetching after SEC seconds (default 20)'
 complete -c vinos-routine -n '__fish_seen_subcommand_from install' -r -F
 complete -c vinos-routine -n '__fish_seen_subcommand_from edit' -s h -l help -d 'show this help message and exit'

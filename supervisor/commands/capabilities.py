@@ -1,5 +1,11 @@
 """What a routine will be able to do, in plain words: shown by `install` before it writes
-anything, and by `create`/`edit` after a save. Pure: a routine in, labelled lines out."""
+anything, and by `create`/`edit` after a save. Pure: a routine in, labelled lines out.
+
+`card` is the short capability card `install`, `create --from`, `enable` and `validate`
+print: what it reads, which credentials go to which hosts, where it can connect, and what
+actions it may propose. `needs_consent` says whether `install` must ask first (it reads
+something and can reach the network: the pair that lets a routine send what it read away).
+"""
 
 from __future__ import annotations
 
@@ -9,7 +15,7 @@ from datetime import datetime
 from routines.safetext import redact_url
 from routines.spec import Kind, Memory, OutputType, Route, Routine
 
-__all__ = ["Line", "capabilities", "schedule_text"]
+__all__ = ["Line", "capabilities", "card", "card_lines", "needs_consent", "schedule_text"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,11 +72,80 @@ def capabilities(routine: Routine) -> list[Line]:
         lines.append(Line("timeout", f"{routine.command.timeout_sec}s"))
     else:
         lines.extend(_agent_lines(routine))
-    lines.append(_network_line(routine))
-    for i, entry in enumerate(routine.home):
-        lines.append(Line("home" if i == 0 else "", f"{entry} (read-only)", caution=True))
+    lines.extend(card(routine))
     lines.append(_output_line(routine))
     return lines
+
+
+def card(routine: Routine) -> list[Line]:
+    """The capability card: reads, credentials → hosts, network, actions."""
+    lines = _read_lines(routine)
+    for i, cred in enumerate(routine.credentials):
+        from routines.never import describe
+
+        what = describe(cred.path)
+        shown = f"{cred.path} ({what})" if what else cred.path
+        text = f"{shown} → only to {', '.join(cred.hosts)}"
+        lines.append(Line("credentials" if i == 0 else "", text, caution=True))
+    lines.append(_network_line(routine))
+    lines.extend(_action_lines(routine))
+    return lines
+
+
+def needs_consent(routine: Routine) -> bool:
+    """Whether it reads anything (a home folder, a read glob, a credential) and can also
+    reach the network (its calls, or an action it may propose)."""
+    agent = routine.agent
+    reads = bool(routine.home or routine.credentials or (agent and agent.read_patterns))
+    reads = reads or any(a.home for a in routine.actions)
+    online = bool(routine.egress) or any(a.network for a in routine.actions)
+    return reads and online
+
+
+def card_lines(lines: list[Line], colour: bool = False) -> list[str]:
+    """The card as text, escapes in what a file says shown, not acted on."""
+    from supervisor.present import color, visible
+
+    if not lines:
+        return []
+    width = max(len(line.label) for line in lines)
+    out = []
+    for line in lines:
+        text = visible(line.text)
+        text = color(text, "yellow", colour) if line.caution else text
+        out.append(f"  {line.label:<{width}}  {text}")
+    return out
+
+
+def _read_lines(routine: Routine) -> list[Line]:
+    reads = [f"{entry} (its shell commands, read-only)" for entry in routine.home]
+    if routine.agent is not None:
+        reads += [f"{glob} (read tool)" for glob in routine.agent.read_patterns]
+    if not reads:
+        return [Line("reads", "nothing of your files")]
+    return [Line("reads" if i == 0 else "", r, caution=True) for i, r in enumerate(reads)]
+
+
+def _action_lines(routine: Routine) -> list[Line]:
+    if not routine.actions:
+        return [Line("actions", "none")]
+    ask = (
+        "runs without asking while its signature verifies"
+        if routine.auto_approve
+        else ("runs once you approve it")
+    )
+    out = []
+    for i, action in enumerate(routine.actions):
+        net = _where(action.network)
+        text = f"{action.name}: `{action.run}` ({ask}; network: {net})"
+        out.append(Line("actions" if i == 0 else "", text, caution=True))
+    return out
+
+
+def _where(network: bool | tuple[str, ...]) -> str:
+    if not network:
+        return "none"
+    return ", ".join(network) if isinstance(network, tuple) else "any host"
 
 
 def _agent_lines(routine: Routine) -> list[Line]:
@@ -115,10 +190,10 @@ def _budget_line(routine: Routine) -> Line:
 
 
 def _network_line(routine: Routine) -> Line:
-    if not routine.network:
+    if not routine.egress:
         return Line("network", "no: its shell commands cannot reach the network")
-    if isinstance(routine.network, tuple):
-        hosts = ", ".join(routine.network)
+    if isinstance(routine.egress, tuple):
+        hosts = ", ".join(routine.egress)
         return Line("network", f"only {hosts} (HTTP and HTTPS, through a proxy)", caution=True)
     if routine.kind is Kind.COMMAND:
         return Line("network", "YES: its command can reach the internet", caution=True)

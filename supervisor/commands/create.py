@@ -132,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
     if not editing:
         if problems:
             return die(f"the draft of {name} is not valid:\n  " + visible("\n  ".join(problems)))
-        return _save(p, target, name, text)
+        return _save(p, target, name, text, bool(args.source))
     if problems:
         print(f"the draft of {name} needs fixing before it can be saved:")
         for problem in problems:
@@ -143,10 +143,10 @@ def run(args: argparse.Namespace) -> int:
         return die(f"{exc}; or use --no-edit to write the draft without an editor")
     if edited.routine is None:
         return die(f"{name} was not created")
-    return _save(p, target, name, edited.text)
+    return _save(p, target, name, edited.text, bool(args.source))
 
 
-def _save(p: Paths, target: Path, name: str, text: str) -> int:
+def _save(p: Paths, target: Path, name: str, text: str, copied: bool = False) -> int:
     from supervisor.commands.authoring import (
         ChangedMeanwhile,
         ensure_disabled,
@@ -162,4 +162,10 @@ def _save(p: Paths, target: Path, name: str, text: str) -> int:
     except ChangedMeanwhile:
         return die(f"{target} appeared while you were editing; your draft was not saved over it")
     report_saved(p, routine, target, "created")
+    if copied:  # --from: someone else's routine, so say what it may do
+        from supervisor.commands.capabilities import card, card_lines
+        from supervisor.present import use_color
+
+        for line in card_lines(card(routine), use_color()):
+            print(line)
     return 0

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import argparse
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from supervisor.commands.common import NoSuchRoutine, add_parser, die, find_routine
+
+if TYPE_CHECKING:
+    from routines.spec import Routine
 
 __all__ = ["register"]
 
@@ -60,6 +63,8 @@ def run(args: argparse.Namespace) -> int:
         if fire:
             msg += f"; next run {when(fire, now)}"
         print(msg)
+        if getattr(args, "card", True):
+            _print_card(routine)
         if client is None:
             print(
                 "note: the daemon is not running, so nothing runs on schedule; start it: "
@@ -68,3 +73,12 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(f"{routine.name} disabled")
     return 0
+
+
+def _print_card(routine: Routine) -> None:
+    """What it may do, shown as it starts running on its own."""
+    from supervisor.commands.capabilities import card, card_lines
+    from supervisor.present import use_color
+
+    for line in card_lines(card(routine), use_color()):
+        print(line)

@@ -37,6 +37,12 @@ def register(sub: Any) -> None:
     p.add_argument("--enable", action="store_true", help="turn it on once installed")
     p.add_argument("--force", action="store_true", help="replace a routine of the same name")
     p.add_argument(
+        "--yes",
+        "-y",
+        action="store_true",
+        help="install a routine that reads files and reaches the network without asking",
+    )
+    p.add_argument(
         "--timeout",
         type=float,
         default=DEFAULT_TIMEOUT,
@@ -153,7 +159,30 @@ def run(args: argparse.Namespace) -> int:
     refusal = _collision(p, name, target, args.force)
     if refusal:
         return die(refusal)
+    if not args.yes and (code := _consent(routine)) is not None:
+        return code
     return _install(p, routine, target, data, args.enable)
+
+
+def _consent(routine: Routine) -> int | None:
+    """None to go on; an exit code when a routine that reads and reaches the network was not
+    agreed to (asked on a terminal; without one, --yes is the only way)."""
+    from supervisor.commands.capabilities import needs_consent
+    from supervisor.present import ask_yes, interactive
+
+    if not needs_consent(routine):
+        return None
+    question = f"{routine.name} reads your files and can reach the network (above). Install it?"
+    if not interactive():
+        return die(
+            f"{routine.name} reads your files and can reach the network: read what it may do "
+            "(above), then install it from a terminal, or add --yes",
+            2,
+        )
+    if ask_yes(question, default=False):
+        return None
+    print(f"{routine.name} was not installed")
+    return 1
 
 
 def _collision(p: Paths, name: str, target: Path, force: bool) -> str | None:
@@ -211,7 +240,8 @@ def _install(p: Paths, routine: Routine, target: Path, data: bytes, enable: bool
     if enable:
         from supervisor.commands import enable as enable_cmd
 
-        return enable_cmd.run(argparse.Namespace(name=routine.name, on=True))
+        # The card is on the screen already, just above.
+        return enable_cmd.run(argparse.Namespace(name=routine.name, on=True, card=False))
     print(f"  it is off; try it: vinos-routine run {routine.name}")
     print(f"  turn it on:        vinos-routine enable {routine.name}")
     print(f"  {reload_daemon(p)}")

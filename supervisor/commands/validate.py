@@ -43,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
     results: list[dict[str, Any]] = []
     for path in files:
         try:
-            warnings, errors, signature = _check(path)
+            warnings, errors, signature, card = _check(path)
         except RoutineInvalid as exc:
             results.append(
                 {
@@ -61,10 +61,11 @@ def run(args: argparse.Namespace) -> int:
                     "errors": errors,
                     "warnings": list(warnings),
                     **signature,
+                    **card,
                 }
             )
     if args.json:
-        print_json_lines(results)
+        print_json_lines([{k: v for k, v in r.items() if k != "card_text"} for r in results])
     else:
         from routines.safetext import one_line
 
@@ -74,6 +75,8 @@ def run(args: argparse.Namespace) -> int:
                 print(one_line(warning))
             if res["ok"]:
                 print(one_line(f"{res['file']}: OK"))
+                for line in res.get("card_text", ()):
+                    print(line)
             if res.get("signed"):
                 print(one_line(f"{res['file']}: {res['signed']}"))
             for error in res["errors"]:
@@ -81,9 +84,11 @@ def run(args: argparse.Namespace) -> int:
     return 0 if all(r["ok"] for r in results) else 1
 
 
-def _check(path: Path) -> tuple[tuple[str, ...], list[str], dict[str, Any]]:
-    """A routine file's warnings, never-list errors and signature, or nothing for a valid
-    config.toml; raises RoutineInvalid."""
+def _check(
+    path: Path,
+) -> tuple[tuple[str, ...], list[str], dict[str, Any], dict[str, Any]]:
+    """A routine file's warnings, never-list errors, signature and capability card (JSON
+    `card`, text `card_text`), or nothing for a valid config.toml; raises RoutineInvalid."""
     from routines.checks import Problem, RoutineInvalid
     from routines.config import load_config
     from routines.loader import load_file
@@ -92,11 +97,21 @@ def _check(path: Path) -> tuple[tuple[str, ...], list[str], dict[str, Any]]:
         routine = load_file(path)
         warnings, signature = _signature(path, routine)
         errors = [f"{path}: {e}" for e in _never_problems(routine)]
-        return (*routine.warnings, *warnings), errors, signature
+        return (*routine.warnings, *warnings), errors, signature, _card(routine)
     if not path.is_file():  # load_config reads a missing file as all defaults
         raise RoutineInvalid([Problem(path.name, "", "cannot read: no such file")])
     load_config(path)
-    return (), [], {}
+    return (), [], {}, {}
+
+
+def _card(routine: Any) -> dict[str, Any]:
+    from supervisor.commands.capabilities import card, card_lines
+
+    lines = card(routine)
+    # Printed only when there is something to review: "OK" alone stays the whole answer for
+    # a routine that reads nothing, reaches nothing and proposes nothing.
+    shown = card_lines(lines) if any(x.caution for x in lines) else []
+    return {"card": [{"label": x.label, "text": x.text} for x in lines], "card_text": shown}
 
 
 def _signature(path: Path, routine: Any) -> tuple[tuple[str, ...], dict[str, Any]]:
@@ -140,13 +155,13 @@ def _never_problems(routine: Any) -> list[str]:
     table = "agent" if routine.agent is not None else "command"
     out = []
     for i, entry in enumerate(routine.home):
-        problem = home_problem(entry, home, never)
+        problem = home_problem(entry, home, never, extra)
         if problem:
             out.append(f"[{table}].home[{i}]: {problem} (config.toml [sandbox].never)")
     own = (os.path.realpath(p.workspace(routine.name)),)
     for i, tool in enumerate(routine.agent.tools if routine.agent else ()):
         if str(tool).startswith("read:"):
-            problem = read_problem(tool.value, home, never, own)
+            problem = read_problem(tool.value, home, never, own, extra)
             if problem:
                 out.append(f"[agent].tools[{i}]: {problem} (config.toml [sandbox].never)")
     return out

@@ -89,7 +89,13 @@ def test_json_is_one_object_per_file(p: Paths) -> None:
     assert done.returncode == 1
     objects = [json.loads(line) for line in done.stdout.splitlines()]
     unlimited = "[budget]: WARN no max_dollars_per_day: this routine's daily spend is unlimited"
-    unsigned = {"signature": "unsigned", "signer": None}
+    # The capability card of a routine that can do nothing of note: in the JSON, not printed.
+    card = [
+        {"label": "reads", "text": "nothing of your files"},
+        {"label": "network", "text": "no: its shell commands cannot reach the network"},
+        {"label": "actions", "text": "none"},
+    ]
+    unsigned = {"signature": "unsigned", "signer": None, "card": card}
     assert objects == [
         {"file": str(good), "ok": True, "errors": [], "warnings": [], **unsigned},
         {

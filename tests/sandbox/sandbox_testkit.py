@@ -13,7 +13,7 @@ from pathlib import Path
 
 import psutil
 
-from routines.never import never_paths
+from routines.never import NAME_PATTERNS, never_paths
 from sandbox import Limits, ShellPolicy, ShellResult, routine_policy, run_shell
 
 REPO = Path(__file__).resolve().parent.parent.parent
@@ -42,7 +42,10 @@ class Box:
         network: bool = False,
         limits: Limits = Limits(),  # noqa: B008 - frozen
         declared: tuple[str, ...] | None = None,
+        credentials: tuple[str, ...] = (),
     ) -> ShellPolicy:
+        """The worker's policy for r1 (worker/shellpolicy.py): the never-list and the
+        credential-name patterns as the worker passes them."""
         return routine_policy(
             home=self.home,
             workspace=self.workspace,
@@ -52,6 +55,8 @@ class Box:
             never=self.never(),
             limits=limits,
             environ={"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "TERM": "dumb"},
+            credentials=credentials,
+            never_names=tuple(e.path for e in NAME_PATTERNS),
         )
 
     def run(self, command: str, *, timeout: float = 20.0, **kw: object) -> ShellResult:

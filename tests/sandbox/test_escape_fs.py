@@ -30,15 +30,20 @@ def test_planted_secrets_are_unreadable(box: Box) -> None:
 
 def test_home_is_an_allowlist(box: Box) -> None:
     """Only what the routine declares shows in $HOME; a never-path below a declared
-    directory (~/.config/rclone under ~/.config) is hidden anyway."""
+    directory (~/.config/rclone, ~/.config/gh under ~/.config) is hidden anyway."""
     (box.home / "undeclared").mkdir()
     (box.home / "undeclared/data.txt").write_text(box.marker)
     (box.home / ".config/gh").mkdir(parents=True)
-    (box.home / ".config/gh/hosts.yml").write_text("oauth_token: declared-token\n")
+    (box.home / ".config/gh/hosts.yml").write_text(f"oauth_token: {box.marker}\n")
+    (box.home / ".config/myapp").mkdir(parents=True)
+    (box.home / ".config/myapp/settings.toml").write_text("declared-setting\n")
     # $HOME: the declared paths, and .vinos holding the workspace and scratch mount points.
     assert box.run("ls -A ~").stdout.split() == [".config", ".vinos", "notes.txt"]
-    r = box.run("ls -A ~/.config; cat ~/.config/gh/hosts.yml; cat ~/undeclared/data.txt")
-    assert r.stdout.split() == ["gh", "rclone", "oauth_token:", "declared-token"]
+    r = box.run(
+        "ls -A ~/.config; ls -A ~/.config/gh; cat ~/.config/myapp/settings.toml; "
+        "cat ~/undeclared/data.txt"
+    )
+    assert r.stdout.split() == ["gh", "myapp", "rclone", "declared-setting"]
     assert box.marker not in r.stdout + r.stderr
     r = box.run("ls -A ~/.config/rclone; ls -A ~/.vinos/routines")
     assert r.stdout.split() == ["scratch", "workspace"]  # rclone: an empty tmpfs
@@ -54,7 +59,7 @@ def test_an_undeclared_credential_file_is_unreadable_and_a_declared_one_readable
     hidden = box.run(command, declared=("~/notes.txt",))
     assert box.marker not in hidden.stdout + hidden.stderr
     assert "hosts.yml: No such file" in hidden.stderr
-    shown = box.run(command, declared=("~/.config/gh",))
+    shown = box.run(command, declared=(), credentials=("~/.config/gh",))
     assert f"oauth_token: {box.marker}" in shown.stdout
     assert ".git-credentials: No such file" in shown.stderr
 

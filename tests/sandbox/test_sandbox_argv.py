@@ -289,15 +289,11 @@ def test_routine_policy_allowlist_masks_and_environment(tmp_path: Path) -> None:
         f"{real}/.vinos/routines/scratch/r1/run",
     )
     assert p.cwd == p.rw_binds[1]
-    # Only the never-paths a declared path could show: those below ~/.config.
-    assert list(p.masks) == [
-        f"{real}/.config/op",
-        f"{real}/.config/rclone",
-        f"{real}/.config/google-chrome",
-        f"{real}/.config/chromium",
-        f"{real}/.config/BraveSoftware",
-        f"{real}/.config/extra",
-    ]
+    # Only the never-paths a declared path could show: those below ~/.config, in the
+    # catalog's order, config.toml's addition last.
+    below = [n for n in never if n.startswith(f"{real}/.config/")]
+    assert f"{real}/.config/gh" in below and below[-1] == f"{real}/.config/extra"
+    assert list(p.masks) == below
     assert dict(p.env) == {"HOME": real, "PATH": "/usr/bin", "TERM": "xterm", "LANG": "C.UTF-8"}
     assert not p.network
 
@@ -413,3 +409,62 @@ def test_host_probe_reads_this_machine(tmp_path: Path) -> None:
         assert d.kind is expected
         if d.kind is PathKind.SYMLINK:
             assert d.target == os.readlink(d.path)
+
+
+# --- credential grants and credential-named files in the policy ---
+
+NAMES = ("credentials*", "*token*", "*.pem")  # routines/never.py NAME_PATTERNS
+
+
+def test_a_grant_is_bound_read_only_after_the_declared_paths_and_never_masked(
+    tmp_path: Path,
+) -> None:
+    kw = _dirs(tmp_path)
+    for rel in ("proj/a.md", "proj/.gh_token", "proj/sub/credentials.json", "proj/ca.PEM"):
+        (kw["home"] / rel).parent.mkdir(parents=True, exist_ok=True)
+        (kw["home"] / rel).write_text("x")
+    (kw["home"] / "proj/tokens").mkdir()  # a folder is masked whole, not walked into
+    (kw["home"] / "proj/tokens/inner.pem").write_text("x")
+    real = os.path.realpath(kw["home"])
+    never = never_paths(real, real + "/.vinos")
+    p = routine_policy(
+        network=("api.github.com",),
+        declared=("~/proj",),
+        never=never,
+        credentials=("~/.config/gh", "~/proj/sub/credentials.json"),
+        never_names=NAMES,
+        **kw,  # type: ignore[arg-type]
+    )
+    assert p.declared == (
+        (f"{real}/proj",) * 2,
+        (f"{real}/.config/gh",) * 2,
+        (f"{real}/proj/sub/credentials.json",) * 2,
+    )
+    # The credential-named files below ~/proj, but not the one granted.
+    assert p.masks == (f"{real}/proj/.gh_token", f"{real}/proj/ca.PEM", f"{real}/proj/tokens")
+    assert p.network == ("api.github.com",)
+
+
+def test_a_grant_cannot_be_all_of_home_or_climb_out(tmp_path: Path) -> None:
+    for entry in ("~", "~/a/../../etc", "/etc/shadow"):
+        with pytest.raises(UnsafeValue, match="credential"):
+            routine_policy(network=False, credentials=(entry,), **_dirs(tmp_path))  # type: ignore[arg-type]
+
+
+def test_a_declared_folder_too_big_to_check_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past the walk's cap, the policy fails closed: never a folder shown unchecked."""
+    import sandbox.policy
+
+    kw = _dirs(tmp_path)
+    for i in range(12):
+        (kw["home"] / f"big/f{i}").mkdir(parents=True)
+    monkeypatch.setattr(sandbox.policy, "MAX_WALK", 10)
+    with pytest.raises(UnsafeValue, match="more than 10 files and folders"):
+        routine_policy(
+            network=False,
+            declared=("~/big",),
+            never_names=NAMES,
+            **kw,  # type: ignore[arg-type]
+        )

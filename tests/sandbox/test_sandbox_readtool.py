@@ -266,3 +266,57 @@ def test_a_file_resolving_under_a_never_path_is_refused_at_run_time(home: Path) 
     (home / "ws/kept.md").write_text("kept\n")
     mine = read_files("~/ws/*.md", ("~/ws/*.md",), never=(real,), own=(f"{real}/ws",), **kw)
     assert names(mine) == ["kept.md"]
+
+
+# --- kernel interfaces and credential names: refused whatever a pattern says ---
+
+NAMES = ("credentials*", "*token*", "*.pem")  # routines/never.py NAME_PATTERNS, as the worker
+
+
+def test_proc_environ_is_never_read(home: Path) -> None:
+    """The worker's own environment holds its API key: neither a pattern into /proc nor a
+    link to it reads a byte (before, only the decoder's NUL check kept the key out)."""
+    r = read(home, "/proc/*/environ")
+    assert r["files"] == []
+    assert {"path": "/proc", "reason": "never read (kernel or runtime)"} in r["skipped"]
+    (home / "Notes/env.md").symlink_to("/proc/self/environ")
+    (home / "Notes/status.md").symlink_to("/proc/self/status")
+    r = read(home, "~/Notes/*.md")
+    assert names(r) == ["a.md", "b.md"]
+    reasons = {os.path.basename(s["path"]): s["reason"] for s in r["skipped"]}
+    assert reasons["env.md"].startswith("resolves to /proc, a kernel or runtime interface")
+    assert reasons["status.md"].startswith("resolves to /proc")
+
+
+@pytest.mark.parametrize("pattern", ["/sys/kernel/*", "/dev/*", "/run/*", "/proc/self/status"])
+def test_sys_dev_and_run_are_never_read(home: Path, pattern: str) -> None:
+    r = read(home, pattern)
+    assert r["files"] == [] and r["skipped"], r
+    assert all("kernel or runtime" in s["reason"] for s in r["skipped"]), r
+
+
+def test_credential_named_files_are_refused_below_the_declared_folder(home: Path) -> None:
+    for rel in ("Notes/api-token.md", "Notes/credentials.md", "Notes/sub/key.pem"):
+        (home / rel).write_text("SECRET-MARKER\n")
+    r = read_files(
+        "~/Notes/**/*", ("~/Notes/**/*",), home=home, budget=ReadBudget(), never_names=NAMES
+    )
+    assert "SECRET-MARKER" not in str(r["files"])
+    refused = sorted(os.path.basename(s["path"]) for s in r["skipped"])
+    assert refused == ["api-token.md", "credentials.md", "key.pem"]
+    assert all("looks like a credential" in s["reason"] for s in r["skipped"])
+    assert "a.md" in names(r)
+    # Named literally, it is refused all the same.
+    literal = "~/Notes/api-token.md"
+    r = read_files(literal, (literal,), home=home, budget=ReadBudget(), never_names=NAMES)
+    assert r["files"] == [] and "looks like a credential (*token*)" in r["skipped"][0]["reason"]
+
+
+def test_a_credential_name_above_the_declared_folder_does_not_count(tmp_path: Path) -> None:
+    """`/home/tokenizer/…`: only names below the folder a pattern reads from are checked."""
+    folder = tmp_path / "tokenizer-data/Notes"
+    folder.mkdir(parents=True)
+    (folder / "a.md").write_text("alpha\n")
+    pattern = f"{folder}/*.md"
+    r = read_files(pattern, (pattern,), home=tmp_path, budget=ReadBudget(), never_names=NAMES)
+    assert names(r) == ["a.md"]

@@ -1,0 +1,95 @@
+"""The capability card (supervisor/commands/capabilities.py) as data: a routine in, the lines
+`install`, `create --from`, `enable` and `validate` print out, and whether install must ask."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from routines.loader import load_text
+from routines.spec import Routine
+from supervisor.commands.capabilities import Line, card, card_lines, needs_consent
+
+HEAD = '[routine]\nkind = "{kind}"\n[schedule]\ncron = "0 6 * * *"\ntimezone = "UTC"\n'
+
+
+def routine(kind: str, body: str) -> Routine:
+    return load_text(HEAD.format(kind=kind) + body, Path("/nowhere/r1.toml"))
+
+
+def test_a_routine_that_can_do_nothing_says_so() -> None:
+    r = routine("command", '[command]\nrun = "df -h"\n')
+    assert card(r) == [
+        Line("reads", "nothing of your files"),
+        Line("network", "no: its shell commands cannot reach the network"),
+        Line("actions", "none"),
+    ]
+    assert not needs_consent(r)
+
+
+def test_credentials_go_to_their_hosts_and_narrow_where_it_connects() -> None:
+    r = routine(
+        "command",
+        '[command]\nrun = "gh api /notifications"\nhome = ["~/notes"]\n'
+        'network = ["status.example.org"]\n'
+        '[[command.credentials]]\npath = "~/.config/gh"\nhosts = ["api.github.com", "github.com"]\n'
+        '[[command.credentials]]\npath = "~/.config/tool/key"\nhosts = ["tool.example"]\n',
+    )
+    assert card(r) == [
+        Line("reads", "~/notes (its shell commands, read-only)", caution=True),
+        Line(
+            "credentials",
+            "~/.config/gh (GitHub CLI login) → only to api.github.com, github.com",
+            caution=True,
+        ),
+        Line("", "~/.config/tool/key → only to tool.example", caution=True),
+        Line(
+            "network",
+            "only status.example.org, api.github.com, github.com, tool.example "
+            "(HTTP and HTTPS, through a proxy)",
+            caution=True,
+        ),
+        Line("actions", "none"),
+    ]
+    assert needs_consent(r)
+
+
+def test_reads_and_actions_of_an_agent() -> None:
+    r = routine(
+        "agent",
+        '[agent]\nroute = "ollama"\nsystem = "x"\ntools = ["read:~/Mail/new/*"]\n'
+        '[[agent.actions]]\nname = "send-reply"\nrun = "msmtp -t"\nnetwork = ["smtp.example"]\n',
+    )
+    assert card(r) == [
+        Line("reads", "~/Mail/new/* (read tool)", caution=True),
+        Line("network", "no: its shell commands cannot reach the network"),
+        Line(
+            "actions",
+            "send-reply: `msmtp -t` (runs once you approve it; network: smtp.example)",
+            caution=True,
+        ),
+    ]
+    # It reads, and an action it may propose reaches the network: install asks.
+    assert needs_consent(r)
+
+
+NPMRC = '[command]\nrun = "x"\n[[command.credentials]]\npath = "~/.npmrc"\nhosts = ["a.b"]\n'
+
+
+@pytest.mark.parametrize(
+    ("body", "asks"),
+    [
+        ('[command]\nrun = "curl x"\nnetwork = true\n', False),  # reaches out, reads nothing
+        ('[command]\nrun = "ls ~/notes"\nhome = ["~/notes"]\n', False),  # reads, stays offline
+        ('[command]\nrun = "ls ~/notes"\nhome = ["~/notes"]\nnetwork = true\n', True),
+        (NPMRC, True),  # a credential and its hosts: reads and reaches out
+    ],
+)
+def test_install_asks_only_for_reading_and_reaching_out(body: str, asks: bool) -> None:
+    assert needs_consent(routine("command", body)) is asks
+
+
+def test_the_printed_card_shows_escapes_instead_of_acting_on_them() -> None:
+    lines = [Line("reads", "~/x\x1b[2K (read tool)", caution=True), Line("actions", "none")]
+    assert card_lines(lines) == ["  reads    ~/x\\x1b[2K (read tool)", "  actions  none"]

@@ -1,0 +1,272 @@
+"""Credentials as a routine author meets them (routines/never.py, routines/loader.py): broad
+folders cannot be declared, the catalog's places are refused with what they hold, and a
+credential is granted only bound to hosts, never beside `network = true`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from routines.checks import RoutineInvalid
+from routines.loader import load_file
+from routines.never import (
+    BROAD,
+    CATALOG,
+    credential_problem,
+    describe,
+    name_pattern,
+    never_paths,
+    read_problem,
+)
+from routines.paths import paths
+from routines.spec import Credential
+
+HOME = "/home/ana"
+NEVER = never_paths(HOME, f"{HOME}/.vinos")
+
+COMMAND = """\
+[routine]
+kind = "command"
+[schedule]
+cron = "0 6 * * *"
+[command]
+run = "gh api /notifications"
+{extra}
+"""
+
+AGENT = """\
+[routine]
+kind = "agent"
+[schedule]
+cron = "0 6 * * *"
+[agent]
+route = "ollama"
+system = "x"
+{extra}
+"""
+
+
+def _load(vinos_env: Path, text: str, name: str = "r1") -> object:
+    path = paths().routines_dir / f"{name}.toml"
+    path.write_text(text)
+    return load_file(path)
+
+
+def _errors(vinos_env: Path, text: str, name: str = "r1") -> list[str]:
+    with pytest.raises(RoutineInvalid) as info:
+        _load(vinos_env, text, name)
+    return [str(p) for p in info.value.errors]
+
+
+@pytest.mark.parametrize("entry", BROAD)
+@pytest.mark.parametrize("template", [COMMAND, AGENT])
+def test_a_broad_container_cannot_be_a_home_entry(
+    vinos_env: Path, entry: str, template: str
+) -> None:
+    errors = _errors(vinos_env, template.format(extra=f'home = ["{entry}"]\nnetwork = true'))
+    table = "command" if template is COMMAND else "agent"
+    path = paths().routines_dir / "r1.toml"
+    assert len(errors) == 1, errors
+    assert errors[0].startswith(f"{path}: [{table}].home[0]: ")
+    assert "name the app's own folder" in errors[0]
+
+
+@pytest.mark.parametrize("glob", ["~/.config/*.conf", "~/*.txt", "~/.local/share/*.db"])
+def test_a_read_glob_rooted_in_a_broad_container_is_refused(vinos_env: Path, glob: str) -> None:
+    errors = _errors(vinos_env, AGENT.format(extra=f'tools = ["read:{glob}"]'))
+    assert len(errors) == 1 and "[agent].tools[0]: " in errors[0], errors
+    assert "name the app's own folder" in errors[0]
+
+
+@pytest.mark.parametrize(
+    ("entry", "holds"),
+    [
+        ("~/.config/gh", "GitHub CLI login"),
+        ("~/.config/gcloud", "Google Cloud CLI credentials"),
+        ("~/.azure", "Azure CLI credentials"),
+        ("~/.npmrc", "npm registry tokens"),
+        ("~/.pypirc", "PyPI upload tokens"),
+        ("~/.config/glab-cli/config.yml", "GitLab CLI login"),
+        ("~/.cargo/credentials.toml", "crates.io token (cargo)"),
+        ("~/.kube", "Kubernetes cluster credentials"),
+        ("~/.vault-token", "HashiCorp Vault token"),
+        ("~/.config/Bitwarden CLI", "Bitwarden CLI vault"),
+    ],
+)
+def test_what_the_attacker_declared_with_network_on_is_refused_naming_what_it_holds(
+    vinos_env: Path, entry: str, holds: str
+) -> None:
+    errors = _errors(vinos_env, COMMAND.format(extra=f'home = ["{entry}"]\nnetwork = true'))
+    assert len(errors) == 1, errors
+    assert f'[command].home[0]: "{entry}" is on the never-list' in errors[0]
+    assert holds in errors[0] and "[[command.credentials]]" in errors[0]
+
+
+def test_cargo_itself_may_be_declared_its_credentials_stay_masked(vinos_env: Path) -> None:
+    """~/.cargo holds the registry cache a build needs; only its credentials files are on
+    the catalog (masked below it: test_escape_creds.py runs that in bwrap)."""
+    routine = _load(vinos_env, COMMAND.format(extra='home = ["~/.cargo"]'))
+    assert routine.home == ("~/.cargo",)  # type: ignore[attr-defined]
+    assert f"{HOME}/.cargo/credentials.toml" in NEVER and f"{HOME}/.cargo" not in NEVER
+
+
+def test_the_catalog_names_every_store_of_the_brief_with_what_it_holds() -> None:
+    paths_ = [e.path for e in CATALOG]
+    assert len(paths_) == len(set(paths_))
+    assert all(e.path.startswith("~/") and e.holds for e in CATALOG)
+    for path in (
+        "~/.config/gh",
+        "~/.config/glab-cli",
+        "~/.config/hub",
+        "~/.config/gcloud",
+        "~/.azure",
+        "~/.npmrc",
+        "~/.yarnrc",
+        "~/.yarnrc.yml",
+        "~/.pypirc",
+        "~/.cargo/credentials",
+        "~/.cargo/credentials.toml",
+        "~/.gem/credentials",
+        "~/.local/share/gem/credentials",
+        "~/.docker",
+        "~/.kube",
+        "~/.config/helm",
+        "~/.terraform.d/credentials.tfrc.json",
+        "~/.terraformrc",
+        "~/.aws",
+        "~/.oci",
+        "~/.config/doctl",
+        "~/.fly",
+        "~/.vault-token",
+        "~/.local/share/kwalletd",
+        "~/.config/Bitwarden",
+        "~/.config/Bitwarden CLI",
+        "~/.ssh",
+        "~/.netrc",
+    ):
+        assert path in paths_, path
+    assert describe("~/.config/gh") == "GitHub CLI login"
+    assert describe("~/.ssh/id_ed25519") == "SSH keys"
+    assert describe("~/notes") is None
+
+
+@pytest.mark.parametrize(
+    ("name", "hit"),
+    [
+        ("credentials.json", "credentials*"),
+        ("CREDENTIALS", "credentials*"),
+        (".gh_token", "*token*"),
+        ("api-token.txt", "*token*"),
+        ("server.pem", "*.pem"),
+        ("notes.md", None),
+        ("pem", None),
+    ],
+)
+def test_credential_names(name: str, hit: str | None) -> None:
+    entry = name_pattern(name)
+    assert (entry.path if entry else None) == hit
+
+
+@pytest.mark.parametrize(
+    "glob", ["/proc/*/environ", "/proc/self/environ", "/sys/**", "/dev/*", "/run/user/*/x"]
+)
+def test_read_globs_into_kernel_interfaces_are_refused(glob: str) -> None:
+    problem = read_problem(glob, HOME, NEVER)
+    assert problem is not None and "kernel or runtime interface" in problem
+
+
+def test_read_proc_environ_is_refused_naming_file_and_key(vinos_env: Path) -> None:
+    errors = _errors(vinos_env, AGENT.format(extra='tools = ["read:/proc/*/environ"]'))
+    path = paths().routines_dir / "r1.toml"
+    assert errors == [
+        f'{path}: [agent].tools[0]: "/proc/*/environ" can reach /proc, a kernel or runtime '
+        "interface (process environments, devices, sockets): the read tool never reads it"
+    ]
+
+
+GRANT = """\
+network = ["status.example.org"]
+[[command.credentials]]
+path = "~/.config/gh"
+hosts = ["api.github.com", "github.com"]
+[[command.credentials]]
+path = "~/.npmrc"
+hosts = ["registry.npmjs.org", "API.github.com"]
+"""
+
+
+def test_a_credential_is_a_grant_bound_to_hosts(vinos_env: Path) -> None:
+    routine = _load(vinos_env, COMMAND.format(extra=GRANT))
+    assert routine.credentials == (  # type: ignore[attr-defined]
+        Credential("~/.config/gh", ("api.github.com", "github.com")),
+        Credential("~/.npmrc", ("registry.npmjs.org", "api.github.com")),
+    )
+    # Its calls reach only the union of its own list and its credentials' hosts.
+    assert routine.egress == (  # type: ignore[attr-defined]
+        "status.example.org",
+        "api.github.com",
+        "github.com",
+        "registry.npmjs.org",
+    )
+
+
+def test_an_agent_grant_without_a_network_key_reaches_only_its_hosts(vinos_env: Path) -> None:
+    text = AGENT.format(
+        extra='[[agent.credentials]]\npath = "~/.config/gh"\nhosts = ["api.github.com"]'
+    )
+    routine = _load(vinos_env, text)
+    assert routine.network is False  # type: ignore[attr-defined]
+    assert routine.egress == ("api.github.com",)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("template", [COMMAND, AGENT])
+def test_network_true_beside_a_credential_is_refused(vinos_env: Path, template: str) -> None:
+    table = "command" if template is COMMAND else "agent"
+    extra = f'network = true\n[[{table}.credentials]]\npath = "~/.azure"\nhosts = ["x.example"]'
+    errors = _errors(vinos_env, template.format(extra=extra))
+    path = paths().routines_dir / "r1.toml"
+    assert errors == [
+        f"{path}: [{table}].network: network = true cannot go with [[{table}.credentials]]: "
+        "true lets every call reach any host, so a credential could be sent anywhere; list "
+        'the hosts the routine needs instead, e.g. network = ["api.example.com"] (its '
+        "credentials' hosts are added)"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("grant", "why"),
+    [
+        ('path = "~/.config"\nhosts = ["a.example"]', "name the app's own folder"),
+        ('path = "~"\nhosts = ["a.example"]', 'expected a path starting with "~/"'),
+        ('path = "/etc/shadow"\nhosts = ["a.example"]', 'expected a path starting with "~/"'),
+        ('path = "~/.vinos/secrets"\nhosts = ["a.example"]', "never granted"),
+        ('path = "~/a/../.ssh"\nhosts = ["a.example"]', "below ~"),
+        ('path = "~/.config/gh"', "[command].credentials[0].hosts: required"),
+        ('path = "~/.config/gh"\nhosts = true', "expected an array of host names"),
+        ('path = "~/.config/gh"\nhosts = []', "found an array of 0"),
+        ('path = "~/.config/gh"\nhosts = ["https://x/"]', "not a bare host name"),
+        ('path = "~/.config/gh"\nhosts = ["a.example"]\nhost = 1', "did you mean hosts?"),
+    ],
+)
+def test_a_bad_grant_is_refused_with_file_key_and_why(
+    vinos_env: Path, grant: str, why: str
+) -> None:
+    errors = _errors(vinos_env, COMMAND.format(extra=f"[[command.credentials]]\n{grant}"))
+    path = paths().routines_dir / "r1.toml"
+    assert len(errors) == 1, errors
+    assert errors[0].startswith(f"{path}: [command].credentials[0].") and why in errors[0]
+
+
+def test_vinos_home_is_never_granted_wherever_it_is() -> None:
+    moved = f"{HOME}/state/vinos"
+    for entry in ("~/state/vinos/secrets", "~/state", "~/.vinos/secrets/anthropic-key"):
+        problem = credential_problem(entry, HOME, moved)
+        assert problem is not None and "never granted" in problem, entry
+    assert credential_problem("~/state/other", HOME, moved) is None
+
+
+def test_a_path_granted_twice_is_refused(vinos_env: Path) -> None:
+    grant = '[[command.credentials]]\npath = "~/.config/gh"\nhosts = ["a.example"]\n'
+    errors = _errors(vinos_env, COMMAND.format(extra=grant + grant))
+    assert len(errors) == 1 and "[command].credentials[1].path" in errors[0], errors

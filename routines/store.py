@@ -278,18 +278,106 @@ def _deliver_at(src_dir: int, name: str, dst_dir: int, state_dir: Path) -> Path:
 
 
 def remove_tree(path: Path) -> None:
-    """Remove the directory `path` and everything in it, following no link: its parent is
-    opened with O_NOFOLLOW and the walk below is descriptor-based (shutil.rmtree with
-    dir_fd), so a link a sandbox left in it is removed, never followed. Missing: nothing."""
-    import shutil
+    """Remove the directory `path` and everything in it, whatever modes a sandbox set in it
+    (chmod 000 folders, read-only files) and however deep, following no link.
 
+    Its parent is opened with O_NOFOLLOW; below, every folder is opened relative to its
+    parent's fd with O_NOFOLLOW (a link in the tree is unlinked, never followed) and, being
+    ours, gets its owner's rwx back first through an O_PATH fd on that very folder. Only two
+    descriptors are open at a time: the walk goes back up through "..", checked against the
+    parent it came from, so a tree deeper than the open-files limit goes too.
+    Missing: nothing. Raises OSError when something stays; the caller says so in its log
+    (held by tests/test_store.py and tests/worker/test_worker_tools.py).
+    """
     try:
         dfd = open_dir(path.parent)
     except FileNotFoundError:
         return
     try:
-        shutil.rmtree(path.name, dir_fd=dfd)
-    except FileNotFoundError:
-        pass
+        _remove_at(dfd, path.name)
     finally:
         os.close(dfd)
+
+
+_PATH_FLAGS = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_OWNER = stat.S_IRWXU
+
+
+def _open_owned(parent_fd: int, name: str) -> int:
+    """A readable fd on the folder `name`, never through a link, its owner's rwx restored."""
+    path_fd = os.open(name, _PATH_FLAGS, dir_fd=parent_fd)
+    try:
+        mode = stat.S_IMODE(os.fstat(path_fd).st_mode)
+        if mode & _OWNER != _OWNER:
+            # The magic link resolves to exactly the inode path_fd holds: no lookup by name.
+            os.chmod(f"/proc/self/fd/{path_fd}", mode | _OWNER)
+        return os.open(f"/proc/self/fd/{path_fd}", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    finally:
+        os.close(path_fd)
+
+
+def _ident(fd: int) -> tuple[int, int]:
+    st = os.fstat(fd)
+    return st.st_dev, st.st_ino
+
+
+def _clear(fd: int) -> list[str]:
+    """Unlink everything in the folder `fd` but its folders, whose names are returned."""
+    folders = []
+    with os.scandir(fd) as it:
+        for entry in it:
+            if entry.is_dir(follow_symlinks=False):
+                folders.append(entry.name)
+            else:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(entry.name, dir_fd=fd)
+    return folders
+
+
+def _remove_at(parent_fd: int, name: str) -> None:
+    try:
+        fd = _open_owned(parent_fd, name)
+    except FileNotFoundError:
+        return
+    except NotADirectoryError:
+        os.unlink(name, dir_fd=parent_fd)  # a file or a link where the folder was
+        return
+    except OSError as exc:
+        if exc.errno != errno.ELOOP:
+            raise
+        os.unlink(name, dir_fd=parent_fd)
+        return
+    dev = os.fstat(fd).st_dev
+    # One frame per level below `name`: (its name, (dev, inode) of its parent, its folders
+    # still to remove). Names only: the fds are the current folder's and, briefly, one more.
+    frames: list[tuple[str, tuple[int, int], list[str]]] = []
+    try:
+        frames.append((name, _ident(parent_fd), _clear(fd)))
+        while frames:
+            here, parent, pending = frames[-1]
+            if pending:
+                sub = pending.pop()
+                try:
+                    child = _open_owned(fd, sub)
+                except FileNotFoundError:
+                    continue
+                if os.fstat(child).st_dev != dev:
+                    os.close(child)
+                    raise OSError(errno.EXDEV, f"{sub!r} is on another filesystem")
+                ident = _ident(fd)
+                os.close(fd)
+                fd = child
+                frames.append((sub, ident, _clear(fd)))
+                continue
+            frames.pop()
+            if not frames:
+                break
+            up = os.open("..", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=fd)
+            os.close(fd)
+            fd = up
+            if _ident(fd) != parent:
+                raise OSError(errno.ESTALE, f"the folder holding {here!r} moved during removal")
+            os.rmdir(here, dir_fd=fd)
+    finally:
+        os.close(fd)
+    os.rmdir(name, dir_fd=parent_fd)

@@ -242,11 +242,14 @@ def finish_run(
         stored, text, error = _move_output(routine, out, scratch, paths.routine_state(routine.name))
         if error:
             status, detail = RunStatus.FAILED, error
-    # By descriptor, following no link: the worker's output dir, and the shell tools' scratch
-    # dir in case the worker died before it removed it.
+    # By descriptor, following no link, whatever modes a sandbox set: the worker's output
+    # dir, and the shell tools' scratch dir in case the worker died before it removed it.
+    # Nothing a sandbox wrote outlives the run but the workspace: a failure is logged.
     for leftover in (scratch, paths.run_scratch(routine.name, run_id)):
-        with contextlib.suppress(OSError):
+        try:
             remove_tree(leftover)
+        except OSError as exc:
+            log.error("%s: run %s: could not remove %s: %s", routine.name, run_id, leftover, exc)
     r = out.result
     u = out.usage
     outcome = r.outcome if r and status == RunStatus.OK else None

@@ -8,7 +8,6 @@ input was not a Hello and a Job (nothing ran, no Result); 70 when the worker its
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
 import time

@@ -277,7 +277,7 @@ def _deliver_at(src_dir: int, name: str, dst_dir: int, state_dir: Path) -> Path:
     raise FileExistsError(f"{state_dir}: too many outputs named {stem}{suffix}")
 
 
-def remove_tree(path: Path) -> None:
+def remove_tree(path: Path) -> int:
     """Remove the directory `path` and everything in it, whatever modes a sandbox set in it
     (chmod 000 folders, read-only files) and however deep, following no link.
 
@@ -286,15 +286,16 @@ def remove_tree(path: Path) -> None:
     ours, gets its owner's rwx back first through an O_PATH fd on that very folder. Only two
     descriptors are open at a time: the walk goes back up through "..", checked against the
     parent it came from, so a tree deeper than the open-files limit goes too.
-    Missing: nothing. Raises OSError when something stays; the caller says so in its log
-    (held by tests/test_store.py and tests/worker/test_worker_tools.py).
+    Returns how many entries went (`path` itself included); missing: 0. Raises OSError when
+    something stays; the caller says so in its log (held by tests/test_remove_tree.py and
+    tests/worker/test_worker_tools.py).
     """
     try:
         dfd = open_dir(path.parent)
     except FileNotFoundError:
-        return
+        return 0
     try:
-        _remove_at(dfd, path.name)
+        return _remove_at(dfd, path.name)
     finally:
         os.close(dfd)
 
@@ -321,9 +322,10 @@ def _ident(fd: int) -> tuple[int, int]:
     return st.st_dev, st.st_ino
 
 
-def _clear(fd: int) -> list[str]:
-    """Unlink everything in the folder `fd` but its folders, whose names are returned."""
+def _clear(fd: int) -> tuple[list[str], int]:
+    """Unlink everything in the folder `fd` but its folders: (their names, how many went)."""
     folders = []
+    gone = 0
     with os.scandir(fd) as it:
         for entry in it:
             if entry.is_dir(follow_symlinks=False):
@@ -331,28 +333,29 @@ def _clear(fd: int) -> list[str]:
             else:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(entry.name, dir_fd=fd)
-    return folders
+                    gone += 1
+    return folders, gone
 
 
-def _remove_at(parent_fd: int, name: str) -> None:
+def _remove_at(parent_fd: int, name: str) -> int:
     try:
         fd = _open_owned(parent_fd, name)
     except FileNotFoundError:
-        return
-    except NotADirectoryError:
-        os.unlink(name, dir_fd=parent_fd)  # a file or a link where the folder was
-        return
+        return 0
     except OSError as exc:
-        if exc.errno != errno.ELOOP:
+        if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
             raise
-        os.unlink(name, dir_fd=parent_fd)
-        return
+        os.unlink(name, dir_fd=parent_fd)  # a file or a link where the folder was
+        return 1
     dev = os.fstat(fd).st_dev
     # One frame per level below `name`: (its name, (dev, inode) of its parent, its folders
     # still to remove). Names only: the fds are the current folder's and, briefly, one more.
     frames: list[tuple[str, tuple[int, int], list[str]]] = []
+    gone = 1  # `name` itself, at the end
     try:
-        frames.append((name, _ident(parent_fd), _clear(fd)))
+        folders, n = _clear(fd)
+        frames.append((name, _ident(parent_fd), folders))
+        gone += n
         while frames:
             here, parent, pending = frames[-1]
             if pending:
@@ -367,7 +370,9 @@ def _remove_at(parent_fd: int, name: str) -> None:
                 ident = _ident(fd)
                 os.close(fd)
                 fd = child
-                frames.append((sub, ident, _clear(fd)))
+                folders, n = _clear(fd)
+                frames.append((sub, ident, folders))
+                gone += n
                 continue
             frames.pop()
             if not frames:
@@ -378,6 +383,8 @@ def _remove_at(parent_fd: int, name: str) -> None:
             if _ident(fd) != parent:
                 raise OSError(errno.ESTALE, f"the folder holding {here!r} moved during removal")
             os.rmdir(here, dir_fd=fd)
+            gone += 1
     finally:
         os.close(fd)
     os.rmdir(name, dir_fd=parent_fd)
+    return gone

@@ -7,8 +7,10 @@ The routine's workspace (routines/workspace/NAME, what its shell tools kept betw
 with it, whatever modes they set in it: nothing a sandbox wrote outlives its routine, and a
 system routine of the same name taking its place again must not find files the removed one
 planted. The ledger's rows, the run logs and the outputs in state/NAME/ are kept. On a
-terminal it asks first; `--yes` does not ask. A running daemon reloads: a run of NAME still waiting in its queue
-is dropped (recorded `skipped`), one already running finishes.
+terminal it asks first; `--yes` does not ask. A running daemon reloads: a run of NAME still
+waiting in its queue is dropped (recorded `skipped`), one already running finishes (its
+shell calls still write into the workspace folder they were given, which is no longer
+linked anywhere and goes when they end).
 """
 
 from __future__ import annotations

@@ -8,9 +8,9 @@ with it, whatever modes they set in it: nothing a sandbox wrote outlives its rou
 system routine of the same name taking its place again must not find files the removed one
 planted. The ledger's rows, the run logs and the outputs in state/NAME/ are kept. On a
 terminal it asks first; `--yes` does not ask. A running daemon reloads: a run of NAME still
-waiting in its queue is dropped (recorded `skipped`), one already running finishes (its
-shell calls still write into the workspace folder they were given, which is no longer
-linked anywhere and goes when they end).
+waiting in its queue is dropped (recorded `skipped`), one already running finishes (a
+shell call it makes after the removal starts in a new, empty workspace, which `remove` does
+not see again: the routine is gone by then).
 """
 
 from __future__ import annotations

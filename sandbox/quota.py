@@ -12,7 +12,12 @@ Kept three ways, because a check after the call alone lets one call write the di
 - after the call, over the quota fails the call with a tool error naming where and how much.
 
 The walk is by descriptor, follows no symlink and crosses no mount, summing allocated blocks
-(a sparse file counts what it uses). A folder the sandbox made unreadable (chmod 000, or r
+(a sparse file counts what it uses). During the call the poll also counts files the sandbox
+holds open after unlinking them (or made with O_TMPFILE): no walk finds them, and without
+them many processes could each fill a file up to RLIMIT_FSIZE. They are found through
+/proc/PID/fd of the call's processes (fstat of what the fd holds, on the quota dirs'
+filesystems, with no link left); they vanish with the processes, so the check after the
+call has nothing of them to count. A folder the sandbox made unreadable (chmod 000, or r
 without x) is counted all the same: we are its owner, so its mode gets u+rwx back, through
 an O_PATH fd opened with O_NOFOLLOW on that very folder (chmod of /proc/self/fd/N acts on
 the inode the fd holds), never through a path a sandbox could swap for a link in between.
@@ -29,7 +34,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sandbox.limits import MiB, gb_or_mb
+from sandbox.limits import MiB, gb_or_mb, tree_pids
 
 __all__ = [
     "MAX_ENTRIES",
@@ -150,6 +155,10 @@ class QuotaWatch:
             return True
         began = time.monotonic()
         measured = self.measure()
+        if self.root is not None:
+            held = _unlinked_bytes(self.root, {os.fstat(fd).st_dev for _, fd in self.dirs})
+            if held:
+                measured.append(("files deleted but held open", Usage(held, 0)))
         walk = time.monotonic() - began
         self.due = now + max(QUOTA_SAMPLE_SEC, 4 * walk)
         entries = sum(u.entries for _, u in measured)
@@ -175,12 +184,38 @@ class QuotaWatch:
         return _over(measured, self.max_mb)
 
 
+def _unlinked_bytes(root: int, devs: set[int]) -> int:
+    """Blocks of regular files on `devs` that the processes under `root` hold open with no
+    name left (each file once, however many fds hold it)."""
+    seen: set[tuple[int, int]] = set()
+    total = 0
+    for pid in tree_pids(root):
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue  # exited meanwhile
+        for fd in fds:
+            try:
+                st = os.stat(f"/proc/{pid}/fd/{fd}")  # what the fd holds, not a path lookup
+            except OSError:
+                continue
+            key = (st.st_dev, st.st_ino)
+            if st.st_nlink or st.st_dev not in devs or not stat.S_ISREG(st.st_mode) or key in seen:
+                continue
+            seen.add(key)
+            total += st.st_blocks * 512
+    return total
+
+
 def _total(measured: list[tuple[str, Usage]]) -> int:
     return sum(u.bytes for _, u in measured)
 
 
 def _over(measured: list[tuple[str, Usage]], max_mb: int) -> str | None:
-    where = " and ".join(path for path, _ in measured)
+    if not measured:
+        return None  # no quota dirs: nothing to hold
+    names = [path for path, _ in measured]
+    where = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
     plural = len(measured) > 1
     if sum(u.entries for _, u in measured) > MAX_ENTRIES:
         return (

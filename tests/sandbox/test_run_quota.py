@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 
-from sandbox_testkit import Box
+from sandbox_testkit import Box, python_in_sandbox
 
 from sandbox import Limits
 
@@ -92,3 +92,22 @@ def test_a_link_planted_in_place_of_a_folder_is_not_followed(box: Box) -> None:
         assert outside.stat().st_mode & 0o777 == 0
     finally:
         outside.chmod(0o700)
+
+
+def test_files_deleted_but_held_open_count_during_the_call(box: Box) -> None:
+    """No walk finds a file unlinked while open: the poll counts what the processes hold."""
+    code = f"""
+import os, time
+fds = []
+for i in range(60):
+    fd = os.open("{box.workspace}/f%d" % i, os.O_CREAT | os.O_WRONLY, 0o600)
+    os.unlink("{box.workspace}/f%d" % i)
+    os.write(fd, b"x" * (1 << 20))
+    fds.append(fd)
+    time.sleep(0.1)
+print("survived")
+"""
+    r = box.run(python_in_sandbox(code), limits=Limits(workspace_mb=16), timeout=60)
+    assert "survived" not in r.stdout
+    assert r.error is not None and r.error.startswith("stopped during the call: "), r
+    assert "files deleted but held open: " in r.error

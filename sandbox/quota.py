@@ -153,6 +153,9 @@ class QuotaWatch:
         """Measure during the call; True once over and the sandbox has been killed."""
         if self.killed is not None:
             return True
+        if not self.dirs:
+            self.due = float("inf")  # no quota dirs: nothing to poll
+            return False
         began = time.monotonic()
         measured = self.measure()
         if self.root is not None:

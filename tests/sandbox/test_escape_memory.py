@@ -149,3 +149,14 @@ print("loop ok")
     # glibc tries nscd over a Unix socket first and falls back to the files.
     r = box.run("getent passwd root | cut -d: -f1; id -un >/dev/null && echo id ok; echo x | sort")
     assert r.stdout == "root\nid ok\nx\n", r.stdout + r.stderr
+
+
+def test_the_budget_splits_between_tmp_and_the_processes() -> None:
+    """The arithmetic sandbox/limits.py states (the argv sizes /tmp with tmp_mb): a quarter of
+    the budget at most, the processes get the rest, and the two never pass the budget."""
+    from sandbox.limits import process_memory_mb, tmp_mb
+
+    for budget, tmp_size, tmp in ((2048, 64, 64), (128, 512, 32), (128, 16, 16), (2, 64, 1)):
+        limits = Limits(run_memory_mb=budget, tmp_size_mb=tmp_size)
+        assert tmp_mb(limits) == tmp
+        assert tmp_mb(limits) + process_memory_mb(limits) == budget

@@ -6,7 +6,7 @@ Kept three ways, because a check after the call alone lets one call write the di
   to the next MB (the prelude's `ulimit -f` counts whole MB here): a file stopped by it has
   always taken the dirs over the quota, by at most 1 MB, so the checks below report it;
 - during the call, a poll measures again (every QUOTA_SAMPLE_SEC, or less often when a walk
-  is slow, so the poll never takes more than a fifth of a core) and kills the sandbox once the
+  is slow, so the poll never takes more than a quarter of a core) and kills the sandbox once the
   dirs hold more than the quota, or more than they held at the start when the call began over
   it (a call over the quota must still be able to delete files);
 - after the call, over the quota fails the call with a tool error naming where and how much.
@@ -107,7 +107,7 @@ def usage(dir_fd: int) -> Usage:
                             stack.append(open_dir_restoring(entry.name, fd))
                         except OSError as exc:
                             if exc.errno not in (errno.ENOENT, errno.ELOOP, errno.ENOTDIR):
-                                unreadable += 1  # swapped for a link or a file: not a dir
+                                unreadable += 1  # not even its owner can open it
             finally:
                 os.close(fd)
     finally:
@@ -131,7 +131,6 @@ class QuotaWatch:
         self.killed: str | None = None
         self._limit = max_mb * MiB  # what the poll allows: the quota, or the start if over
         self._entries = MAX_ENTRIES  # likewise for the number of entries
-        self._last_walk = 0.0
 
     def measure(self) -> list[tuple[str, Usage]]:
         return [(path, usage(fd)) for path, fd in self.dirs]

@@ -65,8 +65,9 @@ def test_tmp_is_sized_from_the_run_memory_budget(box: Box) -> None:
 
 
 def test_memory_held_in_tmp_leaves_less_for_the_processes(box: Box) -> None:
-    """The watchdog's cap for the processes is the budget less /tmp's size: 30 MB in /tmp and
-    a 100 MB process pass 128 MB together, and the call is killed for it."""
+    """The watchdog's cap for the processes is the budget less /tmp's size, kept for /tmp
+    whether it is used or not: 30 MB in /tmp and a 100 MB process would pass 128 MB
+    together, so the process is over the 96 MB left to it and the call is killed."""
     hog = "/usr/bin/python3 -c 'import time; b = b\"x\" * (100 << 20); time.sleep(60)'"
     r = box.run(
         f"head -c 30M /dev/zero > /tmp/a && {hog}; echo survived",

@@ -311,7 +311,10 @@ def _open_owned(parent_fd: int, name: str) -> int:
         mode = stat.S_IMODE(os.fstat(path_fd).st_mode)
         if mode & _OWNER != _OWNER:
             # The magic link resolves to exactly the inode path_fd holds: no lookup by name.
-            os.chmod(f"/proc/self/fd/{path_fd}", mode | _OWNER)
+            try:
+                os.chmod(f"/proc/self/fd/{path_fd}", mode | _OWNER)
+            except OSError as exc:
+                raise OSError(exc.errno, f"{exc.strerror}: chmod u+rwx of {name!r}") from exc
         return os.open(f"/proc/self/fd/{path_fd}", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     finally:
         os.close(path_fd)

@@ -70,7 +70,10 @@ def open_dir_restoring(name: str, dir_fd: int | None = None) -> int:
         mode = os.fstat(path_fd).st_mode
         if stat.S_IMODE(mode) & _OWNER != _OWNER:
             # The magic link resolves to exactly the inode path_fd holds: no lookup by name.
-            os.chmod(f"/proc/self/fd/{path_fd}", stat.S_IMODE(mode) | _OWNER)
+            try:
+                os.chmod(f"/proc/self/fd/{path_fd}", stat.S_IMODE(mode) | _OWNER)
+            except OSError as exc:
+                raise OSError(exc.errno, f"{exc.strerror}: chmod u+rwx of {name!r}") from exc
         return os.open(f"/proc/self/fd/{path_fd}", _DIR)
     finally:
         os.close(path_fd)

@@ -81,3 +81,12 @@ def test_a_link_in_place_of_the_tree_is_removed_not_followed(
     assert not os.path.lexists(tmp_path / "scratch")
     assert (target / "keep").exists()
     remove_tree(tmp_path / "missing")  # nothing there: nothing to do
+
+
+def test_what_cannot_be_removed_is_an_error_naming_it(unprivileged: None) -> None:
+    """Never silent: a folder that is not ours to change (procfs's, for real) raises, and the
+    error names the folder, not the descriptor it was reached through."""
+    fdinfo = Path(f"/proc/{os.getpid()}/fdinfo")
+    with pytest.raises(OSError, match=r"chmod u\+rwx of 'fdinfo'"):
+        remove_tree(fdinfo)
+    assert fdinfo.is_dir()

@@ -37,7 +37,7 @@ def test_the_scratch_dir_is_under_the_quota(box: Box) -> None:
         timeout=60,
     )
     assert r.error is not None and r.error.startswith("stopped during the call: "), r
-    assert "over max_workspace_mb = 16" in r.error and f"{box.scratch}: 1" in r.error
+    assert "over max_workspace_mb = 16" in r.error and f"{box.scratch}: " in r.error
     assert "survived" not in r.stdout
     assert sum(f.stat().st_size for f in box.scratch.iterdir()) < 100 * MiB
 

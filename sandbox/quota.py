@@ -18,10 +18,12 @@ them many processes could each fill a file up to RLIMIT_FSIZE. They are found th
 /proc/PID/fd of the call's processes (fstat of what the fd holds, on the quota dirs'
 filesystems, with no link left); they vanish with the processes, so the check after the
 call has nothing of them to count. Not found: a deleted file only mapped, its fd closed
-(stat through /proc/PID/map_files needs CAP_SYS_ADMIN); each stays under RLIMIT_FSIZE. A folder the sandbox made unreadable (chmod 000, or r
-without x) is counted all the same: we are its owner, so its mode gets u+rwx back, through
-an O_PATH fd opened with O_NOFOLLOW on that very folder (chmod of /proc/self/fd/N acts on
-the inode the fd holds), never through a path a sandbox could swap for a link in between.
+(stat through /proc/PID/map_files needs CAP_SYS_ADMIN); each stays under RLIMIT_FSIZE.
+
+A folder the sandbox made unreadable (chmod 000, or r without x) is counted all the same: we
+are its owner, so its mode gets u+rwx back, through an O_PATH fd opened with O_NOFOLLOW on
+that very folder (chmod of /proc/self/fd/N acts on the inode the fd holds), never through a
+path a sandbox could swap for a link in between.
 """
 
 from __future__ import annotations

@@ -14,8 +14,8 @@ max_processes = 256
 max_file_size_mb = 64
 max_open_files = 256
 max_address_space_mb = 2048
-max_run_memory_mb = 2048              # all processes of one shell call together
-max_workspace_mb = 256                # the routine's persistent dir, checked after each call
+max_run_memory_mb = 2048              # one shell call's processes and its /tmp together
+max_workspace_mb = 256                # its workspace and scratch dir together, during each call
 bwrap = "/usr/bin/bwrap"              # absolute; refused unless root-owned, writable by no one else
 
 [ledger]

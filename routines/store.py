@@ -277,19 +277,117 @@ def _deliver_at(src_dir: int, name: str, dst_dir: int, state_dir: Path) -> Path:
     raise FileExistsError(f"{state_dir}: too many outputs named {stem}{suffix}")
 
 
-def remove_tree(path: Path) -> None:
-    """Remove the directory `path` and everything in it, following no link: its parent is
-    opened with O_NOFOLLOW and the walk below is descriptor-based (shutil.rmtree with
-    dir_fd), so a link a sandbox left in it is removed, never followed. Missing: nothing."""
-    import shutil
+def remove_tree(path: Path) -> int:
+    """Remove the directory `path` and everything in it, whatever modes a sandbox set in it
+    (chmod 000 folders, read-only files) and however deep, following no link.
 
+    Its parent is opened with O_NOFOLLOW; below, every folder is opened relative to its
+    parent's fd with O_NOFOLLOW (a link in the tree is unlinked, never followed) and, being
+    ours, gets its owner's rwx back first through an O_PATH fd on that very folder. Only two
+    descriptors are open at a time: the walk goes back up through "..", checked against the
+    parent it came from, so a tree deeper than the open-files limit goes too.
+    Returns how many entries went (`path` itself included); missing: 0. Raises OSError when
+    something stays; the caller says so in its log (held by tests/test_remove_tree.py and
+    tests/worker/test_worker_tools.py).
+    """
     try:
         dfd = open_dir(path.parent)
     except FileNotFoundError:
-        return
+        return 0
     try:
-        shutil.rmtree(path.name, dir_fd=dfd)
-    except FileNotFoundError:
-        pass
+        return _remove_at(dfd, path.name)
     finally:
         os.close(dfd)
+
+
+_PATH_FLAGS = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_OWNER = stat.S_IRWXU
+
+
+def _open_owned(parent_fd: int, name: str) -> int:
+    """A readable fd on the folder `name`, never through a link, its owner's rwx restored."""
+    path_fd = os.open(name, _PATH_FLAGS, dir_fd=parent_fd)
+    try:
+        mode = stat.S_IMODE(os.fstat(path_fd).st_mode)
+        if mode & _OWNER != _OWNER:
+            # The magic link resolves to exactly the inode path_fd holds: no lookup by name.
+            try:
+                os.chmod(f"/proc/self/fd/{path_fd}", mode | _OWNER)
+            except OSError as exc:
+                raise OSError(exc.errno, f"{exc.strerror}: chmod u+rwx of {name!r}") from exc
+        return os.open(f"/proc/self/fd/{path_fd}", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    finally:
+        os.close(path_fd)
+
+
+def _ident(fd: int) -> tuple[int, int]:
+    st = os.fstat(fd)
+    return st.st_dev, st.st_ino
+
+
+def _clear(fd: int) -> tuple[list[str], int]:
+    """Unlink everything in the folder `fd` but its folders: (their names, how many went)."""
+    folders = []
+    gone = 0
+    with os.scandir(fd) as it:
+        for entry in it:
+            if entry.is_dir(follow_symlinks=False):
+                folders.append(entry.name)
+            else:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(entry.name, dir_fd=fd)
+                    gone += 1
+    return folders, gone
+
+
+def _remove_at(parent_fd: int, name: str) -> int:
+    try:
+        fd = _open_owned(parent_fd, name)
+    except FileNotFoundError:
+        return 0
+    except OSError as exc:
+        if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
+            raise
+        os.unlink(name, dir_fd=parent_fd)  # a file or a link where the folder was
+        return 1
+    dev = os.fstat(fd).st_dev
+    # One frame per level below `name`: (its name, (dev, inode) of its parent, its folders
+    # still to remove). Names only: the fds are the current folder's and, briefly, one more.
+    frames: list[tuple[str, tuple[int, int], list[str]]] = []
+    gone = 1  # `name` itself, at the end
+    try:
+        folders, n = _clear(fd)
+        frames.append((name, _ident(parent_fd), folders))
+        gone += n
+        while frames:
+            here, parent, pending = frames[-1]
+            if pending:
+                sub = pending.pop()
+                try:
+                    child = _open_owned(fd, sub)
+                except FileNotFoundError:
+                    continue
+                if os.fstat(child).st_dev != dev:
+                    os.close(child)
+                    raise OSError(errno.EXDEV, f"{sub!r} is on another filesystem")
+                ident = _ident(fd)
+                os.close(fd)
+                fd = child
+                folders, n = _clear(fd)
+                frames.append((sub, ident, folders))
+                gone += n
+                continue
+            frames.pop()
+            if not frames:
+                break
+            up = os.open("..", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=fd)
+            os.close(fd)
+            fd = up
+            if _ident(fd) != parent:
+                raise OSError(errno.ESTALE, f"the folder holding {here!r} moved during removal")
+            os.rmdir(here, dir_fd=fd)
+            gone += 1
+    finally:
+        os.close(fd)
+    os.rmdir(name, dir_fd=parent_fd)
+    return gone

@@ -10,6 +10,7 @@ import shlex
 from collections.abc import Sequence
 
 from sandbox.host import Host, PathKind
+from sandbox.limits import tmp_mb
 from sandbox.netns import proxy_env, uses_proxy
 from sandbox.policy import Limits, ShellPolicy, UnsafeValue, check_path
 
@@ -95,8 +96,9 @@ def build_argv(
     for i, name in enumerate(("stdin", "stdout", "stderr")):
         argv += ["--symlink", f"/proc/self/fd/{i}", f"/dev/{name}"]
     argv += ["--symlink", "/proc/self/fd", "/dev/fd", "--remount-ro", "/dev"]
-    # A fresh, bounded /tmp: filling it stops at the size, not at the machine's memory.
-    argv += ["--size", str(policy.limits.tmp_size_mb * 1024 * 1024), "--tmpfs", "/tmp"]
+    # A fresh, bounded /tmp: filling it stops at the size, not at the machine's memory. The
+    # size comes out of max_run_memory_mb (sandbox/limits.py: processes + /tmp <= budget).
+    argv += ["--size", str(tmp_mb(policy.limits) * 1024 * 1024), "--tmpfs", "/tmp"]
     argv += _tree(policy, host, rw_fds)
     # The root tmpfs bwrap made holds only mount points and --dir's: read-only, so nothing
     # is written outside the workspace, the scratch dir and the sized /tmp.

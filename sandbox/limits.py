@@ -1,4 +1,5 @@
-"""Limits over a whole shell call rather than one process: memory together, and a disk quota.
+"""Limits over a whole shell call rather than one process: memory together (the disk quota is
+sandbox/quota.py).
 
 Memory. RLIMIT_AS is per process: five processes of 1.8 GB each pass a 2 GB limit. A cgroup
 v2 memory.max is the exact tool, but an unprivileged user gets one only from a user manager
@@ -12,8 +13,19 @@ them, so 20 forks of one bash do not count its libraries 20 times). Over the cap
 the sandbox's pid-1 with SIGKILL, which ends the whole namespace. A watchdog samples, so
 memory can overshoot between two samples (SAMPLE_SEC); RLIMIT_AS per process bounds how far.
 
-Disk. The persistent dirs a call can write are walked after it, by descriptor, following no
-symlink and crossing no mount, summing allocated blocks (a sparse file counts what it uses).
+Memory no process maps is in nobody's PSS, so the watchdog cannot see it; each kind is either
+impossible or sized by the kernel out of the same budget:
+- memfd_create, memfd_secret and SysV shared memory (shmget/shmat/shmctl) are refused by
+  seccomp (sandbox/seccomp.py); POSIX shared memory needs /dev/shm, which the sandbox's /dev
+  does not have;
+- /tmp is the one writable tmpfs. Its size is taken out of the budget: /tmp gets
+  tmp_mb() = min(tmp_size_mb, run_memory_mb / 4) and the watchdog's cap for the processes is
+  process_memory_mb() = run_memory_mb - tmp_mb(). So processes (sampled) + /tmp (kept by the
+  kernel's tmpfs size) <= run_memory_mb. A file in /tmp that a process also maps is counted
+  twice (its pages are in the PSS too): an overcount, never an undercount. With the defaults
+  (2048 MB, tmp_size_mb = 64): /tmp 64 MB, processes 1984 MB.
+What stays outside the count is kernel memory a call holds for its processes: pipe and socket
+buffers, bounded by open_files and processes (a cgroup would count them).
 """
 
 from __future__ import annotations
@@ -21,13 +33,24 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import stat
-from dataclasses import dataclass
 
-__all__ = ["SAMPLE_SEC", "MemoryWatch", "Usage", "quota_problem", "tree_memory", "usage"]
+from sandbox.policy import Limits
+
+__all__ = ["SAMPLE_SEC", "MemoryWatch", "gb_or_mb", "process_memory_mb", "tmp_mb", "tree_memory"]
 
 SAMPLE_SEC = 0.05
-MAX_ENTRIES = 200_000  # a walk this long is itself over any sensible quota
+MiB = 2**20
+
+
+def tmp_mb(limits: Limits) -> int:
+    """The size of the sandbox's /tmp: tmp_size_mb, but never more than a quarter of the run's
+    memory budget (and at least 1 MB: a tmpfs of size 0 would be unbounded)."""
+    return max(1, min(limits.tmp_size_mb, limits.run_memory_mb // 4))
+
+
+def process_memory_mb(limits: Limits) -> int:
+    """What the budget leaves the processes beside /tmp: the watchdog's cap."""
+    return max(0, limits.run_memory_mb - tmp_mb(limits))
 
 
 def _read(path: str) -> str | None:
@@ -73,95 +96,38 @@ def tree_memory(root: int) -> int:
     return sum(_pss_kb(pid) for pid in tree_pids(root)) * 1024
 
 
-def _gb_or_mb(n: int) -> str:
+def gb_or_mb(n: int) -> str:
     return f"{n / 2**30:.1f} GB" if n >= 2**30 else f"{n / 2**20:.0f} MB"
 
 
 class MemoryWatch:
-    """Sample one sandbox's process tree; kill its pid-1 once the sum passes the cap."""
+    """Sample one sandbox's process tree; kill its pid-1 once the sum passes the processes'
+    share of the budget (process_memory_mb). Held by test_run_limits.py and
+    test_escape_memory.py."""
 
-    def __init__(self, cap_mb: int) -> None:
-        self.cap_mb = cap_mb
+    def __init__(self, limits: Limits) -> None:
+        self.budget_mb = limits.run_memory_mb
+        self.tmp_mb = tmp_mb(limits)
+        self.cap_mb = process_memory_mb(limits)
         self.root: int | None = None  # the sandbox's pid-1 on the host, once bwrap says it
+        self.due = 0.0  # monotonic time of the next sample
         self.peak = 0
         self.killed: str | None = None  # why, for the tool result
 
-    def sample(self) -> bool:
+    def sample(self, now: float) -> bool:
         """Measure once; True when the tree was over the cap and has been killed."""
+        self.due = now + SAMPLE_SEC
         if self.root is None or self.killed is not None:
             return self.killed is not None
         used = tree_memory(self.root)
         self.peak = max(self.peak, used)
-        if used <= self.cap_mb * 2**20:
+        if used <= self.cap_mb * MiB:
             return False
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(self.root, signal.SIGKILL)  # pid-1 of the namespace: all of it ends
         self.killed = (
-            f"killed: the command's processes used {_gb_or_mb(used)} together, over "
-            f"max_run_memory_mb = {self.cap_mb}"
+            f"killed: the command's processes used {gb_or_mb(used)} together, over the "
+            f"{self.cap_mb} MB that max_run_memory_mb = {self.budget_mb} leaves beside "
+            f"/tmp's {self.tmp_mb} MB"
         )
         return True
-
-
-@dataclass(frozen=True, slots=True)
-class Usage:
-    bytes: int  # allocated blocks, as du counts them
-    entries: int  # files, dirs, links … (at most MAX_ENTRIES + 1)
-
-
-def usage(dir_fd: int) -> Usage:
-    """What the tree under `dir_fd` holds; follows no symlink and stays on its filesystem."""
-    total = entries = 0
-    dev = os.fstat(dir_fd).st_dev
-    stack = [os.dup(dir_fd)]
-    try:
-        while stack:
-            fd = stack.pop()
-            try:
-                with os.scandir(fd) as it:
-                    for entry in it:
-                        entries += 1
-                        if entries > MAX_ENTRIES:
-                            return Usage(total, entries)
-                        try:
-                            st = entry.stat(follow_symlinks=False)
-                        except OSError:
-                            continue
-                        total += st.st_blocks * 512
-                        if stat.S_ISDIR(st.st_mode) and st.st_dev == dev:
-                            flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-                            with contextlib.suppress(OSError):
-                                stack.append(os.open(entry.name, flags, dir_fd=fd))
-            finally:
-                os.close(fd)
-    finally:
-        for fd in stack:
-            os.close(fd)
-    return Usage(total, entries)
-
-
-def quota_problem(path: str, max_mb: int) -> str | None:
-    """Why the dir at `path` is over `[sandbox].max_workspace_mb`, or None.
-
-    Opened with O_NOFOLLOW: a sandbox that swapped the dir for a symlink is refused, not
-    followed.
-    """
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError as exc:
-        return f"the workspace {path} cannot be checked: {exc.strerror}"
-    try:
-        used = usage(fd)
-    finally:
-        os.close(fd)
-    if used.entries > MAX_ENTRIES:
-        return (
-            f"the workspace {path} holds more than {MAX_ENTRIES:,} files; delete some "
-            f"(max_workspace_mb = {max_mb})"
-        )
-    if used.bytes > max_mb * 2**20:
-        return (
-            f"the workspace {path} holds {_gb_or_mb(used.bytes)}, over max_workspace_mb = "
-            f"{max_mb}; delete files there"
-        )
-    return None

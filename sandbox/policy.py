@@ -51,9 +51,10 @@ class Limits:
     open_files: int = 256  # RLIMIT_NOFILE
     address_space_mb: int = 2048  # RLIMIT_AS: an 8 GB allocation fails
     processes: int = 256  # RLIMIT_NPROC, counted in the sandbox's own user namespace
-    tmp_size_mb: int = 64  # size of the sandbox's /tmp tmpfs
-    # Per call, over all its processes together (sandbox/limits.py): the watchdog's cap on
-    # their summed memory, and the quota of the persistent dirs checked after the call.
+    tmp_size_mb: int = 64  # the sandbox's /tmp tmpfs at most (a quarter of run_memory_mb)
+    # Per call, over all its processes together: their memory with /tmp's (sandbox/limits.py),
+    # and the quota of the writable dirs together, kept during and after the call
+    # (sandbox/quota.py).
     run_memory_mb: int = 2048
     workspace_mb: int = 256
 
@@ -86,7 +87,7 @@ class ShellPolicy:
     declared: tuple[tuple[str, str], ...] = ()
     dirs: tuple[str, ...] = ()  # empty directories on the read-only root, e.g. $HOME
     bwrap: str = DEFAULT_BWRAP  # [sandbox].bwrap, checked by sandbox/binaries.py before use
-    quota_dirs: tuple[str, ...] = ()  # persistent writable dirs held to limits.workspace_mb
+    quota_dirs: tuple[str, ...] = ()  # writable dirs held together to limits.workspace_mb
 
 
 def check_path(path: str, what: str = "path") -> str:
@@ -171,7 +172,8 @@ def routine_policy(
         declared=tuple(binds + granted),
         dirs=(real_home,),
         bwrap=bwrap,
-        quota_dirs=(workspace_real,),
+        # One quota over both together (sandbox/quota.py).
+        quota_dirs=tuple(dict.fromkeys((workspace_real, scratch))),
     )
 
 

@@ -30,11 +30,12 @@ from sandbox import seccomp
 from sandbox.argv import build_argv
 from sandbox.egress import Dialer, EgressProxy
 from sandbox.host import Host
-from sandbox.limits import SAMPLE_SEC, MemoryWatch, quota_problem
+from sandbox.limits import MemoryWatch
 from sandbox.netholder import EXIT_SETUP
 from sandbox.netns import allowed_hosts, holder_argv, uses_proxy
 from sandbox.policy import ShellPolicy, UnsafeValue, check_path
 from sandbox.probe import ROOT_REFUSAL, probe, warn_once
+from sandbox.quota import QuotaWatch, open_dir_restoring
 
 __all__ = ["STDERR_CAP", "STDOUT_CAP", "ShellResult", "open_dir_nofollow", "run_shell"]
 
@@ -58,7 +59,8 @@ class ShellResult:
     timed_out: bool = False
     duration_sec: float = 0.0
     # The sandbox refused or could not run it (nothing ran), or a per-call limit ended it
-    # (max_run_memory_mb) or failed it afterwards (max_workspace_mb): the text says which.
+    # (max_run_memory_mb, max_workspace_mb during the call) or failed it afterwards
+    # (max_workspace_mb): the text says which.
     error: str | None = None
 
     def to_json(self) -> dict[str, Any]:
@@ -141,7 +143,14 @@ def _run(
             for path in policy.rw_binds:
                 rw_fds.append(open_dir_nofollow(path))
                 closing.callback(os.close, rw_fds[-1])
-            argv = build_argv(policy, host, seccomp_fd, command, info_fd=info_w, rw_fds=rw_fds)
+            quota = QuotaWatch(_quota_fds(policy, rw_fds, lasting), policy.limits.workspace_mb)
+            # RLIMIT_FSIZE no larger than what the quota leaves (sandbox/quota.py says why
+            # rounded up to the MB), so one file cannot take the disk before the poll sees it.
+            fsize_mb = min(policy.limits.file_size_mb, quota.start(time.monotonic()))
+            limited = dataclasses.replace(
+                policy, limits=dataclasses.replace(policy.limits, file_size_mb=fsize_mb)
+            )
+            argv = build_argv(limited, host, seccomp_fd, command, info_fd=info_w, rw_fds=rw_fds)
         except (UnsafeValue, ValueError, OSError, seccomp.SeccompUnavailable) as exc:
             return ShellResult(error=f"refused: {exc}")
         passed = [seccomp_fd, info_w, *rw_fds]
@@ -184,28 +193,43 @@ def _run(
         on_failure.pop_all()
         if proxy is not None:
             proxy.handed_over()
-    watch = MemoryWatch(policy.limits.run_memory_mb)
+    watches = (MemoryWatch(policy.limits), quota)
     try:
-        result = _supervise(proc, info_r, start, timeout_sec, stdout_cap, stderr_cap, watch)
+        result = _supervise(proc, info_r, start, timeout_sec, stdout_cap, stderr_cap, watches)
     finally:
         os.close(info_r)
-    return _after(result, policy)
+    return _after(result, quota)
 
 
-def _after(result: ShellResult, policy: ShellPolicy) -> ShellResult:
-    """The per-call checks made once the sandbox is gone: the workspace quota."""
+def _quota_fds(
+    policy: ShellPolicy, rw_fds: list[int], lasting: contextlib.ExitStack
+) -> list[tuple[str, int]]:
+    """(path, dir fd) of each quota dir, open until the call's last check: the very dirs
+    bound (a dup of their fd), never a path looked up again after the sandbox ran."""
+    out = []
+    for path in policy.quota_dirs:
+        if path in policy.rw_binds:
+            fd = os.dup(rw_fds[policy.rw_binds.index(path)])
+        else:
+            fd = open_dir_nofollow(path)
+        lasting.callback(os.close, fd)
+        out.append((path, fd))
+    return out
+
+
+def _after(result: ShellResult, quota: QuotaWatch) -> ShellResult:
+    """The per-call check made once the sandbox is gone: the quota of its writable dirs."""
     if result.error is not None:
         return result
-    for path in policy.quota_dirs:
-        problem = quota_problem(path, policy.limits.workspace_mb)
-        if problem is not None:
-            return dataclasses.replace(result, error=problem)
-    return result
+    problem = quota.problem()
+    return result if problem is None else dataclasses.replace(result, error=problem)
 
 
 def open_dir_nofollow(path: str) -> int:
     """A directory fd on the absolute, normalised `path`, opened one component at a time from
     `/` with O_NOFOLLOW: a symlink anywhere on the way fails (ELOOP/ENOTDIR), never followed.
+    The last component gets its owner's rwx back if a sandbox took them (a `chmod 000` of
+    the workspace must not lock the runtime out of it; sandbox/quota.py).
 
     The fd is what bwrap binds (--bind-fd): the directory opened here, whatever a sandbox
     later renames or links in its place. Raises OSError or UnsafeValue.
@@ -214,8 +238,10 @@ def open_dir_nofollow(path: str) -> int:
     flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
     fd = os.open("/", flags)
     try:
-        for part in path.split("/")[1:]:
-            nfd = os.open(part, flags, dir_fd=fd)
+        parts = path.split("/")[1:]
+        for i, part in enumerate(parts):
+            last = i == len(parts) - 1
+            nfd = open_dir_restoring(part, fd) if last else os.open(part, flags, dir_fd=fd)
             os.close(fd)
             fd = nfd
     except BaseException:
@@ -231,7 +257,7 @@ def _supervise(
     timeout: float,
     out_cap: int,
     err_cap: int,
-    watch: MemoryWatch,
+    watches: tuple[MemoryWatch, QuotaWatch],
 ) -> ShellResult:
     assert proc.stdout is not None and proc.stderr is not None
     out, err = _Capped(proc.stdout.fileno(), out_cap), _Capped(proc.stderr.fileno(), err_cap)
@@ -240,7 +266,6 @@ def _supervise(
     ended_by_us = timed_out = False
     try:
         with _exit_watch(proc.pid) as exited:
-            next_sample = start
             while not exited():
                 if out.over or err.over:
                     ended_by_us = True
@@ -249,14 +274,14 @@ def _supervise(
                 if now >= deadline:
                     ended_by_us = timed_out = True
                     break
-                if watch.root is None:
-                    watch.root = _child_pid(info)
-                if now >= next_sample:
-                    next_sample = now + SAMPLE_SEC
-                    if watch.sample():
+                for watch in watches:
+                    if watch.root is None:
+                        watch.root = _child_pid(info)
+                    if now >= watch.due and watch.sample(now):
                         ended_by_us = True
-                        break
-                wait = min(deadline, next_sample) - time.monotonic()
+                if ended_by_us:
+                    break
+                wait = min(deadline, *(w.due for w in watches)) - time.monotonic()
                 _pump([out, err, info], wait, exited)
             if ended_by_us:
                 _end_group(proc.pid, exited)
@@ -277,7 +302,7 @@ def _supervise(
     if code is not None and code < 0:
         code = 128 - code  # bwrap itself killed by a signal: the shell's convention
     stderr_text = err.text()
-    error = watch.killed
+    error = next((w.killed for w in watches if w.killed is not None), None)
     if code == 1 and stderr_text.startswith("bwrap: "):
         error = f"the sandbox could not be set up: {stderr_text.splitlines()[0]}"
     elif code == EXIT_SETUP and stderr_text.startswith("vinos-netholder: "):

@@ -1,7 +1,8 @@
 """The seccomp denylist, compiled with libseccomp (through pyseccomp) into BPF for bwrap.
 
 Flatpak's list (common/flatpak-run.c, setup_seccomp), which came from linux-user-chroot and
-Sandstorm, plus io_uring, userfaultfd, bpf, kcmp and the file-handle calls (each with why).
+Sandstorm, plus io_uring, userfaultfd, bpf, kcmp, the file-handle calls, memory no process
+maps (memfd, SysV shared memory) and Unix sockets (each with why).
 Everything else is allowed: this narrows the kernel surface a whitelisted command can reach;
 the namespaces and mounts do the confining. Only the native
 architecture is in the filter, so a syscall made through another ABI (int 0x80, x32) hits
@@ -13,6 +14,7 @@ from __future__ import annotations
 import errno
 import functools
 import os
+import tempfile
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,8 +42,10 @@ _CLONE_NEWPID = 0x20000000
 _CLONE_NEWNET = 0x40000000
 _TIOCSTI = 0x5412
 _TIOCLINUX = 0x541C
-# socket() families kept (Flatpak's list): AF_UNSPEC, AF_UNIX, AF_INET, AF_INET6, AF_NETLINK.
-_ALLOWED_FAMILIES = (0, 1, 2, 10, 16)
+# socket() families kept (Flatpak's list): AF_UNSPEC, AF_UNIX, AF_INET, AF_INET6, AF_NETLINK;
+# AF_UNIX then refused with EPERM by a rule of its own (RULES).
+_AF_UNIX = 1
+_ALLOWED_FAMILIES = (0, _AF_UNIX, 2, 10, 16)
 
 _EPERM = errno.EPERM
 _ENOSYS = errno.ENOSYS
@@ -125,6 +129,26 @@ RULES: tuple[Rule, ...] = (
     # outside every bind would be reachable. name_to_handle_at makes the handles.
     Rule("name_to_handle_at", _EPERM),
     Rule("open_by_handle_at", _EPERM),
+    # Memory no process maps is in nobody's PSS, so the run's memory watchdog cannot count
+    # it (sandbox/limits.py): six 60 MB memfds, never mapped, passed a 128 MB budget. None of
+    # bash, coreutils, python or curl makes one (glibc's posix_spawn uses clone(CLONE_VFORK));
+    # EPERM, not ENOSYS, so nothing mistakes it for an old kernel to work around.
+    # test_escape_memory.py holds these.
+    Rule("memfd_create", _EPERM),
+    Rule("memfd_secret", _EPERM),
+    # SysV shared memory likewise (the IPC namespace is ours, but a segment lives until it
+    # ends, mapped or not). The other SysV calls go too: nothing we run uses them.
+    Rule("shmget", _EPERM),
+    Rule("shmat", _EPERM),
+    Rule("shmctl", _EPERM),
+    Rule("shmdt", _EPERM),
+    # No Unix sockets of any type: a pathname socket inside a declared `home` folder is
+    # reachable through a read-only bind (connect() needs no write access), so with the
+    # network off a command could still talk to any service listening in there. A socket
+    # pair made by socketpair() is a different syscall and stays: pipes between our own
+    # processes (python's asyncio uses one). glibc's nscd lookup fails softly and falls back
+    # to the files. Upper bits set in the family are caught by the family rules (>= 17).
+    Rule("socket", _EPERM, (0, "eq", _AF_UNIX, 0)),
 )
 
 
@@ -186,7 +210,7 @@ def _compile(sc: Any) -> bytes:
     socket_nr = sc.resolve_syscall(sc.Arch.NATIVE, "socket")
     for _family, op, value in _family_rules():
         f.add_rule(sc.ERRNO(errno.EAFNOSUPPORT), socket_nr, sc.Arg(0, ops[op], value))
-    fd = os.memfd_create("vinos-seccomp", os.MFD_CLOEXEC)
+    fd = _anonymous_fd()
     try:
         with os.fdopen(os.dup(fd), "wb") as out:
             f.export_bpf(out)
@@ -199,10 +223,20 @@ def _compile(sc: Any) -> bytes:
     return data
 
 
+def _anonymous_fd() -> int:
+    """A memfd, or where memfd_create is refused (inside our own sandbox, whose filter
+    refuses it: tests/sandbox/test_sandbox_runner.py probes from there) an unlinked file."""
+    try:
+        return os.memfd_create("vinos-seccomp", os.MFD_CLOEXEC)
+    except OSError:
+        with tempfile.TemporaryFile() as f:
+            return os.dup(f.fileno())  # dup'd fds are not inheritable either
+
+
 def write_fd() -> int:
     """A new readable, inheritable-by-pass_fds fd holding the BPF program (the caller closes)."""
     data = bpf()
-    fd = os.memfd_create("vinos-seccomp", os.MFD_CLOEXEC)
+    fd = _anonymous_fd()
     try:
         os.write(fd, data)
         os.lseek(fd, 0, os.SEEK_SET)

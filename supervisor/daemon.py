@@ -44,7 +44,7 @@ from supervisor.owner import (
     version,
 )
 from supervisor.pool import Pool
-from supervisor.record import Notification
+from supervisor.record import Notification, remove_leftovers
 from supervisor.rescan import Rescanner
 from supervisor.scheduler import Scheduler
 from supervisor.statusline import status_line
@@ -210,6 +210,7 @@ class Daemon:
         replayed (DESIGN.md point 7)."""
         for run in interrupt_orphans(self.ledger, self.clock.now()):
             log.warning("%s: run %s interrupted (its supervisor is gone)", run.routine, run.run_id)
+            remove_leftovers(self.paths, run.routine, run.run_id)  # its scratch dirs too
 
     def _sleep_for(self) -> float:
         now = self.clock.now()

@@ -43,6 +43,7 @@ __all__ = [
     "keep_proposals",
     "notifications_for",
     "proposal_notifications",
+    "remove_leftovers",
 ]
 
 log = logging.getLogger("vinos.record")
@@ -215,6 +216,18 @@ def _move_output(
     return stored, text, None
 
 
+def remove_leftovers(paths: Paths, name: str, run_id: str) -> None:
+    """Remove what a run left outside the state store: the worker's output dir and the shell
+    tools' scratch dir (the worker removes it too, unless it died first). By descriptor,
+    following no link, whatever modes a sandbox set: nothing a sandbox wrote outlives the run
+    but the workspace, so a failure is logged, never silent."""
+    for leftover in (paths.scratch(name, run_id), paths.run_scratch(name, run_id)):
+        try:
+            remove_tree(leftover)
+        except OSError as exc:
+            log.error("%s: run %s: could not remove %s: %s", name, run_id, leftover, exc)
+
+
 def finish_run(
     ledger: LedgerAPI,
     paths: Paths,
@@ -242,11 +255,7 @@ def finish_run(
         stored, text, error = _move_output(routine, out, scratch, paths.routine_state(routine.name))
         if error:
             status, detail = RunStatus.FAILED, error
-    # By descriptor, following no link: the worker's output dir, and the shell tools' scratch
-    # dir in case the worker died before it removed it.
-    for leftover in (scratch, paths.run_scratch(routine.name, run_id)):
-        with contextlib.suppress(OSError):
-            remove_tree(leftover)
+    remove_leftovers(paths, routine.name, run_id)
     r = out.result
     u = out.usage
     outcome = r.outcome if r and status == RunStatus.OK else None

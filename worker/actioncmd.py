@@ -124,7 +124,7 @@ def _run(ledger: Ledger, p: Paths, routine: Routine, prop: Proposal) -> int:
                 action.run, policy, timeout_sec=timeout, stdin=prop.input.encode("utf-8")
             )
         finally:
-            tidy(scratch, "action")
+            tidy(scratch, "action", keep=False)
         output = result.stdout + (f"\n[stderr]\n{result.stderr}" if result.stderr else "")
         if result.error is not None:
             output += f"\n[error] {result.error}"

@@ -8,7 +8,6 @@ input was not a Hello and a Job (nothing ran, no Result); 70 when the worker its
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
 import time
@@ -114,11 +113,19 @@ def run_job(job: Job, channel: object) -> Result:
         return run_agent(run)
     finally:
         # What the shell tools left in the run's scratch dir: removed by descriptor, no link
-        # followed. Never read: outputs come from stdout and the model's text only.
+        # followed, whatever modes they set. Never read: outputs come from stdout and the
+        # model's text only. Nothing a sandbox wrote outlives the run but the workspace, so a
+        # failure is said in the run log (the supervisor tries again after the worker).
         from routines.store import remove_tree
 
-        with contextlib.suppress(OSError):
+        try:
             remove_tree(run.sandbox_scratch)
+        except OSError as exc:
+            print(
+                f"[{routine.name}] could not remove the shell tools' scratch dir "
+                f"{run.sandbox_scratch}: {exc}",
+                file=sys.stderr,
+            )
 
 
 def _send_crash(out: IO[bytes], channel: object, exc: BaseException) -> None:

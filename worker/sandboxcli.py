@@ -98,13 +98,28 @@ def _print_argv(policy: sandbox.ShellPolicy, command: str) -> int:
     return 0
 
 
-def tidy(scratch: Path, what: str = "command") -> None:
-    """Remove the scratch dir when the `what` left nothing in it; else say where it is."""
+def tidy(scratch: Path, what: str = "command", *, keep: bool = True) -> None:
+    """Remove the scratch dir when the `what` left nothing in it; else say where it is
+    (`vinos-routine sandbox` is for debugging: the person who typed the command may want its
+    files). With `keep=False` (an approved action) it goes whatever is in it, as a run's
+    scratch dir does; a failure is said, never silent."""
     try:
         os.rmdir(scratch)
+        return
+    except FileNotFoundError:
+        return
     except OSError:
-        if scratch.exists():
-            print(f"vinos-routine: the {what}'s files are in {scratch}", file=sys.stderr)
+        pass
+    if keep:
+        print(f"vinos-routine: the {what}'s files are in {scratch}", file=sys.stderr)
+        return
+    from routines.store import remove_tree
+
+    try:
+        remove_tree(scratch)
+    except OSError as exc:
+        print(f"vinos-routine: could not remove the {what}'s scratch dir {scratch}: {exc}",
+              file=sys.stderr)  # fmt: skip
 
 
 def _fail(message: str, code: int = 1) -> int:

@@ -1,16 +1,23 @@
-"""`vinos-routine remove NAME`: delete a user routine's file; its history stays.
+"""`vinos-routine remove NAME`: delete a user routine's file and its workspace; its history
+stays.
 
 Only a file in ~/.vinos/routines/ is yours to delete: a system routine (/etc/vinos/routines)
 can be overridden (`edit` writes your copy) or turned off (`disable`), and `remove` says so.
-The ledger's rows, the run logs and the outputs in state/NAME/ are kept. On a terminal it asks
-first; `--yes` does not ask. A running daemon reloads: a run of NAME still waiting in its queue
-is dropped (recorded `skipped`), one already running finishes.
+The routine's workspace (routines/workspace/NAME, what its shell tools kept between runs) goes
+with it, whatever modes they set in it: nothing a sandbox wrote outlives its routine, and a
+system routine of the same name taking its place again must not find files the removed one
+planted. The ledger's rows, the run logs and the outputs in state/NAME/ are kept. On a
+terminal it asks first; `--yes` does not ask. A running daemon reloads: a run of NAME still
+waiting in its queue is dropped (recorded `skipped`), one already running finishes (a
+shell call it makes after the removal starts in a new, empty workspace, which `remove` does
+not see again: the routine is gone by then).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any
 
 from supervisor.commands.common import NoSuchRoutine, add_parser, die, find_entry
@@ -54,8 +61,10 @@ def run(args: argparse.Namespace) -> int:
         if entry.overrides is not None
         else ""
     )
+    workspace = p.workspace(name)
+    also = f" and its workspace {visible(str(workspace))}" if workspace.is_dir() else ""
     if not args.yes and sys.stdin.isatty():
-        question = f"Remove {visible(str(entry.path))}{after}? Its history is kept."
+        question = f"Remove {visible(str(entry.path))}{also}{after}? Its history is kept."
         if not ask_yes(question, default=False):
             print("nothing removed")
             return 1
@@ -66,6 +75,7 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         return die(f"cannot remove {entry.path}: {exc.strerror or exc}")
     print(f"removed {entry.path}{after}")
+    status = _remove_workspace(workspace)
     print(f"  its history and outputs stay: vinos-routine history {name}; {p.routine_state(name)}")
     client = try_daemon(p)
     if client is not None:
@@ -74,4 +84,24 @@ def run(args: argparse.Namespace) -> int:
                 client.request("reload")
             except DaemonError as exc:
                 print(f"warning: the daemon did not reload: {exc}")
+    return status
+
+
+def _remove_workspace(workspace: Path) -> int:
+    """Remove the routine's workspace, saying what went; 1 when some of it stays."""
+    from routines.store import remove_tree
+    from supervisor.present import visible
+
+    try:
+        gone = remove_tree(workspace)
+    except OSError as exc:
+        print(
+            f"vinos-routine: its workspace {visible(str(workspace))} could not be removed: "
+            f"{visible(str(exc))}",
+            file=sys.stderr,
+        )
+        return 1
+    if gone:
+        files = gone - 1  # the workspace folder itself
+        print(f"removed its workspace {visible(str(workspace))} ({files} files and folders)")
     return 0

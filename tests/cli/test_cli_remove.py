@@ -1,8 +1,9 @@
-"""`vinos-routine remove NAME`: a user routine's file goes, its history stays; a system routine
-is refused with the two ways to get rid of it; on a terminal it asks first."""
+"""`vinos-routine remove NAME`: a user routine's file and workspace go, its history stays; a
+system routine is refused with the two ways to get rid of it; on a terminal it asks first."""
 
 from __future__ import annotations
 
+import os
 from datetime import UTC, datetime
 
 from cli_helpers import Cli, OnPty
@@ -35,6 +36,31 @@ def test_remove_deletes_the_file_and_keeps_the_history(cli: Cli) -> None:
     assert again.returncode == 1 and "no routine named" in again.stderr
 
 
+def test_remove_deletes_the_workspace_whatever_its_modes(cli: Cli, not_root: None) -> None:
+    """What the routine's shell tools kept between runs goes with it, chmod 000 or not; a
+    link in it is removed, not followed."""
+    path = cli.agent("old-digest")
+    outside = cli.home.parent / "outside"
+    outside.mkdir()
+    (outside / "keep").write_text("x")
+    workspace = cli.routines / "workspace" / "old-digest"
+    (workspace / "cache/deep").mkdir(parents=True)
+    (workspace / "cache/deep/data").write_text("x" * 1000)
+    (workspace / "notes.txt").write_text("x")
+    (workspace / "link").symlink_to(outside)
+    (workspace / "cache/deep").chmod(0)
+    (workspace / "cache").chmod(0)
+    res = cli("remove", "old-digest")
+    assert res.returncode == 0, res.stderr
+    assert not path.exists() and not os.path.lexists(workspace)
+    assert f"removed its workspace {workspace} (5 files and folders)" in res.stdout
+    assert (outside / "keep").read_text() == "x"
+    # Without a workspace, nothing is said about one.
+    cli.agent("fresh")
+    res = cli("remove", "fresh")
+    assert res.returncode == 0 and "workspace" not in res.stdout
+
+
 def test_a_system_routine_is_refused_with_override_and_disable(cli: Cli) -> None:
     path = cli.agent("day-brief", system=True)
     res = cli("remove", "day-brief", "--yes")
@@ -58,11 +84,14 @@ def test_removing_an_override_brings_the_system_routine_back(cli: Cli) -> None:
 
 def test_on_a_terminal_it_asks_first(cli: Cli, on_pty: OnPty) -> None:
     path = cli.agent("notes")
+    workspace = cli.routines / "workspace" / "notes"
+    workspace.mkdir(parents=True)
     run = on_pty("remove", "notes")
-    assert f"Remove {path}? Its history is kept. [y/N]" in run.read_until("[y/N]")
+    question = f"Remove {path} and its workspace {workspace}? Its history is kept. [y/N]"
+    assert question in run.read_until("[y/N]")
     run.send("\n")  # Enter: the default, no
     assert run.wait() == 1 and "nothing removed" in run.text
-    assert path.exists()
+    assert path.exists() and workspace.exists()
     run = on_pty("remove", "notes")
     run.read_until("[y/N]")
     run.send("y\n")

@@ -94,8 +94,8 @@ def _unix_client(address: str) -> str:
     abstract one) and print "CONNECTED" and what it sent, or "refused" and the errno."""
     return f"""
 import socket
-s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
 try:
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)  # refused by seccomp first
     s.connect({address!r})
     print("CONNECTED", s.recv(100))
 except OSError as exc:

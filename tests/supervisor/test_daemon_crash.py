@@ -62,10 +62,13 @@ def test_kill9_of_the_daemon_mid_run_then_restart(tmp_path: Path, not_root: None
     wait_for(lambda: gone(worker.pid) and not sandboxed("long"), what="the run's processes to go")
     [row] = rows("long")
     assert row.status == "running"  # nobody was left to record its end
+    scratch = paths().run_scratch("long", row.run_id)
+    assert scratch.is_dir()  # the worker died before it could remove it
 
     d2 = Daemon(tmp_path).start()
     [row] = wait_for(lambda: final("long"), what="the run to be marked")
     assert (row.status, row.slot) == ("interrupted", slot)
+    assert not scratch.exists()  # nothing a sandbox wrote outlives the run but the workspace
     assert f"pid {d.proc.pid}" in (row.detail or "") and "not replayed" in (row.detail or "")
 
     # Its slot is not run again; the next one runs as usual.

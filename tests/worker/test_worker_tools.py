@@ -109,6 +109,25 @@ def test_a_declared_shell_command_runs_in_the_sandbox(
     assert kinds.count("tool_call") == 2 and kinds.count("tool_result") == 2
 
 
+def test_what_a_sandbox_locked_in_its_scratch_dir_does_not_outlive_the_run(
+    home: Path, ollama: FakeOllama, not_root: None
+) -> None:
+    """chmod 000 folders, a read-only file and a folder without w: all gone with the run."""
+    command = (
+        "mkdir -p a/b/c && touch a/b/c/f && chmod 400 a/b/c/f && chmod 000 a/b/c a/b"
+        " && chmod 500 a && chmod 000 . && echo locked"
+    )
+    ollama.add(O.tool_calls(("run_shell", {"command": command})), O.text(LONG))
+    job = _job(home, ollama.url, (f"shell:{command}",))
+    r = run_worker(job)
+    assert r.result.status == "ok", r.stderr
+    result = json.loads(ollama.chats[1].body["messages"][-1]["content"])
+    assert result["stdout"] == "locked\n", result
+    run_scratch = Path(job.vinos_home) / "routines/scratch/day-brief" / job.run_id
+    assert not run_scratch.exists()
+    assert "could not remove" not in r.stderr
+
+
 def test_a_declared_read_glob_reads_the_files(
     home: Path, ollama: FakeOllama, tmp_path: Path
 ) -> None:

@@ -95,6 +95,26 @@ def _table_list(value: object) -> object:
     return value
 
 
+def _route(value: object) -> Route | str:
+    """A built-in route, or the name of a provider declared in config.toml (which
+    `routines.providers.plan_route` checks: a routine file is read without config.toml)."""
+    from routines.providers import PROVIDER_NAME, RESERVED
+
+    if isinstance(value, str) and value in Route._value2member_map_ and value != "provider":
+        return Route(value)
+    if isinstance(value, str) and PROVIDER_NAME.fullmatch(value) and value not in RESERVED:
+        return value
+    raise Bad('"auto" | "ollama" | "anthropic", or a provider declared in config.toml')
+
+
+def _provider_name(value: object) -> str:
+    from routines.providers import PROVIDER_NAME
+
+    if not isinstance(value, str) or not PROVIDER_NAME.fullmatch(value):
+        raise Bad("a provider's name from config.toml [providers.NAME]")
+    return value
+
+
 SCHEMA: dict[str, dict[str, Check]] = {
     "routine": {
         "name": nonempty_string,
@@ -115,7 +135,9 @@ SCHEMA: dict[str, dict[str, Check]] = {
         "allow_frequent": boolean,
     },
     "agent": {
-        "route": one_of(Route),
+        "route": _route,
+        "local_provider": _provider_name,
+        "premium_provider": _provider_name,
         "model": nonempty_string,
         "local_model": nonempty_string,
         "premium_model": nonempty_string,
@@ -456,11 +478,13 @@ def _agent(r: Reader, doc: Mapping[str, Any]) -> AgentSpec | None:
     if not isinstance(doc.get("agent"), dict):
         return None  # `agent = 3`: reported as "expected a table"
     esc = r.table(doc, "agent.escalation") if isinstance(t.get("escalation"), dict) else {}
-    route: Route = t.get("route", Route.AUTO)
+    route: Route | str = t.get("route", Route.AUTO)
     fields: dict[str, Any] = {
         k: v for k, v in t.items() if k not in ("model", "escalation", "actions")
     }
-    if "model" in t:
+    if not isinstance(route, Route):
+        _named_route(r, t, doc["agent"], route, fields)
+    elif "model" in t:
         target = {Route.ANTHROPIC: "premium_model", Route.OLLAMA: "local_model"}.get(route)
         if target is None:
             r.error(
@@ -477,10 +501,48 @@ def _agent(r: Reader, doc: Mapping[str, Any]) -> AgentSpec | None:
         return None
     if "system" not in t:
         return None
+    _leg_checks(r, t)
     fields["tools"] = _tools(r, t.get("tools", ()))
     fields["escalation"] = Escalation(**esc)
     fields["actions"] = _actions(r, t.get("actions", []))
     return AgentSpec(**fields)
+
+
+def _named_route(
+    r: Reader, t: dict[str, Any], raw: dict[str, Any], name: str, fields: dict[str, Any]
+) -> None:
+    """route = "<provider>": `model` names the model on it (required: no default fits every
+    server); the auto-only keys do not apply."""
+    fields.update(route=Route.PROVIDER, provider=name)
+    if "model" in t:
+        fields["model"] = t["model"]
+    elif "model" not in raw:  # (an invalid one is reported already)
+        r.error("[agent].model", f'required with route = "{name}": the model\'s name there')
+    for key in ("local_model", "premium_model", "local_provider", "premium_provider"):
+        if key in t:
+            r.error(f"[agent].{key}", f'only with route = "auto"; route = "{name}" uses model')
+
+
+def _leg_checks(r: Reader, t: dict[str, Any]) -> None:
+    """local_provider / premium_provider: only with auto, the built-in on its own leg only,
+    and a declared provider's model named (the defaults are Ollama's and Anthropic's)."""
+    route = t.get("route", Route.AUTO)
+    for key, model_key, builtin, other in (
+        ("local_provider", "local_model", "ollama", "anthropic"),
+        ("premium_provider", "premium_model", "anthropic", "ollama"),
+    ):
+        if key not in t or not isinstance(route, Route):
+            continue
+        if route is not Route.AUTO:
+            r.error(f"[agent].{key}", f'only with route = "auto", found route = "{route}"')
+        elif t[key] == other:
+            leg = key.split("_")[0]
+            r.error(f"[agent].{key}", f'"{other}" cannot be the {leg} leg')
+        elif t[key] != builtin and model_key not in t:
+            r.error(
+                f"[agent].{model_key}",
+                f'required with {key} = "{t[key]}": the model\'s name on that provider',
+            )
 
 
 def _actions(r: Reader, entries: list[dict[str, Any]]) -> tuple[Action, ...]:
@@ -569,7 +631,10 @@ def _budget(r: Reader, doc: Mapping[str, Any], kind: Kind) -> BudgetSpec:
     if not isinstance(raw, dict):
         raw = {}
     agent = doc.get("agent") if isinstance(doc.get("agent"), dict) else None
-    ollama_only = agent is not None and agent.get("route") == "ollama"
+    # A declared provider's route may be local too, which only config.toml says: `validate`
+    # warns about a paid one without a budget (routines.providers.route_problems).
+    route = agent.get("route", "auto") if agent is not None else "auto"
+    ollama_only = agent is not None and route not in ("auto", "anthropic")
     # A max_dollars_per_day that is present but invalid is an error already, not "no budget".
     if kind is Kind.AGENT and not ollama_only and "max_dollars_per_day" not in raw:
         r.warn("[budget]", "no max_dollars_per_day: this routine's daily spend is unlimited")

@@ -42,6 +42,7 @@ from routines.checks import (
     table_value,
 )
 from routines.hosts import network_value
+from routines.providers import ProviderSettings, check_agent, unknown_route, uses_declared
 from routines.spec import (
     ACTION_NAME_RE,
     NAME_RE,
@@ -255,15 +256,24 @@ def read_routine_file(path: Path) -> bytes:
 
 
 def load_text(
-    text: str, path: Path, origin: Origin = Origin.USER, *, check_schedule: bool = True
+    text: str,
+    path: Path,
+    origin: Origin = Origin.USER,
+    *,
+    check_schedule: bool = True,
+    providers: Mapping[str, ProviderSettings] | None = None,
 ) -> Routine:
     """Validate routine TOML `text` whose file is `path` (the file name is the routine name).
 
     `check_schedule=False` skips evaluating the schedule expression: for a worker, which is
     handed text the supervisor already validated and never looks at the schedule (it saves
     the worker the schedule machinery's import time).
+
+    `providers` are config.toml's [providers.NAME] (a worker passes its job's); None reads
+    config.toml, only when the routine names a provider that is not Ollama or Anthropic.
     """
     r = Reader(str(path), SCHEMA)
+    declared = _Declared(providers)
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -287,7 +297,7 @@ def load_text(
         if "agent" not in doc:
             r.error("[agent]", 'required for an agent routine (or set [routine].kind = "command")')
         else:
-            agent = _agent(r, doc)
+            agent = _agent(r, doc, declared)
     else:
         for table in ("agent", "budget"):
             if table in doc:
@@ -298,6 +308,7 @@ def load_text(
             command = _command(r, doc)
     output = _output(r, doc)
     budget = _budget(r, doc, kind)
+    _provider_checks(r, agent, budget, declared)
     if name is not None and (agent or command):
         _never_checks(r, name, agent, command, doc)
 
@@ -473,7 +484,39 @@ def _tools(r: Reader, entries: tuple[str, ...]) -> tuple[Tool, ...]:
     return tuple(tools)
 
 
-def _agent(r: Reader, doc: Mapping[str, Any]) -> AgentSpec | None:
+class _Declared:
+    """config.toml's providers, read at most once and only when a routine names one."""
+
+    def __init__(self, given: Mapping[str, ProviderSettings] | None) -> None:
+        self._given = given
+
+    def get(self, r: Reader) -> Mapping[str, ProviderSettings] | None:
+        if self._given is None:
+            from routines.config import load_config
+            from routines.paths import paths
+
+            file = paths().config_file
+            try:
+                self._given = load_config(file).providers
+            except RoutineInvalid as exc:
+                first = exc.errors[0] if exc.errors else ""
+                r.error("[agent].route", f"cannot check its provider: {file} is invalid: {first}")
+                return None
+        return self._given
+
+
+def _provider_checks(
+    r: Reader, agent: AgentSpec | None, budget: BudgetSpec, declared: _Declared
+) -> None:
+    """A route on a provider from config.toml, checked against it (routines.providers)."""
+    if agent is None or not uses_declared(agent) or any(not p.warning for p in r.problems):
+        return
+    known = declared.get(r)
+    if known is not None:
+        check_agent(r, agent, budget, known)
+
+
+def _agent(r: Reader, doc: Mapping[str, Any], declared: _Declared) -> AgentSpec | None:
     t = r.table(doc, "agent")
     if not isinstance(doc.get("agent"), dict):
         return None  # `agent = 3`: reported as "expected a table"
@@ -483,6 +526,10 @@ def _agent(r: Reader, doc: Mapping[str, Any]) -> AgentSpec | None:
         k: v for k, v in t.items() if k not in ("model", "escalation", "actions")
     }
     if not isinstance(route, Route):
+        known = declared.get(r)
+        if known is not None and route not in known:
+            r.error("[agent].route", unknown_route(route, known))
+            return None
         _named_route(r, t, doc["agent"], route, fields)
     elif "model" in t:
         target = {Route.ANTHROPIC: "premium_model", Route.OLLAMA: "local_model"}.get(route)

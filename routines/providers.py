@@ -41,11 +41,12 @@ __all__ = [
     "RouteInvalid",
     "RoutePlan",
     "Target",
+    "check_agent",
     "from_job",
     "parse_providers",
     "plan_route",
-    "route_problems",
     "to_job",
+    "uses_declared",
 ]
 
 BUILTIN_LOCAL = "ollama"
@@ -262,6 +263,17 @@ def _declared(providers: Mapping[str, ProviderSettings]) -> str:
     )
 
 
+def unknown_route(name: str, providers: Mapping[str, ProviderSettings]) -> str:
+    names = " | ".join(f'"{n}"' for n in sorted(providers))
+    declared = f"the providers in config.toml: {names}" if names else "none declared"
+    hint = nearest(name, sorted(providers)) if providers else ""
+    hint = f" ({hint})" if hint.startswith("did you") else ""
+    return (
+        'expected one of "anthropic" | "ollama" | "auto" or a provider declared in '
+        f'config.toml [providers.NAME] ({declared}), found "{name}" (a string){hint}'
+    )
+
+
 def _lookup(
     key: str, name: str, leg: Leg, providers: Mapping[str, ProviderSettings]
 ) -> ProviderSettings:
@@ -297,8 +309,7 @@ def plan_route(agent: AgentSpec, providers: Mapping[str, ProviderSettings]) -> R
         name = agent.provider
         settings = providers.get(name)
         if settings is None:
-            _lookup("[agent].route", name, Leg.LOCAL, providers)  # raises: unknown
-            raise AssertionError  # pragma: no cover
+            raise RouteInvalid("[agent].route", unknown_route(name, providers))
         target = Target(name, agent.model, settings)
         if settings.local:
             return RoutePlan(target, premium, Leg.LOCAL, name)
@@ -314,33 +325,39 @@ def plan_route(agent: AgentSpec, providers: Mapping[str, ProviderSettings]) -> R
     return RoutePlan(local, premium, None, "local")
 
 
-def route_problems(
-    agent: AgentSpec, budget: BudgetSpec, providers: Mapping[str, ProviderSettings]
-) -> list[tuple[str, str, bool]]:
-    """What `validate` says about a routine's route against config.toml: (key, message,
-    is_warning) each. A paid leg on a declared provider must have a price for its model
-    whenever a budget is set: unknown cost is never counted as $0."""
-    from routines import pricing as pricing_mod
+def check_agent(
+    r: Reader, agent: AgentSpec, budget: BudgetSpec, providers: Mapping[str, ProviderSettings]
+) -> None:
+    """What a routine file's route means against config.toml's providers, into `r`: an
+    unknown provider or one on the wrong leg is an error; so is a paid leg on a declared
+    provider with no price for its model whenever a budget is set (unknown cost is never
+    counted as $0; without a budget it is a warning, and its runs are refused until priced)."""
+    from routines import pricing
 
     try:
         plan = plan_route(agent, providers)
     except RouteInvalid as exc:
-        return [(exc.key, str(exc), False)]
-    if plan.only is Leg.LOCAL:
-        return []
+        r.error(exc.key, str(exc))
+        return
     target = plan.premium
-    if target.settings is None:
-        return []
-    out: list[tuple[str, str, bool]] = []
+    if plan.only is Leg.LOCAL or target.settings is None:
+        return
     if plan.only is Leg.PREMIUM and budget.max_dollars_per_day is None:
-        # The loader cannot tell a paid declared provider from a local one: said here.
-        out.append(
-            ("[budget]", "no max_dollars_per_day: this routine's daily spend is unlimited", True)
-        )
-    if pricing_mod.is_priced(target.model, target.settings.prices, builtin=False):
-        return out
+        # The loader's own warning skips named routes: it cannot tell paid from local.
+        r.warn("[budget]", "no max_dollars_per_day: this routine's daily spend is unlimited")
+    if pricing.is_priced(target.model, target.settings.prices, builtin=False):
+        return
     key = "[agent].model" if plan.only is Leg.PREMIUM else "[agent].premium_model"
-    message = str(pricing_mod.UnknownModelPrice(target.model, provider=target.provider))
+    message = str(pricing.UnknownModelPrice(target.model, provider=target.provider))
     if budget.max_dollars_per_day is not None or budget.max_tokens_per_run is not None:
-        return [*out, (key, message, False)]
-    return [*out, (key, message + " (runs that use it are refused until then)", True)]
+        r.error(key, message)
+    else:
+        r.warn(key, message + " (its runs are refused until then)")
+
+
+def uses_declared(agent: AgentSpec) -> bool:
+    return (
+        agent.route is Route.PROVIDER
+        or agent.local_provider != BUILTIN_LOCAL
+        or agent.premium_provider != BUILTIN_PREMIUM
+    )

@@ -320,3 +320,28 @@ def test_declared_prices_only_never_the_builtin_list() -> None:
     assert "[providers.openrouter]" in str(info.value)
     assert pricing.price_of("claude-sonnet-4-6") == (3.0, 15.0)
     assert pricing.cost("gpt-5", 1_000_000, 100_000, prices, builtin=False) == pytest.approx(2.25)
+
+
+def test_the_job_carries_config_providers_and_never_a_key(declared: Path, vinos_env: Path) -> None:
+    from datetime import UTC, datetime
+
+    from ipc.messages import Job, from_dict, to_dict
+    from routines.runs import Trigger
+    from supervisor.jobs import build_job
+
+    config = load_config(declared)
+    r = load_file(routine(vinos_env, 'route = "lmstudio"\nmodel = "qwen"', budget=""))
+    job = build_job(
+        r,
+        run_id="run-1",
+        trigger=Trigger.MANUAL,
+        slot=None,
+        now=datetime(2026, 12, 2, 9, 0, tzinfo=UTC),
+        max_tokens=None,
+        dollars_left=None,
+        paths=paths(),
+        config=config,
+    )
+    back = from_dict(to_dict(job))
+    assert isinstance(back, Job) and from_job(back.providers) == config.providers
+    assert back.providers["openrouter"]["key_file"].endswith("/.vinos/secrets/openrouter-key")

@@ -22,7 +22,6 @@ without tool support is ToolsUnsupported (the loop retries without tools).
 
 from __future__ import annotations
 
-import email.utils
 import json
 import time
 from collections.abc import Callable
@@ -96,6 +95,8 @@ def retry_delay(
             return max(0.0, float(text))  # seconds
         except ValueError:
             pass
+        import email.utils  # only for a date in retry-after: off the start-up path
+
         try:
             when: float | None = float(email.utils.parsedate_to_datetime(text).timestamp())
         except (TypeError, ValueError):

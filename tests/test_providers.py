@@ -4,6 +4,7 @@ runs on (plan_route), and pricing for a declared provider."""
 
 from __future__ import annotations
 
+import dataclasses
 import textwrap
 from pathlib import Path
 
@@ -345,3 +346,32 @@ def test_the_job_carries_config_providers_and_never_a_key(declared: Path, vinos_
     back = from_dict(to_dict(job))
     assert isinstance(back, Job) and from_job(back.providers) == config.providers
     assert back.providers["openrouter"]["key_file"].endswith("/.vinos/secrets/openrouter-key")
+
+
+def test_the_capability_card_names_the_provider(declared: Path, vinos_env: Path) -> None:
+    from supervisor.commands.capabilities import capabilities
+
+    r = load_file(routine(vinos_env, 'route = "lmstudio"\nmodel = "qwen2.5-7b"', budget=""))
+    model = next(line for line in capabilities(r) if line.label == "model")
+    assert model.text == "lmstudio: qwen2.5-7b (a provider in config.toml)"
+
+
+def test_status_does_not_ask_for_ollama_or_anthropic_when_both_legs_are_declared(
+    declared: Path, vinos_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from supervisor.commands.hostcheck import problems as host_problems
+
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    both = load_file(
+        routine(
+            vinos_env,
+            'local_provider = "lmstudio"\nlocal_model = "q"\npremium_provider = "openrouter"\n'
+            'premium_model = "anthropic/claude-sonnet-4"',
+        )
+    )
+    builtin = dataclasses.replace(both, name="builtin", agent=AgentSpec(system="s"))
+    dead = "http://127.0.0.1:9"
+    assert host_problems(paths(), [both], dead, None) == []
+    found = host_problems(paths(), [builtin], dead, None)
+    assert any("no Anthropic API key (needed by builtin)" in line for line in found), found
+    assert any("Ollama is not reachable" in line for line in found), found

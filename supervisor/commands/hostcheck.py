@@ -54,11 +54,18 @@ def _daemon_has_key(pid: int | None) -> bool | None:
 
 
 def _needs_anthropic(r: Routine) -> bool:
-    return r.agent is not None and r.agent.route in (Route.ANTHROPIC, Route.AUTO)
+    # An auto route whose premium leg is a provider from config.toml needs no Anthropic key.
+    a = r.agent
+    return a is not None and (
+        a.route is Route.ANTHROPIC or (a.route is Route.AUTO and a.premium_provider == "anthropic")
+    )
 
 
 def _needs_ollama(r: Routine) -> bool:
-    return r.agent is not None and r.agent.route in (Route.OLLAMA, Route.AUTO)
+    a = r.agent
+    return a is not None and (
+        a.route is Route.OLLAMA or (a.route is Route.AUTO and a.local_provider == "ollama")
+    )
 
 
 def _needs_shell(r: Routine) -> bool:

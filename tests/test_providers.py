@@ -375,3 +375,23 @@ def test_status_does_not_ask_for_ollama_or_anthropic_when_both_legs_are_declared
     found = host_problems(paths(), [builtin], dead, None)
     assert any("no Anthropic API key (needed by builtin)" in line for line in found), found
     assert any("Ollama is not reachable" in line for line in found), found
+
+
+def test_declaring_the_provider_later_makes_the_routine_valid_on_the_next_scan(
+    cfg: Path, vinos_env: Path
+) -> None:
+    import os
+
+    from routines.registry import scan
+
+    routine(vinos_env, 'route = "lmstudio"\nmodel = "qwen"', budget="")
+    first = scan(paths())
+    entry = first.get("brief")
+    assert entry is not None and not entry.valid
+    assert "(none declared)" in str(entry.errors[0])
+    cfg.write_text(CONFIG)
+    os.utime(cfg, ns=(1, 1))  # a stamp unlike "no file", whatever the clock's resolution
+    second = scan(paths(), first)  # the routine file itself did not change
+    entry = second.get("brief")
+    assert entry is not None and entry.valid and entry.routine is not None
+    assert entry.routine.agent is not None and entry.routine.agent.provider == "lmstudio"

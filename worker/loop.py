@@ -253,13 +253,15 @@ class ToolLoop:
 
 
 def stop_failure(reply: Reply) -> str:
+    # Named for the model that answered: a premium leg may be any provider's.
+    who = "Claude" if reply.provider == "anthropic" else reply.model or "the model"
     if reply.stop is Stop.MAX_TOKENS:
         return (
-            f"Claude's reply was cut off at max_tokens ({DEFAULT_MAX_OUTPUT} tokens) before it "
+            f"{who}'s reply was cut off at max_tokens ({DEFAULT_MAX_OUTPUT} tokens) before it "
             "was finished"
         )
     if reply.stop is Stop.CONTEXT:
         return "the conversation outgrew the model's context window"
     if reply.stop is Stop.REFUSAL:
-        return "Claude declined to carry out this routine (stop_reason: refusal)"
-    return f"Claude stopped for a reason this version does not know: {reply.stop_reason!r}"
+        return f"{who} declined to carry out this routine (stop_reason: {reply.stop_reason})"
+    return f"{who} stopped for a reason this version does not know: {reply.stop_reason!r}"

@@ -214,6 +214,26 @@ def test_premium_provider_sends_the_key_and_counts_dollars(home: Path, server: F
     assert KEY not in r.stderr and all(KEY not in repr(m) for m in r.messages)
 
 
+@pytest.mark.parametrize(
+    ("finish", "message"),
+    [
+        ("length", f"{MODEL}'s reply was cut off at max_tokens"),
+        ("content_filter", f"{MODEL} declined to carry out this routine"),
+    ],
+)
+def test_a_premium_reply_cut_or_filtered_fails_naming_the_model(
+    home: Path, server: FakeOpenAI, finish: str, message: str
+) -> None:
+    server.add(OA.text("The brief is", finish_reason=finish))
+    key = _key_file(home)
+    providers = {
+        "openrouter": declared(server.base_url, local=False, key_file=str(key), prices=PRICED)
+    }
+    r = run_on(home, providers, route="openrouter")
+    assert r.result.status == "failed" and message in (r.result.error or ""), r.result
+    assert "Claude" not in (r.result.error or "")
+
+
 def test_key_file_open_to_others_warns(home: Path, server: FakeOpenAI) -> None:
     server.add(OA.text(LONG))
     key = _key_file(home, 0o644)

@@ -152,6 +152,15 @@ def _one(r: Reader, name: str, table: dict[str, Any]) -> ProviderSettings | None
     for key, example in (("kind", '"openai"'), ("base_url", '"http://127.0.0.1:1234/v1"')):
         if key not in table:
             r.error(f"{where}.{key}", f"required, e.g. {key} = {example}")
+    base = checked.get("base_url", "")
+    if checked.get("key_file") and "@" in base.partition("://")[2].split("/", 1)[0]:
+        # Both would be the request's Authorization header (Basic from the URL, Bearer from
+        # the key file): which one the server wanted cannot be guessed.
+        r.error(
+            f"{where}.base_url",
+            "expected a URL without user:password@ when key_file is set (both are the "
+            "Authorization header), found one with credentials",
+        )
     local = bool(checked.get("local", False))
     prices = _prices(r, where, table.get("prices"))
     if local and prices:

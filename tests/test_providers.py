@@ -115,6 +115,10 @@ def test_no_providers_means_none(cfg: Path) -> None:
             '[providers.p].prices."m".input: expected a positive number, found -1 (an integer)',
         ),
         (
+            'kind = "openai"\nbase_url = "https://u:pw@h/v1"\nkey_file = "/k"',
+            "[providers.p].base_url: expected a URL without user:password@ when key_file is set",
+        ),
+        (
             'kind = "openai"\nbase_url = "http://h/v1"\nbase_ulr = "x"',
             "[providers.p].base_ulr: unknown key (did you mean base_url?)",
         ),

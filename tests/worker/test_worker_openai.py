@@ -6,6 +6,7 @@ refused connection, malformed tool JSON, keys and prices. At the end, the pure p
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 from typing import Any
 
@@ -348,3 +349,47 @@ def test_provider_where_is_redacted() -> None:
     provider = oa.OpenAIProvider(settings, api_key=None)
     assert "secret" not in provider.where and "gpu.lan:8000" in provider.where
     assert provider.premium is True
+
+
+def test_streamed_text_arrives_before_the_reply_ends(server: FakeOpenAI) -> None:
+    """The server holds the rest of its stream until the provider has shown the first line:
+    a client that waited for the whole body would never open the gate."""
+    import threading
+
+    from fakes import Reply
+
+    from worker import webclient
+    from worker.providers.base import Conversation, UserTurn
+
+    wait = 10.0
+    gate = threading.Event()
+    opened_in_time: list[bool] = []
+
+    def hold() -> None:
+        opened_in_time.append(gate.wait(wait))
+
+    def event(delta: dict[str, Any], finish: str | None = None) -> bytes:
+        chunk = {"id": "c", "model": "m", "choices": [{"delta": delta, "finish_reason": finish}]}
+        return b"data: " + json.dumps(chunk).encode() + b"\n\n"
+
+    usage = {"id": "c", "choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 4}}
+    tail = (
+        event({"content": "Line two."}),
+        event({}, "stop"),
+        b"data: " + json.dumps(usage).encode() + b"\n\ndata: [DONE]\n\n",
+    )
+    server.add(Reply(200, chunks=(event({"content": "Line one.\n"}), hold, *tail)))
+    seen: list[str] = []
+
+    def on_text(text: str) -> None:
+        seen.append(text)
+        gate.set()
+
+    settings = ProviderSettings("lmstudio", ProviderKind.OPENAI, server.base_url, local=True)
+    provider = oa.OpenAIProvider(settings, api_key=None, web=webclient.WebClient(), on_text=on_text)
+    reply = provider.complete(
+        Conversation("s", [UserTurn("u")]), [], model="m", max_tokens=10, timeout=wait * 2
+    )
+    assert opened_in_time == [True]
+    assert seen == ["Line one.", "Line two."]
+    assert (reply.text, reply.input_tokens, reply.output_tokens) == ("Line one.\nLine two.", 5, 4)

@@ -42,7 +42,15 @@ from routines.checks import (
     table_value,
 )
 from routines.hosts import network_value
-from routines.providers import ProviderSettings, check_agent, unknown_route, uses_declared
+from routines.providers import ProviderSettings, unknown_route
+from routines.routekeys import (
+    Declared,
+    leg_checks,
+    named_route,
+    provider_checks,
+    provider_name,
+    route_value,
+)
 from routines.spec import (
     ACTION_NAME_RE,
     NAME_RE,
@@ -96,26 +104,6 @@ def _table_list(value: object) -> object:
     return value
 
 
-def _route(value: object) -> Route | str:
-    """A built-in route, or the name of a provider declared in config.toml (which
-    `routines.providers.plan_route` checks: a routine file is read without config.toml)."""
-    from routines.providers import PROVIDER_NAME, RESERVED
-
-    if isinstance(value, str) and value in Route._value2member_map_ and value != "provider":
-        return Route(value)
-    if isinstance(value, str) and PROVIDER_NAME.fullmatch(value) and value not in RESERVED:
-        return value
-    raise Bad('"auto" | "ollama" | "anthropic", or a provider declared in config.toml')
-
-
-def _provider_name(value: object) -> str:
-    from routines.providers import PROVIDER_NAME
-
-    if not isinstance(value, str) or not PROVIDER_NAME.fullmatch(value):
-        raise Bad("a provider's name from config.toml [providers.NAME]")
-    return value
-
-
 SCHEMA: dict[str, dict[str, Check]] = {
     "routine": {
         "name": nonempty_string,
@@ -136,9 +124,9 @@ SCHEMA: dict[str, dict[str, Check]] = {
         "allow_frequent": boolean,
     },
     "agent": {
-        "route": _route,
-        "local_provider": _provider_name,
-        "premium_provider": _provider_name,
+        "route": route_value,
+        "local_provider": provider_name,
+        "premium_provider": provider_name,
         "model": nonempty_string,
         "local_model": nonempty_string,
         "premium_model": nonempty_string,
@@ -273,7 +261,7 @@ def load_text(
     config.toml, only when the routine names a provider that is not Ollama or Anthropic.
     """
     r = Reader(str(path), SCHEMA)
-    declared = _Declared(providers)
+    declared = Declared(providers)
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -308,7 +296,7 @@ def load_text(
             command = _command(r, doc)
     output = _output(r, doc)
     budget = _budget(r, doc, kind)
-    _provider_checks(r, agent, budget, declared)
+    provider_checks(r, agent, budget, declared)
     if name is not None and (agent or command):
         _never_checks(r, name, agent, command, doc)
 
@@ -484,39 +472,7 @@ def _tools(r: Reader, entries: tuple[str, ...]) -> tuple[Tool, ...]:
     return tuple(tools)
 
 
-class _Declared:
-    """config.toml's providers, read at most once and only when a routine names one."""
-
-    def __init__(self, given: Mapping[str, ProviderSettings] | None) -> None:
-        self._given = given
-
-    def get(self, r: Reader) -> Mapping[str, ProviderSettings] | None:
-        if self._given is None:
-            from routines.config import load_config
-            from routines.paths import paths
-
-            file = paths().config_file
-            try:
-                self._given = load_config(file).providers
-            except RoutineInvalid as exc:
-                first = exc.errors[0] if exc.errors else ""
-                r.error("[agent].route", f"cannot check its provider: {file} is invalid: {first}")
-                return None
-        return self._given
-
-
-def _provider_checks(
-    r: Reader, agent: AgentSpec | None, budget: BudgetSpec, declared: _Declared
-) -> None:
-    """A route on a provider from config.toml, checked against it (routines.providers)."""
-    if agent is None or not uses_declared(agent) or any(not p.warning for p in r.problems):
-        return
-    known = declared.get(r)
-    if known is not None:
-        check_agent(r, agent, budget, known)
-
-
-def _agent(r: Reader, doc: Mapping[str, Any], declared: _Declared) -> AgentSpec | None:
+def _agent(r: Reader, doc: Mapping[str, Any], declared: Declared) -> AgentSpec | None:
     t = r.table(doc, "agent")
     if not isinstance(doc.get("agent"), dict):
         return None  # `agent = 3`: reported as "expected a table"
@@ -530,7 +486,7 @@ def _agent(r: Reader, doc: Mapping[str, Any], declared: _Declared) -> AgentSpec 
         if known is not None and route not in known:
             r.error("[agent].route", unknown_route(route, known))
             return None
-        _named_route(r, t, doc["agent"], route, fields)
+        named_route(r, t, doc["agent"], route, fields)
     elif "model" in t:
         target = {Route.ANTHROPIC: "premium_model", Route.OLLAMA: "local_model"}.get(route)
         if target is None:
@@ -548,48 +504,11 @@ def _agent(r: Reader, doc: Mapping[str, Any], declared: _Declared) -> AgentSpec 
         return None
     if "system" not in t:
         return None
-    _leg_checks(r, t)
+    leg_checks(r, t)
     fields["tools"] = _tools(r, t.get("tools", ()))
     fields["escalation"] = Escalation(**esc)
     fields["actions"] = _actions(r, t.get("actions", []))
     return AgentSpec(**fields)
-
-
-def _named_route(
-    r: Reader, t: dict[str, Any], raw: dict[str, Any], name: str, fields: dict[str, Any]
-) -> None:
-    """route = "<provider>": `model` names the model on it (required: no default fits every
-    server); the auto-only keys do not apply."""
-    fields.update(route=Route.PROVIDER, provider=name)
-    if "model" in t:
-        fields["model"] = t["model"]
-    elif "model" not in raw:  # (an invalid one is reported already)
-        r.error("[agent].model", f'required with route = "{name}": the model\'s name there')
-    for key in ("local_model", "premium_model", "local_provider", "premium_provider"):
-        if key in t:
-            r.error(f"[agent].{key}", f'only with route = "auto"; route = "{name}" uses model')
-
-
-def _leg_checks(r: Reader, t: dict[str, Any]) -> None:
-    """local_provider / premium_provider: only with auto, the built-in on its own leg only,
-    and a declared provider's model named (the defaults are Ollama's and Anthropic's)."""
-    route = t.get("route", Route.AUTO)
-    for key, model_key, builtin, other in (
-        ("local_provider", "local_model", "ollama", "anthropic"),
-        ("premium_provider", "premium_model", "anthropic", "ollama"),
-    ):
-        if key not in t or not isinstance(route, Route):
-            continue
-        if route is not Route.AUTO:
-            r.error(f"[agent].{key}", f'only with route = "auto", found route = "{route}"')
-        elif t[key] == other:
-            leg = key.split("_")[0]
-            r.error(f"[agent].{key}", f'"{other}" cannot be the {leg} leg')
-        elif t[key] != builtin and model_key not in t:
-            r.error(
-                f"[agent].{model_key}",
-                f'required with {key} = "{t[key]}": the model\'s name on that provider',
-            )
 
 
 def _actions(r: Reader, entries: list[dict[str, Any]]) -> tuple[Action, ...]:
@@ -678,8 +597,8 @@ def _budget(r: Reader, doc: Mapping[str, Any], kind: Kind) -> BudgetSpec:
     if not isinstance(raw, dict):
         raw = {}
     agent = doc.get("agent") if isinstance(doc.get("agent"), dict) else None
-    # A declared provider's route may be local too, which only config.toml says: `validate`
-    # warns about a paid one without a budget (routines.providers.route_problems).
+    # A declared provider's route may be local too, which only config.toml says: a paid one
+    # without a budget is warned about by routines.providers.check_agent.
     route = agent.get("route", "auto") if agent is not None else "auto"
     ollama_only = agent is not None and route not in ("auto", "anthropic")
     # A max_dollars_per_day that is present but invalid is an error already, not "no budget".

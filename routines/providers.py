@@ -28,6 +28,7 @@ from enum import StrEnum
 from typing import Any
 
 from routines.checks import Bad, Check, Reader, boolean, found, nearest, positive_number, string
+from routines.safetext import redact_url
 from routines.spec import AgentSpec, BudgetSpec, Route
 
 __all__ = [
@@ -147,8 +148,12 @@ def _one(r: Reader, name: str, table: dict[str, Any]) -> ProviderSettings | None
     sub = Reader(r.file, SCHEMA)
     rest = {k: v for k, v in table.items() if k not in ("api_key", "key", "token")}
     checked = sub.table({"provider": rest}, "provider")
+    raw_url = table.get("base_url")
     for problem in sub.problems:
-        r.error(problem.key.replace("[provider]", where), problem.message)
+        message = problem.message
+        if isinstance(raw_url, str) and raw_url and "@" in raw_url:
+            message = message.replace(raw_url[:80], redact_url(raw_url))  # never a password
+        r.error(problem.key.replace("[provider]", where), message)
     for key, example in (("kind", '"openai"'), ("base_url", '"http://127.0.0.1:1234/v1"')):
         if key not in table:
             r.error(f"{where}.{key}", f"required, e.g. {key} = {example}")

@@ -129,6 +129,14 @@ def test_provider_errors_name_file_key_expected_found(cfg: Path, table: str, mes
     assert any(e.startswith(f"config.toml: {message}") for e in errors), errors
 
 
+def test_a_bad_base_url_with_a_password_is_not_echoed(cfg: Path) -> None:
+    errors = config_errors(cfg, '[providers.p]\nkind = "openai"\nbase_url = "ftp://u:pw@h/v1"\n')
+    assert errors == [
+        "config.toml: [providers.p].base_url: expected an http:// or https:// URL such as "
+        '"http://127.0.0.1:1234/v1", found "ftp://h/…" (a string)'
+    ]
+
+
 def test_reserved_and_malformed_provider_names(cfg: Path) -> None:
     errors = config_errors(cfg, '[providers.ollama]\nkind = "openai"\nbase_url = "http://h/v1"\n')
     assert errors == [

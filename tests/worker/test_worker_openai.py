@@ -393,3 +393,54 @@ def test_streamed_text_arrives_before_the_reply_ends(server: FakeOpenAI) -> None
     assert opened_in_time == [True]
     assert seen == ["Line one.", "Line two."]
     assert (reply.text, reply.input_tokens, reply.output_tokens) == ("Line one.\nLine two.", 5, 4)
+
+
+def _provider(server: FakeOpenAI, slept: list[float]) -> oa.OpenAIProvider:
+    from worker import webclient
+
+    settings = ProviderSettings("lmstudio", ProviderKind.OPENAI, server.base_url, local=True)
+    return oa.OpenAIProvider(settings, api_key=None, web=webclient.WebClient(), sleep=slept.append)
+
+
+def _complete(provider: oa.OpenAIProvider, timeout: float = 30.0) -> Any:
+    from worker.providers.base import Conversation, UserTurn
+
+    return provider.complete(
+        Conversation("s", [UserTurn("u")]), [], model=MODEL, max_tokens=10, timeout=timeout
+    )
+
+
+def test_retries_wait_what_retry_after_says(server: FakeOpenAI) -> None:
+    slept: list[float] = []  # a fake sleep: nothing waits for real
+    server.add(OA.rate_limited("3"), OA.server_error(), OA.text("ok then"))
+    reply = _complete(_provider(server, slept))
+    assert reply.text == "ok then"
+    assert slept == [3.0, 1.0]  # retry-after, then the backoff of the second attempt
+
+
+def test_a_retry_after_past_the_limit_is_not_waited_for(server: FakeOpenAI) -> None:
+    from worker.providers.base import ProviderError
+
+    slept: list[float] = []
+    server.add(OA.rate_limited("120"))
+    with pytest.raises(ProviderError) as info:
+        _complete(_provider(server, slept))
+    assert slept == [] and "it asked to wait 120 s" in str(info.value)
+    # Nor one that would end after the call's own time.
+    server.add(OA.rate_limited("20"))
+    with pytest.raises(ProviderError):
+        _complete(_provider(server, slept), timeout=10.0)
+    assert slept == []
+
+
+def test_no_tool_support_and_unparsable_tool_calls_are_told_apart(server: FakeOpenAI) -> None:
+    from worker.providers.base import MalformedToolCall, ToolsUnsupported
+
+    slept: list[float] = []
+    server.add(OA.error(500, "tools param requires --jinja flag"))
+    with pytest.raises(ToolsUnsupported):
+        _complete(_provider(server, slept))
+    server.add(OA.server_error("Failed to parse tool call arguments as JSON"))
+    with pytest.raises(MalformedToolCall):
+        _complete(_provider(server, slept))
+    assert slept == [] and len(server.chats) == 2  # neither is retried

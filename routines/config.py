@@ -39,7 +39,7 @@ import os
 import re
 import tomllib
 import urllib.parse
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -304,11 +304,21 @@ def load_config(path: Path) -> Config:
         ollama_url=ollama.rstrip("/"),
         gallery_url=top.get("gallery_url", DEFAULT_GALLERY_URL),
         pricing=pricing,
-        sandbox=SandboxSettings(**sandbox),
+        sandbox=_with_key_files(SandboxSettings(**sandbox), providers),
         ledger=LedgerSettings(**ledger),
         fleet=fleet,
         providers=providers,
     )
+
+
+def _with_key_files(
+    sandbox: SandboxSettings, providers: dict[str, ProviderSettings]
+) -> SandboxSettings:
+    """A provider's key_file on the never-list, wherever it lives: no routine may show it to
+    a shell tool or read it (tests/test_providers.py holds this)."""
+    keys = tuple(p.key_file for p in providers.values() if p.key_file)
+    extra = tuple(k for k in keys if k not in sandbox.never)
+    return replace(sandbox, never=(*sandbox.never, *extra)) if extra else sandbox
 
 
 def _fleet(r: Reader, table: dict[str, Any] | None) -> FleetSettings | None:

@@ -407,3 +407,20 @@ def test_declaring_the_provider_later_makes_the_routine_valid_on_the_next_scan(
     entry = second.get("brief")
     assert entry is not None and entry.valid and entry.routine is not None
     assert entry.routine.agent is not None and entry.routine.agent.provider == "lmstudio"
+
+
+def test_a_key_file_is_on_the_never_list(cfg: Path, vinos_env: Path) -> None:
+    from routines.never import home_problem, never_paths
+
+    cfg.write_text(
+        '[sandbox]\nnever = ["~/.config/hub"]\n\n[providers.openrouter]\nkind = "openai"\n'
+        'base_url = "https://openrouter.ai/api/v1"\nkey_file = "~/.config/openrouter/key"\n'
+    )
+    c = load_config(cfg)
+    key = str(Path.home() / ".config/openrouter/key")
+    assert c.sandbox.never == ("~/.config/hub", key)
+    assert c.sandbox.as_dict()["never"] == ["~/.config/hub", key]  # what the worker masks
+    home = str(Path.home())
+    never = never_paths(home, str(vinos_env), c.sandbox.never)
+    assert home_problem("~/.config/openrouter/key", home, never) is not None
+    # (A declared parent, ~/.config/openrouter, is allowed: the sandbox masks the key in it.)

@@ -227,7 +227,15 @@ def to_job(providers: Mapping[str, ProviderSettings]) -> dict[str, dict[str, Any
 
 
 def from_job(raw: Mapping[str, Any]) -> dict[str, ProviderSettings]:
-    """The inverse of `to_job` (the supervisor built it from a validated config)."""
+    """The inverse of `to_job` (the supervisor built it from a validated config); ValueError
+    for anything else."""
+    try:
+        return _from_job(raw)
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
+        raise ValueError(f"the job's providers are malformed: {exc!r}") from None
+
+
+def _from_job(raw: Mapping[str, Any]) -> dict[str, ProviderSettings]:
     return {
         name: ProviderSettings(
             name=name,

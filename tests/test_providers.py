@@ -424,3 +424,10 @@ def test_a_key_file_is_on_the_never_list(cfg: Path, vinos_env: Path) -> None:
     never = never_paths(home, str(vinos_env), c.sandbox.never)
     assert home_problem("~/.config/openrouter/key", home, never) is not None
     # (A declared parent, ~/.config/openrouter, is allowed: the sandbox masks the key in it.)
+
+
+def test_a_malformed_job_providers_is_a_value_error() -> None:
+    with pytest.raises(ValueError, match="the job's providers are malformed"):
+        from_job({"x": {"kind": "grpc", "base_url": "http://h"}})
+    with pytest.raises(ValueError):
+        from_job({"x": 3})  # type: ignore[dict-item]

@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 import orjson
 
@@ -177,7 +177,7 @@ class OpenAIProvider:
                 self._sleep(delay or 0)
                 attempt += 1
                 continue
-            return self._failure(status, detail, model, attempt, delay)
+            self._fail(status, detail, model, attempt, delay)
 
     def _headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self._key}"} if self._key else {}
@@ -247,9 +247,10 @@ class OpenAIProvider:
             )
         return None
 
-    def _failure(
+    def _fail(
         self, status: int, detail: str, model: str, retries: int, delay: float | None
-    ) -> Reply:
+    ) -> NoReturn:
+        """The one place an error answer becomes a sentence for the user."""
         where = self.where
         retried = f"after {retries} retries" if retries else "not retried"
         if status in (401, 403):

@@ -431,3 +431,29 @@ def test_a_malformed_job_providers_is_a_value_error() -> None:
         from_job({"x": {"kind": "grpc", "base_url": "http://h"}})
     with pytest.raises(ValueError):
         from_job({"x": 3})  # type: ignore[dict-item]
+
+
+def test_status_names_a_local_provider_that_does_not_answer(
+    declared: Path, vinos_env: Path
+) -> None:
+    import socket
+
+    from supervisor.commands.hostcheck import problems as host_problems
+
+    r = load_file(routine(vinos_env, 'route = "lmstudio"\nmodel = "qwen"', budget=""))
+    with socket.socket() as listening:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen()
+        port = listening.getsockname()[1]
+        up = {
+            "lmstudio": ProviderSettings(
+                "lmstudio", ProviderKind.OPENAI, f"http://127.0.0.1:{port}/v1", local=True
+            )
+        }
+        assert host_problems(paths(), [r], "http://127.0.0.1:9", None, up) == []
+    down = {"lmstudio": dataclasses.replace(up["lmstudio"], base_url="http://u:pw@127.0.0.1:9/v1")}
+    [line] = host_problems(paths(), [r], "http://127.0.0.1:9", None, down)
+    assert line.startswith(
+        'the local provider "lmstudio" is not reachable at http://127.0.0.1:9/… ('
+    )
+    assert "needed by brief" in line and "pw" not in line

@@ -92,6 +92,9 @@ class Job:
     ollama_url: str
     pricing: dict[str, list[float]] = field(default_factory=dict)  # model → [$in, $out] per MTok
     sandbox: dict[str, Any] = field(default_factory=dict)  # config.toml [sandbox]: masks, limits
+    # config.toml [providers.NAME] (routines.providers.to_job): URLs, key_file paths, prices;
+    # never a key (the worker reads key_file itself).
+    providers: dict[str, Any] = field(default_factory=dict)
     # What became of this routine's proposals since its last run, for the prompt:
     # {"id", "action", "summary", "state", "decided_by", "why", "exit_status"} each.
     decisions: list[dict[str, Any]] = field(default_factory=list)

@@ -8,6 +8,11 @@ gallery_url = "https://vinos.computer/routines/"
 input = 3.0
 output = 15.0
 
+[providers.lmstudio]                 # any OpenAI-compatible server (routines/providers.py)
+kind = "openai"
+base_url = "http://127.0.0.1:1234/v1"
+local = true
+
 [sandbox]
 never = ["~/.config/hub"]            # on the never-list besides the defaults (masks: the old name)
 max_processes = 256
@@ -34,7 +39,7 @@ import os
 import re
 import tomllib
 import urllib.parse
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +59,7 @@ from routines.checks import (
     string_list,
     table_value,
 )
+from routines.providers import ProviderSettings, parse_providers
 
 __all__ = [
     "DEFAULT_GALLERY_URL",
@@ -189,6 +195,7 @@ class Config:
     sandbox: SandboxSettings = field(default_factory=SandboxSettings)
     ledger: LedgerSettings = field(default_factory=LedgerSettings)
     fleet: FleetSettings | None = None  # None: one machine, the SQLite ledger
+    providers: dict[str, ProviderSettings] = field(default_factory=dict)  # [providers.NAME]
 
 
 class ConfigInvalid(RoutineInvalid):
@@ -217,6 +224,7 @@ _SCHEMA: dict[str, dict[str, Check]] = {
         "sandbox": table_value,
         "ledger": table_value,
         "fleet": table_value,
+        "providers": table_value,
     },
     "sandbox": {
         "never": string_list,
@@ -285,6 +293,7 @@ def load_config(path: Path) -> Config:
                     f'found "{entry}"',
                 )
     fleet = _fleet(r, fleet_t)
+    providers = parse_providers(r, doc.get("providers"))
     errors = [p for p in r.problems if not p.warning]
     if errors:
         # Reader names top-level keys "[].key"; they are plain keys in the file.
@@ -295,10 +304,21 @@ def load_config(path: Path) -> Config:
         ollama_url=ollama.rstrip("/"),
         gallery_url=top.get("gallery_url", DEFAULT_GALLERY_URL),
         pricing=pricing,
-        sandbox=SandboxSettings(**sandbox),
+        sandbox=_with_key_files(SandboxSettings(**sandbox), providers),
         ledger=LedgerSettings(**ledger),
         fleet=fleet,
+        providers=providers,
     )
+
+
+def _with_key_files(
+    sandbox: SandboxSettings, providers: dict[str, ProviderSettings]
+) -> SandboxSettings:
+    """A provider's key_file on the never-list, wherever it lives: no routine may show it to
+    a shell tool or read it (tests/test_providers.py holds this)."""
+    keys = tuple(p.key_file for p in providers.values() if p.key_file)
+    extra = tuple(k for k in keys if k not in sandbox.never)
+    return replace(sandbox, never=(*sandbox.never, *extra)) if extra else sandbox
 
 
 def _fleet(r: Reader, table: dict[str, Any] | None) -> FleetSettings | None:

@@ -43,6 +43,15 @@ from routines.checks import (
 )
 from routines.grants import CREDENTIAL_KEYS, read_credentials
 from routines.hosts import network_value
+from routines.providers import ProviderSettings, unknown_route
+from routines.routekeys import (
+    Declared,
+    leg_checks,
+    named_route,
+    provider_checks,
+    provider_name,
+    route_value,
+)
 from routines.spec import (
     ACTION_NAME_RE,
     NAME_RE,
@@ -123,7 +132,9 @@ SCHEMA: dict[str, dict[str, Check]] = {
         "allow_frequent": boolean,
     },
     "agent": {
-        "route": one_of(Route),
+        "route": route_value,
+        "local_provider": provider_name,
+        "premium_provider": provider_name,
         "model": nonempty_string,
         "local_model": nonempty_string,
         "premium_model": nonempty_string,
@@ -245,15 +256,24 @@ def read_routine_file(path: Path) -> bytes:
 
 
 def load_text(
-    text: str, path: Path, origin: Origin = Origin.USER, *, check_schedule: bool = True
+    text: str,
+    path: Path,
+    origin: Origin = Origin.USER,
+    *,
+    check_schedule: bool = True,
+    providers: Mapping[str, ProviderSettings] | None = None,
 ) -> Routine:
     """Validate routine TOML `text` whose file is `path` (the file name is the routine name).
 
     `check_schedule=False` skips evaluating the schedule expression: for a worker, which is
     handed text the supervisor already validated and never looks at the schedule (it saves
     the worker the schedule machinery's import time).
+
+    `providers` are config.toml's [providers.NAME] (a worker passes its job's); None reads
+    config.toml, only when the routine names a provider that is not Ollama or Anthropic.
     """
     r = Reader(str(path), SCHEMA)
+    declared = Declared(providers)
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -277,7 +297,7 @@ def load_text(
         if "agent" not in doc:
             r.error("[agent]", 'required for an agent routine (or set [routine].kind = "command")')
         else:
-            agent = _agent(r, doc)
+            agent = _agent(r, doc, declared)
     else:
         for table in ("agent", "budget"):
             if table in doc:
@@ -288,6 +308,7 @@ def load_text(
             command = _command(r, doc)
     output = _output(r, doc)
     budget = _budget(r, doc, kind)
+    provider_checks(r, agent, budget, declared)
     if name is not None and (agent or command):
         _never_checks(r, name, agent, command, doc)
 
@@ -463,16 +484,22 @@ def _tools(r: Reader, entries: tuple[str, ...]) -> tuple[Tool, ...]:
     return tuple(tools)
 
 
-def _agent(r: Reader, doc: Mapping[str, Any]) -> AgentSpec | None:
+def _agent(r: Reader, doc: Mapping[str, Any], declared: Declared) -> AgentSpec | None:
     t = r.table(doc, "agent")
     if not isinstance(doc.get("agent"), dict):
         return None  # `agent = 3`: reported as "expected a table"
     esc = r.table(doc, "agent.escalation") if isinstance(t.get("escalation"), dict) else {}
-    route: Route = t.get("route", Route.AUTO)
+    route: Route | str = t.get("route", Route.AUTO)
     fields: dict[str, Any] = {
         k: v for k, v in t.items() if k not in ("model", "escalation", "actions", "credentials")
     }
-    if "model" in t:
+    if not isinstance(route, Route):
+        known = declared.get(r)
+        if known is not None and route not in known:
+            r.error("[agent].route", unknown_route(route, known))
+            return None
+        named_route(r, t, doc["agent"], route, fields)
+    elif "model" in t:
         target = {Route.ANTHROPIC: "premium_model", Route.OLLAMA: "local_model"}.get(route)
         if target is None:
             r.error(
@@ -489,6 +516,7 @@ def _agent(r: Reader, doc: Mapping[str, Any]) -> AgentSpec | None:
         return None
     if "system" not in t:
         return None
+    leg_checks(r, t)
     fields["tools"] = _tools(r, t.get("tools", ()))
     fields["escalation"] = Escalation(**esc)
     fields["actions"] = _actions(r, t.get("actions", []))
@@ -583,7 +611,10 @@ def _budget(r: Reader, doc: Mapping[str, Any], kind: Kind) -> BudgetSpec:
     if not isinstance(raw, dict):
         raw = {}
     agent = doc.get("agent") if isinstance(doc.get("agent"), dict) else None
-    ollama_only = agent is not None and agent.get("route") == "ollama"
+    # A declared provider's route may be local too, which only config.toml says: a paid one
+    # without a budget is warned about by routines.providers.check_agent.
+    route = agent.get("route", "auto") if agent is not None else "auto"
+    ollama_only = agent is not None and route not in ("auto", "anthropic")
     # A max_dollars_per_day that is present but invalid is an error already, not "no budget".
     if kind is Kind.AGENT and not ollama_only and "max_dollars_per_day" not in raw:
         r.warn("[budget]", "no max_dollars_per_day: this routine's daily spend is unlimited")

@@ -1,8 +1,10 @@
 """What a model call costs, in dollars.
 
 Prices are $ per million tokens (input, output), from Anthropic's published list. Ollama
-models cost $0 (electricity only). An Anthropic model this table does not know is priced from
-config.toml's [pricing] or refused: counting it as $0 would let a routine spend without limit.
+models, and providers declared `local = true`, cost $0 (electricity only). A paid provider
+declared in config.toml is priced from its own `prices` only. An Anthropic model this table
+does not know is priced from config.toml's [pricing] or refused: counting it as $0 would let a
+routine spend without limit.
 """
 
 from __future__ import annotations
@@ -35,8 +37,16 @@ _DATED = re.compile(r"-\d{8}$")
 class UnknownModelPrice(LookupError):
     """A premium model with no known price: refused rather than counted as free."""
 
-    def __init__(self, model: str) -> None:
+    def __init__(self, model: str, *, provider: str | None = None) -> None:
         self.model = model
+        if provider is not None:  # a provider declared in config.toml prices its own models
+            super().__init__(
+                f'no price known for model "{model}" on provider "{provider}": add it to '
+                f"config.toml, e.g.\n  [providers.{provider}]\n"
+                f'  prices = {{ "{model}" = {{ input = 3.0, output = 15.0 }} }}   '
+                "# $ per million tokens"
+            )
+            return
         super().__init__(
             f'no price known for model "{model}": add it to config.toml, e.g.\n'
             f'  [pricing."{model}"]\n  input = 3.0    # $ per million input tokens\n'
@@ -45,22 +55,33 @@ class UnknownModelPrice(LookupError):
 
 
 def price_of(
-    model: str, overrides: Mapping[str, tuple[float, float] | list[float]] | None = None
+    model: str,
+    overrides: Mapping[str, tuple[float, float] | list[float]] | None = None,
+    *,
+    builtin: bool = True,
+    provider: str | None = None,
 ) -> tuple[float, float]:
-    """($/MTok in, $/MTok out) for an Anthropic model; config overrides win."""
-    for table in (overrides or {}, PRICES):
+    """($/MTok in, $/MTok out) for an Anthropic model; config overrides win.
+
+    `builtin=False` (a provider declared in config.toml, whose `prices` are `overrides`):
+    only those prices count. Anthropic's list says nothing of what OpenRouter or OpenAI
+    charge, and a model name they share must not borrow its price."""
+    for table in (overrides or {}, PRICES) if builtin else (overrides or {},):
         for key in (model, _DATED.sub("", model)):
             if key in table:
                 pin, pout = table[key]
                 return float(pin), float(pout)
-    raise UnknownModelPrice(model)
+    raise UnknownModelPrice(model, provider=provider)
 
 
 def is_priced(
-    model: str, overrides: Mapping[str, tuple[float, float] | list[float]] | None = None
+    model: str,
+    overrides: Mapping[str, tuple[float, float] | list[float]] | None = None,
+    *,
+    builtin: bool = True,
 ) -> bool:
     try:
-        price_of(model, overrides)
+        price_of(model, overrides, builtin=builtin)
     except UnknownModelPrice:
         return False
     return True
@@ -71,9 +92,12 @@ def cost(
     input_tokens: int,
     output_tokens: int,
     overrides: Mapping[str, tuple[float, float] | list[float]] | None = None,
+    *,
+    builtin: bool = True,
+    provider: str | None = None,
 ) -> float:
-    """Dollars for one Anthropic call; raises UnknownModelPrice for an unpriced model."""
-    pin, pout = price_of(model, overrides)
+    """Dollars for one premium call; raises UnknownModelPrice for an unpriced model."""
+    pin, pout = price_of(model, overrides, builtin=builtin, provider=provider)
     return (input_tokens * pin + output_tokens * pout) / 1_000_000
 
 

@@ -58,6 +58,9 @@ class Entry:
 @dataclass(frozen=True, slots=True)
 class Registry:
     entries: dict[str, Entry] = field(default_factory=dict)
+    # config.toml's (mtime_ns, size, inode) when scanned: a routine naming a provider from it
+    # is valid or not by what it declares, so a changed config.toml re-reads every file.
+    config_stamp: tuple[int, int, int] | None = None
 
     def routines(self) -> list[Routine]:
         """The routines in force, by name."""
@@ -111,9 +114,14 @@ def _files(directory: Path, origin: Origin) -> dict[str, tuple[Path, tuple[int, 
 
 
 def _read(
-    name: str, path: Path, stamp: tuple[int, int, int], origin: Origin, previous: Entry | None
+    name: str,
+    path: Path,
+    stamp: tuple[int, int, int],
+    origin: Origin,
+    previous: Entry | None,
+    reread: bool = False,
 ) -> Entry:
-    if previous is not None and previous.path == path and previous.stamp == stamp:
+    if not reread and previous is not None and previous.path == path and previous.stamp == stamp:
         return previous
     try:
         routine = load_file(path, origin)
@@ -126,17 +134,27 @@ def _read(
 def scan(paths: Paths, previous: Registry | None = None) -> Registry:
     """Read both directories; reuse unchanged entries of `previous`."""
     prev = previous.entries if previous else {}
+    config = _config_stamp(paths.config_file)
+    reread = previous is not None and previous.config_stamp != config
     system = _files(paths.system_dir, Origin.SYSTEM)
     user = _files(paths.routines_dir, Origin.USER)
     entries: dict[str, Entry] = {}
     for name in sorted(set(system) | set(user)):
         if name in user:
             path, stamp = user[name]
-            entry = _read(name, path, stamp, Origin.USER, prev.get(name))
+            entry = _read(name, path, stamp, Origin.USER, prev.get(name), reread)
             if name in system:
                 entry = replace(entry, overrides=system[name][0])
         else:
             path, stamp = system[name]
-            entry = _read(name, path, stamp, Origin.SYSTEM, prev.get(name))
+            entry = _read(name, path, stamp, Origin.SYSTEM, prev.get(name), reread)
         entries[name] = entry
-    return Registry(entries)
+    return Registry(entries, config)
+
+
+def _config_stamp(path: Path) -> tuple[int, int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_size, st.st_ino)

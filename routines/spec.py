@@ -56,6 +56,9 @@ class Route(StrEnum):
     ANTHROPIC = "anthropic"  # premium only
     OLLAMA = "ollama"  # local only
     AUTO = "auto"  # local first, escalate to premium on a trigger
+    # One provider declared in config.toml ([providers.NAME]); AgentSpec.provider names it.
+    # Written in a routine file as route = "NAME", never as "provider".
+    PROVIDER = "provider"
 
 
 class Memory(StrEnum):
@@ -179,6 +182,10 @@ class AgentSpec:
     escalation: Escalation = field(default_factory=Escalation)
     actions: tuple[Action, ...] = ()
     credentials: tuple[Credential, ...] = ()
+    provider: str = ""  # route = PROVIDER: the declared provider's name
+    model: str = ""  # route = PROVIDER: the model on it
+    local_provider: str = "ollama"  # route = "auto": the local leg's provider
+    premium_provider: str = "anthropic"  # route = "auto": the premium leg's provider
 
     def action(self, name: str) -> Action | None:
         return next((a for a in self.actions if a.name == name), None)

@@ -11,6 +11,7 @@ from zoneinfo import ZoneInfo
 from ipc.messages import Job
 from routines.config import Config
 from routines.paths import Paths
+from routines.providers import to_job
 from routines.runs import Trigger
 from routines.spec import Memory, Routine
 from routines.store import read_regular
@@ -79,6 +80,7 @@ def build_job(
         ollama_url=config.ollama_url,
         pricing={m: [p[0], p[1]] for m, p in config.pricing.items()},
         sandbox=config.sandbox.as_dict(),
+        providers=to_job(config.providers),
         parent_run_id=reply.parent_run_id if reply else None,
         reply_text=reply.text if reply else "",
         decisions=decisions or [],

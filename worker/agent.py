@@ -1,10 +1,12 @@
 """One agent run: choose the route, drive the tool loop, escalate, then output and memory.
 
 Routes and their ledger labels (seed 000): `ollama` and `anthropic` when the routine picks
-one; for `auto`, `local` when the local model's answer stands and `local->premium` when the
-router escalated. An escalation re-runs the same turn from the start on the premium model
-(the local attempt's tool results are not carried over), so its input/output tokens are the
-premium attempt's and the local attempt's are in local_input/local_output.
+one (or the name of a provider from config.toml it picks); for `auto`, `local` when the local
+model's answer stands and `local->premium` when the router escalated. Which provider each leg
+runs on is the run's `plan` (routines.providers.plan_route). An escalation re-runs the same
+turn from the start on the premium model (the local attempt's tool results are not carried
+over), so its input/output tokens are the premium attempt's and the local attempt's are in
+local_input/local_output.
 """
 
 from __future__ import annotations
@@ -14,11 +16,19 @@ from pathlib import Path
 
 from ipc.messages import EventKind, Outcome, Result, RunStatus, Usage
 from routines import pricing
-from routines.spec import AgentSpec, Memory, Route
+from routines.providers import (
+    BUILTIN_LOCAL,
+    BUILTIN_PREMIUM,
+    Leg,
+    RouteInvalid,
+    RoutePlan,
+    Target,
+)
+from routines.spec import AgentSpec, Memory
 from worker import budget, memory, prompts, replies, router
 from worker.context import RunContext
-from worker.loop import CHARS_PER_TOKEN, AttemptEnd, End, ToolLoop
-from worker.providers.base import Conversation, ProviderError, Turn, UserTurn
+from worker.loop import CHARS_PER_TOKEN, AttemptEnd, End, ToolLoop, stop_failure
+from worker.providers.base import Conversation, ProviderError, Stop, Turn, UserTurn
 from worker.results import first_line, run_failed
 
 __all__ = ["SUMMARY_TIMEOUT", "run_agent"]
@@ -55,9 +65,15 @@ class AgentRun:
         decided = prompts.decisions_text(run.job.decisions)
         self.user = prompts.user_turn(self.task, remembered, decided)
         self.loop = ToolLoop(run, self.tools)
-        labels = {Route.OLLAMA: "ollama", Route.ANTHROPIC: "anthropic", Route.AUTO: "local"}
+        self.route_error = ""
+        try:
+            self.plan = run.plan
+        except RouteInvalid as exc:  # reported by go(), as the run's failure
+            self.route_error = f"{exc.key}: {exc}"
+            local, premium = Target(BUILTIN_LOCAL, agent.model), Target(BUILTIN_PREMIUM, "")
+            self.plan = RoutePlan(local, premium, Leg.LOCAL, agent.provider or BUILTIN_LOCAL)
         self.route = _Route(
-            labels[agent.route], escalations_left=agent.escalation.max_escalations_per_run
+            self.plan.label, escalations_left=agent.escalation.max_escalations_per_run
         )
 
     def conversation(self) -> Conversation:
@@ -66,11 +82,13 @@ class AgentRun:
         return self.conv
 
     def go(self) -> Result:
+        if self.route_error:
+            return self._failed(self.route_error, self.plan.local.model)
         if self._may_use_premium():
             try:
-                pricing.price_of(self.agent.premium_model, self.run.job.pricing)
+                self.run.premium_price()
             except pricing.UnknownModelPrice as exc:
-                return self._failed(str(exc), self.agent.premium_model)
+                return self._failed(str(exc), self.plan.premium.model)
         if self.run.job.parent_run_id:
             try:
                 self.reply_turns = replies.parent_turns(self.run)
@@ -92,10 +110,8 @@ class AgentRun:
         return self._finish(end)
 
     def _may_use_premium(self) -> bool:
-        if self.agent.route is Route.ANTHROPIC:
-            return True
-        if self.agent.route is Route.OLLAMA:
-            return False
+        if self.plan.only is not None:
+            return self.plan.only is Leg.PREMIUM
         esc = self.agent.escalation
         toggles = (
             esc.on_low_confidence,
@@ -106,16 +122,14 @@ class AgentRun:
         return esc.max_escalations_per_run > 0 and any(toggles)
 
     def _last_model(self) -> str:
-        premium = self.route.escalated or self.agent.route is Route.ANTHROPIC
-        return self.agent.premium_model if premium else self.agent.local_model
+        premium = self.route.escalated or self.plan.only is Leg.PREMIUM
+        return self.plan.premium.model if premium else self.plan.local.model
 
     # --- routing ---
 
     def _drive(self) -> AttemptEnd:
-        if self.agent.route is Route.OLLAMA:
-            return self.loop.attempt(self.conversation(), premium=False)
-        if self.agent.route is Route.ANTHROPIC:
-            return self.loop.attempt(self.conversation(), premium=True)
+        if self.plan.only is not None:
+            return self.loop.attempt(self.conversation(), premium=self.plan.only is Leg.PREMIUM)
         esc = self.agent.escalation
         gate = self._gate(
             router.before_local(
@@ -130,12 +144,17 @@ class AgentRun:
             on_malformed=lambda: self._gate(router.on_malformed(esc, self.route.escalations_left)),
         )
         if end.end is End.FINAL and end.reply is not None:
+            prompt = end.prompt_tokens
+            if end.reply.stop is Stop.CONTEXT:
+                # The server refused the prompt as longer than its context (an OpenAI-
+                # compatible one says so; Ollama cuts it silently): it filled the context.
+                prompt = max(prompt or 0, self.agent.local_context_tokens)
             gate = self._gate(
                 router.after_reply(
                     esc,
                     self.route.escalations_left,
                     end.reply.text,
-                    end.prompt_tokens,
+                    prompt,
                     self.agent.local_context_tokens,
                 )
             )
@@ -182,9 +201,9 @@ class AgentRun:
         )
         self.run.channel.event(
             EventKind.ESCALATED,
-            f"escalating to {self.agent.premium_model}: {gate.trigger}",
+            f"escalating to {self.plan.premium.model}: {gate.trigger}",
             reason=gate.trigger,
-            to=self.agent.premium_model,
+            to=self.plan.premium.model,
         )
         return self.loop.attempt(self.conversation(), premium=True)
 
@@ -218,6 +237,8 @@ class AgentRun:
             return _with(base, summary=end.message, notify=notify)
         if end.end is not End.FINAL or end.reply is None:
             return self._failed(end.message or "the run ended without an answer", end.model)
+        if end.reply.stop is Stop.CONTEXT:
+            return self._failed(stop_failure(end.reply), end.model)
         if self.run.proposals:
             # Whatever the model reported: a proposal waits for the user (issue 12).
             n = self.run.proposals
@@ -251,7 +272,7 @@ class AgentRun:
             run.channel.warn("memory not updated: the run is out of time")
             return
         system, user = memory.summary_request(run.name, run.outcome, body)
-        model = self.agent.local_model
+        model = self.plan.local.model
         try:
             reply = run.local().complete(
                 Conversation(system, [UserTurn(user)]),

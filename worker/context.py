@@ -1,5 +1,8 @@
 """One run's state: the job, the parsed routine, the clock, the spend so far, and the
-providers (created on first use, so a local-only run never loads the Anthropic SDK)."""
+providers (created on first use, so a local-only run never loads the Anthropic SDK).
+
+Which provider each leg runs on is `plan` (routines.providers.plan_route over the job's
+[providers.NAME] settings): Ollama and Anthropic unless the routine names a declared one."""
 
 from __future__ import annotations
 
@@ -14,7 +17,9 @@ from typing import TYPE_CHECKING
 
 from ipc.messages import EventKind, Job, Outcome
 from routines import paths as paths_mod
+from routines import pricing
 from routines.config import DEFAULT_OLLAMA_URL, ollama_host_url
+from routines.providers import RoutePlan, Target, from_job, plan_route
 from routines.spec import Routine
 from worker import keys
 from worker.budget import PremiumAllowance, Spent
@@ -22,7 +27,7 @@ from worker.channel import Channel
 from worker.providers.base import Provider, ProviderError
 
 if TYPE_CHECKING:
-    from worker.providers.ollama import OllamaProvider
+    from collections.abc import Mapping
 
 __all__ = ["Deadline", "RunContext", "ollama_url"]
 
@@ -67,8 +72,9 @@ class RunContext:
     outcome: Outcome | None = None
     outcome_summary: str = ""
     proposals: int = 0  # propose_action calls accepted
-    _local: OllamaProvider | None = None
+    _local: Provider | None = None
     _premium: Provider | None = None
+    _plan: RoutePlan | None = None
     _api_key: str | None = None
     _key_looked_up: bool = False
 
@@ -111,21 +117,39 @@ class RunContext:
     def add_premium(self, tokens: int, dollars: float) -> None:
         self.spent = Spent(self.spent.tokens + tokens, self.spent.dollars + dollars)
 
-    def local(self) -> OllamaProvider:
-        if self._local is None:
-            from worker.providers.ollama import OllamaProvider
+    @property
+    def plan(self) -> RoutePlan:
+        """The route's two legs; routines.providers.RouteInvalid when the routine names a
+        provider the job's config.toml does not declare (worker.agent reports it)."""
+        if self._plan is None:
+            assert self.routine.agent is not None
+            self._plan = plan_route(self.routine.agent, from_job(self.job.providers))
+        return self._plan
 
-            ctx = self.routine.agent.local_context_tokens if self.routine.agent else 4096
-            self._local = OllamaProvider(
-                ollama_url(self.job.ollama_url),
-                context_tokens=ctx,
-                on_text=lambda text: self.channel.event(EventKind.MODEL_TEXT, text),
-            )
+    def _show_text(self, text: str) -> None:
+        self.channel.event(EventKind.MODEL_TEXT, text)
+
+    def local(self) -> Provider:
+        if self._local is None:
+            target = self.plan.local
+            if target.settings is not None:
+                self._local = self._declared(target)
+            else:
+                from worker.providers.ollama import OllamaProvider
+
+                ctx = self.routine.agent.local_context_tokens if self.routine.agent else 4096
+                self._local = OllamaProvider(
+                    ollama_url(self.job.ollama_url), context_tokens=ctx, on_text=self._show_text
+                )
         return self._local
 
     def premium(self) -> Provider:
-        """The Anthropic provider; ProviderError when there is no API key."""
+        """The premium leg's provider; ProviderError when there is no API key."""
         if self._premium is None:
+            target = self.plan.premium
+            if target.settings is not None:
+                self._premium = self._declared(target)
+                return self._premium
             key = self.api_key()
             if key is None:
                 raise ProviderError(keys.MISSING_KEY)
@@ -133,6 +157,44 @@ class RunContext:
 
             self._premium = AnthropicProvider(key)
         return self._premium
+
+    def _declared(self, target: Target) -> Provider:
+        """A provider from config.toml; its key is read here, from key_file, and goes only
+        into the request's Authorization header."""
+        from worker.providers.openai import OpenAIProvider
+
+        settings = target.settings
+        assert settings is not None
+        key = None
+        if settings.key_file:
+            key = keys.read_key_file(Path(settings.key_file), self.channel.warn)
+            if key is None:
+                raise ProviderError(
+                    f'no API key for provider "{settings.name}": write it to '
+                    f"{settings.key_file} (chmod 600), as config.toml's key_file says"
+                )
+        return OpenAIProvider(settings, api_key=key, on_text=self._show_text)
+
+    def premium_prices(
+        self,
+    ) -> tuple[Mapping[str, tuple[float, float] | list[float]], bool, str | None]:
+        """The premium leg's price table: (prices, whether the built-in Anthropic list counts,
+        the provider to name in an error)."""
+        settings = self.plan.premium.settings
+        if settings is None:
+            return self.job.pricing, True, None
+        return settings.prices, False, settings.name
+
+    def premium_price(self) -> tuple[float, float]:
+        """($/MTok in, out) of the premium leg's model; pricing.UnknownModelPrice if none."""
+        prices, builtin, provider = self.premium_prices()
+        return pricing.price_of(self.plan.premium.model, prices, builtin=builtin, provider=provider)
+
+    def premium_cost(self, model: str, input_tokens: int, output_tokens: int) -> float:
+        prices, builtin, provider = self.premium_prices()
+        return pricing.cost(
+            model, input_tokens, output_tokens, prices, builtin=builtin, provider=provider
+        )
 
     def record_tool(self, name: str) -> None:
         self.tool_calls += 1

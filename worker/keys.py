@@ -10,7 +10,7 @@ import stat
 from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["KEY_ENV", "MISSING_KEY", "find_api_key"]
+__all__ = ["KEY_ENV", "MISSING_KEY", "find_api_key", "read_key_file"]
 
 KEY_ENV = "ANTHROPIC_API_KEY"
 MISSING_KEY = (
@@ -24,6 +24,12 @@ def find_api_key(key_file: Path, warn: Callable[[str], None]) -> str | None:
     env = os.environ.get(KEY_ENV, "").strip()
     if env:
         return env
+    return read_key_file(key_file, warn)
+
+
+def read_key_file(key_file: Path, warn: Callable[[str], None]) -> str | None:
+    """A key file's key (Anthropic's, or a config.toml provider's `key_file`), or None when
+    there is none; warns when the file is open to group or others."""
     try:
         fd = os.open(key_file, os.O_RDONLY | os.O_CLOEXEC)
     except FileNotFoundError:

@@ -21,7 +21,6 @@ from enum import StrEnum
 from typing import TYPE_CHECKING
 
 from ipc.messages import EventKind, Usage
-from routines import pricing
 from routines.spec import OnExceed
 from worker import budget
 from worker.channel import preview
@@ -111,7 +110,7 @@ class ToolLoop:
                 if verdict is budget.SpendCheck.DEGRADE:
                     self._degrade(reason or "")
                     premium = False
-            model = self.agent.premium_model if premium else self.agent.local_model
+            model = self._model(premium)
             try:
                 reply, prompt_tokens, capped = self._call(conv, premium)
             except MalformedToolCall as exc:
@@ -146,7 +145,7 @@ class ToolLoop:
             conv.turns.append(ToolResultsTurn(results))
         return AttemptEnd(
             End.CAP,
-            model=self.agent.premium_model if premium else self.agent.local_model,
+            model=self._model(premium),
             message=f"stopped after {MAX_ITERATIONS} model calls: the model was still calling "
             "tools without giving a final answer",
         )
@@ -169,9 +168,13 @@ class ToolLoop:
 
     def _degrade(self, reason: str) -> None:
         self.run.channel.warn(
-            f"budget: {reason}; continuing on the local model {self.agent.local_model} ($0)",
+            f"budget: {reason}; continuing on the local model {self._model(False)} ($0)",
             budget="degrade-to-local",
         )
+
+    def _model(self, premium: bool) -> str:
+        plan = self.run.plan
+        return plan.premium.model if premium else plan.local.model
 
     def _call(self, conv: Conversation, premium: bool) -> tuple[Reply, int | None, bool]:
         """One model call with its events and usage: (reply, prompt tokens, output capped by
@@ -194,14 +197,14 @@ class ToolLoop:
             )
         if premium:
             provider = run.premium()
-            model = self.agent.premium_model
-            _, out_price = pricing.price_of(model, run.job.pricing)
+            model = self._model(True)
+            _, out_price = run.premium_price()
             max_tokens, capped = budget.output_cap(
                 run.allowance, run.spent, DEFAULT_MAX_OUTPUT, out_price / 1_000_000
             )
             timeout = min(PREMIUM_CALL_TIMEOUT_MAX, remaining / 3)  # the SDK may try 3 times
         else:
-            provider, model = run.local(), self.agent.local_model
+            provider, model = run.local(), self._model(False)
             max_tokens, capped, timeout = DEFAULT_MAX_OUTPUT, False, remaining
         tools = self.tools if self.tools_on else []
         run.channel.event(
@@ -241,7 +244,7 @@ class ToolLoop:
         if out is None:
             out = len(reply.text) // CHARS_PER_TOKEN
         if premium:
-            dollars = pricing.cost(model, prompt, out, self.run.job.pricing)
+            dollars = self.run.premium_cost(model, prompt, out)
             self.run.add_premium(prompt + out, dollars)
             self.run.channel.usage(Usage(input=prompt, output=out, dollars=dollars, model=model))
         else:
@@ -250,13 +253,15 @@ class ToolLoop:
 
 
 def stop_failure(reply: Reply) -> str:
+    # Named for the model that answered: a premium leg may be any provider's.
+    who = "Claude" if reply.provider == "anthropic" else reply.model or "the model"
     if reply.stop is Stop.MAX_TOKENS:
         return (
-            f"Claude's reply was cut off at max_tokens ({DEFAULT_MAX_OUTPUT} tokens) before it "
+            f"{who}'s reply was cut off at max_tokens ({DEFAULT_MAX_OUTPUT} tokens) before it "
             "was finished"
         )
     if reply.stop is Stop.CONTEXT:
         return "the conversation outgrew the model's context window"
     if reply.stop is Stop.REFUSAL:
-        return "Claude declined to carry out this routine (stop_reason: refusal)"
-    return f"Claude stopped for a reason this version does not know: {reply.stop_reason!r}"
+        return f"{who} declined to carry out this routine (stop_reason: {reply.stop_reason})"
+    return f"{who} stopped for a reason this version does not know: {reply.stop_reason!r}"

@@ -74,6 +74,7 @@ def _kind(msg: object) -> str:
 def run_job(job: Job, channel: object) -> Result:
     """Parse the routine again (the worker trusts nothing but the text) and run it."""
     from routines.loader import RoutineInvalid, load_text
+    from routines.providers import from_job
     from routines.spec import Kind, Origin
     from worker.channel import Channel
     from worker.context import Deadline, RunContext
@@ -85,6 +86,7 @@ def run_job(job: Job, channel: object) -> Result:
             Path(job.routine_path),
             Origin(job.routine_origin),
             check_schedule=False,  # the supervisor validated it; a run never looks at it
+            providers=from_job(job.providers),  # config.toml's, as the supervisor read it
         )
     except (RoutineInvalid, ValueError) as exc:
         return run_failed(f"the routine is invalid: {exc}")

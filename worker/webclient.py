@@ -78,6 +78,10 @@ class Response:
     status: int
     reason: str
     body: bytes  # empty when the lines went to `on_line`
+    headers: tuple[tuple[str, str], ...] = ()  # lower-case names, as received
+
+    def header(self, name: str) -> str | None:
+        return next((v for k, v in self.headers if k == name), None)
 
     def json(self) -> Any:
         """The body as JSON; ValueError when it is not."""
@@ -108,11 +112,13 @@ class WebClient:
         redirects: Redirects = Redirects.NONE,
         on_line: LineSink | None = None,
         max_body: int = MAX_BODY,
+        headers: dict[str, str] | None = None,
     ) -> Response:
         """POST `payload` to `url`; the whole answer must arrive within `timeout` seconds.
 
         With `on_line`, a 2xx body is handed over line by line as it arrives (NDJSON) and
-        not kept; any other status keeps its body for the error message.
+        not kept; any other status keeps its body for the error message. `headers` are added
+        to the request (an Authorization header: never logged, never in an error).
         """
         import httpx2
 
@@ -123,7 +129,7 @@ class WebClient:
                 "POST",
                 url,
                 content=orjson.dumps(payload),
-                headers={"Content-Type": "application/json"},
+                headers={"Content-Type": "application/json", **(headers or {})},
                 timeout=httpx2.Timeout(timeout, connect=min(connect_timeout, timeout)),
             )
             for _ in range(MAX_REDIRECTS + 1):
@@ -137,7 +143,8 @@ class WebClient:
                         continue
                     streaming = on_line is not None and 200 <= response.status_code < 300
                     body = _read(response.iter_bytes(), max_body, on_line if streaming else None)
-                    return Response(response.status_code, response.reason_phrase, body)
+                    got = tuple((k.lower(), v) for k, v in response.headers.items())
+                    return Response(response.status_code, response.reason_phrase, body, got)
                 finally:
                     response.close()
             raise Broken(f"more than {MAX_REDIRECTS} redirects")

@@ -155,6 +155,7 @@ def _agent_lines(routine: Routine) -> list[Line]:
         Route.AUTO: f"auto: {agent.local_model} locally, {agent.premium_model} when escalated",
         Route.OLLAMA: f"ollama: {agent.local_model} (local, no API cost)",
         Route.ANTHROPIC: f"anthropic: {agent.premium_model}",
+        Route.PROVIDER: f"{agent.provider}: {agent.model} (a provider in config.toml)",
     }[agent.route]
     lines = [Line("model", models)]
     if agent.tools:

@@ -11,9 +11,12 @@ import shutil
 import socket
 import stat
 import urllib.parse
+from collections.abc import Mapping
 from pathlib import Path
 
 from routines.paths import Paths
+from routines.providers import ProviderSettings
+from routines.safetext import redact_url
 from routines.spec import Kind, Route, Routine
 
 __all__ = ["problems"]
@@ -54,11 +57,43 @@ def _daemon_has_key(pid: int | None) -> bool | None:
 
 
 def _needs_anthropic(r: Routine) -> bool:
-    return r.agent is not None and r.agent.route in (Route.ANTHROPIC, Route.AUTO)
+    # An auto route whose premium leg is a provider from config.toml needs no Anthropic key.
+    a = r.agent
+    return a is not None and (
+        a.route is Route.ANTHROPIC or (a.route is Route.AUTO and a.premium_provider == "anthropic")
+    )
 
 
 def _needs_ollama(r: Routine) -> bool:
-    return r.agent is not None and r.agent.route in (Route.OLLAMA, Route.AUTO)
+    a = r.agent
+    return a is not None and (
+        a.route is Route.OLLAMA or (a.route is Route.AUTO and a.local_provider == "ollama")
+    )
+
+
+def _local_providers_down(
+    enabled: list[Routine], providers: Mapping[str, ProviderSettings]
+) -> list[str]:
+    """A local provider from config.toml that routines use and that does not answer."""
+    users: dict[str, list[Routine]] = {}
+    for r in enabled:
+        a = r.agent
+        if a is None:
+            continue
+        name = a.provider if a.route is Route.PROVIDER else a.local_provider
+        if name in providers and providers[name].local:
+            users.setdefault(name, []).append(r)
+    out = []
+    for name, routines in users.items():
+        url = providers[name].base_url
+        why = _ollama_unreachable(url)
+        if why:
+            out.append(
+                f'the local provider "{name}" is not reachable at {redact_url(url)} ({why}; '
+                f"needed by {_names(routines)}): start its server, or fix base_url in "
+                "config.toml"
+            )
+    return out
 
 
 def _needs_shell(r: Routine) -> bool:
@@ -82,10 +117,15 @@ def _names(routines: list[Routine]) -> str:
 
 
 def problems(
-    p: Paths, enabled: list[Routine], ollama_url: str, daemon_pid: int | None
+    p: Paths,
+    enabled: list[Routine],
+    ollama_url: str,
+    daemon_pid: int | None,
+    providers: Mapping[str, ProviderSettings] | None = None,
 ) -> list[str]:
     """One line per problem, naming the routines it affects and the fix."""
     out: list[str] = []
+    out += _local_providers_down(enabled, providers or {})
     anthropic = [r for r in enabled if _needs_anthropic(r)]
     if anthropic:
         key_file = _key_file_state(p.api_key_file)

@@ -151,4 +151,5 @@ def _problems(st: dict[str, Any]) -> list[str]:
     with closing(cli_ledger(p)) as ledger:
         states = ledger.states()
     enabled = [r for r in registry.routines() if is_enabled(states, r.name, r.enabled)]
-    return problems(p, enabled, config.ollama_url, st.get("pid") if st.get("daemon") else None)
+    pid = st.get("pid") if st.get("daemon") else None
+    return problems(p, enabled, config.ollama_url, pid, config.providers)

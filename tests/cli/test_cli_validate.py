@@ -49,10 +49,11 @@ def test_invalid_file_prints_every_error_and_exits_1(p: Paths) -> None:
     )
     done = cli("validate", str(path))
     assert done.returncode == 1
+    # (No "unlimited spend" warning: whether a route that names a provider is paid is known
+    # only from config.toml, and this one names none there.)
     assert done.stdout.splitlines() == [
-        f"{path}: [budget]: WARN no max_dollars_per_day: this routine's daily spend is unlimited",
-        f'{path}: [agent].route: expected one of "anthropic" | "ollama" | "auto", '
-        'found "cloud" (a string)',
+        f'{path}: [agent].route: expected one of "anthropic" | "ollama" | "auto" or a provider '
+        'declared in config.toml [providers.NAME] (none declared), found "cloud" (a string)',
         f"{path}: [budget].max_dolars_per_day: unknown key (did you mean max_dollars_per_day?)",
     ]
 

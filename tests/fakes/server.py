@@ -173,7 +173,8 @@ class FakeServer:
 
             def _send_chunks(self, reply: Reply) -> None:
                 self.send_response(reply.status)
-                self.send_header("content-type", "application/x-ndjson")
+                if not any(k.lower() == "content-type" for k in reply.headers):
+                    self.send_header("content-type", "application/x-ndjson")
                 self.send_header("transfer-encoding", "chunked")
                 for k, v in reply.headers.items():
                     self.send_header(k, v)

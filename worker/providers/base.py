@@ -1,7 +1,8 @@
 """What every provider speaks: a neutral conversation in, a neutral `Reply` out.
 
 Each provider renders the `Conversation` into its own wire format (Anthropic content blocks
-and `tool_result` blocks; Ollama `role: "tool"` messages) and parses its answer back, so a
+and `tool_result` blocks; Ollama `role: "tool"` messages; Chat Completions `tool_calls` and
+`role: "tool"` messages with a `tool_call_id`) and parses its answer back, so a
 run can move between providers mid-conversation (budget degrade-to-local).
 
 Provider failures are raised as `ProviderError` with a message a user understands; the
@@ -68,7 +69,7 @@ class Reply:
     input_tokens: int | None  # None: the provider did not say (unknown, not zero)
     output_tokens: int | None
     malformed: str | None = None  # the tool-call JSON was malformed: why (a router trigger)
-    provider: str = ""  # "anthropic" | "ollama": who `native` belongs to
+    provider: str = ""  # "anthropic" | "ollama" | "openai": the wire format `native` is in
     native: Any = None  # the provider's own assistant message, sent back verbatim to it
 
 
@@ -138,7 +139,7 @@ class MalformedToolCall(ProviderError):
 
 
 class Provider(Protocol):
-    name: str  # "anthropic" | "ollama"
+    name: str  # "anthropic" | "ollama" | a provider's name from config.toml
     premium: bool  # costs money: the budget applies
 
     def complete(

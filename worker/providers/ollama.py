@@ -14,9 +14,6 @@ and also marked `malformed`: the auto-router escalates on it, other routes run t
 
 from __future__ import annotations
 
-import json
-import re
-from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -35,6 +32,7 @@ from worker.providers.base import (
     ToolsUnsupported,
     UserTurn,
 )
+from worker.providers.shared import TextLines, TextSink, arguments, tool_call_in_content
 
 __all__ = [
     "OllamaProvider",
@@ -46,9 +44,6 @@ __all__ = [
 ]
 
 CONNECT_TIMEOUT = 5.0
-
-TextSink = Callable[[str], None]
-FLUSH_CHARS = 200  # a streamed line longer than this is shown in pieces of about this size
 
 
 class OllamaProvider:
@@ -134,36 +129,6 @@ class OllamaProvider:
         finally:
             lines.end()
         return _check(resp, merge_chunks(chunks), model, where)
-
-
-class TextLines:
-    """Streamed text pieces → `sink` calls of whole lines (or FLUSH_CHARS at most), so a
-    slow model's answer reaches the run log as it grows, without an event per token."""
-
-    def __init__(self, sink: TextSink | None, flush_chars: int = FLUSH_CHARS) -> None:
-        self._sink = sink
-        self._flush = flush_chars
-        self._buf = ""
-
-    def feed(self, piece: str) -> None:
-        if self._sink is None or not piece:
-            return
-        self._buf += piece
-        head, newline, tail = self._buf.rpartition("\n")
-        if newline:
-            self._buf = tail
-            self._emit(head)
-        if len(self._buf) >= self._flush:
-            self._emit(self._buf)
-            self._buf = ""
-
-    def end(self) -> None:
-        self._emit(self._buf)
-        self._buf = ""
-
-    def _emit(self, text: str) -> None:
-        if self._sink is not None and text.strip():
-            self._sink(text)
 
 
 def _piece(chunk: object) -> str:
@@ -270,7 +235,7 @@ def parse_chat(data: dict[str, Any], *, model: str, tool_names: set[str]) -> Rep
         fn = raw.get("function") if isinstance(raw, dict) else None
         fn = fn if isinstance(fn, dict) else {}
         call_id = str(raw.get("id") or f"call_{i}") if isinstance(raw, dict) else f"call_{i}"
-        args, error = _arguments(fn.get("arguments"))
+        args, error = arguments(fn.get("arguments"))
         if error:
             malformed = f"tool call arguments failed json.loads(): {error}"
         calls.append(ToolCall(call_id, str(fn.get("name") or ""), args, error))
@@ -300,52 +265,3 @@ def parse_chat(data: dict[str, Any], *, model: str, tool_names: set[str]) -> Rep
 
 def _count(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _arguments(raw: object) -> tuple[dict[str, Any] | None, str | None]:
-    if isinstance(raw, dict):
-        return raw, None
-    if raw is None:
-        return {}, None
-    if isinstance(raw, str):
-        if not raw.strip():
-            return {}, None
-        try:
-            parsed = json.loads(raw)
-        except ValueError as exc:
-            return None, f"{exc} in {raw[:120]!r}"
-        if isinstance(parsed, dict):
-            return parsed, None
-        return None, f"expected a JSON object, found {type(parsed).__name__}"
-    return None, f"expected a JSON object, found {type(raw).__name__}"
-
-
-_FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
-
-
-def tool_call_in_content(content: str, tool_names: set[str]) -> ToolCall | None:
-    """A tool call written as JSON text, e.g. `{"name": "run_shell", "parameters": {...}}`.
-
-    Only a whole reply that is one JSON object naming an offered tool counts, so ordinary
-    prose (or a JSON answer about something else) is never mistaken for a call.
-    """
-    text = content.strip().removeprefix("<|python_tag|>").strip()
-    fenced = _FENCE.match(text)
-    if fenced:
-        text = fenced.group(1)
-    if not (text.startswith("{") and text.endswith("}")):
-        return None
-    try:
-        obj = json.loads(text)
-    except ValueError:
-        return None
-    if not isinstance(obj, dict):
-        return None
-    inner = obj.get("function")
-    fn: dict[str, Any] = inner if isinstance(inner, dict) else obj
-    name = fn.get("name")
-    if name not in tool_names:
-        return None
-    raw = fn.get("parameters", fn.get("arguments", {}))
-    args, error = _arguments(raw)
-    return ToolCall("call_content", str(name), args, error)

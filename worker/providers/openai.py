@@ -1,0 +1,467 @@
+"""Any OpenAI-compatible server (llama.cpp, LM Studio, vLLM, OpenRouter, OpenAI): POST
+{base_url}/chat/completions with `tools`, streamed (server-sent events), over worker.webclient.
+
+Why httpx2 through worker.webclient and not the `openai` SDK (which, from 3.0, runs on httpx2
+too): the webclient's total deadline per request (a server dripping a byte at a time cannot
+hold a run past its limit; the SDK's timeouts bound each read only), loopback never proxied,
+the body cap; and the start-up of a local run, which would otherwise import the SDK's
+hundreds of typed modules before its first request (bench/bench_worker.py).
+
+The reply streams as `data: {chunk}` lines ending with `data: [DONE]`; `stream_options:
+{"include_usage": true}` asks for a last chunk with the token counts. `merge_stream` folds the
+chunks into the one completion a non-streaming call answers, and each piece of text goes to
+`on_text` as it arrives. A server that ignores `stream` and answers one JSON object is read
+as that object.
+
+Failures, translated here once: 429 and 5xx are retried (MAX_RETRIES times, waiting what
+`retry-after` says, within the call's time); a 429 for an exhausted quota is not. A prompt
+the server says is longer than its context is a reply with stop CONTEXT (the auto-router's
+context_overflow), a tool call it could not parse is MalformedToolCall, and a server started
+without tool support is ToolsUnsupported (the loop retries without tools).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from typing import Any, NoReturn
+
+import orjson
+
+from routines.providers import ProviderSettings
+from routines.safetext import one_line, redact_url
+from worker import webclient
+from worker.providers.base import (
+    AssistantTurn,
+    Conversation,
+    MalformedToolCall,
+    ProviderError,
+    Reply,
+    Stop,
+    ToolCall,
+    ToolResultsTurn,
+    ToolSpec,
+    ToolsUnsupported,
+    UserTurn,
+    clean,
+)
+from worker.providers.shared import TextLines, TextSink, arguments, tool_call_in_content
+
+__all__ = [
+    "FORMAT",
+    "MAX_RETRIES",
+    "OpenAIProvider",
+    "merge_stream",
+    "parse_completion",
+    "render",
+    "retry_delay",
+]
+
+FORMAT = "openai"  # Reply.provider: the wire format `native` is in, shared by every such server
+MAX_RETRIES = 2
+CONNECT_TIMEOUT = 5.0
+RETRY_STATUSES = frozenset({429, 500, 502, 503, 504, 529})
+MAX_RETRY_AFTER = 60.0  # a longer retry-after is not waited for: the run fails, saying so
+_STOPS = {
+    "stop": Stop.END,
+    "eos": Stop.END,
+    "tool_calls": Stop.TOOL_USE,
+    "function_call": Stop.TOOL_USE,
+    "length": Stop.MAX_TOKENS,
+    "content_filter": Stop.REFUSAL,
+}
+_CONTEXT_WORDS = (
+    "context length",
+    "context_length_exceeded",
+    "context size",
+    "context window",
+    "maximum context",
+    "too many tokens",
+)
+
+
+def retry_delay(
+    status: int, retry_after: str | None, attempt: int, now: float | None = None
+) -> float | None:
+    """Seconds to wait before retrying an answer with `status` (pure), or None: not retried.
+
+    `retry-after` is seconds or an HTTP date; without it, 0.5 s doubling per attempt."""
+    if status not in RETRY_STATUSES:
+        return None
+    if retry_after:
+        text = retry_after.strip()
+        try:
+            return max(0.0, float(text))  # seconds
+        except ValueError:
+            pass
+        import email.utils  # only for a date in retry-after: off the start-up path
+
+        try:
+            when: float | None = float(email.utils.parsedate_to_datetime(text).timestamp())
+        except (TypeError, ValueError):
+            when = None
+        if when is not None:
+            return max(0.0, when - (time.time() if now is None else now))
+    return 0.5 * float(2**attempt)
+
+
+class OpenAIProvider:
+    def __init__(
+        self,
+        settings: ProviderSettings,
+        *,
+        api_key: str | None,
+        web: webclient.WebClient | None = None,
+        on_text: TextSink | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+        max_retries: int = MAX_RETRIES,
+    ) -> None:
+        self.name = settings.name
+        self.premium = not settings.local
+        self.settings = settings
+        self.url = settings.base_url.rstrip("/") + "/chat/completions"
+        # Where, as a user reads it: never the userinfo, path or query of base_url.
+        self.where = f'"{settings.name}" at {redact_url(settings.base_url)}'
+        self._key = api_key
+        self.web = web if web is not None else webclient.shared()
+        self.on_text = on_text
+        self._sleep = sleep
+        self._clock = clock
+        self.max_retries = max_retries
+
+    def complete(
+        self,
+        conv: Conversation,
+        tools: list[ToolSpec],
+        *,
+        model: str,
+        max_tokens: int,
+        timeout: float,
+    ) -> Reply:
+        body: dict[str, Any] = {
+            "model": model,
+            "messages": render(conv),
+            "max_tokens": max_tokens,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        if tools:
+            body["tools"] = [
+                {
+                    "type": "function",
+                    "function": {
+                        "name": t.name,
+                        "description": t.description,
+                        "parameters": t.parameters,
+                    },
+                }
+                for t in tools
+            ]
+        end = self._clock() + timeout
+        attempt = 0
+        while True:
+            status, data, retry_after = self._post(body, end - self._clock())
+            if status < 400:
+                return parse_completion(data, model=model, tool_names={t.name for t in tools})
+            detail = _detail(data)
+            overflow = self._not_retried(status, detail, model)
+            if overflow is not None:
+                return overflow
+            delay = retry_delay(status, retry_after, attempt)
+            if status == 429 and _code(data) == "insufficient_quota":
+                delay = None  # no quota left: waiting does not bring it back this month
+            fits = delay is not None and delay <= MAX_RETRY_AFTER
+            if fits and attempt < self.max_retries and self._clock() + (delay or 0) < end - 1:
+                self._sleep(delay or 0)
+                attempt += 1
+                continue
+            self._fail(status, detail, model, attempt, delay)
+
+    def _headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self._key}"} if self._key else {}
+
+    def _post(self, body: dict[str, Any], timeout: float) -> tuple[int, Any, str | None]:
+        """(status, the completion or error body, retry-after) of one request."""
+        if timeout <= 0:
+            raise ProviderError(f"{self.where} did not answer in the time the run had left")
+        sse = _Events(TextLines(self.on_text))
+        try:
+            resp = self.web.post_json(
+                self.url,
+                body,
+                timeout=timeout,
+                connect_timeout=min(CONNECT_TIMEOUT, timeout),
+                redirects=webclient.Redirects.NONE,
+                on_line=sse.line,
+                headers=self._headers(),
+            )
+        except webclient.ConnectFailed as exc:
+            hint = (
+                "is the server running?"
+                if self.settings.local
+                else "check base_url in ~/.vinos/routines/config.toml"
+            )
+            raise ProviderError(f"cannot reach {self.where} ({exc}): {hint}") from None
+        except webclient.TimedOut:
+            raise ProviderError(f"{self.where} did not answer within {timeout:.0f} s") from None
+        except webclient.HttpError as exc:
+            raise ProviderError(f"{self.where} failed: {exc}") from None
+        finally:
+            sse.lines.end()
+        if resp.status >= 400:
+            try:
+                data: Any = resp.json()
+            except ValueError:
+                data = {"error": {"message": resp.text()}}
+            return resp.status, data, resp.header("retry-after")
+        data = sse.completion()
+        if isinstance(data, dict) and "error" in data:  # an error sent inside the stream
+            return 500, data, None
+        if not _is_completion(data):
+            raise ProviderError(f"{self.where} sent a reply that is not a chat completion")
+        return resp.status, data, None
+
+    def _not_retried(self, status: int, detail: str, model: str) -> Reply | None:
+        """Answers that say what went wrong with this request, so retrying cannot help: a
+        prompt past the context (a reply with stop CONTEXT: the auto-router's
+        context_overflow), no tool support, a tool call the server could not parse."""
+        low = detail.lower()
+        if status in (400, 413) and any(w in low for w in _CONTEXT_WORDS):
+            return Reply(
+                "",
+                (),
+                Stop.CONTEXT,
+                f"HTTP {status}: {detail}",
+                model,
+                None,
+                None,
+                provider=FORMAT,
+            )
+        if "tool" in low and ("not support" in low or "--jinja" in low):
+            raise ToolsUnsupported(f'the model "{model}" on {self.where} does not support tools')
+        if "tool call" in low and "pars" in low:
+            raise MalformedToolCall(
+                f'the model "{model}" wrote a tool call {self.where} could not parse'
+            )
+        return None
+
+    def _fail(
+        self, status: int, detail: str, model: str, retries: int, delay: float | None
+    ) -> NoReturn:
+        """The one place an error answer becomes a sentence for the user."""
+        where = self.where
+        retried = f"after {retries} retries" if retries else "not retried"
+        if status in (401, 403):
+            key = self.settings.key_file or "(no key_file in config.toml)"
+            raise ProviderError(f"{where} rejected the API key ({status}): check {key}: {detail}")
+        if status == 402:
+            raise ProviderError(f"{where}: payment required (402): {detail}")
+        if status == 404:
+            raise ProviderError(f'{where} does not know the model "{model}" (404): {detail}')
+        if status == 429:
+            if delay is not None and delay > MAX_RETRY_AFTER:
+                retried = f"it asked to wait {delay:.0f} s"
+            raise ProviderError(f"{where} rate limit (429), {retried}: {detail}")
+        if status >= 500:
+            raise ProviderError(f"{where} server error ({status}), {retried}: {detail}")
+        raise ProviderError(f"{where} answered HTTP {status}: {detail}")
+
+
+class _Events:
+    """The lines of a 2xx body: server-sent `data:` events (text shown as it comes), or
+    the lines of one JSON object from a server that does not stream."""
+
+    def __init__(self, lines: TextLines) -> None:
+        self.lines = lines
+        self.events: list[Any] = []
+        self.other: list[bytes] = []
+
+    def line(self, raw: bytes) -> None:
+        if raw.startswith(b"data:"):
+            payload = raw[5:].strip()
+            if payload == b"[DONE]":
+                return
+            try:
+                chunk = orjson.loads(payload)
+            except ValueError:
+                chunk = None  # merge_stream gives up on it: "not a chat completion"
+            self.events.append(chunk)
+            self.lines.feed(_piece(chunk))
+        elif not raw.startswith((b":", b"event:", b"id:", b"retry:")):  # ": keep-alive"
+            self.other.append(raw)
+
+    def completion(self) -> Any:
+        if self.events or not self.other:
+            return merge_stream(self.events)
+        try:
+            return orjson.loads(b"\n".join(self.other))
+        except ValueError:
+            return None
+
+
+def _obj(value: object) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: object) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _is_completion(data: object) -> bool:
+    if not isinstance(data, dict):
+        return False
+    choices = data.get("choices")
+    return isinstance(choices, list) and bool(choices) and isinstance(choices[0], dict)
+
+
+def _detail(data: object) -> str:
+    err = data.get("error") if isinstance(data, dict) else None
+    if isinstance(err, dict):
+        err = err.get("message") or err.get("code") or err
+    if err is None and isinstance(data, dict):
+        err = data.get("message") or data.get("detail")
+    return one_line(str(err if err is not None else data))[:300]
+
+
+def _code(data: object) -> str:
+    err = data.get("error") if isinstance(data, dict) else None
+    return str(err.get("code") or err.get("type") or "") if isinstance(err, dict) else ""
+
+
+def _piece(chunk: object) -> str:
+    choices = chunk.get("choices") if isinstance(chunk, dict) else None
+    first = choices[0] if isinstance(choices, list) and choices else None
+    delta = first.get("delta") if isinstance(first, dict) else None
+    content = delta.get("content") if isinstance(delta, dict) else None
+    return content if isinstance(content, str) else ""
+
+
+def merge_stream(chunks: list[Any]) -> Any:
+    """Streamed chat.completion.chunk objects → the one chat.completion a non-streaming call
+    answers (pure). Content pieces are joined; tool calls are gathered by `index`, their
+    argument pieces concatenated; finish_reason and usage come from the chunk that has them.
+    A chunk that is not an object (or an `error` chunk) ends the merge with it. None: none."""
+    if not chunks:
+        return None
+    content: list[str] = []
+    calls: dict[int, dict[str, Any]] = {}
+    merged: dict[str, Any] = {"object": "chat.completion"}
+    finish: Any = None
+    for chunk in chunks:
+        if not isinstance(chunk, dict) or "error" in chunk:
+            return chunk
+        for key in ("id", "model", "created"):
+            if key in chunk and key not in merged:
+                merged[key] = chunk[key]
+        if isinstance(chunk.get("usage"), dict):
+            merged["usage"] = chunk["usage"]
+        for choice in chunk.get("choices") or ():
+            if not isinstance(choice, dict):
+                continue
+            finish = choice.get("finish_reason") or finish
+            delta = _obj(choice.get("delta"))
+            if isinstance(delta.get("content"), str):
+                content.append(delta["content"])
+            for i, raw in enumerate(delta.get("tool_calls") or ()):
+                if isinstance(raw, dict):
+                    _merge_call(calls, i, raw)
+    message: dict[str, Any] = {"role": "assistant", "content": "".join(content)}
+    if calls:
+        message["tool_calls"] = [calls[i] for i in sorted(calls)]
+    merged["choices"] = [{"index": 0, "message": message, "finish_reason": finish}]
+    return merged
+
+
+def _merge_call(calls: dict[int, dict[str, Any]], i: int, raw: dict[str, Any]) -> None:
+    """One streamed tool-call piece into the call at its `index`."""
+    index = raw.get("index", i) if isinstance(raw.get("index", i), int) else i
+    empty = {"id": "", "type": "function", "function": {"name": "", "arguments": ""}}
+    call = calls.setdefault(index, empty)
+    call["id"] = call["id"] or str(raw.get("id") or "")
+    fn = _obj(raw.get("function"))
+    call["function"]["name"] += str(fn.get("name") or "")
+    piece = fn.get("arguments")
+    if isinstance(piece, str) and isinstance(call["function"]["arguments"], str):
+        call["function"]["arguments"] += piece
+    elif piece is not None:  # an object in one piece (some servers send that)
+        call["function"]["arguments"] = piece
+
+
+def render(conv: Conversation) -> list[dict[str, Any]]:
+    """The conversation as Chat Completions messages."""
+    out: list[dict[str, Any]] = [{"role": "system", "content": conv.system}]
+    for turn in conv.turns:
+        if isinstance(turn, UserTurn):
+            out.append({"role": "user", "content": turn.text})
+        elif isinstance(turn, AssistantTurn):
+            r = turn.reply
+            if r.provider == FORMAT and isinstance(r.native, dict):
+                out.append(r.native)
+                continue
+            msg: dict[str, Any] = {"role": "assistant", "content": r.text or None}
+            if r.tool_calls:
+                msg["tool_calls"] = [_call_out(c) for c in r.tool_calls]
+            out.append(msg)
+        else:
+            assert isinstance(turn, ToolResultsTurn)
+            for res in turn.results:
+                out.append({"role": "tool", "tool_call_id": res.call.id, "content": res.content})
+    return out
+
+
+def _call_out(call: ToolCall) -> dict[str, Any]:
+    return {
+        "id": call.id,
+        "type": "function",
+        "function": {"name": call.name, "arguments": json.dumps(call.arguments or {})},
+    }
+
+
+def parse_completion(data: dict[str, Any], *, model: str, tool_names: set[str]) -> Reply:
+    """A chat.completion object → Reply (pure; `tool_names` are the tools offered)."""
+    choice = data["choices"][0]
+    msg = _obj(choice.get("message"))
+    content = clean(msg["content"]) if isinstance(msg.get("content"), str) else ""
+    calls: list[ToolCall] = []
+    malformed: str | None = None
+    raw_calls = _list(msg.get("tool_calls"))
+    for i, entry in enumerate(raw_calls):
+        raw = entry if isinstance(entry, dict) else {}
+        fn = _obj(raw.get("function"))
+        args, error = arguments(fn.get("arguments"))
+        if error:
+            malformed = f"tool call arguments failed json.loads(): {error}"
+        calls.append(
+            ToolCall(str(raw.get("id") or f"call_{i}"), str(fn.get("name") or ""), args, error)
+        )
+    native: dict[str, Any] | None = {"role": "assistant", "content": content or None}
+    if raw_calls:
+        assert native is not None
+        native["tool_calls"] = [c if isinstance(c, dict) else {} for c in raw_calls]
+    if not calls and tool_names:
+        found = tool_call_in_content(content, tool_names)
+        if found is not None:
+            calls.append(found)
+            malformed = "the model wrote its tool call as JSON text instead of using tool_calls"
+            native = None  # rendered from the call, so the tool results have a call to answer
+    finish = choice.get("finish_reason")
+    stop = Stop.TOOL_USE if calls else _STOPS.get(str(finish or "stop"), Stop.OTHER)
+    usage = _obj(data.get("usage"))
+    return Reply(
+        text=content,
+        tool_calls=tuple(calls),
+        stop=stop,
+        stop_reason=str(finish or "stop"),
+        model=str(data.get("model") or model),
+        input_tokens=_count(usage.get("prompt_tokens")),
+        output_tokens=_count(usage.get("completion_tokens")),
+        malformed=malformed,
+        provider=FORMAT,
+        native=native,
+    )
+
+
+def _count(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None

@@ -3,8 +3,9 @@
 `network = false`: bwrap's own `--unshare-net`, a namespace with only its own loopback, no
 route out and no proxy. `network = true` or a host list: bwrap runs inside a holder
 namespace made by sandbox/netholder.py (only `lo`, and the proxy listening on
-127.0.0.1:PROXY_PORT), and the proxy variables point every HTTP client there
-(sandbox/egress.py decides what passes). Either way the sandbox has a network namespace of its
+127.0.0.1:PROXY_PORT), and the proxy variables point every HTTP client there. The proxy runs
+in a process of its own (ProxyProcess, below; sandbox/egressserver.py), which holds no secret:
+sandbox/egress.py decides what passes. Either way the sandbox has a network namespace of its
 own, so the host's 127.0.0.1 services and its abstract Unix sockets (X11, D-Bus, …) are out of
 reach.
 
@@ -19,16 +20,24 @@ list by name. What it gives up: only HTTP(S) clients that honour the proxy varia
 
 from __future__ import annotations
 
+import contextlib
 import os
+import socket
+import subprocess
 import sys
+from collections.abc import Sequence
+
+from sandbox.egress import EgressPolicy, egress_policy, policy_argv
 
 __all__ = [
     "PROXY_PORT",
     "PROXY_URL",
     "Network",
-    "allowed_hosts",
+    "ProxyProcess",
     "holder_argv",
+    "proxy_argv",
     "proxy_env",
+    "proxy_policy",
     "uses_proxy",
 ]
 
@@ -36,19 +45,24 @@ __all__ = [
 PROXY_PORT = 3128
 PROXY_URL = f"http://127.0.0.1:{PROXY_PORT}"
 
-# False: off. True: any host through the proxy. A tuple: only those host names.
+# False: off. True: any internet host through the proxy. A tuple: only those host names,
+# each "host" or "host:port" (routines/hosts.py checked them).
 Network = bool | tuple[str, ...]
 
-HOLDER = os.path.join(os.path.dirname(os.path.realpath(__file__)), "netholder.py")
+_HERE = os.path.dirname(os.path.realpath(__file__))
+HOLDER = os.path.join(_HERE, "netholder.py")
+PROXY = os.path.join(_HERE, "egressd.py")
+_PROXY_EXIT_SEC = 5.0  # for the proxy to see its stdin's EOF and exit, before SIGKILL
 
 
 def uses_proxy(network: Network) -> bool:
     return network is True or (isinstance(network, tuple) and bool(network))
 
 
-def allowed_hosts(network: Network) -> tuple[str, ...] | None:
-    """The proxy's host list: None for any host (network = true)."""
-    return network if isinstance(network, tuple) else None
+def proxy_policy(network: Network, lan: bool = False) -> EgressPolicy:
+    """What the proxy lets through for a ShellPolicy's `network` and `lan`; ValueError for a
+    host list entry routines/hosts.py would have refused."""
+    return egress_policy(network, lan)
 
 
 def proxy_env() -> tuple[tuple[str, str], ...]:
@@ -64,3 +78,76 @@ def holder_argv(bwrap_argv: list[str], pass_fd: int) -> list[str]:
     script directory on sys.path; -S: no site-packages), running a stdlib-only script.
     """
     return [sys.executable, "-I", "-S", HOLDER, str(pass_fd), str(PROXY_PORT), "--", *bwrap_argv]
+
+
+def proxy_argv(policy: EgressPolicy, channel_fd: int, prefix: Sequence[str] = ()) -> list[str]:
+    """The argv of the proxy process: isolated like the holder, its policy in its arguments
+    (host names only: nothing secret). `prefix` runs it under another command; the tests
+    use it to put the proxy in a network namespace of theirs that stands for the host."""
+    proxy = [sys.executable, "-I", "-S", PROXY, str(channel_fd), *policy_argv(policy)]
+    return [*prefix, *proxy]
+
+
+class ProxyProcess:
+    """One shell call's egress proxy, in a process of its own.
+
+    The worker holds the API key in its environment; the proxy parses whatever the sandbox
+    sends, so it gets none of the worker: an empty environment, stdin a pipe (its EOF ends
+    the proxy: `close()`, or the worker's death), stdout /dev/null, stderr the worker's log
+    (one line per refusal), and the socket the holder hands its listener over. Nothing it
+    needs is an AF_UNIX socket inside the sandbox: the sandbox reaches it over TCP on its own
+    127.0.0.1, and the socketpair is shared only by the holder (before it execs bwrap) and
+    the proxy. tests/sandbox/test_egress_process.py holds all of this.
+    """
+
+    def __init__(self, policy: EgressPolicy, prefix: Sequence[str] = ()) -> None:
+        self.policy = policy
+        self._prefix = tuple(prefix)
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._holder_end: socket.socket | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return None if self._proc is None else self._proc.pid
+
+    def start(self) -> int:
+        """Start the proxy; returns the fd the holder must inherit (until `handed_over`).
+        Raises OSError when the process cannot be started."""
+        holder_end, proxy_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        with proxy_end:
+            try:
+                self._proc = subprocess.Popen(
+                    proxy_argv(self.policy, proxy_end.fileno(), self._prefix),
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.DEVNULL,
+                    close_fds=True,  # nothing of the worker's beyond 0-2 and the channel
+                    pass_fds=[proxy_end.fileno()],
+                    env={},  # no API key, no variable of the worker's at all
+                )
+            except BaseException:
+                holder_end.close()
+                raise
+        self._holder_end = holder_end
+        return holder_end.fileno()
+
+    def handed_over(self) -> None:
+        """The holder has its copy: drop ours, so the proxy sees the holder's end alone."""
+        if self._holder_end is not None:
+            self._holder_end.close()
+            self._holder_end = None
+
+    def close(self) -> None:
+        """End the proxy (EOF on its stdin, SIGKILL if it has not exited in seconds) and reap
+        it; every connection it held ends with it."""
+        self.handed_over()
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        assert proc.stdin is not None
+        with contextlib.suppress(OSError):
+            proc.stdin.close()
+        try:
+            proc.wait(_PROXY_EXIT_SEC)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

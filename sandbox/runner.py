@@ -22,17 +22,16 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from sandbox import seccomp
 from sandbox.argv import build_argv
-from sandbox.egress import Dialer, EgressProxy
 from sandbox.host import Host
 from sandbox.limits import SAMPLE_SEC, MemoryWatch, quota_problem
 from sandbox.netholder import EXIT_SETUP
-from sandbox.netns import allowed_hosts, holder_argv, uses_proxy
+from sandbox.netns import ProxyProcess, holder_argv, proxy_policy, uses_proxy
 from sandbox.policy import ShellPolicy, UnsafeValue, check_path
 from sandbox.probe import ROOT_REFUSAL, probe, warn_once
 
@@ -89,14 +88,15 @@ def run_shell(
     timeout_sec: float,
     stdout_cap: int = STDOUT_CAP,
     stderr_cap: int = STDERR_CAP,
-    dialer: Dialer | None = None,
+    proxy_prefix: Sequence[str] = (),
     on_argv: Callable[[list[str]], None] | None = None,
     stdin: bytes | None = None,
 ) -> ShellResult:
     """Run `bash -c command` under bwrap with `policy`. Never raises for sandbox problems.
 
-    With the network on, the egress proxy resolves and connects through `dialer` (default:
-    this process's own network; tests give a network namespace of their own).
+    With the network on, the egress proxy runs in a process of its own, started under
+    `proxy_prefix` (default: none, so in this process's network; tests give a command that
+    enters a network namespace of their own).
 
     A refusal (root, NUL/newline in the command or a path, no bwrap, no libseccomp, no user
     namespaces) comes back as ShellResult(error=...) with nothing run. `on_argv` is called
@@ -114,7 +114,15 @@ def run_shell(
     # the runner learns the sandbox's pid-1), so it is kept only once bwrap is running.
     with contextlib.ExitStack() as lasting:  # the egress proxy: until the sandbox is gone
         return _run(
-            command, policy, lasting, timeout_sec, stdout_cap, stderr_cap, dialer, on_argv, stdin
+            command,
+            policy,
+            lasting,
+            timeout_sec,
+            stdout_cap,
+            stderr_cap,
+            proxy_prefix,
+            on_argv,
+            stdin,
         )
 
 
@@ -125,7 +133,7 @@ def _run(
     timeout_sec: float,
     stdout_cap: int,
     stderr_cap: int,
-    dialer: Dialer | None,
+    proxy_prefix: Sequence[str],
     on_argv: Callable[[list[str]], None] | None,
     stdin: bytes | None = None,
 ) -> ShellResult:
@@ -142,15 +150,21 @@ def _run(
                 rw_fds.append(open_dir_nofollow(path))
                 closing.callback(os.close, rw_fds[-1])
             argv = build_argv(policy, host, seccomp_fd, command, info_fd=info_w, rw_fds=rw_fds)
+            egress = proxy_policy(policy.network, policy.lan) if uses_proxy(policy.network) else None
         except (UnsafeValue, ValueError, OSError, seccomp.SeccompUnavailable) as exc:
             return ShellResult(error=f"refused: {exc}")
         passed = [seccomp_fd, info_w, *rw_fds]
-        proxy: EgressProxy | None = None
-        if uses_proxy(policy.network):
-            # Network on: bwrap runs in a holder namespace whose only way out is the proxy.
-            proxy = EgressProxy(allowed_hosts(policy.network), dialer)
+        proxy: ProxyProcess | None = None
+        if egress is not None:
+            # Network on: bwrap runs in a holder namespace whose only way out is the proxy,
+            # a process of its own (no secret of ours), started first so that it comes up
+            # while bwrap does; the sandbox's first connection waits in the listen backlog.
+            proxy = ProxyProcess(egress, proxy_prefix)
             lasting.callback(proxy.close)
-            pass_fd = proxy.start()
+            try:
+                pass_fd = proxy.start()
+            except OSError as exc:
+                return ShellResult(error=f"the egress proxy could not be started: {exc}")
             argv = holder_argv(argv, pass_fd)
             passed.append(pass_fd)
         if os.environ.get("VINOS_ROUTINE_DEBUG") == "1":

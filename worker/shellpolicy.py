@@ -71,6 +71,7 @@ def shell_policy_for(
         never=never,
         limits=limits_for(settings),
         bwrap=settings.bwrap,
+        lan=settings.lan,
     )
 
 

@@ -280,11 +280,16 @@ def _embedded_v4(ip: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
     if ip.teredo is not None:
         found.append(ip.teredo[1])
     value = int(ip)
-    if any(ip in net for net in _V6_TAIL_V4) or ip in _NAT64_LOCAL:
+    if any(ip in net for net in _V6_TAIL_V4):
         found.append(ipaddress.IPv4Address(value & 0xFFFFFFFF))
-    if ip in _NAT64_LOCAL:  # RFC 6052 /48: 16 bits, the zero u-octet, then 16 bits
+    if ip in _NAT64_LOCAL:
+        # The prefix length is the operator's: read both places an address may be (the
+        # last 32 bits, or RFC 6052's /48 form: 16 bits, the zero u-octet, 16 bits), each
+        # unless it is all zero there (the other form's padding).
         high, low = (value >> 64) & 0xFFFF, (value >> 40) & 0xFFFF
-        found.append(ipaddress.IPv4Address(high << 16 | low))
+        for v4 in (value & 0xFFFFFFFF, high << 16 | low):
+            if v4:
+                found.append(ipaddress.IPv4Address(v4))
     return found
 
 

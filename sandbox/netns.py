@@ -136,18 +136,18 @@ class ProxyProcess:
             self._holder_end.close()
             self._holder_end = None
 
-    def close(self) -> None:
+    def close(self) -> int | None:
         """End the proxy (EOF on its stdin, SIGKILL if it has not exited in seconds) and reap
-        it; every connection it held ends with it."""
+        it; every connection it held ends with it. Its exit status (0: it ended itself)."""
         self.handed_over()
         proc, self._proc = self._proc, None
         if proc is None:
-            return
+            return None
         assert proc.stdin is not None
         with contextlib.suppress(OSError):
             proc.stdin.close()
         try:
-            proc.wait(_PROXY_EXIT_SEC)
+            return proc.wait(_PROXY_EXIT_SEC)
         except subprocess.TimeoutExpired:
             proc.kill()
-            proc.wait()
+            return proc.wait()

@@ -39,9 +39,10 @@ class Box:
     def policy(
         self,
         *,
-        network: bool = False,
+        network: bool | tuple[str, ...] = False,
         limits: Limits = Limits(),  # noqa: B008 - frozen
         declared: tuple[str, ...] | None = None,
+        lan: bool = False,
     ) -> ShellPolicy:
         return routine_policy(
             home=self.home,
@@ -52,6 +53,7 @@ class Box:
             never=self.never(),
             limits=limits,
             environ={"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "TERM": "dumb"},
+            lan=lan,
         )
 
     def run(self, command: str, *, timeout: float = 20.0, **kw: object) -> ShellResult:

@@ -224,7 +224,7 @@ def port_refusal(target: Target, policy: EgressPolicy) -> Refusal | None:
         return None
     return Refusal(
         403,
-        f'{host}:{port} is not in this routine\'s network list (a host reaches ports 80 and '
+        f"{host}:{port} is not in this routine's network list (a host reaches ports 80 and "
         f'443; list "{host}:{port}" for another)',
     )
 
@@ -237,7 +237,7 @@ def host_header_refusal(target: Target, policy: EgressPolicy) -> Refusal | None:
     if target.host_header is None:
         return Refusal(400, f"a request to {target.host} without a Host header")
     if target.host_header != (target.host, target.port):
-        shown = "%s:%d" % target.host_header
+        shown = "{}:{}".format(*target.host_header)
         return Refusal(403, f"Host header {shown} is not the request's target {target.host}")
     return None
 

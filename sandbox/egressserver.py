@@ -45,7 +45,7 @@ _CHUNK = 65536
 Log = Callable[[str], None]
 
 
-def sni_refusal(first: bytes, host: str) -> Refusal | None | bool:
+def sni_refusal(first: bytes, host: str) -> Refusal | bool | None:
     """With a host list, whether the first bytes through a tunnel to `host` may go on: None
     (yes), a Refusal (no), or False (not enough bytes yet)."""
     hello = parse_client_hello(first)
@@ -149,7 +149,9 @@ class ProxyServer:
             if isinstance(plan, Refusal):
                 return self._refuse(conn, plan)
             first = target.first
-            if target.tunnel and self.policy.hosts is not None:
+            # With a host list, a tunnel carries only TLS for its own host (sni_refusal).
+            sni_checked = target.tunnel and self.policy.hosts is not None
+            if sni_checked:
                 # A host list: the TLS ClientHello must name the CONNECT host before any
                 # connection is made (the tunnel is open, so a refusal can only close it).
                 conn.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
@@ -157,15 +159,17 @@ class ProxyServer:
                 if refused is not None:
                     self._log(refused.reason)
                     return None
-            upstream = next(filter(None, (self._dialer.connect(a, target.port) for a in plan)), None)
+            upstream = next(
+                filter(None, (self._dialer.connect(a, target.port) for a in plan)), None
+            )
             if upstream is None:
                 refusal = Refusal(502, f"cannot connect to {target.host}")
-                if target.tunnel and self.policy.hosts is not None:
+                if sni_checked:  # the tunnel is open: closing it is the answer
                     return self._log(refusal.reason)
                 return self._refuse(conn, refusal)
             if not self._track(upstream):
                 return None
-            if target.tunnel and self.policy.hosts is None:
+            if target.tunnel and not sni_checked:
                 conn.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
             if first:
                 upstream.sendall(first)

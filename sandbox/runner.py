@@ -150,7 +150,9 @@ def _run(
                 rw_fds.append(open_dir_nofollow(path))
                 closing.callback(os.close, rw_fds[-1])
             argv = build_argv(policy, host, seccomp_fd, command, info_fd=info_w, rw_fds=rw_fds)
-            egress = proxy_policy(policy.network, policy.lan) if uses_proxy(policy.network) else None
+            egress = (
+                proxy_policy(policy.network, policy.lan) if uses_proxy(policy.network) else None
+            )
         except (UnsafeValue, ValueError, OSError, seccomp.SeccompUnavailable) as exc:
             return ShellResult(error=f"refused: {exc}")
         passed = [seccomp_fd, info_w, *rw_fds]

@@ -66,8 +66,7 @@ class _Reader:
             raise _Short
         return raw.decode("ascii").lower().rstrip(".")
 
-    @property
-    def done(self) -> bool:
+    def at_end(self) -> bool:
         return self.pos == len(self.data)
 
 
@@ -106,14 +105,14 @@ def _hello_body(r: _Reader) -> Hello:
     r.vector(1)  # legacy_session_id
     r.vector(2)  # cipher_suites
     r.vector(1)  # legacy_compression_methods
-    if r.done:
+    if r.at_end():
         return Hello(HelloState.NO_NAME)  # no extensions at all
     extensions = r.vector(2)
-    if not r.done:
+    if not r.at_end():
         return Hello(HelloState.INVALID, why="bytes after the ClientHello's extensions")
     names: list[str] = []
     seen: set[int] = set()
-    while not extensions.done:
+    while not extensions.at_end():
         kind = extensions.number(2)
         body = extensions.vector(2)
         if kind in seen:
@@ -121,7 +120,7 @@ def _hello_body(r: _Reader) -> Hello:
         seen.add(kind)
         if kind == _SERVER_NAME:
             entries = body.vector(2)
-            while not entries.done:
+            while not entries.at_end():
                 name_type = entries.number(1)
                 name = entries.vector(2).text()
                 if name_type == _HOST_NAME:
@@ -131,4 +130,3 @@ def _hello_body(r: _Reader) -> Hello:
     if len(names) > 1:
         return Hello(HelloState.INVALID, why="more than one server name")
     return Hello(HelloState.NAME, name=names[0])
-

@@ -786,7 +786,10 @@ def test_network_host_list_takes_host_port_entries(rdir: Path) -> None:
             '; "github.com:65536" has a port that is not a number from 1 to 65535',
         ),
         ('["github.com:"]', '; "github.com:" has a port that is not a number from 1 to 65535'),
-        ('["github.com:ssh"]', '; "github.com:ssh" has a port that is not a number from 1 to 65535'),
+        (
+            '["github.com:ssh"]',
+            '; "github.com:ssh" has a port that is not a number from 1 to 65535',
+        ),
         ('["a:1:2"]', '; "a:1:2" is not a host name or host:port (no scheme or path)'),
         ('["10.0.0.1"]', '; "10.0.0.1" is an IP address; name the host'),
         ('["10.0.0.1:8080"]', '; "10.0.0.1:8080" is an IP address; name the host'),

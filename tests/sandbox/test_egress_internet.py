@@ -90,9 +90,8 @@ def internet(tmp_path: Path, not_root: None) -> Iterator[Internet]:
 
 
 def run(box: Box, command: str, internet: Internet, **policy: object) -> str:
-    r = run_shell(
-        command, box.policy(**policy), timeout_sec=120, proxy_prefix=internet.prefix  # type: ignore[arg-type]
-    )
+    shell_policy = box.policy(**policy)  # type: ignore[arg-type]
+    r = run_shell(command, shell_policy, timeout_sec=120, proxy_prefix=internet.prefix)
     assert r.error is None, r.error
     return r.stdout + r.stderr
 

@@ -7,8 +7,8 @@ import ssl
 
 import pytest
 
-from sandbox.egressserver import sni_refusal
 from sandbox.egress import Refusal
+from sandbox.egressserver import sni_refusal
 from sandbox.tlshello import Hello, HelloState, parse_client_hello
 
 

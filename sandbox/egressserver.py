@@ -3,10 +3,9 @@
 It parses bytes a hostile sandbox sends, so it runs apart from the worker, which holds the
 API key: sandbox/netns.py's ProxyProcess starts it (via sandbox/egressd.py) with an empty
 environment, stdin a pipe whose end is the call's end, stdout /dev/null, stderr the worker's
-log, and one more fd: a socket on which the network holder (sandbox/netholder.py) hands over
-its listener on 127.0.0.1:PROXY_PORT inside the sandbox's namespace. A socket stays in the
-namespace it was made in, whoever holds it, so the proxy accepts there and connects from its
-own, the host's.
+log, and one more fd: the network holder's (sandbox/netholder.py) listener on
+127.0.0.1:PROXY_PORT inside the sandbox's namespace. A socket stays in the namespace it was
+made in, whoever holds it, so the proxy accepts there and connects from its own, the host's.
 
 It ends when its stdin reaches EOF (the call is over, or the worker died), at once: every
 connection it held goes with the process. tests/sandbox/test_egress_process.py holds that.
@@ -72,40 +71,28 @@ def stderr_log(line: str) -> None:
 
 
 class ProxyServer:
-    """Serves the listener handed over on `channel` until `close()`."""
+    """Serves the holder's listener until `close()`."""
 
     def __init__(
         self,
         policy: EgressPolicy,
-        channel: socket.socket,
+        listener: socket.socket,
         dialer: Dialer | None = None,
         log: Log = stderr_log,
     ) -> None:
         self.policy = policy
-        self._channel = channel
+        self._listener = listener
         self._dialer = dialer if dialer is not None else HostDialer()
         self._log = log
         self._lock = threading.Lock()
-        self._open: set[socket.socket] = set()
+        self._open: set[socket.socket] = {listener}
         self._closed = False
 
     def serve(self) -> None:
-        """Accept until the listener is closed; returns at once if the holder sent none."""
-        try:
-            _, fds, _, _ = socket.recv_fds(self._channel, 16, 1)
-        except OSError:
-            return
-        finally:
-            self._channel.close()
-        if not fds:
-            return  # the holder failed before it listened, or is gone
-        listener = socket.socket(fileno=fds[0])
-        if not self._track(listener):
-            listener.close()
-            return
+        """Accept until the listener is closed."""
         while True:
             try:
-                conn, _ = listener.accept()
+                conn, _ = self._listener.accept()
             except OSError:
                 return  # closed by close()
             if not self._track(conn):
@@ -253,14 +240,14 @@ def _relay(a: socket.socket, b: socket.socket) -> None:
 
 
 def main(argv: list[str]) -> None:
-    """`egressd.py CHANNEL_FD POLICY...`: serve until stdin reaches EOF, then exit 0."""
+    """`egressd.py LISTENER_FD POLICY...`: serve until stdin reaches EOF, then exit 0."""
     try:
-        channel = socket.socket(fileno=int(argv[0]))
+        listener = socket.socket(fileno=int(argv[0]))
         policy = policy_from_argv(argv[1:])
     except (IndexError, ValueError, OSError) as exc:
         sys.stderr.write(f"vinos-routine egress: cannot start: {exc}\n")
         os._exit(2)
-    server = ProxyServer(policy, channel)
+    server = ProxyServer(policy, listener)
     threading.Thread(target=server.serve, name="vinos-egress", daemon=True).start()
     while True:  # the main thread: the call is over when the worker closes our stdin
         try:

@@ -159,14 +159,11 @@ def _run(
         proxy: ProxyProcess | None = None
         if egress is not None:
             # Network on: bwrap runs in a holder namespace whose only way out is the proxy,
-            # a process of its own (no secret of ours), started first so that it comes up
-            # while bwrap does; the sandbox's first connection waits in the listen backlog.
+            # a process of its own (no secret of ours), started when the sandbox's first
+            # connection is pending (it waits in the listen backlog meanwhile).
             proxy = ProxyProcess(egress, proxy_prefix)
             lasting.callback(proxy.close)
-            try:
-                pass_fd = proxy.start()
-            except OSError as exc:
-                return ShellResult(error=f"the egress proxy could not be started: {exc}")
+            pass_fd = proxy.start()
             argv = holder_argv(argv, pass_fd)
             passed.append(pass_fd)
         if os.environ.get("VINOS_ROUTINE_DEBUG") == "1":
@@ -205,6 +202,10 @@ def _run(
         result = _supervise(proc, info_r, start, timeout_sec, stdout_cap, stderr_cap, watch)
     finally:
         os.close(info_r)
+    if proxy is not None:
+        proxy.close()  # the sandbox is gone: so is every connection the proxy could serve
+        if proxy.failed is not None and result.error is None:
+            result = dataclasses.replace(result, error=proxy.failed)
     return _after(result, policy)
 
 

@@ -43,15 +43,27 @@ def fd_kinds(pid: int) -> dict[int, str]:
 
 
 WORKER = """
-import sys, time
+import socket, sys, time
 sys.path.insert(0, sys.argv[1])
 from sandbox.egress import EgressPolicy
 from sandbox.netns import ProxyProcess
 proxy = ProxyProcess(EgressPolicy(None))
-proxy.start()
+holder = socket.socket(fileno=proxy.start())
+# As the holder does: hand over a listener; the proxy starts once a connection is pending.
+listener = socket.create_server(("127.0.0.1", 0))
+address = listener.getsockname()
+socket.send_fds(holder, [b"L"], [listener.fileno()])
+holder.close()
+listener.close()
+client = socket.create_connection(address)
+while proxy.pid is None:
+    time.sleep(0.01)
 print(proxy.pid, flush=True)
-sys.stdin.readline()
-print(proxy.close(), flush=True)
+if sys.stdin.readline() == "eof\\n":  # the proxy's own way out: EOF on its stdin
+    proxy._proc.stdin.close()
+    print(proxy._proc.wait(), flush=True)
+else:
+    print(proxy.close(), flush=True)
 time.sleep(600)
 """
 
@@ -80,19 +92,36 @@ def test_the_proxy_process_holds_no_secret_of_the_worker(not_root: None) -> None
             assert f.read() == b""
         with open(f"/proc/{pid}/cmdline", "rb") as f:
             assert SECRET.encode() not in f.read()
-        kinds = fd_kinds(pid)
+
+        def beyond_stdio() -> list[str]:
+            return sorted(v for k, v in fd_kinds(pid).items() if k > 2)
+
         # The interpreter holds its script open while it starts: wait that out.
         deadline = time.monotonic() + 30
-        while len(kinds) > 4 and time.monotonic() < deadline:
+        while beyond_stdio().count("socket") < 2 and time.monotonic() < deadline:
             time.sleep(0.05)
-            kinds = fd_kinds(pid)
-        # 0: the pipe whose EOF ends it; 1: /dev/null; 2: the log; and the holder's channel.
+        kinds = fd_kinds(pid)
+        # 0: the pipe whose EOF ends it; 1: /dev/null; 2: the log; the holder's listener, and
+        # the one connection the stand-in worker's client opened. Nothing else.
         assert kinds[0] == "pipe" and kinds[1] == "/dev/null"
-        assert sorted(v for k, v in kinds.items() if k > 2) == ["socket"], kinds
+        assert beyond_stdio() == ["socket", "socket"], kinds
         worker.stdin.write("close\n")
         worker.stdin.flush()
-        assert worker.stdout.readline() == "0\n"  # it ended itself on EOF, not by SIGKILL
+        assert worker.stdout.readline() == "-9\n"  # the call's end: killed, and reaped
         assert not psutil.pid_exists(pid)
+    finally:
+        worker.kill()
+        worker.wait()
+
+
+def test_the_proxy_ends_itself_on_eof(not_root: None) -> None:
+    worker, pid = start_worker(dict(os.environ))
+    try:
+        assert worker.stdin is not None and worker.stdout is not None
+        psutil.Process(pid)  # it is running
+        worker.stdin.write("eof\n")
+        worker.stdin.flush()
+        assert worker.stdout.readline() == "0\n"  # it exited by itself, with 0
     finally:
         worker.kill()
         worker.wait()
@@ -134,6 +163,8 @@ def test_a_networked_call_runs_its_proxy_apart_and_ends_it(
     watcher = threading.Thread(target=inspect)
     watcher.start()
     result = run_shell(
+        # A first connection starts the proxy; then the shell closes it and waits.
+        "exec 3<>/dev/tcp/127.0.0.1/3128; exec 3>&-; "
         "while [ ! -e gate ]; do sleep 0.05; done; ls -l /proc/self/fd/; env",
         box.policy(network=True),
         timeout_sec=120,
@@ -161,7 +192,10 @@ def test_the_sandbox_reaches_the_proxy_over_tcp_on_its_own_loopback(box: Box) ->
 
 def test_an_unstartable_proxy_is_a_clear_error(box: Box, tmp_path: Path) -> None:
     result = run_shell(
-        "true", box.policy(network=True), timeout_sec=30, proxy_prefix=[str(tmp_path / "none")]
+        "exec 3<>/dev/tcp/127.0.0.1/3128 && cat <&3",
+        box.policy(network=True),
+        timeout_sec=30,
+        proxy_prefix=[str(tmp_path / "none")],
     )
     assert result.error is not None
     assert result.error.startswith("the egress proxy could not be started: ")

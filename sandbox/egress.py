@@ -162,12 +162,13 @@ def parse_head(head: bytes, rest: bytes = b"") -> Target | Refusal:
         host_header = _host_port(hosts[0][len("host:") :].strip(), 80)
         if host_header is None:
             return Refusal(400, "bad Host header")
-    kept = [
-        line
-        for line in lines[1:]
-        if line and not line.lower().startswith(("proxy-connection:", "proxy-authorization:"))
-    ]
-    request = "\r\n".join([f"{method} /{path if slash else ''} {version}", *kept, "", ""])
+    # One request per connection: the Host check above holds for the first request only, so
+    # the server is told to close after it (a later request on the same connection could
+    # name another virtual host). Proxy headers are for us and never forwarded.
+    dropped = ("proxy-connection:", "proxy-authorization:", "connection:", "keep-alive:")
+    kept = [line for line in lines[1:] if line and not line.lower().startswith(dropped)]
+    head_lines = [f"{method} /{path if slash else ''} {version}", *kept, "Connection: close"]
+    request = "\r\n".join([*head_lines, "", ""])
     first = request.encode("latin-1") + rest
     return Target(*hostport, tunnel=False, first=first, host_header=host_header)
 

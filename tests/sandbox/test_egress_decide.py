@@ -43,12 +43,18 @@ def test_plain_http_is_rewritten_to_origin_form_without_proxy_headers() -> None:
         "example.org",
         8080,
         False,
-        b"GET /a?b=1 HTTP/1.1\r\nHost: example.org:8080\r\nAccept: */*\r\n\r\n",
+        b"GET /a?b=1 HTTP/1.1\r\nHost: example.org:8080\r\nAccept: */*\r\n"
+        b"Connection: close\r\n\r\n",
         host_header=("example.org", 8080),
     )
     assert parse_head(b"GET http://example.org HTTP/1.0") == Target(
-        "example.org", 80, False, b"GET / HTTP/1.0\r\n\r\n"
+        "example.org", 80, False, b"GET / HTTP/1.0\r\nConnection: close\r\n\r\n"
     )
+    # One request per connection, whatever the client asked: a second one on the same
+    # connection would not have had its Host header checked.
+    keep = parse_head(b"GET http://a.test/ HTTP/1.1\r\nHost: a.test\r\nConnection: keep-alive")
+    assert isinstance(keep, Target)
+    assert keep.first == b"GET / HTTP/1.1\r\nHost: a.test\r\nConnection: close\r\n\r\n"
 
 
 @pytest.mark.parametrize(

@@ -175,6 +175,8 @@ class ProxyProcess:
                 return
             if not fds:
                 return  # the holder failed before it listened, or is gone
+            for extra in fds[1:]:  # the holder sends one; anything more is not ours to keep
+                os.close(extra)
             with socket.socket(fileno=fds[0]) as listener:
                 sel.unregister(self._ours)
                 sel.register(listener, selectors.EVENT_READ)

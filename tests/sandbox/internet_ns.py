@@ -11,6 +11,8 @@ namespace "net" that holds every other test address:
     192.0.2.10             the internet (TEST-NET-1)
     10.0.0.5 192.168.1.5 100.64.0.5 fd00::5 64:ff9b::a00:5    the LAN, and a NAT64 form
 
+`linked()` builds the pair for any test (test_gh_grant.py uses it for its fake GitHub).
+
 Every address in "net" serves HTTP on ports 80 and 8080 (the answer names the address and
 port it was reached on) and takes TLS on 443 (it records the server name the ClientHello
 carried, then closes). Every connection either side takes is a line in HITS_FILE.
@@ -27,6 +29,7 @@ import socket
 import subprocess
 import sys
 import threading
+from collections.abc import Callable, Sequence
 
 CLONE_NEWNET = 0x40000000
 NET_V4 = ("192.0.2.10", "10.0.0.5", "192.168.1.5", "100.64.0.5")
@@ -96,38 +99,38 @@ def listen(family: int, address: str, port: int, hits: str, name: str) -> None:
     threading.Thread(target=accept, daemon=True).start()
 
 
-def net_side(hits: str, unshared: int, linked: int, up: int) -> None:
-    """The child: a network namespace of its own, joined to the host's by a veth pair."""
-    if ctypes.CDLL(None, use_errno=True).unshare(CLONE_NEWNET) != 0:
-        os._exit(3)
-    os.write(unshared, b"x")
-    os.read(linked, 1)  # the host has moved v1 here
-    ip("link", "set", "lo", "up")
-    for address in NET_V4:
-        ip("addr", "add", f"{address}/32", "dev", "v1")
-    for address in NET_V6:
-        ip("-6", "addr", "add", f"{address}/128", "dev", "v1", "nodad")
-    ip("link", "set", "v1", "up")
-    ip("route", "add", "default", "dev", "v1")
-    ip("-6", "route", "add", "default", "dev", "v1")
-    for port in (80, 443, 8080):
-        listen(socket.AF_INET, "0.0.0.0", port, hits, "net")
-        listen(socket.AF_INET6, "::", port, hits, "net")
-    os.write(up, b"x")
-    signal.pause()
-
-
-def main() -> None:
-    channel = socket.socket(fileno=int(sys.argv[1]))
-    hits = sys.argv[2]
+def linked(
+    channel: socket.socket,
+    v4: Sequence[str],
+    v6: Sequence[str],
+    serve: Callable[[], None],
+    host_side: Callable[[], None] = lambda: None,
+) -> None:
+    """From the "host" namespace: fork a "net" namespace holding `v4` and `v6` on its end of
+    a veth link, the host's default routes going there; run `serve` there and `host_side`
+    here, answer "ready" on `channel`, and keep both until its EOF."""
     unshared_r, unshared_w = os.pipe()
     linked_r, linked_w = os.pipe()
     up_r, up_w = os.pipe()
     child = os.fork()
     if child == 0:
-        channel.close()
         try:
-            net_side(hits, unshared_w, linked_r, up_w)
+            channel.close()
+            if ctypes.CDLL(None, use_errno=True).unshare(CLONE_NEWNET) != 0:
+                os._exit(3)
+            os.write(unshared_w, b"x")
+            os.read(linked_r, 1)  # the host has moved v1 here
+            ip("link", "set", "lo", "up")
+            for address in v4:
+                ip("addr", "add", f"{address}/32", "dev", "v1")
+            for address in v6:
+                ip("-6", "addr", "add", f"{address}/128", "dev", "v1", "nodad")
+            ip("link", "set", "v1", "up")
+            ip("route", "add", "default", "dev", "v1")
+            ip("-6", "route", "add", "default", "dev", "v1")
+            serve()
+            os.write(up_w, b"x")
+            signal.pause()
         finally:
             os._exit(4)
     try:
@@ -139,8 +142,7 @@ def main() -> None:
         ip("link", "set", "v0", "up")
         ip("route", "add", "default", "dev", "v0")
         ip("-6", "route", "add", "default", "dev", "v0")
-        listen(socket.AF_INET, "127.0.0.1", 80, hits, "DECOY")
-        listen(socket.AF_INET, "127.0.0.1", 443, hits, "DECOY")
+        host_side()
         assert os.read(up_r, 1) == b"x"
         channel.sendall(b"ready\n")
         while channel.recv(4096):
@@ -148,6 +150,22 @@ def main() -> None:
     finally:
         os.kill(child, signal.SIGKILL)
         os.waitpid(child, 0)
+
+
+def main() -> None:
+    channel = socket.socket(fileno=int(sys.argv[1]))
+    hits = sys.argv[2]
+
+    def serve() -> None:
+        for port in (80, 443, 8080):
+            listen(socket.AF_INET, "0.0.0.0", port, hits, "net")
+            listen(socket.AF_INET6, "::", port, hits, "net")
+
+    def host_side() -> None:
+        listen(socket.AF_INET, "127.0.0.1", 80, hits, "DECOY")
+        listen(socket.AF_INET, "127.0.0.1", 443, hits, "DECOY")
+
+    linked(channel, NET_V4, NET_V6, serve, host_side)
 
 
 if __name__ == "__main__":

@@ -2,14 +2,17 @@
 against a bare `bash -c true` started the same way, medians in the same run.
 
 Target: under 15 ms added per call (issue 4). With `network = true` the call also starts the
-holder namespace, its forwarder and the egress proxy: that cost is reported separately, as
-the network-on median minus the network-off one (target: under 60 ms, issue 11).
+holder namespace and the egress proxy's process: that cost is reported separately, as the
+network-on median minus the network-off one (target: under 60 ms, issue 11). The proxy's
+process starts only once the sandbox's first connection is pending, so `true` starts none;
+what a first request waits for it (start to its first answer) is its own row.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
+import socket
 import subprocess
 import tempfile
 from pathlib import Path
@@ -22,6 +25,8 @@ TARGET_NETWORK_MS = 60.0
 
 def run(quick: bool) -> list[Row]:
     import sandbox
+    from sandbox.egress import EgressPolicy
+    from sandbox.netns import ProxyProcess
 
     refusal = sandbox.refuse_if_root()
     if refusal is not None:
@@ -63,6 +68,25 @@ def run(quick: bool) -> list[Row]:
             if r.exit_code != 0:
                 raise RuntimeError(f"sandboxed true with network failed: {r.error or r.stderr}")
 
+        def proxy_alone() -> None:
+            proxy = ProxyProcess(EgressPolicy(None))
+            proxy.start()
+            proxy.close()
+
+        def proxy_first_answer() -> None:
+            # As the holder does: hand the proxy a listener, then ask it for a loopback
+            # address, which it refuses (403) without connecting anywhere.
+            proxy = ProxyProcess(EgressPolicy(None))
+            channel = socket.socket(fileno=os.dup(proxy.start()))
+            with socket.create_server(("127.0.0.1", 0)) as listener, channel:
+                socket.send_fds(channel, [b"L"], [listener.fileno()])
+                proxy.handed_over()
+                with socket.create_connection(listener.getsockname(), timeout=30) as c:
+                    c.sendall(b"CONNECT 127.0.0.1:443 HTTP/1.1\r\n\r\n")
+                    if not c.recv(100).startswith(b"HTTP/1.1 403"):
+                        raise RuntimeError("the egress proxy did not refuse loopback")
+            proxy.close()
+
         def bare() -> None:
             subprocess.run(
                 ["bash", "-c", "true"],
@@ -81,6 +105,8 @@ def run(quick: bool) -> list[Row]:
         with_network()
         n1, o1 = median_seconds(with_network, half), median_seconds(sandboxed, half)
         o2, n2 = median_seconds(sandboxed, half), median_seconds(with_network, half)
+        p1 = median_seconds(proxy_alone, half)
+        p2 = median_seconds(proxy_first_answer, half)
     net_ms = (n1 + n2) / 2 * 1000
     off_ms = (o1 + o2) / 2 * 1000
     net_added = net_ms - off_ms
@@ -112,5 +138,17 @@ def run(quick: bool) -> list[Row]:
             baseline=f"network off: {off_ms:.2f} ms",
             target=f"< {TARGET_NETWORK_MS:g} ms",
             met=net_added < TARGET_NETWORK_MS,
+        ),
+        Row(
+            name="egress proxy of a call that opens no connection (no process started)",
+            value=p1 * 1000,
+            unit="ms",
+            baseline=f"network on: {net_ms:.2f} ms per call",
+        ),
+        Row(
+            name="egress proxy process: start to its first answer (a first request waits)",
+            value=p2 * 1000,
+            unit="ms",
+            baseline=f"network on: {net_ms:.2f} ms per call",
         ),
     ]

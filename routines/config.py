@@ -22,6 +22,7 @@ max_address_space_mb = 2048
 max_run_memory_mb = 2048              # one shell call's processes and its /tmp together
 max_workspace_mb = 256                # its workspace and scratch dir together, during each call
 bwrap = "/usr/bin/bwrap"              # absolute; refused unless root-owned, writable by no one else
+lan = false                           # true: network = true reaches LAN addresses too
 
 [ledger]
 keep_runs_days = 90                   # older runs become one line per routine per day
@@ -90,6 +91,9 @@ class SandboxSettings:
     max_run_memory_mb: int = 2048
     max_workspace_mb: int = 256
     bwrap: str = DEFAULT_BWRAP
+    # network = true means the internet: LAN addresses (10/8, 172.16/12, 192.168/16,
+    # 100.64/10, fc00::/7) only with this, or for a host a routine's list names.
+    lan: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         """The form sent to a worker in `Job.sandbox`."""
@@ -103,6 +107,7 @@ class SandboxSettings:
             "max_run_memory_mb": self.max_run_memory_mb,
             "max_workspace_mb": self.max_workspace_mb,
             "bwrap": self.bwrap,
+            "lan": self.lan,
         }
 
 
@@ -236,6 +241,7 @@ _SCHEMA: dict[str, dict[str, Check]] = {
         "max_run_memory_mb": positive_int,
         "max_workspace_mb": positive_int,
         "bwrap": _absolute_path,
+        "lan": boolean,
     },
     "price": {"input": positive_number, "output": positive_number},
     "ledger": _LEDGER_SCHEMA,

@@ -1,9 +1,11 @@
 """The `network` key: false, true, or a list of host names the routine's commands may reach.
 
-    network = ["api.github.com", "github.com"]
+    network = ["api.github.com", "github.com", "git.example.org:8443"]
 
-Host names only, compared exactly by the egress proxy (sandbox/egress.py): no scheme, port,
-path, wildcard or IP address, so a list says plainly which machines a routine talks to.
+Host names, compared exactly by the egress proxy (sandbox/egress.py): no scheme, path,
+wildcard or IP address, so a list says plainly which machines a routine talks to. A name
+reaches ports 80 and 443; `host:port` (1-65535) reaches that one port instead. A listed
+name may be a LAN host: naming it is what lets the proxy connect to its LAN address.
 """
 
 from __future__ import annotations
@@ -16,24 +18,36 @@ from routines.checks import Bad
 __all__ = ["host_problem", "network_value"]
 
 _LABEL = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
-_EXPECTED = 'true, false or an array of host names such as ["api.github.com"]'
+_EXPECTED = (
+    'true, false or an array of host names such as ["api.github.com"] '
+    '(or "host:port" for a port besides 80 and 443)'
+)
 
 
 def host_problem(host: str) -> str | None:
-    """Why `host` is not a plain host name, or None."""
+    """Why `host` is not a plain host name or host:port, or None."""
     shown = host.encode("unicode_escape").decode("ascii")[:80]
-    try:
-        ipaddress.ip_address(host.strip("[]"))
-    except ValueError:
-        pass
-    else:
+    if _is_ip(host.strip("[]")) or _is_ip(host.rpartition("]")[0].strip("[")):
         return f'"{shown}" is an IP address; name the host'
-    if "://" in host or "/" in host or ":" in host:
-        return f'"{shown}" is not a bare host name (no scheme, port or path)'
+    if "://" in host or "/" in host or host.count(":") > 1:
+        return f'"{shown}" is not a host name or host:port (no scheme or path)'
+    host, colon, port = host.partition(":")
+    if colon and not (port.isascii() and port.isdigit() and 0 < int(port) < 65536):
+        return f'"{shown}" has a port that is not a number from 1 to 65535'
+    if _is_ip(host):
+        return f'"{shown}" is an IP address; name the host'
     name = host.lower().removesuffix(".")
     if not name or len(name) > 253 or not all(_LABEL.fullmatch(p) for p in name.split(".")):
         return f'"{shown}" is not a host name'
     return None
+
+
+def _is_ip(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True
 
 
 def network_value(value: object) -> bool | tuple[str, ...]:
@@ -48,4 +62,10 @@ def network_value(value: object) -> bool | tuple[str, ...]:
         problem = host_problem(host)
         if problem is not None:
             raise Bad(f"{_EXPECTED}; {problem}")
-    return tuple(dict.fromkeys(h.lower().removesuffix(".") for h in value))
+    return tuple(dict.fromkeys(_normal(h) for h in value))
+
+
+def _normal(entry: str) -> str:
+    host, colon, port = entry.lower().partition(":")
+    host = host.removesuffix(".")
+    return f"{host}:{int(port)}" if colon else host

@@ -1,83 +1,141 @@
-"""The egress proxy: the only way out of a sandbox with `network = true` or a host list.
+"""The egress proxy's decisions, pure: what a request asks for, and whether it may go there.
 
-It runs in the worker, in the host's network namespace, for the length of one shell call.
-The sandbox's network namespace holds only `lo`; the holder (sandbox/netholder.py) listens on
-127.0.0.1:PROXY_PORT there and hands the listening socket over a socketpair to this proxy,
-which accepts on it from the worker and speaks HTTP proxy: `CONNECT host:port` (HTTPS, any TLS or
-TCP protocol) and absolute-form requests (`GET http://host/path`, plain HTTP).
+The proxy itself runs in a process of its own (sandbox/egressserver.py, started by
+sandbox/netns.py's ProxyProcess), in the host's network namespace, for the length of one shell
+call. It speaks HTTP proxy: `CONNECT host:port` (HTTPS) and absolute-form requests
+(`GET http://host/path`, plain HTTP).
 
-What it lets through (`decide`, pure): with `network = true` any host; with a host list only
-those names, exactly (no subdomains, no IP literals). Either way the names are resolved here
-and an address on the loopback, link-local (cloud metadata), unspecified, multicast or
-"this network" ranges is refused, so neither `localhost`, `127.0.0.1`, `[::1]` nor a name
-that resolves to them reaches a host service.
+What it lets through (`decide`):
+- `network = true` (`hosts` None): any host on the internet, ports 80 and 443 only. An address
+  on the LAN (RFC 1918, CGNAT 100.64/10, ULA fc00::/7) is refused unless [sandbox].lan = true.
+- A host list: exactly its names (no subdomains, no IP literals), on ports 80 and 443, or on
+  the one port an entry `host:port` names. A named host may resolve to a LAN address: naming
+  it is the opt-in. A plain request's Host header must name its target; a CONNECT's TLS
+  ClientHello must carry the CONNECT host as its SNI (sandbox/tlshello.py), so a listed
+  front cannot carry a request for another virtual host.
+- Never, whatever the list: loopback, link-local (169.254.169.254 is a cloud's metadata
+  service), unspecified, multicast, reserved, and the IPv4-mapped, IPv4-compatible, SIIT,
+  NAT64, 6to4 and Teredo forms of any refused IPv4 address.
+
+Every check is made on the address the proxy connects to: `decide` resolves once and returns
+the addresses that passed, and the proxy connects to those (no second lookup, so a name
+cannot rebind between check and connect).
+
+Stdlib only, and no dataclasses (its import pulls in `inspect`, ~10 ms): the proxy process
+imports this module at the start of every networked shell call.
 """
 
 from __future__ import annotations
 
-import contextlib
+import enum
 import ipaddress
-import selectors
 import socket
-import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 __all__ = [
-    "MAX_CONNECTIONS",
+    "DEFAULT_PORTS",
+    "AddressKind",
     "Dialer",
-    "EgressProxy",
+    "EgressPolicy",
+    "Entry",
     "HostDialer",
     "Refusal",
     "Target",
     "address_allowed",
+    "address_kind",
     "decide",
+    "egress_policy",
     "is_local",
+    "parse_entry",
     "parse_head",
+    "policy_argv",
+    "policy_from_argv",
+    "port_refusal",
 ]
 
-MAX_CONNECTIONS = 32  # at once, per shell call
-_HEAD_MAX = 16 * 1024
-_HEAD_TIMEOUT_SEC = 30.0
+DEFAULT_PORTS = (80, 443)  # what a bare host name, and network = true, may reach
 _CONNECT_TIMEOUT_SEC = 10.0
-_CHUNK = 65536
 
 Resolver = Callable[[str, int], Sequence[str]]
 
 
-class Dialer(Protocol):
-    """Where the proxy's names are resolved and its connections made: the worker's own
-    network (HostDialer). The seam lets a test stand a network namespace it made for the
-    internet; what the proxy allows is decided before either method is called."""
-
-    def resolve(self, host: str, port: int) -> Sequence[str]: ...
-
-    def connect(self, address: str, port: int) -> socket.socket | None: ...
-
-
-@dataclass(frozen=True, slots=True)
-class Target:
+class Target(NamedTuple):
     """Where one proxied connection goes, and what to send it first."""
 
     host: str  # lower case, no trailing dot; an IP literal without brackets
     port: int
     tunnel: bool  # CONNECT: answer 200 and relay; else forward `first` to the server
     first: bytes = b""  # the rewritten request head (plain HTTP), plus any body bytes read
+    # A plain request's Host header as (host, port), normalised like `host`; None for CONNECT
+    # or when the request sent none.
+    host_header: tuple[str, int] | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Refusal:
-    status: int  # 400, 403, 405
-    reason: str  # one line, shown to the command in the response body
+class Refusal(NamedTuple):
+    status: int  # 400, 403, 502
+    reason: str  # one line, shown to the command in the response body and logged
+
+
+class Entry(NamedTuple):
+    """One host list entry: `host`, or `host:port`."""
+
+    host: str
+    port: int | None  # None: DEFAULT_PORTS
+
+
+class EgressPolicy(NamedTuple):
+    """What one shell call's proxy lets through."""
+
+    hosts: tuple[Entry, ...] | None  # None: network = true, any internet host
+    lan: bool = False  # network = true may reach LAN addresses ([sandbox].lan = true)
+
+
+def parse_entry(text: str) -> Entry:
+    """`host` or `host:port` as routines/hosts.py checked it; ValueError if not."""
+    host, colon, port_text = text.lower().rpartition(":")
+    if not colon:
+        host, port_text = text.lower(), ""
+    host = host.rstrip(".")
+    if not host or any(c in host for c in " \t/\\@%[]:"):
+        raise ValueError(f"network list entry {text!r}: expected host or host:port")
+    if not port_text:
+        return Entry(host, None)
+    if not port_text.isdigit() or not 0 < int(port_text) < 65536:
+        raise ValueError(f"network list entry {text!r}: the port must be 1-65535")
+    return Entry(host, int(port_text))
+
+
+def egress_policy(network: bool | tuple[str, ...], lan: bool = False) -> EgressPolicy:
+    """A ShellPolicy's `network` (True, or the host list) and [sandbox].lan, as the proxy's."""
+    if network is True:
+        return EgressPolicy(None, lan)
+    if not isinstance(network, tuple) or not network:
+        raise ValueError("the egress proxy runs only for network = true or a host list")
+    return EgressPolicy(tuple(dict.fromkeys(parse_entry(e) for e in network)), lan)
+
+
+def policy_argv(policy: EgressPolicy) -> list[str]:
+    """The policy as the proxy process's arguments (policy_from_argv reads them back)."""
+    if policy.hosts is None:
+        return ["any+lan" if policy.lan else "any"]
+    entries = [e.host if e.port is None else f"{e.host}:{e.port}" for e in policy.hosts]
+    return ["list", *entries]
+
+
+def policy_from_argv(args: Sequence[str]) -> EgressPolicy:
+    if list(args) == ["any"]:
+        return EgressPolicy(None, False)
+    if list(args) == ["any+lan"]:
+        return EgressPolicy(None, True)
+    if len(args) >= 2 and args[0] == "list":
+        return EgressPolicy(tuple(parse_entry(a) for a in args[1:]))
+    raise ValueError(f"expected any, any+lan or list HOST..., found {list(args)!r}")
 
 
 def parse_head(head: bytes, rest: bytes = b"") -> Target | Refusal:
     """The target of one proxy request head (up to and without the blank line)."""
-    try:
-        text = head.decode("latin-1")
-    except UnicodeDecodeError:  # pragma: no cover - latin-1 decodes every byte
-        return Refusal(400, "unreadable request")
+    text = head.decode("latin-1")  # decodes every byte
     lines = text.split("\r\n")
     parts = lines[0].split(" ")
     if len(parts) != 3 or not parts[2].startswith("HTTP/1."):
@@ -96,13 +154,23 @@ def parse_head(head: bytes, rest: bytes = b"") -> Target | Refusal:
     hostport = _host_port(authority, 80)
     if hostport is None:
         return Refusal(400, "bad host in the URL")
-    kept = [
-        line
-        for line in lines[1:]
-        if line and not line.lower().startswith(("proxy-connection:", "proxy-authorization:"))
-    ]
-    request = "\r\n".join([f"{method} /{path if slash else ''} {version}", *kept, "", ""])
-    return Target(*hostport, tunnel=False, first=request.encode("latin-1") + rest)
+    hosts = [line for line in lines[1:] if line.lower().startswith("host:")]
+    if len(hosts) > 1:
+        return Refusal(400, "more than one Host header")
+    host_header = None
+    if hosts:
+        host_header = _host_port(hosts[0][len("host:") :].strip(), 80)
+        if host_header is None:
+            return Refusal(400, "bad Host header")
+    # One request per connection: the Host check above holds for the first request only, so
+    # the server is told to close after it (a later request on the same connection could
+    # name another virtual host). Proxy headers are for us and never forwarded.
+    dropped = ("proxy-connection:", "proxy-authorization:", "connection:", "keep-alive:")
+    kept = [line for line in lines[1:] if line and not line.lower().startswith(dropped)]
+    head_lines = [f"{method} /{path if slash else ''} {version}", *kept, "Connection: close"]
+    request = "\r\n".join([*head_lines, "", ""])
+    first = request.encode("latin-1") + rest
+    return Target(*hostport, tunnel=False, first=first, host_header=host_header)
 
 
 def _host_port(text: str, default: int | None) -> tuple[str, int] | None:
@@ -137,55 +205,156 @@ def _is_ip(host: str) -> bool:
     return True
 
 
-def host_allowed(host: str, hosts: tuple[str, ...] | None) -> Refusal | None:
-    """None when policy lets `host` (a name or IP literal) through, else why not."""
-    if hosts is None:
-        return None
+def port_refusal(target: Target, policy: EgressPolicy) -> Refusal | None:
+    """None when policy lets `target`'s host and port through, else why not."""
+    host, port = target.host, target.port
+    if policy.hosts is None:
+        if port in DEFAULT_PORTS:
+            return None
+        return Refusal(
+            403,
+            f"port {port}: network = true reaches ports 80 and 443 only "
+            f'(a host list entry "host:{port}" allows another)',
+        )
     if _is_ip(host):
         return Refusal(403, f"{host} is an address; this routine's network list names hosts")
-    if host not in hosts:
+    ports = {e.port for e in policy.hosts if e.host == host}
+    if not ports:
         return Refusal(403, f"{host} is not in this routine's network list")
+    if port in ports or (None in ports and port in DEFAULT_PORTS):
+        return None
+    return Refusal(
+        403,
+        f"{host}:{port} is not in this routine's network list (a host reaches ports 80 and "
+        f'443; list "{host}:{port}" for another)',
+    )
+
+
+def host_header_refusal(target: Target, policy: EgressPolicy) -> Refusal | None:
+    """With a host list, a plain request's Host header must name the host it is sent to:
+    a server picks its virtual host by that header, not by the address connected to."""
+    if policy.hosts is None or target.tunnel:
+        return None
+    if target.host_header is None:
+        return Refusal(400, f"a request to {target.host} without a Host header")
+    if target.host_header != (target.host, target.port):
+        shown = "{}:{}".format(*target.host_header)
+        return Refusal(403, f"Host header {shown} is not the request's target {target.host}")
     return None
 
 
-_NETS_REFUSED = tuple(
-    ipaddress.ip_network(n)
-    for n in ("0.0.0.0/8", "127.0.0.0/8", "169.254.0.0/16", "224.0.0.0/4", "255.255.255.255/32")
-)
+class AddressKind(enum.Enum):
+    """Where an address is, for the proxy; ordered by how far it is kept out."""
+
+    PUBLIC = 0  # the internet: network = true reaches it
+    LAN = 1  # private, CGNAT, ULA: only a named host, or [sandbox].lan = true
+    LOCAL = 2  # loopback, link-local, unspecified, multicast, reserved: never
 
 
-def address_allowed(address: str) -> bool:
-    """Whether the proxy may connect to `address`: never the host's own loopback, never
-    link-local (169.254.169.254 is a cloud's metadata service), multicast or unspecified."""
+def _nets(*texts: str) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
+    return tuple(ipaddress.ip_network(t) for t in texts)
+
+
+# 240.0.0.0/4 (reserved) holds the broadcast address; 0.0.0.0/8 is "this network".
+_V4_LOCAL = _nets("0.0.0.0/8", "127.0.0.0/8", "169.254.0.0/16", "224.0.0.0/4", "240.0.0.0/4")
+_V4_LAN = _nets("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10")
+_V6_LAN = _nets("fc00::/7", "fec0::/10")  # ULA, and the deprecated site-local
+# Forms that carry an IPv4 address in their last 32 bits: IPv4-compatible (::a.b.c.d),
+# SIIT (::ffff:0:a.b.c.d) and the well-known NAT64 prefix. IPv4-mapped, 6to4 and Teredo
+# have ipaddress properties of their own.
+_V6_TAIL_V4 = _nets("::/96", "::ffff:0:0:0/96", "64:ff9b::/96")
+# The local-use NAT64 prefix (RFC 8215): its translator is on the local network, so the
+# whole prefix is LAN; the IPv4 address may sit at the end or, for a /48, at bits 48-87.
+_NAT64_LOCAL = ipaddress.ip_network("64:ff9b:1::/48")
+
+
+def _v4_kind(ip: ipaddress.IPv4Address) -> AddressKind:
+    if any(ip in net for net in _V4_LOCAL):
+        return AddressKind.LOCAL
+    if any(ip in net for net in _V4_LAN):
+        return AddressKind.LAN
+    return AddressKind.PUBLIC
+
+
+def _embedded_v4(ip: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
+    found = [v for v in (ip.ipv4_mapped, ip.sixtofour) if v is not None]
+    if ip.teredo is not None:
+        found.append(ip.teredo[1])
+    value = int(ip)
+    if any(ip in net for net in _V6_TAIL_V4):
+        found.append(ipaddress.IPv4Address(value & 0xFFFFFFFF))
+    if ip in _NAT64_LOCAL:
+        # The prefix length is the operator's: read both places an address may be (the
+        # last 32 bits, or RFC 6052's /48 form: 16 bits, the zero u-octet, 16 bits), each
+        # unless it is all zero there (the other form's padding).
+        high, low = (value >> 64) & 0xFFFF, (value >> 40) & 0xFFFF
+        for v4 in (value & 0xFFFFFFFF, high << 16 | low):
+            if v4:
+                found.append(ipaddress.IPv4Address(v4))
+    return found
+
+
+def address_kind(address: str) -> AddressKind:
+    """Where `address` (an IP literal, maybe with a %zone) is; the most local reading wins."""
     ip = ipaddress.ip_address(address.split("%", maxsplit=1)[0])
-    if isinstance(ip, ipaddress.IPv6Address):
-        mapped = ip.ipv4_mapped or ip.sixtofour
-        if mapped is not None:
-            ip = mapped
     if isinstance(ip, ipaddress.IPv4Address):
-        return not any(ip in net for net in _NETS_REFUSED)
-    return not (ip.is_loopback or ip.is_link_local or ip.is_multicast or ip.is_unspecified)
+        return _v4_kind(ip)
+    kinds = [_v4_kind(v) for v in _embedded_v4(ip)]
+    if ip.is_loopback or ip.is_link_local or ip.is_multicast or ip.is_unspecified:
+        kinds.append(AddressKind.LOCAL)
+    elif ip in _NAT64_LOCAL or any(ip in net for net in _V6_LAN):
+        kinds.append(AddressKind.LAN)
+    return max(kinds, key=lambda k: k.value, default=AddressKind.PUBLIC)
 
 
-def decide(
-    target: Target, hosts: tuple[str, ...] | None, resolve: Resolver
-) -> tuple[str, ...] | Refusal:
-    """The addresses the proxy may try for `target`, in order, or why it refuses."""
-    refused = host_allowed(target.host, hosts)
+def address_allowed(address: str, lan: bool = False) -> bool:
+    """Whether the proxy may connect to `address`: an internet address, or with `lan` (a
+    named host, or [sandbox].lan = true) a LAN one; never a local one."""
+    kind = address_kind(address)
+    return kind is AddressKind.PUBLIC or (lan and kind is AddressKind.LAN)
+
+
+def decide(target: Target, policy: EgressPolicy, resolve: Resolver) -> tuple[str, ...] | Refusal:
+    """The addresses the proxy may try for `target`, in order, or why it refuses.
+
+    Invariant: the proxy connects only to addresses this returned (no second lookup).
+    tests/sandbox/test_egress_internet.py holds it against a namespace with LAN hosts.
+    """
+    refused = port_refusal(target, policy) or host_header_refusal(target, policy)
     if refused is not None:
         return refused
     try:
         addresses = resolve(target.host, target.port)
     except OSError:
         return Refusal(502, f"cannot resolve {target.host}")
-    allowed = tuple(a for a in addresses if address_allowed(a))
-    if not allowed:
-        return Refusal(403, f"{target.host} resolves only to loopback or link-local addresses")
-    return allowed
+    # A host the list names may be on the LAN: naming it is the opt-in.
+    lan = policy.lan or policy.hosts is not None
+    allowed = tuple(a for a in addresses if address_allowed(a, lan))
+    if allowed:
+        return allowed
+    lan_seen = [a for a in addresses if address_kind(a) is AddressKind.LAN]
+    if lan_seen:
+        return Refusal(
+            403,
+            f"{target.host} resolves to a LAN address ({lan_seen[0]}); network = true "
+            "reaches the internet only (name the host in a host list, or set "
+            "[sandbox].lan = true in config.toml)",
+        )
+    return Refusal(403, f"{target.host} resolves only to loopback or link-local addresses")
+
+
+class Dialer(Protocol):
+    """Where the proxy's names are resolved and its connections made (HostDialer: the
+    proxy process's own network namespace). What it allows is decided before either is
+    called."""
+
+    def resolve(self, host: str, port: int) -> Sequence[str]: ...
+
+    def connect(self, address: str, port: int) -> socket.socket | None: ...
 
 
 class HostDialer:
-    """The worker's network namespace: getaddrinfo and connect, with a timeout.
+    """The proxy's network namespace: getaddrinfo and connect, with a timeout.
 
     Never to an address of this machine (its LAN or VPN address, a bridge's gateway): a
     service of the user's listening on 0.0.0.0 answers there just as on 127.0.0.1. An address
@@ -219,163 +388,3 @@ def is_local(address: str, family: int) -> bool:
         except OSError:
             return False
         return True
-
-
-class EgressProxy:
-    """One shell call's proxy. `start()` gives the fd to pass to the holder; `close()` ends
-    every connection it holds. Threads: one accepting, one per connection."""
-
-    def __init__(self, hosts: tuple[str, ...] | None, dialer: Dialer | None = None) -> None:
-        self.hosts = hosts
-        self._dialer = dialer if dialer is not None else HostDialer()
-        self._ours, self._theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        self._lock = threading.Lock()
-        self._open: set[socket.socket] = set()
-        self._closed = False
-        self.refused: list[str] = []  # one line per refusal, for the tool result's note
-
-    def start(self) -> int:
-        """Start accepting handed-over sockets; returns the fd the holder must inherit."""
-        threading.Thread(target=self._accept_loop, name="vinos-egress", daemon=True).start()
-        return self._theirs.fileno()
-
-    def handed_over(self) -> None:
-        """The holder has its copy: drop ours, so its exit ends the accept loop."""
-        self._theirs.close()
-
-    def close(self) -> None:
-        with self._lock:
-            self._closed = True
-            live = list(self._open)
-        for s in (*live, self._ours):
-            with contextlib.suppress(OSError):
-                s.shutdown(socket.SHUT_RDWR)
-            s.close()
-        with contextlib.suppress(OSError):
-            self._theirs.close()
-
-    def _track(self, s: socket.socket) -> bool:
-        with self._lock:
-            if self._closed or len(self._open) >= MAX_CONNECTIONS * 2:
-                return False
-            self._open.add(s)
-            return True
-
-    def _untrack(self, *socks: socket.socket) -> None:
-        with self._lock:
-            for s in socks:
-                self._open.discard(s)
-        for s in socks:
-            s.close()
-
-    def _accept_loop(self) -> None:
-        try:
-            _, fds, _, _ = socket.recv_fds(self._ours, 16, 1)
-        except OSError:
-            return
-        if not fds:
-            return  # the holder failed before it listened, or is gone
-        listener = socket.socket(fileno=fds[0])
-        if not self._track(listener):
-            listener.close()
-            return
-        while True:
-            try:
-                conn, _ = listener.accept()
-            except OSError:
-                return  # closed by close(): the call is over
-            if not self._track(conn):
-                _answer(conn, Refusal(503, "too many connections at once"))
-                conn.close()
-                continue
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
-
-    def _serve(self, conn: socket.socket) -> None:
-        upstream: socket.socket | None = None
-        try:
-            conn.settimeout(_HEAD_TIMEOUT_SEC)
-            head, rest = _read_head(conn)
-            target = parse_head(head, rest) if head is not None else Refusal(400, "no request")
-            if isinstance(target, Refusal):
-                return self._refuse(conn, target)
-            plan = decide(target, self.hosts, self._dialer.resolve)
-            if isinstance(plan, Refusal):
-                return self._refuse(conn, plan)
-            upstream = next(
-                filter(None, (self._dialer.connect(a, target.port) for a in plan)), None
-            )
-            if upstream is None:
-                return self._refuse(conn, Refusal(502, f"cannot connect to {target.host}"))
-            if not self._track(upstream):
-                return
-            if target.tunnel:
-                conn.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
-            if target.first:
-                upstream.sendall(target.first)
-            conn.settimeout(None)
-            upstream.settimeout(None)
-            _relay(conn, upstream)
-        except OSError:
-            pass
-        finally:
-            self._untrack(conn, *((upstream,) if upstream is not None else ()))
-
-    def _refuse(self, conn: socket.socket, refusal: Refusal) -> None:
-        with self._lock:
-            if len(self.refused) < 20:
-                self.refused.append(refusal.reason)
-        _answer(conn, refusal)
-
-
-def _read_head(conn: socket.socket) -> tuple[bytes | None, bytes]:
-    buf = b""
-    while b"\r\n\r\n" not in buf:
-        if len(buf) > _HEAD_MAX:
-            return None, b""
-        chunk = conn.recv(4096)
-        if not chunk:
-            return None, b""
-        buf += chunk
-    head, _, rest = buf.partition(b"\r\n\r\n")
-    return head, rest
-
-
-_TEXT = {400: "Bad Request", 403: "Forbidden", 502: "Bad Gateway", 503: "Service Unavailable"}
-
-
-def _answer(conn: socket.socket, refusal: Refusal) -> None:
-    body = f"vinos-routine egress proxy: {refusal.reason}\n".encode()
-    head = (
-        f"HTTP/1.1 {refusal.status} {_TEXT.get(refusal.status, 'Error')}\r\n"
-        f"Content-Type: text/plain; charset=utf-8\r\nContent-Length: {len(body)}\r\n"
-        "Connection: close\r\n\r\n"
-    )
-    with contextlib.suppress(OSError):
-        conn.sendall(head.encode() + body)
-
-
-def _relay(a: socket.socket, b: socket.socket) -> None:
-    """Copy both ways until both sides have finished sending."""
-    peer = {a: b, b: a}
-    open_reads = {a, b}
-    with selectors.DefaultSelector() as sel:
-        for s in open_reads:
-            sel.register(s, selectors.EVENT_READ)
-        while open_reads:
-            for key, _ in sel.select():
-                src = key.fileobj
-                assert isinstance(src, socket.socket)
-                try:
-                    data = src.recv(_CHUNK)
-                except OSError:
-                    data = b""
-                if data:
-                    try:
-                        peer[src].sendall(data)
-                        continue
-                    except OSError:
-                        return
-                sel.unregister(src)
-                open_reads.discard(src)
-                with contextlib.suppress(OSError):
-                    peer[src].shutdown(socket.SHUT_WR)

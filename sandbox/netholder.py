@@ -6,9 +6,10 @@ and trusts nothing on sys.path. It
 
 1. unshares a user and a network namespace, mapping only our own uid and gid;
 2. brings up `lo` there and listens on 127.0.0.1:PORT;
-3. hands that listening socket over PASS_FD (SCM_RIGHTS) to the egress proxy, which runs in
-   the worker, in the host's network namespace, and accepts on it from there (a socket
-   stays in the namespace it was made in, whoever holds it; sandbox/egress.py);
+3. hands that listening socket over PASS_FD (SCM_RIGHTS) to the egress proxy, a process of
+   its own in the host's network namespace (sandbox/egressserver.py), which accepts on it
+   from there (a socket stays in the namespace it was made in, whoever holds it), and
+   closes PASS_FD: the sandbox gets no AF_UNIX socket from us;
 4. execs bwrap (without --unshare-net), so the sandbox shares this namespace: its only way
    anywhere is 127.0.0.1:PORT, i.e. the proxy.
 

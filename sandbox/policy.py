@@ -76,9 +76,12 @@ class ShellPolicy:
     rw_binds: tuple[str, ...]
     masks: tuple[str, ...]  # hidden under the binds: empty tmpfs (dir) or /dev/null (file)
     cwd: str  # the working directory, normally the run's scratch dir
-    # False: a namespace with only its own loopback. True: any host through the egress
-    # proxy. A tuple of host names: only those (sandbox/netns.py, sandbox/egress.py).
+    # False: a namespace with only its own loopback. True: any internet host, ports 80 and
+    # 443, through the egress proxy. A tuple of "host" or "host:port" entries: only those
+    # (sandbox/netns.py, sandbox/egress.py).
     network: bool | tuple[str, ...] = False
+    # network = true may reach LAN addresses too ([sandbox].lan = true in config.toml).
+    lan: bool = False
     # The whole environment (bwrap --clearenv first): HOME PATH TERM LANG and never a secret.
     env: tuple[tuple[str, str], ...] = ()
     limits: Limits = field(default_factory=Limits)
@@ -114,6 +117,7 @@ def routine_policy(
     bwrap: str = DEFAULT_BWRAP,
     credentials: Sequence[str] = (),
     never_names: Sequence[str] = (),
+    lan: bool = False,
 ) -> ShellPolicy:
     """The policy for one routine's shell calls (DESIGN.md "Sandbox").
 
@@ -167,6 +171,7 @@ def routine_policy(
         masks=tuple(masks),
         cwd=scratch,
         network=network,
+        lan=lan,
         env=tuple(env),
         limits=limits,
         declared=tuple(binds + granted),

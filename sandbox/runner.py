@@ -22,17 +22,16 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from sandbox import seccomp
 from sandbox.argv import build_argv
-from sandbox.egress import Dialer, EgressProxy
 from sandbox.host import Host
 from sandbox.limits import MemoryWatch
 from sandbox.netholder import EXIT_SETUP
-from sandbox.netns import allowed_hosts, holder_argv, uses_proxy
+from sandbox.netns import ProxyProcess, holder_argv, proxy_policy, uses_proxy
 from sandbox.policy import ShellPolicy, UnsafeValue, check_path
 from sandbox.probe import ROOT_REFUSAL, probe, warn_once
 from sandbox.quota import QuotaWatch, open_dir_restoring
@@ -91,14 +90,15 @@ def run_shell(
     timeout_sec: float,
     stdout_cap: int = STDOUT_CAP,
     stderr_cap: int = STDERR_CAP,
-    dialer: Dialer | None = None,
+    proxy_prefix: Sequence[str] = (),
     on_argv: Callable[[list[str]], None] | None = None,
     stdin: bytes | None = None,
 ) -> ShellResult:
     """Run `bash -c command` under bwrap with `policy`. Never raises for sandbox problems.
 
-    With the network on, the egress proxy resolves and connects through `dialer` (default:
-    this process's own network; tests give a network namespace of their own).
+    With the network on, the egress proxy runs in a process of its own, started under
+    `proxy_prefix` (default: none, so in this process's network; tests give a command that
+    enters a network namespace of their own).
 
     A refusal (root, NUL/newline in the command or a path, no bwrap, no libseccomp, no user
     namespaces) comes back as ShellResult(error=...) with nothing run. `on_argv` is called
@@ -116,7 +116,15 @@ def run_shell(
     # the runner learns the sandbox's pid-1), so it is kept only once bwrap is running.
     with contextlib.ExitStack() as lasting:  # the egress proxy: until the sandbox is gone
         return _run(
-            command, policy, lasting, timeout_sec, stdout_cap, stderr_cap, dialer, on_argv, stdin
+            command,
+            policy,
+            lasting,
+            timeout_sec,
+            stdout_cap,
+            stderr_cap,
+            proxy_prefix,
+            on_argv,
+            stdin,
         )
 
 
@@ -127,7 +135,7 @@ def _run(
     timeout_sec: float,
     stdout_cap: int,
     stderr_cap: int,
-    dialer: Dialer | None,
+    proxy_prefix: Sequence[str],
     on_argv: Callable[[list[str]], None] | None,
     stdin: bytes | None = None,
 ) -> ShellResult:
@@ -151,13 +159,18 @@ def _run(
                 policy, limits=dataclasses.replace(policy.limits, file_size_mb=fsize_mb)
             )
             argv = build_argv(limited, host, seccomp_fd, command, info_fd=info_w, rw_fds=rw_fds)
+            egress = (
+                proxy_policy(policy.network, policy.lan) if uses_proxy(policy.network) else None
+            )
         except (UnsafeValue, ValueError, OSError, seccomp.SeccompUnavailable) as exc:
             return ShellResult(error=f"refused: {exc}")
         passed = [seccomp_fd, info_w, *rw_fds]
-        proxy: EgressProxy | None = None
-        if uses_proxy(policy.network):
-            # Network on: bwrap runs in a holder namespace whose only way out is the proxy.
-            proxy = EgressProxy(allowed_hosts(policy.network), dialer)
+        proxy: ProxyProcess | None = None
+        if egress is not None:
+            # Network on: bwrap runs in a holder namespace whose only way out is the proxy,
+            # a process of its own (no secret of ours), started when the sandbox's first
+            # connection is pending (it waits in the listen backlog meanwhile).
+            proxy = ProxyProcess(egress, proxy_prefix)
             lasting.callback(proxy.close)
             pass_fd = proxy.start()
             argv = holder_argv(argv, pass_fd)
@@ -198,6 +211,10 @@ def _run(
         result = _supervise(proc, info_r, start, timeout_sec, stdout_cap, stderr_cap, watches)
     finally:
         os.close(info_r)
+    if proxy is not None:
+        proxy.close()  # the sandbox is gone: so is every connection the proxy could serve
+        if proxy.failed is not None and result.error is None:
+            result = dataclasses.replace(result, error=proxy.failed)
     return _after(result, quota)
 
 

@@ -54,6 +54,7 @@ def test_missing_file_is_all_defaults(cfg: Path) -> None:
         "max_run_memory_mb": 2048,
         "max_workspace_mb": 256,
         "bwrap": "/usr/bin/bwrap",
+        "lan": False,
     }
 
 
@@ -87,6 +88,7 @@ max_address_space_mb = 1024
 max_run_memory_mb = 4096
 max_workspace_mb = 512
 bwrap = "/opt/bubblewrap/bin/bwrap"
+lan = true
 """
     )
     c = load_config(cfg)
@@ -105,6 +107,7 @@ bwrap = "/opt/bubblewrap/bin/bwrap"
         "max_run_memory_mb": 4096,
         "max_workspace_mb": 512,
         "bwrap": "/opt/bubblewrap/bin/bwrap",
+        "lan": True,
     }
 
 
@@ -120,6 +123,10 @@ def test_config_errors_are_routine_invalid_errors(cfg: Path) -> None:
         ("max_concurent = 3\n", "max_concurent: unknown key (did you mean max_concurrent?)"),
         ("[sandbx]\nmasks = []\n", "sandbx: unknown key (did you mean sandbox?)"),
         ("[sandbox]\nmask = []\n", "[sandbox].mask: unknown key (did you mean masks?)"),
+        (
+            '[sandbox]\nlan = "yes"\n',
+            '[sandbox].lan: expected true or false, found "yes" (a string)',
+        ),
         (
             "max_concurrent = 0\n",
             "max_concurrent: expected a positive integer, found 0 (an integer)",

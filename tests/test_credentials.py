@@ -245,7 +245,7 @@ def test_network_true_beside_a_credential_is_refused(vinos_env: Path, template: 
         ('path = "~/.config/gh"', "[command].credentials[0].hosts: required"),
         ('path = "~/.config/gh"\nhosts = true', "expected an array of host names"),
         ('path = "~/.config/gh"\nhosts = []', "found an array of 0"),
-        ('path = "~/.config/gh"\nhosts = ["https://x/"]', "not a bare host name"),
+        ('path = "~/.config/gh"\nhosts = ["https://x/"]', "not a host name or host:port"),
         ('path = "~/.config/gh"\nhosts = ["a.example"]\nhost = 1', "did you mean hosts?"),
     ],
 )

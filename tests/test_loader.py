@@ -29,7 +29,10 @@ from routines.spec import (
 )
 from routines.tz import machine_timezone
 
-NETWORK_EXPECTED = 'true, false or an array of host names such as ["api.github.com"]'
+NETWORK_EXPECTED = (
+    'true, false or an array of host names such as ["api.github.com"] '
+    '(or "host:port" for a port besides 80 and 443)'
+)
 UNLIMITED = "[budget]: WARN no max_dollars_per_day: this routine's daily spend is unlimited"
 
 
@@ -767,19 +770,36 @@ def test_network_host_list_is_kept_lower_case_without_duplicates(rdir: Path) -> 
     assert load_file(write(rdir, "disk", cmd)).network == ("example.org",)
 
 
+def test_network_host_list_takes_host_port_entries(rdir: Path) -> None:
+    """`host:port` reaches that one port (the proxy allows 80 and 443 for a bare name)."""
+    text = agent_with("", agent='network = ["Git.Example.org:08443", "github.com", "nas.lan:80"]\n')
+    r = load_file(write(rdir, "day-brief", text))
+    assert r.network == ("git.example.org:8443", "github.com", "nas.lan:80")
+
+
 @pytest.mark.parametrize(
     ("value", "why"),
     [
         ("[]", " (an empty array: write false)"),
         (
             '["https://api.github.com"]',
-            '; "https://api.github.com" is not a bare host name (no scheme, port or path)',
+            '; "https://api.github.com" is not a host name or host:port (no scheme or path)',
         ),
+        ('["github.com:0"]', '; "github.com:0" has a port that is not a number from 1 to 65535'),
         (
-            '["github.com:443"]',
-            '; "github.com:443" is not a bare host name (no scheme, port or path)',
+            '["github.com:65536"]',
+            '; "github.com:65536" has a port that is not a number from 1 to 65535',
         ),
+        ('["github.com:"]', '; "github.com:" has a port that is not a number from 1 to 65535'),
+        (
+            '["github.com:ssh"]',
+            '; "github.com:ssh" has a port that is not a number from 1 to 65535',
+        ),
+        ('["a:1:2"]', '; "a:1:2" is not a host name or host:port (no scheme or path)'),
         ('["10.0.0.1"]', '; "10.0.0.1" is an IP address; name the host'),
+        ('["10.0.0.1:8080"]', '; "10.0.0.1:8080" is an IP address; name the host'),
+        ('["[::1]:443"]', '; "[::1]:443" is an IP address; name the host'),
+        ('["[fd00::1]"]', '; "[fd00::1]" is an IP address; name the host'),
         ('["*.github.com"]', '; "*.github.com" is not a host name'),
         ('["bad_host.com"]', '; "bad_host.com" is not a host name'),
         ('["a\\nb"]', '; "a\\nb" is not a host name'),

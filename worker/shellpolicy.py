@@ -84,6 +84,7 @@ def shell_policy_for(
         bwrap=settings.bwrap,
         credentials=granted,
         never_names=tuple(e.path for e in NAME_PATTERNS),
+        lan=settings.lan,
     )
 
 

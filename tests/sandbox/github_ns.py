@@ -1,17 +1,14 @@
-"""A fake GitHub on a test host, in a user+network namespace a test made (run by
-test_gh_grant.py under `unshare`, as internet_ns.py is for test_egress_internet.py).
+"""A fake GitHub on a test host (run by test_gh_grant.py under `unshare`, in the "host"
+namespace internet_ns.linked() builds, as internet_ns.py is for test_egress_internet.py).
 
-In it: 192.0.2.10 on `lo`, an HTTPS server on 192.0.2.10:443 with a certificate for
-api.github.com and github.com signed by the test's own CA, and /etc/hosts bind-mounted by the
-caller (api.github.com, github.com and elsewhere.test all at 192.0.2.10). GET /notifications
-answers the real API's shape when the request carries the expected token, 401 otherwise.
-On the inherited socket FD it serves the egress proxy's Dialer, one message per request:
+The egress proxy runs in the "host" namespace (the caller bind-mounted its /etc/hosts there:
+api.github.com, github.com and elsewhere.test all at 192.0.2.10). In the "net" namespace
+behind the veth: 192.0.2.10, an HTTPS server on :443 with a certificate for api.github.com
+and github.com signed by the test's own CA. GET /notifications answers the real API's shape
+when the request carries the expected token, 401 otherwise. Each connection accepted is a
+line "connect" in SEEN_FILE, each request a JSON line (host, path, whether the token matched).
 
-    resolve HOST PORT    -> "ok ADDR ADDR…" | "err MESSAGE"
-    connect ADDR PORT    -> "ok" plus the connected socket (SCM_RIGHTS) | "err MESSAGE"
-    stats                -> "ok JSON" (every request seen: host, path, whether the token matched)
-
-argv: FD CERT KEY TOKEN
+argv: FD CERT KEY TOKEN SEEN_FILE     -> "ready\n" on FD; ends at its EOF
 """
 
 from __future__ import annotations
@@ -22,17 +19,20 @@ import ssl
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
-seen: list[dict[str, object]] = []
+from internet_ns import hit, linked
 
 
-def github(cert: str, key: str, token: str) -> None:
+def github(cert: str, key: str, token: str, seen: str) -> None:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
         def do_GET(self) -> None:
             ok = self.headers.get("Authorization") == f"token {token}"
-            seen.append({"host": self.headers.get("Host"), "path": self.path, "token": ok})
+            hit(
+                seen, json.dumps({"host": self.headers.get("Host"), "path": self.path, "token": ok})
+            )
             if not ok:
                 self._send(401, {"message": "Bad credentials"})
             elif self.path.startswith("/notifications"):
@@ -51,7 +51,13 @@ def github(cert: str, key: str, token: str) -> None:
         def log_message(self, *args: object) -> None:
             pass
 
-    server = ThreadingHTTPServer(("192.0.2.10", 443), Handler)
+    class Server(ThreadingHTTPServer):
+        def get_request(self) -> tuple[Any, Any]:
+            request = super().get_request()
+            hit(seen, "connect")
+            return request
+
+    server = Server(("192.0.2.10", 443), Handler)
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(cert, key)
     server.socket = context.wrap_socket(server.socket, server_side=True)
@@ -59,31 +65,9 @@ def github(cert: str, key: str, token: str) -> None:
 
 
 def main() -> None:
-    channel = socket.socket(fileno=int(sys.argv[1]))  # SOCK_SEQPACKET: one message a request
-    github(sys.argv[2], sys.argv[3], sys.argv[4])
-    channel.sendall(b"ready\n")
-    while raw := channel.recv(4096):
-        op, *args = raw.decode().split()
-        if op == "resolve":
-            try:
-                infos = socket.getaddrinfo(args[0], int(args[1]), type=socket.SOCK_STREAM)
-            except OSError as exc:
-                channel.sendall(f"err {exc}\n".encode())
-                continue
-            found = dict.fromkeys(str(i[4][0]) for i in infos)
-            channel.sendall(("ok " + " ".join(found) + "\n").encode())
-        elif op == "connect":
-            s = socket.socket(socket.AF_INET6 if ":" in args[0] else socket.AF_INET)
-            try:
-                s.connect((args[0], int(args[1])))
-            except OSError as exc:
-                channel.sendall(f"err {exc}\n".encode())
-                s.close()
-                continue
-            socket.send_fds(channel, [b"ok\n"], [s.fileno()])
-            s.close()
-        elif op == "stats":
-            channel.sendall(("ok " + json.dumps(seen) + "\n").encode())
+    channel = socket.socket(fileno=int(sys.argv[1]))
+    cert, key, token, seen = sys.argv[2:6]
+    linked(channel, ("192.0.2.10",), (), lambda: github(cert, key, token, seen))
 
 
 if __name__ == "__main__":

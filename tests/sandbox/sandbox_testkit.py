@@ -39,10 +39,11 @@ class Box:
     def policy(
         self,
         *,
-        network: bool = False,
+        network: bool | tuple[str, ...] = False,
         limits: Limits = Limits(),  # noqa: B008 - frozen
         declared: tuple[str, ...] | None = None,
         credentials: tuple[str, ...] = (),
+        lan: bool = False,
     ) -> ShellPolicy:
         """The worker's policy for r1 (worker/shellpolicy.py): the never-list and the
         credential-name patterns as the worker passes them."""
@@ -57,6 +58,7 @@ class Box:
             environ={"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "TERM": "dumb"},
             credentials=credentials,
             never_names=tuple(e.path for e in NAME_PATTERNS),
+            lan=lan,
         )
 
     def run(self, command: str, *, timeout: float = 20.0, **kw: object) -> ShellResult:

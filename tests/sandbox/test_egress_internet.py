@@ -1,12 +1,14 @@
-"""network = true reaches the internet, and a host list only its hosts, through the egress
-proxy; neither reaches a 127.0.0.1 service.
+"""network = true reaches the internet (ports 80 and 443), and a host list only its hosts,
+through the egress proxy; neither reaches a service of the host's loopback, and network =
+true reaches no LAN address in any of its forms.
 
-The internet here is a user+network namespace this test makes (tests/sandbox/internet_ns.py):
-192.0.2.10 (TEST-NET-1) with an HTTP server, a decoy on that namespace's 127.0.0.1, and an
-/etc/hosts naming allowed.test, blocked.test and sneaky.test (-> 127.0.0.1). The sandbox, its
-holder namespace, the forwarder and the proxy are the real ones, run as this user; only the
-proxy's last step, resolving a name and opening the socket, happens in that namespace, through
-the Dialer seam (the workplace lets no test reach a real internet address).
+The host and its network are namespaces this test makes (tests/sandbox/internet_ns.py): the
+"host" namespace, where the egress proxy runs (started under nsenter, the runner's
+`proxy_prefix`), with a decoy on its 127.0.0.1 and a test /etc/hosts; and behind a veth link
+a "net" namespace with an internet address (192.0.2.10) and LAN ones (10.0.0.5,
+192.168.1.5, 100.64.0.5, fd00::5, and 64:ff9b::a00:5 standing for a NAT64 translator). The
+sandbox, its holder namespace and the proxy process are the real ones, run as this user; no
+packet leaves this machine's namespaces.
 """
 
 from __future__ import annotations
@@ -15,130 +17,226 @@ import shutil
 import socket
 import subprocess
 import sys
-import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from sandbox_testkit import Box
+from sandbox_testkit import Box, python_in_sandbox
 
-pytestmark = pytest.mark.slow  # a network namespace per test: make test-fast leaves these out
+from sandbox import run_shell
+
+pytestmark = pytest.mark.slow  # namespaces per test: make test-fast leaves these out
 
 HERE = Path(__file__).resolve().parent
 
 SETUP = """set -e
 ip link set lo up
-ip addr add 192.0.2.10/32 dev lo
 mount --bind "$1" /etc/hosts
-exec "$2" "$3" "$4"
+shift
+exec "$@"
+"""
+
+HOSTS = """127.0.0.1 localhost
+192.0.2.10 allowed.test blocked.test alt.test
+10.0.0.5 lan.test
+fd00::5 v6lan.test
+127.0.0.1 sneaky.test
 """
 
 
-class NamespaceDialer:
-    """The egress proxy's Dialer, answered by internet_ns.py inside its namespace."""
+@dataclass
+class Internet:
+    prefix: tuple[str, ...]  # runs the proxy in the "host" namespace
+    hits_file: Path
 
-    def __init__(self, channel: socket.socket) -> None:
-        self.channel = channel
-        self.lock = threading.Lock()
-
-    def _ask(self, line: str) -> tuple[str, list[int]]:
-        with self.lock:
-            self.channel.sendall(line.encode())
-            msg, fds, _, _ = socket.recv_fds(self.channel, 4096, 1)
-        return msg.decode(), fds
-
-    def resolve(self, host: str, port: int) -> Sequence[str]:
-        answer, _ = self._ask(f"resolve {host} {port}")
-        if not answer.startswith("ok"):
-            raise OSError(answer)
-        return answer.split()[1:]
-
-    def connect(self, address: str, port: int) -> socket.socket | None:
-        _answer, fds = self._ask(f"connect {address} {port}")
-        if not fds:
-            return None
-        return socket.socket(fileno=fds[0])
-
-    def hits(self) -> tuple[int, int]:
-        answer, _ = self._ask("stats")
-        internet, decoy = answer.split()[1:]
-        return int(internet), int(decoy)
+    def hits(self) -> list[str]:
+        if not self.hits_file.exists():
+            return []
+        return self.hits_file.read_text().splitlines()
 
 
 @pytest.fixture
-def internet(tmp_path: Path, not_root: None) -> Iterator[NamespaceDialer]:
-    if shutil.which("ip") is None or shutil.which("curl") is None:
-        pytest.fail("iproute2 and curl are needed: run scripts/system-deps.sh as root")
+def internet(tmp_path: Path, not_root: None) -> Iterator[Internet]:
+    for tool in ("ip", "curl", "unshare", "nsenter"):
+        if shutil.which(tool) is None:
+            pytest.fail(f"{tool} is needed: run scripts/system-deps.sh as root")
     hosts = tmp_path / "hosts"
-    hosts.write_text(
-        "127.0.0.1 localhost\n192.0.2.10 allowed.test blocked.test\n127.0.0.1 sneaky.test\n"
-    )
+    hosts.write_text(HOSTS)
+    hits = tmp_path / "hits"
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     proc = subprocess.Popen(
         [
             "unshare", "--user", "--map-root-user", "--net", "--mount",
             "sh", "-c", SETUP, "setup", str(hosts), sys.executable,
-            str(HERE / "internet_ns.py"), str(theirs.fileno()),
+            str(HERE / "internet_ns.py"), str(theirs.fileno()), str(hits),
         ],
         pass_fds=[theirs.fileno()],
     )  # fmt: skip
     theirs.close()
-    ours.settimeout(30)
+    ours.settimeout(60)
     try:
-        assert ours.recv(100) == b"ready\n", "the internet namespace did not start"
-        ours.settimeout(60)
-        yield NamespaceDialer(ours)
+        assert ours.recv(100) == b"ready\n", "the test namespaces did not start"
+        prefix = ("nsenter", f"--target={proc.pid}", "--user", "--net", "--mount",
+                  "--preserve-credentials")  # fmt: skip
+        yield Internet(prefix, hits)
     finally:
         ours.close()
-        proc.kill()
-        proc.wait()
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
-def run(box: Box, command: str, network: object, dialer: NamespaceDialer) -> tuple[str, str]:
-    from sandbox import run_shell
-
-    r = run_shell(command, box.policy(network=network), timeout_sec=60, dialer=dialer)  # type: ignore[arg-type]
+def run(box: Box, command: str, internet: Internet, **policy: object) -> str:
+    shell_policy = box.policy(**policy)  # type: ignore[arg-type]
+    r = run_shell(command, shell_policy, timeout_sec=120, proxy_prefix=internet.prefix)
     assert r.error is None, r.error
-    return r.stdout, r.stderr
+    return r.stdout + r.stderr
 
 
-def test_network_true_reaches_the_internet_but_not_its_loopback(
-    box: Box, internet: NamespaceDialer
+def curl(*urls: str, flags: str = "") -> str:
+    return "; ".join(f"curl -sS -m 20 {flags} '{u}'".replace("  ", " ") for u in urls)
+
+
+def test_network_true_reaches_the_internet_on_ports_80_and_443_only(
+    box: Box, internet: Internet
 ) -> None:
-    out, err = run(
+    out = run(
         box,
-        "curl -sS -m 20 http://192.0.2.10:8080/plain; "
-        "curl -sS -m 20 -p http://allowed.test:8080/tunnel; "
-        "curl -sS -m 20 http://127.0.0.1:8081/; curl -sS -m 20 http://sneaky.test:8081/; "
-        "exec 3<>/dev/tcp/192.0.2.10/8080",
-        True,
+        curl("http://192.0.2.10/plain")
+        + "; "
+        + curl("http://allowed.test/tunnel", flags="-p")
+        + "; "
+        + curl("http://192.0.2.10:8080/port", "http://127.0.0.1/", "http://sneaky.test/")
+        + "; exec 3<>/dev/tcp/192.0.2.10/80",
         internet,
+        network=True,
     )
     # Plain HTTP is forwarded in origin form; CONNECT is a tunnel (what HTTPS uses).
-    assert "hello from the internet GET /plain HTTP/1.1" in out, err
-    assert "hello from the internet GET /tunnel HTTP/1.1" in out, err
+    assert "hello from 192.0.2.10:80 GET /plain HTTP/1.1" in out
+    assert "hello from 192.0.2.10:80 GET /tunnel HTTP/1.1" in out
+    assert "port 8080: network = true reaches ports 80 and 443 only" in out
     assert "127.0.0.1 resolves only to loopback" in out
     assert "sneaky.test resolves only to loopback" in out
     # Without the proxy there is no route: the namespace holds only lo.
-    assert "Network is unreachable" in err
-    assert "DECOY" not in out
-    assert internet.hits() == (2, 0)
+    assert "Network is unreachable" in out
+    assert internet.hits() == [
+        "net 192.0.2.10 80 GET /plain HTTP/1.1",
+        "net 192.0.2.10 80 GET /tunnel HTTP/1.1",
+    ]
 
 
-def test_a_host_list_lets_its_hosts_through_and_no_other(
-    box: Box, internet: NamespaceDialer
-) -> None:
-    out, err = run(
+LAN_URLS = (
+    "http://10.0.0.5/",
+    "http://192.168.1.5/",
+    "http://100.64.0.5/",
+    "http://[fd00::5]/",
+    "http://[::ffff:10.0.0.5]/",
+    "http://[64:ff9b::a00:5]/",
+    "http://lan.test/",
+    "http://v6lan.test/",
+)
+
+
+def test_network_true_reaches_no_lan_address_in_any_form(box: Box, internet: Internet) -> None:
+    out = run(box, curl(*LAN_URLS) + "; " + curl("https://lan.test/"), internet, network=True)
+    assert out.count("resolves to a LAN address") == len(LAN_URLS), out
+    assert "lan.test resolves to a LAN address (10.0.0.5)" in out
+    assert "v6lan.test resolves to a LAN address (fd00::5)" in out
+    assert "CONNECT tunnel failed, response 403" in out  # the https:// one
+    assert internet.hits() == []
+
+
+def test_config_lan_opts_network_true_in_to_the_lan(box: Box, internet: Internet) -> None:
+    out = run(
         box,
-        "curl -sS -m 20 http://allowed.test:8080/listed; "
-        "curl -sS -m 20 http://blocked.test:8080/unlisted; "
-        "curl -sS -m 20 http://192.0.2.10:8080/by-address; "
-        "curl -sS -m 20 http://sneaky.test:8081/listed-but-loopback",
-        ("allowed.test", "sneaky.test"),
+        curl("http://10.0.0.5/a", "http://[fd00::5]/b", "http://127.0.0.1/c"),
         internet,
+        network=True,
+        lan=True,
     )
-    assert "hello from the internet GET /listed HTTP/1.1" in out, err
+    assert "hello from 10.0.0.5:80 GET /a HTTP/1.1" in out
+    assert "hello from fd00::5:80 GET /b HTTP/1.1" in out
+    assert "127.0.0.1 resolves only to loopback" in out  # the host itself: never
+    assert internet.hits() == ["net 10.0.0.5 80 GET /a HTTP/1.1", "net fd00::5 80 GET /b HTTP/1.1"]
+
+
+def test_a_host_list_lets_its_hosts_and_ports_through_and_no_other(
+    box: Box, internet: Internet
+) -> None:
+    out = run(
+        box,
+        curl(
+            "http://allowed.test/listed",
+            "http://blocked.test/unlisted",
+            "http://192.0.2.10/by-address",
+            "http://sneaky.test/listed-but-loopback",
+            "http://lan.test/named-lan-host",
+            "http://allowed.test:8080/unlisted-port",
+            "http://alt.test:8080/listed-port",
+            "http://alt.test/port-80-not-listed",
+        ),
+        internet,
+        network=("allowed.test", "sneaky.test", "lan.test", "alt.test:8080"),
+    )
+    assert "hello from 192.0.2.10:80 GET /listed HTTP/1.1" in out
     assert "blocked.test is not in this routine's network list" in out
     assert "192.0.2.10 is an address; this routine's network list names hosts" in out
     assert "sneaky.test resolves only to loopback" in out
-    assert internet.hits() == (1, 0)
+    assert "hello from 10.0.0.5:80 GET /named-lan-host HTTP/1.1" in out
+    assert "allowed.test:8080 is not in this routine's network list" in out
+    assert "hello from 192.0.2.10:8080 GET /listed-port HTTP/1.1" in out
+    assert "alt.test:80 is not in this routine's network list" in out
+    assert internet.hits() == [
+        "net 192.0.2.10 80 GET /listed HTTP/1.1",
+        "net 10.0.0.5 80 GET /named-lan-host HTTP/1.1",
+        "net 192.0.2.10 8080 GET /listed-port HTTP/1.1",
+    ]
+
+
+def test_a_host_list_refuses_a_host_header_for_another_host(box: Box, internet: Internet) -> None:
+    out = run(
+        box,
+        curl("http://allowed.test/fronted", flags="-H 'Host: blocked.test'"),
+        internet,
+        network=("allowed.test",),
+    )
+    assert "Host header blocked.test:80 is not the request's target allowed.test" in out
+    assert internet.hits() == []
+
+
+SNI_CLIENT = """
+import socket, ssl
+for name in ("allowed.test", "blocked.test", None):
+    s = socket.create_connection(("127.0.0.1", 3128), timeout=30)
+    s.sendall(b"CONNECT allowed.test:443 HTTP/1.1\\r\\nHost: allowed.test:443\\r\\n\\r\\n")
+    head = b""
+    while b"\\r\\n\\r\\n" not in head:
+        head += s.recv(1)
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    try:
+        context.wrap_socket(s, server_hostname=name)
+        print(name, "handshake done")
+    except (OSError, ssl.SSLError) as exc:
+        print(name, head.split(b"\\r\\n")[0].decode(), "then", type(exc).__name__)
+"""
+
+
+def test_a_host_list_tunnel_carries_only_tls_for_the_connect_host(
+    box: Box, internet: Internet, capfd: pytest.CaptureFixture[str]
+) -> None:
+    out = run(box, python_in_sandbox(SNI_CLIENT), internet, network=("allowed.test",))
+    # Every CONNECT is answered 200 (the ClientHello comes only after it); the net side
+    # sees only the ClientHello that names allowed.test.
+    assert out.count("HTTP/1.1 200 Connection established then") == 3, out
+    assert internet.hits() == ["net 192.0.2.10 443 tls allowed.test"]
+    log = capfd.readouterr().err
+    assert (
+        "vinos-routine egress: refused: CONNECT allowed.test: "
+        "the TLS ClientHello names blocked.test (SNI)" in log
+    )
+    assert "CONNECT allowed.test: the TLS ClientHello names no server (SNI)" in log

@@ -70,21 +70,25 @@ def test_a_host_tcp_server_is_unreachable_without_network(
 
 def test_a_host_tcp_server_is_unreachable_with_network(box: Box, tcp: tuple[Listener, int]) -> None:
     """network = true is a namespace of its own: 127.0.0.1 is the sandbox's, and the egress
-    proxy refuses loopback by address and by name (a name resolving to loopback as well)."""
+    proxy refuses loopback by address and by name (a name resolving to loopback as well), on
+    80 and 443; on any other port it refuses the port first."""
     listener, port = tcp
     r = box.run(
         f"exec 3<>/dev/tcp/127.0.0.1/{port} && head -n1 <&3; "
         f"curl -sS -m 10 http://127.0.0.1:{port}/; "
         f"curl -sS -m 10 -p http://localhost:{port}/; "
         f"curl -sS -m 10 -p http://[::1]:{port}/; "
-        f"curl -sS -m 10 http://0.0.0.0:{port}/",
+        f"curl -sS -m 10 http://0.0.0.0:{port}/; "
+        "curl -sS -m 10 http://127.0.0.1/; curl -sS -m 10 -p http://localhost:443/; "
+        "curl -sS -m 10 http://0.0.0.0/",
         network=True,
     )
     assert "hello from the host" not in r.stdout + r.stderr, r.stderr
     assert "Connection refused" in r.stderr, r.stderr
-    assert "127.0.0.1 resolves only to loopback" in r.stdout
+    assert r.stdout.count(f"port {port}: network = true reaches ports 80 and 443 only") == 2
     # localhost and [::1] through a CONNECT tunnel: curl shows only the status.
-    assert r.stderr.count("CONNECT tunnel failed, response 403") == 2, r.stderr
+    assert r.stderr.count("CONNECT tunnel failed, response 403") == 3, r.stderr
+    assert "127.0.0.1 resolves only to loopback" in r.stdout
     assert "0.0.0.0 resolves only to loopback" in r.stdout
     assert listener.accepted == 0
 

@@ -4,12 +4,12 @@ GitHub on a test host, and nothing else reached.
 The real GitHub CLI (Debian's gh) runs in the real sandbox built by the worker's own policy
 (worker/shellpolicy.py) from a routine the real loader read. The grant binds ~/.config/gh
 read-only and narrows the sandbox's network to the grant's hosts; gh reaches them through the
-egress proxy (HTTPS_PROXY, a CONNECT tunnel), TLS end to end. GitHub is github_ns.py: an
-HTTPS server at 192.0.2.10 in a network namespace this test makes, holding a certificate for
-api.github.com signed by a CA this test made; gh trusts that CA through SSL_CERT_FILE set in
-the command. Only the proxy's last step, resolving and connecting, happens in that namespace
-(the Dialer seam, as test_egress_internet.py does: the workplace lets no test reach a real
-internet address).
+egress proxy (HTTPS_PROXY, a CONNECT tunnel whose TLS ClientHello must name the host), TLS
+end to end. GitHub is github_ns.py: an HTTPS server at 192.0.2.10 in a network namespace this
+test makes, behind a veth link from a "host" namespace where the egress proxy runs (the
+runner's `proxy_prefix`, as test_egress_internet.py does: the workplace lets no test reach a
+real internet address); it holds a certificate for api.github.com signed by a CA this test
+made, and gh trusts that CA through SSL_CERT_FILE set in the command.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ import shutil
 import socket
 import subprocess
 import sys
-import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -32,41 +32,23 @@ HERE = Path(__file__).resolve().parent
 
 SETUP = """set -e
 ip link set lo up
-ip addr add 192.0.2.10/32 dev lo
 mount --bind "$1" /etc/hosts
 shift
 exec "$@"
 """
 
 
-class GitHubDialer:
-    """The egress proxy's Dialer, answered by github_ns.py inside its namespace."""
+@dataclass
+class GitHub:
+    prefix: tuple[str, ...]  # runs the egress proxy in the "host" namespace
+    seen_file: Path
 
-    def __init__(self, channel: socket.socket) -> None:
-        self.channel = channel
-        self.lock = threading.Lock()
-        self.dialed: list[tuple[str, int]] = []
-
-    def _ask(self, line: str) -> tuple[str, list[int]]:
-        with self.lock:
-            self.channel.sendall(line.encode())
-            msg, fds, _, _ = socket.recv_fds(self.channel, 1 << 16, 1)
-        return msg.decode(), fds
-
-    def resolve(self, host: str, port: int) -> Sequence[str]:
-        answer, _ = self._ask(f"resolve {host} {port}")
-        if not answer.startswith("ok"):
-            raise OSError(answer)
-        return answer.split()[1:]
-
-    def connect(self, address: str, port: int) -> socket.socket | None:
-        self.dialed.append((address, port))
-        _answer, fds = self._ask(f"connect {address} {port}")
-        return socket.socket(fileno=fds[0]) if fds else None
-
-    def seen(self) -> list[dict[str, object]]:
-        answer, _ = self._ask("stats")
-        return list(json.loads(answer.split(" ", 1)[1]))
+    def seen(self) -> list[object]:
+        """Each connection GitHub accepted ("connect") and each request (a dict), in order."""
+        if not self.seen_file.exists():
+            return []
+        lines = self.seen_file.read_text().splitlines()
+        return [line if line == "connect" else json.loads(line) for line in lines]
 
 
 def _certificates(where: Path) -> tuple[Path, Path, Path]:
@@ -89,8 +71,8 @@ def _certificates(where: Path) -> tuple[Path, Path, Path]:
 
 
 @pytest.fixture
-def github(tmp_path: Path, not_root: None) -> Iterator[tuple[GitHubDialer, Path, str]]:
-    for tool in ("ip", "openssl", "gh"):
+def github(tmp_path: Path, not_root: None) -> Iterator[tuple[GitHub, Path, str]]:
+    for tool in ("ip", "openssl", "gh", "nsenter"):
         if shutil.which(tool) is None:
             pytest.fail(f"{tool} is needed: run scripts/system-deps.sh as root")
     certs = tmp_path / "certs"
@@ -99,25 +81,31 @@ def github(tmp_path: Path, not_root: None) -> Iterator[tuple[GitHubDialer, Path,
     hosts = tmp_path / "hosts"
     hosts.write_text("127.0.0.1 localhost\n192.0.2.10 api.github.com github.com elsewhere.test\n")
     token = "gho_" + secrets.token_hex(16)
+    seen = tmp_path / "seen"
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     proc = subprocess.Popen(
         [
             "unshare", "--user", "--map-root-user", "--net", "--mount",
             "sh", "-c", SETUP, "setup", str(hosts), sys.executable,
             str(HERE / "github_ns.py"), str(theirs.fileno()), str(cert), str(key), token,
+            str(seen),
         ],
         pass_fds=[theirs.fileno()],
     )  # fmt: skip
     theirs.close()
-    ours.settimeout(30)
+    ours.settimeout(60)
     try:
-        assert ours.recv(100) == b"ready\n", "the fake GitHub's namespace did not start"
-        ours.settimeout(60)
-        yield GitHubDialer(ours), ca, token
+        assert ours.recv(100) == b"ready\n", "the fake GitHub's namespaces did not start"
+        prefix = ("nsenter", f"--target={proc.pid}", "--user", "--net", "--mount",
+                  "--preserve-credentials")  # fmt: skip
+        yield GitHub(prefix, seen), ca, token
     finally:
         ours.close()
-        proc.kill()
-        proc.wait()
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 ROUTINE = """\
@@ -134,7 +122,7 @@ hosts = ["api.github.com", "github.com"]
 
 
 def test_gh_api_notifications_through_a_grant_reaches_github_and_nothing_else(
-    github: tuple[GitHubDialer, Path, str],
+    github: tuple[GitHub, Path, str],
     tmp_path: Path,
     vinos_env: Path,
     monkeypatch: pytest.MonkeyPatch,
@@ -145,7 +133,7 @@ def test_gh_api_notifications_through_a_grant_reaches_github_and_nothing_else(
     from routines.paths import paths
     from worker.shellpolicy import shell_policy_for
 
-    dialer, ca, token = github
+    hub, ca, token = github
     home = tmp_path / "home"
     (home / ".config/gh").mkdir(parents=True)
     (home / ".config/gh/hosts.yml").write_text(
@@ -172,7 +160,7 @@ def test_gh_api_notifications_through_a_grant_reaches_github_and_nothing_else(
     scratch = tmp_path / "scratch"
     policy = shell_policy_for(routine, paths=p, scratch_dir=scratch, settings=SandboxSettings())
     assert routine.command is not None
-    r = sandbox.run_shell(routine.command.run, policy, timeout_sec=90, dialer=dialer)
+    r = sandbox.run_shell(routine.command.run, policy, timeout_sec=90, proxy_prefix=hub.prefix)
     assert r.error is None, r.error
     # gh read its login from the grant and got GitHub's answer, TLS verified against the CA.
     assert '"title": "Review requested: #42"' in r.stdout, r.stdout + r.stderr
@@ -182,7 +170,9 @@ def test_gh_api_notifications_through_a_grant_reaches_github_and_nothing_else(
     assert "CONNECT tunnel failed, response 403" in r.stderr
     assert r.stdout.splitlines()[-1] == "gh", r.stdout  # only the grant is in ~/.config
     assert "not granted" not in r.stdout
-    # GitHub saw exactly one request, with the token; nothing else was dialled.
-    assert dialer.seen() == [{"host": "api.github.com", "path": "/notifications", "token": True}]
-    assert dialer.dialed == [("192.0.2.10", 443)]
+    # GitHub saw one connection and one request, with the token; nothing else was dialled.
+    assert hub.seen() == [
+        "connect",
+        {"host": "api.github.com", "path": "/notifications", "token": True},
+    ]
     assert token not in r.stdout + r.stderr

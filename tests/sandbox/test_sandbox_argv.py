@@ -40,7 +40,7 @@ NO_LIB64 = (*DEBIAN[:3], SystemDir("/lib64", PathKind.MISSING))
 
 
 def policy(
-    network: bool = False, masks: tuple[str, ...] = (CHROMIUM,), **kw: object
+    network: bool | tuple[str, ...] = False, masks: tuple[str, ...] = (CHROMIUM,), **kw: object
 ) -> ShellPolicy:
     return ShellPolicy(
         ro_binds=(),

@@ -23,7 +23,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from routines.config import Config, ConfigInvalid, load_config
-from routines.ledger import Ledger, LedgerError, LedgerFull
+from routines.ledger import Ledger, LedgerError, LedgerUnavailable, Unavailable
 from routines.ledgerapi import LedgerAPI
 from routines.paths import Paths, paths
 from routines.registry import Registry
@@ -187,7 +187,7 @@ class Daemon:
             await self.control.close()
             try:
                 self.pool.flush()
-            except LedgerFull:
+            except LedgerUnavailable:
                 log.error(
                     "no space left: %d finished run(s) could not be recorded and are lost "
                     "(they show as interrupted from the next start): %s",
@@ -241,7 +241,7 @@ class Daemon:
             return
         try:
             self._tick()
-        except LedgerFull as exc:
+        except LedgerUnavailable as exc:
             self.disk_full(exc)
             if self.offline is not None and self.fleet is not None:
                 self._offline(exc)
@@ -257,13 +257,11 @@ class Daemon:
         except LedgerError as exc:  # a full disk: the next start begins from now
             log.warning("the cursors for an offline start were not kept: %s", exc)
 
-    def _offline(self, exc: LedgerFull) -> None:
+    def _offline(self, exc: LedgerUnavailable) -> None:
         """The fleet's database away: run here what may run offline (supervisor/fleetlocal.py)."""
-        from supervisor.fleetlocal import Draining
-
         assert self.offline is not None and self.fleet is not None
         now = self.clock.now()
-        if self.fleet.unreachable(exc) and not isinstance(exc, Draining):
+        if exc.reason is Unavailable.UNREACHABLE:
             registry = self.registry
             if not registry.entries:  # started while the database was away: never refreshed
                 from routines.registry import scan
@@ -274,15 +272,15 @@ class Daemon:
         self.offline.tick(now, self._busy)
 
     def _tick(self) -> None:
-        """One tick's work; LedgerFull when a write found no space (nothing of it recorded).
+        """One tick's work; LedgerUnavailable when a write found no space (nothing of it recorded).
         Results kept from while the disk was full are written first, so none waits behind a
         new claim (issue 17, item 1)."""
         written = self.pool.flush()
         if written:
             log.info("recorded %d finished run(s) kept while the ledger took no writes", written)
         if self.offline is not None and self.fleet is not None and self.offline.pending:
-            _ = self.fleet.ledger.data_version  # LedgerUnreachable while it is still away
-            self.offline.back(self.fleet.ledger, self.clock.now())  # Draining meanwhile
+            _ = self.fleet.ledger.data_version  # LedgerUnavailable while it is still away
+            self.offline.back(self.fleet.ledger, self.clock.now())  # DRAINING meanwhile
             self._data_version = None  # the copy moved cursors: read the states again
         if not self._marked:
             self.mark_interrupted()
@@ -297,7 +295,7 @@ class Daemon:
             self.ledger.prune_claims(now, self.config.ledger.keep_runs_max)
             self._last_prune = now
 
-    def disk_full(self, exc: LedgerFull) -> None:
+    def disk_full(self, exc: LedgerUnavailable) -> None:
         # Re-read states and re-sync next tick: a sync may have stopped half-way.
         self._data_version = None
         if self.fleet is not None and self.fleet.unreachable(exc):

@@ -13,7 +13,7 @@ import logging
 from collections.abc import Callable
 from pathlib import Path
 
-from routines.ledger import LedgerFull
+from routines.ledger import LedgerUnavailable
 from supervisor.owner import FileId, lost_file
 from supervisor.record import Notification
 
@@ -58,7 +58,7 @@ class Ground:
             self.notify(Notification("vinos-routine stopped scheduling", self.lost, "critical"))
         return False
 
-    def disk_full(self, exc: LedgerFull) -> None:
+    def disk_full(self, exc: LedgerUnavailable) -> None:
         if self.full is not None:
             return  # said once; tried again every tick
         self.full = (

@@ -25,7 +25,7 @@ from ipc import (
     RunReply,
     StatusReply,
 )
-from routines.ledger import LedgerFull
+from routines.ledger import LedgerUnavailable
 from routines.spec import Routine
 from supervisor.control import CommandError, Connection, Handler
 from supervisor.owner import version
@@ -142,7 +142,7 @@ class Handlers:
             )
         except Busy as exc:
             raise CommandError("busy", str(exc)) from None
-        except LedgerFull as exc:  # nothing recorded, so nothing runs
+        except LedgerUnavailable as exc:  # nothing recorded, so nothing runs
             self.daemon.disk_full(exc)
             raise CommandError("disk_full", str(ground.full)) from None
         if detach:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ipc import Proposal, RunReply, reply_json
-from routines.ledger import LedgerError, LedgerFull, iso
+from routines.ledger import LedgerError, LedgerUnavailable, iso
 from routines.ledgerapi import LedgerAPI
 from routines.outputs import output_day
 from routines.paths import Paths
@@ -61,7 +61,7 @@ class Notification:
 @dataclass(frozen=True, slots=True)
 class Unwritten:
     """A finished run's ledger row that found no space (issue 17, item 1): kept in memory and
-    written, with its strike, when space returns (`write`, raising LedgerFull while none)."""
+    written, with its strike, when space returns (`write`, raising LedgerUnavailable while none)."""
 
     routine: Routine
     run_id: str
@@ -95,11 +95,11 @@ def keep_proposals(
 ) -> list[Notification]:
     """Record a run's proposed actions in this machine's own SQLite ledger (on a fleet too:
     a fleet does not share them, README "Several machines"), start the auto-approved ones;
-    the notification to send. Raises LedgerFull (nothing lost: the caller keeps them)."""
+    the notification to send. Raises LedgerUnavailable (nothing lost: the caller keeps them)."""
     try:
         with proposal_store(ledger, paths) as store:
             recorded = record_proposals(store, routine, run_id, list(sent), now)
-    except LedgerFull:
+    except LedgerUnavailable:
         raise
     except LedgerError as exc:  # not a full disk: a broken ledger file, which `doctor` names
         log.error("%s: run %s: %d proposed action(s) not recorded: %s",
@@ -278,7 +278,7 @@ def finish_run(
             disabled = _strike(ledger, routine, status, detail, notes)
         if out.proposals:
             notes += keep_proposals(ledger, paths, routine, run_id, out.proposals, now)
-    except LedgerFull:
+    except LedgerUnavailable:
         # The proposals too: kept with the row, recorded when space returns (issue 17).
         unwritten = Unwritten(
             routine, run_id, now, end, proposals=tuple(out.proposals), paths=paths

@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Protocol
 
 from ipc import Event, RunReply
-from routines.ledger import LedgerFull, RoutineState, is_enabled
+from routines.ledger import LedgerUnavailable, RoutineState, is_enabled
 from routines.ledgerapi import LedgerAPI
 from routines.registry import Registry
 from routines.runs import RunStatus, Trigger, fingerprint, parse_slot_id, slot_id
@@ -74,7 +74,9 @@ class Scheduler:
         self.owner = owner
         self.tracked: dict[str, _Tracked] = {}
         self.started = False  # after the first sync, newly tracked routines start from now
-        self.full: LedgerFull | None = None  # the last `due` stopped at a claim with no space
+        self.full: LedgerUnavailable | None = (
+            None  # the last `due` stopped at a claim with no space
+        )
 
     # -- keeping up with the registry and the ledger --------------------------------------
 
@@ -171,7 +173,7 @@ class Scheduler:
     def due(self, now: datetime, busy: Callable[[str], bool]) -> list[Pending]:
         """Claim what is due at `now`; return the runs to queue. Skipped/missed are recorded.
 
-        A claim that finds no space (LedgerFull) claimed nothing: `due` stops there, sets
+        A claim that finds no space (LedgerUnavailable) claimed nothing: `due` stops there, sets
         `full`, and still returns the runs claimed before it, which must run."""
         self._clock_went_back(now)
         self.full = None
@@ -212,7 +214,7 @@ class Scheduler:
                         owner=self.owner,
                         expect_cursor=expect,
                     )
-                except LedgerFull as exc:
+                except LedgerUnavailable as exc:
                     self.full = exc  # the cursor stays: the slot is planned again next tick
                     break
                 if not won:

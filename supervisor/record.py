@@ -211,7 +211,14 @@ def _move_output(
         if routine.output.type is OutputType.FILE and routine.output.path:
             write_atomic(file_output_path(routine.output.path, out), data)
     except OSError as exc:
-        return None, "", f"could not save the output: {exc.strerror or exc} ({exc.filename})"
+        return (
+            None,
+            "",
+            (
+                f"output not delivered: could not save it: {exc.strerror or exc} ({exc.filename}); "
+                f"it is kept in {scratch}"
+            ),
+        )
     return stored, text, None
 
 
@@ -238,16 +245,25 @@ def finish_run(
     status, detail = final_status(out, timeout_sec, limit_key)
     scratch = paths.scratch(routine.name, run_id)
     stored, text, error = (None, "", None)
+    r = out.result
+    # Invariant: a run's status is how it ended. An output that found no room (a full or
+    # read-only state dir, here or in the worker) is a delivery problem beside it, said in
+    # its detail and a notification, never a failure nor a strike
+    # (tests/supervisor/test_record.py, test_daemon_state_dir.py).
+    undelivered = r.error if r is not None and status is RunStatus.OK and r.error else None
     if status in (RunStatus.OK, RunStatus.BUDGET):
         stored, text, error = _move_output(routine, out, scratch, paths.routine_state(routine.name))
         if error:
-            status, detail = RunStatus.FAILED, error
-    # By descriptor, following no link: the worker's output dir, and the shell tools' scratch
-    # dir in case the worker died before it removed it.
+            undelivered = error
+            detail = f"{detail}; {error}" if detail else error
+    # By descriptor, following no link: the worker's output dir (unless it holds the output
+    # that could not be moved in), and the shell tools' scratch dir in case the worker died
+    # before it removed it.
     for leftover in (scratch, paths.run_scratch(routine.name, run_id)):
+        if error and leftover == scratch:
+            continue
         with contextlib.suppress(OSError):
             remove_tree(leftover)
-    r = out.result
     u = out.usage
     outcome = r.outcome if r and status == RunStatus.OK else None
     end = RunEnd(
@@ -268,6 +284,8 @@ def finish_run(
         output_file=str(stored) if stored else None,
     )
     notes = notifications_for(routine, status, outcome, detail, text)
+    if undelivered:
+        notes.append(Notification(f"{routine.name}: output not delivered", undelivered))
     if r is not None and r.notify:
         notes.append(Notification(f"{routine.name}: budget", r.notify, "normal"))
     unwritten: Unwritten | None = None

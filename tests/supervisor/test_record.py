@@ -122,22 +122,29 @@ def test_a_file_output_is_copied_to_its_path(tmp_path: Path) -> None:
     assert fin.output is not None and fin.output.read_text() == "# Report\n"
 
 
-def test_an_output_that_cannot_be_moved_in_fails_the_run_and_leaves_nothing(
+def test_an_output_that_cannot_be_moved_in_is_a_delivery_problem_beside_ok(
     not_root: None,
 ) -> None:
     r = routine()
+    with Ledger(paths().ledger) as ledger:
+        ledger.set_failure_streak(r.name, 2)
     out = ok_with_output("run-1", r)
     state = paths().routine_state(r.name)
     state.chmod(0o555)
     try:
         with Ledger(paths().ledger) as ledger:
             fin = finish(ledger, r, "run-1", out)
+            streak = ledger.state(r.name).failure_streak
     finally:
         state.chmod(0o755)
-    assert fin.status == "failed" and fin.output is None
-    assert fin.detail.startswith("could not save the output: Permission denied")
+    kept = state / ".scratch" / "run-1"
+    assert fin.status == "ok" and fin.output is None and not fin.disabled
+    assert fin.detail.startswith("body; output not delivered: could not save it: Permission denied")
+    assert fin.detail.endswith(f"; it is kept in {kept}")
+    assert streak == 0  # an ok run resets the streak; it never adds a strike
+    assert [n.title for n in fin.notifications] == [f"{r.name}: output not delivered"]
     assert [p.name for p in state.iterdir()] == [".scratch"]
-    assert list((state / ".scratch").iterdir()) == []
+    assert (kept / "2026-12-02-0900.md").read_text() == "# Title\n\nbody\n"
 
 
 def stopped(reason: str) -> WorkerOutcome:

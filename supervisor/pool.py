@@ -204,6 +204,15 @@ class Pool:
     async def _run(self, pending: Pending) -> None:
         try:
             fin = await self._execute(pending)
+        except LedgerUnavailable as exc:
+            # The ledger failed it (the budget check during an outage, a full disk): the run
+            # did not execute, so it is `skipped` with the reason, never `failed` nor a strike
+            # (tests/supervisor/test_pool.py).
+            fin = self._record_failure(
+                pending,
+                f"not run: the ledger is unavailable ({exc.reason}): {exc}",
+                RunStatus.SKIPPED,
+            )
         except Exception as exc:  # a bug here must not leave the run active forever
             log.exception("run %s failed inside the supervisor", pending.run_id)
             fin = self._record_failure(pending, f"supervisor error: {type(exc).__name__}: {exc}")

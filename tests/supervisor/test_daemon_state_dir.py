@@ -93,7 +93,11 @@ def test_a_full_state_dir_leaves_a_succeeded_run_ok_and_no_strike(
     # the routine; a command that exited 0 is `ok`, its output's fate a delivery problem.
     for n in (1, 2, 3):
         d.to_slot()
-        wait_for(lambda: len(final("stuffed")) >= n, what=f"run {n}")
+
+        def ended(k: int = n) -> bool:
+            return len(final("stuffed")) >= k
+
+        wait_for(ended, what=f"run {n}")
     runs = final("stuffed")
     assert [r.status for r in runs] == ["ok", "ok", "ok"]
     for row in runs:

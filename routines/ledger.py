@@ -53,6 +53,7 @@ from routines.ledgerfaults import (
     LedgerUnavailable,
     Unavailable,
     damaged,
+    mend_sidecars,
     os_reason,
     sqlite_reason,
     unavailable_message,
@@ -450,6 +451,7 @@ class Ledger:
 
     def _open(self) -> None:
         path = self.path
+        mend_sidecars(path)
         try:
             db = sqlite3.connect(
                 path, timeout=BUSY_TIMEOUT_SEC, isolation_level=None, check_same_thread=False

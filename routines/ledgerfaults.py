@@ -17,6 +17,7 @@ import contextlib
 import errno
 import os
 import sqlite3
+import stat
 from enum import StrEnum
 from pathlib import Path
 
@@ -26,6 +27,7 @@ __all__ = [
     "Unavailable",
     "damaged",
     "is_no_space",
+    "mend_sidecars",
     "no_space",
     "os_reason",
     "sqlite_reason",
@@ -178,3 +180,23 @@ def os_reason(exc: OSError) -> Unavailable:
     if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
         return Unavailable.READ_ONLY
     return Unavailable.IO_ERROR
+
+
+def mend_sidecars(path: Path) -> None:
+    """Give the ledger's -wal and -shm back the mode of ledger.db when ledger.db is ours and
+    writable and they are not: SQLite makes them with the file's own mode, so after a
+    `chmod 0400 ledger.db` and back the -shm stays 0400 and every write fails. Only the mode
+    changes, never a byte; a file of another user is left as it is (and named in the advice)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return
+    if st.st_uid != os.getuid() or not st.st_mode & 0o200:
+        return
+    for side in (path.with_name(path.name + s) for s in ("-wal", "-shm")):
+        with contextlib.suppress(OSError):
+            sst = os.stat(side, follow_symlinks=False)
+            want = st.st_mode & 0o666
+            mine = stat.S_ISREG(sst.st_mode) and sst.st_uid == st.st_uid  # never via a link
+            if mine and sst.st_mode & 0o666 != want:
+                os.chmod(side, want)

@@ -101,11 +101,13 @@ class Daemon:
                 worker_argv=worker_argv,
             )
         else:
-            self.ledger = Ledger(p.ledger)  # opened (created) before its identity is taken
+            # Opened (created) before its identity is taken; one that cannot be opened yet (a
+            # full disk, a read-only file) is a pause the ticks retry, not a failed start.
+            self.ledger = Ledger(p.ledger, wait=True)
         held = held_files(p.ledger, locks)
         if self.fleet is not None:
             held.pop(p.ledger, None)  # this machine's old SQLite file is not the ledger now
-        self.ground = Ground(held, p.state_dir, self._notify)
+        self.ground = Ground(held, p.state_dir, self._notify, TICK_MAX_SEC)
         self._marked = False  # runs left behind by a dead daemon are marked interrupted
         self.registry = Registry()
         self.scheduler = Scheduler(self.ledger, self.owner)
@@ -242,11 +244,11 @@ class Daemon:
         try:
             self._tick()
         except LedgerUnavailable as exc:
-            self.disk_full(exc)
+            self.unavailable(exc)
             if self.offline is not None and self.fleet is not None:
                 self._offline(exc)
         else:
-            self.ground.space_back()
+            self.ground.recovered()
         self._update_status()
 
     def _remember_cursors(self) -> None:
@@ -295,13 +297,11 @@ class Daemon:
             self.ledger.prune_claims(now, self.config.ledger.keep_runs_max)
             self._last_prune = now
 
-    def disk_full(self, exc: LedgerUnavailable) -> None:
-        # Re-read states and re-sync next tick: a sync may have stopped half-way.
+    def unavailable(self, exc: LedgerUnavailable) -> None:
+        # Re-read states and re-sync next tick: a sync may have stopped half-way. A fleet's
+        # database out of reach pauses alike (fail closed).
         self._data_version = None
-        if self.fleet is not None and self.fleet.unreachable(exc):
-            self.ground.unreachable(str(exc))  # fail closed, as for a full disk
-        else:
-            self.ground.disk_full(exc)
+        self.ground.unavailable(exc)
 
     def refresh(self, rescan: bool = False) -> bool:
         """Rescan files and, if another process wrote the ledger, its states. True if changed."""
@@ -368,10 +368,9 @@ class Daemon:
             queued=len(self.pool.queue),
             next_fires=self.scheduler.next_fires()[:1],
             now=self.clock.now(),
-            lost=self.ground.lost,
-            full=self.ground.full,
+            health=self.ground.health,
+            reason=self.ground.reason,
             unwritten=len(self.pool.unwritten),
-            unreachable=self.ground.unreachable_now,
         )
 
     def _update_status(self) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from supervisor.ground import Health
 from supervisor.statusline import status_line
 
 NOW = datetime(2026, 12, 2, 9, 0, tzinfo=UTC)
@@ -23,9 +24,22 @@ def test_what_runs_waits_and_comes_next() -> None:
 
 def test_what_stopped_it_comes_first() -> None:
     lost = "/h/ledger.db was deleted while the daemon ran; it stopped scheduling, so …"
-    assert status_line(running=1, queued=0, next_fires=[], now=NOW, lost=lost, full="x") == (
-        "stopped scheduling: /h/ledger.db was deleted while the daemon ran"
-    )
     assert status_line(
-        running=1, queued=0, next_fires=[], now=NOW, full="no space", unwritten=3
+        running=1, queued=0, next_fires=[], now=NOW, health=Health.LOST, reason=lost
+    ) == ("stopped scheduling: /h/ledger.db was deleted while the daemon ran")
+    assert status_line(
+        running=1, queued=0, next_fires=[], now=NOW, health=Health.DISK_FULL, unwritten=3
     ) == ("paused: the disk is full (3 finished run(s) wait to be recorded)")
+
+
+def test_every_pause_names_its_reason() -> None:
+    line = {
+        h: status_line(running=0, queued=0, next_fires=[], now=NOW, health=h)
+        for h in Health
+        if h not in (Health.OK, Health.LOST)
+    }
+    assert line[Health.READ_ONLY] == (
+        "paused: the ledger is read-only (0 finished run(s) wait to be recorded)"
+    )
+    assert line[Health.UNREACHABLE].startswith("paused: the fleet database is unreachable")
+    assert len(set(line.values())) == len(line)  # each says which it is

@@ -53,6 +53,7 @@ from routines.ledgerfaults import (
     LedgerUnavailable,
     Unavailable,
     damaged,
+    keep_wal_on_close,
     mend_sidecars,
     os_reason,
     sqlite_reason,
@@ -407,6 +408,8 @@ class Ledger:
         self._why: LedgerUnavailable | None = None
         self._retry_at = 0.0
         self._ident: tuple[int, int] | None = None  # the file first opened (never another)
+        self._guard = wait  # the daemon's: every use checks the file is still the one opened
+        self._fenced = False
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -423,6 +426,25 @@ class Ledger:
     def _db(self) -> sqlite3.Connection:
         if self._conn is None:
             self._reopen()
+        assert self._conn is not None
+        if self._guard and self._ident is not None and _file_id(self.path) != self._ident:
+            self._fence()
+        return self._conn
+
+    def _fence(self) -> None:
+        """The file at our path is not the one we opened (replaced by a rename, or deleted
+        with a hard link kept): SQLite would find its -wal and -shm by that path, so nothing
+        more is read or written through this connection, and closing it leaves them be
+        (tests/supervisor/test_reliability_storage.py). Lifted if the very file comes back."""
+        if not self._fenced:
+            self._fenced = keep_wal_on_close(self._db_raw(), self.path)
+        raise LedgerUnavailable(
+            Unavailable.REPLACED,
+            f"{self.path} is not the ledger this process opened (replaced or deleted): "
+            "nothing is read or written through it",
+        )
+
+    def _db_raw(self) -> sqlite3.Connection:
         assert self._conn is not None
         return self._conn
 
@@ -492,6 +514,7 @@ class Ledger:
         self._why = None
         self._retry_at = 0.0
         self._ident = None
+        self._guard = self._fenced = False
         if not path.is_file():
             raise LedgerError(f"{path}: no ledger yet (it is created when the daemon starts)")
         try:

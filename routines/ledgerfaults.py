@@ -27,6 +27,7 @@ __all__ = [
     "Unavailable",
     "damaged",
     "is_no_space",
+    "keep_wal_on_close",
     "mend_sidecars",
     "no_space",
     "os_reason",
@@ -45,6 +46,7 @@ class Unavailable(StrEnum):
     CORRUPT = "corrupt"  # PRAGMA quick_check found damage: only then is moving it aside advised
     UNREACHABLE = "unreachable"  # a fleet's PostgreSQL refused, dropped or never answered
     DRAINING = "draining"  # the fleet's database is back; runs made offline are still going
+    REPLACED = "replaced"  # the file at the ledger's path is not the one opened: never touched
 
 
 class LedgerError(RuntimeError):
@@ -200,3 +202,42 @@ def mend_sidecars(path: Path) -> None:
             mine = stat.S_ISREG(sst.st_mode) and sst.st_uid == st.st_uid  # never via a link
             if mine and sst.st_mode & 0o666 != want:
                 os.chmod(side, want)
+
+
+_NO_CKPT_ON_CLOSE = 1006  # SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE (sqlite3.h)
+
+
+def keep_wal_on_close(conn: sqlite3.Connection, path: Path) -> bool:
+    """Make closing `conn` leave its -wal and -shm as they are: no checkpoint, no unlink.
+    True when it is so. For a ledger replaced under the daemon: SQLite finds those two files
+    by the ledger's path, which now names another file, so a checkpoint or an unlink at
+    close would write into, or delete, the replacement's (tests/supervisor/
+    test_reliability_storage.py). Python 3.12 has `setconfig`; on 3.11 the flag is set
+    through the library the sqlite3 module uses, on the connection's own handle, checked
+    first by asking SQLite for that handle's file name."""
+    setconfig = getattr(conn, "setconfig", None)
+    if setconfig is not None:
+        setconfig(_NO_CKPT_ON_CLOSE, True)
+        return True
+    try:
+        import ctypes
+
+        import _sqlite3
+
+        lib = ctypes.CDLL(_sqlite3.__file__)
+        # CPython 3.11's pysqlite_Connection: PyObject_HEAD, then `sqlite3 *db`.
+        handle = ctypes.c_void_p.from_address(id(conn) + object.__basicsize__).value
+        filename = lib.sqlite3_db_filename
+        filename.restype = ctypes.c_char_p
+        filename.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+        named = filename(handle, b"main")
+        if not named or os.fsdecode(named) != str(path.resolve()):
+            return False  # not the handle we think: leave it alone
+        config = lib.sqlite3_db_config
+        config.restype = ctypes.c_int
+        done = config(
+            ctypes.c_void_p(handle), ctypes.c_int(_NO_CKPT_ON_CLOSE), ctypes.c_int(1), None
+        )
+    except (OSError, AttributeError, ValueError):
+        return False
+    return bool(done == 0)

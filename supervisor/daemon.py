@@ -189,10 +189,11 @@ class Daemon:
             await self.control.close()
             try:
                 self.pool.flush()
-            except LedgerUnavailable:
+            except LedgerUnavailable as exc:
                 log.error(
-                    "no space left: %d finished run(s) could not be recorded and are lost "
-                    "(they show as interrupted from the next start): %s",
+                    "the ledger takes no writes (%s): %d finished run(s) could not be recorded "
+                    "and are lost (they show as interrupted from the next start): %s",
+                    exc.reason,
                     len(self.pool.unwritten),
                     ", ".join(u.run_id for u in self.pool.unwritten),
                 )

@@ -48,7 +48,7 @@ class Health(StrEnum):
 
     @classmethod
     def of(cls, reason: Unavailable) -> Health:
-        return cls[reason.name]
+        return cls.LOST if reason is Unavailable.REPLACED else cls[reason.name]
 
 
 # The status line's words for each pause ("paused: the disk is full (…)").
@@ -133,6 +133,9 @@ class Ground:
 
     def unavailable(self, exc: LedgerUnavailable) -> None:
         """Pause for `exc.reason`, said once (a change of reason is said again)."""
+        if exc.reason is Unavailable.REPLACED:
+            self.check_held()  # the ledger noticed first: the same stop, said the same way
+            return
         health = Health.of(exc.reason)
         if self.health is Health.LOST or self.health is health:
             return  # said once; tried again every tick

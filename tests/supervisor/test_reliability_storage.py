@@ -13,8 +13,10 @@ mode was restored.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shlex
+import shutil
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -23,7 +25,16 @@ import pytest
 from routines.ledger import Ledger
 from routines.paths import paths
 from routines.runs import RunStatus
-from tests.supervisor.daemonkit import Daemon, command_routine, final, wait_for, write_routine
+from tests.supervisor.daemonkit import (
+    Daemon,
+    command_routine,
+    entered,
+    final,
+    gated,
+    release,
+    wait_for,
+    write_routine,
+)
 from tests.supervisor.test_reliability_full_disk import OnTmpfs
 
 pytestmark = pytest.mark.slow  # real daemons: make test-fast leaves these out
@@ -147,3 +158,42 @@ def test_in_process_run_on_a_read_only_ledger_says_why_without_a_traceback(
     assert last.startswith(f"vinos-routine: {paths().ledger}: the ledger cannot be read or ")
     assert f"chmod u+rw '{paths().ledger}'" in out.stderr
     assert os.access(paths().ledger, os.W_OK)
+
+
+def sha(path: Path) -> str | None:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except FileNotFoundError:
+        return None
+
+
+@pytest.mark.parametrize("how", ["rename", "hard-link-kept"])
+def test_nothing_the_daemon_does_on_a_replaced_ledger_writes_its_wal_or_shm(
+    tmp_path: Path, not_root: None, how: str
+) -> None:
+    """SQLite finds -wal and -shm by the ledger's path. Once another file is there, a run
+    that ends, a tick, or the daemon's close (a checkpoint, then an unlink) would write the
+    original's WAL into the replacement's files or delete them: before, the original, kept
+    through a hard link, came out an empty 4 KB file."""
+    write_routine("held", command_routine(gated("held"), enabled=False))
+    d = Daemon(tmp_path).start()
+    d.request("run", {"name": "held", "detach": True})
+    wait_for(lambda: entered("held") == 1, what="the held run to start")
+    ledger = paths().ledger
+    wal, shm = ledger.with_name("ledger.db-wal"), ledger.with_name("ledger.db-shm")
+    replacement = tmp_path / "replacement.db"
+    shutil.copyfile(ledger, replacement)
+    kept = ledger.with_name("kept.db")
+    if how == "hard-link-kept":
+        os.link(ledger, kept)
+    replacement.rename(ledger)
+    d.request("reload")  # a tick: it notices, and stops
+    wait_for(lambda: d.request("status")["health"] == "lost", what="the daemon to notice")
+    before = {p.name: sha(p) for p in (wal, shm)}
+    assert None not in before.values()
+    release("held")  # the run ends: its end is kept in memory, not written
+    wait_for(lambda: d.request("status")["unwritten"], what="the ended run to be kept")
+    d.request("reload")
+    assert d.stop() == 0  # and the close neither checkpoints nor unlinks them
+    assert {p.name: sha(p) for p in (wal, shm)} == before
+    assert "Traceback" not in d.log()

@@ -417,7 +417,7 @@ class Ledger:
         try:
             self._open()
         except LedgerUnavailable as exc:
-            if not wait or exc.reason is Unavailable.CORRUPT:
+            if not wait:
                 raise
             self._why = exc
             self._retry_at = time.monotonic() + REOPEN_AFTER_SEC

@@ -220,9 +220,8 @@ def keep_wal_on_close(conn: sqlite3.Connection, path: Path) -> bool:
         setconfig(_NO_CKPT_ON_CLOSE, True)
         return True
     try:
-        import ctypes
-
         import _sqlite3
+        import ctypes
 
         lib = ctypes.CDLL(_sqlite3.__file__)
         # CPython 3.11's pysqlite_Connection: PyObject_HEAD, then `sqlite3 *db`.

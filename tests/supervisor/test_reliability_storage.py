@@ -197,3 +197,24 @@ def test_nothing_the_daemon_does_on_a_replaced_ledger_writes_its_wal_or_shm(
     assert d.stop() == 0  # and the close neither checkpoints nor unlinks them
     assert {p.name: sha(p) for p in (wal, shm)} == before
     assert "Traceback" not in d.log()
+
+
+def test_a_damaged_ledger_is_a_pause_that_says_move_it_aside_not_a_restart_loop(
+    tmp_path: Path, not_root: None
+) -> None:
+    ledger = paths().ledger
+    ledger.parent.mkdir(parents=True, exist_ok=True)
+    ledger.write_bytes(b"not a database, and quick_check says so" * 200)
+    before = sha(ledger)
+    d = Daemon(tmp_path).start()
+    status = wait_for(
+        lambda: (s := d.request("status"))["health"] != "ok" and s, what="the daemon to pause"
+    )
+    assert status["health"] == "corrupt"
+    assert status["status"].startswith("paused: the ledger is damaged")
+    assert f"Move it aside (mv '{ledger}' '{ledger}.broken')" in status["disk_full"]
+    d.request("reload")
+    assert d.request("ping")["pid"] == d.pid  # up, answering: under systemd, no restart loop
+    assert "Traceback" not in d.log()
+    assert sha(ledger) == before
+    assert d.stop() == 0

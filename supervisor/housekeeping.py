@@ -35,8 +35,8 @@ from zoneinfo import ZoneInfo
 from routines import proposals
 from routines.config import Config, LedgerSettings
 from routines.ledger import Ledger, LedgerError, LedgerUnavailable, Unavailable
-from routines.ledgerfaults import is_no_space
 from routines.ledgerapi import LedgerAPI
+from routines.ledgerfaults import is_no_space
 from routines.paths import Paths
 from routines.rundays import compaction_line
 from routines.tz import machine_timezone

@@ -72,8 +72,10 @@ def test_a_transient_full_disk_during_compaction_retries_in_seconds(
     disk = tmp_path / "disk"
     disk.mkdir()
     done = subprocess.run(
-        [bwrap, "--dev-bind", "/", "/", "--size", str(8 << 20), "--tmpfs", str(disk)]
-        + [sys.executable, "-c", SCRIPT, str(disk)],
+        [
+            *(bwrap, "--dev-bind", "/", "/", "--size", str(8 << 20), "--tmpfs", str(disk)),
+            *(sys.executable, "-c", SCRIPT, str(disk)),
+        ],
         capture_output=True,
         text=True,
         timeout=120,

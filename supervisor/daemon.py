@@ -63,6 +63,9 @@ log = logging.getLogger("vinos.daemon")
 TICK_MAX_SEC = float(os.environ.get("VINOS_TICK_MAX_SEC") or 30.0)
 # How long SIGTERM waits for running workers; VINOS_STOP_GRACE_SEC shortens it for tests.
 STOP_GRACE_SEC = float(os.environ.get("VINOS_STOP_GRACE_SEC") or 30.0)
+# Routines claimed for per tick: a claim is a transaction (a few ms), so a thousand due at once
+# would hold the loop for seconds; in batches, the first runs start within one batch.
+CLAIM_BATCH = 8
 
 
 class Daemon:
@@ -223,6 +226,8 @@ class Daemon:
             if offline is None:
                 return TICK_MAX_SEC
             return max(0.01, min(TICK_MAX_SEC, (offline - now).total_seconds()))
+        if self.scheduler.more_due:
+            return 0.0  # claim the next batch once the loop has started the last one's runs
         nxt = self.scheduler.next_wake()
         if nxt is None:
             return TICK_MAX_SEC
@@ -290,7 +295,7 @@ class Daemon:
             self._marked = True
         now = self.clock.now()
         self.refresh()
-        for pending in self.scheduler.due(now, self._busy):
+        for pending in self.scheduler.due(now, self._busy, CLAIM_BATCH):
             self.pool.enqueue(pending)
         if self.scheduler.full is not None:
             raise self.scheduler.full

@@ -97,6 +97,7 @@ LEDGER_VERSION = 8
 BUSY_TIMEOUT_SEC = 10.0
 CLAIM_RETENTION = timedelta(days=45)
 COUNT_LINE_TTL_SEC = 60.0
+SLOW_UPGRADE_ROWS = 50_000  # a bigger ledger's upgrade says so first (it takes a while)
 
 _V1 = """
 CREATE TABLE runs (
@@ -673,7 +674,7 @@ class Ledger:
             return
         table = "run_log" if version >= _SLIM else "runs"
         rows = db.execute(f"SELECT MAX(rowid) FROM {table}").fetchone()[0] or 0
-        if rows > 50_000:
+        if rows > SLOW_UPGRADE_ROWS:
             print(
                 f"{self.path}: upgrading the ledger from schema {version} to {LEDGER_VERSION} "
                 f"(about {rows:,} runs), once; this takes a while",

@@ -142,8 +142,11 @@ class Finished:
 def final_status(
     out: WorkerOutcome, timeout_sec: float, limit_key: str = "run_timeout_sec"
 ) -> tuple[RunStatus, str]:
-    """(status, detail) of a run from how its worker ended."""
-    if out.stopped == StopReason.TIMEOUT:
+    """(status, detail) of a run from how its worker ended. A worker that reported its own
+    `timeout` before the backstop's kill ended it is recorded as it said (what it was doing
+    when time ran out), whichever came first on the pipe."""
+    worker_timeout = out.result is not None and out.result.status == RunStatus.TIMEOUT
+    if out.stopped == StopReason.TIMEOUT and not worker_timeout:
         return RunStatus.TIMEOUT, f"stopped after {timeout_sec:g}s ({limit_key})"
     if out.stopped == StopReason.SHUTDOWN:
         return RunStatus.INTERRUPTED, "the daemon stopped while it ran"

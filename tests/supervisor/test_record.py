@@ -24,7 +24,7 @@ from routines.runs import RunEnd, Trigger
 from routines.spec import Routine
 from routines.store import read_json
 from supervisor.clock import FakeClock
-from supervisor.limits import allowance_for
+from supervisor.limits import REPORT_GRACE_SEC, allowance_for, run_limit
 from supervisor.pool import Pool
 from supervisor.record import Notification, final_status, finish_run, notifications_for
 from supervisor.scheduler import Pending
@@ -300,4 +300,37 @@ def test_a_file_output_path_expands_date_and_home(monkeypatch: pytest.MonkeyPatc
     assert file_output_path("~/briefs/{{date}}.md", out) == Path("/home/ana/briefs/2026-07-25.md")
     assert file_output_path("/srv/x/{{date}}-{{date}}.md", out) == Path(
         "/srv/x/2026-07-25-2026-07-25.md"
+    )
+
+
+AGENT = """[routine]
+enabled = false
+[schedule]
+cron = "0 6 * * *"
+timezone = "UTC"
+[agent]
+route = "ollama"
+system = "Think."
+run_timeout_sec = 5
+"""
+
+
+def test_the_workers_own_timeout_wins_over_the_backstop() -> None:
+    """Which message a user sees must not depend on the machine's speed: the backstop waits
+    REPORT_GRACE_SEC past the limit the worker keeps itself, and a worker's own `timeout`
+    report that reached the pipe is recorded even when the backstop's kill ended it."""
+    r = routine("slow", AGENT)
+    limit = run_limit(r)
+    assert limit.seconds == 5 + REPORT_GRACE_SEC
+    assert limit.key == "run_timeout_sec = 5, and the worker did not report"
+    said = Result(status="timeout", error="the run reached its time limit (run_timeout_sec = 5)")
+    both = WorkerOutcome(said, -15, UsageTotals(), stopped=StopReason.TIMEOUT)
+    assert final_status(both, limit.seconds, limit.key) == (
+        "timeout",
+        "the run reached its time limit (run_timeout_sec = 5)",
+    )
+    silent = WorkerOutcome(None, -15, UsageTotals(), stopped=StopReason.TIMEOUT)
+    assert final_status(silent, limit.seconds, limit.key) == (
+        "timeout",
+        "stopped after 15s (run_timeout_sec = 5, and the worker did not report)",
     )

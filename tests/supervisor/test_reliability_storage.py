@@ -25,6 +25,7 @@ import pytest
 from routines.ledger import Ledger
 from routines.paths import paths
 from routines.runs import RunStatus
+from supervisor.client import DaemonError
 from tests.supervisor.daemonkit import (
     Daemon,
     command_routine,
@@ -128,6 +129,8 @@ def test_a_read_only_ledger_is_a_named_pause_that_ends_when_its_mode_is_restored
     d.to_slot()
     for _ in range(3):
         d.request("reload")
+    with pytest.raises(DaemonError, match="the ledger cannot be read or written"):
+        d.request("disable", {"name": "ticker"})  # its reason, not an internal error
     assert d.request("ping")["pid"] == d.pid  # alive: no crash, so no restart loop
     assert len(final("ticker")) == 1  # nothing claimed it could not record
     no_bad_advice(d.log())

@@ -450,6 +450,11 @@ class Ledger:
         return self._conn
 
     @property
+    def opened_id(self) -> tuple[int, int] | None:
+        """(st_dev, st_ino) of the file this ledger opened first, None before it opened."""
+        return self._ident
+
+    @property
     def unavailable(self) -> LedgerUnavailable | None:
         """Why the ledger is closed now (it is tried again at its next use), or None."""
         return self._why if self._conn is None else None
@@ -463,7 +468,7 @@ class Ledger:
             # Replaced or deleted since: opening the path now would open another file (and
             # share its -wal and -shm by name); the daemon's Ground says so and stops.
             raise LedgerUnavailable(
-                why.reason, f"{self.path}: not the ledger first opened; not reopened"
+                Unavailable.REPLACED, f"{self.path}: not the ledger first opened; not reopened"
             )
         try:
             self._open()

@@ -110,7 +110,9 @@ class Daemon:
         held = held_files(p.ledger, locks)
         if self.fleet is not None:
             held.pop(p.ledger, None)  # this machine's old SQLite file is not the ledger now
-        self.ground = Ground(held, p.state_dir, self._notify, TICK_MAX_SEC)
+        local = self.ledger if isinstance(self.ledger, Ledger) else None
+        opened = (p.ledger, lambda: local.opened_id if local else None) if local else None
+        self.ground = Ground(held, p.state_dir, self._notify, TICK_MAX_SEC, ledger=opened)
         self._marked = False  # runs left behind by a dead daemon are marked interrupted
         self.registry = Registry()
         self.scheduler = Scheduler(self.ledger, self.owner)

@@ -83,8 +83,12 @@ class Ground:
         state_dir: Path,
         notify: Callable[[Notification], None],
         retry_sec: float = 30.0,
+        ledger: tuple[Path, Callable[[], FileId | None]] | None = None,
     ) -> None:
         self.held = held
+        # The ledger's path and the identity of the file it opened: a ledger that could not be
+        # opened at start (a full disk) is held from the moment it is.
+        self.ledger = ledger
         self.state_dir = state_dir
         self.notify = notify
         self.retry_sec = retry_sec  # the daemon's longest tick: how soon a pause is retried
@@ -113,6 +117,10 @@ class Ground:
     def check_held(self) -> bool:
         """False (and loudly, once) while the ledger or a lock is deleted or replaced; True
         again if the very file comes back (moved away and back)."""
+        if self.ledger is not None and self.ledger[0] not in self.held:
+            opened = self.ledger[1]()
+            if opened is not None:
+                self.held[self.ledger[0]] = opened
         why = lost_file(self.held)
         if why is None:
             if self.health is Health.LOST:

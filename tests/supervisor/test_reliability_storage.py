@@ -221,3 +221,23 @@ def test_a_damaged_ledger_is_a_pause_that_says_move_it_aside_not_a_restart_loop(
     assert "Traceback" not in d.log()
     assert sha(ledger) == before
     assert d.stop() == 0
+
+
+def test_a_ledger_first_opened_after_start_is_held_from_then_on(tmp_path: Path) -> None:
+    """A daemon started on a full disk opens its ledger later: from then on a replacement of
+    that file stops scheduling like one of a ledger opened at start."""
+    from supervisor.ground import Ground, Health
+    from supervisor.owner import file_id
+
+    path = tmp_path / "ledger.db"
+    opened: list[tuple[int, int] | None] = [None]
+    ground = Ground({}, tmp_path, lambda note: None, 30.0, ledger=(path, lambda: opened[0]))
+    assert ground.check_held()  # nothing opened yet, nothing held
+    Ledger(path).close()
+    opened[0] = file_id(path)
+    assert ground.check_held()
+    path.rename(tmp_path / "aside.db")
+    Ledger(path).close()  # another file at its path
+    assert not ground.check_held()
+    assert ground.health is Health.LOST
+    assert ground.lost is not None and ground.lost.startswith(f"{path} was replaced by another")

@@ -411,6 +411,7 @@ class Ledger:
         self._ident: tuple[int, int] | None = None  # the file first opened (never another)
         self._guard = wait  # the daemon's: every use checks the file is still the one opened
         self._fenced = False
+        self._closed = False  # by `close`: never reopened
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -426,6 +427,8 @@ class Ledger:
     @property
     def _db(self) -> sqlite3.Connection:
         if self._conn is None:
+            if self._closed:
+                raise sqlite3.ProgrammingError("Cannot operate on a closed ledger.")
             self._reopen()
         assert self._conn is not None
         if self._guard and self._ident is not None and _file_id(self.path) != self._ident:
@@ -520,7 +523,7 @@ class Ledger:
         self._why = None
         self._retry_at = 0.0
         self._ident = None
-        self._guard = self._fenced = False
+        self._guard = self._fenced = self._closed = False
         if not path.is_file():
             raise LedgerError(f"{path}: no ledger yet (it is created when the daemon starts)")
         try:
@@ -586,6 +589,7 @@ class Ledger:
         return LedgerUnavailable(reason, unavailable_message(self.path, reason, str(exc)))
 
     def close(self) -> None:
+        self._closed = True
         if self._conn is not None:
             self._conn.close()
             self._conn = None

@@ -81,6 +81,10 @@ def sqlite_reason(exc: sqlite3.Error, where: Path) -> Unavailable | None:
     text = str(exc)
     if primary == sqlite3.SQLITE_FULL or "is full" in text:
         return Unavailable.DISK_FULL
+    # A file SQLite could not create or grow (its -shm included) on a filesystem with no
+    # block left: a full disk, whatever code it came back with.
+    if primary in (sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_IOERR) and no_space(where):
+        return Unavailable.DISK_FULL
     if primary in _READ_ONLY_CODES or "readonly" in text or "read-only" in text:
         return Unavailable.READ_ONLY
     if primary in _LOCKED_CODES or "locked" in text or "busy" in text:

@@ -18,6 +18,7 @@ test_reliability_storage.py).
 from __future__ import annotations
 
 import logging
+import sqlite3
 from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
@@ -159,8 +160,15 @@ class Ground:
     def _why(self, health: Health, exc: LedgerUnavailable) -> str:
         retry = f"retried every {self.retry_sec:g} s, and resumed by itself once it passes"
         if health is Health.DISK_FULL:
+            cause = exc.__cause__
+            if cause is not None and not isinstance(cause, sqlite3.Error | OSError):
+                # Not this machine's disk (a fleet's database server): its own words say where.
+                return (
+                    f"no space left for the ledger ({exc}): nothing new is claimed and "
+                    f"finished runs are kept in memory until there is room ({retry})"
+                )
             return (
-                f"no space left for the ledger ({exc.__cause__ or exc}): nothing new is "
+                f"no space left for the ledger ({cause or exc}): nothing new is "
                 "claimed and finished runs are kept in memory until there is room; free some "
                 f"space on the disk holding {self.state_dir} ({retry})"
             )

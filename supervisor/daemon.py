@@ -282,7 +282,8 @@ class Daemon:
         self.offline.tick(now, self._busy)
 
     def _tick(self) -> None:
-        """One tick's work; LedgerUnavailable when a write found no space (nothing of it recorded).
+        """One tick's work; LedgerUnavailable when the ledger took no read or write (nothing of
+        it recorded: a full disk, a read-only file, an outage).
         Results kept from while the disk was full are written first, so none waits behind a
         new claim (issue 17, item 1)."""
         written = self.pool.flush()

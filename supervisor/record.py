@@ -43,6 +43,7 @@ __all__ = [
     "keep_proposals",
     "notifications_for",
     "proposal_notifications",
+    "remove_leftovers",
 ]
 
 log = logging.getLogger("vinos.record")
@@ -225,6 +226,21 @@ def _move_output(
     return stored, text, None
 
 
+def remove_leftovers(paths: Paths, name: str, run_id: str, *, keep_output: bool = False) -> None:
+    """Remove what a run left outside the state store: the worker's output dir (unless
+    `keep_output`: it holds an output that could not be delivered) and the shell tools'
+    scratch dir (the worker removes it too, unless it died first). By descriptor, following
+    no link, whatever modes a sandbox set; a failure is logged, never silent."""
+    leftovers = [paths.run_scratch(name, run_id)]
+    if not keep_output:
+        leftovers.insert(0, paths.scratch(name, run_id))
+    for leftover in leftovers:
+        try:
+            remove_tree(leftover)
+        except OSError as exc:
+            log.error("%s: run %s: could not remove %s: %s", name, run_id, leftover, exc)
+
+
 def finish_run(
     ledger: LedgerAPI,
     paths: Paths,
@@ -259,14 +275,8 @@ def finish_run(
         if error:
             undelivered = error
             detail = f"{detail}; {error}" if detail else error
-    # By descriptor, following no link: the worker's output dir (unless it holds the output
-    # that could not be moved in), and the shell tools' scratch dir in case the worker died
-    # before it removed it.
-    for leftover in (scratch, paths.run_scratch(routine.name, run_id)):
-        if error and leftover == scratch:
-            continue
-        with contextlib.suppress(OSError):
-            remove_tree(leftover)
+    # The worker's output dir stays when it holds the output that could not be moved in.
+    remove_leftovers(paths, routine.name, run_id, keep_output=bool(error))
     u = out.usage
     outcome = r.outcome if r and status == RunStatus.OK else None
     end = RunEnd(

@@ -351,7 +351,7 @@ class WorkerProcess:
             self.on_started(proc.pid)
         except BaseException:
             # The caller will not await this worker: end it and its tree before the error goes
-            # on, so none is left running unrecorded (tests/supervisor/test_pool.py).
+            # on, so none is left running unrecorded (tests/supervisor/test_spawn.py).
             await self._terminate(proc)
             await proc.wait()
             raise

@@ -13,7 +13,7 @@ ifeq ($(strip $(PACKAGES)),)
 $(error scripts/packages.py found no packages in pyproject.toml)
 endif
 
-.PHONY: demo test test-fast bench lint venv demo-here test-here test-fast-here bench-here completions clean
+.PHONY: demo test test-fast test-load bench lint venv demo-here test-here test-fast-here test-load-here bench-here completions clean
 
 demo:
 	@scripts/as-user.sh demo-here
@@ -25,6 +25,12 @@ test:
 # namespace, the longest worker runs): a quick check while working. `make test` is what CI runs.
 test-fast:
 	@scripts/as-user.sh test-fast-here
+
+# The timing-sensitive tests (-m slow under tests/supervisor, tests/fleet and tests/cli) beside
+# a CPU hog of twice the core count (scripts/cpu-hog.sh, started and ended here): no test may
+# depend on how fast the machine is. PYTEST_ARGS narrows it (a module, -k).
+test-load:
+	@scripts/as-user.sh test-load-here
 
 bench:
 	@scripts/as-user.sh bench-here
@@ -54,6 +60,12 @@ test-here: lint
 
 test-fast-here: venv
 	$(BIN)/pytest -q -n $(PYTEST_WORKERS) --dist loadgroup -m "not slow" $(PYTEST_ARGS)
+
+LOAD_PATHS ?= tests/supervisor tests/fleet tests/cli
+test-load-here: venv
+	@hog=$$(mktemp); trap 'scripts/cpu-hog.sh stop "'"$$hog"'"' EXIT; \
+	scripts/cpu-hog.sh start "$$hog"; \
+	$(BIN)/pytest -q -n $(PYTEST_WORKERS) --dist loadgroup -m slow $(or $(PYTEST_ARGS),$(LOAD_PATHS))
 
 bench-here: venv
 	$(BIN)/python -m bench

@@ -33,7 +33,9 @@ Invariant: a claim, its run row and the routine's cursor move in one transaction
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import sqlite3
 import sys
 import time
@@ -46,6 +48,17 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from routines import ledgerrows, rundays, runlog
+from routines.ledgerfaults import (
+    LedgerError,
+    LedgerUnavailable,
+    Unavailable,
+    damaged,
+    keep_wal_on_close,
+    mend_sidecars,
+    os_reason,
+    sqlite_reason,
+    unavailable_message,
+)
 from routines.ledgerrows import Row, from_iso, iso
 from routines.rundays import MS_SQL, NANO_SQL, DaySummary
 from routines.runs import (
@@ -68,9 +81,10 @@ __all__ = [
     "LastRun",
     "Ledger",
     "LedgerError",
-    "LedgerFull",
+    "LedgerUnavailable",
     "RoutineState",
     "RunRow",
+    "Unavailable",
     "from_iso",
     "is_enabled",
     "iso",
@@ -83,6 +97,7 @@ LEDGER_VERSION = 8
 BUSY_TIMEOUT_SEC = 10.0
 CLAIM_RETENTION = timedelta(days=45)
 COUNT_LINE_TTL_SEC = 60.0
+SLOW_UPGRADE_ROWS = 50_000  # a bigger ledger's upgrade says so first (it takes a while)
 
 _V1 = """
 CREATE TABLE runs (
@@ -252,19 +267,6 @@ class _Stale(Exception):
     pass
 
 
-class LedgerError(RuntimeError):
-    """The ledger cannot be used; the message names the file and what to do."""
-
-
-class LedgerFull(LedgerError):
-    """A write found no space (SQLITE_FULL): nothing of it was recorded. Space may return;
-    the caller keeps what it could not write, or does not act on it (issue 17, item 1)."""
-
-
-def _is_full(exc: sqlite3.Error) -> bool:
-    return getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL or "is full" in str(exc)
-
-
 @dataclass(frozen=True, slots=True)
 class RunRow:
     """A run as `history` shows it. Older rows may lack the newer fields (None)."""
@@ -383,40 +385,133 @@ def _is_busy(exc: sqlite3.OperationalError) -> bool:
     return "locked" in str(exc) or "busy" in str(exc)
 
 
-class Ledger:
-    """One connection to ledger.db. Not shared across threads; open one per process/thread."""
+# How soon a ledger that could not be opened (`Ledger(path, wait=True)`) is tried again: the
+# daemon's tick retries it, and this keeps a burst of calls within one tick from each trying.
+REOPEN_AFTER_SEC = 1.0
 
-    def __init__(self, path: Path) -> None:
+
+class Ledger:
+    """One connection to ledger.db. Not shared across threads; open one per process/thread.
+
+    `wait=True` (the daemon's): a ledger that cannot be opened for a reason that may pass
+    (`Unavailable`: a full disk, a read-only file, an I/O error, a lock) is not an error
+    yet: every use raises LedgerUnavailable, and tries the open again, until one succeeds.
+    So a daemon starts on a full disk, says why, answers `status`, and resumes by itself
+    (tests/supervisor/test_reliability_storage.py). A use that fails with READ_ONLY or
+    IO_ERROR closes the connection, so the next reopens it: SQLite keeps the -shm it opened
+    read-only for the connection's life, and restoring the file's mode must be enough.
+    """
+
+    def __init__(self, path: Path, *, wait: bool = False) -> None:
         self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
+        self._caches()
+        self._conn: sqlite3.Connection | None = None
+        self._why: LedgerUnavailable | None = None
+        self._retry_at = 0.0
+        self._ident: tuple[int, int] | None = None  # the file first opened (never another)
+        self._guard = wait  # the daemon's: every use checks the file is still the one opened
+        self._fenced = False
+        self._closed = False  # by `close`: never reopened
         try:
-            self._db = sqlite3.connect(
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise self._os_error(exc) from exc
+        try:
+            self._open()
+        except LedgerUnavailable as exc:
+            if not wait:
+                raise
+            self._why = exc
+            self._retry_at = time.monotonic() + REOPEN_AFTER_SEC
+
+    @property
+    def _db(self) -> sqlite3.Connection:
+        if self._conn is None:
+            if self._closed:
+                raise sqlite3.ProgrammingError("Cannot operate on a closed ledger.")
+            self._reopen()
+        assert self._conn is not None
+        if self._guard and self._ident is not None and _file_id(self.path) != self._ident:
+            self._fence()
+        return self._conn
+
+    def _fence(self) -> None:
+        """The file at our path is not the one we opened (replaced by a rename, or deleted
+        with a hard link kept): SQLite would find its -wal and -shm by that path, so nothing
+        more is read or written through this connection, and closing it leaves them be
+        (tests/supervisor/test_reliability_storage.py). Lifted if the very file comes back."""
+        if not self._fenced:
+            self._fenced = keep_wal_on_close(self._db_raw(), self.path)
+        raise LedgerUnavailable(
+            Unavailable.REPLACED,
+            f"{self.path} is not the ledger this process opened (replaced or deleted): "
+            "nothing is read or written through it",
+        )
+
+    def _db_raw(self) -> sqlite3.Connection:
+        assert self._conn is not None
+        return self._conn
+
+    @property
+    def opened_id(self) -> tuple[int, int] | None:
+        """(st_dev, st_ino) of the file this ledger opened first, None before it opened."""
+        return self._ident
+
+    @property
+    def unavailable(self) -> LedgerUnavailable | None:
+        """Why the ledger is closed now (it is tried again at its next use), or None."""
+        return self._why if self._conn is None else None
+
+    def _reopen(self) -> None:
+        why = self._why or LedgerUnavailable(Unavailable.IO_ERROR, f"{self.path}: closed")
+        if time.monotonic() < self._retry_at:
+            raise why
+        self._retry_at = time.monotonic() + REOPEN_AFTER_SEC
+        if self._ident is not None and _file_id(self.path) != self._ident:
+            # Replaced or deleted since: opening the path now would open another file (and
+            # share its -wal and -shm by name); the daemon's Ground says so and stops.
+            raise LedgerUnavailable(
+                Unavailable.REPLACED, f"{self.path}: not the ledger first opened; not reopened"
+            )
+        try:
+            self._open()
+        except LedgerUnavailable as exc:
+            self._why = exc
+            raise
+        self._why = None
+
+    def _open(self) -> None:
+        path = self.path
+        mend_sidecars(path)
+        try:
+            db = sqlite3.connect(
                 path, timeout=BUSY_TIMEOUT_SEC, isolation_level=None, check_same_thread=False
             )
         except sqlite3.Error as exc:
             raise self._unusable(exc) from exc
-        self._caches()
+        self._conn = db
         try:
-            self._db.row_factory = sqlite3.Row
+            db.row_factory = sqlite3.Row
             # Read the version before anything writes (the switch to WAL rewrites the header):
             # a ledger from a newer vinos-routine is refused byte for byte untouched.
             self._refuse_newer(self.version)
             # Takes effect only in a new, empty file (before WAL writes its header); an
             # existing ledger is converted once by the v5 migration's VACUUM.
-            if self._db.execute("PRAGMA page_count").fetchone()[0] == 0:
-                self._db.execute("PRAGMA auto_vacuum=INCREMENTAL")
+            if db.execute("PRAGMA page_count").fetchone()[0] == 0:
+                db.execute("PRAGMA auto_vacuum=INCREMENTAL")
             self._set_wal()
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.execute("PRAGMA foreign_keys=ON")
+            db.execute("PRAGMA synchronous=NORMAL")
+            db.execute("PRAGMA foreign_keys=ON")
             if self._migrate():
                 self.enable_incremental_vacuum()
         except BaseException as exc:
-            self._db.close()  # a refused ledger keeps no connection (nor -wal/-shm) open
-            if isinstance(exc, sqlite3.OperationalError) and _is_busy(exc):
-                raise self._locked(exc) from exc
-            if isinstance(exc, sqlite3.DatabaseError):
+            self._conn = None
+            db.close()  # a refused ledger keeps no connection (nor -wal/-shm) open
+            if isinstance(exc, sqlite3.Error) and sqlite_reason(exc, path.parent) is not None:
                 raise self._unusable(exc) from exc
             raise
+        if self._ident is None:
+            self._ident = _file_id(path)
 
     @classmethod
     def read_only(cls, path: Path) -> Ledger:
@@ -425,22 +520,26 @@ class Ledger:
         self = cls.__new__(cls)
         self.path = path
         self._caches()
+        self._why = None
+        self._retry_at = 0.0
+        self._ident = None
+        self._guard = self._fenced = self._closed = False
         if not path.is_file():
             raise LedgerError(f"{path}: no ledger yet (it is created when the daemon starts)")
         try:
-            self._db = sqlite3.connect(
+            self._conn = sqlite3.connect(
                 f"{path.resolve().as_uri()}?mode=ro",
                 uri=True,
                 timeout=BUSY_TIMEOUT_SEC,
                 isolation_level=None,
                 check_same_thread=False,
             )
-            self._db.row_factory = sqlite3.Row
+            self._conn.row_factory = sqlite3.Row
             version = self.version
         except sqlite3.Error as exc:
             raise self._unusable(exc) from exc
         if version != LEDGER_VERSION:
-            self._db.close()
+            self._conn.close()
             self._refuse_newer(version)
             raise LedgerError(
                 f"{path}: schema {version}, expected {LEDGER_VERSION}; start the daemon once "
@@ -475,15 +574,25 @@ class Ledger:
                 f"knows {LEDGER_VERSION}); upgrade vinos-routine, the ledger was not touched"
             )
 
-    def _unusable(self, exc: Exception) -> LedgerError:
-        return LedgerError(
-            f"{self.path}: cannot use the ledger ({exc}). It was left untouched. "
-            f"If it is damaged, move it aside (mv '{self.path}' '{self.path}.broken') and a new "
-            "one is created on the next start; restore from a backup to keep the history."
-        )
+    def _unusable(self, exc: sqlite3.Error) -> LedgerError:
+        """The error to raise for an SQLite failure: a LedgerUnavailable naming its reason and
+        what to do (`unavailable_message`), or a plain LedgerError for one that is ours."""
+        reason = sqlite_reason(exc, self.path.parent)
+        if reason is None:
+            return LedgerError(f"{self.path}: {exc}")
+        if reason is Unavailable.CORRUPT and not damaged(self.path):
+            reason = Unavailable.IO_ERROR  # SQLite said so, but the file checks out whole
+        return LedgerUnavailable(reason, unavailable_message(self.path, reason, str(exc)))
+
+    def _os_error(self, exc: OSError) -> LedgerUnavailable:
+        reason = os_reason(exc)
+        return LedgerUnavailable(reason, unavailable_message(self.path, reason, str(exc)))
 
     def close(self) -> None:
-        self._db.close()
+        self._closed = True
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
 
     def __enter__(self) -> Ledger:
         return self
@@ -491,31 +600,40 @@ class Ledger:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _locked(self, exc: sqlite3.OperationalError) -> LedgerError:
-        return LedgerError(
-            f"{self.path}: the ledger stayed locked for {BUSY_TIMEOUT_SEC:.0f}s ({exc}); "
-            "another vinos-routine process holds it — try again"
-        )
+    @contextmanager
+    def _errors(self) -> Iterator[None]:
+        """SQLite's errors on this connection as LedgerUnavailable (or LedgerError). After a
+        READ_ONLY or IO_ERROR the connection is closed: the next use opens it again."""
+        try:
+            yield
+        except sqlite3.Error as exc:
+            mapped = self._unusable(exc)
+            if not isinstance(mapped, LedgerUnavailable):
+                raise  # a constraint or a misuse: a bug of ours, with its own traceback
+            if mapped.reason in _REOPEN:
+                self._why = mapped
+                self._retry_at = 0.0
+                if self._conn is not None:
+                    self._conn.close()
+                    self._conn = None
+            raise mapped from exc
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
         """BEGIN IMMEDIATE … COMMIT: the write lock is taken up front (no upgrade deadlocks).
-        A lock held by another process past the busy timeout is a LedgerError."""
-        try:
-            self._db.execute("BEGIN IMMEDIATE")
-        except sqlite3.OperationalError as exc:
-            if _is_busy(exc):
-                raise self._locked(exc) from exc
-            raise
-        try:
-            yield self._db
-            self._db.execute("COMMIT")
-        except BaseException as exc:
-            if self._db.in_transaction:  # SQLITE_FULL may have rolled it back already
-                self._db.execute("ROLLBACK")
-            if isinstance(exc, sqlite3.Error) and _is_full(exc):
-                raise LedgerFull(f"{self.path}: no space left to write the ledger ({exc})") from exc
-            raise
+        Anything SQLite refuses (a full disk, a read-only file, a lock held past the busy
+        timeout) is a LedgerUnavailable: nothing of the transaction was recorded."""
+        with self._errors():
+            db = self._db
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                yield db
+                db.execute("COMMIT")
+            except BaseException:
+                if db.in_transaction:  # SQLITE_FULL may have rolled it back already
+                    with contextlib.suppress(sqlite3.Error):
+                        db.execute("ROLLBACK")
+                raise
 
     # -- schema -------------------------------------------------------------------------
 
@@ -565,7 +683,7 @@ class Ledger:
             return
         table = "run_log" if version >= _SLIM else "runs"
         rows = db.execute(f"SELECT MAX(rowid) FROM {table}").fetchone()[0] or 0
-        if rows > 50_000:
+        if rows > SLOW_UPGRADE_ROWS:
             print(
                 f"{self.path}: upgrading the ledger from schema {version} to {LEDGER_VERSION} "
                 f"(about {rows:,} runs), once; this takes a while",
@@ -790,10 +908,11 @@ class Ledger:
         return True
 
     def active_runs(self) -> list[ActiveRun]:
-        rows = self._db.execute(
-            "SELECT run_id, routine, slot, status, owner_pid, owner_started, worker_pid "
-            f"FROM runs WHERE rs IN {runlog.codes(ACTIVE)}"
-        ).fetchall()
+        with self._errors():
+            rows = self._db.execute(
+                "SELECT run_id, routine, slot, status, owner_pid, owner_started, worker_pid "
+                f"FROM runs WHERE rs IN {runlog.codes(ACTIVE)}"
+            ).fetchall()
         return [ActiveRun(**{**dict(r), "status": RunStatus(r["status"])}) for r in rows]
 
     def run(self, run_id: str) -> RunRow | None:
@@ -972,12 +1091,13 @@ class Ledger:
     def spent_on_day(self, routine: str, day: date, zone: ZoneInfo) -> float:
         """Dollars a routine spent on `day`, a calendar day in `zone` (its own zone)."""
         start, end = day_bounds(day, zone)
-        row = self._db.execute(
-            "SELECT COALESCE(SUM(dollars), 0) FROM run_log "
-            "WHERE routine = (SELECT id FROM routines WHERE name = ?) "
-            "AND started >= ? AND started < ?",
-            (routine, runlog.us(start), runlog.us(end)),
-        ).fetchone()
+        with self._errors():
+            row = self._db.execute(
+                "SELECT COALESCE(SUM(dollars), 0) FROM run_log "
+                "WHERE routine = (SELECT id FROM routines WHERE name = ?) "
+                "AND started >= ? AND started < ?",
+                (routine, runlog.us(start), runlog.us(end)),
+            ).fetchone()
         return float(row[0])
 
     def spent_today(self, routine: str, zone: ZoneInfo, now: datetime) -> float:
@@ -1042,19 +1162,23 @@ class Ledger:
     # -- per-routine state ------------------------------------------------------------------
 
     def state(self, routine: str) -> RoutineState:
-        row = self._db.execute(
-            "SELECT * FROM routine_state WHERE routine = ?", (routine,)
-        ).fetchone()
+        with self._errors():
+            row = self._db.execute(
+                "SELECT * FROM routine_state WHERE routine = ?", (routine,)
+            ).fetchone()
         return state_row(row) if row is not None else RoutineState(routine)
 
     def states(self) -> dict[str, RoutineState]:
         """Every routine's state, in one query (the daemon re-reads them after each run)."""
-        return {r["routine"]: state_row(r) for r in self._db.execute("SELECT * FROM routine_state")}
+        with self._errors():
+            rows = self._db.execute("SELECT * FROM routine_state").fetchall()
+        return {r["routine"]: state_row(r) for r in rows}
 
     @property
     def data_version(self) -> int:
         """Changes when another connection commits to the ledger (PRAGMA data_version)."""
-        version: int = self._db.execute("PRAGMA data_version").fetchone()[0]
+        with self._errors():
+            version: int = self._db.execute("PRAGMA data_version").fetchone()[0]
         return version
 
     def _set_state(self, db: sqlite3.Connection, routine: str, values: dict[str, object]) -> None:
@@ -1190,3 +1314,15 @@ def day_bounds(day: date, zone: ZoneInfo) -> tuple[datetime, datetime]:
     nxt = day + timedelta(days=1)
     end = datetime(nxt.year, nxt.month, nxt.day, tzinfo=zone)
     return start.astimezone(UTC), end.astimezone(UTC)
+
+
+# After these the connection is opened again at its next use (see `Ledger._errors`).
+_REOPEN = {Unavailable.READ_ONLY, Unavailable.IO_ERROR}
+
+
+def _file_id(path: Path) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino

@@ -18,8 +18,9 @@ under a row lock on the routine's state, so two machines planning the same routi
 (tests/fleet/test_ledger_contract.py::
 test_two_machines_claiming_one_routine_at_once_one_wins_each_round).
 
-Errors: a lost or refused connection is `LedgerUnreachable` (nothing of that call recorded,
-try again later); while one is recent, calls fail at once without waiting on the network
+Errors (routines/ledgerfaults.py): a lost or refused connection is `LedgerUnavailable` with
+reason UNREACHABLE, PostgreSQL's DiskFull one with reason DISK_FULL (nothing of that call
+recorded, try again later); while one is recent, calls fail at once without waiting on the network
 (`Gate`), so an outage costs the daemon's loop one bounded wait per back-off step.
 """
 
@@ -47,7 +48,6 @@ from routines.ledger import (
     LastRun,
     Ledger,
     LedgerError,
-    LedgerFull,
     RoutineState,
     RunRow,
     _Any,
@@ -58,6 +58,7 @@ from routines.ledger import (
     run_row,
     state_row,
 )
+from routines.ledgerfaults import LedgerUnavailable, Unavailable
 from routines.pgfleet import LEASE_SEC, FleetTables, MachineRow
 from routines.runs import (
     ACTIVE,
@@ -75,7 +76,6 @@ __all__ = [
     "PG_LEDGER_VERSION",
     "FleetRunRow",
     "Gate",
-    "LedgerUnreachable",
     "MachineRow",
     "PgLedger",
 ]
@@ -109,10 +109,11 @@ CONNECT_TIMEOUT_SEC = 3
 STATEMENT_TIMEOUT_MS = 10_000
 
 
-class LedgerUnreachable(LedgerFull):
-    """PostgreSQL could not be reached or the connection broke: nothing of the call was
-    recorded. A subclass of LedgerFull because the daemon handles both alike: claim nothing,
-    keep finished runs in memory, write them when the ledger takes writes again."""
+def unreachable(message: str) -> LedgerUnavailable:
+    """The fleet's database refused, dropped or never answered: nothing of the call recorded.
+    The daemon handles it as any LedgerUnavailable: claim nothing, keep finished runs in
+    memory, write them when the ledger takes writes again."""
+    return LedgerUnavailable(Unavailable.UNREACHABLE, message)
 
 
 class Gate:
@@ -195,7 +196,7 @@ class PgLedger(FleetTables):
         if self._conn is not None and not self._conn.closed:
             return self._conn
         if not self.gate.open():
-            raise LedgerUnreachable(f"{self.where}: unreachable (retrying with back-off)")
+            raise unreachable(f"{self.where}: unreachable (retrying with back-off)")
         try:
             conn = psycopg.connect(
                 self.dsn,
@@ -208,7 +209,7 @@ class PgLedger(FleetTables):
             )
         except psycopg.OperationalError as exc:
             self.gate.failed()
-            raise LedgerUnreachable(f"{self.where}: cannot connect ({_first_line(exc)})") from exc
+            raise unreachable(f"{self.where}: cannot connect ({_first_line(exc)})") from exc
         self._conn = conn
         try:
             self._migrate(conn)
@@ -221,21 +222,28 @@ class PgLedger(FleetTables):
         self.gate.succeeded()
         return conn
 
-    def _broken(self, exc: psycopg.Error) -> LedgerUnreachable:
+    def _broken(self, exc: psycopg.Error) -> LedgerUnavailable:
         if self._conn is not None:
             self._conn.close()
         self._conn = None
         self.gate.failed()
-        raise LedgerUnreachable(f"{self.where}: connection lost ({_first_line(exc)})") from exc
+        raise unreachable(f"{self.where}: connection lost ({_first_line(exc)})") from exc
 
     @contextmanager
     def transaction(self) -> Iterator[Cursor]:
-        """One transaction on a cursor; a lost connection is LedgerUnreachable."""
+        """One transaction on a cursor; a lost connection is LedgerUnavailable (UNREACHABLE),
+        a server out of disk space LedgerUnavailable (DISK_FULL): never a run's failure."""
         with self._lock:
             conn = self._connection()
             try:
                 with conn.transaction(), conn.cursor() as cur:
                     yield cur
+            except psycopg.errors.DiskFull as exc:
+                raise LedgerUnavailable(
+                    Unavailable.DISK_FULL,
+                    f"{self.where}: the database server has no space left ({_first_line(exc)}); "
+                    "free some on its disk",
+                ) from exc
             except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
                 if conn.closed or conn.broken or isinstance(exc, psycopg.InterfaceError):
                     self._broken(exc)

@@ -35,6 +35,7 @@ from ipc import (
     encode,
     read_message,
 )
+from routines.ledgerfaults import LedgerUnavailable
 
 __all__ = ["CommandError", "Connection", "ControlServer", "Handler", "socket_path_problem"]
 
@@ -253,6 +254,9 @@ class ControlServer:
             result = await handler(req, conn)
         except CommandError as exc:
             conn.send(Response(req.id, False, error={"code": exc.code, "message": exc.message}))
+        except LedgerUnavailable as exc:  # a pause (a full disk, …): its reason, no traceback
+            error = {"code": "ledger_unavailable", "message": str(exc)}
+            conn.send(Response(req.id, False, error=error))
         except Exception as exc:  # a bug in one handler must not end the daemon
             log.exception("control command %s failed", req.cmd)
             conn.send(

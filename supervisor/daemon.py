@@ -23,7 +23,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from routines.config import Config, ConfigInvalid, load_config
-from routines.ledger import Ledger, LedgerError, LedgerFull
+from routines.ledger import Ledger, LedgerError, LedgerUnavailable, Unavailable
 from routines.ledgerapi import LedgerAPI
 from routines.paths import Paths, paths
 from routines.registry import Registry
@@ -63,6 +63,9 @@ log = logging.getLogger("vinos.daemon")
 TICK_MAX_SEC = float(os.environ.get("VINOS_TICK_MAX_SEC") or 30.0)
 # How long SIGTERM waits for running workers; VINOS_STOP_GRACE_SEC shortens it for tests.
 STOP_GRACE_SEC = float(os.environ.get("VINOS_STOP_GRACE_SEC") or 30.0)
+# Routines claimed for per tick: a claim is a transaction (a few ms), so a thousand due at once
+# would hold the loop for seconds; in batches, the first runs start within one batch.
+CLAIM_BATCH = 8
 
 
 class Daemon:
@@ -101,11 +104,15 @@ class Daemon:
                 worker_argv=worker_argv,
             )
         else:
-            self.ledger = Ledger(p.ledger)  # opened (created) before its identity is taken
+            # Opened (created) before its identity is taken; one that cannot be opened yet (a
+            # full disk, a read-only file) is a pause the ticks retry, not a failed start.
+            self.ledger = Ledger(p.ledger, wait=True)
         held = held_files(p.ledger, locks)
         if self.fleet is not None:
             held.pop(p.ledger, None)  # this machine's old SQLite file is not the ledger now
-        self.ground = Ground(held, p.state_dir, self._notify)
+        local = self.ledger if isinstance(self.ledger, Ledger) else None
+        opened = (p.ledger, lambda: local.opened_id if local else None) if local else None
+        self.ground = Ground(held, p.state_dir, self._notify, TICK_MAX_SEC, ledger=opened)
         self._marked = False  # runs left behind by a dead daemon are marked interrupted
         self.registry = Registry()
         self.scheduler = Scheduler(self.ledger, self.owner)
@@ -187,10 +194,11 @@ class Daemon:
             await self.control.close()
             try:
                 self.pool.flush()
-            except LedgerFull:
+            except LedgerUnavailable as exc:
                 log.error(
-                    "no space left: %d finished run(s) could not be recorded and are lost "
-                    "(they show as interrupted from the next start): %s",
+                    "the ledger takes no writes (%s): %d finished run(s) could not be recorded "
+                    "and are lost (they show as interrupted from the next start): %s",
+                    exc.reason,
                     len(self.pool.unwritten),
                     ", ".join(u.run_id for u in self.pool.unwritten),
                 )
@@ -221,6 +229,8 @@ class Daemon:
             if offline is None:
                 return TICK_MAX_SEC
             return max(0.01, min(TICK_MAX_SEC, (offline - now).total_seconds()))
+        if self.scheduler.more_due:
+            return 0.0  # claim the next batch once the loop has started the last one's runs
         nxt = self.scheduler.next_wake()
         if nxt is None:
             return TICK_MAX_SEC
@@ -242,12 +252,12 @@ class Daemon:
             return
         try:
             self._tick()
-        except LedgerFull as exc:
-            self.disk_full(exc)
+        except LedgerUnavailable as exc:
+            self.unavailable(exc)
             if self.offline is not None and self.fleet is not None:
                 self._offline(exc)
         else:
-            self.ground.space_back()
+            self.ground.recovered()
         self._update_status()
 
     def _remember_cursors(self) -> None:
@@ -258,13 +268,11 @@ class Daemon:
         except LedgerError as exc:  # a full disk: the next start begins from now
             log.warning("the cursors for an offline start were not kept: %s", exc)
 
-    def _offline(self, exc: LedgerFull) -> None:
+    def _offline(self, exc: LedgerUnavailable) -> None:
         """The fleet's database away: run here what may run offline (supervisor/fleetlocal.py)."""
-        from supervisor.fleetlocal import Draining
-
         assert self.offline is not None and self.fleet is not None
         now = self.clock.now()
-        if self.fleet.unreachable(exc) and not isinstance(exc, Draining):
+        if exc.reason is Unavailable.UNREACHABLE:
             registry = self.registry
             if not registry.entries:  # started while the database was away: never refreshed
                 from routines.registry import scan
@@ -275,22 +283,23 @@ class Daemon:
         self.offline.tick(now, self._busy)
 
     def _tick(self) -> None:
-        """One tick's work; LedgerFull when a write found no space (nothing of it recorded).
+        """One tick's work; LedgerUnavailable when the ledger took no read or write (nothing of
+        it recorded: a full disk, a read-only file, an outage).
         Results kept from while the disk was full are written first, so none waits behind a
         new claim (issue 17, item 1)."""
         written = self.pool.flush()
         if written:
             log.info("recorded %d finished run(s) kept while the ledger took no writes", written)
         if self.offline is not None and self.fleet is not None and self.offline.pending:
-            _ = self.fleet.ledger.data_version  # LedgerUnreachable while it is still away
-            self.offline.back(self.fleet.ledger, self.clock.now())  # Draining meanwhile
+            _ = self.fleet.ledger.data_version  # LedgerUnavailable while it is still away
+            self.offline.back(self.fleet.ledger, self.clock.now())  # DRAINING meanwhile
             self._data_version = None  # the copy moved cursors: read the states again
         if not self._marked:
             self.mark_interrupted()
             self._marked = True
         now = self.clock.now()
         self.refresh()
-        for pending in self.scheduler.due(now, self._busy):
+        for pending in self.scheduler.due(now, self._busy, CLAIM_BATCH):
             self.pool.enqueue(pending)
         if self.scheduler.full is not None:
             raise self.scheduler.full
@@ -298,13 +307,11 @@ class Daemon:
             self.ledger.prune_claims(now, self.config.ledger.keep_runs_max)
             self._last_prune = now
 
-    def disk_full(self, exc: LedgerFull) -> None:
-        # Re-read states and re-sync next tick: a sync may have stopped half-way.
+    def unavailable(self, exc: LedgerUnavailable) -> None:
+        # Re-read states and re-sync next tick: a sync may have stopped half-way. A fleet's
+        # database out of reach pauses alike (fail closed).
         self._data_version = None
-        if self.fleet is not None and self.fleet.unreachable(exc):
-            self.ground.unreachable(str(exc))  # fail closed, as for a full disk
-        else:
-            self.ground.disk_full(exc)
+        self.ground.unavailable(exc)
 
     def refresh(self, rescan: bool = False) -> bool:
         """Rescan files and, if another process wrote the ledger, its states. True if changed."""
@@ -371,10 +378,9 @@ class Daemon:
             queued=len(self.pool.queue),
             next_fires=self.scheduler.next_fires()[:1],
             now=self.clock.now(),
-            lost=self.ground.lost,
-            full=self.ground.full,
+            health=self.ground.health,
+            reason=self.ground.reason,
             unwritten=len(self.pool.unwritten),
-            unreachable=self.ground.unreachable_now,
         )
 
     def _update_status(self) -> None:

@@ -18,7 +18,8 @@ from collections.abc import Callable
 from datetime import datetime
 
 from routines.config import FleetSettings
-from routines.pgledger import Gate, LedgerUnreachable, PgLedger
+from routines.ledgerfaults import LedgerUnavailable, Unavailable
+from routines.pgledger import Gate, PgLedger
 from routines.registry import Registry
 from routines.safetext import one_line
 from supervisor.fleetplan import LEASE, RENEW, definition_fingerprint, hold
@@ -70,7 +71,7 @@ class Fleet:
         """On the loop, each tick: publish this machine's definitions when they changed, and
         decide what is held back when they or the fleet's changed (`definitions_token`: one
         row, so an idle tick does not read every machine's fingerprints).
-        LedgerUnreachable when the database is down."""
+        LedgerUnavailable (UNREACHABLE) when the database is down."""
         if not self.registered:
             self.ledger.register(self.version, os.getpid())
             self.registered = True
@@ -108,7 +109,7 @@ class Fleet:
         while True:
             try:
                 ended = await asyncio.to_thread(self.beat)
-            except LedgerUnreachable:
+            except LedgerUnavailable:
                 ended = []
             except Exception:
                 log.exception("fleet heartbeat failed")
@@ -124,7 +125,10 @@ class Fleet:
 
     @staticmethod
     def unreachable(exc: Exception) -> bool:
-        return isinstance(exc, LedgerUnreachable)
+        return isinstance(exc, LedgerUnavailable) and exc.reason in (
+            Unavailable.UNREACHABLE,
+            Unavailable.DRAINING,
+        )
 
     def close(self) -> None:
         self.ledger.close()

@@ -26,8 +26,9 @@ from datetime import datetime
 
 from routines.config import Config
 from routines.ledger import Ledger, RoutineState
+from routines.ledgerfaults import LedgerUnavailable, Unavailable
 from routines.paths import Paths
-from routines.pgledger import LedgerUnreachable, PgLedger
+from routines.pgledger import PgLedger
 from routines.registry import Registry
 from routines.runs import fingerprint, parse_slot_id, slot_id
 from routines.safetext import one_line
@@ -38,16 +39,11 @@ from supervisor.pool import Pool
 from supervisor.record import Notification
 from supervisor.scheduler import Scheduler
 
-__all__ = ["Draining", "Offline"]
+__all__ = ["Offline"]
 
 log = logging.getLogger("vinos.fleet")
 
 MARKER = "fleet-offline"
-
-
-class Draining(LedgerUnreachable):
-    """The database is back, but runs made while it was away are still going: the fleet's
-    schedule waits until they have ended and are copied in."""
 
 
 class Offline:
@@ -210,7 +206,8 @@ class Offline:
 
     def back(self, fleet: PgLedger, now: datetime) -> None:
         """Stop scheduling here; once the runs made here have ended, copy them in.
-        Draining while some are still going, LedgerUnreachable if the database went again."""
+        LedgerUnavailable (DRAINING) while some are still going, (UNREACHABLE) if the database
+        went again."""
         from routines.fleetjoin import join
 
         self.scheduler = None
@@ -223,7 +220,8 @@ class Offline:
             if not self._draining:
                 log.warning("%s", why)
                 self._draining = True
-            raise Draining(why)
+            # The fleet's schedule waits until they have ended and are copied in.
+            raise LedgerUnavailable(Unavailable.DRAINING, why)
         self._draining = False
         report = join(fleet, self._open(), now)
         self.marker.unlink(missing_ok=True)

@@ -25,9 +25,10 @@ from ipc import (
     RunReply,
     StatusReply,
 )
-from routines.ledger import LedgerFull
+from routines.ledger import LedgerUnavailable
 from routines.spec import Routine
 from supervisor.control import CommandError, Connection, Handler
+from supervisor.ground import Ground, Health
 from supervisor.owner import version
 from supervisor.pool import Busy
 from supervisor.scheduler import Pending
@@ -90,6 +91,7 @@ class Handlers:
             status=self.daemon.status_line(),
             lost=self.daemon.ground.lost,
             disk_full=self.daemon.ground.full,
+            health=self.daemon.ground.health,
             unwritten=[u.run_id for u in pool.unwritten],
             fleet=self._fleet(),
         )
@@ -127,7 +129,7 @@ class Handlers:
         if not ground.check_held():
             raise CommandError("ledger_lost", str(ground.lost))
         if ground.full is not None:
-            raise CommandError("disk_full", ground.full)
+            raise CommandError(_pause_code(ground), ground.full)
         reply = None
         if req.cmd == "reply":
             r, reply = self._reply_to(req)
@@ -142,9 +144,9 @@ class Handlers:
             )
         except Busy as exc:
             raise CommandError("busy", str(exc)) from None
-        except LedgerFull as exc:  # nothing recorded, so nothing runs
-            self.daemon.disk_full(exc)
-            raise CommandError("disk_full", str(ground.full)) from None
+        except LedgerUnavailable as exc:  # nothing recorded, so nothing runs
+            self.daemon.unavailable(exc)
+            raise CommandError(_pause_code(ground), str(ground.full)) from None
         if detach:
             return DetachedReply(pending.run_id)
         return await done
@@ -208,3 +210,8 @@ class Handlers:
             "enable": self.enable,
             "disable": self.enable,
         }
+
+
+def _pause_code(ground: Ground) -> str:
+    """The error code of a `run` refused while the daemon is paused."""
+    return "disk_full" if ground.health is Health.DISK_FULL else "ledger_unavailable"

@@ -26,6 +26,7 @@ import logging
 import os
 import sqlite3
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -33,15 +34,16 @@ from zoneinfo import ZoneInfo
 
 from routines import proposals
 from routines.config import Config, LedgerSettings
-from routines.ledger import Ledger, LedgerError
+from routines.ledger import Ledger, LedgerError, LedgerUnavailable, Unavailable
 from routines.ledgerapi import LedgerAPI
+from routines.ledgerfaults import is_no_space
 from routines.paths import Paths
 from routines.rundays import compaction_line
 from routines.tz import machine_timezone
 from supervisor.clock import Clock
 from supervisor.retention import cutoffs, prune_routine, routine_dirs
 
-__all__ = ["Housekeeper", "Step", "start"]
+__all__ = ["Housekeeper", "Step", "retry_after", "start"]
 
 log = logging.getLogger("vinos.housekeeping")
 
@@ -158,20 +160,50 @@ class Housekeeper:
         before = now - timedelta(days=self.settings.keep_runs_days)
         return proposals.prune(store, before, PROPOSAL_BATCH)
 
-    async def run(self) -> None:
-        """Step forever, paced; the daemon cancels it when it stops."""
-        await asyncio.sleep(START_DELAY_SEC)
+    async def run(self, sleep: Callable[[float], Awaitable[object]] = asyncio.sleep) -> None:
+        """Step forever, paced; the daemon cancels it when it stops. A step that fails for a
+        reason that passes (a full disk for a moment, a lock) is tried again with a back-off
+        (`retry_after`), not an hour later (tests/supervisor/test_housekeeping_faults.py)."""
+        await sleep(START_DELAY_SEC)
+        failures = 0
         while True:
             t0 = time.process_time()
             try:
                 more = self.step().more
             except (LedgerError, sqlite3.Error, OSError) as exc:
-                log.warning("housekeeping: %s; trying again in an hour", exc)
-                more = False
+                failures += 1
+                pause = retry_after(exc, failures)
+                log.warning("housekeeping: %s; trying again in %s", exc, _seconds(pause))
+                await sleep(pause)
+                continue
+            failures = 0
             spent = time.process_time() - t0
-            await asyncio.sleep(
-                max(MIN_PAUSE_SEC, spent / CATCH_UP_CPU_SHARE) if more else IDLE_PAUSE_SEC
-            )
+            await sleep(max(MIN_PAUSE_SEC, spent / CATCH_UP_CPU_SHARE) if more else IDLE_PAUSE_SEC)
+
+
+# A step that failed for a passing reason is tried again after RETRY_FIRST_SEC, doubling up to
+# IDLE_PAUSE_SEC; any other failure (a bug, a damaged file) waits the idle hour.
+RETRY_FIRST_SEC = 5.0
+_PASSING = {
+    Unavailable.DISK_FULL,
+    Unavailable.LOCKED,
+    Unavailable.IO_ERROR,
+    Unavailable.UNREACHABLE,
+}
+
+
+def retry_after(exc: BaseException, failures: int) -> float:
+    """Seconds until housekeeping tries again after its `failures`-th failure in a row."""
+    passing = (isinstance(exc, LedgerUnavailable) and exc.reason in _PASSING) or (
+        isinstance(exc, OSError) and is_no_space(exc)
+    )
+    if not passing:
+        return IDLE_PAUSE_SEC
+    return min(IDLE_PAUSE_SEC, RETRY_FIRST_SEC * 2.0 ** min(failures - 1, 20))
+
+
+def _seconds(pause: float) -> str:
+    return "an hour" if pause >= IDLE_PAUSE_SEC else f"{pause:g} s"
 
 
 def start(ledger: LedgerAPI, paths: Paths, config: Config, clock: Clock) -> asyncio.Task[None]:

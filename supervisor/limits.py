@@ -21,9 +21,12 @@ __all__ = [
 ]
 
 STRIKE_LIMIT = 3  # consecutive failures (routines.runs.STRIKES) that disable a routine
-# A command routine's worker runs the command for its whole `timeout_sec` and then reports
-# `timeout` itself; the supervisor's backstop waits this much longer for that report.
-COMMAND_REPORT_GRACE_SEC = 10.0
+# A worker enforces its run's limit itself and reports `timeout` with what it was doing (a
+# command for its whole `timeout_sec`, an agent within `run_timeout_sec`); the supervisor's
+# backstop waits this much longer for that report, so on a loaded machine the worker's own
+# message is the one recorded, never a race against the kill
+# (tests/supervisor/test_reliability_timeout.py).
+REPORT_GRACE_SEC = 10.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,16 +40,20 @@ class RunLimit:
 def run_limit(routine: Routine) -> RunLimit:
     """The supervisor's wall clock for one run of `routine` (DESIGN.md "Supervisor semantics" 8).
 
-    An agent's worker keeps a margin inside run_timeout_sec itself, so the supervisor ends it
-    at run_timeout_sec. A command runs for exactly [command].timeout_sec inside the worker;
-    the backstop adds a grace so that the worker, not the kill, reports the timeout.
+    An agent's worker ends its run within run_timeout_sec itself (worker/context.py
+    Deadline); a command runs for exactly [command].timeout_sec inside the worker. Either
+    way the backstop adds a grace, so that the worker, not the kill, reports the timeout;
+    it ends only a worker that did not.
     """
     if routine.command is not None:
         return RunLimit(
-            routine.command.timeout_sec + COMMAND_REPORT_GRACE_SEC,
+            routine.command.timeout_sec + REPORT_GRACE_SEC,
             f"[command].timeout_sec = {routine.command.timeout_sec}, and the worker did not report",
         )
-    return RunLimit(float(routine.run_timeout_sec), "run_timeout_sec")
+    return RunLimit(
+        routine.run_timeout_sec + REPORT_GRACE_SEC,
+        f"run_timeout_sec = {routine.run_timeout_sec}, and the worker did not report",
+    )
 
 
 class BudgetVerdict(StrEnum):

@@ -8,6 +8,8 @@ an unrelated process, which must not keep a dead daemon's runs "busy" forever.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import fcntl
 import os
 from dataclasses import dataclass
@@ -79,8 +81,16 @@ def acquire_locks(p: Paths) -> Locks:
     """One daemon per VINOS_HOME (and per runtime dir, where its socket lives)."""
     files: list[IO[str]] = []
     for path in (p.daemon_lock, p.state_dir / ".daemon.lock"):
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        f = open(path, "a+")  # noqa: SIM115 - held open for the daemon's lifetime
+        try:
+            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            f = open(path, "a+")  # noqa: SIM115 - held open for the daemon's lifetime
+        except OSError as exc:
+            for other in files:
+                other.close()
+            raise SystemExit(
+                f"vinos-routine: cannot create the lock {path} ({exc.strerror or exc}); "
+                "without it a second daemon could start beside this one"
+            ) from None
         try:
             fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -94,11 +104,18 @@ def acquire_locks(p: Paths) -> Locks:
                 f"(pid {holder}, lock {path}); stop it first "
                 "(systemctl --user stop vinos-routined)"
             ) from None
-        f.seek(0)
-        f.truncate()
-        f.write(f"{os.getpid()}\n")
-        f.flush()
         files.append(f)
+        try:  # unbuffered: nothing is left to flush (and fail) when the file is closed
+            os.ftruncate(f.fileno(), 0)
+            os.write(f.fileno(), f"{os.getpid()}\n".encode())
+        except OSError as exc:
+            # A full disk: the flock is what keeps one daemon, and it is held; the pid in the
+            # file only names the holder in a second daemon's refusal, so start without it
+            # (tests/supervisor/test_reliability_storage.py).
+            if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+                raise
+            with contextlib.suppress(OSError):
+                os.ftruncate(f.fileno(), 0)
     return Locks(tuple(files))
 
 

@@ -24,7 +24,7 @@ from zoneinfo import ZoneInfo
 
 from ipc import Event, EventKind, Job, RunReply
 from routines.config import Config
-from routines.ledger import LedgerFull
+from routines.ledger import LedgerUnavailable
 from routines.ledgerapi import LedgerAPI
 from routines.paths import Paths
 from routines.runs import RunEnd, RunStatus, Trigger
@@ -142,7 +142,7 @@ class Pool:
         """Admit a manual run of `routine` (the daemon's `run` and `reply`, and both without a
         daemon; `reply`: it continues that run's conversation): refused with Busy while the
         routine runs or waits, here or under another live owner; else its row is recorded
-        `queued` (LedgerFull: nothing recorded, nothing runs) and it is queued. The future
+        `queued` (LedgerUnavailable: nothing recorded, nothing runs) and it is queued. The future
         resolves with how it ended."""
         name = routine.name
         mine = self.active_run_of(name)
@@ -204,6 +204,15 @@ class Pool:
     async def _run(self, pending: Pending) -> None:
         try:
             fin = await self._execute(pending)
+        except LedgerUnavailable as exc:
+            # The ledger failed it (the budget check during an outage, a full disk): the run
+            # did not execute, so it is `skipped` with the reason, never `failed` nor a strike
+            # (tests/supervisor/test_pool.py).
+            fin = self._record_failure(
+                pending,
+                f"not run: the ledger is unavailable ({exc.reason}): {exc}",
+                RunStatus.SKIPPED,
+            )
         except Exception as exc:  # a bug here must not leave the run active forever
             log.exception("run %s failed inside the supervisor", pending.run_id)
             fin = self._record_failure(pending, f"supervisor error: {type(exc).__name__}: {exc}")
@@ -250,7 +259,7 @@ class Pool:
         try:
             if not self.ledger.finish_run(pending.run_id, end, now=now):
                 return self._recorded(pending)
-        except LedgerFull:
+        except LedgerUnavailable:
             unwritten = Unwritten(pending.routine, pending.run_id, now, end, strikes=False)
             self.unwritten.append(unwritten)  # whichever path recorded it (drop, stop, budget)
         return Finished(
@@ -284,7 +293,7 @@ class Pool:
 
     def flush(self) -> int:
         """Write the results kept while the disk was full, oldest first; how many were.
-        Raises LedgerFull (keeping the rest) while there is still no space."""
+        Raises LedgerUnavailable (keeping the rest) while there is still no space."""
         written = 0
         while self.unwritten:
             notes = self.unwritten[0].write(self.ledger)
@@ -371,7 +380,7 @@ class Pool:
         def started(pid: int) -> None:
             try:
                 self.ledger.start_run(pending.run_id, now=self.clock.now(), worker_pid=pid)
-            except LedgerFull:  # the row says `queued` until its end is written
+            except LedgerUnavailable:  # the row says `queued` until its end is written
                 log.warning(
                     "%s: no space to record that run %s started", routine.name, pending.run_id
                 )

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ipc import Proposal, RunReply, reply_json
-from routines.ledger import LedgerError, LedgerFull, iso
+from routines.ledger import LedgerError, LedgerUnavailable, iso
 from routines.ledgerapi import LedgerAPI
 from routines.outputs import output_day
 from routines.paths import Paths
@@ -62,7 +62,7 @@ class Notification:
 @dataclass(frozen=True, slots=True)
 class Unwritten:
     """A finished run's ledger row that found no space (issue 17, item 1): kept in memory and
-    written, with its strike, when space returns (`write`, raising LedgerFull while none)."""
+    written, with its strike, when space returns (`write`, raising LedgerUnavailable while none)."""
 
     routine: Routine
     run_id: str
@@ -96,11 +96,11 @@ def keep_proposals(
 ) -> list[Notification]:
     """Record a run's proposed actions in this machine's own SQLite ledger (on a fleet too:
     a fleet does not share them, README "Several machines"), start the auto-approved ones;
-    the notification to send. Raises LedgerFull (nothing lost: the caller keeps them)."""
+    the notification to send. Raises LedgerUnavailable (nothing lost: the caller keeps them)."""
     try:
         with proposal_store(ledger, paths) as store:
             recorded = record_proposals(store, routine, run_id, list(sent), now)
-    except LedgerFull:
+    except LedgerUnavailable:
         raise
     except LedgerError as exc:  # not a full disk: a broken ledger file, which `doctor` names
         log.error("%s: run %s: %d proposed action(s) not recorded: %s",
@@ -143,8 +143,11 @@ class Finished:
 def final_status(
     out: WorkerOutcome, timeout_sec: float, limit_key: str = "run_timeout_sec"
 ) -> tuple[RunStatus, str]:
-    """(status, detail) of a run from how its worker ended."""
-    if out.stopped == StopReason.TIMEOUT:
+    """(status, detail) of a run from how its worker ended. A worker that reported its own
+    `timeout` before the backstop's kill ended it is recorded as it said (what it was doing
+    when time ran out), whichever came first on the pipe."""
+    worker_timeout = out.result is not None and out.result.status == RunStatus.TIMEOUT
+    if out.stopped == StopReason.TIMEOUT and not worker_timeout:
         return RunStatus.TIMEOUT, f"stopped after {timeout_sec:g}s ({limit_key})"
     if out.stopped == StopReason.SHUTDOWN:
         return RunStatus.INTERRUPTED, "the daemon stopped while it ran"
@@ -212,16 +215,26 @@ def _move_output(
         if routine.output.type is OutputType.FILE and routine.output.path:
             write_atomic(file_output_path(routine.output.path, out), data)
     except OSError as exc:
-        return None, "", f"could not save the output: {exc.strerror or exc} ({exc.filename})"
+        return (
+            None,
+            "",
+            (
+                f"output not delivered: could not save it: {exc.strerror or exc} ({exc.filename}); "
+                f"it is kept in {scratch}"
+            ),
+        )
     return stored, text, None
 
 
-def remove_leftovers(paths: Paths, name: str, run_id: str) -> None:
-    """Remove what a run left outside the state store: the worker's output dir and the shell
-    tools' scratch dir (the worker removes it too, unless it died first). By descriptor,
-    following no link, whatever modes a sandbox set: nothing a sandbox wrote outlives the run
-    but the workspace, so a failure is logged, never silent."""
-    for leftover in (paths.scratch(name, run_id), paths.run_scratch(name, run_id)):
+def remove_leftovers(paths: Paths, name: str, run_id: str, *, keep_output: bool = False) -> None:
+    """Remove what a run left outside the state store: the worker's output dir (unless
+    `keep_output`: it holds an output that could not be delivered) and the shell tools'
+    scratch dir (the worker removes it too, unless it died first). By descriptor, following
+    no link, whatever modes a sandbox set; a failure is logged, never silent."""
+    leftovers = [paths.run_scratch(name, run_id)]
+    if not keep_output:
+        leftovers.insert(0, paths.scratch(name, run_id))
+    for leftover in leftovers:
         try:
             remove_tree(leftover)
         except OSError as exc:
@@ -251,12 +264,19 @@ def finish_run(
     status, detail = final_status(out, timeout_sec, limit_key)
     scratch = paths.scratch(routine.name, run_id)
     stored, text, error = (None, "", None)
+    r = out.result
+    # Invariant: a run's status is how it ended. An output that found no room (a full or
+    # read-only state dir, here or in the worker) is a delivery problem beside it, said in
+    # its detail and a notification, never a failure nor a strike
+    # (tests/supervisor/test_record.py, test_daemon_state_dir.py).
+    undelivered = r.error if r is not None and status is RunStatus.OK and r.error else None
     if status in (RunStatus.OK, RunStatus.BUDGET):
         stored, text, error = _move_output(routine, out, scratch, paths.routine_state(routine.name))
         if error:
-            status, detail = RunStatus.FAILED, error
-    remove_leftovers(paths, routine.name, run_id)
-    r = out.result
+            undelivered = error
+            detail = f"{detail}; {error}" if detail else error
+    # The worker's output dir stays when it holds the output that could not be moved in.
+    remove_leftovers(paths, routine.name, run_id, keep_output=bool(error))
     u = out.usage
     outcome = r.outcome if r and status == RunStatus.OK else None
     end = RunEnd(
@@ -277,6 +297,8 @@ def finish_run(
         output_file=str(stored) if stored else None,
     )
     notes = notifications_for(routine, status, outcome, detail, text)
+    if undelivered:
+        notes.append(Notification(f"{routine.name}: output not delivered", undelivered))
     if r is not None and r.notify:
         notes.append(Notification(f"{routine.name}: budget", r.notify, "normal"))
     unwritten: Unwritten | None = None
@@ -287,7 +309,7 @@ def finish_run(
             disabled = _strike(ledger, routine, status, detail, notes)
         if out.proposals:
             notes += keep_proposals(ledger, paths, routine, run_id, out.proposals, now)
-    except LedgerFull:
+    except LedgerUnavailable:
         # The proposals too: kept with the row, recorded when space returns (issue 17).
         unwritten = Unwritten(
             routine, run_id, now, end, proposals=tuple(out.proposals), paths=paths

@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Protocol
 
 from ipc import Event, RunReply
-from routines.ledger import LedgerFull, RoutineState, is_enabled
+from routines.ledger import LedgerUnavailable, RoutineState, is_enabled
 from routines.ledgerapi import LedgerAPI
 from routines.registry import Registry
 from routines.runs import RunStatus, Trigger, fingerprint, parse_slot_id, slot_id
@@ -74,7 +74,9 @@ class Scheduler:
         self.owner = owner
         self.tracked: dict[str, _Tracked] = {}
         self.started = False  # after the first sync, newly tracked routines start from now
-        self.full: LedgerFull | None = None  # the last `due` stopped at a claim with no space
+        # The last `due` stopped at a claim the ledger refused (a full disk, an outage).
+        self.full: LedgerUnavailable | None = None
+        self.more_due = False  # the last `due` stopped at its claim limit: call again soon
 
     # -- keeping up with the registry and the ledger --------------------------------------
 
@@ -168,19 +170,33 @@ class Scheduler:
                 self.ledger.set_cursor(name, slot_id(now))
                 self._refresh(name)
 
-    def due(self, now: datetime, busy: Callable[[str], bool]) -> list[Pending]:
+    def due(
+        self, now: datetime, busy: Callable[[str], bool], limit: int | None = None
+    ) -> list[Pending]:
         """Claim what is due at `now`; return the runs to queue. Skipped/missed are recorded.
 
-        A claim that finds no space (LedgerFull) claimed nothing: `due` stops there, sets
-        `full`, and still returns the runs claimed before it, which must run."""
+        A claim that finds no space (LedgerUnavailable) claimed nothing: `due` stops there, sets
+        `full`, and still returns the runs claimed before it, which must run.
+        With `limit`, at most that many routines are claimed for, in the order they are
+        tracked, and `more_due` says whether others are still due: the daemon hands these to
+        the pool and calls again after its loop has run, so a thousand routines due at once
+        never hold the loop (the first runs start, the socket answers) while all are claimed
+        (tests/supervisor/test_scheduler.py, bench/bench_flood.py). The order stays fair: a
+        routine claimed for is not due again, so the next call goes on with the rest."""
         self._clock_went_back(now)
         self.full = None
+        self.more_due = False
         pending: list[Pending] = []
+        claimed = 0
         for name, t in list(self.tracked.items()):
             if self.full is not None:
                 break
             if t.next_fire is None or t.next_fire > now:
                 continue
+            if limit is not None and claimed >= limit:
+                self.more_due = True
+                break
+            claimed += 1
             decisions = plan_routine(
                 t.schedule,
                 name,
@@ -212,7 +228,7 @@ class Scheduler:
                         owner=self.owner,
                         expect_cursor=expect,
                     )
-                except LedgerFull as exc:
+                except LedgerUnavailable as exc:
                     self.full = exc  # the cursor stays: the slot is planned again next tick
                     break
                 if not won:

@@ -347,7 +347,14 @@ class WorkerProcess:
             return out
         self._proc = proc
         out.pid = proc.pid
-        self.on_started(proc.pid)
+        try:
+            self.on_started(proc.pid)
+        except BaseException:
+            # The caller will not await this worker: end it and its tree before the error goes
+            # on, so none is left running unrecorded (tests/supervisor/test_spawn.py).
+            await self._terminate(proc)
+            await proc.wait()
+            raise
         assert proc.stdin and proc.stdout and proc.stderr
         readers = [
             asyncio.ensure_future(self._read_stdout(proc.stdout, out)),

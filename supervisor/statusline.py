@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
+from supervisor.ground import Health, paused_phrase
+
 __all__ = ["status_line"]
 
 
@@ -15,17 +17,16 @@ def status_line(
     queued: int,
     next_fires: Sequence[tuple[str, datetime]],
     now: datetime,
-    lost: str | None = None,
-    full: str | None = None,
+    health: Health = Health.OK,
+    reason: str | None = None,
     unwritten: int = 0,
-    unreachable: bool = False,  # `full` is a fleet's database out of reach
 ) -> str:
-    """e.g. "1 running · 2 queued · next backup 03:00"; what stopped it, when something did."""
-    if lost is not None:
-        return "stopped scheduling: " + lost.split(";", 1)[0]
-    if full is not None:
-        why = "the fleet database is unreachable" if unreachable else "the disk is full"
-        return f"paused: {why} ({unwritten} finished run(s) wait to be recorded)"
+    """e.g. "1 running · 2 queued · next backup 03:00"; what stopped or paused it, when
+    something did ("paused: the disk is full (…)")."""
+    if health is Health.LOST:
+        return "stopped scheduling: " + (reason or "its ledger was replaced").split(";", 1)[0]
+    if health is not Health.OK:
+        return f"paused: {paused_phrase(health)} ({unwritten} finished run(s) wait to be recorded)"
     parts = [f"{running} running"]
     if queued:
         parts.append(f"{queued} queued")

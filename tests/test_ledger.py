@@ -22,7 +22,9 @@ from routines.ledger import (
     RUN_COLUMNS,
     Ledger,
     LedgerError,
+    LedgerUnavailable,
     RoutineState,
+    Unavailable,
     iso,
 )
 from routines.runs import Outcome, RunEnd, RunStatus
@@ -643,10 +645,12 @@ def test_a_lock_held_past_the_timeout_is_a_clear_error(
     finally:
         holder.execute("ROLLBACK")
         holder.close()
-    message = str(info.value)
-    assert message.startswith(f"{db_path}: the ledger stayed locked for ")
-    assert message.endswith(
-        "(database is locked); another vinos-routine process holds it — try again"
+    assert isinstance(info.value, LedgerUnavailable)
+    assert info.value.reason is Unavailable.LOCKED
+    assert str(info.value) == (
+        f"{db_path}: the ledger stayed locked past the busy timeout (database is locked); "
+        "another vinos-routine process holds it (a long `vinos-routine` command, or a copy of "
+        "the daemon); let it finish or stop it"
     )
 
 
@@ -689,11 +693,14 @@ def test_corrupt_ledger_is_refused_untouched_with_what_to_do(tmp_path: Path) -> 
         with pytest.raises(LedgerError) as info:
             Ledger(path)
         message = str(info.value)
-        assert message.startswith(f"{path}: cannot use the ledger ("), name
+        assert isinstance(info.value, LedgerUnavailable), name
+        assert info.value.reason is Unavailable.CORRUPT, name
+        assert message.startswith(f"{path}: the ledger is damaged (PRAGMA quick_check fails: "), (
+            name
+        )
         assert message.endswith(
-            f"It was left untouched. If it is damaged, move it aside (mv '{path}' "
-            f"'{path}.broken') and a new one is created on the next start; restore from a "
-            "backup to keep the history."
+            f"It was left untouched. Move it aside (mv '{path}' '{path}.broken') and a new one "
+            "is created on the next start; restore from a backup to keep the history."
         ), name
         assert sha(path) == before, name
         assert os.listdir(path.parent) == ["ledger.db"], name  # no -wal/-shm left behind
@@ -709,9 +716,13 @@ def test_unreadable_ledger_is_refused_untouched(db_path: Path, not_root: None) -
             Ledger(db_path)
     finally:
         db_path.chmod(0o600)
-    assert str(info.value).startswith(
-        f"{db_path}: cannot use the ledger (unable to open database file)."
+    assert isinstance(info.value, LedgerUnavailable)
+    assert info.value.reason is Unavailable.READ_ONLY
+    assert str(info.value) == (
+        f"{db_path}: the ledger cannot be read or written (unable to open database file); it "
+        f"was left untouched; make them yours to write again: chmod u+rw '{db_path}'"
     )
+    assert "move it aside" not in str(info.value)
     assert sha(db_path) == before
 
 

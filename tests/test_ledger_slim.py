@@ -332,20 +332,34 @@ def test_what_the_views_take_reads_back_the_same(tmp_path: Path) -> None:
         )
 
 
+# The upgrade in a process of its own, with two test seams: the note's threshold lowered
+# (argv[2]) so a small ledger prints it, and a wait after the whole conversion has run and
+# before it commits, where the test kills it. Killed there, it is killed midway on any
+# machine, fast or loaded (it took a 60,000-run ledger, and up to 120 s under load, to make
+# that likely by size alone).
 CONVERT = """
-import sys
+import sys, time
 from pathlib import Path
-from routines.ledger import Ledger
-Ledger(Path(sys.argv[1])).close()
+import routines.ledger as ledger_mod
+from routines import runlog
+ledger_mod.SLOW_UPGRADE_ROWS = int(sys.argv[2])
+views = runlog.views
+def views_then_wait(*args):
+    out = views(*args)
+    print("converted, not committed", file=sys.stderr, flush=True)
+    time.sleep(3600)
+    return out
+runlog.views = views_then_wait
+ledger_mod.Ledger(Path(sys.argv[1])).close()
 """
 
 
 def test_a_conversion_killed_midway_leaves_schema_5_whole_and_resumes(tmp_path: Path) -> None:
     path = tmp_path / "ledger.db"
-    build_v5(path, extra_runs=60_000)  # over the size that prints a note first
+    build_v5(path, extra_runs=600)
     before = snapshot(path)
     proc = subprocess.Popen(
-        [sys.executable, "-c", CONVERT, str(path)],
+        [sys.executable, "-c", CONVERT, str(path), "500"],
         stderr=subprocess.PIPE,
         text=True,
         cwd=REPO,
@@ -353,6 +367,7 @@ def test_a_conversion_killed_midway_leaves_schema_5_whole_and_resumes(tmp_path: 
     assert proc.stderr is not None
     note = proc.stderr.readline()  # written inside the transaction, before any statement
     assert "upgrading the ledger from schema 5" in note, note
+    assert proc.stderr.readline().strip() == "converted, not committed"
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait(timeout=60)
     assert proc.returncode == -signal.SIGKILL

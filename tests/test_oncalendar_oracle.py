@@ -5,21 +5,35 @@ form, and give the same next 20 elapses. Around a DST change systemd keeps its o
 (`routines.walltime` says where ours differs), so there the comparison runs our wall-clock
 enumeration under systemd's rule (`systemd_model`); our own slots are compared directly on
 every day without an offset change. Our DST rule itself is pinned in test_dst.py.
+
+systemd's answers come from a golden file (tests/helpers/oncalendar_golden.json: about 600
+runs of systemd-analyze, a minute a zone on a loaded machine), recorded with
+
+    python tests/test_oncalendar_oracle.py --record
+
+after any change of the corpus; `test_the_golden_file_is_what_systemd_says_now` asks the live
+systemd-analyze again for a sample of it, and the carry test below asks it live.
 """
 
 from __future__ import annotations
 
+import sys
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import pytest
 from helpers.systemd_calendar import (
     Calendar,
+    Job,
     analyze,
-    analyze_many,
+    analyze_jobs,
     is_transition_day,
+    job_key,
+    load_golden,
     require_systemd_analyze,
+    save_golden,
     systemd_model,
     transitions,
 )
@@ -169,34 +183,73 @@ def _systemd_loops(sd: Calendar, zone: str, base: datetime) -> bool:
     )
 
 
+GOLDEN = Path(__file__).parent / "helpers" / "oncalendar_golden.json"
+NORMAL_BASE = datetime(2026, 1, 1, tzinfo=UTC)
+LIVE_SAMPLE = 12  # golden answers asked of systemd-analyze again, spread over the corpus
+
+
+def jobs() -> list[Job]:
+    """Every question this module asks systemd-analyze, in a fixed order."""
+    elapses = [(e, z, b, 20) for z in ZONES for b in _bases(z) for e in ACCEPTED]
+    forms = [(e, "UTC", NORMAL_BASE, 1) for e in ACCEPTED + REFUSED_BY_BOTH + REFUSED_BY_US_ONLY]
+    return elapses + forms
+
+
 @pytest.fixture(scope="module")
-def oracle() -> dict[tuple[str, str, datetime], Calendar]:
-    require_systemd_analyze()
-    jobs = [(e, z, b) for z in ZONES for b in _bases(z) for e in ACCEPTED]
-    return analyze_many(jobs)
+def golden() -> dict[str, Calendar]:
+    answers = load_golden(GOLDEN)
+    missing = [job_key(j) for j in jobs() if job_key(j) not in answers]
+    if missing:
+        pytest.fail(
+            f"{GOLDEN} lacks {len(missing)} answer(s) (first: {missing[0]!r}): record it again "
+            "with `python tests/test_oncalendar_oracle.py --record`"
+        )
+    return answers
+
+
+@pytest.fixture(scope="module")
+def oracle(golden: dict[str, Calendar]) -> dict[tuple[str, str, datetime], Calendar]:
+    return {
+        (e, z, b): golden[job_key((e, z, b, 20))]
+        for z in ZONES
+        for b in _bases(z)
+        for e in ACCEPTED
+    }
+
+
+def form(golden: dict[str, Calendar], expr: str) -> Calendar:
+    return golden[job_key((expr, "UTC", NORMAL_BASE, 1))]
 
 
 def test_the_corpus_is_large_enough() -> None:
     assert len(ACCEPTED) >= 60
 
 
-def test_normalized_form_and_acceptance_match_systemd() -> None:
-    base = datetime(2026, 1, 1, tzinfo=UTC)
+def test_the_golden_file_is_what_systemd_says_now(golden: dict[str, Calendar]) -> None:
+    """The live re-check: a sample spread over every zone, base and form, asked again."""
+    require_systemd_analyze()
+    every = jobs()
+    sample = every[:: max(1, len(every) // LIVE_SAMPLE)]
+    for job, live in analyze_jobs(sample).items():
+        recorded = golden[job_key(job)]
+        assert (live.normalized, live.elapses) == (recorded.normalized, recorded.elapses), job
+
+
+def test_normalized_form_and_acceptance_match_systemd(golden: dict[str, Calendar]) -> None:
     for expr in ACCEPTED:
-        sd = analyze(expr, "UTC", base, iterations=1)
+        sd = form(golden, expr)
         assert sd.normalized is not None, f"systemd refused {expr!r}: {sd.stderr}"
         assert parse_oncalendar(expr).normalized == sd.normalized, expr
     for expr in REFUSED_BY_BOTH:
-        sd = analyze(expr, "UTC", base, iterations=1)
+        sd = form(golden, expr)
         assert sd.normalized is None, f"systemd accepted {expr!r} as {sd.normalized!r}"
         with pytest.raises(ScheduleError):
             parse_oncalendar(expr)
 
 
-def test_our_deliberate_refusals_are_accepted_by_systemd() -> None:
-    base = datetime(2026, 1, 1, tzinfo=UTC)
+def test_our_deliberate_refusals_are_accepted_by_systemd(golden: dict[str, Calendar]) -> None:
     for expr in REFUSED_BY_US_ONLY:
-        assert analyze(expr, "UTC", base, iterations=1).normalized is not None, expr
+        assert form(golden, expr).normalized is not None, expr
         with pytest.raises(ScheduleError):
             parse_oncalendar(expr)
 
@@ -267,3 +320,11 @@ def test_where_systemd_skips_after_a_carry_we_follow_its_own_list_form(
     bare_pattern = parse_oncalendar(bare).pattern
     # the same wall times (the DST rule aside: a repeated hour counts as a step)
     assert replace(parse_oncalendar(listed).pattern, elapsed=bare_pattern.elapsed) == bare_pattern
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] != ["--record"]:
+        sys.exit("usage: python tests/test_oncalendar_oracle.py --record")
+    require_systemd_analyze()
+    save_golden(GOLDEN, analyze_jobs(jobs()))
+    print(f"{GOLDEN}: {len(jobs())} answers recorded")

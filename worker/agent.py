@@ -251,17 +251,17 @@ class AgentRun:
             return self._failed(f"{end.model} returned an empty reply", end.model)
         from worker.output import write_and_post  # after the model calls: off the start-up path
 
-        name, webhook_error = write_and_post(self.run, body)
+        delivery = write_and_post(self.run, body)
         if self.agent.memory is not Memory.SESSION and self.run.job.memory_path:
             self._remember(body)
-        status = RunStatus.FAILED if webhook_error else RunStatus.OK
+        status = RunStatus.FAILED if delivery.webhook_error else RunStatus.OK
         base = self._base(status, end.model)
         return _with(
             base,
             outcome=self.run.outcome,
             summary=self.run.outcome_summary or first_line(body),
-            output_file=name,
-            error=webhook_error,
+            output_file=delivery.output_file,
+            error=delivery.error,
         )
 
     def _remember(self, body: str) -> None:

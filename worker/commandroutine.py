@@ -73,14 +73,16 @@ def run_command(run: RunContext) -> Result:
         return failed(f"the command's output passed {OUTPUT_CAP:,} bytes, so it was ended")
     if res.exit_code != 0:
         return failed(f"the command exited with code {res.exit_code}" + _tail(tail))
-    name, webhook_error = write_and_post(run, res.stdout)
+    delivery = write_and_post(run, res.stdout)
     first = next((ln.strip() for ln in res.stdout.splitlines() if ln.strip()), "")
     return Result(
-        status=RunStatus.FAILED if webhook_error else RunStatus.OK,
+        # A command that exited 0 is `ok` even when its output found no room: a delivery
+        # problem beside it (`error`), never a strike.
+        status=RunStatus.FAILED if delivery.webhook_error else RunStatus.OK,
         summary=first[:200] or "the command succeeded with no output",
-        output_file=name,
+        output_file=delivery.output_file,
         route="command",
-        error=webhook_error,
+        error=delivery.error,
     )
 
 

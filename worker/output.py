@@ -7,6 +7,7 @@ notifies for type = "notification"); the worker only ever writes inside scratch_
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from worker.context import RunContext
 
 __all__ = [
     "WEBHOOK_TIMEOUT",
+    "Delivery",
     "post_webhook",
     "render_markdown",
     "render_title",
@@ -30,24 +32,37 @@ __all__ = [
 WEBHOOK_TIMEOUT = 10.0
 
 
-def write_and_post(run: RunContext, body: str) -> tuple[str | None, str | None]:
-    """Render and write the output file; POST it for a webhook routine. Returns the file's
-    name in scratch_dir (None when it could not be written) and the error, if any."""
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """Where a run's output went. `undelivered` (the file could not be written: a full or
+    read-only state dir) is a delivery problem beside the run's `ok`, never a failure: the
+    run did its work, so it is no strike (tests/supervisor/test_daemon_state_dir.py)."""
+
+    output_file: str | None  # the file's name in scratch_dir; None when it was not written
+    undelivered: str | None = None
+    webhook_error: str | None = None  # the webhook refused it: the run failed
+
+    @property
+    def error(self) -> str | None:
+        return self.webhook_error or self.undelivered
+
+
+def write_and_post(run: RunContext, body: str) -> Delivery:
+    """Render and write the output file; POST it for a webhook routine."""
     spec = run.routine.output
     title = render_title(spec.title, name=run.name, started=run.started)
     name = output_name(run.started)
     markdown = render_markdown(title, body)
     try:
         write_output(Path(run.job.state_dir), Path(run.job.scratch_dir), name, markdown)
-    except (
-        OSError,
-        ValueError,
-    ) as exc:  # a full or read-only state dir, a planted link: the run failed, it did not crash
+    except (OSError, ValueError) as exc:  # a full or read-only state dir, a planted link
         why = getattr(exc, "strerror", None) or exc
-        return None, f"could not write the output into {run.job.scratch_dir}: {why}"
+        problem = f"output not delivered: could not write it into {run.job.scratch_dir}: {why}"
+        run.channel.warn(problem)
+        return Delivery(None, undelivered=problem)
     run.channel.event(EventKind.LOG, f"output written: {name}", output_file=name)
     if spec.type is not OutputType.WEBHOOK or not spec.url:
-        return name, None
+        return Delivery(name)
     error = post_webhook(
         spec.url,
         {
@@ -64,7 +79,7 @@ def write_and_post(run: RunContext, body: str) -> tuple[str | None, str | None]:
         run.channel.warn(error)
     else:
         run.channel.event(EventKind.LOG, f"webhook delivered: {redact_url(spec.url)}")
-    return name, error
+    return Delivery(name, webhook_error=error)
 
 
 def render_title(template: str, *, name: str, started: datetime) -> str:

@@ -252,7 +252,8 @@ def test_a_broken_ledger_says_what_to_do_not_a_traceback(cli: Cli) -> None:
         res = cli(*argv)
         assert res.returncode == 1, argv
         assert "Traceback" not in res.stderr
-        assert "cannot use the ledger" in res.stderr and "move it aside" in res.stderr
+        assert "the ledger is damaged (PRAGMA quick_check fails" in res.stderr, res.stderr
+        assert "Move it aside" in res.stderr
 
 
 def test_a_run_line_is_coloured_by_its_status_never_by_words_in_its_text() -> None:

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from routines.ledger import RunRow
+from routines.ledgerfaults import LedgerUnavailable
 from routines.paths import Paths, paths
-from routines.pgledger import Gate, LedgerUnreachable, PgLedger
+from routines.pgledger import Gate, PgLedger
 from tests.supervisor.daemonkit import REPO, Daemon, command_routine, write_routine
 
 __all__ = ["Machine", "fleet_rows", "minute_boundary"]
@@ -86,7 +87,7 @@ def fleet_rows(dsn: str, routine: str | None = None) -> list[tuple[RunRow, str]]
         ledger = _observer[dsn] = PgLedger(dsn, "observer", gate=Gate(cap=0.2))
     try:
         found = ledger.fleet_history(routine, limit=100_000)
-    except LedgerUnreachable:  # the server was restarted under it: the next poll reconnects
+    except LedgerUnavailable:  # the server was restarted under it: the next poll reconnects
         return []
     return sorted(((f.row, f.machine) for f in found), key=lambda x: x[0].id)
 

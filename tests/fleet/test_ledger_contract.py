@@ -6,6 +6,7 @@ cursors, strikes, budgets, compaction through the pure fold, and migrations."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
@@ -337,29 +338,36 @@ def test_two_machines_claiming_one_routine_at_once_one_wins_each_round(pg_dsn: s
         b.close()
 
 
+@pytest.mark.slow  # waits out a lease of seconds
 def test_a_lapsed_lease_interrupts_its_run_once_and_a_renewed_one_lives(pg_dsn: str) -> None:
-    dead = PgLedger(pg_dsn, "dead", lease_sec=0.2)
-    alive = PgLedger(pg_dsn, "alive", lease_sec=0.2)
+    # Leases of seconds, and polling: a fraction of a second lapsed between two statements on
+    # a loaded machine. Both claim with LEASE; only "alive" renews (to ten minutes) at once.
+    # Waiting past both first expiries shows the lapsed one ends once and the renewed lives,
+    # however slow each statement is.
+    lease = 3.0
+    dead = PgLedger(pg_dsn, "dead", lease_sec=lease)
+    alive = PgLedger(pg_dsn, "alive", lease_sec=lease)
     try:
         assert claim(dead, sid(T0), routine="r1")
         assert claim(alive, sid(T0), routine="r2")
-        assert alive.busy_elsewhere() == {"r1": "dead"}
         alive.lease_sec = 600
         alive.renew()
-        deadline = T0
+        claimed = time.monotonic()
+        assert alive.busy_elsewhere() in ({"r1": "dead"}, {})  # {} once its lease lapsed
         ended: list[tuple[str, str, str]] = []
-        import time
-
-        stop = time.monotonic() + 10
+        stop = claimed + lease + 30
         while not ended and time.monotonic() < stop:
-            ended = alive.expire_leases(deadline)
-            time.sleep(0.05)
+            ended = alive.expire_leases(T0)
+            time.sleep(0.1)
         assert ended == [("r1", f"r1-{sid(T0)}", "dead")]
-        assert alive.expire_leases(T0) == []  # once
+        while time.monotonic() < claimed + lease + 1:  # past r2's first expiry too
+            time.sleep(0.1)
+        assert alive.expire_leases(T0) == []  # once; and the renewed lease lives
         r1 = alive.run(f"r1-{sid(T0)}")
         assert r1 is not None and r1.status == "interrupted" and "dead" in (r1.detail or "")
         r2 = alive.run(f"r2-{sid(T0)}")
         assert r2 is not None and r2.status == "queued"
+        assert alive.busy_elsewhere() == {} and dead.busy_elsewhere() == {"r2": "alive"}
         assert not claim(alive, sid(T0), routine="r1")  # never replayed
     finally:
         dead.close()

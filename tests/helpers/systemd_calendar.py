@@ -7,13 +7,15 @@ systemd means by an expression. Debian/Ubuntu and Arch ship it in the `systemd` 
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -22,10 +24,14 @@ from routines.pattern import Pattern
 
 __all__ = [
     "Calendar",
+    "Job",
     "analyze",
-    "analyze_many",
+    "analyze_jobs",
     "is_transition_day",
+    "job_key",
+    "load_golden",
     "require_systemd_analyze",
+    "save_golden",
     "systemd_model",
     "transitions",
 ]
@@ -92,13 +98,47 @@ def analyze(expression: str, zone: str, base: datetime, iterations: int = 20) ->
     return Calendar(expression, normalized, tuple(elapses), proc.stderr)
 
 
-def analyze_many(
-    jobs: Iterable[tuple[str, str, datetime]], iterations: int = 20
-) -> dict[tuple[str, str, datetime], Calendar]:
-    """Several runs at once (each is a separate process; the machine has cores to spare)."""
+# One systemd-analyze question: (expression, TZ, base time, iterations).
+Job = tuple[str, str, datetime, int]
+
+
+def job_key(job: Job) -> str:
+    expression, zone, base, iterations = job
+    return f"{expression}\t{zone}\t{int(base.timestamp())}\t{iterations}"
+
+
+def save_golden(path: Path, answers: Mapping[Job, Calendar]) -> None:
+    """systemd-analyze's answers as a golden file (sorted, one object per job)."""
+    rows = {
+        job_key(job): {
+            "normalized": cal.normalized,
+            "elapses": [int(e.timestamp()) for e in cal.elapses],
+            "stderr": cal.stderr,
+        }
+        for job, cal in answers.items()
+    }
+    lines = [f"{json.dumps(k)}: {json.dumps(rows[k])}" for k in sorted(rows)]
+    path.write_text("{\n" + ",\n".join(lines) + "\n}\n")  # one job a line: readable diffs
+
+
+def load_golden(path: Path) -> dict[str, Calendar]:
+    rows = json.loads(path.read_text())
+    return {
+        key: Calendar(
+            key.split("\t", 1)[0],
+            row["normalized"],
+            tuple(datetime.fromtimestamp(e, UTC) for e in row["elapses"]),
+            row["stderr"],
+        )
+        for key, row in rows.items()
+    }
+
+
+def analyze_jobs(jobs: Iterable[Job]) -> dict[Job, Calendar]:
+    """Several runs at once, each with its own iteration count."""
     jobs = list(jobs)
     with ThreadPoolExecutor(max_workers=4) as pool:
-        results = list(pool.map(lambda j: analyze(j[0], j[1], j[2], iterations), jobs))
+        results = list(pool.map(lambda j: analyze(j[0], j[1], j[2], j[3]), jobs))
     return dict(zip(jobs, results, strict=True))
 
 

@@ -19,7 +19,7 @@ import pytest
 
 from ipc import Event, Result, RunReply
 from routines.config import Config
-from routines.ledger import Ledger
+from routines.ledger import Ledger, LedgerUnavailable, Unavailable
 from routines.paths import paths
 from routines.registry import scan
 from routines.runs import ACTIVE, RunStatus, Trigger
@@ -379,5 +379,35 @@ def test_a_queued_run_whose_next_slot_comes_due_skips_it() -> None:
                 (slot_id(first), "ok"),
                 (slot_id(second), "skipped"),
             ]
+
+    run(body)
+
+
+class _BudgetReadFails(Ledger):
+    """A real ledger file whose budget read fails as during an outage. A stand-in: nothing
+    real makes only this one read of an SQLite file fail (tests/fleet stops a real
+    PostgreSQL for the whole ledger)."""
+
+    def spent_today(self, routine: str, zone: Any, now: datetime) -> float:
+        raise LedgerUnavailable(Unavailable.UNREACHABLE, "the fleet database: unreachable")
+
+
+def test_a_run_the_ledger_kept_from_starting_is_skipped_with_why_never_failed() -> None:
+    rs = routines("spender")
+
+    async def body() -> None:
+        with _BudgetReadFails(paths().ledger) as ledger:
+            ledger.set_failure_streak("spender", 2)
+            g = Rig(ledger)
+            pending, done = g.submit(rs["spender"])
+            reply = await done
+            assert reply.status == RunStatus.SKIPPED
+            assert reply.detail == (
+                "not run: the ledger is unavailable (unreachable): the fleet database: unreachable"
+            )
+            assert g.spawner.started == []  # no worker
+            row = ledger.run(pending.run_id)
+            assert row is not None and row.status == RunStatus.SKIPPED
+            assert ledger.state("spender").failure_streak == 2  # no strike
 
     run(body)

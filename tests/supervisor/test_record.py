@@ -24,7 +24,7 @@ from routines.runs import RunEnd, Trigger
 from routines.spec import Routine
 from routines.store import read_json
 from supervisor.clock import FakeClock
-from supervisor.limits import allowance_for
+from supervisor.limits import REPORT_GRACE_SEC, allowance_for, run_limit
 from supervisor.pool import Pool
 from supervisor.record import Notification, final_status, finish_run, notifications_for
 from supervisor.scheduler import Pending
@@ -122,22 +122,29 @@ def test_a_file_output_is_copied_to_its_path(tmp_path: Path) -> None:
     assert fin.output is not None and fin.output.read_text() == "# Report\n"
 
 
-def test_an_output_that_cannot_be_moved_in_fails_the_run_and_leaves_nothing(
+def test_an_output_that_cannot_be_moved_in_is_a_delivery_problem_beside_ok(
     not_root: None,
 ) -> None:
     r = routine()
+    with Ledger(paths().ledger) as ledger:
+        ledger.set_failure_streak(r.name, 2)
     out = ok_with_output("run-1", r)
     state = paths().routine_state(r.name)
     state.chmod(0o555)
     try:
         with Ledger(paths().ledger) as ledger:
             fin = finish(ledger, r, "run-1", out)
+            streak = ledger.state(r.name).failure_streak
     finally:
         state.chmod(0o755)
-    assert fin.status == "failed" and fin.output is None
-    assert fin.detail.startswith("could not save the output: Permission denied")
+    kept = state / ".scratch" / "run-1"
+    assert fin.status == "ok" and fin.output is None and not fin.disabled
+    assert fin.detail.startswith("body; output not delivered: could not save it: Permission denied")
+    assert fin.detail.endswith(f"; it is kept in {kept}")
+    assert streak == 0  # an ok run resets the streak; it never adds a strike
+    assert [n.title for n in fin.notifications] == [f"{r.name}: output not delivered"]
     assert [p.name for p in state.iterdir()] == [".scratch"]
-    assert list((state / ".scratch").iterdir()) == []
+    assert (kept / "2026-12-02-0900.md").read_text() == "# Title\n\nbody\n"
 
 
 def stopped(reason: str) -> WorkerOutcome:
@@ -293,4 +300,37 @@ def test_a_file_output_path_expands_date_and_home(monkeypatch: pytest.MonkeyPatc
     assert file_output_path("~/briefs/{{date}}.md", out) == Path("/home/ana/briefs/2026-07-25.md")
     assert file_output_path("/srv/x/{{date}}-{{date}}.md", out) == Path(
         "/srv/x/2026-07-25-2026-07-25.md"
+    )
+
+
+AGENT = """[routine]
+enabled = false
+[schedule]
+cron = "0 6 * * *"
+timezone = "UTC"
+[agent]
+route = "ollama"
+system = "Think."
+run_timeout_sec = 5
+"""
+
+
+def test_the_workers_own_timeout_wins_over_the_backstop() -> None:
+    """Which message a user sees must not depend on the machine's speed: the backstop waits
+    REPORT_GRACE_SEC past the limit the worker keeps itself, and a worker's own `timeout`
+    report that reached the pipe is recorded even when the backstop's kill ended it."""
+    r = routine("slow", AGENT)
+    limit = run_limit(r)
+    assert limit.seconds == 5 + REPORT_GRACE_SEC
+    assert limit.key == "run_timeout_sec = 5, and the worker did not report"
+    said = Result(status="timeout", error="the run reached its time limit (run_timeout_sec = 5)")
+    both = WorkerOutcome(said, -15, UsageTotals(), stopped=StopReason.TIMEOUT)
+    assert final_status(both, limit.seconds, limit.key) == (
+        "timeout",
+        "the run reached its time limit (run_timeout_sec = 5)",
+    )
+    silent = WorkerOutcome(None, -15, UsageTotals(), stopped=StopReason.TIMEOUT)
+    assert final_status(silent, limit.seconds, limit.key) == (
+        "timeout",
+        "stopped after 15s (run_timeout_sec = 5, and the worker did not report)",
     )

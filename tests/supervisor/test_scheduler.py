@@ -242,3 +242,23 @@ def test_sync_names_the_routines_it_stops_tracking_and_why() -> None:
         assert turned_off == {"off": "disabled while queued", "gone": "removed while queued"}
         assert set(sched.tracked) == {"on"}
         assert sched.sync(scan(paths()), ledger.states(), T0) == {}  # said once
+
+
+def test_many_due_at_once_are_claimed_in_batches_in_order_each_once() -> None:
+    names = [f"r{i:02d}" for i in range(40)]
+    reg = registry(**{n: command_routine("true") for n in names})
+    ledger = Ledger(paths().ledger)
+    sched = Scheduler(ledger, (1, 1.0))
+    clock = FakeClock(T0)
+    sched.sync(reg, ledger.states(), clock.now())
+    at = T0 + MINUTE + timedelta(seconds=1)
+    batches = []
+    while True:
+        batch = sched.due(at, never_busy, limit=16)
+        batches.append([p.routine.name for p in batch])
+        if not sched.more_due:
+            break
+    assert [len(b) for b in batches] == [16, 16, 8]
+    assert [n for b in batches for n in b] == sorted(names)  # fair: in the order tracked
+    assert sched.due(at, never_busy, limit=16) == [] and not sched.more_due  # each once
+    assert {n: claims(ledger, n) for n in names} == {n: [sid(T0 + MINUTE)] for n in names}

@@ -18,6 +18,7 @@ import pytest
 
 from ipc import Event, Job
 from routines.config import Config
+from routines.ledger import LedgerUnavailable, Unavailable
 from routines.paths import paths
 from routines.registry import scan
 from supervisor import spawn
@@ -243,3 +244,28 @@ def test_worker_env_keeps_the_daemons_systemd_and_test_variables_to_itself() -> 
         "PYTHONPATH": f"{spawn.package_root()}:/elsewhere",
         "ANTHROPIC_API_KEY": "k",
     }
+
+
+def test_an_error_from_on_started_ends_the_worker_before_it_goes_on(tmp_path: Path) -> None:
+    """The pool records "started" in on_started; an error there (a fleet database out of
+    space) used to escape `run` with the worker left running, awaited by no one."""
+    pids: list[int] = []
+
+    def record_started(pid: int) -> None:
+        pids.append(pid)
+        raise LedgerUnavailable(Unavailable.DISK_FULL, "the database server has no space left")
+
+    async def go() -> None:
+        wp = WorkerProcess(
+            make_job(tmp_path),
+            log=RunLog(tmp_path / "run.jsonl"),
+            timeout_sec=600,
+            on_started=record_started,
+            argv=[sys.executable, FAKE, "hang"],
+        )
+        with pytest.raises(LedgerUnavailable, match="no space left"):
+            await wp.run()
+
+    asyncio.run(go())
+    [pid] = pids
+    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE

@@ -13,7 +13,7 @@ from urllib.parse import urlencode
 import orjson
 import pytest
 
-from dashboard.security import CSP, csrf_token
+from dashboard.security import CSP
 from routines.ledger import Ledger
 from routines.paths import paths
 from routines.runs import RunEnd
@@ -39,7 +39,7 @@ def test_token_becomes_a_strict_httponly_cookie_and_leaves_the_url(dashboard: Da
     assert reply.headers["location"] == "/cost"  # the token is gone from the address bar
     (cookie,) = reply.cookies
     parts = [p.strip() for p in cookie.split(";")]
-    assert parts[0] == f"vinos_dashboard={dashboard.token}"
+    assert parts[0] == f"vinos_dashboard={dashboard.session}"  # not the token
     assert "HttpOnly" in parts
     assert "SameSite=Strict" in parts
 
@@ -75,13 +75,29 @@ def test_token_file_is_private(dashboard: Dashboard) -> None:
 
 
 def test_post_without_csrf_token_is_refused(dashboard: Dashboard) -> None:
-    reply = dashboard.request("POST", "/reload", cookie=True, body="next=/")
+    reply = dashboard.request(
+        "POST", "/reload", cookie=True, body="next=/", headers={"Origin": dashboard.origin}
+    )
     assert reply.status == 403
     assert "CSRF" in reply.body
 
 
+def test_post_without_origin_or_fetch_site_is_refused_even_with_cookie_and_csrf(
+    dashboard: Dashboard,
+) -> None:
+    # What a squatter holding the cookie did with a script (no browser sends no Origin).
+    body = urlencode({"csrf": dashboard.csrf, "next": "/"})
+    reply = dashboard.request("POST", "/reload", cookie=True, body=body)
+    assert reply.status == 403
+    assert "Origin" in reply.body
+    reply = dashboard.request(
+        "POST", "/reload", cookie=True, body=body, headers={"Sec-Fetch-Site": "same-origin"}
+    )
+    assert reply.status == 303
+
+
 def test_cross_origin_post_is_refused_even_with_the_csrf_token(dashboard: Dashboard) -> None:
-    body = urlencode({"csrf": csrf_token(dashboard.token), "next": "/"})
+    body = urlencode({"csrf": dashboard.csrf, "next": "/"})
     # Another port on localhost is the same *site*: the cookie goes along, the Origin differs.
     for origin in ("http://127.0.0.1:1", "http://evil.test", "null"):
         reply = dashboard.request(
@@ -97,12 +113,12 @@ def test_cross_origin_post_is_refused_even_with_the_csrf_token(dashboard: Dashbo
 
 def test_same_origin_post_reaches_the_daemon(dashboard: Dashboard) -> None:
     # No daemon runs here: the change is sent and its refusal shown, never done by the page.
-    body = urlencode({"csrf": csrf_token(dashboard.token), "next": "/"})
+    body = urlencode({"csrf": dashboard.csrf, "next": "/"})
     reply = dashboard.request(
         "POST", "/reload", cookie=True, body=body, headers={"Origin": dashboard.origin}
     )
     assert reply.status == 303
-    assert reply.headers["location"].startswith("/?problem=the+daemon+is+not+running")
+    assert reply.headers["location"] == "/?problem=daemon_down"
     assert not paths().ledger.exists()  # the dashboard created no ledger
 
 

@@ -29,6 +29,7 @@ __all__ = [
     "Holder",
     "Listener",
     "Verdict",
+    "clear_state",
     "dashboard_pid",
     "decide",
     "parse_table",
@@ -142,6 +143,15 @@ def write_state(runtime_dir: Path, pid: int, port: int) -> None:
     runtime_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     data = json.dumps({"pid": pid, "port": port}).encode()
     write_atomic(runtime_dir / STATE_FILE, data, mode=0o600)
+
+
+def clear_state(runtime_dir: Path, pid: int) -> None:
+    """Remove the state file when it is still `pid`'s (a newer dashboard's stays)."""
+    path = runtime_dir / STATE_FILE
+    raw = read_regular(path, 4096, head=True)
+    with contextlib.suppress(ValueError, OSError):
+        if raw is not None and json.loads(raw).get("pid") == pid:
+            path.unlink()
 
 
 def dashboard_pid(runtime_dir: Path, port: int) -> int | None:

@@ -18,13 +18,14 @@ import errno
 import html
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from dashboard.listener import Holder, Verdict, who_holds, write_state
+from dashboard.listener import Holder, Verdict, clear_state, who_holds, write_state
 from dashboard.security import new_token
 from routines.paths import paths
 
@@ -177,7 +178,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     if not args.no_open:
         open_browser(opener)
-    return serve(sock, port, token)
+    try:
+        return serve(sock, port, token)
+    finally:
+        clear_state(p.runtime_dir, os.getpid())
 
 
 def open_running(port: int, runtime_dir: Path, token_file: Path, no_open: bool) -> int:
@@ -213,5 +217,12 @@ def serve(sock: socket.socket, port: int, token: str) -> int:
         proxy_headers=False,
         server_header=False,
     )
+    # uvicorn re-raises the SIGTERM it stopped on once it is done; as an exception here, so
+    # main's cleanup (the state file) runs (tests/dashboard/test_dashboard_squatter.py).
+    signal.signal(signal.SIGTERM, _stopped)
     uvicorn.Server(config).run(sockets=[sock])
     return 0
+
+
+def _stopped(signum: int, frame: object) -> None:
+    raise SystemExit(0)

@@ -297,3 +297,30 @@ def test_a_foreign_listener_beside_ours_still_makes_the_port_foreign() -> None:
     theirs = Listener(ipaddress.IPv6Address("::ffff:127.0.0.1"), 80, 1002, 2)
     verdict = decide([ours, theirs], 80, 1001, frozenset({1}))
     assert verdict.holder is Holder.FOREIGN and verdict.uids == (1002,)
+
+
+def test_the_refusal_names_the_holder_and_the_way_out() -> None:
+    from dashboard.listener import Verdict
+    from dashboard.server import refusal
+
+    text = refusal(8742, Verdict(Holder.FOREIGN, (0,)))
+    assert "another program (uid 0, user root) listens on 127.0.0.1:8742" in text
+    assert "nothing was sent to it" in text and "--port" in text and "ss -ltnp" in text
+    mine = refusal(8742, Verdict(Holder.MINE_NOT_DASHBOARD))
+    assert "a program of yours listens on 127.0.0.1:8742" in mine and "--port" in mine
+
+
+def test_the_state_file_goes_when_the_dashboard_stops(tmp_path: Path) -> None:
+    from dashboard.listener import STATE_FILE
+
+    dash = Dashboard(tmp_path / "dashboard.log").start()
+    state = paths().runtime_dir / STATE_FILE
+    assert state.exists() and stat_mode(state) == 0o600
+    dash.stop()
+    assert not state.exists()
+
+
+def stat_mode(path: Path) -> int:
+    import stat
+
+    return stat.S_IMODE(path.stat().st_mode)

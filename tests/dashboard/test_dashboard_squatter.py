@@ -22,7 +22,7 @@ import pytest
 from dashboard.listener import Holder, Listener, decide, parse_table, who_holds
 from routines.ledger import Ledger
 from routines.paths import paths
-from routines.runs import RunEnd
+from routines.runs import Outcome, RunEnd, RunStatus, Trigger
 from tests.dashboard.dashkit import REPO, Dashboard
 from tests.dashboard.squatkit import SecondUser, Squat
 
@@ -219,10 +219,11 @@ def _seed_output(routine: str, run_id: str, text: str) -> None:
     state.mkdir(parents=True, exist_ok=True)
     (state / "out.md").write_text(text)
     with Ledger(paths().ledger) as ledger:
-        ledger.record_run(routine, run_id=run_id, trigger="manual", status="running", now=now)
-        ledger.finish_run(
-            run_id, now=now, end=RunEnd(status="ok", outcome="done", output_file="out.md")
+        ledger.record_run(
+            routine, run_id=run_id, trigger=Trigger.MANUAL, status=RunStatus.RUNNING, now=now
         )
+        end = RunEnd(status=RunStatus.OK, outcome=Outcome.DONE, output_file="out.md")
+        ledger.finish_run(run_id, now=now, end=end)
 
 
 # The pure parts, on the kernel's table text (no /proc read).

@@ -132,11 +132,9 @@ def check(
     params = parse_qsl(query, keep_blank_values=True)
     given = next((v for k, v in params if k == "token"), None)
     if given is not None:
-        if (
-            method in SAFE_METHODS
-            and launch
-            and hmac.compare_digest(given.encode(), launch.encode())
-        ):
+        if method not in SAFE_METHODS:
+            return AccessVerdict(False, "the launch token is taken by a GET only")
+        if launch and hmac.compare_digest(given.encode(), launch.encode()):
             rest = urlencode([(k, v) for k, v in params if k != "token"])
             return AccessVerdict(
                 True, set_cookie=True, location=path + (f"?{rest}" if rest else "")

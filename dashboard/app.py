@@ -76,10 +76,13 @@ class Pages:
     """The endpoints. Each GET opens the ledger read-only for itself; each POST asks the
     daemon."""
 
-    def __init__(self, settings: Settings, csrf: str) -> None:
+    def __init__(self, settings: Settings, keys: Secrets) -> None:
         self.paths = settings.paths
         self.env = _env()
-        self.csrf = csrf
+        self.csrf = keys.csrf
+        # Every link and form of a page starts with the session's base path (templates:
+        # `{{ base }}/cost`); `path` is the page's path below it.
+        self.base = keys.base
 
     @contextlib.contextmanager
     def ledger(self) -> Iterator[Ledger | None]:
@@ -94,7 +97,12 @@ class Pages:
     def page(self, request: Request, template: str, status: int = 200, **ctx: Any) -> Response:
         note, problem = messages.shown(request.query_params)
         body = self.env.get_template(template).render(
-            csrf=self.csrf, path=request.url.path, note=note, problem=problem, **ctx
+            csrf=self.csrf,
+            base=self.base,
+            path=request.url.path.removeprefix(self.base) or "/",
+            note=note,
+            problem=problem,
+            **ctx,
         )
         return HTMLResponse(body, status_code=status)
 
@@ -201,13 +209,17 @@ class Pages:
                 control.request, self.paths.control_socket, action, args
             )
         except control.DaemonDown:
-            return _back(target, messages.query("daemon_down", problem=True))
+            return self.back(target, messages.query("daemon_down", problem=True))
         except control.DaemonRefused as exc:
             code = messages.problem_code(exc.code)
-            return _back(target, messages.query(code, problem=True, routine=name or ""))
+            return self.back(target, messages.query(code, problem=True, routine=name or ""))
         run_id = result.get("run_id", "") if isinstance(result, dict) else ""
         run_id = run_id if isinstance(run_id, str) else ""
-        return _back(target, messages.query(ACTIONS[action], routine=name or "", run=run_id))
+        return self.back(target, messages.query(ACTIONS[action], routine=name or "", run=run_id))
+
+    def back(self, target: str, query: str) -> Response:
+        """The redirect after a change: to `target` below the base path."""
+        return RedirectResponse(f"{self.base}{target}?{query}", status_code=303)
 
 
 # The action, and the code of the note shown after it (dashboard.messages.NOTES).
@@ -218,7 +230,7 @@ def build_app(settings: Settings) -> Guard:
     """The whole application behind its Guard (token, Host, CSRF, headers), with this
     start's session and CSRF secrets."""
     keys = Secrets.new()
-    pages = Pages(settings, keys.csrf)
+    pages = Pages(settings, keys)
     routes = [
         Route("/", pages.home),
         Route("/api/pulse", pages.pulse),
@@ -238,7 +250,3 @@ def build_app(settings: Settings) -> Guard:
         token_file=settings.paths.runtime_dir / "dashboard.token",
         port=settings.port,
     )
-
-
-def _back(target: str, query: str) -> Response:
-    return RedirectResponse(f"{target}?{query}", status_code=303)

@@ -1,6 +1,6 @@
-"""Who may use the dashboard, and how: three secrets, the Host check, CSRF, the headers.
+"""Who may use the dashboard, and how: its secrets, the Host check, CSRF, the headers.
 
-Three secrets, each with one job (tests/dashboard/test_dashboard_units.py pins them apart):
+The secrets, each with one job (tests/dashboard/test_dashboard_units.py pins them apart):
 - The launch token (32 random bytes) is kept in $XDG_RUNTIME_DIR/vinos-routine/dashboard.token,
   mode 0600 in a 0700 directory: another local user can reach 127.0.0.1:PORT but cannot read
   it. It is made anew at each start and is good for ONE exchange: `/?token=…` gets the session
@@ -11,7 +11,12 @@ Three secrets, each with one job (tests/dashboard/test_dashboard_units.py pins t
   `__Host-`: that prefix needs `Secure`, which browsers honour on http://127.0.0.1
   unevenly, and it would not help here: every port of 127.0.0.1 is the same host to the
   cookie jar, so another port could set the same cookie. What keeps the cookie from another
-  port is that the dashboard never links there (dashboard.render).
+  port is its path, below, and that the dashboard never links there (dashboard.render).
+- The session's base path (`/s/` and 24 random characters, per start): every page is under
+  it, and so is the cookie (`Path=`). A cookie jar is per host, not per port, so a page that
+  another local user serves on another port of 127.0.0.1, loaded in the same browser, would
+  receive a `Path=/` cookie; it does not know the base path, so it receives nothing
+  (tests/dashboard/test_dashboard_squatter.py, in Chromium).
 - The CSRF key, its own random value per start, is in every form: a holder of the cookie
   alone cannot compute it.
 - Host must be 127.0.0.1:PORT or localhost:PORT exactly (DNS rebinding: a page on evil.test
@@ -74,15 +79,21 @@ def new_token(path: Path) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Secrets:
-    """The per-start secrets: the session cookie's value and the CSRF form value. Never
-    written anywhere, never derived from each other or from the launch token."""
+    """The per-start secrets: the session cookie's value, the CSRF form value and the base
+    path every page and the cookie live under. Never written anywhere, never derived from
+    each other or from the launch token."""
 
     session: str
     csrf: str
+    base: str  # "/s/…": no trailing slash
 
     @classmethod
     def new(cls) -> Secrets:
-        return cls(secrets.token_urlsafe(TOKEN_BYTES), secrets.token_urlsafe(TOKEN_BYTES))
+        return cls(
+            secrets.token_urlsafe(TOKEN_BYTES),
+            secrets.token_urlsafe(TOKEN_BYTES),
+            "/s/" + secrets.token_urlsafe(18),
+        )
 
 
 def allowed_hosts(port: int) -> frozenset[str]:
@@ -117,6 +128,7 @@ def check(
     *,
     launch: str,
     session: str,
+    base: str,
     port: int,
     method: str,
     path: str,
@@ -124,8 +136,8 @@ def check(
     headers: dict[str, str],
 ) -> AccessVerdict:
     """The pure decision for one request (headers lower-cased). `launch` is the launch token
-    good now ("" when none is). The CSRF form field is checked by the handler that reads the
-    form (dashboard.app.Pages.change)."""
+    good now ("" when none is); `base` the session's base path. The CSRF form field is
+    checked by the handler that reads the form (dashboard.app.Pages.change)."""
     host = headers.get("host", "")
     if host not in allowed_hosts(port):
         return AccessVerdict(False, f"Host {host!r} is not this dashboard (127.0.0.1:{port})")
@@ -136,8 +148,9 @@ def check(
             return AccessVerdict(False, "the launch token is taken by a GET only")
         if launch and hmac.compare_digest(given.encode(), launch.encode()):
             rest = urlencode([(k, v) for k, v in params if k != "token"])
+            inside = path if _within(path, base) else base + path
             return AccessVerdict(
-                True, set_cookie=True, location=path + (f"?{rest}" if rest else "")
+                True, set_cookie=True, location=inside + (f"?{rest}" if rest else "")
             )
         return AccessVerdict(
             False,
@@ -145,7 +158,9 @@ def check(
             "run 'vinos-routine dashboard' again to open a new one",
         )
     held = cookie_values(headers.get("cookie", ""))
-    if not any(hmac.compare_digest(h.encode(), session.encode()) for h in held):
+    if not _within(path, base) or not any(
+        hmac.compare_digest(h.encode(), session.encode()) for h in held
+    ):
         return AccessVerdict(False, "no token: open the dashboard with 'vinos-routine dashboard'")
     if method not in SAFE_METHODS:
         ours = {f"http://{h}" for h in allowed_hosts(port)}
@@ -160,6 +175,10 @@ def check(
                 False, "a change needs an Origin or Sec-Fetch-Site: same-origin header"
             )
     return AccessVerdict(True)
+
+
+def _within(path: str, base: str) -> bool:
+    return path == base or path.startswith(base + "/")
 
 
 HEADERS = [
@@ -198,6 +217,7 @@ class Guard:
         verdict = check(
             launch=self.launch,
             session=self.keys.session,
+            base=self.keys.base,
             port=self.port,
             method=scope["method"],
             path=scope["path"],
@@ -212,7 +232,8 @@ class Guard:
             self.launch = ""
             with contextlib.suppress(OSError):
                 self.launch = new_token(self.token_file)
-            cookie = f"{COOKIE}={self.keys.session}; HttpOnly; SameSite=Strict; Path=/"
+            keys = self.keys
+            cookie = f"{COOKIE}={keys.session}; HttpOnly; SameSite=Strict; Path={keys.base}"
             await send(
                 {
                     "type": "http.response.start",
@@ -233,7 +254,8 @@ class Guard:
                 message["headers"] = [*message.get("headers", []), *HEADERS]
             await send(message)
 
-        await self.app(scope, receive, send_with_headers)
+        # The routes are matched below the base path (Starlette reads root_path).
+        await self.app({**scope, "root_path": self.keys.base}, receive, send_with_headers)
 
 
 async def _plain(send: Send, status: int, text: str) -> None:

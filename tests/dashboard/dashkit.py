@@ -2,7 +2,8 @@
 port read from its first line, and plain HTTP requests to it (http.client, no browser).
 
 Like a browser, it exchanges the launch token once for the session cookie (`session`) and
-reads the CSRF value from a page's form (`csrf`)."""
+the session's base path (`base`, where every page is: paths given to `request` are below
+it unless `bare`), and reads the CSRF value from a page (`csrf`)."""
 
 from __future__ import annotations
 
@@ -37,6 +38,7 @@ class Dashboard:
         self.proc: subprocess.Popen[bytes] | None = None
         self.port = 0
         self.session = ""
+        self.base = ""
         self._csrf = ""
 
     def start(self, timeout: float = 30) -> Dashboard:
@@ -60,7 +62,7 @@ class Dashboard:
             if self.proc.poll() is not None:
                 raise AssertionError(f"dashboard exited:\n{self.log.read_text()}")
             with contextlib.suppress(OSError):
-                if self.get("/api/pulse").status == 403:
+                if self.get("/api/pulse", bare=True).status == 403:
                     self.session = self.exchange(self.token)
                     return self
             time.sleep(0.05)
@@ -72,8 +74,11 @@ class Dashboard:
         return (paths().runtime_dir / "dashboard.token").read_text().strip()
 
     def exchange(self, token: str) -> str:
-        """The session cookie `/?token=TOKEN` sets ("" when refused)."""
-        reply = self.get(f"/?token={token}")
+        """The session cookie `/?token=TOKEN` sets ("" when refused); `base` from where it
+        redirects."""
+        reply = self.get(f"/?token={token}", bare=True)
+        if reply.status == 303:
+            self.base = reply.headers["location"].split("?", 1)[0].removesuffix("/")
         for cookie in reply.cookies:
             name, _, rest = cookie.partition("=")
             if name == "vinos_dashboard":
@@ -93,6 +98,11 @@ class Dashboard:
     def origin(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
+    @property
+    def url(self) -> str:
+        """Where the pages are: the origin and the session's base path."""
+        return self.origin + self.base
+
     def request(
         self,
         method: str,
@@ -102,7 +112,10 @@ class Dashboard:
         cookie: bool = False,
         headers: dict[str, str] | None = None,
         body: str | None = None,
+        bare: bool = False,
     ) -> Reply:
+        if not bare and not path.startswith(self.base + "/"):
+            path = self.base + path
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
         h = {"Host": host or f"127.0.0.1:{self.port}", **(headers or {})}
         if cookie:

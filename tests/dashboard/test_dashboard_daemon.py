@@ -19,7 +19,7 @@ def post(dash: Dashboard, path: str) -> str:
     body = urlencode({"csrf": dash.csrf, "next": "/"})
     reply = dash.request("POST", path, cookie=True, body=body, headers={"Origin": dash.origin})
     assert reply.status == 303, reply.body
-    return unquote_plus(reply.headers["location"])
+    return unquote_plus(reply.headers["location"]).removeprefix(dash.base)
 
 
 def test_stale_reload_disable_and_run_through_the_daemon(

@@ -34,14 +34,23 @@ def test_wrong_token_is_403(dashboard: Dashboard) -> None:
 
 
 def test_token_becomes_a_strict_httponly_cookie_and_leaves_the_url(dashboard: Dashboard) -> None:
-    reply = dashboard.get(f"/cost?token={dashboard.token}")
+    reply = dashboard.get(f"/cost?token={dashboard.token}", bare=True)
     assert reply.status == 303
-    assert reply.headers["location"] == "/cost"  # the token is gone from the address bar
+    # The token is gone from the address bar; the page is below the session's base path.
+    assert reply.headers["location"] == f"{dashboard.base}/cost"
+    assert dashboard.base.startswith("/s/") and len(dashboard.base) > 20
     (cookie,) = reply.cookies
     parts = [p.strip() for p in cookie.split(";")]
     assert parts[0] == f"vinos_dashboard={dashboard.session}"  # not the token
     assert "HttpOnly" in parts
     assert "SameSite=Strict" in parts
+    assert f"Path={dashboard.base}" in parts  # not "/": no other port's page gets it
+
+
+def test_the_cookie_opens_nothing_outside_the_base_path(dashboard: Dashboard) -> None:
+    assert dashboard.get("/", cookie=True).status == 200
+    for path in ("/", "/cost", "/static/style.css", "/s/guess/"):
+        assert dashboard.get(path, cookie=True, bare=True).status == 403, path
 
 
 @pytest.mark.parametrize(
@@ -118,7 +127,7 @@ def test_same_origin_post_reaches_the_daemon(dashboard: Dashboard) -> None:
         "POST", "/reload", cookie=True, body=body, headers={"Origin": dashboard.origin}
     )
     assert reply.status == 303
-    assert reply.headers["location"] == "/?problem=daemon_down"
+    assert reply.headers["location"] == f"{dashboard.base}/?problem=daemon_down"
     assert not paths().ledger.exists()  # the dashboard created no ledger
 
 

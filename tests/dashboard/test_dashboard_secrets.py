@@ -18,9 +18,9 @@ def test_the_launch_token_opens_one_session_then_a_new_token_is_written(
 ) -> None:
     used = dashboard.token  # dashkit exchanged the first one at start; this is the next
     assert dashboard.session and dashboard.session != used
-    first = dashboard.get(f"/?token={used}")
+    first = dashboard.get(f"/?token={used}", bare=True)
     assert first.status == 303 and first.cookies
-    again = dashboard.get(f"/?token={used}")
+    again = dashboard.get(f"/?token={used}", bare=True)
     assert again.status == 403 and not again.cookies
     assert "used already" in again.body
     fresh = dashboard.token
@@ -30,13 +30,13 @@ def test_the_launch_token_opens_one_session_then_a_new_token_is_written(
 
 def test_a_restart_drops_the_session_and_every_earlier_token(tmp_path: Path) -> None:
     one = Dashboard(tmp_path / "one.log").start()
-    old_session, old_token = one.session, one.token
+    old_session, old_token, old_base = one.session, one.token, one.base
     one.stop()
     two = Dashboard(tmp_path / "two.log").start()
     try:
-        assert two.session != old_session
+        assert two.session != old_session and two.base != old_base
         assert two.get("/", headers={"Cookie": f"vinos_dashboard={old_session}"}).status == 403
-        assert two.get(f"/?token={old_token}").status == 403
+        assert two.get(f"/?token={old_token}", bare=True).status == 403
         assert two.get("/", cookie=True).status == 200
     finally:
         two.stop()
@@ -62,7 +62,7 @@ def test_next_goes_only_to_a_path_of_the_dashboard(dashboard: Dashboard, target:
         "POST", "/reload", cookie=True, body=body, headers={"Origin": dashboard.origin}
     )
     assert reply.status == 303
-    assert reply.headers["location"] == "/?problem=daemon_down"
+    assert reply.headers["location"] == f"{dashboard.base}/?problem=daemon_down"
 
 
 def test_next_keeps_a_path_of_the_dashboard(dashboard: Dashboard) -> None:
@@ -70,7 +70,7 @@ def test_next_keeps_a_path_of_the_dashboard(dashboard: Dashboard) -> None:
     reply = dashboard.request(
         "POST", "/reload", cookie=True, body=body, headers={"Origin": dashboard.origin}
     )
-    assert reply.headers["location"] == "/routine/tidy?problem=daemon_down"
+    assert reply.headers["location"] == f"{dashboard.base}/routine/tidy?problem=daemon_down"
 
 
 def test_note_and_problem_show_only_the_dashboards_own_sentences(dashboard: Dashboard) -> None:

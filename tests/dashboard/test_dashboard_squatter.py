@@ -192,7 +192,7 @@ def test_the_cookie_never_goes_to_a_squatters_port_from_a_model_written_link(
         with browser(tmp_path / "profile") as ctx:
             page = ctx.new_page()
             page.goto(f"{dash.origin}/?token={dash.token}")
-            page.goto(f"{dash.origin}/run/r-squat-1")
+            page.goto(f"{dash.url}/run/r-squat-1")
             output = page.locator(".output").first
             expect(output.get_by_role("heading", name="Report")).to_be_visible()
             links = page.locator(f'a[href*=":{squat.port}"]')
@@ -206,11 +206,36 @@ def test_the_cookie_never_goes_to_a_squatters_port_from_a_model_written_link(
             expect(output).to_contain_text(f"[here](http://127.0.0.1:{squat.port}/a)")
             page.get_by_text("[here]", exact=False).click()
             page.get_by_text("[there]", exact=False).click()
-            assert page.url == f"{dash.origin}/run/r-squat-1"
+            assert page.url == f"{dash.url}/run/r-squat-1"
             expect(output.locator('a[href="https://example.invalid/"]')).to_have_text("ok")
     finally:
         dash.stop()
     assert squat.received() == []
+
+
+@pytest.mark.slow  # a real Chromium
+def test_a_page_the_browser_loads_from_a_squatters_port_gets_no_cookie(
+    tmp_path: Path, squat: Squat
+) -> None:
+    # The other chain: the person, logged in, opens a page of 127.0.0.1:OTHER in the same
+    # browser (a link in a mail, a bookmark). Cookies are per host, not per port.
+    from tests.dashboard.browser import browser
+
+    dash = Dashboard(tmp_path / "dashboard.log").start()
+    try:
+        with browser(tmp_path / "profile") as ctx:
+            page = ctx.new_page()
+            page.goto(f"{dash.origin}/?token={dash.token}")
+            assert page.url == f"{dash.url}/"
+            assert [c["name"] for c in ctx.cookies(dash.url + "/")] == ["vinos_dashboard"]
+            for path in ("/", "/api/pulse", "/s/", "/run/x"):
+                page.goto(f"http://127.0.0.1:{squat.port}{path}")
+                assert "squatter" in page.content()
+    finally:
+        dash.stop()
+    sent = squat.received()
+    assert sent, "the browser never reached the squatter"
+    assert not [r for r in sent if "vinos_dashboard" in r], sent
 
 
 def _seed_output(routine: str, run_id: str, text: str) -> None:

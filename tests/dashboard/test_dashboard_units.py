@@ -15,6 +15,7 @@ from dashboard.security import AccessVerdict, Secrets, check, cookie_values, new
 
 LAUNCH = "l" * 43
 SESSION = "s" * 43
+BASE = "/s/" + "b" * 24
 PORT = 8742
 
 
@@ -23,7 +24,14 @@ def verdict(
 ) -> AccessVerdict:
     h = {"host": f"127.0.0.1:{PORT}", **{k.replace("_", "-"): v for k, v in headers.items()}}
     return check(
-        launch=launch, session=SESSION, port=PORT, method=method, path=path, query=query, headers=h
+        launch=launch,
+        session=SESSION,
+        base=BASE,
+        port=PORT,
+        method=method,
+        path=path if path.startswith(("/s/", "/?")) or "token" in query else BASE + path,
+        query=query,
+        headers=h,
     )
 
 
@@ -34,7 +42,11 @@ def test_gate_decisions() -> None:
     assert not verdict(cookie="vinos_dashboard=" + "x" * 43).allow
     assert not verdict(cookie=cookie, host="localhost:1").allow
     v = verdict(path="/cost", query=f"token={LAUNCH}&a=1")
-    assert v.allow and v.set_cookie and v.location == "/cost?a=1"
+    assert v.allow and v.set_cookie and v.location == f"{BASE}/cost?a=1"
+    # Outside the base path the cookie opens nothing; inside, the base itself is a page.
+    assert not verdict(path="/s/other/", cookie=cookie).allow
+    assert not verdict(path=BASE + "x", cookie=cookie).allow
+    assert verdict(path=BASE, cookie=cookie).allow
     # The token in a POST's URL is not a way in (a form on another site could carry it).
     assert not verdict("POST", query=f"token={LAUNCH}").allow
     assert verdict("POST", cookie=cookie, origin=f"http://localhost:{PORT}").allow
@@ -51,6 +63,7 @@ def test_the_three_secrets_are_apart() -> None:
     assert not verdict(query="token=", launch="").allow
     a, b = Secrets.new(), Secrets.new()
     assert len({a.session, a.csrf, b.session, b.csrf}) == 4  # random, per start, unrelated
+    assert a.base != b.base and a.base.startswith("/s/") and "/" not in a.base[3:]
 
 
 def test_a_post_must_say_it_comes_from_this_origin() -> None:

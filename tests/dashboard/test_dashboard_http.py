@@ -238,3 +238,26 @@ def test_waiting_proposals_are_listed_escaped_with_the_commands_that_decide(
     assert "&lt;script&gt;x()&lt;/script&gt;" in body and "<script>x()" not in body
     assert "<code>msmtp -t</code>" in body
     assert "approving it will be refused (invalidated)" in body  # no routine file matches
+
+
+def test_a_waiting_proposal_cannot_reorder_or_hide_its_text(dashboard: Dashboard) -> None:
+    from routines import proposals
+
+    with Ledger(paths().ledger) as ledger:
+        proposals.add(
+            ledger,
+            routine="inbox",
+            run_id="r1",
+            action="send-reply",
+            command="msmtp -t \u202etset.live@ythgin",
+            input="To: bob@example.org\u200b\nBcc: spy\U000e0041\n",
+            summary="Reply\u2066 to Bob",
+            fingerprint="x",
+            now=datetime.now(UTC),
+            expires_after=600,
+        )
+    body = dashboard.get("/", cookie=True).body
+    for ch in ("\u202e", "\u200b", "\U000e0041", "\u2066"):
+        assert ch not in body, f"U+{ord(ch):04X}"
+    assert "msmtp -t \\u202etset.live@ythgin" in body
+    assert "To: bob@example.org\\u200b" in body

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl, urlencode
+from urllib.parse import parse_qsl
 from zoneinfo import ZoneInfo
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
@@ -24,9 +24,9 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from dashboard import control, spending, views
+from dashboard import control, messages, spending, views
 from dashboard.files import NAME, RUN_ID
-from dashboard.security import Guard, csrf_token
+from dashboard.security import Guard, Secrets
 from routines.humanize import money, relative, tokens
 from routines.ledger import Ledger, LedgerError
 from routines.paths import Paths
@@ -44,7 +44,7 @@ MAX_FORM = 4096
 @dataclass(frozen=True, slots=True)
 class Settings:
     paths: Paths
-    secret: str
+    launch: str  # the launch token good now (dashboard.security: one exchange, then a new one)
     port: int
 
 
@@ -76,10 +76,13 @@ class Pages:
     """The endpoints. Each GET opens the ledger read-only for itself; each POST asks the
     daemon."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, keys: Secrets) -> None:
         self.paths = settings.paths
         self.env = _env()
-        self.csrf = csrf_token(settings.secret)
+        self.csrf = keys.csrf
+        # Every link and form of a page starts with the session's base path (templates:
+        # `{{ base }}/cost`); `path` is the page's path below it.
+        self.base = keys.base
 
     @contextlib.contextmanager
     def ledger(self) -> Iterator[Ledger | None]:
@@ -92,11 +95,13 @@ class Pages:
             yield db
 
     def page(self, request: Request, template: str, status: int = 200, **ctx: Any) -> Response:
+        note, problem = messages.shown(request.query_params)
         body = self.env.get_template(template).render(
             csrf=self.csrf,
-            path=request.url.path,
-            note=request.query_params.get("note", ""),
-            problem=request.query_params.get("problem", ""),
+            base=self.base,
+            path=request.url.path.removeprefix(self.base) or "/",
+            note=note,
+            problem=problem,
             **ctx,
         )
         return HTMLResponse(body, status_code=status)
@@ -191,9 +196,7 @@ class Pages:
         form = dict(parse_qsl(raw.decode("utf-8", "replace"), keep_blank_values=True))
         if not hmac.compare_digest(form.get("csrf", "").encode(), self.csrf.encode()):
             return HTMLResponse("403 forbidden: missing or wrong CSRF token\n", status_code=403)
-        target = form.get("next", "/").split("?", 1)[0]
-        if not target.startswith("/") or target.startswith("//"):
-            target = "/"
+        target = messages.safe_next(form.get("next", "/"))
         action = request.path_params.get("action", "reload")
         name = request.path_params.get("name")
         if (name is not None and not NAME.match(name)) or action not in ACTIONS:
@@ -205,23 +208,29 @@ class Pages:
             result = await run_in_threadpool(
                 control.request, self.paths.control_socket, action, args
             )
-        except (control.DaemonDown, control.DaemonRefused) as exc:
-            return _back(target, problem=str(exc))
+        except control.DaemonDown:
+            return self.back(target, messages.query("daemon_down", problem=True))
+        except control.DaemonRefused as exc:
+            code = messages.problem_code(exc.code)
+            return self.back(target, messages.query(code, problem=True, routine=name or ""))
         run_id = result.get("run_id", "") if isinstance(result, dict) else ""
-        return _back(target, note=ACTIONS[action].format(name=name, run_id=run_id))
+        run_id = run_id if isinstance(run_id, str) else ""
+        return self.back(target, messages.query(ACTIONS[action], routine=name or "", run=run_id))
+
+    def back(self, target: str, query: str) -> Response:
+        """The redirect after a change: to `target` below the base path."""
+        return RedirectResponse(f"{self.base}{target}?{query}", status_code=303)
 
 
-ACTIONS = {
-    "enable": "{name} enabled",
-    "disable": "{name} disabled",
-    "run": "{name} queued as {run_id}",
-    "reload": "routine files re-read",
-}
+# The action, and the code of the note shown after it (dashboard.messages.NOTES).
+ACTIONS = {"enable": "enabled", "disable": "disabled", "run": "queued", "reload": "reloaded"}
 
 
 def build_app(settings: Settings) -> Guard:
-    """The whole application behind its Guard (token, Host, CSRF, headers)."""
-    pages = Pages(settings)
+    """The whole application behind its Guard (token, Host, CSRF, headers), with this
+    start's session and CSRF secrets."""
+    keys = Secrets.new()
+    pages = Pages(settings, keys)
     routes = [
         Route("/", pages.home),
         Route("/api/pulse", pages.pulse),
@@ -234,9 +243,10 @@ def build_app(settings: Settings) -> Guard:
         Route("/reload", pages.change, methods=["POST"]),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
-    return Guard(Starlette(routes=routes), settings.secret, settings.port)
-
-
-def _back(target: str, **message: str) -> Response:
-    sep = "&" if "?" in target else "?"
-    return RedirectResponse(target + sep + urlencode(message), status_code=303)
+    return Guard(
+        Starlette(routes=routes),
+        keys=keys,
+        launch=settings.launch,
+        token_file=settings.paths.runtime_dir / "dashboard.token",
+        port=settings.port,
+    )

@@ -21,6 +21,7 @@ from ipc import RunStatus
 from routines.ledger import Ledger, RunRow, day_bounds, is_enabled, iso
 from routines.paths import Paths
 from routines.registry import Registry
+from routines.safetext import one_line, visible
 from routines.schedule import ScheduleError, summary
 from routines.schedule import explain as explain_schedule
 from routines.spec import ScheduleSpec
@@ -112,7 +113,10 @@ def waiting_proposals(registry: Registry, ledger: Ledger | None, now: datetime) 
             if entry is not None and entry.valid and entry.routine is not None
             else None
         )
-        lines = p.input.splitlines()
+        # Escaped as the terminal shows them (routines.safetext): HTML escaping leaves bidi
+        # controls and zero-width characters working, which could reorder or hide part of
+        # the command or the input on the page.
+        lines = [visible(line, newlines=False) for line in p.input.splitlines()]
         head = "\n".join(lines[:INPUT_HEAD_LINES])
         if len(lines) > INPUT_HEAD_LINES:
             head += f"\n… ({len(lines) - INPUT_HEAD_LINES} more lines)"
@@ -120,9 +124,9 @@ def waiting_proposals(registry: Registry, ledger: Ledger | None, now: datetime) 
             Waiting(
                 id=p.id,
                 routine=p.routine,
-                action=p.action,
-                summary=p.summary,
-                command=p.command,
+                action=one_line(p.action),
+                summary=one_line(p.summary),
+                command=one_line(p.command),
                 input_head=head,
                 input_bytes=len(p.input.encode("utf-8", "surrogatepass")),
                 created_at=from_iso(p.created_at),

@@ -12,33 +12,49 @@ from urllib.parse import urlsplit
 
 __all__ = ["one_line", "redact_url", "visible"]
 
-# Bidirectional overrides and isolates: they can make text display in another order than it
-# runs ("Trojan Source"), e.g. hide part of a shell command shown for review.
-_BIDI = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f")
+
+# What is shown escaped, besides control characters (Cc) and line breaks:
+# - Every format character (category Cf): they draw nothing but change what is drawn. Bidi
+#   embeddings, overrides and isolates (U+202A-202E, U+2066-2069, U+061C, U+200E/F) make
+#   text display in another order than it runs ("Trojan Source"), hiding part of a command
+#   shown for review; zero-width space and joiners (U+200B-200D), word joiner and invisible
+#   operators (U+2060-2064), the byte-order mark (U+FEFF), the soft hyphen, the Mongolian
+#   vowel separator and the deprecated shaping controls (U+206A-206F) hide a character or
+#   split a word where the eye sees none; tag characters (U+E0001, U+E0020-E007F) spell
+#   invisible ASCII that some models read. An emoji joined with U+200D shows as its parts
+#   plus \u200d: legible, and nothing hides in it.
+# - Lone surrogates (Cs): from undecodable bytes; printing one raises.
+# - Letters that draw as blank space (the Hangul fillers), used as invisible "names".
+# Kept: variation selectors (emoji presentation), private use (icon fonts), unassigned.
+_ESCAPED_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+_BLANK_LETTERS = frozenset("\u115f\u1160\u3164\uffa0")
 # Line and paragraph separators end a line in some viewers: a forged log line otherwise.
 _BREAKS = frozenset("\u2028\u2029\x85")
 
 
 def _escape(ch: str) -> str:
-    return f"\\x{ord(ch):02x}" if ord(ch) < 0x100 else f"\\u{ord(ch):04x}"
+    if ord(ch) < 0x100:
+        return f"\\x{ord(ch):02x}"
+    return f"\\u{ord(ch):04x}" if ord(ch) < 0x10000 else f"\\U{ord(ch):08x}"
 
 
 def visible(text: str, *, newlines: bool = True) -> str:
-    """`text` safe to print on a terminal: control characters (escape sequences) and bidi
-    overrides are shown as \\x1b / \\u202e instead of acting. Tabs stay; newlines stay unless
-    `newlines=False`, when they are shown as \\n (a line that must stay one line)."""
-    if text.isprintable():
+    """`text` safe to print on a terminal: control characters (escape sequences), format
+    characters (bidi overrides, zero-width and tag characters) and blank letters are shown
+    as \\x1b / \\u202e / \\U000e0041 instead of acting or hiding. Tabs stay; newlines stay
+    unless `newlines=False`, when they are shown as \\n (a line that must stay one line)."""
+    if text.isprintable() and _BLANK_LETTERS.isdisjoint(text):
         return text
     out = []
     for ch in text:
         if ch == "\n":
             out.append("\n" if newlines else "\\n")
         elif ch == "\t" or (
-            unicodedata.category(ch) not in ("Cc", "Zl", "Zp")
-            and ch not in _BIDI
+            unicodedata.category(ch) not in _ESCAPED_CATEGORIES
+            and ch not in _BLANK_LETTERS
             and ch not in _BREAKS
         ):
-            out.append(ch)  # a joiner in an emoji, a soft hyphen: harmless, kept
+            out.append(ch)
         else:
             out.append(_escape(ch))
     return "".join(out)

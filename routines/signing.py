@@ -4,10 +4,17 @@ A routine whose file carries a valid signature by a key in `~/.vinos/allowed_sig
 act without asking (`[routine].auto_approve`). Everything cryptographic is `ssh-keygen -Y`
 (namespace `vinos-routine`, so a git or file signature by the same key never counts):
 
-    sign:    ssh-keygen -Y sign -f KEY -n vinos-routine               < routine  > signature
-    check:   ssh-keygen -Y check-novalidate -n vinos-routine -s SIG   < routine  (fingerprint)
+    sign:    ssh-keygen -Y sign -f KEY -n vinos-routine               < message  > signature
+    check:   ssh-keygen -Y check-novalidate -n vinos-routine -s SIG   < message  (fingerprint)
     who:     ssh-keygen -Y find-principals -f ALLOWED -s SIG                     (principals)
-    verify:  ssh-keygen -Y verify -f ALLOWED -I WHO -n vinos-routine -s SIG < routine
+    verify:  ssh-keygen -Y verify -f ALLOWED -I WHO -n vinos-routine -s SIG < message
+
+The message signed is the file's name with its bytes (`signed_message`):
+`vinos-routine-sig-v2` NUL `inbox.toml` NUL <the file's bytes>. A signature binds both:
+`act.toml` and `act.toml.sig` copied to `act2.toml` and `act2.toml.sig` do not verify
+(tests/test_signing.py). Signatures from before, over the bytes alone, no longer verify;
+`verify_routine` recognises one (`SignatureCheck.legacy`) to say so: re-sign with
+`vinos-routine sign NAME`.
 
 Invariants:
 - What is verified is bytes this process holds: the routine's bytes (read once, or handed
@@ -51,6 +58,7 @@ __all__ = [
     "sign_routine",
     "signature_note",
     "signature_path",
+    "signed_message",
     "trust_key",
     "verify_bytes",
     "verify_routine",
@@ -64,6 +72,13 @@ MAX_ALLOWED_SIGNERS = 1024 * 1024
 # ssh-keygen -Y verify of a page of TOML takes milliseconds; this only stops a hang.
 _VERIFY_TIMEOUT = 30.0
 _FINGERPRINT_RE = re.compile(r"\b((?:SHA256|MD5):[A-Za-z0-9+/=:]+)")
+MESSAGE_TAG = b"vinos-routine-sig-v2"
+
+
+def signed_message(name: str, data: bytes) -> bytes:
+    """What a routine's signature covers: the file's name (`inbox.toml`) and its bytes
+    (pure). The name cannot hold NUL, so no (name, bytes) pair reads as another."""
+    return MESSAGE_TAG + b"\0" + os.fsencode(name) + b"\0" + data
 
 
 class SignatureState(StrEnum):
@@ -78,6 +93,7 @@ class SignatureCheck:
     principal: str | None = None  # who allowed_signers names for the key (VALID only)
     fingerprint: str | None = None  # SHA256:… of the signing key, when ssh-keygen told us
     reason: str = ""  # why INVALID (or UNSIGNED), for a person to read
+    legacy: bool = False  # INVALID: a signature of the bytes alone, from before names counted
 
     @property
     def trusted(self) -> bool:
@@ -112,6 +128,13 @@ def signature_note(check: SignatureCheck, auto_approve: bool, name: str) -> tupl
     None for an unsigned routine that asks for nothing (pure)."""
     if check.state is SignatureState.VALID:
         return check.describe() + ("; auto_approve in effect" if auto_approve else ""), False
+    if check.legacy:
+        return (
+            f"signature from an older vinos-routine (it does not cover the file's name): "
+            f"{'auto_approve ignored; ' if auto_approve else ''}"
+            f"read the file, then re-sign it: vinos-routine sign {name}",
+            True,
+        )
     if check.state is SignatureState.INVALID:
         if auto_approve:
             return f"signature invalid: auto_approve ignored ({check.reason})", True
@@ -156,13 +179,21 @@ def verify_routine(path: Path, allowed_signers: Path, data: bytes | None = None)
         return _invalid(f"{allowed_signers} is not a regular file (or unreadable)")
     if len(signers) > MAX_ALLOWED_SIGNERS:
         return _invalid(f"{allowed_signers} is over {MAX_ALLOWED_SIGNERS:,} bytes")
-    return verify_bytes(data, sig, signers, allowed_signers_name=str(allowed_signers))
+    return verify_bytes(
+        data, sig, signers, name=path.name, allowed_signers_name=str(allowed_signers)
+    )
 
 
 def verify_bytes(
-    data: bytes, signature: bytes, allowed_signers: bytes, *, allowed_signers_name: str = ""
+    data: bytes,
+    signature: bytes,
+    allowed_signers: bytes,
+    *,
+    name: str,
+    allowed_signers_name: str = "",
 ) -> SignatureCheck:
-    """Check `signature` of `data` against the allowed-signers text (no file is read)."""
+    """Check `signature` of the file `name` holding `data` against the allowed-signers text
+    (no file is read)."""
     import tempfile
 
     if len(signature) > MAX_SIGNATURE or b"-----BEGIN SSH SIGNATURE-----" not in signature:
@@ -178,14 +209,18 @@ def verify_bytes(
         _write_new(sig_file, signature)
         _write_new(signers_file, allowed_signers)
         try:
-            return _check(keygen, sig_file, signers_file, data, where)
+            return _check(keygen, sig_file, signers_file, (name, data), where)
         except SigningError as exc:
             return _invalid(str(exc))
 
 
-def _check(keygen: str, sig: Path, signers: Path, data: bytes, where: str) -> SignatureCheck:
+def _check(
+    keygen: str, sig: Path, signers: Path, file: tuple[str, bytes], where: str
+) -> SignatureCheck:
     """find-principals, then verify as each: two ssh-keygen runs for a good signature.
-    Only a signature that does not verify costs a third (check-novalidate), to say why."""
+    Only a signature that does not verify costs more (check-novalidate), to say why."""
+    name, raw = file
+    data = signed_message(name, raw)
     who = _run([keygen, "-Y", "find-principals", "-f", str(signers), "-s", str(sig)], b"")
     principals = [p for p in who.stdout.decode(errors="replace").splitlines() if p]
     failed = b""
@@ -195,9 +230,22 @@ def _check(keygen: str, sig: Path, signers: Path, data: bytes, where: str) -> Si
         if ok.returncode == 0 and ok.stdout.startswith(b"Good "):
             return SignatureCheck(SignatureState.VALID, principal, _fingerprint(ok.stdout))
         failed = ok.stderr
-    check = _run([keygen, "-Y", "check-novalidate", "-n", NAMESPACE, "-s", str(sig)], data)
+    novalidate = [keygen, "-Y", "check-novalidate", "-n", NAMESPACE, "-s", str(sig)]
+    check = _run(novalidate, data)
     if check.returncode != 0:
-        return _invalid(f"does not verify ({_last_line(check.stderr)})")
+        legacy = _run(novalidate, raw)
+        if legacy.returncode == 0:
+            return SignatureCheck(
+                SignatureState.INVALID,
+                fingerprint=_fingerprint(legacy.stdout + legacy.stderr),
+                reason="made by an older vinos-routine over the bytes alone, not the file's "
+                f"name: read {name}, then re-sign it (vinos-routine sign)",
+                legacy=True,
+            )
+        return _invalid(
+            f"does not verify for {name}: the file changed since it was signed, or the "
+            f"signature is another file's ({_last_line(check.stderr)})"
+        )
     fingerprint = _fingerprint(check.stdout + check.stderr)
     if not failed:
         return _invalid(
@@ -234,7 +282,7 @@ def sign_routine(path: Path, key: Path) -> Path:
     try:
         done = subprocess.run(
             [keygen, "-Y", "sign", "-f", str(key), "-n", NAMESPACE],
-            input=data,
+            input=signed_message(path.name, data),
             capture_output=True,
             env=env,
             check=False,
@@ -244,7 +292,9 @@ def sign_routine(path: Path, key: Path) -> Path:
     if done.returncode != 0 or b"-----BEGIN SSH SIGNATURE-----" not in done.stdout:
         raise SigningError(f"ssh-keygen -Y sign with {key} failed: {_last_line(done.stderr)}")
     target = signature_path(path)
-    write_atomic(target, done.stdout, mode=0o644)
+    # 0600: the runtime's files are the user's alone (a signature is not secret, but another
+    # user has no business reading which routines act without asking).
+    write_atomic(target, done.stdout, mode=0o600)
     return target
 
 
@@ -405,7 +455,7 @@ def trust_key(pubkey: Path, allowed_signers: Path, principal: str | None = None)
     key = TrustedKey(who, kind, blob, fingerprint, added=True)
     if existing and not existing.endswith(b"\n"):
         existing += b"\n"
-    write_atomic(allowed_signers, existing + key.line().encode(), mode=0o644)
+    write_atomic(allowed_signers, existing + key.line().encode(), mode=0o600)
     return key
 
 

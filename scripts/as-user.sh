@@ -26,10 +26,16 @@ tar -C "$here" --exclude=./.venv --exclude=./.git --exclude='*/__pycache__' \
     | tar -C "$work" -xf -
 chown -R "$user:" "$work"
 chmod 0700 "$work"
+second=
+if [ "$target" = test-here ] || [ "$target" = test-fast-here ]; then
+    # A second local user's listener, for the dashboard's squatting tests.
+    second=$("$here/scripts/second-user.sh" start "$user")
+    trap '"$here/scripts/second-user.sh" stop "$second"' EXIT
+fi
 if [ "$target" = test-here ]; then
     # A real `systemd --user` for the user, for tests/packaging/test_systemd_user.py; stopped
     # (with its cgroups) however the tests end.
-    trap '"$here/scripts/user-manager.sh" stop "$user"' EXIT
+    trap '"$here/scripts/user-manager.sh" stop "$user"; "$here/scripts/second-user.sh" stop "$second"' EXIT
     "$here/scripts/user-manager.sh" start "$user"
 fi
 echo "as-user: running 'make $target' as $user in $work" >&2
@@ -38,6 +44,7 @@ runuser -u "$user" -- env -i HOME="$(getent passwd "$user" | cut -d: -f6)" \
     PATH=/usr/local/bin:/usr/bin:/bin LANG=C.UTF-8 TERM="${TERM:-dumb}" ${CI:+CI=$CI} \
     ${VINOS_BENCH_QUICK:+VINOS_BENCH_QUICK=$VINOS_BENCH_QUICK} \
     ${DEMO_SECONDS:+DEMO_SECONDS=$DEMO_SECONDS} ${PYTEST_ARGS:+PYTEST_ARGS="$PYTEST_ARGS"} \
+    ${second:+VINOS_SECOND_USER_SOCKET=$second} \
     make -C "$work" "$target" || status=$?
 if [ "$status" = 0 ] && [ -z "${VINOS_KEEP_WORK:-}" ] && [ "$target" != demo-here ]; then
     rm -rf "$work"

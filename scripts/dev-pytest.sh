@@ -10,7 +10,10 @@ fi
 user=${VINOS_TEST_USER:-vinos-test}
 id "$user" >/dev/null 2>&1 || useradd --create-home --shell /bin/bash "$user"
 cd "$here"
-exec runuser -u "$user" -- env -i HOME="$(getent passwd "$user" | cut -d: -f6)" \
+# A second local user's listener, for the dashboard's squatting tests (scripts/second-user.sh).
+second=$("$here/scripts/second-user.sh" start "$user")
+trap '"$here/scripts/second-user.sh" stop "$second"' EXIT
+runuser -u "$user" -- env -i HOME="$(getent passwd "$user" | cut -d: -f6)" \
     PATH="$here/.venv/bin:/usr/local/bin:/usr/bin:/bin" LANG=C.UTF-8 TERM=dumb \
-    PYTHONDONTWRITEBYTECODE=1 VINOS_TEST_READONLY_TREE=1 \
+    PYTHONDONTWRITEBYTECODE=1 VINOS_TEST_READONLY_TREE=1 VINOS_SECOND_USER_SOCKET="$second" \
     "$here/.venv/bin/pytest" -p no:cacheprovider "$@"

@@ -32,3 +32,43 @@ def test_redact_url_keeps_scheme_host_port_only() -> None:
     assert "SECRET" not in redact_url("https://h.example/#SECRET")
     assert redact_url("not a url") == "(a URL)"
     assert redact_url("http://[::1") == "(an invalid URL)"
+
+
+# Every format character the issue of hidden approval input named, and the rest of Cf.
+HIDDEN = [
+    *(chr(c) for c in range(0x200B, 0x2010)),  # zero-width space, joiners, LRM/RLM
+    *(chr(c) for c in range(0x2060, 0x2065)),  # word joiner, invisible operators
+    "\ufeff",  # byte-order mark / zero-width no-break space
+    "\u061c",  # Arabic letter mark
+    *(chr(c) for c in range(0x202A, 0x202F)),  # bidi embeddings and overrides
+    *(chr(c) for c in range(0x2066, 0x206A)),  # bidi isolates
+    *(chr(c) for c in range(0x206A, 0x2070)),  # deprecated shaping controls
+    "\u00ad",  # soft hyphen
+    "\u180e",  # Mongolian vowel separator
+    "\U000e0001",  # language tag
+    *(chr(c) for c in range(0xE0020, 0xE0080)),  # tag characters
+    "\ufff9",  # interlinear annotation anchor
+    "\U0001d173",  # musical symbol begin beam
+    "\u3164",  # Hangul filler: a letter that draws as blank
+]
+
+
+def test_format_characters_are_shown_escaped() -> None:
+    for ch in HIDDEN:
+        shown = visible(f"a{ch}b")
+        assert ch not in shown, f"U+{ord(ch):04X}"
+        assert shown.startswith("a\\") and shown.endswith("b"), shown
+
+
+def test_tag_characters_cannot_spell_hidden_text() -> None:
+    hidden = "".join(chr(0xE0000 + ord(c)) for c in "Bcc: evil")
+    assert visible(f"To: bob{hidden}") == "To: bob" + "".join(
+        f"\\U{0xE0000 + ord(c):08x}" for c in "Bcc: evil"
+    )
+
+
+def test_an_emoji_sequence_stays_legible_and_lone_surrogates_cannot_break_printing() -> None:
+    assert visible("👩\u200d💻") == "👩\\u200d💻"
+    assert visible("bad \udcff byte") == "bad \\udcff byte"
+    visible("x\udcff").encode("utf-8")  # printable on any terminal
+    assert visible("é ü ñ 中文 👍🏽 \ue0b0") == "é ü ñ 中文 👍🏽 \ue0b0"  # letters, icon fonts

@@ -13,7 +13,9 @@ from routines.signing import (
     SignatureState,
     SigningError,
     sign_routine,
+    signature_note,
     signature_path,
+    signed_message,
     verify_bytes,
     verify_routine,
 )
@@ -208,11 +210,61 @@ def test_sign_with_missing_key_names_the_key(routine: Path, tmp_path: Path) -> N
 def test_verify_bytes_needs_no_files(keys: dict[str, Path]) -> None:
     sig = subprocess.run(
         ["ssh-keygen", "-Y", "sign", "-f", str(keys["alice"]), "-n", NAMESPACE],
-        input=b"hello",
+        input=signed_message("x.toml", b"hello"),
         capture_output=True,
         check=True,
     ).stdout
     signers = trust_line(keys["alice"], "alice@laptop").encode()
-    assert verify_bytes(b"hello", sig, signers).trusted
-    assert not verify_bytes(b"hellO", sig, signers).trusted
-    assert not verify_bytes(b"hello", sig, b"").trusted
+    assert verify_bytes(b"hello", sig, signers, name="x.toml").trusted
+    assert not verify_bytes(b"hello", sig, signers, name="y.toml").trusted
+    assert not verify_bytes(b"hellO", sig, signers, name="x.toml").trusted
+    assert not verify_bytes(b"hello", sig, b"", name="x.toml").trusted
+
+
+def test_a_signature_copied_with_its_file_to_another_name_is_not_honoured(
+    routine: Path, allowed: Path, keys: dict[str, Path]
+) -> None:
+    # The chain as it was run: act.toml and act.toml.sig copied to act2.* kept their trust.
+    sign_routine(routine, keys["alice"])
+    assert verify_routine(routine, allowed).trusted
+    copy = routine.with_name("inbox2.toml")
+    copy.write_bytes(routine.read_bytes())
+    signature_path(copy).write_bytes(signature_path(routine).read_bytes())
+    check = verify_routine(copy, allowed)
+    assert check.state is SignatureState.INVALID and not check.legacy
+    assert "does not verify for inbox2.toml" in check.reason
+    assert "another file's" in check.reason
+
+
+def test_a_signature_of_the_bytes_alone_is_named_as_old_and_re_signing_fixes_it(
+    routine: Path, allowed: Path, keys: dict[str, Path]
+) -> None:
+    old = subprocess.run(
+        ["ssh-keygen", "-Y", "sign", "-f", str(keys["alice"]), "-n", NAMESPACE],
+        input=ROUTINE,
+        capture_output=True,
+        check=True,
+    ).stdout
+    signature_path(routine).write_bytes(old)
+    check = verify_routine(routine, allowed)
+    assert check.state is SignatureState.INVALID and check.legacy
+    assert "older vinos-routine" in check.reason
+    note, warning = signature_note(check, True, "inbox") or ("", False)
+    assert warning and "auto_approve ignored" in note
+    assert "re-sign it: vinos-routine sign inbox" in note
+    sign_routine(routine, keys["alice"])
+    assert verify_routine(routine, allowed).trusted
+
+
+def test_signature_and_allowed_signers_are_private(
+    routine: Path, tmp_path: Path, keys: dict[str, Path]
+) -> None:
+    import stat
+
+    from routines.signing import trust_key
+
+    sig = sign_routine(routine, keys["alice"])
+    assert stat.S_IMODE(sig.stat().st_mode) == 0o600
+    allowed = tmp_path / "fresh_allowed_signers"
+    trust_key(keys["alice"].with_suffix(".pub"), allowed)
+    assert stat.S_IMODE(allowed.stat().st_mode) == 0o600

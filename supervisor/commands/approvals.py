@@ -4,6 +4,12 @@ A run may only *propose* a routine's declared actions (routines/proposals.py); t
 are how the person decides. `approve` shows the exact command and the whole input, asks on a
 terminal, then execs `python -m worker.actioncmd ID`, which claims the proposal (one decision
 per proposal, even with two `approve` racing) and runs it in the routine's sandbox.
+
+What is approved is said again right above the question (`reminder`): the action, the
+command, the input's size and line count and its first lines. A long input scrolls the top
+of itself out of sight, and its last screen is the model's to write (a harmless-looking
+header there, `Bcc: attacker@…` thousands of lines up): on a terminal it is paged through
+$PAGER instead, already escaped (routines.safetext), and the question comes after.
 """
 
 from __future__ import annotations
@@ -17,9 +23,11 @@ from typing import Any
 
 from supervisor.commands.common import add_parser, die
 
-__all__ = ["fresh_waiting", "register"]
+__all__ = ["fresh_waiting", "register", "reminder"]
 
 INPUT_PREVIEW_LINES = 3
+REMINDER_LINES = 5  # the input's first lines, repeated next to the question
+PAGE_AFTER_LINES = 40  # a longer input is paged on a terminal, not printed
 
 
 def register(sub: Any) -> None:
@@ -120,25 +128,75 @@ def pending(args: argparse.Namespace) -> int:
     return 0
 
 
-def _describe(w: Any, routine: Any) -> str:
+def _head(w: Any, routine: Any) -> str:
+    """Who proposed what: the action, the command, its sandbox, the input's size (pure)."""
     from routines.safetext import one_line, visible
 
     action = routine.agent.action(w.action) if routine and routine.agent else None
     network = action.network if action else False
     net = "off" if network is False else "any host" if network is True else ", ".join(network)
     home = ", ".join(action.home) if action and action.home else "none"
-    text = visible(w.input)
     return "\n".join(
         [
             f"#{w.id} from {w.routine} (run {w.run_id}): {one_line(w.summary)}",
-            f"  action:  {w.action}",
+            f"  action:  {one_line(w.action)}",
             f"  command: {visible(w.command, newlines=False)}   (in {w.routine}'s sandbox)",
             f"  network: {net}   home: {home}",
-            f"  input on stdin ({len(w.input.encode('utf-8', 'surrogatepass')):,} bytes):",
-            "-----",
-            text + ("" if text.endswith("\n") else "\n") + "-----",
+            f"  input on stdin ({_size(w.input)}):",
         ]
     )
+
+
+def _input_block(w: Any) -> str:
+    from routines.safetext import visible
+
+    text = visible(w.input)
+    return "-----\n" + text + ("" if text.endswith("\n") else "\n") + "-----"
+
+
+def _size(text: str) -> str:
+    size = len(text.encode("utf-8", "surrogatepass"))
+    lines = len(text.splitlines())
+    return f"{size:,} bytes, {lines:,} line{'' if lines == 1 else 's'}"
+
+
+def reminder(w: Any) -> str:
+    """What is approved, said again right above the question (pure): the action, the command,
+    the input's size and line count, and its first lines, each escaped to one line."""
+    from routines.safetext import one_line, visible
+
+    lines = w.input.splitlines() or [""]
+    out = [
+        f"approving #{w.id}: {one_line(w.action)} for {one_line(w.routine)}",
+        f"  command: {visible(w.command, newlines=False)}",
+        f"  input:   {_size(w.input)}; it begins:",
+    ]
+    out += [f"    │ {visible(line, newlines=False)[:200]}" for line in lines[:REMINDER_LINES]]
+    if len(lines) > REMINDER_LINES:
+        out.append(f"    │ … and {len(lines) - REMINDER_LINES:,} more lines")
+    return "\n".join(out)
+
+
+def page(text: str) -> bool:
+    """Show `text` (escaped already: no byte of it can drive the terminal) through $PAGER;
+    False when no pager could start, and the caller prints it instead."""
+    import shlex
+    import shutil
+    import subprocess
+
+    pager = os.environ.get("PAGER") or ("less" if shutil.which("less") else "more")
+    try:
+        argv = shlex.split(pager)
+    except ValueError:
+        return False
+    # LESSSECURE: no shell escape, no editor, no log file from inside less.
+    env = {**os.environ, "LESSSECURE": "1"}
+    env.setdefault("LESS", "FX")
+    try:
+        subprocess.run(argv, input=text.encode("utf-8", "replace"), env=env, check=False)
+    except OSError:
+        return False
+    return True
 
 
 def approve(args: argparse.Namespace) -> int:
@@ -163,7 +221,17 @@ def approve(args: argparse.Namespace) -> int:
             found = proposals.get(ledger, args.id) or found
     if found.state != "waiting":
         return die(f"proposal #{found.id} cannot be approved: {_state_words(found)}")
-    print(_describe(found, routine))
+    long = len(found.input.splitlines()) > PAGE_AFTER_LINES
+    print(_head(found, routine), flush=True)
+    if not args.yes and long and sys.stdin.isatty() and sys.stdout.isatty():
+        from routines.safetext import visible
+
+        print("  (paged: leave the pager to answer)", flush=True)
+        if not page(visible(found.input)):
+            print(_input_block(found))
+    else:
+        print(_input_block(found))
+    print(reminder(found))
     if not args.yes:
         if not sys.stdin.isatty():
             return die("not on a terminal: add --yes to approve without the question", 2)

@@ -51,11 +51,17 @@ def sign(args: argparse.Namespace) -> int:
     except NoSuchRoutine as exc:
         return die(str(exc))
     key = Path(args.key).expanduser()
+    before = verify_routine(entry.path, p.allowed_signers)
     try:
         sig = sign_routine(entry.path, key)
     except (SigningError, OSError) as exc:
         return die(one_line(str(exc)))
     print(one_line(f"signed {entry.path} → {sig}"))
+    print(one_line(f"  the signature covers the name {entry.path.name} and the file's bytes"))
+    if before.legacy:
+        print(
+            "  (it replaces a signature from an older vinos-routine, which covered the bytes only)"
+        )
     check = verify_routine(entry.path, p.allowed_signers)
     print(one_line(f"  {check.describe()}"))
     if not check.trusted:

@@ -163,7 +163,8 @@ def test_approved_runs_once_with_its_stdin_and_a_second_approve_is_an_error(
     r = cli("approve", str(p.id), "--yes", timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
     assert f"command: tee -a {ran_log(cli)}" in r.stdout  # the exact command was shown …
-    assert r.stdout.count("Thursday works. See you at noon.") == 2  # … the input, its output
+    # … the input, its first lines again above the question, and the action's output.
+    assert r.stdout.count("Thursday works. See you at noon.") == 3
     assert ran_log(cli).read_text() == INPUT
     [done] = rows(cli)
     assert (done.state, done.decided_by, done.exit_status) == ("done", "cli", 0)

@@ -176,7 +176,7 @@ def test_presentation_helpers() -> None:
     assert tokens(950) == "950" and tokens(12_345) == "12.3k" and tokens(2_000_000) == "2M"
     assert bar(1, 1, 10) == "█" * 10 and bar(0.05, 1, 10) == "▌" and bar(0, 1, 10) == ""
     assert bar(0.001, 1, 10) == "▏", "a non-zero value is never invisible"
-    assert visible("a\tb\nc \x1b[2K \u202e 👨\u200d👩") == "a\tb\nc \\x1b[2K \\u202e 👨\u200d👩"
+    assert visible("a\tb\nc \x1b[2K \u202e 👨\u200d👩") == "a\tb\nc \\x1b[2K \\u202e 👨\\u200d👩"
     # What `run` and `logs` print of a model's tool output.
     assert format_event("tool_result", "x\x1b]52;c;Zg==\x07", False) == "  x\\x1b]52;c;Zg==\\x07"
 

@@ -104,6 +104,42 @@ def test_an_edit_or_an_untrusted_key_shows_as_invalid(cli: Cli, alice: Path, eve
     assert line["signature"] == "invalid" and "does not trust" in str(line["signature_note"])
 
 
+def test_a_routine_copied_with_its_signature_is_not_signed(cli: Cli, alice: Path) -> None:
+    path = cli.agent("act")
+    assert cli("trust", f"{alice}.pub").returncode == 0
+    assert cli("sign", "act", "--key", str(alice)).returncode == 0
+    copy = path.with_name("act2.toml")
+    copy.write_bytes(path.read_bytes())
+    copy.with_name("act2.toml.sig").write_bytes(path.with_name("act.toml.sig").read_bytes())
+    rows = listed(cli)
+    assert rows["act"]["signature"] == "valid"
+    assert rows["act2"]["signature"] == "invalid"
+    assert "does not verify for act2.toml" in str(rows["act2"]["signature_note"])
+
+
+def test_an_old_signature_says_to_re_sign_and_sign_replaces_it(cli: Cli, alice: Path) -> None:
+    from routines.signing import NAMESPACE
+
+    path = cli.agent("inbox")
+    assert cli("trust", f"{alice}.pub").returncode == 0
+    old = subprocess.run(  # as the version before names were signed made it
+        ["ssh-keygen", "-Y", "sign", "-f", str(alice), "-n", NAMESPACE],
+        input=path.read_bytes(),
+        capture_output=True,
+        check=True,
+    ).stdout
+    path.with_name("inbox.toml.sig").write_bytes(old)
+    note = str(listed(cli)["inbox"]["signature_note"])
+    assert "signature from an older vinos-routine" in note
+    assert "re-sign it: vinos-routine sign inbox" in note
+    assert "re-sign it: vinos-routine sign inbox" in cli("list").stdout
+    res = cli("sign", "inbox", "--key", str(alice))
+    assert res.returncode == 0, res.stderr
+    assert "replaces a signature from an older vinos-routine" in res.stdout
+    assert "covers the name inbox.toml and the file's bytes" in res.stdout
+    assert listed(cli)["inbox"]["signature"] == "valid"
+
+
 def test_sign_refuses_an_invalid_routine_and_a_missing_key(cli: Cli, tmp_path: Path) -> None:
     cli.write("broken", "[routine]\nnope = 1\n")
     res = cli("sign", "broken", "--key", str(tmp_path / "none"))

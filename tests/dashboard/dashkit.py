@@ -1,11 +1,16 @@
 """The real dashboard process for tests: `vinos-routine dashboard --port 0 --no-open`, its
-port read from its first line, and plain HTTP requests to it (http.client, no browser)."""
+port read from its first line, and plain HTTP requests to it (http.client, no browser).
+
+Like a browser, it exchanges the launch token once for the session cookie (`session`) and
+the session's base path (`base`, where every page is: paths given to `request` are below
+it unless `bare`), and reads the CSRF value from a page (`csrf`)."""
 
 from __future__ import annotations
 
 import contextlib
 import http.client
 import os
+import re
 import subprocess
 import sys
 import time
@@ -32,6 +37,9 @@ class Dashboard:
         self.env.setdefault("PYTHONPATH", str(REPO))
         self.proc: subprocess.Popen[bytes] | None = None
         self.port = 0
+        self.session = ""
+        self.base = ""
+        self._csrf = ""
 
     def start(self, timeout: float = 30) -> Dashboard:
         err = open(self.log, "ab")  # noqa: SIM115 - the child holds it
@@ -54,18 +62,46 @@ class Dashboard:
             if self.proc.poll() is not None:
                 raise AssertionError(f"dashboard exited:\n{self.log.read_text()}")
             with contextlib.suppress(OSError):
-                if self.get("/", cookie=True).status == 200:
+                if self.get("/api/pulse", bare=True).status == 403:
+                    self.session = self.exchange(self.token)
                     return self
             time.sleep(0.05)
         raise AssertionError(f"dashboard not answering:\n{self.log.read_text()}")
 
     @property
     def token(self) -> str:
+        """The launch token good now (it changes at each exchange)."""
         return (paths().runtime_dir / "dashboard.token").read_text().strip()
+
+    def exchange(self, token: str) -> str:
+        """The session cookie `/?token=TOKEN` sets ("" when refused); `base` from where it
+        redirects."""
+        reply = self.get(f"/?token={token}", bare=True)
+        if reply.status == 303:
+            self.base = reply.headers["location"].split("?", 1)[0].removesuffix("/")
+        for cookie in reply.cookies:
+            name, _, rest = cookie.partition("=")
+            if name == "vinos_dashboard":
+                return rest.split(";", 1)[0]
+        return ""
+
+    @property
+    def csrf(self) -> str:
+        """The CSRF value of this start, as the overview page carries it."""
+        if not self._csrf:
+            found = re.search(r'name="csrf" content="([^"]+)"', self.get("/", cookie=True).body)
+            assert found, "no CSRF value on the overview page"
+            self._csrf = found.group(1)
+        return self._csrf
 
     @property
     def origin(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def url(self) -> str:
+        """Where the pages are: the origin and the session's base path."""
+        return self.origin + self.base
 
     def request(
         self,
@@ -76,11 +112,14 @@ class Dashboard:
         cookie: bool = False,
         headers: dict[str, str] | None = None,
         body: str | None = None,
+        bare: bool = False,
     ) -> Reply:
+        if not bare and not path.startswith(self.base + "/"):
+            path = self.base + path
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
         h = {"Host": host or f"127.0.0.1:{self.port}", **(headers or {})}
         if cookie:
-            h["Cookie"] = f"vinos_dashboard={self.token}"
+            h["Cookie"] = f"vinos_dashboard={self.session}"
         if body is not None:
             h.setdefault("Content-Type", "application/x-www-form-urlencoded")
         try:

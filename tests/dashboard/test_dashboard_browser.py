@@ -106,7 +106,7 @@ def test_a_person_enables_runs_and_reads_a_routine(tmp_path: Path, not_root: Non
         with browser(tmp_path / "profile") as ctx:
             page = ctx.new_page()
             page.goto(f"{dash.origin}/?token={dash.token}")
-            assert page.url == f"{dash.origin}/"  # the token left the address bar
+            assert page.url == f"{dash.url}/"  # the token left the address bar
             row = page.locator("#routine-hello")
             expect(row).to_contain_text("Says hello when asked")
             expect(row.locator(".state")).to_contain_text("off")
@@ -127,7 +127,7 @@ def test_a_person_enables_runs_and_reads_a_routine(tmp_path: Path, not_root: Non
             page.screenshot(path=str(shots / "overview.png"), full_page=True)
             run_id = page.locator("#note").inner_text().rsplit(" ", 1)[1]
             follow = ctx.new_page()  # the run page follows the run, as `logs --follow` does
-            follow.goto(f"{dash.origin}/run/{run_id}")
+            follow.goto(f"{dash.url}/run/{run_id}")
             expect(follow.locator("#run-status .status")).to_have_text("running")
             follow.evaluate("window.stillTheSamePage = true")
             (paths().workspace("hello") / "go").touch()
@@ -149,18 +149,18 @@ def test_a_person_enables_runs_and_reads_a_routine(tmp_path: Path, not_root: Non
             expect(page.locator("#log tr").first).to_be_visible()
             page.screenshot(path=str(shots / "run.png"), full_page=True)
 
-            page.goto(f"{dash.origin}/routine/hello")
+            page.goto(f"{dash.url}/routine/hello")
             expect(page.locator("#description")).to_have_text("Every day at 3:00 AM")
             expect(page.locator("#fires li")).to_have_count(5)
             expect(page.locator("tr.run-row")).to_have_count(1)
             expect(page.locator("#status-chart svg g.bar")).to_have_count(30)
-            page.goto(f"{dash.origin}/routine/hello?status=failed")
+            page.goto(f"{dash.url}/routine/hello?status=failed")
             expect(page.locator("tr.run-row")).to_have_count(0)
 
-            page.goto(f"{dash.origin}/routine/spender")
+            page.goto(f"{dash.url}/routine/spender")
             page.screenshot(path=str(shots / "routine.png"), full_page=True)
 
-            page.goto(f"{dash.origin}/cost")
+            page.goto(f"{dash.url}/cost")
             bars = page.locator("#cost-chart svg g.bar")
             expect(bars).to_have_count(30)  # one bar per day, spent or not
             days = bars.evaluate_all("bs => bs.map(b => [b.dataset.day, +b.dataset.total])")
@@ -171,12 +171,12 @@ def test_a_person_enables_runs_and_reads_a_routine(tmp_path: Path, not_root: Non
             expect(cap).to_contain_text("daily cap $0.25")
             page.screenshot(path=str(shots / "cost.png"), full_page=True)
 
-            page.goto(f"{dash.origin}/brief")
+            page.goto(f"{dash.url}/brief")
             brief = page.locator('.brief-item[data-routine="hello"]')
             expect(brief.get_by_role("heading", name="Hello", exact=True)).to_be_visible()
             page.screenshot(path=str(shots / "brief.png"), full_page=True)
 
-            page.goto(f"{dash.origin}/schedule")
+            page.goto(f"{dash.url}/schedule")
             page.select_option("select[name=form]", "every")
             page.fill("input[name=expr]", "every monday and thursday at 8am")
             page.fill("input[name=tz]", "Europe/Berlin")
@@ -210,7 +210,7 @@ def test_hostile_output_never_runs(tmp_path: Path, not_root: None) -> None:
             page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
             page.goto(f"{dash.origin}/?token={dash.token}")
             for path in (f"/run/{fin['run_id']}", "/brief"):
-                page.goto(dash.origin + path)
+                page.goto(dash.url + path)
                 output = page.locator(".output").first
                 expect(output.get_by_role("heading", name="Hostile output")).to_be_visible()
                 # The markup is shown as text; no element of it reached the DOM.

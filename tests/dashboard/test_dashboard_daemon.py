@@ -9,7 +9,6 @@ from urllib.parse import unquote_plus, urlencode
 
 import pytest
 
-from dashboard.security import csrf_token
 from tests.dashboard.dashkit import Dashboard
 from tests.supervisor.daemonkit import Daemon, command_routine, final, state, write_routine
 
@@ -17,10 +16,10 @@ pytestmark = pytest.mark.slow  # real daemons: make test-fast leaves these out
 
 
 def post(dash: Dashboard, path: str) -> str:
-    body = urlencode({"csrf": csrf_token(dash.token), "next": "/"})
+    body = urlencode({"csrf": dash.csrf, "next": "/"})
     reply = dash.request("POST", path, cookie=True, body=body, headers={"Origin": dash.origin})
     assert reply.status == 303, reply.body
-    return unquote_plus(reply.headers["location"])
+    return unquote_plus(reply.headers["location"]).removeprefix(dash.base)
 
 
 def test_stale_reload_disable_and_run_through_the_daemon(
@@ -34,22 +33,24 @@ def test_stale_reload_disable_and_run_through_the_daemon(
         assert "its last good version still runs" not in page
 
         write_routine("tidy", "[routine]\nkind = 'command'\nbogus = 1\n")
-        assert post(dashboard, "/reload") == "/?note=routine files re-read"
+        assert post(dashboard, "/reload") == "/?note=reloaded"
         page = dashboard.get("/", cookie=True).body
         assert '<span class="status st-invalid">invalid</span>' in page
         assert "its last good version still runs" in page
         assert "unknown key" in page  # the file's error, shown under the row
 
-        assert post(dashboard, "/routine/tidy/disable") == "/?note=tidy disabled"
+        assert post(dashboard, "/routine/tidy/disable") == "/?note=disabled&routine=tidy"
         assert state("tidy").enabled_override is False
         note = post(dashboard, "/routine/tidy/run")
-        assert note.startswith("/?note=tidy queued as ")
-        run_id = note.rsplit(" ", 1)[1]
+        assert note.startswith("/?note=queued&routine=tidy&run=")
+        run_id = note.rsplit("=", 1)[1]
         deadline = time.monotonic() + 60
         while not final("tidy"):
             assert time.monotonic() < deadline, d.log()
             time.sleep(0.05)
         assert [(r.run_id, r.status) for r in final("tidy")] == [(run_id, "ok")]
-        assert post(dashboard, "/routine/nope/run").startswith("/?problem=no routine named 'nope'")
+        where = post(dashboard, "/routine/nope/run")
+        assert where == "/?problem=unknown_routine&routine=nope"
+        assert "no routine named nope" in dashboard.get(where, cookie=True).body
     finally:
         d.stop()

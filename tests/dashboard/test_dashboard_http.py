@@ -13,7 +13,7 @@ from urllib.parse import urlencode
 import orjson
 import pytest
 
-from dashboard.security import CSP, csrf_token
+from dashboard.security import CSP
 from routines.ledger import Ledger
 from routines.paths import paths
 from routines.runs import RunEnd
@@ -34,14 +34,23 @@ def test_wrong_token_is_403(dashboard: Dashboard) -> None:
 
 
 def test_token_becomes_a_strict_httponly_cookie_and_leaves_the_url(dashboard: Dashboard) -> None:
-    reply = dashboard.get(f"/cost?token={dashboard.token}")
+    reply = dashboard.get(f"/cost?token={dashboard.token}", bare=True)
     assert reply.status == 303
-    assert reply.headers["location"] == "/cost"  # the token is gone from the address bar
+    # The token is gone from the address bar; the page is below the session's base path.
+    assert reply.headers["location"] == f"{dashboard.base}/cost"
+    assert dashboard.base.startswith("/s/") and len(dashboard.base) > 20
     (cookie,) = reply.cookies
     parts = [p.strip() for p in cookie.split(";")]
-    assert parts[0] == f"vinos_dashboard={dashboard.token}"
+    assert parts[0] == f"vinos_dashboard={dashboard.session}"  # not the token
     assert "HttpOnly" in parts
     assert "SameSite=Strict" in parts
+    assert f"Path={dashboard.base}" in parts  # not "/": no other port's page gets it
+
+
+def test_the_cookie_opens_nothing_outside_the_base_path(dashboard: Dashboard) -> None:
+    assert dashboard.get("/", cookie=True).status == 200
+    for path in ("/", "/cost", "/static/style.css", "/s/guess/"):
+        assert dashboard.get(path, cookie=True, bare=True).status == 403, path
 
 
 @pytest.mark.parametrize(
@@ -75,13 +84,29 @@ def test_token_file_is_private(dashboard: Dashboard) -> None:
 
 
 def test_post_without_csrf_token_is_refused(dashboard: Dashboard) -> None:
-    reply = dashboard.request("POST", "/reload", cookie=True, body="next=/")
+    reply = dashboard.request(
+        "POST", "/reload", cookie=True, body="next=/", headers={"Origin": dashboard.origin}
+    )
     assert reply.status == 403
     assert "CSRF" in reply.body
 
 
+def test_post_without_origin_or_fetch_site_is_refused_even_with_cookie_and_csrf(
+    dashboard: Dashboard,
+) -> None:
+    # What a squatter holding the cookie did with a script (no browser sends no Origin).
+    body = urlencode({"csrf": dashboard.csrf, "next": "/"})
+    reply = dashboard.request("POST", "/reload", cookie=True, body=body)
+    assert reply.status == 403
+    assert "Origin" in reply.body
+    reply = dashboard.request(
+        "POST", "/reload", cookie=True, body=body, headers={"Sec-Fetch-Site": "same-origin"}
+    )
+    assert reply.status == 303
+
+
 def test_cross_origin_post_is_refused_even_with_the_csrf_token(dashboard: Dashboard) -> None:
-    body = urlencode({"csrf": csrf_token(dashboard.token), "next": "/"})
+    body = urlencode({"csrf": dashboard.csrf, "next": "/"})
     # Another port on localhost is the same *site*: the cookie goes along, the Origin differs.
     for origin in ("http://127.0.0.1:1", "http://evil.test", "null"):
         reply = dashboard.request(
@@ -97,12 +122,12 @@ def test_cross_origin_post_is_refused_even_with_the_csrf_token(dashboard: Dashbo
 
 def test_same_origin_post_reaches_the_daemon(dashboard: Dashboard) -> None:
     # No daemon runs here: the change is sent and its refusal shown, never done by the page.
-    body = urlencode({"csrf": csrf_token(dashboard.token), "next": "/"})
+    body = urlencode({"csrf": dashboard.csrf, "next": "/"})
     reply = dashboard.request(
         "POST", "/reload", cookie=True, body=body, headers={"Origin": dashboard.origin}
     )
     assert reply.status == 303
-    assert reply.headers["location"].startswith("/?problem=the+daemon+is+not+running")
+    assert reply.headers["location"] == f"{dashboard.base}/?problem=daemon_down"
     assert not paths().ledger.exists()  # the dashboard created no ledger
 
 
@@ -213,3 +238,26 @@ def test_waiting_proposals_are_listed_escaped_with_the_commands_that_decide(
     assert "&lt;script&gt;x()&lt;/script&gt;" in body and "<script>x()" not in body
     assert "<code>msmtp -t</code>" in body
     assert "approving it will be refused (invalidated)" in body  # no routine file matches
+
+
+def test_a_waiting_proposal_cannot_reorder_or_hide_its_text(dashboard: Dashboard) -> None:
+    from routines import proposals
+
+    with Ledger(paths().ledger) as ledger:
+        proposals.add(
+            ledger,
+            routine="inbox",
+            run_id="r1",
+            action="send-reply",
+            command="msmtp -t \u202etset.live@ythgin",
+            input="To: bob@example.org\u200b\nBcc: spy\U000e0041\n",
+            summary="Reply\u2066 to Bob",
+            fingerprint="x",
+            now=datetime.now(UTC),
+            expires_after=600,
+        )
+    body = dashboard.get("/", cookie=True).body
+    for ch in ("\u202e", "\u200b", "\U000e0041", "\u2066"):
+        assert ch not in body, f"U+{ord(ch):04X}"
+    assert "msmtp -t \\u202etset.live@ythgin" in body
+    assert "To: bob@example.org\\u200b" in body

@@ -11,43 +11,84 @@ import pytest
 
 from dashboard.charts import Layer, Line, stacked_bars
 from dashboard.render import markdown, safe_url
-from dashboard.security import AccessVerdict, check, csrf_token, load_or_create_token
+from dashboard.security import AccessVerdict, Secrets, check, cookie_values, new_token
 
-SECRET = "s" * 43
+LAUNCH = "l" * 43
+SESSION = "s" * 43
+BASE = "/s/" + "b" * 24
 PORT = 8742
 
 
-def verdict(method: str = "GET", path: str = "/", query: str = "", **headers: str) -> AccessVerdict:
+def verdict(
+    method: str = "GET", path: str = "/", query: str = "", launch: str = LAUNCH, **headers: str
+) -> AccessVerdict:
     h = {"host": f"127.0.0.1:{PORT}", **{k.replace("_", "-"): v for k, v in headers.items()}}
-    return check(secret=SECRET, port=PORT, method=method, path=path, query=query, headers=h)
+    return check(
+        launch=launch,
+        session=SESSION,
+        base=BASE,
+        port=PORT,
+        method=method,
+        path=path if path.startswith(("/s/", "/?")) or "token" in query else BASE + path,
+        query=query,
+        headers=h,
+    )
 
 
 def test_gate_decisions() -> None:
-    cookie = f"vinos_dashboard={SECRET}"
+    cookie = f"vinos_dashboard={SESSION}"
     assert verdict(cookie=cookie).allow
     assert not verdict().allow
     assert not verdict(cookie="vinos_dashboard=" + "x" * 43).allow
     assert not verdict(cookie=cookie, host="localhost:1").allow
-    v = verdict(path="/cost", query=f"token={SECRET}&a=1")
-    assert v.allow and v.set_cookie and v.location == "/cost?a=1"
+    v = verdict(path="/cost", query=f"token={LAUNCH}&a=1")
+    assert v.allow and v.set_cookie and v.location == f"{BASE}/cost?a=1"
+    # Outside the base path the cookie opens nothing; inside, the base itself is a page.
+    assert not verdict(path="/s/other/", cookie=cookie).allow
+    assert not verdict(path=BASE + "x", cookie=cookie).allow
+    assert verdict(path=BASE, cookie=cookie).allow
     # The token in a POST's URL is not a way in (a form on another site could carry it).
-    assert not verdict("POST", query=f"token={SECRET}").allow
+    assert not verdict("POST", query=f"token={LAUNCH}").allow
     assert verdict("POST", cookie=cookie, origin=f"http://localhost:{PORT}").allow
     assert not verdict("POST", cookie=cookie, origin="http://127.0.0.1:9").allow
     assert not verdict("POST", cookie=cookie, sec_fetch_site="same-site").allow
 
 
-def test_csrf_token_is_derived_from_the_secret() -> None:
-    assert csrf_token(SECRET) == csrf_token(SECRET)
-    assert csrf_token(SECRET) != csrf_token("t" * 43)
-    assert SECRET not in csrf_token(SECRET)
+def test_the_three_secrets_are_apart() -> None:
+    # The launch token is not a cookie, the cookie is not a token, and neither is the CSRF.
+    assert not verdict(cookie=f"vinos_dashboard={LAUNCH}").allow
+    assert not verdict(query=f"token={SESSION}").allow
+    # Once exchanged (launch ""), no token opens anything, not even the one just used.
+    assert not verdict(query=f"token={LAUNCH}", launch="").allow
+    assert not verdict(query="token=", launch="").allow
+    a, b = Secrets.new(), Secrets.new()
+    assert len({a.session, a.csrf, b.session, b.csrf}) == 4  # random, per start, unrelated
+    assert a.base != b.base and a.base.startswith("/s/") and "/" not in a.base[3:]
+
+
+def test_a_post_must_say_it_comes_from_this_origin() -> None:
+    cookie = f"vinos_dashboard={SESSION}"
+    refused = verdict("POST", cookie=cookie)
+    assert not refused.allow and "Origin" in refused.reason
+    assert verdict("POST", cookie=cookie, sec_fetch_site="same-origin").allow
+    assert not verdict("POST", cookie=cookie, sec_fetch_site="none").allow
+    assert verdict("POST", cookie=cookie, origin=f"http://127.0.0.1:{PORT}").allow
+    both = {"origin": f"http://127.0.0.1:{PORT}", "sec_fetch_site": "same-site"}
+    assert not verdict("POST", cookie=cookie, **both).allow
+
+
+def test_a_cookie_another_port_tossed_does_not_hide_ours() -> None:
+    header = f"vinos_dashboard=tossed; other=1; vinos_dashboard={SESSION}"
+    assert cookie_values(header) == ["tossed", SESSION]
+    assert verdict(cookie=header).allow
 
 
 @pytest.mark.parametrize(
     ("url", "safe"),
     [
         ("https://example.org/a?b#c", True),
-        ("http://x", True),
+        ("http://x.example", True),
+        ("http://x", False),  # one label: a name on the local network
         ("mailto:me@example.org", True),
         ("/run/abc", True),
         ("relative/path", True),
@@ -79,6 +120,84 @@ def test_markdown_escapes_html_and_drops_unsafe_links() -> None:
     assert "<h1>T</h1>" in html
 
 
+# Every spelling of this machine or its network a browser accepts: each would carry the
+# dashboard's cookie (per host, not per port) or reach the LAN.
+LOCAL_LINKS = [
+    "http://127.0.0.1:9999/",
+    "//127.0.0.1:9999/",
+    "/\\127.0.0.1:9999/",
+    "\\\\127.0.0.1:9999/",
+    " //127.0.0.1:9999/",
+    "/\t/127.0.0.1:9999/",
+    "http:127.0.0.1:9999/",
+    "http:\\\\127.0.0.1:9999/",
+    "https:///127.0.0.1:9999/",
+    "http://user@127.0.0.1:9999/",
+    "http://127.1/",
+    "http://127.0.1/",
+    "http://0x7f000001/",
+    "http://0x7f.0.0.1/",
+    "http://2130706433/",
+    "http://0177.0.0.1/",
+    "http://017700000001/",
+    "http://0/",
+    "http://0.0.0.0:9999/",
+    "http://127.0.0.1.:9999/",
+    "http://%31%32%37.0.0.1/",
+    "http://\uff11\uff12\uff17.\uff10.\uff10.\uff11/",  # full-width digits
+    "http://127\u30020\u30020\u30021/",  # ideographic full stops
+    "http://[::1]:9999/",
+    "http://[0:0:0:0:0:0:0:1]/",
+    "http://[::ffff:127.0.0.1]/",
+    "http://[::ffff:7f00:1]/",
+    "http://[::127.0.0.1]/",
+    "http://[64:ff9b::7f00:1]/",
+    "http://[2002:7f00:1::]/",
+    "http://[::]/",
+    "http://[fe80::1%25eth0]/",
+    "http://[fd00::1]/",
+    "http://localhost:9999/",
+    "http://LOCALHOST/",
+    "http://localhost./",
+    "http://localhost../",
+    "http://evil.localhost/",
+    "http://\u24dbocalhost/",  # circled l: IDNA maps it to "l"
+    "http://\uff4c\uff4f\uff43\uff41\uff4c\uff48\uff4f\uff53\uff54/",  # full-width letters
+    "http://10.0.0.1/",
+    "http://172.16.0.1/",
+    "http://192.168.1.1/",
+    "http://100.64.0.1/",
+    "http://169.254.169.254/",
+    "http://224.0.0.1/",
+    "http://router/",
+    "http://printer.local/",
+    "http://nas.home.arpa/",
+    "http://256.0.0.1/",
+]
+
+
+@pytest.mark.parametrize("url", LOCAL_LINKS)
+def test_a_link_to_this_machine_or_its_network_is_refused(url: str) -> None:
+    assert safe_url(url) is False
+    html = markdown(f"[x]({url}) and <{url}>")
+    assert "<a " not in html
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["https://example.org/", "http://8.8.8.8/", "http://[2606:4700::1111]/", "https://bücher.de/"],
+)
+def test_a_link_to_a_public_host_stays_a_link(url: str) -> None:
+    assert safe_url(url) is True
+    assert "<a href=" in markdown(f"[x]({url})")
+
+
+def test_a_refused_link_is_shown_as_its_text() -> None:
+    html = markdown("see [the report](http://127.0.0.1:9999/steal)")
+    assert "<a " not in html
+    assert "[the report](http://127.0.0.1:9999/steal)" in html
+
+
 def test_chart_has_one_bar_per_day_and_the_cap_line() -> None:
     days = [date(2026, 11, 4) + timedelta(days=n) for n in range(30)]
     svg = stacked_bars(
@@ -103,16 +222,16 @@ def test_chart_of_nothing_still_has_its_days() -> None:
     assert 'class="seg' not in svg
 
 
-def test_token_file_is_kept_only_while_private(tmp_path: Path) -> None:
+def test_a_new_token_replaces_the_file_and_never_follows_a_link(tmp_path: Path) -> None:
     path = tmp_path / "rt" / "dashboard.token"
-    first = load_or_create_token(path)
+    first = new_token(path)
     assert len(first) >= 43 and stat.S_IMODE(path.stat().st_mode) == 0o600
-    assert load_or_create_token(path) == first  # the service and the command agree
-    path.chmod(0o644)  # readable by others: no longer a secret
-    second = load_or_create_token(path)
-    assert second != first and stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert path.read_text().strip() == first
+    second = new_token(path)
+    assert second != first and path.read_text().strip() == second
     path.unlink()
     (tmp_path / "elsewhere").write_text("A" * 43)
-    path.symlink_to(tmp_path / "elsewhere")  # never followed
-    third = load_or_create_token(path)
-    assert third != "A" * 43 and not path.is_symlink()
+    path.symlink_to(tmp_path / "elsewhere")
+    third = new_token(path)
+    assert not path.is_symlink() and path.read_text().strip() == third
+    assert (tmp_path / "elsewhere").read_text() == "A" * 43

@@ -86,6 +86,7 @@ def test_socket_activated_dashboard_serves_on_the_inherited_socket(tmp_path: Pat
             time.sleep(0.05)
         first = dash.get("/")
         assert first.status == 403, (tmp_path / "activate.log").read_text()
+        dash.session = dash.exchange(dash.token)
         assert dash.get("/", cookie=True).status == 200
         assert "Routines" in dash.get("/", cookie=True).body
     finally:

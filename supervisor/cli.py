@@ -45,6 +45,7 @@ COMMANDS = {
     "sign": "sign",
     "trust": "sign",
     "fleet": "fleet",
+    "setup": "setup",
 }
 COMMAND_MODULES = tuple(dict.fromkeys(COMMANDS.values()))
 
@@ -63,7 +64,7 @@ class _Version(argparse.Action):
 
 
 # Commands that never open the ledger: they run even when it is gone beside a live daemon.
-_NO_LEDGER = frozenset({"schedule", "validate", "daemon", "sandbox", "sign", "trust"})
+_NO_LEDGER = frozenset({"schedule", "validate", "daemon", "sandbox", "sign", "trust", "setup"})
 
 
 class _Parser(argparse.ArgumentParser):

@@ -18,9 +18,7 @@ DEBIAN_USER_PATH = "/usr/local/bin:/usr/bin:/bin"
 
 
 @pytest.mark.slow  # the demo starts a real daemon and waits for its first run
-def test_make_demo_runs_for_a_normal_user_with_debians_path(
-    tmp_path: Path, not_root: None
-) -> None:
+def test_make_demo_runs_for_a_normal_user_with_debians_path(tmp_path: Path, not_root: None) -> None:
     offset = tmp_path / "clock-offset"
     # Land the daemon's clock 8 s before the next minute boundary: the first slot comes soon.
     offset.write_text(repr(60 - (time.time() % 60) - 8))

@@ -61,10 +61,9 @@ def run(args: argparse.Namespace) -> int:
             msg += f"; next run {when(fire, now)}"
         print(msg)
         if client is None:
-            print(
-                "note: the daemon is not running, so nothing runs on schedule; start it: "
-                "systemctl --user enable --now vinos-routined"
-            )
+            from supervisor.userunits import start_hint
+
+            print(f"note: the daemon is not running, so nothing runs on schedule; {start_hint()}")
     else:
         print(f"{routine.name} disabled")
     return 0

@@ -99,6 +99,9 @@ class Job:
     # and the person's new user turn.
     parent_run_id: str | None = None
     reply_text: str = ""
+    # `run` with VINOS_ROUTINE_DEBUG=1 through the daemon: the worker shows each bwrap argv, as
+    # it does with the variable in its own environment (tests/cli/test_cli_debug.py).
+    debug: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -138,7 +138,11 @@ class Handlers:
         detach = bool(req.args.get("detach"))
         try:
             pending, done = self.daemon.pool.submit_manual(
-                r, owner=self.daemon.owner, listener=None if detach else conn, reply=reply
+                r,
+                owner=self.daemon.owner,
+                listener=None if detach else conn,
+                reply=reply,
+                debug=bool(req.args.get("debug")),
             )
         except Busy as exc:
             raise CommandError("busy", str(exc)) from None

@@ -138,6 +138,7 @@ class Pool:
         owner: tuple[int, float],
         listener: Listener | None = None,
         reply: ReplyTo | None = None,
+        debug: bool = False,
     ) -> tuple[Pending, asyncio.Future[RunReply]]:
         """Admit a manual run of `routine` (the daemon's `run` and `reply`, and both without a
         daemon; `reply`: it continues that run's conversation): refused with Busy while the
@@ -167,7 +168,7 @@ class Pool:
             parent_run_id=reply.parent_run_id if reply else None,
         )
         detail = reply.detail() if reply else "manual run"
-        pending = Pending(run_id, routine, trigger, None, detail, reply=reply)
+        pending = Pending(run_id, routine, trigger, None, detail, reply=reply, debug=debug)
         if listener is not None:
             pending.listeners.append(listener)
         done: asyncio.Future[RunReply] = asyncio.get_running_loop().create_future()
@@ -354,6 +355,7 @@ class Pool:
             config=self.config,
             reply=pending.reply,
             decisions=decisions_for(self.ledger, self.paths, routine),
+            debug=pending.debug,
         )
         runlog = RunLog(self.paths.run_log(routine.name, pending.run_id), base=state)
         runlog.write("start", f"{pending.trigger} run of {routine.name}", {"slot": pending.slot})

@@ -58,6 +58,7 @@ class Pending:
     listeners: list[Listener] = field(default_factory=list)  # who follows its events
     on_done: list[asyncio.Future[RunReply]] = field(default_factory=list)  # told how it ended
     reply: ReplyTo | None = None  # trigger "reply": the parent run and the text, for the job
+    debug: bool = False  # a manual run asked with VINOS_ROUTINE_DEBUG=1: the job shows each argv
 
 
 @dataclass(slots=True)

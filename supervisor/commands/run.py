@@ -117,7 +117,11 @@ def run(args: argparse.Namespace) -> int:
         with client:
             try:
                 fin = client.request(
-                    "run", {"name": args.name, "detach": args.detach}, on_event=show
+                    "run",
+                    # VINOS_ROUTINE_DEBUG=1 reaches the worker through its job, not the
+                    # daemon's environment (tests/cli/test_cli_debug.py).
+                    {"name": args.name, "detach": args.detach, "debug": _debug()},
+                    on_event=show,
                 )
             except DaemonError as exc:
                 return die(str(exc))
@@ -127,6 +131,10 @@ def run(args: argparse.Namespace) -> int:
         return _print_result(fin, args.json, c)
 
     return run_here(routine=routine, p=p, show=show, c=c, as_json=args.json, detach=args.detach)
+
+
+def _debug() -> bool:
+    return os.environ.get("VINOS_ROUTINE_DEBUG") == "1"
 
 
 def run_here(

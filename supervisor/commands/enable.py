@@ -60,6 +60,11 @@ def run(args: argparse.Namespace) -> int:
         if fire:
             msg += f"; next run {when(fire, now)}"
         print(msg)
+        if not routine.enabled:
+            print(
+                f"note: {routine.source} still says enabled = false; `enable` wins until that "
+                "line is edited (list says so)"
+            )
         if client is None:
             from supervisor.userunits import start_hint
 

@@ -36,6 +36,12 @@ def _notes_of(ln: RoutineRow, warnings: list[str], signed: list[str]) -> None:
 
     if ln.disabled_reason:
         warnings.append(one_line(f"{ln.name}: disabled: {ln.disabled_reason}"))
+    if ln.file_enabled is not None:
+        cmd, says = ("enable", "false") if ln.enabled else ("disable", "true")
+        signed.append(
+            f"{ln.name}: {'on' if ln.enabled else 'off'} by `vinos-routine {cmd}`; its file says "
+            f"enabled = {says}, which counts again once that line is edited"
+        )
     if ln.not_here:
         warnings.append(one_line(f"{ln.name}: not run on this machine: {ln.not_here}"))
     if ln.signature_note:

@@ -211,3 +211,20 @@ def test_a_plain_list_loads_only_what_it_uses(p: Paths) -> None:
     loaded = set(done.stderr.split())
     assert "routines.registry" in loaded and "routines.ledger" in loaded
     assert loaded & UNUSED_BY_PLAIN_LIST == set()
+
+
+def test_list_says_when_enable_overrides_the_files_enabled(p: Paths, starters: None) -> None:
+    # day-brief ships with enabled = false; `enable` wins, and list says the file disagrees.
+    done = cli("enable", "day-brief")
+    assert done.returncode == 0, done.stderr
+    assert "still says enabled = false; `enable` wins until that line is edited" in done.stdout
+    row = listing()["day-brief"]
+    assert row["enabled"] is True and row["file_enabled"] is False
+    text = cli("list").stdout
+    assert (
+        "day-brief: on by `vinos-routine enable`; its file says enabled = false, which counts "
+        "again once that line is edited"
+    ) in text
+    assert listing()["inbox-triage"]["file_enabled"] is None  # file and state agree
+    cli("disable", "day-brief")
+    assert listing()["day-brief"]["file_enabled"] is None

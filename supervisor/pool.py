@@ -34,6 +34,7 @@ from supervisor.approvals import decisions_for
 from supervisor.clock import Clock
 from supervisor.jobs import build_job, new_run_id
 from supervisor.limits import BudgetVerdict, RunAllowance, allowance_for, run_limit
+from supervisor.notify import unshown
 from supervisor.owner import owner_alive
 from supervisor.record import Finished, Notification, Unwritten, finish_run
 from supervisor.runlog import RunLog
@@ -308,6 +309,10 @@ class Pool:
         try:
             out = await self._await_worker(pending, prepared, allowance)
             fin = self._finish(pending, now, out)
+            if unshown_why := unshown(pending.routine):
+                # Once a run, in its log (`logs`) and to whoever follows it (`run`).
+                prepared.runlog.write(EventKind.WARN, unshown_why)
+                self.broadcast(pending, Event(EventKind.WARN, unshown_why))
             end = f"{fin.status}: {fin.detail}" if fin.detail else fin.status
             prepared.runlog.write("end", end, fin.as_json())
         finally:

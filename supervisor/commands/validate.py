@@ -89,13 +89,23 @@ def _check(path: Path) -> tuple[tuple[str, ...], list[str], dict[str, Any]]:
     from routines.loader import load_file
 
     if path.name != "config.toml":
+        from supervisor.notify import unshown
+
         routine = load_file(path)
         warnings, signature = _signature(path, routine)
+        if why := unshown(routine):
+            warnings = (*warnings, f"{path}: {why}")
         errors = [f"{path}: {e}" for e in _never_problems(routine)]
         return (*routine.warnings, *warnings), errors, signature
     if not path.is_file():  # load_config reads a missing file as all defaults
         raise RoutineInvalid([Problem(path.name, "", "cannot read: no such file")])
-    load_config(path)
+    bwrap = load_config(path).sandbox.bwrap
+    from sandbox.binaries import BinaryRefused, check_binary
+
+    try:
+        check_binary(bwrap)
+    except BinaryRefused as exc:  # valid TOML, but every shell tool would fail closed
+        return (), [f"{path}: {exc}"], {}
     return (), [], {}
 
 

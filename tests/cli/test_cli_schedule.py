@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+from cli_helpers import Cli
 
 from supervisor.cli import main
 
@@ -170,3 +171,17 @@ def test_the_real_command_line() -> None:
         check=False,
     )
     assert (proc.returncode, proc.stdout) == (0, "*-*-* 00/6:00:00\n"), proc.stderr
+
+
+def test_explain_takes_a_routines_name(cli: Cli) -> None:
+    cli.command("disk-report", "df -h", cron="30 18 * * 1-5")
+    res = cli("schedule", "explain", "disk-report", "--from", "2026-12-01T12:00Z", "--json")
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout)
+    assert out["description"] == "Every weekday at 6:30 PM"
+    assert out["timezone"] == cli.zone  # the routine's own zone
+    assert out["cron"] == "30 18 * * 1-5"
+    res = cli("schedule", "explain", "no-such-routine")
+    assert res.returncode == 1
+    assert "no routine named 'no-such-routine'" in res.stderr
+    assert "found 1" not in res.stderr  # not read as a cron expression

@@ -199,10 +199,16 @@ def _interval(r: _Reader) -> str:
         days = _cron_days(_days(r))
     if unit.startswith("min"):
         if n not in _MINUTE_STEPS:
+            below = max((m for m in _MINUTE_STEPS if m < n), default=_MINUTE_STEPS[0])
+            above = min((m for m in _MINUTE_STEPS if m > n), default=_MINUTE_STEPS[-1])
+            nearest = f"every {below}" + (f" or every {above}" if above != below else "")
+            marks = [f":{m:02d}" for m in range(0, 60, n)]
+            at = " and ".join(marks) if len(marks) <= 2 else f"{marks[0]}, {marks[1]} … {marks[-1]}"
             raise _Refused(
-                f"every {n} minutes does not divide the hour evenly; choose one of "
-                + ", ".join(map(str, _MINUTE_STEPS))
-                + ' (or write oncalendar, e.g. "*:00/45" runs at :00 and :45)'
+                f"every {n} minutes does not divide the hour evenly, so the gaps could not all "
+                f"be {n} minutes; the nearest that do: {nearest} minutes (the steps that divide "
+                f"the hour: {', '.join(map(str, _MINUTE_STEPS))}), or oncalendar = "
+                f'"*:00/{n}", which runs at {at} each hour'
             )
         return f"{'*' if n == 1 else f'*/{n}'} * * * {days}"
     if n not in _HOUR_STEPS:

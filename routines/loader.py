@@ -14,7 +14,7 @@ import os
 import stat
 import tomllib
 import zoneinfo
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -385,7 +385,7 @@ def _schedule(
     if len(given) > 1:
         r.warn(
             "[schedule]",
-            f"{' and '.join(given)} are all set; {given[0]} wins "
+            f"{_both_or_all(given)}; {given[0]} wins "
             "(precedence: oncalendar > cron > every)",
         )
     zone = t.get("timezone")
@@ -574,3 +574,10 @@ def _budget(r: Reader, doc: Mapping[str, Any], kind: Kind) -> BudgetSpec:
     if kind is Kind.AGENT and not ollama_only and "max_dollars_per_day" not in raw:
         r.warn("[budget]", "no max_dollars_per_day: this routine's daily spend is unlimited")
     return BudgetSpec(**t)
+
+
+def _both_or_all(keys: Sequence[str]) -> str:
+    """ "oncalendar and cron are both set", "oncalendar, cron and every are all set"."""
+    if len(keys) == 2:
+        return f"{keys[0]} and {keys[1]} are both set"
+    return f"{', '.join(keys[:-1])} and {keys[-1]} are all set"

@@ -69,8 +69,19 @@ def test_every_documented_example_is_accepted() -> None:
     [
         (
             "every 45 minutes",
-            "every 45 minutes does not divide the hour evenly; choose one of 1, 2, 3, 4, 5, 6, "
-            '10, 12, 15, 20, 30 (or write oncalendar, e.g. "*:00/45" runs at :00 and :45)',
+            "every 45 minutes does not divide the hour evenly, so the gaps could not all be 45 "
+            "minutes; the nearest that do: every 30 minutes (the steps that divide the hour: 1, "
+            '2, 3, 4, 5, 6, 10, 12, 15, 20, 30), or oncalendar = "*:00/45", which runs at :00 '
+            "and :45 each hour",
+            "every 30 minutes",
+        ),
+        (
+            # The oncalendar it suggests is this step's, never another's (*:00/45 for 7).
+            "every 7 minutes",
+            "every 7 minutes does not divide the hour evenly, so the gaps could not all be 7 "
+            "minutes; the nearest that do: every 6 or every 10 minutes (the steps that divide "
+            'the hour: 1, 2, 3, 4, 5, 6, 10, 12, 15, 20, 30), or oncalendar = "*:00/7", which '
+            "runs at :00, :07 … :56 each hour",
             "every 30 minutes",
         ),
         (

@@ -606,7 +606,7 @@ def test_cron_and_every_warn_and_cron_wins(rdir: Path) -> None:
     text = AGENT.replace('cron = "0 6 * * *"\n', 'cron = "0 6 * * *"\nevery = "every morning"\n')
     r = load_file(write(rdir, "day-brief", text))
     assert r.warnings == (
-        f"{rdir / 'day-brief.toml'}: [schedule]: WARN cron and every are all set; cron wins "
+        f"{rdir / 'day-brief.toml'}: [schedule]: WARN cron and every are both set; cron wins "
         "(precedence: oncalendar > cron > every)",
     )
     assert (r.schedule.form, r.schedule.expression) == ("cron", "0 6 * * *")
@@ -619,7 +619,7 @@ def test_oncalendar_wins_over_cron_and_every_with_a_warning(rdir: Path) -> None:
     )
     r = load_file(write(rdir, "day-brief", text))
     assert r.warnings == (
-        f"{rdir / 'day-brief.toml'}: [schedule]: WARN oncalendar and cron and every are all set; "
+        f"{rdir / 'day-brief.toml'}: [schedule]: WARN oncalendar, cron and every are all set; "
         "oncalendar wins (precedence: oncalendar > cron > every)",
     )
     assert (r.schedule.form, r.schedule.expression) == ("oncalendar", "*-*-* 07:00:00")

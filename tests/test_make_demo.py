@@ -44,6 +44,8 @@ def test_make_demo_runs_for_a_normal_user_with_debians_path(tmp_path: Path, not_
     assert done.returncode == 0, done.stdout + done.stderr
     assert "system-deps" not in done.stderr
     assert "Daemon stopped (exit 0)" in done.stdout
+    # The commands it shows can be pasted into a shell as they are.
+    assert "$ vinos-routine schedule explain --every 'every weekday at 9:00'" in done.stdout
     assert list((tmp_path / "demo-home/routines/state/machine-check").glob("*.md"))
 
 

@@ -5,11 +5,16 @@ stdout is the output; a non-zero exit is `failed` with the exit code and the tai
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ipc.messages import EventKind, Result, RunStatus
 from routines.config import SandboxSettings
 from worker.context import RunContext
 from worker.output import write_and_post
 from worker.results import run_failed
+
+if TYPE_CHECKING:
+    from sandbox.runner import ShellResult
 
 __all__ = ["OUTPUT_CAP", "run_command", "stderr_tail"]
 
@@ -57,7 +62,7 @@ def run_command(run: RunContext) -> Result:
     )
     run.channel.event(
         EventKind.TOOL_RESULT,
-        f"command: exit {res.exit_code} ({len(res.stdout):,} bytes of output)",
+        f"command: {_how_it_ended(res)} ({len(res.stdout):,} bytes of output)",
         tool="command",
         exit_code=res.exit_code,
         timed_out=res.timed_out,
@@ -82,6 +87,17 @@ def run_command(run: RunContext) -> Result:
         route="command",
         error=webhook_error,
     )
+
+
+def _how_it_ended(res: ShellResult) -> str:
+    """ "exit 0", or why there is no exit status (never "exit None")."""
+    if res.exit_code is not None:
+        return f"exit {res.exit_code}"
+    if res.timed_out:
+        return "killed at its timeout"
+    if res.error is not None:
+        return "did not run"
+    return "ended at the output cap"
 
 
 def _tail(tail: str) -> str:

@@ -3,7 +3,7 @@
 Only a file in ~/.vinos/routines/ is yours to delete: a system routine (/etc/vinos/routines)
 can be overridden (`edit` writes your copy) or turned off (`disable`), and `remove` says so.
 The ledger's rows, the run logs and the outputs in state/NAME/ are kept. On a terminal it asks
-first; `--yes` does not ask. A running daemon reloads: a run of NAME still waiting in its queue
+first; without one it needs `--yes`, which does not ask. A running daemon reloads: a run of NAME still waiting in its queue
 is dropped (recorded `skipped`), one already running finishes.
 """
 
@@ -54,7 +54,10 @@ def run(args: argparse.Namespace) -> int:
         if entry.overrides is not None
         else ""
     )
-    if not args.yes and sys.stdin.isatty():
+    if not args.yes and not sys.stdin.isatty():
+        # Nobody to ask: a script must say --yes, as for `approve` (a pipe is no consent).
+        return die(f"not on a terminal: add --yes to remove {name} without the question", 2)
+    if not args.yes:
         question = f"Remove {visible(str(entry.path))}{after}? Its history is kept."
         if not ask_yes(question, default=False):
             print("nothing removed")

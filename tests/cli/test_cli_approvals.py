@@ -363,7 +363,10 @@ def test_a_signed_routine_with_auto_approve_runs_its_proposal_at_once(
 ) -> None:
     sign_routine(auto_drafter(cli), keys["alice"])
     ollama.add(propose(), O.text("sent"))
-    run_once(cli)
+    out = run_once(cli).stdout
+    # Said as it happens: not "1 action waits for you" for an action that is being run.
+    assert "1 action proposed: auto_approve runs it now if the signature verifies" in out
+    assert "waits for you" not in out.replace("else it waits for you", "")
     p = settled(cli)
     assert (p.state, p.decided_by, p.exit_status, p.output) == ("done", "auto", 0, INPUT)
     assert ran_log(cli).read_text() == INPUT

@@ -15,6 +15,7 @@ import stat
 import tomllib
 import zoneinfo
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -109,6 +110,7 @@ SCHEMA: dict[str, dict[str, Check]] = {
         "cron": nonempty_string,
         "oncalendar": nonempty_string,
         "every": nonempty_string,
+        "once": nonempty_string,
         "timezone": nonempty_string,
         "jitter": duration,
         "missed": one_of(Missed),
@@ -373,20 +375,20 @@ def _schedule(
         r.error("[schedule]", "required: set one of cron, oncalendar or every")
         return None
     t = r.table(doc, "schedule")
-    given = [k for k in ("oncalendar", "cron", "every") if k in t]
+    given = [k for k in ("oncalendar", "cron", "every", "once") if k in t]
     raw = doc.get("schedule")
     if (
         not given
         and isinstance(raw, dict)
-        and not any(k in raw for k in ("oncalendar", "cron", "every"))
+        and not any(k in raw for k in ("oncalendar", "cron", "every", "once"))
     ):
-        r.error("[schedule]", "expected one of cron, oncalendar or every, found none")
+        r.error("[schedule]", "expected one of cron, oncalendar, every or once, found none")
         return None
     if len(given) > 1:
         r.warn(
             "[schedule]",
             f"{_both_or_all(given)}; {given[0]} wins "
-            "(precedence: oncalendar > cron > every)",
+            "(precedence: oncalendar > cron > every > once)",
         )
     zone = t.get("timezone")
     if zone is None:
@@ -407,6 +409,7 @@ def _schedule(
         cron=t.get("cron"),
         oncalendar=t.get("oncalendar"),
         every=t.get("every"),
+        once=t.get("once"),
         timezone=zone,
         jitter_sec=t.get("jitter", 0),
         missed=t.get("missed", Missed.CATCH_UP),
@@ -421,6 +424,10 @@ def _schedule(
     except ScheduleError as exc:
         r.error(f"[schedule].{spec.form}", str(exc))
         return None
+    if spec.form == "once" and (past := once_past(spec)):
+        # A warning, never an error: time passing must not turn a valid file invalid (the
+        # daemon would then keep a stale version). `validate` and `enable` refuse it.
+        r.warn("[schedule].once", past)
     return spec
 
 
@@ -581,3 +588,13 @@ def _both_or_all(keys: Sequence[str]) -> str:
     if len(keys) == 2:
         return f"{keys[0]} and {keys[1]} are both set"
     return f"{', '.join(keys[:-1])} and {keys[-1]} are all set"
+
+
+def once_past(spec: ScheduleSpec, now: datetime | None = None) -> str | None:
+    """Why a `once` schedule can no longer run (its time is past), or None."""
+    from routines.schedule import compile_schedule
+
+    now = now or datetime.now(UTC)
+    if compile_schedule(spec, Kind.COMMAND).next_after(now) is not None:
+        return None
+    return f'"{spec.once}" is in the past ({spec.timezone}): it will not run again'

@@ -51,6 +51,10 @@ log = logging.getLogger("vinos.record")
 _WORKER_STATUSES = {RunStatus.OK, RunStatus.FAILED, RunStatus.BUDGET, RunStatus.TIMEOUT}
 
 
+# The triggers that spend a `once` routine's one slot (a manual run or a reply does not).
+_SCHEDULED = frozenset({Trigger.SCHEDULE, Trigger.CATCH_UP})
+
+
 @dataclass(frozen=True, slots=True)
 class Notification:
     title: str
@@ -276,6 +280,14 @@ def finish_run(
         # False: the row had ended already (it cannot: the pool ends a run once); no strike.
         if ledger.finish_run(run_id, end, now=now):
             disabled = _strike(ledger, routine, status, detail, notes)
+            if not disabled and routine.schedule.once and trigger in _SCHEDULED:
+                # A `once` routine has run its one slot: off, with the reason `list` shows
+                # (tests/supervisor/test_daemon_once.py).
+                ledger.disable(
+                    routine.name,
+                    file_enabled=routine.enabled,
+                    reason=f"ran once, as scheduled ({routine.schedule.once})",
+                )
         if out.proposals:
             notes += keep_proposals(ledger, paths, routine, run_id, out.proposals, now)
     except LedgerFull:

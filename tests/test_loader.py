@@ -263,8 +263,8 @@ def test_unknown_key_names_the_nearest_known_key(rdir: Path) -> None:
 def test_unknown_key_with_nothing_close_lists_the_known_keys(rdir: Path) -> None:
     path = rdir / "day-brief.toml"
     assert errors(rdir, AGENT.replace("[schedule]\n", "[schedule]\nxyzzy = 1\n")) == [
-        f"{path}: [schedule].xyzzy: unknown key (known keys: cron, oncalendar, every, timezone, "
-        "jitter, missed, allow_frequent)"
+        f"{path}: [schedule].xyzzy: unknown key (known keys: cron, oncalendar, every, once, "
+        "timezone, jitter, missed, allow_frequent)"
     ]
 
 
@@ -549,7 +549,7 @@ def test_missing_schedule_and_empty_schedule(rdir: Path) -> None:
     ]
     text = AGENT.replace('cron = "0 6 * * *"\n', "")
     assert errors(rdir, text) == [
-        f"{path}: [schedule]: expected one of cron, oncalendar or every, found none"
+        f"{path}: [schedule]: expected one of cron, oncalendar, every or once, found none"
     ]
 
 
@@ -607,7 +607,7 @@ def test_cron_and_every_warn_and_cron_wins(rdir: Path) -> None:
     r = load_file(write(rdir, "day-brief", text))
     assert r.warnings == (
         f"{rdir / 'day-brief.toml'}: [schedule]: WARN cron and every are both set; cron wins "
-        "(precedence: oncalendar > cron > every)",
+        "(precedence: oncalendar > cron > every > once)",
     )
     assert (r.schedule.form, r.schedule.expression) == ("cron", "0 6 * * *")
 
@@ -620,7 +620,7 @@ def test_oncalendar_wins_over_cron_and_every_with_a_warning(rdir: Path) -> None:
     r = load_file(write(rdir, "day-brief", text))
     assert r.warnings == (
         f"{rdir / 'day-brief.toml'}: [schedule]: WARN oncalendar, cron and every are all set; "
-        "oncalendar wins (precedence: oncalendar > cron > every)",
+        "oncalendar wins (precedence: oncalendar > cron > every > once)",
     )
     assert (r.schedule.form, r.schedule.expression) == ("oncalendar", "*-*-* 07:00:00")
 

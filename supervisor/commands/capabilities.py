@@ -31,7 +31,9 @@ def schedule_text(routine: Routine) -> str:
     description = compiled.description
     # A plain-language phrase reads as the description already: show the cron it became,
     # never "every every 30 minutes".
-    form = f"cron {compiled.cron}" if spec.form == "every" and compiled.cron else None
+    form = None
+    if spec.form == "every":
+        form = f"cron {compiled.cron}" if compiled.cron else f"oncalendar {compiled.oncalendar[0]}"
     extra = [form or f"{spec.form} {spec.expression}", spec.timezone]
     if spec.jitter_sec:
         extra.append(f"±{_duration(spec.jitter_sec)} jitter")

@@ -44,6 +44,11 @@ def run(args: argparse.Namespace) -> int:
     except NoSuchRoutine as exc:
         return die(str(exc))
     now = datetime.now(UTC)
+    if args.on and routine.schedule.form == "once":
+        from routines.loader import once_past
+
+        if past := once_past(routine.schedule, now):
+            return die(f"{routine.name}: [schedule].once {past}: set a new time first")
     with closing(cli_ledger(p)) as ledger:
         set_enabled(ledger, routine, args.on, now)
     client = try_daemon(p)

@@ -3,8 +3,8 @@
 Only a file in ~/.vinos/routines/ is yours to delete: a system routine (/etc/vinos/routines)
 can be overridden (`edit` writes your copy) or turned off (`disable`), and `remove` says so.
 The ledger's rows, the run logs and the outputs in state/NAME/ are kept. On a terminal it asks
-first; without one it needs `--yes`, which does not ask. A running daemon reloads: a run of NAME still waiting in its queue
-is dropped (recorded `skipped`), one already running finishes.
+first; without one it needs `--yes`, which does not ask. A running daemon reloads: a run of
+NAME still waiting in its queue is dropped (recorded `skipped`), one already running finishes.
 """
 
 from __future__ import annotations

@@ -8,9 +8,9 @@ bwrap and systemd tools).
   Scriptlets are skipped (`--noscriptlet`): pacman runs them chrooted into the root, which needs
   real root and a shell inside it; the tests run the .install functions with bash instead.
 - `sandbox_argv` runs what was installed under bwrap with its absolute paths intact: the
-  scratch root's /usr/bin/vinos-routine (and its thin launchers), /usr/lib/vinos-routine and /etc/vinos appear at those
-  paths over the host's /usr and /etc (see there for how), and the project tree is not visible,
-  so nothing can be imported from the checkout.
+  scratch root's /usr/bin/vinos-routine (and its thin launchers), /usr/lib/vinos-routine and
+  /etc/vinos appear at those paths over the host's /usr and /etc (see there for how), and the
+  project tree is not visible, so nothing can be imported from the checkout.
 """
 
 from __future__ import annotations

@@ -46,7 +46,7 @@ lint: venv
 # from the nav or a nav entry without its page. Built into a temp dir, so the tree stays clean
 # (and may be read-only); `.venv/bin/mkdocs serve` previews it.
 docs: venv
-	@site=$$(mktemp -d) && $(BIN)/mkdocs build --strict --quiet --site-dir "$$site"; \
+	@site=$$(mktemp -d) && $(BIN)/mkdocs build --strict --site-dir "$$site"; \
 	    status=$$?; rm -rf "$$site"; exit $$status
 
 demo-here: venv

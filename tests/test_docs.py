@@ -53,7 +53,8 @@ def test_the_readme_is_a_first_screen_whose_links_resolve() -> None:
 
 def test_the_site_builds_strict(tmp_path: Path) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet",
+        # Not --quiet: it silences the warnings --strict counts, and a broken link passes.
+        [sys.executable, "-m", "mkdocs", "build", "--strict",
          "--config-file", str(REPO / "mkdocs.yml"), "--site-dir", str(tmp_path / "site")],
         capture_output=True,
         text=True,
@@ -61,5 +62,6 @@ def test_the_site_builds_strict(tmp_path: Path) -> None:
         timeout=120,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
+    assert "WARNING" not in done.stderr, done.stderr
     assert (tmp_path / "site" / "design" / "index.html").is_file()
     assert not (tmp_path / "site" / "incoming").exists()

@@ -65,3 +65,24 @@ def test_the_site_builds_strict(tmp_path: Path) -> None:
     assert "WARNING" not in done.stderr, done.stderr
     assert (tmp_path / "site" / "design" / "index.html").is_file()
     assert not (tmp_path / "site" / "incoming").exists()
+
+
+def test_a_broken_link_fails_the_strict_build(tmp_path: Path) -> None:
+    # The same configuration over a copy of docs/ with one link to a page that does not exist.
+    import shutil
+
+    docs = tmp_path / "docs"
+    shutil.copytree(REPO / "docs", docs)
+    (docs / "index.md").write_text((docs / "index.md").read_text() + "\n[gone](no-such-page.md)\n")
+    config = tmp_path / "mkdocs.yml"
+    config.write_text((REPO / "mkdocs.yml").read_text())
+    done = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--config-file", str(config),
+         "--site-dir", str(tmp_path / "site")],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )  # fmt: skip
+    assert done.returncode != 0
+    assert "no-such-page.md" in done.stderr

@@ -1,9 +1,9 @@
 """Per-call cost of the sandbox: `run_shell("true")` (bwrap, seccomp, limits, capped reads)
 against a bare `bash -c true` started the same way, medians in the same run.
 
-Target: under 15 ms added per call (issue 4). With `network = true` the call also starts the
-holder namespace, its forwarder and the egress proxy: that cost is reported separately, as
-the network-on median minus the network-off one (target: under 60 ms, issue 11).
+Target: under 15 ms added per call. With `network = true` the call also starts the holder
+namespace, its forwarder and the egress proxy: that cost is reported separately, as the network-on
+median minus the network-off one (target: under 60 ms).
 """
 
 from __future__ import annotations

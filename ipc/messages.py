@@ -13,8 +13,8 @@ from dataclasses import asdict, dataclass, field, fields
 from enum import StrEnum
 from typing import Any, ClassVar
 
-# The run vocabulary lives in routines.runs (a leaf); ipc re-exports it for the wire. This is
-# ipc's one project import (DESIGN.md's import table notes the edge).
+# The run vocabulary lives in routines.runs (a leaf); ipc re-exports it for the wire. This is ipc's
+# one project import, a leaf (tests/test_runs.py::test_it_imports_nothing_of_the_project).
 from routines.runs import Outcome, RunStatus, Trigger
 
 __all__ = [

@@ -257,8 +257,9 @@ class LedgerError(RuntimeError):
 
 
 class LedgerFull(LedgerError):
-    """A write found no space (SQLITE_FULL): nothing of it was recorded. Space may return;
-    the caller keeps what it could not write, or does not act on it (issue 17, item 1)."""
+    """A write found no space (SQLITE_FULL): nothing of it was recorded. Space may return; the
+    caller keeps what it could not write, or does not act on it
+    (test_reliability_full_disk.py::test_a_full_disk_pauses_the_daemon_and_loses_no_result)."""
 
 
 def _is_full(exc: sqlite3.Error) -> bool:

@@ -542,7 +542,8 @@ def _command(r: Reader, doc: Mapping[str, Any]) -> CommandSpec | None:
         return None
     stripped = run.strip("\n")
     if "\n" in stripped or "\r" in stripped:
-        # The sandbox refuses newlines in any command (DESIGN.md "Sandbox"), so say it here.
+        # The sandbox refuses newlines in any command (test_sandbox_argv.py::
+        # test_a_command_with_a_newline_or_nul_is_refused), so say it here.
         r.error(
             "[command].run",
             'expected one line (join commands with ; or &&; in a """ string a \\ at the '

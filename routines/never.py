@@ -1,5 +1,5 @@
 """The never-list: places of $HOME no routine may show a shell tool (`home = [...]`) or read
-(`read:` globs), whatever it declares (DESIGN.md "Sandbox").
+(`read:` globs), whatever it declares (tests/test_never.py).
 
 Pure functions over paths: `routines.loader` refuses a routine that declares one,
 `worker/` passes the expanded list to the sandbox (masks under a declared parent) and to the

@@ -7,10 +7,10 @@
     Schedule.last_at_or_before(instant)               the latest slot at or before
     Schedule.fire_time(routine, slot)                 slot + deterministic jitter (UTC)
 
-cron (`routines.cron`), OnCalendar (`routines.oncalendar`) and plain language
-(`routines.every`, through cron) compile to one `Pattern`, evaluated in the routine's zone by
-`routines.walltime` under DESIGN.md's DST rule. Compiling is pure and cached per spec, so the
-supervisor can call it on every tick.
+cron (`routines.cron`), OnCalendar (`routines.oncalendar`) and plain language (`routines.every`,
+through cron) compile to one `Pattern`, evaluated in the routine's zone by `routines.walltime` under
+the DST rule (tests/test_dst.py). Compiling is pure and cached per spec, so the supervisor can call
+it on every tick.
 """
 
 from __future__ import annotations

@@ -117,7 +117,8 @@ class ScheduleSpec:
 
     @property
     def expression(self) -> str:
-        """The expression in force, by DESIGN.md's precedence oncalendar > cron > every."""
+        """The expression in force, by the precedence oncalendar > cron > every > once
+        (test_schedule_api.py::test_precedence_oncalendar_then_cron_then_every)."""
         return self.oncalendar or self.cron or self.every or self.once or ""
 
     @property

@@ -1,4 +1,4 @@
-"""`vinos-routine daemon`: the per-user supervisor's loop (DESIGN.md "Supervisor semantics").
+"""`vinos-routine daemon`: the per-user supervisor's loop (docs/design.md lists its invariants).
 
 One asyncio loop. Each tick re-reads the wall clock, rescans the routine files (cheap: only
 changed files are parsed; supervisor/rescan.py paces it), claims what is due
@@ -206,8 +206,8 @@ class Daemon:
         return 0
 
     def mark_interrupted(self) -> None:
-        """Runs left queued/running by a process that is gone become `interrupted`, never
-        replayed (DESIGN.md point 7)."""
+        """Runs left queued/running by a process that is gone become `interrupted`, never replayed
+        (test_daemon_crash.py::test_kill9_of_the_daemon_mid_run_then_restart)."""
         for run in interrupt_orphans(self.ledger, self.clock.now()):
             log.warning("%s: run %s interrupted (its supervisor is gone)", run.routine, run.run_id)
 
@@ -274,9 +274,9 @@ class Daemon:
         self.offline.tick(now, self._busy)
 
     def _tick(self) -> None:
-        """One tick's work; LedgerFull when a write found no space (nothing of it recorded).
-        Results kept from while the disk was full are written first, so none waits behind a
-        new claim (issue 17, item 1)."""
+        """One tick's work; LedgerFull when a write found no space (nothing of it recorded). Results
+        kept from while the disk was full are written first, so none waits behind a new claim
+        (test_reliability_full_disk.py::test_a_full_disk_pauses_the_daemon_and_loses_no_result)."""
         written = self.pool.flush()
         if written:
             log.info("recorded %d finished run(s) kept while the ledger took no writes", written)

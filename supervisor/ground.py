@@ -1,6 +1,6 @@
-"""What the daemon does when its ground moves (issue 17): its ledger or a lock file deleted or
-replaced, or no space left for the ledger. Each is said once, loudly (the log and a desktop
-notification), held while it lasts, and undone when it passes.
+"""What the daemon does when its ground moves (tests/supervisor/test_reliability_*.py): its ledger
+or a lock file deleted or replaced, or no space left for the ledger. Each is said once, loudly (the
+log and a desktop notification), held while it lasts, and undone when it passes.
 
 Invariant: the daemon schedules only while the ledger and lock files at their paths are the
 ones it opened (tests/supervisor/test_reliability_lost.py): otherwise another process could

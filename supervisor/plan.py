@@ -4,7 +4,7 @@ Nothing here sleeps, reads the clock or touches the ledger: the daemon passes `n
 routine's cursor and whether it is busy, and carries out the decisions (claiming each slot in
 the ledger, which is the fence). See tests/supervisor/test_plan.py.
 
-Rules (DESIGN.md "Supervisor semantics" 3 and 4):
+Rules (each table-tested in tests/supervisor/test_plan.py):
 - A slot is due when its fire time (slot + jitter) is at or before `now`, and it is after the
   cursor (the latest slot already handled). Lateness is `now - fire time` in UTC instants.
 - A due slot more than 120 s late was missed. `catch_up` runs once for all of them ("stands in

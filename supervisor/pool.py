@@ -97,7 +97,9 @@ class Pool:
         self.queue: deque[Pending] = deque()
         self.running: dict[str, Running] = {}
         self.finished: dict[str, Finished] = {}  # recent, for clients that ask after the end
-        # Finished runs whose ledger row found no space, oldest first (issue 17, item 1).
+        # Finished runs whose ledger row found no space, oldest first: none is lost, each is written
+        # once
+        # (test_reliability_full_disk.py::test_a_full_disk_pauses_the_daemon_and_loses_no_result).
         self.unwritten: list[Unwritten] = []
         self.accepting = True
 

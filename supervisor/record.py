@@ -64,8 +64,10 @@ class Notification:
 
 @dataclass(frozen=True, slots=True)
 class Unwritten:
-    """A finished run's ledger row that found no space (issue 17, item 1): kept in memory and
-    written, with its strike, when space returns (`write`, raising LedgerFull while none)."""
+    """A finished run's ledger row that found no space (a full disk loses no result: see
+    test_reliability_full_disk.py::test_a_full_disk_pauses_the_daemon_and_loses_no_result): kept in
+    memory and written, with its strike, when space returns (`write`, raising LedgerFull while
+    none)."""
 
     routine: Routine
     run_id: str
@@ -291,7 +293,9 @@ def finish_run(
         if out.proposals:
             notes += keep_proposals(ledger, paths, routine, run_id, out.proposals, now)
     except LedgerFull:
-        # The proposals too: kept with the row, recorded when space returns (issue 17).
+        # The proposals too: kept with the row, recorded when space returns, each once
+        # (test_reliability_full_disk.py::
+        # test_proposals_of_a_run_that_ends_on_a_full_disk_are_kept_with_its_result).
         unwritten = Unwritten(
             routine, run_id, now, end, proposals=tuple(out.proposals), paths=paths
         )

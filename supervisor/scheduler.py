@@ -34,7 +34,8 @@ __all__ = ["Listener", "Pending", "Scheduler"]
 
 log = logging.getLogger("vinos.scheduler")
 
-# A clock this far behind the cursor was wrong before, not stepped back by NTP (DESIGN.md 4).
+# A clock this far behind the cursor was wrong before, not stepped back by NTP; either way a claimed
+# slot never runs again (test_scheduler.py::test_the_clock_set_back_never_reruns_a_claimed_slot).
 CLOCK_BACK_LIMIT = timedelta(days=1)
 
 

@@ -790,7 +790,7 @@ def test_network_host_list_refuses_what_is_not_a_host_name(
     assert got[0].startswith(f"{path}: [agent].network: expected {NETWORK_EXPECTED}{why}, found ")
 
 
-# -- actions and approvals (issue 12) ---------------------------------------------------------
+# -- actions and approvals -----------------------------------------------------------------------
 
 ACTION = """
 [[agent.actions]]

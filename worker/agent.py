@@ -81,8 +81,9 @@ class AgentRun:
             end = self._drive()
         except ProviderError as exc:
             if self.run.deadline.remaining() <= 1:
-                # The run's wall clock ran out (a slow model, or the loop's own check): that
-                # is `timeout`, which counts as a strike like `failed` (issue 17, item 9).
+                # The run's wall clock ran out (a slow model, or the loop's own check): that is
+                # `timeout`, which counts as a strike like `failed` (test_reliability_timeout.py::
+                # test_an_agent_out_of_run_timeout_sec_is_recorded_timeout).
                 return self._timed_out(str(exc), self._last_model())
             return self._failed(str(exc), self._last_model())
         finally:
@@ -219,7 +220,8 @@ class AgentRun:
         if end.end is not End.FINAL or end.reply is None:
             return self._failed(end.message or "the run ended without an answer", end.model)
         if self.run.proposals:
-            # Whatever the model reported: a proposal waits for the user (issue 12).
+            # Whatever the model reported: a proposal waits for the user
+            # (test_cli_approvals.py::test_a_proposal_is_recorded_and_nothing_runs).
             n = self.run.proposals
             self.run.outcome = Outcome.NEEDS_ATTENTION
             self.run.outcome_summary = _proposed(n, self.run.routine.auto_approve)

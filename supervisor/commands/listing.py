@@ -82,8 +82,9 @@ def run(args: argparse.Namespace) -> int:
             label = color("invalid", "red", c)
             if stale and ln.name in stale:
                 label += " " + color("(the daemon still runs its last good version)", "yellow", c)
-            # A file name is untrusted text: `\e[2J.toml` must not clear the screen, nor a
-            # newline in one break the table (issue 17, item 8).
+            # A file name is untrusted text: `\e[2J.toml` must not clear the screen, nor a newline
+            # in one break the table (tests/supervisor/test_reliability_names.py::
+            # test_escapes_and_newlines_in_file_names_are_shown_escaped).
             rows.append([one_line(ln.name), "", label, "", "", "", ""])
             notes.extend(one_line(e) for e in ln.errors)
             continue

@@ -72,8 +72,9 @@ def _show_result(fin: dict[str, Any], as_json: bool, c: bool) -> None:
 
 
 def _daemon_up(p: Any, name: str) -> str | None:
-    """Why `--no-daemon` may not run now: a daemon holds its lock. Never beside a live
-    daemon, outside its queue, max_concurrent and overlap rule (issue 17, item 3)."""
+    """Why `--no-daemon` may not run now: a daemon holds its lock. Never beside a live daemon,
+    outside its queue, max_concurrent and overlap rule
+    (test_reliability_flood.py::test_a_daemon_holding_its_lock_but_silent_is_never_not_running)."""
     from supervisor.client import lock_holder
     from supervisor.commands.common import daemon_locks
 

@@ -1,6 +1,6 @@
-"""Proposed actions end to end (issue 12): real `vinos-routine run` (the worker as a real
-process, talking to the fake Ollama server on 127.0.0.1), real `pending` / `approve` / `deny`,
-and the approved action run in real bwrap as this unprivileged user, its input on stdin.
+"""Proposed actions end to end: real `vinos-routine run` (the worker as a real process, talking to
+the fake Ollama server on 127.0.0.1), real `pending` / `approve` / `deny`, and the approved action
+run in real bwrap as this unprivileged user, its input on stdin.
 
 The action in these tests appends its stdin to a file in the routine's workspace (the one
 place a sandbox may write that outlives it), so "ran exactly once, with its stdin" is a file's

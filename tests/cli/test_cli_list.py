@@ -174,10 +174,10 @@ def test_no_routines_at_all() -> None:
     assert json.loads(cli("list", "--json").stdout) == []
 
 
-# What a plain `list` (one machine, cron routines, no signature, nothing declared under home)
-# has no use for; each costs every start-up a millisecond or more (issue 16, "the CLI's
-# start-up"): OpenSSL, the signature checks, the fleet's plan and ledger Protocol, OnCalendar,
-# the never-list, sockets.
+# What a plain `list` (one machine, cron routines, no signature, nothing declared under home) has no
+# use for; each costs every start-up a millisecond or more (a plain `list` starts about as fast as
+# Python): OpenSSL, the signature checks, the fleet's plan and ledger Protocol, OnCalendar, the
+# never-list, sockets.
 UNUSED_BY_PLAIN_LIST = {
     "hashlib",
     "calendar",

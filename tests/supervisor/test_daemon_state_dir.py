@@ -1,6 +1,6 @@
-"""A routine's state dir that cannot take the run's output: read-only, or full. The run fails
-with an error that says so, and leaves no partial output behind (DESIGN.md "Supervisor
-semantics" 10).
+"""A routine's state dir that cannot take the run's output: read-only, or full. The run fails with
+an error that says so, and leaves no partial output behind (an output is moved in by rename, never
+written in place).
 
 "Full" is a real full filesystem: the daemon runs under bwrap (unprivileged, in a user
 namespace of its own) with a 64 KiB tmpfs mounted over the routine's state dir, and the

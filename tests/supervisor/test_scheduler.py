@@ -1,5 +1,5 @@
-"""The scheduler on a real ledger file, its clock a FakeClock: the run fence, cursors, clock
-jumps and restarts, without a daemon (DESIGN.md "Supervisor semantics" 2, 3, 4 and 11).
+"""The scheduler on a real ledger file, its clock a FakeClock: the run fence, cursors, clock jumps
+and restarts, without a daemon: a slot is claimed once, ever, by one process.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ ifeq ($(strip $(PACKAGES)),)
 $(error scripts/packages.py found no packages in pyproject.toml)
 endif
 
-.PHONY: demo test test-fast test-load bench lint venv demo-here test-here test-fast-here test-load-here bench-here completions clean
+.PHONY: demo test test-fast test-load bench lint docs venv demo-here test-here test-fast-here test-load-here bench-here completions cli-docs clean
 
 demo:
 	@scripts/as-user.sh demo-here
@@ -48,6 +48,13 @@ lint: venv
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy $(PACKAGES) bench
 
+# The documentation site (mkdocs.yml, docs/): --strict fails on a broken link, a page missing
+# from the nav or a nav entry without its page. Built into a temp dir, so the tree stays clean
+# (and may be read-only); `.venv/bin/mkdocs serve` previews it.
+docs: venv
+	@site=$$(mktemp -d) && $(BIN)/mkdocs build --strict --site-dir "$$site"; \
+	    status=$$?; rm -rf "$$site"; exit $$status
+
 demo-here: venv
 	@$(BIN)/python scripts/demo.py
 
@@ -55,7 +62,7 @@ demo-here: venv
 # go to whichever worker is free, except an xdist_group, which stays on one worker: tests/
 # packaging (one package build, one user manager and ~/.config/systemd/user).
 PYTEST_WORKERS ?= 2
-test-here: lint
+test-here: lint docs
 	$(BIN)/pytest -q -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 test-fast-here: venv
@@ -73,5 +80,9 @@ bench-here: venv
 completions: venv
 	$(BIN)/python scripts/gen-completions.py
 
+# docs/cli.md, from the argparse parsers (tests/test_cli_docs.py checks it is current).
+cli-docs: venv
+	$(BIN)/python scripts/gen-cli-docs.py
+
 clean:
-	rm -rf $(VENV) build dist *.egg-info .mypy_cache .pytest_cache .ruff_cache
+	rm -rf $(VENV) build dist site *.egg-info .mypy_cache .pytest_cache .ruff_cache

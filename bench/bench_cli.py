@@ -1,4 +1,4 @@
-"""How quickly the CLI answers (issues 6 and 16): `vinos-routine list` and `status` with 10
+"""How quickly the CLI answers: `vinos-routine list` and `status` with 10
 routines and the daemon up, through the launcher of a non-editable install in a throwaway venv
 (bench/installed.py), against that venv's `python -c pass`: medians of interleaved halves.
 Target at most 2.5x. All with compiled bytecode cached (PYTHONPYCACHEPREFIX in a temp dir), as

@@ -1,5 +1,5 @@
-"""The dashboard (issue 14): time to first byte of its pages and its resident memory, against
-a bare `python -m http.server` serving a static page of the same size, in the same run.
+"""The dashboard: time to first byte of its pages and its resident memory, against a bare `python -m
+http.server` serving a static page of the same size, in the same run.
 
 A VINOS_HOME with 10 routines and 3,000 finished runs over 30 days (seeded into the ledger),
 a real daemon (so the overview's `status` request is answered) and the real dashboard

@@ -1,6 +1,6 @@
-"""The ledger over a year (issue 18): three every-minute routines, 1.6M run rows written by SQL
-straight into the ledger's schema-6 tables (the API would take an hour), against a fresh
-ledger (the same routines, one day of runs) in the same run.
+"""The ledger over a year: three every-minute routines, 1.6M run rows written by SQL straight into
+the ledger's schema-6 tables (the API would take an hour), against a fresh ledger (the same
+routines, one day of runs) in the same run.
 
 - The v6 migration, timed on a schema-5 file of 10 days made by SQL, with the bytes a run
   takes before and after (dbstat); the same days written by the SQL below must read back

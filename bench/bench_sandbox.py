@@ -1,11 +1,11 @@
 """Per-call cost of the sandbox: `run_shell("true")` (bwrap, seccomp, limits, capped reads)
 against a bare `bash -c true` started the same way, medians in the same run.
 
-Target: under 15 ms added per call (issue 4). With `network = true` the call also starts the
-holder namespace and the egress proxy's process: that cost is reported separately, as the
-network-on median minus the network-off one (target: under 60 ms, issue 11). The proxy's
-process starts only once the sandbox's first connection is pending, so `true` starts none;
-what a first request waits for it (start to its first answer) is its own row.
+Target: under 15 ms added per call. With `network = true` the call also starts the holder
+namespace and the egress proxy's process: that cost is reported separately, as the network-on
+median minus the network-off one (target: under 60 ms). The proxy's process starts only once
+the sandbox's first connection is pending, so `true` starts none; what a first request waits
+for it (start to its first answer) is its own row.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The supervisor daemon: what it costs idle, and how late it starts a due run (issue 6).
+"""The supervisor daemon: what it costs idle, and how late it starts a due run.
 Every figure has a baseline from this run.
 
 - Idle: resident memory (RSS) and CPU of a daemon with 100 and one with 10,000 enabled

@@ -13,8 +13,8 @@ from dataclasses import asdict, dataclass, field, fields
 from enum import StrEnum
 from typing import Any, ClassVar
 
-# The run vocabulary lives in routines.runs (a leaf); ipc re-exports it for the wire. This is
-# ipc's one project import (DESIGN.md's import table notes the edge).
+# The run vocabulary lives in routines.runs (a leaf); ipc re-exports it for the wire. This is ipc's
+# one project import, a leaf (tests/test_runs.py::test_it_imports_nothing_of_the_project).
 from routines.runs import Outcome, RunStatus, Trigger
 
 __all__ = [
@@ -102,6 +102,9 @@ class Job:
     # and the person's new user turn.
     parent_run_id: str | None = None
     reply_text: str = ""
+    # `run` with VINOS_ROUTINE_DEBUG=1 through the daemon: the worker shows each bwrap argv, as
+    # it does with the variable in its own environment (tests/cli/test_cli_debug.py).
+    debug: bool = False
 
 
 @dataclass(frozen=True, slots=True)

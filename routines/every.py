@@ -26,10 +26,11 @@ phrases, never guessed.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from routines.schedule_error import ScheduleError
 
-__all__ = ["EXAMPLES", "PARTS_OF_DAY", "resolve_every"]
+__all__ = ["EXAMPLES", "PARTS_OF_DAY", "Plain", "once_calendar", "resolve_every", "resolve_plain"]
 
 PARTS_OF_DAY = {
     "morning": (8, 0),
@@ -55,7 +56,14 @@ EXAMPLES = (
     "every weekend at 10am",
     "every day at 9:00 and 17:00",
     "every month on the 1st at 9:00",
+    "every month on the last day at 18:00",
+    "last friday of the month at 17:00",
 )
+# What _parse returns for a phrase cron cannot say (the last day of a month): an OnCalendar
+# expression behind this mark, which no cron expression starts with.
+_CALENDAR = "@calendar "
+_WEEKDAY_ABBR = ("Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat")
+_ONCE = re.compile(r"(\d{4})-(\d{2})-(\d{2})[ T](\d{1,2}):(\d{2})")
 _DAY_NUMBERS = {
     "monday": 1,
     "tuesday": 2,
@@ -199,10 +207,16 @@ def _interval(r: _Reader) -> str:
         days = _cron_days(_days(r))
     if unit.startswith("min"):
         if n not in _MINUTE_STEPS:
+            below = max((m for m in _MINUTE_STEPS if m < n), default=_MINUTE_STEPS[0])
+            above = min((m for m in _MINUTE_STEPS if m > n), default=_MINUTE_STEPS[-1])
+            nearest = f"every {below}" + (f" or every {above}" if above != below else "")
+            marks = [f":{m:02d}" for m in range(0, 60, n)]
+            at = " and ".join(marks) if len(marks) <= 2 else f"{marks[0]}, {marks[1]} … {marks[-1]}"
             raise _Refused(
-                f"every {n} minutes does not divide the hour evenly; choose one of "
-                + ", ".join(map(str, _MINUTE_STEPS))
-                + ' (or write oncalendar, e.g. "*:00/45" runs at :00 and :45)'
+                f"every {n} minutes does not divide the hour evenly, so the gaps could not all "
+                f"be {n} minutes; the nearest that do: {nearest} minutes (the steps that divide "
+                f"the hour: {', '.join(map(str, _MINUTE_STEPS))}), or oncalendar = "
+                f'"*:00/{n}", which runs at {at} each hour'
             )
         return f"{'*' if n == 1 else f'*/{n}'} * * * {days}"
     if n not in _HOUR_STEPS:
@@ -213,12 +227,35 @@ def _interval(r: _Reader) -> str:
     return f"0 {'*' if n == 1 else f'*/{n}'} * * {days}"
 
 
+def _last(r: _Reader) -> str:
+    """After "last": "day" or a weekday, then [of [the] month] [at TIMES], as OnCalendar
+    (`*-*~01`: the last day; `Fri *-*~07/1`: the last Friday, a day of the month's last
+    seven)."""
+    word = r.peek()
+    if word == "day":
+        r.i += 1
+        days = "*-*~01"
+    elif word in _DAY_WORDS:
+        r.i += 1
+        days = f"{_WEEKDAY_ABBR[_DAY_WORDS[word]]} *-*~07/1"
+    else:
+        raise _Refused(f'expected "last day" or a weekday after "last", found "{word}"')
+    r.take("of")
+    r.take("the")
+    r.take("month", "months")
+    hours, minute = [0], 0
+    if r.take("at"):
+        hours, minute = _times(r)
+    return f"{_CALENDAR}{days} {','.join(f'{h:02d}' for h in hours)}:{minute:02d}:00"
+
+
 def _monthly(r: _Reader) -> str:
     r.take("on")
     r.take("the")
     word = r.peek()
     if word == "last":
-        raise _Refused('cron cannot say "the last day"; use oncalendar = "*-*~01 09:00"')
+        r.i += 1
+        return _last(r)
     m = _ORDINAL.fullmatch(word)
     day = _ORDINAL_WORDS.get(word) or (int(m.group(1)) if m else 0)
     if not 1 <= day <= 31:
@@ -226,7 +263,7 @@ def _monthly(r: _Reader) -> str:
     if day > 28:
         raise _Refused(
             f"the {word} is missing from some months, so it would skip them; for the last "
-            'day of every month use oncalendar = "*-*~01 09:00"'
+            'day of every month say "every month on the last day at 9:00"'
         )
     r.i += 1
     r.take("day")
@@ -252,6 +289,8 @@ def _parse(r: _Reader) -> str:
         hours, minute = _times(r)
         return f"{minute} {','.join(map(str, hours))} * * *"
     r.take("every", "each", "on")
+    if r.take("last"):
+        return _last(r)
     if r.peek().isdigit() or r.peek() in ("minute", "hour", "min"):
         return _interval(r)
     if r.take("month"):
@@ -271,8 +310,17 @@ def _parse(r: _Reader) -> str:
     return f"{minute} {','.join(map(str, hours))} * * {_cron_days(days)}"
 
 
-def resolve_every(phrase: str) -> str:
-    """The cron expression a plain-language phrase means; ScheduleError if it is not one."""
+@dataclass(frozen=True, slots=True)
+class Plain:
+    """What a plain-language phrase resolves to: a cron expression, or (for what cron cannot
+    say, such as the last day of a month) an OnCalendar one."""
+
+    cron: str | None = None
+    oncalendar: str | None = None
+
+
+def resolve_plain(phrase: str) -> Plain:
+    """The cron or OnCalendar expression a phrase means; ScheduleError if it is not one."""
     words = _tokens(phrase)
     shown = " ".join(phrase.split())
 
@@ -286,10 +334,36 @@ def resolve_every(phrase: str) -> str:
         raise ScheduleError(f"empty phrase; {hint()}")
     r = _Reader(words)
     try:
-        cron = _parse(r)
+        expr = _parse(r)
     except _Refused as why:
         raise ScheduleError(f'"{shown}": {why}; {hint()}') from None
     if not r.done():
         rest = " ".join(words[r.i :])
         raise ScheduleError(f'"{shown}": did not expect "{rest}"; {hint()}')
-    return cron
+    if expr.startswith(_CALENDAR):
+        return Plain(oncalendar=expr.removeprefix(_CALENDAR))
+    return Plain(cron=expr)
+
+
+def resolve_every(phrase: str) -> str:
+    """The cron expression a plain-language phrase means (its OnCalendar form for a phrase
+    cron cannot say); ScheduleError if it is not one."""
+    plain = resolve_plain(phrase)
+    return plain.cron if plain.cron is not None else str(plain.oncalendar)
+
+
+def once_calendar(text: str) -> str:
+    """`once = "2026-12-24 09:00"` as an OnCalendar expression; ScheduleError otherwise."""
+    m = _ONCE.fullmatch(text.strip())
+    if m is None:
+        raise ScheduleError(
+            f'expected a date and time such as "2026-12-24 09:00", found "{text.strip()}"'
+        )
+    year, month, day, hour, minute = (int(g) for g in m.groups())
+    try:
+        import datetime as _dt
+
+        _dt.datetime(year, month, day, hour, minute)
+    except ValueError as exc:
+        raise ScheduleError(f'"{text.strip()}" is not a date and time: {exc}') from None
+    return f"{year:04d}-{month:02d}-{day:02d} {hour:02d}:{minute:02d}:00"

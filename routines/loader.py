@@ -14,7 +14,8 @@ import os
 import stat
 import tomllib
 import zoneinfo
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -126,6 +127,7 @@ SCHEMA: dict[str, dict[str, Check]] = {
         "cron": nonempty_string,
         "oncalendar": nonempty_string,
         "every": nonempty_string,
+        "once": nonempty_string,
         "timezone": nonempty_string,
         "jitter": duration,
         "missed": one_of(Missed),
@@ -406,20 +408,20 @@ def _schedule(
         r.error("[schedule]", "required: set one of cron, oncalendar or every")
         return None
     t = r.table(doc, "schedule")
-    given = [k for k in ("oncalendar", "cron", "every") if k in t]
+    given = [k for k in ("oncalendar", "cron", "every", "once") if k in t]
     raw = doc.get("schedule")
     if (
         not given
         and isinstance(raw, dict)
-        and not any(k in raw for k in ("oncalendar", "cron", "every"))
+        and not any(k in raw for k in ("oncalendar", "cron", "every", "once"))
     ):
-        r.error("[schedule]", "expected one of cron, oncalendar or every, found none")
+        r.error("[schedule]", "expected one of cron, oncalendar, every or once, found none")
         return None
     if len(given) > 1:
         r.warn(
             "[schedule]",
-            f"{' and '.join(given)} are all set; {given[0]} wins "
-            "(precedence: oncalendar > cron > every)",
+            f"{_both_or_all(given)}; {given[0]} wins "
+            "(precedence: oncalendar > cron > every > once)",
         )
     zone = t.get("timezone")
     if zone is None:
@@ -440,6 +442,7 @@ def _schedule(
         cron=t.get("cron"),
         oncalendar=t.get("oncalendar"),
         every=t.get("every"),
+        once=t.get("once"),
         timezone=zone,
         jitter_sec=t.get("jitter", 0),
         missed=t.get("missed", Missed.CATCH_UP),
@@ -454,6 +457,10 @@ def _schedule(
     except ScheduleError as exc:
         r.error(f"[schedule].{spec.form}", str(exc))
         return None
+    if spec.form == "once" and (past := once_past(spec)):
+        # A warning, never an error: time passing must not turn a valid file invalid (the
+        # daemon would then keep a stale version). `validate` and `enable` refuse it.
+        r.warn("[schedule].once", past)
     return spec
 
 
@@ -576,7 +583,8 @@ def _command(r: Reader, doc: Mapping[str, Any]) -> CommandSpec | None:
         return None
     stripped = run.strip("\n")
     if "\n" in stripped or "\r" in stripped:
-        # The sandbox refuses newlines in any command (DESIGN.md "Sandbox"), so say it here.
+        # The sandbox refuses newlines in any command (test_sandbox_argv.py::
+        # test_a_command_with_a_newline_or_nul_is_refused), so say it here.
         r.error(
             "[command].run",
             'expected one line (join commands with ; or &&; in a """ string a \\ at the '
@@ -619,3 +627,20 @@ def _budget(r: Reader, doc: Mapping[str, Any], kind: Kind) -> BudgetSpec:
     if kind is Kind.AGENT and not ollama_only and "max_dollars_per_day" not in raw:
         r.warn("[budget]", "no max_dollars_per_day: this routine's daily spend is unlimited")
     return BudgetSpec(**t)
+
+
+def _both_or_all(keys: Sequence[str]) -> str:
+    """ "oncalendar and cron are both set", "oncalendar, cron and every are all set"."""
+    if len(keys) == 2:
+        return f"{keys[0]} and {keys[1]} are both set"
+    return f"{', '.join(keys[:-1])} and {keys[-1]} are all set"
+
+
+def once_past(spec: ScheduleSpec, now: datetime | None = None) -> str | None:
+    """Why a `once` schedule can no longer run (its time is past), or None."""
+    from routines.schedule import compile_schedule
+
+    now = now or datetime.now(UTC)
+    if compile_schedule(spec, Kind.COMMAND).next_after(now) is not None:
+        return None
+    return f'"{spec.once}" is in the past ({spec.timezone}): it will not run again'

@@ -1,4 +1,4 @@
-"""Where everything lives on disk (DESIGN.md "Files"). Every test overrides VINOS_HOME."""
+"""Where everything lives on disk (docs/retention.md lists it). Every test overrides VINOS_HOME."""
 
 from __future__ import annotations
 

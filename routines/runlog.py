@@ -1,8 +1,9 @@
 """The run rows' compact layout (ledger schema 6): what `runs` and `claims` hold on disk.
 
-A run row was ~600 bytes with its indexes (issue 18): the same routine name, status and
-summary repeated as text in every row, times as 27-character ISO strings, the run id twice
-(row and index). Here:
+A run row was ~600 bytes with its indexes
+(test_ledger_slim.py::test_a_run_costs_a_bounded_number_of_bytes): the same routine name, status and
+summary repeated as text in every row, times as 27-character ISO strings, the run id twice (row and
+index). Here:
 
 - run_log: one row per run. When the run id has the shape `new_run_id` gives
   (20261202T060012-day-brief-3f9a1c), it is not stored as text: the rowid is its UTC second

@@ -7,10 +7,10 @@
     Schedule.last_at_or_before(instant)               the latest slot at or before
     Schedule.fire_time(routine, slot)                 slot + deterministic jitter (UTC)
 
-cron (`routines.cron`), OnCalendar (`routines.oncalendar`) and plain language
-(`routines.every`, through cron) compile to one `Pattern`, evaluated in the routine's zone by
-`routines.walltime` under DESIGN.md's DST rule. Compiling is pure and cached per spec, so the
-supervisor can call it on every tick.
+cron (`routines.cron`), OnCalendar (`routines.oncalendar`) and plain language (`routines.every`,
+through cron) compile to one `Pattern`, evaluated in the routine's zone by `routines.walltime` under
+the DST rule (tests/test_dst.py). Compiling is pure and cached per spec, so the supervisor can call
+it on every tick.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from functools import lru_cache
 from routines import walltime
 from routines.cron import parse_cron
 from routines.describe import describe
-from routines.every import resolve_every
+from routines.every import once_calendar, resolve_plain
 from routines.pattern import Pattern
 from routines.runs import slot_id
 from routines.schedule_error import ScheduleError, never_fires
@@ -192,7 +192,8 @@ def _spacing(seconds: int) -> str:
 
 
 def compile_schedule(spec: ScheduleSpec, kind: Kind = Kind.AGENT) -> Schedule:
-    """Compile `spec` (precedence oncalendar > cron > every); ScheduleError names what is wrong.
+    """Compile `spec` (precedence oncalendar > cron > every > once); ScheduleError names what
+    is wrong.
 
     Also refused: a schedule that never fires, one that fires less than a minute apart, and
     for agent routines one that fires less than 15 minutes apart unless allow_frequent.
@@ -204,21 +205,29 @@ def compile_schedule(spec: ScheduleSpec, kind: Kind = Kind.AGENT) -> Schedule:
 def _compile(spec: ScheduleSpec, kind: Kind) -> Schedule:
     form = spec.form
     if not spec.expression.strip():
-        raise ScheduleError("empty schedule: set one of cron, oncalendar or every")
+        raise ScheduleError("empty schedule: set one of cron, oncalendar, every or once")
     _zone(spec.timezone)
     cron_text: str | None = None
     refusal: str | None = None
-    if form == "oncalendar":
+    calendar = spec.expression if form == "oncalendar" else None
+    if form == "once":
+        calendar = once_calendar(spec.expression)
+    elif form == "every":
+        plain = resolve_plain(spec.expression)
+        calendar = plain.oncalendar
+        cron_text = plain.cron
+    if calendar is not None:
         from routines.oncalendar import parse_oncalendar  # ~2 ms a cron-only `list` spares
 
-        event = parse_oncalendar(spec.expression)
+        event = parse_oncalendar(calendar)
         pattern = event.pattern
         zone = event.zone or spec.timezone
         lines: tuple[str, ...] = (
             (event.normalized,) if event.zone else (f"{event.normalized} {zone}",)
         )
     else:
-        cron_text = spec.expression if form == "cron" else resolve_every(spec.expression)
+        cron_text = spec.expression if form == "cron" else cron_text
+        assert cron_text is not None
         expr = parse_cron(cron_text)
         pattern = expr.pattern()
         zone = spec.timezone
@@ -244,6 +253,8 @@ def _compile(spec: ScheduleSpec, kind: Kind) -> Schedule:
     description = describe(pattern)
     if form == "oncalendar" and zone != spec.timezone:
         description += f" ({zone} time)"
+    if form == "once":
+        description = "Once, " + description[:1].lower() + description[1:]
     return Schedule(
         spec=spec,
         description=description,

@@ -113,6 +113,7 @@ class ScheduleSpec:
     cron: str | None = None
     oncalendar: str | None = None
     every: str | None = None
+    once: str | None = None  # "2026-12-24 09:00": one run, then the routine turns itself off
     timezone: str = "UTC"
     jitter_sec: int = 0
     missed: Missed = Missed.CATCH_UP
@@ -120,8 +121,9 @@ class ScheduleSpec:
 
     @property
     def expression(self) -> str:
-        """The expression in force, by DESIGN.md's precedence oncalendar > cron > every."""
-        return self.oncalendar or self.cron or self.every or ""
+        """The expression in force, by the precedence oncalendar > cron > every > once
+        (test_schedule_api.py::test_precedence_oncalendar_then_cron_then_every)."""
+        return self.oncalendar or self.cron or self.every or self.once or ""
 
     @property
     def form(self) -> str:
@@ -130,6 +132,8 @@ class ScheduleSpec:
             return "oncalendar"
         if self.cron:
             return "cron"
+        if self.once and not self.every:
+            return "once"
         return "every"
 
 

@@ -1,4 +1,4 @@
-"""A pattern's wall-clock times as UTC instants in a zone, under DESIGN.md's DST rule.
+"""A pattern's wall-clock times as UTC instants in a zone, under the DST rule (tests/test_dst.py).
 
 The rule (one place, tested in tests/test_dst.py):
 

@@ -1,6 +1,8 @@
 """The sandbox: the whitelist, the bwrap argv builder, seccomp, the shell runner, the read tool.
 
-This package imports nothing of ours (DESIGN.md). What the worker uses:
+This package imports nothing of ours
+(tests/sandbox/test_sandbox_imports.py::test_the_sandbox_package_imports_nothing_of_the_project).
+What the worker uses:
 
     reason = check_shell(declared, command)         # None = allowed
     result = run_shell(command, policy, timeout_sec=30)   # ShellResult; never raises

@@ -1,4 +1,5 @@
-"""The bwrap argv: a pure function of a ShellPolicy and the Host layout (DESIGN.md "Sandbox").
+"""The bwrap argv: a pure function of a ShellPolicy and the Host layout (pinned whole, order
+included, by tests/sandbox/test_sandbox_argv.py).
 
 Every flag is here for a reason given beside it; tests/sandbox/test_sandbox_argv.py pins the
 whole argv for a Debian-like and an Arch-like host, and the escape suite runs it for real.

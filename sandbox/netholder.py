@@ -13,9 +13,8 @@ and trusts nothing on sys.path. It
 4. execs bwrap (without --unshare-net), so the sandbox shares this namespace: its only way
    anywhere is 127.0.0.1:PORT, i.e. the proxy.
 
-Why not bwrap's own --unshare-net plus a helper joining it: a helper cannot setns() into a
-namespace bwrap made (EPERM; DESIGN.md "Sandbox"). Why not slirp4netns or pasta: see
-sandbox/netns.py.
+Why not bwrap's own --unshare-net plus a helper joining it: a helper cannot setns() into a namespace
+bwrap made (setns(CLONE_NEWNET): EPERM). Why not slirp4netns or pasta: see sandbox/netns.py.
 """
 
 import _socket

@@ -9,13 +9,13 @@ sandbox/egress.py decides what passes. Either way the sandbox has a network name
 own, so the host's 127.0.0.1 services and its abstract Unix sockets (X11, D-Bus, …) are out of
 reach.
 
-Why a proxy rather than slirp4netns or pasta (which DESIGN.md names): both need /dev/net/tun
-usable by the user, and on this project's machines and CI it is root-only (crw------- root),
-so both fail there ("open /dev/net/tun: Permission denied"); and both give the sandbox raw IP
-to every address the host reaches, its LAN address included, where a host list needs names.
-The proxy needs nothing but a user namespace, which bwrap needs anyway, and enforces a host
-list by name. What it gives up: only HTTP(S) clients that honour the proxy variables get out
-(curl, git, pip, Python, Node with a flag); no DNS, UDP, ICMP or ssh from inside.
+Why a proxy rather than slirp4netns or pasta (the usual helpers): both need /dev/net/tun usable by
+the user, and on this project's machines and CI it is root-only (crw------- root), so both fail
+there ("open /dev/net/tun: Permission denied"); and both give the sandbox raw IP to every address
+the host reaches, its LAN address included, where a host list needs names. The proxy needs nothing
+but a user namespace, which bwrap needs anyway, and enforces a host list by name. What it gives up:
+only HTTP(S) clients that honour the proxy variables get out (curl, git, pip, Python, Node with a
+flag); no DNS, UDP, ICMP or ssh from inside.
 """
 
 from __future__ import annotations

@@ -1,10 +1,11 @@
 """What one shell tool call may see and do: the input of the bwrap argv builder.
 
-`routine_policy` is the policy DESIGN.md describes for one routine: an allowlist (the system
-dirs, the declared `home = [...]` paths read-only, the workspace and the run's scratch
-read-write, nothing else of $HOME). `build_argv` turns a policy and the host layout into
-bwrap's argv without looking at anything else. The never-list is data given by the caller
-(routines/never.py): this package imports nothing of ours.
+`routine_policy` is the policy for one routine (tests/sandbox/test_sandbox_argv.py::
+test_routine_policy_allowlist_masks_and_environment): an allowlist (the system dirs, the declared
+`home = [...]` paths read-only, the workspace and the run's scratch read-write, nothing else of
+$HOME). `build_argv` turns a policy and the host layout into bwrap's argv without looking at
+anything else. The never-list is data given by the caller (routines/never.py): this package imports
+nothing of ours.
 """
 
 from __future__ import annotations
@@ -119,7 +120,7 @@ def routine_policy(
     never_names: Sequence[str] = (),
     lan: bool = False,
 ) -> ShellPolicy:
-    """The policy for one routine's shell calls (DESIGN.md "Sandbox").
+    """The policy for one routine's shell calls (docs/security.md says what it lets through).
 
     Of $HOME only the `declared` paths (`~/...`, read-only; `never` paths below them are
     masked) and an empty $HOME to stand in; writable: the run's scratch dir (the working

@@ -7,7 +7,8 @@ really points to (/proc/self/fd) must match a declared pattern, and the content 
 that very inode. A symlink swapped between a check and the open cannot win: nothing is
 checked before the open.
 
-Caps (DESIGN.md "read caps"): 256 KB per file, 500 KB per call, 1 MB per run.
+Caps: 256 KB per file, 500 KB per call, 1 MB per run (tests/sandbox/test_sandbox_readtool.py:
+test_per_file_cap_256_kb, test_per_call_cap_500_kb_marks_later_files, test_per_run_cap_1_mb).
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs `make TARGET` as an unprivileged user.
 #
-# vinos-routine refuses to run as root (DESIGN.md, "never as root"), and as uid 0 bwrap keeps
-# host file access, so everything that runs a sandbox or the daemon must run unprivileged.
+# vinos-routine refuses to run as root (tests/sandbox/test_sandbox_runner.py::
+# test_running_as_root_is_refused): as uid 0 bwrap keeps host file access, so everything that runs a sandbox or the daemon must run unprivileged.
 # As root (CI), this installs the system packages, creates the user `vinos-test`, copies the
 # tree to a temp dir that user owns (it may not be able to read the clone's folder) and runs
 # the target there. As any other user it runs the target in place.

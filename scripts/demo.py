@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -55,7 +56,7 @@ def say(text: str) -> None:
 
 
 def cli(*args: str, env: dict[str, str]) -> int:
-    print("$ vinos-routine " + " ".join(args), flush=True)
+    print("$ " + shlex.join(["vinos-routine", *args]), flush=True)
     return subprocess.call([sys.executable, "-m", "supervisor", *args], env=env)
 
 

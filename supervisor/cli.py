@@ -45,6 +45,7 @@ COMMANDS = {
     "sign": "sign",
     "trust": "sign",
     "fleet": "fleet",
+    "setup": "setup",
 }
 COMMAND_MODULES = tuple(dict.fromkeys(COMMANDS.values()))
 
@@ -63,7 +64,7 @@ class _Version(argparse.Action):
 
 
 # Commands that never open the ledger: they run even when it is gone beside a live daemon.
-_NO_LEDGER = frozenset({"schedule", "validate", "daemon", "sandbox", "sign", "trust"})
+_NO_LEDGER = frozenset({"schedule", "validate", "daemon", "sandbox", "sign", "trust", "setup"})
 
 
 class _Parser(argparse.ArgumentParser):
@@ -90,9 +91,10 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `vinos-routine` console script."""
-    # Whatever the shell's umask (022 makes ledger.db 0644 and routines/ 0755), everything
-    # this program, its daemon and their workers create under VINOS_HOME is the user's
-    # alone: directories 0700, files 0600 (issue 17, item 7; the unit's UMask=0077 agrees).
+    # Whatever the shell's umask (022 makes ledger.db 0644 and routines/ 0755), everything this
+    # program, its daemon and their workers create under VINOS_HOME is the user's alone: directories
+    # 0700, files 0600 (the unit's UMask=0077 agrees;
+    # test_reliability_permissions.py::test_files_and_dirs_are_private_under_umask_022).
     os.umask(0o077)
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(only=argv[0] if argv else None)

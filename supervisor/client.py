@@ -23,14 +23,16 @@ __all__ = [
     "lock_holder",
 ]
 
-START_HINT = "start it: systemctl --user enable --now vinos-routined"
 # How long to wait for the daemon's hello; VINOS_CONTROL_TIMEOUT_SEC shortens it for tests.
 CONNECT_TIMEOUT_SEC = float(os.environ.get("VINOS_CONTROL_TIMEOUT_SEC") or 10.0)
 
 
 class DaemonNotRunning(ConnectionError):
     def __init__(self, path: Path, why: str) -> None:
-        super().__init__(f"the vinos-routine daemon is not running ({why} at {path}); {START_HINT}")
+        from supervisor.userunits import start_hint
+
+        hint = start_hint()
+        super().__init__(f"the vinos-routine daemon is not running ({why} at {path}); {hint}")
         self.why = why
 
 

@@ -4,12 +4,12 @@ A Unix stream socket, mode 0600 in a 0700 directory, and SO_PEERCRED on every co
 only the daemon's own uid is served. Newline-JSON: each side says hello, then the client sends
 requests and gets, per request, any number of `event` lines and one `response`.
 
-A client cannot hurt the daemon or other clients: a malformed or oversized line ends that
-connection only; every connection writes through its own bounded queue, so a client that
-stops reading is dropped instead of stalling anyone (see tests/supervisor/test_control.py).
-Nor can idle clients lock the others out (issue 17, item 3): a connection that sends no
-request for IDLE_TIMEOUT_SEC is closed, and at MAX_CLIENTS a new client evicts the oldest
-idle one instead of being refused (tests/supervisor/test_reliability_flood.py).
+A client cannot hurt the daemon or other clients: a malformed or oversized line ends that connection
+only; every connection writes through its own bounded queue, so a client that stops reading is
+dropped instead of stalling anyone (see tests/supervisor/test_control.py). Nor can idle clients lock
+the others out: a connection that sends no request for IDLE_TIMEOUT_SEC is closed, and at
+MAX_CLIENTS a new client evicts the oldest idle one instead of being refused
+(tests/supervisor/test_reliability_flood.py).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`vinos-routine daemon`: the per-user supervisor's loop (DESIGN.md "Supervisor semantics").
+"""`vinos-routine daemon`: the per-user supervisor's loop (docs/design.md lists its invariants).
 
 One asyncio loop. Each tick re-reads the wall clock, rescans the routine files (cheap: only
 changed files are parsed; supervisor/rescan.py paces it), claims what is due
@@ -214,8 +214,8 @@ class Daemon:
         return 0
 
     def mark_interrupted(self) -> None:
-        """Runs left queued/running by a process that is gone become `interrupted`, never
-        replayed (DESIGN.md point 7)."""
+        """Runs left queued/running by a process that is gone become `interrupted`, never replayed
+        (test_daemon_crash.py::test_kill9_of_the_daemon_mid_run_then_restart)."""
         for run in interrupt_orphans(self.ledger, self.clock.now()):
             log.warning("%s: run %s interrupted (its supervisor is gone)", run.routine, run.run_id)
             remove_leftovers(self.paths, run.routine, run.run_id)  # its scratch dirs too
@@ -286,7 +286,8 @@ class Daemon:
         """One tick's work; LedgerUnavailable when the ledger took no read or write (nothing of
         it recorded: a full disk, a read-only file, an outage).
         Results kept from while the disk was full are written first, so none waits behind a
-        new claim (issue 17, item 1)."""
+        new claim (test_reliability_full_disk.py::
+        test_a_full_disk_pauses_the_daemon_and_loses_no_result)."""
         written = self.pool.flush()
         if written:
             log.info("recorded %d finished run(s) kept while the ledger took no writes", written)

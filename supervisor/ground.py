@@ -5,7 +5,8 @@ said once, loudly (the log and a desktop notification), held while it lasts, and
 it passes: never a crash, never a restart loop under systemd.
 
 The daemon's state is one field, `Ground.health` (a `Health`), with its reason text beside
-it: the status line, `status` and the notifications all read these two.
+it: the status line, `status` and the notifications all read these two
+(tests/supervisor/test_reliability_*.py).
 
 Invariant: the daemon schedules only while the ledger and lock files at their paths are the
 ones it opened (tests/supervisor/test_reliability_lost.py): otherwise another process could

@@ -40,7 +40,9 @@ if TYPE_CHECKING:
 
 __all__ = ["Handlers"]
 
-# Modules the daemon must never load (DESIGN.md): `ping` reports any that it did.
+# Modules the daemon must never load: it runs all day, and agent code must not share its process
+# (test_daemon_agent.py::test_the_daemon_never_loads_anthropic_httpx2_or_worker). `ping` reports
+# any.
 _FORBIDDEN = ("anthropic", "httpx", "httpx2", "worker")
 # Loaded only with config.toml's [fleet] (the fleet's tests and the daemon-imports test check).
 _FLEET_ONLY = ("psycopg",)
@@ -82,7 +84,8 @@ class Handlers:
             routines=len(registry.entries),
             enabled=len(self.daemon.scheduler.tracked),
             invalid=sorted(n for n, e in registry.entries.items() if e.errors),
-            # Invalid on disk, but the last good version is what runs (DESIGN.md "Routine file").
+            # Invalid on disk, but the last good version is what runs
+            # (test_daemon_reload.py::test_an_invalid_edit_keeps_the_last_good_version_running).
             stale=sorted(n for n, e in registry.entries.items() if e.stale),
             pid=os.getpid(),
             started_at=self.daemon.started_at.isoformat(),
@@ -140,7 +143,11 @@ class Handlers:
         detach = bool(req.args.get("detach"))
         try:
             pending, done = self.daemon.pool.submit_manual(
-                r, owner=self.daemon.owner, listener=None if detach else conn, reply=reply
+                r,
+                owner=self.daemon.owner,
+                listener=None if detach else conn,
+                reply=reply,
+                debug=bool(req.args.get("debug")),
             )
         except Busy as exc:
             raise CommandError("busy", str(exc)) from None

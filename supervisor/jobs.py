@@ -59,6 +59,7 @@ def build_job(
     config: Config,
     decisions: list[dict[str, Any]] | None = None,
     reply: ReplyTo | None = None,
+    debug: bool = False,
 ) -> Job:
     mem = memory_path(routine, paths)
     return Job(
@@ -84,4 +85,5 @@ def build_job(
         parent_run_id=reply.parent_run_id if reply else None,
         reply_text=reply.text if reply else "",
         decisions=decisions or [],
+        debug=debug,
     )

@@ -38,7 +38,8 @@ class RunLimit:
 
 
 def run_limit(routine: Routine) -> RunLimit:
-    """The supervisor's wall clock for one run of `routine` (DESIGN.md "Supervisor semantics" 8).
+    """The supervisor's wall clock for one run of `routine` (past it: SIGTERM, SIGKILL 5 s later,
+    status `timeout`; test_daemon_timeout.py::test_a_timeout_ends_the_whole_tree).
 
     An agent's worker ends its run within run_timeout_sec itself (worker/context.py
     Deadline); a command runs for exactly [command].timeout_sec inside the worker. Either

@@ -12,8 +12,18 @@ import shutil
 import subprocess
 
 from routines.safetext import one_line, visible
+from routines.spec import OutputType, Routine
 
-__all__ = ["URGENCIES", "argv", "escape_markup", "preview", "send"]
+__all__ = [
+    "NOT_INSTALLED",
+    "URGENCIES",
+    "argv",
+    "escape_markup",
+    "preview",
+    "send",
+    "unshown",
+    "wants_notifications",
+]
 
 log = logging.getLogger("vinos.notify")
 
@@ -23,6 +33,26 @@ BODY_CHARS = 600
 
 _HEADING = re.compile(r"^\s{0,3}#{1,6}\s+")
 _EMPHASIS = re.compile(r"(\*\*|__)(.+?)\1")
+
+
+# Said once by `run`, `logs` (a line in the run's log), `validate` and `status` when a routine
+# asks for notifications and none can show (tests/cli/test_cli_notify.py).
+NOT_INSTALLED = (
+    "notify-send is not installed, so no desktop notification shows (Debian: sudo apt-get "
+    "install libnotify-bin; Arch: sudo pacman -S libnotify)"
+)
+
+
+def wants_notifications(routine: Routine) -> bool:
+    """`notify = true` or `type = "notification"`: a finished run shows on the desktop."""
+    return routine.output.notify or routine.output.type is OutputType.NOTIFICATION
+
+
+def unshown(routine: Routine) -> str | None:
+    """Why `routine`'s notifications will not show on this machine, or None."""
+    if wants_notifications(routine) and shutil.which("notify-send") is None:
+        return f"{routine.name} asks for desktop notifications, but {NOT_INSTALLED}"
+    return None
 
 
 def preview(markdown: str, lines: int = 4, chars: int = 300, skip_title: bool = True) -> str:

@@ -39,6 +39,10 @@ class RoutineRow:
     signature_note: str | None = None  # "signed by …", "signature invalid: …"
     signature_warning: bool = False  # the note is a problem (invalid, or auto_approve unsigned)
     not_here: str | None = None  # on a fleet: why this machine does not run it
+    # The file's own `enabled` when `enable`/`disable` overrode it (None: they agree). The
+    # command wins until that line is edited (tests/cli/test_cli_list.py::
+    # test_list_says_when_enable_overrides_the_files_enabled).
+    file_enabled: bool | None = None
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -64,6 +68,7 @@ class RoutineRow:
             "signature": self.signature,
             "signature_note": self.signature_note,
             "not_here": self.not_here,
+            "file_enabled": self.file_enabled,
         }
 
 
@@ -138,6 +143,7 @@ def collect(now: datetime | None = None) -> list[RoutineRow]:
                     max_dollars_per_day=r.budget.max_dollars_per_day,
                     open_on_login=r.output.open_on_login,
                     not_here=not_here.get(name),
+                    file_enabled=r.enabled if r.enabled != enabled else None,
                     **_signature(entry.path, r, p.allowed_signers),
                 )
             )

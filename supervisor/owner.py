@@ -59,9 +59,10 @@ def owner_alive(pid: int | None, started: float | None) -> bool:
 
 
 def interrupt_orphans(ledger: LedgerAPI, now: datetime) -> list[ActiveRun]:
-    """End as `interrupted` the active runs whose owner is gone (a crashed daemon, a killed
-    `run`); never replayed (DESIGN.md point 7). The runs it ended: one that ended meanwhile
-    keeps its own ending (`Ledger.finish_run` changes only an active row)."""
+    """End as `interrupted` the active runs whose owner is gone (a crashed daemon, a killed `run`);
+    never replayed (test_daemon_crash.py::test_kill9_of_the_daemon_mid_run_then_restart). The runs
+    it ended: one that ended meanwhile keeps its own ending (`Ledger.finish_run` changes only an
+    active row)."""
     ended = []
     for run in ledger.active_runs():
         if owner_alive(run.owner_pid, run.owner_started):
@@ -146,8 +147,9 @@ def held_files(ledger: Path, locks: Locks | None) -> dict[Path, FileId]:
 def lost_file(held: dict[Path, FileId]) -> str | None:
     """Why one of the files the daemon holds open is no longer the one at its path, or None.
 
-    A deleted or replaced ledger or lock means another process may start a second ledger and
-    a second daemon beside this one: then a slot could run twice (issue 17, item 2)."""
+    A deleted or replaced ledger or lock means another process may start a second ledger and a
+    second daemon beside this one: then a slot could run twice
+    (test_reliability_lost.py::test_a_replaced_ledger_stops_scheduling_until_it_is_moved_back)."""
     for path, ident in held.items():
         now = file_id(path)
         if now is None:

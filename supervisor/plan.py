@@ -4,13 +4,14 @@ Nothing here sleeps, reads the clock or touches the ledger: the daemon passes `n
 routine's cursor and whether it is busy, and carries out the decisions (claiming each slot in
 the ledger, which is the fence). See tests/supervisor/test_plan.py.
 
-Rules (DESIGN.md "Supervisor semantics" 3 and 4):
+Rules (each table-tested in tests/supervisor/test_plan.py):
 - A slot is due when its fire time (slot + jitter) is at or before `now`, and it is after the
   cursor (the latest slot already handled). Lateness is `now - fire time` in UTC instants.
 - A due slot more than 120 s late was missed. `catch_up` runs once for all of them ("stands in
   for N missed runs"); `skip` records one `missed` row with the count.
-- When the newest due slot is on time it runs as usual; older due slots are missed slots it
-  also stands in for (catch_up), or one `missed` row before it (skip).
+- When the newest due slot is on time it runs; older late slots make it the catch-up that
+  stands in for them (catch_up), or one `missed` row before it (skip). Older slots still on
+  time (a clock stepped < 120 s) are due with it, never missed.
 - Due while the routine runs or waits in the queue: one `skipped` row, never caught up.
 - Counting is bounded: after months asleep the count stops at MISSED_CAP.
 """
@@ -125,19 +126,18 @@ def plan_routine(
         # missed: the run folds them in. Only late ones are missed.
         late = [s for s in earlier if now - table.fire_time(name, s) > GRACE]
         folded = len(earlier) - len(late)
-        also = f"{folded} earlier slot{'s' if folded > 1 else ''} due with it" if folded else ""
-        if missed is Missed.SKIP:
-            run = PlanDecision(
-                Action.RUN, newest, 1 + folded, f"also stands in for {also}" if also else ""
-            )
+        together = f"stands in for {1 + folded} slots due at once" if folded else ""
+        if missed is Missed.SKIP or not late:
+            run = PlanDecision(Action.RUN, newest, 1 + folded, together)
             if not late:
                 return [run]
             return [PlanDecision(Action.MISSED, late[-1], len(late), _runs(len(late), capped)), run]
-        parts = [_runs(len(late), capped)] if late else []
-        parts += [also] if also else []
-        return [
-            PlanDecision(Action.RUN, newest, count, "also stands in for " + " and ".join(parts))
-        ]
+        # A run that stands in for missed slots is a catch-up, whatever else is due with it,
+        # and its trigger says so (test_an_on_time_run_that_covers_missed_slots_is_a_catch_up).
+        detail = f"stands in for {_runs(len(late), capped)}"
+        if folded:
+            detail += f" and {folded} slot{'s' if folded > 1 else ''} due now"
+        return [PlanDecision(Action.CATCH_UP, newest, count, detail)]
     if missed is Missed.SKIP:
         return [PlanDecision(Action.MISSED, newest, count, _runs(count, capped))]
     return [PlanDecision(Action.CATCH_UP, newest, count, f"stands in for {_runs(count, capped)}")]

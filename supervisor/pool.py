@@ -34,6 +34,7 @@ from supervisor.approvals import decisions_for
 from supervisor.clock import Clock
 from supervisor.jobs import build_job, new_run_id
 from supervisor.limits import BudgetVerdict, RunAllowance, allowance_for, run_limit
+from supervisor.notify import unshown
 from supervisor.owner import owner_alive
 from supervisor.record import Finished, Notification, Unwritten, finish_run
 from supervisor.runlog import RunLog
@@ -96,7 +97,9 @@ class Pool:
         self.queue: deque[Pending] = deque()
         self.running: dict[str, Running] = {}
         self.finished: dict[str, Finished] = {}  # recent, for clients that ask after the end
-        # Finished runs whose ledger row found no space, oldest first (issue 17, item 1).
+        # Finished runs whose ledger row found no space, oldest first: none is lost, each is written
+        # once
+        # (test_reliability_full_disk.py::test_a_full_disk_pauses_the_daemon_and_loses_no_result).
         self.unwritten: list[Unwritten] = []
         self.accepting = True
 
@@ -138,6 +141,7 @@ class Pool:
         owner: tuple[int, float],
         listener: Listener | None = None,
         reply: ReplyTo | None = None,
+        debug: bool = False,
     ) -> tuple[Pending, asyncio.Future[RunReply]]:
         """Admit a manual run of `routine` (the daemon's `run` and `reply`, and both without a
         daemon; `reply`: it continues that run's conversation): refused with Busy while the
@@ -167,7 +171,7 @@ class Pool:
             parent_run_id=reply.parent_run_id if reply else None,
         )
         detail = reply.detail() if reply else "manual run"
-        pending = Pending(run_id, routine, trigger, None, detail, reply=reply)
+        pending = Pending(run_id, routine, trigger, None, detail, reply=reply, debug=debug)
         if listener is not None:
             pending.listeners.append(listener)
         done: asyncio.Future[RunReply] = asyncio.get_running_loop().create_future()
@@ -316,6 +320,10 @@ class Pool:
         try:
             out = await self._await_worker(pending, prepared, allowance)
             fin = self._finish(pending, now, out)
+            if unshown_why := unshown(pending.routine):
+                # Once a run, in its log (`logs`) and to whoever follows it (`run`).
+                prepared.runlog.write(EventKind.WARN, unshown_why)
+                self.broadcast(pending, Event(EventKind.WARN, unshown_why))
             end = f"{fin.status}: {fin.detail}" if fin.detail else fin.status
             prepared.runlog.write("end", end, fin.as_json())
         finally:
@@ -363,6 +371,7 @@ class Pool:
             config=self.config,
             reply=pending.reply,
             decisions=decisions_for(self.ledger, self.paths, routine),
+            debug=pending.debug,
         )
         runlog = RunLog(self.paths.run_log(routine.name, pending.run_id), base=state)
         runlog.write("start", f"{pending.trigger} run of {routine.name}", {"slot": pending.slot})

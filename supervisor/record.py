@@ -52,6 +52,10 @@ log = logging.getLogger("vinos.record")
 _WORKER_STATUSES = {RunStatus.OK, RunStatus.FAILED, RunStatus.BUDGET, RunStatus.TIMEOUT}
 
 
+# The triggers that spend a `once` routine's one slot (a manual run or a reply does not).
+_SCHEDULED = frozenset({Trigger.SCHEDULE, Trigger.CATCH_UP})
+
+
 @dataclass(frozen=True, slots=True)
 class Notification:
     title: str
@@ -61,8 +65,10 @@ class Notification:
 
 @dataclass(frozen=True, slots=True)
 class Unwritten:
-    """A finished run's ledger row that found no space (issue 17, item 1): kept in memory and
-    written, with its strike, when space returns (`write`, raising LedgerUnavailable while none)."""
+    """A finished run's ledger row that found no space (a full disk loses no result: see
+    test_reliability_full_disk.py::test_a_full_disk_pauses_the_daemon_and_loses_no_result): kept in
+    memory and written, with its strike, when space returns (`write`, raising LedgerUnavailable
+    while none)."""
 
     routine: Routine
     run_id: str
@@ -307,10 +313,20 @@ def finish_run(
         # False: the row had ended already (it cannot: the pool ends a run once); no strike.
         if ledger.finish_run(run_id, end, now=now):
             disabled = _strike(ledger, routine, status, detail, notes)
+            if not disabled and routine.schedule.once and trigger in _SCHEDULED:
+                # A `once` routine has run its one slot: off, with the reason `list` shows
+                # (tests/supervisor/test_daemon_once.py).
+                ledger.disable(
+                    routine.name,
+                    file_enabled=routine.enabled,
+                    reason=f"ran once, as scheduled ({routine.schedule.once})",
+                )
         if out.proposals:
             notes += keep_proposals(ledger, paths, routine, run_id, out.proposals, now)
     except LedgerUnavailable:
-        # The proposals too: kept with the row, recorded when space returns (issue 17).
+        # The proposals too: kept with the row, recorded when space returns, each once
+        # (test_reliability_full_disk.py::
+        # test_proposals_of_a_run_that_ends_on_a_full_disk_are_kept_with_its_result).
         unwritten = Unwritten(
             routine, run_id, now, end, proposals=tuple(out.proposals), paths=paths
         )

@@ -34,7 +34,8 @@ __all__ = ["Listener", "Pending", "Scheduler"]
 
 log = logging.getLogger("vinos.scheduler")
 
-# A clock this far behind the cursor was wrong before, not stepped back by NTP (DESIGN.md 4).
+# A clock this far behind the cursor was wrong before, not stepped back by NTP; either way a claimed
+# slot never runs again (test_scheduler.py::test_the_clock_set_back_never_reruns_a_claimed_slot).
 CLOCK_BACK_LIMIT = timedelta(days=1)
 
 
@@ -58,6 +59,7 @@ class Pending:
     listeners: list[Listener] = field(default_factory=list)  # who follows its events
     on_done: list[asyncio.Future[RunReply]] = field(default_factory=list)  # told how it ended
     reply: ReplyTo | None = None  # trigger "reply": the parent run and the text, for the job
+    debug: bool = False  # a manual run asked with VINOS_ROUTINE_DEBUG=1: the job shows each argv
 
 
 @dataclass(slots=True)

@@ -1,5 +1,6 @@
-"""DESIGN.md's DST rule, on both changes of America/New_York, Europe/London and
-Australia/Lord_Howe (a 30-minute shift), and a day without a midnight (Asia/Hebron).
+"""The DST rule (docs/schedules.md, "Daylight saving time"), on both changes of America/New_York,
+Europe/London and Australia/Lord_Howe (a 30-minute shift), and a day without a midnight
+(Asia/Hebron).
 
 * A fixed-hour time in the spring-forward gap runs once, at the first instant after the gap.
 * A fixed-hour time in the repeated hour runs once, at its first occurrence.

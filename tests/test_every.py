@@ -3,6 +3,8 @@ back; refusals name what is wrong and offer the closest accepted phrases, never 
 
 from __future__ import annotations
 
+import calendar
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -69,8 +71,19 @@ def test_every_documented_example_is_accepted() -> None:
     [
         (
             "every 45 minutes",
-            "every 45 minutes does not divide the hour evenly; choose one of 1, 2, 3, 4, 5, 6, "
-            '10, 12, 15, 20, 30 (or write oncalendar, e.g. "*:00/45" runs at :00 and :45)',
+            "every 45 minutes does not divide the hour evenly, so the gaps could not all be 45 "
+            "minutes; the nearest that do: every 30 minutes (the steps that divide the hour: 1, "
+            '2, 3, 4, 5, 6, 10, 12, 15, 20, 30), or oncalendar = "*:00/45", which runs at :00 '
+            "and :45 each hour",
+            "every 30 minutes",
+        ),
+        (
+            # The oncalendar it suggests is this step's, never another's (*:00/45 for 7).
+            "every 7 minutes",
+            "every 7 minutes does not divide the hour evenly, so the gaps could not all be 7 "
+            "minutes; the nearest that do: every 6 or every 10 minutes (the steps that divide "
+            'the hour: 1, 2, 3, 4, 5, 6, 10, 12, 15, 20, 30), or oncalendar = "*:00/7", which '
+            "runs at :00, :07 … :56 each hour",
             "every 30 minutes",
         ),
         (
@@ -97,13 +110,13 @@ def test_every_documented_example_is_accepted() -> None:
         (
             "every month on the 31st",
             "the 31st is missing from some months, so it would skip them; for the last day of "
-            'every month use oncalendar = "*-*~01 09:00"',
+            'every month say "every month on the last day at 9:00"',
             "every month on the 1st at 9:00",
         ),
         (
-            "every month on the last day",
-            'cron cannot say "the last day"; use oncalendar = "*-*~01 09:00"',
-            "every month on the 1st at 9:00",
+            "every month on the last week",
+            'expected "last day" or a weekday after "last", found "week"',
+            "every month on the last day at 18:00",
         ),
         (
             "every tuesday at 25:00",
@@ -153,3 +166,62 @@ def test_the_loader_reports_a_phrase_refusal_under_its_key(tmp_path: Path) -> No
     text = COMMAND.replace('cron = "0 6 * * *"', 'every = "every 45 minutes"')
     problems = problems_of(write(tmp_path, "a", text))
     assert problems[0].startswith(f'{tmp_path}/a.toml: [schedule].every: "every 45 minutes": ')
+
+
+@pytest.mark.parametrize(
+    ("phrase", "oncalendar", "description"),
+    [
+        (
+            "every month on the last day at 18:00",
+            "*-*~01 18:00:00",
+            "At 6:00 PM on the last day of every month",
+        ),
+        (
+            "monthly on the last day",
+            "*-*~01 00:00:00",
+            "At 12:00 AM on the last day of every month",
+        ),
+        (
+            "last friday of the month at 17:00",
+            "Fri *-*~07/1 17:00:00",
+            "At 5:00 PM on the last Friday of every month",
+        ),
+        (
+            "every last monday of the month at 9:00",
+            "Mon *-*~07/1 09:00:00",
+            "At 9:00 AM on the last Monday of every month",
+        ),
+    ],
+)
+def test_the_last_day_or_weekday_of_the_month_is_an_oncalendar(
+    phrase: str, oncalendar: str, description: str
+) -> None:
+    # Cron cannot say "the last day": the phrase compiles to the OnCalendar systemd has for it.
+    schedule = compile_schedule(ScheduleSpec(every=phrase, timezone="UTC"), Kind.AGENT)
+    assert (schedule.cron, schedule.oncalendar) == (None, (f"{oncalendar} UTC",))
+    assert schedule.description == description
+    after = schedule.next_after(datetime(2027, 2, 1, tzinfo=UTC))
+    assert after is not None
+    last_of_february = 28 if "last day" in phrase else None
+    if last_of_february:
+        assert after.local.day == last_of_february and after.local.month == 2
+    else:
+        assert after.local.month == 2 and after.local.day > 28 - 7
+
+
+def test_last_friday_of_each_month_of_a_year() -> None:
+    schedule = compile_schedule(
+        ScheduleSpec(every="last friday of the month at 17:00", timezone="Europe/Berlin"),
+        Kind.AGENT,
+    )
+    got, at = [], datetime(2026, 12, 31, tzinfo=UTC)
+    for _ in range(12):
+        slot = schedule.next_after(at)
+        assert slot is not None
+        got.append(slot.local.date().isoformat())
+        at = slot.instant
+    # The oracle: the calendar module's last Friday of each month of 2027.
+    fridays = [
+        max(w[calendar.FRIDAY] for w in calendar.monthcalendar(2027, m)) for m in range(1, 13)
+    ]
+    assert got == [f"2027-{m:02d}-{d:02d}" for m, d in zip(range(1, 13), fridays, strict=True)]

@@ -272,8 +272,8 @@ def test_unknown_key_names_the_nearest_known_key(rdir: Path) -> None:
 def test_unknown_key_with_nothing_close_lists_the_known_keys(rdir: Path) -> None:
     path = rdir / "day-brief.toml"
     assert errors(rdir, AGENT.replace("[schedule]\n", "[schedule]\nxyzzy = 1\n")) == [
-        f"{path}: [schedule].xyzzy: unknown key (known keys: cron, oncalendar, every, timezone, "
-        "jitter, missed, allow_frequent)"
+        f"{path}: [schedule].xyzzy: unknown key (known keys: cron, oncalendar, every, once, "
+        "timezone, jitter, missed, allow_frequent)"
     ]
 
 
@@ -557,7 +557,7 @@ def test_missing_schedule_and_empty_schedule(rdir: Path) -> None:
     ]
     text = AGENT.replace('cron = "0 6 * * *"\n', "")
     assert errors(rdir, text) == [
-        f"{path}: [schedule]: expected one of cron, oncalendar or every, found none"
+        f"{path}: [schedule]: expected one of cron, oncalendar, every or once, found none"
     ]
 
 
@@ -614,8 +614,8 @@ def test_cron_and_every_warn_and_cron_wins(rdir: Path) -> None:
     text = AGENT.replace('cron = "0 6 * * *"\n', 'cron = "0 6 * * *"\nevery = "every morning"\n')
     r = load_file(write(rdir, "day-brief", text))
     assert r.warnings == (
-        f"{rdir / 'day-brief.toml'}: [schedule]: WARN cron and every are all set; cron wins "
-        "(precedence: oncalendar > cron > every)",
+        f"{rdir / 'day-brief.toml'}: [schedule]: WARN cron and every are both set; cron wins "
+        "(precedence: oncalendar > cron > every > once)",
     )
     assert (r.schedule.form, r.schedule.expression) == ("cron", "0 6 * * *")
 
@@ -627,8 +627,8 @@ def test_oncalendar_wins_over_cron_and_every_with_a_warning(rdir: Path) -> None:
     )
     r = load_file(write(rdir, "day-brief", text))
     assert r.warnings == (
-        f"{rdir / 'day-brief.toml'}: [schedule]: WARN oncalendar and cron and every are all set; "
-        "oncalendar wins (precedence: oncalendar > cron > every)",
+        f"{rdir / 'day-brief.toml'}: [schedule]: WARN oncalendar, cron and every are all set; "
+        "oncalendar wins (precedence: oncalendar > cron > every > once)",
     )
     assert (r.schedule.form, r.schedule.expression) == ("oncalendar", "*-*-* 07:00:00")
 
@@ -815,7 +815,7 @@ def test_network_host_list_refuses_what_is_not_a_host_name(
     assert got[0].startswith(f"{path}: [agent].network: expected {NETWORK_EXPECTED}{why}, found ")
 
 
-# -- actions and approvals (issue 12) ---------------------------------------------------------
+# -- actions and approvals -----------------------------------------------------------------------
 
 ACTION = """
 [[agent.actions]]

@@ -72,7 +72,7 @@ def test_inbox_triage_can_never_send_mail_without_approval() -> None:
             # Only reading commands: notmuch search / show.
             assert re.search(r"notmuch (search|show) ", tool.value), tool.value
     assert "never" in r.description.lower() and "approve" in r.description.lower()
-    # Sending is only a proposed action, which a person approves (issue 12); never automatic.
+    # Sending is only a proposed action, which a person approves; never automatic.
     [send] = r.actions
     assert (send.name, send.run) == ("send-reply", "msmtp -t")
     assert r.auto_approve is False

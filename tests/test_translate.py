@@ -1,6 +1,6 @@
-"""cron → OnCalendar: seed 000's coverage matrix as corrected by DESIGN.md's erratum, the
-two-line form for cron's day OR, every refusal, and a property test against systemd-analyze
-(accepts each line) and croniter (same instants over 20 steps from random bases)."""
+"""cron → OnCalendar: the coverage matrix (a repetition keeps its start, as systemd needs), the
+two-line form for cron's day OR, every refusal, and a property test against systemd-analyze (accepts
+each line) and croniter (same instants over 20 steps from random bases)."""
 
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ from routines.cron import parse_cron
 from routines.schedule_error import ScheduleError
 from routines.translate import translate_cron
 
-# Seed 000's table, corrected: a repetition needs a start in systemd (DESIGN.md erratum), and
-# cron's @weekly is Sunday while systemd's `weekly` is Monday.
+# A repetition needs a start in systemd (`systemd-analyze calendar` refuses `*:*/30`), and cron's
+# @weekly is Sunday while systemd's `weekly` is Monday.
 MATRIX = [
     ("0 6 * * *", ("*-*-* 06:00:00",)),
     ("*/30 * * * *", ("*-*-* *:00/30:00",)),  # seed: *-*-* *:*/30:00, which systemd refuses

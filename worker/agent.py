@@ -99,8 +99,9 @@ class AgentRun:
             end = self._drive()
         except ProviderError as exc:
             if self.run.deadline.remaining() <= 1:
-                # The run's wall clock ran out (a slow model, or the loop's own check): that
-                # is `timeout`, which counts as a strike like `failed` (issue 17, item 9).
+                # The run's wall clock ran out (a slow model, or the loop's own check): that is
+                # `timeout`, which counts as a strike like `failed` (test_reliability_timeout.py::
+                # test_an_agent_out_of_run_timeout_sec_is_recorded_timeout).
                 return self._timed_out(str(exc), self._last_model())
             return self._failed(str(exc), self._last_model())
         finally:
@@ -240,12 +241,11 @@ class AgentRun:
         if end.reply.stop is Stop.CONTEXT:
             return self._failed(stop_failure(end.reply), end.model)
         if self.run.proposals:
-            # Whatever the model reported: a proposal waits for the user (issue 12).
+            # Whatever the model reported: a proposal waits for the user
+            # (test_cli_approvals.py::test_a_proposal_is_recorded_and_nothing_runs).
             n = self.run.proposals
             self.run.outcome = Outcome.NEEDS_ATTENTION
-            self.run.outcome_summary = (
-                "1 action waits for you" if n == 1 else f"{n} actions wait for you"
-            )
+            self.run.outcome_summary = _proposed(n, self.run.routine.auto_approve)
         body = end.reply.text.strip() or self.run.outcome_summary
         if not body:
             return self._failed(f"{end.model} returned an empty reply", end.model)
@@ -306,3 +306,20 @@ class AgentRun:
 
 def _with(result: Result, **changes: object) -> Result:
     return replace(result, **changes)  # type: ignore[arg-type]
+
+
+def _proposed(n: int, auto_approve: bool) -> str:
+    """The run's summary when it proposed actions. With auto_approve the supervisor runs them
+    at once if the file's signature verifies (tests/cli/test_cli_approvals.py::
+    test_a_signed_routine_with_auto_approve_runs_its_proposal_at_once): say that, not "waits"."""
+    if not auto_approve:
+        return "1 action waits for you" if n == 1 else f"{n} actions wait for you"
+    if n == 1:
+        return (
+            "1 action proposed: auto_approve runs it now if the signature verifies, else it "
+            "waits for you"
+        )
+    return (
+        f"{n} actions proposed: auto_approve runs them now if the signature verifies, else "
+        "they wait for you"
+    )

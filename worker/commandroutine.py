@@ -5,11 +5,16 @@ stdout is the output; a non-zero exit is `failed` with the exit code and the tai
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ipc.messages import EventKind, Result, RunStatus
 from routines.config import SandboxSettings
 from worker.context import RunContext
 from worker.output import write_and_post
 from worker.results import run_failed
+
+if TYPE_CHECKING:
+    from sandbox.runner import ShellResult
 
 __all__ = ["OUTPUT_CAP", "run_command", "stderr_tail"]
 
@@ -43,9 +48,10 @@ def run_command(run: RunContext) -> Result:
         )
     except ValueError as exc:  # sandbox.UnsafeValue
         return failed(f"the sandbox refused to start: {exc}")
-    # The command gets its whole timeout_sec: the supervisor's backstop for a command routine
-    # waits that long plus a grace to report (supervisor/limits.py run_limit), so a command
-    # that hits it is reported here as `timeout` after exactly timeout_sec (issue 17, item 9).
+    # The command gets its whole timeout_sec: the supervisor's backstop for a command routine waits
+    # that long plus a grace to report (supervisor/limits.py run_limit), so a command that hits it
+    # is reported here as `timeout` after exactly timeout_sec
+    # (test_reliability_timeout.py::test_a_command_past_its_timeout_sec_is_recorded_timeout).
     timeout = float(spec.timeout_sec)
     run.channel.event(EventKind.TOOL_CALL, f"shell:{spec.run}", tool="command")
     res = sandbox.run_shell(
@@ -57,7 +63,7 @@ def run_command(run: RunContext) -> Result:
     )
     run.channel.event(
         EventKind.TOOL_RESULT,
-        f"command: exit {res.exit_code} ({len(res.stdout):,} bytes of output)",
+        f"command: {_how_it_ended(res)} ({len(res.stdout):,} bytes of output)",
         tool="command",
         exit_code=res.exit_code,
         timed_out=res.timed_out,
@@ -84,6 +90,17 @@ def run_command(run: RunContext) -> Result:
         route="command",
         error=delivery.error,
     )
+
+
+def _how_it_ended(res: ShellResult) -> str:
+    """ "exit 0", or why there is no exit status (never "exit None")."""
+    if res.exit_code is not None:
+        return f"exit {res.exit_code}"
+    if res.timed_out:
+        return "killed at its timeout"
+    if res.error is not None:
+        return "did not run"
+    return "ended at the output cap"
 
 
 def _tail(tail: str) -> str:

@@ -99,7 +99,7 @@ class RunContext:
     def debug_argv(self) -> Callable[[list[str]], None] | None:
         """With VINOS_ROUTINE_DEBUG=1, a hook that shows each bwrap argv as an event, so
         `vinos-routine run` prints it on the terminal (and the run log keeps it)."""
-        if os.environ.get("VINOS_ROUTINE_DEBUG") != "1":
+        if os.environ.get("VINOS_ROUTINE_DEBUG") != "1" and not self.job.debug:
             return None
         import shlex
 

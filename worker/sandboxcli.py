@@ -127,5 +127,17 @@ def _fail(message: str, code: int = 1) -> int:
     return code
 
 
+def _main() -> int:
+    try:
+        code = main()
+        sys.stdout.flush()  # here, not at exit, where a closed pipe is a printed traceback
+        return code
+    except BrokenPipeError:
+        # `sandbox NAME --argv -- CMD | head`: the reader left, which is not an error (as in
+        # the CLI's own main); later writes and the final flush go to /dev/null.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(_main())

@@ -139,7 +139,8 @@ class Toolbox:
         return ToolResult(call, body)
 
     def _propose(self, call: ToolCall, args: dict[str, Any]) -> ToolResult:
-        """Pass a proposal to the supervisor; nothing runs here (issue 12)."""
+        """Pass a proposal to the supervisor; nothing runs here: a person decides
+        (test_cli_approvals.py::test_a_proposal_is_recorded_and_nothing_runs)."""
         from routines.proposals import MAX_INPUT, MAX_PER_RUN
 
         name, text, summary = args.get("action"), args.get("input"), args.get("summary")

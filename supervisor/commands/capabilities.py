@@ -31,10 +31,16 @@ def schedule_text(routine: Routine) -> str:
 
     spec = routine.schedule
     try:
-        description = compile_schedule(spec, routine.kind).description
+        compiled = compile_schedule(spec, routine.kind)
     except ScheduleError as exc:
         return f"invalid: {exc}"
-    extra = [f"{spec.form} {spec.expression}", spec.timezone]
+    description = compiled.description
+    # A plain-language phrase reads as the description already: show the cron it became,
+    # never "every every 30 minutes".
+    form = None
+    if spec.form == "every":
+        form = f"cron {compiled.cron}" if compiled.cron else f"oncalendar {compiled.oncalendar[0]}"
+    extra = [form or f"{spec.form} {spec.expression}", spec.timezone]
     if spec.jitter_sec:
         extra.append(f"±{_duration(spec.jitter_sec)} jitter")
     if description == spec.expression:

@@ -44,10 +44,11 @@ def die(message: str, code: int = 1) -> int:
 
 
 def silence_stdout() -> None:
-    """The reader of stdout went away (`vinos-routine run NAME | head -3`): send whatever is
-    still printed to /dev/null, so that neither a later print nor the interpreter's last flush
-    fails (Python ignores SIGPIPE and raises BrokenPipeError instead). What the command does
-    goes on: a run is still run to its end and recorded (issue 17, item 6)."""
+    """The reader of stdout went away (`vinos-routine run NAME | head -3`): send whatever is still
+    printed to /dev/null, so that neither a later print nor the interpreter's last flush fails
+    (Python ignores SIGPIPE and raises BrokenPipeError instead). What the command does goes on: a
+    run is still run to its end and recorded
+    (test_reliability_pipe.py::test_a_closed_stdout_ends_the_stream_not_the_run)."""
     devnull = os.open(os.devnull, os.O_WRONLY)
     try:
         os.dup2(devnull, sys.stdout.fileno())
@@ -87,9 +88,10 @@ def daemon_locks(p: Paths) -> tuple[Path, ...]:
 
 
 def ledger_gone_beside_daemon(p: Paths) -> str | None:
-    """Why this command must not open the ledger: it is missing while a daemon holds its
-    lock (the state dir was deleted under it). Opening it would create a second, empty ledger
-    beside the live daemon's, and with it a second run fence (issue 17, item 2)."""
+    """Why this command must not open the ledger: it is missing while a daemon holds its lock (the
+    state dir was deleted under it). Opening it would create a second, empty ledger beside the live
+    daemon's, and with it a second run fence (test_reliability_lost.py::
+    test_a_deleted_routines_dir_stops_scheduling_and_no_second_ledger_appears)."""
     if p.ledger.exists():
         return None
     from supervisor.client import lock_holder  # only now: the socket client costs ~10 ms
@@ -106,9 +108,10 @@ def ledger_gone_beside_daemon(p: Paths) -> str | None:
 
 
 def try_daemon(p: Paths | None = None) -> Any:
-    """A connected control client, or None when no daemon is running (no socket, or nobody
-    listening and no lock held). Raises DaemonUnresponsive when a daemon holds its lock but
-    does not answer: then the caller must not act as if it were alone (issue 17, item 3)."""
+    """A connected control client, or None when no daemon is running (no socket, or nobody listening
+    and no lock held). Raises DaemonUnresponsive when a daemon holds its lock but does not answer:
+    then the caller must not act as if it were alone
+    (test_reliability_flood.py::test_a_daemon_holding_its_lock_but_silent_is_never_not_running)."""
     from supervisor.client import DaemonNotRunning, DaemonUnresponsive, connect, lock_holder
 
     p = p or paths()

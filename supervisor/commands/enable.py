@@ -47,6 +47,11 @@ def run(args: argparse.Namespace) -> int:
     except NoSuchRoutine as exc:
         return die(str(exc))
     now = datetime.now(UTC)
+    if args.on and routine.schedule.form == "once":
+        from routines.loader import once_past
+
+        if past := once_past(routine.schedule, now):
+            return die(f"{routine.name}: [schedule].once {past}: set a new time first")
     with closing(cli_ledger(p)) as ledger:
         set_enabled(ledger, routine, args.on, now)
     client = try_daemon(p)
@@ -65,11 +70,15 @@ def run(args: argparse.Namespace) -> int:
         print(msg)
         if getattr(args, "card", True):
             _print_card(routine)
-        if client is None:
+        if not routine.enabled:
             print(
-                "note: the daemon is not running, so nothing runs on schedule; start it: "
-                "systemctl --user enable --now vinos-routined"
+                f"note: {routine.source} still says enabled = false; `enable` wins until that "
+                "line is edited (list says so)"
             )
+        if client is None:
+            from supervisor.userunits import start_hint
+
+            print(f"note: the daemon is not running, so nothing runs on schedule; {start_hint()}")
     else:
         print(f"{routine.name} disabled")
     return 0

@@ -27,14 +27,30 @@ def register(sub: Any) -> None:
         "  vinos-routine fleet leave old-laptop\n",
     )
     what = p.add_subparsers(dest="fleet_command", metavar="ACTION", required=True)
-    st = what.add_parser("status", help="machines, heartbeats, what runs where, divergence")
+    st = add_parser(
+        what,
+        "status",
+        "machines, heartbeats, what runs where, divergence",
+        "  vinos-routine fleet status\n  vinos-routine fleet status --json | jq '.machines'\n",
+    )
     st.add_argument("--json", action="store_true", help="one JSON object")
     st.set_defaults(func=status)
-    jo = what.add_parser(
-        "join", help="register this machine and copy its history, claims and cursors in"
+    jo = add_parser(
+        what,
+        "join",
+        "register this machine and copy its history, claims and cursors in",
+        "  systemctl --user stop vinos-routined   # the join runs with the daemon stopped\n"
+        "  vinos-routine fleet join\n"
+        "  systemctl --user start vinos-routined\n",
     )
     jo.set_defaults(func=join)
-    le = what.add_parser("leave", help="take a machine (default: this one) out of the fleet")
+    le = add_parser(
+        what,
+        "leave",
+        "take a machine (default: this one) out of the fleet",
+        "  vinos-routine fleet leave              # this machine\n"
+        "  vinos-routine fleet leave old-laptop   # its runs stay in the history\n",
+    )
     le.add_argument("machine", nargs="?", help="the machine's name (default: this machine)")
     le.set_defaults(func=leave)
 

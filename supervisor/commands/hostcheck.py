@@ -158,4 +158,9 @@ def problems(
             f"bubblewrap (bwrap) is not installed, so shell tools and command routines "
             f"({_names(shell)}) cannot run: {INSTALL_BWRAP}"
         )
+    from supervisor.notify import NOT_INSTALLED, wants_notifications
+
+    notifying = [r for r in enabled if wants_notifications(r)]
+    if notifying and shutil.which("notify-send") is None:
+        out.append(f"{_names(notifying)} ask for desktop notifications, but {NOT_INSTALLED}")
     return out

@@ -97,6 +97,16 @@ def _read_file(path: Path) -> bytes:
     return data
 
 
+def _bundled_starter(slug: str) -> tuple[Source, bytes] | None:
+    """The starter routine of that name shipped in routines/starters/, if there is one."""
+    from importlib.resources import files
+
+    entry = files("routines.starters").joinpath(f"{slug}.toml")
+    if not entry.is_file():
+        return None
+    return Source(None, Path(str(entry)), slug), entry.read_bytes()
+
+
 def _declared_name(text: str) -> str | None:
     import tomllib
 
@@ -132,7 +142,13 @@ def run(args: argparse.Namespace) -> int:
             assert source.path is not None
             data = _read_file(source.path)
     except FetchError as exc:
-        return die(str(exc))
+        bundled = _bundled_starter(args.source) if source.url and "://" not in args.source else None
+        if bundled is None:
+            return die(str(exc))
+        # Offline (or the gallery lacks it): the starter that ships with the program, said so.
+        print(f"vinos-routine: {exc}; installing the bundled starter {args.source} instead",
+              file=sys.stderr)  # fmt: skip
+        source, data = bundled
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:

@@ -36,6 +36,12 @@ def _notes_of(ln: RoutineRow, warnings: list[str], signed: list[str]) -> None:
 
     if ln.disabled_reason:
         warnings.append(one_line(f"{ln.name}: disabled: {ln.disabled_reason}"))
+    if ln.file_enabled is not None:
+        cmd, says = ("enable", "false") if ln.enabled else ("disable", "true")
+        signed.append(
+            f"{ln.name}: {'on' if ln.enabled else 'off'} by `vinos-routine {cmd}`; its file says "
+            f"enabled = {says}, which counts again once that line is edited"
+        )
     if ln.not_here:
         warnings.append(one_line(f"{ln.name}: not run on this machine: {ln.not_here}"))
     if ln.signature_note:
@@ -76,8 +82,9 @@ def run(args: argparse.Namespace) -> int:
             label = color("invalid", "red", c)
             if stale and ln.name in stale:
                 label += " " + color("(the daemon still runs its last good version)", "yellow", c)
-            # A file name is untrusted text: `\e[2J.toml` must not clear the screen, nor a
-            # newline in one break the table (issue 17, item 8).
+            # A file name is untrusted text: `\e[2J.toml` must not clear the screen, nor a newline
+            # in one break the table (tests/supervisor/test_reliability_names.py::
+            # test_escapes_and_newlines_in_file_names_are_shown_escaped).
             rows.append([one_line(ln.name), "", label, "", "", "", ""])
             notes.extend(one_line(e) for e in ln.errors)
             continue

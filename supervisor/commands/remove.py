@@ -7,10 +7,10 @@ The routine's workspace (routines/workspace/NAME, what its shell tools kept betw
 with it, whatever modes they set in it: nothing a sandbox wrote outlives its routine, and a
 system routine of the same name taking its place again must not find files the removed one
 planted. The ledger's rows, the run logs and the outputs in state/NAME/ are kept. On a
-terminal it asks first; `--yes` does not ask. A running daemon reloads: a run of NAME still
-waiting in its queue is dropped (recorded `skipped`), one already running finishes (a
-shell call it makes after the removal starts in a new, empty workspace, which `remove` does
-not see again: the routine is gone by then).
+terminal it asks first; without one it needs `--yes`, which does not ask. A running daemon
+reloads: a run of NAME still waiting in its queue is dropped (recorded `skipped`), one
+already running finishes (a shell call it makes after the removal starts in a new, empty
+workspace, which `remove` does not see again: the routine is gone by then).
 """
 
 from __future__ import annotations
@@ -63,7 +63,10 @@ def run(args: argparse.Namespace) -> int:
     )
     workspace = p.workspace(name)
     also = f" and its workspace {visible(str(workspace))}" if workspace.is_dir() else ""
-    if not args.yes and sys.stdin.isatty():
+    if not args.yes and not sys.stdin.isatty():
+        # Nobody to ask: a script must say --yes, as for `approve` (a pipe is no consent).
+        return die(f"not on a terminal: add --yes to remove {name} without the question", 2)
+    if not args.yes:
         question = f"Remove {visible(str(entry.path))}{also}{after}? Its history is kept."
         if not ask_yes(question, default=False):
             print("nothing removed")

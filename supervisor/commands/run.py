@@ -72,8 +72,9 @@ def _show_result(fin: dict[str, Any], as_json: bool, c: bool) -> None:
 
 
 def _daemon_up(p: Any, name: str) -> str | None:
-    """Why `--no-daemon` may not run now: a daemon holds its lock. Never beside a live
-    daemon, outside its queue, max_concurrent and overlap rule (issue 17, item 3)."""
+    """Why `--no-daemon` may not run now: a daemon holds its lock. Never beside a live daemon,
+    outside its queue, max_concurrent and overlap rule
+    (test_reliability_flood.py::test_a_daemon_holding_its_lock_but_silent_is_never_not_running)."""
     from supervisor.client import lock_holder
     from supervisor.commands.common import daemon_locks
 
@@ -117,7 +118,11 @@ def run(args: argparse.Namespace) -> int:
         with client:
             try:
                 fin = client.request(
-                    "run", {"name": args.name, "detach": args.detach}, on_event=show
+                    "run",
+                    # VINOS_ROUTINE_DEBUG=1 reaches the worker through its job, not the
+                    # daemon's environment (tests/cli/test_cli_debug.py).
+                    {"name": args.name, "detach": args.detach, "debug": _debug()},
+                    on_event=show,
                 )
             except DaemonError as exc:
                 return die(str(exc))
@@ -127,6 +132,10 @@ def run(args: argparse.Namespace) -> int:
         return _print_result(fin, args.json, c)
 
     return run_here(routine=routine, p=p, show=show, c=c, as_json=args.json, detach=args.detach)
+
+
+def _debug() -> bool:
+    return os.environ.get("VINOS_ROUTINE_DEBUG") == "1"
 
 
 def run_here(

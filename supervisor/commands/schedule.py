@@ -11,6 +11,7 @@ Both take --json. Exit codes: 0 ok, 1 refused, 2 usage.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from datetime import UTC, datetime
@@ -51,7 +52,12 @@ def register(sub: Any) -> None:
         epilog=EXPLAIN_EXAMPLE,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    e.add_argument("cron", nargs="?", metavar="CRON", help="a five-field cron expression")
+    e.add_argument(
+        "cron",
+        nargs="?",
+        metavar="CRON|NAME",
+        help="a five-field cron expression, or a routine's name (its schedule)",
+    )
     e.add_argument("--oncalendar", metavar="EXPR", help="a systemd OnCalendar expression")
     e.add_argument("--every", metavar="PHRASE", help='plain language, e.g. "every day at 7:30"')
     e.add_argument("--tz", metavar="ZONE", help="IANA time zone (default: this machine's)")
@@ -111,6 +117,23 @@ def _parse_base(text: str | None, zone: Any) -> datetime | None:
     return value.replace(tzinfo=zone) if value.tzinfo is None else value
 
 
+def _routine_schedule(word: str) -> Any:
+    """`schedule explain NAME`: a single word that could be a routine's name (a cron
+    expression has five fields, a shortcut starts with @) is that routine's [schedule];
+    a str when there is no such routine or its file is invalid; None when it is no name."""
+    from routines.paths import paths
+    from routines.spec import NAME_RE
+    from supervisor.commands.common import InvalidRoutine, NoSuchRoutine, find_routine
+
+    if not NAME_RE.fullmatch(word):
+        return None
+    try:
+        _, routine = find_routine(word, paths())
+    except (NoSuchRoutine, InvalidRoutine) as exc:
+        return f"{exc} (a cron expression has five fields)"
+    return routine.schedule
+
+
 def explain(args: argparse.Namespace) -> int:
     from zoneinfo import ZoneInfo
 
@@ -124,8 +147,14 @@ def explain(args: argparse.Namespace) -> int:
         return _usage_error("give exactly one of CRON, --oncalendar EXPR or --every PHRASE")
     if not 1 <= args.count <= 1000:
         return _usage_error(f"--count must be 1-1000, found {args.count}")
-    zone = args.tz or machine_timezone()
-    spec = ScheduleSpec(cron=args.cron, oncalendar=args.oncalendar, every=args.every, timezone=zone)
+    if args.cron is not None and (named := _routine_schedule(args.cron)) is not None:
+        if isinstance(named, str):
+            return _refused(named, args.json)
+        spec = named if args.tz is None else dataclasses.replace(named, timezone=args.tz)
+        zone = spec.timezone
+    else:
+        zone = args.tz or machine_timezone()
+        spec = ScheduleSpec(args.cron, args.oncalendar, args.every, timezone=zone)
     base = _parse_base(args.base, ZoneInfo(zone))  # a naive --from is in --tz, as documented
     try:
         # A command routine may fire every minute; the note says when an agent could not.
@@ -149,7 +178,7 @@ def explain(args: argparse.Namespace) -> int:
             out["note"] = note
         print(json.dumps(out))
     else:
-        _print_explained(schedule, slots, note, show_cron=args.every is not None)
+        _print_explained(schedule, slots, note, show_cron=spec.every is not None)
     return 0
 
 

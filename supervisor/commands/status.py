@@ -98,7 +98,6 @@ def run(args: argparse.Namespace) -> int:
     if args.waybar:
         return waybar()
     from routines.safetext import one_line
-    from supervisor.client import START_HINT
     from supervisor.present import color, print_json, use_color, when
 
     st = gather()
@@ -111,7 +110,9 @@ def run(args: argparse.Namespace) -> int:
     if st["daemon"]:
         print(f"daemon: {color('running', 'green', c)} (pid {st['pid']}) · {st['status']}")
     else:
-        print(f"daemon: {color('not running', 'yellow', c)}; {START_HINT}")
+        from supervisor.userunits import start_hint
+
+        print(f"daemon: {color('not running', 'yellow', c)}; {start_hint()}")
     print(f"routines: {st['routines']} ({st['enabled']} enabled)")
     for r in st["running"]:
         since = f" since {r['started_at'][11:19]}" if r.get("started_at") else ""

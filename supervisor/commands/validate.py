@@ -94,13 +94,35 @@ def _check(
     from routines.loader import load_file
 
     if path.name != "config.toml":
+        from supervisor.notify import unshown
+
         routine = load_file(path)
         warnings, signature = _signature(path, routine)
+        if why := unshown(routine):
+            warnings = (*warnings, f"{path}: {why}")
         errors = [f"{path}: {e}" for e in _never_problems(routine)]
+        if routine.schedule.form == "once":
+            from routines.loader import once_past
+
+            # Where the person checks what they wrote, a past `once` is an error (the loader
+            # only warns: a file must not turn invalid as time passes).
+            if past := once_past(routine.schedule):
+                errors.append(f"{path}: [schedule].once: {past}")
+                warnings = tuple(w for w in (*warnings,) if "[schedule].once" not in w)
+                routine_warnings = tuple(
+                    w for w in routine.warnings if "[schedule].once" not in str(w)
+                )
+                return (*routine_warnings, *warnings), errors, signature, _card(routine)
         return (*routine.warnings, *warnings), errors, signature, _card(routine)
     if not path.is_file():  # load_config reads a missing file as all defaults
         raise RoutineInvalid([Problem(path.name, "", "cannot read: no such file")])
-    load_config(path)
+    bwrap = load_config(path).sandbox.bwrap
+    from sandbox.binaries import BinaryRefused, check_binary
+
+    try:
+        check_binary(bwrap)
+    except BinaryRefused as exc:  # valid TOML, but every shell tool would fail closed
+        return (), [f"{path}: {exc}"], {}, {}
     return (), [], {}, {}
 
 

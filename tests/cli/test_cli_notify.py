@@ -133,3 +133,32 @@ def test_preview_is_short() -> None:
     long = "# Title\n" + "\n".join(f"line {i} " + "x" * 100 for i in range(10))
     body = notify.preview(long)
     assert body.count("\n") <= 3 and len(body) <= 300 and body.endswith("…")
+
+
+def test_without_notify_send_run_logs_validate_and_status_say_so_once(
+    cli: Cli, not_root: None
+) -> None:
+    import shutil
+
+    assert shutil.which("notify-send", path=cli.environ()["PATH"]) is None
+    path = cli.command("quiet", "echo fine", notify=True)
+    assert cli("enable", "quiet").returncode == 0
+    said = "notify-send is not installed, so no desktop notification shows"
+    res = cli("run", "quiet", "--no-daemon")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert (res.stdout + res.stderr).count(said) == 1, res.stdout
+    for args in (["logs", "quiet"], ["validate", str(path)], ["status"]):
+        res = cli(*args)
+        out = res.stdout + res.stderr
+        assert out.count(said) == 1, (args, out)
+        assert "quiet" in out.split(said)[0].splitlines()[-1], (args, out)
+    # A routine that asks for none is not warned about.
+    plain = cli.command("plain", "echo fine")
+    assert said not in cli("validate", str(plain)).stdout
+
+
+def test_with_notify_send_nothing_is_said(cli: Cli, not_root: None) -> None:
+    cli.recorder("notify-send")
+    path = cli.command("loud", "echo fine", notify=True)
+    res = cli("validate", str(path))
+    assert res.returncode == 0 and "notify-send is not installed" not in res.stdout

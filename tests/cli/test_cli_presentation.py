@@ -99,11 +99,16 @@ def test_usage_errors_exit_2_and_errors_exit_1(cli: Cli) -> None:
         assert "no routine named 'evening-shutdwn'; did you mean evening-shutdown?" in res.stderr
 
 
-def test_the_daemon_not_running_says_how_to_start_it(cli: Cli) -> None:
+def test_the_daemon_not_running_says_how_to_start_it(cli: Cli, tmp_path: Path) -> None:
+    # With a user unit installed (without one, the hint is `setup`: test_cli_setup.py).
+    unit = tmp_path / "home/.config/systemd/user/vinos-routined.service"
+    unit.parent.mkdir(parents=True)
+    unit.write_text("[Service]\n")
+    env = {"HOME": str(tmp_path / "home"), "XDG_CONFIG_HOME": None}
     hint = "start it: systemctl --user enable --now vinos-routined"
-    res = cli("reload")
+    res = cli("reload", env=env)
     assert res.returncode == 1 and hint in res.stderr
-    assert hint in cli("status").stdout
+    assert hint in cli("status", env=env).stdout
 
 
 def test_status_names_what_keeps_enabled_routines_from_working(cli: Cli) -> None:

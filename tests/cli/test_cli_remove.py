@@ -24,7 +24,11 @@ def _with_history(cli: Cli, name: str) -> None:
 def test_remove_deletes_the_file_and_keeps_the_history(cli: Cli) -> None:
     path = cli.agent("old-digest")
     _with_history(cli, "old-digest")
-    res = cli("remove", "old-digest")  # stdin is not a terminal: nothing to ask
+    # stdin is not a terminal: nobody to ask, so nothing is removed without --yes.
+    refused = cli("remove", "old-digest")
+    assert refused.returncode == 2 and path.exists()
+    assert "not on a terminal: add --yes to remove old-digest" in refused.stderr
+    res = cli("remove", "old-digest", "--yes")
     assert res.returncode == 0, res.stderr
     assert not path.exists()
     assert f"removed {path}" in res.stdout and "vinos-routine history old-digest" in res.stdout
@@ -32,7 +36,7 @@ def test_remove_deletes_the_file_and_keeps_the_history(cli: Cli) -> None:
     history = cli("history", "old-digest", "--json")
     assert history.returncode == 0, history.stderr
     assert '"old-digest-1"' in history.stdout
-    again = cli("remove", "old-digest")
+    again = cli("remove", "old-digest", "--yes")
     assert again.returncode == 1 and "no routine named" in again.stderr
 
 
@@ -74,7 +78,7 @@ def test_a_system_routine_is_refused_with_override_and_disable(cli: Cli) -> None
 def test_removing_an_override_brings_the_system_routine_back(cli: Cli) -> None:
     system = cli.agent("day-brief", system=True)
     mine = cli.agent("day-brief", description="my own brief")
-    res = cli("remove", "day-brief")
+    res = cli("remove", "day-brief", "--yes")
     assert res.returncode == 0, res.stderr
     assert not mine.exists() and system.exists()
     assert f"the system routine {system} takes its place again" in res.stdout

@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+from cli_helpers import Cli
 
 from supervisor.cli import main
 
@@ -170,3 +171,50 @@ def test_the_real_command_line() -> None:
         check=False,
     )
     assert (proc.returncode, proc.stdout) == (0, "*-*-* 00/6:00:00\n"), proc.stderr
+
+
+def test_explain_takes_a_routines_name(cli: Cli) -> None:
+    cli.command("disk-report", "df -h", cron="30 18 * * 1-5")
+    res = cli("schedule", "explain", "disk-report", "--from", "2026-12-01T12:00Z", "--json")
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout)
+    assert out["description"] == "Every weekday at 6:30 PM"
+    assert out["timezone"] == cli.zone  # the routine's own zone
+    assert out["cron"] == "30 18 * * 1-5"
+    res = cli("schedule", "explain", "no-such-routine")
+    assert res.returncode == 1
+    assert "no routine named 'no-such-routine'" in res.stderr
+    assert "found 1" not in res.stderr  # not read as a cron expression
+
+
+ONCE = """\
+[routine]
+kind = "command"
+[schedule]
+once = "{at}"
+timezone = "UTC"
+[command]
+run = "echo once"
+"""
+
+
+def test_once_is_explained_and_a_past_one_is_refused_where_it_is_written(cli: Cli) -> None:
+    path = cli.write("xmas", ONCE.format(at="2099-12-24 09:00"))
+    res = cli("schedule", "explain", "xmas", "--json", "--from", "2099-01-01T00:00Z")
+    out = json.loads(res.stdout)
+    assert out["description"] == "Once, at 9:00 AM on December 24th, 2099"
+    assert out["oncalendar"] == ["2099-12-24 09:00:00 UTC"]
+    assert out["next"] == ["2099-12-24T09:00:00+00:00"]
+    assert cli("validate", str(path)).returncode == 0
+    past = cli.write("gone", ONCE.format(at="2020-12-24 09:00"))
+    res = cli("validate", str(past))
+    assert res.returncode == 1
+    assert '[schedule].once: "2020-12-24 09:00" is in the past (UTC)' in res.stdout
+    res = cli("enable", "gone")
+    assert res.returncode == 1 and "is in the past" in res.stderr and "set a new time" in res.stderr
+    # The file itself stays valid (time passing never invalidates it): list shows it, off.
+    listed = {r["name"]: r for r in json.loads(cli("list", "--json").stdout)}
+    assert listed["gone"]["valid"] is True and listed["gone"]["enabled"] is False
+    bad = cli.write("bad", ONCE.format(at="2099-02-30 09:00"))
+    res = cli("validate", str(bad))
+    assert res.returncode == 1 and "is not a date and time" in res.stdout

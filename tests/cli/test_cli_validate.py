@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_helpers import Cli
 from helpers import AGENT, write
 
 from routines.paths import Paths, paths
@@ -169,3 +170,12 @@ def test_a_missing_config_toml_is_an_error_not_defaults(p: Paths) -> None:
     done = cli("validate", str(p.config_file))
     assert done.returncode == 1
     assert done.stdout == "config.toml: cannot read: no such file\n"
+
+
+def test_validate_refuses_a_sandbox_bwrap_that_does_not_exist(cli: Cli) -> None:
+    config = cli.routines / "config.toml"
+    config.write_text('[sandbox]\nbwrap = "/nonexistent/bwrap"\n')
+    res = cli("validate", str(config))
+    assert res.returncode == 1
+    assert f"{config}: [sandbox].bwrap = '/nonexistent/bwrap': not found" in res.stdout
+    assert ": OK" not in res.stdout

@@ -1,4 +1,4 @@
-"""Import boundaries (DESIGN.md's package table): the dashboard loads ipc and routines of the
+"""Import boundaries (docs/design.md's package table): the dashboard loads ipc and routines of the
 project, never supervisor or worker; its web libraries load in its own process only."""
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ import pytest
 
 from tests.dashboard.dashkit import REPO, Dashboard
 
-UNITS = REPO / "packaging" / "systemd"
+UNITS = REPO / "supervisor" / "units"
 
 
 def unit(name: str) -> configparser.RawConfigParser:

@@ -1,9 +1,8 @@
-"""Proposed actions on a fleet machine (issue 12): the run ledger is the fleet's PostgreSQL
-database, the proposals are kept in the machine's own SQLite ledger file, and every reader
-(`pending`, `deny`, `history`, `brief`, the waybar module, the next run's prompt) reads that
-same file. A real daemon and real CLI processes; the worker is the stand-in
-(tests/supervisor/fakeworker.py `propose`), which proposes and notes the decisions its job
-carried."""
+"""Proposed actions on a fleet machine: the run ledger is the fleet's PostgreSQL database, the
+proposals are kept in the machine's own SQLite ledger file, and every reader (`pending`, `deny`,
+`history`, `brief`, the waybar module, the next run's prompt) reads that same file. A real daemon
+and real CLI processes; the worker is the stand-in (tests/supervisor/fakeworker.py `propose`), which
+proposes and notes the decisions its job carried."""
 
 from __future__ import annotations
 

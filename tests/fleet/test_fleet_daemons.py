@@ -1,4 +1,4 @@
-"""Real daemons, several machines, one real PostgreSQL database (issue 13)."""
+"""Real daemons, several machines, one real PostgreSQL database: a slot runs once across them."""
 
 from __future__ import annotations
 

@@ -8,9 +8,9 @@ bwrap and systemd tools).
   Scriptlets are skipped (`--noscriptlet`): pacman runs them chrooted into the root, which needs
   real root and a shell inside it; the tests run the .install functions with bash instead.
 - `sandbox_argv` runs what was installed under bwrap with its absolute paths intact: the
-  scratch root's /usr/bin/vinos-routine, /usr/lib/vinos-routine and /etc/vinos appear at those
-  paths over the host's /usr and /etc (see there for how), and the project tree is not visible,
-  so nothing can be imported from the checkout.
+  scratch root's /usr/bin/vinos-routine (and its thin launchers), /usr/lib/vinos-routine and
+  /etc/vinos appear at those paths over the host's /usr and /etc (see there for how), and the
+  project tree is not visible, so nothing can be imported from the checkout.
 """
 
 from __future__ import annotations
@@ -291,7 +291,8 @@ def sandbox_argv(
             ops += ["--symlink", os.readlink(top), top]
         elif os.path.isdir(top):
             ops += ["--ro-bind", top, top]
-    ops += _merge("/usr/bin", "/usr/bin", {"vinos-routine": root / "usr/bin/vinos-routine"}, True)
+    launchers = ("vinos-routine", "vinos-brief", "vinos-routine-status")
+    ops += _merge("/usr/bin", "/usr/bin", {n: root / "usr/bin" / n for n in launchers}, True)
     ops += _merge("/usr/lib", "/usr/lib", {"vinos-routine": root / INSTALL_LIB}, False)
     ops += _merge("/etc", "/etc", {"vinos": root / "etc/vinos"}, False)
     target = system_site_dir()

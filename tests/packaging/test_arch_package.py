@@ -50,12 +50,16 @@ def system_python(expr: str) -> str:
     return run([SYSTEM_PYTHON, "-I", "-c", f"import importlib.util, sys; print({expr})"]).stdout
 
 
+# The program, and the thin launchers for the names waybar and the launcher panel call.
+LAUNCHERS = ("usr/bin/vinos-routine", "usr/bin/vinos-brief", "usr/bin/vinos-routine-status")
+
+
 def expected_files(tree: Path) -> set[str]:
     """Every file the package must hold, derived from the tree it was built from."""
     cache_tag = system_python("sys.implementation.cache_tag").strip()
     dist_info = f"{INSTALL_LIB}/vinos_routine-{VERSION}.dist-info"
     files = {
-        "usr/bin/vinos-routine",
+        *LAUNCHERS,
         "usr/lib/systemd/user/vinos-routined.service",
         "usr/lib/systemd/user/vinos-routined.socket",
         "usr/lib/systemd/user/vinos-routine-dashboard.service",
@@ -114,7 +118,7 @@ def test_installed_files_are_intact_with_the_right_modes(installed_root: Pacman)
     root = installed_root.root
     for rel in installed_root.files():
         mode = stat.S_IMODE(os.lstat(root / rel).st_mode)
-        want = 0o755 if rel.endswith("/") or rel == "usr/bin/vinos-routine" else 0o644
+        want = 0o755 if rel.endswith("/") or rel in LAUNCHERS else 0o644
         assert mode == want, f"{rel}: {oct(mode)}"
 
 

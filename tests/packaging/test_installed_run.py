@@ -109,3 +109,18 @@ def test_sandbox_command_runs_the_installed_worker(installed: Installed) -> None
     assert not [m for m in marks if m.exists()], "worker.sandboxcli was imported from the cwd"
     assert out.returncode == 0, out.stdout + out.stderr
     assert out.stdout.splitlines()[0] == "sandboxed"
+
+
+@pytest.mark.usefixtures("not_root")
+def test_the_spec_names_vinos_brief_and_vinos_routine_status_are_thin_launchers(
+    installed: Installed,
+) -> None:
+    # The names the waybar module and the launcher panel call: the same commands, the same
+    # output, from the same private install.
+    status = installed("/usr/bin/vinos-routine-status", "--waybar").stdout
+    assert status == installed("/usr/bin/vinos-routine", "status", "--waybar").stdout
+    assert json.loads(status)["class"] in ("ok", "warning", "attention", "critical")
+    brief = installed("/usr/bin/vinos-brief").stdout
+    assert brief == installed("/usr/bin/vinos-routine", "brief").stdout
+    usage = installed("/usr/bin/vinos-brief", "--help").stdout
+    assert usage.startswith("usage: vinos-routine brief")

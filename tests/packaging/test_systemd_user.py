@@ -179,7 +179,7 @@ def session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Session]:
         assert not leftover.exists(), f"{leftover} exists: another run's, or the user's own"
     units.mkdir(parents=True, exist_ok=True)
     for unit in (SERVICE, SOCKET):
-        shutil.copyfile(REPO / "packaging/systemd" / unit, units / unit)
+        shutil.copyfile(REPO / "supervisor/units" / unit, units / unit)
     env = " ".join(f"{k}={v}" for k, v in s.env.items() if k.startswith("VINOS_"))
     drop_in(
         home,

@@ -96,8 +96,8 @@ def test_unit_contract(installed_root: Pacman) -> None:
     assert service["Service.ExecStart"] == ["/usr/bin/vinos-routine daemon"]
     assert service["Service.Restart"] == ["on-failure"]
     assert service["Service.KillMode"] == ["mixed"]  # SIGTERM to the daemon alone first
-    # On SIGTERM the daemon waits STOP_GRACE_SEC for running workers, then ends them: SIGTERM,
-    # and SIGKILL 5 s later (DESIGN.md, supervisor semantics 8 and 13).
+    # On SIGTERM the daemon waits STOP_GRACE_SEC for running workers, then ends them: SIGTERM, and
+    # SIGKILL 5 s later (test_daemon_timeout.py::test_a_timeout_ends_the_whole_tree).
     assert seconds(service["Service.TimeoutStopSec"][0]) > STOP_GRACE_SEC + 5
     assert seconds(service["Service.WatchdogSec"][0]) >= 30
     assert "vinos-routined.socket" in service["Unit.Requires"]

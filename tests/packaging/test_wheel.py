@@ -234,3 +234,81 @@ def test_installed_daemon_answers_status_and_stops(venv: Venv) -> None:
         if daemon.poll() is None:
             daemon.kill()
             daemon.communicate()
+
+
+def user_manager(runtime: Path) -> None:
+    """Fail under CI, skip elsewhere, unless a `systemd --user` manager answers at `runtime`
+    (scripts/user-manager.sh starts one; make test does, as root)."""
+    problem = ""
+    if not (runtime / "systemd/private").exists():
+        problem = f"no user manager: {runtime}/systemd/private does not exist"
+    else:
+        state = subprocess.run(
+            ["systemctl", "--user", "is-system-running"],
+            env={"PATH": "/usr/bin:/bin", "XDG_RUNTIME_DIR": str(runtime)},
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout.strip()
+        if state not in ("running", "degraded"):
+            problem = f"the user manager says {state!r}"
+    if problem:
+        how = "as root, scripts/user-manager.sh start $USER starts one (make test does)"
+        if os.environ.get("CI"):
+            pytest.fail(f"{problem}; {how}")
+        pytest.skip(f"{problem} (not under CI); {how}")
+
+
+@pytest.mark.timeout(900)
+def test_setup_gives_a_unit_that_fires_a_scheduled_run(venv: Venv) -> None:
+    """A pip or pipx install, `setup`, `enable --now` under the real user manager: the unit
+    setup wrote starts this install's daemon, which runs an every-minute routine on schedule."""
+    runtime = Path(f"/run/user/{os.getuid()}")
+    user_manager(runtime)
+    home = Path(os.path.expanduser("~"))  # where the user manager looks for units
+    units = home / ".config/systemd/user"
+    written = [units / u for u in ("vinos-routined.service", "vinos-routined.socket")]
+    dashboard = [
+        units / u for u in ("vinos-routine-dashboard.service", "vinos-routine-dashboard.socket")
+    ]
+    completion = home / ".local/share/bash-completion/completions/vinos-routine"
+    for leftover in (*written, units / "vinos-routined.service.d", completion):
+        assert not leftover.exists(), f"{leftover} exists: another run's, or the user's own"
+    env = {**venv.env, "HOME": str(home), "XDG_RUNTIME_DIR": str(runtime), "SHELL": "/bin/bash"}
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return run([venv.program, *args], env=env, cwd=venv.home, timeout=WAIT)
+
+    def systemctl(*args: str) -> subprocess.CompletedProcess[str]:
+        return run(["systemctl", "--user", *args], env=env, check=False, timeout=WAIT)
+
+    try:
+        out = cli("setup").stdout
+        assert "ran systemctl --user daemon-reload" in out, out
+        assert f"ExecStart={venv.program} daemon\n" in written[0].read_text()
+        (venv.vinos_home / "routines/every-minute.toml").write_text(
+            '[routine]\nkind = "command"\nenabled = true\n[schedule]\ncron = "* * * * *"\n'
+            '[command]\nrun = "echo fired by the unit setup wrote"\n'
+        )
+        started = systemctl("enable", "--now", "vinos-routined.service")
+        assert started.returncode == 0, started.stderr
+        pid = int(systemctl("show", "vinos-routined", "-p", "MainPID", "--value").stdout)
+        # The daemon the unit started is this install's: it loaded its libraries from the venv.
+        assert str(venv.site_packages()) in Path(f"/proc/{pid}/maps").read_text()
+        deadline = time.monotonic() + 150  # the next minute boundary, then the run
+        rows: list[dict[str, object]] = []
+        while not [r for r in rows if r.get("trigger") == "schedule" and r.get("status") == "ok"]:
+            assert time.monotonic() < deadline, f"no scheduled run: {rows}"
+            time.sleep(1)
+            lines = cli("history", "every-minute", "--json").stdout.splitlines()
+            rows = [json.loads(line) for line in lines]
+        (output,) = (venv.vinos_home / "routines/state/every-minute").glob("*.md")
+        assert "fired by the unit setup wrote" in output.read_text()
+        assert "daemon: running" in cli("status").stdout
+    finally:
+        systemctl("disable", "--now", "vinos-routined.service", "vinos-routined.socket")
+        for path in (*written, *dashboard):
+            path.unlink(missing_ok=True)
+        completion.unlink(missing_ok=True)
+        systemctl("daemon-reload")
+        systemctl("reset-failed")

@@ -258,7 +258,7 @@ def test_limits_must_be_positive() -> None:
         Limits(processes=0)
 
 
-# --- routine_policy: DESIGN.md's policy for one routine ---
+# --- routine_policy: the allowlist policy for one routine ---
 
 
 def _dirs(tmp_path: Path) -> dict[str, Path]:

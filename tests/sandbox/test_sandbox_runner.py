@@ -28,8 +28,8 @@ def test_exit_code_stdout_and_stderr(box: Box) -> None:
 
 
 def test_stdin_is_the_given_bytes_whatever_their_size(box: Box) -> None:
-    """An approved action reads its proposal on stdin (issue 12); larger than a pipe's
-    buffer, and read only after the command printed more than its own, it still arrives."""
+    """An approved action reads its proposal on stdin; larger than a pipe's buffer, and read only
+    after the command printed more than its own, it still arrives."""
     data = bytes(range(256)) * 1024  # 256 KB, every byte value
     r = run_shell(
         "head -c 100000 /dev/zero | wc -c; sha256sum", box.policy(), timeout_sec=20, stdin=data

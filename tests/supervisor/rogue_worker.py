@@ -1,7 +1,7 @@
-"""A worker that ignores its allowance: the real worker (`python -m worker`) with its budget
-check before each premium call patched to always say "go on". It keeps calling the model
-after the day's dollars are spent, which is what the supervisor's backstop is for
-(DESIGN.md "Supervisor semantics" 9). Run as `python -P rogue_worker.py`."""
+"""A worker that ignores its allowance: the real worker (`python -m worker`) with its budget check
+before each premium call patched to always say "go on". It keeps calling the model after the day's
+dollars are spent, which is what the supervisor's backstop is for (it sums the worker's usage and
+ends a worker that overspends). Run as `python -P rogue_worker.py`."""
 
 from __future__ import annotations
 

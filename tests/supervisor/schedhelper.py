@@ -8,9 +8,8 @@
         4 ms after GO_FILE's mtime, so two walkers contend for each slot), claiming what is
         due at each step (busy never), and print how many claims it won.
 
-Both use the real Scheduler on the ledger of $VINOS_HOME, with the daemon lock not taken:
-that is the point (DESIGN.md point 11: even two processes on one state dir cannot
-double-run a slot).
+Both use the real Scheduler on the ledger of $VINOS_HOME, with the daemon lock not taken: that is
+the point (even two processes on one state dir cannot double-run a slot).
 """
 
 from __future__ import annotations

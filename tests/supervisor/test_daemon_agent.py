@@ -2,9 +2,9 @@
 on 127.0.0.1 that the real `anthropic` SDK in the worker talks to):
 
 - the daemon process itself never loads `anthropic`, `httpx2` (nor `httpx`) or `worker`
-  (DESIGN.md "Packages"), checked three ways on the live process: its own `ping` report, the shared
-  objects mapped into it (/proc/PID/maps: the SDK's compiled dependencies), and
-  `python -X importtime`, which logs every module the daemon imported;
+  (it runs all day; agent code must not share its process), checked three ways on the live process:
+  its own `ping` report, the shared objects mapped into it (/proc/PID/maps: the SDK's compiled
+  dependencies), and `python -X importtime`, which logs every module the daemon imported;
 - the budget backstop (point 9) ends a worker that keeps calling after its allowance.
 """
 

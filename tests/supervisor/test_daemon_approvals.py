@@ -1,6 +1,6 @@
-"""Proposed actions through a real daemon (issue 12): the worker's `proposal` messages become
-ledger rows and one desktop notification, and a decision reaches the next run's prompt (the
-fake Ollama server on 127.0.0.1 sees it)."""
+"""Proposed actions through a real daemon: the worker's `proposal` messages become ledger rows and
+one desktop notification, and a decision reaches the next run's prompt (the fake Ollama server on
+127.0.0.1 sees it)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Crashes, end to end: a real daemon, real workers in the real sandbox, kill -9.
 
-DESIGN.md "Supervisor semantics" 7 (interrupted, never replayed; workers die with their
-supervisor) and 11 (one daemon per VINOS_HOME).
+A run left by a dead daemon is interrupted, never replayed; workers die with their supervisor; one
+daemon per VINOS_HOME.
 """
 
 from __future__ import annotations

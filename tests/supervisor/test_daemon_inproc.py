@@ -1,6 +1,6 @@
 """`vinos-routine run NAME` without a daemon runs in its own process, owning its ledger row; a
-daemon that starts meanwhile treats the routine as busy (DESIGN.md "CLI", "Supervisor
-semantics" 4).
+daemon that starts meanwhile treats the routine as busy (a routine never overlaps itself, wherever
+it runs).
 """
 
 from __future__ import annotations

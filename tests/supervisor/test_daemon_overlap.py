@@ -1,5 +1,5 @@
-"""Overlap with a real daemon (DESIGN.md "Supervisor semantics" 4 and 5): slots coming due
-while a routine runs, and the CLI's disable/remove reaching a queued run.
+"""Overlap and concurrency with a real daemon: slots coming due while a routine runs, and the CLI's
+disable/remove reaching a queued run.
 
 Runs are held at a gate (a file the test creates), so every check is about order and
 counts, never about how long something took. The queue's own rules (FIFO, max_concurrent,

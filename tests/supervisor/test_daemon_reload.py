@@ -1,6 +1,6 @@
-"""Reload with a real daemon (DESIGN.md "Supervisor semantics" 12): routine files by an mtime
-scan each tick, config.toml on SIGHUP and on `vinos-routine reload`; an invalid edit of a
-loaded routine keeps the last good version running and is shown in `list`.
+"""Reload with a real daemon: routine files by an mtime scan each tick, config.toml on SIGHUP and on
+`vinos-routine reload`; an invalid edit of a loaded routine keeps the last good version running and
+is shown in `list`.
 """
 
 from __future__ import annotations

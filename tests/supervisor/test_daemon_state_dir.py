@@ -1,7 +1,7 @@
 """A routine's state dir that cannot take the run's output: read-only, or full. A run that
 could not start fails with an error that says so; a run that did its work stays `ok`, with
 the output's delivery problem beside it (never a strike), and leaves no partial output
-behind (DESIGN.md "Supervisor semantics" 10).
+behind (an output is moved in by rename, never written in place).
 
 "Full" is a real full filesystem: the daemon runs under bwrap (unprivileged, in a user
 namespace of its own) with a 64 KiB tmpfs mounted over the routine's state dir, and the

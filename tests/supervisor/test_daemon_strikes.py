@@ -1,8 +1,7 @@
-"""Three strikes with a real daemon (DESIGN.md "Supervisor semantics" 6): failed and timeout
-count, ok resets, skipped/missed/interrupted do not, a failed catch-up run counts once; the
-third failure in a row disables the routine, records why and sends a desktop notification
-through notify-send (here a real stand-in script on PATH that records its argv); `enable`
-resets the streak.
+"""Three strikes with a real daemon: failed and timeout count, ok resets, skipped/missed/interrupted
+do not, a failed catch-up run counts once; the third failure in a row disables the routine, records
+why and sends a desktop notification through notify-send (here a real stand-in script on PATH that
+records its argv); `enable` resets the streak.
 """
 
 from __future__ import annotations

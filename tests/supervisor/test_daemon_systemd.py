@@ -1,6 +1,6 @@
-"""The daemon under systemd's eyes: sd_notify datagrams to a NOTIFY_SOCKET the test owns,
-socket activation (LISTEN_FDS) through systemd-socket-activate, the process titles, and a
-clean stop on SIGTERM (DESIGN.md "Supervisor semantics" 13 and 14).
+"""The daemon under systemd's eyes: sd_notify datagrams to a NOTIFY_SOCKET the test owns, socket
+activation (LISTEN_FDS) through systemd-socket-activate, the process titles, and a clean stop on
+SIGTERM (STOPPING=1, the workers given their grace).
 """
 
 from __future__ import annotations

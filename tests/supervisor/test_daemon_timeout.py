@@ -1,5 +1,5 @@
-"""A run past its run_timeout_sec is ended with everything it started (DESIGN.md "Supervisor
-semantics" 8), with a real daemon, a real worker and a command in the real sandbox.
+"""A run past its run_timeout_sec is ended with everything it started (SIGTERM, SIGKILL 5 s later,
+status `timeout`), with a real daemon, a real worker and a command in the real sandbox.
 
 The worker normally ends a command itself a little before the supervisor's deadline (its
 own deadline keeps a margin). To test the supervisor's backstop, the worker is stopped with

@@ -83,8 +83,8 @@ def test_three_hours_asleep_with_skip_records_one_missed_row() -> None:
 
 def test_waking_just_after_a_slot_runs_it_and_it_stands_in_for_the_missed_ones() -> None:
     [d] = plan(Every(Q), cursor=T0, now=T0 + timedelta(hours=1, seconds=30))
-    assert (d.action, d.slot.instant, d.count) == (Action.RUN, T0 + timedelta(hours=1), 4)
-    assert d.detail == "also stands in for 3 missed runs"
+    assert (d.action, d.slot.instant, d.count) == (Action.CATCH_UP, T0 + timedelta(hours=1), 4)
+    assert d.detail == "stands in for 3 missed runs"
 
 
 def test_waking_just_after_a_slot_with_skip_records_missed_then_runs() -> None:
@@ -139,8 +139,8 @@ def test_months_asleep_is_bounded_and_claims_the_newest_slot() -> None:
 def test_months_asleep_waking_on_a_slot_runs_it_for_all() -> None:
     table = Every(timedelta(minutes=1))
     [d] = plan(table, cursor=T0, now=T0 + timedelta(days=200, seconds=30))
-    assert (d.action, d.slot.instant) == (Action.RUN, T0 + timedelta(days=200))
-    assert d.detail == f"also stands in for {MISSED_CAP:,}+ missed runs"
+    assert (d.action, d.slot.instant) == (Action.CATCH_UP, T0 + timedelta(days=200))
+    assert d.detail == f"stands in for {MISSED_CAP:,}+ missed runs"
 
 
 def test_clock_set_back_before_the_cursor_owes_nothing() -> None:
@@ -160,12 +160,12 @@ def test_a_small_clock_step_folds_an_on_time_slot_into_the_run_without_calling_i
     now = T0 + timedelta(seconds=140)
     [d] = plan(table, cursor=T0, now=now)
     assert (d.action, d.count, d.slot.instant) == (Action.RUN, 2, T0 + timedelta(minutes=2))
-    assert d.detail == "also stands in for 1 earlier slot due with it"
+    assert d.detail == "stands in for 2 slots due at once"
     [d] = plan(table, cursor=T0, now=now, missed=Missed.SKIP)
     assert (d.action, d.count, d.detail) == (
         Action.RUN,
         2,
-        "also stands in for 1 earlier slot due with it",
+        "stands in for 2 slots due at once",
     )
 
 
@@ -173,11 +173,28 @@ def test_late_and_on_time_earlier_slots_are_told_apart() -> None:
     table = Every(timedelta(minutes=1))
     now = T0 + timedelta(minutes=5, seconds=10)  # 1m..3m late; 4m (70 s) on time; 5m newest
     [d] = plan(table, cursor=T0, now=now)
-    assert d.detail == "also stands in for 3 missed runs and 1 earlier slot due with it"
+    assert (d.action, d.detail) == (
+        Action.CATCH_UP,
+        "stands in for 3 missed runs and 1 slot due now",
+    )
     missed, run = plan(table, cursor=T0, now=now, missed=Missed.SKIP)
     assert (missed.action, missed.count, missed.slot.instant) == (
         Action.MISSED,
         3,
         T0 + timedelta(minutes=3),
     )
-    assert (run.count, run.detail) == (2, "also stands in for 1 earlier slot due with it")
+    assert (run.action, run.count, run.detail) == (
+        Action.RUN,
+        2,
+        "stands in for 2 slots due at once",
+    )
+
+
+def test_an_on_time_run_that_covers_missed_slots_is_a_catch_up() -> None:
+    # Woken 30 s after a slot, three earlier ones missed: one run, recorded as the catch-up it
+    # is (trigger catch_up), not as a plain scheduled run that "also stands in" for them.
+    [d] = plan(Every(Q), cursor=T0, now=T0 + timedelta(hours=1, seconds=30))
+    assert (d.action, d.count, d.detail) == (Action.CATCH_UP, 4, "stands in for 3 missed runs")
+    # Only slots due together, none missed: a plain run.
+    [d] = plan(Every(timedelta(minutes=1)), cursor=T0, now=T0 + timedelta(seconds=140))
+    assert (d.action, d.count, d.detail) == (Action.RUN, 2, "stands in for 2 slots due at once")

@@ -1,7 +1,6 @@
-"""What happens after a worker ends (supervisor/record.py), on a real ledger and real files:
-the final status, the output moved in by rename, last-run.json, the failure streak and the
-notifications; and the pool's refusal of a run whose day's budget is spent, which starts no
-worker (DESIGN.md "Supervisor semantics" 6, 9 and 10).
+"""What happens after a worker ends (supervisor/record.py), on a real ledger and real files: the
+final status, the output moved in by rename, last-run.json, the failure streak and the
+notifications; and the pool's refusal of a run whose day's budget is spent, which starts no worker.
 """
 
 from __future__ import annotations

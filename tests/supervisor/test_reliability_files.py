@@ -1,4 +1,4 @@
-"""Routine files that are not a page of TOML, with the real daemon (issue 17, items 4 and 5):
+"""Routine files that are not a page of TOML, with the real daemon:
 
 - a file over 256 KB (here a sparse 300 MB file, through a symlink) is refused before it is
   read, with its size in the message: the daemon's peak memory stays small;

@@ -1,5 +1,5 @@
-"""Any process of the user can open connections to the control socket; none can lock the CLI
-out of the daemon (issue 17, item 3), with the real daemon and real Unix sockets:
+"""Any process of the user can open connections to the control socket; none can lock the CLI out of
+the daemon, with the real daemon and real Unix sockets:
 
 - a connection idle after the greeting is closed after the idle timeout;
 - at the 512-client cap, a new client evicts the oldest idle connection, so `status` and

@@ -1,7 +1,6 @@
-"""A full disk under the ledger (issue 17, item 1), for real: the daemon runs under bwrap (in
-a user namespace of its own, unprivileged) with an 8 MiB tmpfs mounted over the state dir,
-so the ledger, outputs and run logs live on it; the test fills it through
-/proc/<daemon pid>/root and frees it again.
+"""A full disk under the ledger, for real: the daemon runs under bwrap (in a user namespace of its
+own, unprivileged) with an 8 MiB tmpfs mounted over the state dir, so the ledger, outputs and run
+logs live on it; the test fills it through /proc/<daemon pid>/root and frees it again.
 
 While the disk is full the daemon stays up and says why once (its log, its status, a desktop
 notification through a real notify-send stand-in); it claims nothing it cannot record (the due

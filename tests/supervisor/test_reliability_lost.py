@@ -1,7 +1,7 @@
-"""A ledger or lock deleted or replaced under the running daemon (issue 17, item 2), with the
-real daemon: it notices (device and inode against what it opened), stops scheduling and says
-so, once, in its log, its status and a desktop notification (a real notify-send stand-in);
-and the CLI never creates a second, empty ledger beside it.
+"""A ledger or lock deleted or replaced under the running daemon, with the real daemon: it notices
+(device and inode against what it opened), stops scheduling and says so, once, in its log, its
+status and a desktop notification (a real notify-send stand-in); and the CLI never creates a second,
+empty ledger beside it.
 
 Before: after `rm -r ~/.vinos/routines` the daemon went on with the deleted ledger and lock,
 the CLI quietly made a new ledger, and a slot could run twice.

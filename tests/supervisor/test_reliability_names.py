@@ -1,6 +1,6 @@
-"""A routine file's name is untrusted text: `\\e[2J…EVIL.toml` must not clear the screen in
-`list`, `validate` or `status`, nor a newline in a name break the table (issue 17, item 8).
-The CLI escapes names with routines/safetext.one_line, as it does every other untrusted text.
+"""A routine file's name is untrusted text: `\\e[2J…EVIL.toml` must not clear the screen in `list`,
+`validate` or `status`, nor a newline in a name break the table. The CLI escapes names with
+routines/safetext.one_line, as it does every other untrusted text.
 
 Before: the escape reached the terminal raw, and `list` crashed on it (the table's width
 counted it as a colour code).

@@ -1,6 +1,6 @@
 """Everything vinos-routine creates under VINOS_HOME is the user's alone, whatever the umask:
-directories 0700, files 0600 (issue 17, item 7). The CLI and the real daemon are started
-from a "shell" with umask 022, as a user who never installed the unit (UMask=0077) would.
+directories 0700, files 0600. The CLI and the real daemon are started from a "shell" with umask 022,
+as a user who never installed the unit (UMask=0077) would.
 
 Before: `routines/` and `state/` were 0755, ledger.db 0644, and the daemon made state dirs
 and outputs world-readable: another local user could read them.

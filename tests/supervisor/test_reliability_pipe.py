@@ -1,5 +1,5 @@
-"""`vinos-routine run NAME | head -3`: a reader that leaves ends the streaming quietly; the run
-goes on to its end and is recorded as it ended (issue 17, item 6).
+"""`vinos-routine run NAME | head -3`: a reader that leaves ends the streaming quietly; the run goes
+on to its end and is recorded as it ended.
 
 Before: with no daemon, the in-process run was recorded `failed` ("supervisor error:
 BrokenPipeError") or left `queued` with exit status 120 (the interpreter's last flush

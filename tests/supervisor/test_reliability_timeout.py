@@ -1,7 +1,6 @@
 """A run that ends by its time limit is recorded `timeout`, not `failed`, and still counts as a
-strike (DESIGN.md "Supervisor semantics" 6 and 8; issue 17, item 9), with a real daemon and a
-real worker: a command in the real sandbox, and an agent against the fake Ollama server (a
-real HTTP server on 127.0.0.1) that answers too slowly.
+strike, with a real daemon and a real worker: a command in the real sandbox, and an agent against
+the fake Ollama server (a real HTTP server on 127.0.0.1) that answers too slowly.
 
 Before: a command with `timeout_sec = 3` was recorded `failed` ("timed out after 2 s": the
 worker cut the command short by its own deadline margin), and an agent whose model call ran

@@ -1,5 +1,5 @@
-"""The scheduler on a real ledger file, its clock a FakeClock: the run fence, cursors, clock
-jumps and restarts, without a daemon (DESIGN.md "Supervisor semantics" 2, 3, 4 and 11).
+"""The scheduler on a real ledger file, its clock a FakeClock: the run fence, cursors, clock jumps
+and restarts, without a daemon: a slot is claimed once, ever, by one process.
 """
 
 from __future__ import annotations
@@ -165,7 +165,7 @@ def test_years_ahead_then_corrected_is_bounded_and_owes_nothing_more() -> None:
     pending = sched.due(ahead, never_busy)
     # The newest slot is on time: it runs, standing in for (or after a row for) the rest.
     assert [(p.routine.name, p.trigger, p.detail) for p in pending] == [
-        ("often", "schedule", f"also stands in for {MISSED_CAP:,}+ missed runs"),
+        ("often", "catch_up", f"stands in for {MISSED_CAP:,}+ missed runs"),
         ("often-skip", "schedule", ""),
     ]
     [missed] = [r for r in ledger.history("often-skip") if r.status == "missed"]

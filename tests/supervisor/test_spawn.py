@@ -1,7 +1,7 @@
-"""WorkerProcess with stand-in workers (tests/supervisor/fakeworker.py): real processes that
-speak, or break, the worker protocol. Stopping (timeout, budget, shutdown), the backstop's
-arithmetic, protocol errors and the run log, without a daemon (DESIGN.md "Supervisor
-semantics" 8 and 9, "IPC").
+"""WorkerProcess with stand-in workers (tests/supervisor/fakeworker.py): real processes that speak,
+or break, the worker protocol. Stopping (timeout, budget, shutdown), the backstop's arithmetic,
+protocol errors and the run log, without a daemon (a protocol error ends that run, never the
+daemon).
 """
 
 from __future__ import annotations

@@ -142,7 +142,7 @@ def test_a_slow_anthropic_times_out_within_the_run(
     claude.add(*(A.text(LONG, delay=30) for _ in range(3)))
     job = _anthropic_job(home, ollama, extra_agent="run_timeout_sec = 2")
     r = run_worker(job, env=env)
-    # Out of run_timeout_sec: `timeout`, which counts as a strike like `failed` (issue 17).
+    # Out of run_timeout_sec: `timeout`, which counts as a strike like `failed`.
     _assert_failed(
         r,
         "the run reached its time limit (run_timeout_sec = 2): Anthropic did not answer within",

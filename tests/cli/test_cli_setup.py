@@ -1,0 +1,142 @@
+"""`vinos-routine setup`: the user units for this install, the shell's completions, and what is
+missing, each with what it costs. It says what it changes, changes nothing with --check, and a
+second run changes nothing (idempotent). The user manager itself is in
+tests/packaging/test_wheel.py (a pip and a pipx install through setup, a scheduled run)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from cli_helpers import Cli
+
+from supervisor.completions import render
+from supervisor.userunits import (
+    DAEMON_UNITS,
+    SERVICE,
+    exec_quote,
+    find_unit,
+    packaged,
+    written_unit,
+)
+
+REPO = Path(__file__).resolve().parent.parent.parent
+
+
+def home_env(tmp_path: Path, **extra: str) -> dict[str, str | None]:
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    env: dict[str, str | None] = {
+        "HOME": str(home),
+        "SHELL": "/bin/bash",
+        "XDG_CONFIG_HOME": None,
+        "XDG_DATA_HOME": None,
+    }
+    env.update(extra)
+    return env
+
+
+def report(
+    cli: Cli, env: dict[str, str | None], *args: str
+) -> tuple[int, dict[str, dict[str, str]]]:
+    res = cli("setup", "--json", *args, env=env)
+    out = json.loads(res.stdout)
+    return res.returncode, {i["what"]: i for i in out["items"]}
+
+
+def test_a_written_unit_is_the_packaged_one_for_this_program() -> None:
+    text = packaged(SERVICE)
+    assert text == (REPO / "supervisor/units" / SERVICE).read_text()
+    assert "ExecStart=/usr/bin/vinos-routine daemon\n" in text
+    mine = written_unit(text, ("/opt/my env/bin/vinos-routine",), {"VINOS_HOME": "/h/.v"})
+    lines = mine.splitlines()
+    assert lines[0].startswith("# Written by `vinos-routine setup` for /opt/my env/bin/")
+    assert 'ExecStart="/opt/my env/bin/vinos-routine" daemon' in lines
+    assert "Environment=VINOS_HOME=/h/.v" in lines
+    # Every other line is the packaged unit's, in order: the hardening cannot drift.
+    rest = [
+        line for line in lines[1:] if not line.startswith(("ExecStart=", "Environment=VINOS_HOME"))
+    ]
+    assert rest == [line for line in text.splitlines() if not line.startswith("ExecStart=")]
+    assert exec_quote("/a%b") == "/a%%b"
+
+
+def test_setup_writes_the_units_and_completions_then_a_second_run_changes_nothing(
+    cli: Cli, tmp_path: Path
+) -> None:
+    env = home_env(tmp_path)
+    home = Path(str(env["HOME"]))
+    first = cli("setup", env=env)
+    assert first.returncode == 0, first.stderr
+    units = home / ".config/systemd/user"
+    service = (units / SERVICE).read_text()
+    program = Path(__import__("sys").executable).parent / "vinos-routine"
+    assert f"ExecStart={program} daemon\n" in service
+    assert f"Environment=VINOS_HOME={cli.home}" in service
+    assert "EnvironmentFile=-%h/.config/vinos-routine/daemon.env\n" in service
+    assert (units / "vinos-routined.socket").is_file()
+    completion = home / ".local/share/bash-completion/completions/vinos-routine"
+    assert completion.read_text() == render()["vinos-routine.bash"]
+    # Each change was said before it was made.
+    assert f"writes {units / SERVICE}" in first.stdout
+    assert f"writes {completion}" in first.stdout
+
+    mtime = (units / SERVICE).stat().st_mtime_ns
+    again = cli("setup", env=env)
+    assert again.returncode == 0
+    assert f"writes {home}" not in again.stdout
+    assert (units / SERVICE).stat().st_mtime_ns == mtime
+    _, items = report(cli, env, "--check")
+    for name in DAEMON_UNITS:
+        assert items[f"unit {name}"]["state"] == "ok"
+    assert items["completions (bash)"]["state"] == "ok"
+
+
+def test_setup_check_only_reports(cli: Cli, tmp_path: Path) -> None:
+    env = home_env(tmp_path)
+    code, items = report(cli, env, "--check")
+    assert code == 1
+    assert items[f"unit {SERVICE}"]["state"] == "write"
+    assert not (tmp_path / "home/.config").exists()
+    assert not (tmp_path / "home/.local").exists()
+
+
+def test_a_unit_of_the_users_own_is_left_alone(cli: Cli, tmp_path: Path) -> None:
+    env = home_env(tmp_path)
+    own = tmp_path / "home/.config/systemd/user" / SERVICE
+    own.parent.mkdir(parents=True)
+    own.write_text("[Service]\nExecStart=/my/own daemon\n")
+    code, items = report(cli, env)
+    assert items[f"unit {SERVICE}"]["state"] == "kept"
+    assert "not one setup wrote" in items[f"unit {SERVICE}"]["detail"]
+    assert own.read_text() == "[Service]\nExecStart=/my/own daemon\n"
+    assert code == 0
+
+
+def test_what_is_missing_is_named_with_its_cost(cli: Cli, tmp_path: Path) -> None:
+    # No notify-send and no ssh-keygen on this PATH; a key only in the shell.
+    env = home_env(tmp_path, PATH=str(cli.bin), ANTHROPIC_API_KEY="sk-secret-in-shell",
+                   ANTHROPIC_BASE_URL="http://127.0.0.1:9")  # fmt: skip
+    res = cli("setup", "--check", env=env)
+    out = res.stdout
+    assert res.returncode == 1
+    assert "notify-send: notify-send is not on PATH: no desktop notifications" in out
+    assert "sudo apt-get install libnotify-bin" in out
+    assert "ssh-keygen: ssh-keygen is not on PATH: no signed routines" in out
+    assert "ANTHROPIC_API_KEY is set in this shell, but the daemon does not see it" in out
+    assert "printenv ANTHROPIC_API_KEY >" in out
+    assert "sk-secret-in-shell" not in out + res.stderr
+    assert "ANTHROPIC_BASE_URL is set in this shell, but the daemon does not see it" in out
+    assert "starter routines: day-brief" in out
+
+
+def test_status_points_at_setup_without_a_unit(cli: Cli, tmp_path: Path) -> None:
+    env = home_env(tmp_path)
+    home = Path(str(env["HOME"]))
+    assert find_unit(home, {}) is None, "a vinos-routined unit is installed system-wide here"
+    for args in (["status"], ["reload"]):
+        res = cli(*args, env=env)
+        assert "no user unit is installed yet: run `vinos-routine setup`" in res.stdout + res.stderr
+    assert cli("setup", env=env).returncode == 0
+    res = cli("status", env=env)
+    assert "start it: systemctl --user enable --now vinos-routined" in res.stdout

@@ -38,6 +38,7 @@ class Machine:
         worker: tuple[str, ...] = ("ok",),
         extra_env: dict[str, str] | None = None,
         config: str = "",
+        real_worker: bool = False,
     ) -> None:
         self.name = name
         root = tmp / name
@@ -59,7 +60,8 @@ class Machine:
                 "VINOS_HOUSEKEEPING_DELAY_SEC": "3600",
                 **(extra_env or {}),
             }
-            self.daemon = Daemon(root, tick=0.2, extra_env=env, worker_argv=[*FAKEWORKER, *worker])
+            argv = None if real_worker else [*FAKEWORKER, *worker]  # None: python -m worker
+            self.daemon = Daemon(root, tick=0.2, extra_env=env, worker_argv=argv)
         if clock_file is not None:
             self.daemon.clock_file = clock_file
             self.daemon.env["VINOS_CLOCK_OFFSET_FILE"] = str(clock_file)

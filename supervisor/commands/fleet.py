@@ -86,11 +86,16 @@ def status(args: argparse.Namespace) -> int:
                 one_line(m.machine) + (" (this one)" if m.machine == pic.machine else ""),
                 state,
                 age,
+                one_line(f"{m.host or '?'}:{m.pid}") if m.pid else "",
                 m.version or "",
                 ", ".join(sorted(running_on.get(m.machine, []))),
             ]
         )
-    table(["MACHINE", "STATE", "HEARTBEAT", "VERSION", "RUNNING"], rows)
+    table(["MACHINE", "STATE", "HEARTBEAT", "DAEMON", "VERSION", "RUNNING"], rows)
+    for m in pic.machines:
+        if m.conflict:
+            print(f"conflict: {one_line(m.machine)}: {one_line(m.conflict)}; the name is "
+                  "held by the daemon above: give each machine its own [fleet] machine")  # fmt: skip
     for name, groups in pic.divergent.items():
         parts = " / ".join(" and ".join(g) for g in groups)
         print(f"divergent: {one_line(name)} runs nowhere until its files agree ({parts})")

@@ -39,8 +39,9 @@ class Machine:
         extra_env: dict[str, str] | None = None,
         config: str = "",
         real_worker: bool = False,
+        machine: str | None = None,
     ) -> None:
-        self.name = name
+        self.name = machine or name  # [fleet] machine; `name` is its home's directory
         root = tmp / name
         # The runtime dir (the control socket's) is short, under /tmp: a Unix socket's path
         # must fit in 107 bytes, which a test's tmp_path under xdist may not leave room for.
@@ -48,7 +49,9 @@ class Machine:
         (home / "routines").mkdir(parents=True, exist_ok=True)
         runtime.chmod(0o700)
         RUNTIMES.append(runtime)
-        (home / "routines" / "config.toml").write_text(f'[fleet]\nmachine = "{name}"\n{config}')
+        (home / "routines" / "config.toml").write_text(
+            f'[fleet]\nmachine = "{self.name}"\n{config}'
+        )
         with monkeypatch.context() as m:
             m.setenv("VINOS_HOME", str(home))
             m.setenv("XDG_RUNTIME_DIR", str(runtime))

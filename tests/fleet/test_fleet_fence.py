@@ -46,7 +46,7 @@ def counted(beats: int = BEATS) -> str:
     scratch dir, routines/scratch/NAME/RUN-ID: the run id, and the workspace two levels up."""
     line = 'echo "$1 $id $(date +%s.%N)" >> "$PWD/../../../workspace/long/log"'
     return command_routine(
-        f"mark() {{ {line}; }}; id=$(basename \"$PWD\"); mark start; i=0; "
+        f'mark() {{ {line}; }}; id=$(basename "$PWD"); mark start; i=0; '
         f"while [ $i -lt {beats} ]; do mark beat; sleep 0.25; i=$((i+1)); done; mark end",
         timeout=300,
     )

@@ -9,6 +9,7 @@ recorded `interrupted (lease lost)`, never `ok` thrown away."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import time
@@ -79,7 +80,7 @@ def executions(*ms: Machine) -> list[Execution]:
 
 
 def assert_no_overlap(found: list[Execution]) -> None:
-    for before, after in zip(found, found[1:], strict=False):
+    for before, after in itertools.pairwise(found):
         assert after.start > before.last, f"two executions at once: {before} and {after}"
 
 

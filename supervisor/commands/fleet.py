@@ -94,8 +94,10 @@ def status(args: argparse.Namespace) -> int:
     table(["MACHINE", "STATE", "HEARTBEAT", "DAEMON", "VERSION", "RUNNING"], rows)
     for m in pic.machines:
         if m.conflict:
-            print(f"conflict: {one_line(m.machine)}: {one_line(m.conflict)}; the name is "
-                  "held by the daemon above: give each machine its own [fleet] machine")  # fmt: skip
+            print(
+                f"conflict: {one_line(m.machine)}: {one_line(m.conflict)}; the name is held "
+                "by the daemon above: give each machine its own [fleet] machine"
+            )
     for name, groups in pic.divergent.items():
         parts = " / ".join(" and ".join(g) for g in groups)
         print(f"divergent: {one_line(name)} runs nowhere until its files agree ({parts})")

@@ -42,10 +42,10 @@ def wait_for(predicate: Any, what: str) -> Any:
         raise AssertionError(f"{exc}\n{logs}") from None
 
 
-def counted(beats: int = BEATS) -> str:
+def counted(beats: int = BEATS, name: str = "long") -> str:
     """The routine: the same file on every machine. Its working directory is its run's
     scratch dir, routines/scratch/NAME/RUN-ID: the run id, and the workspace two levels up."""
-    line = 'echo "$1 $id $(date +%s.%N)" >> "$PWD/../../../workspace/long/log"'
+    line = f'echo "$1 $id $(date +%s.%N)" >> "$PWD/../../../workspace/{name}/log"'
     return command_routine(
         f'mark() {{ {line}; }}; id=$(basename "$PWD"); mark start; i=0; '
         f"while [ $i -lt {beats} ]; do mark beat; sleep 0.25; i=$((i+1)); done; mark end",
@@ -62,10 +62,10 @@ class Execution:
     ended: bool
 
 
-def executions(*ms: Machine) -> list[Execution]:
+def executions(*ms: Machine, name: str = "long") -> list[Execution]:
     out = []
     for m in ms:
-        log = m.paths.workspace("long") / "log"
+        log = m.paths.workspace(name) / "log"
         if not log.exists():
             continue
         seen: dict[str, list[tuple[str, float]]] = {}

@@ -438,8 +438,10 @@ def main(*, worker_argv: list[str] | None = None) -> int:
         print(f"vinos-routine: {exc}", file=sys.stderr)
         return 1
     if daemon.fleet is not None:
+        from supervisor.fleet import START_DEADLINE_SEC
+
         try:  # one daemon per fleet machine name; while the database is away, at its return
-            daemon.fleet.join()
+            daemon.fleet.join(wait=START_DEADLINE_SEC)
         except MachineInUse as exc:
             print(f"vinos-routine: {exc}", file=sys.stderr)
             daemon.ledger.close()

@@ -43,7 +43,7 @@ from supervisor.fleetplan import (
     lost_leases,
 )
 
-__all__ = ["Fleet", "LeaseBook", "MachineInUse", "Renewal"]
+__all__ = ["Fleet", "LeaseBook", "MachineInUse", "Renewal", "boot_id", "pid_alive"]
 
 log = logging.getLogger("vinos.fleet")
 
@@ -53,6 +53,7 @@ LEASE_SEC = float(os.environ.get("VINOS_FLEET_LEASE_SEC") or LEASE.total_seconds
 # The loop's calls wait at most this long for the database, so the control socket answers
 # within a second however the database behaves (a stalled call fails as an outage).
 LOOP_DEADLINE_SEC = 0.75
+START_DEADLINE_SEC = 15.0  # the first call, at start, before the control socket listens
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,12 +176,22 @@ class Fleet:
             self._token = token
         self.elsewhere = self.ledger.busy_elsewhere()
 
-    def join(self) -> None:
+    def join(self, wait: float = LOOP_DEADLINE_SEC) -> None:
         """Register this daemon under the machine name; MachineInUse while another live daemon
-        holds it (on another host, or on this one with its pid alive)."""
-        self.ledger.register(
-            self.version, os.getpid(), host=socket.gethostname(), boot_id=_boot_id(), alive=_alive
-        )
+        holds it (on another host, or on this one with its pid alive). `wait`: the deadline
+        of this call (longer at start, before the loop runs: a first connection migrates the
+        schema, which must not look like an outage)."""
+        deadline, self.ledger.deadline = self.ledger.deadline, wait
+        try:
+            self.ledger.register(
+                self.version,
+                os.getpid(),
+                host=socket.gethostname(),
+                boot_id=boot_id(),
+                alive=pid_alive,
+            )
+        finally:
+            self.ledger.deadline = deadline
         self.registered = True
 
     def _fingerprint(self, name: str, text: str) -> str:
@@ -235,14 +246,14 @@ class Fleet:
         self._beat_ledger.close()
 
 
-def _boot_id() -> str | None:
+def boot_id() -> str | None:
     """This boot of this host's kernel: two daemons with one boot id share a pid space."""
     with contextlib.suppress(OSError), open("/proc/sys/kernel/random/boot_id") as f:
         return f.read().strip()
     return None
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
     if pid == os.getpid():
         return False  # this very process: the row is left from a daemon that had its pid
     try:

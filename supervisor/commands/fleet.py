@@ -109,12 +109,15 @@ def status(args: argparse.Namespace) -> int:
 
 def join(args: argparse.Namespace) -> int:
     import os
+    import secrets
+    import socket
     from datetime import UTC, datetime
 
     from routines.fleetjoin import join as copy_in
     from routines.ledger import Ledger
     from routines.paths import paths
     from supervisor.commands.common import try_daemon
+    from supervisor.fleet import boot_id, pid_alive
     from supervisor.owner import version
 
     p = paths()
@@ -126,7 +129,12 @@ def join(args: argparse.Namespace) -> int:
             "vinos-routined), then start it again; it then uses the fleet's database"
         )
     with _fleet_ledger() as fleet:  # connects and applies the migrations
-        fleet.register(version(), os.getpid())
+        # As a daemon registers: refused while another live daemon holds the name (the
+        # machine's own daemon, started next, takes it over: this pid is gone by then).
+        fleet.instance = secrets.token_hex(8)
+        fleet.register(
+            version(), os.getpid(), host=socket.gethostname(), boot_id=boot_id(), alive=pid_alive
+        )
         if p.ledger.exists():
             with Ledger(p.ledger) as local:
                 report = copy_in(fleet, local, datetime.now(UTC))

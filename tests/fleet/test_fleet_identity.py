@@ -34,6 +34,9 @@ def test_a_second_daemon_under_a_machine_name_in_use_is_refused_and_nothing_wedg
     first.start()
     wait_for(lambda: "(this one)" in first.daemon.cli("fleet", "status").stdout, what="s up")
 
+    joined = second.daemon.cli("fleet", "join")  # the join is refused as the daemon is
+    assert joined.returncode == 1
+    assert "the machine name 's' is in use by another running daemon" in joined.stderr
     second.daemon.start(wait=False)
     assert second.daemon.proc is not None
     assert second.daemon.proc.wait(60) == 1

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 import threading
+from collections.abc import Callable
 from typing import IO, Any
 
 from ipc.framing import ProtocolError, encode
@@ -43,13 +44,17 @@ class Channel:
             self._out.write(encode(msg))
             self._out.flush()
 
-    def last_word(self, result: Result) -> None:
-        """Send `result` unless one went already, and send nothing more: the lock is kept,
-        because the caller exits the process next (a lapsed lease)."""
+    def last_word(self, result: Callable[[], Result]) -> None:
+        """Call `result()`, send what it returns unless a result went already, and send
+        nothing more: the lock is
+        taken first and kept (the caller exits the process next, a lapsed lease), so that
+        what `result()` does (kill the run's process tree) cannot make the main thread report
+        the killed command as a failure first (tests/fleet/test_fleet_chaos.py)."""
         self._lock.acquire()
+        final = result()
         if not self.result_sent:
             self.result_sent = True
-            self._out.write(encode(result))
+            self._out.write(encode(final))
             self._out.flush()
 
     def event(self, kind: EventKind, text: str, /, **data: Any) -> None:

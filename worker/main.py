@@ -134,19 +134,25 @@ def run_job(job: Job, channel: object) -> Result:
 
 def _lease_lost(channel: object) -> None:
     """The dead-man switch fired (worker/lease.py): kill what this run started, report it
-    `interrupted`, and exit at once, whatever the main thread is doing."""
+    `interrupted`, and exit at once, whatever the main thread is doing (the channel is held
+    while the tree is killed, so the main thread cannot report the killed command first)."""
     from ipc.messages import RunStatus
     from worker.channel import Channel
     from worker.lease import kill_tree
 
     assert isinstance(channel, Channel)
-    killed = kill_tree()
-    why = (
-        "lease lost: the fleet's lease on this run was not renewed in time, so the worker "
-        f"stopped it ({killed} process(es) killed) before another machine may take the routine"
-    )
-    print(f"vinos-routine worker: {why}", file=sys.stderr, flush=True)
-    channel.last_word(Result(status=RunStatus.INTERRUPTED, summary="lease lost", error=why))
+
+    def stop() -> Result:
+        killed = kill_tree()
+        why = (
+            "lease lost: the fleet's lease on this run was not renewed in time, so the worker "
+            f"stopped it ({killed} process(es) killed) before another machine may take the "
+            "routine"
+        )
+        print(f"vinos-routine worker: {why}", file=sys.stderr, flush=True)
+        return Result(status=RunStatus.INTERRUPTED, summary="lease lost", error=why)
+
+    channel.last_word(stop)
     os._exit(0)
 
 

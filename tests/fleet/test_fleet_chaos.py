@@ -109,7 +109,8 @@ def _check(rows: list[RunRow], ms: list[Machine], story: str) -> None:
     by_id = {r.run_id: r for r in rows}
     slots = Counter((r.routine, r.slot) for r in rows if r.slot)
     assert max(slots.values()) == 1, f"a slot ran twice: {slots} ({story})"
-    assert not [r for r in rows if r.status == "failed"], f"a phantom failure ({story})"
+    failed = [(r.run_id, r.detail) for r in rows if r.status == "failed"]
+    assert not failed, f"a phantom failure: {failed} ({story})"
     for name in ROUTINES:
         found = executions(*ms, name=name)
         assert found, f"{name} never ran ({story})"

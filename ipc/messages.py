@@ -1,7 +1,8 @@
 """The messages on the pipes and the socket, as frozen dataclasses.
 
 Each travels as one JSON object on one line with a `"type"` field (see `ipc.framing`).
-Supervisor → worker: `Hello`, then one `Job`. Worker → supervisor: `Hello`, any number of
+Supervisor → worker: `Hello`, then one `Job`, then (a fleet's leased run only) any number of
+`Lease` renewals. Worker → supervisor: `Hello`, any number of
 `Event`, `Usage` and `Proposal`, then exactly one `Result`. CLI ↔ daemon: `Hello`, then
 `Request` → (`Event`…) `Response`, whose `result` is one of the typed replies at the end of
 this module.
@@ -9,6 +10,7 @@ this module.
 
 from __future__ import annotations
 
+import time
 from dataclasses import asdict, dataclass, field, fields
 from enum import StrEnum
 from typing import Any, ClassVar
@@ -27,6 +29,7 @@ __all__ = [
     "FleetStatus",
     "Hello",
     "Job",
+    "Lease",
     "Message",
     "NextFire",
     "Outcome",
@@ -43,6 +46,7 @@ __all__ = [
     "Trigger",
     "Usage",
     "from_dict",
+    "lease_clock",
     "reply_json",
 ]
 
@@ -105,6 +109,26 @@ class Job:
     # `run` with VINOS_ROUTINE_DEBUG=1 through the daemon: the worker shows each bwrap argv, as
     # it does with the variable in its own environment (tests/cli/test_cli_debug.py).
     debug: bool = False
+    # A fleet's leased run: the worker's until it is past this instant on `lease_clock()`
+    # unless a `Lease` moves it on; None (one machine, or offline) never lapses.
+    lease_until: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """ "Yours until `until`" (seconds on `lease_clock()`): the fleet renewed the run's lease.
+    A worker past it without a newer one kills its process tree (worker/lease.py)."""
+
+    TYPE: ClassVar[str] = "lease"
+    until: float
+
+
+def lease_clock() -> float:
+    """The clock a lease's deadline is on: CLOCK_BOOTTIME, which one kernel shares between the
+    daemon and its workers and which counts a suspend (a laptop that wakes past a deadline
+    stops the run at once); wall time where there is none."""
+    boottime = getattr(time, "CLOCK_BOOTTIME", None)
+    return time.clock_gettime(boottime) if boottime is not None else time.time()
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,9 +198,9 @@ class Response:
     error: dict[str, str] | None = None  # {"code": ..., "message": ...}
 
 
-Message = Hello | Job | Event | Usage | Proposal | Result | Request | Response
+Message = Hello | Job | Lease | Event | Usage | Proposal | Result | Request | Response
 _BY_TYPE: dict[str, type[Any]] = {
-    cls.TYPE: cls for cls in (Hello, Job, Event, Usage, Proposal, Result, Request, Response)
+    cls.TYPE: cls for cls in (Hello, Job, Lease, Event, Usage, Proposal, Result, Request, Response)
 }
 
 

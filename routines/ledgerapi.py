@@ -13,7 +13,16 @@ from datetime import date, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 from zoneinfo import ZoneInfo
 
-from routines.ledger import ANY, ActiveRun, DaySummary, LastRun, Ledger, RoutineState, RunRow
+from routines.ledger import (
+    ANY,
+    ActiveRun,
+    DaySummary,
+    LastRun,
+    Ledger,
+    LedgerError,
+    RoutineState,
+    RunRow,
+)
 from routines.runs import RunEnd, RunStatus, Trigger
 
 if TYPE_CHECKING:
@@ -22,7 +31,14 @@ if TYPE_CHECKING:
     from routines.paths import Paths
     from routines.pgledger import PgLedger
 
-__all__ = ["LedgerAPI", "open_ledger"]
+__all__ = ["LedgerAPI", "MachineInUse", "open_ledger"]
+
+
+class MachineInUse(LedgerError):
+    """A fleet's machine name is held by another live daemon (routines/pgfleet.py
+    `register`): this one must not run under it (its renewals would keep the other's runs
+    alive, and two daemons would claim as one machine). Here, not beside psycopg: the
+    daemon catches it whether or not it is on a fleet."""
 
 
 class LedgerAPI(Protocol):

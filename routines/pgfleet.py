@@ -4,12 +4,18 @@ and definitions (each routine's file fingerprint per machine, for divergence). A
 `PgLedger`, which supplies the connection, the machine's name and the lease length.
 
 Leases and heartbeats are timed by the server's clock (`now()`), never a machine's: a machine
-whose clock runs ahead cannot end another's runs early.
+whose clock runs ahead cannot end another's runs early. A lapsed lease is taken over only
+`taken_after` seconds past its expiry: the time its worker has to kill what it runs
+(supervisor/fleetplan.py `Fence`).
+
+One daemon per machine name: a daemon's leases and machine row carry its `instance` (a random
+id of each start), renewals touch only its own, and `register` refuses a second live daemon
+under a name in use (MachineInUse, naming the other's host and pid).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
@@ -18,10 +24,11 @@ from typing import Any
 import psycopg
 
 from routines.ledger import iso
+from routines.ledgerapi import MachineInUse
 from routines.pgschema import note_last
 from routines.runs import ACTIVE, RunStatus, sql_in
 
-__all__ = ["LEASE_SEC", "FleetTables", "MachineRow"]
+__all__ = ["LEASE_SEC", "FleetTables", "MachineInUse", "MachineRow"]
 
 LEASE_SEC = 60.0  # a running run's lease lasts this long past its last renewal
 
@@ -37,11 +44,16 @@ class MachineRow:
     heartbeat: datetime | None
     left_at: datetime | None
     heartbeat_age_sec: float | None  # by the server's clock
+    host: str | None = None
+    instance: str | None = None
+    conflict: str | None = None  # a second daemon under this name, refused
 
 
 class FleetTables:
     machine: str
     lease_sec: float
+    instance: str | None
+    taken_after: float  # seconds past a lease's expiry before another machine ends it
 
     def transaction(self) -> AbstractContextManager[Cursor]:
         raise NotImplementedError
@@ -52,21 +64,74 @@ class FleetTables:
     def busy_elsewhere(self) -> dict[str, str]:
         """Routines with a live lease on another machine, and that machine (fleet overlap)."""
         rows = self._read(
-            "SELECT routine, machine FROM leases WHERE machine <> %s AND expires_at > now()",
-            (self.machine,),
+            "SELECT routine, machine FROM leases WHERE machine <> %s "
+            "AND expires_at + make_interval(secs => %s) > now()",
+            (self.machine, self.taken_after),
         )
         return {r["routine"]: r["machine"] for r in rows}
 
-    def register(self, version: str, pid: int) -> None:
-        """Join (or rejoin) the fleet as this machine and beat once."""
+    def register(
+        self,
+        version: str,
+        pid: int,
+        *,
+        host: str | None = None,
+        boot_id: str | None = None,
+        alive: Callable[[int], bool] | None = None,
+    ) -> None:
+        """Join (or rejoin) the fleet as this machine and beat once. With an `instance`,
+        MachineInUse while another instance's heartbeat under this name is within a lease
+        (and, on this very host and boot, its pid is `alive`); the refusal is noted in the
+        row (`conflict`) for `fleet status`."""
+        refused: str | None = None
         with self.transaction() as cur:
             cur.execute(
-                "INSERT INTO machines (machine, version, pid, heartbeat) "
-                "VALUES (%s, %s, %s, now()) ON CONFLICT (machine) DO UPDATE SET "
-                "version = excluded.version, pid = excluded.pid, heartbeat = now(), "
-                "left_at = NULL",
-                (self.machine, version, pid),
+                "SELECT instance, host, boot_id, pid, "
+                "heartbeat > now() - make_interval(secs => %s) AS fresh, left_at "
+                "FROM machines WHERE machine = %s FOR UPDATE",
+                (self.lease_sec, self.machine),
             )
+            row = cur.fetchone()
+            if (
+                self.instance is not None
+                and row is not None
+                and row["instance"] not in (None, self.instance)
+                and row["fresh"]
+                and row["left_at"] is None
+                and not (
+                    boot_id is not None
+                    and row["boot_id"] == boot_id
+                    and alive is not None
+                    and row["pid"] is not None
+                    and not alive(int(row["pid"]))
+                )
+            ):
+                other = f"host {row['host'] or '?'}, pid {row['pid'] or '?'}"
+                refused = (
+                    f"the machine name {self.machine!r} is in use by another running daemon "
+                    f"({other}); this one (host {host or '?'}, pid {pid}) was refused. Give "
+                    "each machine its own name ([fleet] machine in config.toml), or stop the "
+                    "other daemon"
+                )
+                cur.execute(
+                    "UPDATE machines SET conflict = %s || to_char(now() AT TIME ZONE 'UTC', "
+                    "'YYYY-MM-DD HH24:MI:SS') || ' UTC' WHERE machine = %s",
+                    (
+                        f"a second daemon (host {host or '?'}, pid {pid}) was refused at ",
+                        self.machine,
+                    ),
+                )
+            else:
+                cur.execute(
+                    "INSERT INTO machines (machine, version, pid, heartbeat, instance, host, "
+                    "boot_id) VALUES (%s, %s, %s, now(), %s, %s, %s) ON CONFLICT (machine) DO "
+                    "UPDATE SET version = excluded.version, pid = excluded.pid, "
+                    "heartbeat = now(), left_at = NULL, instance = excluded.instance, "
+                    "host = excluded.host, boot_id = excluded.boot_id, conflict = NULL",
+                    (self.machine, version, pid, self.instance, host, boot_id),
+                )
+        if refused is not None:
+            raise MachineInUse(refused)
 
     def leave(self, machine: str | None = None) -> bool:
         """Mark a machine as gone from the fleet (its definitions no longer count)."""
@@ -79,16 +144,33 @@ class FleetTables:
             cur.execute("DELETE FROM definitions WHERE machine = %s", (machine or self.machine,))
         return gone
 
-    def renew(self) -> int:
-        """Heartbeat, and extend every lease this machine holds; how many leases."""
+    def renew(self) -> list[str]:
+        """Heartbeat, and extend every lease this daemon holds (this machine's, and with an
+        `instance` only this instance's); the run ids of the leases renewed. A lease not among
+        them is gone (it lapsed and another machine ended its run). MachineInUse when the
+        machine row names another instance: a daemon took the name over while this one was
+        stopped past its lease."""
         with self.transaction() as cur:
-            cur.execute("UPDATE machines SET heartbeat = now() WHERE machine = %s", (self.machine,))
+            cur.execute(
+                "UPDATE machines SET heartbeat = now() WHERE machine = %s "
+                "AND instance IS NOT DISTINCT FROM %s",
+                (self.machine, self.instance),
+            )
+            if cur.rowcount == 0 and self.instance is not None:
+                cur.execute("SELECT host, pid FROM machines WHERE machine = %s", (self.machine,))
+                row = cur.fetchone()
+                if row is not None:
+                    raise MachineInUse(
+                        f"the machine name {self.machine!r} was taken over by another daemon "
+                        f"(host {row['host'] or '?'}, pid {row['pid'] or '?'}) while this one "
+                        "did not renew it; this daemon stops"
+                    )
             cur.execute(
                 "UPDATE leases SET expires_at = now() + make_interval(secs => %s) "
-                "WHERE machine = %s",
-                (self.lease_sec, self.machine),
+                "WHERE machine = %s AND instance IS NOT DISTINCT FROM %s RETURNING run_id",
+                (self.lease_sec, self.machine, self.instance),
             )
-            return cur.rowcount
+            return [r["run_id"] for r in cur.fetchall()]
 
     def expire_leases(self, now: datetime) -> list[tuple[str, str, str]]:
         """Runs whose lease lapsed become `interrupted`, never replayed: (routine, run id,
@@ -97,8 +179,9 @@ class FleetTables:
         with self.transaction() as cur:
             cur.execute(
                 "DELETE FROM leases WHERE run_id IN (SELECT run_id FROM leases "
-                "WHERE expires_at < now() FOR UPDATE SKIP LOCKED) "
-                "RETURNING run_id, routine, machine"
+                "WHERE expires_at + make_interval(secs => %s) < now() FOR UPDATE SKIP LOCKED) "
+                "RETURNING run_id, routine, machine",
+                (self.taken_after,),
             )
             lapsed = cur.fetchall()
             for lease in lapsed:
@@ -109,8 +192,8 @@ class FleetTables:
                     (
                         RunStatus.INTERRUPTED.value,
                         iso(now),
-                        f"its machine {lease['machine']} stopped renewing the run's lease; "
-                        "not replayed",
+                        f"lease lost: its machine {lease['machine']} stopped renewing the "
+                        "run's lease, so its worker stopped it; not replayed",
                         lease["run_id"],
                     ),
                 )
@@ -132,8 +215,9 @@ class FleetTables:
 
     def machines(self) -> list[MachineRow]:
         rows = self._read(
-            "SELECT machine, version, pid, joined_at, heartbeat, left_at, "
-            "EXTRACT(EPOCH FROM now() - heartbeat) AS age FROM machines ORDER BY machine"
+            "SELECT machine, version, pid, joined_at, heartbeat, left_at, host, instance, "
+            "conflict, EXTRACT(EPOCH FROM now() - heartbeat) AS age FROM machines "
+            "ORDER BY machine"
         )
         return [
             MachineRow(
@@ -144,6 +228,9 @@ class FleetTables:
                 r["heartbeat"],
                 r["left_at"],
                 float(r["age"]) if r["age"] is not None else None,
+                r["host"],
+                r["instance"],
+                r["conflict"],
             )
             for r in rows
         ]
@@ -200,5 +287,9 @@ class FleetTables:
 
     def where_running(self) -> dict[str, str]:
         """routine → machine, for every run with a live lease."""
-        rows = self._read("SELECT routine, machine FROM leases WHERE expires_at > now()")
+        rows = self._read(
+            "SELECT routine, machine FROM leases "
+            "WHERE expires_at + make_interval(secs => %s) > now()",
+            (self.taken_after,),
+        )
         return {r["routine"]: r["machine"] for r in rows}

@@ -22,14 +22,28 @@ Errors (routines/ledgerfaults.py): a lost or refused connection is `LedgerUnavai
 reason UNREACHABLE, PostgreSQL's DiskFull one with reason DISK_FULL (nothing of that call
 recorded, try again later); while one is recent, calls fail at once without waiting on the network
 (`Gate`), so an outage costs the daemon's loop one bounded wait per back-off step.
+
+A client-side deadline (`deadline`, the daemon's connections): the server's statement_timeout
+is enforced by the server, so a server that stops answering (SIGSTOP, a hung host, a network
+that drops packets) would hold the caller for ever. With a deadline, connecting happens in a
+thread of its own (the caller waits at most the deadline for it, and a later call picks the
+connection up), and a statement that has not answered when the deadline passes has its
+socket shut from a timer thread: the call fails at once as `LedgerUnavailable` (UNREACHABLE), the
+connection is dropped, and the gate makes the calls after it fail without waiting. Not
+`conn.cancel()`: a cancel is a request the hung server would have to answer. So a hung
+database is an outage like a refused one, and the daemon's loop (which makes these calls)
+answers its control socket within a second (tests/fleet/test_fleet_fence.py).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import socket
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import date, datetime
@@ -59,7 +73,7 @@ from routines.ledger import (
     state_row,
 )
 from routines.ledgerfaults import LedgerUnavailable, Unavailable
-from routines.pgfleet import LEASE_SEC, FleetTables, MachineRow
+from routines.pgfleet import LEASE_SEC, FleetTables, MachineInUse, MachineRow
 from routines.runs import (
     ACTIVE,
     NO_LAST_RUN,
@@ -76,6 +90,7 @@ __all__ = [
     "PG_LEDGER_VERSION",
     "FleetRunRow",
     "Gate",
+    "MachineInUse",
     "MachineRow",
     "PgLedger",
 ]
@@ -107,6 +122,14 @@ _DATA_VERSION_SQL = (
 _ADVANCE_CURSOR_SQL = ledgerrows.advance_cursor_sql("%s")
 CONNECT_TIMEOUT_SEC = 3
 STATEMENT_TIMEOUT_MS = 10_000
+# TCP keepalives (a remote server; a Unix socket ignores them): a connection whose peer
+# vanished is found dead in about 10 s, even while idle.
+KEEPALIVES = {
+    "keepalives": 1,
+    "keepalives_idle": 5,
+    "keepalives_interval": 2,
+    "keepalives_count": 3,
+}
 
 
 def unreachable(message: str) -> LedgerUnavailable:
@@ -179,14 +202,30 @@ class PgLedger(FleetTables):
         gate: Gate | None = None,
         lease_sec: float = LEASE_SEC,
         connect: bool = True,
+        instance: str | None = None,
+        taken_after: float = 0.0,
+        deadline: float | None = None,
+        on_lease: Callable[[str, float, float], None] | None = None,
+        lease_clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.dsn = dsn
         self.machine = machine
         self.gate = gate or Gate()
         self.lease_sec = lease_sec
+        self.instance = instance  # this daemon's start (pgfleet: one daemon per name)
+        self.taken_after = taken_after
+        self.deadline = deadline  # client-side, seconds: see the module's docstring
+        # Told (run id, before, after) on `lease_clock` for each lease a claim or a queued
+        # run's row made: the fleet gives its worker a deadline from `before`
+        # (supervisor/fleet.py LeaseBook).
+        self.on_lease = on_lease
+        self.lease_clock = lease_clock
         self.where = redact_url(dsn) if "://" in dsn else "the fleet database"
         self._conn: psycopg.Connection[dict[str, Any]] | None = None
         self._lock = threading.Lock()
+        self._connecting: threading.Thread | None = None
+        self._connected: psycopg.Connection[dict[str, Any]] | None = None
+        self._connect_error: LedgerError | None = None
         if connect:
             self._connection()
 
@@ -195,46 +234,107 @@ class PgLedger(FleetTables):
     def _connection(self) -> psycopg.Connection[dict[str, Any]]:
         if self._conn is not None and not self._conn.closed:
             return self._conn
+        if self.deadline is not None:
+            return self._connection_within(self.deadline)
         if not self.gate.open():
             raise unreachable(f"{self.where}: unreachable (retrying with back-off)")
         try:
+            conn = self._open()
+        except LedgerUnavailable:
+            self.gate.failed()
+            raise
+        self.gate.succeeded()
+        self._conn = conn
+        return conn
+
+    def _open(self) -> psycopg.Connection[dict[str, Any]]:
+        """A new, migrated connection; LedgerUnavailable (UNREACHABLE), or LedgerError (a
+        newer schema)."""
+        try:
             conn = psycopg.connect(
-                self.dsn,
+                psycopg.conninfo.make_conninfo(self.dsn, **KEEPALIVES),
                 autocommit=True,
                 row_factory=dict_row,
                 connect_timeout=CONNECT_TIMEOUT_SEC,
-                # Bounded waits: a statement or lock never holds the daemon's loop past this.
+                # Bounded waits on a server that answers: a statement or a lock.
                 options=f"-c statement_timeout={STATEMENT_TIMEOUT_MS} "
                 f"-c lock_timeout={STATEMENT_TIMEOUT_MS}",
             )
         except psycopg.OperationalError as exc:
-            self.gate.failed()
             raise unreachable(f"{self.where}: cannot connect ({_first_line(exc)})") from exc
-        self._conn = conn
         try:
             self._migrate(conn)
         except psycopg.OperationalError as exc:
-            self._broken(exc)
+            conn.close()
+            raise unreachable(f"{self.where}: connection lost ({_first_line(exc)})") from exc
         except BaseException:
             conn.close()
-            self._conn = None
             raise
-        self.gate.succeeded()
         return conn
 
-    def _broken(self, exc: psycopg.Error) -> LedgerUnavailable:
+    def _connection_within(self, deadline: float) -> psycopg.Connection[dict[str, Any]]:
+        """Connect in a thread, waiting at most `deadline` (the connection a timed-out
+        attempt makes later is the next call's); fail at once while one is under way."""
+        if self._connected is not None:
+            conn, self._connected = self._connected, None
+            self.gate.succeeded()
+            self._conn = conn
+            return conn
+        late = self._take_error()  # of an attempt that ran past its deadline
+        if late is not None:
+            raise late
+        if self._connecting is not None and self._connecting.is_alive():
+            raise unreachable(
+                f"{self.where}: not answering (still connecting after {deadline:g} s)"
+            )
+        if not self.gate.open():
+            raise unreachable(f"{self.where}: unreachable (retrying with back-off)")
+
+        def attempt() -> None:
+            try:
+                self._connected = self._open()
+            except LedgerError as exc:
+                self._connect_error = exc
+
+        self._connecting = threading.Thread(target=attempt, name="pg-connect", daemon=True)
+        self._connecting.start()
+        self._connecting.join(deadline)
+        if self._connecting.is_alive():
+            self.gate.failed()
+            raise unreachable(f"{self.where}: not answering (no connection within {deadline:g} s)")
+        self._connecting = None
+        failed = self._take_error()
+        if failed is not None:
+            if isinstance(failed, LedgerUnavailable):
+                self.gate.failed()
+            raise failed
+        return self._connection_within(deadline)
+
+    def _take_error(self) -> LedgerError | None:
+        error, self._connect_error = self._connect_error, None
+        return error
+
+    def _broken(self, exc: psycopg.Error, why: str = "") -> LedgerUnavailable:
         if self._conn is not None:
             self._conn.close()
         self._conn = None
         self.gate.failed()
-        raise unreachable(f"{self.where}: connection lost ({_first_line(exc)})") from exc
+        why = why or f"connection lost ({_first_line(exc)})"
+        raise unreachable(f"{self.where}: {why}") from exc
 
     @contextmanager
     def transaction(self) -> Iterator[Cursor]:
-        """One transaction on a cursor; a lost connection is LedgerUnavailable (UNREACHABLE),
-        a server out of disk space LedgerUnavailable (DISK_FULL): never a run's failure."""
+        """One transaction on a cursor; a lost connection is LedgerUnavailable (UNREACHABLE), and
+        so is a server that did not answer within the client-side deadline; a server out of
+        disk space is LedgerUnavailable (DISK_FULL): never a run's failure."""
         with self._lock:
             conn = self._connection()
+            cut = threading.Event()
+            timer = None
+            if self.deadline is not None:
+                timer = threading.Timer(self.deadline, _shut, (conn, cut))
+                timer.daemon = True
+                timer.start()
             try:
                 with conn.transaction(), conn.cursor() as cur:
                     yield cur
@@ -245,9 +345,17 @@ class PgLedger(FleetTables):
                     "free some on its disk",
                 ) from exc
             except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+                if cut.is_set():
+                    self._broken(exc, f"not answering (no answer within {self.deadline:g} s)")
                 if conn.closed or conn.broken or isinstance(exc, psycopg.InterfaceError):
                     self._broken(exc)
                 raise LedgerError(f"{self.where}: {_first_line(exc)}") from exc
+            finally:
+                if timer is not None:
+                    timer.cancel()
+                if cut.is_set() and self._conn is conn:  # it answered just as time ran out
+                    conn.close()
+                    self._conn = None
 
     def _read(self, sql: str, args: Sequence[Any] = ()) -> list[dict[str, Any]]:
         with self.transaction() as cur:
@@ -334,6 +442,7 @@ class PgLedger(FleetTables):
     ) -> bool:
         """As `Ledger.claim`, fleet-wide: the routine's state row is locked first, so every
         machine's claims of one routine happen one after the other."""
+        before = self.lease_clock()
         try:
             with self.transaction() as cur:
                 cur.execute(
@@ -357,7 +466,12 @@ class PgLedger(FleetTables):
                 self._insert_run(cur, routine, run_id, slot, trigger, status, now, detail, owner)
         except _Stale:
             return False
+        self._leased(run_id, status, before)
         return True
+
+    def _leased(self, run_id: str, status: RunStatus, before: float) -> None:
+        if status in ACTIVE and self.on_lease is not None:
+            self.on_lease(run_id, before, self.lease_clock())
 
     @staticmethod
     def _advance_cursor(cur: Cursor, routine: str, slot: str) -> None:
@@ -397,9 +511,9 @@ class PgLedger(FleetTables):
             note_last(cur, routine, run_id, status, None, iso(now), iso(now))
         else:
             cur.execute(
-                "INSERT INTO leases (run_id, routine, machine, expires_at) "
-                "VALUES (%s, %s, %s, now() + make_interval(secs => %s))",
-                (run_id, routine, self.machine, self.lease_sec),
+                "INSERT INTO leases (run_id, routine, machine, instance, expires_at) "
+                "VALUES (%s, %s, %s, %s, now() + make_interval(secs => %s))",
+                (run_id, routine, self.machine, self.instance, self.lease_sec),
             )
 
     def record_run(
@@ -415,10 +529,12 @@ class PgLedger(FleetTables):
         owner: tuple[int, float] | None = None,
         parent_run_id: str | None = None,
     ) -> None:
+        before = self.lease_clock()
         with self.transaction() as cur:
             self._insert_run(
                 cur, routine, run_id, slot, trigger, status, now, detail, owner, parent_run_id
             )
+        self._leased(run_id, status, before)
 
     def prune_claims(self, now: datetime, keep_max: int | None = None) -> int:
         """Forget claims older than 45 days, and each routine's beyond its newest `keep_max`
@@ -749,6 +865,19 @@ class PgLedger(FleetTables):
         values = ledgerrows.cursor_values(cursor, fingerprint)
         with self.transaction() as cur:
             self._set_state(cur, routine, values)
+
+
+def _shut(conn: psycopg.Connection[Any], cut: threading.Event) -> None:
+    """The client-side deadline passed: shut the connection's socket under the statement
+    waiting on it, which then fails at once (a copy of the descriptor, so psycopg's own
+    stays valid until it closes the connection)."""
+    cut.set()
+    try:
+        fd = os.dup(conn.pgconn.socket)
+    except (OSError, psycopg.Error):
+        return
+    with socket.socket(fileno=fd) as sock, contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RDWR)
 
 
 def _first_line(exc: BaseException) -> str:

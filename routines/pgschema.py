@@ -24,7 +24,7 @@ __all__ = [
     "plain",
 ]
 
-PG_LEDGER_VERSION = 1
+PG_LEDGER_VERSION = 2
 
 T = 'TEXT COLLATE "C"'  # byte order, as SQLite compares: ISO times and slot ids sort as text
 
@@ -94,6 +94,16 @@ STEPS: dict[int, tuple[str, ...]] = {
             seen_at TIMESTAMPTZ NOT NULL DEFAULT now(),
             PRIMARY KEY (routine, machine)
         )""",
+    ),
+    # One daemon per machine name: each daemon start takes a random instance id; its leases
+    # and its machine row carry it, so a second daemon under the same name renews nothing of
+    # the first's and is refused while the first is alive (routines/pgfleet.py `register`).
+    2: (
+        "ALTER TABLE leases ADD COLUMN instance TEXT",
+        "ALTER TABLE machines ADD COLUMN instance TEXT",
+        "ALTER TABLE machines ADD COLUMN host TEXT",
+        "ALTER TABLE machines ADD COLUMN boot_id TEXT",
+        "ALTER TABLE machines ADD COLUMN conflict TEXT",
     ),
 }
 MIGRATION_LOCK = 0x76696E6F73  # pg_advisory_xact_lock key: one migrating machine at a time

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from routines.config import Config, ConfigInvalid, load_config
 from routines.ledger import Ledger, LedgerError, LedgerUnavailable, Unavailable
-from routines.ledgerapi import LedgerAPI
+from routines.ledgerapi import LedgerAPI, MachineInUse
 from routines.paths import Paths, paths
 from routines.registry import Registry
 from routines.safetext import one_line
@@ -124,7 +124,11 @@ class Daemon:
             notify=self._notify,
             on_change=self._run_ended,
             worker_argv=worker_argv,
+            fence=self.fleet.book if self.fleet is not None else None,
         )
+        if self.fleet is not None:
+            self.fleet.on_renewal = self.pool.leases_renewed  # fenced runs (supervisor/fleet.py)
+        self.refused: str | None = None  # another daemon runs under this fleet machine name
         self.control = ControlServer(Handlers(self).table())
         self._wake = asyncio.Event()
         self._stopping = False
@@ -172,7 +176,7 @@ class Daemon:
             systemd.notify("READY=1\nSTATUS=" + self.status_line())
             watchdog = asyncio.ensure_future(self._watchdog())
             keeper = housekeeping.start(self.ledger, self.paths, self.config, self.clock)
-            beat = asyncio.ensure_future(self.fleet.heartbeat()) if self.fleet else None
+            beat = asyncio.ensure_future(self.fleet.heartbeat(self.refuse)) if self.fleet else None
             while not self._stopping:
                 timeout = self._sleep_for()
                 with contextlib.suppress(TimeoutError):
@@ -211,7 +215,14 @@ class Daemon:
                 self.fleet.close()
             if self.offline is not None:
                 self.offline.close()
-        return 0
+        return 1 if self.refused else 0
+
+    def refuse(self, why: str) -> None:
+        """Another live daemon holds this fleet machine name: stop (supervisor/fleet.py)."""
+        if self.refused is None:
+            self.refused = why
+            self._notify(Notification("vinos-routine stopped", why, "critical"))
+        self.ask_stop()
 
     def mark_interrupted(self) -> None:
         """Runs left queued/running by a process that is gone become `interrupted`, never replayed
@@ -252,6 +263,9 @@ class Daemon:
             return
         try:
             self._tick()
+        except MachineInUse as exc:
+            log.error("%s", exc)
+            self.refuse(str(exc))
         except LedgerUnavailable as exc:
             self.unavailable(exc)
             if self.offline is not None and self.fleet is not None:
@@ -431,6 +445,18 @@ def main(*, worker_argv: list[str] | None = None) -> int:
     except LedgerError as exc:
         print(f"vinos-routine: {exc}", file=sys.stderr)
         return 1
+    if daemon.fleet is not None:
+        from supervisor.fleet import START_DEADLINE_SEC
+
+        try:  # one daemon per fleet machine name; while the database is away, at its return
+            daemon.fleet.join(wait=START_DEADLINE_SEC)
+        except MachineInUse as exc:
+            print(f"vinos-routine: {exc}", file=sys.stderr)
+            daemon.ledger.close()
+            daemon.fleet.close()
+            return 1
+        except LedgerUnavailable:
+            pass  # an outage at start: the loop waits for the database, as for any outage
     log.info("vinos-routine daemon %s started for %s (pid %d)", version(), p.home, os.getpid())
     try:
         return asyncio.run(daemon.run())

@@ -1,36 +1,109 @@
-"""The daemon's side of a fleet (config.toml [fleet]): it registers the machine, publishes its
-routines' definitions, holds back the routines it must not run here (pinned elsewhere, or
-divergent), and renews its runs' leases while ending the runs of machines that stopped.
+"""The daemon's side of a fleet (config.toml [fleet]): it registers the machine (one daemon
+per machine name), publishes its routines' definitions, holds back the routines it must not
+run here (pinned elsewhere, or divergent), and renews its runs' leases while ending the runs
+of machines that stopped.
+
+Fencing: each leased run's worker holds "yours until T" (LeaseBook.deadline, moved on by
+each renewal, supervisor/fleetplan.py `Fence`); a renewal that finds a lease gone has the
+pool stop that run at once (`on_renewal`).
 
 Threads: the ledger's calls are synchronous psycopg. The loop's calls (claims, run rows) are
-short statements on one connection, bounded by connect/statement timeouts, and skipped at once
-while the database is known to be down (routines.pgledger.Gate). The heartbeat, the one call
-made whether or not there is work, runs in a thread (asyncio.to_thread) on its own connection,
-so a stalled network never delays a tick.
+short statements on one connection, each under a client-side deadline (LOOP_DEADLINE_SEC:
+routines/pgledger.py), and skipped at once while the database is known to be down
+(routines.pgledger.Gate). The heartbeat, the one call made whether or not there is work, runs
+in a thread (asyncio.to_thread) on its own connection, so a stalled network never delays a
+tick.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
-from collections.abc import Callable
+import secrets
+import socket
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 
+from ipc import lease_clock
 from routines.config import FleetSettings
 from routines.ledgerfaults import LedgerUnavailable, Unavailable
-from routines.pgledger import Gate, PgLedger
+from routines.pgledger import Gate, MachineInUse, PgLedger
 from routines.registry import Registry
 from routines.safetext import one_line
-from supervisor.fleetplan import LEASE, RENEW, definition_fingerprint, hold
+from supervisor.fleetplan import (
+    LEASE,
+    RENEW,
+    Fence,
+    definition_fingerprint,
+    fence,
+    hold,
+    lost_leases,
+)
 
-__all__ = ["Fleet"]
+__all__ = ["Fleet", "LeaseBook", "MachineInUse", "Renewal", "boot_id", "pid_alive"]
 
 log = logging.getLogger("vinos.fleet")
 
 # Tests shorten the lease timings (a real minute is too long to wait for a lapsed lease).
 RENEW_SEC = float(os.environ.get("VINOS_FLEET_RENEW_SEC") or RENEW.total_seconds())
 LEASE_SEC = float(os.environ.get("VINOS_FLEET_LEASE_SEC") or LEASE.total_seconds())
+# The loop's calls wait at most this long for the database, so the control socket answers
+# within a second however the database behaves (a stalled call fails as an outage).
+LOOP_DEADLINE_SEC = 0.75
+START_DEADLINE_SEC = 15.0  # the first call, at start, before the control socket listens
+
+
+@dataclass(frozen=True, slots=True)
+class Renewal:
+    """What one heartbeat did: when it began (lease_clock), the leases it renewed, the runs
+    of other machines it ended (routine, run id, machine)."""
+
+    began: float
+    renewed: Sequence[str]
+    ended: Sequence[tuple[str, str, str]]
+
+
+class LeaseBook:
+    """When each of this daemon's leases was made or last renewed, on lease_clock: the worker
+    deadlines come from it. Written from the loop (claims) and the heartbeat's results."""
+
+    def __init__(self, timings: Fence, clock: Callable[[], float] = lease_clock) -> None:
+        self.timings = timings
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._from: dict[str, float] = {}  # run id → the instant its expiry counts from
+        self._committed: dict[str, float] = {}  # run id → when its lease row was committed
+
+    def made(self, run_id: str, before: float, after: float) -> None:
+        with self._lock:
+            self._from[run_id] = before
+            self._committed[run_id] = after
+
+    def renewed(self, renewal: Renewal) -> tuple[dict[str, float], list[str]]:
+        """The new deadline of each renewed lease, and the leases the renewal found gone
+        (forgotten here: each is reported once)."""
+        with self._lock:
+            lost = lost_leases(self._committed, renewal.renewed, renewal.began)
+            deadlines: dict[str, float] = {}
+            for run_id in renewal.renewed:
+                if run_id in self._from:
+                    self._from[run_id] = max(self._from[run_id], renewal.began)
+                    deadlines[run_id] = self._from[run_id] + self.timings.deadline
+            for run_id in lost:
+                self._from.pop(run_id, None)
+                self._committed.pop(run_id, None)
+        return deadlines, lost
+
+    def deadline(self, run_id: str) -> float:
+        """ "Yours until" for the worker of `run_id` (a lease this book never saw counts from
+        now, the latest its expiry can count from)."""
+        with self._lock:
+            began = self._from.get(run_id)
+        return (self.clock() if began is None else began) + self.timings.deadline
 
 
 class Fleet:
@@ -45,12 +118,20 @@ class Fleet:
         self.machine = settings.machine
         self.version = version
         self.now = now
+        self.timings = fence(LEASE_SEC, RENEW_SEC)
+        self.book = LeaseBook(self.timings)
+        self.instance = secrets.token_hex(8)  # this start of the daemon
         self.ledger = PgLedger(
             settings.database,
             settings.machine,
             gate=Gate(cap=tick_cap),
             lease_sec=LEASE_SEC,
             connect=False,
+            instance=self.instance,
+            taken_after=self.timings.taken_after,
+            deadline=LOOP_DEADLINE_SEC,
+            on_lease=self.book.made,
+            lease_clock=lease_clock,
         )
         # The heartbeat's own connection: used only from its thread.
         self._beat_ledger = PgLedger(
@@ -59,7 +140,12 @@ class Fleet:
             gate=Gate(cap=tick_cap),
             lease_sec=LEASE_SEC,
             connect=False,
+            instance=self.instance,
+            taken_after=self.timings.taken_after,
+            deadline=max(1.0, RENEW_SEC),
         )
+        # Told each renewal's new worker deadlines and the leases found gone (the pool).
+        self.on_renewal: Callable[[Mapping[str, float], Iterable[str]], None] | None = None
         self.held: dict[str, str] = {}  # routine → why it is not scheduled here
         self.elsewhere: dict[str, str] = {}  # routine → the machine running it now
         self._published: dict[str, str] | None = None
@@ -73,8 +159,7 @@ class Fleet:
         row, so an idle tick does not read every machine's fingerprints).
         LedgerUnavailable (UNREACHABLE) when the database is down."""
         if not self.registered:
-            self.ledger.register(self.version, os.getpid())
-            self.registered = True
+            self.join()
         routines = registry.routines()
         mine = {r.name: self._fingerprint(r.name, r.text) for r in routines}
         if mine != self._published:
@@ -92,6 +177,24 @@ class Fleet:
             self._token = token
         self.elsewhere = self.ledger.busy_elsewhere()
 
+    def join(self, wait: float = LOOP_DEADLINE_SEC) -> None:
+        """Register this daemon under the machine name; MachineInUse while another live daemon
+        holds it (on another host, or on this one with its pid alive). `wait`: the deadline
+        of this call (longer at start, before the loop runs: a first connection migrates the
+        schema, which must not look like an outage)."""
+        deadline, self.ledger.deadline = self.ledger.deadline, wait
+        try:
+            self.ledger.register(
+                self.version,
+                os.getpid(),
+                host=socket.gethostname(),
+                boot_id=boot_id(),
+                alive=pid_alive,
+            )
+        finally:
+            self.ledger.deadline = deadline
+        self.registered = True
+
     def _fingerprint(self, name: str, text: str) -> str:
         """definition_fingerprint, hashed again only when the file's text changed."""
         known = self._fingerprints.get(name)
@@ -99,21 +202,33 @@ class Fleet:
             known = self._fingerprints[name] = (text, definition_fingerprint(text))
         return known[1]
 
-    def beat(self) -> list[tuple[str, str, str]]:
-        """In the heartbeat thread: renew this machine's leases and end lapsed ones."""
-        self._beat_ledger.renew()
-        return self._beat_ledger.expire_leases(self.now())
+    def beat(self) -> Renewal:
+        """In the heartbeat thread: renew this daemon's leases and end lapsed ones."""
+        began = lease_clock()
+        renewed = self._beat_ledger.renew()
+        return Renewal(began, renewed, self._beat_ledger.expire_leases(self.now()))
 
-    async def heartbeat(self) -> None:
-        """Every RENEW_SEC until cancelled; an unreachable database is retried next time."""
+    async def heartbeat(self, on_refused: Callable[[str], None] | None = None) -> None:
+        """Every RENEW_SEC until cancelled; an unreachable database is retried next time.
+        Each renewal moves its runs' worker deadlines on, and stops the runs whose lease it
+        found gone (`on_renewal`)."""
         while True:
+            renewal = None
             try:
-                ended = await asyncio.to_thread(self.beat)
+                renewal = await asyncio.to_thread(self.beat)
             except LedgerUnavailable:
-                ended = []
+                pass
+            except MachineInUse as exc:
+                log.error("%s", exc)
+                if on_refused is not None:
+                    on_refused(str(exc))
             except Exception:
                 log.exception("fleet heartbeat failed")
-                ended = []
+            ended = renewal.ended if renewal is not None else ()
+            if renewal is not None:
+                deadlines, lost = self.book.renewed(renewal)
+                if self.on_renewal is not None:
+                    self.on_renewal(deadlines, lost)
             for routine, run_id, machine in ended:
                 log.warning(
                     "%s: run %s on %s interrupted: its lease lapsed (not replayed)",
@@ -133,3 +248,22 @@ class Fleet:
     def close(self) -> None:
         self.ledger.close()
         self._beat_ledger.close()
+
+
+def boot_id() -> str | None:
+    """This boot of this host's kernel: two daemons with one boot id share a pid space."""
+    with contextlib.suppress(OSError), open("/proc/sys/kernel/random/boot_id") as f:
+        return f.read().strip()
+    return None
+
+
+def pid_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return False  # this very process: the row is left from a daemon that had its pid
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -20,15 +20,71 @@ __all__ = [
     "LEASE",
     "RENEW",
     "Divergence",
+    "Fence",
     "definition_fingerprint",
     "divergence",
+    "fence",
     "hold",
+    "lost_leases",
     "may_run_here",
     "runs_offline",
 ]
 
 RENEW = timedelta(seconds=15)  # a daemon renews its runs' leases this often
 LEASE = timedelta(seconds=60)  # a lease not renewed for this long has lapsed
+KILL_SEC = 5.0  # what a worker past its deadline takes to notice and kill its process tree
+
+
+@dataclass(frozen=True, slots=True)
+class Fence:
+    """The lease timings, all in seconds (README's fleet section states the argument).
+
+    A daemon renews its leases every `renew`; a renewal sets the lease's expiry to the
+    server's now() + `expiry`. The worker of a leased run holds "yours until T" with
+    T = (when the renewal began, on the machine's CLOCK_BOOTTIME) + `deadline`: the renewal
+    began before the server read its now(), so T + `kill` < the lease's expiry however late
+    the daemon's answer came. A worker past T kills its process tree within `kill`
+    (worker/lease.py); another machine takes the routine only once the
+    lease's expiry is `kill` behind it (`taken_after`). So a run that lost its lease is dead
+    before anyone else may start the routine: deadline + kill < expiry.
+    """
+
+    renew: float
+    deadline: float
+    expiry: float
+    kill: float
+
+    @property
+    def taken_after(self) -> float:
+        """Seconds past a lease's expiry before another machine may end it and take over."""
+        return self.kill
+
+
+def fence(expiry_sec: float, renew_sec: float) -> Fence:
+    """The fence for a lease of `expiry_sec` renewed every `renew_sec`: the kill time is
+    KILL_SEC, or a sixth of the lease for the short leases of tests, and the worker's
+    deadline leaves two kill times before the expiry (deadline + kill < expiry, with one
+    kill time to spare for a worker that wakes late from a suspend). ValueError when a
+    renewal could not reach a worker before its deadline passed."""
+    kill = min(KILL_SEC, expiry_sec / 6)
+    deadline = expiry_sec - 2 * kill
+    if renew_sec <= 0 or renew_sec >= deadline:
+        raise ValueError(
+            f"a lease of {expiry_sec:g} s renewed every {renew_sec:g} s leaves a worker "
+            f"deadline of {deadline:g} s: renew more often than that"
+        )
+    return Fence(renew_sec, deadline, expiry_sec, kill)
+
+
+def lost_leases(
+    running: Mapping[str, float], renewed: Iterable[str], renewal_began: float
+) -> list[str]:
+    """The runs whose lease a renewal found gone: those this machine runs (`running`: run id
+    → when its lease row was committed, on the renewal's clock) whose lease was in place
+    before the renewal began, yet it did not renew. A lease committed after the renewal
+    began may not have been visible to it, so it is not judged by it."""
+    got = set(renewed)
+    return sorted(r for r, since in running.items() if since < renewal_began and r not in got)
 
 
 def definition_fingerprint(text: str) -> str:

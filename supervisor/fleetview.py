@@ -61,6 +61,9 @@ class MachineView:
     age_sec: float | None
     up: bool
     left: bool
+    host: str | None = None  # where its daemon runs, and its pid: one daemon per name
+    pid: int | None = None
+    conflict: str | None = None  # a second daemon under this name was refused
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -70,6 +73,9 @@ class MachineView:
             "heartbeat_age_sec": None if self.age_sec is None else round(self.age_sec, 1),
             "up": self.up,
             "left": self.left,
+            "host": self.host,
+            "pid": self.pid,
+            "conflict": self.conflict,
         }
 
 
@@ -112,6 +118,9 @@ def picture(
             and m.heartbeat_age_sec is not None
             and m.heartbeat_age_sec < LEASE.total_seconds(),
             m.left_at is not None,
+            m.host,
+            m.pid,
+            m.conflict,
         )
         for m in machines
     )

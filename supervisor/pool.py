@@ -8,18 +8,23 @@ Invariants (tests/supervisor/test_pool.py, on a FakeSpawner and a fake clock):
 
 A run goes admit (the allowance: refused runs start no worker) → prepare (scratch dir, job,
 run log) → await (the spawner's worker) → finish (supervisor/record.py).
+
+On a fleet (`fence`), each worker is told its lease's deadline (`Job.lease_until`) and each
+renewal's new one; a run whose lease a renewal found gone is stopped at once and recorded
+`interrupted` (`leases_renewed`; tests/supervisor/test_pool_fence.py).
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 from zoneinfo import ZoneInfo
 
 from ipc import Event, EventKind, Job, RunReply
@@ -51,13 +56,22 @@ from supervisor.spawn import (
 if TYPE_CHECKING:
     from supervisor.reply import ReplyTo
 
-__all__ = ["Busy", "Listener", "Pool", "Running"]
+__all__ = ["Busy", "LeaseDeadlines", "Listener", "Pool", "Running"]
 
 log = logging.getLogger("vinos.pool")
 
 
 class Busy(RuntimeError):
     """A manual run refused: the routine runs or waits already (here or in another process)."""
+
+
+class LeaseDeadlines(Protocol):
+    """A fleet's leases (supervisor/fleet.py LeaseBook): "yours until" for a run's worker."""
+
+    def deadline(self, run_id: str) -> float: ...
+
+
+LEASE_LOST = "lease lost: a renewal found the run's lease gone (another machine ended it)"
 
 
 @dataclass(slots=True)
@@ -86,6 +100,7 @@ class Pool:
         on_change: Callable[[], None],
         worker_argv: list[str] | None = None,
         spawner: Spawner | None = None,
+        fence: LeaseDeadlines | None = None,
     ) -> None:
         self.ledger = ledger
         self.paths = paths
@@ -102,6 +117,8 @@ class Pool:
         # (test_reliability_full_disk.py::test_a_full_disk_pauses_the_daemon_and_loses_no_result).
         self.unwritten: list[Unwritten] = []
         self.accepting = True
+        self.fence = fence
+        self._lost: set[str] = set()  # runs whose lease went before their worker started
 
     # -- queries ----------------------------------------------------------------------------
 
@@ -395,8 +412,14 @@ class Pool:
                 )
             self.broadcast(pending, Event(EventKind.STATUS, RunStatus.RUNNING, {"pid": pid}))
 
+        job = prepared.job
+        if self.fence is not None:
+            if pending.run_id in self._lost:  # gone while it was being prepared
+                self._lost.discard(pending.run_id)
+                return WorkerOutcome(None, None, UsageTotals(), stopped=StopReason.LEASE)
+            job = dataclasses.replace(job, lease_until=self.fence.deadline(pending.run_id))
         worker = self.spawner(
-            prepared.job,
+            job,
             log=prepared.runlog,
             timeout_sec=run_limit(routine).seconds,
             on_event=lambda e: self.broadcast(pending, e),
@@ -427,6 +450,34 @@ class Pool:
             note=pending.detail if pending.slot else "",
             limit_key=limit.key,
         )
+
+    # -- the fleet's leases -------------------------------------------------------------------
+
+    def leases_renewed(self, deadlines: Mapping[str, float], lost: Iterable[str]) -> None:
+        """A renewal: tell each running worker its new deadline; stop at once the runs whose
+        lease it found gone (a queued one is dropped, `interrupted`): another machine ended
+        them and may run the routine now. Run ids this pool does not hold are ignored."""
+        for run_id, until in deadlines.items():
+            r = self.running.get(run_id)
+            if r is not None and r.worker is not None:
+                r.worker.renew_lease(until)
+        for run_id in lost:
+            r = self.running.get(run_id)
+            if r is not None:
+                log.warning("%s: run %s stopped: its lease is gone", r.pending.routine.name, run_id)
+                if r.worker is not None:
+                    r.worker.stop(StopReason.LEASE)
+                else:
+                    self._lost.add(run_id)
+                continue
+            pending = next((p for p in self.queue if p.run_id == run_id), None)
+            if pending is not None:
+                self.queue.remove(pending)
+                fin = self._record_failure(pending, LEASE_LOST, RunStatus.INTERRUPTED)
+                self.finished[run_id] = fin
+                self.broadcast(pending, Event(EventKind.STATUS, f"{fin.status}: {fin.detail}",
+                                              fin.as_json()))  # fmt: skip
+                self._resolve(pending, fin)
 
     # -- stopping -----------------------------------------------------------------------------
 

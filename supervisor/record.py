@@ -157,6 +157,11 @@ def final_status(
         return RunStatus.TIMEOUT, f"stopped after {timeout_sec:g}s ({limit_key})"
     if out.stopped == StopReason.SHUTDOWN:
         return RunStatus.INTERRUPTED, "the daemon stopped while it ran"
+    if out.stopped == StopReason.LEASE or (
+        out.result is not None and out.result.status == RunStatus.INTERRUPTED
+    ):  # the daemon found the lease gone, or the worker's dead-man switch fired
+        why = out.result.error if out.result is not None and out.result.error else ""
+        return RunStatus.INTERRUPTED, why or "lease lost: the fleet's lease on this run was gone"
     if out.stopped == StopReason.BUDGET:
         return RunStatus.BUDGET, "stopped by the supervisor: the run spent past its allowance"
     if out.error is not None or out.result is None:

@@ -29,6 +29,7 @@ from ipc import (
     EventKind,
     Hello,
     Job,
+    Lease,
     Proposal,
     ProtocolError,
     Result,
@@ -59,6 +60,7 @@ class StopReason:
     BUDGET = "budget"
     SHUTDOWN = "shutdown"
     PROTOCOL = "protocol"
+    LEASE = "lease lost"  # a fleet's renewal found the run's lease gone
 
 
 @dataclass(slots=True)
@@ -165,6 +167,10 @@ class Worker(Protocol):
         """End it early (idempotent; the first reason wins): `run` then returns `stopped`."""
         ...
 
+    def renew_lease(self, until: float) -> None:
+        """A leased run's deadline moved on (`Job.lease_until`): tell the worker."""
+        ...
+
     async def run(self) -> WorkerOutcome:
         """Start it (calling `on_started` with its pid) and return once it and everything it
         started are gone."""
@@ -250,6 +256,7 @@ class WorkerProcess:
         self._stop = asyncio.Event()
         self._stop_reason: str | None = None
         self._proc: asyncio.subprocess.Process | None = None
+        self._lease_pipe: asyncio.StreamWriter | None = None
 
     @property
     def pid(self) -> int | None:
@@ -260,6 +267,15 @@ class WorkerProcess:
         if self._stop_reason is None:
             self._stop_reason = reason
         self._stop.set()
+
+    def renew_lease(self, until: float) -> None:
+        """Write "yours until `until`" to the worker's stdin, kept open for a leased run. A
+        worker that is gone, or a full pipe, loses the renewal: its deadline then stands."""
+        pipe = self._lease_pipe
+        if pipe is None or pipe.is_closing():
+            return
+        with contextlib.suppress(OSError, RuntimeError):
+            pipe.write(encode(Lease(until)))
 
     def _emit(self, event: Event) -> None:
         self.log.event(event)
@@ -366,7 +382,10 @@ class WorkerProcess:
         except (BrokenPipeError, ConnectionResetError):
             pass  # it died at once; its exit status tells why
         finally:
-            proc.stdin.close()
+            if self.job.lease_until is None:
+                proc.stdin.close()
+            else:
+                self._lease_pipe = proc.stdin  # renewals follow (renew_lease)
         waiter = asyncio.ensure_future(proc.wait())
         stopper = asyncio.ensure_future(self._stop.wait())
         try:
@@ -381,6 +400,9 @@ class WorkerProcess:
             if not waiter.done():
                 await self._terminate(proc)
             out.returncode = await waiter
+            if self._lease_pipe is not None:
+                self._lease_pipe.close()
+                self._lease_pipe = None
             # The pipes close when the worker (and anything holding them) is gone.
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.gather(*readers), KILL_GRACE_SEC)
@@ -394,6 +416,8 @@ class WorkerProcess:
     async def _terminate(self, proc: asyncio.subprocess.Process) -> None:
         """SIGTERM to the tree, KILL_GRACE_SEC to go, then SIGKILL to what is left."""
         procs = _descendants(proc.pid)
+        if self._stop_reason == StopReason.LEASE:  # another machine may run it now: no grace
+            _signal_all(proc.pid, procs, signal.SIGKILL)
         _signal_all(proc.pid, procs, signal.SIGTERM)
         await self.within(proc.wait(), KILL_GRACE_SEC)
         procs += [p for p in _descendants(proc.pid) if p not in procs]

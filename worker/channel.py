@@ -8,6 +8,8 @@ happens and can stop a run that overspends. Exactly one `Result` is ever sent.
 from __future__ import annotations
 
 import sys
+import threading
+from collections.abc import Callable
 from typing import IO, Any
 
 from ipc.framing import ProtocolError, encode
@@ -29,14 +31,31 @@ class Channel:
         self._err = err if err is not None else sys.stderr
         self.name = name
         self.result_sent = False
+        # One message at a time: the lease's dead-man switch (worker/lease.py) sends its
+        # result from its own thread.
+        self._lock = threading.Lock()
 
     def send(self, msg: Message) -> None:
-        if isinstance(msg, Result):
-            if self.result_sent:
-                raise RuntimeError("a second result for one run")
+        with self._lock:
+            if isinstance(msg, Result):
+                if self.result_sent:
+                    raise RuntimeError("a second result for one run")
+                self.result_sent = True
+            self._out.write(encode(msg))
+            self._out.flush()
+
+    def last_word(self, result: Callable[[], Result]) -> None:
+        """Call `result()`, send what it returns unless a result went already, and send
+        nothing more: the lock is
+        taken first and kept (the caller exits the process next, a lapsed lease), so that
+        what `result()` does (kill the run's process tree) cannot make the main thread report
+        the killed command as a failure first (tests/fleet/test_fleet_chaos.py)."""
+        self._lock.acquire()
+        final = result()
+        if not self.result_sent:
             self.result_sent = True
-        self._out.write(encode(msg))
-        self._out.flush()
+            self._out.write(encode(final))
+            self._out.flush()
 
     def event(self, kind: EventKind, text: str, /, **data: Any) -> None:
         """One event; its text becomes one safe line (a model's newline or terminal escape

@@ -1,5 +1,6 @@
-"""The worker process: stdin gives a Hello and one Job; stdout carries Hello, Events and
-Usage, then exactly one Result; stderr is free text for the run log.
+"""The worker process: stdin gives a Hello and one Job (and, for a fleet's leased run, lease
+renewals: worker/lease.py); stdout carries Hello, Events and Usage, then exactly one Result;
+stderr is free text for the run log.
 
 Exit status: 0 for every run outcome (ok, failed, budget: the Result says which); 2 when the
 input was not a Hello and a Job (nothing ran, no Result); 70 when the worker itself broke
@@ -32,16 +33,26 @@ def main() -> int:
     process.die_with_parent()
     out.write(encode(Hello()))
     out.flush()
+    # The supervisor's pipe on a private descriptor (not inherited, PEP 446), fd 0 /dev/null:
+    # no child reads the lease renewals that follow the job.
+    pipe = open(os.dup(0), "rb")  # noqa: SIM115 - a leased run's renewals are read from it
+    process.quiet_stdin()
+    reader = LineReader(pipe)
     try:
-        job = read_job(LineReader(sys.stdin.buffer))
+        job = read_job(reader)
     except ProtocolError as exc:
         print(f"vinos-routine worker: bad input on stdin: {exc}", file=sys.stderr, flush=True)
         return EXIT_BAD_INPUT
-    process.quiet_stdin()
     process.set_title(job.routine_name)
     from worker.channel import Channel
 
     channel = Channel(out, job.routine_name)
+    if job.lease_until is None:
+        pipe.close()
+    else:
+        from worker.lease import LeaseWatch
+
+        LeaseWatch(job.lease_until, reader, lambda: _lease_lost(channel)).start()
     try:
         result = run_job(job, channel)
     except Exception as exc:
@@ -128,6 +139,30 @@ def run_job(job: Job, channel: object) -> Result:
                 f"{run.sandbox_scratch}: {exc}",
                 file=sys.stderr,
             )
+
+
+def _lease_lost(channel: object) -> None:
+    """The dead-man switch fired (worker/lease.py): kill what this run started, report it
+    `interrupted`, and exit at once, whatever the main thread is doing (the channel is held
+    while the tree is killed, so the main thread cannot report the killed command first)."""
+    from ipc.messages import RunStatus
+    from worker.channel import Channel
+    from worker.lease import kill_tree
+
+    assert isinstance(channel, Channel)
+
+    def stop() -> Result:
+        killed = kill_tree()
+        why = (
+            "lease lost: the fleet's lease on this run was not renewed in time, so the worker "
+            f"stopped it ({killed} process(es) killed) before another machine may take the "
+            "routine"
+        )
+        print(f"vinos-routine worker: {why}", file=sys.stderr, flush=True)
+        return Result(status=RunStatus.INTERRUPTED, summary="lease lost", error=why)
+
+    channel.last_word(stop)
+    os._exit(0)
 
 
 def _send_crash(out: IO[bytes], channel: object, exc: BaseException) -> None:

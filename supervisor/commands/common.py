@@ -88,11 +88,19 @@ def daemon_locks(p: Paths) -> tuple[Path, ...]:
 
 
 def ledger_gone_beside_daemon(p: Paths) -> str | None:
-    """Why this command must not open the ledger: it is missing while a daemon holds its lock (the
-    state dir was deleted under it). Opening it would create a second, empty ledger beside the live
-    daemon's, and with it a second run fence (test_reliability_lost.py::
-    test_a_deleted_routines_dir_stops_scheduling_and_no_second_ledger_appears)."""
+    """Why this command must not open the ledger: it is missing while a daemon holds its
+    lock (the state dir was deleted under it). Opening it would create a second, empty ledger
+    beside the live daemon's, and with it a second run fence.
+
+    On a fleet the ledger is the fleet's database: this machine's file is not the daemon's
+    ledger (a machine that joined with none never has one), so its absence says nothing
+    (test_reliability_lost.py::test_a_deleted_routines_dir_stops_scheduling_and_no_second_ledger_appears;
+    tests/fleet/test_fleet_cli.py, a fresh fleet machine)."""
     if p.ledger.exists():
+        return None
+    from supervisor.fleetview import config_or_default
+
+    if config_or_default(p).fleet is not None:
         return None
     from supervisor.client import lock_holder  # only now: the socket client costs ~10 ms
 

@@ -102,11 +102,18 @@ def status(args: argparse.Namespace) -> int:
                 one_line(m.machine) + (" (this one)" if m.machine == pic.machine else ""),
                 state,
                 age,
+                one_line(f"{m.host or '?'}:{m.pid}") if m.pid else "",
                 m.version or "",
                 ", ".join(sorted(running_on.get(m.machine, []))),
             ]
         )
-    table(["MACHINE", "STATE", "HEARTBEAT", "VERSION", "RUNNING"], rows)
+    table(["MACHINE", "STATE", "HEARTBEAT", "DAEMON", "VERSION", "RUNNING"], rows)
+    for m in pic.machines:
+        if m.conflict:
+            print(
+                f"conflict: {one_line(m.machine)}: {one_line(m.conflict)}; the name is held "
+                "by the daemon above: give each machine its own [fleet] machine"
+            )
     for name, groups in pic.divergent.items():
         parts = " / ".join(" and ".join(g) for g in groups)
         print(f"divergent: {one_line(name)} runs nowhere until its files agree ({parts})")
@@ -118,12 +125,15 @@ def status(args: argparse.Namespace) -> int:
 
 def join(args: argparse.Namespace) -> int:
     import os
+    import secrets
+    import socket
     from datetime import UTC, datetime
 
     from routines.fleetjoin import join as copy_in
     from routines.ledger import Ledger
     from routines.paths import paths
     from supervisor.commands.common import try_daemon
+    from supervisor.fleet import boot_id, pid_alive
     from supervisor.owner import version
 
     p = paths()
@@ -135,7 +145,12 @@ def join(args: argparse.Namespace) -> int:
             "vinos-routined), then start it again; it then uses the fleet's database"
         )
     with _fleet_ledger() as fleet:  # connects and applies the migrations
-        fleet.register(version(), os.getpid())
+        # As a daemon registers: refused while another live daemon holds the name (the
+        # machine's own daemon, started next, takes it over: this pid is gone by then).
+        fleet.instance = secrets.token_hex(8)
+        fleet.register(
+            version(), os.getpid(), host=socket.gethostname(), boot_id=boot_id(), alive=pid_alive
+        )
         if p.ledger.exists():
             with Ledger(p.ledger) as local:
                 report = copy_in(fleet, local, datetime.now(UTC))

@@ -39,8 +39,10 @@ class Machine:
         worker: tuple[str, ...] = ("ok",),
         extra_env: dict[str, str] | None = None,
         config: str = "",
+        real_worker: bool = False,
+        machine: str | None = None,
     ) -> None:
-        self.name = name
+        self.name = machine or name  # [fleet] machine; `name` is its home's directory
         root = tmp / name
         # The runtime dir (the control socket's) is short, under /tmp: a Unix socket's path
         # must fit in 107 bytes, which a test's tmp_path under xdist may not leave room for.
@@ -48,7 +50,9 @@ class Machine:
         (home / "routines").mkdir(parents=True, exist_ok=True)
         runtime.chmod(0o700)
         RUNTIMES.append(runtime)
-        (home / "routines" / "config.toml").write_text(f'[fleet]\nmachine = "{name}"\n{config}')
+        (home / "routines" / "config.toml").write_text(
+            f'[fleet]\nmachine = "{self.name}"\n{config}'
+        )
         with monkeypatch.context() as m:
             m.setenv("VINOS_HOME", str(home))
             m.setenv("XDG_RUNTIME_DIR", str(runtime))
@@ -60,7 +64,8 @@ class Machine:
                 "VINOS_HOUSEKEEPING_DELAY_SEC": "3600",
                 **(extra_env or {}),
             }
-            self.daemon = Daemon(root, tick=0.2, extra_env=env, worker_argv=[*FAKEWORKER, *worker])
+            argv = None if real_worker else [*FAKEWORKER, *worker]  # None: python -m worker
+            self.daemon = Daemon(root, tick=0.2, extra_env=env, worker_argv=argv)
         if clock_file is not None:
             self.daemon.clock_file = clock_file
             self.daemon.env["VINOS_CLOCK_OFFSET_FILE"] = str(clock_file)

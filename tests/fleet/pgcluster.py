@@ -81,6 +81,31 @@ class Cluster:
             "-l", str(self.root / "log"), "-w", "-t", "60", "start",
         )  # fmt: skip
 
+    def processes(self) -> list[int]:
+        """The postmaster's pid and its children's (the backends, the background workers)."""
+        import psutil
+
+        pid = int((self.data / "postmaster.pid").read_text().split()[0])
+        return [pid, *(c.pid for c in psutil.Process(pid).children(recursive=True))]
+
+    def hang(self) -> list[int]:
+        """Freeze the server (SIGSTOP of the postmaster and every backend): connections stay
+        open and nothing answers, as on a hung host. The pids, for `unhang`."""
+        import signal
+
+        pids = self.processes()
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGSTOP)
+        return pids
+
+    def unhang(self, pids: list[int]) -> None:
+        import signal
+
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+
     def destroy(self) -> None:
         with contextlib.suppress(subprocess.CalledProcessError):
             self.stop("immediate")

@@ -15,6 +15,7 @@ from routines.loader import load_file
 from routines.pgledger import PgLedger
 from routines.runs import RunEnd, RunStatus, Trigger, fingerprint
 from tests.fleet.fleetkit import Machine, fleet_rows, minute_boundary, minutely
+from tests.fleet.pgcluster import Cluster
 from tests.supervisor.daemonkit import sid, wait_for
 
 MINUTE = timedelta(minutes=1)
@@ -162,3 +163,45 @@ def test_fleet_commands_without_a_fleet_say_how_to_set_one_up(
     out = d.cli("fleet", "status")
     assert out.returncode == 1
     assert "no fleet configured: add to" in out.stderr and "[fleet]" in out.stderr
+
+
+@pytest.mark.slow
+def test_a_fresh_fleet_machine_runs_every_command_and_status_shows_the_daemons_pause(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    pg_cluster: Cluster,
+    pg_dsn: str,
+    not_root: None,
+) -> None:
+    """`fleet join` on a machine that never ran alone creates no local ledger: no command may
+    mistake that for a ledger deleted under the daemon, and during an outage `status` prints
+    the daemon's own answer (paused) and exits 0."""
+    m = Machine(tmp_path, monkeypatch, "fresh", pg_dsn)
+    m.write("tick", minutely())
+    joined = m.daemon.cli("fleet", "join")
+    assert joined.returncode == 0, joined.stderr
+    assert not m.paths.ledger.exists()
+    m.start()
+    for args in (["list"], ["status"], ["run", "tick"], ["history", "tick"], ["fleet", "status"]):
+        out = m.daemon.cli(*args)
+        assert out.returncode == 0, (args, out.stderr)
+        assert "is gone" not in out.stderr
+    [(row, machine)] = [(r, m) for r, m in fleet_rows(pg_dsn) if r.trigger == "manual"]
+    assert (row.routine, row.status, machine) == ("tick", "ok", "fresh")
+    assert row.run_id in m.daemon.cli("history", "tick").stdout
+
+    pg_cluster.stop()
+    try:
+        wait_for(
+            lambda: "paused" in (m.daemon.request("status")["status"] or ""),
+            what="the daemon to pause",
+        )
+        out = m.daemon.cli("status")
+        assert out.returncode == 0, out.stderr
+        assert "paused: the fleet database is unreachable" in out.stdout
+        as_json = m.daemon.cli("status", "--json")
+        assert as_json.returncode == 0, as_json.stderr
+        assert json.loads(as_json.stdout)["daemon"] is True
+    finally:
+        pg_cluster.restart()
+    assert m.daemon.stop() == 0

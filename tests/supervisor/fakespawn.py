@@ -35,12 +35,16 @@ class FakeWorker:
     timeout_sec: float
     pid: int | None = None
     stop_reason: str | None = None
+    leases: list[float] = field(default_factory=list)  # each renewal's deadline, in order
     _stopped: asyncio.Event = field(default_factory=asyncio.Event)
 
     def stop(self, reason: str) -> None:
         if self.stop_reason is None:
             self.stop_reason = reason
         self._stopped.set()
+
+    def renew_lease(self, until: float) -> None:
+        self.leases.append(until)
 
     async def run(self) -> WorkerOutcome:
         name = self.job.routine_name

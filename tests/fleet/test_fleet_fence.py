@@ -1,0 +1,203 @@
+"""A lease fences execution, and a hung database never freezes a daemon: real daemons, real
+PostgreSQL, real workers running real sandboxed commands.
+
+Each execution of the routine writes `start`, a `beat` every quarter second and `end` lines,
+with an execution id and the time, to its machine's workspace: what ran is counted apart from
+the ledger, and an execution that was killed ends at its last beat. The assertion that
+matters: no two executions of one routine overlap, and the execution that lost its lease is
+recorded `interrupted (lease lost)`, never `ok` thrown away."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import signal
+import time
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from supervisor.client import connect
+from tests.fleet.fleetkit import Machine, fleet_rows, minute_boundary
+from tests.fleet.pgcluster import Cluster
+from tests.fleet.test_fleet_daemons import place
+from tests.supervisor.daemonkit import command_routine, sid
+from tests.supervisor.daemonkit import wait_for as _wait_for
+
+MINUTE = timedelta(minutes=1)
+BEATS = 48  # 12 s of beats: the run outlives the 3 s lease many times over
+
+
+MACHINES: list[Machine] = []  # this test's, whose logs a timeout shows
+
+
+def wait_for(predicate: Any, what: str) -> Any:
+    try:
+        return _wait_for(predicate, timeout=90, what=what)
+    except AssertionError as exc:
+        logs = "\n".join(f"--- {m.name}:\n{m.daemon.log()[-6000:]}" for m in MACHINES)
+        raise AssertionError(f"{exc}\n{logs}") from None
+
+
+def counted(beats: int = BEATS, name: str = "long") -> str:
+    """The routine: the same file on every machine. Its working directory is its run's
+    scratch dir, routines/scratch/NAME/RUN-ID: the run id, and the workspace two levels up."""
+    line = f'echo "$1 $id $(date +%s.%N)" >> "$PWD/../../../workspace/{name}/log"'
+    return command_routine(
+        f'mark() {{ {line}; }}; id=$(basename "$PWD"); mark start; i=0; '
+        f"while [ $i -lt {beats} ]; do mark beat; sleep 0.25; i=$((i+1)); done; mark end",
+        timeout=300,
+    )
+
+
+@dataclass(frozen=True)
+class Execution:
+    machine: str
+    id: str
+    start: float
+    last: float
+    ended: bool
+
+
+def executions(*ms: Machine, name: str = "long") -> list[Execution]:
+    out = []
+    for m in ms:
+        log = m.paths.workspace(name) / "log"
+        if not log.exists():
+            continue
+        seen: dict[str, list[tuple[str, float]]] = {}
+        for line in log.read_text().splitlines():
+            parts = line.split()
+            if len(parts) == 3:
+                seen.setdefault(parts[1], []).append((parts[0], float(parts[2])))
+        for ex_id, marks in seen.items():
+            times = [t for _, t in marks]
+            out.append(Execution(m.name, ex_id, min(times), max(times), marks[-1][0] == "end"))
+    return sorted(out, key=lambda e: e.start)
+
+
+def assert_no_overlap(found: list[Execution]) -> None:
+    for before, after in itertools.pairwise(found):
+        assert after.start > before.last, f"two executions at once: {before} and {after}"
+
+
+def running_on(dsn: str) -> str | None:
+    for row, machine in fleet_rows(dsn, "long"):
+        if row.status == "running":
+            return machine
+    return None
+
+
+def two(tmp: Path, mp: pytest.MonkeyPatch, dsn: str, clock: Path) -> dict[str, Machine]:
+    ms = {n: Machine(tmp, mp, n, dsn, clock_file=clock, real_worker=True) for n in ("a", "b")}
+    MACHINES[:] = ms.values()
+    for m in ms.values():
+        m.write("long", counted())
+        m.paths.workspace("long").mkdir(parents=True, exist_ok=True)
+    return ms
+
+
+def ping(m: Machine) -> int:
+    """The daemon's pid from `ping`, failing if it takes over 5 s (it should take far
+    under one; bench/ measures it)."""
+    with connect(m.paths.control_socket, timeout=5) as c:
+        return int(c.request("ping")["pid"])
+
+
+@pytest.mark.slow
+def test_a_daemon_stopped_past_its_lease_has_its_run_killed_before_another_machine_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pg_dsn: str, not_root: None
+) -> None:
+    clock = tmp_path / "clock"
+    start = minute_boundary()
+    place(clock, start - timedelta(seconds=20))
+    ms = two(tmp_path, monkeypatch, pg_dsn, clock)
+    for m in ms.values():
+        m.start()
+    place(clock, start + timedelta(seconds=1))
+    name = wait_for(lambda: running_on(pg_dsn), what="the first slot to run")
+    wait_for(lambda: executions(*ms.values()), what="its command to start")
+    stopped, other = ms[name], ms["b" if name == "a" else "a"]
+    os.kill(stopped.daemon.pid, signal.SIGSTOP)  # the daemon, not its worker
+    try:
+        wait_for(
+            lambda: [r for r, _ in fleet_rows(pg_dsn, "long") if r.status == "interrupted"],
+            what="the other machine to end the run once its lease lapsed",
+        )
+        place(clock, start + MINUTE + timedelta(seconds=1))
+        wait_for(lambda: len(executions(*ms.values())) == 2, what="the next slot elsewhere")
+    finally:
+        os.kill(stopped.daemon.pid, signal.SIGCONT)
+    wait_for(
+        lambda: [r for r, _ in fleet_rows(pg_dsn, "long") if r.status == "ok"],
+        what="the next slot to finish",
+    )
+    found = executions(*ms.values())
+    assert_no_overlap(found)
+    first, second = found
+    assert (first.machine, first.ended) == (name, False)  # killed, never ran to its end
+    assert (second.machine, second.ended) == (other.name, True)
+    rows = {r.slot: r for r, _ in fleet_rows(pg_dsn, "long")}
+    assert rows[sid(start)].status == "interrupted"
+    assert "lease lost" in (rows[sid(start)].detail or "")
+    assert rows[sid(start + MINUTE)].status == "ok"
+    for m in ms.values():
+        ping(m)  # the stopped one is back and answers
+        assert m.daemon.stop() == 0
+
+
+@pytest.mark.slow
+def test_a_hung_database_never_freezes_a_daemon_and_its_runs_stop_at_their_deadline(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    pg_cluster: Cluster,
+    pg_dsn: str,
+    not_root: None,
+) -> None:
+    clock = tmp_path / "clock"
+    start = minute_boundary()
+    place(clock, start - timedelta(seconds=20))
+    ms = two(tmp_path, monkeypatch, pg_dsn, clock)
+    for m in ms.values():
+        m.start()
+    place(clock, start + timedelta(seconds=1))
+    name = wait_for(lambda: running_on(pg_dsn), what="the first slot to run")
+    wait_for(lambda: executions(*ms.values()), what="its command to start")
+    pids = pg_cluster.hang()
+    try:
+        hung_until = time.monotonic() + 12  # four leases: every renewal in it fails
+        answers = 0
+        while time.monotonic() < hung_until:
+            for m in ms.values():
+                assert ping(m) == m.daemon.pid  # the control socket answers throughout
+                answers += 1
+            time.sleep(0.25)
+        # The run's worker was not renewed: it killed its command on its own.
+        [ex] = executions(*ms.values())
+        assert not ex.ended
+        assert answers > 20
+    finally:
+        pg_cluster.unhang(pids)
+    wait_for(
+        lambda: [r for r, _ in fleet_rows(pg_dsn, "long") if r.status == "interrupted"],
+        what="the run to be recorded once the database answers",
+    )
+    place(clock, start + MINUTE + timedelta(seconds=1))
+    wait_for(
+        lambda: [r for r, _ in fleet_rows(pg_dsn, "long") if r.status == "ok"],
+        what="the next slot to run and finish",
+    )
+    found = executions(*ms.values())
+    assert_no_overlap(found)
+    assert [e.ended for e in found] == [False, True]
+    assert found[0].machine == name
+    rows = {r.slot: r for r, _ in fleet_rows(pg_dsn, "long")}
+    assert rows[sid(start)].status == "interrupted"
+    assert "lease lost" in (rows[sid(start)].detail or "")
+    stopped_answering = [m for m in ms.values() if "not answering" in m.daemon.log()]
+    assert stopped_answering, "the hang is an outage, logged"
+    for m in ms.values():
+        assert m.daemon.stop() == 0

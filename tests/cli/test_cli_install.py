@@ -282,7 +282,8 @@ def test_install_of_a_starter_offline_installs_the_bundled_one_and_says_so(cli: 
         closed.bind(("127.0.0.1", 0))
         port = closed.getsockname()[1]
     (cli.routines / "config.toml").write_text(f'gallery_url = "http://127.0.0.1:{port}/r/"\n')
-    res = cli("install", "day-brief")
+    # day-brief reads files and reaches its hosts: off a terminal, install needs --yes.
+    res = cli("install", "day-brief", "--yes")
     assert res.returncode == 0, res.stderr
     assert "installing the bundled starter day-brief instead" in res.stderr
     bundled = Path(__file__).resolve().parents[2] / "routines/starters/day-brief.toml"

@@ -54,14 +54,14 @@ def test_remove_deletes_the_workspace_whatever_its_modes(cli: Cli, not_root: Non
     (workspace / "link").symlink_to(outside)
     (workspace / "cache/deep").chmod(0)
     (workspace / "cache").chmod(0)
-    res = cli("remove", "old-digest")
+    res = cli("remove", "old-digest", "--yes")
     assert res.returncode == 0, res.stderr
     assert not path.exists() and not os.path.lexists(workspace)
     assert f"removed its workspace {workspace} (5 files and folders)" in res.stdout
     assert (outside / "keep").read_text() == "x"
     # Without a workspace, nothing is said about one.
     cli.agent("fresh")
-    res = cli("remove", "fresh")
+    res = cli("remove", "fresh", "--yes")
     assert res.returncode == 0 and "workspace" not in res.stdout
 
 

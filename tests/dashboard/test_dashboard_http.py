@@ -4,7 +4,6 @@ Origin, headers; and that it never writes the ledger."""
 from __future__ import annotations
 
 import os
-import sqlite3
 import stat
 from datetime import UTC, datetime
 from pathlib import Path
@@ -14,7 +13,7 @@ import orjson
 import pytest
 
 from dashboard.security import CSP
-from routines.ledger import Ledger
+from routines.ledger import Ledger, LedgerUnavailable
 from routines.paths import paths
 from routines.runs import RunEnd
 from tests.dashboard.dashkit import Dashboard
@@ -137,7 +136,7 @@ def test_read_only_ledger_refuses_writes(tmp_path: object) -> None:
     before = paths().ledger.read_bytes()
     with Ledger.read_only(paths().ledger) as ro:
         assert [r.run_id for r in ro.history()] == ["r1"]
-        with pytest.raises(sqlite3.OperationalError, match="readonly"):
+        with pytest.raises(LedgerUnavailable, match="readonly"):
             ro.record_run("a", run_id="r2", trigger="manual", status="ok", now=datetime.now(UTC))
     with Ledger(paths().ledger) as ledger:
         assert [r.run_id for r in ledger.history()] == ["r1"]

@@ -28,7 +28,7 @@ complete -c vinos-routine -n '__fish_use_subcommand' -a deny -d 'refuse a propos
 complete -c vinos-routine -n '__fish_use_subcommand' -a create -d 'scaffold a new routine (disabled) and open it in $EDITOR'
 complete -c vinos-routine -n '__fish_use_subcommand' -a install -d 'install a routine from the gallery, a URL or a file (disabled until you enable it)'
 complete -c vinos-routine -n '__fish_use_subcommand' -a edit -d 'edit a routine in $EDITOR; it is saved only when valid'
-complete -c vinos-routine -n '__fish_use_subcommand' -a remove -d 'delete a user routine\'s file (its history is kept)'
+complete -c vinos-routine -n '__fish_use_subcommand' -a remove -d 'delete a user routine\'s file and its workspace (its history is kept)'
 complete -c vinos-routine -n '__fish_use_subcommand' -a validate -d 'check routine files (or config.toml) and print OK or every error'
 complete -c vinos-routine -n '__fish_use_subcommand' -a schedule -d 'explain a schedule or translate cron to OnCalendar'
 complete -c vinos-routine -n '__fish_use_subcommand' -a sandbox -d 'run a command in a routine\'s shell sandbox (for debugging a whitelist)'

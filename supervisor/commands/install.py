@@ -188,10 +188,12 @@ def _consent(routine: Routine) -> int | None:
 
     if not needs_consent(routine):
         return None
-    question = f"{routine.name} reads your files and can reach the network (above). Install it?"
+    # A credential is a read too (its file is bound into the sandbox), so the words name both.
+    what = "reads your files or credentials" if routine.credentials else "reads your files"
+    question = f"{routine.name} {what} and can reach the network (above). Install it?"
     if not interactive():
         return die(
-            f"{routine.name} reads your files and can reach the network: read what it may do "
+            f"{routine.name} {what} and can reach the network: read what it may do "
             "(above), then install it from a terminal, or add --yes",
             2,
         )

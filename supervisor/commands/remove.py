@@ -29,7 +29,7 @@ def register(sub: Any) -> None:
     p = add_parser(
         sub,
         "remove",
-        "delete a user routine's file (its history is kept)",
+        "delete a user routine's file and its workspace (its history is kept)",
         "  vinos-routine remove old-digest\n  vinos-routine remove old-digest --yes\n",
     )
     p.add_argument("name", help="routine name")

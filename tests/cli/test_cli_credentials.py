@@ -88,6 +88,7 @@ def test_install_without_a_terminal_needs_yes_for_a_routine_that_reads_and_conne
     assert "reader reads your files and can reach the network" in res.stderr
     assert "add --yes" in res.stderr
     assert "~/notes (its shell commands, read-only)" in res.stdout  # the card came first
+
     assert not (cli.routines / "reader.toml").exists()
     res = cli("install", str(source), "--yes")
     assert res.returncode == 0, res.stderr
@@ -171,3 +172,15 @@ def test_a_granted_credential_reaches_the_run_and_no_record(
     for f in cli.home.rglob("*"):
         if f.is_file():
             assert token.encode() not in f.read_bytes(), f
+
+
+def test_install_of_a_credential_grant_names_the_credential_in_its_question(
+    cli: Cli, tmp_path: Path
+) -> None:
+    """The card's reads line may say "nothing of your files" beside a credential line: the
+    refusal must not then claim only files are read."""
+    source = tmp_path / "notifier.toml"
+    source.write_text(GRANT)
+    res = cli("install", str(source))
+    assert res.returncode == 2
+    assert "notifier reads your files or credentials and can reach the network" in res.stderr

@@ -88,7 +88,6 @@ def test_install_without_a_terminal_needs_yes_for_a_routine_that_reads_and_conne
     assert "reader reads your files and can reach the network" in res.stderr
     assert "add --yes" in res.stderr
     assert "~/notes (its shell commands, read-only)" in res.stdout  # the card came first
-
     assert not (cli.routines / "reader.toml").exists()
     res = cli("install", str(source), "--yes")
     assert res.returncode == 0, res.stderr

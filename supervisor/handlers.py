@@ -62,6 +62,10 @@ class Handlers:
         )
 
     async def status(self, req: Request, conn: Connection) -> StatusReply:
+        return self.status_reply()
+
+    def status_reply(self) -> StatusReply:
+        """What `status` answers; also what a command run for a thin client reads."""
         pool, registry = self.daemon.pool, self.daemon.registry
         return StatusReply(
             daemon=True,
@@ -207,4 +211,11 @@ class Handlers:
             "reload": self.reload,
             "enable": self.enable,
             "disable": self.enable,
+            "answer": self.answer,
         }
+
+    async def answer(self, req: Request, conn: Connection) -> dict[str, object]:
+        """A read command run here for a thin client (supervisor/answers.py)."""
+        from supervisor.answers import answer
+
+        return answer(self.daemon, self.status_reply, req, conn)

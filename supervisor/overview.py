@@ -74,10 +74,10 @@ def collect(now: datetime | None = None) -> list[RoutineRow]:
 
     from routines.ledger import is_enabled
     from routines.paths import paths
-    from routines.registry import scan
     from routines.runs import RunStatus
     from routines.schedule import summary
     from supervisor.fleetview import cli_ledger, held_here
+    from supervisor.source import scan
 
     now = now or datetime.now(UTC)
     p = paths()

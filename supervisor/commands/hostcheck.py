@@ -15,6 +15,7 @@ from pathlib import Path
 
 from routines.paths import Paths
 from routines.spec import Kind, Route, Routine
+from supervisor.source import environ
 
 __all__ = ["problems"]
 
@@ -89,7 +90,7 @@ def problems(
     anthropic = [r for r in enabled if _needs_anthropic(r)]
     if anthropic:
         key_file = _key_file_state(p.api_key_file)
-        in_env = bool(os.environ.get(KEY_ENV, "").strip())
+        in_env = bool(environ().get(KEY_ENV, "").strip())
         daemon_env = _daemon_has_key(daemon_pid)
         if key_file is not None and key_file != "missing":
             out.append(f"the API key file {p.api_key_file} is {key_file}")
@@ -113,7 +114,7 @@ def problems(
                 f"{p.config_file}"
             )
     shell = [r for r in enabled if _needs_shell(r)]
-    if shell and shutil.which("bwrap") is None:
+    if shell and shutil.which("bwrap", path=environ().get("PATH")) is None:
         out.append(
             f"bubblewrap (bwrap) is not installed, so shell tools and command routines "
             f"({_names(shell)}) cannot run: {INSTALL_BWRAP}"

@@ -138,9 +138,9 @@ def _problems(st: dict[str, Any]) -> list[str]:
     from routines.config import ConfigInvalid, load_config
     from routines.ledger import is_enabled
     from routines.paths import paths
-    from routines.registry import scan
     from supervisor.commands.hostcheck import problems
     from supervisor.fleetview import cli_ledger
+    from supervisor.source import scan
 
     p = paths()
     try:

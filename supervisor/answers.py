@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from supervisor.control import Connection
     from supervisor.daemon import Daemon
 
-__all__ = ["CHUNK", "answer", "fallback_reason", "namespace"]
+__all__ = ["CHUNK", "answer", "fallback_reason", "namespace", "render", "send_output"]
 
 # Bytes of output per event line. Sent as latin-1 text, a byte may take six characters of
 # JSON ("\u001b"), so 128 KiB stays well under the wire's 1 MiB line limit (ipc.MAX_LINE).
@@ -108,26 +108,26 @@ def _run(verb: str, ns: SimpleNamespace) -> int:
     return code
 
 
-def answer(
-    daemon: Daemon, status: Callable[[], StatusReply], req: Request, conn: Connection
-) -> dict[str, object]:
-    """Run the command; its stdout and stderr go to `conn` as events, the exit code in the
-    result. `{"fallback": why}` when it must run in the client instead."""
+def render(
+    daemon: Daemon, status: Callable[[], StatusReply], args: dict[str, Any], rescan: bool = True
+) -> tuple[int, bytes, bytes] | str:
+    """Run the command `args` names: (exit code, stdout, stderr), or why it must run in the
+    client instead. `rescan`: read the files now, as an in-process run would (a watch
+    relies on the daemon's own rescans instead, which it is told of)."""
     import orjson
 
     from supervisor.source import Source, serving
 
-    args = req.args
     verb, opts = args.get("verb"), args.get("opts")
     ns = namespace(verb, opts) if isinstance(verb, str) and isinstance(opts, dict) else None
     if ns is None:
-        return {"fallback": "not a request this side answers"}
+        return "not a request this side answers"
     try:
-        daemon.refresh(rescan=True)  # a file edited a moment ago shows, as in-process
+        daemon.refresh(rescan=rescan)  # a file edited a moment ago shows, as in-process
     except Exception as exc:
-        return {"fallback": f"the registry could not be refreshed: {exc}"}
+        return f"the registry could not be refreshed: {exc}"
     if why := fallback_reason(daemon, args):
-        return {"fallback": why}
+        return why
     env = {"PATH": str(args.get("path") or "")}
     if args.get("key"):
         env["ANTHROPIC_API_KEY"] = "set"  # only whether the client has one; never its value
@@ -145,11 +145,27 @@ def answer(
     err_text = io.TextIOWrapper(err, encoding=encoding, errors=errors, write_through=True)
     try:
         with serving(source), redirect_stdout(out_text), redirect_stderr(err_text):
-            code = _run(verb, ns)
+            code = _run(str(verb), ns)
     except (Exception, SystemExit) as exc:  # the client runs it and shows what happens
-        return {"fallback": f"{type(exc).__name__}: {exc}"}
-    for fd, data in ((1, out.getvalue()), (2, err.getvalue())):
-        for i in range(0, len(data), CHUNK):
-            text = data[i : i + CHUNK].decode("latin-1")
-            conn.send(Event(EventKind.LOG, text, {"fd": fd}))
+        return f"{type(exc).__name__}: {exc}"
+    return code, out.getvalue(), err.getvalue()
+
+
+def send_output(conn: Connection, fd: int, data: bytes) -> None:
+    """`data` as events of at most CHUNK bytes each, for the client's file descriptor `fd`."""
+    for i in range(0, len(data), CHUNK):
+        conn.send(Event(EventKind.LOG, data[i : i + CHUNK].decode("latin-1"), {"fd": fd}))
+
+
+def answer(
+    daemon: Daemon, status: Callable[[], StatusReply], req: Request, conn: Connection
+) -> dict[str, object]:
+    """Run the command; its stdout and stderr go to `conn` as events, the exit code in the
+    result. `{"fallback": why}` when it must run in the client instead."""
+    done = render(daemon, status, req.args)
+    if isinstance(done, str):
+        return {"fallback": done}
+    code, out, err = done
+    send_output(conn, 1, out)
+    send_output(conn, 2, err)
     return {"code": code}

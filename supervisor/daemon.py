@@ -33,6 +33,7 @@ from supervisor.clock import Clock, clock_from_env
 from supervisor.control import ControlServer, socket_path_problem
 from supervisor.ground import Ground
 from supervisor.handlers import Handlers
+from supervisor.watch import StatusWatch
 from supervisor.owner import (
     ROOT_REFUSAL,
     Locks,
@@ -118,6 +119,7 @@ class Daemon:
             on_change=self._run_ended,
             worker_argv=worker_argv,
         )
+        self.watch = StatusWatch(self)  # `status --waybar --follow` (supervisor/watch.py)
         self.control = ControlServer(Handlers(self).table())
         self._wake = asyncio.Event()
         self._stopping = False
@@ -379,6 +381,7 @@ class Daemon:
 
     def _update_status(self) -> None:
         line = self.status_line()
+        self.watch.after_tick()
         systemd.notify("STATUS=" + line)
         self._set_title("vinos-routined: " + line)
 

@@ -212,7 +212,12 @@ class Handlers:
             "enable": self.enable,
             "disable": self.enable,
             "answer": self.answer,
+            "watch": self.watch,
         }
+
+    async def watch(self, req: Request, conn: Connection) -> dict[str, object]:
+        """`status --waybar --follow`: the bar's line each time it changes (supervisor/watch.py)."""
+        return await self.daemon.watch.serve(self.status_reply, req, conn)
 
     async def answer(self, req: Request, conn: Connection) -> dict[str, object]:
         """A read command run here for a thin client (supervisor/answers.py)."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import sys
 
-__all__ = ["main", "parse", "thin"]
+__all__ = ["context", "main", "parse", "socket_path", "thin"]
 
 VERBS = ("list", "status", "history", "cost")
 
@@ -108,7 +108,7 @@ def _use_color() -> bool:
     return sys.stdout.isatty()
 
 
-def _home() -> str | None:
+def home_of_env() -> str | None:
     home = os.environ.get("VINOS_HOME") or os.path.join(os.path.expanduser("~"), ".vinos")
     return os.path.normpath(home) if os.path.isabs(home) else None
 
@@ -142,22 +142,17 @@ def _exchange(path: str, request: bytes) -> list[bytes] | None:
         sock.close()
 
 
-def thin(argv: list[str]) -> int | None:
-    """The exit code of the command answered by the daemon, or None: run it in-process."""
-    parsed = parse(argv)
-    if parsed is None:
-        return None
+def socket_path() -> str:
+    """routines.paths' control socket, from the same variables."""
     runtime = os.environ.get("XDG_RUNTIME_DIR") or f"/run/user/{os.getuid()}"
-    path = runtime + "/vinos-routine/control.sock"
-    home = _home()
-    if home is None or len(os.fsencode(path)) > 107 or not os.path.exists(path):
-        return None  # no daemon: the plain in-process path, without a socket import
-    import json
+    return runtime + "/vinos-routine/control.sock"
 
-    verb, opts = parsed
-    args = {
-        "verb": verb,
-        "opts": opts,
+
+def context(home: str) -> dict[str, object]:
+    """What the daemon must know to print what this process would: where it looks, its time
+    zone, its PATH, whether it has an API key (not the key), its terminal's colour and
+    encoding. The daemon answers only when home and zone are its own."""
+    return {
         "color": _use_color(),
         "home": home,
         "system": os.path.normpath(os.environ.get("VINOS_SYSTEM_DIR") or "/etc/vinos/routines"),
@@ -167,6 +162,21 @@ def thin(argv: list[str]) -> int | None:
         "encoding": sys.stdout.encoding,
         "errors": sys.stdout.errors,
     }
+
+
+def thin(argv: list[str]) -> int | None:
+    """The exit code of the command answered by the daemon, or None: run it in-process."""
+    parsed = parse(argv)
+    if parsed is None:
+        return None
+    path = socket_path()
+    home = home_of_env()
+    if home is None or len(os.fsencode(path)) > 107 or not os.path.exists(path):
+        return None  # no daemon: the plain in-process path, without a socket import
+    import json
+
+    verb, opts = parsed
+    args = {"verb": verb, "opts": opts, **context(home)}
     req = {"type": "request", "id": 1, "cmd": "answer", "args": args}
     lines = _exchange(path, json.dumps(req, separators=(",", ":")).encode() + b"\n")
     if not lines:
@@ -202,6 +212,10 @@ def thin(argv: list[str]) -> int | None:
 def main() -> int:
     """Entry point of the `vinos-routine` console script."""
     argv = sys.argv[1:]
+    if argv in (["status", "--waybar", "--follow"], ["status", "--follow", "--waybar"]):
+        from supervisor.waybarfollow import follow
+
+        return follow()
     code = thin(argv)
     if code is not None:
         return code

@@ -211,3 +211,58 @@ def test_the_client_parses_what_it_sends(argv: list[str], expected: object) -> N
 )
 def test_what_the_client_does_not_parse_exactly_goes_to_the_full_parser(argv: list[str]) -> None:
     assert parse(argv) is None
+
+
+def _next_line(proc: subprocess.Popen[bytes], timeout: float = 30) -> dict[str, object]:
+    """The follower's next JSON line, waited for up to `timeout` seconds."""
+    import select
+
+    assert proc.stdout is not None
+    ready, _, _ = select.select([proc.stdout], [], [], timeout)
+    assert ready, "no line from the follower"
+    line = proc.stdout.readline()
+    assert line, "the follower ended"
+    value: dict[str, object] = json.loads(line)
+    return value
+
+
+@pytest.mark.slow  # real daemons, a long-lived follower
+def test_waybar_follow_gets_each_change_pushed_and_survives_a_restart(
+    tmp_path: Path, not_root: None
+) -> None:
+    _populate()
+    d = Daemon(tmp_path).start()
+    follower = subprocess.Popen(
+        [sys.executable, "-m", "supervisor", "status", "--waybar", "--follow"],
+        cwd=REPO,
+        env=d.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        first = _next_line(follower)
+        assert "2 routines" in str(first["text"])
+        # What `status --waybar` prints now, in-process, is what was pushed.
+        once = subprocess.run(
+            [sys.executable, "-c", IN_PROCESS, "status", "--waybar"],
+            cwd=REPO,
+            env=d.env,
+            capture_output=True,
+            timeout=60,
+            check=False,
+        )
+        assert json.loads(once.stdout) == first
+        write_routine("added", command_routine("true", schedule='cron = "0 5 * * *"'))
+        assert "3 routines" in str(_next_line(follower)["text"])  # pushed, not polled
+        d.stop()
+        assert _next_line(follower)["alt"] == "down"
+        d2 = Daemon(tmp_path).start()
+        try:
+            assert "3 routines" in str(_next_line(follower)["text"])  # connected again
+        finally:
+            d2.stop()
+    finally:
+        follower.kill()
+        follower.wait(10)
+        if d.proc is not None and d.proc.poll() is None:
+            d.stop()

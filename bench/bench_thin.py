@@ -38,14 +38,17 @@ def _routine(i: int, day: int, month: int) -> str:
 
 def _history_rows(home: Home, name: str, runs: int) -> None:
     from routines.ledger import Ledger
-    from routines.runs import RunEnd
+    from routines.runs import Outcome, RunEnd, RunStatus, Trigger
 
     start = datetime.now(UTC) - timedelta(days=1)
     with Ledger(home.routines / "state" / "ledger.db") as led:
         for i in range(runs):
             at = start + timedelta(minutes=i)
-            led.record_run(name, run_id=f"b{i}", trigger="manual", status="running", now=at)
-            led.finish_run(f"b{i}", now=at, end=RunEnd(status="ok", outcome="done", dollars=0.01))
+            led.record_run(
+                name, run_id=f"b{i}", trigger=Trigger.MANUAL, status=RunStatus.RUNNING, now=at
+            )
+            end = RunEnd(status=RunStatus.OK, outcome=Outcome.DONE, dollars=0.01)
+            led.finish_run(f"b{i}", now=at, end=end)
 
 
 def _runner(cmd: list[str], env: dict[str, str]) -> Callable[[], None]:
@@ -124,7 +127,8 @@ def _size(root: Path, bin_dir: Path, size: int, quick: bool) -> list[Row]:
 def run(quick: bool) -> list[Row]:
     if os.geteuid() == 0:
         raise RuntimeError("the daemon refuses root: run the benchmark as an unprivileged user")
-    sizes = [int(s) for s in (os.environ.get("VINOS_BENCH_THIN_SIZES") or "10,1000,10000").split(",")]
+    wanted = os.environ.get("VINOS_BENCH_THIN_SIZES") or "10,1000,10000"
+    sizes = [int(s) for s in wanted.split(",")]
     with tempfile.TemporaryDirectory(prefix="vinos-bench-thin-") as tmp:
         root = Path(tmp)
         bin_dir = install(root)

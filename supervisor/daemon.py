@@ -33,7 +33,6 @@ from supervisor.clock import Clock, clock_from_env
 from supervisor.control import ControlServer, socket_path_problem
 from supervisor.ground import Ground
 from supervisor.handlers import Handlers
-from supervisor.watch import StatusWatch
 from supervisor.owner import (
     ROOT_REFUSAL,
     Locks,
@@ -49,6 +48,7 @@ from supervisor.record import Notification, remove_leftovers
 from supervisor.rescan import Rescanner
 from supervisor.scheduler import Scheduler
 from supervisor.statusline import status_line
+from supervisor.watch import StatusWatch
 
 if TYPE_CHECKING:
     from routines.ledger import RoutineState

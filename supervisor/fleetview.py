@@ -33,7 +33,7 @@ def cli_ledger(p: Paths) -> LedgerAPI:
     from supervisor.source import BorrowedLedger, current
 
     if (src := current()) is not None:
-        return BorrowedLedger(src.ledger)  # type: ignore[return-value]
+        return BorrowedLedger(src.ledger)
     config = config_or_default(p)
     if config.fleet is None:
         return Ledger(p.ledger)

@@ -6,7 +6,6 @@ Only what routines that are on need is checked; Ollama gets one short TCP connec
 
 from __future__ import annotations
 
-import os
 import shutil
 import socket
 import stat

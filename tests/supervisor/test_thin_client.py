@@ -15,7 +15,7 @@ import pytest
 
 from routines.ledger import Ledger
 from routines.paths import paths
-from routines.runs import RunEnd
+from routines.runs import Outcome, RunEnd, RunStatus, Trigger
 from supervisor.thinclient import parse
 from tests.supervisor.daemonkit import REPO, Daemon, command_routine, write_routine
 
@@ -70,10 +70,12 @@ def _populate() -> None:
     write_routine("off", command_routine("true", schedule='every = "2h"', enabled=False))
     now = datetime.now(UTC)
     with Ledger(paths().ledger) as led:
-        for i, status in enumerate(("ok", "failed", "ok")):
+        for i, status in enumerate((RunStatus.OK, RunStatus.FAILED, RunStatus.OK)):
             at = now - timedelta(hours=3 - i)
-            led.record_run("spender", run_id=f"r{i}", trigger="manual", status="running", now=at)
-            outcome = "done" if status == "ok" else None
+            led.record_run(
+                "spender", run_id=f"r{i}", trigger=Trigger.MANUAL, status=RunStatus.RUNNING, now=at
+            )
+            outcome = Outcome.DONE if status == RunStatus.OK else None
             end = RunEnd(status=status, outcome=outcome, dollars=0.25 * (i + 1))
             led.finish_run(f"r{i}", now=at + timedelta(seconds=5), end=end)
 

@@ -19,6 +19,7 @@ import os
 from collections.abc import Callable
 from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import replace
+from datetime import datetime
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
@@ -95,6 +96,17 @@ def _registry_as_on_disk(daemon: Daemon) -> Any:
     return Registry({n: replace(e, routine=None) if e.stale else e for n, e in entries.items()})
 
 
+def _known_fire(daemon: Daemon, name: str, routine: Any, now: datetime) -> datetime | None:
+    """The scheduler's next fire for `routine` when it equals a fresh `next_fire(name, now)`:
+    the same routine object (so the same schedule), no jitter (then a fire is its slot), and
+    its cursor <= now < that fire, so no slot lies between the two instants. Else None."""
+    t = daemon.scheduler.tracked.get(name)
+    if t is None or t.routine is not routine or routine.schedule.jitter_sec:
+        return None
+    nxt = t.next_fire
+    return nxt if nxt is not None and t.cursor <= now < nxt else None
+
+
 def _run(verb: str, ns: SimpleNamespace) -> int:
     if verb == "list":
         from supervisor.commands.listing import run
@@ -122,21 +134,27 @@ def render(
     ns = namespace(verb, opts) if isinstance(verb, str) and isinstance(opts, dict) else None
     if ns is None:
         return "not a request this side answers"
-    try:
-        daemon.refresh(rescan=rescan)  # a file edited a moment ago shows, as in-process
-    except Exception as exc:
-        return f"the registry could not be refreshed: {exc}"
     if why := fallback_reason(daemon, args):
         return why
     env = {"PATH": str(args.get("path") or "")}
     if args.get("key"):
         env["ANTHROPIC_API_KEY"] = "set"  # only whether the client has one; never its value
+    scanned: list[Any] = []
+
+    def registry() -> Any:
+        # Only for a command that reads the files (`history` with runs does not), and once.
+        if not scanned:
+            daemon.refresh(rescan=rescan)  # a file edited a moment ago shows, as in-process
+            scanned.append(_registry_as_on_disk(daemon))
+        return scanned[0]
+
     source = Source(
-        registry=_registry_as_on_disk(daemon),
+        registry=registry,
         ledger=daemon.ledger,
         status=lambda: orjson.loads(orjson.dumps(reply_json(status()))),
         color=bool(args.get("color")),
         env=env,
+        known_fire=lambda name, routine, now: _known_fire(daemon, name, routine, now),
     )
     encoding = str(args.get("encoding") or "utf-8")
     errors = str(args.get("errors") or "strict")

@@ -77,7 +77,7 @@ def collect(now: datetime | None = None) -> list[RoutineRow]:
     from routines.runs import RunStatus
     from routines.schedule import summary
     from supervisor.fleetview import cli_ledger, held_here
-    from supervisor.source import scan
+    from supervisor.source import known_fire, scan
 
     now = now or datetime.now(UTC)
     p = paths()
@@ -115,7 +115,9 @@ def collect(now: datetime | None = None) -> list[RoutineRow]:
                 )
                 continue
             enabled = is_enabled(states, name, r.enabled)
-            description, next_run = summary(r.schedule, r.kind, name, enabled, now)
+            known = known_fire(name, r, now) if enabled else None  # the daemon's, if it serves
+            description, next_run = summary(r.schedule, r.kind, name, enabled and not known, now)
+            next_run = known or next_run
             lr = last.get(name)
             lines.append(
                 RoutineRow(

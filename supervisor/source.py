@@ -14,24 +14,27 @@ import os
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from routines.paths import Paths
     from routines.registry import Registry
 
-__all__ = ["Source", "current", "environ", "scan", "serving"]
+__all__ = ["Source", "current", "environ", "known_fire", "scan", "serving"]
 
 
 @dataclass(frozen=True, slots=True)
 class Source:
     """What the daemon lends a command it runs for a client."""
 
-    registry: Registry  # as `routines.registry.scan` would read the files now
+    registry: Callable[[], Registry]  # as `routines.registry.scan` would read the files now
     ledger: Any  # the daemon's open Ledger: borrowed, never closed by the command
     status: Callable[[], dict[str, Any]]  # the `status` request's result, as on the wire
     color: bool  # what `use_color()` said in the client
     env: Mapping[str, str]  # the client's variables a command reads (PATH, the key's presence)
+    # The routine's next fire after `now` when the scheduler already knows it, else None.
+    known_fire: Callable[[str, Any, datetime], datetime | None] = lambda name, r, now: None
 
 
 _current: contextvars.ContextVar[Source | None] = contextvars.ContextVar(
@@ -56,10 +59,17 @@ def scan(p: Paths) -> Registry:
     """The registry: the daemon's when it serves this command, else the files read now."""
     src = _current.get()
     if src is not None:
-        return src.registry
+        return src.registry()
     from routines.registry import scan as scan_files
 
     return scan_files(p)
+
+
+def known_fire(name: str, routine: Any, now: datetime) -> datetime | None:
+    """The next fire the daemon's scheduler holds for `routine`, when it is provably the one
+    `compile_schedule(...).next_fire(name, now)` would compute; else None (compute it)."""
+    src = _current.get()
+    return None if src is None else src.known_fire(name, routine, now)
 
 
 def environ() -> Mapping[str, str]:

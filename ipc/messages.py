@@ -99,6 +99,9 @@ class Job:
     # and the person's new user turn.
     parent_run_id: str | None = None
     reply_text: str = ""
+    # The daemon's sandbox probe for sandbox["bwrap"] (supervisor/probecache.py), run once per
+    # daemon start: {"bwrap", "ok", "reason", "fix"}; None: the worker probes for itself.
+    sandbox_probe: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)

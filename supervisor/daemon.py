@@ -163,6 +163,8 @@ class Daemon:
         try:
             fds = systemd.listen_fds()
             await self.control.start(self.paths.control_socket, fds[0] if fds else None)
+            if self.pool.probes is not None:  # the sandbox probe, once for every worker
+                self.pool.probes.get(self.config.sandbox.bwrap)
             self.tick()
             systemd.notify("READY=1\nSTATUS=" + self.status_line())
             watchdog = asyncio.ensure_future(self._watchdog())

@@ -58,6 +58,7 @@ def build_job(
     config: Config,
     decisions: list[dict[str, Any]] | None = None,
     reply: ReplyTo | None = None,
+    sandbox_probe: dict[str, Any] | None = None,
 ) -> Job:
     mem = memory_path(routine, paths)
     return Job(
@@ -82,4 +83,5 @@ def build_job(
         parent_run_id=reply.parent_run_id if reply else None,
         reply_text=reply.text if reply else "",
         decisions=decisions or [],
+        sandbox_probe=sandbox_probe,
     )

@@ -117,6 +117,8 @@ def run_job(job: Job, channel: object) -> Result:
         return run_failed(f"the routine is invalid: {exc}")
     if routine.name != job.routine_name:
         return run_failed(f"the job names {job.routine_name!r} but its routine is {routine.name!r}")
+    if routine.kind is Kind.COMMAND or (routine.agent is not None and routine.agent.shell_commands):
+        _take_probe(job)
     try:
         started = datetime.fromisoformat(job.started_at)
     except ValueError:
@@ -153,6 +155,19 @@ def run_job(job: Job, channel: object) -> Result:
                 f"{run.sandbox_scratch}: {exc}",
                 file=sys.stderr,
             )
+
+
+def _take_probe(job: Job) -> None:
+    """The daemon's sandbox probe (supervisor/probecache.py) as this process's own, when it is
+    for the bwrap this run's sandbox uses: no probe bwrap run before the first shell call."""
+    found = job.sandbox_probe
+    if not isinstance(found, dict) or found.get("bwrap") != job.sandbox.get("bwrap"):
+        return
+    from sandbox.probe import Probe, seed
+
+    ok, reason, fix = found.get("ok"), found.get("reason", ""), found.get("fix", "")
+    if isinstance(ok, bool) and isinstance(reason, str) and isinstance(fix, str):
+        seed(str(found["bwrap"]), Probe(ok, reason, fix))
 
 
 def _send_crash(out: IO[bytes], channel: object, exc: BaseException) -> None:

@@ -33,9 +33,9 @@ from routines.store import open_dir_beneath
 from supervisor.approvals import decisions_for
 from supervisor.clock import Clock
 from supervisor.jobs import build_job, new_run_id
-from supervisor.probecache import ProbeCache
 from supervisor.limits import BudgetVerdict, RunAllowance, allowance_for, run_limit
 from supervisor.owner import owner_alive
+from supervisor.probecache import ProbeCache
 from supervisor.record import Finished, Notification, Unwritten, finish_run
 from supervisor.runlog import RunLog
 from supervisor.scheduler import Listener, Pending

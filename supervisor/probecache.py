@@ -14,6 +14,7 @@ A probe that could not run at all is not cached: the next job asks again.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import sys
@@ -43,10 +44,9 @@ class ProbeCache:
         the probe when there is none yet (needs a running event loop)."""
         found = self.results.get(bwrap)
         if found is None and bwrap not in self._running:
-            try:
+            # No event loop (a caller outside the daemon): the worker probes for itself.
+            with contextlib.suppress(RuntimeError):
                 self._running[bwrap] = asyncio.ensure_future(self._probe(bwrap))
-            except RuntimeError:  # no event loop: the worker probes for itself
-                pass
         return found
 
     async def _probe(self, bwrap: str) -> None:

@@ -37,7 +37,7 @@ def test_the_daemon_probes_once_and_keeps_the_answer(not_root: None) -> None:
 
 def test_a_bwrap_that_is_refused_is_cached_with_why(tmp_path: Path, not_root: None) -> None:
     fake = tmp_path / "bwrap"
-    fake.write_text("#!/bin/sh\nexec \"$@\"\n")
+    fake.write_text('#!/bin/sh\nexec "$@"\n')
     fake.chmod(0o755 | stat.S_IXUSR)
     found = _probed(str(fake))
     assert found is not None and found["ok"] is False

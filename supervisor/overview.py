@@ -92,7 +92,9 @@ def collect(now: datetime | None = None) -> list[RoutineRow]:
         for name, entry in sorted(registry.entries.items()):
             r = entry.routine
             state = states.get(name)
-            errors = tuple(str(e) for e in entry.errors)
+            problems = entry.errors  # a property that builds its tuple: once a line, not thrice
+            errors = tuple(str(e) for e in problems)
+            valid = r is not None and not problems  # Entry.valid, Entry.warnings
             if r is None:
                 lines.append(
                     RoutineRow(
@@ -125,7 +127,7 @@ def collect(now: datetime | None = None) -> list[RoutineRow]:
                     kind=r.kind.value,
                     origin=entry.origin.value,
                     enabled=enabled,
-                    valid=entry.valid,
+                    valid=valid,
                     schedule=description,
                     expression=r.schedule.expression,
                     next_run=next_run,
@@ -135,7 +137,7 @@ def collect(now: datetime | None = None) -> list[RoutineRow]:
                     today_dollars=ledger.spent_today(name, ZoneInfo(r.schedule.timezone), now),
                     disabled_reason=state.disabled_reason if state and not enabled else None,
                     errors=errors,
-                    warnings=entry.warnings,
+                    warnings=r.warnings if valid else (),
                     running=(name, RunStatus.RUNNING) in active,
                     queued=(name, RunStatus.QUEUED) in active,
                     max_dollars_per_day=r.budget.max_dollars_per_day,

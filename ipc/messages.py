@@ -112,6 +112,9 @@ class Job:
     # A fleet's leased run: the worker's until it is past this instant on `lease_clock()`
     # unless a `Lease` moves it on; None (one machine, or offline) never lapses.
     lease_until: float | None = None
+    # The daemon's sandbox probe for sandbox["bwrap"] (supervisor/probecache.py), run once per
+    # daemon start: {"bwrap", "ok", "reason", "fix"}; None: the worker probes for itself.
+    sandbox_probe: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)

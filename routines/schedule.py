@@ -201,7 +201,11 @@ def compile_schedule(spec: ScheduleSpec, kind: Kind = Kind.AGENT) -> Schedule:
     return _compile(spec, kind)
 
 
-@lru_cache(maxsize=4096)
+# Big enough for every routine of a large home: `list` compiles each schedule when it loads
+# the file and again for its next run, and with more routines than entries the LRU evicts
+# each one before its second use. The daemon's scheduler holds the same objects, so the
+# entries cost it only the keys.
+@lru_cache(maxsize=1 << 16)
 def _compile(spec: ScheduleSpec, kind: Kind) -> Schedule:
     form = spec.form
     if not spec.expression.strip():

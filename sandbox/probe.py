@@ -23,7 +23,7 @@ from sandbox.binaries import DEFAULT_BWRAP, BinaryRefused
 from sandbox.host import Host
 from sandbox.policy import ShellPolicy
 
-__all__ = ["ROOT_REFUSAL", "Probe", "diagnose", "probe", "refuse_if_root", "warn_once"]
+__all__ = ["ROOT_REFUSAL", "Probe", "diagnose", "probe", "refuse_if_root", "seed", "warn_once"]
 
 log = logging.getLogger("vinos.sandbox")
 
@@ -68,6 +68,13 @@ def probe(bwrap: str = DEFAULT_BWRAP) -> Probe:
         if bwrap not in _cached:
             _cached[bwrap] = _probe(bwrap)
         return _cached[bwrap]
+
+
+def seed(bwrap: str, result: Probe) -> None:
+    """Take `result` as this process's probe for `bwrap`: a worker gets the one its daemon
+    ran at start, instead of a bwrap run of its own."""
+    with _lock:
+        _cached.setdefault(bwrap, result)
 
 
 def warn_once(result: Probe) -> None:

@@ -48,6 +48,7 @@ from supervisor.record import Notification, remove_leftovers
 from supervisor.rescan import Rescanner
 from supervisor.scheduler import Scheduler
 from supervisor.statusline import status_line
+from supervisor.watch import StatusWatch
 
 if TYPE_CHECKING:
     from routines.ledger import RoutineState
@@ -129,6 +130,7 @@ class Daemon:
         if self.fleet is not None:
             self.fleet.on_renewal = self.pool.leases_renewed  # fenced runs (supervisor/fleet.py)
         self.refused: str | None = None  # another daemon runs under this fleet machine name
+        self.watch = StatusWatch(self)  # `status --waybar --follow` (supervisor/watch.py)
         self.control = ControlServer(Handlers(self).table())
         self._wake = asyncio.Event()
         self._stopping = False
@@ -172,6 +174,8 @@ class Daemon:
         try:
             fds = systemd.listen_fds()
             await self.control.start(self.paths.control_socket, fds[0] if fds else None)
+            if self.pool.probes is not None:  # the sandbox probe, once for every worker
+                self.pool.probes.get(self.config.sandbox.bwrap)
             self.tick()
             systemd.notify("READY=1\nSTATUS=" + self.status_line())
             watchdog = asyncio.ensure_future(self._watchdog())
@@ -400,6 +404,7 @@ class Daemon:
 
     def _update_status(self) -> None:
         line = self.status_line()
+        self.watch.after_tick()
         systemd.notify("STATUS=" + line)
         self._set_title("vinos-routined: " + line)
 

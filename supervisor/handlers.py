@@ -65,6 +65,10 @@ class Handlers:
         )
 
     async def status(self, req: Request, conn: Connection) -> StatusReply:
+        return self.status_reply()
+
+    def status_reply(self) -> StatusReply:
+        """What `status` answers; also what a command run for a thin client reads."""
         pool, registry = self.daemon.pool, self.daemon.registry
         return StatusReply(
             daemon=True,
@@ -216,7 +220,19 @@ class Handlers:
             "reload": self.reload,
             "enable": self.enable,
             "disable": self.enable,
+            "answer": self.answer,
+            "watch": self.watch,
         }
+
+    async def watch(self, req: Request, conn: Connection) -> dict[str, object]:
+        """`status --waybar --follow`: the bar's line each time it changes (supervisor/watch.py)."""
+        return await self.daemon.watch.serve(self.status_reply, req, conn)
+
+    async def answer(self, req: Request, conn: Connection) -> dict[str, object]:
+        """A read command run here for a thin client (supervisor/answers.py)."""
+        from supervisor.answers import answer
+
+        return answer(self.daemon, self.status_reply, req, conn)
 
 
 def _pause_code(ground: Ground) -> str:

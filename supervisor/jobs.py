@@ -60,6 +60,7 @@ def build_job(
     decisions: list[dict[str, Any]] | None = None,
     reply: ReplyTo | None = None,
     debug: bool = False,
+    sandbox_probe: dict[str, Any] | None = None,
 ) -> Job:
     mem = memory_path(routine, paths)
     return Job(
@@ -86,4 +87,5 @@ def build_job(
         reply_text=reply.text if reply else "",
         decisions=decisions or [],
         debug=debug,
+        sandbox_probe=sandbox_probe,
     )

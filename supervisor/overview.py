@@ -79,14 +79,15 @@ def collect(now: datetime | None = None) -> list[RoutineRow]:
 
     from routines.ledger import is_enabled
     from routines.paths import paths
-    from routines.registry import scan
     from routines.runs import RunStatus
     from routines.schedule import summary
     from supervisor.fleetview import cli_ledger, held_here
+    from supervisor.source import known_fire, scan
 
     now = now or datetime.now(UTC)
     p = paths()
     registry = scan(p)
+    allowed_signers = p.allowed_signers
     with closing(cli_ledger(p)) as ledger:
         not_here = held_here(ledger, registry)  # on a fleet: pinned elsewhere, or divergent
         states = ledger.states()
@@ -96,7 +97,9 @@ def collect(now: datetime | None = None) -> list[RoutineRow]:
         for name, entry in sorted(registry.entries.items()):
             r = entry.routine
             state = states.get(name)
-            errors = tuple(str(e) for e in entry.errors)
+            problems = entry.errors  # a property that builds its tuple: once a line, not thrice
+            errors = tuple(str(e) for e in problems)
+            valid = r is not None and not problems  # Entry.valid, Entry.warnings
             if r is None:
                 lines.append(
                     RoutineRow(
@@ -119,7 +122,9 @@ def collect(now: datetime | None = None) -> list[RoutineRow]:
                 )
                 continue
             enabled = is_enabled(states, name, r.enabled)
-            description, next_run = summary(r.schedule, r.kind, name, enabled, now)
+            known = known_fire(name, r, now) if enabled else None  # the daemon's, if it serves
+            description, next_run = summary(r.schedule, r.kind, name, enabled and not known, now)
+            next_run = known or next_run
             lr = last.get(name)
             lines.append(
                 RoutineRow(
@@ -127,7 +132,7 @@ def collect(now: datetime | None = None) -> list[RoutineRow]:
                     kind=r.kind.value,
                     origin=entry.origin.value,
                     enabled=enabled,
-                    valid=entry.valid,
+                    valid=valid,
                     schedule=description,
                     expression=r.schedule.expression,
                     next_run=next_run,
@@ -137,14 +142,14 @@ def collect(now: datetime | None = None) -> list[RoutineRow]:
                     today_dollars=ledger.spent_today(name, ZoneInfo(r.schedule.timezone), now),
                     disabled_reason=state.disabled_reason if state and not enabled else None,
                     errors=errors,
-                    warnings=entry.warnings,
+                    warnings=r.warnings if valid else (),
                     running=(name, RunStatus.RUNNING) in active,
                     queued=(name, RunStatus.QUEUED) in active,
                     max_dollars_per_day=r.budget.max_dollars_per_day,
                     open_on_login=r.output.open_on_login,
                     not_here=not_here.get(name),
                     file_enabled=r.enabled if r.enabled != enabled else None,
-                    **_signature(entry.path, r, p.allowed_signers),
+                    **_signature(entry.path, r, allowed_signers),
                 )
             )
     return lines
@@ -155,9 +160,8 @@ def _signature(path: Any, routine: Any, allowed_signers: Any) -> dict[str, Any]:
     .sig: an unsigned routine costs `list` one lstat."""
     import os
 
-    from routines.paths import signature_path
-
-    signed = os.path.lexists(signature_path(path))
+    # routines.paths.signature_path's NAME.toml.sig, without pathlib's cost on every line.
+    signed = os.path.lexists(os.fspath(path) + ".sig")
     if not signed and "auto_approve" not in routine.text:
         return {}  # the common case, without importing routines.signing (~3 ms)
     from routines.signing import auto_approve_requested, signature_note, verify_routine

@@ -41,6 +41,7 @@ from supervisor.jobs import build_job, new_run_id
 from supervisor.limits import BudgetVerdict, RunAllowance, allowance_for, run_limit
 from supervisor.notify import unshown
 from supervisor.owner import owner_alive
+from supervisor.probecache import ProbeCache
 from supervisor.record import Finished, Notification, Unwritten, finish_run
 from supervisor.runlog import RunLog
 from supervisor.scheduler import Listener, Pending
@@ -109,6 +110,8 @@ class Pool:
         self.notify = notify
         self.on_change = on_change
         self.spawner: Spawner = spawner or WorkerSpawner(worker_argv)
+        # Real workers only: a stand-in spawner (tests) has no sandbox to probe for.
+        self.probes = ProbeCache() if spawner is None else None
         self.queue: deque[Pending] = deque()
         self.running: dict[str, Running] = {}
         self.finished: dict[str, Finished] = {}  # recent, for clients that ask after the end
@@ -389,6 +392,7 @@ class Pool:
             reply=pending.reply,
             decisions=decisions_for(self.ledger, self.paths, routine),
             debug=pending.debug,
+            sandbox_probe=self.probes.get(self.config.sandbox.bwrap) if self.probes else None,
         )
         runlog = RunLog(self.paths.run_log(routine.name, pending.run_id), base=state)
         runlog.write("start", f"{pending.trigger} run of {routine.name}", {"slot": pending.slot})

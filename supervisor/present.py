@@ -38,6 +38,10 @@ _CODES = {"red": "31", "green": "32", "yellow": "33", "blue": "34", "dim": "2", 
 
 def use_color(stream: TextIO | None = None) -> bool:
     """Colour only on a terminal, and never when NO_COLOR is set (no-color.org) or TERM=dumb."""
+    from supervisor.source import current
+
+    if (src := current()) is not None:  # the daemon runs this for a client: its terminal
+        return src.color
     stream = stream or sys.stdout
     if os.environ.get("NO_COLOR"):
         return False
@@ -59,6 +63,8 @@ def color(text: str, name: str, enabled: bool) -> str:
 
 def _visible_len(text: str) -> int:
     """Terminal columns `text` takes: colour codes take none, wide (CJK) characters two."""
+    if text.isascii() and "\033" not in text:
+        return len(text)  # no wide or combining character, no colour: half of `list`'s time
     out, i = 0, 0
     while i < len(text):
         if text[i] == "\033":
@@ -84,21 +90,17 @@ def table(
     """Print rows under headers, columns aligned (colour codes do not count as width);
     the columns numbered in `right` (numbers) are aligned to the right."""
     out = out or sys.stdout
-    widths = [_visible_len(h) for h in headers]
-    for row in rows:
-        for i, cell in enumerate(row):
-            widths[i] = max(widths[i], _visible_len(cell))
+    sizes = [[_visible_len(c) for c in row] for row in (headers, *rows)]  # once a cell
+    widths = [max(col) for col in zip(*sizes, strict=True)]
 
-    def line(cells: Sequence[str]) -> str:
+    def line(cells: Sequence[str], lens: list[int]) -> str:
         parts = []
-        for i, (c, w) in enumerate(zip(cells, widths, strict=True)):
-            pad = " " * (w - _visible_len(c))
+        for i, (c, n, w) in enumerate(zip(cells, lens, widths, strict=True)):
+            pad = " " * (w - n)
             parts.append(pad + c if i in right else c + pad)
         return "  ".join(parts).rstrip()
 
-    print(line(headers), file=out)
-    for row in rows:
-        print(line(row), file=out)
+    out.write("".join(line(r, n) + "\n" for r, n in zip((headers, *rows), sizes, strict=True)))
 
 
 def print_json(value: Any) -> None:

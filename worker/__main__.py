@@ -1,7 +1,5 @@
-"""`python -m worker`: one run. See worker.main."""
+"""`python -m worker`: one run. See worker.main (`leave`: no interpreter teardown)."""
 
-import sys
+from worker.main import leave, main
 
-from worker.main import main
-
-sys.exit(main())
+leave(main())

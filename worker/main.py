@@ -14,22 +14,49 @@ import sys
 import time
 from datetime import datetime
 from pathlib import Path
-from typing import IO
+from typing import IO, NoReturn
 
 from ipc.framing import LineReader, ProtocolError, encode
 from ipc.messages import PROTOCOL, Hello, Job, Result
 from worker import process
 from worker.results import run_failed
 
-__all__ = ["EXIT_BAD_INPUT", "EXIT_CRASH", "main", "run_job"]
+__all__ = ["EXIT_BAD_INPUT", "EXIT_CRASH", "leave", "main", "run_job"]
 
 EXIT_BAD_INPUT = 2
 EXIT_CRASH = 70  # EX_SOFTWARE
 
 
+# The message stream (fd 1's private copy), for `leave` to flush: it is block-buffered.
+_message_out: list[IO[bytes]] = []
+
+
+def leave(code: int) -> NoReturn:
+    """End the process now: flush the message stream and the run log (stderr), then
+    `os._exit`, so the interpreter does not tear down the thousands of modules a run loads
+    (the SDK's), which takes longer than many runs. Nothing of the worker's is left to an
+    atexit handler: log handlers are flushed here (logging's own atexit hook), temporary
+    directories are removed by their `with`, and the scratch dir by run_job's `finally`;
+    tests/worker/test_worker_process.py checks that the Result and the last log line
+    arrive."""
+    import logging
+
+    try:
+        logging.shutdown()
+        for stream in (*_message_out, sys.stdout, sys.stderr):
+            stream.flush()
+        for stream in _message_out:
+            stream.close()
+    except (OSError, ValueError):  # a reader gone away: nothing more can be said to it
+        code = code or EXIT_CRASH
+    finally:
+        os._exit(code)
+
+
 def main() -> int:
     os.umask(0o077)  # as the supervisor's: its outputs and memory are the user's alone
     out = process.protect_stdout()
+    _message_out.append(out)
     process.die_with_parent()
     out.write(encode(Hello()))
     out.flush()
@@ -103,6 +130,8 @@ def run_job(job: Job, channel: object) -> Result:
         return run_failed(f"the routine is invalid: {exc}")
     if routine.name != job.routine_name:
         return run_failed(f"the job names {job.routine_name!r} but its routine is {routine.name!r}")
+    if routine.kind is Kind.COMMAND or (routine.agent is not None and routine.agent.shell_commands):
+        _take_probe(job)
     try:
         started = datetime.fromisoformat(job.started_at)
     except ValueError:
@@ -163,6 +192,19 @@ def _lease_lost(channel: object) -> None:
 
     channel.last_word(stop)
     os._exit(0)
+
+
+def _take_probe(job: Job) -> None:
+    """The daemon's sandbox probe (supervisor/probecache.py) as this process's own, when it is
+    for the bwrap this run's sandbox uses: no probe bwrap run before the first shell call."""
+    found = job.sandbox_probe
+    if not isinstance(found, dict) or found.get("bwrap") != job.sandbox.get("bwrap"):
+        return
+    from sandbox.probe import Probe, seed
+
+    ok, reason, fix = found.get("ok"), found.get("reason", ""), found.get("fix", "")
+    if isinstance(ok, bool) and isinstance(reason, str) and isinstance(fix, str):
+        seed(str(found["bwrap"]), Probe(ok, reason, fix))
 
 
 def _send_crash(out: IO[bytes], channel: object, exc: BaseException) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from routines.paths import Paths, paths
-from routines.registry import Entry, Registry, scan
+from routines.registry import Entry, Registry
 from routines.spec import Routine
 
 __all__ = [
@@ -66,6 +66,8 @@ class InvalidRoutine(NoSuchRoutine):
 
 def find_entry(name: str, p: Paths | None = None) -> tuple[Entry, Registry]:
     """The registry entry for `name`; NoSuchRoutine names the closest routines."""
+    from supervisor.source import scan
+
     registry = scan(p or paths())
     entry = registry.get(name)
     if entry is None:
@@ -121,7 +123,10 @@ def try_daemon(p: Paths | None = None) -> Any:
     then the caller must not act as if it were alone
     (test_reliability_flood.py::test_a_daemon_holding_its_lock_but_silent_is_never_not_running)."""
     from supervisor.client import DaemonNotRunning, DaemonUnresponsive, connect, lock_holder
+    from supervisor.source import LocalClient, current
 
+    if (src := current()) is not None:  # the daemon itself runs this command
+        return LocalClient(src)
     p = p or paths()
     try:
         return connect(p.control_socket)

@@ -136,9 +136,9 @@ def report(period: str, now: datetime | None = None) -> Report:
 
     from routines.ledger import day_bounds
     from routines.paths import paths
-    from routines.registry import scan
     from routines.tz import machine_timezone
     from supervisor.fleetview import cli_ledger
+    from supervisor.source import scan
 
     p = paths()
     zone_name = machine_timezone()

@@ -6,7 +6,6 @@ Only what routines that are on need is checked; Ollama gets one short TCP connec
 
 from __future__ import annotations
 
-import os
 import shutil
 import socket
 import stat
@@ -18,6 +17,7 @@ from routines.paths import Paths
 from routines.providers import ProviderSettings
 from routines.safetext import redact_url
 from routines.spec import Kind, Route, Routine
+from supervisor.source import environ
 
 __all__ = ["problems"]
 
@@ -129,7 +129,7 @@ def problems(
     anthropic = [r for r in enabled if _needs_anthropic(r)]
     if anthropic:
         key_file = _key_file_state(p.api_key_file)
-        in_env = bool(os.environ.get(KEY_ENV, "").strip())
+        in_env = bool(environ().get(KEY_ENV, "").strip())
         daemon_env = _daemon_has_key(daemon_pid)
         if key_file is not None and key_file != "missing":
             out.append(f"the API key file {p.api_key_file} is {key_file}")
@@ -153,7 +153,7 @@ def problems(
                 f"{p.config_file}"
             )
     shell = [r for r in enabled if _needs_shell(r)]
-    if shell and shutil.which("bwrap") is None:
+    if shell and shutil.which("bwrap", path=environ().get("PATH")) is None:
         out.append(
             f"bubblewrap (bwrap) is not installed, so shell tools and command routines "
             f"({_names(shell)}) cannot run: {INSTALL_BWRAP}"

@@ -28,6 +28,11 @@ def register(sub: Any) -> None:
         action="store_true",
         help="print waybar's custom-module JSON (text, tooltip, class); reads only files",
     )
+    p.add_argument(
+        "--follow",
+        action="store_true",
+        help="with --waybar: keep running, a line each time it changes (pushed by the daemon)",
+    )
     p.set_defaults(func=run)
 
 
@@ -95,6 +100,11 @@ def gather() -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
+    if getattr(args, "follow", False):
+        from supervisor.commands.common import die
+        from supervisor.waybarfollow import follow
+
+        return follow() if args.waybar else die("--follow goes with --waybar", 2)
     if args.waybar:
         return waybar()
     from routines.safetext import one_line
@@ -139,9 +149,9 @@ def _problems(st: dict[str, Any]) -> list[str]:
     from routines.config import ConfigInvalid, load_config
     from routines.ledger import LedgerError, is_enabled
     from routines.paths import paths
-    from routines.registry import scan
     from supervisor.commands.hostcheck import problems
     from supervisor.fleetview import cli_ledger
+    from supervisor.source import scan
 
     p = paths()
     try:

@@ -206,7 +206,9 @@ def jsonc(text: str) -> dict[str, object]:
 def test_the_waybar_example_runs_the_waybar_status(cli: Cli) -> None:
     module = jsonc((WAYBAR / "vinos-routine.jsonc").read_text())["custom/vinos-routine"]
     assert isinstance(module, dict)
-    assert module["exec"] == "vinos-routine status --waybar"
+    # One long-lived process the daemon pushes each change to: no "interval", no polling.
+    assert module["exec"] == "vinos-routine status --waybar --follow"
+    assert "interval" not in module
     assert module["return-type"] == "json"
     css = (WAYBAR / "vinos-routine.css").read_text()
     for state in ("ok", "warning", "attention", "critical"):

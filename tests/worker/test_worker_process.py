@@ -32,18 +32,22 @@ from ipc import Hello, LineReader, Message, Result, encode
 
 LONG = "Here is the brief for today, with every detail that matters to you. " * 6
 
-# Runs `python -m worker` in-process so the test can look at it at exit: what is imported,
-# and what a stray print or write to fd 1 does after the run.
+# Runs `python -m worker` in-process so the test can look at it at exit (the worker leaves
+# through os._exit, worker.main.leave): what is imported, and what a stray print or write to
+# fd 1 does after the run.
 PROBE = textwrap.dedent(
     """
     import atexit, os, runpy, sys
-    def at_exit():
-        print("stray print after the run")
+    real_exit = os._exit
+    def at_exit(code):
+        print("stray print after the run", flush=True)
         os.write(1, b"stray write to fd 1\\n")
         sys.stderr.write("modules: anthropic=%s httpx=%s\\n" % (
             "anthropic" in sys.modules, "httpx" in sys.modules))
         sys.stderr.flush()
-    atexit.register(at_exit)
+        real_exit(code)
+    os._exit = at_exit
+    atexit.register(lambda: sys.stderr.write("atexit ran\\n"))
     sys.argv = ["worker"]
     runpy.run_module("worker", run_name="__main__", alter_sys=True)
     """
@@ -82,6 +86,8 @@ def test_stdout_carries_only_messages_and_the_ollama_route_never_imports_anthrop
     assert msgs[0] == Hello() and isinstance(msgs[-1], Result) and msgs[-1].status == "ok"
     assert "stray print after the run" in err and "stray write to fd 1" in err
     assert "modules: anthropic=False httpx=False" in err
+    # It left through os._exit, after flushing: no interpreter teardown, no atexit hook.
+    assert "atexit ran" not in err
 
 
 def test_the_auto_route_loads_anthropic_only_when_it_escalates(

@@ -63,7 +63,7 @@ _vinos_routine() {
         case "$path" in
         "") opts="-h --help --version" ;;
         "list") opts="-h --help --json" ;;
-        "status") opts="-h --help --json --waybar" ;;
+        "status") opts="-h --help --json --waybar --follow" ;;
         "enable") opts="-h --help" ;;
         "disable") opts="-h --help" ;;
         "run") opts="-h --help --json --detach --no-daemon" ;;

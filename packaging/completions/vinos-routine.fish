@@ -47,6 +47,7 @@ complete -c vinos-routine -n '__fish_seen_subcommand_from list' -l json -d 'prin
 complete -c vinos-routine -n '__fish_seen_subcommand_from status' -s h -l help -d 'show this help message and exit'
 complete -c vinos-routine -n '__fish_seen_subcommand_from status' -l json -d 'print JSON'
 complete -c vinos-routine -n '__fish_seen_subcommand_from status' -l waybar -d 'print waybar\'s custom-module JSON (text, tooltip, class); reads only files'
+complete -c vinos-routine -n '__fish_seen_subcommand_from status' -l follow -d 'with --waybar: keep running, a line each time it changes (pushed by the daemon)'
 complete -c vinos-routine -n '__fish_seen_subcommand_from enable' -s h -l help -d 'show this help message and exit'
 complete -c vinos-routine -n '__fish_seen_subcommand_from enable' -x -a '(__vinos_routine_names)'
 complete -c vinos-routine -n '__fish_seen_subcommand_from disable' -s h -l help -d 'show this help message and exit'

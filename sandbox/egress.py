@@ -148,6 +148,8 @@ def parse_head(head: bytes, rest: bytes = b"") -> Target | Refusal:
         return Target(*hostport, tunnel=True, first=rest)
     if not uri.lower().startswith("http://"):
         return Refusal(400, "expected CONNECT host:port or an absolute http:// URL")
+    if (why := _unreadable_head(text, lines[1:])) is not None:
+        return Refusal(400, why)
     after = uri[len("http://") :]
     authority, slash, path = after.partition("/")
     authority = authority.rpartition("@")[2]  # never forward userinfo as a host
@@ -171,6 +173,28 @@ def parse_head(head: bytes, rest: bytes = b"") -> Target | Refusal:
     request = "\r\n".join([*head_lines, "", ""])
     first = request.encode("latin-1") + rest
     return Target(*hostport, tunnel=False, first=first, host_header=host_header)
+
+
+# RFC 9110's token: a header name. Nothing else may stand before a header's colon.
+_TOKEN = frozenset("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+
+
+def _unreadable_head(text: str, header_lines: Sequence[str]) -> str | None:
+    """Why a plain request's head could be read otherwise by the server, or None.
+
+    The Host check holds only if the proxy sees the headers the server sees. Servers are
+    lax where HTTP/1.1 lets them be: nginx, Node and Go end a line at a bare LF, a line
+    starting with a space or tab continues the header above (obs-fold), and some take
+    `Host :` for Host. Each hid a second Host header from the check; each is refused.
+    tests/sandbox/test_redteam_http.py holds it.
+    """
+    if "\0" in text or "\r" in text.replace("\r\n", "") or "\n" in text.replace("\r\n", ""):
+        return "a bare CR, LF or NUL in the request head"
+    for line in header_lines:
+        name, colon, _ = line.partition(":")
+        if not colon or not name or not set(name) <= _TOKEN:
+            return "a request header line that is not NAME: VALUE"
+    return None
 
 
 def _host_port(text: str, default: int | None) -> tuple[str, int] | None:

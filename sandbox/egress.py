@@ -101,7 +101,7 @@ def parse_entry(text: str) -> Entry:
         raise ValueError(f"network list entry {text!r}: expected host or host:port")
     if not port_text:
         return Entry(host, None)
-    if not port_text.isdigit() or not 0 < int(port_text) < 65536:
+    if not (port_text.isascii() and port_text.isdigit()) or not 0 < int(port_text) < 65536:
         raise ValueError(f"network list entry {text!r}: the port must be 1-65535")
     return Entry(host, int(port_text))
 
@@ -211,7 +211,8 @@ def _host_port(text: str, default: int | None) -> tuple[str, int] | None:
         if default is None:
             return None
         port = default
-    elif port_text.isdigit() and 0 < int(port_text) < 65536:
+    elif port_text.isascii() and port_text.isdigit() and 0 < int(port_text) < 65536:
+        # isascii: str.isdigit() takes "²" (latin-1 0xB2), which int() then refuses.
         port = int(port_text)
     else:
         return None

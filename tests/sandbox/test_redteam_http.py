@@ -89,3 +89,18 @@ def test_through_the_real_proxy_the_smuggled_header_never_reaches_a_server() -> 
     finally:
         proxy.close()
         server.close()
+
+
+@pytest.mark.parametrize(
+    "head",
+    [
+        b"CONNECT a.test:\xb2 HTTP/1.1",  # latin-1 superscript two: str.isdigit() says yes
+        b"GET http://a.test:\xb9/ HTTP/1.1\r\nHost: a.test",
+        b"GET http://a.test/ HTTP/1.1\r\nHost: a.test:\xb3",
+    ],
+)
+def test_a_port_of_digits_int_cannot_read_is_a_400_not_a_dead_thread(head: bytes) -> None:
+    """The parser raised ValueError: the proxy's thread for that connection died with a
+    traceback in the worker's log and the command got no answer."""
+    got = parse_head(head)
+    assert isinstance(got, Refusal) and got.status == 400, got

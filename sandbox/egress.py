@@ -350,7 +350,7 @@ def decide(target: Target, policy: EgressPolicy, resolve: Resolver) -> tuple[str
         return refused
     try:
         addresses = resolve(target.host, target.port)
-    except OSError:
+    except (OSError, ValueError):  # getaddrinfo's IDNA step raises UnicodeError for `a..b`
         return Refusal(502, f"cannot resolve {target.host}")
     # A host the list names may be on the LAN: naming it is the opt-in.
     lan = policy.lan or policy.hosts is not None

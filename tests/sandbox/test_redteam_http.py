@@ -104,3 +104,13 @@ def test_a_port_of_digits_int_cannot_read_is_a_400_not_a_dead_thread(head: bytes
     traceback in the worker's log and the command got no answer."""
     got = parse_head(head)
     assert isinstance(got, Refusal) and got.status == 400, got
+
+
+@pytest.mark.parametrize("host", ["a..b", "a" * 64 + ".test", "."])
+def test_a_name_the_resolver_cannot_encode_is_a_502_not_a_dead_thread(host: str) -> None:
+    """getaddrinfo raises UnicodeError (a ValueError, not an OSError) for an empty or
+    over-long label; with network = true the proxy's thread died on it, unanswered."""
+    from sandbox.egress import HostDialer, Target, decide
+
+    got = decide(Target(host, 443, True), EgressPolicy(None), HostDialer().resolve)
+    assert isinstance(got, Refusal) and got.status == 502, got

@@ -28,3 +28,13 @@ def test_the_cli_sends_nothing_to_a_socket_another_user_listens_on() -> None:
     with pytest.raises(DaemonNotRunning) as info:
         connect(other.path, timeout=10)
     assert f"another user (uid {st.st_uid}) listens there; nothing was sent" in str(info.value)
+
+
+def test_the_dashboard_sends_nothing_to_a_socket_another_user_listens_on() -> None:
+    from dashboard.control import DaemonDown, request
+
+    other = SecondUser.from_env()
+    owner = os.stat(other.path).st_uid
+    with pytest.raises(DaemonDown) as info:
+        request(other.path, "status", timeout=10)
+    assert f"another user (uid {owner}) listens on {other.path}" in str(info.value)

@@ -10,15 +10,11 @@ vinos-test2 by scripts/second-user.sh), owned by that uid as an attacker's would
 from __future__ import annotations
 
 import os
-import sys
-from pathlib import Path
 
 import pytest
 
 from supervisor.client import DaemonNotRunning, connect
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "dashboard"))
-from squatkit import SecondUser
+from tests.dashboard.squatkit import SecondUser
 
 
 def test_the_cli_sends_nothing_to_a_socket_another_user_listens_on() -> None:

@@ -6,8 +6,10 @@ head the proxy cannot read one way only is refused, before any connection."""
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
+import time
 
 import pytest
 
@@ -114,3 +116,83 @@ def test_a_name_the_resolver_cannot_encode_is_a_502_not_a_dead_thread(host: str)
 
     got = decide(Target(host, 443, True), EgressPolicy(None), HostDialer().resolve)
     assert isinstance(got, Refusal) and got.status == 502, got
+
+
+def _recording_server() -> tuple[socket.socket, list[bytes]]:
+    """A server that records every byte it is sent until the sender is quiet for 2 s, then
+    answers (a raw socket, not an HTTP library: it sees what a lax server would read)."""
+    server = socket.create_server(("127.0.0.1", 0))
+    got: list[bytes] = []
+
+    def serve() -> None:
+        server.settimeout(10)
+        try:
+            conn, _ = server.accept()
+        except OSError:
+            return
+        conn.settimeout(2)
+        data = b""
+        try:
+            while chunk := conn.recv(65536):  # until 2 s pass with nothing more
+                data += chunk
+        except OSError:
+            pass
+        got.append(data)
+        with contextlib.suppress(OSError):
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
+        conn.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    return server, got
+
+
+@pytest.mark.parametrize("split", [False, True])
+def test_a_pipelined_second_request_never_reaches_the_server(split: bool) -> None:
+    """One request per connection: the proxy tells the server `Connection: close`, but then
+    relayed whatever followed; a server that ignored the header read a second request whose
+    Host was never checked. Now only the first request's body (Content-Length) goes on."""
+    server, got = _recording_server()
+    proxy_listener = socket.create_server(("127.0.0.1", 0))
+    proxy = ProxyServer(
+        EgressPolicy((Entry("a.test", None),)),
+        proxy_listener,
+        _Dialer(server.getsockname()[1]),
+        log=print,
+    )
+    threading.Thread(target=proxy.serve, daemon=True).start()
+    first = b"POST http://a.test/ HTTP/1.1\r\nHost: a.test\r\nContent-Length: 5\r\n\r\nhello"
+    second = b"GET /admin HTTP/1.1\r\nHost: evil.test\r\n\r\n"
+    try:
+        with socket.create_connection(proxy_listener.getsockname(), timeout=10) as c:
+            if split:  # the second request after the first has gone on
+                c.sendall(first)
+                time.sleep(0.2)
+                c.sendall(second)
+            else:
+                c.sendall(first + second)
+            answer = b""
+            while chunk := c.recv(65536):
+                answer += chunk
+        assert answer.startswith(b"HTTP/1.1 200"), answer
+        [received] = got
+        assert received.endswith(b"\r\n\r\nhello"), received
+        assert b"evil.test" not in received
+    finally:
+        proxy.close()
+        server.close()
+
+
+def test_a_chunked_body_through_a_host_list_is_refused() -> None:
+    """Its end cannot be found without parsing the chunks, and what follows it would be a
+    second request: with a host list, a plain request states its Content-Length."""
+    from sandbox.egress import Target, decide
+
+    head = b"POST http://a.test/ HTTP/1.1\r\nHost: a.test\r\nTransfer-Encoding: chunked"
+    target = parse_head(head)
+    assert isinstance(target, Target)
+    refused = decide(target, EgressPolicy((Entry("a.test", None),)), lambda h, p: ["192.0.2.1"])
+    assert isinstance(refused, Refusal) and refused.status == 400
+    both = head + b"\r\nContent-Length: 5"
+    assert isinstance(parse_head(both), Refusal)
+    two = b"POST http://a.test/ HTTP/1.1\r\nHost: a.test\r\nContent-Length: 5\r\nContent-Length: 6"
+    assert isinstance(parse_head(two), Refusal)

@@ -27,4 +27,3 @@ def test_a_token_in_a_folder_that_cannot_be_listed_stays_hidden(box: Box) -> Non
         assert box.marker in (box_dir / "token.txt").read_text()
     finally:
         box_dir.chmod(0o700)
-

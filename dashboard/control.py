@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
+import struct
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,14 @@ class DaemonRefused(RuntimeError):
         self.code = code
 
 
+def _peer_uid(sock: socket.socket) -> int | None:
+    try:
+        creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    except OSError:
+        return None
+    return int(struct.unpack("3i", creds)[1])
+
+
 def request(path: Path, cmd: str, args: dict[str, Any] | None = None, timeout: float = 10) -> Any:
     """The result of `cmd`; DaemonDown when the daemon is not there, DaemonRefused on ok=false.
     Events streamed before the response (a `run` without detach) are skipped."""
@@ -45,6 +54,13 @@ def request(path: Path, cmd: str, args: dict[str, Any] | None = None, timeout: f
             raise DaemonDown(
                 f"the daemon is not running ({exc.strerror or exc} at {path})"
             ) from None
+        # Nothing goes to a listener of another uid, which a runtime dir others can write
+        # lets into the daemon's place (tests/supervisor/test_redteam_control.py).
+        owner = _peer_uid(sock)
+        if owner != os.getuid():
+            raise DaemonDown(
+                f"another user (uid {owner}) listens on {path}, not your daemon; nothing was sent"
+            )
         reader = LineReader(sock.makefile("rb"))
         try:
             sock.sendall(encode(Hello()))

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
+from dashboard.security import private_dir
 from routines.store import read_regular, write_atomic
 
 __all__ = [
@@ -140,7 +141,7 @@ def socket_inodes(pid: int, proc: Path = Path("/proc")) -> frozenset[int]:
 
 def write_state(runtime_dir: Path, pid: int, port: int) -> None:
     """Record the dashboard's pid for `who_holds` (0600, in the 0700 runtime dir)."""
-    runtime_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    private_dir(runtime_dir)
     data = json.dumps({"pid": pid, "port": port}).encode()
     write_atomic(runtime_dir / STATE_FILE, data, mode=0o600)
 

@@ -32,7 +32,9 @@ from __future__ import annotations
 
 import contextlib
 import hmac
+import os
 import secrets
+import stat
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,6 +53,7 @@ __all__ = [
     "check",
     "cookie_values",
     "new_token",
+    "private_dir",
 ]
 
 COOKIE = "vinos_dashboard"
@@ -68,10 +71,35 @@ Send = Callable[[Message], Awaitable[None]]
 App = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
+def private_dir(directory: Path) -> None:
+    """Make `directory` (the runtime dir) if missing, and make sure it is ours and private
+    before anything is written there: a dir of another uid raises PermissionError, a link
+    in its place OSError; one of ours with a looser mode is made 0700 (as the daemon does).
+
+    $XDG_RUNTIME_DIR may be a place others can write (a shared /tmp); the dir's owner could
+    then swap the opener page or plant the state file the listener check reads.
+    tests/dashboard/test_redteam_runtime_dir.py holds it.
+    """
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        st = os.fstat(fd)
+        if st.st_uid != os.getuid():
+            raise PermissionError(
+                f"{directory} belongs to uid {st.st_uid}, not to you: the dashboard writes "
+                "its secrets only in a private dir of yours (set XDG_RUNTIME_DIR to one, "
+                f"normally /run/user/{os.getuid()})"
+            )
+        if stat.S_IMODE(st.st_mode) != 0o700:
+            os.fchmod(fd, 0o700)
+    finally:
+        os.close(fd)
+
+
 def new_token(path: Path) -> str:
     """A fresh launch token, written to `path` (0600, atomically, never through a link
     planted there). Whatever the file held before is no longer good."""
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    private_dir(path.parent)
     token = secrets.token_urlsafe(TOKEN_BYTES)
     write_atomic(path, (token + "\n").encode(), mode=0o600)
     return token

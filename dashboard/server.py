@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 from dashboard.listener import Holder, Verdict, clear_state, who_holds, write_state
-from dashboard.security import new_token
+from dashboard.security import new_token, private_dir
 from routines.paths import paths
 
 __all__ = ["DEFAULT_PORT", "main"]
@@ -112,6 +112,7 @@ def _user_name(uid: int) -> str:
 def write_opener(runtime_dir: Path, port: int, token: str) -> Path:
     """A 0600 page that sends the browser to the dashboard with the token."""
     url = html.escape(f"http://127.0.0.1:{port}/?token={token}")
+    private_dir(runtime_dir)
     path = runtime_dir / "dashboard-open.html"
     tmp = path.with_name(f".{path.name}.{os.getpid()}")
     with contextlib.suppress(FileNotFoundError):

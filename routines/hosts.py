@@ -18,6 +18,10 @@ from routines.checks import Bad
 __all__ = ["host_problem", "network_value"]
 
 _LABEL = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
+# A name whose last label is a number is an address to the resolver: inet_aton reads `10.1`,
+# `167772161` and `0xa000001` as 10.0.0.1 (and URL parsers agree: WHATWG's "ends in a
+# number"). No top-level domain is numeric. tests/test_redteam_hosts.py holds it.
+_NUMERIC_LABEL = re.compile(r"0x[0-9a-f]*|[0-9]+")
 _EXPECTED = (
     'true, false or an array of host names such as ["api.github.com"] '
     '(or "host:port" for a port besides 80 and 443)'
@@ -37,6 +41,8 @@ def host_problem(host: str) -> str | None:
     if _is_ip(host):
         return f'"{shown}" is an IP address; name the host'
     name = host.lower().removesuffix(".")
+    if _NUMERIC_LABEL.fullmatch(name.rpartition(".")[2]):
+        return f'"{shown}" is an IP address; name the host'
     if not name or len(name) > 253 or not all(_LABEL.fullmatch(p) for p in name.split(".")):
         return f'"{shown}" is not a host name'
     return None

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import posixpath
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -185,11 +186,18 @@ def holds(path: str, home: str, extra: Sequence[str] = ()) -> str:
 
 def describe(entry: str) -> str | None:
     """What the `~/...` path `entry` holds when it is, or is inside, a catalog entry; pure
-    (no home needed): for the capability card's credential lines."""
+    (no home needed): for the capability card's credential lines.
+
+    A folder that holds catalog entries without being one (`~/.config/git`, `~/.cargo`) is
+    bound whole, those entries with it: "holds …" names them, or the card would show a
+    grant of git's passwords as a plain folder (tests/test_redteam_card.py).
+    """
+    path = posixpath.normpath(entry)
     for e in sorted(CATALOG, key=lambda e: -len(e.path)):
-        if entry.rstrip("/") == e.path or entry.startswith(e.path + "/"):
+        if path == e.path or path.startswith(e.path + "/"):
             return e.holds
-    return None
+    inside = dict.fromkeys(e.holds for e in CATALOG if e.path.startswith(path + "/"))
+    return "holds " + ", ".join(inside) if inside else None
 
 
 def name_pattern(name: str) -> Entry | None:

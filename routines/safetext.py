@@ -7,6 +7,7 @@ a notification able to move the cursor, retitle the window, forge a line or reor
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from urllib.parse import urlsplit
 
@@ -24,12 +25,24 @@ __all__ = ["one_line", "redact_url", "visible"]
 #   invisible ASCII that some models read. An emoji joined with U+200D shows as its parts
 #   plus \u200d: legible, and nothing hides in it.
 # - Lone surrogates (Cs): from undecodable bytes; printing one raises.
-# - Letters that draw as blank space (the Hangul fillers), used as invisible "names".
-# Kept: variation selectors (emoji presentation), private use (icon fonts), unassigned.
+# - Letters that draw as blank space (the Hangul fillers), used as invisible "names" (in
+#   _HIDDEN below, with the other code points that draw nothing).
+# Kept: an emoji's presentation selector, private use (icon fonts), unassigned.
 _ESCAPED_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
-_BLANK_LETTERS = frozenset("\u115f\u1160\u3164\uffa0")
 # Line and paragraph separators end a line in some viewers: a forged log line otherwise.
 _BREAKS = frozenset("\u2028\u2029\x85")
+# Unicode's default-ignorable code points (DerivedCoreProperties.txt) that are not Cf: they
+# draw nothing either. The combining grapheme joiner, Khmer inherent vowels, Mongolian
+# free variation selectors, unassigned ones kept for the purpose, and the 256 variation
+# selectors, which spell any byte after a visible character (one selector per byte, the
+# channel tag characters also give). Plus the braille blank, a "letter" drawn as a space.
+# One U+FE0E/U+FE0F right after a shown character stays: it is how an emoji is written.
+# tests/test_redteam_safetext.py holds these.
+_HIDDEN = re.compile(
+    "[\u034f\u17b4\u17b5\u180b-\u180f\u2065\ufe00-\ufe0f\ufff0-\ufff8\u2800"
+    "\U000e0000-\U000e0fff\u115f\u1160\u3164\uffa0]"
+)
+_PRESENTATION = frozenset("\ufe0e\ufe0f")
 
 
 def _escape(ch: str) -> str:
@@ -43,20 +56,27 @@ def visible(text: str, *, newlines: bool = True) -> str:
     characters (bidi overrides, zero-width and tag characters) and blank letters are shown
     as \\x1b / \\u202e / \\U000e0041 instead of acting or hiding. Tabs stay; newlines stay
     unless `newlines=False`, when they are shown as \\n (a line that must stay one line)."""
-    if text.isprintable() and _BLANK_LETTERS.isdisjoint(text):
+    if text.isprintable() and not _HIDDEN.search(text):
         return text
     out = []
+    shown = False  # the last character was shown as itself (an emoji a selector may follow)
     for ch in text:
         if ch == "\n":
             out.append("\n" if newlines else "\\n")
+            shown = False
         elif ch == "\t" or (
             unicodedata.category(ch) not in _ESCAPED_CATEGORIES
-            and ch not in _BLANK_LETTERS
+            and not _HIDDEN.match(ch)
             and ch not in _BREAKS
         ):
             out.append(ch)
+            shown = True
+        elif ch in _PRESENTATION and shown:
+            out.append(ch)
+            shown = False  # a second selector is a hidden one
         else:
             out.append(_escape(ch))
+            shown = False
     return "".join(out)
 
 

@@ -24,6 +24,7 @@ import threading
 from collections.abc import Callable
 
 from sandbox.egress import (
+    CHUNKED,
     Dialer,
     EgressPolicy,
     HostDialer,
@@ -162,7 +163,12 @@ class ProxyServer:
                 upstream.sendall(first)
             conn.settimeout(None)
             upstream.settimeout(None)
-            _relay(conn, upstream)
+            # A plain request: what is left of its body, then nothing more from the client
+            # (a pipelined request would go unchecked; sandbox/egress.py _body_length).
+            left = None
+            if not target.tunnel and target.body != CHUNKED:
+                left = target.body - (len(first) - first.index(b"\r\n\r\n") - 4)
+            _relay(conn, upstream, left)
         except OSError:
             pass
         finally:
@@ -212,8 +218,10 @@ def _answer(conn: socket.socket, refusal: Refusal) -> None:
         conn.sendall(head.encode() + body)
 
 
-def _relay(a: socket.socket, b: socket.socket) -> None:
-    """Copy both ways until both sides have finished sending."""
+def _relay(a: socket.socket, b: socket.socket, a_left: int | None = None) -> None:
+    """Copy both ways until both sides have finished sending; from `a` (the client) at
+    most `a_left` more bytes when given: what it sends past them is read and dropped (its
+    end of sending still reaches `b`)."""
     peer = {a: b, b: a}
     open_reads = {a, b}
     with selectors.DefaultSelector() as sel:
@@ -228,6 +236,10 @@ def _relay(a: socket.socket, b: socket.socket) -> None:
                 except OSError:
                     data = b""
                 if data:
+                    if src is a and a_left is not None:
+                        data, a_left = data[:a_left], max(0, a_left - len(data))
+                        if not data:
+                            continue  # past the body: a second request, never sent on
                     try:
                         peer[src].sendall(data)
                         continue

@@ -211,7 +211,8 @@ MAX_WALK = 200_000
 
 def _named(root: str, names: Sequence[str], never: Sequence[str], cap: int) -> list[str]:
     """Every path below `root` whose name matches `names`, without following links or going
-    into a match or a never-path (each is masked whole). Raises UnsafeValue past `cap`."""
+    into a match or a never-path (each is masked whole), and every folder below it that
+    cannot be listed. Raises UnsafeValue past `cap`, or when `root` cannot be listed."""
     if not names:
         return []
     found: list[str] = []
@@ -220,8 +221,19 @@ def _named(root: str, names: Sequence[str], never: Sequence[str], cap: int) -> l
         top = todo.pop()
         try:
             entries = list(os.scandir(top))
+        except (FileNotFoundError, NotADirectoryError):
+            continue  # gone, or a declared file
         except OSError:
-            continue  # unreadable here is unreadable to the sandbox too (same uid, no caps)
+            # Not listable is not closed: a folder with x but no r (0311) is entered by
+            # name, and the sandbox (same uid) could read a guessed `token.txt` in it.
+            # What cannot be checked is masked whole (tests/sandbox/test_redteam_masks.py).
+            if top != root:
+                found.append(top)
+                continue
+            raise UnsafeValue(
+                f"home: {root} cannot be listed, so the credential-named files in it cannot be "
+                "found and masked: give it read permission, or declare another folder"
+            ) from None
         seen += len(entries)
         if seen > cap:
             raise UnsafeValue(

@@ -83,43 +83,75 @@ def open_dir_restoring(name: str, dir_fd: int | None = None) -> int:
 
 
 def usage(dir_fd: int) -> Usage:
-    """What the tree under `dir_fd` holds; follows no symlink and stays on its filesystem."""
-    total = entries = unreadable = 0
+    """What the tree under `dir_fd` holds; follows no symlink and stays on its filesystem.
+
+    Depth first, holding one descriptor per level (the folders still to visit are names):
+    a descriptor per pending folder ran a wide folder (more subfolders than the process may
+    open files) out of them, and the folders past that went uncounted
+    (tests/sandbox/test_redteam_quota.py). A tree deeper than MAX_DEPTH counts the folders
+    below as unreadable.
+    """
     top = os.fstat(dir_fd)
-    dev = top.st_dev
     if stat.S_IMODE(top.st_mode) & _OWNER != _OWNER:
         os.fchmod(dir_fd, stat.S_IMODE(top.st_mode) | _OWNER)  # lookups below need its x
-    stack = [os.dup(dir_fd)]
+    walk = _Walk(top.st_dev)
+    frames: list[tuple[int, list[str]]] = []
     try:
-        while stack:
-            fd = stack.pop()
-            try:
-                with os.scandir(fd) as it:
-                    for entry in it:
-                        entries += 1
-                        if entries > MAX_ENTRIES:
-                            return Usage(total, entries, unreadable)
-                        try:
-                            st = entry.stat(follow_symlinks=False)
-                        except FileNotFoundError:
-                            continue  # removed while we walked (a poll during the call)
-                        except OSError:
-                            unreadable += 1  # its folder's mode changed under the walk
-                            continue
-                        total += st.st_blocks * 512
-                        if not stat.S_ISDIR(st.st_mode) or st.st_dev != dev:
-                            continue
-                        try:
-                            stack.append(open_dir_restoring(entry.name, fd))
-                        except OSError as exc:
-                            if exc.errno not in (errno.ENOENT, errno.ELOOP, errno.ENOTDIR):
-                                unreadable += 1  # not even its owner can open it
-            finally:
+        fd = os.dup(dir_fd)
+        frames.append((fd, walk.scan(fd)))
+        while frames and walk.entries <= MAX_ENTRIES:
+            fd, pending = frames[-1]
+            if not pending:
+                frames.pop()
                 os.close(fd)
+                continue
+            name = pending.pop()
+            if len(frames) >= MAX_DEPTH:
+                walk.unreadable += 1
+                continue
+            try:
+                child = open_dir_restoring(name, fd)
+            except OSError as exc:
+                if exc.errno not in (errno.ENOENT, errno.ELOOP, errno.ENOTDIR):
+                    walk.unreadable += 1  # not even its owner can open it
+                continue
+            frames.append((child, []))  # held before the scan: `finally` closes it if that fails
+            frames[-1] = (child, walk.scan(child))
     finally:
-        for fd in stack:
+        for fd, _ in frames:
             os.close(fd)
-    return Usage(total, entries, unreadable)
+    return Usage(walk.total, walk.entries, walk.unreadable)
+
+
+MAX_DEPTH = 512  # folders deep: one descriptor each while the walk is below them
+
+
+class _Walk:
+    """What one `usage` walk has counted so far."""
+
+    def __init__(self, dev: int) -> None:
+        self.dev = dev
+        self.total = self.entries = self.unreadable = 0
+
+    def scan(self, fd: int) -> list[str]:
+        """Count the entries of the folder `fd`; the names of its folders to visit next."""
+        folders: list[str] = []
+        with os.scandir(fd) as it:
+            for entry in it:
+                self.entries += 1
+                if self.entries > MAX_ENTRIES:
+                    break
+                try:
+                    st = entry.stat(follow_symlinks=False)
+                except FileNotFoundError:
+                    continue  # removed while we walked (a poll during the call)
+                except OSError:
+                    self.unreadable += 1  # its folder's mode changed under the walk
+                    continue
+                self.total += st.st_blocks * 512
+                if stat.S_ISDIR(st.st_mode) and st.st_dev == self.dev:
+                    folders.append(entry.name)
+        return folders
 
 
 class QuotaWatch:

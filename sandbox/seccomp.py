@@ -46,6 +46,9 @@ _TIOCLINUX = 0x541C
 # AF_UNIX then refused with EPERM by a rule of its own (RULES).
 _AF_UNIX = 1
 _ALLOWED_FAMILIES = (0, _AF_UNIX, 2, 10, 16)
+_SOCK_DGRAM = 2
+_SOCK_RAW = 3
+_SOCK_TYPE_MASK = 0xF
 
 _EPERM = errno.EPERM
 _ENOSYS = errno.ENOSYS
@@ -149,6 +152,14 @@ RULES: tuple[Rule, ...] = (
     # processes (python's asyncio uses one). glibc's nscd lookup fails softly and falls back
     # to the files. Upper bits set in the family are caught by the family rules (>= 17).
     Rule("socket", _EPERM, (0, "eq", _AF_UNIX, 0)),
+    # A datagram socket may change its peer (connect() again) or name one per message
+    # (sendto/sendmsg), so a datagram pair from socketpair() reaches any pathname datagram
+    # socket just as socket(AF_UNIX) would. Refused; stream and seqpacket pairs cannot be
+    # re-aimed and stay. SOCK_RAW too: AF_UNIX makes it a datagram socket. The mask is the
+    # kernel's SOCK_TYPE_MASK (SOCK_CLOEXEC and SOCK_NONBLOCK sit above it).
+    # tests/sandbox/test_redteam_sockets.py holds it.
+    Rule("socketpair", _EPERM, (1, "masked_eq", _SOCK_DGRAM, _SOCK_TYPE_MASK)),
+    Rule("socketpair", _EPERM, (1, "masked_eq", _SOCK_RAW, _SOCK_TYPE_MASK)),
 )
 
 

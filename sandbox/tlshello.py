@@ -5,7 +5,8 @@ ClientHello names the CONNECT host: otherwise `CONNECT listed.example:443` could
 session for any other site the same front serves (domain fronting). This reads the
 TLSPlaintext records (RFC 8446 5.1), joins the handshake fragments, and walks the ClientHello
 (4.1.2) to its server_name extension (RFC 6066 3). Anything it cannot read whole is refused,
-never guessed: a second server_name extension, two names in it, a name that is not ASCII.
+never guessed: a second server_name extension, two names in it, a name that is not ASCII,
+an encrypted inner ClientHello (ECH).
 
 Stdlib only: imported by the proxy process (sandbox/egressserver.py).
 """
@@ -23,6 +24,10 @@ _HANDSHAKE = 22
 _CLIENT_HELLO = 1
 _SERVER_NAME = 0
 _HOST_NAME = 0
+# Encrypted ClientHello (RFC 9849) and its draft predecessor ESNI: the server the session is
+# really for travels encrypted inside, and the outer SNI only names a front. A CDN serving
+# a listed host would open any other site it serves. tests/sandbox/test_redteam_tls.py.
+_ENCRYPTED_HELLO = (0xFE0D, 0xFFCE)
 
 
 class HelloState(enum.Enum):
@@ -118,6 +123,8 @@ def _hello_body(r: _Reader) -> Hello:
         if kind in seen:
             return Hello(HelloState.INVALID, why="an extension given twice")
         seen.add(kind)
+        if kind in _ENCRYPTED_HELLO:
+            return Hello(HelloState.INVALID, why="an encrypted ClientHello (ECH) hides its server")
         if kind == _SERVER_NAME:
             entries = body.vector(2)
             while not entries.at_end():

@@ -8,6 +8,7 @@ import fcntl
 import itertools
 import os
 import socket
+import struct
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -133,6 +134,14 @@ class Client:
         raise ConnectionError("no response")
 
 
+def _peer_uid(sock: socket.socket) -> int | None:
+    try:
+        creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    except OSError:
+        return None
+    return int(struct.unpack("3i", creds)[1])
+
+
 def connect(path: Path, timeout: float | None = CONNECT_TIMEOUT_SEC) -> Client:
     """A hello'd client on the daemon's socket; DaemonNotRunning when nobody listens."""
     if len(os.fsencode(path)) > 107:  # sun_path's size: connect() would fail obscurely
@@ -150,6 +159,14 @@ def connect(path: Path, timeout: float | None = CONNECT_TIMEOUT_SEC) -> Client:
     except OSError as exc:
         sock.close()
         raise DaemonNotRunning(path, exc.strerror or str(exc)) from None
+    # Nothing is sent to a listener of another uid: where $XDG_RUNTIME_DIR is writable by
+    # others, another user can put a socket in the daemon's place, and the hello and every
+    # request would go to it (tests/supervisor/test_redteam_control.py).
+    owner = _peer_uid(sock)
+    if owner != os.getuid():
+        sock.close()
+        who = f"another user (uid {owner})" if owner is not None else "a process of unknown uid"
+        raise DaemonNotRunning(path, f"{who} listens there; nothing was sent")
     client = Client(sock)
     try:
         sock.sendall(encode(Hello()))

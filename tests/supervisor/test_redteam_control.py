@@ -1,0 +1,36 @@
+"""Red team, the control socket as another local user: when $XDG_RUNTIME_DIR is a place
+another user can write (a shared /tmp on a machine without logind), they can put a socket
+where the daemon's goes. The CLI connected and sent its hello, then every request, to
+whoever listened: the daemon checks its clients' uid, but the client never checked the
+daemon's. Now nothing is sent until SO_PEERCRED says the listener is this user.
+
+The listener is a real second user's socket (tests/helpers/squatter.py, started as
+vinos-test2 by scripts/second-user.sh), owned by that uid as an attacker's would be."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from supervisor.client import DaemonNotRunning, connect
+from tests.dashboard.squatkit import SecondUser
+
+
+def test_the_cli_sends_nothing_to_a_socket_another_user_listens_on() -> None:
+    other = SecondUser.from_env()
+    st = os.stat(other.path)
+    assert st.st_uid != os.getuid()  # the premise: a socket of another uid
+    with pytest.raises(DaemonNotRunning) as info:
+        connect(other.path, timeout=10)
+    assert f"another user (uid {st.st_uid}) listens there; nothing was sent" in str(info.value)
+
+
+def test_the_dashboard_sends_nothing_to_a_socket_another_user_listens_on() -> None:
+    from dashboard.control import DaemonDown, request
+
+    other = SecondUser.from_env()
+    owner = os.stat(other.path).st_uid
+    with pytest.raises(DaemonDown) as info:
+        request(other.path, "status", timeout=10)
+    assert f"another user (uid {owner}) listens on {other.path}" in str(info.value)

@@ -15,6 +15,10 @@ from __future__ import annotations
 import os
 import sys
 
+TYPE_CHECKING = False  # typing's own flag, without importing typing at start-up
+if TYPE_CHECKING:
+    import _socket
+
 __all__ = ["context", "main", "parse", "socket_path", "thin"]
 
 VERBS = ("list", "status", "history", "cost")
@@ -113,6 +117,20 @@ def home_of_env() -> str | None:
     return os.path.normpath(home) if os.path.isabs(home) else None
 
 
+def peer_is_us(sock: _socket.socket) -> bool:
+    """Whether the process listening at the other end is this user (SO_PEERCRED). Where
+    $XDG_RUNTIME_DIR is writable by others, another user can put a socket in the daemon's
+    place: nothing is sent to it, and nothing it answers is printed
+    (tests/supervisor/test_redteam_control.py)."""
+    import _socket
+
+    try:
+        creds = sock.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, 12)
+    except OSError:
+        return False
+    return int.from_bytes(creds[4:8], sys.byteorder) == os.getuid()  # struct ucred: pid, uid, gid
+
+
 def _exchange(path: str, request: bytes) -> list[bytes] | None:
     """The lines the daemon sent after its hello, up to its response; None on any failure."""
     import _socket
@@ -122,6 +140,8 @@ def _exchange(path: str, request: bytes) -> list[bytes] | None:
     try:
         sock.settimeout(timeout)
         sock.connect(path)
+        if not peer_is_us(sock):
+            return None  # the full client says who listens there; nothing is sent to them
         sock.sendall(b'{"type":"hello","protocol":1}\n' + request)
         lines: list[bytes] = []
         pending = b""

@@ -51,13 +51,15 @@ def _lines(path: str, home: str) -> Iterator[bytes]:
     import _socket
     import json
 
-    from supervisor.thinclient import context
+    from supervisor.thinclient import context, peer_is_us
 
     req = {"type": "request", "id": 1, "cmd": "watch", "args": context(home)}
     sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM | _socket.SOCK_CLOEXEC)
     try:
         sock.settimeout(SILENCE_SEC)
         sock.connect(path)
+        if not peer_is_us(sock):
+            return  # another user's socket in the daemon's place: as if none listened
         sock.sendall(b'{"type":"hello","protocol":1}\n' + json.dumps(req).encode() + b"\n")
         pending = b""
         while True:

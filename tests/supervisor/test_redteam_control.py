@@ -34,3 +34,21 @@ def test_the_dashboard_sends_nothing_to_a_socket_another_user_listens_on() -> No
     with pytest.raises(DaemonDown) as info:
         request(other.path, "status", timeout=10)
     assert f"another user (uid {owner}) listens on {other.path}" in str(info.value)
+
+
+def test_the_thin_client_and_the_waybar_follower_send_nothing_to_another_users_socket() -> None:
+    """The thin `list`/`status` path and `status --waybar --follow` have sockets of their own
+    (no ipc import at start-up): the same check, before a byte is sent or a byte printed."""
+    import socket
+
+    from supervisor import thinclient, waybarfollow
+
+    other = SecondUser.from_env()
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.connect(str(other.path))
+        assert not thinclient.peer_is_us(sock)
+    a, b = socket.socketpair()
+    with a, b:
+        assert thinclient.peer_is_us(a)
+    assert thinclient._exchange(str(other.path), b'{"type":"request"}\n') is None
+    assert list(waybarfollow._lines(str(other.path), "/nonexistent")) == []

@@ -102,6 +102,7 @@ complete -c vinos-routine -n '__fish_seen_subcommand_from remove' -l yes -s y -d
 complete -c vinos-routine -n '__fish_seen_subcommand_from remove' -x -a '(__vinos_routine_names)'
 complete -c vinos-routine -n '__fish_seen_subcommand_from validate' -s h -l help -d 'show this help message and exit'
 complete -c vinos-routine -n '__fish_seen_subcommand_from validate' -l json -d 'one JSON object per file'
+complete -c vinos-routine -n '__fish_seen_subcommand_from validate' -l connect -d 'start each MCP server in its sandbox and list the tools it offers'
 complete -c vinos-routine -n '__fish_seen_subcommand_from validate' -r -F
 complete -c vinos-routine -n '__fish_seen_subcommand_from schedule; and not __fish_seen_subcommand_from explain translate' -a explain -d 'describe a schedule and list its next fires'
 complete -c vinos-routine -n '__fish_seen_subcommand_from schedule; and not __fish_seen_subcommand_from explain translate' -a translate -d 'cron to systemd OnCalendar'

@@ -112,3 +112,22 @@ def test_validate_and_explain(vinos_env: Path) -> None:
     assert not error and result["ok"] is False and result["errors"]
     error, text = _call("explain_schedule", expression="0 6 * * 1-5", timezone="UTC")
     assert not error and json.loads(text)["description"] == "Every weekday at 6:00 AM", text
+
+
+def test_a_routine_enabled_by_the_enable_command_is_never_rewritten(vinos_env: Path) -> None:
+    import subprocess
+
+    path = paths().routines_dir / "day-brief.toml"
+    path.write_text(DRAFT)  # the file says off; `enable` turns it on in the ledger
+    done = subprocess.run(
+        [sys.executable, "-m", "supervisor", "enable", "day-brief"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    error, text = _call("draft_routine", name="day-brief", toml=DRAFT + "\n# changed\n")
+    assert error and "is enabled" in text
+    assert path.read_text() == DRAFT

@@ -180,7 +180,7 @@ def _write(path: Path, text: str) -> None:
 
 def run_routine(name: str) -> dict[str, Any]:
     """Start a run of a routine the person enabled, through the daemon (its limits, fence
-    and ledger apply); the summary only when the routine is exposed."""
+    and ledger apply); its detail and output text only when the routine is exposed."""
     from routines.paths import paths
     from supervisor.client import DaemonError
     from supervisor.commands.common import try_daemon
@@ -195,10 +195,25 @@ def run_routine(name: str) -> dict[str, Any]:
             fin = client.request("run", {"name": name, "detach": False, "debug": False})
         except DaemonError as exc:
             raise Refused(str(exc)) from None
-    out = {"run_id": fin.get("run_id"), "status": fin.get("status")}
+    out = {k: fin.get(k) for k in ("run_id", "status", "outcome")}
     if name in _exposed():
-        out["summary"] = fin.get("summary")
+        out["detail"] = fin.get("detail")
+        if fin.get("output"):
+            out["output"] = _read_output(str(fin["output"]))
     return out
+
+
+OUTPUT_CAP = 32 * 1024  # of an output's text handed to the assistant
+
+
+def _read_output(path: str) -> str:
+    """The output file's text, capped; never through a link."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        return f"(the output could not be read: {exc.strerror})"
+    with os.fdopen(fd, "rb") as f:
+        return f.read(OUTPUT_CAP).decode("utf-8", "replace")
 
 
 def serve() -> None:

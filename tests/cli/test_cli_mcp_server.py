@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import pytest
 from helpers import AGENT
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
@@ -131,3 +132,29 @@ def test_a_routine_enabled_by_the_enable_command_is_never_rewritten(vinos_env: P
     error, text = _call("draft_routine", name="day-brief", toml=DRAFT + "\n# changed\n")
     assert error and "is enabled" in text
     assert path.read_text() == DRAFT
+
+
+@pytest.mark.slow
+def test_run_routine_runs_an_enabled_routine_through_the_daemon(
+    vinos_env: Path, tmp_path: Path, not_root: None
+) -> None:
+    from tests.supervisor.daemonkit import Daemon, command_routine, write_routine
+
+    # Not due in this test's lifetime: only run_routine starts it.
+    yearly = 'cron = "0 0 1 1 *"'
+    write_routine("shown", command_routine("echo shown output", schedule=yearly))
+    write_routine("hidden", command_routine("echo hidden output", schedule=yearly))
+    paths().config_file.write_text('[mcp_server]\nexpose = ["shown"]\n')
+    d = Daemon(tmp_path).start()
+    try:
+        error, text = _call("run_routine", name="shown")
+        assert not error, text
+        shown = json.loads(text)
+        assert shown["status"] == "ok" and "shown output" in shown["output"], shown
+        error, text = _call("run_routine", name="hidden")
+        assert not error, text
+        hidden = json.loads(text)
+        assert hidden["status"] == "ok", hidden
+        assert "output" not in hidden and "detail" not in hidden  # its output stays unread
+    finally:
+        assert d.stop() == 0

@@ -349,26 +349,36 @@ def test_the_git_server_reads_its_declared_repository(
 def test_a_run_without_mcp_never_imports_the_sdk(home: Path, ollama: FakeOllama) -> None:
     ollama.add(O.tool_calls(("run_shell", {"command": "true"})), O.text("Done."))
     toml = routine_toml(tools=("shell:true",))
+    # The worker's own main(), then its sys.modules (python -m worker ends with os._exit).
     probe = (
-        "import runpy, sys, atexit\n"
-        "atexit.register(lambda: sys.stderr.write('MODULES ' + ' '.join(sorted(m for m in "
-        "sys.modules if m == 'mcp' or m.startswith(('mcp.', 'mcp_types')))) + '\\n'))\n"
-        "sys.argv = ['worker']\n"
-        "runpy.run_module('worker', run_name='__main__')\n"
+        "import sys\n"
+        "from worker.main import main\n"
+        "code = main()\n"
+        "sys.stderr.write('MODULES ' + ' '.join(sorted(m for m in sys.modules "
+        "if m == 'mcp' or m.startswith(('mcp.', 'mcp_types')))) + '\\n')\n"
+        "sys.exit(code)\n"
     )
-    job = make_job(home, toml, ollama_url=ollama.url)
     from ipc import Hello, encode
 
-    proc = subprocess.run(
-        [sys.executable, "-c", probe],
-        input=encode(Hello()) + encode(job),
-        check=False,
-        capture_output=True,
-        cwd=Path(__file__).resolve().parents[2],
-        timeout=60,
-    )
-    line = next(ln for ln in proc.stderr.decode().splitlines() if ln.startswith("MODULES"))
-    assert line.split() == ["MODULES"], line
+    def modules(toml: str) -> list[str]:
+        job = make_job(home, toml, ollama_url=ollama.url)
+        proc = subprocess.run(
+            [sys.executable, "-c", probe],
+            input=encode(Hello()) + encode(job),
+            check=False,
+            capture_output=True,
+            cwd=Path(__file__).resolve().parents[2],
+            timeout=60,
+        )
+        err = proc.stderr.decode()
+        line = next((ln for ln in err.splitlines() if ln.startswith("MODULES")), None)
+        assert line is not None, err
+        return line.split()[1:]
+
+    assert modules(toml) == []
+    # The probe sees the SDK when a run does use it.
+    ollama.add(O.text("Done."))
+    assert "mcp" in modules(_toml(("mcp:time/get_current_time",), _time_server()))
 
 
 # --- a command routine's one MCP call ---

@@ -201,6 +201,7 @@ class Config:
     ledger: LedgerSettings = field(default_factory=LedgerSettings)
     fleet: FleetSettings | None = None  # None: one machine, the SQLite ledger
     providers: dict[str, ProviderSettings] = field(default_factory=dict)  # [providers.NAME]
+    mcp_expose: tuple[str, ...] = ()  # [mcp_server].expose: routines `vinos-routine mcp` shows
 
 
 class ConfigInvalid(RoutineInvalid):
@@ -230,7 +231,9 @@ _SCHEMA: dict[str, dict[str, Check]] = {
         "ledger": table_value,
         "fleet": table_value,
         "providers": table_value,
+        "mcp_server": table_value,
     },
+    "mcp_server": {"expose": string_list},  # `vinos-routine mcp`: whose outputs it may read
     "sandbox": {
         "never": string_list,
         "masks": string_list,
@@ -300,6 +303,7 @@ def load_config(path: Path) -> Config:
                 )
     fleet = _fleet(r, fleet_t)
     providers = parse_providers(r, doc.get("providers"))
+    mcp_t = r.table(doc, "mcp_server") if isinstance(doc.get("mcp_server"), dict) else {}
     errors = [p for p in r.problems if not p.warning]
     if errors:
         # Reader names top-level keys "[].key"; they are plain keys in the file.
@@ -314,6 +318,7 @@ def load_config(path: Path) -> Config:
         ledger=LedgerSettings(**ledger),
         fleet=fleet,
         providers=providers,
+        mcp_expose=mcp_t.get("expose", ()),
     )
 
 

@@ -39,12 +39,17 @@ CREDENTIAL_KEYS: dict[str, Check] = {"path": nonempty_string, "hosts": _host_lis
 
 
 def read_credentials(
-    r: Reader, table: str, t: Mapping[str, Any], schema: Mapping[str, Check]
+    r: Reader,
+    table: str,
+    t: Mapping[str, Any],
+    schema: Mapping[str, Check],
+    name: str | None = None,
 ) -> tuple[Credential, ...]:
     """`[[agent.credentials]]` / `[[command.credentials]]`: each a `path` (one app's
     credential file or folder below ~, never a broad container or vinos-routine's own state)
     and the `hosts` it may be sent to. `network = true` beside one is refused: a credential
-    bound to hosts means nothing if every call may reach any host."""
+    bound to hosts means nothing if every call may reach any host. `name` names the table in
+    errors when it is not `[table]` (an MCP server's: `[agent].mcp[0]`)."""
     entries = t.get("credentials", [])
     if not entries:
         return ()
@@ -55,7 +60,7 @@ def read_credentials(
     vinos_home = os.path.realpath(paths().home)
     out: list[Credential] = []
     for i, raw in enumerate(entries):
-        where = f"[{table}].credentials[{i}]"
+        where = f"{name or f'[{table}]'}.credentials[{i}]"
         fields: dict[str, Any] = {}
         for key, value in raw.items():
             if key not in schema:
@@ -79,7 +84,7 @@ def read_credentials(
             out.append(Credential(**fields))
     if t.get("network") is True:
         r.error(
-            f"[{table}].network",
+            f"{name or f'[{table}]'}.network",
             f"network = true cannot go with [[{table}.credentials]]: true lets every call "
             "reach any host, so a credential could be sent anywhere; list the hosts the "
             'routine needs instead, e.g. network = ["api.example.com"] (its credentials\' '

@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from routines import mcpkeys
 from routines.checks import (
     Bad,
     Check,
@@ -110,9 +111,6 @@ def _tables(example: str) -> Check:
     return check
 
 
-_table_list = _tables("[[agent.actions]]")
-
-
 SCHEMA: dict[str, dict[str, Check]] = {
     "routine": {
         "name": nonempty_string,
@@ -150,8 +148,9 @@ SCHEMA: dict[str, dict[str, Check]] = {
         "shell_timeout_sec": positive_int,
         "run_timeout_sec": positive_int,
         "escalation": table_value,
-        "actions": _table_list,
+        "actions": _tables("[[agent.actions]]"),
         "credentials": _tables("[[agent.credentials]]"),
+        "mcp": _tables("[[agent.mcp]]"),
     },
     "agent.credentials": CREDENTIAL_KEYS,
     "agent.actions": {
@@ -174,6 +173,8 @@ SCHEMA: dict[str, dict[str, Check]] = {
         "network": network_value,
         "home": string_list,
         "credentials": _tables("[[command.credentials]]"),
+        "mcp": table_value,
+        "mcp_servers": _tables("[[command.mcp_servers]]"),
     },
     "command.credentials": CREDENTIAL_KEYS,
     "output": {
@@ -191,6 +192,7 @@ SCHEMA: dict[str, dict[str, Check]] = {
     },
 }
 _TOP_TABLES = ("routine", "schedule", "agent", "command", "output", "budget")
+_AGENT_TABLES = ("model", "escalation", "actions", "credentials", "mcp")  # read on their own
 
 
 def load_file(path: Path, origin: Origin = Origin.USER) -> Routine:
@@ -346,7 +348,8 @@ def _never_checks(
     """Refuse `home = [...]` entries and `read:` globs that reach the never-list."""
     table = "agent" if agent is not None else "command"
     declared = agent.home if agent is not None else command.home if command else ()
-    homes = [(f"[{table}].home[{i}]", entry) for i, entry in enumerate(declared)]
+    homes = [(f"[{table}].home[{i}]", e) for i, e in enumerate(declared)]
+    homes += mcpkeys.server_homes(agent, command)  # each MCP server's own `home`
     reads: list[tuple[str, str]] = []
     if agent is not None:
         for j, action in enumerate(agent.actions):
@@ -469,8 +472,12 @@ def _tools(r: Reader, entries: tuple[str, ...]) -> tuple[Tool, ...]:
     for i, entry in enumerate(entries):
         where = f"[agent].tools[{i}]"
         kind_s, sep, value = entry.partition(":")
+        if kind_s == "mcp":  # its shape here, its server once the servers are read
+            tools += [m for m in [mcpkeys.mcp_tool(r, where, value)] if m and m not in tools]
+            continue
         if not sep or kind_s not in ("read", "shell"):
-            r.error(where, f'expected "read:<glob>" or "shell:<command>", found "{entry[:80]}"')
+            expected = '"read:<glob>", "shell:<command>" or "mcp:SERVER/TOOL"'
+            r.error(where, f'expected {expected}, found "{entry[:80]}"')
             continue
         kind = ToolKind(kind_s)
         if not value.strip():
@@ -497,9 +504,7 @@ def _agent(r: Reader, doc: Mapping[str, Any], declared: Declared) -> AgentSpec |
         return None  # `agent = 3`: reported as "expected a table"
     esc = r.table(doc, "agent.escalation") if isinstance(t.get("escalation"), dict) else {}
     route: Route | str = t.get("route", Route.AUTO)
-    fields: dict[str, Any] = {
-        k: v for k, v in t.items() if k not in ("model", "escalation", "actions", "credentials")
-    }
+    fields: dict[str, Any] = {k: v for k, v in t.items() if k not in _AGENT_TABLES}
     if not isinstance(route, Route):
         known = declared.get(r)
         if known is not None and route not in known:
@@ -528,6 +533,8 @@ def _agent(r: Reader, doc: Mapping[str, Any], declared: Declared) -> AgentSpec |
     fields["escalation"] = Escalation(**esc)
     fields["actions"] = _actions(r, t.get("actions", []))
     fields["credentials"] = read_credentials(r, "agent", t, SCHEMA["agent.credentials"])
+    fields["mcp"] = mcpkeys.read_servers(r, "[agent].mcp", t.get("mcp", []))
+    mcpkeys.check_tool_servers(r, t.get("tools", ()), fields["mcp"])
     return AgentSpec(**fields)
 
 
@@ -573,6 +580,8 @@ def _command(r: Reader, doc: Mapping[str, Any]) -> CommandSpec | None:
     t = r.table(doc, "command")
     if not isinstance(doc.get("command"), dict):
         return None  # `command = "ls"`: reported as "expected a table"
+    if "mcp" in doc["command"] or "mcp_servers" in doc["command"]:
+        return mcpkeys.read_command_mcp(r, t, doc["command"])
     if "run" not in t:
         if "run" not in doc.get("command", {}):
             r.error("[command].run", 'required: the shell string to run, e.g. run = "df -h"')

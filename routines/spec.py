@@ -25,6 +25,8 @@ __all__ = [
     "Credential",
     "Escalation",
     "Kind",
+    "McpCall",
+    "McpServer",
     "Memory",
     "Missed",
     "OnExceed",
@@ -88,6 +90,7 @@ class Missed(StrEnum):
 class ToolKind(StrEnum):
     READ = "read"
     SHELL = "shell"
+    MCP = "mcp"  # `mcp:SERVER/TOOL`: one tool of one declared MCP server
 
 
 class Origin(StrEnum):
@@ -97,7 +100,8 @@ class Origin(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Tool:
-    """One whitelist entry: `read:<glob>` or `shell:<command>`, kept verbatim."""
+    """One whitelist entry: `read:<glob>`, `shell:<command>` or `mcp:<server>/<tool>`, kept
+    verbatim."""
 
     kind: ToolKind
     value: str
@@ -158,6 +162,36 @@ class Credential:
 
 
 @dataclass(frozen=True, slots=True)
+class McpServer:
+    """One `[[agent.mcp]]` (or `[[command.mcp_servers]]`): an MCP server started over stdio in
+    the routine's sandbox, with its own `home` and network, at the run's first use of it."""
+
+    name: str  # routines.mcpkeys.SERVER_NAME_RE
+    command: tuple[str, ...]  # an argv, never a shell string; a leading `~/` is the home
+    home: tuple[str, ...] = ()  # `~/...` paths the server sees, read-only
+    network: bool | tuple[str, ...] = False  # False or host names (never true)
+    credentials: tuple[Credential, ...] = ()
+    timeout_sec: int | None = None  # per request; None: the routine's shell timeout
+
+    @property
+    def egress(self) -> bool | tuple[str, ...]:
+        """What it may reach: its own host list and its credentials' hosts (as Routine.egress)."""
+        if not self.credentials:
+            return self.network
+        own = self.network if isinstance(self.network, tuple) else ()
+        return tuple(dict.fromkeys((*own, *(h for c in self.credentials for h in c.hosts))))
+
+
+@dataclass(frozen=True, slots=True)
+class McpCall:
+    """`[command].mcp`: the one MCP tool a command routine calls, with fixed arguments."""
+
+    server: str
+    tool: str
+    arguments: str = "{}"  # a JSON object, as text (the spec stays immutable)
+
+
+@dataclass(frozen=True, slots=True)
 class Action:
     """One `[[agent.actions]]`: a command the model may only propose; a person (or a valid
     signature with auto_approve) runs it, in the routine's sandbox, the proposal on stdin."""
@@ -190,6 +224,7 @@ class AgentSpec:
     model: str = ""  # route = PROVIDER: the model on it
     local_provider: str = "ollama"  # route = "auto": the local leg's provider
     premium_provider: str = "anthropic"  # route = "auto": the premium leg's provider
+    mcp: tuple[McpServer, ...] = ()
 
     def action(self, name: str) -> Action | None:
         return next((a for a in self.actions if a.name == name), None)
@@ -202,14 +237,24 @@ class AgentSpec:
     def shell_commands(self) -> tuple[str, ...]:
         return tuple(t.value for t in self.tools if t.kind is ToolKind.SHELL)
 
+    @property
+    def mcp_tools(self) -> tuple[tuple[str, str], ...]:
+        """The whitelisted (server, tool) pairs of the `mcp:` entries."""
+        return tuple(
+            (s, t)
+            for s, _, t in (e.value.partition("/") for e in self.tools if e.kind is ToolKind.MCP)
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class CommandSpec:
-    run: str
+    run: str  # "" when `mcp` is the command
     timeout_sec: int = 600
     network: bool | tuple[str, ...] = False  # a tuple: only those hosts (routines/hosts.py)
     home: tuple[str, ...] = ()  # `~/...` paths the command sees, read-only
     credentials: tuple[Credential, ...] = ()
+    mcp: McpCall | None = None  # instead of `run`: one MCP tool call
+    mcp_servers: tuple[McpServer, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

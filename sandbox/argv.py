@@ -15,7 +15,7 @@ from sandbox.limits import tmp_mb
 from sandbox.netns import proxy_env, uses_proxy
 from sandbox.policy import Limits, ShellPolicy, UnsafeValue, check_path
 
-__all__ = ["ARGV0", "DEVICES", "build_argv", "prelude"]
+__all__ = ["ARGV0", "DEVICES", "build_argv", "build_exec_argv", "prelude"]
 
 # $0 of the prelude shell, so a limit that cannot be set is reported under a clear name.
 ARGV0 = "vinos-sandbox"
@@ -31,11 +31,35 @@ def prelude(limits: Limits, bash: str) -> str:
     count every process the user runs on the desktop. Hard and soft limits both, so the
     command cannot raise them. CMD is passed as "$1", never spliced into this text.
     """
+    return f'{_ulimits(limits)}; exec {shlex.quote(bash)} -c "$1"'
+
+
+def _ulimits(limits: Limits) -> str:
     return (
         f"ulimit -c 0 -f {limits.file_size_mb * 1024} -n {limits.open_files}"
-        f" -v {limits.address_space_mb * 1024} -u {limits.processes} || exit 126; "
-        f'exec {shlex.quote(bash)} -c "$1"'
+        f" -v {limits.address_space_mb * 1024} -u {limits.processes} || exit 126"
     )
+
+
+def build_exec_argv(
+    policy: ShellPolicy,
+    host: Host,
+    seccomp_fd: int,
+    program: Sequence[str],
+    *,
+    info_fd: int | None = None,
+    rw_fds: Sequence[int] | None = None,
+) -> list[str]:
+    """As build_argv, for a program run with its own argv rather than a shell string (an MCP
+    server): ends with `-- bash -c 'ulimit …; exec "$@"' vinos-sandbox PROGRAM...`, so the
+    same limits are set first and the words reach the program as given, never parsed."""
+    if not program:
+        raise UnsafeValue("no program to run")
+    for word in program:
+        _one_line(word, "argument")
+    head = build_argv(policy, host, seccomp_fd, info_fd=info_fd, rw_fds=rw_fds)
+    bash = check_path(host.bash, "bash")
+    return [*head, bash, "-c", f'{_ulimits(policy.limits)}; exec "$@"', ARGV0, *program]
 
 
 def build_argv(

@@ -1,6 +1,6 @@
 """`make demo`: vinos-routine working for real, on a fresh machine, with no network and no key.
 
-1. validates and lists the five starter routines (they ship disabled);
+1. validates and lists the six starter routines (they ship disabled);
 2. explains a plain-language schedule;
 3. starts the daemon in the foreground on a demo VINOS_HOME with a command routine that runs
    every minute in the bubblewrap sandbox, and prints each output as it lands;
@@ -83,7 +83,7 @@ def main() -> int:
     )
     env.pop("ANTHROPIC_API_KEY", None)
 
-    say("The five starter routines (shipped disabled) are valid")
+    say("The six starter routines (shipped disabled) are valid")
     cli(
         "validate",
         *sorted(str(p) for p in (REPO / "routines" / "starters").glob("*.toml")),

@@ -41,6 +41,7 @@ COMMANDS = {
     "reload": "reload",
     "daemon": "daemon",
     "dashboard": "dashboard",
+    "mcp": "mcpserver",
     "reply": "reply",
     "sign": "sign",
     "trust": "sign",

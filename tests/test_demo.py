@@ -42,7 +42,7 @@ def test_the_demo_runs_a_routine_in_the_sandbox_and_stops_cleanly(
     )
     assert done.returncode == 0, done.stdout + done.stderr
     out = done.stdout
-    assert out.count(": OK") == 5  # the five starters validate
+    assert out.count(": OK") == 6  # the six starters validate
     assert "Every weekday at 9:00 AM" in out
     assert "machine-check" in out and "Every minute" in out
     assert "Output landed:" in out

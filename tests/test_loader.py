@@ -567,9 +567,18 @@ def test_missing_schedule_and_empty_schedule(rdir: Path) -> None:
 @pytest.mark.parametrize(
     ("entry", "message"),
     [
-        ("ls -la", 'expected "read:<glob>" or "shell:<command>", found "ls -la"'),
-        ("exec:ls", 'expected "read:<glob>" or "shell:<command>", found "exec:ls"'),
-        ("Shell:ls", 'expected "read:<glob>" or "shell:<command>", found "Shell:ls"'),
+        (
+            "ls -la",
+            'expected "read:<glob>", "shell:<command>" or "mcp:SERVER/TOOL", found "ls -la"',
+        ),
+        (
+            "exec:ls",
+            'expected "read:<glob>", "shell:<command>" or "mcp:SERVER/TOOL", found "exec:ls"',
+        ),
+        (
+            "Shell:ls",
+            'expected "read:<glob>", "shell:<command>" or "mcp:SERVER/TOOL", found "Shell:ls"',
+        ),
         ("shell:", 'empty shell command: expected "shell:<something>", found "shell:"'),
         ("shell:   ", 'empty shell command: expected "shell:<something>", found "shell:   "'),
         ("read:", 'empty read glob: expected "read:<something>", found "read:"'),

@@ -1,5 +1,5 @@
-"""The five starter routines of seed 000: present, packaged, valid, disabled, on the seed's
-schedules, with guarded tools; inbox-triage can never send mail."""
+"""The five starter routines of seed 000 and repo-digest (an MCP server's): present, packaged,
+valid, disabled, on the seed's schedules, with guarded tools; inbox-triage can never send mail."""
 
 from __future__ import annotations
 
@@ -22,10 +22,11 @@ SCHEDULES = {
     "github-review": "0 9,13,17 * * *",  # 09:00 / 13:00 / 17:00
     "research-recap": "0 22 * * *",  # 22:00 nightly
     "evening-shutdown": "0 18 * * *",  # 18:00 daily
+    "repo-digest": "30 17 * * 1-5",  # 17:30 on weekdays, through an MCP server
 }
 
 
-def test_all_five_exist_and_are_packaged() -> None:
+def test_all_starters_exist_and_are_packaged() -> None:
     assert sorted(p.stem for p in STARTERS.glob("*.toml")) == sorted(SCHEDULES)
     packaged = {f.name for f in resources.files("routines.starters").iterdir()}
     assert {f"{n}.toml" for n in SCHEDULES} <= packaged

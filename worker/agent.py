@@ -94,6 +94,8 @@ class AgentRun:
                 self.reply_turns = replies.parent_turns(self.run)
             except replies.ReplyUnavailable as exc:
                 return self._failed(str(exc), self._last_model())
+        if self.agent.mcp_tools:
+            self._offer_mcp()
         end: AttemptEnd | None = None
         try:
             end = self._drive()
@@ -109,6 +111,15 @@ class AgentRun:
                 final = end.reply if end is not None and end.end is End.FINAL else None
                 replies.save_conversation(self.run, self.conv, final)
         return self._finish(end)
+
+    def _offer_mcp(self) -> None:
+        """Start the routine's MCP servers and offer their whitelisted tools (with their
+        own schemas) before the first model call; worker.main ends them with the run."""
+        from worker.mcptools import McpTools
+
+        self.run.mcp = McpTools(self.run, self.agent.mcp, float(self.agent.shell_timeout_sec))
+        self.tools[-1:-1] = self.run.mcp.specs(self.agent.mcp_tools)  # before report_outcome
+        self.system = prompts.system_prompt(self.agent, self.run.name, self.tools)
 
     def _may_use_premium(self) -> bool:
         if self.plan.only is not None:

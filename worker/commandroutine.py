@@ -35,6 +35,10 @@ def run_command(run: RunContext) -> Result:
 
     spec = run.routine.command
     assert spec is not None
+    if spec.mcp is not None:
+        from worker.mcpcommand import run_mcp_command
+
+        return run_mcp_command(run)
 
     def failed(message: str, status: RunStatus = RunStatus.FAILED) -> Result:
         return run_failed(message, status=status, base=Result(status=status, route="command"))

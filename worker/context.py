@@ -29,6 +29,8 @@ from worker.providers.base import Provider, ProviderError
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+    from worker.mcptools import McpTools
+
 __all__ = ["Deadline", "RunContext", "ollama_url"]
 
 
@@ -72,6 +74,7 @@ class RunContext:
     outcome: Outcome | None = None
     outcome_summary: str = ""
     proposals: int = 0  # propose_action calls accepted
+    mcp: McpTools | None = None  # the run's MCP servers, once its first use starts them
     _local: Provider | None = None
     _premium: Provider | None = None
     _plan: RoutePlan | None = None

@@ -154,6 +154,8 @@ def run_job(job: Job, channel: object) -> Result:
 
         return run_agent(run)
     finally:
+        if run.mcp is not None:  # every MCP server's process tree ends with the run
+            run.mcp.close()
         # What the shell tools left in the run's scratch dir: removed by descriptor, no link
         # followed, whatever modes they set. Never read: outputs come from stdout and the
         # model's text only. Nothing a sandbox wrote outlives the run but the workspace, so a

@@ -9,7 +9,7 @@ from pathlib import Path
 from routines.config import SandboxSettings
 from routines.never import NAME_PATTERNS, broad_problem, credential_problem, never_paths
 from routines.paths import Paths
-from routines.spec import Action, Routine
+from routines.spec import Action, McpServer, Routine
 from sandbox import Limits, ShellPolicy, UnsafeValue, routine_policy
 
 __all__ = ["limits_for", "never_for", "shell_policy_for", "shell_timeout_for"]
@@ -42,6 +42,7 @@ def shell_policy_for(
     scratch_dir: Path,
     settings: SandboxSettings,
     action: Action | None = None,
+    mcp: McpServer | None = None,
 ) -> ShellPolicy:
     """The policy for `routine`'s shell calls: its workspace and `scratch_dir` writable, its
     declared `home = [...]` read-only, nothing else of $HOME.
@@ -57,6 +58,8 @@ def shell_policy_for(
 
     The routine's credential grants are bound read-only, and its calls then reach only the
     union of their hosts and its own host list (Routine.egress).
+
+    With `mcp`, that MCP server's own `home`, network and credentials (McpServer.egress).
     """
     workspace = paths.workspace(routine.name)
     for d in (workspace, scratch_dir):
@@ -65,20 +68,23 @@ def shell_policy_for(
         never = never_for(paths, settings)
     except ValueError as exc:
         raise UnsafeValue(f"config.toml [sandbox].never: {exc}") from exc
-    granted = tuple(c.path for c in routine.credentials) if action is None else ()
+    own = action or mcp  # what declares home and network, when not the routine
+    creds = routine.credentials if own is None else mcp.credentials if mcp else ()
+    granted = tuple(c.path for c in creds)
     home, vinos_home = os.path.realpath(Path.home()), os.path.realpath(paths.home)
     for path in granted:  # the loader checked it; VINOS_HOME may have moved since
         if problem := credential_problem(path, home, vinos_home):
             raise UnsafeValue(f"credential: {problem}")
-    for entry in routine.home if action is None else action.home:
+    declared = routine.home if own is None else own.home
+    for entry in declared:
         if problem := broad_problem(entry, home, "home entry"):
             raise UnsafeValue(f"home: {problem}")
     return routine_policy(
         home=Path.home(),
         workspace=workspace,
         scratch_dir=scratch_dir,
-        network=routine.egress if action is None else action.network,
-        declared=routine.home if action is None else action.home,
+        network=routine.egress if own is None else mcp.egress if mcp else own.network,
+        declared=declared,
         never=never,
         limits=limits_for(settings),
         bwrap=settings.bwrap,

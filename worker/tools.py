@@ -36,6 +36,9 @@ def describe_call(call: ToolCall) -> str:
     if call.name in _ARG and isinstance(args.get(_ARG[call.name]), str):
         return f"{_PREFIX[call.name]}:{args[_ARG[call.name]]}"
     text = json.dumps(args, ensure_ascii=False) if call.arguments is not None else "<malformed>"
+    server, sep, tool = call.name.removeprefix("mcp__").partition("__")
+    if call.name.startswith("mcp__") and sep:  # as the whitelist writes it: mcp:SERVER/TOOL
+        return f"mcp:{server}/{tool}:{text[:200]}"
     return f"{call.name or '<unnamed>'}:{text[:200]}"
 
 
@@ -63,6 +66,8 @@ class Toolbox:
             return self._read(call, call.arguments.get("glob"))
         if call.name == TOOL_PROPOSE and self.agent.actions:
             return self._propose(call, call.arguments)
+        if self.run.mcp is not None and call.name in self.run.mcp.offered:
+            return self._mcp(call, call.arguments)
         return self._refuse(call, f"there is no tool named {call.name!r}")
 
     # --- the three tools ---
@@ -171,6 +176,16 @@ class Toolbox:
         )
         self._report(call, body, ok=True, action=name)
         return ToolResult(call, body)
+
+    def _mcp(self, call: ToolCall, args: dict[str, Any]) -> ToolResult:
+        """One whitelisted MCP tool (worker.mcptools); only offered names reach here."""
+        assert self.run.mcp is not None
+        server, tool = self.run.mcp.offered[call.name]
+        self._announce(call)
+        body, failed = self.run.mcp.call(call.name, args)
+        self.run.record_tool(f"mcp:{server}/{tool}")
+        self._report(call, body, ok=not failed, server=server)
+        return ToolResult(call, body, is_error=failed)
 
     # --- helpers ---
 

@@ -31,7 +31,7 @@ _vinos_routine() {
             continue
         fi
         case "$path|$w" in
-            "|list"|"|status"|"|enable"|"|disable"|"|run"|"|logs"|"|history"|"|cost"|"|brief"|"|pending"|"|approve"|"|deny"|"|create"|"|install"|"|edit"|"|remove"|"|validate"|"|schedule"|"|sandbox"|"|reload"|"|daemon"|"|dashboard"|"|reply"|"|sign"|"|trust"|"|fleet"|"|setup"|"schedule|explain"|"schedule|translate"|"fleet|status"|"fleet|join"|"fleet|leave")
+            "|list"|"|status"|"|enable"|"|disable"|"|run"|"|logs"|"|history"|"|cost"|"|brief"|"|pending"|"|approve"|"|deny"|"|create"|"|install"|"|edit"|"|remove"|"|validate"|"|schedule"|"|sandbox"|"|reload"|"|daemon"|"|dashboard"|"|mcp"|"|reply"|"|sign"|"|trust"|"|fleet"|"|setup"|"schedule|explain"|"schedule|translate"|"fleet|status"|"fleet|join"|"fleet|leave")
                 path=${path:+$path }$w
                 npos=0
                 ;;
@@ -78,7 +78,7 @@ _vinos_routine() {
         "install") opts="-h --help --enable --force --yes -y --timeout" ;;
         "edit") opts="-h --help" ;;
         "remove") opts="-h --help --yes -y" ;;
-        "validate") opts="-h --help --json" ;;
+        "validate") opts="-h --help --json --connect" ;;
         "schedule") opts="-h --help" ;;
         "schedule explain") opts="-h --help --oncalendar --every --tz --count --from --json" ;;
         "schedule translate") opts="-h --help --tz --json" ;;
@@ -86,6 +86,7 @@ _vinos_routine() {
         "reload") opts="-h --help --json" ;;
         "daemon") opts="-h --help" ;;
         "dashboard") opts="-h --help --port --no-open" ;;
+        "mcp") opts="-h --help" ;;
         "reply") opts="-h --help --json --no-daemon" ;;
         "sign") opts="-h --help --key" ;;
         "trust") opts="-h --help --as" ;;
@@ -99,7 +100,7 @@ _vinos_routine() {
         return
     fi
     case "$path|$npos" in
-        "|0") COMPREPLY=($(compgen -W "list status enable disable run logs history cost brief pending approve deny create install edit remove validate schedule sandbox reload daemon dashboard reply sign trust fleet setup" -- "$cur")) ;;
+        "|0") COMPREPLY=($(compgen -W "list status enable disable run logs history cost brief pending approve deny create install edit remove validate schedule sandbox reload daemon dashboard mcp reply sign trust fleet setup" -- "$cur")) ;;
         "enable|0") COMPREPLY=($(compgen -W "$(_vinos_routine_names)" -- "$cur")) ;;
         "disable|0") COMPREPLY=($(compgen -W "$(_vinos_routine_names)" -- "$cur")) ;;
         "run|0") COMPREPLY=($(compgen -W "$(_vinos_routine_names)" -- "$cur")) ;;

@@ -35,6 +35,7 @@ complete -c vinos-routine -n '__fish_use_subcommand' -a sandbox -d 'run a comman
 complete -c vinos-routine -n '__fish_use_subcommand' -a reload -d 'make the daemon re-read routine files and config.toml now'
 complete -c vinos-routine -n '__fish_use_subcommand' -a daemon -d 'run the scheduler in the foreground until SIGTERM or Ctrl-C'
 complete -c vinos-routine -n '__fish_use_subcommand' -a dashboard -d 'serve the web dashboard on 127.0.0.1 and open it in the browser'
+complete -c vinos-routine -n '__fish_use_subcommand' -a mcp -d 'serve your routines to an assistant over MCP (stdio)'
 complete -c vinos-routine -n '__fish_use_subcommand' -a reply -d 'answer a run: continue its conversation as a new run'
 complete -c vinos-routine -n '__fish_use_subcommand' -a sign -d 'sign a routine file you have read, so auto_approve may take effect (NAME.toml.sig)'
 complete -c vinos-routine -n '__fish_use_subcommand' -a trust -d 'trust a public key\'s signatures on routine files (adds it to ~/.vinos/allowed_signers)'
@@ -102,6 +103,7 @@ complete -c vinos-routine -n '__fish_seen_subcommand_from remove' -l yes -s y -d
 complete -c vinos-routine -n '__fish_seen_subcommand_from remove' -x -a '(__vinos_routine_names)'
 complete -c vinos-routine -n '__fish_seen_subcommand_from validate' -s h -l help -d 'show this help message and exit'
 complete -c vinos-routine -n '__fish_seen_subcommand_from validate' -l json -d 'one JSON object per file'
+complete -c vinos-routine -n '__fish_seen_subcommand_from validate' -l connect -d 'start each MCP server in its sandbox and list the tools it offers'
 complete -c vinos-routine -n '__fish_seen_subcommand_from validate' -r -F
 complete -c vinos-routine -n '__fish_seen_subcommand_from schedule; and not __fish_seen_subcommand_from explain translate' -a explain -d 'describe a schedule and list its next fires'
 complete -c vinos-routine -n '__fish_seen_subcommand_from schedule; and not __fish_seen_subcommand_from explain translate' -a translate -d 'cron to systemd OnCalendar'
@@ -125,6 +127,7 @@ complete -c vinos-routine -n '__fish_seen_subcommand_from daemon' -s h -l help -
 complete -c vinos-routine -n '__fish_seen_subcommand_from dashboard' -s h -l help -d 'show this help message and exit'
 complete -c vinos-routine -n '__fish_seen_subcommand_from dashboard' -l port -x -d 'default 8742'
 complete -c vinos-routine -n '__fish_seen_subcommand_from dashboard' -l no-open -d 'do not open a browser'
+complete -c vinos-routine -n '__fish_seen_subcommand_from mcp' -s h -l help -d 'show this help message and exit'
 complete -c vinos-routine -n '__fish_seen_subcommand_from reply' -s h -l help -d 'show this help message and exit'
 complete -c vinos-routine -n '__fish_seen_subcommand_from reply' -l json -d 'print the finished run as JSON'
 complete -c vinos-routine -n '__fish_seen_subcommand_from reply' -l no-daemon -d 'run in this process even if the daemon is up'

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from routines.safetext import redact_url
-from routines.spec import Kind, Memory, OutputType, Route, Routine
+from routines.spec import Kind, McpServer, Memory, OutputType, Route, Routine
 
 __all__ = ["Line", "capabilities", "card", "card_lines", "needs_consent", "schedule_text"]
 
@@ -74,7 +74,9 @@ def capabilities(routine: Routine) -> list[Line]:
     lines = [Line("schedule", schedule_text(routine))]
     if routine.kind is Kind.COMMAND:
         assert routine.command is not None
-        lines.append(Line("command", routine.command.run))
+        call = routine.command.mcp
+        shown = f"mcp:{call.server}/{call.tool} {call.arguments}" if call else routine.command.run
+        lines.append(Line("command", shown))
         lines.append(Line("timeout", f"{routine.command.timeout_sec}s"))
     else:
         lines.extend(_agent_lines(routine))
@@ -94,8 +96,34 @@ def card(routine: Routine) -> list[Line]:
         text = f"{shown} → only to {', '.join(cred.hosts)}"
         lines.append(Line("credentials" if i == 0 else "", text, caution=True))
     lines.append(_network_line(routine))
+    lines.extend(_mcp_lines(routine))
     lines.extend(_action_lines(routine))
     return lines
+
+
+def _servers(routine: Routine) -> tuple[McpServer, ...]:
+    if routine.agent is not None:
+        return routine.agent.mcp
+    return routine.command.mcp_servers if routine.command is not None else ()
+
+
+def _mcp_lines(routine: Routine) -> list[Line]:
+    """Each MCP server: its argv, what it sees, where it connects, the tools allowed."""
+    import shlex
+
+    allowed = list(routine.agent.mcp_tools) if routine.agent else []
+    if routine.command is not None and routine.command.mcp is not None:
+        allowed = [(routine.command.mcp.server, routine.command.mcp.tool)]
+    out = []
+    for i, server in enumerate(_servers(routine)):
+        tools = ", ".join(t for s, t in allowed if s == server.name) or "none"
+        sees = ", ".join(server.home) or "nothing of your files"
+        text = (
+            f"{server.name}: `{shlex.join(server.command)}` (sees {sees}; network: "
+            f"{_where(server.egress)}; tools: {tools})"
+        )
+        out.append(Line("mcp" if i == 0 else "", text, caution=bool(server.home)))
+    return out
 
 
 def needs_consent(routine: Routine) -> bool:
@@ -104,7 +132,9 @@ def needs_consent(routine: Routine) -> bool:
     agent = routine.agent
     reads = bool(routine.home or routine.credentials or (agent and agent.read_patterns))
     reads = reads or any(a.home for a in routine.actions)
+    reads = reads or any(s.home or s.credentials for s in _servers(routine))
     online = bool(routine.egress) or any(a.network for a in routine.actions)
+    online = online or any(s.egress for s in _servers(routine))
     return reads and online
 
 

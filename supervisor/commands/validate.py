@@ -13,6 +13,7 @@ EXAMPLE = """example:
   vinos-routine validate            # every routine file, user and system
   vinos-routine validate --json a.toml b.toml
   vinos-routine validate ~/.vinos/routines/config.toml   # the daemon's settings
+  vinos-routine validate --connect inbox.toml   # start its MCP servers, list their tools
 """
 
 
@@ -25,6 +26,11 @@ def register(sub: Any) -> None:
     )
     p.add_argument("paths", nargs="*", type=Path, help="routine files (default: all)")
     p.add_argument("--json", action="store_true", help="one JSON object per file")
+    p.add_argument(
+        "--connect",
+        action="store_true",
+        help="start each MCP server in its sandbox and list the tools it offers",
+    )
     p.set_defaults(func=run)
 
 
@@ -64,24 +70,68 @@ def run(args: argparse.Namespace) -> int:
                     **card,
                 }
             )
+    if args.connect:
+        _connect(results)
     if args.json:
         print_json_lines([{k: v for k, v in r.items() if k != "card_text"} for r in results])
     else:
-        from routines.safetext import one_line
-
-        # File names and what a file says are untrusted text: one line each, escapes shown.
-        for res in results:
-            for warning in res["warnings"]:
-                print(one_line(warning))
-            if res["ok"]:
-                print(one_line(f"{res['file']}: OK"))
-                for line in res.get("card_text", ()):
-                    print(line)
-            if res.get("signed"):
-                print(one_line(f"{res['file']}: {res['signed']}"))
-            for error in res["errors"]:
-                print(one_line(error))
+        _print_text(results)
     return 0 if all(r["ok"] for r in results) else 1
+
+
+def _print_text(results: list[dict[str, Any]]) -> None:
+    from routines.safetext import one_line
+
+    # File names and what a file says are untrusted text: one line each, escapes shown.
+    for res in results:
+        for warning in res["warnings"]:
+            print(one_line(warning))
+        if res["ok"]:
+            print(one_line(f"{res['file']}: OK"))
+            for line in res.get("card_text", ()):
+                print(line)
+        if res.get("signed"):
+            print(one_line(f"{res['file']}: {res['signed']}"))
+        for error in res["errors"]:
+            print(one_line(error))
+        for row in res.get("mcp", ()):
+            print(one_line(_server_line(row)))
+
+
+def _connect(results: list[dict[str, Any]]) -> None:
+    """Each valid file's MCP servers, started by `python -m worker.mcpconnect` (this side
+    imports no worker code); a server that fails or lacks a whitelisted tool fails the file."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    files = [r["file"] for r in results if r["ok"]]
+    if not files:
+        return
+    argv = [sys.executable, "-P", "-m", "worker.mcpconnect", *files]
+    root = str(Path(__file__).resolve().parent.parent.parent)
+    env = {**os.environ, "PYTHONPATH": root}
+    done = subprocess.run(argv, capture_output=True, text=True, check=False, env=env)
+    by_file: dict[str, list[dict[str, Any]]] = {}
+    for line in done.stdout.splitlines():
+        row = json.loads(line)
+        by_file.setdefault(row["file"], []).append(row)
+    for res in results:
+        rows = by_file.get(res["file"], [])
+        if rows:
+            res["mcp"] = rows
+            res["ok"] = res["ok"] and all(r["ok"] for r in rows)
+
+
+def _server_line(row: dict[str, Any]) -> str:
+    head = f"{row['file']}: MCP server {row['server']}"
+    if row.get("error"):
+        return f"{head}: could not connect: {row['error']}"
+    line = f"{head}: offers {', '.join(row['tools']) or 'no tools'}"
+    if row["unmatched"]:
+        line += f"; whitelist entries matching none: {', '.join(row['unmatched'])}"
+    return line
 
 
 def _check(

@@ -1,0 +1,274 @@
+"""A long-lived program in the sandbox, spoken to over its stdin and stdout (an MCP server).
+
+The same bwrap argv, seccomp filter, limits and egress proxy as a shell call
+(sandbox/runner.py), for a program started with its own argv (argv.build_exec_argv) that
+runs until `close()`. The memory cap is watched for as long as it runs; its stderr is
+drained into a capped tail (a program blocked on a full stderr pipe would hang its caller).
+
+`close()` ends the whole process tree, whatever it forked or setsid'ed: stdin closed first
+(an MCP server's cue to exit), then SIGTERM and SIGKILL to bwrap's group, and it returns
+only once the sandbox's pid-1 is gone, which takes the pid namespace with it
+(tests/worker/test_worker_mcp.py checks no process outlives a run).
+
+--die-with-parent fires when the *thread* that spawned bwrap ends: call start_stdio from a
+thread that lives as long as the program should (the worker's main thread).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+from sandbox import seccomp
+from sandbox.argv import build_exec_argv
+from sandbox.host import Host
+from sandbox.limits import MemoryWatch
+from sandbox.netns import ProxyProcess, holder_argv, proxy_policy, uses_proxy
+from sandbox.policy import ShellPolicy, UnsafeValue
+from sandbox.probe import ROOT_REFUSAL, probe, warn_once
+from sandbox.runner import (
+    _await_sandbox_end,
+    _Capped,
+    _child_pid,
+    _end_group,
+    _Exited,
+    _killpg,
+    _pump,
+    open_dir_nofollow,
+)
+
+__all__ = ["STDERR_TAIL", "StdioChild", "StdioRefused", "start_stdio"]
+
+STDERR_TAIL = 8 * 1024  # the last bytes of its stderr kept, for the log line of a failure
+_INFO_SEC = 10.0  # bwrap writing the sandbox's pid-1 to --info-fd
+_EXIT_GRACE_SEC = 1.0  # after stdin closes, before SIGTERM
+# The memory watch's period: a shell call's watch samples faster, but a server lives for the
+# whole run, and each sample reads every process's smaps.
+_SAMPLE_SEC = 1.0
+
+
+class StdioRefused(Exception):
+    """The program could not be started in the sandbox; `str()` says why. Nothing runs."""
+
+
+class StdioChild:
+    """A running sandboxed program: write requests to `stdin`, read replies from `stdout`
+    (raw fds, non-blocking), then `close()`."""
+
+    def __init__(
+        self,
+        proc: subprocess.Popen[bytes],
+        info: _Capped,
+        lasting: contextlib.ExitStack,
+        watch: MemoryWatch,
+    ) -> None:
+        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+        self._proc = proc
+        self._info = info
+        self._lasting = lasting
+        self._watch = watch
+        self._exited = _Exited(proc.pid)
+        self.stdin = proc.stdin.fileno()
+        self.stdout = proc.stdout.fileno()
+        os.set_blocking(self.stdin, False)
+        os.set_blocking(self.stdout, False)
+        self._tail = bytearray()
+        self._closed = threading.Event()
+        self._lock = threading.Lock()
+        self._threads = [
+            threading.Thread(target=self._drain_stderr, daemon=True),
+            threading.Thread(target=self._watch_memory, daemon=True),
+        ]
+        for t in self._threads:
+            t.start()
+
+    @property
+    def pid(self) -> int:
+        """bwrap's pid on the host (its process group)."""
+        return self._proc.pid
+
+    @property
+    def sandbox_pid(self) -> int | None:
+        """The sandbox's pid-1 on the host."""
+        return _child_pid(self._info)
+
+    def running(self) -> bool:
+        return not self._closed.is_set() and not self._exited()
+
+    def wait(self, timeout: float) -> bool:
+        """Whether it has exited within `timeout` seconds (a closed pipe comes first)."""
+        return self._exited.wait(timeout)
+
+    def exit_note(self) -> str:
+        """Why it is gone, if it is: the memory cap, its exit status, then its stderr tail."""
+        if self._watch.killed:
+            return self._watch.killed
+        if not self._exited():
+            return ""
+        code = self._proc.poll() if self._closed.is_set() else _status(self.pid)
+        tail = self.stderr_tail().strip().splitlines()[-3:]
+        said = f"; its stderr ends: {' | '.join(tail)}" if tail else ""
+        return f"it exited ({_describe(code)}){said}"
+
+    def stderr_tail(self) -> str:
+        with self._lock:
+            return self._tail.decode("utf-8", "replace")
+
+    def close(self) -> None:
+        """End the program and everything it started; idempotent, never raises."""
+        if self._closed.is_set():
+            return
+        self._closed.set()
+        with contextlib.suppress(OSError):
+            os.close(self.stdin)
+        self._proc.stdin = None  # closed above: Popen must not close the fd number again
+        try:
+            if not self._exited.wait(_EXIT_GRACE_SEC):
+                _end_group(self.pid, self._exited)
+            _killpg(self.pid, signal.SIGKILL)  # exited, not reaped: pgid ours
+            _await_sandbox_end(self._info)
+        finally:
+            self._proc.wait()
+            for t in self._threads:
+                t.join(timeout=5)
+            for f in (self._proc.stdout, self._proc.stderr):
+                if f is not None:
+                    f.close()
+            if self._exited.fd is not None:
+                os.close(self._exited.fd)
+            self._lasting.close()
+
+    def _drain_stderr(self) -> None:
+        assert self._proc.stderr is not None
+        fd = self._proc.stderr.fileno()
+        while True:
+            try:
+                chunk = os.read(fd, 65536)
+            except OSError:
+                return
+            if not chunk:
+                return
+            with self._lock:
+                self._tail += chunk
+                del self._tail[:-STDERR_TAIL]
+
+    def _watch_memory(self) -> None:
+        self._watch.root = self.sandbox_pid
+        while not self._closed.wait(_SAMPLE_SEC):
+            if self._exited() or self._watch.sample(time.monotonic()):
+                return
+
+
+def start_stdio(
+    program: Sequence[str],
+    policy: ShellPolicy,
+    *,
+    proxy_prefix: Sequence[str] = (),
+    on_argv: Callable[[list[str]], None] | None = None,
+) -> StdioChild:
+    """Start `program` (an argv) under bwrap with `policy`; raises StdioRefused. With the
+    network on, the egress proxy is a process of its own started under `proxy_prefix`, as
+    for run_shell."""
+    if os.geteuid() == 0:
+        raise StdioRefused(ROOT_REFUSAL)
+    check = probe(policy.bwrap)
+    if not check.ok:
+        warn_once(check)
+        raise StdioRefused(f"sandboxed tools are disabled on this machine: {check.reason}")
+    lasting = contextlib.ExitStack()  # the egress proxy and the info pipe: until close()
+    try:
+        return _start(program, policy, lasting, proxy_prefix, on_argv)
+    except BaseException:
+        lasting.close()
+        raise
+
+
+def _start(
+    program: Sequence[str],
+    policy: ShellPolicy,
+    lasting: contextlib.ExitStack,
+    proxy_prefix: Sequence[str],
+    on_argv: Callable[[list[str]], None] | None,
+) -> StdioChild:
+    with contextlib.ExitStack() as closing:
+        try:
+            host = Host.probe(policy)
+            seccomp_fd = seccomp.write_fd()
+            closing.callback(os.close, seccomp_fd)
+            info_r, info_w = os.pipe2(os.O_CLOEXEC)
+            closing.callback(os.close, info_w)
+            lasting.callback(os.close, info_r)
+            rw_fds = []
+            for path in policy.rw_binds:
+                rw_fds.append(open_dir_nofollow(path))
+                closing.callback(os.close, rw_fds[-1])
+            argv = build_exec_argv(policy, host, seccomp_fd, program, info_fd=info_w, rw_fds=rw_fds)
+            egress = (
+                proxy_policy(policy.network, policy.lan) if uses_proxy(policy.network) else None
+            )
+        except (UnsafeValue, ValueError, OSError, seccomp.SeccompUnavailable) as exc:
+            raise StdioRefused(f"refused: {exc}") from exc
+        passed = [seccomp_fd, info_w, *rw_fds]
+        proxy: ProxyProcess | None = None
+        if egress is not None:
+            proxy = ProxyProcess(egress, proxy_prefix)
+            lasting.callback(proxy.close)
+            pass_fd = proxy.start()
+            argv = holder_argv(argv, pass_fd)
+            passed.append(pass_fd)
+        if os.environ.get("VINOS_ROUTINE_DEBUG") == "1":
+            print(f"vinos-routine: sandbox argv: {shlex.join(argv)}", file=sys.stderr, flush=True)
+        if on_argv is not None:
+            on_argv(argv)
+        try:
+            proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                close_fds=True,  # nothing of the worker's beyond 0-2 and `passed`
+                pass_fds=passed,
+                start_new_session=True,  # its own process group, ended as one
+                env=dict(policy.env),  # bwrap's own environ holds no secret either
+            )
+        except OSError as exc:
+            raise StdioRefused(f"bubblewrap could not be started: {exc}") from exc
+        if proxy is not None:
+            proxy.handed_over()
+    info = _Capped(info_r, 4096)
+    kept = lasting.pop_all()  # the info pipe and the proxy: StdioChild.close() closes them
+    exited = _Exited(proc.pid)
+    until = time.monotonic() + _INFO_SEC
+    while _child_pid(info) is None and not info.done and time.monotonic() < until:
+        _pump([info], min(0.25, until - time.monotonic()), exited)
+        if exited():
+            break
+    if exited.fd is not None:
+        os.close(exited.fd)
+    return StdioChild(proc, info, kept, MemoryWatch(policy.limits))
+
+
+def _status(pid: int) -> int | None:
+    """The exit status of an exited, unreaped child (waitid WNOWAIT)."""
+    try:
+        res = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return None
+    if res is None:
+        return None
+    return res.si_status if res.si_code == os.CLD_EXITED else -res.si_status
+
+
+def _describe(code: int | None) -> str:
+    if code is None:
+        return "status unknown"
+    if code < 0:
+        return f"killed by signal {-code}"
+    return f"exit status {code}"

@@ -1,0 +1,160 @@
+"""`vinos-routine mcp`, driven by the official SDK's stdio client as Claude Code or goose
+would: the six tools, a draft always disabled, no run of a disabled routine, and no history
+or output of a routine config.toml does not expose."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from helpers import AGENT
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+
+from routines.loader import load_file
+from routines.paths import paths
+
+REPO = Path(__file__).resolve().parents[2]
+DRAFT = AGENT  # no `enabled`: off by default
+ENABLED = "[routine]\nenabled = true\n\n" + AGENT
+
+
+def _session(body: Callable[[ClientSession], Awaitable[Any]]) -> Any:
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "supervisor", "mcp"],
+        env={k: v for k, v in os.environ.items() if k.startswith(("VINOS_", "XDG_", "HOME"))}
+        | {"PYTHONPATH": str(REPO)},
+        cwd=str(REPO),
+    )
+
+    async def go() -> Any:
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as s:
+            await s.initialize()
+            return await body(s)
+
+    return anyio.run(go)
+
+
+def _text(result: Any) -> str:
+    return "\n".join(getattr(b, "text", "") for b in result.content)
+
+
+def _call(tool: str, /, **arguments: Any) -> tuple[bool, str]:
+    async def body(s: ClientSession) -> tuple[bool, str]:
+        result = await s.call_tool(tool, arguments)
+        return result.is_error, _text(result)
+
+    got: tuple[bool, str] = _session(body)
+    return got
+
+
+def test_the_six_tools(vinos_env: Path) -> None:
+    async def body(s: ClientSession) -> list[str]:
+        return sorted(t.name for t in (await s.list_tools()).tools)
+
+    assert _session(body) == [
+        "draft_routine",
+        "explain_schedule",
+        "list_routines",
+        "routine_history",
+        "run_routine",
+        "validate_routine",
+    ]
+
+
+def test_a_draft_comes_out_disabled_and_cannot_be_run(vinos_env: Path) -> None:
+    error, text = _call("draft_routine", name="day-brief", toml=DRAFT)
+    assert not error, text
+    path = paths().routines_dir / "day-brief.toml"
+    assert json.loads(text)["written"] == str(path)
+    assert load_file(path).enabled is False
+    error, text = _call("run_routine", name="day-brief")
+    assert error and "not enabled" in text
+    error, text = _call("list_routines")
+    (row,) = json.loads(text) if text.startswith("[") else [json.loads(text)]
+    assert row["name"] == "day-brief" and row["enabled"] is False
+
+
+def test_a_draft_that_enables_itself_or_is_invalid_is_refused(vinos_env: Path) -> None:
+    error, text = _call("draft_routine", name="day-brief", toml=ENABLED)
+    assert error and "written disabled" in text
+    error, text = _call("draft_routine", name="day-brief", toml=DRAFT + "\n[budget]\nmax = 1\n")
+    assert error and "the draft is invalid" in text
+    assert not (paths().routines_dir / "day-brief.toml").exists()
+
+
+def test_an_enabled_routine_is_never_rewritten(vinos_env: Path) -> None:
+    path = paths().routines_dir / "day-brief.toml"
+    path.write_text(ENABLED)
+    error, text = _call("draft_routine", name="day-brief", toml=DRAFT)
+    assert error and "is enabled" in text
+    assert path.read_text() == ENABLED
+
+
+def test_history_of_an_unexposed_routine_is_refused(vinos_env: Path) -> None:
+    (paths().routines_dir / "day-brief.toml").write_text(DRAFT)
+    error, text = _call("routine_history", name="day-brief")
+    assert error and "not exposed" in text and "[mcp_server].expose" in text
+    paths().config_file.write_text('[mcp_server]\nexpose = ["day-brief"]\n')
+    error, text = _call("routine_history", name="day-brief")
+    assert not error, text
+
+
+def test_validate_and_explain(vinos_env: Path) -> None:
+    error, text = _call("validate_routine", name="x", toml="[agent]\nsystem = 1\n")
+    result = json.loads(text)
+    assert not error and result["ok"] is False and result["errors"]
+    error, text = _call("explain_schedule", expression="0 6 * * 1-5", timezone="UTC")
+    assert not error and json.loads(text)["description"] == "Every weekday at 6:00 AM", text
+
+
+def test_a_routine_enabled_by_the_enable_command_is_never_rewritten(vinos_env: Path) -> None:
+    import subprocess
+
+    path = paths().routines_dir / "day-brief.toml"
+    path.write_text(DRAFT)  # the file says off; `enable` turns it on in the ledger
+    done = subprocess.run(
+        [sys.executable, "-m", "supervisor", "enable", "day-brief"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    error, text = _call("draft_routine", name="day-brief", toml=DRAFT + "\n# changed\n")
+    assert error and "is enabled" in text
+    assert path.read_text() == DRAFT
+
+
+@pytest.mark.slow
+def test_run_routine_runs_an_enabled_routine_through_the_daemon(
+    vinos_env: Path, tmp_path: Path, not_root: None
+) -> None:
+    from tests.supervisor.daemonkit import Daemon, command_routine, write_routine
+
+    # Not due in this test's lifetime: only run_routine starts it.
+    yearly = 'cron = "0 0 1 1 *"'
+    write_routine("shown", command_routine("echo shown output", schedule=yearly))
+    write_routine("hidden", command_routine("echo hidden output", schedule=yearly))
+    paths().config_file.write_text('[mcp_server]\nexpose = ["shown"]\n')
+    d = Daemon(tmp_path).start()
+    try:
+        error, text = _call("run_routine", name="shown")
+        assert not error, text
+        shown = json.loads(text)
+        assert shown["status"] == "ok" and "shown output" in shown["output"], shown
+        error, text = _call("run_routine", name="hidden")
+        assert not error, text
+        hidden = json.loads(text)
+        assert hidden["status"] == "ok", hidden
+        assert "output" not in hidden and "detail" not in hidden  # its output stays unread
+    finally:
+        assert d.stop() == 0

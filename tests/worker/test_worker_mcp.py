@@ -1,0 +1,476 @@
+"""MCP servers as a routine's tools, end to end: the real worker, real servers from PyPI
+(mcp-server-time, mcp-server-git, installed by the test extra) and npm
+(@modelcontextprotocol/server-filesystem, installed into a tmp prefix), each in the
+routine's bwrap sandbox, against the fake Anthropic and Ollama servers.
+
+Held here: only whitelisted tools are offered, with the server's own schemas; any other
+call is refused; a server sees only its declared `home`; a server that fails to start or is
+killed mid-call is a tool error and the run goes on; nothing outlives the run; a run
+without MCP never imports the SDK.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fakes import FakeAnthropic, FakeOllama
+from fakes import anthropic_replies as A
+from fakes import ollama_replies as O
+from fakes.server import Recorded, Reply
+from worker_harness import API_KEY, make_job, routine_toml, run_worker
+
+pytestmark = pytest.mark.usefixtures("not_root")
+
+BIN = Path(sys.executable).parent
+TIME = str(BIN / "mcp-server-time")
+GIT = str(BIN / "mcp-server-git")
+FS_PACKAGE = "@modelcontextprotocol/server-filesystem"
+
+
+def _servers(*blocks: str) -> str:
+    return "".join(textwrap.dedent(b) for b in blocks)
+
+
+def _time_server(name: str = "time", command: str | None = None, extra: str = "") -> str:
+    argv = json.dumps([command or TIME, "--local-timezone", "UTC"])
+    return f'\n[[agent.mcp]]\nname = "{name}"\ncommand = {argv}\n{extra}'
+
+
+def _toml(tools: tuple[str, ...], servers: str, route: str = "ollama") -> str:
+    # [[agent.mcp]] tables go after [agent]'s own keys: appended at the end of [agent].
+    text = routine_toml(route=route, tools=tools)
+    head, sep, budget = text.partition("\n[budget]\n")
+    return head + servers + sep + budget
+
+
+@pytest.fixture(autouse=True)
+def marker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A PATH entry of this test's own: the worker passes PATH to each sandbox (bwrap and
+    the server both carry it), so it marks this test's processes, not a parallel test's."""
+    mark = str(tmp_path / "marker-bin")
+    monkeypatch.setenv("PATH", f"{mark}:{os.environ['PATH']}")
+    return mark
+
+
+def _marked_processes(marker: str, also: str = "") -> list[int]:
+    """Our processes whose environment holds `marker` (and whose command line `also`)."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            environ = Path(f"/proc/{entry}/environ").read_bytes()
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if marker.encode() in environ and also.encode() in cmdline:
+            out.append(int(entry))
+    return out
+
+
+# --- offering and calling, both routes ---
+
+
+def test_anthropic_is_offered_only_the_whitelisted_tool_with_the_servers_schema(
+    home: Path, claude: FakeAnthropic, env: dict[str, str]
+) -> None:
+    claude.add(
+        A.tool_use(("mcp__time__get_current_time", {"timezone": "Europe/Paris"})),
+        A.text("It is morning in Paris."),
+    )
+    toml = _toml(("mcp:time/get_current_time",), _time_server(), route="anthropic")
+    r = run_worker(make_job(home, toml), env=env)
+    assert r.result.status == "ok", r.stderr
+    offered = {t["name"]: t for t in claude.messages[0].body["tools"]}
+    # The server also offers convert_time: not whitelisted, so not offered.
+    assert set(offered) == {"mcp__time__get_current_time", "report_outcome"}
+    schema = offered["mcp__time__get_current_time"]["input_schema"]
+    assert "timezone" in schema["properties"]  # the server's own schema, not ours
+    block = claude.messages[1].body["messages"][-1]["content"][0]
+    assert block["type"] == "tool_result" and not block.get("is_error")
+    content = json.loads(block["content"])["content"]
+    assert json.loads(content)["timezone"] == "Europe/Paris"
+    assert r.result.tool_calls == 1
+    assert r.result.tools_used == ["mcp:time/get_current_time"]
+    assert [e.text for e in r.events_of("tool_call")] == [
+        'mcp:time/get_current_time:{"timezone": "Europe/Paris"}'
+    ]
+
+
+def test_ollama_gets_the_tool_in_its_format_and_a_non_whitelisted_call_is_refused(
+    home: Path, ollama: FakeOllama, marker: str
+) -> None:
+    ollama.add(
+        O.tool_calls(
+            (
+                "mcp__time__convert_time",
+                {"source_timezone": "UTC", "time": "10:00", "target_timezone": "Asia/Tokyo"},
+            ),
+            ("mcp__time__get_current_time", {"timezone": "Asia/Tokyo"}),
+        ),
+        O.text("Tokyo is ahead."),
+    )
+    toml = _toml(("mcp:time/get_current_time",), _time_server())
+    r = run_worker(make_job(home, toml, ollama_url=ollama.url))
+    assert r.result.status == "ok", r.stderr
+    names = [t["function"]["name"] for t in ollama.chats[0].body["tools"]]
+    assert names == ["mcp__time__get_current_time", "report_outcome"]
+    line = '[day-brief] refused tool call: mcp:time/convert_time:{"source_timezone": "UTC"'
+    assert any(ln.startswith(line) for ln in r.stderr.splitlines())
+    refused, answered = ollama.chats[1].body["messages"][-2:]
+    assert json.loads(refused["content"])["error"].startswith("refused")
+    assert json.loads(json.loads(answered["content"])["content"])["timezone"] == "Asia/Tokyo"
+    assert r.result.tool_calls == 1 and r.result.tools_used == ["mcp:time/get_current_time"]
+    assert _marked_processes(marker) == []
+
+
+def test_a_whitelist_entry_the_server_lacks_is_not_offered_and_warned(
+    home: Path, ollama: FakeOllama
+) -> None:
+    ollama.add(O.text("Nothing to do."))
+    toml = _toml(("mcp:time/get_current_time", "mcp:time/no_such_tool"), _time_server())
+    r = run_worker(make_job(home, toml, ollama_url=ollama.url))
+    names = [t["function"]["name"] for t in ollama.chats[0].body["tools"]]
+    assert names == ["mcp__time__get_current_time", "report_outcome"]
+    warns = [e.text for e in r.events_of("warn")]
+    assert any("mcp:time/no_such_tool: the server offers no tool of that name" in w for w in warns)
+
+
+# --- failures are tool errors ---
+
+
+def test_a_server_that_cannot_start_is_a_tool_error_and_a_log_line(
+    home: Path, ollama: FakeOllama, tmp_path: Path
+) -> None:
+    broken = tmp_path / "bin" / "broken-server"
+    broken.parent.mkdir()
+    broken.write_text("#!/bin/sh\necho 'no config found' >&2\nexit 3\n")
+    broken.chmod(0o755)
+    ollama.add(O.tool_calls(("mcp__broken__anything", {})), O.text("It failed."))
+    toml = _toml(
+        ("mcp:broken/anything",), f'\n[[agent.mcp]]\nname = "broken"\ncommand = ["{broken}"]\n'
+    )
+    r = run_worker(make_job(home, toml, ollama_url=ollama.url))
+    assert r.result.status == "ok", r.stderr
+    log = [ln for ln in r.stderr.splitlines() if "MCP server broken" in ln]
+    assert log and "no config found" in log[0], r.stderr
+    answer = json.loads(ollama.chats[1].body["messages"][-1]["content"])
+    assert "could not start" in answer["error"] and "exit status 3" in answer["error"]
+    assert "no config found" in answer["error"]
+
+
+def test_a_server_that_hangs_on_initialize_is_a_tool_error_after_its_timeout(
+    home: Path, ollama: FakeOllama, tmp_path: Path, marker: str
+) -> None:
+    hung = tmp_path / "bin" / "hung-server"
+    hung.parent.mkdir()
+    hung.write_text("#!/bin/sh\nexec sleep 600\n")
+    hung.chmod(0o755)
+    ollama.add(O.tool_calls(("mcp__hung__anything", {})), O.text("It hung."))
+    server = f'\n[[agent.mcp]]\nname = "hung"\ncommand = ["{hung}"]\ntimeout_sec = 2\n'
+    r = run_worker(make_job(home, _toml(("mcp:hung/anything",), server), ollama_url=ollama.url))
+    assert r.result.status == "ok", r.stderr
+    assert any("no answer to initialize within 2 s" in ln for ln in r.stderr.splitlines())
+    assert (
+        "no answer to initialize"
+        in json.loads(ollama.chats[1].body["messages"][-1]["content"])["error"]
+    )
+    assert _marked_processes(marker) == []
+
+
+# --- the filesystem server (npm): its home only, killed mid-call ---
+
+
+@pytest.fixture(scope="session")
+def fs_server(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """@modelcontextprotocol/server-filesystem, npm-installed into a prefix of the session."""
+    npm = shutil.which("npm")
+    if npm is None:
+        pytest.fail("npm is needed for the filesystem server's tests")
+    prefix = tmp_path_factory.mktemp("npm-prefix")
+    cache = tmp_path_factory.mktemp("npm-cache")
+    done = subprocess.run(
+        [
+            npm,
+            "install",
+            "--prefix",
+            str(prefix),
+            "--cache",
+            str(cache),
+            "--no-audit",
+            "--no-fund",
+            "--loglevel=error",
+            FS_PACKAGE,
+        ],
+        check=False,
+        timeout=300,
+        capture_output=True,
+        text=True,
+        # The system's CA store, as pip and git use (a TLS-inspecting proxy's CA is there).
+        env={
+            **os.environ,
+            "npm_config_update_notifier": "false",
+            "NODE_OPTIONS": "--use-openssl-ca",
+        },
+    )
+    if done.returncode != 0:
+        pytest.fail(f"npm install {FS_PACKAGE} failed:\n{done.stdout}\n{done.stderr}")
+    return prefix / "node_modules" / ".bin" / "mcp-server-filesystem"
+
+
+def _fs_toml(fs_server: Path, allowed: Path, tools: tuple[str, ...]) -> str:
+    server = (
+        f'\n[[agent.mcp]]\nname = "files"\ncommand = ["{fs_server}", "~/{allowed.name}"]\n'
+        f'home = ["~/{allowed.name}"]\n'
+    )
+    return _toml(tools, server)
+
+
+@pytest.fixture
+def user_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A HOME of the test's own, so `~/notes` is a folder the test makes."""
+    h = tmp_path / "user-home"
+    h.mkdir()
+    monkeypatch.setenv("HOME", str(h))
+    yield h
+
+
+@pytest.mark.slow
+def test_the_filesystem_server_sees_its_home_and_nothing_else(
+    home: Path, ollama: FakeOllama, fs_server: Path, user_home: Path, marker: str
+) -> None:
+    notes = user_home / "notes"
+    notes.mkdir()
+    (notes / "today.md").write_text("buy bread\n")
+    secret = user_home / "private"
+    secret.mkdir()
+    (secret / "diary.md").write_text("dear diary\n")
+    ollama.add(
+        O.tool_calls(
+            ("mcp__files__read_text_file", {"path": str(notes / "today.md")}),
+            ("mcp__files__read_text_file", {"path": str(secret / "diary.md")}),
+        ),
+        O.text("Read."),
+    )
+    toml = _fs_toml(fs_server, notes, ("mcp:files/read_text_file",))
+    env = dict(os.environ, HOME=str(user_home))
+    r = run_worker(make_job(home, toml, ollama_url=ollama.url), env=env)
+    assert r.result.status == "ok", r.stderr
+    inside, outside = ollama.chats[1].body["messages"][-2:]
+    assert "buy bread" in json.loads(inside["content"])["content"]
+    assert "dear diary" not in outside["content"]
+    assert json.loads(outside["content"]).get("error")
+    assert _marked_processes(marker) == []
+
+
+@pytest.mark.slow
+def test_a_server_killed_mid_call_is_a_tool_error_and_nothing_outlives_the_run(
+    home: Path, ollama: FakeOllama, fs_server: Path, user_home: Path, marker: str
+) -> None:
+    notes = user_home / "notes"
+    notes.mkdir()
+    fifo = notes / "pipe.md"
+    os.mkfifo(fifo)  # reading it blocks until a writer opens it: a call that does not end
+    killed: list[int] = []
+
+    def kill_when_reading() -> None:
+        # Opening for writing returns once the server has opened the FIFO to read it.
+        fd = os.open(fifo, os.O_WRONLY)
+        try:
+            for pid in _marked_processes(marker, also="node"):
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+            time.sleep(0.5)
+        finally:
+            os.close(fd)
+
+    killer = threading.Thread(target=kill_when_reading, daemon=True)
+    killer.start()
+    ollama.add(
+        O.tool_calls(("mcp__files__read_text_file", {"path": str(fifo)})),
+        O.tool_calls(("mcp__files__read_text_file", {"path": str(fifo)})),
+        O.text("The server died."),
+    )
+    toml = _fs_toml(fs_server, notes, ("mcp:files/read_text_file",))
+    env = dict(os.environ, HOME=str(user_home))
+    r = run_worker(make_job(home, toml, ollama_url=ollama.url), env=env)
+    killer.join(timeout=30)
+    assert killed, "the server never opened the FIFO"
+    assert r.result.status == "ok", r.stderr
+    first = json.loads(ollama.chats[1].body["messages"][-1]["content"])
+    assert "failed" in first["error"] and "gone" in first["error"], first
+    again = json.loads(ollama.chats[2].body["messages"][-1]["content"])
+    assert "unavailable" in again["error"]
+    assert any("MCP server files:" in ln for ln in r.stderr.splitlines())
+    assert r.result.tool_calls == 2
+    assert _marked_processes(marker) == []
+
+
+# --- git (PyPI) and the import rule ---
+
+
+@pytest.mark.slow
+def test_the_git_server_reads_its_declared_repository(
+    home: Path, claude: FakeAnthropic, env: dict[str, str], user_home: Path
+) -> None:
+    repo = user_home / "site"
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    (repo / "index.md").write_text("hello\n")
+    git = ["git", "-C", str(repo), "-c", "user.name=T", "-c", "user.email=t@example.org"]
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-qm", "first page"], check=True)
+    claude.add(
+        A.tool_use(("mcp__git__git_log", {"repo_path": str(repo)})),
+        A.text("One commit."),
+    )
+    server = (
+        f'\n[[agent.mcp]]\nname = "git"\ncommand = ["{GIT}", "--repository", "~/site"]\n'
+        'home = ["~/site"]\n'
+    )
+    toml = _toml(("mcp:git/git_log",), server, route="anthropic")
+    r = run_worker(make_job(home, toml), env={**env, "HOME": str(user_home)})
+    assert r.result.status == "ok", r.stderr
+    block = claude.messages[1].body["messages"][-1]["content"][0]
+    assert "first page" in block["content"], block
+
+
+def test_a_run_without_mcp_never_imports_the_sdk(home: Path, ollama: FakeOllama) -> None:
+    ollama.add(O.tool_calls(("run_shell", {"command": "true"})), O.text("Done."))
+    toml = routine_toml(tools=("shell:true",))
+    # The worker's own main(), then its sys.modules (python -m worker ends with os._exit).
+    probe = (
+        "import sys\n"
+        "from worker.main import main\n"
+        "code = main()\n"
+        "sys.stderr.write('MODULES ' + ' '.join(sorted(m for m in sys.modules "
+        "if m == 'mcp' or m.startswith(('mcp.', 'mcp_types')))) + '\\n')\n"
+        "sys.exit(code)\n"
+    )
+    from ipc import Hello, encode
+
+    def modules(toml: str) -> list[str]:
+        job = make_job(home, toml, ollama_url=ollama.url)
+        proc = subprocess.run(
+            [sys.executable, "-c", probe],
+            input=encode(Hello()) + encode(job),
+            check=False,
+            capture_output=True,
+            cwd=Path(__file__).resolve().parents[2],
+            timeout=60,
+        )
+        err = proc.stderr.decode()
+        line = next((ln for ln in err.splitlines() if ln.startswith("MODULES")), None)
+        assert line is not None, err
+        return line.split()[1:]
+
+    assert modules(toml) == []
+    # The probe sees the SDK when a run does use it.
+    ollama.add(O.text("Done."))
+    assert "mcp" in modules(_toml(("mcp:time/get_current_time",), _time_server()))
+
+
+# --- a command routine's one MCP call ---
+
+
+def _command_toml(tool: str, arguments: str) -> str:
+    return textwrap.dedent(
+        f"""
+        [routine]
+        kind = "command"
+
+        [schedule]
+        every = "every day at 7:00"
+        timezone = "UTC"
+
+        [command]
+        timeout_sec = 30
+        mcp = {{ server = "time", tool = "{tool}", arguments = {arguments} }}
+
+        [[command.mcp_servers]]
+        name = "time"
+        command = {json.dumps([TIME, "--local-timezone", "UTC"])}
+        """
+    )
+
+
+def test_a_command_routine_calls_one_mcp_tool_with_fixed_arguments(home: Path, marker: str) -> None:
+    toml = _command_toml("get_current_time", '{ timezone = "Europe/Paris" }')
+    r = run_worker(make_job(home, toml, name="paris-time"))
+    assert r.result.status == "ok", r.stderr
+    assert r.result.route == "command"
+    assert '"timezone": "Europe/Paris"' in r.output(), r.output()
+    assert _marked_processes(marker) == []
+
+
+def test_a_command_routines_tool_error_fails_the_run(home: Path) -> None:
+    toml = _command_toml("get_current_time", '{ timezone = "Not/AZone" }')
+    r = run_worker(make_job(home, toml, name="paris-time"))
+    assert r.result.status == "failed"
+    assert "mcp:time/get_current_time failed" in (r.result.error or "")
+
+
+def test_the_auto_router_escalates_with_the_same_server_and_tools(
+    home: Path, ollama: FakeOllama, claude: FakeAnthropic, env: dict[str, str]
+) -> None:
+    # The local attempt calls the tool, then answers too briefly (low confidence): the
+    # premium attempt is offered the same MCP tool and calls the same running server.
+    ollama.add(
+        O.tool_calls(("mcp__time__get_current_time", {"timezone": "UTC"})),
+        O.text("Not sure."),
+    )
+    claude.add(
+        A.tool_use(("mcp__time__get_current_time", {"timezone": "Asia/Tokyo"})),
+        A.text("It is evening in Tokyo. " * 10),
+    )
+    toml = _toml(("mcp:time/get_current_time",), _time_server(), route="auto")
+    r = run_worker(make_job(home, toml, ollama_url=ollama.url), env=env)
+    assert r.result.status == "ok", r.stderr
+    assert r.result.route == "local->premium"
+    assert [t["name"] for t in claude.messages[0].body["tools"]] == [
+        "mcp__time__get_current_time",
+        "report_outcome",
+    ]
+    block = claude.messages[1].body["messages"][-1]["content"][0]
+    assert '\\"timezone\\": \\"Asia/Tokyo\\"' in block["content"]
+    assert r.result.tool_calls == 2
+    assert [e.text for e in r.events_of("log") if "started" in e.text] == [
+        "MCP server time: started"
+    ]
+
+
+def test_the_servers_environment_holds_no_secret(
+    home: Path, claude: FakeAnthropic, env: dict[str, str], marker: str
+) -> None:
+    seen: dict[int, bytes] = {}
+
+    def look(req: Recorded) -> Reply:
+        # The first model call comes once the server is up (its tools were listed).
+        for pid in _marked_processes(marker):
+            with contextlib.suppress(OSError):
+                seen[pid] = Path(f"/proc/{pid}/environ").read_bytes()
+        return A.text("Looked.")
+
+    claude.add(look)
+    toml = _toml(("mcp:time/get_current_time",), _time_server(), route="anthropic")
+    r = run_worker(make_job(home, toml), env=env)
+    assert r.result.status == "ok", r.stderr
+    assert seen, "the server was not running at the first model call"
+    names = {
+        pid: sorted(v.split(b"=", 1)[0].decode() for v in environ.split(b"\0") if v)
+        for pid, environ in seen.items()
+    }
+    assert any(n == ["HOME", "LANG", "PATH", "TERM"] for n in names.values()), names
+    for environ in seen.values():
+        assert API_KEY.encode() not in environ

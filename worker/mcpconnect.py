@@ -1,0 +1,92 @@
+"""`vinos-routine validate --connect`: start each MCP server a routine declares, in its
+sandbox as a run would, and list the tools it really offers, with the whitelist entries
+that match none. Run as `python -m worker.mcpconnect PATH...` (the CLI's side imports no
+worker code); prints one JSON object per server on stdout.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+from routines.spec import McpServer, Routine
+
+__all__ = ["connect_routine", "main"]
+
+
+def connect_routine(routine: Routine) -> list[dict[str, Any]]:
+    """One row per declared server: its tools, or the error that kept it from starting."""
+    from routines.config import load_config
+    from routines.paths import paths
+    from routines.store import remove_tree
+    from worker.mcpclient import McpFailure, Portal
+    from worker.mcptools import open_server, server_timeout
+    from worker.shellpolicy import shell_timeout_for
+
+    servers: tuple[McpServer, ...] = ()
+    wanted: list[tuple[str, str]] = []
+    if routine.agent is not None:
+        servers, wanted = routine.agent.mcp, list(routine.agent.mcp_tools)
+    elif routine.command is not None and routine.command.mcp is not None:
+        servers = routine.command.mcp_servers
+        wanted = [(routine.command.mcp.server, routine.command.mcp.tool)]
+    if not servers:
+        return []
+    p = paths()
+    settings = load_config(p.config_file).sandbox
+    scratch = p.run_scratch(routine.name, f"connect-{uuid.uuid4().hex[:12]}")
+    portal = Portal()
+    rows: list[dict[str, Any]] = []
+    try:
+        for server in servers:
+            row: dict[str, Any] = {"routine": routine.name, "server": server.name}
+            timeout = server_timeout(server, shell_timeout_for(routine))
+            try:
+                session = open_server(
+                    routine,
+                    server,
+                    paths=p,
+                    scratch_dir=scratch,
+                    settings=settings,
+                    portal=portal,
+                    timeout=timeout,
+                )
+            except Exception as exc:  # any reason it cannot start is this row's error
+                rows.append({**row, "ok": False, "error": str(exc), "tools": [], "unmatched": []})
+                continue
+            try:
+                tools = sorted(t.name for t in session.list_tools(timeout))
+            except McpFailure as exc:
+                rows.append({**row, "ok": False, "error": str(exc), "tools": [], "unmatched": []})
+                continue
+            finally:
+                session.close()
+            unmatched = [f"mcp:{s}/{t}" for s, t in wanted if s == server.name and t not in tools]
+            rows.append({**row, "ok": not unmatched, "tools": tools, "unmatched": unmatched})
+    finally:
+        portal.close()
+        with contextlib.suppress(OSError):
+            remove_tree(scratch)
+    return rows
+
+
+def main(argv: list[str]) -> int:
+    from routines.checks import RoutineInvalid
+    from routines.loader import load_file
+
+    for arg in argv:
+        try:
+            routine = load_file(Path(arg))
+        except RoutineInvalid:
+            continue  # validate reports it already
+        for row in connect_routine(routine):
+            print(json.dumps({"file": arg, **row}), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -46,6 +46,7 @@ $(VENV)/.installed: pyproject.toml
 lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
 	$(BIN)/mypy $(PACKAGES) bench
 
 # The documentation site (mkdocs.yml, docs/): --strict fails on a broken link, a page missing

@@ -47,7 +47,7 @@ lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
-	$(BIN)/mypy $(PACKAGES) bench
+	$(BIN)/mypy $(PACKAGES) bench tests
 
 # The documentation site (mkdocs.yml, docs/): --strict fails on a broken link, a page missing
 # from the nav or a nav entry without its page. Built into a temp dir, so the tree stays clean

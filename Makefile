@@ -46,7 +46,8 @@ $(VENV)/.installed: pyproject.toml
 lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy $(PACKAGES) bench
+	$(BIN)/lint-imports
+	$(BIN)/mypy $(PACKAGES) bench tests
 
 # The documentation site (mkdocs.yml, docs/): --strict fails on a broken link, a page missing
 # from the nav or a nav entry without its page. Built into a temp dir, so the tree stays clean

@@ -5,7 +5,7 @@ from __future__ import annotations
 __all__ = ["ROOT_REFUSAL", "version"]
 
 # sandbox/probe.py holds the same text for the sandbox (it imports nothing of ours:
-# tests/sandbox/test_sandbox_imports.py); tests/sandbox/test_sandbox_probe.py pins the two equal.
+# pyproject.toml's import contracts); tests/sandbox/test_sandbox_probe.py pins the two equal.
 ROOT_REFUSAL = (
     "vinos-routine refuses to run as root: as uid 0, bubblewrap keeps the host's file access "
     "even inside its namespaces, so a routine's shell tools could read /etc/shadow. Run it as "

@@ -1,7 +1,7 @@
 """The sandbox: the whitelist, the bwrap argv builder, seccomp, the shell runner, the read tool.
 
-This package imports nothing of ours
-(tests/sandbox/test_sandbox_imports.py::test_the_sandbox_package_imports_nothing_of_the_project).
+This package imports nothing of ours (pyproject.toml's import contracts, `lint-imports` in make
+lint).
 What the worker uses:
 
     reason = check_shell(declared, command)         # None = allowed

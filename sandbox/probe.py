@@ -28,7 +28,7 @@ __all__ = ["ROOT_REFUSAL", "Probe", "diagnose", "probe", "refuse_if_root", "seed
 log = logging.getLogger("vinos.sandbox")
 
 # The same text as routines/product.py's: this package imports nothing of ours
-# (test_sandbox_imports.py), and the supervisor may not import it;
+# (pyproject.toml's import contracts), and the supervisor may not import it;
 # tests/sandbox/test_sandbox_probe.py pins the two equal.
 ROOT_REFUSAL = (
     "vinos-routine refuses to run as root: as uid 0, bubblewrap keeps the host's file access "

@@ -16,6 +16,7 @@ import time
 from collections import Counter, defaultdict
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
+from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -233,7 +234,11 @@ def test_money_across_the_compaction_line_is_exact(history: Path) -> None:
     thirty = (day_bounds(date(2026, 8, 12), ZONE)[0], day_bounds(date(2026, 9, 10), ZONE)[1])
     days = [date(2026, 8, 20) + timedelta(days=n) for n in range(20)]
     with Ledger(history) as ledger:
-        figures = [ledger.totals(*month), ledger.totals(*thirty), ledger.dollars_by_day(days, ZONE)]
+        figures: list[Any] = [
+            ledger.totals(*month),
+            ledger.totals(*thirty),
+            ledger.dollars_by_day(days, ZONE),
+        ]
         assert [r["routine"] for r in figures[0]]  # there is money on both sides
         while ledger.compact(line, ZONE, 150):
             pass

@@ -464,7 +464,9 @@ def test_claims_beyond_the_newest_n_are_pruned_behind_the_cursor(tmp_path: Path)
         fence = [r[0] for r in led._db.execute("SELECT slot FROM claims ORDER BY slot")]
         assert fence == [t.strftime("%Y-%m-%dT%H:%M:%SZ") for t in slots[200:]]
         pruned_newest = slots[199].strftime("%Y-%m-%dT%H:%M:%SZ")
-        assert led.state("minutely").cursor == cursor and cursor > pruned_newest
+        assert (
+            led.state("minutely").cursor == cursor and cursor is not None and cursor > pruned_newest
+        )
         # A stale plan from before the prune loses its CAS instead of re-claiming the slot.
         assert not led.claim("minutely", pruned_newest, run_id="again", trigger="schedule",
                              status="queued", now=NOW, expect_cursor=pruned_newest)  # fmt: skip

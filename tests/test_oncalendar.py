@@ -72,8 +72,8 @@ def test_days_counted_from_the_end_of_the_month() -> None:
 
 
 def test_years_repetitions_and_two_digit_years() -> None:
-    assert parse_oncalendar("26-01-01").pattern.years == {2026}
-    assert parse_oncalendar("70-01-01").pattern.years == {1970}
+    assert parse_oncalendar("26-01-01").pattern.years == frozenset({2026})
+    assert parse_oncalendar("70-01-01").pattern.years == frozenset({1970})
     years = parse_oncalendar("2026/2-*-*").pattern.years
     assert years is not None and min(years) == 2026 and max(years) == 2198 and len(years) == 87
 

@@ -430,7 +430,7 @@ def test_a_malformed_job_providers_is_a_value_error() -> None:
     with pytest.raises(ValueError, match="the job's providers are malformed"):
         from_job({"x": {"kind": "grpc", "base_url": "http://h"}})
     with pytest.raises(ValueError):
-        from_job({"x": 3})  # type: ignore[dict-item]
+        from_job({"x": 3})
 
 
 def test_status_names_a_local_provider_that_does_not_answer(

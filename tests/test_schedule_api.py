@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import FrozenInstanceError
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers import AGENT, COMMAND, problems_of, write
@@ -187,8 +188,8 @@ def test_agent_routines_closer_than_15_minutes_need_allow_frequent(
     compile_schedule(ScheduleSpec(**{**_fields(spec), "allow_frequent": True}), Kind.AGENT)
 
 
-def _fields(spec: ScheduleSpec) -> dict[str, object]:
-    return {k: getattr(spec, k) for k in spec.__slots__}  # type: ignore[attr-defined]
+def _fields(spec: ScheduleSpec) -> dict[str, Any]:
+    return {k: getattr(spec, k) for k in spec.__slots__}
 
 
 def test_the_frequency_rule_counts_only_days_that_follow_each_other() -> None:

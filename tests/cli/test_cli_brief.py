@@ -8,6 +8,7 @@ import json
 import os
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cli_helpers import Cli, OnPty
@@ -64,10 +65,10 @@ def day(cli: Cli) -> datetime:
     return local.astimezone(UTC)
 
 
-def brief_json(cli: Cli, *args: str) -> dict[str, list[dict[str, object]]]:
+def brief_json(cli: Cli, *args: str) -> dict[str, list[dict[str, Any]]]:
     res = cli("brief", "--json", *args)
     assert res.returncode == 0, res.stderr
-    data: dict[str, list[dict[str, object]]] = json.loads(res.stdout)
+    data: dict[str, list[dict[str, Any]]] = json.loads(res.stdout)
     return data
 
 

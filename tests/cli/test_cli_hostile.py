@@ -19,6 +19,7 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -146,12 +147,12 @@ def _plant(base: Path) -> dict[str, object]:
     return {"home": home, "vinos": vinos, "env": env, "marker": marker, "token": token}
 
 
-def _cli(world: dict[str, object], *args: str) -> subprocess.CompletedProcess[str]:
+def _cli(world: dict[str, Any], *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "supervisor", *args],
         capture_output=True,
         text=True,
-        env=world["env"],  # type: ignore[arg-type]
+        env=world["env"],
         cwd=str(world["home"]),
         timeout=120,
         check=False,

@@ -7,6 +7,7 @@ import os
 import stat
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlencode
 
 import orjson
@@ -215,7 +216,7 @@ def test_waiting_proposals_are_listed_escaped_with_the_commands_that_decide(
 
     now = datetime.now(UTC)
     with Ledger(paths().ledger) as ledger:
-        args = {
+        args: dict[str, Any] = {
             "routine": "inbox",
             "run_id": "r1",
             "action": "send-reply",

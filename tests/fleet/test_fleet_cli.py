@@ -188,7 +188,7 @@ def test_a_fresh_fleet_machine_runs_every_command_and_status_shows_the_daemons_p
         assert "is gone" not in out.stderr
     [(row, machine)] = [(r, m) for r, m in fleet_rows(pg_dsn) if r.trigger == "manual"]
     assert (row.routine, row.status, machine) == ("tick", "ok", "fresh")
-    assert row.run_id in m.daemon.cli("history", "tick").stdout
+    assert row.run_id is not None and row.run_id in m.daemon.cli("history", "tick").stdout
 
     pg_cluster.stop()
     try:

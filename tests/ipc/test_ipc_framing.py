@@ -41,7 +41,7 @@ JOB = Job(
     routine_path="/x/day-brief.toml",
     routine_toml="[routine]\n",
     routine_origin="user",
-    trigger="manual",
+    trigger=Trigger.MANUAL,
     slot=None,
     started_at="2026-07-25T06:00:00-04:00",
     max_tokens=None,
@@ -60,7 +60,7 @@ SAMPLES: list[ipc.Message] = [
     JOB,
     Event(kind="warn", text="careful", data={"n": 1, "nested": {"a": [1, 2]}}),
     Usage(input=10, output=5, dollars=0.0001, model="claude-sonnet-4-6"),
-    Result(status="ok", outcome="done", tools_used=["run_shell"], tool_calls=1),
+    Result(status=RunStatus.OK, outcome=Outcome.DONE, tools_used=["run_shell"], tool_calls=1),
     Request(id=3, cmd="run", args={"name": "x"}),
     Response(id=3, ok=False, error={"code": "nope", "message": "no"}),
 ]

@@ -262,8 +262,8 @@ def _merge(target: str, host: str, extra: Mapping[str, Path], link_farm: bool) -
             ops += ["--symlink", f".host/{name}", dst]
         else:
             ops += ["--ro-bind-try", src, dst]
-    for name, src in extra.items():
-        ops += ["--ro-bind", str(src), f"{target}/{name}"]
+    for name, path in extra.items():
+        ops += ["--ro-bind", str(path), f"{target}/{name}"]
     return ops
 
 

@@ -289,7 +289,8 @@ def notifications(record: Path) -> list[list[str]]:
         text = record.read_text()
     except FileNotFoundError:
         return []
-    calls, cur = [], []
+    calls: list[Any] = []
+    cur: list[Any] = []
     for line in text.splitlines():
         if line == "<end>":
             calls.append(cur)
@@ -311,7 +312,8 @@ def wait_for(predicate: Any, timeout: float = 30, interval: float = 0.05, what: 
 
 def workers_of(pid: int) -> list[psutil.Process]:
     try:
-        return psutil.Process(pid).children(recursive=True)
+        children: list[psutil.Process] = psutil.Process(pid).children(recursive=True)
+        return children
     except psutil.Error:
         return []
 

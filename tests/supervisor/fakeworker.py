@@ -31,6 +31,7 @@ import sys
 import time
 
 from ipc import Event, EventKind, Hello, Job, LineReader, Proposal, Result, Usage, encode
+from routines.runs import RunStatus
 
 
 def send(msg: object) -> None:
@@ -59,9 +60,13 @@ def gated(gates: str) -> None:
         # As the real worker (worker/output.py): the run did its work, so it is `ok`, with
         # its output's delivery problem beside it.
         error = f"output not delivered: could not write it: {exc.strerror}"
-        send(Result(status="ok", summary="all good", error=error, route="command"))
+        send(Result(status=RunStatus.OK, summary="all good", error=error, route="command"))
     else:
-        send(Result(status="ok", summary="all good", output_file="output.md", route="command"))
+        send(
+            Result(
+                status=RunStatus.OK, summary="all good", output_file="output.md", route="command"
+            )
+        )
 
 
 def ok(job: Job) -> None:
@@ -70,7 +75,7 @@ def ok(job: Job) -> None:
     send(Usage(input=10, output=5, dollars=0.001, model="claude-sonnet-4-6"))
     with open(os.path.join(job.scratch_dir, "output.md"), "w") as f:
         f.write("# Output\n\nall good\n")
-    send(Result(status="ok", summary="all good", output_file="output.md", route="command"))
+    send(Result(status=RunStatus.OK, summary="all good", output_file="output.md", route="command"))
 
 
 def propose(told: str) -> None:
@@ -109,7 +114,7 @@ def main() -> None:
     elif mode == "local":
         for _ in range(5):
             send(Usage(local_input=10_000, local_output=100, model="llama3.2"))
-        send(Result(status="ok", summary="local only", route="ollama"))
+        send(Result(status=RunStatus.OK, summary="local only", route="ollama"))
     elif mode == "hang":
         time.sleep(600)
     elif mode in ("spend", "tokens"):
@@ -124,8 +129,8 @@ def main() -> None:
         sys.stdout.buffer.flush()
         time.sleep(600)
     elif mode == "two-results":
-        send(Result(status="ok", summary="one"))
-        send(Result(status="ok", summary="two"))
+        send(Result(status=RunStatus.OK, summary="one"))
+        send(Result(status=RunStatus.OK, summary="two"))
         time.sleep(600)
     elif mode == "exit3":
         sys.exit(3)
@@ -133,7 +138,7 @@ def main() -> None:
         print("first line", file=sys.stderr)
         print("x" * 10_000, file=sys.stderr)
         print("last line", file=sys.stderr, flush=True)
-        send(Result(status="ok", summary="said things"))
+        send(Result(status=RunStatus.OK, summary="said things"))
     else:
         raise SystemExit(f"unknown mode {mode}")
 

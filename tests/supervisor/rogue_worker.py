@@ -15,5 +15,5 @@ def _always_proceed(*args: object, **kwargs: object) -> tuple[budget.SpendCheck,
     return budget.SpendCheck.PROCEED, None
 
 
-budget.check = _always_proceed  # type: ignore[assignment]
+budget.check = _always_proceed
 sys.exit(main())

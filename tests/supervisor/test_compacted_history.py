@@ -14,6 +14,7 @@ from routines.ledger import Ledger
 from routines.paths import paths
 from routines.registry import scan
 from routines.rundays import compaction_line
+from routines.runs import RunStatus, Trigger
 from supervisor.record import finish_run
 from supervisor.scheduler import Scheduler
 from supervisor.spawn import UsageTotals, WorkerOutcome
@@ -31,13 +32,15 @@ def never_busy(name: str) -> bool:
 def end(ledger: Ledger, name: str, run_id: str, status: str, at: datetime) -> Any:
     r = scan(paths()).get(name)
     assert r is not None and r.routine is not None
-    result = Result(status=status, summary="", error="boom" if status == "failed" else "")
+    result = Result(
+        status=RunStatus(status), summary="", error="boom" if status == "failed" else ""
+    )
     return finish_run(
         ledger,
         paths(),
         r.routine,
         run_id=run_id,
-        trigger="schedule",
+        trigger=Trigger.SCHEDULE,
         slot=None,
         started_at=at,
         out=WorkerOutcome(result, 0, UsageTotals()),
@@ -60,12 +63,13 @@ def test_fence_catch_up_and_strikes_hold_over_compacted_history() -> None:
     sched = Scheduler(ledger, (1, 1.0))
     sched.sync(reg, ledger.states(), OLD - timedelta(minutes=30))
     # Three hours of runs 120 days ago: two of them failed, the last one too.
-    ran = []
+    ran: list[str] = []
     for h in range(3):
         now = OLD + timedelta(hours=h, seconds=5)
         [p] = sched.due(now, never_busy)
         ledger.start_run(p.run_id, now=now, worker_pid=None)
         fin = end(ledger, "hourly", p.run_id, "ok" if h == 0 else "failed", now)
+        assert p.slot is not None  # a scheduled run has its slot
         ran.append(p.slot)
     assert not fin.disabled and ledger.state("hourly").failure_streak == 2
     assert compact_all(ledger, T0) == 3

@@ -14,6 +14,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fakes import FakeAnthropic, Recorded, Reply
@@ -117,7 +118,7 @@ def test_the_budget_backstop_ends_a_worker_that_keeps_calling(
     write_routine("spender", agent_routine(max_dollars=0.01))
     rogue = [sys.executable, "-P", str(REPO / "tests/supervisor/rogue_worker.py")]
     d = Daemon(tmp_path, worker_argv=rogue, extra_env=provider_env(claude)).start()
-    events = []
+    events: list[Any] = []
     try:
         with d.client() as c:
             fin = c.request("run", {"name": "spender"}, on_event=events.append)

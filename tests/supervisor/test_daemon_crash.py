@@ -39,7 +39,7 @@ pytestmark = pytest.mark.slow  # real daemons: make test-fast leaves these out
 
 def gone(pid: int) -> bool:
     try:
-        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+        return bool(psutil.Process(pid).status() == psutil.STATUS_ZOMBIE)
     except psutil.NoSuchProcess:
         return True
 
@@ -62,6 +62,7 @@ def test_kill9_of_the_daemon_mid_run_then_restart(tmp_path: Path, not_root: None
     wait_for(lambda: gone(worker.pid) and not sandboxed("long"), what="the run's processes to go")
     [row] = rows("long")
     assert row.status == "running"  # nobody was left to record its end
+    assert row.run_id is not None and d.proc is not None
     scratch = paths().run_scratch("long", row.run_id)
     assert scratch.is_dir()  # the worker died before it could remove it
 

@@ -11,7 +11,7 @@ import pytest
 
 from routines.ledger import Ledger
 from routines.paths import paths
-from routines.runs import RunEnd
+from routines.runs import RunEnd, RunStatus, Trigger
 from tests.supervisor.daemonkit import Daemon, command_routine, wait_for, write_routine
 
 pytestmark = pytest.mark.slow  # real daemons: make test-fast leaves these out
@@ -25,8 +25,10 @@ def test_the_daemon_compacts_and_prunes_while_idle(tmp_path: Path, not_root: Non
         for i in range(1200):
             at = start + timedelta(minutes=10 * i)
             run_id = f"{at:%Y%m%dT%H%M%S}-old-{i:06d}"
-            ledger.record_run("old", run_id=run_id, trigger="schedule", status="running", now=at)
-            ledger.finish_run(run_id, now=at, end=RunEnd(status="ok", dollars=0.0125))
+            ledger.record_run(
+                "old", run_id=run_id, trigger=Trigger.SCHEDULE, status=RunStatus.RUNNING, now=at
+            )
+            ledger.finish_run(run_id, now=at, end=RunEnd(status=RunStatus.OK, dollars=0.0125))
     runs = p.routine_state("old") / "runs"
     runs.mkdir(parents=True)
     old_log = f"{start:%Y%m%dT%H%M%S}-old-000000.jsonl"

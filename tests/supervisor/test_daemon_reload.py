@@ -83,6 +83,7 @@ def test_config_reloads_on_sighup_and_on_the_reload_command(tmp_path: Path, not_
     assert d.request("status")["max_concurrent"] == 2
 
     config.write_text("max_concurrent = 3\n")
+    assert d.proc is not None
     d.proc.send_signal(signal.SIGHUP)
     wait_for(lambda: d.request("status")["max_concurrent"] == 3, what="SIGHUP to reload")
 

@@ -136,7 +136,7 @@ def test_what_counts_toward_the_streak(tmp_path: Path, not_root: None) -> None:
     d.kill9()
     d = Daemon(tmp_path).start()
     wait_for(lambda: len(final("streaky")) == 4, what="the interrupted run")
-    assert sorted(r.status for r in rows("streaky")[2:]) == ["interrupted", "skipped"]
+    assert sorted(str(r.status) for r in rows("streaky")[2:]) == ["interrupted", "skipped"]
     assert streak() == (2, True)
 
     # Missed slots (missed = skip) do not count either.

@@ -12,6 +12,7 @@ import signal
 import socket
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
@@ -78,7 +79,7 @@ class NotifySocket:
 
 
 @pytest.fixture
-def notify_socket(tmp_path: Path) -> NotifySocket:
+def notify_socket(tmp_path: Path) -> Iterator[NotifySocket]:
     s = NotifySocket(tmp_path / "notify.sock")
     yield s
     s.close()
@@ -86,7 +87,7 @@ def notify_socket(tmp_path: Path) -> NotifySocket:
 
 def alive(p: psutil.Process) -> bool:
     try:
-        return p.status() != psutil.STATUS_ZOMBIE
+        return bool(p.status() != psutil.STATUS_ZOMBIE)
     except psutil.NoSuchProcess:
         return False
 
@@ -122,6 +123,7 @@ def test_sigterm_stops_cleanly_and_ends_what_did_not_finish_in_the_grace(
     sandboxes = processes_with_cmdline(str(paths().workspace_root) + "/")
     assert sandboxes
 
+    assert d.proc is not None
     d.proc.send_signal(signal.SIGTERM)
     wait_for(lambda: "STOPPING=1" in notify_socket.lines(), what="STOPPING=1")
     # Nothing new is admitted while it stops; the socket still answers, with the reason.
@@ -166,6 +168,7 @@ def test_socket_activation_uses_the_passed_socket(
     wait_for(sock.exists, what="systemd-socket-activate to listen")
     inode = sock.stat().st_ino
     d.wait_ready()  # the first connection starts the daemon on the listening socket
+    assert d.proc is not None
     assert d.pid == d.proc.pid  # systemd-socket-activate execs it in place
     assert sock.stat().st_ino == inode  # the daemon did not bind a socket of its own
     wait_for(lambda: "READY=1" in notify_socket.lines(), what="READY=1")

@@ -18,6 +18,7 @@ from routines.config import LedgerSettings
 from routines.ledger import Ledger, iso
 from routines.paths import paths
 from routines.rundays import compaction_line
+from routines.runs import RunStatus, Trigger
 from routines.tz import machine_timezone
 from supervisor import housekeeping
 from supervisor.clock import FakeClock
@@ -138,7 +139,7 @@ def test_batches_compact_vacuum_and_prune_until_nothing_is_left() -> None:
 def test_a_clock_far_ahead_compacts_and_deletes_nothing_until_it_is_back() -> None:
     p = paths()
     ledger = Ledger(p.ledger)
-    ledger.record_run("brief", run_id="r1", trigger="manual", status="ok", now=NOW)
+    ledger.record_run("brief", run_id="r1", trigger=Trigger.MANUAL, status=RunStatus.OK, now=NOW)
     (p.state_dir / "brief").mkdir()
     for name in ("2026-12-02-0600.md", "2026-12-03-0600.md"):
         (p.state_dir / "brief" / name).write_text("x")

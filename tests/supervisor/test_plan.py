@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from routines.runs import parse_slot_id, slot_id
 from routines.schedule import Slot
 from routines.spec import Missed
-from supervisor.plan import GRACE, MISSED_CAP, Action, plan_routine
+from supervisor.plan import GRACE, MISSED_CAP, Action, PlanDecision, plan_routine
 
 T0 = datetime(2026, 12, 2, 6, 0, tzinfo=UTC)
 
@@ -24,7 +24,7 @@ class Every:
     def slots_between(self, start: datetime, end: datetime, limit: int) -> list[Slot]:
         self.calls += 1
         n = (start - T0) // self.period + 1
-        out = []
+        out: list[Slot] = []
         while len(out) < limit:
             t = T0 + n * self.period
             if t > end:
@@ -46,7 +46,7 @@ def plan(
     now: datetime,
     busy: bool = False,
     missed: Missed = Missed.CATCH_UP,
-):
+) -> list[PlanDecision]:
     return plan_routine(
         table, "r", cursor=cursor, now=now, busy=busy, missed=missed, jitter=table.jitter
     )

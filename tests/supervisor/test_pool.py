@@ -193,7 +193,7 @@ def test_an_error_after_ok_was_written_cannot_overwrite_it() -> None:
                 finish(*args)  # the ledger now says ok
                 raise RuntimeError("boom after the end was written")
 
-            g.pool._finish = then_fail  # type: ignore[method-assign]
+            g.pool._finish = then_fail  # type: ignore[assignment]
             pending, done = g.submit(rs["done"])
             reply = await done
             row = g.ledger.run(pending.run_id)
@@ -213,7 +213,7 @@ def test_an_error_before_the_end_records_failed_once() -> None:
             def broken(*args: Any) -> Any:
                 raise RuntimeError("a bug")
 
-            g.pool._finish = broken  # type: ignore[method-assign]
+            g.pool._finish = broken  # type: ignore[assignment]
             pending, done = g.submit(rs["buggy"])
             reply = await done
             assert (reply.status, reply.detail) == (

@@ -19,7 +19,7 @@ from routines.config import Config
 from routines.ledger import Ledger
 from routines.paths import paths
 from routines.registry import scan
-from routines.runs import RunEnd, Trigger
+from routines.runs import Outcome, RunEnd, RunStatus, Trigger
 from routines.spec import Routine
 from routines.store import read_json
 from supervisor.clock import FakeClock
@@ -44,18 +44,22 @@ def ok_with_output(run_id: str, r: Routine, text: str = "# Title\n\nbody\n") -> 
     scratch = paths().scratch(r.name, run_id)
     scratch.mkdir(parents=True)
     (scratch / "2026-12-02-0900.md").write_text(text)
-    result = Result(status="ok", outcome="done", summary="body", output_file="2026-12-02-0900.md")
+    result = Result(
+        status=RunStatus.OK, outcome=Outcome.DONE, summary="body", output_file="2026-12-02-0900.md"
+    )
     return WorkerOutcome(result, 0, UsageTotals(input=10, output=5, dollars=0.25))
 
 
 def finish(ledger: Ledger, r: Routine, run_id: str, out: WorkerOutcome, **kw: Any) -> Any:
-    ledger.record_run(r.name, run_id=run_id, trigger="schedule", status="running", now=T0)
+    ledger.record_run(
+        r.name, run_id=run_id, trigger=Trigger.SCHEDULE, status=RunStatus.RUNNING, now=T0
+    )
     return finish_run(
         ledger,
         paths(),
         r,
         run_id=run_id,
-        trigger="schedule",
+        trigger=Trigger.SCHEDULE,
         slot="2026-12-02T09:00:00Z",
         started_at=T0,
         out=out,
@@ -66,7 +70,7 @@ def finish(ledger: Ledger, r: Routine, run_id: str, out: WorkerOutcome, **kw: An
 
 
 def failed(why: str = "exit 1") -> WorkerOutcome:
-    return WorkerOutcome(Result(status="failed", summary=why, error=why), 0, UsageTotals())
+    return WorkerOutcome(Result(status=RunStatus.FAILED, summary=why, error=why), 0, UsageTotals())
 
 
 def test_the_output_is_moved_in_by_rename_and_last_run_json_written() -> None:
@@ -190,7 +194,7 @@ def test_three_strikes_and_what_does_not_count() -> None:
             fin = end(out)
             assert not fin.disabled
         assert ledger.state("flaky").failure_streak == 2
-        end(WorkerOutcome(Result(status="ok", summary="fine"), 0, UsageTotals()))
+        end(WorkerOutcome(Result(status=RunStatus.OK, summary="fine"), 0, UsageTotals()))
         assert ledger.state("flaky").failure_streak == 0  # ok resets
         end(failed())
         end(failed())
@@ -208,17 +212,17 @@ def test_three_strikes_and_what_does_not_count() -> None:
 def test_notifications_for_finished_runs() -> None:
     quiet = routine("quiet")
     loud = routine("loud", command_routine("true", extra="[output]\nnotify = true\n"))
-    assert notifications_for(quiet, "ok", "done", "fine", "# T\n\nbody") == []
-    assert notifications_for(loud, "ok", "done", "fine", "# T\n\nbody") == [
+    assert notifications_for(quiet, RunStatus.OK, Outcome.DONE, "fine", "# T\n\nbody") == []
+    assert notifications_for(loud, RunStatus.OK, Outcome.DONE, "fine", "# T\n\nbody") == [
         Notification("loud: done", "body", "low")
     ]
-    assert notifications_for(loud, "ok", "needs-attention", "x", "# T\n\nlook") == [
+    assert notifications_for(loud, RunStatus.OK, Outcome.NEEDS_ATTENTION, "x", "# T\n\nlook") == [
         Notification("loud: needs attention", "look", "normal")
     ]
-    assert notifications_for(loud, "timeout", None, "stopped after 5s", "") == [
+    assert notifications_for(loud, RunStatus.TIMEOUT, None, "stopped after 5s", "") == [
         Notification("loud timeout", "stopped after 5s", "normal")
     ]
-    assert notifications_for(loud, "interrupted", None, "x", "") == []
+    assert notifications_for(loud, RunStatus.INTERRUPTED, None, "x", "") == []
 
 
 def agent(name: str, on_exceed: str) -> Routine:
@@ -254,10 +258,14 @@ def test_a_run_whose_day_is_spent_is_refused_without_a_worker(
     clock = FakeClock(T0)
     notes: list[Notification] = []
     with Ledger(paths().ledger) as ledger:
-        ledger.record_run(r.name, run_id="earlier", trigger="schedule", status="running", now=T0)
-        ledger.finish_run("earlier", now=T0, end=RunEnd(status="ok", dollars=0.5))
+        ledger.record_run(
+            r.name, run_id="earlier", trigger=Trigger.SCHEDULE, status=RunStatus.RUNNING, now=T0
+        )
+        ledger.finish_run("earlier", now=T0, end=RunEnd(status=RunStatus.OK, dollars=0.5))
         ledger.set_failure_streak(r.name, 2)
-        ledger.record_run(r.name, run_id="now", trigger="manual", status="queued", now=T0)
+        ledger.record_run(
+            r.name, run_id="now", trigger=Trigger.MANUAL, status=RunStatus.QUEUED, now=T0
+        )
 
         async def go() -> Any:
             pool = Pool(
@@ -295,7 +303,9 @@ def test_a_file_output_path_expands_date_and_home(monkeypatch: pytest.MonkeyPatc
     from supervisor.record import file_output_path
 
     monkeypatch.setenv("HOME", "/home/ana")
-    out = WorkerOutcome(Result(status="ok", output_file="2026-07-25-0600.md"), 0, UsageTotals())
+    out = WorkerOutcome(
+        Result(status=RunStatus.OK, output_file="2026-07-25-0600.md"), 0, UsageTotals()
+    )
     assert file_output_path("~/briefs/{{date}}.md", out) == Path("/home/ana/briefs/2026-07-25.md")
     assert file_output_path("/srv/x/{{date}}-{{date}}.md", out) == Path(
         "/srv/x/2026-07-25-2026-07-25.md"
@@ -322,7 +332,9 @@ def test_the_workers_own_timeout_wins_over_the_backstop() -> None:
     limit = run_limit(r)
     assert limit.seconds == 5 + REPORT_GRACE_SEC
     assert limit.key == "run_timeout_sec = 5, and the worker did not report"
-    said = Result(status="timeout", error="the run reached its time limit (run_timeout_sec = 5)")
+    said = Result(
+        status=RunStatus.TIMEOUT, error="the run reached its time limit (run_timeout_sec = 5)"
+    )
     both = WorkerOutcome(said, -15, UsageTotals(), stopped=StopReason.TIMEOUT)
     assert final_status(both, limit.seconds, limit.key) == (
         "timeout",

@@ -24,7 +24,7 @@ import pytest
 
 from routines.ledger import Ledger
 from routines.paths import paths
-from routines.runs import RunStatus
+from routines.runs import RunStatus, Trigger
 from supervisor.client import DaemonError
 from tests.supervisor.daemonkit import (
     Daemon,
@@ -71,7 +71,7 @@ def test_the_daemon_starts_paused_on_a_full_disk_and_resumes_by_itself(
             ledger.record_run(
                 "ticker",
                 run_id="old-run",
-                trigger="manual",
+                trigger=Trigger.MANUAL,
                 status=RunStatus.QUEUED,
                 now=datetime(2026, 1, 1, tzinfo=UTC),
             )

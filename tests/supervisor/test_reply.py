@@ -142,9 +142,10 @@ def test_reply_through_the_daemon_continues_the_conversation(
     ]
 
     thread = d.cli("history", "inbox", "--thread", again["run_id"])
+    assert child.started_at is not None
     assert thread.returncode == 0, thread.stderr
     assert thread.stdout.splitlines() == [
-        f"{parent}  {by_id[parent].started_at[:19].replace('T', ' ')}  manual  ok · done",
+        f"{parent}  {str(by_id[parent].started_at)[:19].replace('T', ' ')}  manual  ok · done",
         "    1 draft for Bob",
         f"  ↳ {child.run_id}  {child.started_at[:19].replace('T', ' ')}  reply  ok",
         "      you: make it shorter",

@@ -21,6 +21,7 @@ from routines.config import Config
 from routines.ledger import LedgerUnavailable, Unavailable
 from routines.paths import paths
 from routines.registry import scan
+from routines.runs import Trigger
 from supervisor import spawn
 from supervisor.jobs import build_job
 from supervisor.runlog import RunLog, read_log
@@ -45,7 +46,7 @@ def make_job(tmp_path: Path) -> Job:
     job = build_job(
         routine,
         run_id="run-1",
-        trigger="manual",
+        trigger=Trigger.MANUAL,
         slot=None,
         now=datetime(2026, 12, 2, 9, 0, tzinfo=UTC),
         max_tokens=None,

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ipc import Event, Hello, Job, LineReader, Message, Result, Usage, encode
+from routines.runs import Trigger
 
 REPO = Path(__file__).resolve().parents[2]
 STARTED = "2026-07-25T06:00:00-04:00"
@@ -105,7 +106,7 @@ def make_job(
         routine_path=str(home / "routines" / f"{name}.toml"),
         routine_toml=toml,
         routine_origin="user",
-        trigger="manual",
+        trigger=Trigger.MANUAL,
         slot=None,
         started_at=started_at,
         max_tokens=max_tokens,

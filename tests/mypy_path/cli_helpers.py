@@ -1,0 +1,1 @@
+../cli/cli_helpers.py

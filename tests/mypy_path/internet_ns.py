@@ -1,0 +1,1 @@
+../sandbox/internet_ns.py

@@ -1,0 +1,1 @@
+../sandbox/sandbox_testkit.py

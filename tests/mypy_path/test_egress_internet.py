@@ -1,0 +1,1 @@
+../sandbox/test_egress_internet.py

@@ -1,0 +1,1 @@
+../sandbox/test_tlshello.py

@@ -1,0 +1,1 @@
+../worker/worker_harness.py

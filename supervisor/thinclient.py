@@ -168,6 +168,29 @@ def socket_path() -> str:
     return runtime + "/vinos-routine/control.sock"
 
 
+def daemon_running(socket: str) -> bool:
+    """Whether a daemon holds its lock beside `socket` (supervisor/owner.py takes it
+    exclusively). With socket activation the socket listens while the daemon is stopped, and
+    a connect would start it: a read command or the waybar follower must never start the
+    scheduler of a person who stopped it
+    (tests/supervisor/test_thin_client.py::test_a_read_never_starts_a_stopped_daemon)."""
+    import fcntl
+
+    try:
+        fd = os.open(os.path.join(os.path.dirname(socket), "daemon.lock"), os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True  # held: a daemon runs
+    except OSError:
+        return True  # no verdict from the lock: ask, as before
+    finally:
+        os.close(fd)  # closing drops a shared lock taken here
+    return False
+
+
 def context(home: str) -> dict[str, object]:
     """What the daemon must know to print what this process would: where it looks, its time
     zone, its PATH, whether it has an API key (not the key), its terminal's colour and
@@ -193,6 +216,8 @@ def thin(argv: list[str]) -> int | None:
     home = home_of_env()
     if home is None or len(os.fsencode(path)) > 107 or not os.path.exists(path):
         return None  # no daemon: the plain in-process path, without a socket import
+    if not daemon_running(path):
+        return None  # a socket unit listening for a stopped daemon: a read never starts it
     import json
 
     verb, opts = parsed

@@ -98,7 +98,7 @@ def _in_process() -> int:
 
 def follow() -> int:
     """Print the bar's line on every change, forever; 0 when waybar stops reading."""
-    from supervisor.thinclient import home_of_env, socket_path
+    from supervisor.thinclient import daemon_running, home_of_env, socket_path
 
     home = home_of_env()
     if home is None:
@@ -108,7 +108,9 @@ def follow() -> int:
     try:
         while True:
             got = False
-            for line in _lines(path, home) if os.path.exists(path) else ():
+            # A stopped daemon behind a listening socket unit is down: never start it.
+            up = os.path.exists(path) and daemon_running(path)
+            for line in _lines(path, home) if up else ():
                 _write(line)
                 got, down = True, False
             if got:  # the daemon went away: a restart's new one is often there at once

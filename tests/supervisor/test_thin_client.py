@@ -268,3 +268,41 @@ def test_waybar_follow_gets_each_change_pushed_and_survives_a_restart(
         follower.wait(10)
         if d.proc is not None and d.proc.poll() is None:
             d.stop()
+
+
+def test_a_read_never_starts_a_stopped_daemon(
+    vinos_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With socket activation the control socket listens while the daemon is stopped, and
+    the first connect starts it (a person's `systemctl --user stop` undone by a `list`, or by
+    the waybar follower retrying every 2 s). No daemon holds the lock: nothing connects."""
+    import socket
+
+    from supervisor import thinclient, waybarfollow
+
+    monkeypatch.setenv("VINOS_CONTROL_TIMEOUT_SEC", "2")
+    sock_path = paths().control_socket
+    sock_path.parent.mkdir(parents=True, exist_ok=True)
+    paths().daemon_lock.touch()  # a lock file left by a daemon that stopped
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
+        listener.bind(str(sock_path))
+        listener.listen(8)
+        listener.setblocking(False)
+        assert thinclient.thin(["list"]) is None
+        assert not thinclient.daemon_running(str(sock_path))
+        monkeypatch.setattr(waybarfollow, "RETRY_SEC", 0)
+        lines: list[bytes] = []
+
+        class Seen(Exception):
+            """The first line is enough: stop the follower's endless loop."""
+
+        def write(line: bytes) -> None:
+            lines.append(line)
+            raise Seen
+
+        monkeypatch.setattr(waybarfollow, "_write", write)
+        with pytest.raises(Seen):
+            waybarfollow.follow()
+        assert b'"alt":"down"' in lines[0]
+        with pytest.raises(BlockingIOError):
+            listener.accept()  # nobody connected: the stopped daemon was never activated

@@ -6,9 +6,7 @@ Tables:
 - claims: the run fence. (routine, slot) is UNIQUE: a slot is claimed once, ever.
 - routine_state: per routine, the enabled override, the failure streak, the schedule cursor.
 
-Schema versions (PRAGMA user_version), forward only, each step an ALTER TABLE ADD COLUMN
-(on runs up to 6, on run_log after: a later step's columns are plain values the `runs` view
-shows and its triggers write as they are; the views are made again after every upgrade):
+Schema versions (PRAGMA user_version), forward only, each step an ALTER TABLE ADD COLUMN:
   1  v2.0.4  runs: tokens, dollars, duration, exit status
   2  v2.0.5  + tool_calls, tools_used
   3  v2.0.6  + route, escalated, escalated_reason, local_input_tokens, local_output_tokens
@@ -17,10 +15,16 @@ shows and its triggers write as they are; the views are made again after every u
   5  v2.2    table run_days (compacted history, routines/rundays.py); routine_state + each
              routine's last run (last_run_id, last_status, last_outcome, last_started,
              last_finished), filled from runs once; auto_vacuum = INCREMENTAL (a VACUUM, once)
-  6  ledger  the compact layout (routines/runlog.py): runs and claims become views over
-             run_log and fence (ids, integer times, interned texts), converted in place
-  7  this    table proposals: proposed actions, their decisions (routines/proposals.py)
-  8  reply   + parent_run_id (trigger "reply": the run whose conversation it continues)
+  6  v2.3    a packed layout (routines/runlog.py): runs and claims as views over run_log and
+             fence. Withdrawn: a ledger below 6 never takes it, one at 6 to 8 is unpacked by 9
+  7  v2.3    table proposals: proposed actions, their decisions (routines/proposals.py)
+  8  v2.3    + parent_run_id (trigger "reply": the run whose conversation it continues)
+  9  ledger  plain tables again (routines/ledgerunpack.py): the packed runs and claims of
+             schemas 6 to 8 unpacked in place; a plain ledger has nothing to do
+
+The tables are plain, the same as PostgreSQL's (routines/pgschema.py): times are the ISO
+text `iso` writes (UTC, microseconds, so they sort as text), `sqlite3 ledger.db 'SELECT *
+FROM runs'` reads them as they are.
 
 Invariant: routine_state's last_* columns are written in the transaction that finishes a run,
 so `list` and `status` read one row per routine and never scan runs.
@@ -47,7 +51,7 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from routines import ledgerrows, rundays, runlog
+from routines import ledgerrows, ledgerunpack, rundays
 from routines.ledgerfaults import (
     LedgerError,
     LedgerUnavailable,
@@ -93,7 +97,7 @@ __all__ = [
     "state_row",
 ]
 
-LEDGER_VERSION = 8
+LEDGER_VERSION = 9
 BUSY_TIMEOUT_SEC = 10.0
 CLAIM_RETENTION = timedelta(days=45)
 COUNT_LINE_TTL_SEC = 60.0
@@ -112,6 +116,22 @@ CREATE TABLE runs (
     exit_status TEXT
 )
 """
+_RUN_INDEXES = (
+    "CREATE UNIQUE INDEX runs_run_id ON runs(run_id)",
+    "CREATE INDEX runs_routine_started ON runs(routine, started_at)",
+    "CREATE INDEX runs_started ON runs(started_at)",
+    f"CREATE INDEX runs_active ON runs(status) WHERE status IN {sql_in(ACTIVE)}",
+)
+_PARENT_INDEX = (
+    "CREATE INDEX runs_parent ON runs(parent_run_id) WHERE parent_run_id IS NOT NULL"
+)
+_CLAIMS = """CREATE TABLE claims (
+    routine TEXT NOT NULL,
+    slot TEXT NOT NULL,
+    claimed_at TEXT NOT NULL,
+    run_id TEXT,
+    PRIMARY KEY (routine, slot)
+)"""
 # Each step after v1: the columns it adds to runs, then any other statements.
 _STEPS: dict[int, tuple[tuple[str, ...], tuple[str, ...]]] = {
     2: (("tool_calls INTEGER", "tools_used TEXT"), ()),
@@ -140,17 +160,8 @@ _STEPS: dict[int, tuple[tuple[str, ...], tuple[str, ...]]] = {
             "worker_pid INTEGER",
         ),
         (
-            "CREATE UNIQUE INDEX runs_run_id ON runs(run_id)",
-            "CREATE INDEX runs_routine_started ON runs(routine, started_at)",
-            "CREATE INDEX runs_started ON runs(started_at)",
-            f"CREATE INDEX runs_active ON runs(status) WHERE status IN {sql_in(ACTIVE)}",
-            """CREATE TABLE claims (
-                routine TEXT NOT NULL,
-                slot TEXT NOT NULL,
-                claimed_at TEXT NOT NULL,
-                run_id TEXT,
-                PRIMARY KEY (routine, slot)
-            )""",
+            *_RUN_INDEXES,
+            _CLAIMS,
             """CREATE TABLE routine_state (
                 routine TEXT PRIMARY KEY,
                 enabled_override INTEGER,
@@ -186,7 +197,7 @@ _STEPS: dict[int, tuple[tuple[str, ...], tuple[str, ...]]] = {
             "last_started = excluded.last_started, last_finished = excluded.last_finished",
         ),
     ),
-    6: ((), runlog.MIGRATION),
+    6: ((), ()),  # the packed layout, withdrawn: nothing for a plain ledger (see 9)
     7: (
         (),
         (
@@ -219,12 +230,11 @@ _STEPS: dict[int, tuple[tuple[str, ...], tuple[str, ...]]] = {
     # `reply RUN TEXT`: a reply run names the run it continues; history shows the thread.
     8: (
         ("parent_run_id TEXT",),
-        ("CREATE INDEX runs_parent ON run_log(parent_run_id) WHERE parent_run_id IS NOT NULL",),
+        (_PARENT_INDEX,),
     ),
+    9: ((), ()),  # unpacks a packed ledger (`_unpack`); a plain one is plain already
 }
-_SLIM = 6  # the step that made runs and claims views over compact tables
-# Columns later steps add to run_log: plain values, which the views show as they are.
-_LATER_COLUMNS = tuple(c.split()[0] for n in sorted(_STEPS) if n > _SLIM for c in _STEPS[n][0])
+_PACKED = range(6, 9)  # the schemas whose runs and claims were views over packed tables
 
 RUN_COLUMNS = (
     "run_id",
@@ -254,6 +264,20 @@ RUN_COLUMNS = (
     "worker_pid",
     "parent_run_id",
 )
+
+# runs' columns after id, in the order the steps added them (a plain ledger's, and what
+# schema 9 unpacks a packed one into).
+_PLAIN_COLUMNS = tuple(
+    line.split()[0]
+    for line in _V1.strip().splitlines()[2:-1]  # between "id INTEGER PRIMARY KEY," and ")"
+) + tuple(c.split()[0] for n in sorted(_STEPS) for c in _STEPS[n][0])
+
+
+def _runs_table(name: str) -> str:
+    """CREATE TABLE of a plain runs table called `name`, as steps 1 to 8 leave it."""
+    types = [line.strip().rstrip(",") for line in _V1.strip().splitlines()[2:-1]]
+    types += [c for n in sorted(_STEPS) for c in _STEPS[n][0]]
+    return f"CREATE TABLE {name} (id INTEGER PRIMARY KEY, {', '.join(types)})"
 
 
 class _Any:
@@ -548,7 +572,7 @@ class Ledger:
         return self
 
     def _caches(self) -> None:
-        self._folded = False  # the last compact() was a full batch: texts to collect at the end
+        self._noisy = False  # this upgrade says how far it is (a big ledger)
         self._count_lines: dict[int, int] = {}
         self._count_lines_at = float("-inf")
         self._count_max: int | None = None
@@ -662,34 +686,57 @@ class Ledger:
                     db.execute(_V1)
                     version = 1
             self._note_slow_upgrade(db, version)
+            packed = version in _PACKED
             for step in range(version + 1, LEDGER_VERSION + 1):
+                if packed and step == 8:
+                    continue  # the unpacking (9) makes runs with parent_run_id and its index
+                if packed and step == 9:
+                    self._unpack(db)
+                    continue
                 columns, statements = _STEPS[step]
-                # From schema 6 on, runs is a view over run_log (routines/runlog.py).
-                table = "runs" if step <= _SLIM else "run_log"
                 for column in columns:
-                    db.execute(f"ALTER TABLE {table} ADD COLUMN {column}")
+                    db.execute(f"ALTER TABLE runs ADD COLUMN {column}")
                 for statement in statements:
                     db.execute(statement)
-            for statement in runlog.views(_LATER_COLUMNS):
-                db.execute(statement)
             db.execute(f"PRAGMA user_version = {LEDGER_VERSION}")
         return True
+
+    def _slow(self, db: sqlite3.Connection, version: int) -> bool:
+        """Whether the upgrade from `version` is of a ledger big enough to say so."""
+        if version >= LEDGER_VERSION or version < 4:
+            return False
+        # Packed rowids are seconds << 24, not a count: count those rows (once, here).
+        count = "COUNT(*) FROM run_log" if version in _PACKED else "MAX(rowid) FROM runs"
+        rows: int = db.execute(f"SELECT {count}").fetchone()[0] or 0
+        return rows > SLOW_UPGRADE_ROWS
 
     def _note_slow_upgrade(self, db: sqlite3.Connection, version: int) -> None:
         """Say on stderr that a big ledger is being converted (a year of minutely runs takes
         tens of seconds), so a command that seems stuck is not killed half-way; a kill is
         harmless anyway (one transaction), it only starts over."""
-        if version >= LEDGER_VERSION or version < 4:
-            return
-        table = "run_log" if version >= _SLIM else "runs"
-        rows = db.execute(f"SELECT MAX(rowid) FROM {table}").fetchone()[0] or 0
-        if rows > SLOW_UPGRADE_ROWS:
+        self._noisy = self._slow(db, version)
+        if self._noisy:
             print(
-                f"{self.path}: upgrading the ledger from schema {version} to {LEDGER_VERSION} "
-                f"(about {rows:,} runs), once; this takes a while",
+                f"{self.path}: upgrading the ledger from schema {version} to {LEDGER_VERSION}, "
+                "once; this takes a while",
                 file=sys.stderr,
                 flush=True,
             )
+
+    def _unpack(self, db: sqlite3.Connection) -> None:
+        """Step 9 on a packed ledger (routines/ledgerunpack.py), saying how far it is."""
+
+        def progress(done: int, total: int) -> None:
+            print(f"{self.path}: {done:,} of {total:,} runs unpacked", file=sys.stderr, flush=True)
+
+        ledgerunpack.unpack(
+            db,
+            _runs_table("runs_plain"),
+            _CLAIMS.replace("TABLE claims", "TABLE claims_plain"),
+            _PLAIN_COLUMNS,
+            (*_RUN_INDEXES, _PARENT_INDEX),
+            progress if self._noisy else None,
+        )
 
     def enable_incremental_vacuum(self) -> bool:
         """Convert a ledger made before v5 to auto_vacuum = INCREMENTAL; True once it is.
@@ -739,11 +786,10 @@ class Ledger:
                     ).fetchone()
                     if (row["cursor"] if row else None) != expect_cursor:
                         raise _Stale
-                rt = _routine_id(db, routine)
                 cur = db.execute(
-                    "INSERT OR IGNORE INTO fence (routine, slot, claimed) "
-                    f"VALUES (:rt, {runlog.enc_slot(':slot')}, :claimed)",
-                    {"rt": rt, "slot": slot, "claimed": int(now.timestamp())},
+                    "INSERT INTO claims (routine, slot, claimed_at, run_id) "
+                    "VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                    (routine, slot, iso(now), run_id),
                 )
                 if cur.rowcount == 0:
                     raise _Stale  # claimed before
@@ -751,11 +797,6 @@ class Ledger:
                 # Any other constraint (a reused run_id) is the caller's bug, not a lost race:
                 # it raises rather than reading as "claimed before".
                 self._insert_run(db, routine, run_id, slot, trigger, status, now, detail, owner)
-                db.execute(
-                    f"UPDATE fence SET run = {runlog.key_sql(':rid')} "
-                    f"WHERE routine = :rt AND slot = {runlog.enc_slot(':slot')}",
-                    {"rid": run_id, "rt": rt, "slot": slot},
-                )
         except _Stale:
             return False
         return True
@@ -820,25 +861,23 @@ class Ledger:
         (the cursor keeps old slots from coming back: README "Files")."""
         with self.transaction() as db:
             cur = db.execute(
-                "DELETE FROM fence WHERE claimed < ?",
-                (int((now - CLAIM_RETENTION).timestamp()),),
+                "DELETE FROM claims WHERE claimed_at < ?", (iso(now - CLAIM_RETENTION),)
             )
             pruned = cur.rowcount
             if keep_max is not None:
-                for (rt,) in db.execute("SELECT id FROM routines").fetchall():
+                names = [r[0] for r in db.execute(_CLAIM_ROUTINES_SQL)]
+                for name in names:
                     cur = db.execute(
-                        "DELETE FROM fence WHERE routine = :rt AND slot < (SELECT slot FROM "
-                        "fence WHERE routine = :rt ORDER BY slot DESC LIMIT 1 OFFSET :n)",
-                        {"rt": rt, "n": keep_max - 1},
+                        "DELETE FROM claims WHERE routine = :r AND slot < (SELECT slot FROM "
+                        "claims WHERE routine = :r ORDER BY slot DESC LIMIT 1 OFFSET :n)",
+                        {"r": name, "n": keep_max - 1},
                     )
                     pruned += cur.rowcount
             return pruned
 
     def is_claimed(self, routine: str, slot: str) -> bool:
         row = self._db.execute(
-            "SELECT 1 FROM fence WHERE routine = (SELECT id FROM routines WHERE name = :r) "
-            f"AND slot = {runlog.enc_slot(':slot')}",
-            {"r": routine, "slot": slot},
+            "SELECT 1 FROM claims WHERE routine = ? AND slot = ?", (routine, slot)
         ).fetchone()
         return row is not None
 
@@ -847,8 +886,8 @@ class Ledger:
     def start_run(self, run_id: str, *, now: datetime, worker_pid: int | None) -> None:
         with self.transaction() as db:
             db.execute(
-                "UPDATE runs SET status = ?, started_at = ?, worker_pid = ? WHERE id = ?",
-                (RunStatus.RUNNING, iso(now), worker_pid, _key(db, run_id)),
+                "UPDATE runs SET status = ?, started_at = ?, worker_pid = ? WHERE run_id = ?",
+                (RunStatus.RUNNING, iso(now), worker_pid, run_id),
             )
 
     def finish_run(self, run_id: str, end: RunEnd, *, now: datetime) -> bool:
@@ -861,11 +900,10 @@ class Ledger:
         KeyError when there is no such run.
         """
         with self.transaction() as db:
-            key = _key(db, run_id)
             row = db.execute(
-                "SELECT routine, started_at, status FROM runs WHERE id = ?", (key,)
+                "SELECT routine, started_at, status FROM runs WHERE run_id = ?", (run_id,)
             ).fetchone()
-            if key is None or row is None:
+            if row is None:
                 raise KeyError(run_id)
             if row["status"] not in ACTIVE:
                 return False
@@ -879,7 +917,7 @@ class Ledger:
                 "duration_sec = ?, route = ?, model = ?, escalated = ?, escalated_reason = ?, "
                 "input_tokens = ?, output_tokens = ?, local_input_tokens = ?, "
                 "local_output_tokens = ?, tool_calls = ?, tools_used = ?, dollars = ?, "
-                "output_file = ? WHERE id = ?",
+                "output_file = ? WHERE run_id = ?",
                 (
                     end.status,
                     end.outcome,
@@ -898,7 +936,7 @@ class Ledger:
                     tools,
                     end.dollars,
                     end.output_file,
-                    key,
+                    run_id,
                 ),
             )
             if end.status not in ACTIVE and row["started_at"]:
@@ -911,33 +949,25 @@ class Ledger:
         with self._errors():
             rows = self._db.execute(
                 "SELECT run_id, routine, slot, status, owner_pid, owner_started, worker_pid "
-                f"FROM runs WHERE rs IN {runlog.codes(ACTIVE)}"
+                f"FROM runs WHERE status IN {sql_in(ACTIVE)}"
             ).fetchall()
         return [ActiveRun(**{**dict(r), "status": RunStatus(r["status"])}) for r in rows]
 
     def run(self, run_id: str) -> RunRow | None:
         row = self._db.execute(
-            f"SELECT id, {', '.join(_ROW_FIELDS)} FROM runs WHERE id = {runlog.key_sql(':rid')}",
-            {"rid": run_id},
+            f"SELECT id, {', '.join(_ROW_FIELDS)} FROM runs WHERE run_id = ?", (run_id,)
         ).fetchone()
         return _row(row) if row else None
 
     def history(self, routine: str | None = None, limit: int = 20) -> list[RunRow]:
         """Runs newest first (all routines when `routine` is None)."""
-        if routine is not None:
-            names = [routine]
-        else:
-            names = [r[0] for r in self._db.execute("SELECT name FROM routines")]
-        rows: list[sqlite3.Row] = []
-        for name in names:  # each routine's newest through its index, then merged
-            rows += self._db.execute(
-                f"SELECT id, st, {', '.join(_ROW_FIELDS)} FROM runs "
-                "WHERE rt = (SELECT id FROM routines WHERE name = ?) "
-                "ORDER BY st DESC, id DESC LIMIT ?",
-                (name, limit),
-            ).fetchall()
-        rows.sort(key=lambda r: (r["st"] is not None, r["st"] or 0, r["id"]), reverse=True)
-        return [_row(r) for r in rows[:limit]]
+        where, args = ("WHERE routine = ?", (routine,)) if routine else ("", ())
+        rows = self._db.execute(
+            f"SELECT id, {', '.join(_ROW_FIELDS)} FROM runs {where} "
+            "ORDER BY started_at DESC, id DESC LIMIT ?",
+            (*args, limit),
+        ).fetchall()
+        return [_row(r) for r in rows]
 
     def replies_to(self, run_ids: Sequence[str]) -> list[RunRow]:
         """The reply runs whose parent is one of `run_ids`, oldest first."""
@@ -946,7 +976,7 @@ class Ledger:
         marks = ", ".join("?" * len(run_ids))
         rows = self._db.execute(
             f"SELECT id, {', '.join(_ROW_FIELDS)} FROM runs WHERE parent_run_id IN ({marks}) "
-            "ORDER BY st, id",
+            "ORDER BY started_at, id",
             tuple(run_ids),
         ).fetchall()
         return [_row(r) for r in rows]
@@ -980,9 +1010,8 @@ class Ledger:
         """Runs of every routine that started in [start, end), newest first."""
         rows = self._db.execute(
             f"SELECT id, {', '.join(_ROW_FIELDS)} FROM runs "
-            "WHERE rt IN (SELECT id FROM routines) AND st >= ? AND st < ? "
-            "ORDER BY st DESC, id DESC",
-            (runlog.us(start), runlog.us(end)),
+            "WHERE started_at >= ? AND started_at < ? ORDER BY started_at DESC, id DESC",
+            (iso(start), iso(end)),
         ).fetchall()
         return [_row(r) for r in rows]
 
@@ -1013,50 +1042,44 @@ class Ledger:
         (`rundays.count_line`). When a catch-up is done, texts no row uses are dropped."""
         with self.transaction() as db:
             rows: list[sqlite3.Row] = []
-            for rt, line in self._lines(db, before, zone, keep_max):
+            for name, line in self._lines(db, before, zone, keep_max):
                 if len(rows) >= limit:
                     break
                 rows += db.execute(
                     "SELECT id, routine, run_id, started_at, COALESCE(status, exit_status, '') "
                     "AS status, outcome, input_tokens, output_tokens, local_input_tokens, "
                     f"local_output_tokens, tool_calls, {NANO_SQL} AS nano, {MS_SQL} AS ms "
-                    "FROM runs WHERE rt = ? AND st < ? "
-                    f"AND COALESCE(rs, 0) NOT IN {runlog.codes(ACTIVE)} ORDER BY st LIMIT ?",
-                    (rt, line, limit - len(rows)),
+                    "FROM runs WHERE routine = ? AND started_at < ? "
+                    f"AND COALESCE(status, '') NOT IN {sql_in(ACTIVE)} ORDER BY started_at LIMIT ?",
+                    (name, line, limit - len(rows)),
                 ).fetchall()
             for f in rundays.fold([ledgerrows.fold_row(r) for r in rows], zone):
                 _add_day(db, f, zone.key)
-            db.executemany("DELETE FROM run_log WHERE id = ?", [(r["id"],) for r in rows])
-            if len(rows) < limit and (rows or self._folded):
-                db.execute(runlog.GC_TEXTS)  # the end of a catch-up: once, not every batch
-        self._folded = len(rows) == limit
+            db.executemany("DELETE FROM runs WHERE id = ?", [(r["id"],) for r in rows])
         return len(rows)
 
     def _lines(
         self, db: sqlite3.Connection, before: datetime, zone: ZoneInfo, keep_max: int | None
-    ) -> list[tuple[int, int]]:
-        """(routine id, the microsecond its runs are folded before) for each routine."""
-        line = runlog.us(before)
+    ) -> list[tuple[str, str]]:
+        """(routine, the started_at its runs are folded before) for each routine."""
+        line = iso(before)
         now = time.monotonic()
+        names = [r[0] for r in db.execute(_RUN_ROUTINES_SQL)]
         if keep_max is None:
-            return [(rt, line) for (rt,) in db.execute("SELECT id FROM routines")]
+            return [(name, line) for name in names]
         if now - self._count_lines_at > COUNT_LINE_TTL_SEC or keep_max != self._count_max:
             # Walking keep_max index entries per routine: cached for a while, as a line
             # computed earlier is only ever older (it folds less, never too much).
             self._count_lines, self._count_lines_at, self._count_max = {}, now, keep_max
-            for (rt,) in db.execute("SELECT id FROM routines").fetchall():
+            for name in names:
                 nth = db.execute(
-                    "SELECT started FROM run_log WHERE routine = ? AND typeof(started) = "
-                    "'integer' ORDER BY started DESC LIMIT 1 OFFSET ?",
-                    (rt, keep_max - 1),
+                    "SELECT started_at FROM runs WHERE routine = ? AND started_at IS NOT NULL "
+                    "ORDER BY started_at DESC LIMIT 1 OFFSET ?",
+                    (name, keep_max - 1),
                 ).fetchone()
                 if nth is not None:
-                    at = datetime.fromtimestamp(nth[0] / 1e6, UTC)
-                    self._count_lines[rt] = runlog.us(rundays.count_line(at, zone))
-        return [
-            (rt, max(line, self._count_lines.get(rt, line)))
-            for (rt,) in db.execute("SELECT id FROM routines")
-        ]
+                    self._count_lines[name] = iso(rundays.count_line(from_iso(nth[0]), zone))
+        return [(name, max(line, self._count_lines.get(name, line))) for name in names]
 
     def incremental_vacuum(self, pages: int) -> int:
         """Give up to `pages` free pages back to the file system; how many are still free."""
@@ -1076,15 +1099,8 @@ class Ledger:
 
     def oldest_run_start(self) -> str | None:
         """started_at of the oldest run row still whole (an index lookup)."""
-        firsts = [
-            r[0]
-            for r in self._db.execute(
-                "SELECT (SELECT started_at FROM runs WHERE rt = routines.id ORDER BY st LIMIT 1) "
-                "FROM routines"
-            )
-            if r[0] is not None
-        ]
-        return min(firsts) if firsts else None
+        row = self._db.execute("SELECT MIN(started_at) FROM runs").fetchone()
+        return row[0] if row else None
 
     # -- money ------------------------------------------------------------------------------
 
@@ -1093,10 +1109,9 @@ class Ledger:
         start, end = day_bounds(day, zone)
         with self._errors():
             row = self._db.execute(
-                "SELECT COALESCE(SUM(dollars), 0) FROM run_log "
-                "WHERE routine = (SELECT id FROM routines WHERE name = ?) "
-                "AND started >= ? AND started < ?",
-                (routine, runlog.us(start), runlog.us(end)),
+                "SELECT COALESCE(SUM(dollars), 0) FROM runs "
+                "WHERE routine = ? AND started_at >= ? AND started_at < ?",
+                (routine, iso(start), iso(end)),
             ).fetchone()
         return float(row[0])
 
@@ -1116,14 +1131,13 @@ class Ledger:
             "local_output_tokens",
         )
         runs = self._db.execute(
-            "SELECT (SELECT name FROM routines WHERE id = r.routine) AS routine, "
-            "COUNT(*) AS runs, "
+            "SELECT routine, COUNT(*) AS runs, "
             + "".join(f"COALESCE(SUM({c}), 0) AS {c}, " for c in sums)
-            + f"COALESCE(SUM({NANO_SQL}), 0) AS nano FROM run_log r "
-            "WHERE routine IN (SELECT id FROM routines) AND started >= ? AND started < ? "
-            f"AND COALESCE(status, exit_status, 0) NOT IN {runlog.codes(NOT_A_RUN)} "
-            "GROUP BY r.routine",
-            (runlog.us(start), runlog.us(end)),
+            + f"COALESCE(SUM({NANO_SQL}), 0) AS nano FROM runs "
+            "WHERE started_at >= ? AND started_at < ? "
+            f"AND COALESCE(status, exit_status, '') NOT IN {sql_in(NOT_A_RUN)} "
+            "GROUP BY routine",
+            (iso(start), iso(end)),
         ).fetchall()
         days = self._db.execute(
             "SELECT routine, SUM(runs - skipped - missed) AS runs, "
@@ -1150,11 +1164,11 @@ class Ledger:
         for day in days:
             start, end = day_bounds(day, zone)
             row = self._db.execute(
-                f"SELECT (SELECT COALESCE(SUM({NANO_SQL}), 0) FROM run_log "
-                "WHERE routine IN (SELECT id FROM routines) AND started >= ? AND started < ?) + "
+                f"SELECT (SELECT COALESCE(SUM({NANO_SQL}), 0) FROM runs "
+                "WHERE started_at >= ? AND started_at < ?) + "
                 "(SELECT COALESCE(SUM(nanodollars), 0) FROM run_days "
                 "WHERE start_at >= ? AND start_at < ?)",
-                (runlog.us(start), runlog.us(end), iso(start), iso(end)),
+                (iso(start), iso(end), iso(start), iso(end)),
             ).fetchone()
             out[day] = row[0] / 1e9
         return out
@@ -1266,16 +1280,18 @@ _NOTE_LAST_SQL = ledgerrows.note_last_sql("?")
 _ADVANCE_CURSOR_SQL = ledgerrows.advance_cursor_sql("?")
 
 
-def _routine_id(db: sqlite3.Connection, routine: str) -> int:
-    db.execute("INSERT OR IGNORE INTO routines (name) VALUES (?)", (routine,))
-    rt: int = db.execute("SELECT id FROM routines WHERE name = ?", (routine,)).fetchone()[0]
-    return rt
+def _distinct(table: str) -> str:
+    """The distinct routines of `table`, one index step each (a skip scan over its
+    (routine, ...) index, not a walk over every row)."""
+    return (
+        f"WITH RECURSIVE n(r) AS (SELECT MIN(routine) FROM {table} UNION ALL "
+        f"SELECT (SELECT MIN(routine) FROM {table} WHERE routine > n.r) FROM n "
+        "WHERE n.r IS NOT NULL) SELECT r FROM n WHERE r IS NOT NULL"
+    )
 
 
-def _key(db: sqlite3.Connection, run_id: str) -> int | None:
-    """The run_log rowid of a run id (routines/runlog.py), or None."""
-    row = db.execute(f"SELECT {runlog.key_sql(':rid')}", {"rid": run_id}).fetchone()
-    return None if row is None else row[0]
+_RUN_ROUTINES_SQL = _distinct("runs")
+_CLAIM_ROUTINES_SQL = _distinct("claims")
 
 
 def _add_day(db: sqlite3.Connection, f: rundays.DayFold, zone: str) -> None:
@@ -1303,9 +1319,7 @@ _ROW_FIELDS = (
 
 
 def _row(row: sqlite3.Row) -> RunRow:
-    data = dict(row)
-    data.pop("st", None)
-    return run_row(data)
+    return run_row(dict(row))
 
 
 def day_bounds(day: date, zone: ZoneInfo) -> tuple[datetime, datetime]:

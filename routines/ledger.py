@@ -64,11 +64,12 @@ from routines.ledgerfaults import (
     unavailable_message,
 )
 from routines.ledgerrows import Row, from_iso, iso
-from routines.rundays import MS_SQL, NANO_SQL, DaySummary
+from routines.ledgersql import CLAIM_ROUTINES, RUN_ROUTINES
+from routines.ledgersql import SQLITE as Q
+from routines.rundays import DaySummary
 from routines.runs import (
     ACTIVE,
     NO_LAST_RUN,
-    NOT_A_RUN,
     Outcome,
     RunEnd,
     RunStatus,
@@ -122,9 +123,7 @@ _RUN_INDEXES = (
     "CREATE INDEX runs_started ON runs(started_at)",
     f"CREATE INDEX runs_active ON runs(status) WHERE status IN {sql_in(ACTIVE)}",
 )
-_PARENT_INDEX = (
-    "CREATE INDEX runs_parent ON runs(parent_run_id) WHERE parent_run_id IS NOT NULL"
-)
+_PARENT_INDEX = "CREATE INDEX runs_parent ON runs(parent_run_id) WHERE parent_run_id IS NOT NULL"
 _CLAIMS = """CREATE TABLE claims (
     routine TEXT NOT NULL,
     slot TEXT NOT NULL,
@@ -781,16 +780,10 @@ class Ledger:
         try:
             with self.transaction() as db:
                 if expect_cursor is not ANY:
-                    row = db.execute(
-                        "SELECT cursor FROM routine_state WHERE routine = ?", (routine,)
-                    ).fetchone()
+                    row = db.execute(Q.cursor(), (routine,)).fetchone()
                     if (row["cursor"] if row else None) != expect_cursor:
                         raise _Stale
-                cur = db.execute(
-                    "INSERT INTO claims (routine, slot, claimed_at, run_id) "
-                    "VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                    (routine, slot, iso(now), run_id),
-                )
+                cur = db.execute(_INSERT_CLAIM_SQL, (routine, slot, iso(now), run_id))
                 if cur.rowcount == 0:
                     raise _Stale  # claimed before
                 self._advance_cursor(db, routine, slot)
@@ -860,35 +853,23 @@ class Ledger:
         """Forget claims older than 45 days, and each routine's beyond its newest `keep_max`
         (the cursor keeps old slots from coming back: README "Files")."""
         with self.transaction() as db:
-            cur = db.execute(
-                "DELETE FROM claims WHERE claimed_at < ?", (iso(now - CLAIM_RETENTION),)
-            )
+            cur = db.execute(Q.prune_old_claims(), (iso(now - CLAIM_RETENTION),))
             pruned = cur.rowcount
             if keep_max is not None:
-                names = [r[0] for r in db.execute(_CLAIM_ROUTINES_SQL)]
-                for name in names:
-                    cur = db.execute(
-                        "DELETE FROM claims WHERE routine = :r AND slot < (SELECT slot FROM "
-                        "claims WHERE routine = :r ORDER BY slot DESC LIMIT 1 OFFSET :n)",
-                        {"r": name, "n": keep_max - 1},
-                    )
+                for name in [r[0] for r in db.execute(CLAIM_ROUTINES)]:
+                    cur = db.execute(Q.prune_claims_beyond(), (name, name, keep_max - 1))
                     pruned += cur.rowcount
             return pruned
 
     def is_claimed(self, routine: str, slot: str) -> bool:
-        row = self._db.execute(
-            "SELECT 1 FROM claims WHERE routine = ? AND slot = ?", (routine, slot)
-        ).fetchone()
+        row = self._db.execute(Q.is_claimed(), (routine, slot)).fetchone()
         return row is not None
 
     # -- run rows -----------------------------------------------------------------------
 
     def start_run(self, run_id: str, *, now: datetime, worker_pid: int | None) -> None:
         with self.transaction() as db:
-            db.execute(
-                "UPDATE runs SET status = ?, started_at = ?, worker_pid = ? WHERE run_id = ?",
-                (RunStatus.RUNNING, iso(now), worker_pid, run_id),
-            )
+            db.execute(Q.start_run(), (RunStatus.RUNNING, iso(now), worker_pid, run_id))
 
     def finish_run(self, run_id: str, end: RunEnd, *, now: datetime) -> bool:
         """Write a run's final columns and finished_at; True if it did.
@@ -900,9 +881,7 @@ class Ledger:
         KeyError when there is no such run.
         """
         with self.transaction() as db:
-            row = db.execute(
-                "SELECT routine, started_at, status FROM runs WHERE run_id = ?", (run_id,)
-            ).fetchone()
+            row = db.execute(Q.run_to_finish(), (run_id,)).fetchone()
             if row is None:
                 raise KeyError(run_id)
             if row["status"] not in ACTIVE:
@@ -910,35 +889,7 @@ class Ledger:
             duration = end.duration_sec
             if duration is None and row["started_at"]:
                 duration = max(0.0, (now - from_iso(row["started_at"])).total_seconds())
-            tools = None if end.tools_used is None else json.dumps(list(end.tools_used))
-            escalated = None if end.escalated is None else int(end.escalated)
-            db.execute(
-                "UPDATE runs SET status = ?, outcome = ?, detail = ?, finished_at = ?, "
-                "duration_sec = ?, route = ?, model = ?, escalated = ?, escalated_reason = ?, "
-                "input_tokens = ?, output_tokens = ?, local_input_tokens = ?, "
-                "local_output_tokens = ?, tool_calls = ?, tools_used = ?, dollars = ?, "
-                "output_file = ? WHERE run_id = ?",
-                (
-                    end.status,
-                    end.outcome,
-                    end.detail,
-                    iso(now),
-                    duration,
-                    end.route,
-                    end.model,
-                    escalated,
-                    end.escalated_reason,
-                    end.input_tokens,
-                    end.output_tokens,
-                    end.local_input_tokens,
-                    end.local_output_tokens,
-                    end.tool_calls,
-                    tools,
-                    end.dollars,
-                    end.output_file,
-                    run_id,
-                ),
-            )
+            db.execute(Q.finish_run(), (*ledgerrows.finish_values(end, iso(now), duration), run_id))
             if end.status not in ACTIVE and row["started_at"]:
                 _note_last(
                     db, row["routine"], run_id, end.status, end.outcome, row["started_at"], iso(now)
@@ -947,38 +898,24 @@ class Ledger:
 
     def active_runs(self) -> list[ActiveRun]:
         with self._errors():
-            rows = self._db.execute(
-                "SELECT run_id, routine, slot, status, owner_pid, owner_started, worker_pid "
-                f"FROM runs WHERE status IN {sql_in(ACTIVE)}"
-            ).fetchall()
+            rows = self._db.execute(Q.active_runs()).fetchall()
         return [ActiveRun(**{**dict(r), "status": RunStatus(r["status"])}) for r in rows]
 
     def run(self, run_id: str) -> RunRow | None:
-        row = self._db.execute(
-            f"SELECT id, {', '.join(_ROW_FIELDS)} FROM runs WHERE run_id = ?", (run_id,)
-        ).fetchone()
+        row = self._db.execute(Q.run(), (run_id,)).fetchone()
         return _row(row) if row else None
 
     def history(self, routine: str | None = None, limit: int = 20) -> list[RunRow]:
         """Runs newest first (all routines when `routine` is None)."""
-        where, args = ("WHERE routine = ?", (routine,)) if routine else ("", ())
-        rows = self._db.execute(
-            f"SELECT id, {', '.join(_ROW_FIELDS)} FROM runs {where} "
-            "ORDER BY started_at DESC, id DESC LIMIT ?",
-            (*args, limit),
-        ).fetchall()
+        args = (routine,) if routine else ()
+        rows = self._db.execute(Q.history(bool(routine)), (*args, limit)).fetchall()
         return [_row(r) for r in rows]
 
     def replies_to(self, run_ids: Sequence[str]) -> list[RunRow]:
         """The reply runs whose parent is one of `run_ids`, oldest first."""
         if not run_ids:
             return []
-        marks = ", ".join("?" * len(run_ids))
-        rows = self._db.execute(
-            f"SELECT id, {', '.join(_ROW_FIELDS)} FROM runs WHERE parent_run_id IN ({marks}) "
-            "ORDER BY started_at, id",
-            tuple(run_ids),
-        ).fetchall()
+        rows = self._db.execute(Q.replies_to(len(run_ids)), tuple(run_ids)).fetchall()
         return [_row(r) for r in rows]
 
     def thread(self, run_id: str) -> list[RunRow]:
@@ -1008,11 +945,7 @@ class Ledger:
 
     def runs_between(self, start: datetime, end: datetime) -> list[RunRow]:
         """Runs of every routine that started in [start, end), newest first."""
-        rows = self._db.execute(
-            f"SELECT id, {', '.join(_ROW_FIELDS)} FROM runs "
-            "WHERE started_at >= ? AND started_at < ? ORDER BY started_at DESC, id DESC",
-            (iso(start), iso(end)),
-        ).fetchall()
+        rows = self._db.execute(Q.runs_between(), (iso(start), iso(end))).fetchall()
         return [_row(r) for r in rows]
 
     def last_started_here(self, routine: str) -> str | None:
@@ -1045,17 +978,10 @@ class Ledger:
             for name, line in self._lines(db, before, zone, keep_max):
                 if len(rows) >= limit:
                     break
-                rows += db.execute(
-                    "SELECT id, routine, run_id, started_at, COALESCE(status, exit_status, '') "
-                    "AS status, outcome, input_tokens, output_tokens, local_input_tokens, "
-                    f"local_output_tokens, tool_calls, {NANO_SQL} AS nano, {MS_SQL} AS ms "
-                    "FROM runs WHERE routine = ? AND started_at < ? "
-                    f"AND COALESCE(status, '') NOT IN {sql_in(ACTIVE)} ORDER BY started_at LIMIT ?",
-                    (name, line, limit - len(rows)),
-                ).fetchall()
+                rows += db.execute(Q.to_fold(), (name, line, limit - len(rows))).fetchall()
             for f in rundays.fold([ledgerrows.fold_row(r) for r in rows], zone):
-                _add_day(db, f, zone.key)
-            db.executemany("DELETE FROM runs WHERE id = ?", [(r["id"],) for r in rows])
+                db.execute(_ADD_DAY_SQL, ledgerrows.add_day_args(f, zone.key))
+            db.executemany(Q.delete_runs(1), [(r["id"],) for r in rows])
         return len(rows)
 
     def _lines(
@@ -1064,7 +990,7 @@ class Ledger:
         """(routine, the started_at its runs are folded before) for each routine."""
         line = iso(before)
         now = time.monotonic()
-        names = [r[0] for r in db.execute(_RUN_ROUTINES_SQL)]
+        names = [r[0] for r in db.execute(RUN_ROUTINES)]
         if keep_max is None:
             return [(name, line) for name in names]
         if now - self._count_lines_at > COUNT_LINE_TTL_SEC or keep_max != self._count_max:
@@ -1072,11 +998,7 @@ class Ledger:
             # computed earlier is only ever older (it folds less, never too much).
             self._count_lines, self._count_lines_at, self._count_max = {}, now, keep_max
             for name in names:
-                nth = db.execute(
-                    "SELECT started_at FROM runs WHERE routine = ? AND started_at IS NOT NULL "
-                    "ORDER BY started_at DESC LIMIT 1 OFFSET ?",
-                    (name, keep_max - 1),
-                ).fetchone()
+                nth = db.execute(Q.nth_newest_start(), (name, keep_max - 1)).fetchone()
                 if nth is not None:
                     self._count_lines[name] = iso(rundays.count_line(from_iso(nth[0]), zone))
         return [(name, max(line, self._count_lines.get(name, line))) for name in names]
@@ -1090,11 +1012,8 @@ class Ledger:
 
     def days(self, routine: str | None = None, limit: int = 20) -> list[DaySummary]:
         """Compacted days, newest first (all routines when `routine` is None)."""
-        where, args = ("WHERE routine = ?", (routine,)) if routine else ("", ())
-        rows = self._db.execute(
-            f"SELECT * FROM run_days {where} ORDER BY start_at DESC, routine LIMIT ?",
-            (*args, limit),
-        ).fetchall()
+        args = (routine,) if routine else ()
+        rows = self._db.execute(Q.days(bool(routine)), (*args, limit)).fetchall()
         return [rundays.summary(r) for r in rows]
 
     def oldest_run_start(self) -> str | None:
@@ -1108,11 +1027,7 @@ class Ledger:
         """Dollars a routine spent on `day`, a calendar day in `zone` (its own zone)."""
         start, end = day_bounds(day, zone)
         with self._errors():
-            row = self._db.execute(
-                "SELECT COALESCE(SUM(dollars), 0) FROM runs "
-                "WHERE routine = ? AND started_at >= ? AND started_at < ?",
-                (routine, iso(start), iso(end)),
-            ).fetchone()
+            row = self._db.execute(Q.spent(), (routine, iso(start), iso(end))).fetchone()
         return float(row[0])
 
     def spent_today(self, routine: str, zone: ZoneInfo, now: datetime) -> float:
@@ -1124,62 +1039,26 @@ class Ledger:
         Compacted days count when they start in [start, end): exact for days in the zone
         they were compacted in (the machine's), whatever the compaction line.
         """
-        sums = (
-            "input_tokens",
-            "output_tokens",
-            "local_input_tokens",
-            "local_output_tokens",
-        )
-        runs = self._db.execute(
-            "SELECT routine, COUNT(*) AS runs, "
-            + "".join(f"COALESCE(SUM({c}), 0) AS {c}, " for c in sums)
-            + f"COALESCE(SUM({NANO_SQL}), 0) AS nano FROM runs "
-            "WHERE started_at >= ? AND started_at < ? "
-            f"AND COALESCE(status, exit_status, '') NOT IN {sql_in(NOT_A_RUN)} "
-            "GROUP BY routine",
-            (iso(start), iso(end)),
-        ).fetchall()
-        days = self._db.execute(
-            "SELECT routine, SUM(runs - skipped - missed) AS runs, "
-            + "".join(f"SUM({c}) AS {c}, " for c in sums)
-            + "SUM(nanodollars) AS nano FROM run_days WHERE start_at >= ? AND start_at < ? "
-            "GROUP BY routine HAVING SUM(runs - skipped - missed) > 0",
-            (iso(start), iso(end)),
-        ).fetchall()
-        merged: dict[str, dict[str, Any]] = {}
-        for r in (*runs, *days):
-            m = merged.setdefault(r["routine"], dict.fromkeys(("runs", *sums, "nano"), 0))
-            for k in m:
-                m[k] += r[k]
-        out: list[dict[str, Any]] = []
-        for name, m in merged.items():
-            nano = m.pop("nano")
-            out.append({"routine": name, **m, "dollars": nano / 1e9})
-        out.sort(key=lambda r: (-r["dollars"], r["routine"]))
-        return out
+        bounds = (iso(start), iso(end))
+        runs = self._db.execute(Q.run_totals(), bounds).fetchall()
+        days = self._db.execute(Q.day_totals(), bounds).fetchall()
+        return ledgerrows.merge_totals([*runs, *days])
 
     def dollars_by_day(self, days: Sequence[date], zone: ZoneInfo) -> dict[date, float]:
         """Total dollars per calendar day in `zone`, for each day asked (compacted or not)."""
         out: dict[date, float] = {}
         for day in days:
             start, end = day_bounds(day, zone)
-            row = self._db.execute(
-                f"SELECT (SELECT COALESCE(SUM({NANO_SQL}), 0) FROM runs "
-                "WHERE started_at >= ? AND started_at < ?) + "
-                "(SELECT COALESCE(SUM(nanodollars), 0) FROM run_days "
-                "WHERE start_at >= ? AND start_at < ?)",
-                (iso(start), iso(end), iso(start), iso(end)),
-            ).fetchone()
-            out[day] = row[0] / 1e9
+            bounds = (iso(start), iso(end))
+            row = self._db.execute(Q.dollars_on(), (*bounds, *bounds)).fetchone()
+            out[day] = int(row[0]) / 1e9
         return out
 
     # -- per-routine state ------------------------------------------------------------------
 
     def state(self, routine: str) -> RoutineState:
         with self._errors():
-            row = self._db.execute(
-                "SELECT * FROM routine_state WHERE routine = ?", (routine,)
-            ).fetchone()
+            row = self._db.execute(Q.state(), (routine,)).fetchone()
         return state_row(row) if row is not None else RoutineState(routine)
 
     def states(self) -> dict[str, RoutineState]:
@@ -1208,9 +1087,7 @@ class Ledger:
         RoutineState.enabled), the failure streak is cleared, and it owes nothing from before:
         the cursor moves to `cursor` (now), never backwards, for the schedule `fingerprint`."""
         with self.transaction() as db:
-            row = db.execute(
-                "SELECT cursor FROM routine_state WHERE routine = ?", (routine,)
-            ).fetchone()
+            row = db.execute(Q.cursor(), (routine,)).fetchone()
             stored = row["cursor"] if row else None
             self._set_state(
                 db,
@@ -1280,42 +1157,8 @@ _NOTE_LAST_SQL = ledgerrows.note_last_sql("?")
 _ADVANCE_CURSOR_SQL = ledgerrows.advance_cursor_sql("?")
 
 
-def _distinct(table: str) -> str:
-    """The distinct routines of `table`, one index step each (a skip scan over its
-    (routine, ...) index, not a walk over every row)."""
-    return (
-        f"WITH RECURSIVE n(r) AS (SELECT MIN(routine) FROM {table} UNION ALL "
-        f"SELECT (SELECT MIN(routine) FROM {table} WHERE routine > n.r) FROM n "
-        "WHERE n.r IS NOT NULL) SELECT r FROM n WHERE r IS NOT NULL"
-    )
-
-
-_RUN_ROUTINES_SQL = _distinct("runs")
-_CLAIM_ROUTINES_SQL = _distinct("claims")
-
-
-def _add_day(db: sqlite3.Connection, f: rundays.DayFold, zone: str) -> None:
-    """Add one batch's sums to its (routine, day) row, creating it."""
-    cols = ", ".join(rundays.DAY_COLUMNS)
-    marks = ", ".join("?" for _ in rundays.DAY_COLUMNS)
-    adds = ", ".join(f"{c} = run_days.{c} + excluded.{c}" for c in rundays.COUNTERS)
-    db.execute(
-        f"INSERT INTO run_days ({cols}) VALUES ({marks}) ON CONFLICT(routine, day) DO UPDATE "
-        f"SET {adds}, "
-        "first_run_id = CASE WHEN excluded.first_started < run_days.first_started "
-        "THEN excluded.first_run_id ELSE run_days.first_run_id END, "
-        "first_started = MIN(run_days.first_started, excluded.first_started), "
-        "last_run_id = CASE WHEN excluded.last_started > run_days.last_started "
-        "THEN excluded.last_run_id ELSE run_days.last_run_id END, "
-        "last_started = MAX(run_days.last_started, excluded.last_started)",
-        ledgerrows.add_day_args(f, zone),
-    )
-
-
-_ROW_FIELDS = (
-    *(f for f in RunRow.__dataclass_fields__ if f not in ("id", "status")),
-    "COALESCE(status, exit_status) AS status",
-)
+_ADD_DAY_SQL = Q.add_day()
+_INSERT_CLAIM_SQL = Q.insert_claim(("routine", "slot", "claimed_at", "run_id"))
 
 
 def _row(row: sqlite3.Row) -> RunRow:

@@ -103,7 +103,9 @@ def test_fresh_ledger_is_created_at_the_current_version(db_path: Path) -> None:
     tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     assert {"runs", "claims", "routine_state", "run_days", "proposals"} <= tables
     # Plain tables: nothing reads them through a view or writes them through a trigger.
-    assert not db.execute("SELECT name FROM sqlite_master WHERE type IN ('view', 'trigger')").fetchall()
+    assert not db.execute(
+        "SELECT name FROM sqlite_master WHERE type IN ('view', 'trigger')"
+    ).fetchall()
     columns = {r[1] for r in db.execute("PRAGMA table_info(runs)")}
     assert set(RUN_COLUMNS) <= columns
     # seed 000's v1-v3 columns are all there

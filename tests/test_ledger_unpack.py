@@ -26,7 +26,7 @@ import pytest
 from routines import ledger as ledger_module
 from routines import runlog
 from routines.ledger import LEDGER_VERSION, Ledger, iso
-from routines.runs import Outcome, RunEnd, RunStatus
+from routines.runs import RunEnd, RunStatus
 
 REPO = Path(__file__).resolve().parent.parent
 NOW = datetime(2026, 12, 3, 10, 0, tzinfo=UTC)
@@ -482,9 +482,7 @@ def test_claims_beyond_the_newest_n_are_pruned_behind_the_cursor(tmp_path: Path)
                              status="queued", now=NOW, expect_cursor=pruned_newest)  # fmt: skip
 
 
-def test_a_later_step_adds_a_run_column(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_later_step_adds_a_run_column(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A step after 9 that adds a column (as every step before did) adds it to runs."""
     path = tmp_path / "ledger.db"
     with Ledger(path) as led:

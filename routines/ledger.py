@@ -15,11 +15,11 @@ Schema versions (PRAGMA user_version), forward only, each step an ALTER TABLE AD
   5  v2.2    table run_days (compacted history, routines/rundays.py); routine_state + each
              routine's last run (last_run_id, last_status, last_outcome, last_started,
              last_finished), filled from runs once; auto_vacuum = INCREMENTAL (a VACUUM, once)
-  6  v2.3    a packed layout (routines/runlog.py): runs and claims as views over run_log and
+  6          a packed layout (routines/runlog.py): runs and claims as views over run_log and
              fence. Withdrawn: a ledger below 6 never takes it, one at 6 to 8 is unpacked by 9
-  7  v2.3    table proposals: proposed actions, their decisions (routines/proposals.py)
-  8  v2.3    + parent_run_id (trigger "reply": the run whose conversation it continues)
-  9  ledger  plain tables again (routines/ledgerunpack.py): the packed runs and claims of
+  7          table proposals: proposed actions, their decisions (routines/proposals.py)
+  8          + parent_run_id (trigger "reply": the run whose conversation it continues)
+  9          plain tables again (routines/ledgerunpack.py): the packed runs and claims of
              schemas 6 to 8 unpacked in place; a plain ledger has nothing to do
 
 The tables are plain, the same as PostgreSQL's (routines/pgschema.py): times are the ISO

@@ -572,7 +572,7 @@ class Ledger:
 
     def _caches(self) -> None:
         self._noisy = False  # this upgrade says how far it is (a big ledger)
-        self._count_lines: dict[int, int] = {}
+        self._count_lines: dict[str, str] = {}
         self._count_lines_at = float("-inf")
         self._count_max: int | None = None
 

@@ -418,12 +418,6 @@ class PgLedger(FleetTables):
         rows = self._read(_DATA_VERSION_SQL, (self.lease_sec,))
         return int(rows[0]["digest"][:15], 16)
 
-    def enable_incremental_vacuum(self) -> bool:
-        return True  # PostgreSQL's autovacuum
-
-    def incremental_vacuum(self, pages: int) -> int:
-        return 0
-
     # -- the run fence --------------------------------------------------------------------
 
     def claim(

@@ -15,10 +15,13 @@ from zoneinfo import ZoneInfo
 import psycopg
 import pytest
 
+from routines.config import LedgerSettings
 from routines.ledger import Ledger, LedgerError, RoutineState, iso
-from routines.ledgerapi import LedgerAPI
+from routines.ledgerapi import LedgerAPI, Vacuum
 from routines.pgledger import PgLedger
 from routines.runs import Outcome, RunEnd, RunStatus, Trigger
+from supervisor.clock import FakeClock
+from supervisor.housekeeping import Housekeeper
 
 T0 = datetime(2026, 6, 1, 10, 0, tzinfo=UTC)
 NY = ZoneInfo("America/New_York")
@@ -270,6 +273,23 @@ def test_compaction_folds_old_runs_and_keeps_the_sums(led: LedgerAPI) -> None:
     compacted = led.days(limit=99)
     assert sum(d.runs for d in compacted) == folded
     assert led.oldest_run_start() is not None and led.oldest_run_start() >= iso(line)  # type: ignore[operator]
+
+
+def test_housekeeping_compacts_on_both_and_gives_pages_back_only_on_sqlite(
+    led: LedgerAPI, tmp_path: Path
+) -> None:
+    """Maintenance is every backend's; giving pages back is SQLite's alone (`Vacuum`), so
+    PostgreSQL (whose autovacuum does it) implements no no-op for it."""
+    base = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+    for i in range(12):
+        spend(led, "r0", base + timedelta(hours=i), 0.01)
+    clock = FakeClock(base + timedelta(days=200))
+    keeper = Housekeeper(led, str(tmp_path), LedgerSettings(), clock)  # type: ignore[arg-type]
+    while keeper.step().more:
+        pass
+    assert led.history("r0") == []
+    assert sum(d.runs for d in led.days("r0")) == 12
+    assert isinstance(led, Vacuum) == isinstance(led, Ledger)
 
 
 # -- migrations -----------------------------------------------------------------------------

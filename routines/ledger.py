@@ -641,6 +641,12 @@ class Ledger:
                     self._conn = None
             raise mapped from exc
 
+    def reader(self) -> sqlite3.Connection:
+        """The connection, to read with (routines/proposals.py's `ProposalStore`); every
+        write goes through `transaction`."""
+        with self._errors():
+            return self._db
+
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
         """BEGIN IMMEDIATE … COMMIT: the write lock is taken up front (no upgrade deadlocks).

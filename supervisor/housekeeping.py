@@ -148,14 +148,14 @@ class Housekeeper:
     def _prune_proposals(self, now: datetime) -> int:
         """One batch of decided proposals older than `keep_runs_days` deleted (the waiting
         ones past their expiry marked expired first: they are deleted a retention later)."""
-        if isinstance(self.ledger, Ledger):
+        if isinstance(self.ledger, proposals.ProposalStore):
             return self._prune_in(self.ledger, now)
         if self.proposal_file is None or not self.proposal_file.exists():
             return 0
         with Ledger(self.proposal_file) as local:
             return self._prune_in(local, now)
 
-    def _prune_in(self, store: Ledger, now: datetime) -> int:
+    def _prune_in(self, store: proposals.ProposalStore, now: datetime) -> int:
         proposals.expire(store, now)
         before = now - timedelta(days=self.settings.keep_runs_days)
         return proposals.prune(store, before, PROPOSAL_BATCH)

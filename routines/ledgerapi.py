@@ -2,7 +2,8 @@
 
 Two implementations: routines/ledger.py's `Ledger` (SQLite, one machine, the default) and
 routines/pgledger.py's `PgLedger` (PostgreSQL, a fleet of machines; imported only when
-config.toml has `[fleet]`). tests/fleet/test_ledger_contract.py runs one suite on both.
+config.toml has `[fleet]`), and routines/ledgermemory.py's `MemoryLedger`, the reference
+store. tests/fleet/test_ledger_contract.py runs one suite on the three.
 `open_ledger` picks the backend from the config.
 """
 
@@ -28,6 +29,7 @@ from routines.runs import RunEnd, RunStatus, Trigger
 if TYPE_CHECKING:
     from routines.config import Config
     from routines.ledger import _Any
+    from routines.ledgermemory import MemoryLedger
     from routines.paths import Paths
     from routines.pgledger import PgLedger
 
@@ -152,6 +154,8 @@ def open_ledger(p: Paths, config: Config, *, connect: bool = True) -> Store:
     return PgLedger(config.fleet.database, config.fleet.machine, connect=connect)
 
 
-def _conforms(sqlite: Ledger, pg: PgLedger) -> tuple[Store, Store, Vacuum]:
-    """Never called: mypy checks here that both backends keep the contract."""
-    return sqlite, pg, sqlite
+def _conforms(
+    sqlite: Ledger, pg: PgLedger, memory: MemoryLedger
+) -> tuple[Store, Store, Store, Vacuum]:
+    """Never called: mypy checks here that the three stores keep the contract."""
+    return sqlite, pg, memory, sqlite

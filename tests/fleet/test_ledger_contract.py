@@ -1,7 +1,8 @@
-"""The ledger contract, run on both backends: SQLite (`Ledger`, one machine) and PostgreSQL
-(`PgLedger`, a fleet) against a real cluster. What the supervisor relies on: the fence (a
-slot claimed once; the cursor's compare-and-set; never backwards), run rows, state and
-cursors, strikes, budgets, compaction through the pure fold, and migrations."""
+"""The ledger contract, run on the three stores: SQLite (`Ledger`, one machine), PostgreSQL
+(`PgLedger`, a fleet) against a real cluster, and memory (`MemoryLedger`, the reference). What
+the supervisor relies on: the fence (a slot claimed once; the cursor's compare-and-set; never
+backwards), run rows, state and cursors, strikes, budgets, compaction through the pure fold,
+and migrations."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import pytest
 from routines.config import LedgerSettings
 from routines.ledger import Ledger, LedgerError, RoutineState, iso
 from routines.ledgerapi import LedgerAPI, Vacuum
+from routines.ledgermemory import MemoryData, MemoryLedger
 from routines.pgledger import PgLedger
 from routines.runs import Outcome, RunEnd, RunStatus, Trigger
 from supervisor.clock import FakeClock
@@ -28,17 +30,30 @@ NY = ZoneInfo("America/New_York")
 UTCZ = ZoneInfo("UTC")
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def backend(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+# The memory store's ledgers, by the name a test's `backend` gives it: connections opened with
+# one name share its rows, as two connections to one SQLite file or database do.
+_MEMORY: dict[str, MemoryData] = {}
+
+
+@pytest.fixture(params=["sqlite", "postgresql", "memory"])
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     if request.param == "sqlite":
-        return str(tmp_path / "ledger.db")
-    dsn: str = request.getfixturevalue("pg_dsn")
-    return dsn
+        yield str(tmp_path / "ledger.db")
+    elif request.param == "memory":
+        name = f"memory:{tmp_path}"
+        _MEMORY[name] = MemoryData()
+        yield name
+        del _MEMORY[name]
+    else:
+        dsn: str = request.getfixturevalue("pg_dsn")
+        yield dsn
 
 
 def open_backend(where: str, machine: str = "m1") -> LedgerAPI:
     if where.startswith("host="):
         return PgLedger(where, machine)
+    if where.startswith("memory:"):
+        return MemoryLedger(_MEMORY[where])  # one machine's ledger, as SQLite's
     return Ledger(Path(where))
 
 
@@ -183,7 +198,7 @@ def test_last_started_here_is_the_newest_finished_run_of_this_machine(backend: s
         spend(there, "brief", T0 + timedelta(hours=1), 0.1)  # another machine's, on a fleet
         here.record_run("brief", run_id="q", trigger="manual", status="queued",
                         now=T0 + timedelta(hours=2))  # fmt: skip
-        newest = T0 + timedelta(hours=1) if isinstance(here, Ledger) else T0
+        newest = T0 if isinstance(here, PgLedger) else T0 + timedelta(hours=1)
         assert here.last_started_here("brief") == iso(newest)
         assert there.last_started_here("brief") == iso(T0 + timedelta(hours=1))
     finally:
@@ -307,6 +322,8 @@ def test_reopening_migrates_nothing_and_keeps_everything(backend: str) -> None:
 
 
 def test_a_ledger_from_a_newer_version_is_refused(backend: str) -> None:
+    if backend.startswith("memory:"):
+        pytest.skip("the memory store has no schema to be newer than")
     open_backend(backend).close()
     if backend.startswith("host="):
         with psycopg.connect(backend, autocommit=True) as conn:

@@ -8,8 +8,7 @@ a running ledger.
 
 What schema 6 was, for whoever reads an old file:
 
-A run row was ~600 bytes with its indexes
-(test_ledger_slim.py::test_a_run_costs_a_bounded_number_of_bytes): the same routine name, status and
+A run row was ~600 bytes with its indexes: the same routine name, status and
 summary repeated as text in every row, times as 27-character ISO strings, the run id twice (row and
 index). Here:
 

@@ -26,7 +26,7 @@ import pytest
 from routines import ledger as ledger_module
 from routines import runlog
 from routines.ledger import LEDGER_VERSION, Ledger, iso
-from routines.runs import RunEnd, RunStatus
+from routines.runs import RunEnd, RunStatus, Trigger
 
 REPO = Path(__file__).resolve().parent.parent
 NOW = datetime(2026, 12, 3, 10, 0, tzinfo=UTC)
@@ -357,8 +357,8 @@ def test_what_plain_sql_and_the_api_write_reads_back_the_same(tmp_path: Path) ->
             }
         t = datetime(2026, 12, 3, 6, 0, 7, 654321, tzinfo=UTC)
         rid = f"{t:%Y%m%dT%H%M%S}-api-0a0b0c"
-        assert led.claim("api", "2026-12-03T06:00:00Z", run_id=rid, trigger="schedule",
-                         status="queued", now=t, owner=(1, 2.5))  # fmt: skip
+        assert led.claim("api", "2026-12-03T06:00:00Z", run_id=rid, trigger=Trigger.SCHEDULE,
+                         status=RunStatus.QUEUED, now=t, owner=(1, 2.5))  # fmt: skip
         led.start_run(rid, now=t + timedelta(seconds=1), worker_pid=77)
         [active] = [a for a in led.active_runs() if a.run_id == rid]
         assert (active.run_id, active.status, active.owner_pid, active.worker_pid) == (
@@ -469,24 +469,34 @@ def test_claims_beyond_the_newest_n_are_pruned_behind_the_cursor(tmp_path: Path)
         cursor = None
         for t in slots:
             slot = t.strftime("%Y-%m-%dT%H:%M:%SZ")
-            assert led.claim("minutely", slot, run_id=f"r{t:%H%M}", trigger="schedule",
-                             status="skipped", now=t, expect_cursor=cursor)  # fmt: skip
+            assert led.claim("minutely", slot, run_id=f"r{t:%H%M}", trigger=Trigger.SCHEDULE,
+                             status=RunStatus.SKIPPED, now=t, expect_cursor=cursor)  # fmt: skip
             cursor = slot
         assert led.prune_claims(slots[-1], keep_max=100) == 200
         fence = [r[0] for r in led._db.execute("SELECT slot FROM claims ORDER BY slot")]
         assert fence == [t.strftime("%Y-%m-%dT%H:%M:%SZ") for t in slots[200:]]
         pruned_newest = slots[199].strftime("%Y-%m-%dT%H:%M:%SZ")
-        assert led.state("minutely").cursor == cursor and cursor > pruned_newest
+        assert led.state("minutely").cursor == cursor
+        assert cursor is not None and cursor > pruned_newest
         # A stale plan from before the prune loses its CAS instead of re-claiming the slot.
-        assert not led.claim("minutely", pruned_newest, run_id="again", trigger="schedule",
-                             status="queued", now=NOW, expect_cursor=pruned_newest)  # fmt: skip
+        assert not led.claim(
+            "minutely",
+            pruned_newest,
+            run_id="again",
+            trigger=Trigger.SCHEDULE,
+            status=RunStatus.QUEUED,
+            now=NOW,
+            expect_cursor=pruned_newest,
+        )
 
 
 def test_a_later_step_adds_a_run_column(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A step after 9 that adds a column (as every step before did) adds it to runs."""
     path = tmp_path / "ledger.db"
     with Ledger(path) as led:
-        led.record_run("brief", run_id="before", trigger="manual", status="ok", now=NOW)
+        led.record_run(
+            "brief", run_id="before", trigger=Trigger.MANUAL, status=RunStatus.OK, now=NOW
+        )
     later = LEDGER_VERSION + 1
     monkeypatch.setitem(ledger_module._STEPS, later, (("note TEXT",), ()))
     monkeypatch.setattr(ledger_module, "LEDGER_VERSION", later)

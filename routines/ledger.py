@@ -6,9 +6,7 @@ Tables:
 - claims: the run fence. (routine, slot) is UNIQUE: a slot is claimed once, ever.
 - routine_state: per routine, the enabled override, the failure streak, the schedule cursor.
 
-Schema versions (PRAGMA user_version), forward only, each step an ALTER TABLE ADD COLUMN
-(on runs up to 6, on run_log after: a later step's columns are plain values the `runs` view
-shows and its triggers write as they are; the views are made again after every upgrade):
+Schema versions (PRAGMA user_version), forward only, each step an ALTER TABLE ADD COLUMN:
   1  v2.0.4  runs: tokens, dollars, duration, exit status
   2  v2.0.5  + tool_calls, tools_used
   3  v2.0.6  + route, escalated, escalated_reason, local_input_tokens, local_output_tokens
@@ -17,10 +15,16 @@ shows and its triggers write as they are; the views are made again after every u
   5  v2.2    table run_days (compacted history, routines/rundays.py); routine_state + each
              routine's last run (last_run_id, last_status, last_outcome, last_started,
              last_finished), filled from runs once; auto_vacuum = INCREMENTAL (a VACUUM, once)
-  6  ledger  the compact layout (routines/runlog.py): runs and claims become views over
-             run_log and fence (ids, integer times, interned texts), converted in place
-  7  this    table proposals: proposed actions, their decisions (routines/proposals.py)
-  8  reply   + parent_run_id (trigger "reply": the run whose conversation it continues)
+  6          a packed layout (routines/runlog.py): runs and claims as views over run_log and
+             fence. Withdrawn: a ledger below 6 never takes it, one at 6 to 8 is unpacked by 9
+  7          table proposals: proposed actions, their decisions (routines/proposals.py)
+  8          + parent_run_id (trigger "reply": the run whose conversation it continues)
+  9          plain tables again (routines/ledgerunpack.py): the packed runs and claims of
+             schemas 6 to 8 unpacked in place; a plain ledger has nothing to do
+
+The tables are plain, the same as PostgreSQL's (routines/pgschema.py): times are the ISO
+text `iso` writes (UTC, microseconds, so they sort as text), `sqlite3 ledger.db 'SELECT *
+FROM runs'` reads them as they are.
 
 Invariant: routine_state's last_* columns are written in the transaction that finishes a run,
 so `list` and `status` read one row per routine and never scan runs.
@@ -47,7 +51,7 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from routines import ledgerrows, rundays, runlog
+from routines import ledgerrows, ledgerunpack, rundays
 from routines.ledgerfaults import (
     LedgerError,
     LedgerUnavailable,
@@ -60,11 +64,12 @@ from routines.ledgerfaults import (
     unavailable_message,
 )
 from routines.ledgerrows import Row, from_iso, iso
-from routines.rundays import MS_SQL, NANO_SQL, DaySummary
+from routines.ledgersql import CLAIM_ROUTINES, RUN_ROUTINES
+from routines.ledgersql import SQLITE as Q
+from routines.rundays import DaySummary
 from routines.runs import (
     ACTIVE,
     NO_LAST_RUN,
-    NOT_A_RUN,
     Outcome,
     RunEnd,
     RunStatus,
@@ -93,7 +98,7 @@ __all__ = [
     "state_row",
 ]
 
-LEDGER_VERSION = 8
+LEDGER_VERSION = 9
 BUSY_TIMEOUT_SEC = 10.0
 CLAIM_RETENTION = timedelta(days=45)
 COUNT_LINE_TTL_SEC = 60.0
@@ -112,6 +117,20 @@ CREATE TABLE runs (
     exit_status TEXT
 )
 """
+_RUN_INDEXES = (
+    "CREATE UNIQUE INDEX runs_run_id ON runs(run_id)",
+    "CREATE INDEX runs_routine_started ON runs(routine, started_at)",
+    "CREATE INDEX runs_started ON runs(started_at)",
+    f"CREATE INDEX runs_active ON runs(status) WHERE status IN {sql_in(ACTIVE)}",
+)
+_PARENT_INDEX = "CREATE INDEX runs_parent ON runs(parent_run_id) WHERE parent_run_id IS NOT NULL"
+_CLAIMS = """CREATE TABLE claims (
+    routine TEXT NOT NULL,
+    slot TEXT NOT NULL,
+    claimed_at TEXT NOT NULL,
+    run_id TEXT,
+    PRIMARY KEY (routine, slot)
+)"""
 # Each step after v1: the columns it adds to runs, then any other statements.
 _STEPS: dict[int, tuple[tuple[str, ...], tuple[str, ...]]] = {
     2: (("tool_calls INTEGER", "tools_used TEXT"), ()),
@@ -140,17 +159,8 @@ _STEPS: dict[int, tuple[tuple[str, ...], tuple[str, ...]]] = {
             "worker_pid INTEGER",
         ),
         (
-            "CREATE UNIQUE INDEX runs_run_id ON runs(run_id)",
-            "CREATE INDEX runs_routine_started ON runs(routine, started_at)",
-            "CREATE INDEX runs_started ON runs(started_at)",
-            f"CREATE INDEX runs_active ON runs(status) WHERE status IN {sql_in(ACTIVE)}",
-            """CREATE TABLE claims (
-                routine TEXT NOT NULL,
-                slot TEXT NOT NULL,
-                claimed_at TEXT NOT NULL,
-                run_id TEXT,
-                PRIMARY KEY (routine, slot)
-            )""",
+            *_RUN_INDEXES,
+            _CLAIMS,
             """CREATE TABLE routine_state (
                 routine TEXT PRIMARY KEY,
                 enabled_override INTEGER,
@@ -186,7 +196,7 @@ _STEPS: dict[int, tuple[tuple[str, ...], tuple[str, ...]]] = {
             "last_started = excluded.last_started, last_finished = excluded.last_finished",
         ),
     ),
-    6: ((), runlog.MIGRATION),
+    6: ((), ()),  # the packed layout, withdrawn: nothing for a plain ledger (see 9)
     7: (
         (),
         (
@@ -219,12 +229,11 @@ _STEPS: dict[int, tuple[tuple[str, ...], tuple[str, ...]]] = {
     # `reply RUN TEXT`: a reply run names the run it continues; history shows the thread.
     8: (
         ("parent_run_id TEXT",),
-        ("CREATE INDEX runs_parent ON run_log(parent_run_id) WHERE parent_run_id IS NOT NULL",),
+        (_PARENT_INDEX,),
     ),
+    9: ((), ()),  # unpacks a packed ledger (`_unpack`); a plain one is plain already
 }
-_SLIM = 6  # the step that made runs and claims views over compact tables
-# Columns later steps add to run_log: plain values, which the views show as they are.
-_LATER_COLUMNS = tuple(c.split()[0] for n in sorted(_STEPS) if n > _SLIM for c in _STEPS[n][0])
+_PACKED = range(6, 9)  # the schemas whose runs and claims were views over packed tables
 
 RUN_COLUMNS = (
     "run_id",
@@ -254,6 +263,20 @@ RUN_COLUMNS = (
     "worker_pid",
     "parent_run_id",
 )
+
+# runs' columns after id, in the order the steps added them (a plain ledger's, and what
+# schema 9 unpacks a packed one into).
+_PLAIN_COLUMNS = tuple(
+    line.split()[0]
+    for line in _V1.strip().splitlines()[2:-1]  # between "id INTEGER PRIMARY KEY," and ")"
+) + tuple(c.split()[0] for n in sorted(_STEPS) for c in _STEPS[n][0])
+
+
+def _runs_table(name: str) -> str:
+    """CREATE TABLE of a plain runs table called `name`, as steps 1 to 8 leave it."""
+    types = [line.strip().rstrip(",") for line in _V1.strip().splitlines()[2:-1]]
+    types += [c for n in sorted(_STEPS) for c in _STEPS[n][0]]
+    return f"CREATE TABLE {name} (id INTEGER PRIMARY KEY, {', '.join(types)})"
 
 
 class _Any:
@@ -548,8 +571,8 @@ class Ledger:
         return self
 
     def _caches(self) -> None:
-        self._folded = False  # the last compact() was a full batch: texts to collect at the end
-        self._count_lines: dict[int, int] = {}
+        self._noisy = False  # this upgrade says how far it is (a big ledger)
+        self._count_lines: dict[str, str] = {}
         self._count_lines_at = float("-inf")
         self._count_max: int | None = None
 
@@ -618,6 +641,12 @@ class Ledger:
                     self._conn = None
             raise mapped from exc
 
+    def reader(self) -> sqlite3.Connection:
+        """The connection, to read with (routines/proposals.py's `ProposalStore`); every
+        write goes through `transaction`."""
+        with self._errors():
+            return self._db
+
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
         """BEGIN IMMEDIATE … COMMIT: the write lock is taken up front (no upgrade deadlocks).
@@ -662,34 +691,57 @@ class Ledger:
                     db.execute(_V1)
                     version = 1
             self._note_slow_upgrade(db, version)
+            packed = version in _PACKED
             for step in range(version + 1, LEDGER_VERSION + 1):
+                if packed and step == 8:
+                    continue  # the unpacking (9) makes runs with parent_run_id and its index
+                if packed and step == 9:
+                    self._unpack(db)
+                    continue
                 columns, statements = _STEPS[step]
-                # From schema 6 on, runs is a view over run_log (routines/runlog.py).
-                table = "runs" if step <= _SLIM else "run_log"
                 for column in columns:
-                    db.execute(f"ALTER TABLE {table} ADD COLUMN {column}")
+                    db.execute(f"ALTER TABLE runs ADD COLUMN {column}")
                 for statement in statements:
                     db.execute(statement)
-            for statement in runlog.views(_LATER_COLUMNS):
-                db.execute(statement)
             db.execute(f"PRAGMA user_version = {LEDGER_VERSION}")
         return True
+
+    def _slow(self, db: sqlite3.Connection, version: int) -> bool:
+        """Whether the upgrade from `version` is of a ledger big enough to say so."""
+        if version >= LEDGER_VERSION or version < 4:
+            return False
+        # Packed rowids are seconds << 24, not a count: count those rows (once, here).
+        count = "COUNT(*) FROM run_log" if version in _PACKED else "MAX(rowid) FROM runs"
+        rows: int = db.execute(f"SELECT {count}").fetchone()[0] or 0
+        return rows > SLOW_UPGRADE_ROWS
 
     def _note_slow_upgrade(self, db: sqlite3.Connection, version: int) -> None:
         """Say on stderr that a big ledger is being converted (a year of minutely runs takes
         tens of seconds), so a command that seems stuck is not killed half-way; a kill is
         harmless anyway (one transaction), it only starts over."""
-        if version >= LEDGER_VERSION or version < 4:
-            return
-        table = "run_log" if version >= _SLIM else "runs"
-        rows = db.execute(f"SELECT MAX(rowid) FROM {table}").fetchone()[0] or 0
-        if rows > SLOW_UPGRADE_ROWS:
+        self._noisy = self._slow(db, version)
+        if self._noisy:
             print(
-                f"{self.path}: upgrading the ledger from schema {version} to {LEDGER_VERSION} "
-                f"(about {rows:,} runs), once; this takes a while",
+                f"{self.path}: upgrading the ledger from schema {version} to {LEDGER_VERSION}, "
+                "once; this takes a while",
                 file=sys.stderr,
                 flush=True,
             )
+
+    def _unpack(self, db: sqlite3.Connection) -> None:
+        """Step 9 on a packed ledger (routines/ledgerunpack.py), saying how far it is."""
+
+        def progress(done: int, total: int) -> None:
+            print(f"{self.path}: {done:,} of {total:,} runs unpacked", file=sys.stderr, flush=True)
+
+        ledgerunpack.unpack(
+            db,
+            _runs_table("runs_plain"),
+            _CLAIMS.replace("TABLE claims", "TABLE claims_plain"),
+            _PLAIN_COLUMNS,
+            (*_RUN_INDEXES, _PARENT_INDEX),
+            progress if self._noisy else None,
+        )
 
     def enable_incremental_vacuum(self) -> bool:
         """Convert a ledger made before v5 to auto_vacuum = INCREMENTAL; True once it is.
@@ -734,28 +786,16 @@ class Ledger:
         try:
             with self.transaction() as db:
                 if expect_cursor is not ANY:
-                    row = db.execute(
-                        "SELECT cursor FROM routine_state WHERE routine = ?", (routine,)
-                    ).fetchone()
+                    row = db.execute(Q.cursor(), (routine,)).fetchone()
                     if (row["cursor"] if row else None) != expect_cursor:
                         raise _Stale
-                rt = _routine_id(db, routine)
-                cur = db.execute(
-                    "INSERT OR IGNORE INTO fence (routine, slot, claimed) "
-                    f"VALUES (:rt, {runlog.enc_slot(':slot')}, :claimed)",
-                    {"rt": rt, "slot": slot, "claimed": int(now.timestamp())},
-                )
+                cur = db.execute(_INSERT_CLAIM_SQL, (routine, slot, iso(now), run_id))
                 if cur.rowcount == 0:
                     raise _Stale  # claimed before
                 self._advance_cursor(db, routine, slot)
                 # Any other constraint (a reused run_id) is the caller's bug, not a lost race:
                 # it raises rather than reading as "claimed before".
                 self._insert_run(db, routine, run_id, slot, trigger, status, now, detail, owner)
-                db.execute(
-                    f"UPDATE fence SET run = {runlog.key_sql(':rid')} "
-                    f"WHERE routine = :rt AND slot = {runlog.enc_slot(':slot')}",
-                    {"rid": run_id, "rt": rt, "slot": slot},
-                )
         except _Stale:
             return False
         return True
@@ -819,37 +859,23 @@ class Ledger:
         """Forget claims older than 45 days, and each routine's beyond its newest `keep_max`
         (the cursor keeps old slots from coming back: README "Files")."""
         with self.transaction() as db:
-            cur = db.execute(
-                "DELETE FROM fence WHERE claimed < ?",
-                (int((now - CLAIM_RETENTION).timestamp()),),
-            )
+            cur = db.execute(Q.prune_old_claims(), (iso(now - CLAIM_RETENTION),))
             pruned = cur.rowcount
             if keep_max is not None:
-                for (rt,) in db.execute("SELECT id FROM routines").fetchall():
-                    cur = db.execute(
-                        "DELETE FROM fence WHERE routine = :rt AND slot < (SELECT slot FROM "
-                        "fence WHERE routine = :rt ORDER BY slot DESC LIMIT 1 OFFSET :n)",
-                        {"rt": rt, "n": keep_max - 1},
-                    )
+                for name in [r[0] for r in db.execute(CLAIM_ROUTINES)]:
+                    cur = db.execute(Q.prune_claims_beyond(), (name, name, keep_max - 1))
                     pruned += cur.rowcount
             return pruned
 
     def is_claimed(self, routine: str, slot: str) -> bool:
-        row = self._db.execute(
-            "SELECT 1 FROM fence WHERE routine = (SELECT id FROM routines WHERE name = :r) "
-            f"AND slot = {runlog.enc_slot(':slot')}",
-            {"r": routine, "slot": slot},
-        ).fetchone()
+        row = self._db.execute(Q.is_claimed(), (routine, slot)).fetchone()
         return row is not None
 
     # -- run rows -----------------------------------------------------------------------
 
     def start_run(self, run_id: str, *, now: datetime, worker_pid: int | None) -> None:
         with self.transaction() as db:
-            db.execute(
-                "UPDATE runs SET status = ?, started_at = ?, worker_pid = ? WHERE id = ?",
-                (RunStatus.RUNNING, iso(now), worker_pid, _key(db, run_id)),
-            )
+            db.execute(Q.start_run(), (RunStatus.RUNNING, iso(now), worker_pid, run_id))
 
     def finish_run(self, run_id: str, end: RunEnd, *, now: datetime) -> bool:
         """Write a run's final columns and finished_at; True if it did.
@@ -861,46 +887,15 @@ class Ledger:
         KeyError when there is no such run.
         """
         with self.transaction() as db:
-            key = _key(db, run_id)
-            row = db.execute(
-                "SELECT routine, started_at, status FROM runs WHERE id = ?", (key,)
-            ).fetchone()
-            if key is None or row is None:
+            row = db.execute(Q.run_to_finish(), (run_id,)).fetchone()
+            if row is None:
                 raise KeyError(run_id)
             if row["status"] not in ACTIVE:
                 return False
             duration = end.duration_sec
             if duration is None and row["started_at"]:
                 duration = max(0.0, (now - from_iso(row["started_at"])).total_seconds())
-            tools = None if end.tools_used is None else json.dumps(list(end.tools_used))
-            escalated = None if end.escalated is None else int(end.escalated)
-            db.execute(
-                "UPDATE runs SET status = ?, outcome = ?, detail = ?, finished_at = ?, "
-                "duration_sec = ?, route = ?, model = ?, escalated = ?, escalated_reason = ?, "
-                "input_tokens = ?, output_tokens = ?, local_input_tokens = ?, "
-                "local_output_tokens = ?, tool_calls = ?, tools_used = ?, dollars = ?, "
-                "output_file = ? WHERE id = ?",
-                (
-                    end.status,
-                    end.outcome,
-                    end.detail,
-                    iso(now),
-                    duration,
-                    end.route,
-                    end.model,
-                    escalated,
-                    end.escalated_reason,
-                    end.input_tokens,
-                    end.output_tokens,
-                    end.local_input_tokens,
-                    end.local_output_tokens,
-                    end.tool_calls,
-                    tools,
-                    end.dollars,
-                    end.output_file,
-                    key,
-                ),
-            )
+            db.execute(Q.finish_run(), (*ledgerrows.finish_values(end, iso(now), duration), run_id))
             if end.status not in ACTIVE and row["started_at"]:
                 _note_last(
                     db, row["routine"], run_id, end.status, end.outcome, row["started_at"], iso(now)
@@ -909,46 +904,24 @@ class Ledger:
 
     def active_runs(self) -> list[ActiveRun]:
         with self._errors():
-            rows = self._db.execute(
-                "SELECT run_id, routine, slot, status, owner_pid, owner_started, worker_pid "
-                f"FROM runs WHERE rs IN {runlog.codes(ACTIVE)}"
-            ).fetchall()
+            rows = self._db.execute(Q.active_runs()).fetchall()
         return [ActiveRun(**{**dict(r), "status": RunStatus(r["status"])}) for r in rows]
 
     def run(self, run_id: str) -> RunRow | None:
-        row = self._db.execute(
-            f"SELECT id, {', '.join(_ROW_FIELDS)} FROM runs WHERE id = {runlog.key_sql(':rid')}",
-            {"rid": run_id},
-        ).fetchone()
+        row = self._db.execute(Q.run(), (run_id,)).fetchone()
         return _row(row) if row else None
 
     def history(self, routine: str | None = None, limit: int = 20) -> list[RunRow]:
         """Runs newest first (all routines when `routine` is None)."""
-        if routine is not None:
-            names = [routine]
-        else:
-            names = [r[0] for r in self._db.execute("SELECT name FROM routines")]
-        rows: list[sqlite3.Row] = []
-        for name in names:  # each routine's newest through its index, then merged
-            rows += self._db.execute(
-                f"SELECT id, st, {', '.join(_ROW_FIELDS)} FROM runs "
-                "WHERE rt = (SELECT id FROM routines WHERE name = ?) "
-                "ORDER BY st DESC, id DESC LIMIT ?",
-                (name, limit),
-            ).fetchall()
-        rows.sort(key=lambda r: (r["st"] is not None, r["st"] or 0, r["id"]), reverse=True)
-        return [_row(r) for r in rows[:limit]]
+        args = (routine,) if routine else ()
+        rows = self._db.execute(Q.history(bool(routine)), (*args, limit)).fetchall()
+        return [_row(r) for r in rows]
 
     def replies_to(self, run_ids: Sequence[str]) -> list[RunRow]:
         """The reply runs whose parent is one of `run_ids`, oldest first."""
         if not run_ids:
             return []
-        marks = ", ".join("?" * len(run_ids))
-        rows = self._db.execute(
-            f"SELECT id, {', '.join(_ROW_FIELDS)} FROM runs WHERE parent_run_id IN ({marks}) "
-            "ORDER BY st, id",
-            tuple(run_ids),
-        ).fetchall()
+        rows = self._db.execute(Q.replies_to(len(run_ids)), tuple(run_ids)).fetchall()
         return [_row(r) for r in rows]
 
     def thread(self, run_id: str) -> list[RunRow]:
@@ -978,12 +951,7 @@ class Ledger:
 
     def runs_between(self, start: datetime, end: datetime) -> list[RunRow]:
         """Runs of every routine that started in [start, end), newest first."""
-        rows = self._db.execute(
-            f"SELECT id, {', '.join(_ROW_FIELDS)} FROM runs "
-            "WHERE rt IN (SELECT id FROM routines) AND st >= ? AND st < ? "
-            "ORDER BY st DESC, id DESC",
-            (runlog.us(start), runlog.us(end)),
-        ).fetchall()
+        rows = self._db.execute(Q.runs_between(), (iso(start), iso(end))).fetchall()
         return [_row(r) for r in rows]
 
     def last_started_here(self, routine: str) -> str | None:
@@ -1013,50 +981,33 @@ class Ledger:
         (`rundays.count_line`). When a catch-up is done, texts no row uses are dropped."""
         with self.transaction() as db:
             rows: list[sqlite3.Row] = []
-            for rt, line in self._lines(db, before, zone, keep_max):
+            for name, line in self._lines(db, before, zone, keep_max):
                 if len(rows) >= limit:
                     break
-                rows += db.execute(
-                    "SELECT id, routine, run_id, started_at, COALESCE(status, exit_status, '') "
-                    "AS status, outcome, input_tokens, output_tokens, local_input_tokens, "
-                    f"local_output_tokens, tool_calls, {NANO_SQL} AS nano, {MS_SQL} AS ms "
-                    "FROM runs WHERE rt = ? AND st < ? "
-                    f"AND COALESCE(rs, 0) NOT IN {runlog.codes(ACTIVE)} ORDER BY st LIMIT ?",
-                    (rt, line, limit - len(rows)),
-                ).fetchall()
+                rows += db.execute(Q.to_fold(), (name, line, limit - len(rows))).fetchall()
             for f in rundays.fold([ledgerrows.fold_row(r) for r in rows], zone):
-                _add_day(db, f, zone.key)
-            db.executemany("DELETE FROM run_log WHERE id = ?", [(r["id"],) for r in rows])
-            if len(rows) < limit and (rows or self._folded):
-                db.execute(runlog.GC_TEXTS)  # the end of a catch-up: once, not every batch
-        self._folded = len(rows) == limit
+                db.execute(_ADD_DAY_SQL, ledgerrows.add_day_args(f, zone.key))
+            db.executemany(Q.delete_runs(1), [(r["id"],) for r in rows])
         return len(rows)
 
     def _lines(
         self, db: sqlite3.Connection, before: datetime, zone: ZoneInfo, keep_max: int | None
-    ) -> list[tuple[int, int]]:
-        """(routine id, the microsecond its runs are folded before) for each routine."""
-        line = runlog.us(before)
+    ) -> list[tuple[str, str]]:
+        """(routine, the started_at its runs are folded before) for each routine."""
+        line = iso(before)
         now = time.monotonic()
+        names = [r[0] for r in db.execute(RUN_ROUTINES)]
         if keep_max is None:
-            return [(rt, line) for (rt,) in db.execute("SELECT id FROM routines")]
+            return [(name, line) for name in names]
         if now - self._count_lines_at > COUNT_LINE_TTL_SEC or keep_max != self._count_max:
             # Walking keep_max index entries per routine: cached for a while, as a line
             # computed earlier is only ever older (it folds less, never too much).
             self._count_lines, self._count_lines_at, self._count_max = {}, now, keep_max
-            for (rt,) in db.execute("SELECT id FROM routines").fetchall():
-                nth = db.execute(
-                    "SELECT started FROM run_log WHERE routine = ? AND typeof(started) = "
-                    "'integer' ORDER BY started DESC LIMIT 1 OFFSET ?",
-                    (rt, keep_max - 1),
-                ).fetchone()
+            for name in names:
+                nth = db.execute(Q.nth_newest_start(), (name, keep_max - 1)).fetchone()
                 if nth is not None:
-                    at = datetime.fromtimestamp(nth[0] / 1e6, UTC)
-                    self._count_lines[rt] = runlog.us(rundays.count_line(at, zone))
-        return [
-            (rt, max(line, self._count_lines.get(rt, line)))
-            for (rt,) in db.execute("SELECT id FROM routines")
-        ]
+                    self._count_lines[name] = iso(rundays.count_line(from_iso(nth[0]), zone))
+        return [(name, max(line, self._count_lines.get(name, line))) for name in names]
 
     def incremental_vacuum(self, pages: int) -> int:
         """Give up to `pages` free pages back to the file system; how many are still free."""
@@ -1067,24 +1018,14 @@ class Ledger:
 
     def days(self, routine: str | None = None, limit: int = 20) -> list[DaySummary]:
         """Compacted days, newest first (all routines when `routine` is None)."""
-        where, args = ("WHERE routine = ?", (routine,)) if routine else ("", ())
-        rows = self._db.execute(
-            f"SELECT * FROM run_days {where} ORDER BY start_at DESC, routine LIMIT ?",
-            (*args, limit),
-        ).fetchall()
+        args = (routine,) if routine else ()
+        rows = self._db.execute(Q.days(bool(routine)), (*args, limit)).fetchall()
         return [rundays.summary(r) for r in rows]
 
     def oldest_run_start(self) -> str | None:
         """started_at of the oldest run row still whole (an index lookup)."""
-        firsts = [
-            r[0]
-            for r in self._db.execute(
-                "SELECT (SELECT started_at FROM runs WHERE rt = routines.id ORDER BY st LIMIT 1) "
-                "FROM routines"
-            )
-            if r[0] is not None
-        ]
-        return min(firsts) if firsts else None
+        row = self._db.execute("SELECT MIN(started_at) FROM runs").fetchone()
+        return row[0] if row else None
 
     # -- money ------------------------------------------------------------------------------
 
@@ -1092,12 +1033,7 @@ class Ledger:
         """Dollars a routine spent on `day`, a calendar day in `zone` (its own zone)."""
         start, end = day_bounds(day, zone)
         with self._errors():
-            row = self._db.execute(
-                "SELECT COALESCE(SUM(dollars), 0) FROM run_log "
-                "WHERE routine = (SELECT id FROM routines WHERE name = ?) "
-                "AND started >= ? AND started < ?",
-                (routine, runlog.us(start), runlog.us(end)),
-            ).fetchone()
+            row = self._db.execute(Q.spent(), (routine, iso(start), iso(end))).fetchone()
         return float(row[0])
 
     def spent_today(self, routine: str, zone: ZoneInfo, now: datetime) -> float:
@@ -1109,63 +1045,26 @@ class Ledger:
         Compacted days count when they start in [start, end): exact for days in the zone
         they were compacted in (the machine's), whatever the compaction line.
         """
-        sums = (
-            "input_tokens",
-            "output_tokens",
-            "local_input_tokens",
-            "local_output_tokens",
-        )
-        runs = self._db.execute(
-            "SELECT (SELECT name FROM routines WHERE id = r.routine) AS routine, "
-            "COUNT(*) AS runs, "
-            + "".join(f"COALESCE(SUM({c}), 0) AS {c}, " for c in sums)
-            + f"COALESCE(SUM({NANO_SQL}), 0) AS nano FROM run_log r "
-            "WHERE routine IN (SELECT id FROM routines) AND started >= ? AND started < ? "
-            f"AND COALESCE(status, exit_status, 0) NOT IN {runlog.codes(NOT_A_RUN)} "
-            "GROUP BY r.routine",
-            (runlog.us(start), runlog.us(end)),
-        ).fetchall()
-        days = self._db.execute(
-            "SELECT routine, SUM(runs - skipped - missed) AS runs, "
-            + "".join(f"SUM({c}) AS {c}, " for c in sums)
-            + "SUM(nanodollars) AS nano FROM run_days WHERE start_at >= ? AND start_at < ? "
-            "GROUP BY routine HAVING SUM(runs - skipped - missed) > 0",
-            (iso(start), iso(end)),
-        ).fetchall()
-        merged: dict[str, dict[str, Any]] = {}
-        for r in (*runs, *days):
-            m = merged.setdefault(r["routine"], dict.fromkeys(("runs", *sums, "nano"), 0))
-            for k in m:
-                m[k] += r[k]
-        out: list[dict[str, Any]] = []
-        for name, m in merged.items():
-            nano = m.pop("nano")
-            out.append({"routine": name, **m, "dollars": nano / 1e9})
-        out.sort(key=lambda r: (-r["dollars"], r["routine"]))
-        return out
+        bounds = (iso(start), iso(end))
+        runs = self._db.execute(Q.run_totals(), bounds).fetchall()
+        days = self._db.execute(Q.day_totals(), bounds).fetchall()
+        return ledgerrows.merge_totals([*runs, *days])
 
     def dollars_by_day(self, days: Sequence[date], zone: ZoneInfo) -> dict[date, float]:
         """Total dollars per calendar day in `zone`, for each day asked (compacted or not)."""
         out: dict[date, float] = {}
         for day in days:
             start, end = day_bounds(day, zone)
-            row = self._db.execute(
-                f"SELECT (SELECT COALESCE(SUM({NANO_SQL}), 0) FROM run_log "
-                "WHERE routine IN (SELECT id FROM routines) AND started >= ? AND started < ?) + "
-                "(SELECT COALESCE(SUM(nanodollars), 0) FROM run_days "
-                "WHERE start_at >= ? AND start_at < ?)",
-                (runlog.us(start), runlog.us(end), iso(start), iso(end)),
-            ).fetchone()
-            out[day] = row[0] / 1e9
+            bounds = (iso(start), iso(end))
+            row = self._db.execute(Q.dollars_on(), (*bounds, *bounds)).fetchone()
+            out[day] = int(row[0]) / 1e9
         return out
 
     # -- per-routine state ------------------------------------------------------------------
 
     def state(self, routine: str) -> RoutineState:
         with self._errors():
-            row = self._db.execute(
-                "SELECT * FROM routine_state WHERE routine = ?", (routine,)
-            ).fetchone()
+            row = self._db.execute(Q.state(), (routine,)).fetchone()
         return state_row(row) if row is not None else RoutineState(routine)
 
     def states(self) -> dict[str, RoutineState]:
@@ -1194,9 +1093,7 @@ class Ledger:
         RoutineState.enabled), the failure streak is cleared, and it owes nothing from before:
         the cursor moves to `cursor` (now), never backwards, for the schedule `fingerprint`."""
         with self.transaction() as db:
-            row = db.execute(
-                "SELECT cursor FROM routine_state WHERE routine = ?", (routine,)
-            ).fetchone()
+            row = db.execute(Q.cursor(), (routine,)).fetchone()
             stored = row["cursor"] if row else None
             self._set_state(
                 db,
@@ -1266,46 +1163,12 @@ _NOTE_LAST_SQL = ledgerrows.note_last_sql("?")
 _ADVANCE_CURSOR_SQL = ledgerrows.advance_cursor_sql("?")
 
 
-def _routine_id(db: sqlite3.Connection, routine: str) -> int:
-    db.execute("INSERT OR IGNORE INTO routines (name) VALUES (?)", (routine,))
-    rt: int = db.execute("SELECT id FROM routines WHERE name = ?", (routine,)).fetchone()[0]
-    return rt
-
-
-def _key(db: sqlite3.Connection, run_id: str) -> int | None:
-    """The run_log rowid of a run id (routines/runlog.py), or None."""
-    row = db.execute(f"SELECT {runlog.key_sql(':rid')}", {"rid": run_id}).fetchone()
-    return None if row is None else row[0]
-
-
-def _add_day(db: sqlite3.Connection, f: rundays.DayFold, zone: str) -> None:
-    """Add one batch's sums to its (routine, day) row, creating it."""
-    cols = ", ".join(rundays.DAY_COLUMNS)
-    marks = ", ".join("?" for _ in rundays.DAY_COLUMNS)
-    adds = ", ".join(f"{c} = run_days.{c} + excluded.{c}" for c in rundays.COUNTERS)
-    db.execute(
-        f"INSERT INTO run_days ({cols}) VALUES ({marks}) ON CONFLICT(routine, day) DO UPDATE "
-        f"SET {adds}, "
-        "first_run_id = CASE WHEN excluded.first_started < run_days.first_started "
-        "THEN excluded.first_run_id ELSE run_days.first_run_id END, "
-        "first_started = MIN(run_days.first_started, excluded.first_started), "
-        "last_run_id = CASE WHEN excluded.last_started > run_days.last_started "
-        "THEN excluded.last_run_id ELSE run_days.last_run_id END, "
-        "last_started = MAX(run_days.last_started, excluded.last_started)",
-        ledgerrows.add_day_args(f, zone),
-    )
-
-
-_ROW_FIELDS = (
-    *(f for f in RunRow.__dataclass_fields__ if f not in ("id", "status")),
-    "COALESCE(status, exit_status) AS status",
-)
+_ADD_DAY_SQL = Q.add_day()
+_INSERT_CLAIM_SQL = Q.insert_claim(("routine", "slot", "claimed_at", "run_id"))
 
 
 def _row(row: sqlite3.Row) -> RunRow:
-    data = dict(row)
-    data.pop("st", None)
-    return run_row(data)
+    return run_row(dict(row))
 
 
 def day_bounds(day: date, zone: ZoneInfo) -> tuple[datetime, datetime]:

@@ -2,7 +2,8 @@
 
 Two implementations: routines/ledger.py's `Ledger` (SQLite, one machine, the default) and
 routines/pgledger.py's `PgLedger` (PostgreSQL, a fleet of machines; imported only when
-config.toml has `[fleet]`). tests/fleet/test_ledger_contract.py runs one suite on both.
+config.toml has `[fleet]`), and routines/ledgermemory.py's `MemoryLedger`, the reference
+store. tests/fleet/test_ledger_contract.py runs one suite on the three.
 `open_ledger` picks the backend from the config.
 """
 
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import date, datetime
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from zoneinfo import ZoneInfo
 
 from routines.ledger import (
@@ -28,10 +29,11 @@ from routines.runs import RunEnd, RunStatus, Trigger
 if TYPE_CHECKING:
     from routines.config import Config
     from routines.ledger import _Any
+    from routines.ledgermemory import MemoryLedger
     from routines.paths import Paths
     from routines.pgledger import PgLedger
 
-__all__ = ["LedgerAPI", "MachineInUse", "open_ledger"]
+__all__ = ["LedgerAPI", "MachineInUse", "Maintenance", "Store", "Vacuum", "open_ledger"]
 
 
 class MachineInUse(LedgerError):
@@ -42,7 +44,9 @@ class MachineInUse(LedgerError):
 
 
 class LedgerAPI(Protocol):
-    """One connection to a ledger, used from one thread."""
+    """One connection to a ledger, used from one thread: the fence, runs, state and money.
+    Methods only tests call (`advance_cursor`, `is_claimed`, `oldest_run_start`) are the
+    backends' own, not the contract's."""
 
     # -- the run fence (one transaction each) --
     def claim(
@@ -58,9 +62,6 @@ class LedgerAPI(Protocol):
         owner: tuple[int, float] | None = None,
         expect_cursor: str | _Any | None = ANY,
     ) -> bool: ...
-    def advance_cursor(self, routine: str, slot: str) -> None: ...
-    def is_claimed(self, routine: str, slot: str) -> bool: ...
-    def prune_claims(self, now: datetime, keep_max: int | None = None) -> int: ...
 
     # -- run rows --
     def record_run(
@@ -87,14 +88,8 @@ class LedgerAPI(Protocol):
     def last_runs(self) -> dict[str, LastRun]: ...
     def last_started_here(self, routine: str) -> str | None: ...
 
-    # -- compaction (routines/rundays.py) --
-    def compact(
-        self, before: datetime, zone: ZoneInfo, limit: int = 500, keep_max: int | None = None
-    ) -> int: ...
+    # -- compacted history (routines/rundays.py) --
     def days(self, routine: str | None = None, limit: int = 20) -> list[DaySummary]: ...
-    def oldest_run_start(self) -> str | None: ...
-    def enable_incremental_vacuum(self) -> bool: ...
-    def incremental_vacuum(self, pages: int) -> int: ...
 
     # -- money --
     def spent_on_day(self, routine: str, day: date, zone: ZoneInfo) -> float: ...
@@ -126,7 +121,30 @@ class LedgerAPI(Protocol):
     def close(self) -> None: ...
 
 
-def open_ledger(p: Paths, config: Config, *, connect: bool = True) -> LedgerAPI:
+class Maintenance(Protocol):
+    """Retention, which only the daemon runs (supervisor/housekeeping.py, the daily prune):
+    runs folded into day rows, claims forgotten behind the cursor."""
+
+    def compact(
+        self, before: datetime, zone: ZoneInfo, limit: int = 500, keep_max: int | None = None
+    ) -> int: ...
+    def prune_claims(self, now: datetime, keep_max: int | None = None) -> int: ...
+
+
+@runtime_checkable
+class Vacuum(Protocol):
+    """Giving freed pages back to the file system: SQLite's alone (PostgreSQL's autovacuum
+    does it by itself, so `PgLedger` has no such methods)."""
+
+    def enable_incremental_vacuum(self) -> bool: ...
+    def incremental_vacuum(self, pages: int) -> int: ...
+
+
+class Store(LedgerAPI, Maintenance, Protocol):
+    """What the daemon holds: the ledger and its retention."""
+
+
+def open_ledger(p: Paths, config: Config, *, connect: bool = True) -> Store:
     """The fleet's PostgreSQL ledger when config.toml has [fleet], else this machine's SQLite
     file. psycopg is imported here, only for a fleet."""
     if config.fleet is None:
@@ -136,6 +154,8 @@ def open_ledger(p: Paths, config: Config, *, connect: bool = True) -> LedgerAPI:
     return PgLedger(config.fleet.database, config.fleet.machine, connect=connect)
 
 
-def _conforms(sqlite: Ledger, pg: PgLedger) -> tuple[LedgerAPI, LedgerAPI]:
-    """Never called: mypy checks here that both backends keep the contract."""
-    return sqlite, pg
+def _conforms(
+    sqlite: Ledger, pg: PgLedger, memory: MemoryLedger
+) -> tuple[Store, Store, Store, Vacuum]:
+    """Never called: mypy checks here that the three stores keep the contract."""
+    return sqlite, pg, memory, sqlite

@@ -8,12 +8,14 @@ Pure: no connection here; each backend executes these with its own cursor and tr
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from enum import Enum
 from typing import Any, Protocol
 
 from routines import rundays
-from routines.runs import ACTIVE, RunStatus, Trigger
+from routines.runs import ACTIVE, RunEnd, RunStatus, Trigger
 
 __all__ = [
     "ZERO_COLUMNS",
@@ -22,10 +24,12 @@ __all__ = [
     "cursor_values",
     "disable_values",
     "enable_values",
+    "finish_values",
     "fold_row",
     "from_iso",
     "insert_run_sql",
     "iso",
+    "merge_totals",
     "new_run",
     "note_last_sql",
     "set_state_sql",
@@ -215,3 +219,47 @@ def fold_row(r: Row) -> rundays.FoldRow:
         nanodollars=int(r["nano"]),
         duration_ms=int(r["ms"]),
     )
+
+
+def finish_values(end: RunEnd, finished: str, duration: float | None) -> tuple[object, ...]:
+    """A run's final columns, in `ledgersql.FINISH_COLUMNS` order (enums as their text)."""
+    return (
+        _text(end.status),
+        _text(end.outcome),
+        end.detail,
+        finished,
+        duration,
+        end.route,
+        end.model,
+        None if end.escalated is None else int(end.escalated),
+        end.escalated_reason,
+        end.input_tokens,
+        end.output_tokens,
+        end.local_input_tokens,
+        end.local_output_tokens,
+        end.tool_calls,
+        None if end.tools_used is None else json.dumps(list(end.tools_used)),
+        end.dollars,
+        end.output_file,
+    )
+
+
+def _text(value: object) -> object:
+    return value.value if isinstance(value, Enum) else value
+
+
+def merge_totals(rows: Iterable[Row]) -> list[dict[str, Any]]:
+    """`totals`: the run rows' and the day rows' sums per routine (`ledgersql.run_totals`,
+    `day_totals`) added up, dollars from nanodollars, biggest spender first."""
+    keys = ("runs", "input_tokens", "output_tokens", "local_input_tokens", "local_output_tokens")
+    merged: dict[str, dict[str, int]] = {}
+    for r in rows:
+        m = merged.setdefault(r["routine"], dict.fromkeys((*keys, "nano"), 0))
+        for k in m:
+            m[k] += int(r[k])
+    out: list[dict[str, Any]] = []
+    for name, m in merged.items():
+        nano = m.pop("nano")
+        out.append({"routine": name, **m, "dollars": nano / 1e9})
+    out.sort(key=lambda r: (-r["dollars"], r["routine"]))
+    return out

@@ -38,7 +38,6 @@ answers its control socket within a second (tests/fleet/test_fleet_fence.py).
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import socket
 import threading
@@ -73,11 +72,12 @@ from routines.ledger import (
     state_row,
 )
 from routines.ledgerfaults import LedgerUnavailable, Unavailable
+from routines.ledgersql import CLAIM_ROUTINES, RUN_ROUTINES
+from routines.ledgersql import PG as Q
 from routines.pgfleet import LEASE_SEC, FleetTables, MachineInUse, MachineRow
 from routines.runs import (
     ACTIVE,
     NO_LAST_RUN,
-    NOT_A_RUN,
     RunEnd,
     RunStatus,
     Trigger,
@@ -97,12 +97,9 @@ __all__ = [
 
 from routines.pgschema import (
     MIGRATION_LOCK,
-    MS_SQL,
-    NANO_SQL,
     PG_LEDGER_VERSION,
     STEPS,
     note_last,
-    plain,
 )
 
 _NOW_ISO = "to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')"
@@ -120,6 +117,8 @@ _DATA_VERSION_SQL = (
     "AND m.heartbeat > now() - make_interval(secs => %s)), '')) AS digest"
 )
 _ADVANCE_CURSOR_SQL = ledgerrows.advance_cursor_sql("%s")
+_ADD_DAY_SQL = Q.add_day()
+_INSERT_CLAIM_SQL = Q.insert_claim(("routine", "slot", "claimed_at", "run_id", "machine"))
 CONNECT_TIMEOUT_SEC = 3
 STATEMENT_TIMEOUT_MS = 10_000
 # TCP keepalives (a remote server; a Unix socket ignores them): a connection whose peer
@@ -419,12 +418,6 @@ class PgLedger(FleetTables):
         rows = self._read(_DATA_VERSION_SQL, (self.lease_sec,))
         return int(rows[0]["digest"][:15], 16)
 
-    def enable_incremental_vacuum(self) -> bool:
-        return True  # PostgreSQL's autovacuum
-
-    def incremental_vacuum(self, pages: int) -> int:
-        return 0
-
     # -- the run fence --------------------------------------------------------------------
 
     def claim(
@@ -449,17 +442,11 @@ class PgLedger(FleetTables):
                     "INSERT INTO routine_state (routine) VALUES (%s) ON CONFLICT DO NOTHING",
                     (routine,),
                 )
-                cur.execute(
-                    "SELECT cursor FROM routine_state WHERE routine = %s FOR UPDATE", (routine,)
-                )
+                cur.execute(Q.cursor(), (routine,))
                 row = cur.fetchone()
                 if expect_cursor is not ANY and (row["cursor"] if row else None) != expect_cursor:
                     raise _Stale
-                cur.execute(
-                    "INSERT INTO claims (routine, slot, claimed_at, run_id, machine) "
-                    "VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
-                    (routine, slot, iso(now), run_id, self.machine),
-                )
+                cur.execute(_INSERT_CLAIM_SQL, (routine, slot, iso(now), run_id, self.machine))
                 if cur.rowcount == 0:
                     raise _Stale  # claimed before, by some machine
                 self._advance_cursor(cur, routine, slot)
@@ -540,40 +527,29 @@ class PgLedger(FleetTables):
         """Forget claims older than 45 days, and each routine's beyond its newest `keep_max`
         (the cursor keeps old slots from coming back)."""
         with self.transaction() as cur:
-            cur.execute("DELETE FROM claims WHERE claimed_at < %s", (iso(now - CLAIM_RETENTION),))
+            cur.execute(Q.prune_old_claims(), (iso(now - CLAIM_RETENTION),))
             pruned = cur.rowcount
             if keep_max is not None:
-                cur.execute(
-                    "DELETE FROM claims c USING (SELECT routine, slot, row_number() OVER "
-                    "(PARTITION BY routine ORDER BY slot DESC) AS n FROM claims) t "
-                    "WHERE c.routine = t.routine AND c.slot = t.slot AND t.n > %s",
-                    (keep_max,),
-                )
-                pruned += cur.rowcount
+                cur.execute(CLAIM_ROUTINES)
+                for name in [r["r"] for r in cur.fetchall()]:
+                    cur.execute(Q.prune_claims_beyond(), (name, name, keep_max - 1))
+                    pruned += cur.rowcount
             return pruned
 
     def is_claimed(self, routine: str, slot: str) -> bool:
-        return bool(
-            self._read("SELECT 1 FROM claims WHERE routine = %s AND slot = %s", (routine, slot))
-        )
+        return bool(self._read(Q.is_claimed(), (routine, slot)))
 
     # -- run rows -----------------------------------------------------------------------
 
     def start_run(self, run_id: str, *, now: datetime, worker_pid: int | None) -> None:
         with self.transaction() as cur:
-            cur.execute(
-                "UPDATE runs SET status = %s, started_at = %s, worker_pid = %s WHERE run_id = %s",
-                (RunStatus.RUNNING.value, iso(now), worker_pid, run_id),
-            )
+            cur.execute(Q.start_run(), (RunStatus.RUNNING.value, iso(now), worker_pid, run_id))
 
     def finish_run(self, run_id: str, end: RunEnd, *, now: datetime) -> bool:
         """As `Ledger.finish_run`: only an active row changes (True if it did), and its lease
         goes with it. KeyError when there is no such run."""
         with self.transaction() as cur:
-            cur.execute(
-                "SELECT routine, started_at, status FROM runs WHERE run_id = %s FOR UPDATE",
-                (run_id,),
-            )
+            cur.execute(Q.run_to_finish(), (run_id,))
             row = cur.fetchone()
             if row is None:
                 raise KeyError(run_id)
@@ -582,33 +558,8 @@ class PgLedger(FleetTables):
             duration = end.duration_sec
             if duration is None and row["started_at"]:
                 duration = max(0.0, (now - from_iso(row["started_at"])).total_seconds())
-            tools = None if end.tools_used is None else json.dumps(list(end.tools_used))
             cur.execute(
-                "UPDATE runs SET status = %s, outcome = %s, detail = %s, finished_at = %s, "
-                "duration_sec = %s, route = %s, model = %s, escalated = %s, "
-                "escalated_reason = %s, input_tokens = %s, output_tokens = %s, "
-                "local_input_tokens = %s, local_output_tokens = %s, tool_calls = %s, "
-                "tools_used = %s, dollars = %s, output_file = %s WHERE run_id = %s",
-                (
-                    plain(end.status),
-                    plain(end.outcome),
-                    end.detail,
-                    iso(now),
-                    duration,
-                    end.route,
-                    end.model,
-                    None if end.escalated is None else int(end.escalated),
-                    end.escalated_reason,
-                    end.input_tokens,
-                    end.output_tokens,
-                    end.local_input_tokens,
-                    end.local_output_tokens,
-                    end.tool_calls,
-                    tools,
-                    end.dollars,
-                    end.output_file,
-                    run_id,
-                ),
+                Q.finish_run(), (*ledgerrows.finish_values(end, iso(now), duration), run_id)
             )
             if end.status not in ACTIVE:
                 cur.execute("DELETE FROM leases WHERE run_id = %s", (run_id,))
@@ -627,11 +578,7 @@ class PgLedger(FleetTables):
     def active_runs(self) -> list[ActiveRun]:
         """This machine's queued and running runs (another machine's pids mean nothing here:
         those end through their leases)."""
-        rows = self._read(
-            "SELECT run_id, routine, slot, status, owner_pid, owner_started, worker_pid "
-            f"FROM runs WHERE status IN {sql_in(ACTIVE)} AND machine = %s",
-            (self.machine,),
-        )
+        rows = self._read(Q.active_runs(" AND machine = %s"), (self.machine,))
         return [ActiveRun(**{**r, "status": RunStatus(r["status"])}) for r in rows]
 
     def last_started_here(self, routine: str) -> str | None:
@@ -647,7 +594,7 @@ class PgLedger(FleetTables):
         return str(rows[0]["started_at"]) if rows else None
 
     def run(self, run_id: str) -> RunRow | None:
-        rows = self._read("SELECT * FROM runs WHERE run_id = %s", (run_id,))
+        rows = self._read(Q.run(), (run_id,))
         return _row(rows[0]) if rows else None
 
     def history(self, routine: str | None = None, limit: int = 20) -> list[RunRow]:
@@ -655,21 +602,15 @@ class PgLedger(FleetTables):
 
     def fleet_history(self, routine: str | None = None, limit: int = 20) -> list[FleetRunRow]:
         """Runs newest first with the machine of each (all routines when `routine` is None)."""
-        where, args = ("WHERE routine = %s", [routine]) if routine else ("", [])
-        rows = self._read(
-            f"SELECT * FROM runs {where} ORDER BY started_at DESC, id DESC LIMIT %s",
-            (*args, limit),
-        )
+        args = [routine] if routine else []
+        rows = self._read(Q.history(bool(routine), "machine, "), (*args, limit))
         return [FleetRunRow(_row(r), r["machine"]) for r in rows]
 
     def replies_to(self, run_ids: Sequence[str]) -> list[RunRow]:
         """The reply runs whose parent is one of `run_ids`, oldest first."""
         if not run_ids:
             return []
-        rows = self._read(
-            "SELECT * FROM runs WHERE parent_run_id = ANY(%s) ORDER BY started_at, id",
-            (list(run_ids),),
-        )
+        rows = self._read(Q.replies_to(len(run_ids)), tuple(run_ids))
         return [_row(r) for r in rows]
 
     def thread(self, run_id: str) -> list[RunRow]:
@@ -678,19 +619,11 @@ class PgLedger(FleetTables):
 
     def fleet_runs_between(self, start: datetime, end: datetime) -> list[FleetRunRow]:
         """Runs of every routine and machine that started in [start, end), newest first."""
-        rows = self._read(
-            "SELECT * FROM runs WHERE started_at >= %s AND started_at < %s "
-            "ORDER BY started_at DESC, id DESC",
-            (iso(start), iso(end)),
-        )
+        rows = self._read(Q.runs_between("machine, "), (iso(start), iso(end)))
         return [FleetRunRow(_row(r), r["machine"]) for r in rows]
 
     def runs_between(self, start: datetime, end: datetime) -> list[RunRow]:
-        rows = self._read(
-            "SELECT * FROM runs WHERE started_at >= %s AND started_at < %s "
-            "ORDER BY started_at DESC, id DESC",
-            (iso(start), iso(end)),
-        )
+        rows = self._read(Q.runs_between(), (iso(start), iso(end)))
         return [_row(r) for r in rows]
 
     def last_runs(self) -> dict[str, LastRun]:
@@ -709,42 +642,29 @@ class PgLedger(FleetTables):
         `keep_max`-th newest run); SKIP LOCKED lets two machines compact at once, each run
         folded once."""
         with self.transaction() as cur:
-            names: list[str] = []
-            lines: list[str] = []
-            if keep_max is not None:
-                cur.execute(
-                    "SELECT routine, started_at FROM (SELECT routine, started_at, row_number() "
-                    "OVER (PARTITION BY routine ORDER BY started_at DESC, id DESC) AS n "
-                    "FROM runs) t WHERE n = %s",
-                    (keep_max,),
-                )
-                for r in cur.fetchall():
-                    line = rundays.count_line(from_iso(r["started_at"]), zone)
-                    if line > before:
-                        names.append(r["routine"])
-                        lines.append(iso(line))
-            cur.execute(
-                "SELECT r.id, r.routine, r.run_id, r.started_at, COALESCE(r.status, '') AS status, "
-                "r.outcome, r.input_tokens, r.output_tokens, r.local_input_tokens, "
-                f"r.local_output_tokens, r.tool_calls, {NANO_SQL} AS nano, {MS_SQL} AS ms "
-                "FROM runs r LEFT JOIN unnest(%s::text[], %s::text[]) AS l(routine, line) "
-                "ON l.routine = r.routine WHERE (r.started_at < %s OR r.started_at < l.line) "
-                f"AND COALESCE(r.status, '') NOT IN {sql_in(ACTIVE)} "
-                "ORDER BY r.started_at LIMIT %s FOR UPDATE OF r SKIP LOCKED",
-                (names, lines, iso(before), limit),
-            )
-            rows = cur.fetchall()
+            cur.execute(RUN_ROUTINES)
+            names = [r["r"] for r in cur.fetchall()]
+            rows: list[dict[str, Any]] = []
+            for name in names:
+                if len(rows) >= limit:
+                    break
+                line = before
+                if keep_max is not None:
+                    cur.execute(Q.nth_newest_start(), (name, keep_max - 1))
+                    nth = cur.fetchone()
+                    if nth is not None:
+                        line = max(line, rundays.count_line(from_iso(nth["started_at"]), zone))
+                cur.execute(Q.to_fold(), (name, iso(line), limit - len(rows)))
+                rows += cur.fetchall()
             for f in rundays.fold([ledgerrows.fold_row(r) for r in rows], zone):
-                _add_day(cur, f, zone.key)
-            cur.execute("DELETE FROM runs WHERE id = ANY(%s)", ([r["id"] for r in rows],))
+                cur.execute(_ADD_DAY_SQL, ledgerrows.add_day_args(f, zone.key))
+            if rows:
+                cur.execute(Q.delete_runs(len(rows)), [r["id"] for r in rows])
         return len(rows)
 
     def days(self, routine: str | None = None, limit: int = 20) -> list[DaySummary]:
-        where, args = ("WHERE routine = %s", [routine]) if routine else ("", [])
-        rows = self._read(
-            f"SELECT * FROM run_days {where} ORDER BY start_at DESC, routine LIMIT %s",
-            (*args, limit),
-        )
+        args = [routine] if routine else []
+        rows = self._read(Q.days(bool(routine)), (*args, limit))
         return [rundays.summary(r) for r in rows]
 
     def oldest_run_start(self) -> str | None:
@@ -756,64 +676,31 @@ class PgLedger(FleetTables):
     def spent_on_day(self, routine: str, day: date, zone: ZoneInfo) -> float:
         """Every machine's spending of `routine` on `day` (the fleet-wide budget)."""
         start, end = day_bounds(day, zone)
-        rows = self._read(
-            "SELECT COALESCE(SUM(dollars), 0) AS s FROM runs "
-            "WHERE routine = %s AND started_at >= %s AND started_at < %s",
-            (routine, iso(start), iso(end)),
-        )
+        rows = self._read(Q.spent(), (routine, iso(start), iso(end)))
         return float(rows[0]["s"])
 
     def spent_today(self, routine: str, zone: ZoneInfo, now: datetime) -> float:
         return self.spent_on_day(routine, now.astimezone(zone).date(), zone)
 
     def totals(self, start: datetime, end: datetime) -> list[dict[str, Any]]:
-        sums = ("input_tokens", "output_tokens", "local_input_tokens", "local_output_tokens")
-        runs = self._read(
-            "SELECT routine, COUNT(*) AS runs, "
-            + "".join(f"COALESCE(SUM({c}), 0) AS {c}, " for c in sums)
-            + f"COALESCE(SUM({NANO_SQL}), 0) AS nano FROM runs "
-            "WHERE started_at >= %s AND started_at < %s "
-            f"AND COALESCE(status, '') NOT IN {sql_in(NOT_A_RUN)} GROUP BY routine",
-            (iso(start), iso(end)),
+        bounds = (iso(start), iso(end))
+        return ledgerrows.merge_totals(
+            [*self._read(Q.run_totals(), bounds), *self._read(Q.day_totals(), bounds)]
         )
-        days = self._read(
-            "SELECT routine, SUM(runs - skipped - missed) AS runs, "
-            + "".join(f"SUM({c}) AS {c}, " for c in sums)
-            + "SUM(nanodollars) AS nano FROM run_days WHERE start_at >= %s AND start_at < %s "
-            "GROUP BY routine HAVING SUM(runs - skipped - missed) > 0",
-            (iso(start), iso(end)),
-        )
-        merged: dict[str, dict[str, Any]] = {}
-        for r in (*runs, *days):
-            m = merged.setdefault(r["routine"], dict.fromkeys(("runs", *sums, "nano"), 0))
-            for k in m:
-                m[k] += int(r[k])
-        out: list[dict[str, Any]] = []
-        for name, m in merged.items():
-            nano = m.pop("nano")
-            out.append({"routine": name, **m, "dollars": nano / 1e9})
-        out.sort(key=lambda r: (-r["dollars"], r["routine"]))
-        return out
 
     def dollars_by_day(self, days: Sequence[date], zone: ZoneInfo) -> dict[date, float]:
         out: dict[date, float] = {}
         for day in days:
             start, end = day_bounds(day, zone)
             bounds = (iso(start), iso(end))
-            rows = self._read(
-                f"SELECT (SELECT COALESCE(SUM({NANO_SQL}), 0) FROM runs "
-                "WHERE started_at >= %s AND started_at < %s) + "
-                "(SELECT COALESCE(SUM(nanodollars), 0) FROM run_days "
-                "WHERE start_at >= %s AND start_at < %s) AS nano",
-                (*bounds, *bounds),
-            )
+            rows = self._read(Q.dollars_on(), (*bounds, *bounds))
             out[day] = int(rows[0]["nano"]) / 1e9
         return out
 
     # -- per-routine state --------------------------------------------------------------
 
     def state(self, routine: str) -> RoutineState:
-        rows = self._read("SELECT * FROM routine_state WHERE routine = %s", (routine,))
+        rows = self._read(Q.state(), (routine,))
         return state_row(rows[0]) if rows else RoutineState(routine)
 
     def states(self) -> dict[str, RoutineState]:
@@ -830,9 +717,7 @@ class PgLedger(FleetTables):
     def enable(self, routine: str, *, file_enabled: bool, cursor: str, fingerprint: str) -> None:
         """As `Ledger.enable`, under the routine's row lock (a claim may be racing it)."""
         with self.transaction() as cur:
-            cur.execute(
-                "SELECT cursor FROM routine_state WHERE routine = %s FOR UPDATE", (routine,)
-            )
+            cur.execute(Q.cursor(), (routine,))
             row = cur.fetchone()
             stored = row["cursor"] if row else None
             self._set_state(
@@ -883,20 +768,3 @@ def _shut(conn: psycopg.Connection[Any], cut: threading.Event) -> None:
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return text[0] if text else type(exc).__name__
-
-
-def _add_day(cur: Cursor, f: rundays.DayFold, zone: str) -> None:
-    cols = ", ".join(rundays.DAY_COLUMNS)
-    marks = ", ".join("%s" for _ in rundays.DAY_COLUMNS)
-    adds = ", ".join(f"{c} = run_days.{c} + excluded.{c}" for c in rundays.COUNTERS)
-    cur.execute(
-        f"INSERT INTO run_days ({cols}) VALUES ({marks}) "
-        f"ON CONFLICT (routine, day) DO UPDATE SET {adds}, "
-        "first_run_id = CASE WHEN excluded.first_started < run_days.first_started "
-        "THEN excluded.first_run_id ELSE run_days.first_run_id END, "
-        "first_started = LEAST(run_days.first_started, excluded.first_started), "
-        "last_run_id = CASE WHEN excluded.last_started > run_days.last_started "
-        "THEN excluded.last_run_id ELSE run_days.last_run_id END, "
-        "last_started = GREATEST(run_days.last_started, excluded.last_started)",
-        ledgerrows.add_day_args(f, zone),
-    )

@@ -16,15 +16,13 @@ from routines.runs import ACTIVE, NO_LAST_RUN, Outcome, RunStatus, sql_in
 
 __all__ = [
     "MIGRATION_LOCK",
-    "MS_SQL",
-    "NANO_SQL",
     "PG_LEDGER_VERSION",
     "STEPS",
     "note_last",
     "plain",
 ]
 
-PG_LEDGER_VERSION = 2
+PG_LEDGER_VERSION = 3
 
 T = 'TEXT COLLATE "C"'  # byte order, as SQLite compares: ISO times and slot ids sort as text
 
@@ -105,11 +103,11 @@ STEPS: dict[int, tuple[str, ...]] = {
         "ALTER TABLE machines ADD COLUMN boot_id TEXT",
         "ALTER TABLE machines ADD COLUMN conflict TEXT",
     ),
+    # SQLite's runs keep a v2.0.x exit_status where they have no status; with the column here
+    # too, both backends run the same query texts (routines/ledgersql.py).
+    3: (f"ALTER TABLE runs ADD COLUMN exit_status {T}",),
 }
 MIGRATION_LOCK = 0x76696E6F73  # pg_advisory_xact_lock key: one migrating machine at a time
-
-NANO_SQL = "CAST(ROUND(CAST(COALESCE(dollars, 0) AS NUMERIC) * 1000000000) AS BIGINT)"
-MS_SQL = "CAST(ROUND(CAST(COALESCE(duration_sec, 0) AS NUMERIC) * 1000) AS BIGINT)"
 
 
 Cursor = psycopg.Cursor[dict[str, Any]]

@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
-from routines.ledger import Ledger, iso
+from routines.ledgerrows import iso
 
 __all__ = [
     "MAX_INPUT",
@@ -31,6 +32,7 @@ __all__ = [
     "Decider",
     "Proposal",
     "ProposalState",
+    "ProposalStore",
     "add",
     "claim",
     "decided_since",
@@ -103,12 +105,22 @@ def _row(row: sqlite3.Row) -> Proposal:
     return Proposal(**d)
 
 
-def _db(ledger: Ledger) -> sqlite3.Connection:
-    return ledger._db  # the one connection of this Ledger (writes go through transaction())
+@runtime_checkable
+class ProposalStore(Protocol):
+    """Where a machine keeps its proposals: its own SQLite ledger (routines/ledger.py
+    `Ledger`; a fleet shares none, so PostgreSQL's `PgLedger` is not one). Reads go through
+    `reader`, every write through `transaction` (BEGIN IMMEDIATE ... COMMIT)."""
+
+    def reader(self) -> sqlite3.Connection: ...
+    def transaction(self) -> AbstractContextManager[sqlite3.Connection]: ...
+
+
+def _db(ledger: ProposalStore) -> sqlite3.Connection:
+    return ledger.reader()
 
 
 def add(
-    ledger: Ledger,
+    ledger: ProposalStore,
     *,
     routine: str,
     run_id: str,
@@ -142,7 +154,7 @@ def add(
         return cur.lastrowid
 
 
-def recorded_for_run(ledger: Ledger, run_id: str) -> int:
+def recorded_for_run(ledger: ProposalStore, run_id: str) -> int:
     """How many proposals of `run_id` are recorded."""
     n: int = (
         _db(ledger)
@@ -152,12 +164,12 @@ def recorded_for_run(ledger: Ledger, run_id: str) -> int:
     return n
 
 
-def get(ledger: Ledger, proposal_id: int) -> Proposal | None:
+def get(ledger: ProposalStore, proposal_id: int) -> Proposal | None:
     row = _db(ledger).execute("SELECT * FROM proposals WHERE id = ?", (proposal_id,)).fetchone()
     return _row(row) if row else None
 
 
-def waiting(ledger: Ledger, routine: str | None = None) -> list[Proposal]:
+def waiting(ledger: ProposalStore, routine: str | None = None) -> list[Proposal]:
     """Waiting proposals, newest first (call `expire` and `invalidate` before, to be current)."""
     sql = "SELECT * FROM proposals WHERE state = 'waiting'"
     args: tuple[Any, ...] = ()
@@ -167,7 +179,7 @@ def waiting(ledger: Ledger, routine: str | None = None) -> list[Proposal]:
     return [_row(r) for r in rows]
 
 
-def for_routine(ledger: Ledger, routine: str, limit: int = 20) -> list[Proposal]:
+def for_routine(ledger: ProposalStore, routine: str, limit: int = 20) -> list[Proposal]:
     """`routine`'s proposals in any state, newest first (for `history`)."""
     rows = (
         _db(ledger)
@@ -180,7 +192,7 @@ def for_routine(ledger: Ledger, routine: str, limit: int = 20) -> list[Proposal]
     return [_row(r) for r in rows]
 
 
-def waiting_count(ledger: Ledger, now: datetime) -> int:
+def waiting_count(ledger: ProposalStore, now: datetime) -> int:
     """Waiting and not yet expired (a read: for waybar and status, which never write)."""
     row = (
         _db(ledger)
@@ -192,7 +204,7 @@ def waiting_count(ledger: Ledger, now: datetime) -> int:
     return int(row[0])
 
 
-def prune(ledger: Ledger, before: datetime, limit: int = 200) -> int:
+def prune(ledger: ProposalStore, before: datetime, limit: int = 200) -> int:
     """Delete up to `limit` decided proposals (done, denied, expired, invalidated) whose last
     change is older than `before`; how many. Waiting and running ones are never deleted: a
     waiting one expires first, and is deleted only once that is old too."""
@@ -206,7 +218,7 @@ def prune(ledger: Ledger, before: datetime, limit: int = 200) -> int:
         return cur.rowcount
 
 
-def expire(ledger: Ledger, now: datetime) -> int:
+def expire(ledger: ProposalStore, now: datetime) -> int:
     """Mark waiting proposals past their expiry `expired`; how many."""
     with ledger.transaction() as db:
         cur = db.execute(
@@ -218,7 +230,7 @@ def expire(ledger: Ledger, now: datetime) -> int:
 
 
 def invalidate(
-    ledger: Ledger, routine: str, current: str | None, now: datetime, only: int | None = None
+    ledger: ProposalStore, routine: str, current: str | None, now: datetime, only: int | None = None
 ) -> int:
     """Mark `routine`'s waiting proposals (or just proposal `only`) made from another version
     of its file (or from a routine that is gone or invalid: `current` None) `invalidated`;
@@ -234,7 +246,7 @@ def invalidate(
         return cur.rowcount
 
 
-def note(ledger: Ledger, proposal_id: int, why: str) -> None:
+def note(ledger: ProposalStore, proposal_id: int, why: str) -> None:
     """Say on a waiting proposal why it still waits (auto_approve declined)."""
     with ledger.transaction() as db:
         db.execute(
@@ -244,7 +256,7 @@ def note(ledger: Ledger, proposal_id: int, why: str) -> None:
 
 
 def claim(
-    ledger: Ledger, proposal_id: int, *, by: Decider, now: datetime, current: str
+    ledger: ProposalStore, proposal_id: int, *, by: Decider, now: datetime, current: str
 ) -> tuple[Proposal | None, str | None]:
     """Approve a waiting proposal: (the proposal, None) when this process won it and must run
     it now, else (the proposal or None, why not). One conditional UPDATE decides: of two
@@ -284,7 +296,7 @@ def _why_not(p: Proposal | None, now: datetime, current: str) -> str:
 
 
 def finish(
-    ledger: Ledger, proposal_id: int, *, exit_status: int | None, output: str, now: datetime
+    ledger: ProposalStore, proposal_id: int, *, exit_status: int | None, output: str, now: datetime
 ) -> None:
     """Record how an approved proposal's command went (running → done)."""
     if len(output) > OUTPUT_CAP:
@@ -298,7 +310,7 @@ def finish(
 
 
 def deny(
-    ledger: Ledger, proposal_id: int, *, why: str, now: datetime
+    ledger: ProposalStore, proposal_id: int, *, why: str, now: datetime
 ) -> tuple[Proposal | None, str | None]:
     """waiting → denied; (the proposal, None) or (it, why not)."""
     with ledger.transaction() as db:
@@ -316,7 +328,7 @@ def deny(
     return p, _why_not(p, now, p.fingerprint if p else "")
 
 
-def decided_since(ledger: Ledger, routine: str, since: str | None) -> list[Proposal]:
+def decided_since(ledger: ProposalStore, routine: str, since: str | None) -> list[Proposal]:
     """`routine`'s proposals decided after `since` (ISO; None: all), oldest first: what its
     next run is told."""
     rows = (

@@ -8,17 +8,17 @@ resumes where the last one committed.
 For a second backend (PostgreSQL for a fleet): the schema here (SCHEMA, DAY_COLUMNS), the
 lines (`compaction_line`, `count_line`) and the fold (`fold`, pure over typed `FoldRow`s) are
 backend-free; the backend supplies the
-methods supervisor/housekeeping.py calls: `compact(before, zone, limit)` as "select a batch
-FOR UPDATE SKIP LOCKED, upsert the day rows, delete the batch" in one transaction (so two
-machines compacting at once fold each run once), `incremental_vacuum` and
-`enable_incremental_vacuum` as no-ops (autovacuum), and `totals`/`dollars_by_day`/`days`
-reading both tables. The cases of tests/test_ledger_compaction.py are the contract to run on
+methods supervisor/housekeeping.py calls (routines/ledgerapi.py `Maintenance`):
+`compact(before, zone, limit)` as "select a batch FOR UPDATE SKIP LOCKED, upsert the day rows,
+delete the batch" in one transaction (so two machines compacting at once fold each run once),
+and `totals`/`dollars_by_day`/`days` reading both tables; SQLite alone gives pages back
+(`Vacuum`). The cases of tests/test_ledger_compaction.py are the contract to run on
 it (their independent sums, and the SIGKILL test's hook, read SQLite directly and would be
 ported to read the other backend the same way).
 
-Money is kept in integer nanodollars on both sides of the line (`NANO_SQL` for run rows), so a
-sum is exact whatever the order the rows were added in: the 30-day or monthly figure `cost`
-prints is the same before and after a compaction.
+Money is kept in integer nanodollars on both sides of the line (routines/ledgersql.py `NANO`
+for run rows), so a sum is exact whatever the order the rows were added in: the 30-day or
+monthly figure `cost` prints is the same before and after a compaction.
 """
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ from zoneinfo import ZoneInfo
 
 __all__ = [
     "DAY_COLUMNS",
-    "NANO_SQL",
     "OUTCOMES",
     "STATUSES",
     "DayFold",
@@ -42,9 +41,6 @@ __all__ = [
     "fold",
 ]
 
-# Each run's dollars as integer nanodollars, the same expression wherever money is summed.
-NANO_SQL = "CAST(ROUND(COALESCE(dollars, 0) * 1e9) AS INTEGER)"
-MS_SQL = "CAST(ROUND(COALESCE(duration_sec, 0) * 1000) AS INTEGER)"
 
 # Status and outcome counters, each a column of run_days. Any other status (a legacy
 # exit_status such as "error") counts in `other`; queued and running runs are never compacted.
@@ -121,8 +117,8 @@ class FoldRow:
     local_input_tokens: int
     local_output_tokens: int
     tool_calls: int
-    nanodollars: int  # NANO_SQL
-    duration_ms: int  # MS_SQL
+    nanodollars: int  # ledgersql.NANO
+    duration_ms: int  # ledgersql.MS
 
 
 @dataclass(slots=True)

@@ -1,7 +1,14 @@
-"""The run rows' compact layout (ledger schema 6): what `runs` and `claims` hold on disk.
+"""Schema 6's packed layout (schemas 6 to 8): kept only to read such a ledger once.
 
-A run row was ~600 bytes with its indexes
-(test_ledger_slim.py::test_a_run_costs_a_bounded_number_of_bytes): the same routine name, status and
+The live schema is plain again (routines/ledger.py, step 9). What stays here is the one
+definition of the packed layout: `views` decodes it (routines/ledgerunpack.py reads every row
+through them to unpack a ledger), and `MIGRATION` encodes it, which tests/test_ledger_unpack.py
+and bench/bench_ledger_year.py use to make real packed files. Nothing writes this layout in
+a running ledger.
+
+What schema 6 was, for whoever reads an old file:
+
+A run row was ~600 bytes with its indexes: the same routine name, status and
 summary repeated as text in every row, times as 27-character ISO strings, the run id twice (row and
 index). Here:
 

@@ -23,6 +23,7 @@ from routines import proposals
 from routines.ledger import Ledger, LedgerError
 from routines.ledgerapi import LedgerAPI
 from routines.paths import Paths
+from routines.proposals import ProposalStore
 from routines.safetext import one_line
 from routines.spec import Routine
 
@@ -45,7 +46,7 @@ class Recorded:
 
 
 def record_proposals(
-    ledger: Ledger, routine: Routine, run_id: str, sent: list[Proposal], now: datetime
+    ledger: ProposalStore, routine: Routine, run_id: str, sent: list[Proposal], now: datetime
 ) -> Recorded:
     """Record the run's proposals as waiting rows, each checked again against the routine.
     Once: those of `run_id` recorded before (a write that found the disk full part-way, tried
@@ -89,12 +90,12 @@ def record_proposals(
 
 
 @contextlib.contextmanager
-def proposal_store(ledger: LedgerAPI, p: Paths) -> Iterator[Ledger]:
+def proposal_store(ledger: LedgerAPI, p: Paths) -> Iterator[ProposalStore]:
     """Where this machine keeps its proposals: its own SQLite ledger, which `pending`,
     `approve`, `deny`, `brief`, the waybar module and the dashboard read. Without a fleet that
     is the run ledger itself; on a fleet (which does not share proposals) the file at
     `p.ledger`, opened for the moment. LedgerError when it cannot be opened."""
-    if isinstance(ledger, Ledger):
+    if isinstance(ledger, ProposalStore):
         yield ledger
         return
     with Ledger(p.ledger) as local:

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from routines.config import Config, ConfigInvalid, load_config
 from routines.ledger import Ledger, LedgerError, LedgerUnavailable, Unavailable
-from routines.ledgerapi import LedgerAPI, MachineInUse
+from routines.ledgerapi import MachineInUse, Store
 from routines.paths import Paths, paths
 from routines.registry import Registry
 from routines.safetext import one_line
@@ -86,7 +86,7 @@ class Daemon:
         self.fleet: Fleet | None = None
         self.offline: Offline | None = None  # a fleet machine's runs while its database is away
         self._fleet_states: dict[str, RoutineState] = {}  # as last read, to seed `offline`
-        self.ledger: LedgerAPI
+        self.ledger: Store
         if config.fleet is not None:
             from supervisor.fleet import Fleet  # psycopg is loaded only for a fleet
 

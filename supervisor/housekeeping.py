@@ -35,7 +35,7 @@ from zoneinfo import ZoneInfo
 from routines import proposals
 from routines.config import Config, LedgerSettings
 from routines.ledger import Ledger, LedgerError, LedgerUnavailable, Unavailable
-from routines.ledgerapi import LedgerAPI
+from routines.ledgerapi import Store, Vacuum
 from routines.ledgerfaults import is_no_space
 from routines.paths import Paths
 from routines.rundays import compaction_line
@@ -72,7 +72,7 @@ class Step:
 class Housekeeper:
     def __init__(
         self,
-        ledger: LedgerAPI,
+        ledger: Store,
         state_dir: str,
         settings: LedgerSettings,
         clock: Clock,
@@ -115,7 +115,7 @@ class Housekeeper:
         line = compaction_line(now, zone, self.settings.keep_runs_days)
         compacted = self.ledger.compact(line, zone, BATCH_ROWS, self.settings.keep_runs_max)
         free = 0
-        if compacted < BATCH_ROWS:
+        if compacted < BATCH_ROWS and isinstance(self.ledger, Vacuum):  # SQLite's alone
             if not self._converted:
                 # Only when the migration's VACUUM could not run (a busy or full disk): now,
                 # with the history compacted, the file to rewrite is small.
@@ -148,14 +148,14 @@ class Housekeeper:
     def _prune_proposals(self, now: datetime) -> int:
         """One batch of decided proposals older than `keep_runs_days` deleted (the waiting
         ones past their expiry marked expired first: they are deleted a retention later)."""
-        if isinstance(self.ledger, Ledger):
+        if isinstance(self.ledger, proposals.ProposalStore):
             return self._prune_in(self.ledger, now)
         if self.proposal_file is None or not self.proposal_file.exists():
             return 0
         with Ledger(self.proposal_file) as local:
             return self._prune_in(local, now)
 
-    def _prune_in(self, store: Ledger, now: datetime) -> int:
+    def _prune_in(self, store: proposals.ProposalStore, now: datetime) -> int:
         proposals.expire(store, now)
         before = now - timedelta(days=self.settings.keep_runs_days)
         return proposals.prune(store, before, PROPOSAL_BATCH)
@@ -206,7 +206,7 @@ def _seconds(pause: float) -> str:
     return "an hour" if pause >= IDLE_PAUSE_SEC else f"{pause:g} s"
 
 
-def start(ledger: LedgerAPI, paths: Paths, config: Config, clock: Clock) -> asyncio.Task[None]:
+def start(ledger: Store, paths: Paths, config: Config, clock: Clock) -> asyncio.Task[None]:
     """The daemon's hook: housekeeping as a task on its loop, on the daemon's connection."""
     keeper = Housekeeper(
         ledger, str(paths.state_dir), config.ledger, clock, proposal_file=paths.ledger

@@ -101,10 +101,11 @@ def test_fresh_ledger_is_created_at_the_current_version(db_path: Path) -> None:
     assert db.execute("PRAGMA user_version").fetchone()[0] == LEDGER_VERSION
     assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-    assert {"run_log", "fence", "routine_state", "run_days"} <= tables
-    # runs and claims read as they always did, through views over the compact tables
-    views = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='view'")}
-    assert {"runs", "claims"} <= views
+    assert {"runs", "claims", "routine_state", "run_days", "proposals"} <= tables
+    # Plain tables: nothing reads them through a view or writes them through a trigger.
+    assert not db.execute(
+        "SELECT name FROM sqlite_master WHERE type IN ('view', 'trigger')"
+    ).fetchall()
     columns = {r[1] for r in db.execute("PRAGMA table_info(runs)")}
     assert set(RUN_COLUMNS) <= columns
     # seed 000's v1-v3 columns are all there

@@ -84,7 +84,7 @@ def sums(path: Path) -> dict[tuple[str, str], Counter[str]]:
             c["tokens"] += it + ot
             c["local"] += lit + lot
             c["tool_calls"] += tc
-            # Rounded as SQLite's ROUND does it (x + 0.5, truncated): NANO_SQL and MS_SQL.
+            # Rounded as SQLite's ROUND does it (x + 0.5, truncated): ledgersql.NANO and MS.
             c["nano"] += int(dollars * 1e9 + 0.5)
             c["ms"] += int(dur * 1000 + 0.5)
         tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master")}

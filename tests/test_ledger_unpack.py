@@ -1,12 +1,13 @@
-"""The compact run layout (ledger schema 6, routines/runlog.py) on real SQLite files.
+"""Schema 6's packed layout (routines/runlog.py) unpacked into plain tables by step 9
+(routines/ledgerunpack.py), on real SQLite files.
 
-A schema-5 ledger, laid out by the v1-v5 migrations themselves and filled by plain SQL with
-every shape of row older versions and the daemon wrote, converts with every run, sum, claim
-and cursor exactly as it was (read back through the `runs` and `claims` views, which show the
-schema-5 columns). A process killed with SIGKILL in the middle of that conversion leaves the
-schema-5 file whole, and the next open converts it. A run costs a bounded number of bytes.
-`keep_runs_max` folds whole days beyond a routine's newest N runs, and prunes claims the same
-way, with every sum exact.
+A packed ledger is made here the way schema 6 made one: a schema-5 ledger laid out by the
+v1-v5 migrations themselves, filled by plain SQL with every shape of row older versions and
+the daemon wrote, then packed by schema 6's own statements (and, for 8, schema 7's and 8's).
+It unpacks with every run, sum, claim and cursor exactly as the packed views showed them. A
+process killed with SIGKILL in the middle of the unpacking (at a fixed point, not a time)
+leaves the packed file whole, and the next open unpacks it. `keep_runs_max` folds whole days
+beyond a routine's newest N runs, and prunes claims the same way, with every sum exact.
 """
 
 from __future__ import annotations
@@ -23,8 +24,9 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from routines import ledger as ledger_module
+from routines import runlog
 from routines.ledger import LEDGER_VERSION, Ledger, iso
-from routines.runs import Outcome, RunEnd, RunStatus
+from routines.runs import RunEnd, RunStatus, Trigger
 
 REPO = Path(__file__).resolve().parent.parent
 NOW = datetime(2026, 12, 3, 10, 0, tzinfo=UTC)
@@ -224,6 +226,32 @@ def build_v5(path: Path, extra_runs: int = 0) -> None:
     db.close()
 
 
+def pack(path: Path, version: int) -> None:
+    """Turn the schema-5 ledger at `path` into a packed one of `version` (6, 7 or 8) with the
+    statements those schemas ran."""
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("BEGIN")
+    for statement in runlog.MIGRATION:
+        db.execute(statement)
+    later: tuple[str, ...] = ()
+    if version >= 7:
+        for statement in ledger_module._STEPS[7][1]:
+            db.execute(statement)
+    if version >= 8:
+        db.execute("ALTER TABLE run_log ADD COLUMN parent_run_id TEXT")
+        later = ("parent_run_id",)
+    for statement in runlog.views(later):
+        db.execute(statement)
+    db.execute(f"PRAGMA user_version = {version}")
+    db.execute("COMMIT")
+    db.close()
+
+
+def build_packed(path: Path, version: int, extra_runs: int = 0) -> None:
+    build_v5(path, extra_runs)
+    pack(path, version)
+
+
 def snapshot(path: Path) -> dict[str, object]:
     """Everything a user can read, through plain sqlite3, keyed so packed ids may change."""
     db = sqlite3.connect(path)
@@ -250,23 +278,21 @@ def snapshot(path: Path) -> dict[str, object]:
         db.close()
 
 
-def test_a_v5_ledger_converts_with_every_run_sum_claim_and_cursor_exact(tmp_path: Path) -> None:
+@pytest.mark.parametrize("version", [6, 8])
+def test_a_packed_ledger_unpacks_with_every_run_sum_claim_and_cursor_exact(
+    tmp_path: Path, version: int
+) -> None:
     path = tmp_path / "ledger.db"
-    build_v5(path, extra_runs=3000)
+    build_packed(path, version, extra_runs=3000)
     before = snapshot(path)
     with Ledger(path) as led:
         assert led.version == LEDGER_VERSION
         assert led._db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-        # The daemon's run ids are the row ids now; the others keep their text.
         ids = dict(led._db.execute("SELECT run_id, id FROM runs WHERE run_id IS NOT NULL"))
-        assert ids["20261201T060012-day-brief-3f9a1c"] >= 1 << 40
-        # Two runs whose ids name the same second: in the order they were written.
-        assert (
-            1 << 40
-            <= ids["20261202T060003-day-brief-000001"]
-            < ids["20261202T060003-triage-000001"]
-        )
+        # A run id schema 6 kept as text keeps its row id; the packed ones are numbered in
+        # the order schema 6 kept them (two in one second: in the order they were written).
         assert ids["r13"] == 13
+        assert ids["20261202T060003-day-brief-000001"] < ids["20261202T060003-triage-000001"]
         # Through the API, as before.
         assert led.run("20261201T060012-day-brief-3f9a1c") is not None
         assert led.run("20261202T060003-triage-000001") is not None
@@ -278,18 +304,43 @@ def test_a_v5_ledger_converts_with_every_run_sum_claim_and_cursor_exact(tmp_path
         assert led.is_claimed("triage", "2026-12-02T08:00:00Z")
         assert not led.is_claimed("triage", "2026-12-02T09:00:00Z")
         assert led.state("day-brief").cursor == "2026-12-02T06:00:00Z"
-    after = snapshot(path)
-    assert after == before
-    # Stored compactly: no ISO text left where the integer says the same.
+    assert snapshot(path) == before
     db = sqlite3.connect(path)
-    assert db.execute("SELECT COUNT(*) FROM run_log WHERE raw IS NOT NULL").fetchone()[0] == 3
-    assert db.execute("SELECT COUNT(DISTINCT detail) FROM run_log").fetchone()[0] == 6
+    # Plain tables only: no view, no trigger, none of the packed tables.
+    kinds = dict(db.execute("SELECT name, type FROM sqlite_master WHERE name NOT LIKE 'sqlite%'"))
+    assert "view" not in kinds.values() and "trigger" not in kinds.values()
+    assert {"run_log", "fence", "texts", "routines"}.isdisjoint(kinds)
+    assert kinds["runs"] == kinds["claims"] == kinds["proposals"] == "table"
+    # As `sqlite3 ledger.db 'SELECT * FROM runs'` shows them: the ISO times as written.
+    assert db.execute(
+        "SELECT started_at, finished_at, parent_run_id FROM runs WHERE run_id = 'r13'"
+    ).fetchone() == ("2026-12-02T07:00:00.000000Z", "2026-12-02T07:00:00+00:00", None)
+    # The same columns, in the same order, as a ledger that was never packed.
+    Ledger(tmp_path / "fresh.db").close()
+    fresh = sqlite3.connect(tmp_path / "fresh.db")
+    for table in ("runs", "claims"):
+        info = f"PRAGMA table_info({table})"
+        assert db.execute(info).fetchall() == fresh.execute(info).fetchall()
+    indexes = "SELECT name FROM sqlite_master WHERE type = 'index' AND name LIKE 'runs%'"
+    assert sorted(db.execute(indexes)) == sorted(fresh.execute(indexes))
     db.close()
+    fresh.close()
 
 
-def test_what_the_views_take_reads_back_the_same(tmp_path: Path) -> None:
-    """Rows written through the `runs` view (as older tools and the tests' SQL do) and
-    through the API decode to exactly what was written."""
+def test_a_v5_ledger_upgrades_in_place_without_a_copy(tmp_path: Path) -> None:
+    """Schema 5 is plain already: it takes the steps after it and keeps every row."""
+    path = tmp_path / "ledger.db"
+    build_v5(path, extra_runs=300)
+    before = snapshot(path)
+    with Ledger(path) as led:
+        assert led.version == LEDGER_VERSION
+        assert [r.id for r in led.history("day-brief")][-2:] == [2, 1]
+    assert snapshot(path) == before
+
+
+def test_what_plain_sql_and_the_api_write_reads_back_the_same(tmp_path: Path) -> None:
+    """Rows written into `runs` by plain SQL (as older tools and the tests' SQL do) and
+    through the API read back exactly as written."""
     with Ledger(tmp_path / "ledger.db") as led:
         with led.transaction() as db:
             cols = ", ".join(c for c in V5_COLUMNS if c != "id")
@@ -306,8 +357,8 @@ def test_what_the_views_take_reads_back_the_same(tmp_path: Path) -> None:
             }
         t = datetime(2026, 12, 3, 6, 0, 7, 654321, tzinfo=UTC)
         rid = f"{t:%Y%m%dT%H%M%S}-api-0a0b0c"
-        assert led.claim("api", "2026-12-03T06:00:00Z", run_id=rid, trigger="schedule",
-                         status="queued", now=t, owner=(1, 2.5))  # fmt: skip
+        assert led.claim("api", "2026-12-03T06:00:00Z", run_id=rid, trigger=Trigger.SCHEDULE,
+                         status=RunStatus.QUEUED, now=t, owner=(1, 2.5))  # fmt: skip
         led.start_run(rid, now=t + timedelta(seconds=1), worker_pid=77)
         [active] = [a for a in led.active_runs() if a.run_id == rid]
         assert (active.run_id, active.status, active.owner_pid, active.worker_pid) == (
@@ -326,106 +377,69 @@ def test_what_the_views_take_reads_back_the_same(tmp_path: Path) -> None:
             29.5,
         )
         assert rid not in {a.run_id for a in led.active_runs()}
-        assert (
-            led._db.execute("SELECT owner_pid FROM run_log WHERE id = ?", (run.id,)).fetchone()[0]
-            is None
-        )
 
 
-# The upgrade in a process of its own, with two test seams: the note's threshold lowered
-# (argv[2]) so a small ledger prints it, and a wait after the whole conversion has run and
-# before it commits, where the test kills it. Killed there, it is killed midway on any
-# machine, fast or loaded (it took a 60,000-run ledger, and up to 120 s under load, to make
-# that likely by size alone).
+# The upgrade in a process of its own, with three test seams: the note's threshold and the
+# batch size lowered (argv[2], argv[3]) so a small ledger prints the note and its progress,
+# and a wait after the whole unpacking has run and before it commits, where the test kills
+# it. Killed there, it is killed midway on any machine, fast or loaded.
 CONVERT = """
 import sys, time
 from pathlib import Path
 import routines.ledger as ledger_mod
-from routines import runlog
+from routines import ledgerunpack
 ledger_mod.SLOW_UPGRADE_ROWS = int(sys.argv[2])
-views = runlog.views
-def views_then_wait(*args):
-    out = views(*args)
-    print("converted, not committed", file=sys.stderr, flush=True)
+ledgerunpack.BATCH = int(sys.argv[3])
+unpack = ledgerunpack.unpack
+def unpack_then_wait(*args):
+    unpack(*args)
+    print("unpacked, not committed", file=sys.stderr, flush=True)
     time.sleep(3600)
-    return out
-runlog.views = views_then_wait
+ledgerunpack.unpack = unpack_then_wait
 ledger_mod.Ledger(Path(sys.argv[1])).close()
 """
 
 
-def test_a_conversion_killed_midway_leaves_schema_5_whole_and_resumes(tmp_path: Path) -> None:
+def test_an_unpacking_killed_midway_leaves_the_packed_schema_whole_and_resumes(
+    tmp_path: Path,
+) -> None:
     path = tmp_path / "ledger.db"
-    build_v5(path, extra_runs=600)
+    build_packed(path, 8, extra_runs=600)
     before = snapshot(path)
     proc = subprocess.Popen(
-        [sys.executable, "-c", CONVERT, str(path), "500"],
+        [sys.executable, "-c", CONVERT, str(path), "500", "250"],
         stderr=subprocess.PIPE,
         text=True,
         cwd=REPO,
     )
     assert proc.stderr is not None
     note = proc.stderr.readline()  # written inside the transaction, before any statement
-    assert "upgrading the ledger from schema 5" in note, note
-    assert proc.stderr.readline().strip() == "converted, not committed"
+    assert "upgrading the ledger from schema 8 to 9" in note, note
+    total = 600 + len(ROWS)
+    progress = [proc.stderr.readline().strip() for _ in range(3)]
+    assert progress == [f"{path}: {n:,} of {total:,} runs unpacked" for n in (250, 500, total)]
+    assert proc.stderr.readline().strip() == "unpacked, not committed"
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait(timeout=60)
     assert proc.returncode == -signal.SIGKILL
     db = sqlite3.connect(path)
-    assert db.execute("PRAGMA user_version").fetchone()[0] == 5
+    assert db.execute("PRAGMA user_version").fetchone()[0] == 8
     assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    assert db.execute("SELECT type FROM sqlite_master WHERE name = 'runs'").fetchone() == ("view",)
     db.close()
-    assert snapshot(path) == before  # the half-done conversion left nothing behind
+    assert snapshot(path) == before  # the half-done unpacking left nothing behind
     with Ledger(path) as led:
         assert led.version == LEDGER_VERSION
     assert snapshot(path) == before
 
 
-def _file_bytes(path: Path) -> int:
-    db = sqlite3.connect(path, isolation_level=None)
-    db.execute("VACUUM")
-    size: int = (
-        db.execute("PRAGMA page_count").fetchone()[0] * db.execute("PRAGMA page_size").fetchone()[0]
-    )
-    db.close()
-    return size
-
-
-def test_a_run_costs_a_bounded_number_of_bytes(tmp_path: Path) -> None:
-    """N minutely runs through the API, each with its claim: the file grows by at most
-    150 bytes a run (schema 5 took ~600; bench_ledger_year.py reports the breakdown)."""
-    path = tmp_path / "ledger.db"
-    Ledger(path).close()
-    empty = _file_bytes(path)
-    n = 3000
-    with Ledger(path) as led:
-        for i in range(n):
-            t = NOW + timedelta(minutes=i)
-            rid = f"{t:%Y%m%dT%H%M%S}-minutely-{i * 7919 % 16777216:06x}"
-            slot = t.strftime("%Y-%m-%dT%H:%M:%SZ")
-            led.claim("minutely", slot, run_id=rid, trigger="schedule", status="running", now=t)
-            end = RunEnd(
-                RunStatus.OK,
-                outcome=Outcome.NOTHING_TO_DO,
-                detail="checked the queue: nothing new since the last run",
-                route="command",
-                tools_used=("run_shell",),
-                tool_calls=1,
-                output_file=f"/home/u/.vinos/routines/state/minutely/{t:%Y-%m-%d-%H%M}.md",
-            )
-            assert led.finish_run(rid, end, now=t + timedelta(seconds=2, microseconds=i))
-    per_run = (_file_bytes(path) - empty) / n
-    assert per_run <= 150, per_run
-
-
 def test_keep_runs_max_folds_whole_days_beyond_the_newest_runs(tmp_path: Path) -> None:
     path = tmp_path / "ledger.db"
-    build_v5(path, extra_runs=4 * 1440)  # four days of a minutely routine
+    build_packed(path, 8, extra_runs=4 * 1440)  # four days of a minutely routine
     zone = ZoneInfo("UTC")
     with Ledger(path) as led:
         totals = led.totals(NOW - timedelta(days=30), NOW + timedelta(days=1))
         by_day = led.dollars_by_day([(NOW - timedelta(days=d)).date() for d in range(5)], zone)
-        texts = led._db.execute("SELECT COUNT(*) FROM texts").fetchone()[0]
         folded = 0
         while n := led.compact(NOW - timedelta(days=3650), zone, 500, keep_max=2000):
             folded += n
@@ -439,12 +453,10 @@ def test_keep_runs_max_folds_whole_days_beyond_the_newest_runs(tmp_path: Path) -
         assert led.totals(NOW - timedelta(days=30), NOW + timedelta(days=1)) == totals
         days = [(NOW - timedelta(days=d)).date() for d in range(5)]
         assert led.dollars_by_day(days, zone) == by_day
-        # Other routines, far below 2,000 runs, keep theirs; texts only folded runs used go.
+        # Other routines, far below 2,000 runs, keep theirs.
         assert led._db.execute("SELECT COUNT(*) FROM runs WHERE routine != 'minutely'").fetchone()[
             0
         ] == len(ROWS)
-        # The summaries of the first two of the four days were only in folded runs.
-        assert led._db.execute("SELECT COUNT(*) FROM texts").fetchone()[0] == texts - 2
 
 
 def test_claims_beyond_the_newest_n_are_pruned_behind_the_cursor(tmp_path: Path) -> None:
@@ -457,33 +469,37 @@ def test_claims_beyond_the_newest_n_are_pruned_behind_the_cursor(tmp_path: Path)
         cursor = None
         for t in slots:
             slot = t.strftime("%Y-%m-%dT%H:%M:%SZ")
-            assert led.claim("minutely", slot, run_id=f"r{t:%H%M}", trigger="schedule",
-                             status="skipped", now=t, expect_cursor=cursor)  # fmt: skip
+            assert led.claim("minutely", slot, run_id=f"r{t:%H%M}", trigger=Trigger.SCHEDULE,
+                             status=RunStatus.SKIPPED, now=t, expect_cursor=cursor)  # fmt: skip
             cursor = slot
         assert led.prune_claims(slots[-1], keep_max=100) == 200
         fence = [r[0] for r in led._db.execute("SELECT slot FROM claims ORDER BY slot")]
         assert fence == [t.strftime("%Y-%m-%dT%H:%M:%SZ") for t in slots[200:]]
         pruned_newest = slots[199].strftime("%Y-%m-%dT%H:%M:%SZ")
-        assert (
-            led.state("minutely").cursor == cursor and cursor is not None and cursor > pruned_newest
-        )
+        assert led.state("minutely").cursor == cursor
+        assert cursor is not None and cursor > pruned_newest
         # A stale plan from before the prune loses its CAS instead of re-claiming the slot.
-        assert not led.claim("minutely", pruned_newest, run_id="again", trigger="schedule",
-                             status="queued", now=NOW, expect_cursor=pruned_newest)  # fmt: skip
+        assert not led.claim(
+            "minutely",
+            pruned_newest,
+            run_id="again",
+            trigger=Trigger.SCHEDULE,
+            status=RunStatus.QUEUED,
+            now=NOW,
+            expect_cursor=pruned_newest,
+        )
 
 
-def test_a_later_step_adds_a_run_column_the_views_show(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A step after 6 that adds a column (as every step before did) adds it to run_log; the
-    `runs` view and its triggers are made again with it."""
+def test_a_later_step_adds_a_run_column(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A step after 9 that adds a column (as every step before did) adds it to runs."""
     path = tmp_path / "ledger.db"
     with Ledger(path) as led:
-        led.record_run("brief", run_id="before", trigger="manual", status="ok", now=NOW)
+        led.record_run(
+            "brief", run_id="before", trigger=Trigger.MANUAL, status=RunStatus.OK, now=NOW
+        )
     later = LEDGER_VERSION + 1
     monkeypatch.setitem(ledger_module._STEPS, later, (("note TEXT",), ()))
     monkeypatch.setattr(ledger_module, "LEDGER_VERSION", later)
-    monkeypatch.setattr(ledger_module, "_LATER_COLUMNS", (*ledger_module._LATER_COLUMNS, "note"))
     with Ledger(path) as led:
         assert led.version == later
         with led.transaction() as db:

@@ -59,10 +59,10 @@ docs: venv
 demo-here: venv
 	@$(BIN)/python scripts/demo.py
 
-# Two pytest workers (pytest-xdist): most of the suite waits on processes, not the CPU. Tests
+# Four pytest workers (pytest-xdist) on two cores: most of the suite waits on processes, not the CPU. Tests
 # go to whichever worker is free, except an xdist_group, which stays on one worker: tests/
 # packaging (one package build, one user manager and ~/.config/systemd/user).
-PYTEST_WORKERS ?= 2
+PYTEST_WORKERS ?= 4
 test-here: lint docs
 	$(BIN)/pytest -q -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 

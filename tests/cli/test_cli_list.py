@@ -26,6 +26,7 @@ SCHEDULES = {
     "evening-shutdown": "0 18 * * *",
     "github-review": "0 9,13,17 * * *",
     "inbox-triage": "0 * * * *",
+    "repo-digest": "30 17 * * 1-5",
     "research-recap": "0 22 * * *",
 }
 KEYS = {

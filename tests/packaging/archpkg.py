@@ -40,7 +40,14 @@ def _top_level_packages() -> tuple[str, ...]:
 
 
 PACKAGES = _top_level_packages()
-STARTERS = ("day-brief", "evening-shutdown", "github-review", "inbox-triage", "research-recap")
+STARTERS = (
+    "day-brief",
+    "evening-shutdown",
+    "github-review",
+    "inbox-triage",
+    "repo-digest",
+    "research-recap",
+)
 INSTALL_LIB = "usr/lib/vinos-routine"
 SYSTEM_PYTHON = "/usr/bin/python3"  # the launcher's interpreter (its #! line)
 

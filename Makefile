@@ -59,9 +59,9 @@ docs: venv
 demo-here: venv
 	@$(BIN)/python scripts/demo.py
 
-# Four pytest workers (pytest-xdist) on two cores: most of the suite waits on processes, not the CPU. Tests
-# go to whichever worker is free, except an xdist_group, which stays on one worker: tests/
-# packaging (one package build, one user manager and ~/.config/systemd/user).
+# Four pytest workers (pytest-xdist) on two cores: most of the suite waits on processes, not the
+# CPU. Tests go to whichever worker is free, except an xdist_group, which stays on one worker:
+# tests/packaging (one package build, one user manager and ~/.config/systemd/user).
 PYTEST_WORKERS ?= 4
 test-here: lint docs
 	$(BIN)/pytest -q -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)

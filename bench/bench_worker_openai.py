@@ -10,15 +10,12 @@ and sends one request to the same fake, timed the same way, in the same run. Tar
 from __future__ import annotations
 
 import dataclasses
-import os
-import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-from bench.bench_worker import REPO, TARGET, _job
+from bench.bench_worker import REPO, _job, start_against_floor
 from bench.common import Row
 from ipc import Hello, encode
 from tests.fakes import FakeOpenAI
@@ -85,30 +82,11 @@ def _bare_httpx2(fake: FakeOpenAI, env: dict[str, str]) -> float:
 
 def run(quick: bool) -> list[Row]:
     repeat = 5 if quick else 20
-    reply = OA.text("Brief. " * 50)
-    with tempfile.TemporaryDirectory() as tmp, FakeOpenAI(default=reply) as fake:
-        home = Path(tmp) / "vinos"
-        (home / "routines").mkdir(parents=True)
-        cache = Path(tmp) / "pycache"
-        env = {**os.environ, "VINOS_HOME": str(home), "PYTHONPYCACHEPREFIX": str(cache)}
-        env.pop("PYTHONDONTWRITEBYTECODE", None)
-        env.pop("ANTHROPIC_API_KEY", None)
-        _worker_to_first_request(home, fake, 0, env)  # warm the page cache and bytecode
-        _bare_httpx2(fake, env)
-        worker, base = [], []
-        for i in range(1, repeat + 1):  # interleaved, so a noisy moment hits both alike
-            worker.append(_worker_to_first_request(home, fake, i, env))
-            base.append(_bare_httpx2(fake, env))
-    w_ms, b_ms = statistics.median(worker) * 1000, statistics.median(base) * 1000
-    ratio = w_ms / b_ms
-    return [
-        Row(
-            name=f"worker start to first OpenAI-compatible request (median of {repeat})",
-            value=w_ms,
-            unit="ms",
-            baseline=f"python -c 'import httpx2; httpx2.post(...)': {b_ms:.1f} ms",
-            ratio=ratio,
-            target=f"<= {TARGET:g}x",
-            met=ratio <= TARGET,
+    with FakeOpenAI(default=OA.text("Brief. " * 50)) as fake:
+        row = start_against_floor(
+            "OpenAI-compatible",
+            repeat,
+            lambda home, i, env: _worker_to_first_request(home, fake, i, env),
+            lambda env: _bare_httpx2(fake, env),
         )
-    ]
+    return [row]

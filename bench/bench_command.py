@@ -12,14 +12,13 @@ from __future__ import annotations
 import asyncio
 import os
 import re
-import statistics
 import tempfile
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from bench.bench_supervisor import Home
-from bench.common import Row
+from bench.common import Row, p50_p99
 
 TARGET_P50_MS = 150.0
 TARGET_P99_MS = 400.0
@@ -40,11 +39,6 @@ def _stamps(state: Path) -> set[float]:
     for f in state.rglob("*.md"):
         out |= {float(m) for m in _STAMP.findall(f.read_bytes())}
     return out
-
-
-def _quantiles(samples: list[float]) -> tuple[float, float]:
-    q = statistics.quantiles(samples, n=100, method="inclusive")
-    return statistics.median(samples), q[98]
 
 
 async def _bare(n: int) -> list[float]:
@@ -97,8 +91,8 @@ def run(quick: bool) -> list[Row]:
         finally:
             home.stop()
     bare = asyncio.run(_bare(runs))
-    d50, d99 = _quantiles([d * 1000 for d in delays])
-    b50, b99 = _quantiles([b * 1000 for b in bare])
+    d50, d99 = p50_p99([d * 1000 for d in delays])
+    b50, b99 = p50_p99([b * 1000 for b in bare])
     return [
         Row(
             f"due → command running (command routine), p50 of {runs}",

@@ -19,8 +19,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from bench.bench_supervisor import Home, _quantiles, _routine
-from bench.common import Row
+from bench.bench_supervisor import Home, _routine
+from bench.common import Row, p50_p99
 from routines.pgledger import PgLedger
 from tests.fleet.pgcluster import Cluster, bindir
 
@@ -152,10 +152,10 @@ def run(quick: bool) -> list[Row]:
         for h in homes:
             h.stop()
         cluster.destroy()
-    a50, a99 = _quantiles([d * 1000 for d in alone])
-    f50, f99 = _quantiles([d * 1000 for d in fleet])
-    _, h99 = _quantiles([p * 1000 for p in healthy])
-    g50, g99 = _quantiles([p * 1000 for p in hung])
+    a50, a99 = p50_p99([d * 1000 for d in alone])
+    f50, f99 = p50_p99([d * 1000 for d in fleet])
+    _, h99 = p50_p99([p * 1000 for p in healthy])
+    g50, g99 = p50_p99([p * 1000 for p in hung])
     return [
         Row(
             f"fleet: ping p99 while the database is hung ({len(hung)} pings, p50 {g50:.1f} ms)",

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -31,7 +30,7 @@ from pathlib import Path
 
 import psutil
 
-from bench.common import Row
+from bench.common import Row, p50_p99
 
 REPO = Path(__file__).resolve().parent.parent
 TARGET_RSS_MB = {100: 40.0, 10_000: 80.0}
@@ -191,11 +190,6 @@ def _idle(root: Path, pycache: Path, window: float) -> list[Row]:
     return rows
 
 
-def _quantiles(samples: list[float]) -> tuple[float, float]:
-    q = statistics.quantiles(samples, n=100, method="inclusive")
-    return statistics.median(samples), q[98]
-
-
 async def _bare_spawn_delays(n: int) -> list[float]:
     """A bare asyncio loop: sleep until an instant, spawn `python -c pass`; how late."""
     out = []
@@ -242,8 +236,8 @@ def _due_to_start(home: Home, runs: int) -> list[Row]:
             started = datetime.fromisoformat(row["started_at"].replace("Z", "+00:00"))
             delays.append((started - slot).total_seconds())
     bare = asyncio.run(_bare_spawn_delays(runs))
-    d50, d99 = _quantiles([d * 1000 for d in delays])
-    b50, b99 = _quantiles([b * 1000 for b in bare])
+    d50, d99 = p50_p99([d * 1000 for d in delays])
+    b50, b99 = p50_p99([b * 1000 for b in bare])
     return [
         Row(
             f"due → worker spawned, p50 of {runs}",

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-__all__ = ["Row", "median_seconds", "print_table"]
+__all__ = ["Row", "median_seconds", "p50_p99", "print_table"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +33,12 @@ def median_seconds(fn: Callable[[], object], repeat: int) -> float:
         fn()
         times.append(time.perf_counter() - t0)
     return statistics.median(times)
+
+
+def p50_p99(samples: list[float]) -> tuple[float, float]:
+    """The median and the 99th percentile (inclusive method: defined from two samples)."""
+    q = statistics.quantiles(samples, n=100, method="inclusive")
+    return statistics.median(samples), q[98]
 
 
 def print_table(rows: list[Row]) -> None:

@@ -29,12 +29,16 @@ CONNECT_TIMEOUT_SEC = float(os.environ.get("VINOS_CONTROL_TIMEOUT_SEC") or 10.0)
 
 
 class DaemonNotRunning(ConnectionError):
-    def __init__(self, path: Path, why: str) -> None:
+    """Nobody answered on the socket. `absent`: no socket there, or nobody listening on it,
+    which a daemon that holds its lock shows while it starts (it binds after the ledger opens)."""
+
+    def __init__(self, path: Path, why: str, *, absent: bool = False) -> None:
         from supervisor.userunits import start_hint
 
         hint = start_hint()
         super().__init__(f"the vinos-routine daemon is not running ({why} at {path}); {hint}")
         self.why = why
+        self.absent = absent
 
 
 class DaemonUnresponsive(ConnectionError):
@@ -152,10 +156,10 @@ def connect(path: Path, timeout: float | None = CONNECT_TIMEOUT_SEC) -> Client:
         sock.connect(str(path))
     except FileNotFoundError:
         sock.close()
-        raise DaemonNotRunning(path, "no socket") from None
+        raise DaemonNotRunning(path, "no socket", absent=True) from None
     except ConnectionRefusedError:
         sock.close()
-        raise DaemonNotRunning(path, "nobody listening") from None
+        raise DaemonNotRunning(path, "nobody listening", absent=True) from None
     except OSError as exc:
         sock.close()
         raise DaemonNotRunning(path, exc.strerror or str(exc)) from None

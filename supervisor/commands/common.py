@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -127,11 +128,20 @@ def try_daemon(p: Paths | None = None) -> Any:
 
     if (src := current()) is not None:  # the daemon itself runs this command
         return LocalClient(src)
+    from supervisor.client import CONNECT_TIMEOUT_SEC
+
     p = p or paths()
-    try:
-        return connect(p.control_socket)
-    except DaemonNotRunning as exc:
-        holder = lock_holder(daemon_locks(p))
-        if holder is None:
-            return None
-        raise DaemonUnresponsive(p.control_socket, holder or None, exc.why) from None
+    deadline = time.monotonic() + CONNECT_TIMEOUT_SEC
+    while True:
+        try:
+            return connect(p.control_socket)
+        except DaemonNotRunning as exc:
+            holder = lock_holder(daemon_locks(p))
+            if holder is None:
+                return None
+            # A daemon holds its lock before its socket listens (the ledger opens first):
+            # `systemctl --user start` then `status` waits for it instead of calling a
+            # starting daemon hung (test_client_starting.py::test_a_starting_daemon_is_waited_for).
+            if not exc.absent or time.monotonic() >= deadline:
+                raise DaemonUnresponsive(p.control_socket, holder or None, exc.why) from None
+        time.sleep(0.1)

@@ -1,7 +1,8 @@
 """A daemon takes its lock before its control socket listens (the ledger opens in between).
 A command asked in that window waits for the socket instead of calling the daemon hung:
 `systemctl --user start vinos-routined; vinos-routine status` works. Real flock, real Unix
-socket, no daemon: the window is held open here for as long as the test needs.
+socket (in the short runtime dir tests/conftest.py gives each test), no daemon: the window
+is held open here for as long as the test needs.
 
 Before: `status --json` failed with "running ... but does not answer (no socket)" when a
 freshly installed daemon was asked while it started (tests/packaging/test_wheel.py, on CI).
@@ -15,7 +16,6 @@ import os
 import socket
 import threading
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -47,8 +47,7 @@ def greet_once(listener: socket.socket) -> None:
         conn.sendall(encode(Hello()))
 
 
-def test_a_starting_daemon_is_waited_for(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "run"))
+def test_a_starting_daemon_is_waited_for() -> None:
     got: list[object] = []
     asked = threading.Event()
 
@@ -78,9 +77,8 @@ def test_a_starting_daemon_is_waited_for(tmp_path: Path, monkeypatch: pytest.Mon
 
 
 def test_a_daemon_whose_socket_never_appears_is_unresponsive(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "run"))
     monkeypatch.setattr("supervisor.client.CONNECT_TIMEOUT_SEC", 0.3)
     with held_lock(), pytest.raises(DaemonUnresponsive, match=f"pid {os.getpid()} holds"):
         try_daemon()

@@ -76,7 +76,7 @@ def fallback_reason(daemon: Daemon, args: dict[str, Any]) -> str | None:
         return "another VINOS_HOME or VINOS_SYSTEM_DIR"
     if args.get("tz") != os.environ.get("TZ"):
         return "another TZ"  # times are printed in the client's local zone
-    if daemon.fleet is not None:
+    if daemon.site.status() is not None:
         return "a fleet's ledger"  # the CLI reads the fleet's, the daemon holds its own
     if not p.ledger.exists():
         return "no ledger file"  # the CLI says why (ledger_gone_beside_daemon), or makes one

@@ -104,14 +104,7 @@ class Handlers:
         )
 
     def _fleet(self) -> FleetStatus | None:
-        fleet = self.daemon.fleet
-        if fleet is None:
-            return None
-        return FleetStatus(
-            machine=fleet.machine,
-            held=dict(sorted(fleet.held.items())),
-            elsewhere=dict(sorted(fleet.elsewhere.items())),
-        )
+        return self.daemon.site.status()
 
     def _routine(self, name: object) -> Routine:
         if not isinstance(name, str):

@@ -79,6 +79,7 @@ class Daemon:
         spawner: Spawner,
         timings: Timings,
         notify: Callable[[Notification], None] | None = None,
+        publish: Callable[[str], None] | None = None,
     ) -> None:
         self.paths = p
         self.config = config
@@ -90,6 +91,8 @@ class Daemon:
         self.ledger = site.ledger
         # Desktop notifications, sent off the loop; a test passes a list's append.
         self._notify: Callable[[Notification], None] = notify or _notify_desktop
+        # The status line after each tick: systemd's STATUS= and the process title.
+        self._publish: Callable[[str], None] = publish or _publish_status
         guarded = site.guarded()
         self.ground = Ground(
             guarded.held, p.state_dir, self._notify, timings.tick_max_sec, ledger=guarded.ledger
@@ -178,7 +181,7 @@ class Daemon:
             for task in tasks:
                 task.cancel()
             systemd.notify("STOPPING=1\nSTATUS=stopping: waiting for running routines")
-            self._set_title("vinos-routined: stopping")
+            _set_title("vinos-routined: stopping")
             await self.pool.shutdown(self.timings.stop_grace_sec)
             await self.site.stop(self._seen(), self.timings.stop_grace_sec)
             await self.control.close()
@@ -355,15 +358,19 @@ class Daemon:
     def _update_status(self) -> None:
         line = self.status_line()
         self.watch.after_tick()
-        systemd.notify("STATUS=" + line)
-        self._set_title("vinos-routined: " + line)
+        self._publish(line)
 
-    @staticmethod
-    def _set_title(title: str) -> None:
-        with contextlib.suppress(Exception):
-            import setproctitle
 
-            setproctitle.setproctitle(title)
+def _set_title(title: str) -> None:
+    with contextlib.suppress(Exception):
+        import setproctitle
+
+        setproctitle.setproctitle(title)
+
+
+def _publish_status(line: str) -> None:
+    systemd.notify("STATUS=" + line)
+    _set_title("vinos-routined: " + line)
 
 
 def _notify_desktop(note: Notification) -> None:

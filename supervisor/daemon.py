@@ -32,7 +32,8 @@ from routines.safetext import one_line
 from supervisor import housekeeping, notify, systemd
 from supervisor.clock import Clock, clock_from
 from supervisor.control import ControlServer, socket_path_problem
-from supervisor.ground import Ground
+from supervisor.controlapi import Refused
+from supervisor.ground import Ground, Health
 from supervisor.handlers import Handlers
 from supervisor.owner import (
     ROOT_REFUSAL,
@@ -43,18 +44,23 @@ from supervisor.owner import (
     process_identity,
     version,
 )
-from supervisor.pool import Pool
-from supervisor.record import Notification, remove_leftovers
+from supervisor.pool import Busy, Pool
+from supervisor.record import Finished, Notification, remove_leftovers
 from supervisor.rescan import Rescanner
-from supervisor.scheduler import Scheduler
+from supervisor.scheduler import Listener, Pending, Scheduler
 from supervisor.site import LocalSite, Seen, Site
+from supervisor.snapshot import status_reply
 from supervisor.spawn import Spawner, WorkerSpawner
 from supervisor.statusline import status_line
 from supervisor.timings import Timings, TimingsInvalid
+from supervisor.toggle import set_enabled
 from supervisor.watch import StatusWatch
 
 if TYPE_CHECKING:
+    from ipc import RunReply, StatusReply
     from routines.ledger import RoutineState
+    from routines.spec import Routine
+    from supervisor.reply import ReplyTo
 
 __all__ = ["Daemon", "main", "open_site"]
 
@@ -113,7 +119,8 @@ class Daemon:
         site.bind(pool=self.pool, owner=self.owner, notify=self._notify, wake=self.wake)
         self.refused: str | None = None  # another daemon holds this daemon's identity
         self.watch = StatusWatch(self)  # `status --waybar --follow` (supervisor/watch.py)
-        self.control = ControlServer(Handlers(self).table(), idle_sec=timings.control_idle_sec)
+        handlers = Handlers(self, self.watch).table()  # they see the Controlled protocol
+        self.control = ControlServer(handlers, idle_sec=timings.control_idle_sec)
         self._wake = asyncio.Event()
         self._stopping = False
         self._reload_asked = True
@@ -341,6 +348,72 @@ class Daemon:
         self._reload_asked = True
         self._data_version = None
         self.tick()
+
+    # -- what the control commands see and ask (supervisor/controlapi.py) ------------------
+
+    def snapshot(self) -> StatusReply:
+        return status_reply(
+            pool=self.pool,
+            scheduler=self.scheduler,
+            registry=self.registry,
+            ground=self.ground,
+            started_at=self.started_at,
+            now=self.clock.now(),
+            max_concurrent=self.config.max_concurrent,
+            line=self.status_line(),
+            fleet=self.site.status(),
+        )
+
+    def set_enabled(self, routine: Routine, on: bool) -> None:
+        set_enabled(self.ledger, routine, on, self.clock.now())
+        self.force_reload()
+
+    def lost(self) -> str | None:
+        return self.ground.lost
+
+    def refusal(self) -> Refused | None:
+        if not self.ground.check_held():
+            return Refused("ledger_lost", str(self.ground.lost))
+        if self.ground.full is not None:
+            return Refused(self._pause_code(), self.ground.full)
+        return None
+
+    def submit(
+        self, routine: Routine, *, listener: Listener | None, reply: ReplyTo | None, debug: bool
+    ) -> tuple[Pending, asyncio.Future[RunReply]]:
+        if not self.pool.accepting:
+            raise Refused("stopping", "the daemon is stopping; try again when it is back")
+        try:
+            return self.pool.submit_manual(
+                routine, owner=self.owner, listener=listener, reply=reply, debug=debug
+            )
+        except Busy as exc:
+            raise Refused("busy", str(exc)) from None
+        except LedgerUnavailable as exc:  # nothing recorded, so nothing runs
+            self.unavailable(exc)
+            raise Refused(self._pause_code(), str(self.ground.full)) from None
+
+    def _pause_code(self) -> str:
+        """The error code of a `run` refused while the daemon is paused."""
+        return "disk_full" if self.ground.health is Health.DISK_FULL else "ledger_unavailable"
+
+    def active_run_of(self, name: str) -> str | None:
+        return self.pool.active_run_of(name)
+
+    def find(self, run_id: str) -> Pending | None:
+        return self.pool.find(run_id)
+
+    def finished(self, run_id: str) -> Finished | None:
+        return self.pool.finished.get(run_id)
+
+    def activity(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        return tuple(self.pool.running), tuple(p.run_id for p in self.pool.queue)
+
+    def known_fire(self, name: str, routine: Routine, now: datetime) -> datetime | None:
+        return self.scheduler.known_fire(name, routine, now)
+
+    def serves_local_ledger(self) -> bool:
+        return self.site.status() is None
 
     # -- status -----------------------------------------------------------------------------
 

@@ -296,7 +296,7 @@ class Daemon:
 
     def unavailable(self, exc: LedgerUnavailable) -> None:
         # Re-read states and re-sync next tick: a sync may have stopped half-way. A fleet's
-        # database out of reach pauses alike (fail closed).
+        # database out of reach pauses alike (fail closed); the Site is told after this.
         self._data_version = None
         self.ground.unavailable(exc)
 
@@ -451,8 +451,9 @@ def _notify_desktop(note: Notification) -> None:
     loop.run_in_executor(None, notify.send, note.title, note.body, note.urgency)
 
 
-def open_site(p: Paths, config: Config, clock: Clock, timings: Timings, locks: Locks,
-              spawner: Spawner) -> Site:  # fmt: skip
+def open_site(
+    p: Paths, config: Config, clock: Clock, timings: Timings, locks: Locks, spawner: Spawner
+) -> Site:
     """The Site for `config`: a fleet's with [fleet] (psycopg is loaded only then), else
     this machine's. LedgerError when its ledger cannot be opened at all."""
     if config.fleet is None:

@@ -30,7 +30,7 @@ from datetime import datetime
 
 from ipc import lease_clock
 from routines.config import FleetSettings
-from routines.ledgerfaults import LedgerUnavailable, Unavailable
+from routines.ledgerfaults import LedgerUnavailable
 from routines.pgledger import Gate, MachineInUse, PgLedger
 from routines.registry import Registry
 from routines.safetext import one_line
@@ -231,13 +231,6 @@ class Fleet:
                     machine,
                 )
             await asyncio.sleep(self.timings.renew)
-
-    @staticmethod
-    def unreachable(exc: Exception) -> bool:
-        return isinstance(exc, LedgerUnavailable) and exc.reason in (
-            Unavailable.UNREACHABLE,
-            Unavailable.DRAINING,
-        )
 
     def close(self) -> None:
         self.ledger.close()

@@ -18,7 +18,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from bench.bench_supervisor import Home
-from bench.common import Row, p50_p99
+from bench.common import Row, debug_timings, p50_p99
 
 TARGET_P50_MS = 150.0
 TARGET_P99_MS = 400.0
@@ -56,7 +56,9 @@ async def _bare(n: int) -> list[float]:
 
 def _daemon(home: Home, runs: int) -> list[float]:
     home.write("tick", _routine())
-    home.start(VINOS_CLOCK_OFFSET_FILE=str(home.clock_file), VINOS_TICK_MAX_SEC="0.5")
+    home.start(
+        VINOS_DEBUG_TIMINGS=debug_timings(clock_offset_file=home.clock_file, tick_max_sec=0.5)
+    )
     state = Path(home.env["VINOS_HOME"]) / "routines" / "state" / "tick"
     delays: list[float] = []
     offset = 0.0

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.bench_supervisor import Home, _routine
-from bench.common import Row, p50_p99
+from bench.common import Row, debug_timings, p50_p99
 from routines.pgledger import PgLedger
 from tests.fleet.pgcluster import Cluster, bindir
 
@@ -61,7 +61,9 @@ def _single(root: Path, pycache: Path, runs: int) -> list[float]:
 
     home = Home(root, "alone", pycache)
     home.write("tick", _routine("* * * * *"))
-    home.start(VINOS_CLOCK_OFFSET_FILE=str(home.clock_file), VINOS_TICK_MAX_SEC="0.5")
+    home.start(
+        VINOS_DEBUG_TIMINGS=debug_timings(clock_offset_file=home.clock_file, tick_max_sec=0.5)
+    )
     try:
         with Ledger(home.routines / "state" / "ledger.db") as ledger:
 
@@ -88,10 +90,10 @@ def _fleet(root: Path, pycache: Path, dsn: str, count: int) -> tuple[list[Home],
         (home.routines / "config.toml").write_text(f'[fleet]\nmachine = "m{i}"\n')
         home.write("tick", _routine("* * * * *"))
         home.start(
-            VINOS_CLOCK_OFFSET_FILE=str(clock),
-            VINOS_TICK_MAX_SEC="0.5",
+            VINOS_DEBUG_TIMINGS=debug_timings(
+                clock_offset_file=clock, tick_max_sec=0.5, housekeeping_delay_sec=3600
+            ),
             VINOS_FLEET_DATABASE=dsn,
-            VINOS_HOUSEKEEPING_DELAY_SEC="3600",
         )
         homes.append(home)
     return homes, clock

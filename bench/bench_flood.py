@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from bench.bench_supervisor import Home, _routine
-from bench.common import Row
+from bench.common import Row, debug_timings
 
 ROUTINES = 1000
 FIRST = 4
@@ -33,7 +33,9 @@ def _first_starts(home: Home, due: int) -> float:
         cron = "* * * * *" if i < due else "0 6 1 1 *"
         home.write(f"r{i:04d}", _routine(cron))
     (home.routines / "config.toml").write_text(f"max_concurrent = {FIRST}\n")
-    home.start(VINOS_CLOCK_OFFSET_FILE=str(home.clock_file), VINOS_TICK_MAX_SEC="0.5")
+    home.start(
+        VINOS_DEBUG_TIMINGS=debug_timings(clock_offset_file=home.clock_file, tick_max_sec=0.5)
+    )
     ledger_path = Path(home.env["VINOS_HOME"]) / "routines" / "state" / "ledger.db"
     now = datetime.now(UTC)
     slot = datetime.fromtimestamp((int(now.timestamp()) // 60 + 1) * 60, UTC)

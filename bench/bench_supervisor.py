@@ -8,9 +8,9 @@ Every figure has a baseline from this run.
   Also shown, without a target: the CPU of one forced rescan of the 10,000 files (`reload`),
   which the daemon otherwise spreads out to stay near 0.05% (supervisor/daemon.py).
 - Due to start: 50 runs (10 quick) of a `* * * * *` command routine; the daemon's clock is
-  stepped (VINOS_CLOCK_OFFSET_FILE) to 1.2 s before each minute, and the delay is the
-  ledger's started_at (set when the worker process was spawned) minus the slot. p50 and p99
-  against a bare asyncio loop that sleeps until an instant and spawns `python -c pass`.
+  stepped (its clock_offset_file, VINOS_DEBUG_TIMINGS) to 1.2 s before each minute, and the
+  delay is the ledger's started_at (set when the worker process was spawned) minus the slot.
+  p50 and p99 against a bare asyncio loop that sleeps until an instant and spawns `python -c pass`.
   Target p99 under 250 ms.
 - `vinos-routine list` and `status` with the daemon up: bench/bench_cli.py.
 
@@ -30,7 +30,7 @@ from pathlib import Path
 
 import psutil
 
-from bench.common import Row, p50_p99
+from bench.common import Row, debug_timings, p50_p99
 
 REPO = Path(__file__).resolve().parent.parent
 TARGET_RSS_MB = {100: 40.0, 10_000: 80.0}
@@ -208,7 +208,9 @@ def _due_to_start(home: Home, runs: int) -> list[Row]:
     home.write("tick", _routine("* * * * *"))
     for i in range(9):
         home.write(f"idle{i}", _routine("0 6 * * *", enabled=False))
-    home.start(VINOS_CLOCK_OFFSET_FILE=str(home.clock_file), VINOS_TICK_MAX_SEC="0.5")
+    home.start(
+        VINOS_DEBUG_TIMINGS=debug_timings(clock_offset_file=home.clock_file, tick_max_sec=0.5)
+    )
     delays: list[float] = []
     with Ledger(Path(home.env["VINOS_HOME"]) / "routines" / "state" / "ledger.db") as ledger:
         offset = 0.0

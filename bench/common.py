@@ -10,8 +10,9 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
-__all__ = ["Row", "median_seconds", "p50_p99", "print_table"]
+__all__ = ["Row", "debug_timings", "median_seconds", "p50_p99", "print_table"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,3 +61,10 @@ def print_table(rows: list[Row]) -> None:
     print("  ".join("-" * w for w in widths))
     for c in cells:
         print("  ".join(v.ljust(w) for v, w in zip(c, widths, strict=True)))
+
+
+def debug_timings(**fields: Any) -> str:
+    """A daemon's VINOS_DEBUG_TIMINGS (supervisor/timings.py) with these Timings fields."""
+    from supervisor.timings import Timings
+
+    return Timings(**fields).debug_env()

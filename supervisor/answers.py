@@ -19,7 +19,6 @@ import os
 from collections.abc import Callable
 from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import replace
-from datetime import datetime
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
@@ -28,7 +27,7 @@ from ipc import Event, EventKind, Request, reply_json
 if TYPE_CHECKING:
     from ipc import StatusReply
     from supervisor.control import Connection
-    from supervisor.daemon import Daemon
+    from supervisor.controlapi import Controlled
 
 __all__ = ["CHUNK", "answer", "fallback_reason", "namespace", "render", "send_output"]
 
@@ -69,23 +68,23 @@ def namespace(verb: str, opts: dict[str, Any]) -> SimpleNamespace | None:
     return None
 
 
-def fallback_reason(daemon: Daemon, args: dict[str, Any]) -> str | None:
+def fallback_reason(daemon: Controlled, args: dict[str, Any]) -> str | None:
     """Why the daemon cannot print what the client would print in-process, or None."""
     p = daemon.paths
     if args.get("home") != str(p.home) or args.get("system") != str(p.system_dir):
         return "another VINOS_HOME or VINOS_SYSTEM_DIR"
     if args.get("tz") != os.environ.get("TZ"):
         return "another TZ"  # times are printed in the client's local zone
-    if daemon.fleet is not None:
+    if not daemon.serves_local_ledger():
         return "a fleet's ledger"  # the CLI reads the fleet's, the daemon holds its own
     if not p.ledger.exists():
         return "no ledger file"  # the CLI says why (ledger_gone_beside_daemon), or makes one
-    if daemon.ground.lost is not None:
+    if daemon.lost() is not None:
         return "the ledger was lost"
     return None
 
 
-def _registry_as_on_disk(daemon: Daemon) -> Any:
+def _registry_as_on_disk(daemon: Controlled) -> Any:
     """The daemon's registry as a fresh scan of the files reads it: a file that is invalid
     now has no routine (the daemon keeps running its last good version; `stale` says so)."""
     from routines.registry import Registry
@@ -94,17 +93,6 @@ def _registry_as_on_disk(daemon: Daemon) -> Any:
     if not any(e.stale for e in entries.values()):
         return daemon.registry
     return Registry({n: replace(e, routine=None) if e.stale else e for n, e in entries.items()})
-
-
-def _known_fire(daemon: Daemon, name: str, routine: Any, now: datetime) -> datetime | None:
-    """The scheduler's next fire for `routine` when it equals a fresh `next_fire(name, now)`:
-    the same routine object (so the same schedule), no jitter (then a fire is its slot), and
-    its cursor <= now < that fire, so no slot lies between the two instants. Else None."""
-    t = daemon.scheduler.tracked.get(name)
-    if t is None or t.routine is not routine or routine.schedule.jitter_sec:
-        return None
-    nxt = t.next_fire
-    return nxt if nxt is not None and t.cursor <= now < nxt else None
 
 
 def _run(verb: str, ns: SimpleNamespace) -> int:
@@ -121,7 +109,7 @@ def _run(verb: str, ns: SimpleNamespace) -> int:
 
 
 def render(
-    daemon: Daemon, status: Callable[[], StatusReply], args: dict[str, Any], rescan: bool = True
+    daemon: Controlled, status: Callable[[], StatusReply], args: dict[str, Any], rescan: bool = True
 ) -> tuple[int, bytes, bytes] | str:
     """Run the command `args` names: (exit code, stdout, stderr), or why it must run in the
     client instead. `rescan`: read the files now, as an in-process run would (a watch
@@ -154,7 +142,7 @@ def render(
         status=lambda: orjson.loads(orjson.dumps(reply_json(status()))),
         color=bool(args.get("color")),
         env=env,
-        known_fire=lambda name, routine, now: _known_fire(daemon, name, routine, now),
+        known_fire=daemon.known_fire,
     )
     encoding = str(args.get("encoding") or "utf-8")
     errors = str(args.get("errors") or "strict")
@@ -176,7 +164,7 @@ def send_output(conn: Connection, fd: int, data: bytes) -> None:
 
 
 def answer(
-    daemon: Daemon, status: Callable[[], StatusReply], req: Request, conn: Connection
+    daemon: Controlled, status: Callable[[], StatusReply], req: Request, conn: Connection
 ) -> dict[str, object]:
     """Run the command; its stdout and stderr go to `conn` as events, the exit code in the
     result. `{"fallback": why}` when it must run in the client instead."""

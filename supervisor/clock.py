@@ -1,19 +1,19 @@
 """The daemon's clock, behind a narrow seam so tests can step the wall clock.
 
 `SystemClock` is the real one. `OffsetClock` adds an offset read from a file to the real time;
-the daemon uses it only when VINOS_CLOCK_OFFSET_FILE is set, which lets end-to-end tests step
-a real daemon's wall clock forward and back (an NTP step, a laptop waking up) without root.
+the daemon uses it only when its timings name an offset file (supervisor/timings.py, the
+VINOS_DEBUG_TIMINGS setting), which lets end-to-end tests step a real daemon's wall clock
+forward and back (an NTP step, a laptop waking up) without root.
 """
 
 from __future__ import annotations
 
-import os
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Protocol
 
-__all__ = ["Clock", "FakeClock", "OffsetClock", "SystemClock", "clock_from_env"]
+__all__ = ["Clock", "FakeClock", "OffsetClock", "SystemClock", "clock_from"]
 
 
 class Clock(Protocol):
@@ -75,6 +75,6 @@ class FakeClock:
         self._now = instant
 
 
-def clock_from_env() -> Clock:
-    path = os.environ.get("VINOS_CLOCK_OFFSET_FILE")
-    return OffsetClock(Path(path)) if path else SystemClock()
+def clock_from(offset_file: Path | None) -> Clock:
+    """The real clock, or one offset by the seconds in `offset_file` (tests)."""
+    return OffsetClock(offset_file) if offset_file is not None else SystemClock()

@@ -44,8 +44,8 @@ log = logging.getLogger("vinos.control")
 HELLO_TIMEOUT_SEC = 10.0
 # A connection with no request in flight that sends nothing for this long is closed (a CLI
 # sends its request at once; `run` and `logs --follow` are in flight, so never idle).
-# VINOS_CONTROL_IDLE_SEC shortens it for tests.
-IDLE_TIMEOUT_SEC = float(os.environ.get("VINOS_CONTROL_IDLE_SEC") or 60.0)
+# The daemon passes its Timings' control_idle_sec (tests shorten it).
+IDLE_TIMEOUT_SEC = 60.0
 QUEUE_LINES = 2048  # per connection; a client further behind than this is dropped
 MAX_CLIENTS = 512
 
@@ -141,8 +141,14 @@ def peer_uid(sock: socket.socket) -> int | None:
 
 
 class ControlServer:
-    def __init__(self, handlers: dict[str, Handler], uid: int | None = None) -> None:
+    def __init__(
+        self,
+        handlers: dict[str, Handler],
+        uid: int | None = None,
+        idle_sec: float = IDLE_TIMEOUT_SEC,
+    ) -> None:
         self.handlers = handlers
+        self.idle_sec = idle_sec
         self.uid = os.getuid() if uid is None else uid  # the only uid served
         self.connections: set[Connection] = set()
         self._server: asyncio.AbstractServer | None = None
@@ -217,9 +223,9 @@ class ControlServer:
         while not conn.closed:
             conn.last_active = time.monotonic()
             try:
-                msg = await asyncio.wait_for(read_message(reader), IDLE_TIMEOUT_SEC)
+                msg = await asyncio.wait_for(read_message(reader), self.idle_sec)
             except TimeoutError:
-                log.info("control client idle for %gs; closing it", IDLE_TIMEOUT_SEC)
+                log.info("control client idle for %gs; closing it", self.idle_sec)
                 return
             except (ProtocolError, ConnectionError) as exc:
                 log.info("control client sent a bad line (%s); closing it", exc)

@@ -5,7 +5,8 @@ changed files are parsed; supervisor/rescan.py paces it), claims what is due
 (supervisor/scheduler.py), and hands runs to the pool (supervisor/pool.py). It sleeps until
 the earliest fire time or 30 s, whichever is first, or until something wakes it (a reload, a
 manual run, a finished worker). Identity and locks are supervisor/owner.py's; the control
-commands supervisor/handlers.py's.
+commands supervisor/handlers.py's. Where runs are recorded and fenced (this machine, or a
+fleet) is the Site's (supervisor/site.py), chosen once in `main()`: the loop never asks which.
 
 Signal handlers only set flags and wake the loop; the loop does the work.
 """
@@ -18,102 +19,90 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Collection
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from routines.config import Config, ConfigInvalid, load_config
-from routines.ledger import Ledger, LedgerError, LedgerUnavailable, Unavailable
-from routines.ledgerapi import MachineInUse, Store
+from routines.ledger import LedgerError, LedgerUnavailable
+from routines.ledgerapi import MachineInUse
 from routines.paths import Paths, paths
 from routines.registry import Registry
 from routines.safetext import one_line
 from supervisor import housekeeping, notify, systemd
-from supervisor.clock import Clock, clock_from_env
+from supervisor.clock import Clock, clock_from
 from supervisor.control import ControlServer, socket_path_problem
-from supervisor.ground import Ground
+from supervisor.controlapi import Refused
+from supervisor.ground import Ground, Health
 from supervisor.handlers import Handlers
 from supervisor.owner import (
     ROOT_REFUSAL,
     Locks,
     acquire_locks,
-    held_files,
     interrupt_orphans,
     owner_alive,
     process_identity,
     version,
 )
-from supervisor.pool import Pool
-from supervisor.record import Notification, remove_leftovers
+from supervisor.pool import Busy, Pool
+from supervisor.record import Finished, Notification, remove_leftovers
 from supervisor.rescan import Rescanner
-from supervisor.scheduler import Scheduler
+from supervisor.scheduler import Listener, Pending, Scheduler
+from supervisor.site import LocalSite, Seen, Site
+from supervisor.snapshot import status_reply
+from supervisor.spawn import Spawner, WorkerSpawner
 from supervisor.statusline import status_line
+from supervisor.timings import Timings, TimingsInvalid
+from supervisor.toggle import set_enabled
 from supervisor.watch import StatusWatch
 
 if TYPE_CHECKING:
+    from ipc import RunReply, StatusReply
     from routines.ledger import RoutineState
-    from supervisor.fleet import Fleet
-    from supervisor.fleetlocal import Offline
+    from routines.spec import Routine
+    from supervisor.reply import ReplyTo
 
-__all__ = ["Daemon", "main"]
+__all__ = ["Daemon", "main", "open_site"]
 
 log = logging.getLogger("vinos.daemon")
 
-# At most this long between ticks (a sleep or a clock jump is noticed within it). Tests shorten
-# it with VINOS_TICK_MAX_SEC so they need not wait 30 s to see a stepped clock.
-TICK_MAX_SEC = float(os.environ.get("VINOS_TICK_MAX_SEC") or 30.0)
-# How long SIGTERM waits for running workers; VINOS_STOP_GRACE_SEC shortens it for tests.
-STOP_GRACE_SEC = float(os.environ.get("VINOS_STOP_GRACE_SEC") or 30.0)
 # Routines claimed for per tick: a claim is a transaction (a few ms), so a thousand due at once
 # would hold the loop for seconds; in batches, the first runs start within one batch.
 CLAIM_BATCH = 8
 
 
 class Daemon:
+    """The loop. Built by `main()`, and in tests with a fake clock, a FakeSpawner and a Site
+    of their own (tests/supervisor/test_daemon_tick.py drives `tick` in-process)."""
+
     def __init__(
         self,
         p: Paths,
         config: Config,
-        clock: Clock,
         *,
-        worker_argv: list[str] | None = None,
-        locks: Locks | None = None,
+        clock: Clock,
+        site: Site,
+        spawner: Spawner,
+        timings: Timings,
+        notify: Callable[[Notification], None] | None = None,
+        publish: Callable[[str], None] | None = None,
     ) -> None:
         self.paths = p
         self.config = config
         self.clock = clock
+        self.site = site
+        self.timings = timings
         self.owner = process_identity()
-        self.fleet: Fleet | None = None
-        self.offline: Offline | None = None  # a fleet machine's runs while its database is away
-        self._fleet_states: dict[str, RoutineState] = {}  # as last read, to seed `offline`
-        self.ledger: Store
-        if config.fleet is not None:
-            from supervisor.fleet import Fleet  # psycopg is loaded only for a fleet
-
-            self.fleet = Fleet(config.fleet, version(), clock.now, TICK_MAX_SEC)
-            self.ledger = self.fleet.ledger
-            from supervisor.fleetlocal import Offline
-
-            self.offline = Offline(
-                paths=p,
-                config=config,
-                clock=clock,
-                owner=self.owner,
-                machine=config.fleet.machine,
-                notify=self._notify,
-                wake=self.wake,
-                worker_argv=worker_argv,
-            )
-        else:
-            # Opened (created) before its identity is taken; one that cannot be opened yet (a
-            # full disk, a read-only file) is a pause the ticks retry, not a failed start.
-            self.ledger = Ledger(p.ledger, wait=True)
-        held = held_files(p.ledger, locks)
-        if self.fleet is not None:
-            held.pop(p.ledger, None)  # this machine's old SQLite file is not the ledger now
-        local = self.ledger if isinstance(self.ledger, Ledger) else None
-        opened = (p.ledger, lambda: local.opened_id if local else None) if local else None
-        self.ground = Ground(held, p.state_dir, self._notify, TICK_MAX_SEC, ledger=opened)
+        self._states: dict[str, RoutineState] = {}  # as last read (a Site may schedule from it)
+        self.ledger = site.ledger
+        # Desktop notifications, sent off the loop; a test passes a list's append.
+        self._notify: Callable[[Notification], None] = notify or _notify_desktop
+        # The status line after each tick: systemd's STATUS= and the process title.
+        self._publish: Callable[[str], None] = publish or _publish_status
+        guarded = site.guarded()
+        self.ground = Ground(
+            guarded.held, p.state_dir, self._notify, timings.tick_max_sec, ledger=guarded.ledger
+        )
         self._marked = False  # runs left behind by a dead daemon are marked interrupted
         self.registry = Registry()
         self.scheduler = Scheduler(self.ledger, self.owner)
@@ -124,14 +113,14 @@ class Daemon:
             clock=clock,
             notify=self._notify,
             on_change=self._run_ended,
-            worker_argv=worker_argv,
-            fence=self.fleet.book if self.fleet is not None else None,
+            spawner=spawner,
+            fence=site.fence,
         )
-        if self.fleet is not None:
-            self.fleet.on_renewal = self.pool.leases_renewed  # fenced runs (supervisor/fleet.py)
-        self.refused: str | None = None  # another daemon runs under this fleet machine name
+        site.bind(pool=self.pool, owner=self.owner, notify=self._notify, wake=self.wake)
+        self.refused: str | None = None  # another daemon holds this daemon's identity
         self.watch = StatusWatch(self)  # `status --waybar --follow` (supervisor/watch.py)
-        self.control = ControlServer(Handlers(self).table())
+        handlers = Handlers(self, self.watch).table()  # they see the Controlled protocol
+        self.control = ControlServer(handlers, idle_sec=timings.control_idle_sec)
         self._wake = asyncio.Event()
         self._stopping = False
         self._reload_asked = True
@@ -179,8 +168,14 @@ class Daemon:
             self.tick()
             systemd.notify("READY=1\nSTATUS=" + self.status_line())
             watchdog = asyncio.ensure_future(self._watchdog())
-            keeper = housekeeping.start(self.ledger, self.paths, self.config, self.clock)
-            beat = asyncio.ensure_future(self.fleet.heartbeat(self.refuse)) if self.fleet else None
+            keeper = housekeeping.start(
+                self.ledger,
+                self.paths,
+                self.config,
+                self.clock,
+                self.timings.housekeeping_delay_sec,
+            )
+            tasks = [asyncio.ensure_future(t) for t in self.site.tasks(self.refuse)]
             while not self._stopping:
                 timeout = self._sleep_for()
                 with contextlib.suppress(TimeoutError):
@@ -190,15 +185,12 @@ class Daemon:
                     self.tick()
             watchdog.cancel()
             keeper.cancel()
-            if beat is not None:
-                beat.cancel()
+            for task in tasks:
+                task.cancel()
             systemd.notify("STOPPING=1\nSTATUS=stopping: waiting for running routines")
-            self._set_title("vinos-routined: stopping")
-            await self.pool.shutdown(STOP_GRACE_SEC)
-            if self.offline is not None:
-                if self.offline.pool is not None:
-                    await self.offline.pool.shutdown(STOP_GRACE_SEC)  # copied in at next start
-                self._remember_cursors()
+            _set_title("vinos-routined: stopping")
+            await self.pool.shutdown(self.timings.stop_grace_sec)
+            await self.site.stop(self._seen(), self.timings.stop_grace_sec)
             await self.control.close()
             try:
                 self.pool.flush()
@@ -214,15 +206,11 @@ class Daemon:
             for sig, handler in previous.items():
                 loop.remove_signal_handler(sig)
                 signal.signal(sig, handler)
-            self.ledger.close()
-            if self.fleet is not None:
-                self.fleet.close()
-            if self.offline is not None:
-                self.offline.close()
+            self.site.close()
         return 1 if self.refused else 0
 
     def refuse(self, why: str) -> None:
-        """Another live daemon holds this fleet machine name: stop (supervisor/fleet.py)."""
+        """Another live daemon holds this daemon's identity (a fleet machine name): stop."""
         if self.refused is None:
             self.refused = why
             self._notify(Notification("vinos-routine stopped", why, "critical"))
@@ -237,19 +225,20 @@ class Daemon:
 
     def _sleep_for(self) -> float:
         now = self.clock.now()
+        cap = self.timings.tick_max_sec
         if self.ground.shaken:
             # A due slot that could not be claimed stays due: retry once a tick, not at once.
-            # Routines run offline (a fleet's database away) keep their own times.
-            offline = self.offline.next_wake() if self.offline is not None else None
-            if offline is None:
-                return TICK_MAX_SEC
-            return max(0.01, min(TICK_MAX_SEC, (offline - now).total_seconds()))
+            # What the Site runs itself meanwhile (a fleet's offline mode) keeps its own times.
+            own = self.site.next_wake()
+            if own is None:
+                return cap
+            return max(0.01, min(cap, (own - now).total_seconds()))
         if self.scheduler.more_due:
             return 0.0  # claim the next batch once the loop has started the last one's runs
         nxt = self.scheduler.next_wake()
         if nxt is None:
-            return TICK_MAX_SEC
-        return max(0.01, min(TICK_MAX_SEC, (nxt - now).total_seconds()))
+            return cap
+        return max(0.01, min(cap, (nxt - now).total_seconds()))
 
     async def _watchdog(self) -> None:
         interval = systemd.watchdog_interval()
@@ -272,33 +261,14 @@ class Daemon:
             self.refuse(str(exc))
         except LedgerUnavailable as exc:
             self.unavailable(exc)
-            if self.offline is not None and self.fleet is not None:
-                self._offline(exc)
+            self.site.unavailable(exc, self._seen(), self.clock.now(), self._busy)
         else:
             self.ground.recovered()
         self._update_status()
 
-    def _remember_cursors(self) -> None:
-        assert self.offline is not None and self.fleet is not None
+    def _seen(self) -> Seen:
         cursors = {n: t.cursor for n, t in self.scheduler.tracked.items()}
-        try:
-            self.offline.remember(self.registry, self.fleet.held, self._fleet_states, cursors)
-        except LedgerError as exc:  # a full disk: the next start begins from now
-            log.warning("the cursors for an offline start were not kept: %s", exc)
-
-    def _offline(self, exc: LedgerUnavailable) -> None:
-        """The fleet's database away: run here what may run offline (supervisor/fleetlocal.py)."""
-        assert self.offline is not None and self.fleet is not None
-        now = self.clock.now()
-        if exc.reason is Unavailable.UNREACHABLE:
-            registry = self.registry
-            if not registry.entries:  # started while the database was away: never refreshed
-                from routines.registry import scan
-
-                registry = scan(self.paths, registry)
-            cursors = {n: t.cursor for n, t in self.scheduler.tracked.items()}
-            self.offline.start(registry, self.fleet.held, self._fleet_states, cursors, now)
-        self.offline.tick(now, self._busy)
+        return Seen(self.registry, self._states, cursors)
 
     def _tick(self) -> None:
         """One tick's work; LedgerUnavailable when the ledger took no read or write (nothing of
@@ -309,10 +279,8 @@ class Daemon:
         written = self.pool.flush()
         if written:
             log.info("recorded %d finished run(s) kept while the ledger took no writes", written)
-        if self.offline is not None and self.fleet is not None and self.offline.pending:
-            _ = self.fleet.ledger.data_version  # LedgerUnavailable while it is still away
-            self.offline.back(self.fleet.ledger, self.clock.now())  # DRAINING meanwhile
-            self._data_version = None  # the copy moved cursors: read the states again
+        if self.site.resume(self.clock.now()):
+            self._data_version = None  # e.g. runs made offline copied in: read the states again
         if not self._marked:
             self.mark_interrupted()
             self._marked = True
@@ -328,7 +296,7 @@ class Daemon:
 
     def unavailable(self, exc: LedgerUnavailable) -> None:
         # Re-read states and re-sync next tick: a sync may have stopped half-way. A fleet's
-        # database out of reach pauses alike (fail closed).
+        # database out of reach pauses alike (fail closed); the Site is told after this.
         self._data_version = None
         self.ground.unavailable(exc)
 
@@ -352,20 +320,14 @@ class Daemon:
         previous = self.registry
         self.registry = registry
         self._data_version = version
-        held: Collection[str] = ()
-        if self.fleet is not None:
-            self.fleet.refresh(registry)  # publish definitions; hold pinned and divergent ones
-            held = self.fleet.held
-        states = self.ledger.states()
-        if self.fleet is not None:
-            self._fleet_states = states
+        held = self.site.refresh(registry)  # e.g. a fleet's pinned and divergent routines
+        states = self._states = self.ledger.states()
         self._external_busy = {
             a.routine
             for a in self.ledger.active_runs()
             if a.owner_pid != self.owner[0] and owner_alive(a.owner_pid, a.owner_started)
         }
-        if self.fleet is not None:
-            self._external_busy |= set(self.fleet.elsewhere)  # overlap is fleet-wide
+        self._external_busy |= set(self.site.elsewhere())  # overlap is site-wide
         for name, why in self.scheduler.sync(registry, states, now, held).items():
             self.pool.drop_queued(name, why)
         for name, entry in registry.entries.items():
@@ -379,15 +341,79 @@ class Daemon:
         return True
 
     def _busy(self, name: str) -> bool:
-        if self.offline is not None and self.offline.busy(name):
-            return True
-        return self.pool.busy(name) or name in self._external_busy
+        return self.site.busy(name) or self.pool.busy(name) or name in self._external_busy
 
     def force_reload(self) -> None:
         """Re-read config.toml, the files and the ledger's states now (reload, enable)."""
         self._reload_asked = True
         self._data_version = None
         self.tick()
+
+    # -- what the control commands see and ask (supervisor/controlapi.py) ------------------
+
+    def snapshot(self) -> StatusReply:
+        return status_reply(
+            pool=self.pool,
+            scheduler=self.scheduler,
+            registry=self.registry,
+            ground=self.ground,
+            started_at=self.started_at,
+            now=self.clock.now(),
+            max_concurrent=self.config.max_concurrent,
+            line=self.status_line(),
+            fleet=self.site.status(),
+        )
+
+    def set_enabled(self, routine: Routine, on: bool) -> None:
+        set_enabled(self.ledger, routine, on, self.clock.now())
+        self.force_reload()
+
+    def lost(self) -> str | None:
+        return self.ground.lost
+
+    def refusal(self) -> Refused | None:
+        if not self.ground.check_held():
+            return Refused("ledger_lost", str(self.ground.lost))
+        if self.ground.full is not None:
+            return Refused(self._pause_code(), self.ground.full)
+        return None
+
+    def submit(
+        self, routine: Routine, *, listener: Listener | None, reply: ReplyTo | None, debug: bool
+    ) -> tuple[Pending, asyncio.Future[RunReply]]:
+        if not self.pool.accepting:
+            raise Refused("stopping", "the daemon is stopping; try again when it is back")
+        try:
+            return self.pool.submit_manual(
+                routine, owner=self.owner, listener=listener, reply=reply, debug=debug
+            )
+        except Busy as exc:
+            raise Refused("busy", str(exc)) from None
+        except LedgerUnavailable as exc:  # nothing recorded, so nothing runs
+            self.unavailable(exc)
+            raise Refused(self._pause_code(), str(self.ground.full)) from None
+
+    def _pause_code(self) -> str:
+        """The error code of a `run` refused while the daemon is paused."""
+        return "disk_full" if self.ground.health is Health.DISK_FULL else "ledger_unavailable"
+
+    def active_run_of(self, name: str) -> str | None:
+        return self.pool.active_run_of(name)
+
+    def find(self, run_id: str) -> Pending | None:
+        return self.pool.find(run_id)
+
+    def finished(self, run_id: str) -> Finished | None:
+        return self.pool.finished.get(run_id)
+
+    def activity(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        return tuple(self.pool.running), tuple(p.run_id for p in self.pool.queue)
+
+    def known_fire(self, name: str, routine: Routine, now: datetime) -> datetime | None:
+        return self.scheduler.known_fire(name, routine, now)
+
+    def serves_local_ledger(self) -> bool:
+        return self.site.status() is None
 
     # -- status -----------------------------------------------------------------------------
 
@@ -405,19 +431,36 @@ class Daemon:
     def _update_status(self) -> None:
         line = self.status_line()
         self.watch.after_tick()
-        systemd.notify("STATUS=" + line)
-        self._set_title("vinos-routined: " + line)
+        self._publish(line)
 
-    @staticmethod
-    def _set_title(title: str) -> None:
-        with contextlib.suppress(Exception):
-            import setproctitle
 
-            setproctitle.setproctitle(title)
+def _set_title(title: str) -> None:
+    with contextlib.suppress(Exception):
+        import setproctitle
 
-    def _notify(self, note: Notification) -> None:
-        loop = asyncio.get_running_loop()
-        loop.run_in_executor(None, notify.send, note.title, note.body, note.urgency)
+        setproctitle.setproctitle(title)
+
+
+def _publish_status(line: str) -> None:
+    systemd.notify("STATUS=" + line)
+    _set_title("vinos-routined: " + line)
+
+
+def _notify_desktop(note: Notification) -> None:
+    loop = asyncio.get_running_loop()
+    loop.run_in_executor(None, notify.send, note.title, note.body, note.urgency)
+
+
+def open_site(
+    p: Paths, config: Config, clock: Clock, timings: Timings, locks: Locks, spawner: Spawner
+) -> Site:
+    """The Site for `config`: a fleet's with [fleet] (psycopg is loaded only then), else
+    this machine's. LedgerError when its ledger cannot be opened at all."""
+    if config.fleet is None:
+        return LocalSite(p, locks)
+    from supervisor.fleetsite import FleetSite
+
+    return FleetSite(p, config, clock=clock, timings=timings, locks=locks, spawner=spawner)
 
 
 def main(*, worker_argv: list[str] | None = None) -> int:
@@ -432,6 +475,11 @@ def main(*, worker_argv: list[str] | None = None) -> int:
     )
     p = paths()
     try:
+        timings = Timings.from_debug(os.environ)  # the one debug setting (supervisor/timings.py)
+    except TimingsInvalid as exc:
+        print(f"vinos-routine: {exc}", file=sys.stderr)
+        return 1
+    try:
         config = load_config(p.config_file)
     except ConfigInvalid as exc:
         print(f"vinos-routine: config.toml is invalid:\n{exc}", file=sys.stderr)
@@ -445,23 +493,20 @@ def main(*, worker_argv: list[str] | None = None) -> int:
     if problem and not os.environ.get("LISTEN_FDS"):  # socket activation binds it for us
         print(f"vinos-routine: {problem}", file=sys.stderr)
         return 1
+    clock = clock_from(timings.clock_offset_file)
+    spawner = WorkerSpawner(worker_argv)
     try:
-        daemon = Daemon(p, config, clock_from_env(), worker_argv=worker_argv, locks=locks)
+        site = open_site(p, config, clock, timings, locks, spawner)
+        daemon = Daemon(p, config, clock=clock, site=site, spawner=spawner, timings=timings)
     except LedgerError as exc:
         print(f"vinos-routine: {exc}", file=sys.stderr)
         return 1
-    if daemon.fleet is not None:
-        from supervisor.fleet import START_DEADLINE_SEC
-
-        try:  # one daemon per fleet machine name; while the database is away, at its return
-            daemon.fleet.join(wait=START_DEADLINE_SEC)
-        except MachineInUse as exc:
-            print(f"vinos-routine: {exc}", file=sys.stderr)
-            daemon.ledger.close()
-            daemon.fleet.close()
-            return 1
-        except LedgerUnavailable:
-            pass  # an outage at start: the loop waits for the database, as for any outage
+    try:
+        site.join()  # this daemon's identity (one daemon per fleet machine name)
+    except MachineInUse as exc:
+        print(f"vinos-routine: {exc}", file=sys.stderr)
+        site.close()
+        return 1
     log.info("vinos-routine daemon %s started for %s (pid %d)", version(), p.home, os.getpid())
     try:
         return asyncio.run(daemon.run())

@@ -30,27 +30,17 @@ from datetime import datetime
 
 from ipc import lease_clock
 from routines.config import FleetSettings
-from routines.ledgerfaults import LedgerUnavailable, Unavailable
+from routines.ledgerfaults import LedgerUnavailable
 from routines.pgledger import Gate, MachineInUse, PgLedger
 from routines.registry import Registry
 from routines.safetext import one_line
-from supervisor.fleetplan import (
-    LEASE,
-    RENEW,
-    Fence,
-    definition_fingerprint,
-    fence,
-    hold,
-    lost_leases,
-)
+from supervisor.fleetplan import Fence, definition_fingerprint, fence, hold, lost_leases
+from supervisor.timings import Timings
 
 __all__ = ["Fleet", "LeaseBook", "MachineInUse", "Renewal", "boot_id", "pid_alive"]
 
 log = logging.getLogger("vinos.fleet")
 
-# Tests shorten the lease timings (a real minute is too long to wait for a lapsed lease).
-RENEW_SEC = float(os.environ.get("VINOS_FLEET_RENEW_SEC") or RENEW.total_seconds())
-LEASE_SEC = float(os.environ.get("VINOS_FLEET_LEASE_SEC") or LEASE.total_seconds())
 # The loop's calls wait at most this long for the database, so the control socket answers
 # within a second however the database behaves (a stalled call fails as an outage).
 LOOP_DEADLINE_SEC = 0.75
@@ -112,20 +102,23 @@ class Fleet:
         settings: FleetSettings,
         version: str,
         now: Callable[[], datetime],
-        tick_cap: float,
+        timings: Timings,
     ) -> None:
         self.settings = settings
         self.machine = settings.machine
         self.version = version
         self.now = now
-        self.timings = fence(LEASE_SEC, RENEW_SEC)
+        # Tests shorten the lease timings (a real minute is too long to wait for a lapsed lease).
+        lease_sec, renew_sec = timings.fleet_lease_sec, timings.fleet_renew_sec
+        tick_cap = timings.tick_max_sec
+        self.timings = fence(lease_sec, renew_sec)
         self.book = LeaseBook(self.timings)
         self.instance = secrets.token_hex(8)  # this start of the daemon
         self.ledger = PgLedger(
             settings.database,
             settings.machine,
             gate=Gate(cap=tick_cap),
-            lease_sec=LEASE_SEC,
+            lease_sec=lease_sec,
             connect=False,
             instance=self.instance,
             taken_after=self.timings.taken_after,
@@ -138,11 +131,11 @@ class Fleet:
             settings.database,
             settings.machine,
             gate=Gate(cap=tick_cap),
-            lease_sec=LEASE_SEC,
+            lease_sec=lease_sec,
             connect=False,
             instance=self.instance,
             taken_after=self.timings.taken_after,
-            deadline=max(1.0, RENEW_SEC),
+            deadline=max(1.0, renew_sec),
         )
         # Told each renewal's new worker deadlines and the leases found gone (the pool).
         self.on_renewal: Callable[[Mapping[str, float], Iterable[str]], None] | None = None
@@ -209,7 +202,8 @@ class Fleet:
         return Renewal(began, renewed, self._beat_ledger.expire_leases(self.now()))
 
     async def heartbeat(self, on_refused: Callable[[str], None] | None = None) -> None:
-        """Every RENEW_SEC until cancelled; an unreachable database is retried next time.
+        """Every renewal period (`timings.renew`) until cancelled; an unreachable database
+        is retried next time.
         Each renewal moves its runs' worker deadlines on, and stops the runs whose lease it
         found gone (`on_renewal`)."""
         while True:
@@ -236,14 +230,7 @@ class Fleet:
                     run_id,
                     machine,
                 )
-            await asyncio.sleep(RENEW_SEC)
-
-    @staticmethod
-    def unreachable(exc: Exception) -> bool:
-        return isinstance(exc, LedgerUnavailable) and exc.reason in (
-            Unavailable.UNREACHABLE,
-            Unavailable.DRAINING,
-        )
+            await asyncio.sleep(self.timings.renew)
 
     def close(self) -> None:
         self.ledger.close()

@@ -38,6 +38,7 @@ from supervisor.fleetplan import runs_offline
 from supervisor.pool import Pool
 from supervisor.record import Notification
 from supervisor.scheduler import Scheduler
+from supervisor.spawn import Spawner
 
 __all__ = ["Offline"]
 
@@ -57,7 +58,7 @@ class Offline:
         machine: str,
         notify: Callable[[Notification], None],
         wake: Callable[[], None],
-        worker_argv: list[str] | None,
+        spawner: Spawner | None,
     ) -> None:
         self.paths = paths
         self.config = config
@@ -66,7 +67,7 @@ class Offline:
         self.machine = machine
         self.notify = notify
         self.wake = wake
-        self.worker_argv = worker_argv
+        self.spawner = spawner  # the daemon's: the same workers, offline or not
         self.marker = paths.state_dir / MARKER
         self.ledger: Ledger | None = None
         self.scheduler: Scheduler | None = None  # set while scheduling here
@@ -107,7 +108,7 @@ class Offline:
             clock=self.clock,
             notify=self.notify,
             on_change=self._run_ended,
-            worker_argv=self.worker_argv,
+            spawner=self.spawner,
         )
         names = ", ".join(one_line(n) for n in sorted(states))
         why = (

@@ -1,8 +1,9 @@
 """The daemon's control commands: one small async function each, answering with the typed
 replies of `ipc.messages` (the control server puts them on the wire).
 
-They read and change the daemon's state only through its methods; a command that cannot be
-done raises CommandError (code, message), which the client shows as it is.
+They read and change the daemon's state only through the `Controlled` protocol
+(supervisor/controlapi.py), never the Daemon class; a command that cannot be done raises
+CommandError (code, message), which the client shows as it is.
 """
 
 from __future__ import annotations
@@ -14,29 +15,23 @@ from typing import TYPE_CHECKING
 
 from ipc import (
     PROTOCOL,
-    ActiveEntry,
     DetachedReply,
     EnableReply,
-    FleetStatus,
-    NextFire,
     PingReply,
     ReloadReply,
     Request,
     RunReply,
     StatusReply,
 )
-from routines.ledger import LedgerUnavailable
 from routines.spec import Routine
 from supervisor.control import CommandError, Connection, Handler
-from supervisor.ground import Ground, Health
+from supervisor.controlapi import Controlled, Refused
 from supervisor.owner import version
-from supervisor.pool import Busy
 from supervisor.scheduler import Pending
-from supervisor.toggle import set_enabled
 
 if TYPE_CHECKING:
-    from supervisor.daemon import Daemon
     from supervisor.reply import ReplyTo
+    from supervisor.watch import StatusWatch
 
 __all__ = ["Handlers"]
 
@@ -51,8 +46,9 @@ _FLEET_ONLY = ("psycopg",)
 class Handlers:
     """The control server's table (`table`): command name → handler."""
 
-    def __init__(self, daemon: Daemon) -> None:
+    def __init__(self, daemon: Controlled, watch: StatusWatch) -> None:
         self.daemon = daemon
+        self.status_watch = watch  # `status --waybar --follow` (supervisor/watch.py)
 
     async def ping(self, req: Request, conn: Connection) -> PingReply:
         return PingReply(
@@ -69,49 +65,7 @@ class Handlers:
 
     def status_reply(self) -> StatusReply:
         """What `status` answers; also what a command run for a thin client reads."""
-        pool, registry = self.daemon.pool, self.daemon.registry
-        return StatusReply(
-            daemon=True,
-            running=[
-                ActiveEntry(
-                    routine=r.pending.routine.name,
-                    run_id=run_id,
-                    trigger=r.pending.trigger,
-                    slot=r.pending.slot,
-                    started_at=r.started_at.isoformat(),
-                    pid=r.worker.pid if r.worker else None,
-                )
-                for run_id, r in pool.running.items()
-            ],
-            queued=[ActiveEntry(p.routine.name, p.run_id, p.trigger, p.slot) for p in pool.queue],
-            next=[NextFire(n, at.isoformat()) for n, at in self.daemon.scheduler.next_fires()[:20]],
-            routines=len(registry.entries),
-            enabled=len(self.daemon.scheduler.tracked),
-            invalid=sorted(n for n, e in registry.entries.items() if e.errors),
-            # Invalid on disk, but the last good version is what runs
-            # (test_daemon_reload.py::test_an_invalid_edit_keeps_the_last_good_version_running).
-            stale=sorted(n for n, e in registry.entries.items() if e.stale),
-            pid=os.getpid(),
-            started_at=self.daemon.started_at.isoformat(),
-            now=self.daemon.clock.now().isoformat(),
-            max_concurrent=self.daemon.config.max_concurrent,
-            status=self.daemon.status_line(),
-            lost=self.daemon.ground.lost,
-            disk_full=self.daemon.ground.full,
-            health=self.daemon.ground.health,
-            unwritten=[u.run_id for u in pool.unwritten],
-            fleet=self._fleet(),
-        )
-
-    def _fleet(self) -> FleetStatus | None:
-        fleet = self.daemon.fleet
-        if fleet is None:
-            return None
-        return FleetStatus(
-            machine=fleet.machine,
-            held=dict(sorted(fleet.held.items())),
-            elsewhere=dict(sorted(fleet.elsewhere.items())),
-        )
+        return self.daemon.snapshot()
 
     def _routine(self, name: object) -> Routine:
         if not isinstance(name, str):
@@ -132,32 +86,24 @@ class Handlers:
         return await done
 
     async def run(self, req: Request, conn: Connection) -> RunReply | DetachedReply:
-        ground = self.daemon.ground
-        if not ground.check_held():
-            raise CommandError("ledger_lost", str(ground.lost))
-        if ground.full is not None:
-            raise CommandError(_pause_code(ground), ground.full)
+        refused = self.daemon.refusal()
+        if refused is not None:
+            raise CommandError(refused.code, refused.message)
         reply = None
         if req.cmd == "reply":
             r, reply = self._reply_to(req)
         else:
             r = self._routine(req.args.get("name"))
-        if not self.daemon.pool.accepting:
-            raise CommandError("stopping", "the daemon is stopping; try again when it is back")
         detach = bool(req.args.get("detach"))
         try:
-            pending, done = self.daemon.pool.submit_manual(
+            pending, done = self.daemon.submit(
                 r,
-                owner=self.daemon.owner,
                 listener=None if detach else conn,
                 reply=reply,
                 debug=bool(req.args.get("debug")),
             )
-        except Busy as exc:
-            raise CommandError("busy", str(exc)) from None
-        except LedgerUnavailable as exc:  # nothing recorded, so nothing runs
-            self.daemon.unavailable(exc)
-            raise CommandError(_pause_code(ground), str(ground.full)) from None
+        except Refused as exc:
+            raise CommandError(exc.code, exc.message) from None
         if detach:
             return DetachedReply(pending.run_id)
         return await done
@@ -181,12 +127,12 @@ class Handlers:
         run_id = req.args.get("run_id")
         name = req.args.get("name")
         if not run_id and isinstance(name, str):
-            run_id = self.daemon.pool.active_run_of(name)
+            run_id = self.daemon.active_run_of(name)
         if not isinstance(run_id, str):
             raise CommandError("not_running", f"{name or 'that routine'} is not running now")
-        pending = self.daemon.pool.find(run_id)
+        pending = self.daemon.find(run_id)
         if pending is None:
-            fin = self.daemon.pool.finished.get(run_id)
+            fin = self.daemon.finished(run_id)
             if fin is not None:
                 return fin.reply()
             raise CommandError("not_running", f"run {run_id} is not running now")
@@ -194,20 +140,15 @@ class Handlers:
 
     async def reload(self, req: Request, conn: Connection) -> ReloadReply:
         self.daemon.force_reload()
-        registry = self.daemon.registry
-        return ReloadReply(
-            routines=len(registry.entries),
-            enabled=len(self.daemon.scheduler.tracked),
-            invalid=sorted(n for n, e in registry.entries.items() if e.errors),
-        )
+        now = self.daemon.snapshot()
+        return ReloadReply(routines=now.routines, enabled=now.enabled, invalid=now.invalid)
 
     async def enable(self, req: Request, conn: Connection) -> EnableReply:
         """`enable`/`disable NAME`: the CLI's change, made by the daemon for clients that do
         not write the ledger themselves (the dashboard)."""
         r = self._routine(req.args.get("name"))
         on = req.cmd == "enable"
-        set_enabled(self.daemon.ledger, r, on, self.daemon.clock.now())
-        self.daemon.force_reload()
+        self.daemon.set_enabled(r, on)
         return EnableReply(r.name, on)
 
     def table(self) -> dict[str, Handler]:
@@ -226,15 +167,10 @@ class Handlers:
 
     async def watch(self, req: Request, conn: Connection) -> dict[str, object]:
         """`status --waybar --follow`: the bar's line each time it changes (supervisor/watch.py)."""
-        return await self.daemon.watch.serve(self.status_reply, req, conn)
+        return await self.status_watch.serve(self.status_reply, req, conn)
 
     async def answer(self, req: Request, conn: Connection) -> dict[str, object]:
         """A read command run here for a thin client (supervisor/answers.py)."""
         from supervisor.answers import answer
 
         return answer(self.daemon, self.status_reply, req, conn)
-
-
-def _pause_code(ground: Ground) -> str:
-    """The error code of a `run` refused while the daemon is paused."""
-    return "disk_full" if ground.health is Health.DISK_FULL else "ledger_unavailable"

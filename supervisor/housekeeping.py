@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import sqlite3
 import time
 from collections.abc import Awaitable, Callable
@@ -54,8 +53,9 @@ PROPOSAL_BATCH = 200  # decided proposals deleted per step
 CATCH_UP_CPU_SHARE = 0.02
 IDLE_PAUSE_SEC = 3600.0
 PRUNE_EVERY_SEC = 86400.0
-# Let start-up (and its first due runs) go first; tests shorten it (VINOS_HOUSEKEEPING_DELAY_SEC).
-START_DELAY_SEC = float(os.environ.get("VINOS_HOUSEKEEPING_DELAY_SEC") or 30.0)
+# Let start-up (and its first due runs) go first; the daemon passes its Timings'
+# housekeeping_delay_sec (tests shorten it).
+START_DELAY_SEC = 30.0
 MIN_PAUSE_SEC = 0.05
 CLOCK_JUMP_LIMIT = timedelta(days=1)
 
@@ -78,8 +78,10 @@ class Housekeeper:
         clock: Clock,
         *,
         proposal_file: Path | None = None,
+        start_delay: float | None = None,
     ) -> None:
         self.ledger = ledger
+        self.start_delay = start_delay  # None: START_DELAY_SEC, as it is when `run` begins
         # This machine's own ledger file, where a fleet machine keeps its proposals.
         self.proposal_file = proposal_file
         self._proposals_due = False  # decided proposals may be past retention (once a day)
@@ -164,7 +166,7 @@ class Housekeeper:
         """Step forever, paced; the daemon cancels it when it stops. A step that fails for a
         reason that passes (a full disk for a moment, a lock) is tried again with a back-off
         (`retry_after`), not an hour later (tests/supervisor/test_housekeeping_faults.py)."""
-        await sleep(START_DELAY_SEC)
+        await sleep(START_DELAY_SEC if self.start_delay is None else self.start_delay)
         failures = 0
         while True:
             t0 = time.process_time()
@@ -206,9 +208,17 @@ def _seconds(pause: float) -> str:
     return "an hour" if pause >= IDLE_PAUSE_SEC else f"{pause:g} s"
 
 
-def start(ledger: Store, paths: Paths, config: Config, clock: Clock) -> asyncio.Task[None]:
-    """The daemon's hook: housekeeping as a task on its loop, on the daemon's connection."""
+def start(
+    ledger: Store, paths: Paths, config: Config, clock: Clock, delay: float = START_DELAY_SEC
+) -> asyncio.Task[None]:
+    """The daemon's hook: housekeeping as a task on its loop, on the daemon's connection,
+    starting after `delay` seconds."""
     keeper = Housekeeper(
-        ledger, str(paths.state_dir), config.ledger, clock, proposal_file=paths.ledger
+        ledger,
+        str(paths.state_dir),
+        config.ledger,
+        clock,
+        proposal_file=paths.ledger,
+        start_delay=delay,
     )
     return asyncio.ensure_future(keeper.run())

@@ -111,7 +111,7 @@ class Pool:
         self.on_change = on_change
         self.spawner: Spawner = spawner or WorkerSpawner(worker_argv)
         # Real workers only: a stand-in spawner (tests) has no sandbox to probe for.
-        self.probes = ProbeCache() if spawner is None else None
+        self.probes = ProbeCache() if isinstance(self.spawner, WorkerSpawner) else None
         self.queue: deque[Pending] = deque()
         self.running: dict[str, Running] = {}
         self.finished: dict[str, Finished] = {}  # recent, for clients that ask after the end

@@ -150,6 +150,16 @@ class Scheduler:
         fires = [t.next_fire for t in self.tracked.values() if t.next_fire is not None]
         return min(fires) if fires else None
 
+    def known_fire(self, name: str, routine: Routine, now: datetime) -> datetime | None:
+        """The next fire held for `routine` when it equals a fresh `next_fire(name, now)`: the
+        same routine object (so the same schedule), no jitter (then a fire is its slot), and
+        its cursor <= now < that fire, so no slot lies between the two instants. Else None."""
+        t = self.tracked.get(name)
+        if t is None or t.routine is not routine or routine.schedule.jitter_sec:
+            return None
+        nxt = t.next_fire
+        return nxt if nxt is not None and t.cursor <= now < nxt else None
+
     def next_fires(self) -> list[tuple[str, datetime]]:
         out = [(n, t.next_fire) for n, t in self.tracked.items() if t.next_fire is not None]
         return sorted(out, key=lambda x: x[1])

@@ -111,9 +111,7 @@ _DAEMON_ONLY_ENV = (
     "LISTEN_FDS",
     "LISTEN_PID",
     "LISTEN_FDNAMES",
-    "VINOS_CLOCK_OFFSET_FILE",
-    "VINOS_TICK_MAX_SEC",
-    "VINOS_STOP_GRACE_SEC",
+    "VINOS_DEBUG_TIMINGS",  # supervisor/timings.py: the daemon's test timings and clock
 )
 
 

@@ -26,7 +26,7 @@ from ipc import Event, EventKind, Request
 if TYPE_CHECKING:
     from ipc import StatusReply
     from supervisor.control import Connection
-    from supervisor.daemon import Daemon
+    from supervisor.controlapi import Controlled
 
 __all__ = ["KEEPALIVE_MINUTES", "StatusWatch"]
 
@@ -34,7 +34,7 @@ KEEPALIVE_MINUTES = 5
 
 
 class StatusWatch:
-    def __init__(self, daemon: Daemon) -> None:
+    def __init__(self, daemon: Controlled) -> None:
         self.daemon = daemon
         self.watchers: set[asyncio.Event] = set()
         self._last: object = None
@@ -46,15 +46,15 @@ class StatusWatch:
         except OSError:
             seen = None
         db = getattr(d.ledger, "_db", None)  # this connection's own writes (a run's end)
+        refused = d.refusal()  # the ledger lost or paused
         return (
-            tuple(d.pool.running),
-            tuple(p.run_id for p in d.pool.queue),
+            d.activity(),
             id(d.registry),
             d.ledger.data_version,
             getattr(db, "total_changes", None),
             seen,
-            d.ground.lost is None,
-            d.ground.full,
+            d.lost() is None,
+            refused.message if refused is not None else None,
         )
 
     def after_tick(self) -> None:

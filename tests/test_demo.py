@@ -4,6 +4,7 @@ before a minute boundary so the test need not wait up to a minute for the first 
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -28,8 +29,7 @@ def test_the_demo_runs_a_routine_in_the_sandbox_and_stops_cleanly(
     env.update(
         DEMO_HOME=str(tmp_path / "demo-home"),
         DEMO_SECONDS="25",
-        VINOS_CLOCK_OFFSET_FILE=str(offset),
-        VINOS_TICK_MAX_SEC="0.5",
+        VINOS_DEBUG_TIMINGS=json.dumps({"clock_offset_file": str(offset), "tick_max_sec": 0.5}),
         PYTHONPATH=str(REPO),
     )
     done = subprocess.run(

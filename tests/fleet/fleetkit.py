@@ -58,17 +58,17 @@ class Machine:
             m.setenv("XDG_RUNTIME_DIR", str(runtime))
             m.setenv("VINOS_FLEET_DATABASE", dsn)
             self.paths: Paths = paths()
-            env = {
-                "VINOS_FLEET_RENEW_SEC": "0.5",
-                "VINOS_FLEET_LEASE_SEC": "3",
-                "VINOS_HOUSEKEEPING_DELAY_SEC": "3600",
-                **(extra_env or {}),
+            timings = {
+                "fleet_renew_sec": 0.5,
+                "fleet_lease_sec": 3,
+                "housekeeping_delay_sec": 3600,
             }
             argv = None if real_worker else [*FAKEWORKER, *worker]  # None: python -m worker
-            self.daemon = Daemon(root, tick=0.2, extra_env=env, worker_argv=argv)
+            self.daemon = Daemon(
+                root, tick=0.2, extra_env=extra_env, timings=timings, worker_argv=argv
+            )
         if clock_file is not None:
-            self.daemon.clock_file = clock_file
-            self.daemon.env["VINOS_CLOCK_OFFSET_FILE"] = str(clock_file)
+            self.daemon.clock_file = clock_file  # VINOS_DEBUG_TIMINGS names it at start
 
     def write(self, name: str, text: str) -> None:
         write_routine(name, text, self.paths)

@@ -38,7 +38,8 @@ pytestmark = [
 SERVICE = "vinos-routined.service"
 SOCKET = "vinos-routined.socket"
 WAIT = 90.0  # a bound on waits for events that must happen, never a speed assertion
-GRACE_SEC = 10  # VINOS_STOP_GRACE_SEC in the drop-in: the unit's 30 s would only slow the test
+# stop_grace_sec (VINOS_DEBUG_TIMINGS) in the drop-in: the unit's 30 s would only slow the test
+GRACE_SEC = 10
 VERSION = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
 STATUS_LINE = re.compile(r"^\d+ running( · \d+ queued)? · (nothing scheduled|next \S+ .+)$")
 
@@ -187,7 +188,8 @@ def session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Session]:
         "[Service]\n"
         "ExecStart=\n"
         f"ExecStart={program} daemon\n"
-        f"Environment={env} VINOS_STOP_GRACE_SEC={GRACE_SEC}\n"
+        # Single quotes: systemd keeps the JSON's double quotes as they are.
+        f"Environment={env} 'VINOS_DEBUG_TIMINGS={{\"stop_grace_sec\":{GRACE_SEC}}}'\n"
         f"StandardOutput=append:{s.out_log}\n"
         f"StandardError=append:{s.err_log}\n",
     )

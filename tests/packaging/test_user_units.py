@@ -22,7 +22,7 @@ import pytest
 from archpkg import Installed, Pacman, require, run
 
 from routines.paths import paths
-from supervisor.daemon import STOP_GRACE_SEC
+from supervisor.timings import Timings
 
 # Slow: builds, installs and starts the package (make test-fast leaves these out). One xdist
 # group: the package is built once per worker, and test_systemd_user.py owns the user manager.
@@ -96,9 +96,9 @@ def test_unit_contract(installed_root: Pacman) -> None:
     assert service["Service.ExecStart"] == ["/usr/bin/vinos-routine daemon"]
     assert service["Service.Restart"] == ["on-failure"]
     assert service["Service.KillMode"] == ["mixed"]  # SIGTERM to the daemon alone first
-    # On SIGTERM the daemon waits STOP_GRACE_SEC for running workers, then ends them: SIGTERM, and
+    # On SIGTERM the daemon waits stop_grace_sec for running workers, then ends them: SIGTERM, and
     # SIGKILL 5 s later (test_daemon_timeout.py::test_a_timeout_ends_the_whole_tree).
-    assert seconds(service["Service.TimeoutStopSec"][0]) > STOP_GRACE_SEC + 5
+    assert seconds(service["Service.TimeoutStopSec"][0]) > Timings().stop_grace_sec + 5
     assert seconds(service["Service.WatchdogSec"][0]) >= 30
     assert "vinos-routined.socket" in service["Unit.Requires"]
     assert service["Install.Also"] == ["vinos-routined.socket"]

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -18,6 +20,7 @@ import psutil
 from routines.ledger import Ledger, RoutineState, RunRow
 from routines.paths import Paths, paths
 from supervisor.client import Client, DaemonNotRunning, connect
+from supervisor.timings import DEBUG_ENV
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -54,7 +57,9 @@ class Daemon:
     `python_flags` go before `-m supervisor` (e.g. `-X importtime`); `worker_argv` starts the
     daemon through `supervisor.daemon.main(worker_argv=...)` (a stand-in worker); `wrap` is a
     command the daemon runs under (e.g. bwrap giving it a tiny tmpfs): then `self.proc` is the
-    wrapper and `daemon_pid` (from `ping`) the daemon itself.
+    wrapper and `daemon_pid` (from `ping`) the daemon itself. `timings`: fields of
+    supervisor/timings.py's Timings, over the short tick and the stepped clock every test's
+    daemon has; they reach it as VINOS_DEBUG_TIMINGS, written at `start`.
     """
 
     def __init__(
@@ -63,6 +68,7 @@ class Daemon:
         *,
         tick: float = 0.2,
         extra_env: dict[str, str] | None = None,
+        timings: Mapping[str, object] | None = None,
         python_flags: list[str] | None = None,
         worker_argv: list[str] | None = None,
         wrap: list[str] | None = None,
@@ -73,12 +79,8 @@ class Daemon:
             self.clock_file.write_text("0")
         self.log_path = tmp / f"daemon-{time.monotonic_ns()}.log"
         self.env = dict(os.environ)
-        self.env.update(
-            VINOS_CLOCK_OFFSET_FILE=str(self.clock_file),
-            VINOS_TICK_MAX_SEC=str(tick),
-            PYTHONPATH=str(REPO),
-            **(extra_env or {}),
-        )
+        self.env.update(PYTHONPATH=str(REPO), **(extra_env or {}))
+        self.timings: dict[str, object] = {"tick_max_sec": tick, **(timings or {})}
         self.python_flags = python_flags or []
         self.worker_argv = worker_argv
         self.wrap = wrap or []
@@ -96,7 +98,12 @@ class Daemon:
             ]
         return [*self.wrap, sys.executable, *self.python_flags, *entry]
 
+    def debug_timings(self) -> str:
+        """The VINOS_DEBUG_TIMINGS this daemon starts with (its clock file as it is now)."""
+        return json.dumps({"clock_offset_file": str(self.clock_file), **self.timings})
+
     def start(self, wait: bool = True) -> Daemon:
+        self.env[DEBUG_ENV] = self.debug_timings()
         log = open(self.log_path, "ab")  # noqa: SIM115 - the child holds it
         self.proc = subprocess.Popen(
             self.argv(),

@@ -1,6 +1,7 @@
-"""A real daemon whose wall clock is stepped (VINOS_CLOCK_OFFSET_FILE): NTP steps, a laptop waking
-after hours, a clock set years ahead and corrected: the clock is re-read each tick, a late slot is
-missed or caught up once, a claimed slot never reruns. Command routines, so no model is involved.
+"""A real daemon whose wall clock is stepped (its clock_offset_file, VINOS_DEBUG_TIMINGS): NTP
+steps, a laptop waking after hours, a clock set years ahead and corrected: the clock is re-read
+each tick, a late slot is missed or caught up once, a claimed slot never reruns. Command
+routines, so no model is involved.
 """
 
 from __future__ import annotations

@@ -49,7 +49,7 @@ def test_the_daemon_compacts_and_prunes_while_idle(tmp_path: Path, not_root: Non
             db.close()
 
     assert counts() == (1200, 0, 1200 * 12_500_000)
-    d = Daemon(tmp_path, extra_env={"VINOS_HOUSEKEEPING_DELAY_SEC": "0"}).start()
+    d = Daemon(tmp_path, timings={"housekeeping_delay_sec": 0}).start()
     try:
         wait_for(
             lambda: counts() == (0, 1200, 1200 * 12_500_000), timeout=120, what="the compaction"

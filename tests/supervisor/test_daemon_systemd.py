@@ -36,7 +36,7 @@ from tests.supervisor.daemonkit import (
 
 pytestmark = pytest.mark.slow  # real daemons: make test-fast leaves these out
 
-GRACE = 5.0  # VINOS_STOP_GRACE_SEC for these daemons
+GRACE = 5.0  # stop_grace_sec (VINOS_DEBUG_TIMINGS) for these daemons
 
 
 class NotifySocket:
@@ -106,8 +106,8 @@ def test_sigterm_stops_cleanly_and_ends_what_did_not_finish_in_the_grace(
         extra_env={
             "NOTIFY_SOCKET": str(notify_socket.path),
             "WATCHDOG_USEC": "200000",
-            "VINOS_STOP_GRACE_SEC": str(GRACE),
         },
+        timings={"stop_grace_sec": GRACE},
     ).start()
     wait_for(lambda: "READY=1" in notify_socket.lines(), what="READY=1")
     assert notify_socket.ready_could_connect is True  # READY only once the socket listens
@@ -156,7 +156,7 @@ def test_socket_activation_uses_the_passed_socket(
     write_routine("hello", command_routine("echo hello"))
     # systemd-socket-activate passes on only TERM, PATH, USER and HOME, and what -E names.
     passed = ["VINOS_HOME", "VINOS_SYSTEM_DIR", "XDG_RUNTIME_DIR", "PYTHONPATH", "NOTIFY_SOCKET"]
-    passed += ["VINOS_CLOCK_OFFSET_FILE", "VINOS_TICK_MAX_SEC"]
+    passed += ["VINOS_DEBUG_TIMINGS"]
     record = tmp_path / "worker-env.jsonl"
     d = Daemon(
         tmp_path,
@@ -179,7 +179,7 @@ def test_socket_activation_uses_the_passed_socket(
     # The daemon's conversation with systemd, its listening socket and the test clock stay
     # with the daemon.
     assert seen["fds"] == [0, 1, 2]
-    for var in ("LISTEN_FDS", "LISTEN_PID", "NOTIFY_SOCKET", "VINOS_CLOCK_OFFSET_FILE"):
+    for var in ("LISTEN_FDS", "LISTEN_PID", "NOTIFY_SOCKET", "VINOS_DEBUG_TIMINGS"):
         assert var not in seen["env"]
     assert seen["env"]["VINOS_HOME"] == os.environ["VINOS_HOME"]
     assert d.stop() == 0

@@ -69,7 +69,7 @@ def idle_clients(n: int) -> Iterator[list[socket.socket]]:
 
 def test_idle_clients_at_the_cap_do_not_lock_out_the_cli(tmp_path: Path, not_root: None) -> None:
     write_routine("echoer", command_routine("echo through the daemon", enabled=False))
-    d = Daemon(tmp_path, extra_env={"VINOS_CONTROL_IDLE_SEC": "600"}).start()
+    d = Daemon(tmp_path, timings={"control_idle_sec": 600}).start()
     with idle_clients(MAX_CLIENTS) as socks:
         status = d.cli("status")
         assert status.returncode == 0, status.stderr
@@ -87,7 +87,7 @@ def test_idle_clients_at_the_cap_do_not_lock_out_the_cli(tmp_path: Path, not_roo
 
 
 def test_a_client_idle_after_the_greeting_is_closed(tmp_path: Path, not_root: None) -> None:
-    d = Daemon(tmp_path, extra_env={"VINOS_CONTROL_IDLE_SEC": "1"}).start()
+    d = Daemon(tmp_path, timings={"control_idle_sec": 1}).start()
     with idle_clients(3) as socks:
         for sock in socks:
             wait_for(lambda s=sock: closed_by_peer(s), what="the idle client to be closed")

@@ -233,9 +233,7 @@ def test_worker_env_keeps_the_daemons_systemd_and_test_variables_to_itself() -> 
         "WATCHDOG_USEC": "1",
         "LISTEN_FDS": "1",
         "LISTEN_PID": "2",
-        "VINOS_CLOCK_OFFSET_FILE": "/tmp/o",
-        "VINOS_TICK_MAX_SEC": "0.2",
-        "VINOS_STOP_GRACE_SEC": "1",
+        "VINOS_DEBUG_TIMINGS": '{"clock_offset_file": "/tmp/o", "tick_max_sec": 0.2}',
         "PYTHONPATH": f"/elsewhere:{spawn.package_root()}",
         "ANTHROPIC_API_KEY": "k",
     }

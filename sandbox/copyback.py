@@ -35,7 +35,7 @@ __all__ = ["DIR_BYTES", "CopyBackError", "Tally", "apply", "measure"]
 DIR_BYTES = 4096  # what a new folder takes on the real disk (one ext4/xfs block)
 _LINK_INLINE = 60  # a symlink text up to this long fits in the inode (ext4): no block
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-_FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_PATH = os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC
 _OPAQUE = "user.overlay.opaque"
 
 
@@ -135,7 +135,7 @@ def _one(
                 _remove(real, name, old)
         return None
     if stat.S_ISDIR(st.st_mode):
-        return _folder(name, up, real, old, count, write)
+        return _folder(name, st, up, real, old, count, write)
     if not (stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode)):
         count.skipped += 1  # a fifo, socket or device: never made in the real dir
         return None
@@ -157,9 +157,15 @@ def _one(
 
 
 def _folder(
-    name: str, up: int, real: int | None, old: os.stat_result | None, count: _Count, write: bool
+    name: str,
+    st: os.stat_result,
+    up: int,
+    real: int | None,
+    old: os.stat_result | None,
+    count: _Count,
+    write: bool,
 ) -> tuple[int, int | None]:
-    child_up = os.open(name, _DIR, dir_fd=up)
+    child_up = open_dir_restoring(name, up)  # a chmod 000 folder is read all the same
     try:
         opaque = _opaque(child_up)
         merge = old is not None and stat.S_ISDIR(old.st_mode) and not opaque
@@ -178,8 +184,7 @@ def _folder(
             child_real = open_dir_restoring(name, real)
             if write:
                 # Its mode less set-id and sticky bits, with its owner's rwx (sandbox/quota.py).
-                mode = stat.S_IMODE(os.fstat(child_up).st_mode) & 0o777
-                os.fchmod(child_real, mode | stat.S_IRWXU)
+                os.fchmod(child_real, stat.S_IMODE(st.st_mode) & 0o777 | stat.S_IRWXU)
     except BaseException:
         os.close(child_up)
         raise
@@ -279,10 +284,8 @@ def _replace(real: int, name: str, old: os.stat_result | None, make: Callable[[s
 
 
 def _copy_file(up: int, name: str, real: int, tmp: str, st: os.stat_result) -> None:
-    src = os.open(name, _FILE, dir_fd=up)
+    src = _open_readable(up, name)
     try:
-        if not stat.S_ISREG(os.fstat(src).st_mode):
-            raise CopyBackError(f"{name!r} changed while it was copied")
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
         dst = os.open(tmp, flags, 0o600, dir_fd=real)
         try:
@@ -298,3 +301,18 @@ def _copy_file(up: int, name: str, real: int, tmp: str, st: os.stat_result) -> N
             os.close(dst)
     finally:
         os.close(src)
+
+
+def _open_readable(up: int, name: str) -> int:
+    """The upper file `name` opened for reading, given its owner's r first if the sandbox took
+    it (a chmod 000 file is copied all the same), through the inode an O_PATH fd holds."""
+    path_fd = os.open(name, _PATH, dir_fd=up)
+    try:
+        st = os.fstat(path_fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise CopyBackError(f"{name!r} is no longer a file")
+        if not st.st_mode & stat.S_IRUSR:
+            os.chmod(f"/proc/self/fd/{path_fd}", stat.S_IMODE(st.st_mode) | stat.S_IRUSR)
+        return os.open(f"/proc/self/fd/{path_fd}", os.O_RDONLY | os.O_CLOEXEC)
+    finally:
+        os.close(path_fd)

@@ -33,6 +33,7 @@ __all__ = ["HOLDER", "Overlays", "Verdict", "overlay_unavailable", "verdict"]
 _HERE = os.path.dirname(os.path.abspath(__file__))
 HOLDER = os.path.join(_HERE, "overlayholder.py")
 INODE_SLACK = 64  # the upper and work dirs themselves
+_KEPT = "nothing the call wrote there was kept"
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,29 +47,21 @@ def verdict(
     where: Sequence[str], before: Sequence[Usage], tallies: Sequence[Tally], max_mb: int, full: bool
 ) -> Verdict:
     """Pure: the quota decision on what the dirs held before and what the call changed."""
-    names = ", ".join(where)
+    names = " and ".join(where)
+    quota = f"max_workspace_mb = {max_mb}"
     # A call that began over the quota may still delete: it must not end above where it began.
     limit = max(max_mb * MiB, sum(u.bytes for u in before))
     most = max(MAX_ENTRIES, sum(u.entries for u in before))
     if full:
-        return Verdict(
-            f"the call wrote all max_workspace_mb = {max_mb} allows in {names}; nothing it "
-            "wrote there was kept"
-        )
+        return Verdict(f"the call wrote more than {names} may hold, over {quota}; {_KEPT}")
     total = sum(u.bytes for u in before) + sum(t.added - t.freed for t in tallies)
     entries = sum(u.entries for u in before) + sum(
         t.entries_added - t.entries_removed for t in tallies
     )
     if entries > most:
-        return Verdict(
-            f"{names} would hold more than {MAX_ENTRIES:,} files (max_workspace_mb = {max_mb}); "
-            "nothing the call wrote there was kept"
-        )
+        return Verdict(f"{names} would hold more than {most:,} files ({quota}); {_KEPT}")
     if total > limit:
-        return Verdict(
-            f"{names} would hold {gb_or_mb(total)}, over max_workspace_mb = {max_mb}; nothing "
-            "the call wrote there was kept"
-        )
+        return Verdict(f"{names} would hold {gb_or_mb(total)}, over {quota}; {_KEPT}")
     return Verdict(None)
 
 

@@ -153,17 +153,9 @@ def _run(
                 rw_fds.append(open_dir_nofollow(path))
                 closing.callback(os.close, rw_fds[-1])
             quota = QuotaWatch(_quota_fds(policy, rw_fds, lasting), policy.limits.workspace_mb)
-            # RLIMIT_FSIZE no larger than what the quota leaves (sandbox/quota.py says why
-            # rounded up to the MB), so one file cannot take the disk before the poll sees it.
-            fsize_mb = min(policy.limits.file_size_mb, quota.start(time.monotonic()))
+            left_mb = quota.start(time.monotonic())
             overlays = _overlays(policy, quota, lasting)
-            if overlays is not None:
-                # The tmpfs keeps the total; a file may grow to max_file_size_mb in it (a
-                # large file rewritten is copied up whole), what is kept is checked after.
-                fsize_mb = policy.limits.file_size_mb
-            limited = dataclasses.replace(
-                policy, limits=dataclasses.replace(policy.limits, file_size_mb=fsize_mb)
-            )
+            limited = _file_size_limited(policy, left_mb, overlays is not None)
             shown = {} if overlays is None else overlays.shown()
             argv = build_argv(
                 limited, host, seccomp_fd, command, info_fd=info_w, rw_fds=rw_fds, overlays=shown
@@ -241,6 +233,20 @@ def _copied_back(result: ShellResult, overlays: Overlays | None, quota: QuotaWat
     if problem is not None and result.error is None:
         return dataclasses.replace(result, error=problem)
     return result
+
+
+def _file_size_limited(policy: ShellPolicy, left_mb: int, overlaid: bool) -> ShellPolicy:
+    """`policy` with its RLIMIT_FSIZE for this call.
+
+    Polled, no larger than what the quota leaves (sandbox/quota.py says why rounded up to the
+    MB), so one file cannot take the disk before the poll sees it. Overlaid, the tmpfs keeps
+    the total, so a file may grow to max_file_size_mb there (a large file changed is copied up
+    whole first: tests/sandbox/test_overlay_quota.py) and the result is checked after.
+    """
+    fsize_mb = policy.limits.file_size_mb if overlaid else min(policy.limits.file_size_mb, left_mb)
+    return dataclasses.replace(
+        policy, limits=dataclasses.replace(policy.limits, file_size_mb=fsize_mb)
+    )
 
 
 def _overlays(

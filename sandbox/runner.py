@@ -165,7 +165,14 @@ def _run(
             )
         except (UnsafeValue, ValueError, OSError, seccomp.SeccompUnavailable) as exc:
             return ShellResult(error=f"refused: {exc}")
-        passed = [seccomp_fd, info_w, *rw_fds]
+        # Invariant: no fd of an overlaid dir reaches bwrap (bwrap does not close what it is
+        # given, so the sandbox would inherit it and write the real dir past the tmpfs):
+        # test_overlay_quota.py's test_no_descriptor_of_the_real_dirs_reaches_the_sandbox.
+        bound = {} if overlays is None else overlays.shown()
+        passed = [seccomp_fd, info_w]
+        passed += [
+            fd for path, fd in zip(policy.rw_binds, rw_fds, strict=True) if path not in bound
+        ]
         proxy: ProxyProcess | None = None
         if egress is not None:
             # Network on: bwrap runs in a holder namespace whose only way out is the proxy,

@@ -220,3 +220,23 @@ except OSError as exc:
     words = r.stdout.split()
     assert r.stdout.startswith("No space left on device "), r
     assert int(words[-1]) <= 16
+
+
+def test_no_descriptor_of_the_real_dirs_reaches_the_sandbox(box: Box) -> None:
+    """bwrap does not close the fds it is given: one on the real workspace would let the call
+    write there past the tmpfs. Every inherited fd is tried, then the call goes over."""
+    code = f"""
+import os
+for fd in map(int, os.listdir("/proc/self/fd")):
+    try:
+        f = os.open("escaped", os.O_CREAT | os.O_WRONLY, 0o600, dir_fd=fd)
+        os.write(f, b"x")
+        os.close(f)
+    except OSError:
+        pass
+open("{box.workspace}/big", "wb").write(b"x" * (20 << 20))
+"""
+    r = box.run(python_in_sandbox(code), limits=Limits(workspace_mb=16))
+    assert "No space left on device" in r.stderr, r
+    assert not (box.workspace / "escaped").exists() and not (box.scratch / "escaped").exists()
+    assert not (box.workspace / "big").exists()

@@ -190,11 +190,14 @@ def _overlay_rows(policy: ShellPolicy, workspace: Path, half: int) -> list[Row]:
         finally:
             overlay._available[sys.executable] = None
 
+    def overlaid(command: str) -> float:
+        return median_seconds(lambda: call(command), half)
+
     write = f"head -c 1M /dev/zero > {workspace}/f"
     rows = []
     for what, command in (("`true`", "true"), ("writing 1 MB", write)):
-        o1, p1 = median_seconds(lambda c=command: call(c), half), plain(command)
-        p2, o2 = plain(command), median_seconds(lambda c=command: call(c), half)
+        o1, p1 = overlaid(command), plain(command)
+        p2, o2 = plain(command), overlaid(command)
         over_ms, plain_ms = (o1 + o2) / 2 * 1000, (p1 + p2) / 2 * 1000
         rows.append(
             Row(

@@ -22,8 +22,8 @@ With no FD:PATH (the probe), it mounts one overlay on a lower dir in the tmpfs a
 a folder removed and made again works (it needs user xattrs on tmpfs, Linux >= 6.6).
 """
 
+import _ctypes
 import _socket
-import ctypes
 import os
 import sys
 
@@ -36,6 +36,35 @@ MS_NODEV = 0x4
 EXIT_SETUP = 125  # the holder could not build the overlays: nothing ran
 OVERLAY_OPTIONS = "userxattr,metacopy=off"
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+class _Int(_ctypes._SimpleCData):  # type: ignore[type-arg]  # not subscriptable at run time
+    _type_ = "i"
+
+
+class _ULong(_ctypes._SimpleCData):  # type: ignore[type-arg]
+    _type_ = "L"
+
+
+class _Func(_ctypes.CFuncPtr):
+    _flags_ = _ctypes.FUNCFLAG_CDECL | _ctypes.FUNCFLAG_USE_ERRNO
+    _restype_ = _Int
+
+
+class _Libc:
+    """libc's unshare and mount through _ctypes, the C module alone: importing the ctypes
+    package costs several ms more of every shell call's start (bench_sandbox)."""
+
+    _handle = _ctypes.dlopen(None, os.RTLD_NOW)  # type: ignore[arg-type]  # None: ourselves
+
+    def __init__(self) -> None:
+        # The stubs ask for a CDLL; CFuncPtr reads only `_handle` of it.
+        self.unshare = _Func(("unshare", self))  # type: ignore[arg-type]
+        self.mount = _Func(("mount", self))  # type: ignore[arg-type]
+
+
+def _errno() -> int:
+    return int(_ctypes.get_errno())
 
 
 def _fail(what: str, err: int) -> None:
@@ -52,9 +81,10 @@ def _write(path: str, text: str) -> None:
         os.close(fd)
 
 
-def _mount(libc: ctypes.CDLL, source: str, target: str, fstype: str, flags: int, data: str) -> None:
-    if libc.mount(source.encode(), target.encode(), fstype.encode(), flags, data.encode()) != 0:
-        _fail(f"mount {fstype} on {target}", ctypes.get_errno())
+def _mount(libc: _Libc, source: str, target: str, fstype: str, flags: int, data: str) -> None:
+    args = (source.encode(), target.encode(), fstype.encode(), _ULong(flags), data.encode())
+    if libc.mount(*args) != 0:
+        _fail(f"mount {fstype} on {target}", _errno())
 
 
 def _open_nofollow(path: str) -> int:
@@ -78,18 +108,17 @@ def main(argv: list[str]) -> None:
     layers = [(int(fd), path) for fd, _, path in (a.partition(":") for a in argv[4:cut])]
     command = argv[cut + 1 :]
     uid, gid = os.getuid(), os.getgid()
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.mount.argtypes = [ctypes.c_char_p] * 3 + [ctypes.c_ulong, ctypes.c_char_p]
+    libc = _Libc()
     if libc.unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0:
-        _fail("unshare(user, mount)", ctypes.get_errno())
+        _fail("unshare(user, mount)", _errno())
     try:
         _write("/proc/self/setgroups", "deny")
         _write("/proc/self/uid_map", f"{uid} {uid} 1")
         _write("/proc/self/gid_map", f"{gid} {gid} 1")
     except OSError as exc:
         _fail("user namespace setup", exc.errno or 0)
-    if libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None) != 0:
-        _fail("make mounts private", ctypes.get_errno())
+    if libc.mount(None, b"/", None, _ULong(MS_REC | MS_PRIVATE), None) != 0:
+        _fail("make mounts private", _errno())
     # nosuid, nodev: nothing in the upper dirs acts as a device or a set-id program meanwhile.
     opts = f"size={size},nr_inodes={inodes},mode=0700"
     _mount(libc, "tmpfs", mnt, "tmpfs", MS_NOSUID | MS_NODEV, opts)
@@ -123,7 +152,7 @@ def main(argv: list[str]) -> None:
         _fail(f"exec {command[0]}", exc.errno or 0)
 
 
-def _probe(libc: ctypes.CDLL) -> None:
+def _probe(libc: _Libc) -> None:
     """An overlay here that can remove a folder of its lower dir and make it again."""
     for d in ("l/d", "u/p", "w/p", "m/p"):
         os.makedirs(d, mode=0o700)

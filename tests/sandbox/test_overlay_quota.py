@@ -240,3 +240,11 @@ open("{box.workspace}/big", "wb").write(b"x" * (20 << 20))
     assert "No space left on device" in r.stderr, r
     assert not (box.workspace / "escaped").exists() and not (box.scratch / "escaped").exists()
     assert not (box.workspace / "big").exists()
+
+
+def test_a_tree_deeper_than_the_copy_back_walks_is_not_kept(box: Box) -> None:
+    """The copy back holds one fd per level and stops at 512: deeper, nothing is kept."""
+    deep = "/".join(["d"] * 600)
+    r = box.run(f"cd {box.workspace} && mkdir -p {deep} && echo ok > top", timeout=60)
+    assert r.error is not None and "more than 512 deep" in r.error, r
+    assert not list(box.workspace.iterdir())

@@ -84,7 +84,8 @@ def test_a_call_within_the_quota_keeps_files_deletions_and_renames(box: Box) -> 
         f"cd {ws} && rm gone && mv old renamed && mv tree moved && echo two >> edit"
         " && rm -r redo && mkdir redo && echo fresh > redo/new && ln -s ../keep lnk"
         " && echo s > suid && chmod 4755 suid && touch \"$(printf 'new\\nline')\""
-        " && mkfifo pipe && mkdir -p d/e/f && echo deep > d/e/f/g && echo ok"
+        " && mkfifo pipe && mkdir -p d/e/f && echo deep > d/e/f/g"
+        " && echo locked > locked && chmod 000 locked && echo ok"
     )
     r = box.run(cmd, limits=Limits(workspace_mb=16))
     assert (r.error, r.stdout) == (None, "ok\n"), r
@@ -99,6 +100,10 @@ def test_a_call_within_the_quota_keeps_files_deletions_and_renames(box: Box) -> 
     assert (ws / "new\nline").is_file()
     assert not (ws / "pipe").exists()  # fifos, sockets and devices are not copied back
     assert (ws / "d" / "e" / "f" / "g").read_text() == "deep\n"
+    locked = ws / "locked"  # a file the call made unreadable is copied all the same
+    assert stat.S_IMODE(locked.stat().st_mode) == 0
+    locked.chmod(0o600)
+    assert locked.read_text() == "locked\n"
     # The next call sees what this one kept.
     r = box.run(f"cat {ws}/renamed {ws}/redo/new", limits=Limits(workspace_mb=16))
     assert r.stdout == "rename mefresh\n"
@@ -248,3 +253,16 @@ def test_a_tree_deeper_than_the_copy_back_walks_is_not_kept(box: Box) -> None:
     r = box.run(f"cd {box.workspace} && mkdir -p {deep} && echo ok > top", timeout=60)
     assert r.error is not None and "more than 512 deep" in r.error, r
     assert not list(box.workspace.iterdir())
+
+
+def test_the_tmpfs_is_let_go_after_the_call(box: Box) -> None:
+    """Its memory lives as long as a descriptor on it: none is left once the call returns,
+    kept or not, and the empty mount dir is removed."""
+    before = sorted(os.listdir("/proc/self/fd"))
+    tmp = Path(os.environ.get("TMPDIR", "/tmp"))
+    dirs = {p.name for p in tmp.glob("vinos-overlay-*")}
+    box.run(f"head -c 1M /dev/zero > {box.workspace}/kept", limits=Limits(workspace_mb=16))
+    box.run(f"head -c 20M /dev/zero > {box.workspace}/over", limits=Limits(workspace_mb=16))
+    assert sorted(os.listdir("/proc/self/fd")) == before
+    assert {p.name for p in tmp.glob("vinos-overlay-*")} == dirs
+    assert (box.workspace / "kept").stat().st_size == MiB

@@ -129,8 +129,7 @@ def _one(
     old = _lstat(real, name)
     if _is_whiteout(st):
         if old is not None and real is not None:
-            count.freed += _size(real, name, old)
-            count.entries_removed += _entries_under(real, name, old)
+            _forget(real, name, old, count)
             if write:
                 _remove(real, name, old)
         return None
@@ -140,8 +139,7 @@ def _one(
         count.skipped += 1  # a fifo, socket or device: never made in the real dir
         return None
     if old is not None and real is not None:
-        count.freed += _size(real, name, old)
-        count.entries_removed += _entries_under(real, name, old)
+        _forget(real, name, old, count)
     count.entries_added += 1
     if stat.S_ISLNK(st.st_mode):
         text = os.readlink(name, dir_fd=up)
@@ -170,24 +168,28 @@ def _folder(
         opaque = _opaque(child_up)
         merge = old is not None and stat.S_ISDIR(old.st_mode) and not opaque
         if old is not None and real is not None and not merge:
-            count.freed += _size(real, name, old)
-            count.entries_removed += _entries_under(real, name, old)
+            _forget(real, name, old, count)
             if write:
                 _remove(real, name, old)
         if not merge:
             count.added += DIR_BYTES
             count.entries_added += 1
-        child_real: int | None = None
-        if real is not None and (merge or write):
-            if not merge:
-                os.mkdir(name, 0o700, dir_fd=real)
-            child_real = open_dir_restoring(name, real)
-            if write:
-                # Its mode less set-id and sticky bits, with its owner's rwx (sandbox/quota.py).
-                os.fchmod(child_real, stat.S_IMODE(st.st_mode) & 0o777 | stat.S_IRWXU)
+        if real is None or not (merge or write):
+            return child_up, None
+        if not merge:
+            os.mkdir(name, 0o700, dir_fd=real)
+        child_real = open_dir_restoring(name, real)
     except BaseException:
         os.close(child_up)
         raise
+    if write:
+        try:
+            # Its mode less set-id and sticky bits, with its owner's rwx (sandbox/quota.py).
+            os.fchmod(child_real, stat.S_IMODE(st.st_mode) & 0o777 | stat.S_IRWXU)
+        except BaseException:
+            os.close(child_up)
+            os.close(child_real)
+            raise
     return child_up, child_real
 
 
@@ -209,10 +211,13 @@ def _lstat(real: int | None, name: str) -> os.stat_result | None:
         return None
 
 
-def _size(real: int, name: str, old: os.stat_result) -> int:
-    """Bytes the real entry takes, its whole tree for a folder (sandbox/quota.py's count)."""
+def _forget(real: int, name: str, old: os.stat_result, count: _Count) -> None:
+    """Count the real entry `name` as freed: its bytes and entries, a folder's whole tree
+    (as sandbox/quota.py counts them)."""
+    count.freed += old.st_blocks * 512
+    count.entries_removed += 1
     if not stat.S_ISDIR(old.st_mode):
-        return old.st_blocks * 512
+        return
     fd = open_dir_restoring(name, real)
     try:
         used = usage(fd)
@@ -220,17 +225,8 @@ def _size(real: int, name: str, old: os.stat_result) -> int:
         os.close(fd)
     if used.unreadable:
         raise CopyBackError(f"a folder {name!r} replaced by the call cannot be counted")
-    return used.bytes + old.st_blocks * 512
-
-
-def _entries_under(real: int, name: str, old: os.stat_result) -> int:
-    if not stat.S_ISDIR(old.st_mode):
-        return 1
-    fd = open_dir_restoring(name, real)
-    try:
-        return usage(fd).entries + 1
-    finally:
-        os.close(fd)
+    count.freed += used.bytes
+    count.entries_removed += used.entries
 
 
 def _remove(real: int, name: str, old: os.stat_result) -> None:

@@ -101,7 +101,7 @@ class Overlays:
         self.theirs.close()
         self._ours.setblocking(False)
         try:
-            _, fds, _, _ = socket.recv_fds(self._ours, 1, 1)
+            _, fds, _, _ = socket.recv_fds(self._ours, 1, 1, socket.MSG_CMSG_CLOEXEC)
         except (BlockingIOError, OSError):
             return None
         self.tmpfs = fds[0] if fds else None
@@ -118,8 +118,10 @@ class Overlays:
             # A write stopped at ENOSPC leaves the tmpfs full; what the call made of its
             # files then is not what it meant, so none of it is kept.
             full = vfs.f_bavail == 0 or vfs.f_favail == 0
-            uppers = [_open_upper(tmpfs, i) for i in range(len(self.dirs))]
+            uppers: list[int] = []
             try:
+                for i in range(len(self.dirs)):
+                    uppers.append(_open_upper(tmpfs, i))
                 tallies = [measure(u, fd) for u, (_, fd) in zip(uppers, self.dirs, strict=True)]
                 where = [path for path, _ in self.dirs]
                 problem = verdict(where, before, tallies, max_mb, full).problem
@@ -131,7 +133,10 @@ class Overlays:
                 for u in uppers:
                     os.close(u)
         except (CopyBackError, OSError) as exc:
-            return f"what the call wrote could not be copied back into the workspace: {exc}"
+            return (
+                f"what the call wrote could not be copied back (what was copied before this "
+                f"stays): {exc}"
+            )
         finally:
             self.close()
 

@@ -8,7 +8,7 @@ whole argv for a Debian-like and an Arch-like host, and the escape suite runs it
 from __future__ import annotations
 
 import shlex
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from sandbox.host import Host, PathKind
 from sandbox.limits import tmp_mb
@@ -70,13 +70,16 @@ def build_argv(
     *,
     info_fd: int | None = None,
     rw_fds: Sequence[int] | None = None,
+    overlays: Mapping[str, str] | None = None,
 ) -> list[str]:
     """bwrap's argv for `policy` on `host`; ends with `-- bash -c PRELUDE vinos-sandbox CMD`.
 
     Without `command` the argv ends at the bwrap options and "--". `info_fd` is a writable fd
     for bwrap's `--info-fd` JSON (the sandbox's pid-1 on the host). `rw_fds[i]` is a directory
     fd opened on `policy.rw_binds[i]` with O_NOFOLLOW, bound with `--bind-fd` (the runner
-    always gives them; without, `--bind` by path, for showing an argv only).
+    always gives them; without, `--bind` by path, for showing an argv only). `overlays` maps a
+    writable bind to the overlay bwrap binds there instead (a path in the overlay holder's
+    mount namespace, sandbox/overlay.py).
     Raises UnsafeValue for a NUL or newline in any path or the command, or a relative path.
     """
     argv = [
@@ -124,7 +127,7 @@ def build_argv(
     # A fresh, bounded /tmp: filling it stops at the size, not at the machine's memory. The
     # size comes out of max_run_memory_mb (sandbox/limits.py: processes + /tmp <= budget).
     argv += ["--size", str(tmp_mb(policy.limits) * 1024 * 1024), "--tmpfs", "/tmp"]
-    argv += _tree(policy, host, rw_fds)
+    argv += _tree(policy, host, rw_fds, overlays or {})
     # The root tmpfs bwrap made holds only mount points and --dir's: read-only, so nothing
     # is written outside the workspace, the scratch dir and the sized /tmp.
     argv += ["--remount-ro", "/"]
@@ -141,7 +144,9 @@ def build_argv(
     return [*argv, bash, "-c", prelude(policy.limits, bash), ARGV0, command]
 
 
-def _tree(policy: ShellPolicy, host: Host, rw_fds: Sequence[int] | None) -> list[str]:
+def _tree(
+    policy: ShellPolicy, host: Host, rw_fds: Sequence[int] | None, overlays: Mapping[str, str]
+) -> list[str]:
     """Dirs, binds and masks, parents before children so none hides another."""
     if rw_fds is not None and len(rw_fds) != len(policy.rw_binds):
         raise ValueError("one directory fd per writable bind is needed")
@@ -173,7 +178,10 @@ def _tree(policy: ShellPolicy, host: Host, rw_fds: Sequence[int] | None) -> list
             # Opening it fails (bwrap binds it nodev): the contents stay out of reach.
             ops.append((where, ["--ro-bind", "/dev/null", where]))
     for i, path in enumerate(policy.rw_binds):
-        if rw_fds is None:
+        if path in overlays:
+            # The holder checked the overlay's lower dir is the very dir of rw_fds[i].
+            ops.append((path, ["--bind", check_path(overlays[path], "overlay"), path]))
+        elif rw_fds is None:
             ops.append((path, ["--bind", path, path]))
         else:
             ops.append((path, ["--bind-fd", str(rw_fds[i]), path]))

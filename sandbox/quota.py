@@ -169,6 +169,7 @@ class QuotaWatch:
         self.killed: str | None = None
         self._limit = max_mb * MiB  # what the poll allows: the quota, or the start if over
         self._entries = MAX_ENTRIES  # likewise for the number of entries
+        self.before: list[Usage] = []  # what each dir held at start()
 
     def measure(self) -> list[tuple[str, Usage]]:
         return [(path, usage(fd)) for path, fd in self.dirs]
@@ -180,6 +181,7 @@ class QuotaWatch:
         the dirs over the quota, which the poll and the check after the call report.
         """
         measured = self.measure()
+        self.before = [u for _, u in measured]
         used = _total(measured)
         self._limit = max(self.max_mb * MiB, used)
         self._entries = max(MAX_ENTRIES, sum(u.entries for _, u in measured))

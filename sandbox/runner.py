@@ -32,6 +32,7 @@ from sandbox.host import Host
 from sandbox.limits import MemoryWatch
 from sandbox.netholder import EXIT_SETUP
 from sandbox.netns import ProxyProcess, holder_argv, proxy_policy, uses_proxy
+from sandbox.overlay import Overlays, overlay_unavailable
 from sandbox.policy import ShellPolicy, UnsafeValue, check_path
 from sandbox.probe import ROOT_REFUSAL, probe, warn_once
 from sandbox.quota import QuotaWatch, open_dir_restoring
@@ -152,19 +153,26 @@ def _run(
                 rw_fds.append(open_dir_nofollow(path))
                 closing.callback(os.close, rw_fds[-1])
             quota = QuotaWatch(_quota_fds(policy, rw_fds, lasting), policy.limits.workspace_mb)
-            # RLIMIT_FSIZE no larger than what the quota leaves (sandbox/quota.py says why
-            # rounded up to the MB), so one file cannot take the disk before the poll sees it.
-            fsize_mb = min(policy.limits.file_size_mb, quota.start(time.monotonic()))
-            limited = dataclasses.replace(
-                policy, limits=dataclasses.replace(policy.limits, file_size_mb=fsize_mb)
+            left_mb = quota.start(time.monotonic())
+            overlays = _overlays(policy, quota, lasting)
+            limited = _file_size_limited(policy, left_mb, overlays is not None)
+            shown = {} if overlays is None else overlays.shown()
+            argv = build_argv(
+                limited, host, seccomp_fd, command, info_fd=info_w, rw_fds=rw_fds, overlays=shown
             )
-            argv = build_argv(limited, host, seccomp_fd, command, info_fd=info_w, rw_fds=rw_fds)
             egress = (
                 proxy_policy(policy.network, policy.lan) if uses_proxy(policy.network) else None
             )
         except (UnsafeValue, ValueError, OSError, seccomp.SeccompUnavailable) as exc:
             return ShellResult(error=f"refused: {exc}")
-        passed = [seccomp_fd, info_w, *rw_fds]
+        # Invariant: no fd of an overlaid dir reaches bwrap (bwrap does not close what it is
+        # given, so the sandbox would inherit it and write the real dir past the tmpfs):
+        # test_overlay_quota.py's test_no_descriptor_of_the_real_dirs_reaches_the_sandbox.
+        bound = {} if overlays is None else overlays.shown()
+        passed = [seccomp_fd, info_w]
+        passed += [
+            fd for path, fd in zip(policy.rw_binds, rw_fds, strict=True) if path not in bound
+        ]
         proxy: ProxyProcess | None = None
         if egress is not None:
             # Network on: bwrap runs in a holder namespace whose only way out is the proxy,
@@ -175,6 +183,9 @@ def _run(
             pass_fd = proxy.start()
             argv = holder_argv(argv, pass_fd)
             passed.append(pass_fd)
+        if overlays is not None:
+            argv = overlays.argv(argv)
+            passed += overlays.pass_fds()
         if os.environ.get("VINOS_ROUTINE_DEBUG") == "1":
             print(f"vinos-routine: sandbox argv: {shlex.join(argv)}", file=sys.stderr, flush=True)
         if on_argv is not None:
@@ -206,6 +217,8 @@ def _run(
         on_failure.pop_all()
         if proxy is not None:
             proxy.handed_over()
+        if overlays is not None:
+            overlays.spawned()
     watches = (MemoryWatch(policy.limits), quota)
     try:
         result = _supervise(proc, info_r, start, timeout_sec, stdout_cap, stderr_cap, watches)
@@ -215,7 +228,65 @@ def _run(
         proxy.close()  # the sandbox is gone: so is every connection the proxy could serve
         if proxy.failed is not None and result.error is None:
             result = dataclasses.replace(result, error=proxy.failed)
-    return _after(result, quota)
+    return _after(_copied_back(result, overlays, quota), quota)
+
+
+def _copied_back(result: ShellResult, overlays: Overlays | None, quota: QuotaWatch) -> ShellResult:
+    """The upper dirs copied into the real dirs when within the quota; else the quota error."""
+    if overlays is None:
+        return result
+    # The sandbox is gone (run_shell's invariant): nothing writes the upper dirs now.
+    problem = overlays.copy_back(quota.before, quota.max_mb)
+    if problem is not None and result.error is None:
+        return dataclasses.replace(result, error=problem)
+    return result
+
+
+def _file_size_limited(policy: ShellPolicy, left_mb: int, overlaid: bool) -> ShellPolicy:
+    """`policy` with its RLIMIT_FSIZE for this call.
+
+    Polled, no larger than what the quota leaves (sandbox/quota.py says why rounded up to the
+    MB), so one file cannot take the disk before the poll sees it. Overlaid, the tmpfs keeps
+    the total, so a file may grow to max_file_size_mb there (a large file changed is copied up
+    whole first: tests/sandbox/test_overlay_quota.py) and the result is checked after.
+    """
+    fsize_mb = policy.limits.file_size_mb if overlaid else min(policy.limits.file_size_mb, left_mb)
+    return dataclasses.replace(
+        policy, limits=dataclasses.replace(policy.limits, file_size_mb=fsize_mb)
+    )
+
+
+def _overlays(
+    policy: ShellPolicy, quota: QuotaWatch, lasting: contextlib.ExitStack
+) -> Overlays | None:
+    """The quota dirs as overlays on a tmpfs of the quota (sandbox/overlay.py), so the kernel
+    keeps it; None where the kernel cannot (the poll and RLIMIT_FSIZE keep it then)."""
+    dirs = [(path, fd) for path, fd in quota.dirs if path in policy.rw_binds]
+    if not dirs:
+        return None
+    reason = overlay_unavailable()
+    if reason is not None:
+        _warn_overlay_once(reason)
+        return None
+    overlays = Overlays(dirs, policy.limits.workspace_mb)
+    lasting.callback(overlays.close)
+    # Nothing the call writes reaches the real dirs before the check after it: no poll.
+    quota.due = float("inf")
+    return overlays
+
+
+_warned: list[str] = []
+
+
+def _warn_overlay_once(reason: str) -> None:
+    if not _warned:
+        _warned.append(reason)
+        print(
+            "vinos-routine: max_workspace_mb is kept by polling, not by the kernel, on this "
+            f"machine: {reason}",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 def _quota_fds(
@@ -319,11 +390,9 @@ def _supervise(
     if code is not None and code < 0:
         code = 128 - code  # bwrap itself killed by a signal: the shell's convention
     stderr_text = err.text()
-    error = next((w.killed for w in watches if w.killed is not None), None)
-    if code == 1 and stderr_text.startswith("bwrap: "):
-        error = f"the sandbox could not be set up: {stderr_text.splitlines()[0]}"
-    elif code == EXIT_SETUP and stderr_text.startswith("vinos-netholder: "):
-        error = f"the sandbox's network could not be set up: {stderr_text.splitlines()[0]}"
+    error = _setup_error(code, stderr_text) or next(
+        (w.killed for w in watches if w.killed is not None), None
+    )
     return ShellResult(
         stdout=out.text(),
         stderr=stderr_text,
@@ -334,6 +403,18 @@ def _supervise(
         duration_sec=time.monotonic() - start,
         error=error,
     )
+
+
+def _setup_error(code: int | None, stderr_text: str) -> str | None:
+    """What bwrap or a holder said when it could not build the sandbox (nothing ran)."""
+    first = stderr_text.splitlines()[0] if stderr_text else ""
+    if code == 1 and first.startswith("bwrap: "):
+        return f"the sandbox could not be set up: {first}"
+    if code == EXIT_SETUP and first.startswith("vinos-netholder: "):
+        return f"the sandbox's network could not be set up: {first}"
+    if code == EXIT_SETUP and first.startswith("vinos-overlay: "):
+        return f"the sandbox's workspace could not be set up: {first}"
+    return None
 
 
 def _await_sandbox_end(info: _Capped) -> None:

@@ -54,6 +54,7 @@ def leave(code: int) -> NoReturn:
 
 
 def main() -> int:
+    process.no_dumping()  # before anything reads the key: no sibling reads our /proc/PID
     os.umask(0o077)  # as the supervisor's: its outputs and memory are the user's alone
     out = process.protect_stdout()
     _message_out.append(out)

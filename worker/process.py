@@ -1,5 +1,5 @@
-"""Process set-up for `python -m worker`: a protected message pipe, death with the parent,
-a process title. Kept free of heavy imports: this runs before anything else."""
+"""Process set-up for `python -m worker`: not dumpable, a protected message pipe, death with
+the parent, a process title. Kept free of heavy imports: this runs before anything else."""
 
 from __future__ import annotations
 
@@ -8,9 +8,31 @@ import signal
 import sys
 from typing import IO
 
-__all__ = ["die_with_parent", "protect_stdout", "quiet_stdin", "set_title"]
+__all__ = ["die_with_parent", "no_dumping", "protect_stdout", "quiet_stdin", "set_title"]
 
 PR_SET_PDEATHSIG = 1
+PR_SET_DUMPABLE = 4
+
+
+def no_dumping() -> None:
+    """PR_SET_DUMPABLE(0): no other process of the user may ptrace this one or read its
+    /proc/PID/environ, mem, maps or fd while it holds the API key (in its environment or
+    read from the key file), and it leaves no core dump. Its /proc files become root's.
+
+    Called first in worker.main.main, the code every run's worker executes (also one forked
+    from a server, which inherits the parent's setting only until an exec resets it).
+    The sandbox is unaffected: bwrap and the holders are exec'd, which makes them dumpable
+    again, so the runner still reads the sandbox's /proc. Held by
+    tests/worker/test_worker_process.py::test_a_sibling_cannot_read_the_worker_environ.
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"prctl(PR_SET_DUMPABLE): {os.strerror(err)}")
 
 
 def protect_stdout() -> IO[bytes]:

@@ -149,7 +149,9 @@ def test_a_networked_call_runs_its_proxy_apart_and_ends_it(
     """During a real call with network = true: the proxy is a process of its own without the
     worker's API key, the sandbox holds no socket of ours, and the proxy is gone after."""
     monkeypatch.setenv("ANTHROPIC_API_KEY", SECRET)
-    gate = box.scratch / "gate"
+    # A read-only declared folder: the sandbox sees the host's change at once. (A file made
+    # in the scratch dir during the call would not show: it is an overlay's lower layer.)
+    gate = box.home / ".config" / "gate"
     seen: dict[str, object] = {}
 
     def inspect() -> None:
@@ -170,7 +172,7 @@ def test_a_networked_call_runs_its_proxy_apart_and_ends_it(
     result = run_shell(
         # A first connection starts the proxy; then the shell closes it and waits.
         "exec 3<>/dev/tcp/127.0.0.1/3128; exec 3>&-; "
-        "while [ ! -e gate ]; do sleep 0.05; done; ls -l /proc/self/fd/; env",
+        f"while [ ! -e {gate} ]; do sleep 0.05; done; ls -l /proc/self/fd/; env",
         box.policy(network=True),
         timeout_sec=120,
     )

@@ -52,6 +52,26 @@ def test_a_workspace_over_its_quota_fails_the_call(box: Box) -> None:
     assert r.stdout == "wrote\n"
     assert r.error is not None
     workspace, scratch = os.path.realpath(box.workspace), os.path.realpath(box.scratch)
+    # The kernel stopped the write at 2 MB (sandbox/overlay.py), and nothing was kept.
+    assert r.error == (
+        f"the call wrote more than {workspace} and {scratch} may hold, over "
+        "max_workspace_mb = 2; nothing the call wrote there was kept"
+    )
+    assert not (box.workspace / "big").exists()
+    # Under the quota, the next call passes.
+    r = box.run(f"ls {box.workspace}; echo ok", limits=Limits(workspace_mb=2))
+    assert (r.error, r.stdout) == (None, "ok\n")
+
+
+@pytest.mark.usefixtures("polling")
+def test_a_workspace_over_its_quota_fails_the_call_when_polled(box: Box) -> None:
+    """Where the kernel cannot keep the quota, the measure after the call reports it."""
+    r = box.run(
+        f"head -c 3000000 /dev/urandom > {box.workspace}/big; echo wrote",
+        limits=Limits(workspace_mb=2),
+    )
+    assert r.stdout == "wrote\n"
+    workspace, scratch = os.path.realpath(box.workspace), os.path.realpath(box.scratch)
     assert r.error == (
         f"{workspace} and {scratch} hold 3 MB together, over max_workspace_mb = 2 "
         f"({workspace}: 3 MB, {scratch}: 0 MB); delete files there"

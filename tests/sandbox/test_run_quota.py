@@ -1,11 +1,13 @@
 """The disk quota of a shell call, for real: it covers the workspace and the scratch dir
-together, it is kept during the call (RLIMIT_FSIZE no larger than what is left, and a poll)
-as well as after it, and a folder the sandbox made unreadable is counted all the same."""
+together, it is kept during the call (where the kernel cannot keep it, tests marked `polling`:
+RLIMIT_FSIZE no larger than what is left, and a poll) as well as after it, and a folder the
+sandbox made unreadable is counted all the same. The kernel's way: test_overlay_quota.py."""
 
 from __future__ import annotations
 
 import os
 
+import pytest
 from sandbox_testkit import Box, python_in_sandbox
 
 from sandbox import Limits
@@ -29,6 +31,7 @@ def test_a_chmod_000_folder_in_the_workspace_is_counted(box: Box) -> None:
     assert (box.workspace / "hide").stat().st_mode & 0o777 == 0o700
 
 
+@pytest.mark.usefixtures("polling")
 def test_the_scratch_dir_is_under_the_quota(box: Box) -> None:
     """200 MB in the run's working directory: stopped during the call, not after it."""
     r = box.run(
@@ -42,6 +45,7 @@ def test_the_scratch_dir_is_under_the_quota(box: Box) -> None:
     assert sum(f.stat().st_size for f in box.scratch.iterdir()) < 100 * MiB
 
 
+@pytest.mark.usefixtures("polling")
 def test_one_file_stops_where_the_quota_does(box: Box) -> None:
     """RLIMIT_FSIZE is what is left of the quota (rounded up to the MB, so reaching it is
     always over the quota and reported), not the 64 MB of max_file_size_mb."""
@@ -54,6 +58,7 @@ def test_one_file_stops_where_the_quota_does(box: Box) -> None:
     assert r.error is not None and "over max_workspace_mb = 16" in r.error
 
 
+@pytest.mark.usefixtures("polling")
 def test_many_small_files_are_stopped_during_the_call(box: Box) -> None:
     """Each file under RLIMIT_FSIZE, together far over: the poll stops the call before it
     ends, and the tool result says why."""
@@ -94,6 +99,7 @@ def test_a_link_planted_in_place_of_a_folder_is_not_followed(box: Box) -> None:
         outside.chmod(0o700)
 
 
+@pytest.mark.usefixtures("polling")
 def test_files_deleted_but_held_open_count_during_the_call(box: Box) -> None:
     """No walk finds a file unlinked while open: the poll counts what the processes hold."""
     code = f"""

@@ -217,6 +217,30 @@ def test_masks_dirs_files_missing_outside_the_binds_and_through_a_link() -> None
     ]
 
 
+def test_an_overlaid_writable_dir_is_bound_from_its_overlay() -> None:
+    """sandbox/overlay.py: the workspace shows the overlay the holder mounted (a path in the
+    holder's namespace); the scratch dir, not overlaid here, keeps its fd."""
+    overlays = {WORKSPACE: "/tmp/vinos-overlay-x/m/0"}
+    argv = build_argv(
+        policy(), host(DEBIAN, SSH), 7, "gcalcli agenda today", rw_fds=FDS, overlays=overlays
+    )
+    at = TREE.index("--bind-fd")
+    tree = [*TREE[:at], *("--bind", "/tmp/vinos-overlay-x/m/0", WORKSPACE), *TREE[at + 3 :]]
+    assert argv == [
+        *HEAD,
+        "--unshare-net",
+        *SAFETY,
+        *("--ro-bind", "/usr", "/usr"),
+        *("--ro-bind", "/bin", "/bin"),
+        *("--ro-bind", "/sbin", "/sbin"),
+        *("--ro-bind", "/lib", "/lib"),
+        *("--ro-bind", "/lib64", "/lib64"),
+        *DEV_PROC_TMP,
+        *tree,
+        *TAIL,
+    ]
+
+
 def test_one_fd_per_writable_bind() -> None:
     with pytest.raises(ValueError, match="one directory fd"):
         build_argv(policy(), host(DEBIAN, SSH), 7, "true", rw_fds=(8,))

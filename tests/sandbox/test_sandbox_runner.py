@@ -176,9 +176,13 @@ def test_debug_prints_the_argv_before_running(
     err = capfd.readouterr().err
     (line,) = [x for x in err.splitlines() if x.startswith("vinos-routine: sandbox argv: ")]
     argv = shlex.split(line.removeprefix("vinos-routine: sandbox argv: "))
-    # With the network on, the holder namespace's script starts bwrap (sandbox/netns.py).
-    assert argv[0] == sys.executable and argv[3].endswith("sandbox/netholder.py")
-    assert argv[6:8] == ["--", "/usr/bin/bwrap"]
+    # The overlay holder (sandbox/overlay.py) starts the network holder, which starts bwrap
+    # (sandbox/netns.py): the workspace and the scratch dir are its two layers.
+    assert argv[0] == sys.executable and argv[3].endswith("sandbox/overlayholder.py")
+    assert [a.partition(":")[2] for a in argv[8:10]] == [str(box.workspace), str(box.scratch)]
+    net = argv[argv.index("--") + 1 :]
+    assert net[0] == sys.executable and net[3].endswith("sandbox/netholder.py")
+    assert net[6:8] == ["--", "/usr/bin/bwrap"]
     assert argv[-1] == "echo 'quoted arg'" and "--seccomp" in argv
     assert box.marker not in err
 

@@ -148,6 +148,35 @@ def test_the_worker_dies_with_its_parent() -> None:
     assert gone
 
 
+def test_a_sibling_cannot_read_the_worker_environ() -> None:
+    """PR_SET_DUMPABLE(0) (worker/process.py no_dumping): another process of the same user
+    cannot read the worker's environ (its API key) or mem, once it has said hello."""
+    key = "sk-ant-dumpable-" + "x" * 16
+    proc = spawn(worker_env(ANTHROPIC_API_KEY=key))
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline()  # its hello: the prctl is set before it
+        sibling = textwrap.dedent(
+            f"""
+            for name in ("environ", "mem"):
+                try:
+                    f = open("/proc/{proc.pid}/" + name, "rb")
+                except PermissionError:
+                    print(name, "denied")
+                    continue
+                with f:  # mem opens, then reads only mapped offsets: opening is the leak
+                    print(name, "opened", {key!r}.encode() in f.read() if name == "environ" else "")
+            """
+        )
+        out = subprocess.run(
+            [sys.executable, "-c", sibling], capture_output=True, text=True, check=True
+        ).stdout
+        assert out == "environ denied\nmem denied\n"
+    finally:
+        proc.kill()
+        proc.communicate()
+
+
 def test_the_worker_sets_its_process_title(home: Path, ollama: FakeOllama) -> None:
     ollama.add(O.text(LONG, delay=60))
     job = make_job(home, routine_toml(route="ollama"), ollama_url=ollama.url)

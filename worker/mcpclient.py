@@ -38,7 +38,18 @@ MAX_LINE = 4 * 1024 * 1024  # one JSON-RPC message from a server; past it the se
 
 
 class McpFailure(Exception):
-    """A request failed: the server is gone, hung or answered with an error."""
+    """A request failed: the server is gone, hung or answered with an error.
+
+    `answered` is True when the server, still running, answered the request with a
+    JSON-RPC error (an unknown tool, bad arguments): that call's tool error, and the
+    session stays usable. `hung` when no answer came in time. Any failure but an answered
+    one means the session is lost.
+    """
+
+    def __init__(self, message: str, *, answered: bool = False, hung: bool = False) -> None:
+        super().__init__(message)
+        self.answered = answered
+        self.hung = hung
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,11 +123,13 @@ class Session:
         try:
             return self._portal.call(fn)
         except TimeoutError:
-            raise McpFailure(f"no answer to {what} within {timeout:g} s") from None
+            raise McpFailure(f"no answer to {what} within {timeout:g} s", hung=True) from None
         except MCPError as exc:
             if self.child.wait(1.0):  # its stdout closes just before it is seen to exit
                 raise McpFailure(f"the server is gone: {self.child.exit_note()}") from None
-            raise McpFailure(f"{what} failed: {exc}") from None
+            if exc.code == types.CONNECTION_CLOSED:  # its stdout ended or went too long
+                raise McpFailure(f"{what} failed: the server closed its output") from None
+            raise McpFailure(f"{what} failed: {exc}", answered=True) from None
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError) as exc:
             self.child.wait(1.0)
             note = self.child.exit_note() or str(exc) or type(exc).__name__

@@ -11,6 +11,11 @@ netholder's namespace. So sandbox.start_stdio starts it, and the two small pumps
 newline-delimited JSON-RPC (the stdio transport's framing, parsed and written by the SDK's
 own message types) between its pipes and the session's streams, as stdio_client's do.
 
+The session is given no sampling, elicitation or roots callback, so it advertises none of
+those capabilities (a run lends a server neither its model nor a person), and a server that
+asks anyway gets the SDK's default JSON-RPC error at once, never a hung call
+(tests/worker/test_worker_mcp_everything.py).
+
 The worker is synchronous: an anyio blocking portal runs the SDK's event loop in one
 thread for the whole run; each request waits on it with a deadline.
 """

@@ -3,9 +3,12 @@ offered to the model as exactly the whitelisted `mcp:SERVER/TOOL` entries (with 
 server's own schemas), called, and all ended with the run (`close()`, from worker.main).
 
 A server that cannot start, hangs on initialize or dies mid-call is a tool error the model
-sees, never a crash, and a log line says why. Results are capped like shell output and
-anything but text is described, not passed on. The SDK is imported here only when a
-server starts (worker.mcpclient).
+sees, never a crash, and a log line says why. One that died or hung is started again at
+its next call, up to MAX_RESTARTS times a run (may_restart, held by
+tests/worker/test_worker_mcp_restart.py); one over the workspace quota is ended for the
+run (worker.mcpquota). Results are capped like shell output and anything but text is
+described, not passed on. The SDK is imported here only when a server starts
+(worker.mcpclient).
 """
 
 from __future__ import annotations

@@ -150,7 +150,7 @@ def test_everything_on_ollama(
 def _png_bytes(answer: dict[str, Any]) -> str:
     """The size the description gives (checked to be the format's own, not asserted blind)."""
     note = answer["not_passed_on"][0]
-    size = note.split("about ")[1].split(" bytes")[0]
+    size: str = note.split("about ")[1].split(" bytes")[0]
     assert int(size.replace(",", "")) > 100, note
     return size
 

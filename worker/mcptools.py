@@ -26,7 +26,7 @@ from ipc.messages import EventKind
 from routines.mcpkeys import model_tool_name
 from routines.spec import McpServer, Routine
 from worker.context import RunContext
-from worker.providers.base import ToolSpec
+from worker.providers.base import Image, ToolSpec
 
 if TYPE_CHECKING:
     from routines.config import SandboxSettings
@@ -36,8 +36,11 @@ if TYPE_CHECKING:
     from worker.mcpquota import ServerQuota
 
 __all__ = [
+    "IMAGE_CAP",
+    "IMAGE_TYPES",
     "MAX_RESTARTS",
     "RESULT_CAP",
+    "Called",
     "Lost",
     "McpTools",
     "Rendered",
@@ -52,6 +55,12 @@ __all__ = [
 RESULT_CAP = 32 * 1024  # as a shell call's stdout (sandbox.STDOUT_CAP)
 
 
+# What a provider that takes images is sent (the Messages API's image types); an image of
+# another type, or past IMAGE_CAP of base64 in one result, is only described.
+IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
+IMAGE_CAP = 1024 * 1024
+
+
 @dataclass(frozen=True, slots=True)
 class Rendered:
     """What the model gets of one tools/call result."""
@@ -60,12 +69,16 @@ class Rendered:
     truncated: bool
     is_error: bool
     omitted: tuple[str, ...]  # descriptions of the non-text content left out
+    images: tuple[Image, ...] = ()  # sent where the route takes images, described elsewhere
+    described: tuple[str, ...] = ()  # the descriptions of `images`
 
     def body(self) -> str:
         out: dict[str, Any] = {"content": self.text}
         if self.truncated:
             out["truncated"] = True
             out["note"] = f"the result was cut at {RESULT_CAP // 1024} KB"
+        if self.described:
+            out["images"] = list(self.described)
         if self.omitted:
             out["not_passed_on"] = list(self.omitted)
         if self.is_error:
@@ -73,17 +86,37 @@ class Rendered:
         return json.dumps(out, ensure_ascii=False)
 
 
+@dataclass(frozen=True, slots=True)
+class Called:
+    """One call's result: its JSON body, whether it is an error, and its images."""
+
+    body: str
+    is_error: bool
+    images: tuple[Image, ...] = ()
+
+
 def render_result(content: Sequence[Any], structured: Any, is_error: bool) -> Rendered:
-    """A CallToolResult's blocks as text (pure: blocks are read by their attributes)."""
+    """A CallToolResult's blocks as text (pure: blocks are read by their attributes).
+    Images the Anthropic route can take are kept (within IMAGE_CAP), and described in the
+    body for the routes that cannot; all other non-text content is described only."""
     parts: list[str] = []
     omitted: list[str] = []
+    images: list[Image] = []
+    described: list[str] = []
+    room = IMAGE_CAP
     for block in content:
         kind = getattr(block, "type", "?")
         if kind == "text":
             parts.append(str(getattr(block, "text", "")))
         elif kind in ("image", "audio"):
-            size = len(str(getattr(block, "data", ""))) * 3 // 4
-            omitted.append(f"{kind} ({getattr(block, 'mime_type', '?')}, about {size:,} bytes)")
+            b64, mime = str(getattr(block, "data", "")), str(getattr(block, "mime_type", "?"))
+            about = f"{kind} ({mime}, about {len(b64) * 3 // 4:,} bytes)"
+            if kind == "image" and mime in IMAGE_TYPES and len(b64) <= room:
+                room -= len(b64)
+                images.append(Image(mime, b64))
+                described.append(f"{about}, attached where the model takes images")
+            else:
+                omitted.append(about)
         elif kind == "resource_link":
             omitted.append(f"a link to the resource {getattr(block, 'uri', '?')}")
         elif kind == "resource":
@@ -102,7 +135,7 @@ def render_result(content: Sequence[Any], structured: Any, is_error: bool) -> Re
     truncated = len(data) > RESULT_CAP
     if truncated:
         text = data[:RESULT_CAP].decode("utf-8", "ignore")
-    return Rendered(text, truncated, is_error, tuple(omitted))
+    return Rendered(text, truncated, is_error, tuple(omitted), tuple(images), tuple(described))
 
 
 def server_timeout(server: McpServer, default: float) -> float:
@@ -201,8 +234,8 @@ class McpTools:
 
     # --- calling ---
 
-    def call(self, name: str, arguments: dict[str, Any]) -> tuple[str, bool]:
-        """(the result's JSON body, is_error) of an offered tool."""
+    def call(self, name: str, arguments: dict[str, Any]) -> Called:
+        """The result of an offered tool."""
         server, tool = self.offered[name]
         live = self._session(server)
         if live is None:
@@ -224,7 +257,7 @@ class McpTools:
         if stopped := self._over_quota(server, live):
             return _error(f"the MCP server {server!r} was stopped: {stopped}")
         rendered = render_result(result.content, result.structured_content, result.is_error)
-        return rendered.body(), rendered.is_error
+        return Called(rendered.body(), rendered.is_error, rendered.images)
 
     def _over_quota(self, server: str, live: _Live) -> str | None:
         """After a call: the quota's problem, which ends the server for the run."""
@@ -408,5 +441,5 @@ def _over(problem: str) -> str:
     return f"its writable dirs went over the quota: {problem}"
 
 
-def _error(message: str) -> tuple[str, bool]:
-    return json.dumps({"error": message}), True
+def _error(message: str) -> Called:
+    return Called(json.dumps({"error": message}), True)

@@ -2,8 +2,9 @@
 a routine's server on the real worker in its bwrap sandbox, against the fake Ollama and
 Anthropic servers returning scripted tool calls. Its tools return what the other servers'
 do not, and held here is what the client makes of each:
-- non-text content (an image, an embedded blob, resource links) is described, not passed on;
-  an embedded text resource and annotated text pass as text;
+- an image goes to Anthropic as an image block and is described to Ollama; other non-text
+  content (an embedded blob, resource links) is described, not passed on; an embedded text
+  resource and annotated text pass as text;
 - a result over 32 KB is cut, and a terminal escape in it reaches no log line raw;
 - a long-running tool past the server's timeout_sec is a tool error the model sees, the
   hung server is ended, and the next call starts it again;
@@ -17,6 +18,7 @@ do not, and held here is what the client makes of each:
 
 from __future__ import annotations
 
+import base64
 import json
 from pathlib import Path
 from typing import Any
@@ -102,7 +104,11 @@ def test_everything_on_ollama(
     assert any("mcp:ev/trigger-sampling-request: the server offers no tool" in w for w in warns)
 
     image, blob, text, links = _answers(ollama.chats[1].body["messages"], 4)
-    assert image["not_passed_on"] == [f"image (image/png, about {_png_bytes(image)} bytes)"]
+    # Ollama takes no image in a tool message: the PNG is described, not passed on.
+    assert image["images"] == [
+        f"image (image/png, about {_png_bytes(image)} bytes), attached where the model takes images"
+    ]
+    assert "not_passed_on" not in image
     assert "The image above is the MCP logo" in image["content"], image
     assert blob["not_passed_on"] == ["a binary resource demo://resource/dynamic/blob/2"], blob
     assert "Resource 3" in text["content"] and "not_passed_on" not in text, text
@@ -114,7 +120,7 @@ def test_everything_on_ollama(
     annotated, structured, logging, echo = _answers(ollama.chats[2].body["messages"], 4)
     # Annotated text passes as text, whatever its audience; its image is described.
     assert annotated["content"] == "Operation completed successfully", annotated
-    assert annotated["not_passed_on"][0].startswith("image (image/png"), annotated
+    assert annotated["images"][0].startswith("image (image/png"), annotated
     assert json.loads(structured["content"])["temperature"] is not None, structured
     assert "logging" in logging["content"].lower() and "error" not in logging, logging
     assert echo["truncated"] is True and "cut at 32 KB" in echo["note"]
@@ -149,7 +155,7 @@ def test_everything_on_ollama(
 
 def _png_bytes(answer: dict[str, Any]) -> str:
     """The size the description gives (checked to be the format's own, not asserted blind)."""
-    note = answer["not_passed_on"][0]
+    note = answer["images"][0]
     size: str = note.split("about ")[1].split(" bytes")[0]
     assert int(size.replace(",", "")) > 100, note
     return size
@@ -181,7 +187,12 @@ def test_everything_on_anthropic(
     assert "message" in schema["properties"]  # the server's own schema
     image, refused, echo = claude.messages[1].body["messages"][-1]["content"]
     assert image["type"] == "tool_result" and not image.get("is_error")
-    assert json.loads(image["content"])["not_passed_on"][0].startswith("image (image/png")
+    # The Messages API takes images in a tool result: the PNG goes on as an image block,
+    # after the text (which describes it, for a route that cannot).
+    text, png = image["content"]
+    assert json.loads(text["text"])["images"][0].startswith("image (image/png")
+    assert png["type"] == "image" and png["source"]["media_type"] == "image/png"
+    assert base64.b64decode(png["source"]["data"]).startswith(b"\x89PNG")
     assert refused["is_error"] and "refused" in json.loads(refused["content"])["error"]
     body = json.loads(echo["content"])
     assert body["truncated"] is True and len(body["content"].encode()) == RESULT_CAP

@@ -5,9 +5,9 @@ across many calls and may write between them, so the same QuotaWatch is kept for
 life, over the same writable dirs (the workspace and the run's scratch dir, together):
 - before it starts, RLIMIT_FSIZE is set to what the dirs have left (rounded up to the MB,
   as for a shell call), so one file cannot fill the disk before a check sees it;
-- while it runs, a thread measures the dirs every POLL_SEC (less often when a walk is slow)
-  and kills the sandbox's pid-1 once they hold more than the quota: a server writing
-  between calls is stopped;
+- while it runs, a thread measures the dirs every POLL_SEC (less often when a walk is slow:
+  at most a tenth of a core) and kills the sandbox's pid-1 once they hold more than the
+  quota: a server writing between calls is stopped;
 - after each call, the dirs are measured again, and over the quota is that call's tool
   error and the end of the server for the run.
 tests/worker/test_worker_mcp_quota.py holds all three.
@@ -28,6 +28,7 @@ from sandbox.stdio import StdioChild
 __all__ = ["POLL_SEC", "ServerQuota"]
 
 POLL_SEC = 1.0  # as the server's memory watch: a server lives for the run, each walk costs
+WALK_SHARE = 10  # the wait after a walk, in walks: at most a tenth of a core on them
 
 
 class ServerQuota:
@@ -89,12 +90,14 @@ class ServerQuota:
         self._fds.clear()
 
     def _poll(self, child: StdioChild) -> None:
-        while not self._stop.wait(POLL_SEC):
+        wait = POLL_SEC
+        while not self._stop.wait(wait):
             if not child.running():
                 return
-            now = time.monotonic()
-            if now < self._watch.due:
-                continue  # a slow walk last time: the watch spaces its samples out
+            began = time.monotonic()
             with self._lock:
-                if self._watch.sample(now):
+                if self._watch.sample(began):
                     return
+            # A server may run for the whole run: its polls take at most a tenth of a core
+            # (a shell call's, which end with the call, may take a quarter).
+            wait = max(POLL_SEC, WALK_SHARE * (time.monotonic() - began))

@@ -237,14 +237,15 @@ class McpTools:
     def call(self, name: str, arguments: dict[str, Any]) -> Called:
         """The result of an offered tool."""
         server, tool = self.offered[name]
+        timeout = self._timeout(server)
+        if timeout <= 1:  # before a (re)start: a server started now could not answer
+            return _error("the run is out of time; no more tools will run")
         live = self._session(server)
         if live is None:
             return _error(f"the MCP server {server!r} is unavailable: {self._failed[server]}")
         from worker.mcpclient import McpFailure
 
-        timeout = self._timeout(server)
-        if timeout <= 1:
-            return _error("the run is out of time; no more tools will run")
+        timeout = self._timeout(server)  # what the start left
         try:
             result = live.session.call_tool(tool, arguments, timeout)
         except McpFailure as exc:

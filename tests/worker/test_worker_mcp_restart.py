@@ -63,6 +63,44 @@ def _killing_then(marker: str, reply: Reply) -> Callable[[Recorded], Reply]:
 
 
 @pytest.mark.usefixtures("not_root")
+def test_an_error_the_server_answers_keeps_its_session(home: Path) -> None:
+    """A JSON-RPC error from a running server (mcp-server-time: an unknown tool is -32602)
+    is that request's failure, flagged `answered`: McpTools keeps the session for the next
+    call instead of losing the server."""
+    from routines.config import SandboxSettings
+    from routines.loader import load_text
+    from routines.paths import paths
+    from worker.mcpclient import McpFailure, Portal
+    from worker.mcptools import server_policy, start_server
+
+    toml = mcp_toml(("mcp:time/get_current_time",), time_server())
+    routine = load_text(toml, home / "routines" / "day-brief.toml", check_schedule=False)
+    assert routine.agent is not None
+    p = paths()
+    policy, argv = server_policy(
+        routine,
+        routine.agent.mcp[0],
+        paths=p,
+        scratch_dir=p.run_scratch(routine.name, "answered"),
+        settings=SandboxSettings(),
+    )
+    portal = Portal()
+    session = start_server(argv, policy, portal=portal, timeout=30.0)
+    try:
+        with pytest.raises(McpFailure) as failed:
+            session.call_tool("no_such_tool", {}, 30.0)
+        assert failed.value.answered and not failed.value.hung, failed.value
+        assert "Unknown tool: no_such_tool" in str(failed.value)
+        result = session.call_tool("get_current_time", {"timezone": "UTC"}, 30.0)
+        assert not result.is_error and session.child.running()
+    finally:
+        session.close()
+        portal.close()
+    assert not session.child.running()
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("not_root")
 def test_a_killed_server_restarts_at_its_next_call_until_the_bound(
     home: Path, ollama: FakeOllama, marker: str
 ) -> None:

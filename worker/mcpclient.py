@@ -11,6 +11,11 @@ netholder's namespace. So sandbox.start_stdio starts it, and the two small pumps
 newline-delimited JSON-RPC (the stdio transport's framing, parsed and written by the SDK's
 own message types) between its pipes and the session's streams, as stdio_client's do.
 
+The session is given no sampling, elicitation or roots callback, so it advertises none of
+those capabilities (a run lends a server neither its model nor a person), and a server that
+asks anyway gets the SDK's default JSON-RPC error at once, never a hung call
+(tests/worker/test_worker_mcp_everything.py).
+
 The worker is synchronous: an anyio blocking portal runs the SDK's event loop in one
 thread for the whole run; each request waits on it with a deadline.
 """
@@ -38,7 +43,18 @@ MAX_LINE = 4 * 1024 * 1024  # one JSON-RPC message from a server; past it the se
 
 
 class McpFailure(Exception):
-    """A request failed: the server is gone, hung or answered with an error."""
+    """A request failed: the server is gone, hung or answered with an error.
+
+    `answered` is True when the server, still running, answered the request with a
+    JSON-RPC error (an unknown tool, bad arguments): that call's tool error, and the
+    session stays usable. `hung` when no answer came in time. Any failure but an answered
+    one means the session is lost.
+    """
+
+    def __init__(self, message: str, *, answered: bool = False, hung: bool = False) -> None:
+        super().__init__(message)
+        self.answered = answered
+        self.hung = hung
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,11 +128,13 @@ class Session:
         try:
             return self._portal.call(fn)
         except TimeoutError:
-            raise McpFailure(f"no answer to {what} within {timeout:g} s") from None
+            raise McpFailure(f"no answer to {what} within {timeout:g} s", hung=True) from None
         except MCPError as exc:
             if self.child.wait(1.0):  # its stdout closes just before it is seen to exit
                 raise McpFailure(f"the server is gone: {self.child.exit_note()}") from None
-            raise McpFailure(f"{what} failed: {exc}") from None
+            if exc.code == types.CONNECTION_CLOSED:  # its stdout ended or went too long
+                raise McpFailure(f"{what} failed: the server closed its output") from None
+            raise McpFailure(f"{what} failed: {exc}", answered=True) from None
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError) as exc:
             self.child.wait(1.0)
             note = self.child.exit_note() or str(exc) or type(exc).__name__

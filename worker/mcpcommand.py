@@ -33,7 +33,8 @@ def run_mcp_command(run: RunContext) -> Result:
     run.channel.event(EventKind.TOOL_CALL, f"{entry}:{call.arguments}", tool="command")
     if name not in run.mcp.offered:
         return _failed(f"{entry}: the server does not offer that tool (see the run's warnings)")
-    body, is_error = run.mcp.call(name, json.loads(call.arguments))
+    called = run.mcp.call(name, json.loads(call.arguments))
+    body, is_error = called.body, called.is_error
     result = json.loads(body)
     run.channel.event(
         EventKind.TOOL_RESULT,

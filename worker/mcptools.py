@@ -3,14 +3,18 @@ offered to the model as exactly the whitelisted `mcp:SERVER/TOOL` entries (with 
 server's own schemas), called, and all ended with the run (`close()`, from worker.main).
 
 A server that cannot start, hangs on initialize or dies mid-call is a tool error the model
-sees, never a crash, and a log line says why. Results are capped like shell output and
-anything but text is described, not passed on. The SDK is imported here only when a
-server starts (worker.mcpclient).
+sees, never a crash, and a log line says why. One that died or hung is started again at
+its next call, up to MAX_RESTARTS times a run (may_restart, held by
+tests/worker/test_worker_mcp_restart.py); one over the workspace quota is ended for the
+run (worker.mcpquota). Results are capped like shell output and anything but text is
+described, not passed on. The SDK is imported here only when a server starts
+(worker.mcpclient).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import enum
 import json
 import os
 from collections.abc import Callable, Sequence
@@ -22,23 +26,39 @@ from ipc.messages import EventKind
 from routines.mcpkeys import model_tool_name
 from routines.spec import McpServer, Routine
 from worker.context import RunContext
-from worker.providers.base import ToolSpec
+from worker.providers.base import Image, ToolSpec
 
 if TYPE_CHECKING:
     from routines.config import SandboxSettings
     from routines.paths import Paths
+    from sandbox import ShellPolicy
     from worker.mcpclient import Portal, Session
+    from worker.mcpquota import ServerQuota
 
 __all__ = [
+    "IMAGE_CAP",
+    "IMAGE_TYPES",
+    "MAX_RESTARTS",
     "RESULT_CAP",
+    "Called",
+    "Lost",
     "McpTools",
     "Rendered",
+    "may_restart",
     "open_server",
     "render_result",
+    "server_policy",
     "server_timeout",
+    "start_server",
 ]
 
 RESULT_CAP = 32 * 1024  # as a shell call's stdout (sandbox.STDOUT_CAP)
+
+
+# What a provider that takes images is sent (the Messages API's image types); an image of
+# another type, or past IMAGE_CAP of base64 in one result, is only described.
+IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
+IMAGE_CAP = 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,12 +69,16 @@ class Rendered:
     truncated: bool
     is_error: bool
     omitted: tuple[str, ...]  # descriptions of the non-text content left out
+    images: tuple[Image, ...] = ()  # sent where the route takes images, described elsewhere
+    described: tuple[str, ...] = ()  # the descriptions of `images`
 
     def body(self) -> str:
         out: dict[str, Any] = {"content": self.text}
         if self.truncated:
             out["truncated"] = True
             out["note"] = f"the result was cut at {RESULT_CAP // 1024} KB"
+        if self.described:
+            out["images"] = list(self.described)
         if self.omitted:
             out["not_passed_on"] = list(self.omitted)
         if self.is_error:
@@ -62,17 +86,37 @@ class Rendered:
         return json.dumps(out, ensure_ascii=False)
 
 
+@dataclass(frozen=True, slots=True)
+class Called:
+    """One call's result: its JSON body, whether it is an error, and its images."""
+
+    body: str
+    is_error: bool
+    images: tuple[Image, ...] = ()
+
+
 def render_result(content: Sequence[Any], structured: Any, is_error: bool) -> Rendered:
-    """A CallToolResult's blocks as text (pure: blocks are read by their attributes)."""
+    """A CallToolResult's blocks as text (pure: blocks are read by their attributes).
+    Images the Anthropic route can take are kept (within IMAGE_CAP), and described in the
+    body for the routes that cannot; all other non-text content is described only."""
     parts: list[str] = []
     omitted: list[str] = []
+    images: list[Image] = []
+    described: list[str] = []
+    room = IMAGE_CAP
     for block in content:
         kind = getattr(block, "type", "?")
         if kind == "text":
             parts.append(str(getattr(block, "text", "")))
         elif kind in ("image", "audio"):
-            size = len(str(getattr(block, "data", ""))) * 3 // 4
-            omitted.append(f"{kind} ({getattr(block, 'mime_type', '?')}, about {size:,} bytes)")
+            b64, mime = str(getattr(block, "data", "")), str(getattr(block, "mime_type", "?"))
+            about = f"{kind} ({mime}, about {len(b64) * 3 // 4:,} bytes)"
+            if kind == "image" and mime in IMAGE_TYPES and len(b64) <= room:
+                room -= len(b64)
+                images.append(Image(mime, b64))
+                described.append(f"{about}, attached where the model takes images")
+            else:
+                omitted.append(about)
         elif kind == "resource_link":
             omitted.append(f"a link to the resource {getattr(block, 'uri', '?')}")
         elif kind == "resource":
@@ -91,12 +135,45 @@ def render_result(content: Sequence[Any], structured: Any, is_error: bool) -> Re
     truncated = len(data) > RESULT_CAP
     if truncated:
         text = data[:RESULT_CAP].decode("utf-8", "ignore")
-    return Rendered(text, truncated, is_error, tuple(omitted))
+    return Rendered(text, truncated, is_error, tuple(omitted), tuple(images), tuple(described))
 
 
 def server_timeout(server: McpServer, default: float) -> float:
     """A request's wall clock: the server's timeout_sec, else the routine's shell timeout."""
     return float(server.timeout_sec) if server.timeout_sec is not None else default
+
+
+class Lost(enum.StrEnum):
+    """How a server's session was lost: whether it may be started again in this run."""
+
+    START = "start"  # it could not start, or listing its tools failed: started again, no use
+    DIED = "died"  # it exited, closed its output, or answered what the SDK cannot read
+    HUNG = "hung"  # a request got no answer within its timeout (the server is ended)
+    QUOTA = "quota"  # the writable dirs went over max_workspace_mb: a restart writes on
+
+
+MAX_RESTARTS = 2  # per server and run: a server that died is started again this many times
+
+
+def may_restart(lost: Lost, restarts: int) -> bool:
+    """Whether a lost server starts again at its next call (pure; the bound's one place).
+    A crash or a hang may be a passing fault (a request that tripped a bug, an input that
+    hung it), so it gets MAX_RESTARTS more starts; a start failure and a quota stop would
+    only happen again. tests/worker/test_worker_mcp_restart.py holds the table."""
+    return lost in (Lost.DIED, Lost.HUNG) and restarts < MAX_RESTARTS
+
+
+@dataclass(slots=True)
+class _Live:
+    """A running server: its session and the quota watched while it runs."""
+
+    session: Session
+    quota: ServerQuota | None
+
+    def close(self) -> None:
+        self.session.close()
+        if self.quota is not None:
+            self.quota.close()
 
 
 class McpTools:
@@ -107,8 +184,10 @@ class McpTools:
         self.servers = {s.name: s for s in servers}
         self.default_timeout = default_timeout
         self._portal: Portal | None = None
-        self._sessions: dict[str, Session] = {}
+        self._live: dict[str, _Live] = {}
         self._failed: dict[str, str] = {}  # server → why it is unusable for the rest of the run
+        self._lost: dict[str, tuple[Lost, str]] = {}  # server → how and why, to restart it
+        self._restarts: dict[str, int] = {}
         self.offered: dict[str, tuple[str, str]] = {}  # model-side name → (server, tool)
 
     # --- offering ---
@@ -141,110 +220,164 @@ class McpTools:
         return specs
 
     def _listing(self, server: str) -> dict[str, tuple[str, dict[str, Any]]] | None:
-        session = self._session(server)
-        if session is None:
+        live = self._session(server)
+        if live is None:
             return None
         from worker.mcpclient import McpFailure
 
         try:
-            tools = session.list_tools(self._timeout(server))
+            tools = live.session.list_tools(self._timeout(server))
         except McpFailure as exc:
-            self._fail(server, f"listing its tools failed: {exc}")
+            self._lose(server, Lost.START, f"listing its tools failed: {exc}")
             return None
         return {t.name: (t.description, t.schema) for t in tools}
 
     # --- calling ---
 
-    def call(self, name: str, arguments: dict[str, Any]) -> tuple[str, bool]:
-        """(the result's JSON body, is_error) of an offered tool."""
+    def call(self, name: str, arguments: dict[str, Any]) -> Called:
+        """The result of an offered tool."""
         server, tool = self.offered[name]
-        session = self._session(server)
-        if session is None:
+        timeout = self._timeout(server)
+        if timeout <= 1:  # before a (re)start: a server started now could not answer
+            return _error("the run is out of time; no more tools will run")
+        live = self._session(server)
+        if live is None:
             return _error(f"the MCP server {server!r} is unavailable: {self._failed[server]}")
         from worker.mcpclient import McpFailure
 
-        timeout = self._timeout(server)
-        if timeout <= 1:
-            return _error("the run is out of time; no more tools will run")
+        timeout = self._timeout(server)  # what the start left
         try:
-            result = session.call_tool(tool, arguments, timeout)
+            result = live.session.call_tool(tool, arguments, timeout)
         except McpFailure as exc:
-            self._fail(server, str(exc))
+            if exc.answered and (live.quota is None or live.quota.killed is None):
+                return _error(f"the MCP server {server!r} answered with an error: {exc}")
+            if stopped := self._over_quota(server, live):
+                return _error(f"the MCP server {server!r} was stopped: {stopped}")
+            self._lose(server, Lost.HUNG if exc.hung else Lost.DIED, str(exc))
             return _error(f"the MCP server {server!r} failed: {exc}")
+        if stopped := self._over_quota(server, live):
+            return _error(f"the MCP server {server!r} was stopped: {stopped}")
         rendered = render_result(result.content, result.structured_content, result.is_error)
-        return rendered.body(), rendered.is_error
+        return Called(rendered.body(), rendered.is_error, rendered.images)
+
+    def _over_quota(self, server: str, live: _Live) -> str | None:
+        """After a call: the quota's problem, which ends the server for the run."""
+        if live.quota is None or (problem := live.quota.problem()) is None:
+            return None
+        self._lose(server, Lost.QUOTA, _over(problem))
+        return self._failed[server]
 
     # --- lifecycle ---
 
-    def _session(self, server: str) -> Session | None:
+    def _session(self, server: str) -> _Live | None:
         if server in self._failed:
             return None
-        if server not in self._sessions:
-            try:
-                self._sessions[server] = self._start(self.servers[server])
-            except Exception as exc:  # any failure to start is the model's tool error
-                self._fail(server, f"it could not start: {exc}")
+        live = self._live.get(server)
+        if live is not None and not live.session.child.running():
+            # It died between calls (killed, crashed, stopped by the quota's poll): lost now,
+            # so this call may start it again rather than fail on its closed pipes.
+            why = live.session.child.exit_note() or "it exited"
+            if live.quota is not None and live.quota.killed is not None:
+                self._lose(server, Lost.QUOTA, _over(live.quota.killed))
                 return None
-        return self._sessions[server]
+            self._lose(server, Lost.DIED, f"it exited between calls: {why}")
+            if server in self._failed:
+                return None  # it kept dying: no more starts this run
+            live = None
+        if live is None:
+            restart = server in self._lost
+            if restart:
+                self._restarts[server] = self._restarts.get(server, 0) + 1
+            try:
+                live = self._live[server] = self._start(self.servers[server])
+            except Exception as exc:  # any failure to start is the model's tool error
+                self._lose(server, Lost.START, f"it could not start: {exc}")
+                return None
+            if restart:
+                lost, why = self._lost.pop(server)
+                self.run.channel.warn(
+                    f"MCP server {server}: restarted ({self._restarts[server]} of "
+                    f"{MAX_RESTARTS}) after it {lost.value}: {why}",
+                    server=server,
+                )
+        return live
 
-    def _start(self, server: McpServer) -> Session:
+    def _start(self, server: McpServer) -> _Live:
         from routines.config import SandboxSettings
         from worker.mcpclient import Portal
+        from worker.mcpquota import ServerQuota
 
         if self._portal is None:
             self._portal = Portal()
-        session = open_server(
+        policy, argv = server_policy(
             self.run.routine,
             server,
             paths=self.run.paths,
             scratch_dir=self.run.sandbox_scratch,
             settings=SandboxSettings(**self.run.job.sandbox),
-            portal=self._portal,
-            timeout=self._timeout(server.name),
-            on_argv=self.run.debug_argv(),
         )
+        quota = ServerQuota(policy)
+        try:
+            session = start_server(
+                argv,
+                quota.limited(policy),
+                portal=self._portal,
+                timeout=self._timeout(server.name),
+                on_argv=self.run.debug_argv(),
+            )
+        except BaseException:
+            quota.close()
+            raise
+        quota.watch(session.child)
         self.run.channel.event(
             EventKind.LOG, f"MCP server {server.name}: started", server=server.name
         )
-        return session
+        return _Live(session, quota)
 
     def _timeout(self, server: str) -> float:
         own = server_timeout(self.servers[server], self.default_timeout)
         return min(own, self.run.deadline.remaining())
 
-    def _fail(self, server: str, why: str) -> None:
-        session = self._sessions.pop(server, None)
-        if session is not None:
-            session.close()
+    def _lose(self, server: str, lost: Lost, why: str) -> None:
+        """End the server's session; it starts again at the next call if may_restart says
+        so, else it stays a tool error for the rest of the run. A log line says which."""
+        live = self._live.pop(server, None)
+        if live is not None:
+            live.close()
+        restarts = self._restarts.get(server, 0)
+        if may_restart(lost, restarts):
+            self._lost[server] = (lost, why)
+            self.run.channel.warn(
+                f"MCP server {server}: {why}; it starts again at its next call", server=server
+            )
+            return
+        self._lost.pop(server, None)
+        if lost in (Lost.DIED, Lost.HUNG) and restarts:
+            why = f"{why} (it was restarted {restarts} time(s) already; no more this run)"
         self._failed[server] = why
         self.run.channel.warn(f"MCP server {server}: {why}", server=server)
 
     def close(self) -> None:
         """End every server of the run and the SDK's event loop thread."""
-        for session in self._sessions.values():
-            session.close()
-        self._sessions.clear()
+        for live in self._live.values():
+            live.close()
+        self._live.clear()
         if self._portal is not None:
             self._portal.close()
             self._portal = None
 
 
-def open_server(
+def server_policy(
     routine: Routine,
     server: McpServer,
     *,
     paths: Paths,
     scratch_dir: Path,
     settings: SandboxSettings,
-    portal: Portal,
-    timeout: float,
-    on_argv: Callable[[list[str]], None] | None = None,
-) -> Session:
-    """Start `server` in `routine`'s sandbox (its own home, network and credentials, its
-    installation shown read-only) and initialise an SDK session with it. Raises on failure
-    (McpFailure, sandbox.stdio.StdioRefused, InstallProblem, UnsafeValue)."""
-    import sandbox.stdio
-    from worker.mcpclient import Session
+) -> tuple[ShellPolicy, tuple[str, ...]]:
+    """`server`'s sandbox policy in `routine` (its own home, network and credentials, its
+    installation shown read-only) and the argv it runs. Raises (sandbox.UnsafeValue,
+    InstallProblem)."""
     from worker.mcpinstall import resolve_install
     from worker.shellpolicy import never_for, shell_policy_for
 
@@ -258,8 +391,44 @@ def open_server(
         never=never_for(paths, settings),
     )
     policy = dataclasses.replace(policy, ro_binds=(*policy.ro_binds, *install.binds))
-    child = sandbox.stdio.start_stdio(list(install.argv), policy, on_argv=on_argv)
+    return policy, install.argv
+
+
+def start_server(
+    argv: Sequence[str],
+    policy: ShellPolicy,
+    *,
+    portal: Portal,
+    timeout: float,
+    on_argv: Callable[[list[str]], None] | None = None,
+) -> Session:
+    """Start `argv` under `policy` and initialise an SDK session with it. Raises on failure
+    (McpFailure, sandbox.stdio.StdioRefused)."""
+    import sandbox.stdio
+    from worker.mcpclient import Session
+
+    child = sandbox.stdio.start_stdio(list(argv), policy, on_argv=on_argv)
     return Session(portal, child, timeout)
+
+
+def open_server(
+    routine: Routine,
+    server: McpServer,
+    *,
+    paths: Paths,
+    scratch_dir: Path,
+    settings: SandboxSettings,
+    portal: Portal,
+    timeout: float,
+    on_argv: Callable[[list[str]], None] | None = None,
+) -> Session:
+    """Start `server` in `routine`'s sandbox and initialise an SDK session with it (as a run
+    does, without the quota watch: `validate --connect` lists tools and ends it). Raises on
+    failure (McpFailure, sandbox.stdio.StdioRefused, InstallProblem, UnsafeValue)."""
+    policy, argv = server_policy(
+        routine, server, paths=paths, scratch_dir=scratch_dir, settings=settings
+    )
+    return start_server(argv, policy, portal=portal, timeout=timeout, on_argv=on_argv)
 
 
 def _object_schema(schema: dict[str, Any]) -> dict[str, Any]:
@@ -269,5 +438,9 @@ def _object_schema(schema: dict[str, Any]) -> dict[str, Any]:
     return schema
 
 
-def _error(message: str) -> tuple[str, bool]:
-    return json.dumps({"error": message}), True
+def _over(problem: str) -> str:
+    return f"its writable dirs went over the quota: {problem}"
+
+
+def _error(message: str) -> Called:
+    return Called(json.dumps({"error": message}), True)

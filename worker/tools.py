@@ -182,10 +182,10 @@ class Toolbox:
         assert self.run.mcp is not None
         server, tool = self.run.mcp.offered[call.name]
         self._announce(call)
-        body, failed = self.run.mcp.call(call.name, args)
+        called = self.run.mcp.call(call.name, args)
         self.run.record_tool(f"mcp:{server}/{tool}")
-        self._report(call, body, ok=not failed, server=server)
-        return ToolResult(call, body, is_error=failed)
+        self._report(call, called.body, ok=not called.is_error, server=server)
+        return ToolResult(call, called.body, is_error=called.is_error, images=called.images)
 
     # --- helpers ---
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -31,3 +34,75 @@ def claude() -> Iterator[FakeAnthropic]:
 def env(claude: FakeAnthropic) -> dict[str, str]:
     """The worker's environment: the fake Anthropic and a (fake) API key."""
     return worker_env(ANTHROPIC_BASE_URL=claude.url, ANTHROPIC_API_KEY=API_KEY)
+
+
+@pytest.fixture
+def marker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A PATH entry of this test's own: the worker passes PATH to each sandbox (bwrap and
+    the server both carry it), so it marks this test's processes, not a parallel test's
+    (worker_harness.marked_processes finds them)."""
+    mark = str(tmp_path / "marker-bin")
+    monkeypatch.setenv("PATH", f"{mark}:{os.environ['PATH']}")
+    return mark
+
+
+# --- MCP servers from npm, installed once per test session into a tmp prefix ---
+
+FS_PACKAGE = "@modelcontextprotocol/server-filesystem"
+EVERYTHING_PACKAGE = "@modelcontextprotocol/server-everything"
+
+
+@pytest.fixture(scope="session")
+def npm_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One npm cache for the session's installs (a package's shared deps are fetched once)."""
+    return tmp_path_factory.mktemp("npm-cache")
+
+
+def npm_install(package: str, prefix: Path, cache: Path) -> Path:
+    """`npm install PACKAGE` into `prefix` from the registry, as a fresh machine gets it;
+    its `node_modules/.bin` (the test fails, never skips, when npm cannot install it)."""
+    npm = shutil.which("npm")
+    if npm is None:
+        pytest.fail(f"npm is needed for the tests of {package}")
+    done = subprocess.run(
+        [
+            npm,
+            "install",
+            "--prefix",
+            str(prefix),
+            "--cache",
+            str(cache),
+            "--no-audit",
+            "--no-fund",
+            "--loglevel=error",
+            package,
+        ],
+        check=False,
+        timeout=300,
+        capture_output=True,
+        text=True,
+        # The system's CA store, as pip and git use (a TLS-inspecting proxy's CA is there).
+        env={
+            **os.environ,
+            "npm_config_update_notifier": "false",
+            "NODE_OPTIONS": "--use-openssl-ca",
+        },
+    )
+    if done.returncode != 0:
+        pytest.fail(f"npm install {package} failed:\n{done.stdout}\n{done.stderr}")
+    return prefix / "node_modules" / ".bin"
+
+
+@pytest.fixture(scope="session")
+def fs_server(tmp_path_factory: pytest.TempPathFactory, npm_cache: Path) -> Path:
+    """@modelcontextprotocol/server-filesystem, npm-installed into a prefix of the session."""
+    prefix = tmp_path_factory.mktemp("npm-prefix")
+    return npm_install(FS_PACKAGE, prefix, npm_cache) / "mcp-server-filesystem"
+
+
+@pytest.fixture(scope="session")
+def everything_server(tmp_path_factory: pytest.TempPathFactory, npm_cache: Path) -> Path:
+    """@modelcontextprotocol/server-everything (the MCP reference servers' test server:
+    images, resources, annotations, progress, sampling), npm-installed likewise."""
+    prefix = tmp_path_factory.mktemp("npm-prefix-everything")
+    return npm_install(EVERYTHING_PACKAGE, prefix, npm_cache) / "mcp-server-everything"

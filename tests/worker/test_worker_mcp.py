@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -29,55 +28,26 @@ from fakes import FakeAnthropic, FakeOllama
 from fakes import anthropic_replies as A
 from fakes import ollama_replies as O
 from fakes.server import Recorded, Reply
-from worker_harness import API_KEY, make_job, routine_toml, run_worker
+from worker_harness import (
+    API_KEY,
+    TIME,
+    make_job,
+    marked_processes,
+    mcp_toml,
+    routine_toml,
+    run_worker,
+    time_server,
+)
 
-pytestmark = pytest.mark.usefixtures("not_root")
+# Every test marks its processes (`marker`), so none sees a parallel test's.
+pytestmark = pytest.mark.usefixtures("not_root", "marker")
 
 BIN = Path(sys.executable).parent
-TIME = str(BIN / "mcp-server-time")
 GIT = str(BIN / "mcp-server-git")
-FS_PACKAGE = "@modelcontextprotocol/server-filesystem"
 
 
 def _servers(*blocks: str) -> str:
     return "".join(textwrap.dedent(b) for b in blocks)
-
-
-def _time_server(name: str = "time", command: str | None = None, extra: str = "") -> str:
-    argv = json.dumps([command or TIME, "--local-timezone", "UTC"])
-    return f'\n[[agent.mcp]]\nname = "{name}"\ncommand = {argv}\n{extra}'
-
-
-def _toml(tools: tuple[str, ...], servers: str, route: str = "ollama") -> str:
-    # [[agent.mcp]] tables go after [agent]'s own keys: appended at the end of [agent].
-    text = routine_toml(route=route, tools=tools)
-    head, sep, budget = text.partition("\n[budget]\n")
-    return head + servers + sep + budget
-
-
-@pytest.fixture(autouse=True)
-def marker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
-    """A PATH entry of this test's own: the worker passes PATH to each sandbox (bwrap and
-    the server both carry it), so it marks this test's processes, not a parallel test's."""
-    mark = str(tmp_path / "marker-bin")
-    monkeypatch.setenv("PATH", f"{mark}:{os.environ['PATH']}")
-    return mark
-
-
-def _marked_processes(marker: str, also: str = "") -> list[int]:
-    """Our processes whose environment holds `marker` (and whose command line `also`)."""
-    out = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        try:
-            environ = Path(f"/proc/{entry}/environ").read_bytes()
-            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
-        except OSError:
-            continue
-        if marker.encode() in environ and also.encode() in cmdline:
-            out.append(int(entry))
-    return out
 
 
 # --- offering and calling, both routes ---
@@ -90,7 +60,7 @@ def test_anthropic_is_offered_only_the_whitelisted_tool_with_the_servers_schema(
         A.tool_use(("mcp__time__get_current_time", {"timezone": "Europe/Paris"})),
         A.text("It is morning in Paris."),
     )
-    toml = _toml(("mcp:time/get_current_time",), _time_server(), route="anthropic")
+    toml = mcp_toml(("mcp:time/get_current_time",), time_server(), route="anthropic")
     r = run_worker(make_job(home, toml), env=env)
     assert r.result.status == "ok", r.stderr
     offered = {t["name"]: t for t in claude.messages[0].body["tools"]}
@@ -122,7 +92,7 @@ def test_ollama_gets_the_tool_in_its_format_and_a_non_whitelisted_call_is_refuse
         ),
         O.text("Tokyo is ahead."),
     )
-    toml = _toml(("mcp:time/get_current_time",), _time_server())
+    toml = mcp_toml(("mcp:time/get_current_time",), time_server())
     r = run_worker(make_job(home, toml, ollama_url=ollama.url))
     assert r.result.status == "ok", r.stderr
     names = [t["function"]["name"] for t in ollama.chats[0].body["tools"]]
@@ -133,14 +103,14 @@ def test_ollama_gets_the_tool_in_its_format_and_a_non_whitelisted_call_is_refuse
     assert json.loads(refused["content"])["error"].startswith("refused")
     assert json.loads(json.loads(answered["content"])["content"])["timezone"] == "Asia/Tokyo"
     assert r.result.tool_calls == 1 and r.result.tools_used == ["mcp:time/get_current_time"]
-    assert _marked_processes(marker) == []
+    assert marked_processes(marker) == []
 
 
 def test_a_whitelist_entry_the_server_lacks_is_not_offered_and_warned(
     home: Path, ollama: FakeOllama
 ) -> None:
     ollama.add(O.text("Nothing to do."))
-    toml = _toml(("mcp:time/get_current_time", "mcp:time/no_such_tool"), _time_server())
+    toml = mcp_toml(("mcp:time/get_current_time", "mcp:time/no_such_tool"), time_server())
     r = run_worker(make_job(home, toml, ollama_url=ollama.url))
     names = [t["function"]["name"] for t in ollama.chats[0].body["tools"]]
     assert names == ["mcp__time__get_current_time", "report_outcome"]
@@ -159,7 +129,7 @@ def test_a_server_that_cannot_start_is_a_tool_error_and_a_log_line(
     broken.write_text("#!/bin/sh\necho 'no config found' >&2\nexit 3\n")
     broken.chmod(0o755)
     ollama.add(O.tool_calls(("mcp__broken__anything", {})), O.text("It failed."))
-    toml = _toml(
+    toml = mcp_toml(
         ("mcp:broken/anything",), f'\n[[agent.mcp]]\nname = "broken"\ncommand = ["{broken}"]\n'
     )
     r = run_worker(make_job(home, toml, ollama_url=ollama.url))
@@ -180,54 +150,17 @@ def test_a_server_that_hangs_on_initialize_is_a_tool_error_after_its_timeout(
     hung.chmod(0o755)
     ollama.add(O.tool_calls(("mcp__hung__anything", {})), O.text("It hung."))
     server = f'\n[[agent.mcp]]\nname = "hung"\ncommand = ["{hung}"]\ntimeout_sec = 2\n'
-    r = run_worker(make_job(home, _toml(("mcp:hung/anything",), server), ollama_url=ollama.url))
+    r = run_worker(make_job(home, mcp_toml(("mcp:hung/anything",), server), ollama_url=ollama.url))
     assert r.result.status == "ok", r.stderr
     assert any("no answer to initialize within 2 s" in ln for ln in r.stderr.splitlines())
     assert (
         "no answer to initialize"
         in json.loads(ollama.chats[1].body["messages"][-1]["content"])["error"]
     )
-    assert _marked_processes(marker) == []
+    assert marked_processes(marker) == []
 
 
 # --- the filesystem server (npm): its home only, killed mid-call ---
-
-
-@pytest.fixture(scope="session")
-def fs_server(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """@modelcontextprotocol/server-filesystem, npm-installed into a prefix of the session."""
-    npm = shutil.which("npm")
-    if npm is None:
-        pytest.fail("npm is needed for the filesystem server's tests")
-    prefix = tmp_path_factory.mktemp("npm-prefix")
-    cache = tmp_path_factory.mktemp("npm-cache")
-    done = subprocess.run(
-        [
-            npm,
-            "install",
-            "--prefix",
-            str(prefix),
-            "--cache",
-            str(cache),
-            "--no-audit",
-            "--no-fund",
-            "--loglevel=error",
-            FS_PACKAGE,
-        ],
-        check=False,
-        timeout=300,
-        capture_output=True,
-        text=True,
-        # The system's CA store, as pip and git use (a TLS-inspecting proxy's CA is there).
-        env={
-            **os.environ,
-            "npm_config_update_notifier": "false",
-            "NODE_OPTIONS": "--use-openssl-ca",
-        },
-    )
-    if done.returncode != 0:
-        pytest.fail(f"npm install {FS_PACKAGE} failed:\n{done.stdout}\n{done.stderr}")
-    return prefix / "node_modules" / ".bin" / "mcp-server-filesystem"
 
 
 def _fs_toml(fs_server: Path, allowed: Path, tools: tuple[str, ...]) -> str:
@@ -235,7 +168,7 @@ def _fs_toml(fs_server: Path, allowed: Path, tools: tuple[str, ...]) -> str:
         f'\n[[agent.mcp]]\nname = "files"\ncommand = ["{fs_server}", "~/{allowed.name}"]\n'
         f'home = ["~/{allowed.name}"]\n'
     )
-    return _toml(tools, server)
+    return mcp_toml(tools, server)
 
 
 @pytest.fixture
@@ -272,15 +205,16 @@ def test_the_filesystem_server_sees_its_home_and_nothing_else(
     assert "buy bread" in json.loads(inside["content"])["content"]
     assert "dear diary" not in outside["content"]
     assert json.loads(outside["content"]).get("error")
-    assert _marked_processes(marker) == []
+    assert marked_processes(marker) == []
 
 
 @pytest.mark.slow
-def test_a_server_killed_mid_call_is_a_tool_error_and_nothing_outlives_the_run(
+def test_a_server_killed_mid_call_is_a_tool_error_then_restarted_at_the_next_call(
     home: Path, ollama: FakeOllama, fs_server: Path, user_home: Path, marker: str
 ) -> None:
     notes = user_home / "notes"
     notes.mkdir()
+    (notes / "today.md").write_text("buy bread\n")
     fifo = notes / "pipe.md"
     os.mkfifo(fifo)  # reading it blocks until a writer opens it: a call that does not end
     killed: list[int] = []
@@ -289,7 +223,7 @@ def test_a_server_killed_mid_call_is_a_tool_error_and_nothing_outlives_the_run(
         # Opening for writing returns once the server has opened the FIFO to read it.
         fd = os.open(fifo, os.O_WRONLY)
         try:
-            for pid in _marked_processes(marker, also="node"):
+            for pid in marked_processes(marker, also="node"):
                 os.kill(pid, signal.SIGKILL)
                 killed.append(pid)
             time.sleep(0.5)
@@ -300,8 +234,8 @@ def test_a_server_killed_mid_call_is_a_tool_error_and_nothing_outlives_the_run(
     killer.start()
     ollama.add(
         O.tool_calls(("mcp__files__read_text_file", {"path": str(fifo)})),
-        O.tool_calls(("mcp__files__read_text_file", {"path": str(fifo)})),
-        O.text("The server died."),
+        O.tool_calls(("mcp__files__read_text_file", {"path": str(notes / "today.md")})),
+        O.text("The server died, then answered."),
     )
     toml = _fs_toml(fs_server, notes, ("mcp:files/read_text_file",))
     env = dict(os.environ, HOME=str(user_home))
@@ -311,11 +245,18 @@ def test_a_server_killed_mid_call_is_a_tool_error_and_nothing_outlives_the_run(
     assert r.result.status == "ok", r.stderr
     first = json.loads(ollama.chats[1].body["messages"][-1]["content"])
     assert "failed" in first["error"] and "gone" in first["error"], first
+    # The next call starts it again (worker/mcptools.py, may_restart) and is answered.
     again = json.loads(ollama.chats[2].body["messages"][-1]["content"])
-    assert "unavailable" in again["error"]
-    assert any("MCP server files:" in ln for ln in r.stderr.splitlines())
+    assert "buy bread" in again["content"], again
+    warns = [e.text for e in r.events_of("warn")]
+    assert any("it starts again at its next call" in w for w in warns), warns
+    assert any(w.startswith("MCP server files: restarted (1 of 2)") for w in warns), warns
+    assert [e.text for e in r.events_of("log") if "started" in e.text] == [
+        "MCP server files: started",
+        "MCP server files: started",
+    ]
     assert r.result.tool_calls == 2
-    assert _marked_processes(marker) == []
+    assert marked_processes(marker) == []
 
 
 # --- git (PyPI) and the import rule ---
@@ -339,7 +280,7 @@ def test_the_git_server_reads_its_declared_repository(
         f'\n[[agent.mcp]]\nname = "git"\ncommand = ["{GIT}", "--repository", "~/site"]\n'
         'home = ["~/site"]\n'
     )
-    toml = _toml(("mcp:git/git_log",), server, route="anthropic")
+    toml = mcp_toml(("mcp:git/git_log",), server, route="anthropic")
     r = run_worker(make_job(home, toml), env={**env, "HOME": str(user_home)})
     assert r.result.status == "ok", r.stderr
     block = claude.messages[1].body["messages"][-1]["content"][0]
@@ -378,7 +319,7 @@ def test_a_run_without_mcp_never_imports_the_sdk(home: Path, ollama: FakeOllama)
     assert modules(toml) == []
     # The probe sees the SDK when a run does use it.
     ollama.add(O.text("Done."))
-    assert "mcp" in modules(_toml(("mcp:time/get_current_time",), _time_server()))
+    assert "mcp" in modules(mcp_toml(("mcp:time/get_current_time",), time_server()))
 
 
 # --- a command routine's one MCP call ---
@@ -411,7 +352,7 @@ def test_a_command_routine_calls_one_mcp_tool_with_fixed_arguments(home: Path, m
     assert r.result.status == "ok", r.stderr
     assert r.result.route == "command"
     assert '"timezone": "Europe/Paris"' in r.output(), r.output()
-    assert _marked_processes(marker) == []
+    assert marked_processes(marker) == []
 
 
 def test_a_command_routines_tool_error_fails_the_run(home: Path) -> None:
@@ -434,7 +375,7 @@ def test_the_auto_router_escalates_with_the_same_server_and_tools(
         A.tool_use(("mcp__time__get_current_time", {"timezone": "Asia/Tokyo"})),
         A.text("It is evening in Tokyo. " * 10),
     )
-    toml = _toml(("mcp:time/get_current_time",), _time_server(), route="auto")
+    toml = mcp_toml(("mcp:time/get_current_time",), time_server(), route="auto")
     r = run_worker(make_job(home, toml, ollama_url=ollama.url), env=env)
     assert r.result.status == "ok", r.stderr
     assert r.result.route == "local->premium"
@@ -457,13 +398,13 @@ def test_the_servers_environment_holds_no_secret(
 
     def look(req: Recorded) -> Reply:
         # The first model call comes once the server is up (its tools were listed).
-        for pid in _marked_processes(marker):
+        for pid in marked_processes(marker):
             with contextlib.suppress(OSError):
                 seen[pid] = Path(f"/proc/{pid}/environ").read_bytes()
         return A.text("Looked.")
 
     claude.add(look)
-    toml = _toml(("mcp:time/get_current_time",), _time_server(), route="anthropic")
+    toml = mcp_toml(("mcp:time/get_current_time",), time_server(), route="anthropic")
     r = run_worker(make_job(home, toml), env=env)
     assert r.result.status == "ok", r.stderr
     assert seen, "the server was not running at the first model call"

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from worker.mcpinstall import InstallProblem, resolve_install
-from worker.mcptools import RESULT_CAP, render_result
+from worker.mcptools import IMAGE_CAP, RESULT_CAP, render_result
+from worker.providers.base import Image
 
 
 def _script(path: Path, shebang: str) -> Path:
@@ -82,9 +83,19 @@ class _Block:
 
 def test_results_are_text_capped_and_other_content_described() -> None:
     image = _Block(type="image", data="A" * 4000, mime_type="image/png")
-    got = render_result([_Block(type="text", text="hello"), image], None, False)
+    bmp = _Block(type="image", data="B" * 40, mime_type="image/bmp")
+    got = render_result([_Block(type="text", text="hello"), image, bmp], None, False)
     assert got.text == "hello" and not got.truncated
-    assert got.omitted == ("image (image/png, about 3,000 bytes)",)
+    # A PNG is kept for the routes that take images, and described for the others.
+    assert got.images == (Image("image/png", "A" * 4000),)
+    assert got.described == (
+        "image (image/png, about 3,000 bytes), attached where the model takes images",
+    )
+    assert got.omitted == ("image (image/bmp, about 30 bytes)",)
+    # Past IMAGE_CAP of base64 in one result, the rest is only described.
+    half = _Block(type="image", data="C" * (IMAGE_CAP // 2 + 1), mime_type="image/jpeg")
+    two = render_result([half, half], None, False)
+    assert len(two.images) == 1 and len(two.omitted) == 1
     big = render_result([_Block(type="text", text="é" * RESULT_CAP)], None, True)
     assert big.truncated and len(big.text.encode()) <= RESULT_CAP and big.is_error
     structured = render_result([], {"n": 1}, False)

@@ -4,6 +4,7 @@ message it sends on stdout. Used by the worker tests (and usable by the supervis
 from __future__ import annotations
 
 import io
+import json
 import os
 import subprocess
 import sys
@@ -202,3 +203,38 @@ def run_worker(
         messages.append(m)
     assert messages and isinstance(messages[0], Hello), f"no hello first: {messages[:1]}"
     return WorkerRun(proc.returncode, messages[1:], err.decode(errors="replace"), job)
+
+
+# --- MCP servers as a routine's tools (tests/worker/test_worker_mcp*.py) ---
+
+TIME = str(Path(sys.executable).parent / "mcp-server-time")  # from the test extra (PyPI)
+
+
+def time_server(name: str = "time", extra: str = "") -> str:
+    """An `[[agent.mcp]]` table running mcp-server-time."""
+    argv = json.dumps([TIME, "--local-timezone", "UTC"])
+    return f'\n[[agent.mcp]]\nname = "{name}"\ncommand = {argv}\n{extra}'
+
+
+def mcp_toml(tools: tuple[str, ...], servers: str, route: str = "ollama") -> str:
+    """routine_toml with `servers` ([[agent.mcp]] tables) after [agent]'s own keys."""
+    text = routine_toml(route=route, tools=tools)
+    head, sep, budget = text.partition("\n[budget]\n")
+    return head + servers + sep + budget
+
+
+def marked_processes(marker: str, also: str = "") -> list[int]:
+    """Our processes whose environment holds `marker` (a PATH entry of the test's own, which
+    the worker passes to bwrap and each server) and whose command line holds `also`."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            environ = Path(f"/proc/{entry}/environ").read_bytes()
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+        except OSError:
+            continue  # gone, or a zombie
+        if marker.encode() in environ and also.encode() in cmdline:
+            out.append(int(entry))
+    return out

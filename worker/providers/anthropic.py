@@ -20,6 +20,7 @@ from worker.providers.base import (
     Reply,
     Stop,
     ToolCall,
+    ToolResult,
     ToolResultsTurn,
     ToolSpec,
     UserTurn,
@@ -168,7 +169,7 @@ def render(conv: Conversation) -> list[dict[str, Any]]:
                         {
                             "type": "tool_result",
                             "tool_use_id": res.call.id,
-                            "content": res.content,
+                            "content": _result_content(res),
                             "is_error": res.is_error,
                         }
                         for res in turn.results
@@ -176,6 +177,19 @@ def render(conv: Conversation) -> list[dict[str, Any]]:
                 }
             )
     return out
+
+
+def _result_content(res: ToolResult) -> str | list[dict[str, Any]]:
+    """A tool result's text, then its images as the Messages API's image blocks."""
+    if not res.images:
+        return res.content
+    return [
+        {"type": "text", "text": res.content},
+        *(
+            {"type": "image", "source": {"type": "base64", "media_type": i.mime, "data": i.data}}
+            for i in res.images
+        ),
+    ]
 
 
 def parse_message(msg: dict[str, Any], *, model: str) -> Reply:

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 __all__ = [
     "AssistantTurn",
     "Conversation",
+    "Image",
     "MalformedToolCall",
     "Provider",
     "ProviderError",
@@ -84,10 +85,21 @@ class AssistantTurn:
 
 
 @dataclass(frozen=True, slots=True)
+class Image:
+    """An image a tool returned, for the providers that take images in a tool result."""
+
+    mime: str  # image/png, image/jpeg, image/gif or image/webp
+    data: str  # base64
+
+
+@dataclass(frozen=True, slots=True)
 class ToolResult:
     call: ToolCall
     content: str
     is_error: bool = False
+    # Sent by the Anthropic route as image blocks after `content`; the other routes have
+    # only `content`, which describes them (worker/mcptools.py).
+    images: tuple[Image, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

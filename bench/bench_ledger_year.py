@@ -33,10 +33,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from bench.common import Row
-from routines import ledger as ledger_module
-from routines import runlog
 from routines.config import LedgerSettings
-from routines.ledger import Ledger, iso
+from routines.ledger import Ledger, iso, migrate_packed6
+from routines.ledger import sqlite as ledger_module
 from supervisor import housekeeping
 from supervisor.clock import FakeClock
 
@@ -141,12 +140,12 @@ def _pack(path: Path) -> None:
     """The schema-5 file at `path` as schemas 6 to 8 left it (their own statements)."""
     db = sqlite3.connect(path, isolation_level=None)
     db.execute("BEGIN")
-    for statement in runlog.MIGRATION:
+    for statement in migrate_packed6.MIGRATION:
         db.execute(statement)
     for statement in ledger_module._STEPS[7][1]:
         db.execute(statement)
     db.execute("ALTER TABLE run_log ADD COLUMN parent_run_id TEXT")
-    for statement in runlog.views(("parent_run_id",)):
+    for statement in migrate_packed6.views(("parent_run_id",)):
         db.execute(statement)
     db.execute("PRAGMA user_version = 8")
     db.execute("COMMIT")

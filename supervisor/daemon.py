@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from routines.config import Config, ConfigInvalid, load_config
 from routines.ledger import Ledger, LedgerError, LedgerUnavailable, Unavailable
-from routines.ledgerapi import MachineInUse, Store
+from routines.ledger.api import MachineInUse, Store
 from routines.paths import Paths, paths
 from routines.registry import Registry
 from routines.safetext import one_line

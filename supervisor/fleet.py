@@ -9,8 +9,8 @@ pool stop that run at once (`on_renewal`).
 
 Threads: the ledger's calls are synchronous psycopg. The loop's calls (claims, run rows) are
 short statements on one connection, each under a client-side deadline (LOOP_DEADLINE_SEC:
-routines/pgledger.py), and skipped at once while the database is known to be down
-(routines.pgledger.Gate). The heartbeat, the one call made whether or not there is work, runs
+routines/ledger/postgres.py), and skipped at once while the database is known to be down
+(routines.ledger.postgres.Gate). The heartbeat, the one call made whether or not there is work, runs
 in a thread (asyncio.to_thread) on its own connection, so a stalled network never delays a
 tick.
 """
@@ -30,8 +30,8 @@ from datetime import datetime
 
 from ipc import lease_clock
 from routines.config import FleetSettings
-from routines.ledgerfaults import LedgerUnavailable, Unavailable
-from routines.pgledger import Gate, MachineInUse, PgLedger
+from routines.ledger.faults import LedgerUnavailable, Unavailable
+from routines.ledger.postgres import Gate, MachineInUse, PgLedger
 from routines.registry import Registry
 from routines.safetext import one_line
 from supervisor.fleetplan import (

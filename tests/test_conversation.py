@@ -21,7 +21,7 @@ from routines.conversation import (
     StoredResult,
     StoredTurn,
 )
-from routines.ledger import _STEPS, _V1, LEDGER_VERSION, Ledger
+from routines.ledger.sqlite import _STEPS, _V1, LEDGER_VERSION, Ledger
 from routines.runs import RunStatus, Trigger
 from supervisor.retention import cutoffs, prune_routine
 

@@ -16,8 +16,8 @@ from zoneinfo import ZoneInfo
 import pytest
 from helpers import at
 
-import routines.ledger as ledger_mod
-from routines.ledger import (
+import routines.ledger.sqlite as ledger_mod
+from routines.ledger.sqlite import (
     LEDGER_VERSION,
     RUN_COLUMNS,
     Ledger,

@@ -1,5 +1,5 @@
-"""Schema 6's packed layout (routines/runlog.py) unpacked into plain tables by step 9
-(routines/ledgerunpack.py), on real SQLite files.
+"""Schema 6's packed layout (routines/ledger/migrate_packed6.py) unpacked into plain tables by
+step 9 (routines/ledger/migrate_unpack.py), on real SQLite files.
 
 A packed ledger is made here the way schema 6 made one: a schema-5 ledger laid out by the
 v1-v5 migrations themselves, filled by plain SQL with every shape of row older versions and
@@ -23,9 +23,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from routines import ledger as ledger_module
-from routines import runlog
-from routines.ledger import LEDGER_VERSION, Ledger, iso
+from routines.ledger import LEDGER_VERSION, Ledger, iso, migrate_packed6
+from routines.ledger import sqlite as ledger_module
 from routines.runs import RunEnd, RunStatus, Trigger
 
 REPO = Path(__file__).resolve().parent.parent
@@ -231,7 +230,7 @@ def pack(path: Path, version: int) -> None:
     statements those schemas ran."""
     db = sqlite3.connect(path, isolation_level=None)
     db.execute("BEGIN")
-    for statement in runlog.MIGRATION:
+    for statement in migrate_packed6.MIGRATION:
         db.execute(statement)
     later: tuple[str, ...] = ()
     if version >= 7:
@@ -240,7 +239,7 @@ def pack(path: Path, version: int) -> None:
     if version >= 8:
         db.execute("ALTER TABLE run_log ADD COLUMN parent_run_id TEXT")
         later = ("parent_run_id",)
-    for statement in runlog.views(later):
+    for statement in migrate_packed6.views(later):
         db.execute(statement)
     db.execute(f"PRAGMA user_version = {version}")
     db.execute("COMMIT")
@@ -386,16 +385,16 @@ def test_what_plain_sql_and_the_api_write_reads_back_the_same(tmp_path: Path) ->
 CONVERT = """
 import sys, time
 from pathlib import Path
-import routines.ledger as ledger_mod
-from routines import ledgerunpack
+import routines.ledger.sqlite as ledger_mod
+from routines.ledger import migrate_unpack
 ledger_mod.SLOW_UPGRADE_ROWS = int(sys.argv[2])
-ledgerunpack.BATCH = int(sys.argv[3])
-unpack = ledgerunpack.unpack
+migrate_unpack.BATCH = int(sys.argv[3])
+unpack = migrate_unpack.unpack
 def unpack_then_wait(*args):
     unpack(*args)
     print("unpacked, not committed", file=sys.stderr, flush=True)
     time.sleep(3600)
-ledgerunpack.unpack = unpack_then_wait
+migrate_unpack.unpack = unpack_then_wait
 ledger_mod.Ledger(Path(sys.argv[1])).close()
 """
 

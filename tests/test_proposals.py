@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from routines import proposals
-from routines.ledger import _STEPS, _V1, LEDGER_VERSION, Ledger
+from routines.ledger.sqlite import _STEPS, _V1, LEDGER_VERSION, Ledger
 from routines.proposals import Decider, ProposalState
 
 CTX = mp.get_context("fork")

@@ -19,9 +19,9 @@ import pytest
 
 from routines.config import LedgerSettings
 from routines.ledger import Ledger, LedgerError, RoutineState, iso
-from routines.ledgerapi import Store, Vacuum
-from routines.ledgermemory import MemoryData, MemoryLedger
-from routines.pgledger import PgLedger
+from routines.ledger.api import Store, Vacuum
+from routines.ledger.memory import MemoryData, MemoryLedger
+from routines.ledger.postgres import PgLedger
 from routines.runs import Outcome, RunEnd, RunStatus, Trigger
 from supervisor.clock import FakeClock
 from supervisor.housekeeping import Housekeeper

@@ -1,8 +1,8 @@
 """The ledger's backend seam: what the supervisor, the CLI and the dashboard use of a ledger.
 
-Two implementations: routines/ledger.py's `Ledger` (SQLite, one machine, the default) and
-routines/pgledger.py's `PgLedger` (PostgreSQL, a fleet of machines; imported only when
-config.toml has `[fleet]`), and routines/ledgermemory.py's `MemoryLedger`, the reference
+Two implementations: routines/ledger/sqlite.py's `Ledger` (SQLite, one machine, the default) and
+routines/ledger/postgres.py's `PgLedger` (PostgreSQL, a fleet of machines; imported only when
+config.toml has `[fleet]`), and routines/ledger/memory.py's `MemoryLedger`, the reference
 store. tests/fleet/test_ledger_contract.py runs one suite on the three.
 `open_ledger` picks the backend from the config.
 """
@@ -28,16 +28,16 @@ from routines.runs import RunEnd, RunStatus, Trigger
 
 if TYPE_CHECKING:
     from routines.config import Config
-    from routines.ledger import _Any
-    from routines.ledgermemory import MemoryLedger
+    from routines.ledger.memory import MemoryLedger
+    from routines.ledger.postgres import PgLedger
+    from routines.ledger.sqlite import _Any
     from routines.paths import Paths
-    from routines.pgledger import PgLedger
 
 __all__ = ["LedgerAPI", "MachineInUse", "Maintenance", "Store", "Vacuum", "open_ledger"]
 
 
 class MachineInUse(LedgerError):
-    """A fleet's machine name is held by another live daemon (routines/pgfleet.py
+    """A fleet's machine name is held by another live daemon (routines/ledger/fleet.py
     `register`): this one must not run under it (its renewals would keep the other's runs
     alive, and two daemons would claim as one machine). Here, not beside psycopg: the
     daemon catches it whether or not it is on a fleet."""
@@ -88,7 +88,7 @@ class LedgerAPI(Protocol):
     def last_runs(self) -> dict[str, LastRun]: ...
     def last_started_here(self, routine: str) -> str | None: ...
 
-    # -- compacted history (routines/rundays.py) --
+    # -- compacted history (routines/ledger/rundays.py) --
     def days(self, routine: str | None = None, limit: int = 20) -> list[DaySummary]: ...
 
     # -- money --
@@ -149,7 +149,7 @@ def open_ledger(p: Paths, config: Config, *, connect: bool = True) -> Store:
     file. psycopg is imported here, only for a fleet."""
     if config.fleet is None:
         return Ledger(p.ledger)
-    from routines.pgledger import PgLedger
+    from routines.ledger.postgres import PgLedger
 
     return PgLedger(config.fleet.database, config.fleet.machine, connect=connect)
 

@@ -12,19 +12,20 @@ Schema versions (PRAGMA user_version), forward only, each step an ALTER TABLE AD
   3  v2.0.6  + route, escalated, escalated_reason, local_input_tokens, local_output_tokens
   4  v2.1    + run_id, slot, trigger, status, outcome, detail, finished_at, output_file,
                owner_pid, owner_started, worker_pid; tables claims and routine_state
-  5  v2.2    table run_days (compacted history, routines/rundays.py); routine_state + each
+  5  v2.2    table run_days (compacted history, routines/ledger/rundays.py); routine_state + each
              routine's last run (last_run_id, last_status, last_outcome, last_started,
              last_finished), filled from runs once; auto_vacuum = INCREMENTAL (a VACUUM, once)
-  6          a packed layout (routines/runlog.py): runs and claims as views over run_log and
-             fence. Withdrawn: a ledger below 6 never takes it, one at 6 to 8 is unpacked by 9
+  6          a packed layout (routines/ledger/migrate_packed6.py): runs and claims as views
+             over run_log and fence. Withdrawn: a ledger below 6 never takes it, one at 6 to 8
+             is unpacked by 9
   7          table proposals: proposed actions, their decisions (routines/proposals.py)
   8          + parent_run_id (trigger "reply": the run whose conversation it continues)
-  9          plain tables again (routines/ledgerunpack.py): the packed runs and claims of
+  9          plain tables again (routines/ledger/migrate_unpack.py): the packed runs and claims of
              schemas 6 to 8 unpacked in place; a plain ledger has nothing to do
 
-The tables are plain, the same as PostgreSQL's (routines/pgschema.py): times are the ISO
-text `iso` writes (UTC, microseconds, so they sort as text), `sqlite3 ledger.db 'SELECT *
-FROM runs'` reads them as they are.
+The tables are plain, the same as PostgreSQL's (routines/ledger/migrate_postgres.py): times
+are the ISO text `iso` writes (UTC, microseconds, so they sort as text), `sqlite3 ledger.db
+'SELECT * FROM runs'` reads them as they are.
 
 Invariant: routine_state's last_* columns are written in the transaction that finishes a run,
 so `list` and `status` read one row per routine and never scan runs.
@@ -51,8 +52,8 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from routines import ledgerrows, ledgerunpack, rundays
-from routines.ledgerfaults import (
+from routines.ledger import migrate_unpack, rundays, shared
+from routines.ledger.faults import (
     LedgerError,
     LedgerUnavailable,
     Unavailable,
@@ -63,10 +64,10 @@ from routines.ledgerfaults import (
     sqlite_reason,
     unavailable_message,
 )
-from routines.ledgerrows import Row, from_iso, iso
-from routines.ledgersql import CLAIM_ROUTINES, RUN_ROUTINES
-from routines.ledgersql import SQLITE as Q
-from routines.rundays import DaySummary
+from routines.ledger.rundays import DaySummary
+from routines.ledger.shared import Row, from_iso, iso
+from routines.ledger.sql import CLAIM_ROUTINES, RUN_ROUTINES
+from routines.ledger.sql import SQLITE as Q
 from routines.runs import (
     ACTIVE,
     NO_LAST_RUN,
@@ -729,12 +730,12 @@ class Ledger:
             )
 
     def _unpack(self, db: sqlite3.Connection) -> None:
-        """Step 9 on a packed ledger (routines/ledgerunpack.py), saying how far it is."""
+        """Step 9 on a packed ledger (routines/ledger/migrate_unpack.py), saying how far it is."""
 
         def progress(done: int, total: int) -> None:
             print(f"{self.path}: {done:,} of {total:,} runs unpacked", file=sys.stderr, flush=True)
 
-        ledgerunpack.unpack(
+        migrate_unpack.unpack(
             db,
             _runs_table("runs_plain"),
             _CLAIMS.replace("TABLE claims", "TABLE claims_plain"),
@@ -820,7 +821,7 @@ class Ledger:
         owner: tuple[int, float] | None,
         parent_run_id: str | None = None,
     ) -> None:
-        values = ledgerrows.new_run(
+        values = shared.new_run(
             run_id=run_id,
             routine=routine,
             slot=slot,
@@ -831,7 +832,7 @@ class Ledger:
             owner=owner,
             parent_run_id=parent_run_id,
         )
-        db.execute(ledgerrows.insert_run_sql(tuple(values), "?"), tuple(values.values()))
+        db.execute(shared.insert_run_sql(tuple(values), "?"), tuple(values.values()))
         if status not in ACTIVE:
             _note_last(db, routine, run_id, status, None, iso(now), iso(now))
 
@@ -895,7 +896,7 @@ class Ledger:
             duration = end.duration_sec
             if duration is None and row["started_at"]:
                 duration = max(0.0, (now - from_iso(row["started_at"])).total_seconds())
-            db.execute(Q.finish_run(), (*ledgerrows.finish_values(end, iso(now), duration), run_id))
+            db.execute(Q.finish_run(), (*shared.finish_values(end, iso(now), duration), run_id))
             if end.status not in ACTIVE and row["started_at"]:
                 _note_last(
                     db, row["routine"], run_id, end.status, end.outcome, row["started_at"], iso(now)
@@ -970,7 +971,7 @@ class Ledger:
         ).fetchall()
         return {r["routine"]: last_run_row(r) for r in rows}
 
-    # -- compaction (routines/rundays.py) ------------------------------------------------------
+    # -- compaction (routines/ledger/rundays.py) ---------------------------------------------
 
     def compact(
         self, before: datetime, zone: ZoneInfo, limit: int = 500, keep_max: int | None = None
@@ -985,8 +986,8 @@ class Ledger:
                 if len(rows) >= limit:
                     break
                 rows += db.execute(Q.to_fold(), (name, line, limit - len(rows))).fetchall()
-            for f in rundays.fold([ledgerrows.fold_row(r) for r in rows], zone):
-                db.execute(_ADD_DAY_SQL, ledgerrows.add_day_args(f, zone.key))
+            for f in rundays.fold([shared.fold_row(r) for r in rows], zone):
+                db.execute(_ADD_DAY_SQL, shared.add_day_args(f, zone.key))
             db.executemany(Q.delete_runs(1), [(r["id"],) for r in rows])
         return len(rows)
 
@@ -1048,7 +1049,7 @@ class Ledger:
         bounds = (iso(start), iso(end))
         runs = self._db.execute(Q.run_totals(), bounds).fetchall()
         days = self._db.execute(Q.day_totals(), bounds).fetchall()
-        return ledgerrows.merge_totals([*runs, *days])
+        return shared.merge_totals([*runs, *days])
 
     def dollars_by_day(self, days: Sequence[date], zone: ZoneInfo) -> dict[date, float]:
         """Total dollars per calendar day in `zone`, for each day asked (compacted or not)."""
@@ -1083,8 +1084,8 @@ class Ledger:
     def _set_state(self, db: sqlite3.Connection, routine: str, values: dict[str, object]) -> None:
         """Set columns of routine_state (creating the row); booleans stored as 0/1."""
         db.execute(
-            ledgerrows.set_state_sql(tuple(values), "?", "?"),
-            (routine, *ledgerrows.state_params(values), iso(datetime.now(UTC))),
+            shared.set_state_sql(tuple(values), "?", "?"),
+            (routine, *shared.state_params(values), iso(datetime.now(UTC))),
         )
 
     def enable(self, routine: str, *, file_enabled: bool, cursor: str, fingerprint: str) -> None:
@@ -1098,7 +1099,7 @@ class Ledger:
             self._set_state(
                 db,
                 routine,
-                ledgerrows.enable_values(
+                shared.enable_values(
                     stored, file_enabled=file_enabled, cursor=cursor, fingerprint=fingerprint
                 ),
             )
@@ -1114,7 +1115,7 @@ class Ledger:
         """Turn a routine off: by `disable` (no reason), a new draft (streak 0) or three
         strikes (`reason`, the streak that reached it). The override is stored with the
         file's `enabled` at this moment, so editing the file's `enabled` later wins."""
-        values = ledgerrows.disable_values(
+        values = shared.disable_values(
             file_enabled=file_enabled, reason=reason, failure_streak=failure_streak
         )
         with self.transaction() as db:
@@ -1127,7 +1128,7 @@ class Ledger:
     def set_cursor(self, routine: str, cursor: str | None, fingerprint: str | None = None) -> None:
         """Reset the cursor, anywhere, even back: for a new or edited schedule (it owes nothing
         from before; `fingerprint` is the new schedule's), or a clock that was wrong."""
-        values = ledgerrows.cursor_values(cursor, fingerprint)
+        values = shared.cursor_values(cursor, fingerprint)
         with self.transaction() as db:
             self._set_state(db, routine, values)
 
@@ -1159,8 +1160,8 @@ def _note_last(
     db.execute(_NOTE_LAST_SQL, (routine, run_id, status, outcome, started, finished))
 
 
-_NOTE_LAST_SQL = ledgerrows.note_last_sql("?")
-_ADVANCE_CURSOR_SQL = ledgerrows.advance_cursor_sql("?")
+_NOTE_LAST_SQL = shared.note_last_sql("?")
+_ADVANCE_CURSOR_SQL = shared.advance_cursor_sql("?")
 
 
 _ADD_DAY_SQL = Q.add_day()

@@ -1,13 +1,15 @@
-"""The fleet's ledger: the same contract as routines/ledger.py's SQLite `Ledger`, in PostgreSQL
-(psycopg 3), shared by one person's machines. Imported only when config.toml has `[fleet]`.
+"""The fleet's ledger: the same contract as routines/ledger/sqlite.py's SQLite `Ledger`, in
+PostgreSQL (psycopg 3), shared by one person's machines. Imported only when config.toml has
+`[fleet]`.
 
-Tables (one per concern; schema and migrations in routines/pgschema.py, beside SQLite's):
+Tables (one per concern; schema and migrations in routines/ledger/migrate_postgres.py, beside
+SQLite's):
 - runs, claims, routine_state, run_days: as in SQLite, plus the machine that ran each run.
 - leases: one row per queued or running run, renewed by its machine's daemon
   (`renew`); a lease that lapsed marks its run `interrupted` (`expire_leases`), never replayed.
 - machines: each machine's heartbeat, version and whether it left the fleet.
 - definitions: each routine's definition fingerprint per machine (divergence).
-The last three are routines/pgfleet.py's, a mixin of `PgLedger`.
+The last three are routines/ledger/fleet.py's, a mixin of `PgLedger`.
 
 Time: run rows keep the machine's clock as ISO text, exactly as SQLite (history, budgets and
 compaction read them alike). Leases and heartbeats use the server's clock (`now()`), so a
@@ -18,7 +20,7 @@ under a row lock on the routine's state, so two machines planning the same routi
 (tests/fleet/test_ledger_contract.py::
 test_two_machines_claiming_one_routine_at_once_one_wins_each_round).
 
-Errors (routines/ledgerfaults.py): a lost or refused connection is `LedgerUnavailable` with
+Errors (routines/ledger/faults.py): a lost or refused connection is `LedgerUnavailable` with
 reason UNREACHABLE, PostgreSQL's DiskFull one with reason DISK_FULL (nothing of that call
 recorded, try again later); while one is recent, calls fail at once without waiting on the network
 (`Gate`), so an outage costs the daemon's loop one bounded wait per back-off step.
@@ -52,8 +54,12 @@ from zoneinfo import ZoneInfo
 import psycopg
 from psycopg.rows import dict_row
 
-from routines import ledgerrows, rundays
-from routines.ledger import (
+from routines.ledger import rundays, shared
+from routines.ledger.faults import LedgerUnavailable, Unavailable
+from routines.ledger.fleet import LEASE_SEC, FleetTables, MachineInUse, MachineRow
+from routines.ledger.sql import CLAIM_ROUTINES, RUN_ROUTINES
+from routines.ledger.sql import PG as Q
+from routines.ledger.sqlite import (
     ANY,
     CLAIM_RETENTION,
     ActiveRun,
@@ -71,10 +77,6 @@ from routines.ledger import (
     run_row,
     state_row,
 )
-from routines.ledgerfaults import LedgerUnavailable, Unavailable
-from routines.ledgersql import CLAIM_ROUTINES, RUN_ROUTINES
-from routines.ledgersql import PG as Q
-from routines.pgfleet import LEASE_SEC, FleetTables, MachineInUse, MachineRow
 from routines.runs import (
     ACTIVE,
     NO_LAST_RUN,
@@ -95,7 +97,7 @@ __all__ = [
     "PgLedger",
 ]
 
-from routines.pgschema import (
+from routines.ledger.migrate_postgres import (
     MIGRATION_LOCK,
     PG_LEDGER_VERSION,
     STEPS,
@@ -116,7 +118,7 @@ _DATA_VERSION_SQL = (
     "ON m.machine = d.machine WHERE m.left_at IS NULL "
     "AND m.heartbeat > now() - make_interval(secs => %s)), '')) AS digest"
 )
-_ADVANCE_CURSOR_SQL = ledgerrows.advance_cursor_sql("%s")
+_ADVANCE_CURSOR_SQL = shared.advance_cursor_sql("%s")
 _ADD_DAY_SQL = Q.add_day()
 _INSERT_CLAIM_SQL = Q.insert_claim(("routine", "slot", "claimed_at", "run_id", "machine"))
 CONNECT_TIMEOUT_SEC = 3
@@ -481,7 +483,7 @@ class PgLedger(FleetTables):
         owner: tuple[int, float] | None,
         parent_run_id: str | None = None,
     ) -> None:
-        values = ledgerrows.new_run(
+        values = shared.new_run(
             run_id=run_id,
             routine=routine,
             slot=slot,
@@ -493,7 +495,7 @@ class PgLedger(FleetTables):
             parent_run_id=parent_run_id,
         )
         values["machine"] = self.machine
-        cur.execute(ledgerrows.insert_run_sql(tuple(values), "%s"), tuple(values.values()))
+        cur.execute(shared.insert_run_sql(tuple(values), "%s"), tuple(values.values()))
         if status not in ACTIVE:
             note_last(cur, routine, run_id, status, None, iso(now), iso(now))
         else:
@@ -558,9 +560,7 @@ class PgLedger(FleetTables):
             duration = end.duration_sec
             if duration is None and row["started_at"]:
                 duration = max(0.0, (now - from_iso(row["started_at"])).total_seconds())
-            cur.execute(
-                Q.finish_run(), (*ledgerrows.finish_values(end, iso(now), duration), run_id)
-            )
+            cur.execute(Q.finish_run(), (*shared.finish_values(end, iso(now), duration), run_id))
             if end.status not in ACTIVE:
                 cur.execute("DELETE FROM leases WHERE run_id = %s", (run_id,))
                 if row["started_at"]:
@@ -656,8 +656,8 @@ class PgLedger(FleetTables):
                         line = max(line, rundays.count_line(from_iso(nth["started_at"]), zone))
                 cur.execute(Q.to_fold(), (name, iso(line), limit - len(rows)))
                 rows += cur.fetchall()
-            for f in rundays.fold([ledgerrows.fold_row(r) for r in rows], zone):
-                cur.execute(_ADD_DAY_SQL, ledgerrows.add_day_args(f, zone.key))
+            for f in rundays.fold([shared.fold_row(r) for r in rows], zone):
+                cur.execute(_ADD_DAY_SQL, shared.add_day_args(f, zone.key))
             if rows:
                 cur.execute(Q.delete_runs(len(rows)), [r["id"] for r in rows])
         return len(rows)
@@ -684,7 +684,7 @@ class PgLedger(FleetTables):
 
     def totals(self, start: datetime, end: datetime) -> list[dict[str, Any]]:
         bounds = (iso(start), iso(end))
-        return ledgerrows.merge_totals(
+        return shared.merge_totals(
             [*self._read(Q.run_totals(), bounds), *self._read(Q.day_totals(), bounds)]
         )
 
@@ -710,8 +710,8 @@ class PgLedger(FleetTables):
     def _set_state(cur: Cursor, routine: str, values: dict[str, object]) -> None:
         """Set columns of routine_state (creating the row); booleans stored as 0/1."""
         cur.execute(
-            ledgerrows.set_state_sql(tuple(values), "%s", _NOW_ISO),
-            (routine, *ledgerrows.state_params(values)),
+            shared.set_state_sql(tuple(values), "%s", _NOW_ISO),
+            (routine, *shared.state_params(values)),
         )
 
     def enable(self, routine: str, *, file_enabled: bool, cursor: str, fingerprint: str) -> None:
@@ -723,7 +723,7 @@ class PgLedger(FleetTables):
             self._set_state(
                 cur,
                 routine,
-                ledgerrows.enable_values(
+                shared.enable_values(
                     stored, file_enabled=file_enabled, cursor=cursor, fingerprint=fingerprint
                 ),
             )
@@ -736,7 +736,7 @@ class PgLedger(FleetTables):
         reason: str | None = None,
         failure_streak: int | None = None,
     ) -> None:
-        values = ledgerrows.disable_values(
+        values = shared.disable_values(
             file_enabled=file_enabled, reason=reason, failure_streak=failure_streak
         )
         with self.transaction() as cur:
@@ -747,7 +747,7 @@ class PgLedger(FleetTables):
             self._set_state(cur, routine, {"failure_streak": streak})
 
     def set_cursor(self, routine: str, cursor: str | None, fingerprint: str | None = None) -> None:
-        values = ledgerrows.cursor_values(cursor, fingerprint)
+        values = shared.cursor_values(cursor, fingerprint)
         with self.transaction() as cur:
             self._set_state(cur, routine, values)
 

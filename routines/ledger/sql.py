@@ -1,5 +1,5 @@
-"""The ledger's queries, each written once for both backends (routines/ledger.py's SQLite
-`Ledger` and routines/pgledger.py's PostgreSQL `PgLedger`) over the same plain tables.
+"""The ledger's queries, each written once for both backends (routines/ledger/sqlite.py's SQLite
+`Ledger` and routines/ledger/postgres.py's PostgreSQL `PgLedger`) over the same plain tables.
 
 A query differs between the two only by its `Dialect`: the placeholder ("?" or "%s") and the
 row lock PostgreSQL takes where machines race (SQLite's BEGIN IMMEDIATE holds the whole file,
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from routines import rundays
+from routines.ledger import rundays
 from routines.runs import ACTIVE, NOT_A_RUN, sql_in
 
 __all__ = [

@@ -6,9 +6,9 @@
                                 retries, a run that did not execute because of it is never
                                 `failed` and never a strike
 
-Both backends translate their own errors here, once, at their boundary: routines/ledger.py
+Both backends translate their own errors here, once, at their boundary: routines/ledger/sqlite.py
 (`sqlite_reason`: SQLite's result codes, and the filesystem's free space for an I/O error)
-and routines/pgledger.py (a refused or lost connection, PostgreSQL's DiskFull).
+and routines/ledger/postgres.py (a refused or lost connection, PostgreSQL's DiskFull).
 """
 
 from __future__ import annotations

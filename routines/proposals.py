@@ -23,7 +23,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any, Protocol, runtime_checkable
 
-from routines.ledger.shared import iso
+from routines.ledger import iso
 
 __all__ = [
     "MAX_INPUT",

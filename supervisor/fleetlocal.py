@@ -25,8 +25,7 @@ from collections.abc import Callable, Collection, Mapping
 from datetime import datetime
 
 from routines.config import Config
-from routines.ledger import Ledger, RoutineState
-from routines.ledger.faults import LedgerUnavailable, Unavailable
+from routines.ledger import Ledger, LedgerUnavailable, RoutineState, Unavailable
 from routines.ledger.postgres import PgLedger
 from routines.paths import Paths
 from routines.registry import Registry

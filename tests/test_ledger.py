@@ -16,16 +16,14 @@ from zoneinfo import ZoneInfo
 import pytest
 from helpers import at
 
-import routines.ledger.sqlite as ledger_mod
-from routines.ledger.sqlite import (
-    LEDGER_VERSION,
+import routines.ledger.sqlite_open as ledger_mod
+from routines.ledger import LEDGER_VERSION, Ledger, iso
+from routines.ledger.model import (
     RUN_COLUMNS,
-    Ledger,
     LedgerError,
     LedgerUnavailable,
     RoutineState,
     Unavailable,
-    iso,
 )
 from routines.runs import Outcome, RunEnd, RunStatus
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-import routines.ledger.sqlite as ledger_mod
+import routines.ledger.sqlite_open as ledger_mod
 from routines.ledger import Ledger, LedgerUnavailable, Unavailable
 from routines.runs import RunStatus
 

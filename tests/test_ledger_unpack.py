@@ -24,7 +24,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from routines.ledger import LEDGER_VERSION, Ledger, iso, migrate_packed6
-from routines.ledger import sqlite as ledger_module
+from routines.ledger import migrate_sqlite as ledger_module
 from routines.runs import RunEnd, RunStatus, Trigger
 
 REPO = Path(__file__).resolve().parent.parent
@@ -67,9 +67,9 @@ def v5_ledger(path: Path) -> sqlite3.Connection:
     db = sqlite3.connect(path, isolation_level=None)
     db.execute("PRAGMA auto_vacuum=INCREMENTAL")
     db.execute("PRAGMA journal_mode=WAL")
-    db.execute(ledger_module._V1)
+    db.execute(ledger_module.V1)
     for step in range(2, 6):
-        columns, statements = ledger_module._STEPS[step]
+        columns, statements = ledger_module.STEPS[step]
         for column in columns:
             db.execute(f"ALTER TABLE runs ADD COLUMN {column}")
         for statement in statements:
@@ -234,7 +234,7 @@ def pack(path: Path, version: int) -> None:
         db.execute(statement)
     later: tuple[str, ...] = ()
     if version >= 7:
-        for statement in ledger_module._STEPS[7][1]:
+        for statement in ledger_module.STEPS[7][1]:
             db.execute(statement)
     if version >= 8:
         db.execute("ALTER TABLE run_log ADD COLUMN parent_run_id TEXT")
@@ -385,7 +385,8 @@ def test_what_plain_sql_and_the_api_write_reads_back_the_same(tmp_path: Path) ->
 CONVERT = """
 import sys, time
 from pathlib import Path
-import routines.ledger.sqlite as ledger_mod
+import routines.ledger.migrate_sqlite as ledger_mod
+from routines.ledger import Ledger
 from routines.ledger import migrate_unpack
 ledger_mod.SLOW_UPGRADE_ROWS = int(sys.argv[2])
 migrate_unpack.BATCH = int(sys.argv[3])
@@ -395,7 +396,7 @@ def unpack_then_wait(*args):
     print("unpacked, not committed", file=sys.stderr, flush=True)
     time.sleep(3600)
 migrate_unpack.unpack = unpack_then_wait
-ledger_mod.Ledger(Path(sys.argv[1])).close()
+Ledger(Path(sys.argv[1])).close()
 """
 
 
@@ -497,7 +498,7 @@ def test_a_later_step_adds_a_run_column(tmp_path: Path, monkeypatch: pytest.Monk
             "brief", run_id="before", trigger=Trigger.MANUAL, status=RunStatus.OK, now=NOW
         )
     later = LEDGER_VERSION + 1
-    monkeypatch.setitem(ledger_module._STEPS, later, (("note TEXT",), ()))
+    monkeypatch.setitem(ledger_module.STEPS, later, (("note TEXT",), ()))
     monkeypatch.setattr(ledger_module, "LEDGER_VERSION", later)
     with Ledger(path) as led:
         assert led.version == later

@@ -14,24 +14,25 @@ paths and config `open_ledger` reads, and safetext's redaction (an import-linter
 pyproject.toml holds it).
 """
 
-from routines.ledger.faults import LedgerError, LedgerUnavailable, Unavailable
-from routines.ledger.sqlite import (
+from routines.ledger.migrate_sqlite import LEDGER_VERSION
+from routines.ledger.model import (
     ANY,
-    LEDGER_VERSION,
     ActiveRun,
-    DaySummary,
     LastRun,
-    Ledger,
+    LedgerError,
+    LedgerUnavailable,
     RoutineState,
     RunRow,
+    Unavailable,
     day_bounds,
-    from_iso,
     is_enabled,
-    iso,
     last_run_row,
     run_row,
     state_row,
 )
+from routines.ledger.rundays import DaySummary
+from routines.ledger.shared import from_iso, iso
+from routines.ledger.sqlite import Ledger
 
 __all__ = [
     "ANY",

@@ -29,8 +29,8 @@ from routines.runs import RunEnd, RunStatus, Trigger
 if TYPE_CHECKING:
     from routines.config import Config
     from routines.ledger.memory import MemoryLedger
+    from routines.ledger.model import _Any
     from routines.ledger.postgres import PgLedger
-    from routines.ledger.sqlite import _Any
     from routines.paths import Paths
 
 __all__ = ["LedgerAPI", "MachineInUse", "Maintenance", "Store", "Vacuum", "open_ledger"]

@@ -20,26 +20,25 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from routines.ledger import rundays, shared
-from routines.ledger.sql import FINISH_COLUMNS as _FINISH
-from routines.ledger.sql import SUMS as _SUMS
-from routines.ledger.sqlite import (
+from routines.ledger.model import (
     ANY,
     CLAIM_RETENTION,
     RUN_COLUMNS,
     ActiveRun,
-    DaySummary,
     LastRun,
-    Ledger,
     RoutineState,
     RunRow,
     _Any,
     day_bounds,
-    from_iso,
-    iso,
     last_run_row,
     run_row,
     state_row,
 )
+from routines.ledger.rundays import DaySummary
+from routines.ledger.shared import from_iso, iso
+from routines.ledger.sql import FINISH_COLUMNS as _FINISH
+from routines.ledger.sql import SUMS as _SUMS
+from routines.ledger.sqlite import Ledger
 from routines.runs import ACTIVE, NO_LAST_RUN, NOT_A_RUN, RunEnd, RunStatus, Trigger
 
 __all__ = ["MemoryData", "MemoryLedger"]

@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from routines.ledger import RunRow
-from routines.ledger.faults import LedgerUnavailable
+from routines.ledger import LedgerUnavailable, RunRow
 from routines.ledger.postgres import Gate, PgLedger
 from routines.paths import Paths, paths
 from tests.supervisor.daemonkit import REPO, Daemon, command_routine, write_routine

@@ -39,7 +39,7 @@ def cli_ledger(p: Paths) -> LedgerAPI:
         return Ledger(p.ledger)
     from routines.ledger.api import open_ledger  # its Protocol costs a one-machine `list` ~1 ms
 
-    return open_ledger(p, config)
+    return open_ledger(p.ledger, config.fleet)
 
 
 def held_here(ledger: LedgerAPI, registry: Registry) -> dict[str, str]:

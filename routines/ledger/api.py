@@ -20,27 +20,28 @@ from routines.ledger import (
     DaySummary,
     LastRun,
     Ledger,
-    LedgerError,
     RoutineState,
     RunRow,
 )
+from routines.ledger.model import MachineInUse
 from routines.runs import RunEnd, RunStatus, Trigger
 
 if TYPE_CHECKING:
-    from routines.config import Config
+    from pathlib import Path
+
     from routines.ledger.memory import MemoryLedger
     from routines.ledger.model import _Any
     from routines.ledger.postgres import PgLedger
-    from routines.paths import Paths
 
-__all__ = ["LedgerAPI", "MachineInUse", "Maintenance", "Store", "Vacuum", "open_ledger"]
-
-
-class MachineInUse(LedgerError):
-    """A fleet's machine name is held by another live daemon (routines/ledger/fleet.py
-    `register`): this one must not run under it (its renewals would keep the other's runs
-    alive, and two daemons would claim as one machine). Here, not beside psycopg: the
-    daemon catches it whether or not it is on a fleet."""
+__all__ = [
+    "FleetAddress",
+    "LedgerAPI",
+    "MachineInUse",
+    "Maintenance",
+    "Store",
+    "Vacuum",
+    "open_ledger",
+]
 
 
 class LedgerAPI(Protocol):
@@ -144,14 +145,24 @@ class Store(LedgerAPI, Maintenance, Protocol):
     """What the daemon holds: the ledger and its retention."""
 
 
-def open_ledger(p: Paths, config: Config, *, connect: bool = True) -> Store:
-    """The fleet's PostgreSQL ledger when config.toml has [fleet], else this machine's SQLite
-    file. psycopg is imported here, only for a fleet."""
-    if config.fleet is None:
-        return Ledger(p.ledger)
+class FleetAddress(Protocol):
+    """Where a fleet's database is, and this machine's name in it: config.toml's [fleet]
+    (routines/config.py `FleetSettings`). A protocol, so the ledger imports no config."""
+
+    @property
+    def database(self) -> str: ...
+    @property
+    def machine(self) -> str: ...
+
+
+def open_ledger(path: Path, fleet: FleetAddress | None, *, connect: bool = True) -> Store:
+    """The fleet's PostgreSQL ledger when config.toml has [fleet] (`fleet`), else this
+    machine's SQLite file at `path`. psycopg is imported here, only for a fleet."""
+    if fleet is None:
+        return Ledger(path)
     from routines.ledger.postgres import PgLedger
 
-    return PgLedger(config.fleet.database, config.fleet.machine, connect=connect)
+    return PgLedger(fleet.database, fleet.machine, connect=connect)
 
 
 def _conforms(

@@ -30,6 +30,7 @@ __all__ = [
     "LastRun",
     "LedgerError",
     "LedgerUnavailable",
+    "MachineInUse",
     "RoutineState",
     "RunRow",
     "Unavailable",
@@ -71,6 +72,13 @@ class LedgerUnavailable(LedgerError):
 
     def __reduce__(self) -> tuple[type[LedgerUnavailable], tuple[Unavailable, str]]:
         return type(self), (self.reason, str(self))
+
+
+class MachineInUse(LedgerError):
+    """A fleet's machine name is held by another live daemon (routines/ledger/fleet.py
+    `register`): this one must not run under it (its renewals would keep the other's runs
+    alive, and two daemons would claim as one machine). Here, not beside psycopg: the
+    daemon catches it whether or not it is on a fleet (api.py exports it too)."""
 
 
 RUN_COLUMNS = (

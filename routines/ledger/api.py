@@ -9,7 +9,7 @@ store. tests/fleet/test_ledger_contract.py runs one suite on the three.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import date, datetime
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from zoneinfo import ZoneInfo
@@ -95,6 +95,9 @@ class LedgerAPI(Protocol):
     # -- money --
     def spent_on_day(self, routine: str, day: date, zone: ZoneInfo) -> float: ...
     def spent_today(self, routine: str, zone: ZoneInfo, now: datetime) -> float: ...
+    def spent_today_many(
+        self, zones: Mapping[str, ZoneInfo], now: datetime
+    ) -> dict[str, float]: ...
     def totals(self, start: datetime, end: datetime) -> list[dict[str, Any]]: ...
     def dollars_by_day(self, days: Sequence[date], zone: ZoneInfo) -> dict[date, float]: ...
 

@@ -13,7 +13,7 @@ Not for production: nothing is kept past the process, and one thread at a time.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import Any
@@ -33,6 +33,7 @@ from routines.ledger.model import (
     last_run_row,
     run_row,
     state_row,
+    today_bounds,
 )
 from routines.ledger.rundays import DaySummary
 from routines.ledger.shared import from_iso, iso
@@ -363,6 +364,15 @@ class MemoryLedger:
 
     def spent_today(self, routine: str, zone: ZoneInfo, now: datetime) -> float:
         return self.spent_on_day(routine, now.astimezone(zone).date(), zone)
+
+    def spent_today_many(self, zones: Mapping[str, ZoneInfo], now: datetime) -> dict[str, float]:
+        out = dict.fromkeys(zones, 0.0)
+        for (start, end), names in today_bounds(zones, now).items():
+            asked = set(names)
+            for r in self._between(start, end):
+                if r["routine"] in asked:
+                    out[r["routine"]] += r["dollars"] or 0
+        return out
 
     def totals(self, start: datetime, end: datetime) -> list[dict[str, Any]]:
         rows: list[dict[str, Any]] = []

@@ -39,6 +39,7 @@ __all__ = [
     "last_run_row",
     "run_row",
     "state_row",
+    "today_bounds",
 ]
 
 # Claims older than this are forgotten (`prune_claims`); the cursor keeps their slots away.
@@ -242,6 +243,18 @@ class LastRun:
     outcome: Outcome | None
     started_at: str | None
     finished_at: str | None
+
+
+def today_bounds(
+    zones: Mapping[str, ZoneInfo], now: datetime
+) -> dict[tuple[datetime, datetime], list[str]]:
+    """The routines of `zones` grouped by where today starts and ends in each one's zone
+    (`spent_today_many`): routines in one zone share one range, so a store reads each
+    range once, however many routines it covers."""
+    groups: dict[tuple[datetime, datetime], list[str]] = {}
+    for name, zone in zones.items():
+        groups.setdefault(day_bounds(now.astimezone(zone).date(), zone), []).append(name)
+    return groups
 
 
 def day_bounds(day: date, zone: ZoneInfo) -> tuple[datetime, datetime]:

@@ -47,6 +47,7 @@ from routines.ledger.model import (
     last_run_row,
     run_row,
     state_row,
+    today_bounds,
 )
 from routines.ledger.postgres_open import Cursor, Gate, PgConnection
 from routines.ledger.rundays import DaySummary
@@ -410,6 +411,16 @@ class PgLedger(PgConnection, FleetTables):
 
     def spent_today(self, routine: str, zone: ZoneInfo, now: datetime) -> float:
         return self.spent_on_day(routine, now.astimezone(zone).date(), zone)
+
+    def spent_today_many(self, zones: Mapping[str, ZoneInfo], now: datetime) -> dict[str, float]:
+        """`spent_today` of each routine in `zones` (its name, its own zone), in one query
+        per distinct zone: what `list`, `status` and the dashboard show for many routines."""
+        out = dict.fromkeys(zones, 0.0)
+        for (start, end), names in today_bounds(zones, now).items():
+            rows = self._read(Q.spent_by_routine(), (iso(start), iso(end)))
+            spent = {r["routine"]: r["s"] for r in rows}
+            out.update((n, float(spent[n])) for n in names if n in spent)
+        return out
 
     def totals(self, start: datetime, end: datetime) -> list[dict[str, Any]]:
         bounds = (iso(start), iso(end))

@@ -165,6 +165,14 @@ class Dialect:
             f"AND started_at >= {self.mark} AND started_at < {self.mark}"
         )
 
+    def spent_by_routine(self) -> str:
+        """Each routine's dollars in [start, end): `spent` for every routine in one range
+        scan of runs_started (`spent_today_many`)."""
+        return (
+            "SELECT routine, COALESCE(SUM(dollars), 0) AS s FROM runs "
+            f"WHERE started_at >= {self.mark} AND started_at < {self.mark} GROUP BY routine"
+        )
+
     def run_totals(self) -> str:
         return (
             "SELECT routine, COUNT(*) AS runs, "

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, date, datetime
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -45,6 +45,7 @@ from routines.ledger.model import (
     last_run_row,
     run_row,
     state_row,
+    today_bounds,
 )
 from routines.ledger.rundays import DaySummary
 from routines.ledger.shared import from_iso, iso
@@ -351,6 +352,16 @@ class Ledger(SqliteConnection):
 
     def spent_today(self, routine: str, zone: ZoneInfo, now: datetime) -> float:
         return self.spent_on_day(routine, now.astimezone(zone).date(), zone)
+
+    def spent_today_many(self, zones: Mapping[str, ZoneInfo], now: datetime) -> dict[str, float]:
+        """`spent_today` of each routine in `zones` (its name, its own zone), in one query
+        per distinct zone: what `list`, `status` and the dashboard show for many routines."""
+        out = dict.fromkeys(zones, 0.0)
+        with self._errors():
+            for (start, end), names in today_bounds(zones, now).items():
+                spent = dict(self._db.execute(Q.spent_by_routine(), (iso(start), iso(end))))
+                out.update((n, float(spent[n])) for n in names if n in spent)
+        return out
 
     def totals(self, start: datetime, end: datetime) -> list[dict[str, Any]]:
         """Per routine between two instants: runs, tokens and dollars, biggest spender first.

@@ -19,7 +19,6 @@ import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -431,63 +430,6 @@ def test_an_unpacking_killed_midway_leaves_the_packed_schema_whole_and_resumes(
     with Ledger(path) as led:
         assert led.version == LEDGER_VERSION
     assert snapshot(path) == before
-
-
-def test_keep_runs_max_folds_whole_days_beyond_the_newest_runs(tmp_path: Path) -> None:
-    path = tmp_path / "ledger.db"
-    build_packed(path, 8, extra_runs=4 * 1440)  # four days of a minutely routine
-    zone = ZoneInfo("UTC")
-    with Ledger(path) as led:
-        totals = led.totals(NOW - timedelta(days=30), NOW + timedelta(days=1))
-        by_day = led.dollars_by_day([(NOW - timedelta(days=d)).date() for d in range(5)], zone)
-        folded = 0
-        while n := led.compact(NOW - timedelta(days=3650), zone, 500, keep_max=2000):
-            folded += n
-        whole = [r[0] for r in led._db.execute("SELECT started_at FROM runs WHERE "
-                 "routine = 'minutely' ORDER BY started_at")]  # fmt: skip
-        # The 2,000th newest run started on the 2nd of December: that day and after stay
-        # whole, every run before it is in a day row.
-        assert len(whole) >= 2000 and whole[0] == "2026-12-02T00:00:00.000000Z"
-        assert folded == 4 * 1440 - len(whole)
-        assert [d.day for d in led.days("minutely")] == ["2026-12-01", "2026-11-30", "2026-11-29"]
-        assert led.totals(NOW - timedelta(days=30), NOW + timedelta(days=1)) == totals
-        days = [(NOW - timedelta(days=d)).date() for d in range(5)]
-        assert led.dollars_by_day(days, zone) == by_day
-        # Other routines, far below 2,000 runs, keep theirs.
-        assert led._db.execute("SELECT COUNT(*) FROM runs WHERE routine != 'minutely'").fetchone()[
-            0
-        ] == len(ROWS)
-
-
-def test_claims_beyond_the_newest_n_are_pruned_behind_the_cursor(tmp_path: Path) -> None:
-    """Bounding a routine's claims by count keeps "never a slot twice": the scheduler plans
-    only slots after the cursor, which a claim moves forward in its own transaction (the CAS
-    `expect_cursor`) and never back; a pruned claim is older than the N newest, so older
-    than the cursor, and no plan reaches it again."""
-    with Ledger(tmp_path / "ledger.db") as led:
-        slots = [NOW + timedelta(minutes=i) for i in range(300)]
-        cursor = None
-        for t in slots:
-            slot = t.strftime("%Y-%m-%dT%H:%M:%SZ")
-            assert led.claim("minutely", slot, run_id=f"r{t:%H%M}", trigger=Trigger.SCHEDULE,
-                             status=RunStatus.SKIPPED, now=t, expect_cursor=cursor)  # fmt: skip
-            cursor = slot
-        assert led.prune_claims(slots[-1], keep_max=100) == 200
-        fence = [r[0] for r in led._db.execute("SELECT slot FROM claims ORDER BY slot")]
-        assert fence == [t.strftime("%Y-%m-%dT%H:%M:%SZ") for t in slots[200:]]
-        pruned_newest = slots[199].strftime("%Y-%m-%dT%H:%M:%SZ")
-        assert led.state("minutely").cursor == cursor
-        assert cursor is not None and cursor > pruned_newest
-        # A stale plan from before the prune loses its CAS instead of re-claiming the slot.
-        assert not led.claim(
-            "minutely",
-            pruned_newest,
-            run_id="again",
-            trigger=Trigger.SCHEDULE,
-            status=RunStatus.QUEUED,
-            now=NOW,
-            expect_cursor=pruned_newest,
-        )
 
 
 def test_a_later_step_adds_a_run_column(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -34,12 +34,12 @@ from routines.ledger.model import (
     run_row,
     state_row,
     today_bounds,
+    walk_thread,
 )
 from routines.ledger.rundays import DaySummary
 from routines.ledger.shared import from_iso, iso
 from routines.ledger.sql import FINISH_COLUMNS as _FINISH
 from routines.ledger.sql import SUMS as _SUMS
-from routines.ledger.sqlite import Ledger
 from routines.runs import ACTIVE, NO_LAST_RUN, NOT_A_RUN, RunEnd, RunStatus, Trigger
 
 __all__ = ["MemoryData", "MemoryLedger"]
@@ -287,7 +287,7 @@ class MemoryLedger:
         return [_row(r) for r in self._newest(rows)[::-1]]
 
     def thread(self, run_id: str) -> list[RunRow]:
-        return Ledger.thread(self, run_id)  # type: ignore[arg-type]  # the same walk
+        return walk_thread(run_id, self.run, self.replies_to)
 
     def last_runs(self) -> dict[str, LastRun]:
         return {name: last_run_row(s) for name, s in self.data.states.items() if s["last_status"]}

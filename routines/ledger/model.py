@@ -12,7 +12,7 @@ routine's last run, and the errors (a `LedgerError`, or a `LedgerUnavailable` wi
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from enum import StrEnum
@@ -40,6 +40,7 @@ __all__ = [
     "run_row",
     "state_row",
     "today_bounds",
+    "walk_thread",
 ]
 
 # Claims older than this are forgotten (`prune_claims`); the cursor keeps their slots away.
@@ -243,6 +244,37 @@ class LastRun:
     outcome: Outcome | None
     started_at: str | None
     finished_at: str | None
+
+
+def walk_thread(
+    run_id: str,
+    run: Callable[[str], RunRow | None],
+    replies_to: Callable[[Sequence[str]], list[RunRow]],
+) -> list[RunRow]:
+    """The conversation `run_id` belongs to: its first run, then every reply below it
+    (depth first, oldest first); [] when the run is unknown. Each store's `thread`, walked
+    over its own `run` and `replies_to`."""
+    row = run(run_id)
+    seen: set[str] = set()
+    while row is not None and row.parent_run_id and row.run_id not in seen:
+        seen.add(row.run_id or "")
+        parent = run(row.parent_run_id)
+        if parent is None:
+            break
+        row = parent
+    if row is None:
+        return []
+    out: list[RunRow] = []
+
+    def below(r: RunRow) -> None:
+        out.append(r)
+        if r.run_id and len(out) < 1000:  # a cycle cannot be made, but never loop
+            for child in replies_to([r.run_id]):
+                if child.run_id not in {o.run_id for o in out}:
+                    below(child)
+
+    below(row)
+    return out
 
 
 def today_bounds(

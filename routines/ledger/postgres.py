@@ -48,13 +48,13 @@ from routines.ledger.model import (
     run_row,
     state_row,
     today_bounds,
+    walk_thread,
 )
 from routines.ledger.postgres_open import Cursor, Gate, PgConnection
 from routines.ledger.rundays import DaySummary
 from routines.ledger.shared import from_iso, iso
 from routines.ledger.sql import CLAIM_ROUTINES, RUN_ROUTINES
 from routines.ledger.sql import PG as Q
-from routines.ledger.sqlite import Ledger
 from routines.runs import (
     ACTIVE,
     NO_LAST_RUN,
@@ -345,7 +345,7 @@ class PgLedger(PgConnection, FleetTables):
 
     def thread(self, run_id: str) -> list[RunRow]:
         """As `Ledger.thread` (the same walk over `run` and `replies_to`)."""
-        return Ledger.thread(self, run_id)  # type: ignore[arg-type]
+        return walk_thread(run_id, self.run, self.replies_to)
 
     def fleet_runs_between(self, start: datetime, end: datetime) -> list[FleetRunRow]:
         """Runs of every routine and machine that started in [start, end), newest first."""

@@ -46,6 +46,7 @@ from routines.ledger.model import (
     run_row,
     state_row,
     today_bounds,
+    walk_thread,
 )
 from routines.ledger.rundays import DaySummary
 from routines.ledger.shared import from_iso, iso
@@ -239,29 +240,8 @@ class Ledger(SqliteConnection):
         return [_row(r) for r in rows]
 
     def thread(self, run_id: str) -> list[RunRow]:
-        """The conversation `run_id` belongs to: its first run, then every reply below it
-        (depth first, oldest first); [] when the run is unknown."""
-        row = self.run(run_id)
-        seen: set[str] = set()
-        while row is not None and row.parent_run_id and row.run_id not in seen:
-            seen.add(row.run_id or "")
-            parent = self.run(row.parent_run_id)
-            if parent is None:
-                break
-            row = parent
-        if row is None:
-            return []
-        out: list[RunRow] = []
-
-        def below(r: RunRow) -> None:
-            out.append(r)
-            if r.run_id and len(out) < 1000:  # a cycle cannot be made, but never loop
-                for child in self.replies_to([r.run_id]):
-                    if child.run_id not in {o.run_id for o in out}:
-                        below(child)
-
-        below(row)
-        return out
+        """The conversation `run_id` belongs to (model.py `walk_thread`)."""
+        return walk_thread(run_id, self.run, self.replies_to)
 
     def runs_between(self, start: datetime, end: datetime) -> list[RunRow]:
         """Runs of every routine that started in [start, end), newest first."""

@@ -252,6 +252,28 @@ def test_history_is_newest_first_and_runs_between_is_bounded(led: Contract) -> N
     assert led.history("nobody") == []
 
 
+def test_a_thread_is_its_first_run_then_every_reply_below_it(led: Contract) -> None:
+    """`reply RUN TEXT` runs name the run they continue; `thread` of any run of the
+    conversation is the whole of it, depth first, oldest first."""
+
+    def record(run_id: str, minutes: int, parent: str | None) -> None:
+        led.record_run("brief", run_id=run_id, trigger=Trigger.REPLY if parent else
+                       Trigger.MANUAL, status=RunStatus.OK, now=T0 + timedelta(minutes=minutes),
+                       parent_run_id=parent)  # fmt: skip
+
+    record("root", 0, None)
+    record("r1", 1, "root")
+    record("r2", 2, "root")
+    record("r1a", 3, "r1")
+    record("other", 4, None)
+    want = ["root", "r1", "r1a", "r2"]
+    for member in want:
+        assert [r.run_id for r in led.thread(member)] == want
+    assert [r.run_id for r in led.thread("other")] == ["other"]
+    assert [r.run_id for r in led.replies_to(["root", "r1"])] == ["r1", "r2", "r1a"]
+    assert led.thread("unknown") == []
+
+
 def test_last_started_here_is_the_newest_finished_run_of_this_machine(backend: str) -> None:
     """Since when the decisions on a machine's proposals are news to its next run."""
     here, there = open_backend(backend), open_backend(backend, machine="m2")

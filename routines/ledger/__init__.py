@@ -9,9 +9,9 @@ that keep one contract (`api.py`; tests/fleet/test_ledger_contract.py runs it on
 Both databases hold the same plain tables and run the same query texts (`sql.py`,
 `shared.py`); each keeps its own forward migrations (`migrate_*.py`).
 
-This package imports nothing of routines but the run vocabulary (routines/runs.py), the
-paths and config `open_ledger` reads, and safetext's redaction (an import-linter contract in
-pyproject.toml holds it).
+This package imports nothing of routines but the run vocabulary (routines/runs.py) and
+safetext's redaction (an import-linter contract in pyproject.toml holds it); the config it
+needs comes in as a protocol (`api.FleetAddress`).
 """
 
 from routines.ledger.migrate_sqlite import LEDGER_VERSION

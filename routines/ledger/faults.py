@@ -1,15 +1,9 @@
-"""What can go wrong with a ledger, as the rest of the program sees it (the errors are
-routines.ledger.model's; this module classifies SQLite's and the file system's failures).
-
-    LedgerError                 the ledger cannot be used; the message names it and what to do
-     └─ LedgerUnavailable       nothing of the call was recorded, and it may pass by itself:
-                                `reason` (an `Unavailable`) says why; the daemon pauses and
-                                retries, a run that did not execute because of it is never
-                                `failed` and never a strike
-
-Both backends translate their own errors here, once, at their boundary: routines/ledger/sqlite.py
-(`sqlite_reason`: SQLite's result codes, and the filesystem's free space for an I/O error)
-and routines/ledger/postgres.py (a refused or lost connection, PostgreSQL's DiskFull).
+"""Classifying a failure into an `Unavailable` reason: SQLite's result codes, the file
+system's free space for an I/O error (`sqlite_reason`, `os_reason`), whether a file SQLite
+calls corrupt is (`damaged`), and what to tell the user (`unavailable_message`). The errors
+themselves, and their tree, are routines/ledger/model.py's. Each store translates its errors
+once, at its boundary: routines/ledger/sqlite_open.py with these, and
+routines/ledger/postgres_open.py (a refused or lost connection, PostgreSQL's DiskFull).
 """
 
 from __future__ import annotations

@@ -132,7 +132,7 @@ class PgLedger(PgConnection, FleetTables):
     ) -> None:
         self.machine = machine
         self.lease_sec = lease_sec
-        self.instance = instance  # this daemon's start (pgfleet: one daemon per name)
+        self.instance = instance  # this daemon's start (fleet.py: one daemon per name)
         self.taken_after = taken_after
         # Told (run id, before, after) on `lease_clock` for each lease a claim or a queued
         # run's row made: the fleet gives its worker a deadline from `before`

@@ -21,7 +21,7 @@ from typing import Any
 
 from bench.bench_supervisor import Home, _routine
 from bench.common import Row, debug_timings, p50_p99
-from routines.pgledger import PgLedger
+from routines.ledger.postgres import PgLedger
 from tests.fleet.pgcluster import Cluster, bindir
 
 TARGET_PING_MS = 1000.0

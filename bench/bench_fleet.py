@@ -21,8 +21,8 @@ from pathlib import Path
 from bench.bench_supervisor import Home, _cpu_seconds, _far_day, _routine
 from bench.common import Row, median_seconds
 from routines.ledger import Ledger
-from routines.ledgerapi import LedgerAPI
-from routines.pgledger import PgLedger
+from routines.ledger.api import LedgerAPI
+from routines.ledger.postgres import PgLedger
 from routines.runs import RunStatus, Trigger
 from tests.fleet.pgcluster import Cluster, bindir
 

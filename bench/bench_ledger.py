@@ -83,6 +83,13 @@ def run(quick: bool) -> list[Row]:
             zone = ZoneInfo("America/New_York")
             now = datetime(2025, 1, 1, tzinfo=UTC) + (count // 2) * STEP
             spend = median_seconds(lambda: ledger.spent_today("routine-07", zone, now), queries)
+            # `list`'s today column for every routine: one query per zone (spent_today_many)
+            # against one spent_today per routine, as `list` asked before.
+            zones = {f"routine-{i:02d}": zone for i in range(ROUTINES)}
+            many = median_seconds(lambda: ledger.spent_today_many(zones, now), queries)
+            each = median_seconds(
+                lambda: [ledger.spent_today(n, z, now) for n, z in zones.items()], queries
+            )
             # `list`'s last run per routine: one routine_state row each, whatever the history
             # (kept current by finish_run; bench_ledger_year.py times the commands).
             last = median_seconds(ledger.last_runs, max(queries // 10, 5))
@@ -127,6 +134,13 @@ def run(quick: bool) -> list[Row]:
             unit="ms",
             baseline=f"full-table SUM(dollars): {scan * 1000:.2f} ms",
             ratio=spend / scan,
+        ),
+        Row(
+            name=f"ledger: today's spend of all {ROUTINES} routines over {count:,} rows (list)",
+            value=many * 1000,
+            unit="ms",
+            baseline=f"{ROUTINES} x spent_today: {each * 1000:.2f} ms",
+            ratio=many / each,
         ),
         Row(
             name=f"ledger: last run per routine over {count:,} rows (list)",

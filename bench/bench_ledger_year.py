@@ -33,10 +33,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from bench.common import Row
-from routines import ledger as ledger_module
-from routines import runlog
 from routines.config import LedgerSettings
-from routines.ledger import Ledger, iso
+from routines.ledger import Ledger, iso, migrate_packed6
+from routines.ledger import migrate_sqlite as ledger_module
+from routines.ledger.model import RUN_COLUMNS
 from supervisor import housekeeping
 from supervisor.clock import FakeClock
 
@@ -65,9 +65,9 @@ def v5_ledger(path: Path) -> sqlite3.Connection:
     db = sqlite3.connect(path, isolation_level=None)
     db.execute("PRAGMA auto_vacuum=INCREMENTAL")
     db.execute("PRAGMA journal_mode=WAL")
-    db.execute(ledger_module._V1)
+    db.execute(ledger_module.V1)
     for step in range(2, 6):
-        columns, statements = ledger_module._STEPS[step]
+        columns, statements = ledger_module.STEPS[step]
         for column in columns:
             db.execute(f"ALTER TABLE runs ADD COLUMN {column}")
         for statement in statements:
@@ -141,12 +141,12 @@ def _pack(path: Path) -> None:
     """The schema-5 file at `path` as schemas 6 to 8 left it (their own statements)."""
     db = sqlite3.connect(path, isolation_level=None)
     db.execute("BEGIN")
-    for statement in runlog.MIGRATION:
+    for statement in migrate_packed6.MIGRATION:
         db.execute(statement)
-    for statement in ledger_module._STEPS[7][1]:
+    for statement in ledger_module.STEPS[7][1]:
         db.execute(statement)
     db.execute("ALTER TABLE run_log ADD COLUMN parent_run_id TEXT")
-    for statement in runlog.views(("parent_run_id",)):
+    for statement in migrate_packed6.views(("parent_run_id",)):
         db.execute(statement)
     db.execute("PRAGMA user_version = 8")
     db.execute("COMMIT")
@@ -243,9 +243,7 @@ def _per_run(db: sqlite3.Connection) -> dict[str, float]:
     }
 
 
-_COMPARED = tuple(
-    c for c in ledger_module.RUN_COLUMNS if c not in ("owner_pid", "owner_started", "worker_pid")
-)
+_COMPARED = tuple(c for c in RUN_COLUMNS if c not in ("owner_pid", "owner_started", "worker_pid"))
 
 
 def _content(path: Path) -> tuple[list[tuple[object, ...]], ...]:

@@ -140,7 +140,7 @@ def waiting_proposals(registry: Registry, ledger: Ledger | None, now: datetime) 
 def _line(
     name: str,
     registry: Registry,
-    ledger: Ledger | None,
+    spent: dict[str, float],
     states: Any,
     last: Any,
     active: set[tuple[str, RunStatus]],
@@ -186,9 +186,7 @@ def _line(
         queued=(name, RunStatus.QUEUED) in active,
         last=last.get(name),
         strikes=state.failure_streak if state else 0,
-        today_dollars=(
-            ledger.spent_today(name, ZoneInfo(r.schedule.timezone), now) if ledger else 0.0
-        ),
+        today_dollars=spent.get(name, 0.0),
         cap=r.budget.max_dollars_per_day,
         disabled_reason=state.disabled_reason if state and not enabled else None,
         errors=errors,
@@ -214,7 +212,22 @@ def _lines(registry: Registry, ledger: Ledger | None, now: datetime) -> list[Rou
     states = ledger.states() if ledger else {}
     last = ledger.last_runs() if ledger else {}
     active = {(a.routine, a.status) for a in ledger.active_runs()} if ledger else set()
-    return [_line(n, registry, ledger, states, last, active, now) for n in sorted(registry.entries)]
+    spent = _spent_today(registry, list(registry.entries), ledger, now)
+    return [_line(n, registry, spent, states, last, active, now) for n in sorted(registry.entries)]
+
+
+def _spent_today(
+    registry: Registry, names: list[str], ledger: Ledger | None, now: datetime
+) -> dict[str, float]:
+    """Today's dollars of each routine `names` has (in its own zone), in one query per zone."""
+    if ledger is None:
+        return {}
+    zones = {}
+    for n in names:
+        r = registry.entries[n].routine
+        if r is not None:
+            zones[n] = ZoneInfo(r.schedule.timezone)
+    return ledger.spent_today_many(zones, now)
 
 
 def pulse(ledger: Ledger | None) -> str:
@@ -324,7 +337,9 @@ def routine_page(
     states = ledger.states() if ledger else {}
     last = ledger.last_runs() if ledger else {}
     active = {(a.routine, a.status) for a in ledger.active_runs()} if ledger else set()
-    line = _line(name, registry, ledger, states, last, active, now)
+    line = _line(
+        name, registry, _spent_today(registry, [name], ledger, now), states, last, active, now
+    )
     r = entry.routine
     explained = tools = None
     if r is not None:

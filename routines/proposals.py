@@ -23,7 +23,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any, Protocol, runtime_checkable
 
-from routines.ledgerrows import iso
+from routines.ledger import iso
 
 __all__ = [
     "MAX_INPUT",
@@ -107,7 +107,7 @@ def _row(row: sqlite3.Row) -> Proposal:
 
 @runtime_checkable
 class ProposalStore(Protocol):
-    """Where a machine keeps its proposals: its own SQLite ledger (routines/ledger.py
+    """Where a machine keeps its proposals: its own SQLite ledger (routines/ledger/sqlite.py
     `Ledger`; a fleet shares none, so PostgreSQL's `PgLedger` is not one). Reads go through
     `reader`, every write through `transaction` (BEGIN IMMEDIATE ... COMMIT)."""
 

@@ -21,7 +21,7 @@ from typing import Any
 from ipc import Proposal
 from routines import proposals
 from routines.ledger import Ledger, LedgerError
-from routines.ledgerapi import LedgerAPI
+from routines.ledger.api import LedgerAPI
 from routines.paths import Paths
 from routines.proposals import ProposalStore
 from routines.safetext import one_line

@@ -35,7 +35,7 @@ from ipc import (
     encode,
     read_message,
 )
-from routines.ledgerfaults import LedgerUnavailable
+from routines.ledger import LedgerUnavailable
 
 __all__ = ["CommandError", "Connection", "ControlServer", "Handler", "socket_path_problem"]
 

@@ -19,7 +19,7 @@ from supervisor.clock import Clock
 
 if TYPE_CHECKING:
     from ipc import RunReply, StatusReply
-    from routines.ledgerapi import Store
+    from routines.ledger.api import Store
     from supervisor.record import Finished
     from supervisor.reply import ReplyTo
     from supervisor.scheduler import Listener, Pending

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from routines.config import Config, ConfigInvalid, load_config
 from routines.ledger import LedgerError, LedgerUnavailable
-from routines.ledgerapi import MachineInUse
+from routines.ledger.api import MachineInUse
 from routines.paths import Paths, paths
 from routines.registry import Registry
 from routines.safetext import one_line

@@ -9,10 +9,10 @@ pool stop that run at once (`on_renewal`).
 
 Threads: the ledger's calls are synchronous psycopg. The loop's calls (claims, run rows) are
 short statements on one connection, each under a client-side deadline (LOOP_DEADLINE_SEC:
-routines/pgledger.py), and skipped at once while the database is known to be down
-(routines.pgledger.Gate). The heartbeat, the one call made whether or not there is work, runs
-in a thread (asyncio.to_thread) on its own connection, so a stalled network never delays a
-tick.
+routines/ledger/postgres.py), and skipped at once while the database is known to be down
+(routines.ledger.postgres_open.Gate). The heartbeat, the one call made whether or not there
+is work, runs in a thread (asyncio.to_thread) on its own connection, so a stalled network
+never delays a tick.
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ from datetime import datetime
 
 from ipc import lease_clock
 from routines.config import FleetSettings
-from routines.ledgerfaults import LedgerUnavailable
-from routines.pgledger import Gate, MachineInUse, PgLedger
+from routines.ledger import LedgerUnavailable
+from routines.ledger.postgres import Gate, MachineInUse, PgLedger
 from routines.registry import Registry
 from routines.safetext import one_line
 from supervisor.fleetplan import Fence, definition_fingerprint, fence, hold, lost_leases

@@ -6,7 +6,7 @@ any this machine may run when `[fleet] local_when_unreachable = true`) are sched
 this machine's own SQLite ledger instead: its own fence and cursors, each cursor seeded with
 the latest this machine saw (the fleet's, its own scheduler's, the file's), so no slot this
 machine handled runs again. When the database is back and those runs have ended, they are
-copied in by routines/fleetjoin.py's copy (by run id: nothing lost, nothing counted twice;
+copied in by routines/ledger/fleetjoin.py's copy (by run id: nothing lost, nothing counted twice;
 their slots claimed; a shared cursor only moves forward, GREATEST under the row lock), and only
 then does the fleet's schedule resume: its scheduler's next claim finds the cursor moved and
 adopts it (the compare-and-set), so a slot run offline is not run again by this machine.
@@ -25,10 +25,9 @@ from collections.abc import Callable, Collection, Mapping
 from datetime import datetime
 
 from routines.config import Config
-from routines.ledger import Ledger, RoutineState
-from routines.ledgerfaults import LedgerUnavailable, Unavailable
+from routines.ledger import Ledger, LedgerUnavailable, RoutineState, Unavailable
+from routines.ledger.postgres import PgLedger
 from routines.paths import Paths
-from routines.pgledger import PgLedger
 from routines.registry import Registry
 from routines.runs import fingerprint, parse_slot_id, slot_id
 from routines.safetext import one_line
@@ -209,7 +208,7 @@ class Offline:
         """Stop scheduling here; once the runs made here have ended, copy them in.
         LedgerUnavailable (DRAINING) while some are still going, (UNREACHABLE) if the database
         went again."""
-        from routines.fleetjoin import join
+        from routines.ledger.fleetjoin import join
 
         self.scheduler = None
         if self.pool is not None and (self.pool.running or self.pool.queue):

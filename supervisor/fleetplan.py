@@ -1,7 +1,8 @@
 """Pure fleet decisions: where a routine may run, whether machines disagree on its definition,
 and the lease timings. No I/O; the daemon carries them out (supervisor/fleet.py). See
 tests/fleet/test_fleetplan.py. Whether a lease lapsed is decided by the database's clock, in
-SQL (routines/pgledger.py `expire_leases`); the back-off is `routines.pgledger.backoff`.
+SQL (routines/ledger/postgres.py `expire_leases`); the back-off is
+`routines.ledger.postgres_open.backoff`.
 
 Catch-up needs no decision of its own: the cursor is shared, so a slot that any machine that
 may run the routine claimed (or skipped, or recorded missed) is behind the cursor for all of

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 from ipc import FleetStatus
 from routines.config import Config
-from routines.ledgerapi import Store
-from routines.ledgerfaults import LedgerError, LedgerUnavailable, Unavailable
+from routines.ledger import LedgerError, LedgerUnavailable, Unavailable
+from routines.ledger.api import Store
 from routines.paths import Paths
 from routines.registry import Registry
 from supervisor.clock import Clock

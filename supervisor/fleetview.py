@@ -15,7 +15,7 @@ from routines.paths import Paths
 from routines.registry import Registry
 
 if TYPE_CHECKING:
-    from routines.ledgerapi import LedgerAPI
+    from routines.ledger.api import LedgerAPI
 
 __all__ = ["FleetPicture", "cli_ledger", "config_or_default", "held_here", "picture"]
 
@@ -37,9 +37,9 @@ def cli_ledger(p: Paths) -> LedgerAPI:
     config = config_or_default(p)
     if config.fleet is None:
         return Ledger(p.ledger)
-    from routines.ledgerapi import open_ledger  # its Protocol costs a one-machine `list` ~1 ms
+    from routines.ledger.api import open_ledger  # its Protocol costs a one-machine `list` ~1 ms
 
-    return open_ledger(p, config)
+    return open_ledger(p.ledger, config.fleet)
 
 
 def held_here(ledger: LedgerAPI, registry: Registry) -> dict[str, str]:

@@ -20,7 +20,7 @@ from typing import IO
 import psutil
 
 from routines.ledger import ActiveRun
-from routines.ledgerapi import LedgerAPI
+from routines.ledger.api import LedgerAPI
 from routines.paths import Paths
 from routines.product import ROOT_REFUSAL, version  # re-exported for the daemon: one copy
 from routines.runs import RunEnd, RunStatus

@@ -30,7 +30,7 @@ from zoneinfo import ZoneInfo
 from ipc import Event, EventKind, Job, RunReply
 from routines.config import Config
 from routines.ledger import LedgerUnavailable
-from routines.ledgerapi import LedgerAPI
+from routines.ledger.api import LedgerAPI
 from routines.paths import Paths
 from routines.runs import RunEnd, RunStatus, Trigger
 from routines.spec import Routine

@@ -16,7 +16,7 @@ from typing import Any
 
 from ipc import Proposal, RunReply, reply_json
 from routines.ledger import LedgerError, LedgerUnavailable, iso
-from routines.ledgerapi import LedgerAPI
+from routines.ledger.api import LedgerAPI
 from routines.outputs import output_day
 from routines.paths import Paths
 from routines.runs import STRIKES, Outcome, RunEnd, RunStatus, Trigger

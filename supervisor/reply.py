@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from routines import conversation
-from routines.ledgerapi import LedgerAPI
+from routines.ledger.api import LedgerAPI
 from routines.paths import Paths
 from routines.spec import Kind, Routine
 

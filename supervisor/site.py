@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from routines.ledger import Ledger, LedgerUnavailable, RoutineState
-from routines.ledgerapi import Store
+from routines.ledger.api import Store
 from routines.paths import Paths
 from routines.registry import Registry
 from supervisor.owner import FileId, Locks, held_files

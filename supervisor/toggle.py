@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from routines.ledgerapi import LedgerAPI
+from routines.ledger.api import LedgerAPI
 from routines.runs import fingerprint, slot_id
 from routines.spec import Routine
 

@@ -21,7 +21,8 @@ from routines.conversation import (
     StoredResult,
     StoredTurn,
 )
-from routines.ledger import _STEPS, _V1, LEDGER_VERSION, Ledger
+from routines.ledger import Ledger
+from routines.ledger.migrate_sqlite import LEDGER_VERSION, STEPS, V1
 from routines.runs import RunStatus, Trigger
 from supervisor.retention import cutoffs, prune_routine
 
@@ -180,9 +181,9 @@ def build_v5(path: Path) -> None:
     that made it."""
     path.parent.mkdir(parents=True, exist_ok=True)
     db = sqlite3.connect(path)
-    db.execute(_V1)
+    db.execute(V1)
     for step in range(2, 6):
-        columns, statements = _STEPS[step]
+        columns, statements = STEPS[step]
         for column in columns:
             db.execute(f"ALTER TABLE runs ADD COLUMN {column}")
         for statement in statements:

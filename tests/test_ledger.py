@@ -16,16 +16,14 @@ from zoneinfo import ZoneInfo
 import pytest
 from helpers import at
 
-import routines.ledger as ledger_mod
-from routines.ledger import (
-    LEDGER_VERSION,
+import routines.ledger.sqlite_open as ledger_mod
+from routines.ledger import LEDGER_VERSION, Ledger, iso
+from routines.ledger.model import (
     RUN_COLUMNS,
-    Ledger,
     LedgerError,
     LedgerUnavailable,
     RoutineState,
     Unavailable,
-    iso,
 )
 from routines.runs import Outcome, RunEnd, RunStatus
 
@@ -135,48 +133,6 @@ def test_reopening_keeps_everything(db_path: Path) -> None:
 # -- the claim (run fence) ---------------------------------------------------------------------
 
 
-def test_claim_records_claim_run_row_and_cursor(ledger: Ledger) -> None:
-    assert claim(ledger, "2024-06-01T06:00:00Z", run_id="r1", detail="on time", owner=(1234, 99.5))
-    assert ledger.is_claimed("day-brief", "2024-06-01T06:00:00Z")
-    assert not ledger.is_claimed("day-brief", "2024-06-02T06:00:00Z")
-    assert not ledger.is_claimed("other", "2024-06-01T06:00:00Z")
-    row = ledger.run("r1")
-    assert row is not None
-    assert (row.routine, row.slot, row.trigger, row.status, row.detail) == (
-        "day-brief",
-        "2024-06-01T06:00:00Z",
-        "schedule",
-        "queued",
-        "on time",
-    )
-    assert (row.started_at, row.finished_at, row.duration_sec) == (iso(T0), None, None)
-    assert (row.dollars, row.input_tokens, row.output_tokens, row.tool_calls) == (0, 0, 0, 0)
-    assert ledger.state("day-brief").cursor == "2024-06-01T06:00:00Z"
-    (active,) = ledger.active_runs()
-    assert (active.run_id, active.status, active.owner_pid, active.owner_started) == (
-        "r1",
-        "queued",
-        1234,
-        99.5,
-    )
-
-
-def test_second_claim_of_a_slot_returns_false_and_changes_nothing(
-    ledger: Ledger, db_path: Path
-) -> None:
-    assert claim(ledger, "2024-06-01T06:00:00Z", run_id="first")
-    before = dump(db_path)
-    assert not claim(ledger, "2024-06-01T06:00:00Z", run_id="second", status="running")
-    assert not claim(ledger, "2024-06-01T06:00:00Z", run_id="third", status="skipped")
-    assert dump(db_path) == before
-    assert ledger.run("second") is None
-
-
-def test_same_slot_of_another_routine_is_its_own_claim(ledger: Ledger) -> None:
-    assert claim(ledger, "2024-06-01T06:00:00Z", routine="a")
-    assert claim(ledger, "2024-06-01T06:00:00Z", routine="b")
-
-
 def test_claim_run_row_and_cursor_are_one_transaction(ledger: Ledger, db_path: Path) -> None:
     # The run row insert fails (a run id already used) after the claim and the cursor were
     # written in the same transaction: neither may survive.
@@ -189,21 +145,6 @@ def test_claim_run_row_and_cursor_are_one_transaction(ledger: Ledger, db_path: P
     assert ledger.state("day-brief").cursor == "2024-06-01T06:00:00Z"
     # ... and the connection is still usable afterwards.
     assert claim(ledger, "2024-06-02T06:00:00Z", run_id="fresh")
-
-
-def test_skipped_or_missed_claim_is_a_finished_zero_cost_row(ledger: Ledger) -> None:
-    assert claim(
-        ledger, "2024-06-01T06:00:00Z", run_id="m", status="missed", detail="3 missed runs"
-    )
-    row = ledger.run("m")
-    assert row is not None
-    assert (row.status, row.finished_at, row.duration_sec, row.dollars) == (
-        "missed",
-        iso(T0),
-        0.0,
-        0,
-    )
-    assert ledger.active_runs() == []
 
 
 def test_cursor_never_moves_backwards(ledger: Ledger) -> None:
@@ -225,46 +166,11 @@ def test_cursor_keeps_other_state(ledger: Ledger) -> None:
     assert (s.cursor, s.failure_streak, s.enabled_override) == ("2024-06-01T06:00:00Z", 2, True)
 
 
-def test_claim_with_expected_cursor(ledger: Ledger, db_path: Path) -> None:
-    # No state yet: the cursor is None.
-    assert not claim(ledger, "2024-06-01T06:00:00Z", expect_cursor="2024-05-31T06:00:00Z")
-    assert claim(ledger, "2024-06-01T06:00:00Z", expect_cursor=None)
-    assert claim(ledger, "2024-06-02T06:00:00Z", expect_cursor="2024-06-01T06:00:00Z")
-    before = dump(db_path)
-    # Another process moved the cursor since this plan was made: refused, nothing written.
-    assert not claim(ledger, "2024-06-03T06:00:00Z", expect_cursor="2024-06-01T06:00:00Z")
-    assert dump(db_path) == before
-
-
 def test_record_run_writes_a_row_without_a_claim(ledger: Ledger) -> None:
     ledger.record_run("day-brief", run_id="manual-1", trigger="manual", status="queued", now=T0)
     assert ledger.run("manual-1") is not None
     assert not ledger.is_claimed("day-brief", "")
     assert ledger.state("day-brief") == RoutineState("day-brief")
-
-
-def test_prune_claims_after_45_days(ledger: Ledger) -> None:
-    now = at("2024-06-01 12:00")
-    ages = {
-        "old": timedelta(days=46),
-        "edge": timedelta(days=45, seconds=1),
-        "kept": timedelta(days=44, hours=23),
-        "new": timedelta(0),
-    }
-    slots = {k: (now - age).strftime("%Y-%m-%dT%H:%M:%SZ") for k, age in ages.items()}
-    for k, age in ages.items():
-        assert claim(ledger, slots[k], now=now - age)
-    assert ledger.prune_claims(now) == 2
-    assert {k: ledger.is_claimed("day-brief", s) for k, s in slots.items()} == {
-        "old": False,
-        "edge": False,
-        "kept": True,
-        "new": True,
-    }
-    # The run rows and the cursor stay: only the fence entries go.
-    assert len(ledger.history("day-brief")) == 4
-    assert ledger.state("day-brief").cursor == slots["new"]
-    assert ledger.prune_claims(now) == 0
 
 
 # -- run rows ----------------------------------------------------------------------------------
@@ -340,14 +246,6 @@ def test_finish_run_keeps_a_given_duration_and_empty_tools(ledger: Ledger) -> No
     assert (row.status, row.duration_sec, row.tools_used) == ("timeout", 600.0, [])
 
 
-def test_finish_run_refuses_unknown_runs(ledger: Ledger) -> None:
-    # (Unknown fields cannot be passed any more: RunEnd is a dataclass.)
-    ledger.record_run("day-brief", run_id="r", trigger="manual", status="running", now=T0)
-    with pytest.raises(KeyError):
-        ledger.finish_run("nope", now=T0, end=RunEnd(RunStatus.OK))
-    assert ledger.run("r").status == "running"  # type: ignore[union-attr]
-
-
 def test_finish_run_changes_only_an_active_run(ledger: Ledger) -> None:
     """A run ends with exactly one final status: an exception path after `ok` was written
     (Pool._run's supervisor error), or a second daemon marking it interrupted, changes
@@ -372,25 +270,6 @@ def test_finish_run_changes_only_an_active_run(ledger: Ledger) -> None:
     assert claim(ledger, "s", run_id="sk", status="skipped")
     assert ledger.finish_run("sk", failed, now=done) is False
     assert ledger.run("sk").status == "skipped"  # type: ignore[union-attr]
-
-
-def test_history_newest_first(ledger: Ledger) -> None:
-    for i, (routine, hour) in enumerate([("a", 6), ("b", 7), ("a", 9), ("a", 8)]):
-        ledger.record_run(
-            routine,
-            run_id=f"r{i}",
-            trigger="schedule",
-            status="queued",
-            now=at(f"2024-06-01 {hour:02d}:00"),
-        )
-    # Two rows with the same start: the later insert first.
-    ledger.record_run(
-        "a", run_id="r4", trigger="manual", status="queued", now=at("2024-06-01 09:00")
-    )
-    assert [r.run_id for r in ledger.history("a")] == ["r4", "r2", "r3", "r0"]
-    assert [r.run_id for r in ledger.history()] == ["r4", "r2", "r3", "r1", "r0"]
-    assert [r.run_id for r in ledger.history("a", limit=2)] == ["r4", "r2"]
-    assert ledger.history("nobody") == []
 
 
 def test_last_runs_is_each_routines_newest_finished_run(ledger: Ledger) -> None:

@@ -22,7 +22,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from routines.ledger import Ledger, day_bounds, iso
-from routines.rundays import compaction_line
+from routines.ledger.rundays import compaction_line
 from routines.runs import RunEnd
 
 REPO = Path(__file__).resolve().parent.parent
@@ -84,7 +84,7 @@ def sums(path: Path) -> dict[tuple[str, str], Counter[str]]:
             c["tokens"] += it + ot
             c["local"] += lit + lot
             c["tool_calls"] += tc
-            # Rounded as SQLite's ROUND does it (x + 0.5, truncated): ledgersql.NANO and MS.
+            # Rounded as SQLite's ROUND does it (x + 0.5, truncated): sql.NANO and MS.
             c["nano"] += int(dollars * 1e9 + 0.5)
             c["ms"] += int(dur * 1000 + 0.5)
         tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master")}

@@ -1,4 +1,4 @@
-"""What each SQLite failure of a real ledger file becomes (routines/ledgerfaults.py): a
+"""What each SQLite failure of a real ledger file becomes (routines/ledger/faults.py): a
 LedgerUnavailable whose reason and message say what is wrong and what to do, and "move it
 aside" only for a file PRAGMA quick_check finds damaged."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-import routines.ledger as ledger_mod
+import routines.ledger.sqlite_open as ledger_mod
 from routines.ledger import Ledger, LedgerUnavailable, Unavailable
 from routines.runs import RunStatus
 

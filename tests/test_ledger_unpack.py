@@ -1,5 +1,5 @@
-"""Schema 6's packed layout (routines/runlog.py) unpacked into plain tables by step 9
-(routines/ledgerunpack.py), on real SQLite files.
+"""Schema 6's packed layout (routines/ledger/migrate_packed6.py) unpacked into plain tables by
+step 9 (routines/ledger/migrate_unpack.py), on real SQLite files.
 
 A packed ledger is made here the way schema 6 made one: a schema-5 ledger laid out by the
 v1-v5 migrations themselves, filled by plain SQL with every shape of row older versions and
@@ -19,13 +19,11 @@ import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from zoneinfo import ZoneInfo
 
 import pytest
 
-from routines import ledger as ledger_module
-from routines import runlog
-from routines.ledger import LEDGER_VERSION, Ledger, iso
+from routines.ledger import LEDGER_VERSION, Ledger, iso, migrate_packed6
+from routines.ledger import migrate_sqlite as ledger_module
 from routines.runs import RunEnd, RunStatus, Trigger
 
 REPO = Path(__file__).resolve().parent.parent
@@ -68,9 +66,9 @@ def v5_ledger(path: Path) -> sqlite3.Connection:
     db = sqlite3.connect(path, isolation_level=None)
     db.execute("PRAGMA auto_vacuum=INCREMENTAL")
     db.execute("PRAGMA journal_mode=WAL")
-    db.execute(ledger_module._V1)
+    db.execute(ledger_module.V1)
     for step in range(2, 6):
-        columns, statements = ledger_module._STEPS[step]
+        columns, statements = ledger_module.STEPS[step]
         for column in columns:
             db.execute(f"ALTER TABLE runs ADD COLUMN {column}")
         for statement in statements:
@@ -231,16 +229,16 @@ def pack(path: Path, version: int) -> None:
     statements those schemas ran."""
     db = sqlite3.connect(path, isolation_level=None)
     db.execute("BEGIN")
-    for statement in runlog.MIGRATION:
+    for statement in migrate_packed6.MIGRATION:
         db.execute(statement)
     later: tuple[str, ...] = ()
     if version >= 7:
-        for statement in ledger_module._STEPS[7][1]:
+        for statement in ledger_module.STEPS[7][1]:
             db.execute(statement)
     if version >= 8:
         db.execute("ALTER TABLE run_log ADD COLUMN parent_run_id TEXT")
         later = ("parent_run_id",)
-    for statement in runlog.views(later):
+    for statement in migrate_packed6.views(later):
         db.execute(statement)
     db.execute(f"PRAGMA user_version = {version}")
     db.execute("COMMIT")
@@ -386,17 +384,18 @@ def test_what_plain_sql_and_the_api_write_reads_back_the_same(tmp_path: Path) ->
 CONVERT = """
 import sys, time
 from pathlib import Path
-import routines.ledger as ledger_mod
-from routines import ledgerunpack
+import routines.ledger.migrate_sqlite as ledger_mod
+from routines.ledger import Ledger
+from routines.ledger import migrate_unpack
 ledger_mod.SLOW_UPGRADE_ROWS = int(sys.argv[2])
-ledgerunpack.BATCH = int(sys.argv[3])
-unpack = ledgerunpack.unpack
+migrate_unpack.BATCH = int(sys.argv[3])
+unpack = migrate_unpack.unpack
 def unpack_then_wait(*args):
     unpack(*args)
     print("unpacked, not committed", file=sys.stderr, flush=True)
     time.sleep(3600)
-ledgerunpack.unpack = unpack_then_wait
-ledger_mod.Ledger(Path(sys.argv[1])).close()
+migrate_unpack.unpack = unpack_then_wait
+Ledger(Path(sys.argv[1])).close()
 """
 
 
@@ -433,63 +432,6 @@ def test_an_unpacking_killed_midway_leaves_the_packed_schema_whole_and_resumes(
     assert snapshot(path) == before
 
 
-def test_keep_runs_max_folds_whole_days_beyond_the_newest_runs(tmp_path: Path) -> None:
-    path = tmp_path / "ledger.db"
-    build_packed(path, 8, extra_runs=4 * 1440)  # four days of a minutely routine
-    zone = ZoneInfo("UTC")
-    with Ledger(path) as led:
-        totals = led.totals(NOW - timedelta(days=30), NOW + timedelta(days=1))
-        by_day = led.dollars_by_day([(NOW - timedelta(days=d)).date() for d in range(5)], zone)
-        folded = 0
-        while n := led.compact(NOW - timedelta(days=3650), zone, 500, keep_max=2000):
-            folded += n
-        whole = [r[0] for r in led._db.execute("SELECT started_at FROM runs WHERE "
-                 "routine = 'minutely' ORDER BY started_at")]  # fmt: skip
-        # The 2,000th newest run started on the 2nd of December: that day and after stay
-        # whole, every run before it is in a day row.
-        assert len(whole) >= 2000 and whole[0] == "2026-12-02T00:00:00.000000Z"
-        assert folded == 4 * 1440 - len(whole)
-        assert [d.day for d in led.days("minutely")] == ["2026-12-01", "2026-11-30", "2026-11-29"]
-        assert led.totals(NOW - timedelta(days=30), NOW + timedelta(days=1)) == totals
-        days = [(NOW - timedelta(days=d)).date() for d in range(5)]
-        assert led.dollars_by_day(days, zone) == by_day
-        # Other routines, far below 2,000 runs, keep theirs.
-        assert led._db.execute("SELECT COUNT(*) FROM runs WHERE routine != 'minutely'").fetchone()[
-            0
-        ] == len(ROWS)
-
-
-def test_claims_beyond_the_newest_n_are_pruned_behind_the_cursor(tmp_path: Path) -> None:
-    """Bounding a routine's claims by count keeps "never a slot twice": the scheduler plans
-    only slots after the cursor, which a claim moves forward in its own transaction (the CAS
-    `expect_cursor`) and never back; a pruned claim is older than the N newest, so older
-    than the cursor, and no plan reaches it again."""
-    with Ledger(tmp_path / "ledger.db") as led:
-        slots = [NOW + timedelta(minutes=i) for i in range(300)]
-        cursor = None
-        for t in slots:
-            slot = t.strftime("%Y-%m-%dT%H:%M:%SZ")
-            assert led.claim("minutely", slot, run_id=f"r{t:%H%M}", trigger=Trigger.SCHEDULE,
-                             status=RunStatus.SKIPPED, now=t, expect_cursor=cursor)  # fmt: skip
-            cursor = slot
-        assert led.prune_claims(slots[-1], keep_max=100) == 200
-        fence = [r[0] for r in led._db.execute("SELECT slot FROM claims ORDER BY slot")]
-        assert fence == [t.strftime("%Y-%m-%dT%H:%M:%SZ") for t in slots[200:]]
-        pruned_newest = slots[199].strftime("%Y-%m-%dT%H:%M:%SZ")
-        assert led.state("minutely").cursor == cursor
-        assert cursor is not None and cursor > pruned_newest
-        # A stale plan from before the prune loses its CAS instead of re-claiming the slot.
-        assert not led.claim(
-            "minutely",
-            pruned_newest,
-            run_id="again",
-            trigger=Trigger.SCHEDULE,
-            status=RunStatus.QUEUED,
-            now=NOW,
-            expect_cursor=pruned_newest,
-        )
-
-
 def test_a_later_step_adds_a_run_column(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A step after 9 that adds a column (as every step before did) adds it to runs."""
     path = tmp_path / "ledger.db"
@@ -498,7 +440,7 @@ def test_a_later_step_adds_a_run_column(tmp_path: Path, monkeypatch: pytest.Monk
             "brief", run_id="before", trigger=Trigger.MANUAL, status=RunStatus.OK, now=NOW
         )
     later = LEDGER_VERSION + 1
-    monkeypatch.setitem(ledger_module._STEPS, later, (("note TEXT",), ()))
+    monkeypatch.setitem(ledger_module.STEPS, later, (("note TEXT",), ()))
     monkeypatch.setattr(ledger_module, "LEDGER_VERSION", later)
     with Ledger(path) as led:
         assert led.version == later

@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from routines import proposals
-from routines.ledger import _STEPS, _V1, LEDGER_VERSION, Ledger
+from routines.ledger import Ledger
+from routines.ledger.migrate_sqlite import LEDGER_VERSION, STEPS, V1
 from routines.proposals import Decider, ProposalState
 
 CTX = mp.get_context("fork")
@@ -124,9 +125,9 @@ def test_a_v5_ledger_gains_the_proposals_table(tmp_path: Path) -> None:
     made it, keeps its runs and gains an empty proposals table."""
     path = tmp_path / "ledger.db"
     db = sqlite3.connect(path)
-    db.execute(_V1)
+    db.execute(V1)
     for step in range(2, 6):
-        columns, statements = _STEPS[step]
+        columns, statements = STEPS[step]
         for column in columns:
             db.execute(f"ALTER TABLE runs ADD COLUMN {column}")
         for statement in statements:

@@ -263,7 +263,7 @@ def elsewhere(p: Paths, days: list[date]) -> dict[str, int]:
     fleet = config_or_default(p).fleet
     if fleet is None:
         return {}
-    from routines.pgledger import PgLedger
+    from routines.ledger.postgres import PgLedger
 
     zone = ZoneInfo(machine_timezone())
     start, end = day_bounds(min(days), zone)[0], day_bounds(max(days), zone)[1]

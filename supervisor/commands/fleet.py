@@ -57,8 +57,8 @@ def register(sub: Any) -> None:
 
 def _fleet_ledger() -> Any:
     from routines.config import ConfigInvalid, load_config
+    from routines.ledger.postgres import PgLedger
     from routines.paths import paths
-    from routines.pgledger import PgLedger
 
     p = paths()
     try:
@@ -129,8 +129,8 @@ def join(args: argparse.Namespace) -> int:
     import socket
     from datetime import UTC, datetime
 
-    from routines.fleetjoin import join as copy_in
     from routines.ledger import Ledger
+    from routines.ledger.fleetjoin import join as copy_in
     from routines.paths import paths
     from supervisor.commands.common import try_daemon
     from supervisor.fleet import boot_id, pid_alive

@@ -186,7 +186,7 @@ UNUSED_BY_PLAIN_LIST = {
     "routines.signing",
     "routines.oncalendar",
     "routines.never",
-    "routines.ledgerapi",
+    "routines.ledger.api",
     "supervisor.fleetplan",
 }
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from cli_helpers import Cli
 
-from routines.rundays import compaction_line
+from routines.ledger.rundays import compaction_line
 from routines.runs import RunEnd
 
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import re
 import stat
-from datetime import date, timedelta
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -235,3 +236,37 @@ def test_a_new_token_replaces_the_file_and_never_follows_a_link(tmp_path: Path) 
     third = new_token(path)
     assert not path.is_symlink() and path.read_text().strip() == third
     assert (tmp_path / "elsewhere").read_text() == "A" * 43
+
+
+def test_the_overview_shows_each_routines_spending_today_in_its_own_zone(tmp_path: Path) -> None:
+    """The overview's and a routine page's today column, from spent_today_many: a routine in
+    Auckland and one in UTC, the same run times, each summed by its own calendar day."""
+
+    from dashboard import views
+    from routines.ledger import Ledger
+    from routines.paths import Paths
+    from routines.registry import scan
+    from routines.runs import RunEnd, RunStatus, Trigger
+
+    p = Paths(home=tmp_path / "home", system_dir=tmp_path / "system", runtime_dir=tmp_path)
+    p.routines_dir.mkdir(parents=True)
+    for name, zone in (("kiwi", "Pacific/Auckland"), ("utc", "UTC")):
+        (p.routines_dir / f"{name}.toml").write_text(
+            '[routine]\nkind = "command"\ndescription = "d"\n\n[schedule]\n'
+            f'cron = "0 6 * * *"\ntimezone = "{zone}"\n\n[command]\nrun = "true"\n'
+        )
+    now = datetime(2026, 6, 1, 13, 0, tzinfo=UTC)  # 01:00 on 2 June in Auckland
+    with Ledger(p.ledger) as led:
+        for name in ("kiwi", "utc"):
+            for minutes, dollars in ((30, 0.5), (720, 0.25)):  # at 12:30 and 01:00 UTC
+                run_id = f"{name}-{minutes}"
+                started = now - timedelta(minutes=minutes)
+                led.record_run(name, run_id=run_id, trigger=Trigger.MANUAL,
+                               status=RunStatus.RUNNING, now=started)  # fmt: skip
+                led.finish_run(run_id, RunEnd(RunStatus.OK, dollars=dollars), now=now)
+        registry = scan(p)
+        lines = {ln.name: ln for ln in views.overview(registry, led, None, "", now).routines}
+        page = views.routine_page("kiwi", registry, led, now, ZoneInfo("UTC"), {}, 5)
+    # Auckland's 2 June began at 12:00 UTC: only the 12:30 run is today there; both in UTC.
+    assert (lines["kiwi"].today_dollars, lines["utc"].today_dollars) == (0.5, 0.75)
+    assert page is not None and page.line.today_dollars == 0.5

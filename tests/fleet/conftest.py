@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from routines.pgledger import PgLedger
+from routines.ledger.postgres import PgLedger
 from tests.fleet.fleetkit import RUNTIMES
 from tests.fleet.pgcluster import Cluster, bindir
 from tests.supervisor.daemonkit import reap_daemons

@@ -11,10 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from routines.ledger import RunRow
-from routines.ledgerfaults import LedgerUnavailable
+from routines.ledger import LedgerUnavailable, RunRow
+from routines.ledger.postgres import Gate, PgLedger
 from routines.paths import Paths, paths
-from routines.pgledger import Gate, PgLedger
 from tests.supervisor.daemonkit import REPO, Daemon, command_routine, write_routine
 
 __all__ = ["Machine", "fleet_rows", "minute_boundary"]

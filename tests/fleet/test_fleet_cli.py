@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from routines.ledger import Ledger
+from routines.ledger.postgres import PgLedger
 from routines.loader import load_file
-from routines.pgledger import PgLedger
 from routines.runs import RunEnd, RunStatus, Trigger, fingerprint
 from tests.fleet.fleetkit import Machine, fleet_rows, minute_boundary, minutely
 from tests.fleet.pgcluster import Cluster

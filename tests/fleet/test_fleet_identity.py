@@ -1,4 +1,4 @@
-"""One daemon per fleet machine name (routines/pgfleet.py `register`): a second live daemon
+"""One daemon per fleet machine name (routines/ledger/fleet.py `register`): a second live daemon
 under a name in use is refused, naming the other's host and pid; `fleet status` shows the
 conflict; the first goes on running its routines; a daemon restarted after a crash under its
 own name is not refused. Real daemons on a real PostgreSQL."""

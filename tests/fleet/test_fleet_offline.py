@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from routines.ledger import Ledger
-from routines.pgledger import PgLedger
+from routines.ledger.postgres import PgLedger
 from routines.runs import ACTIVE
 from tests.fleet.fleetkit import Machine, fleet_rows, minute_boundary, minutely
 from tests.fleet.pgcluster import Cluster

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from routines.pgledger import Gate, backoff
+from routines.ledger.postgres_open import Gate, backoff
 from supervisor.fleetplan import (
     definition_fingerprint,
     divergence,

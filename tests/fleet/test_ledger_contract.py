@@ -19,9 +19,9 @@ import pytest
 
 from routines.config import LedgerSettings
 from routines.ledger import Ledger, LedgerError, RoutineState, iso
-from routines.ledgerapi import Store, Vacuum
-from routines.ledgermemory import MemoryData, MemoryLedger
-from routines.pgledger import PgLedger
+from routines.ledger.api import Store, Vacuum
+from routines.ledger.memory import MemoryData, MemoryLedger
+from routines.ledger.postgres import PgLedger
 from routines.runs import Outcome, RunEnd, RunStatus, Trigger
 from supervisor.clock import FakeClock
 from supervisor.housekeeping import Housekeeper
@@ -92,6 +92,11 @@ def claim(led: Contract, slot: str, routine: str = "brief", **kw: object) -> boo
     )
 
 
+def spend_id(routine: str, hour: int, dollars: float = 0.1) -> str:
+    """The run id `spend` gives a run of `routine` at T0 + `hour` hours."""
+    return f"{routine}-{iso(T0 + timedelta(hours=hour))}-{dollars}"
+
+
 def spend(led: Contract, routine: str, when: datetime, dollars: float, status: str = "ok") -> str:
     run_id = f"{routine}-{iso(when)}-{dollars}"
     led.record_run(routine, run_id=run_id, trigger="manual", status="running", now=when)
@@ -106,20 +111,37 @@ def spend(led: Contract, routine: str, when: datetime, dollars: float, status: s
 
 def test_a_slot_is_claimed_once_with_its_row_and_cursor(led: Contract) -> None:
     slot = sid(T0)
-    assert claim(led, slot)
+    assert claim(led, slot, detail="on time", owner=(1234, 99.5))
     assert not claim(led, slot, run_id="other")
+    assert not claim(led, slot, run_id="running", status="running")
+    assert not claim(led, slot, run_id="skipped", status="skipped")
     assert led.is_claimed("brief", slot)
+    assert not led.is_claimed("brief", sid(T0 + timedelta(days=1)))
+    assert not led.is_claimed("digest", slot)
     [active] = led.active_runs()
     assert (active.run_id, active.status, active.slot) == (f"brief-{slot}", "queued", slot)
+    assert (active.owner_pid, active.owner_started) == (1234, 99.5)
+    [row] = led.history("brief")
+    assert (row.trigger, row.detail, row.started_at, row.finished_at, row.duration_sec) == (
+        "schedule",
+        "on time",
+        iso(T0),
+        None,
+        None,
+    )
+    assert (row.dollars, row.input_tokens, row.output_tokens, row.tool_calls) == (0, 0, 0, 0)
     assert led.state("brief").cursor == slot
     assert led.run("other") is None
+    assert claim(led, slot, routine="digest")  # the same slot of another routine: its own
 
 
 def test_the_cursor_compare_and_set_refuses_a_stale_plan(led: Contract) -> None:
     first, second = sid(T0), sid(T0 + timedelta(minutes=1))
+    assert not claim(led, first, expect_cursor=sid(T0 - timedelta(days=1)))  # no state yet
     assert claim(led, first, expect_cursor=None)
     assert not claim(led, second, expect_cursor=None)  # planned before `first` was claimed
     assert not led.is_claimed("brief", second)
+    assert led.run(f"brief-{second}") is None  # refused: nothing written
     assert claim(led, second, expect_cursor=first)
     assert led.state("brief").cursor == second
 
@@ -130,26 +152,47 @@ def test_the_cursor_never_moves_backwards(led: Contract) -> None:
     assert claim(led, earlier)
     led.advance_cursor("brief", earlier)
     assert led.state("brief").cursor == later
+    led.advance_cursor("brief", sid(T0 + timedelta(hours=2)))
+    assert led.state("brief").cursor == sid(T0 + timedelta(hours=2))
 
 
 def test_skipped_and_missed_claims_are_finished_zero_cost_rows(led: Contract) -> None:
     assert claim(led, sid(T0), status="missed", detail="3 missed runs")
     [row] = led.history("brief")
-    assert (row.status, row.detail, row.dollars, row.finished_at) == (
+    assert (row.status, row.detail, row.dollars, row.finished_at, row.duration_sec) == (
         "missed",
         "3 missed runs",
         0,
         iso(T0),
+        0.0,
     )
     assert led.active_runs() == []
     assert led.last_runs()["brief"].status == "missed"
 
 
 def test_old_claims_are_pruned_and_the_cursor_keeps_them_away(led: Contract) -> None:
-    assert claim(led, sid(T0))
-    assert led.prune_claims(T0 + timedelta(days=46)) == 1
-    assert not led.is_claimed("brief", sid(T0))
-    assert led.state("brief").cursor == sid(T0)
+    now = T0 + timedelta(days=60)
+    ages = {
+        "old": timedelta(days=46),
+        "edge": timedelta(days=45, seconds=1),
+        "kept": timedelta(days=44, hours=23),
+        "new": timedelta(0),
+    }
+    slots = {k: sid(now - age) for k, age in ages.items()}
+    for k, age in ages.items():
+        assert led.claim("brief", slots[k], run_id=k, trigger=Trigger.SCHEDULE,
+                         status=RunStatus.QUEUED, now=now - age)  # fmt: skip
+    assert led.prune_claims(now) == 2
+    assert {k: led.is_claimed("brief", s) for k, s in slots.items()} == {
+        "old": False,
+        "edge": False,
+        "kept": True,
+        "new": True,
+    }
+    # The run rows and the cursor stay: only the fence entries go.
+    assert len(led.history("brief")) == 4
+    assert led.state("brief").cursor == slots["new"]
+    assert led.prune_claims(now) == 0
 
 
 # -- runs -----------------------------------------------------------------------------------
@@ -184,6 +227,10 @@ def test_a_run_starts_and_finishes_with_its_fields(led: Contract) -> None:
     # One ending only: a second one (an error path after ok) changes nothing.
     assert not led.finish_run(run_id, RunEnd(RunStatus.FAILED), now=T0 + timedelta(minutes=1))
     assert led.run(run_id).status == "ok"  # type: ignore[union-attr]
+    # A row recorded finished (a skipped slot) is not active either.
+    assert claim(led, sid(T0 + timedelta(hours=1)), run_id="sk", status="skipped")
+    assert not led.finish_run("sk", RunEnd(RunStatus.FAILED), now=T0 + timedelta(hours=1))
+    assert led.run("sk").status == "skipped"  # type: ignore[union-attr]
     with pytest.raises(KeyError):
         led.finish_run("missing", RunEnd(RunStatus.OK), now=T0)
 
@@ -197,6 +244,34 @@ def test_history_is_newest_first_and_runs_between_is_bounded(led: Contract) -> N
     assert {r.routine for r in led.history("a")} == {"a"}
     got = led.runs_between(T0 + timedelta(hours=1), T0 + timedelta(hours=3))
     assert [r.started_at for r in got] == [iso(T0 + timedelta(hours=h)) for h in (2, 1)]
+    # Two runs that started at once: the later recorded first.
+    led.record_run(
+        "a", run_id="tie", trigger="manual", status="queued", now=T0 + timedelta(hours=3)
+    )
+    assert [r.run_id for r in led.history("a", limit=2)] == ["tie", spend_id("a", 3)]
+    assert led.history("nobody") == []
+
+
+def test_a_thread_is_its_first_run_then_every_reply_below_it(led: Contract) -> None:
+    """`reply RUN TEXT` runs name the run they continue; `thread` of any run of the
+    conversation is the whole of it, depth first, oldest first."""
+
+    def record(run_id: str, minutes: int, parent: str | None) -> None:
+        led.record_run("brief", run_id=run_id, trigger=Trigger.REPLY if parent else
+                       Trigger.MANUAL, status=RunStatus.OK, now=T0 + timedelta(minutes=minutes),
+                       parent_run_id=parent)  # fmt: skip
+
+    record("root", 0, None)
+    record("r1", 1, "root")
+    record("r2", 2, "root")
+    record("r1a", 3, "r1")
+    record("other", 4, None)
+    want = ["root", "r1", "r1a", "r2"]
+    for member in want:
+        assert [r.run_id for r in led.thread(member)] == want
+    assert [r.run_id for r in led.thread("other")] == ["other"]
+    assert [r.run_id for r in led.replies_to(["root", "r1"])] == ["r1", "r2", "r1a"]
+    assert led.thread("unknown") == []
 
 
 def test_last_started_here_is_the_newest_finished_run_of_this_machine(backend: str) -> None:
@@ -230,7 +305,8 @@ def test_state_round_trips_and_overrides_follow_the_file(led: Contract) -> None:
     assert st.enabled(False) is False
     led.disable("x", file_enabled=False)
     assert led.state("x").enabled(True) is True  # the file changed since: it wins
-    assert set(led.states()) == {"x"}
+    led.set_failure_streak("y", 1)
+    assert led.states() == {"x": led.state("x"), "y": RoutineState("y", failure_streak=1)}
     # enable clears the streak and owes nothing from before: the cursor only moves forward.
     led.enable("x", file_enabled=True, cursor=sid(T0 - timedelta(hours=1)), fingerprint="fp2")
     st = led.state("x")
@@ -271,6 +347,36 @@ def test_budgets_count_every_connections_spending_by_the_routines_day(backend: s
         assert two.spent_today("brief", NY, morning + timedelta(hours=3)) == pytest.approx(0.75)
         [t] = one.totals(morning - timedelta(days=1), morning + timedelta(days=1))
         assert (t["routine"], t["runs"], t["dollars"]) == ("brief", 3, pytest.approx(9.75))
+    finally:
+        one.close()
+        two.close()
+
+
+def test_spent_today_for_many_routines_is_each_ones_spent_today_in_its_own_zone(
+    backend: str,
+) -> None:
+    """`spent_today_many` (what `list` asks for every routine at once) answers, for each
+    routine, exactly what `spent_today` answers for it alone: its own zone's day, every
+    machine's runs, 0 for a routine with none today or none at all."""
+    one, two = open_backend(backend, "m1"), open_backend(backend, "m2")
+    try:
+        now = datetime(2026, 6, 1, 5, 0, tzinfo=UTC)  # 01:00 in New York, 05:00 in UTC
+        spend(one, "brief", now - timedelta(minutes=30), 0.5)  # today in both zones
+        spend(two, "brief", now - timedelta(minutes=20), 0.25)
+        spend(one, "digest", now - timedelta(hours=2), 2.0)  # yesterday in New York only
+        spend(two, "sweep", now - timedelta(days=1), 7.0)  # yesterday everywhere
+        zones = {"brief": NY, "digest": NY, "digest-utc": UTCZ, "sweep": UTCZ, "idle": UTCZ}
+        spend(one, "digest-utc", now - timedelta(hours=2), 3.0)  # today in UTC
+        got = two.spent_today_many(zones, now)
+        assert got == {n: pytest.approx(one.spent_today(n, z, now)) for n, z in zones.items()}
+        assert got == {
+            "brief": pytest.approx(0.75),
+            "digest": 0.0,
+            "digest-utc": pytest.approx(3.0),
+            "sweep": 0.0,
+            "idle": 0.0,
+        }
+        assert one.spent_today_many({}, now) == {}
     finally:
         one.close()
         two.close()
@@ -463,22 +569,25 @@ def test_data_version_changes_when_another_connection_writes(backend: str) -> No
 def test_keep_runs_max_folds_beyond_a_routines_newest_runs_and_prunes_claims(
     led: Contract,
 ) -> None:
-    base = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
-    for i in range(10):  # one run a day
-        at = base + timedelta(days=i)
-        assert led.claim("r", sid(at), run_id=f"r-{i}", trigger=Trigger.SCHEDULE,
+    base = datetime(2026, 3, 1, 6, 0, tzinfo=UTC)
+    slots = [base + timedelta(days=i, hours=h) for i in range(10) for h in (0, 12)]
+    for at in slots:  # two runs a day, at 06:00 and 18:00
+        assert led.claim("r", sid(at), run_id=f"r-{sid(at)}", trigger=Trigger.SCHEDULE,
                          status=RunStatus.SKIPPED, now=at)  # fmt: skip
-    # Nothing is older than `before`; keep_max = 3 folds the days before the 3rd newest run.
+    # Nothing is older than `before`; keep_max = 5 folds the days before that of the 5th
+    # newest run (day 7's 18:00): day 7 stays whole, both its runs.
     folded = 0
-    while n := led.compact(base - timedelta(days=30), UTCZ, limit=4, keep_max=3):
+    while n := led.compact(base - timedelta(days=30), UTCZ, limit=4, keep_max=5):
         folded += n
-    assert folded == 7
-    assert [r.slot for r in led.history("r", 99)] == [
-        sid(base + timedelta(days=i)) for i in (9, 8, 7)
-    ]
-    assert sum(d.runs for d in led.days("r", 99)) == 7
-    led.prune_claims(base, keep_max=3)
-    assert [led.is_claimed("r", sid(base + timedelta(days=i))) for i in range(10)] == [
-        False
-    ] * 7 + [True] * 3
-    assert led.state("r").cursor == sid(base + timedelta(days=9))
+    assert folded == 14
+    assert [r.slot for r in led.history("r", 99)] == [sid(t) for t in reversed(slots[14:])]
+    assert sum(d.runs for d in led.days("r", 99)) == 14
+    assert len(led.days("r", 99)) == 7  # one row a day
+    led.prune_claims(base, keep_max=5)
+    assert [led.is_claimed("r", sid(t)) for t in slots] == [False] * 15 + [True] * 5
+    assert led.state("r").cursor == sid(slots[-1])
+    # A stale plan from before the prune loses its compare-and-set: the cursor is past every
+    # pruned claim, so none of their slots is claimed twice.
+    stale = sid(slots[14])
+    assert not led.claim("r", stale, run_id="again", trigger=Trigger.SCHEDULE,
+                         status=RunStatus.QUEUED, now=base, expect_cursor=stale)  # fmt: skip

@@ -11,9 +11,9 @@ from zoneinfo import ZoneInfo
 
 from ipc import Result
 from routines.ledger import Ledger
+from routines.ledger.rundays import compaction_line
 from routines.paths import paths
 from routines.registry import scan
-from routines.rundays import compaction_line
 from routines.runs import RunStatus, Trigger
 from supervisor.record import finish_run
 from supervisor.scheduler import Scheduler

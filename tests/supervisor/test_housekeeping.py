@@ -16,8 +16,8 @@ import pytest
 from routines import proposals
 from routines.config import LedgerSettings
 from routines.ledger import Ledger, iso
+from routines.ledger.rundays import compaction_line
 from routines.paths import paths
-from routines.rundays import compaction_line
 from routines.runs import RunStatus, Trigger
 from routines.tz import machine_timezone
 from supervisor import housekeeping

@@ -1,13 +1,15 @@
-"""The fleet's ledger: the same contract as routines/ledger.py's SQLite `Ledger`, in PostgreSQL
-(psycopg 3), shared by one person's machines. Imported only when config.toml has `[fleet]`.
+"""The fleet's ledger: the same contract as routines/ledger/sqlite.py's SQLite `Ledger`, in
+PostgreSQL (psycopg 3), shared by one person's machines. Imported only when config.toml has
+`[fleet]`.
 
-Tables (one per concern; schema and migrations in routines/pgschema.py, beside SQLite's):
+Tables (one per concern; schema and migrations in routines/ledger/migrate_postgres.py, beside
+SQLite's):
 - runs, claims, routine_state, run_days: as in SQLite, plus the machine that ran each run.
 - leases: one row per queued or running run, renewed by its machine's daemon
   (`renew`); a lease that lapsed marks its run `interrupted` (`expire_leases`), never replayed.
 - machines: each machine's heartbeat, version and whether it left the fleet.
 - definitions: each routine's definition fingerprint per machine (divergence).
-The last three are routines/pgfleet.py's, a mixin of `PgLedger`.
+The last three are routines/ledger/fleet.py's, a mixin of `PgLedger`.
 
 Time: run rows keep the machine's clock as ISO text, exactly as SQLite (history, budgets and
 compaction read them alike). Leases and heartbeats use the server's clock (`now()`), so a
@@ -18,63 +20,41 @@ under a row lock on the routine's state, so two machines planning the same routi
 (tests/fleet/test_ledger_contract.py::
 test_two_machines_claiming_one_routine_at_once_one_wins_each_round).
 
-Errors (routines/ledgerfaults.py): a lost or refused connection is `LedgerUnavailable` with
-reason UNREACHABLE, PostgreSQL's DiskFull one with reason DISK_FULL (nothing of that call
-recorded, try again later); while one is recent, calls fail at once without waiting on the network
-(`Gate`), so an outage costs the daemon's loop one bounded wait per back-off step.
-
-A client-side deadline (`deadline`, the daemon's connections): the server's statement_timeout
-is enforced by the server, so a server that stops answering (SIGSTOP, a hung host, a network
-that drops packets) would hold the caller for ever. With a deadline, connecting happens in a
-thread of its own (the caller waits at most the deadline for it, and a later call picks the
-connection up), and a statement that has not answered when the deadline passes has its
-socket shut from a timer thread: the call fails at once as `LedgerUnavailable` (UNREACHABLE), the
-connection is dropped, and the gate makes the calls after it fail without waiting. Not
-`conn.cancel()`: a cancel is a request the hung server would have to answer. So a hung
-database is an outage like a refused one, and the daemon's loop (which makes these calls)
-answers its control socket within a second (tests/fleet/test_fleet_fence.py).
+The connection, its deadline and its errors are routines/ledger/postgres_open.py's.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
-import socket
-import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
-import psycopg
-from psycopg.rows import dict_row
-
-from routines import ledgerrows, rundays
-from routines.ledger import (
+from routines.ledger import rundays, shared
+from routines.ledger.fleet import LEASE_SEC, FleetTables, MachineInUse, MachineRow
+from routines.ledger.migrate_postgres import PG_LEDGER_VERSION, note_last
+from routines.ledger.model import (
     ANY,
     CLAIM_RETENTION,
     ActiveRun,
-    DaySummary,
     LastRun,
-    Ledger,
-    LedgerError,
     RoutineState,
     RunRow,
     _Any,
     day_bounds,
-    from_iso,
-    iso,
     last_run_row,
     run_row,
     state_row,
+    today_bounds,
+    walk_thread,
 )
-from routines.ledgerfaults import LedgerUnavailable, Unavailable
-from routines.ledgersql import CLAIM_ROUTINES, RUN_ROUTINES
-from routines.ledgersql import PG as Q
-from routines.pgfleet import LEASE_SEC, FleetTables, MachineInUse, MachineRow
+from routines.ledger.postgres_open import Cursor, Gate, PgConnection
+from routines.ledger.rundays import DaySummary
+from routines.ledger.shared import from_iso, iso
+from routines.ledger.sql import CLAIM_ROUTINES, RUN_ROUTINES
+from routines.ledger.sql import PG as Q
 from routines.runs import (
     ACTIVE,
     NO_LAST_RUN,
@@ -83,7 +63,6 @@ from routines.runs import (
     Trigger,
     sql_in,
 )
-from routines.safetext import redact_url
 
 __all__ = [
     "LEASE_SEC",
@@ -95,12 +74,6 @@ __all__ = [
     "PgLedger",
 ]
 
-from routines.pgschema import (
-    MIGRATION_LOCK,
-    PG_LEDGER_VERSION,
-    STEPS,
-    note_last,
-)
 
 _NOW_ISO = "to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')"
 
@@ -116,56 +89,9 @@ _DATA_VERSION_SQL = (
     "ON m.machine = d.machine WHERE m.left_at IS NULL "
     "AND m.heartbeat > now() - make_interval(secs => %s)), '')) AS digest"
 )
-_ADVANCE_CURSOR_SQL = ledgerrows.advance_cursor_sql("%s")
+_ADVANCE_CURSOR_SQL = shared.advance_cursor_sql("%s")
 _ADD_DAY_SQL = Q.add_day()
 _INSERT_CLAIM_SQL = Q.insert_claim(("routine", "slot", "claimed_at", "run_id", "machine"))
-CONNECT_TIMEOUT_SEC = 3
-STATEMENT_TIMEOUT_MS = 10_000
-# TCP keepalives (a remote server; a Unix socket ignores them): a connection whose peer
-# vanished is found dead in about 10 s, even while idle.
-KEEPALIVES = {
-    "keepalives": 1,
-    "keepalives_idle": 5,
-    "keepalives_interval": 2,
-    "keepalives_count": 3,
-}
-
-
-def unreachable(message: str) -> LedgerUnavailable:
-    """The fleet's database refused, dropped or never answered: nothing of the call recorded.
-    The daemon handles it as any LedgerUnavailable: claim nothing, keep finished runs in
-    memory, write them when the ledger takes writes again."""
-    return LedgerUnavailable(Unavailable.UNREACHABLE, message)
-
-
-class Gate:
-    """Back-off after a failure: calls fail at once until the next attempt is due.
-
-    Delays double from 1 s up to `cap` (the daemon's tick, so the database's return is seen
-    within one tick)."""
-
-    def __init__(self, cap: float = 30.0, clock: Any = time.monotonic) -> None:
-        self.cap = cap
-        self.failures = 0
-        self.retry_at = 0.0
-        self.clock = clock
-
-    def open(self) -> bool:
-        return self.failures == 0 or self.clock() >= self.retry_at
-
-    def failed(self) -> None:
-        self.failures += 1
-        self.retry_at = self.clock() + backoff(self.failures, self.cap)
-
-    def succeeded(self) -> None:
-        self.failures = 0
-
-
-def backoff(failures: int, cap: float) -> float:
-    """Seconds to wait after `failures` failures in a row: 1, 2, 4, … up to `cap`."""
-    if failures <= 0:
-        return 0.0
-    return float(min(cap, 2.0 ** min(failures - 1, 30)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,10 +110,7 @@ class _Stale(Exception):
     pass
 
 
-Cursor = psycopg.Cursor[dict[str, Any]]
-
-
-class PgLedger(FleetTables):
+class PgLedger(PgConnection, FleetTables):
     """One connection to the fleet's database, for one thread (the daemon's loop, or a CLI).
 
     The connection opens lazily and reopens after a failure (through `gate`), so a daemon
@@ -207,207 +130,16 @@ class PgLedger(FleetTables):
         on_lease: Callable[[str, float, float], None] | None = None,
         lease_clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.dsn = dsn
         self.machine = machine
-        self.gate = gate or Gate()
         self.lease_sec = lease_sec
-        self.instance = instance  # this daemon's start (pgfleet: one daemon per name)
+        self.instance = instance  # this daemon's start (fleet.py: one daemon per name)
         self.taken_after = taken_after
-        self.deadline = deadline  # client-side, seconds: see the module's docstring
         # Told (run id, before, after) on `lease_clock` for each lease a claim or a queued
         # run's row made: the fleet gives its worker a deadline from `before`
         # (supervisor/fleet.py LeaseBook).
         self.on_lease = on_lease
         self.lease_clock = lease_clock
-        self.where = redact_url(dsn) if "://" in dsn else "the fleet database"
-        self._conn: psycopg.Connection[dict[str, Any]] | None = None
-        self._lock = threading.Lock()
-        self._connecting: threading.Thread | None = None
-        self._connected: psycopg.Connection[dict[str, Any]] | None = None
-        self._connect_error: LedgerError | None = None
-        if connect:
-            self._connection()
-
-    # -- connection ---------------------------------------------------------------------
-
-    def _connection(self) -> psycopg.Connection[dict[str, Any]]:
-        if self._conn is not None and not self._conn.closed:
-            return self._conn
-        if self.deadline is not None:
-            return self._connection_within(self.deadline)
-        if not self.gate.open():
-            raise unreachable(f"{self.where}: unreachable (retrying with back-off)")
-        try:
-            conn = self._open()
-        except LedgerUnavailable:
-            self.gate.failed()
-            raise
-        self.gate.succeeded()
-        self._conn = conn
-        return conn
-
-    def _open(self) -> psycopg.Connection[dict[str, Any]]:
-        """A new, migrated connection; LedgerUnavailable (UNREACHABLE), or LedgerError (a
-        newer schema)."""
-        try:
-            conn = psycopg.connect(
-                psycopg.conninfo.make_conninfo(self.dsn, **KEEPALIVES),
-                autocommit=True,
-                row_factory=dict_row,
-                connect_timeout=CONNECT_TIMEOUT_SEC,
-                # Bounded waits on a server that answers: a statement or a lock.
-                options=f"-c statement_timeout={STATEMENT_TIMEOUT_MS} "
-                f"-c lock_timeout={STATEMENT_TIMEOUT_MS}",
-            )
-        except psycopg.OperationalError as exc:
-            raise unreachable(f"{self.where}: cannot connect ({_first_line(exc)})") from exc
-        try:
-            self._migrate(conn)
-        except psycopg.OperationalError as exc:
-            conn.close()
-            raise unreachable(f"{self.where}: connection lost ({_first_line(exc)})") from exc
-        except BaseException:
-            conn.close()
-            raise
-        return conn
-
-    def _connection_within(self, deadline: float) -> psycopg.Connection[dict[str, Any]]:
-        """Connect in a thread, waiting at most `deadline` (the connection a timed-out
-        attempt makes later is the next call's); fail at once while one is under way."""
-        if self._connected is not None:
-            conn, self._connected = self._connected, None
-            self.gate.succeeded()
-            self._conn = conn
-            return conn
-        late = self._take_error()  # of an attempt that ran past its deadline
-        if late is not None:
-            raise late
-        if self._connecting is not None and self._connecting.is_alive():
-            raise unreachable(
-                f"{self.where}: not answering (still connecting after {deadline:g} s)"
-            )
-        if not self.gate.open():
-            raise unreachable(f"{self.where}: unreachable (retrying with back-off)")
-
-        def attempt() -> None:
-            try:
-                self._connected = self._open()
-            except LedgerError as exc:
-                self._connect_error = exc
-
-        self._connecting = threading.Thread(target=attempt, name="pg-connect", daemon=True)
-        self._connecting.start()
-        self._connecting.join(deadline)
-        if self._connecting.is_alive():
-            self.gate.failed()
-            raise unreachable(f"{self.where}: not answering (no connection within {deadline:g} s)")
-        self._connecting = None
-        failed = self._take_error()
-        if failed is not None:
-            if isinstance(failed, LedgerUnavailable):
-                self.gate.failed()
-            raise failed
-        return self._connection_within(deadline)
-
-    def _take_error(self) -> LedgerError | None:
-        error, self._connect_error = self._connect_error, None
-        return error
-
-    def _broken(self, exc: psycopg.Error, why: str = "") -> LedgerUnavailable:
-        if self._conn is not None:
-            self._conn.close()
-        self._conn = None
-        self.gate.failed()
-        why = why or f"connection lost ({_first_line(exc)})"
-        raise unreachable(f"{self.where}: {why}") from exc
-
-    @contextmanager
-    def transaction(self) -> Iterator[Cursor]:
-        """One transaction on a cursor; a lost connection is LedgerUnavailable (UNREACHABLE), and
-        so is a server that did not answer within the client-side deadline; a server out of
-        disk space is LedgerUnavailable (DISK_FULL): never a run's failure."""
-        with self._lock:
-            conn = self._connection()
-            cut = threading.Event()
-            timer = None
-            if self.deadline is not None:
-                timer = threading.Timer(self.deadline, _shut, (conn, cut))
-                timer.daemon = True
-                timer.start()
-            try:
-                with conn.transaction(), conn.cursor() as cur:
-                    yield cur
-            except psycopg.errors.DiskFull as exc:
-                raise LedgerUnavailable(
-                    Unavailable.DISK_FULL,
-                    f"{self.where}: the database server has no space left ({_first_line(exc)}); "
-                    "free some on its disk",
-                ) from exc
-            except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
-                if cut.is_set():
-                    self._broken(exc, f"not answering (no answer within {self.deadline:g} s)")
-                if conn.closed or conn.broken or isinstance(exc, psycopg.InterfaceError):
-                    self._broken(exc)
-                raise LedgerError(f"{self.where}: {_first_line(exc)}") from exc
-            finally:
-                if timer is not None:
-                    timer.cancel()
-                if cut.is_set() and self._conn is conn:  # it answered just as time ran out
-                    conn.close()
-                    self._conn = None
-
-    def _read(self, sql: str, args: Sequence[Any] = ()) -> list[dict[str, Any]]:
-        with self.transaction() as cur:
-            cur.execute(sql, args)
-            return cur.fetchall()
-
-    def close(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
-
-    def __enter__(self) -> PgLedger:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def ping(self) -> bool:
-        """True when the database answers now."""
-        try:
-            self._read("SELECT 1 AS one")
-        except LedgerError:
-            return False
-        return True
-
-    # -- schema -------------------------------------------------------------------------
-
-    @property
-    def version(self) -> int:
-        rows = self._read("SELECT value FROM ledger_meta WHERE key = 'version'")
-        return int(rows[0]["value"]) if rows else 0
-
-    def _migrate(self, conn: psycopg.Connection[dict[str, Any]]) -> None:
-        with conn.transaction(), conn.cursor() as cur:
-            cur.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
-            cur.execute("CREATE TABLE IF NOT EXISTS ledger_meta (key TEXT PRIMARY KEY, value TEXT)")
-            cur.execute("SELECT value FROM ledger_meta WHERE key = 'version'")
-            row = cur.fetchone()
-            version = int(row["value"]) if row else 0
-            if version > PG_LEDGER_VERSION:
-                raise LedgerError(
-                    f"{self.where}: written by a newer vinos-routine (schema {version}, this "
-                    f"one knows {PG_LEDGER_VERSION}); upgrade vinos-routine on this machine"
-                )
-            for step in range(version + 1, PG_LEDGER_VERSION + 1):
-                for statement in STEPS[step]:
-                    cur.execute(statement)
-            if version != PG_LEDGER_VERSION:
-                cur.execute(
-                    "INSERT INTO ledger_meta (key, value) VALUES ('version', %s) "
-                    "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                    (str(PG_LEDGER_VERSION),),
-                )
+        super().__init__(dsn, gate=gate, connect=connect, deadline=deadline)
 
     @property
     def data_version(self) -> int:
@@ -481,7 +213,7 @@ class PgLedger(FleetTables):
         owner: tuple[int, float] | None,
         parent_run_id: str | None = None,
     ) -> None:
-        values = ledgerrows.new_run(
+        values = shared.new_run(
             run_id=run_id,
             routine=routine,
             slot=slot,
@@ -493,7 +225,7 @@ class PgLedger(FleetTables):
             parent_run_id=parent_run_id,
         )
         values["machine"] = self.machine
-        cur.execute(ledgerrows.insert_run_sql(tuple(values), "%s"), tuple(values.values()))
+        cur.execute(shared.insert_run_sql(tuple(values), "%s"), tuple(values.values()))
         if status not in ACTIVE:
             note_last(cur, routine, run_id, status, None, iso(now), iso(now))
         else:
@@ -558,9 +290,7 @@ class PgLedger(FleetTables):
             duration = end.duration_sec
             if duration is None and row["started_at"]:
                 duration = max(0.0, (now - from_iso(row["started_at"])).total_seconds())
-            cur.execute(
-                Q.finish_run(), (*ledgerrows.finish_values(end, iso(now), duration), run_id)
-            )
+            cur.execute(Q.finish_run(), (*shared.finish_values(end, iso(now), duration), run_id))
             if end.status not in ACTIVE:
                 cur.execute("DELETE FROM leases WHERE run_id = %s", (run_id,))
                 if row["started_at"]:
@@ -615,7 +345,7 @@ class PgLedger(FleetTables):
 
     def thread(self, run_id: str) -> list[RunRow]:
         """As `Ledger.thread` (the same walk over `run` and `replies_to`)."""
-        return Ledger.thread(self, run_id)  # type: ignore[arg-type]
+        return walk_thread(run_id, self.run, self.replies_to)
 
     def fleet_runs_between(self, start: datetime, end: datetime) -> list[FleetRunRow]:
         """Runs of every routine and machine that started in [start, end), newest first."""
@@ -656,8 +386,8 @@ class PgLedger(FleetTables):
                         line = max(line, rundays.count_line(from_iso(nth["started_at"]), zone))
                 cur.execute(Q.to_fold(), (name, iso(line), limit - len(rows)))
                 rows += cur.fetchall()
-            for f in rundays.fold([ledgerrows.fold_row(r) for r in rows], zone):
-                cur.execute(_ADD_DAY_SQL, ledgerrows.add_day_args(f, zone.key))
+            for f in rundays.fold([shared.fold_row(r) for r in rows], zone):
+                cur.execute(_ADD_DAY_SQL, shared.add_day_args(f, zone.key))
             if rows:
                 cur.execute(Q.delete_runs(len(rows)), [r["id"] for r in rows])
         return len(rows)
@@ -682,9 +412,19 @@ class PgLedger(FleetTables):
     def spent_today(self, routine: str, zone: ZoneInfo, now: datetime) -> float:
         return self.spent_on_day(routine, now.astimezone(zone).date(), zone)
 
+    def spent_today_many(self, zones: Mapping[str, ZoneInfo], now: datetime) -> dict[str, float]:
+        """`spent_today` of each routine in `zones` (its name, its own zone), in one query
+        per distinct zone: what `list`, `status` and the dashboard show for many routines."""
+        out = dict.fromkeys(zones, 0.0)
+        for (start, end), names in today_bounds(zones, now).items():
+            rows = self._read(Q.spent_by_routine(), (iso(start), iso(end)))
+            spent = {r["routine"]: r["s"] for r in rows}
+            out.update((n, float(spent[n])) for n in names if n in spent)
+        return out
+
     def totals(self, start: datetime, end: datetime) -> list[dict[str, Any]]:
         bounds = (iso(start), iso(end))
-        return ledgerrows.merge_totals(
+        return shared.merge_totals(
             [*self._read(Q.run_totals(), bounds), *self._read(Q.day_totals(), bounds)]
         )
 
@@ -710,8 +450,8 @@ class PgLedger(FleetTables):
     def _set_state(cur: Cursor, routine: str, values: dict[str, object]) -> None:
         """Set columns of routine_state (creating the row); booleans stored as 0/1."""
         cur.execute(
-            ledgerrows.set_state_sql(tuple(values), "%s", _NOW_ISO),
-            (routine, *ledgerrows.state_params(values)),
+            shared.set_state_sql(tuple(values), "%s", _NOW_ISO),
+            (routine, *shared.state_params(values)),
         )
 
     def enable(self, routine: str, *, file_enabled: bool, cursor: str, fingerprint: str) -> None:
@@ -723,7 +463,7 @@ class PgLedger(FleetTables):
             self._set_state(
                 cur,
                 routine,
-                ledgerrows.enable_values(
+                shared.enable_values(
                     stored, file_enabled=file_enabled, cursor=cursor, fingerprint=fingerprint
                 ),
             )
@@ -736,7 +476,7 @@ class PgLedger(FleetTables):
         reason: str | None = None,
         failure_streak: int | None = None,
     ) -> None:
-        values = ledgerrows.disable_values(
+        values = shared.disable_values(
             file_enabled=file_enabled, reason=reason, failure_streak=failure_streak
         )
         with self.transaction() as cur:
@@ -747,24 +487,6 @@ class PgLedger(FleetTables):
             self._set_state(cur, routine, {"failure_streak": streak})
 
     def set_cursor(self, routine: str, cursor: str | None, fingerprint: str | None = None) -> None:
-        values = ledgerrows.cursor_values(cursor, fingerprint)
+        values = shared.cursor_values(cursor, fingerprint)
         with self.transaction() as cur:
             self._set_state(cur, routine, values)
-
-
-def _shut(conn: psycopg.Connection[Any], cut: threading.Event) -> None:
-    """The client-side deadline passed: shut the connection's socket under the statement
-    waiting on it, which then fails at once (a copy of the descriptor, so psycopg's own
-    stays valid until it closes the connection)."""
-    cut.set()
-    try:
-        fd = os.dup(conn.pgconn.socket)
-    except (OSError, psycopg.Error):
-        return
-    with socket.socket(fileno=fd) as sock, contextlib.suppress(OSError):
-        sock.shutdown(socket.SHUT_RDWR)
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__

@@ -2,7 +2,7 @@
 (tests/fleet/test_ledger_contract.py), beside SQLite's `Ledger` and PostgreSQL's `PgLedger`.
 
 It keeps the same rows as the plain tables (runs, claims, routine_state, run_days) in dicts
-and decides with the same pure helpers (routines/ledgerrows.py, routines/rundays.py), so it
+and decides with the same pure helpers (routines/ledger/shared.py and rundays.py), so it
 states the contract in Python, without SQL, at the size of a page. Several `MemoryLedger`s
 over one `MemoryData` are connections to one ledger (what another connection wrote is seen at
 once; `data_version` counts the others' writes, as SQLite's PRAGMA data_version does).
@@ -13,33 +13,33 @@ Not for production: nothing is kept past the process, and one thread at a time.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from routines import ledgerrows, rundays
-from routines.ledger import (
+from routines.ledger import rundays, shared
+from routines.ledger.model import (
     ANY,
     CLAIM_RETENTION,
     RUN_COLUMNS,
     ActiveRun,
-    DaySummary,
     LastRun,
-    Ledger,
     RoutineState,
     RunRow,
     _Any,
     day_bounds,
-    from_iso,
-    iso,
     last_run_row,
     run_row,
     state_row,
+    today_bounds,
+    walk_thread,
 )
-from routines.ledgersql import FINISH_COLUMNS as _FINISH
-from routines.ledgersql import SUMS as _SUMS
+from routines.ledger.rundays import DaySummary
+from routines.ledger.shared import from_iso, iso
+from routines.ledger.sql import FINISH_COLUMNS as _FINISH
+from routines.ledger.sql import SUMS as _SUMS
 from routines.runs import ACTIVE, NO_LAST_RUN, NOT_A_RUN, RunEnd, RunStatus, Trigger
 
 __all__ = ["MemoryData", "MemoryLedger"]
@@ -167,7 +167,7 @@ class MemoryLedger:
         owner: tuple[int, float] | None,
         parent_run_id: str | None = None,
     ) -> None:
-        values = ledgerrows.new_run(
+        values = shared.new_run(
             run_id=run_id,
             routine=routine,
             slot=slot,
@@ -179,7 +179,7 @@ class MemoryLedger:
             parent_run_id=parent_run_id,
         )
         row: dict[str, Any] = {"id": self.data.next_id, "exit_status": None}
-        row |= dict.fromkeys(RUN_COLUMNS) | dict.fromkeys(ledgerrows.ZERO_COLUMNS, 0) | values
+        row |= dict.fromkeys(RUN_COLUMNS) | dict.fromkeys(shared.ZERO_COLUMNS, 0) | values
         self.data.next_id += 1
         self.data.runs[run_id] = row
         if status not in ACTIVE:
@@ -241,7 +241,7 @@ class MemoryLedger:
         duration = end.duration_sec
         if duration is None and row["started_at"]:
             duration = max(0.0, (now - from_iso(row["started_at"])).total_seconds())
-        values = ledgerrows.finish_values(end, iso(now), duration)
+        values = shared.finish_values(end, iso(now), duration)
         row |= dict(zip(_FINISH, values, strict=True))
         if end.status not in ACTIVE and row["started_at"]:
             self._note_last(
@@ -287,7 +287,7 @@ class MemoryLedger:
         return [_row(r) for r in self._newest(rows)[::-1]]
 
     def thread(self, run_id: str) -> list[RunRow]:
-        return Ledger.thread(self, run_id)  # type: ignore[arg-type]  # the same walk
+        return walk_thread(run_id, self.run, self.replies_to)
 
     def last_runs(self) -> dict[str, LastRun]:
         return {name: last_run_row(s) for name, s in self.data.states.items() if s["last_status"]}
@@ -316,7 +316,7 @@ class MemoryLedger:
             done = [r for r in mine if r["started_at"] < line and (r["status"] or "") not in ACTIVE]
             picked += sorted(done, key=lambda r: r["started_at"])[: limit - len(picked)]
         for f in rundays.fold([_fold_row(r) for r in picked], zone):
-            args = ledgerrows.add_day_args(f, zone.key)
+            args = shared.add_day_args(f, zone.key)
             self._add_day(dict(zip(rundays.DAY_COLUMNS, args, strict=True)))
         for r in picked:
             del self.data.runs[r["run_id"]]
@@ -365,6 +365,15 @@ class MemoryLedger:
     def spent_today(self, routine: str, zone: ZoneInfo, now: datetime) -> float:
         return self.spent_on_day(routine, now.astimezone(zone).date(), zone)
 
+    def spent_today_many(self, zones: Mapping[str, ZoneInfo], now: datetime) -> dict[str, float]:
+        out = dict.fromkeys(zones, 0.0)
+        for (start, end), names in today_bounds(zones, now).items():
+            asked = set(names)
+            for r in self._between(start, end):
+                if r["routine"] in asked:
+                    out[r["routine"]] += r["dollars"] or 0
+        return out
+
     def totals(self, start: datetime, end: datetime) -> list[dict[str, Any]]:
         rows: list[dict[str, Any]] = []
         for r in self._between(start, end):
@@ -381,7 +390,7 @@ class MemoryLedger:
                     {"routine": d["routine"], "runs": runs, "nano": d["nanodollars"]}
                     | {c: d[c] for c in _SUMS}
                 )
-        return ledgerrows.merge_totals(rows)
+        return shared.merge_totals(rows)
 
     def dollars_by_day(self, days: Sequence[date], zone: ZoneInfo) -> dict[date, float]:
         out: dict[date, float] = {}
@@ -403,14 +412,14 @@ class MemoryLedger:
 
     def _set(self, routine: str, values: dict[str, object]) -> None:
         state = self._state(routine)
-        state |= dict(zip(values, ledgerrows.state_params(values), strict=True))
+        state |= dict(zip(values, shared.state_params(values), strict=True))
         self._wrote()
 
     def enable(self, routine: str, *, file_enabled: bool, cursor: str, fingerprint: str) -> None:
         stored = (self.data.states.get(routine) or {}).get("cursor")
         self._set(
             routine,
-            ledgerrows.enable_values(
+            shared.enable_values(
                 stored, file_enabled=file_enabled, cursor=cursor, fingerprint=fingerprint
             ),
         )
@@ -425,7 +434,7 @@ class MemoryLedger:
     ) -> None:
         self._set(
             routine,
-            ledgerrows.disable_values(
+            shared.disable_values(
                 file_enabled=file_enabled, reason=reason, failure_streak=failure_streak
             ),
         )
@@ -434,7 +443,7 @@ class MemoryLedger:
         self._set(routine, {"failure_streak": streak})
 
     def set_cursor(self, routine: str, cursor: str | None, fingerprint: str | None = None) -> None:
-        self._set(routine, ledgerrows.cursor_values(cursor, fingerprint))
+        self._set(routine, shared.cursor_values(cursor, fingerprint))
 
 
 def _nano(r: dict[str, Any]) -> int:
@@ -442,7 +451,7 @@ def _nano(r: dict[str, Any]) -> int:
 
 
 def _fold_row(r: dict[str, Any]) -> rundays.FoldRow:
-    return ledgerrows.fold_row(
+    return shared.fold_row(
         {
             **r,
             "status": r["status"] or r["exit_status"] or "",

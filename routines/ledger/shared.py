@@ -1,7 +1,8 @@
-"""What both ledger backends (routines/ledger.py's SQLite `Ledger`, routines/pgledger.py's
-PostgreSQL `PgLedger`) write and read alike: the values a run row is inserted with, the state
-values `enable`/`disable`/`set_cursor` set, the rows compaction folds, and the SQL text that is
-the same in both dialects but for the placeholder (`mark`: "?" for SQLite, "%s" for psycopg).
+"""What both ledger backends (routines/ledger/sqlite.py's SQLite `Ledger`,
+routines/ledger/postgres.py's PostgreSQL `PgLedger`) write and read alike: the values a run
+row is inserted with, the state values `enable`/`disable`/`set_cursor` set, the rows
+compaction folds, and the SQL text that is the same in both dialects but for the placeholder
+(`mark`: "?" for SQLite, "%s" for psycopg).
 
 Pure: no connection here; each backend executes these with its own cursor and transaction.
 """
@@ -14,7 +15,7 @@ from datetime import UTC, datetime
 from enum import Enum
 from typing import Any, Protocol
 
-from routines import rundays
+from routines.ledger import rundays
 from routines.runs import ACTIVE, RunEnd, RunStatus, Trigger
 
 __all__ = [
@@ -222,7 +223,7 @@ def fold_row(r: Row) -> rundays.FoldRow:
 
 
 def finish_values(end: RunEnd, finished: str, duration: float | None) -> tuple[object, ...]:
-    """A run's final columns, in `ledgersql.FINISH_COLUMNS` order (enums as their text)."""
+    """A run's final columns, in `sql.FINISH_COLUMNS` order (enums as their text)."""
     return (
         _text(end.status),
         _text(end.outcome),
@@ -249,7 +250,7 @@ def _text(value: object) -> object:
 
 
 def merge_totals(rows: Iterable[Row]) -> list[dict[str, Any]]:
-    """`totals`: the run rows' and the day rows' sums per routine (`ledgersql.run_totals`,
+    """`totals`: the run rows' and the day rows' sums per routine (`sql.run_totals`,
     `day_totals`) added up, dollars from nanodollars, biggest spender first."""
     keys = ("runs", "input_tokens", "output_tokens", "local_input_tokens", "local_output_tokens")
     merged: dict[str, dict[str, int]] = {}

@@ -1,8 +1,10 @@
-"""Ledger schema 9: schema 6's packed layout (routines/runlog.py) unpacked into plain tables.
+"""Ledger schema 9: schema 6's packed layout (routines/ledger/migrate_packed6.py) unpacked
+into plain tables.
 
 Schemas 6 to 8 kept runs in `run_log` (the run id in the rowid, interned texts, microsecond
 offsets) and claims in `fence`, shown as the plain `runs` and `claims` through views. This
-step reads every row back through those views (the one decoder, routines/runlog.py) into
+step reads every row back through those views (the one decoder,
+routines/ledger/migrate_packed6.py) into
 plain tables of the same columns as a ledger that was never packed, then drops the packed
 tables, the views and their triggers.
 
@@ -18,7 +20,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable, Sequence
 
-from routines import runlog
+from routines.ledger import migrate_packed6
 
 __all__ = ["BATCH", "unpack"]
 
@@ -45,7 +47,7 @@ def unpack(
     packed = _columns(db, "run_log")
     # Schema 8 added parent_run_id to run_log; 6 and 7 have none (NULL below).
     later = ("parent_run_id",) if "parent_run_id" in packed else ()
-    for statement in runlog.views(later):  # the decoder, with every column run_log has
+    for statement in migrate_packed6.views(later):  # the decoder, with every column run_log has
         db.execute(statement)
     shown = set(_columns(db, "runs"))
     db.execute(runs_table)
@@ -64,7 +66,8 @@ def unpack(
         # A row whose run id was kept as text keeps its small rowid; a packed one takes the
         # next (ids only order runs; rowids below PACKED_MIN come first in id order).
         cur = db.execute(
-            f"INSERT INTO runs_plain (id, {cols}) SELECT CASE WHEN id < {runlog.PACKED_MIN} "
+            f"INSERT INTO runs_plain (id, {cols}) SELECT CASE WHEN id < "
+            f"{migrate_packed6.PACKED_MIN} "
             f"THEN id END, {picks} FROM runs WHERE id > ? AND id <= ? ORDER BY id",
             (last, upper),
         )

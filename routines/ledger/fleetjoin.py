@@ -17,11 +17,10 @@ import json
 from dataclasses import dataclass
 from datetime import datetime
 
-from routines import rundays
-from routines.ledger import iso
-from routines.ledgerapi import LedgerAPI
-from routines.pgledger import PgLedger
-from routines.pgschema import note_last
+from routines.ledger import iso, rundays
+from routines.ledger.api import LedgerAPI
+from routines.ledger.migrate_postgres import note_last
+from routines.ledger.postgres import PgLedger
 from routines.runs import ACTIVE, RunStatus, status_of
 
 __all__ = ["JoinReport", "join"]

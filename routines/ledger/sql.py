@@ -1,5 +1,5 @@
-"""The ledger's queries, each written once for both backends (routines/ledger.py's SQLite
-`Ledger` and routines/pgledger.py's PostgreSQL `PgLedger`) over the same plain tables.
+"""The ledger's queries, each written once for both backends (routines/ledger/sqlite.py's SQLite
+`Ledger` and routines/ledger/postgres.py's PostgreSQL `PgLedger`) over the same plain tables.
 
 A query differs between the two only by its `Dialect`: the placeholder ("?" or "%s") and the
 row lock PostgreSQL takes where machines race (SQLite's BEGIN IMMEDIATE holds the whole file,
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from routines import rundays
+from routines.ledger import rundays
 from routines.runs import ACTIVE, NOT_A_RUN, sql_in
 
 __all__ = [
@@ -163,6 +163,14 @@ class Dialect:
         return (
             f"SELECT COALESCE(SUM(dollars), 0) AS s FROM runs WHERE routine = {self.mark} "
             f"AND started_at >= {self.mark} AND started_at < {self.mark}"
+        )
+
+    def spent_by_routine(self) -> str:
+        """Each routine's dollars in [start, end): `spent` for every routine in one range
+        scan of runs_started (`spent_today_many`)."""
+        return (
+            "SELECT routine, COALESCE(SUM(dollars), 0) AS s FROM runs "
+            f"WHERE started_at >= {self.mark} AND started_at < {self.mark} GROUP BY routine"
         )
 
     def run_totals(self) -> str:

@@ -1,14 +1,9 @@
-"""What can go wrong with a ledger, as the rest of the program sees it.
-
-    LedgerError                 the ledger cannot be used; the message names it and what to do
-     └─ LedgerUnavailable       nothing of the call was recorded, and it may pass by itself:
-                                `reason` (an `Unavailable`) says why; the daemon pauses and
-                                retries, a run that did not execute because of it is never
-                                `failed` and never a strike
-
-Both backends translate their own errors here, once, at their boundary: routines/ledger.py
-(`sqlite_reason`: SQLite's result codes, and the filesystem's free space for an I/O error)
-and routines/pgledger.py (a refused or lost connection, PostgreSQL's DiskFull).
+"""Classifying a failure into an `Unavailable` reason: SQLite's result codes, the file
+system's free space for an I/O error (`sqlite_reason`, `os_reason`), whether a file SQLite
+calls corrupt is (`damaged`), and what to tell the user (`unavailable_message`). The errors
+themselves, and their tree, are routines/ledger/model.py's. Each store translates its errors
+once, at its boundary: routines/ledger/sqlite_open.py with these, and
+routines/ledger/postgres_open.py (a refused or lost connection, PostgreSQL's DiskFull).
 """
 
 from __future__ import annotations
@@ -18,13 +13,11 @@ import errno
 import os
 import sqlite3
 import stat
-from enum import StrEnum
 from pathlib import Path
 
+from routines.ledger.model import Unavailable
+
 __all__ = [
-    "LedgerError",
-    "LedgerUnavailable",
-    "Unavailable",
     "damaged",
     "is_no_space",
     "keep_wal_on_close",
@@ -34,35 +27,6 @@ __all__ = [
     "sqlite_reason",
     "unavailable_message",
 ]
-
-
-class Unavailable(StrEnum):
-    """Why a ledger takes no reads or writes now; each passes without losing the history."""
-
-    DISK_FULL = "disk full"  # no space for the ledger (SQLITE_FULL, ENOSPC, PostgreSQL DiskFull)
-    READ_ONLY = "read-only"  # the file, its -wal or -shm, or the filesystem is not writable
-    IO_ERROR = "I/O error"  # the filesystem failed a read or write (a failing disk, a lost mount)
-    LOCKED = "locked"  # another process held it past the busy timeout
-    CORRUPT = "corrupt"  # PRAGMA quick_check found damage: only then is moving it aside advised
-    UNREACHABLE = "unreachable"  # a fleet's PostgreSQL refused, dropped or never answered
-    DRAINING = "draining"  # the fleet's database is back; runs made offline are still going
-    REPLACED = "replaced"  # the file at the ledger's path is not the one opened: never touched
-
-
-class LedgerError(RuntimeError):
-    """The ledger cannot be used; the message names the file and what to do."""
-
-
-class LedgerUnavailable(LedgerError):
-    """Nothing of the call was recorded, and the cause may pass: the caller keeps what it
-    could not write (or does not act on it) and tries again later."""
-
-    def __init__(self, reason: Unavailable, message: str) -> None:
-        super().__init__(message)
-        self.reason = reason
-
-    def __reduce__(self) -> tuple[type[LedgerUnavailable], tuple[Unavailable, str]]:
-        return type(self), (self.reason, str(self))
 
 
 _READ_ONLY_CODES = {sqlite3.SQLITE_READONLY, sqlite3.SQLITE_PERM, sqlite3.SQLITE_CANTOPEN}

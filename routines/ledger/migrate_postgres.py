@@ -1,6 +1,6 @@
 """The fleet ledger's PostgreSQL schema, migrated forward by `PgLedger` (one step a version,
 under an advisory lock so two machines starting at once migrate once). Beside SQLite's steps
-in routines/ledger.py; the tables are SQLite's plus the fleet's own (leases, machines,
+in routines/ledger/sqlite.py; the tables are SQLite's plus the fleet's own (leases, machines,
 definitions), one per concern."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from typing import Any
 
 import psycopg
 
-from routines import rundays
-from routines.ledgerrows import note_last_sql
+from routines.ledger import rundays
+from routines.ledger.shared import note_last_sql
 from routines.runs import ACTIVE, NO_LAST_RUN, Outcome, RunStatus, sql_in
 
 __all__ = [
@@ -95,7 +95,7 @@ STEPS: dict[int, tuple[str, ...]] = {
     ),
     # One daemon per machine name: each daemon start takes a random instance id; its leases
     # and its machine row carry it, so a second daemon under the same name renews nothing of
-    # the first's and is refused while the first is alive (routines/pgfleet.py `register`).
+    # the first's and is refused while the first is alive (routines/ledger/fleet.py `register`).
     2: (
         "ALTER TABLE leases ADD COLUMN instance TEXT",
         "ALTER TABLE machines ADD COLUMN instance TEXT",
@@ -104,7 +104,7 @@ STEPS: dict[int, tuple[str, ...]] = {
         "ALTER TABLE machines ADD COLUMN conflict TEXT",
     ),
     # SQLite's runs keep a v2.0.x exit_status where they have no status; with the column here
-    # too, both backends run the same query texts (routines/ledgersql.py).
+    # too, both backends run the same query texts (routines/ledger/sql.py).
     3: (f"ALTER TABLE runs ADD COLUMN exit_status {T}",),
 }
 MIGRATION_LOCK = 0x76696E6F73  # pg_advisory_xact_lock key: one migrating machine at a time

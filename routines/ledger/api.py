@@ -1,15 +1,15 @@
 """The ledger's backend seam: what the supervisor, the CLI and the dashboard use of a ledger.
 
-Two implementations: routines/ledger.py's `Ledger` (SQLite, one machine, the default) and
-routines/pgledger.py's `PgLedger` (PostgreSQL, a fleet of machines; imported only when
-config.toml has `[fleet]`), and routines/ledgermemory.py's `MemoryLedger`, the reference
+Two implementations: routines/ledger/sqlite.py's `Ledger` (SQLite, one machine, the default) and
+routines/ledger/postgres.py's `PgLedger` (PostgreSQL, a fleet of machines; imported only when
+config.toml has `[fleet]`), and routines/ledger/memory.py's `MemoryLedger`, the reference
 store. tests/fleet/test_ledger_contract.py runs one suite on the three.
 `open_ledger` picks the backend from the config.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import date, datetime
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from zoneinfo import ZoneInfo
@@ -20,27 +20,28 @@ from routines.ledger import (
     DaySummary,
     LastRun,
     Ledger,
-    LedgerError,
     RoutineState,
     RunRow,
 )
+from routines.ledger.model import MachineInUse
 from routines.runs import RunEnd, RunStatus, Trigger
 
 if TYPE_CHECKING:
-    from routines.config import Config
-    from routines.ledger import _Any
-    from routines.ledgermemory import MemoryLedger
-    from routines.paths import Paths
-    from routines.pgledger import PgLedger
+    from pathlib import Path
 
-__all__ = ["LedgerAPI", "MachineInUse", "Maintenance", "Store", "Vacuum", "open_ledger"]
+    from routines.ledger.memory import MemoryLedger
+    from routines.ledger.model import _Any
+    from routines.ledger.postgres import PgLedger
 
-
-class MachineInUse(LedgerError):
-    """A fleet's machine name is held by another live daemon (routines/pgfleet.py
-    `register`): this one must not run under it (its renewals would keep the other's runs
-    alive, and two daemons would claim as one machine). Here, not beside psycopg: the
-    daemon catches it whether or not it is on a fleet."""
+__all__ = [
+    "FleetAddress",
+    "LedgerAPI",
+    "MachineInUse",
+    "Maintenance",
+    "Store",
+    "Vacuum",
+    "open_ledger",
+]
 
 
 class LedgerAPI(Protocol):
@@ -88,12 +89,15 @@ class LedgerAPI(Protocol):
     def last_runs(self) -> dict[str, LastRun]: ...
     def last_started_here(self, routine: str) -> str | None: ...
 
-    # -- compacted history (routines/rundays.py) --
+    # -- compacted history (routines/ledger/rundays.py) --
     def days(self, routine: str | None = None, limit: int = 20) -> list[DaySummary]: ...
 
     # -- money --
     def spent_on_day(self, routine: str, day: date, zone: ZoneInfo) -> float: ...
     def spent_today(self, routine: str, zone: ZoneInfo, now: datetime) -> float: ...
+    def spent_today_many(
+        self, zones: Mapping[str, ZoneInfo], now: datetime
+    ) -> dict[str, float]: ...
     def totals(self, start: datetime, end: datetime) -> list[dict[str, Any]]: ...
     def dollars_by_day(self, days: Sequence[date], zone: ZoneInfo) -> dict[date, float]: ...
 
@@ -144,14 +148,24 @@ class Store(LedgerAPI, Maintenance, Protocol):
     """What the daemon holds: the ledger and its retention."""
 
 
-def open_ledger(p: Paths, config: Config, *, connect: bool = True) -> Store:
-    """The fleet's PostgreSQL ledger when config.toml has [fleet], else this machine's SQLite
-    file. psycopg is imported here, only for a fleet."""
-    if config.fleet is None:
-        return Ledger(p.ledger)
-    from routines.pgledger import PgLedger
+class FleetAddress(Protocol):
+    """Where a fleet's database is, and this machine's name in it: config.toml's [fleet]
+    (routines/config.py `FleetSettings`). A protocol, so the ledger imports no config."""
 
-    return PgLedger(config.fleet.database, config.fleet.machine, connect=connect)
+    @property
+    def database(self) -> str: ...
+    @property
+    def machine(self) -> str: ...
+
+
+def open_ledger(path: Path, fleet: FleetAddress | None, *, connect: bool = True) -> Store:
+    """The fleet's PostgreSQL ledger when config.toml has [fleet] (`fleet`), else this
+    machine's SQLite file at `path`. psycopg is imported here, only for a fleet."""
+    if fleet is None:
+        return Ledger(path)
+    from routines.ledger.postgres import PgLedger
+
+    return PgLedger(fleet.database, fleet.machine, connect=connect)
 
 
 def _conforms(

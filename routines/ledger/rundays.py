@@ -8,7 +8,7 @@ resumes where the last one committed.
 For a second backend (PostgreSQL for a fleet): the schema here (SCHEMA, DAY_COLUMNS), the
 lines (`compaction_line`, `count_line`) and the fold (`fold`, pure over typed `FoldRow`s) are
 backend-free; the backend supplies the
-methods supervisor/housekeeping.py calls (routines/ledgerapi.py `Maintenance`):
+methods supervisor/housekeeping.py calls (routines/ledger/api.py `Maintenance`):
 `compact(before, zone, limit)` as "select a batch FOR UPDATE SKIP LOCKED, upsert the day rows,
 delete the batch" in one transaction (so two machines compacting at once fold each run once),
 and `totals`/`dollars_by_day`/`days` reading both tables; SQLite alone gives pages back
@@ -16,7 +16,7 @@ and `totals`/`dollars_by_day`/`days` reading both tables; SQLite alone gives pag
 it (their independent sums, and the SIGKILL test's hook, read SQLite directly and would be
 ported to read the other backend the same way).
 
-Money is kept in integer nanodollars on both sides of the line (routines/ledgersql.py `NANO`
+Money is kept in integer nanodollars on both sides of the line (routines/ledger/sql.py `NANO`
 for run rows), so a sum is exact whatever the order the rows were added in: the 30-day or
 monthly figure `cost` prints is the same before and after a compaction.
 """
@@ -117,8 +117,8 @@ class FoldRow:
     local_input_tokens: int
     local_output_tokens: int
     tool_calls: int
-    nanodollars: int  # ledgersql.NANO
-    duration_ms: int  # ledgersql.MS
+    nanodollars: int  # sql.NANO
+    duration_ms: int  # sql.MS
 
 
 @dataclass(slots=True)

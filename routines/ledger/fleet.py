@@ -24,8 +24,8 @@ from typing import Any
 import psycopg
 
 from routines.ledger import iso
-from routines.ledgerapi import MachineInUse
-from routines.pgschema import note_last
+from routines.ledger.migrate_postgres import note_last
+from routines.ledger.model import MachineInUse
 from routines.runs import ACTIVE, RunStatus, sql_in
 
 __all__ = ["LEASE_SEC", "FleetTables", "MachineInUse", "MachineRow"]

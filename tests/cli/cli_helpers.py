@@ -115,9 +115,7 @@ class Cli:
     ) -> subprocess.CompletedProcess[str]:
         """Run the CLI's entry point in this process (inprocess.py), with stdin/stdout/stderr
         as files (not a terminal): what `spawn` returns, without an interpreter's start."""
-        return run_in_process(
-            args, env=self.environ(env), cwd=str(self.home), input=input or ""
-        )
+        return run_in_process(args, env=self.environ(env), cwd=str(self.home), input=input or "")
 
     def spawn(
         self,

@@ -30,7 +30,7 @@ import tempfile
 import time
 import traceback
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, suppress
 from typing import IO, NoReturn
 
 import pytest
@@ -102,10 +102,8 @@ def _fds(stdin: IO[bytes], stdout: IO[bytes], stderr: IO[bytes]) -> Iterator[Non
         yield
     finally:
         for stream in (sys.stdout, sys.stderr):
-            try:
+            with suppress(OSError, ValueError):  # a closed stream, as at an interpreter's exit
                 stream.flush()
-            except (OSError, ValueError):
-                pass
         sys.stdin, sys.stdout, sys.stderr = streams
         for fd, old in enumerate(saved):
             os.dup2(old, fd)

@@ -22,6 +22,7 @@ two commands racing, `approve`, which execs its action) stays a subprocess: `Cli
 
 from __future__ import annotations
 
+import importlib
 import os
 import signal
 import subprocess
@@ -31,16 +32,17 @@ import time
 import traceback
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager, suppress
-from typing import IO, NoReturn
+from typing import IO, Any, NoReturn
 
 import pytest
 
 from routines import tz
-from sandbox import probe
 from supervisor.thinclient import main  # the console script's and `python -m supervisor`'s
 
 __all__ = ["run_in_process"]
 
+# The module, not the function `sandbox.probe` that the package exports under the same name.
+_probe_module: Any = importlib.import_module("sandbox.probe")
 _SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE, signal.SIGCHLD)
 
 
@@ -48,13 +50,13 @@ class _Exec(BaseException):
     """Raised instead of exec'ing: escapes the command's own handlers, and the helper's."""
 
 
-def _no_exec(path: object, *_args: object) -> NoReturn:
+def _no_exec(path: Any, argv: Any, env: Any) -> NoReturn:
     raise _Exec(path)
 
 
 def _reset_caches() -> None:
     tz.machine_timezone.cache_clear()  # reads TZ once per process
-    probe._warned = False  # "shell tools disabled" is logged once per process
+    _probe_module._warned = False  # "shell tools disabled" is logged once per process
 
 
 @contextmanager

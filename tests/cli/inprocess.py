@@ -10,6 +10,10 @@ process gives for free is done here by hand, around each call:
   program the command starts (a pager, an editor, a sandboxed command) inherits them as it
   would the pipes of a subprocess, and none of them is a terminal;
 - the umask (main sets 0077), the signal handlers, sys.argv;
+- logging as an unconfigured interpreter has it: the root logger without handlers at WARNING, so
+  a warning goes to stderr through logging's last resort (pytest's capturing handlers would
+  swallow it, and a test that a secret or a traceback is not printed would pass unseen), and
+  the warnings filters an interpreter starts with, printing to stderr;
 - the per-process caches whose answer depends on the environment (the machine's time zone
   from TZ; the sandbox probe's warn-once flag);
 - an exception that escapes `main` is a traceback on stderr and exit status 1, and
@@ -23,6 +27,7 @@ two commands racing, `approve`, which execs its action) stays a subprocess: `Cli
 from __future__ import annotations
 
 import importlib
+import logging
 import os
 import signal
 import subprocess
@@ -30,6 +35,7 @@ import sys
 import tempfile
 import time
 import traceback
+import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager, suppress
 from typing import IO, Any, NoReturn
@@ -68,6 +74,10 @@ def _environment(env: Mapping[str, str], cwd: str) -> Iterator[None]:
     saved_argv = sys.argv
     saved_execve = os.execve
     os.execve = _no_exec
+    root = logging.getLogger()
+    saved_logging = (root.handlers[:], root.level)
+    root.handlers = []
+    root.setLevel(logging.WARNING)
     os.environ.clear()
     os.environ.update(env)
     time.tzset()
@@ -86,6 +96,8 @@ def _environment(env: Mapping[str, str], cwd: str) -> Iterator[None]:
             signal.signal(sig, handler)
         sys.argv = saved_argv
         os.execve = saved_execve
+        root.handlers, level = saved_logging
+        root.setLevel(level)
 
 
 @contextmanager
@@ -110,6 +122,34 @@ def _fds(stdin: IO[bytes], stdout: IO[bytes], stderr: IO[bytes]) -> Iterator[Non
         for fd, old in enumerate(saved):
             os.dup2(old, fd)
             os.close(old)
+
+
+def _show(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: Any = None,
+    line: str | None = None,
+) -> None:
+    sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
+
+
+@contextmanager
+def _warnings() -> Iterator[None]:
+    with warnings.catch_warnings():
+        # An interpreter's filters without -W or PYTHONWARNINGS (the `warnings` defaults).
+        warnings.resetwarnings()
+        warnings.filterwarnings("default", category=DeprecationWarning, module="__main__")
+        for category in (
+            DeprecationWarning,
+            PendingDeprecationWarning,
+            ImportWarning,
+            ResourceWarning,
+        ):
+            warnings.simplefilter("ignore", category, append=True)
+        warnings.showwarning = _show
+        yield
 
 
 def _status(exc: SystemExit) -> int:
@@ -137,7 +177,7 @@ def run_in_process(
         stdin.write(input.encode("utf-8"))
         stdin.flush()
         stdin.seek(0)
-        with _environment(env, cwd), _fds(stdin, stdout, stderr):
+        with _environment(env, cwd), _fds(stdin, stdout, stderr), _warnings():
             sys.argv = [sys.executable, *args]
             try:
                 code = main()

@@ -37,15 +37,20 @@ def test_answers_as_the_entry_point_does(cli: Cli) -> None:
     _same(cli, "history", "nope", env={"NO_COLOR": "1"})  # stderr, and an extra variable
 
 
-def test_leaves_the_process_as_it_found_it(cli: Cli) -> None:
+def test_leaves_the_process_as_it_found_it(cli: Cli, not_root: None) -> None:
     env, cwd, umask = dict(os.environ), os.getcwd(), os.umask(0o022)
     os.umask(umask)
     handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE)}
     root = logging.getLogger()
     logging_before = (root.handlers[:], root.level)
     filters, tzname = warnings.filters[:], time.tzname
+    fds = sorted(os.listdir("/proc/self/fd"))
     cli.agent("notes")
+    cli.command("hello", "echo hi")
     assert cli("list", env={"TZ": "Asia/Tokyo"}).returncode == 0
+    ran = cli("run", "hello")  # a run in this process: its pool, its sandbox, its ledger
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert sorted(os.listdir("/proc/self/fd")) == fds  # nothing left open for the next test
     assert dict(os.environ) == env and os.getcwd() == cwd
     assert os.umask(umask) == umask
     assert {s: signal.getsignal(s) for s in handlers} == handlers

@@ -67,7 +67,11 @@ class ProbeCache:
             )
             try:
                 out, _ = await asyncio.wait_for(proc.communicate(), PROBE_TIMEOUT_SEC)
-            except TimeoutError:
+            except (TimeoutError, asyncio.CancelledError):
+                # Cancelled too when the loop ends first (a one-off `run` without a daemon is
+                # done before its probe): ended and reaped here, so no probe outlives its loop
+                # (tests/cli runs `run` in pytest's process, where a transport left open is
+                # reported as "Event loop is closed" when it is collected).
                 proc.kill()
                 await proc.wait()
                 raise

@@ -1,4 +1,5 @@
-"""Driving the real CLI as a user would: `python -m supervisor …` as a subprocess, with the
+"""Driving the real CLI as a user would: its entry point run in-process (inprocess.py) or
+`python -m supervisor …` as a subprocess (`Cli.spawn`), with the
 test's VINOS_HOME (tests/conftest.py), a bin/ of fake programs first on PATH, and a time zone in
 which it is about noon now, so "today" cannot roll over while a test runs; and on a
 pseudo-terminal where a person would be at one."""
@@ -20,6 +21,7 @@ from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import pytest
+from inprocess import run_in_process
 
 from routines.ledger import Ledger
 
@@ -110,9 +112,20 @@ class Cli:
         *args: str,
         input: str | None = None,
         env: Mapping[str, str | None] | None = None,
+    ) -> subprocess.CompletedProcess[str]:
+        """Run the CLI's entry point in this process (inprocess.py), with stdin/stdout/stderr
+        as files (not a terminal): what `spawn` returns, without an interpreter's start."""
+        return run_in_process(args, env=self.environ(env), cwd=str(self.home), input=input or "")
+
+    def spawn(
+        self,
+        *args: str,
+        input: str | None = None,
+        env: Mapping[str, str | None] | None = None,
         timeout: float = 60,
     ) -> subprocess.CompletedProcess[str]:
-        """Run the CLI with stdin/stdout/stderr as pipes (not a terminal)."""
+        """Run `python -m supervisor` as a subprocess with stdin/stdout/stderr as pipes (not a
+        terminal): for what needs a process of its own (the entry point, a signal, a race)."""
         return subprocess.run(
             self.argv(*args),
             input=input if input is not None else "",

@@ -71,7 +71,7 @@ def propose(summary: str = "Reply to Bob about lunch", text: str = INPUT) -> Rep
 
 
 def run_once(cli: Cli, name: str = "drafter") -> subprocess.CompletedProcess[str]:
-    r = cli("run", name, timeout=120)
+    r = cli("run", name)
     assert r.returncode == 0, r.stdout + r.stderr
     return r
 
@@ -160,7 +160,7 @@ def test_approved_runs_once_with_its_stdin_and_a_second_approve_is_an_error(
     assert piped.returncode == 2 and "add --yes" in piped.stderr
     assert not ran_log(cli).exists()
 
-    r = cli("approve", str(p.id), "--yes", timeout=120)
+    r = cli.spawn("approve", str(p.id), "--yes")
     assert r.returncode == 0, r.stdout + r.stderr
     assert f"command: tee -a {ran_log(cli)}" in r.stdout  # the exact command was shown …
     # … the input, its first lines again above the question, and the action's output.
@@ -388,7 +388,7 @@ def test_a_one_byte_edit_after_signing_stops_auto_approve(
     assert not ran_log(cli).exists()
     out = cli("pending").stdout
     assert "(not run automatically: signature invalid" in out
-    r = cli("approve", str(p.id), "--yes", timeout=120)  # a person still can
+    r = cli.spawn("approve", str(p.id), "--yes")  # a person still can
     assert r.returncode == 0, r.stderr
     assert rows(cli)[0].decided_by == "cli"
 

@@ -94,6 +94,6 @@ def test_a_short_input_is_shown_whole_and_then_summed_up(cli: Cli, on_pty: OnPty
 def test_with_yes_the_input_is_printed_not_paged(cli: Cli, not_root: None) -> None:
     pid = seed(cli, LONG)
     # It then runs in the routine's sandbox (and fails: no msmtp there); what it showed counts.
-    r = cli("approve", str(pid), "--yes", env={"PAGER": "false"}, timeout=120)
+    r = cli.spawn("approve", str(pid), "--yes", env={"PAGER": "false"})
     assert "quoted line 2999" in r.stdout
     assert f"approving #{pid}: send-reply for drafter" in r.stdout

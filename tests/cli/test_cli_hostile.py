@@ -15,13 +15,13 @@ import os
 import secrets
 import shutil
 import subprocess
-import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from inprocess import run_in_process
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -148,15 +148,8 @@ def _plant(base: Path) -> dict[str, object]:
 
 
 def _cli(world: dict[str, Any], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "supervisor", *args],
-        capture_output=True,
-        text=True,
-        env=world["env"],
-        cwd=str(world["home"]),
-        timeout=120,
-        check=False,
-    )
+    # The CLI's entry point in this process (inprocess.py), as `python -m supervisor` runs it.
+    return run_in_process(args, env=world["env"], cwd=str(world["home"]))
 
 
 @pytest.mark.slow

@@ -1,5 +1,6 @@
-"""`vinos-routine list` as a real subprocess with no daemon: the starters from VINOS_SYSTEM_DIR,
-invalid files with their error, and what the ledger knows (enable/disable, last run, spend)."""
+"""`vinos-routine list` through its entry point (in-process, inprocess.py) with no daemon: the
+starters from VINOS_SYSTEM_DIR, invalid files with their error, and what the ledger knows
+(enable/disable, last run, spend)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 from helpers import AGENT, COMMAND, write
+from inprocess import run_in_process
 
 from routines.ledger import Ledger
 from routines.paths import Paths, paths
@@ -37,15 +39,10 @@ KEYS = {
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "supervisor", *args],
-        cwd=REPO,
-        env=os.environ.copy(),  # conftest's VINOS_HOME / VINOS_SYSTEM_DIR / XDG_RUNTIME_DIR
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    # The CLI's entry point in this process (inprocess.py), as `python -m supervisor` runs it.
+    return run_in_process(
+        args, env=os.environ.copy(), cwd=str(REPO)
+    )  # conftest's VINOS_HOME / VINOS_SYSTEM_DIR / XDG_RUNTIME_DIR
 
 
 def listing() -> dict[str, dict[str, object]]:

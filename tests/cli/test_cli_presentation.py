@@ -83,6 +83,11 @@ def test_read_commands_print_json(cli: Cli, argv: list[str]) -> None:
 
 
 def test_usage_errors_exit_2_and_errors_exit_1(cli: Cli) -> None:
+    # The exit statuses of the real entry point (`python -m supervisor`), then in-process.
+    assert cli.spawn().returncode == 2
+    res = cli.spawn("frobnicate")
+    assert res.returncode == 2 and "invalid choice" in res.stderr
+    assert cli.spawn("enable", "evening-shutdwn").returncode == 1
     assert cli().returncode == 2
     res = cli("frobnicate")
     assert res.returncode == 2 and "invalid choice" in res.stderr

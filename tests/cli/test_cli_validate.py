@@ -1,16 +1,17 @@
-"""`vinos-routine validate` as a real subprocess: OK, every error, exit codes, --json lines."""
+"""`vinos-routine validate` through its entry point (in-process, inprocess.py): OK, every error,
+exit codes, --json lines."""
 
 from __future__ import annotations
 
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from cli_helpers import Cli
 from helpers import AGENT, write
+from inprocess import run_in_process
 
 from routines.paths import Paths, paths
 
@@ -18,15 +19,10 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "supervisor", *args],
-        cwd=REPO,
-        env=os.environ.copy(),  # conftest's VINOS_HOME / VINOS_SYSTEM_DIR
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    # The CLI's entry point in this process (inprocess.py), as `python -m supervisor` runs it.
+    return run_in_process(
+        args, env=os.environ.copy(), cwd=str(REPO)
+    )  # conftest's VINOS_HOME / VINOS_SYSTEM_DIR
 
 
 @pytest.fixture

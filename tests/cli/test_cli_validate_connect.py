@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from helpers import AGENT, write
+from inprocess import run_in_process
 
 from routines.paths import paths
 
@@ -28,15 +29,8 @@ def _routine(tools: str) -> str:
 
 
 def _validate(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "supervisor", "validate", "--connect", *args],
-        cwd=REPO,
-        env=os.environ.copy(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    # The CLI's entry point in this process (inprocess.py); the MCP servers are real processes.
+    return run_in_process(["validate", "--connect", *args], env=os.environ.copy(), cwd=str(REPO))
 
 
 def test_connect_lists_the_tools_and_the_entries_matching_none(vinos_env: Path) -> None:

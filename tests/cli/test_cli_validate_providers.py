@@ -1,14 +1,15 @@
 """`vinos-routine validate` with providers from config.toml: a route on an undeclared provider,
-an unpriced paid leg under a budget, and a bad [providers.NAME] table, as a real subprocess."""
+an unpriced paid leg under a budget, and a bad [providers.NAME] table, through the CLI's entry
+point (in-process, inprocess.py)."""
 
 from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 from helpers import AGENT, write
+from inprocess import run_in_process
 
 from routines.paths import paths
 
@@ -27,15 +28,8 @@ key_file = "~/.vinos/secrets/openrouter-key"
 
 
 def validate(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "supervisor", "validate", *args],
-        cwd=REPO,
-        env=os.environ.copy(),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    # The CLI's entry point in this process (inprocess.py), as `python -m supervisor` runs it.
+    return run_in_process(["validate", *args], env=os.environ.copy(), cwd=str(REPO))
 
 
 def test_routes_are_checked_against_config(vinos_env: Path) -> None:

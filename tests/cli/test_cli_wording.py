@@ -35,7 +35,7 @@ def test_a_command_killed_at_its_timeout_says_so_not_exit_none(cli: Cli, not_roo
         '[routine]\nkind = "command"\n[schedule]\ncron = "0 6 * * *"\n'
         '[command]\nrun = "sleep 30"\ntimeout_sec = 1\n',
     )
-    res = cli("run", "slow", "--no-daemon", timeout=120)
+    res = cli("run", "slow", "--no-daemon")
     assert res.returncode == 1
     assert "exit None" not in res.stdout
     assert "command: killed at its timeout" in res.stdout

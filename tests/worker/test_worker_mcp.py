@@ -37,6 +37,7 @@ from worker_harness import (
     routine_toml,
     run_worker,
     time_server,
+    worker_env,
 )
 
 # Every test marks its processes (`marker`), so none sees a parallel test's.
@@ -264,27 +265,30 @@ def test_a_server_killed_mid_call_is_a_tool_error_then_restarted_at_the_next_cal
 
 @pytest.mark.slow
 def test_the_git_server_reads_its_declared_repository(
-    home: Path, claude: FakeAnthropic, env: dict[str, str], user_home: Path
+    home: Path, ollama: FakeOllama, user_home: Path
 ) -> None:
+    # On the Ollama route: the model's side does not matter here, and the Anthropic one's is
+    # test_anthropic_is_offered_only_the_whitelisted_tool_with_the_servers_schema.
     repo = user_home / "site"
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
     (repo / "index.md").write_text("hello\n")
     git = ["git", "-C", str(repo), "-c", "user.name=T", "-c", "user.email=t@example.org"]
     subprocess.run([*git, "add", "."], check=True)
     subprocess.run([*git, "commit", "-qm", "first page"], check=True)
-    claude.add(
-        A.tool_use(("mcp__git__git_log", {"repo_path": str(repo)})),
-        A.text("One commit."),
+    ollama.add(
+        O.tool_calls(("mcp__git__git_log", {"repo_path": str(repo)})),
+        O.text("One commit."),
     )
     server = (
         f'\n[[agent.mcp]]\nname = "git"\ncommand = ["{GIT}", "--repository", "~/site"]\n'
         'home = ["~/site"]\n'
     )
-    toml = mcp_toml(("mcp:git/git_log",), server, route="anthropic")
-    r = run_worker(make_job(home, toml), env={**env, "HOME": str(user_home)})
+    toml = mcp_toml(("mcp:git/git_log",), server)
+    job = make_job(home, toml, ollama_url=ollama.url)
+    r = run_worker(job, env=worker_env(HOME=str(user_home)))
     assert r.result.status == "ok", r.stderr
-    block = claude.messages[1].body["messages"][-1]["content"][0]
-    assert "first page" in block["content"], block
+    answered = ollama.chats[1].body["messages"][-1]
+    assert answered["role"] == "tool" and "first page" in answered["content"], answered
 
 
 def test_a_run_without_mcp_never_imports_the_sdk(home: Path, ollama: FakeOllama) -> None:

@@ -86,7 +86,9 @@ def test_a_worker_never_renewed_kills_its_sandboxed_command_and_reports_lease_lo
     home: Path, not_root: None
 ) -> None:
     job = make_job(home, command_toml("sleep 97; echo end", timeout_sec=300), name="disk")
-    job = replace(job, lease_until=lease_clock() + 3)
+    # Seconds, not a fraction: the sandboxed sleep must be seen running before the lease ends,
+    # and a loaded machine may take several seconds to start the worker and its sandbox.
+    job = replace(job, lease_until=lease_clock() + 15)
     proc = spawn()
     assert proc.stdin is not None
     proc.stdin.write(encode(Hello()) + encode(job))
@@ -105,19 +107,19 @@ def test_a_worker_never_renewed_kills_its_sandboxed_command_and_reports_lease_lo
 def test_a_worker_renewed_over_its_pipe_runs_its_command_to_the_end(
     home: Path, not_root: None
 ) -> None:
-    job = make_job(home, command_toml("sleep 6; echo finished", timeout_sec=300), name="disk")
-    job = replace(job, lease_until=lease_clock() + 3)
+    job = make_job(home, command_toml("sleep 8; echo finished", timeout_sec=300), name="disk")
+    job = replace(job, lease_until=lease_clock() + 5)  # the sleep outlasts it: renewals count
     proc = spawn()
     assert proc.stdin is not None and proc.stdout is not None
     proc.stdin.write(encode(Hello()) + encode(job))
     proc.stdin.flush()
     stop = threading.Event()
 
-    def renew() -> None:  # as the daemon's heartbeat does, each second, 3 s ahead
+    def renew() -> None:  # as the daemon's heartbeat does, each second, 5 s ahead
         assert proc.stdin is not None
         while not stop.wait(1.0):
             try:
-                proc.stdin.write(encode(Lease(lease_clock() + 3)))
+                proc.stdin.write(encode(Lease(lease_clock() + 5)))
                 proc.stdin.flush()
             except (BrokenPipeError, ValueError):
                 return

@@ -31,6 +31,7 @@ from routines.safetext import one_line
 from supervisor import housekeeping, notify, systemd
 from supervisor.clock import Clock, clock_from_env
 from supervisor.control import ControlServer, socket_path_problem
+from supervisor.forkserver import forkserver_for, keep_forkserver
 from supervisor.ground import Ground
 from supervisor.handlers import Handlers
 from supervisor.owner import (
@@ -117,6 +118,7 @@ class Daemon:
         self._marked = False  # runs left behind by a dead daemon are marked interrupted
         self.registry = Registry()
         self.scheduler = Scheduler(self.ledger, self.owner)
+        self.forks = forkserver_for(worker_argv)  # real workers only (supervisor/forkserver.py)
         self.pool = Pool(
             ledger=self.ledger,
             paths=p,
@@ -126,6 +128,7 @@ class Daemon:
             on_change=self._run_ended,
             worker_argv=worker_argv,
             fence=self.fleet.book if self.fleet is not None else None,
+            forks=self.forks,
         )
         if self.fleet is not None:
             self.fleet.on_renewal = self.pool.leases_renewed  # fenced runs (supervisor/fleet.py)
@@ -195,6 +198,8 @@ class Daemon:
             systemd.notify("STOPPING=1\nSTATUS=stopping: waiting for running routines")
             self._set_title("vinos-routined: stopping")
             await self.pool.shutdown(STOP_GRACE_SEC)
+            if self.forks is not None:
+                await self.forks.close()  # after the workers: they die with it
             if self.offline is not None:
                 if self.offline.pool is not None:
                     await self.offline.pool.shutdown(STOP_GRACE_SEC)  # copied in at next start
@@ -403,6 +408,9 @@ class Daemon:
         )
 
     def _update_status(self) -> None:
+        if self.forks is not None and not self._stopping:
+            active = len(self.pool.running) + len(self.pool.queue)
+            keep_forkserver(self.forks, active, self.scheduler.next_wake(), self.clock.now())
         line = self.status_line()
         self.watch.after_tick()
         systemd.notify("STATUS=" + line)

@@ -15,10 +15,12 @@ import resource
 import socket
 import subprocess
 import sys
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 from supervisor.forkserver import ForkServer, ForkState, forkserver_env, wanted
@@ -245,3 +247,50 @@ def test_a_worker_of_a_forkserver_that_dies_ends_with_it(tmp_path: Path) -> None
         return out.returncode
 
     assert asyncio.run(go()) == -9
+
+
+@pytest.mark.slow
+def test_a_daemon_forks_a_run_while_one_is_due_and_still_never_loads_the_sdk(
+    tmp_path: Path, not_root: None
+) -> None:
+    """Through a real daemon and the real worker on the Anthropic route: a routine due every
+    minute keeps the forkserver up; a run then is forked (the daemon's log says so)
+    and talks to the fake Anthropic server; the daemon still has neither the SDK nor `worker`
+    loaded (its `ping` report and /proc/PID/maps, as test_daemon_agent.py checks them)."""
+    from fakes import FakeAnthropic
+    from fakes import anthropic_replies as A
+
+    from tests.supervisor.daemonkit import Daemon, command_routine, write_routine
+    from tests.supervisor.test_daemon_agent import API_KEY, agent_routine
+
+    with FakeAnthropic() as claude:
+        claude.add(A.text("# Report\n\nAll quiet today."))
+        write_routine("looker", agent_routine())
+        write_routine("ticker", command_routine("true"))  # due each minute: keeps it wanted
+        env = {
+            "VINOS_FORKSERVER": "1",
+            "ANTHROPIC_BASE_URL": claude.url,
+            "ANTHROPIC_API_KEY": API_KEY,
+        }
+        d = Daemon(tmp_path, extra_env=env).start()
+        deadline = time.monotonic() + 60
+        while "forkserver up" not in d.log() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert "forkserver up" in d.log(), d.log()
+        fin = d.request("run", {"name": "looker"})
+        assert fin["status"] == "ok", fin
+        assert len(claude.messages) == 1
+        run_id = fin["run_id"]
+        assert f"{run_id}: worker pid" in d.log() and "forked by the forkserver" in d.log()
+        assert d.request("ping")["loaded_modules"] == []
+        maps = Path(f"/proc/{d.pid}/maps").read_text()
+        for lib in ("pydantic_core", "jiter"):
+            assert lib not in maps
+        forkservers = [
+            p for p in psutil.Process(d.pid).children() if "forkserver" in " ".join(p.cmdline())
+        ]
+        assert len(forkservers) == 1
+        environ = Path(f"/proc/{forkservers[0].pid}/environ").read_bytes()
+        assert API_KEY.encode() not in environ  # each worker gets the key in its own env
+        assert d.stop() == 0
+        assert not forkservers[0].is_running()

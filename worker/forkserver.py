@@ -42,14 +42,26 @@ from typing import Any, NoReturn
 
 __all__ = ["PRELOAD", "main", "serve"]
 
-# What a run on the Anthropic route imports; each is imported once, here, before any fork.
+# What a run imports (the Anthropic, Ollama and OpenAI-compatible routes, shell tools, a
+# command routine, the process set-up); each once, here, before any fork. An import that
+# started a thread or left a descriptor open would stop `serve` (test_forkserver.py).
 PRELOAD = (
     "anthropic",
+    "ctypes",
+    "setproctitle",
+    "routines.loader",
+    "routines.store",
+    "sandbox",
     "worker.main",
     "worker.agent",
+    "worker.channel",
     "worker.commandroutine",
+    "worker.lease",
     "worker.providers.anthropic",
-    "routines.loader",
+    "worker.providers.ollama",
+    "worker.providers.openai",
+    "worker.shellpolicy",
+    "worker.tools",
 )
 MAX_REQUEST = 1 << 20
 EXIT_CRASH = 70

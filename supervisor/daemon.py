@@ -48,6 +48,7 @@ from supervisor.pool import Pool
 from supervisor.record import Notification, remove_leftovers
 from supervisor.rescan import Rescanner
 from supervisor.scheduler import Scheduler
+from supervisor.spawn import worker_env
 from supervisor.statusline import status_line
 from supervisor.watch import StatusWatch
 
@@ -410,7 +411,8 @@ class Daemon:
     def _update_status(self) -> None:
         if self.forks is not None and not self._stopping:
             active = len(self.pool.running) + len(self.pool.queue)
-            keep_forkserver(self.forks, active, self.scheduler.next_wake(), self.clock.now())
+            nxt, now = self.scheduler.next_wake(), self.clock.now()
+            keep_forkserver(self.forks, active, nxt, now, worker_env())
         line = self.status_line()
         self.watch.after_tick()
         systemd.notify("STATUS=" + line)

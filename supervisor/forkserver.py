@@ -90,15 +90,11 @@ def forkserver_for(worker_argv: list[str] | None) -> ForkServer | None:
 
 
 def keep_forkserver(
-    forks: ForkServer, active: int, next_due: datetime | None, now: datetime
+    forks: ForkServer, active: int, next_due: datetime | None, now: datetime, env: dict[str, str]
 ) -> None:
-    """The daemon's hook, once a tick (`active`: runs running or queued): up while `wanted`,
-    closed when not."""
-    from supervisor.spawn import worker_env
-
-    forks.keep(
-        wanted(active=active, next_due=next_due, now=now, ahead=FORK_AHEAD_SEC), worker_env()
-    )
+    """The daemon's hook, once a tick (`active`: runs running or queued; `env`: the workers'
+    environment, supervisor/spawn.py's worker_env): up while `wanted`, closed when not."""
+    forks.keep(wanted(active=active, next_due=next_due, now=now, ahead=FORK_AHEAD_SEC), env)
 
 
 def _rlimits() -> list[list[int]]:

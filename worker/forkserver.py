@@ -105,6 +105,8 @@ def serve(ctl: socket.socket, preload: tuple[str, ...] = PRELOAD) -> int:
     before = _open_fds()
     for name in preload:
         __import__(name)
+    if preload:
+        _warm()
     leaked = _open_fds() - before
     if threading.active_count() != 1 or leaked:
         # fork() copies one thread only, and every descriptor: refuse rather than fork either.
@@ -144,6 +146,17 @@ def serve(ctl: socket.socket, preload: tuple[str, ...] = PRELOAD) -> int:
             children.discard(pid)
             _send(ctl, {"exit": pid, "code": os.waitstatus_to_exitcode(status)})
     return 0
+
+
+def _warm() -> None:
+    """Work every run would repeat with the same result, done once before any fork: the
+    seccomp filter (a pure function of RULES and this machine's architecture, no secret in
+    it; compiling it costs a command run ~35 ms). A machine without libseccomp is left for
+    the run to report, as a spawned worker would."""
+    from sandbox import seccomp
+
+    with contextlib.suppress(seccomp.SeccompUnavailable):
+        seccomp.bpf()
 
 
 def _reaped(children: set[int]) -> list[tuple[int, int]]:

@@ -2,6 +2,8 @@
 output is the run's output file): p50 and p99 over runs driven by the daemon's fake clock
 (its forkserver up, as it is while a routine is due each minute), against, in the same run:
 
+- the same daemon with its forkserver off (every worker spawned), measured after it;
+
 - a systemd user timer with AccuracySec=1us under the real user manager (`systemd-run --user
   --on-calendar`, a transient timer per run, its service writing `date +%s.%N`), one timer
   between two daemon runs, when a manager answers (`make bench` starts one as root:
@@ -120,15 +122,21 @@ class Timer:
         return float(stamp.read_text()) - due
 
 
-def _daemon(home: Home, runs: int, between: Callable[[], None] = lambda: None) -> list[float]:
+def _daemon(
+    home: Home, runs: int, between: Callable[[], None] = lambda: None, forks: bool = True
+) -> list[float]:
     home.write("tick", _routine())
-    home.start(VINOS_CLOCK_OFFSET_FILE=str(home.clock_file), VINOS_TICK_MAX_SEC="0.5")
+    home.start(
+        VINOS_CLOCK_OFFSET_FILE=str(home.clock_file),
+        VINOS_TICK_MAX_SEC="0.5",
+        VINOS_FORKSERVER="1" if forks else "0",
+    )
     state = Path(home.env["VINOS_HOME"]) / "routines" / "state" / "tick"
     # The steady state of a routine due each minute: its forkserver up (the first start
     # compiles the SDK's bytecode into the fresh cache, which an install ships compiled).
     log = home.root / "daemon.log"
     deadline = time.monotonic() + 300
-    while "forkserver up" not in log.read_text(errors="replace"):
+    while forks and "forkserver up" not in log.read_text(errors="replace"):
         if time.monotonic() > deadline:
             raise RuntimeError(f"the daemon's forkserver did not come up: {log.read_text()}")
         time.sleep(0.1)
@@ -168,7 +176,13 @@ def run(quick: bool) -> list[Row]:
             delays = _daemon(home, runs, (lambda: timed.append(timer())) if timer else lambda: None)
         finally:
             home.stop()
+        plain = Home(root, "spawned", root / "pycache")  # the same, every worker spawned
+        try:
+            spawned = _daemon(plain, runs, forks=False)
+        finally:
+            plain.stop()
     bare = asyncio.run(_bare(runs))
+    s50, s99 = p50_p99([d * 1000 for d in spawned])
     d50, d99 = p50_p99([d * 1000 for d in delays])
     b50, b99 = p50_p99([b * 1000 for b in bare])
     if timed:
@@ -194,7 +208,7 @@ def run(quick: bool) -> list[Row]:
             f"due → command running (command routine), p50 of {runs}",
             d50,
             "ms",
-            baseline=f"asyncio sleep + bwrap date: {b50:.1f} ms{peer50}",
+            baseline=f"spawned {s50:.0f} ms; asyncio sleep + bwrap date {b50:.1f} ms{peer50}",
             ratio=d50 / b50 if b50 > 0 else None,
             target=f"<= {TARGET_P50_MS:.0f} ms",
             met=d50 <= TARGET_P50_MS,
@@ -203,7 +217,7 @@ def run(quick: bool) -> list[Row]:
             f"due → command running (command routine), p99 of {runs}",
             d99,
             "ms",
-            baseline=f"asyncio sleep + bwrap date: {b99:.1f} ms{peer99}",
+            baseline=f"spawned {s99:.0f} ms; asyncio sleep + bwrap date {b99:.1f} ms{peer99}",
             ratio=d99 / b99 if b99 > 0 else None,
             target=f"<= {TARGET_P99_MS:.0f} ms",
             met=d99 <= TARGET_P99_MS,

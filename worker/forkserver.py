@@ -190,11 +190,21 @@ def _fork(
                 return f"a malformed request ({len(fds)} fds, argv {argv!r})"
             sys.stdout.flush()
             sys.stderr.flush()
+            # The pid is answered only once the child is its own process group: a stop sent
+            # at once (killpg(pid)) must reach it, as it reaches a spawned worker, whose
+            # setsid precedes its exec (test_spawn.py::test_a_worker_past_its_timeout_is_ended).
+            grouped_r, grouped_w = os.pipe2(os.O_CLOEXEC)
             pid = os.fork()
         except (ValueError, KeyError, TypeError, OSError) as exc:
             return f"{type(exc).__name__}: {exc}"
         if pid == 0:
-            _child(req, fds, ctl, wake, pristine)
+            os.close(grouped_r)
+            _child(req, fds, ctl, wake, pristine, grouped_w)
+        os.close(grouped_w)
+        try:
+            os.read(grouped_r, 1)  # a byte after its setsid, or EOF if it died before
+        finally:
+            os.close(grouped_r)
         return pid
     finally:
         for fd in fds:
@@ -224,10 +234,15 @@ def _child(
     ctl: socket.socket,
     wake: tuple[int, int],
     pristine: tuple[dict[int, Any], set[int]],
+    grouped: int,
 ) -> NoReturn:
     code = EXIT_CRASH
     try:
-        os.setsid()  # as start_new_session=True: its own group, signalled as one
+        try:
+            os.setsid()  # as start_new_session=True: its own group, signalled as one
+        finally:
+            os.write(grouped, b".")
+            os.close(grouped)
         signal.set_wakeup_fd(-1)
         handlers, mask = pristine
         for sig, handler in handlers.items():

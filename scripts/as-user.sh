@@ -32,9 +32,10 @@ if [ "$target" = test-here ] || [ "$target" = test-fast-here ]; then
     second=$("$here/scripts/second-user.sh" start "$user")
     trap '"$here/scripts/second-user.sh" stop "$second"' EXIT
 fi
-if [ "$target" = test-here ]; then
-    # A real `systemd --user` for the user, for tests/packaging/test_systemd_user.py; stopped
-    # (with its cgroups) however the tests end.
+if [ "$target" = test-here ] || [ "$target" = bench-here ]; then
+    # A real `systemd --user` for the user, for tests/packaging/test_systemd_user.py and the
+    # systemd timer that bench/bench_command.py measures against; stopped (with its cgroups)
+    # however the tests end.
     trap '"$here/scripts/user-manager.sh" stop "$user"; "$here/scripts/second-user.sh" stop "$second"' EXIT
     "$here/scripts/user-manager.sh" start "$user"
 fi

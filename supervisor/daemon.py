@@ -33,6 +33,7 @@ from supervisor import housekeeping, notify, systemd
 from supervisor.clock import Clock, clock_from
 from supervisor.control import ControlServer, socket_path_problem
 from supervisor.controlapi import Refused
+from supervisor.forkserver import ForkServer, forkserver_for, keep_forkserver
 from supervisor.ground import Ground, Health
 from supervisor.handlers import Handlers
 from supervisor.owner import (
@@ -50,7 +51,7 @@ from supervisor.rescan import Rescanner
 from supervisor.scheduler import Listener, Pending, Scheduler
 from supervisor.site import LocalSite, Seen, Site
 from supervisor.snapshot import status_reply
-from supervisor.spawn import Spawner, WorkerSpawner
+from supervisor.spawn import Spawner, WorkerSpawner, worker_env
 from supervisor.statusline import status_line
 from supervisor.timings import Timings, TimingsInvalid
 from supervisor.toggle import set_enabled
@@ -86,6 +87,7 @@ class Daemon:
         timings: Timings,
         notify: Callable[[Notification], None] | None = None,
         publish: Callable[[str], None] | None = None,
+        forks: ForkServer | None = None,
     ) -> None:
         self.paths = p
         self.config = config
@@ -106,6 +108,8 @@ class Daemon:
         self._marked = False  # runs left behind by a dead daemon are marked interrupted
         self.registry = Registry()
         self.scheduler = Scheduler(self.ledger, self.owner)
+        # The spawner's forkserver, kept up while a run is near (supervisor/forkserver.py).
+        self.forks = forks
         self.pool = Pool(
             ledger=self.ledger,
             paths=p,
@@ -191,6 +195,10 @@ class Daemon:
             _set_title("vinos-routined: stopping")
             await self.pool.shutdown(self.timings.stop_grace_sec)
             await self.site.stop(self._seen(), self.timings.stop_grace_sec)
+            if self.forks is not None:
+                await (
+                    self.forks.close()
+                )  # after the workers (an offline pool's too): they die with it
             await self.control.close()
             try:
                 self.pool.flush()
@@ -429,6 +437,10 @@ class Daemon:
         )
 
     def _update_status(self) -> None:
+        if self.forks is not None and not self._stopping:
+            active = len(self.pool.running) + len(self.pool.queue)
+            nxt, now = self.scheduler.next_wake(), self.clock.now()
+            keep_forkserver(self.forks, active, nxt, now, worker_env())
         line = self.status_line()
         self.watch.after_tick()
         self._publish(line)
@@ -494,10 +506,13 @@ def main(*, worker_argv: list[str] | None = None) -> int:
         print(f"vinos-routine: {problem}", file=sys.stderr)
         return 1
     clock = clock_from(timings.clock_offset_file)
-    spawner = WorkerSpawner(worker_argv)
+    forks = forkserver_for(worker_argv)  # real workers only
+    spawner = WorkerSpawner(worker_argv, forks)
     try:
         site = open_site(p, config, clock, timings, locks, spawner)
-        daemon = Daemon(p, config, clock=clock, site=site, spawner=spawner, timings=timings)
+        daemon = Daemon(
+            p, config, clock=clock, site=site, spawner=spawner, timings=timings, forks=forks
+        )
     except LedgerError as exc:
         print(f"vinos-routine: {exc}", file=sys.stderr)
         return 1

@@ -37,6 +37,7 @@ from routines.spec import Routine
 from routines.store import open_dir_beneath
 from supervisor.approvals import decisions_for
 from supervisor.clock import Clock
+from supervisor.forkserver import ForkServer
 from supervisor.jobs import build_job, new_run_id
 from supervisor.limits import BudgetVerdict, RunAllowance, allowance_for, run_limit
 from supervisor.notify import unshown
@@ -102,6 +103,7 @@ class Pool:
         worker_argv: list[str] | None = None,
         spawner: Spawner | None = None,
         fence: LeaseDeadlines | None = None,
+        forks: ForkServer | None = None,
     ) -> None:
         self.ledger = ledger
         self.paths = paths
@@ -109,7 +111,7 @@ class Pool:
         self.clock = clock
         self.notify = notify
         self.on_change = on_change
-        self.spawner: Spawner = spawner or WorkerSpawner(worker_argv)
+        self.spawner: Spawner = spawner or WorkerSpawner(worker_argv, forks)
         # Real workers only: a stand-in spawner (tests) has no sandbox to probe for.
         self.probes = ProbeCache() if isinstance(self.spawner, WorkerSpawner) else None
         self.queue: deque[Pending] = deque()

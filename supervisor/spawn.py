@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import signal
 import sys
@@ -37,6 +38,7 @@ from ipc import (
     encode,
     read_message,
 )
+from supervisor.forkserver import ForkedProcess, ForkServer, ForkUnavailable
 from supervisor.runlog import RunLog
 
 __all__ = [
@@ -49,6 +51,8 @@ __all__ = [
     "WorkerProcess",
     "WorkerSpawner",
 ]
+
+log = logging.getLogger("vinos.spawn")
 
 KILL_GRACE_SEC = 5.0
 STDERR_LINE_CAP = 4096
@@ -112,6 +116,7 @@ _DAEMON_ONLY_ENV = (
     "LISTEN_PID",
     "LISTEN_FDNAMES",
     "VINOS_DEBUG_TIMINGS",  # supervisor/timings.py: the daemon's test timings and clock
+    "VINOS_FORKSERVER",
 )
 
 
@@ -194,9 +199,11 @@ class Spawner(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class WorkerSpawner:
-    """Starts `python -m worker` (or `argv`, a stand-in worker in tests) per run."""
+    """Starts `python -m worker` (or `argv`, a stand-in worker in tests) per run: forked by
+    `forks` when it is up (supervisor/forkserver.py), else spawned."""
 
     argv: list[str] | None = None
+    forks: ForkServer | None = None
 
     def __call__(
         self,
@@ -218,6 +225,7 @@ class WorkerSpawner:
             max_dollars=max_dollars,
             max_tokens=max_tokens,
             argv=self.argv,
+            forks=self.forks,
         )
 
 
@@ -236,6 +244,7 @@ class WorkerProcess:
         max_tokens: int | None = None,
         argv: list[str] | None = None,
         within: Within = within,
+        forks: ForkServer | None = None,
     ) -> None:
         self.job = job
         self.within = within
@@ -250,10 +259,12 @@ class WorkerProcess:
         # would run instead of ours (tests/packaging/test_installed_run.py). PYTHONPATH
         # (worker_env) still names the directory holding our packages.
         self.argv = argv or [sys.executable, "-P", "-m", "worker"]
+        self.forks = forks
+        self.forked = False  # whether the forkserver started it (else a plain spawn)
         self.usage = UsageTotals()
         self._stop = asyncio.Event()
         self._stop_reason: str | None = None
-        self._proc: asyncio.subprocess.Process | None = None
+        self._proc: asyncio.subprocess.Process | ForkedProcess | None = None
         self._lease_pipe: asyncio.StreamWriter | None = None
 
     @property
@@ -347,15 +358,7 @@ class WorkerProcess:
     async def run(self) -> WorkerOutcome:
         out = WorkerOutcome(result=None, returncode=None, usage=self.usage)
         try:
-            proc = await asyncio.create_subprocess_exec(
-                *self.argv,
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-                start_new_session=True,
-                env=worker_env(),
-                close_fds=True,
-            )
+            proc = await self._start()
         except OSError as exc:
             out.error = f"could not start the worker ({self.argv[0]}): {exc.strerror or exc}"
             return out
@@ -411,7 +414,30 @@ class WorkerProcess:
             out.error = self._exit_text(out.returncode)
         return out
 
-    async def _terminate(self, proc: asyncio.subprocess.Process) -> None:
+    async def _start(self) -> asyncio.subprocess.Process | ForkedProcess:
+        """The worker, forked when the forkserver is up, else spawned; the same either way
+        (worker/forkserver.py's invariant; tests/supervisor/test_spawn.py runs both)."""
+        env = worker_env()
+        if self.forks is not None:
+            try:
+                proc = await self.forks.spawn(self.argv, env)
+            except ForkUnavailable as exc:
+                log.info("%s: spawning the worker (the forkserver is %s)", self.job.run_id, exc)
+            else:
+                log.info("%s: worker pid %d forked by the forkserver", self.job.run_id, proc.pid)
+                self.forked = True
+                return proc
+        return await asyncio.create_subprocess_exec(
+            *self.argv,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            start_new_session=True,
+            env=env,
+            close_fds=True,
+        )
+
+    async def _terminate(self, proc: asyncio.subprocess.Process | ForkedProcess) -> None:
         """SIGTERM to the tree, KILL_GRACE_SEC to go, then SIGKILL to what is left."""
         procs = _descendants(proc.pid)
         if self._stop_reason == StopReason.LEASE:  # another machine may run it now: no grace

@@ -33,6 +33,9 @@ def vinos_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     monkeypatch.delenv("VINOS_ROUTINE_DEBUG", raising=False)
+    # A daemon's forkserver costs ~2 s of CPU to start (it imports the SDK): off unless a test
+    # asks for it (tests/supervisor/test_forkserver.py), so the suite stays fast.
+    monkeypatch.setenv("VINOS_FORKSERVER", "0")
     yield home
     shutil.rmtree(runtime, ignore_errors=True)
 

@@ -50,6 +50,27 @@ def test_user_routine_overrides_system_routine_of_the_same_name(p: Paths) -> Non
     assert [r.name for r in reg.routines()] == ["day-brief", "github-review"]
 
 
+def test_removing_the_system_file_a_user_routine_shadowed_clears_overrides(p: Paths) -> None:
+    """The rescan kept an unchanged user file's entry as it was, `overrides` included, after
+    the system file it named was removed."""
+    system = write(p.system_dir, "day-brief", described(AGENT, "shipped"))
+    write(p.routines_dir, "day-brief", described(AGENT, "mine"))
+    first = scan(p)
+    assert first.entries["day-brief"].overrides == system
+    system.unlink()
+    again = scan(p, first).entries["day-brief"]
+    assert (again.overrides, again.routine) == (None, first.entries["day-brief"].routine)
+
+
+def test_an_unchanged_rescan_keeps_every_entry_as_it_was(p: Paths) -> None:
+    write(p.system_dir, "day-brief", described(AGENT, "shipped"))
+    write(p.routines_dir, "day-brief", described(AGENT, "mine"))
+    write(p.routines_dir, "other", described(AGENT, "other"))
+    first = scan(p)
+    again = scan(p, first)
+    assert all(again.entries[n] is e for n, e in first.entries.items())
+
+
 def test_removing_the_user_override_brings_the_system_routine_back(p: Paths) -> None:
     system = write(p.system_dir, "day-brief", described(AGENT, "shipped"))
     user = write(p.routines_dir, "day-brief", described(AGENT, "mine"))

@@ -8,7 +8,14 @@ import signal
 import sys
 from typing import IO
 
-__all__ = ["die_with_parent", "no_dumping", "protect_stdout", "quiet_stdin", "set_title"]
+__all__ = [
+    "die_with_parent",
+    "no_dumping",
+    "protect_stdout",
+    "quiet_stdin",
+    "set_title",
+    "set_title_text",
+]
 
 PR_SET_PDEATHSIG = 1
 PR_SET_DUMPABLE = 4
@@ -76,3 +83,12 @@ def set_title(name: str) -> None:
     except ImportError:
         return
     setproctitle.setproctitle(f"vinos-routine worker {name}")
+
+
+def set_title_text(text: str) -> None:
+    """`text` as the process title (best effort)."""
+    try:
+        import setproctitle
+    except ImportError:
+        return
+    setproctitle.setproctitle(text)

@@ -23,12 +23,35 @@ from routines.paths import paths
 from routines.registry import scan
 from routines.runs import Trigger
 from supervisor import spawn
+from supervisor.forkserver import ForkServer, ForkState
 from supervisor.jobs import build_job
 from supervisor.runlog import RunLog, read_log
 from supervisor.spawn import StopReason, WorkerOutcome, WorkerProcess, worker_env
 from tests.supervisor.daemonkit import REPO, command_routine, processes_with_cmdline, write_routine
 
 FAKE = str(REPO / "tests/supervisor/fakeworker.py")
+# The forkserver without the SDK preloaded: the stand-in workers need none of it, and every
+# test here runs both ways (a forked worker must behave as a spawned one).
+BARE_FORKSERVER = [sys.executable, "-P", "-m", "worker.forkserver", "--bare"]
+_forked = [False]
+
+
+@pytest.fixture(autouse=True, params=["spawned", "forked"])
+def how(request: pytest.FixtureRequest) -> str:
+    _forked[0] = request.param == "forked"
+    return str(request.param)
+
+
+async def started_forkserver() -> ForkServer:
+    """A bare forkserver, up (polled: it takes a moment to start)."""
+    forks = ForkServer(BARE_FORKSERVER)
+    forks.keep(True, worker_env())
+    for _ in range(600):
+        if forks.state is not ForkState.STARTING:
+            break
+        await asyncio.sleep(0.05)
+    assert forks.state is ForkState.UP, forks.why
+    return forks
 
 
 class Ran:
@@ -79,6 +102,7 @@ def run(
             if stop_on is not None and e.text == stop_on:
                 wp.stop(StopReason.SHUTDOWN)
 
+        forks = await started_forkserver() if _forked[0] else None
         wp = WorkerProcess(
             make_job(tmp_path),
             log=runlog,
@@ -86,9 +110,16 @@ def run(
             on_event=on_event,
             on_started=started.append,
             argv=[sys.executable, FAKE, mode, *args],
+            forks=forks,
             **kw,  # type: ignore[arg-type]
         )
-        return await wp.run()
+        try:
+            out = await wp.run()
+        finally:
+            if forks is not None:
+                await forks.close()
+        assert wp.forked == _forked[0]
+        return out
 
     out = asyncio.run(go())
     runlog.close()

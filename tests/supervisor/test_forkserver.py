@@ -1,0 +1,299 @@
+"""The forkserver (worker/forkserver.py, supervisor/forkserver.py): a worker it forks starts in
+the state a spawned one would (every line of the invariant in worker/forkserver.py, compared
+field by field against a real spawn made in the same test), its control socket answers only
+the daemon that started it, it keeps no key, and the spawner falls back to a plain spawn, and
+says why, when it is not up or breaks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import resource
+import socket
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from supervisor.forkserver import ForkServer, ForkState, forkserver_env, wanted
+from supervisor.runlog import RunLog
+from supervisor.spawn import WorkerProcess, worker_env
+from tests.supervisor.daemonkit import REPO
+from tests.supervisor.test_spawn import BARE_FORKSERVER, FAKE, make_job, started_forkserver
+
+STATE = str(REPO / "tests/supervisor/stateworker.py")
+NOW = datetime(2026, 12, 4, 9, 0, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("active", "due_in", "up"),
+    [
+        (1, None, True),  # a run running or queued
+        (0, None, False),  # nothing scheduled
+        (0, 180, True),  # due within the window
+        (0, 181, False),  # not yet
+        (0, -5, True),  # overdue: about to be claimed
+    ],
+)
+def test_the_forkserver_is_wanted_while_a_run_is_due_soon_or_active(
+    active: int, due_in: int | None, up: bool
+) -> None:
+    due = None if due_in is None else NOW + timedelta(seconds=due_in)
+    assert wanted(active=active, next_due=due, now=NOW, ahead=180) is up
+
+
+def test_the_forkservers_own_environment_keeps_no_key() -> None:
+    env = {"PATH": "/bin", "PYTHONPATH": "/p", "LC_ALL": "C", "ANTHROPIC_API_KEY": "sk-x", "X": "1"}
+    assert forkserver_env(env) == {"PATH": "/bin", "PYTHONPATH": "/p", "LC_ALL": "C"}
+
+
+async def _read_state(proc: Any) -> dict[str, Any]:
+    out = await proc.stdout.read()
+    err = await proc.stderr.read()
+    code = await proc.wait()
+    assert code == 0, err.decode()
+    state: dict[str, Any] = json.loads(out)
+    return state
+
+
+def test_a_forked_worker_starts_in_the_state_of_a_spawned_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def go() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+        forks = await started_forkserver()
+        assert forks.pid is not None
+        # Not dumpable: no process of ours reads what passes through it (the runs' keys).
+        with pytest.raises(PermissionError):
+            Path(f"/proc/{forks.pid}/environ").read_bytes()
+        with pytest.raises(PermissionError), Path(f"/proc/{forks.pid}/mem").open("rb"):
+            pass
+        # What the daemon's state is at the run, not at the forkserver's start: a forked
+        # worker takes it from the request.
+        monkeypatch.chdir(tmp_path)
+        old_umask = os.umask(0o027)
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(soft, 200), hard))
+        env = {**worker_env(), "ANTHROPIC_API_KEY": "sk-the-run-only", "TZ": "Asia/Tokyo"}
+        argv = [sys.executable, STATE, "an-arg"]
+        try:
+            spawned = await asyncio.create_subprocess_exec(
+                *argv,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                start_new_session=True,
+                env=env,
+                close_fds=True,
+            )
+            assert spawned.stdin is not None
+            spawned.stdin.close()
+            a = await _read_state(spawned)
+            forked = await forks.spawn(argv, env)
+            assert forked.stdin is not None
+            forked.stdin.close()
+            b = await _read_state(forked)
+            again = await forks.spawn(argv, env)
+            assert again.stdin is not None
+            again.stdin.close()
+            c = await _read_state(again)
+        finally:
+            os.umask(old_umask)
+            resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+            await forks.close()
+        return a, b, c
+
+    spawned, forked, again = asyncio.run(go())
+    assert forked["random"] != again["random"]  # re-seeded: no two runs draw alike
+    for s in (spawned, forked, again):
+        s.pop("random")
+    assert forked == spawned, {
+        k: (spawned[k], forked.get(k)) for k in spawned if spawned[k] != forked.get(k)
+    }
+    assert forked == again
+    # The fields the comparison holds, spelled out for the invariant's lines:
+    assert forked["fds"] == [0, 1, 2]  # no control socket, wake pipe or import leftovers
+    assert set(forked["fd_targets"].values()) == {"pipe"}
+    assert forked["session_leader"] and forked["group_leader"]
+    assert (forked["umask"], forked["cwd"]) == (0o027, str(tmp_path))
+    assert forked["rlimits"]["RLIMIT_NOFILE"][0] <= 200
+    assert forked["env"]["ANTHROPIC_API_KEY"] == "sk-the-run-only"
+    assert forked["signals"]["SIGINT"] == "default_int_handler"
+    assert forked["signals"]["SIGCHLD"] == "SIG_DFL"  # the forkserver's own handler is gone
+    assert forked["threads"] == 1
+
+
+def test_the_real_preload_leaves_no_thread_or_descriptor_and_keeps_no_key() -> None:
+    """The daemon's forkserver, the SDK imported: `serve` refuses to start if an import
+    left a thread running or a descriptor open, so UP here is that check passing."""
+
+    async def go() -> tuple[dict[str, Any], ForkState]:
+        forks = ForkServer()
+        forks.keep(True, worker_env())
+        for _ in range(1200):
+            if forks.state is not ForkState.STARTING:
+                break
+            await asyncio.sleep(0.05)
+        state = forks.state
+        try:
+            assert state is ForkState.UP, forks.why
+            proc = await forks.spawn([sys.executable, STATE], worker_env())
+            assert proc.stdin is not None
+            proc.stdin.close()
+            return await _read_state(proc), state
+        finally:
+            await forks.close()
+
+    child, state = asyncio.run(go())
+    assert state is ForkState.UP
+    assert child["has_anthropic"]  # the SDK came with the fork: the point of it
+    assert child["fds"] == [0, 1, 2] and child["threads"] == 1
+
+
+def test_the_forkserver_refuses_a_control_socket_whose_peer_is_not_its_parent() -> None:
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    with ours, theirs:
+        # Started through a shell, so its parent is the shell, not us (the socket's peer).
+        cmd = " ".join([*BARE_FORKSERVER, str(theirs.fileno())]) + "; true"
+        done = subprocess.run(
+            ["sh", "-c", cmd],
+            check=False,
+            pass_fds=(theirs.fileno(),),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+        )
+        assert "the control socket's peer is pid" in done.stderr
+        theirs.close()
+        ours.settimeout(5)
+        assert ours.recv(100) == b""  # never "ready"
+
+
+def _run_fake(tmp_path: Path, forks: ForkServer) -> WorkerProcess:
+    wp = WorkerProcess(
+        make_job(tmp_path),
+        log=RunLog(tmp_path / "run.jsonl"),
+        timeout_sec=60,
+        argv=[sys.executable, FAKE, "ok"],
+        forks=forks,
+    )
+    return wp
+
+
+def test_a_run_is_spawned_and_says_why_when_the_forkserver_is_not_up(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def go() -> tuple[WorkerProcess, str | None]:
+        wp = _run_fake(tmp_path, ForkServer(BARE_FORKSERVER))
+        out = await wp.run()
+        return wp, out.result.status if out.result else out.error
+
+    caplog.set_level(logging.INFO, "vinos.spawn")
+    wp, status = asyncio.run(go())
+    assert (wp.forked, status) == (False, "ok")
+    assert "spawning the worker (the forkserver is not started: no run was due)" in caplog.text
+
+
+def test_a_forkserver_that_fails_to_start_leaves_runs_to_a_plain_spawn(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def go() -> tuple[WorkerProcess, str | None, ForkState]:
+        forks = ForkServer([sys.executable, "-c", "import sys; sys.exit(3)"])
+        forks.keep(True, worker_env())
+        for _ in range(600):
+            if forks.state is not ForkState.STARTING:
+                break
+            await asyncio.sleep(0.05)
+        wp = _run_fake(tmp_path, forks)
+        out = await wp.run()
+        await forks.close()
+        return wp, out.result.status if out.result else out.error, forks.state
+
+    caplog.set_level(logging.INFO)
+    wp, status, state = asyncio.run(go())
+    assert (wp.forked, status) == (False, "ok")
+    assert "forkserver failed: ConnectionError: it exited while importing" in caplog.text
+    assert "spawning the worker (the forkserver is failed: ConnectionError" in caplog.text
+    assert state is ForkState.DOWN
+
+
+def test_a_worker_of_a_forkserver_that_dies_ends_with_it(tmp_path: Path) -> None:
+    """Workers die with their supervisor: through the forkserver, whose PDEATHSIG follows the
+    daemon, and the worker's own against the forkserver."""
+
+    async def go() -> int | None:
+        forks = await started_forkserver()
+        wp = WorkerProcess(
+            make_job(tmp_path),
+            log=RunLog(tmp_path / "run.jsonl"),
+            timeout_sec=60,
+            argv=[sys.executable, "-P", "-m", "worker"],  # the real worker: it sets PDEATHSIG
+            forks=forks,
+        )
+        task = asyncio.ensure_future(wp.run())
+        for _ in range(600):
+            if wp.pid is not None:
+                break
+            await asyncio.sleep(0.05)
+        assert wp.forked and forks.pid is not None
+        os.kill(forks.pid, 9)
+        out = await asyncio.wait_for(task, 60)
+        await forks.close()
+        return out.returncode
+
+    assert asyncio.run(go()) == -9
+
+
+@pytest.mark.slow
+def test_a_daemon_forks_a_run_while_one_is_due_and_still_never_loads_the_sdk(
+    tmp_path: Path, not_root: None
+) -> None:
+    """Through a real daemon and the real worker on the Anthropic route: a routine due every
+    minute keeps the forkserver up; a run then is forked (the daemon's log says so)
+    and talks to the fake Anthropic server; the daemon still has neither the SDK nor `worker`
+    loaded (its `ping` report and /proc/PID/maps, as test_daemon_agent.py checks them)."""
+    from fakes import FakeAnthropic
+    from fakes import anthropic_replies as A
+
+    from tests.supervisor.daemonkit import Daemon, command_routine, write_routine
+    from tests.supervisor.test_daemon_agent import API_KEY, agent_routine
+
+    with FakeAnthropic() as claude:
+        claude.add(A.text("# Report\n\nAll quiet today."))
+        write_routine("looker", agent_routine())
+        write_routine("ticker", command_routine("true"))  # due each minute: keeps it wanted
+        env = {
+            "VINOS_FORKSERVER": "1",
+            "ANTHROPIC_BASE_URL": claude.url,
+            "ANTHROPIC_API_KEY": API_KEY,
+        }
+        d = Daemon(tmp_path, extra_env=env).start()
+        deadline = time.monotonic() + 60
+        while "forkserver up" not in d.log() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert "forkserver up" in d.log(), d.log()
+        fin = d.request("run", {"name": "looker"})
+        assert fin["status"] == "ok", fin
+        assert len(claude.messages) == 1
+        run_id = fin["run_id"]
+        assert f"{run_id}: worker pid" in d.log() and "forked by the forkserver" in d.log()
+        assert d.request("ping")["loaded_modules"] == []
+        maps = Path(f"/proc/{d.pid}/maps").read_text()
+        for lib in ("pydantic_core", "jiter"):
+            assert lib not in maps
+        forkservers = [
+            p for p in psutil.Process(d.pid).children() if "forkserver" in " ".join(p.cmdline())
+        ]
+        assert len(forkservers) == 1
+        with pytest.raises(PermissionError):  # not dumpable: the keys in transit stay there
+            Path(f"/proc/{forkservers[0].pid}/environ").read_bytes()
+        assert d.stop() == 0
+        assert not forkservers[0].is_running()

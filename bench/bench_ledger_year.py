@@ -35,8 +35,8 @@ from pathlib import Path
 from bench.common import Row
 from routines import ledger as ledger_module
 from routines import runlog
-from routines.config import LedgerSettings
 from routines.ledger import Ledger, iso
+from routines.spec.config import LedgerSettings
 from supervisor import housekeeping
 from supervisor.clock import FakeClock
 

@@ -96,7 +96,7 @@ class Job:
     ollama_url: str
     pricing: dict[str, list[float]] = field(default_factory=dict)  # model → [$in, $out] per MTok
     sandbox: dict[str, Any] = field(default_factory=dict)  # config.toml [sandbox]: masks, limits
-    # config.toml [providers.NAME] (routines.providers.to_job): URLs, key_file paths, prices;
+    # config.toml [providers.NAME] (routines.spec.providers.to_job): URLs, key_file paths, prices;
     # never a key (the worker reads key_file itself).
     providers: dict[str, Any] = field(default_factory=dict)
     # What became of this routine's proposals since its last run, for the prompt:

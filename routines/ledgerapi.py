@@ -27,11 +27,11 @@ from routines.ledger import (
 from routines.runs import RunEnd, RunStatus, Trigger
 
 if TYPE_CHECKING:
-    from routines.config import Config
     from routines.ledger import _Any
     from routines.ledgermemory import MemoryLedger
-    from routines.paths import Paths
     from routines.pgledger import PgLedger
+    from routines.spec.config import Config
+    from routines.spec.paths import Paths
 
 __all__ = ["LedgerAPI", "MachineInUse", "Maintenance", "Store", "Vacuum", "open_ledger"]
 

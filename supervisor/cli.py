@@ -104,7 +104,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return 2
     if args.command_name not in _NO_LEDGER:
-        from routines.paths import paths
+        from routines.spec.paths import paths
         from supervisor.commands.common import die, ledger_gone_beside_daemon
 
         if problem := ledger_gone_beside_daemon(paths()):

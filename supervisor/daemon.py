@@ -22,12 +22,12 @@ from collections.abc import Collection
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from routines.config import Config, ConfigInvalid, load_config
 from routines.ledger import Ledger, LedgerError, LedgerUnavailable, Unavailable
 from routines.ledgerapi import MachineInUse, Store
-from routines.paths import Paths, paths
-from routines.registry import Registry
 from routines.safetext import one_line
+from routines.spec.config import Config, ConfigInvalid, load_config
+from routines.spec.paths import Paths, paths
+from routines.spec.registry import Registry
 from supervisor import housekeeping, notify, systemd
 from supervisor.clock import Clock, clock_from_env
 from supervisor.control import ControlServer, socket_path_problem
@@ -293,7 +293,7 @@ class Daemon:
         if exc.reason is Unavailable.UNREACHABLE:
             registry = self.registry
             if not registry.entries:  # started while the database was away: never refreshed
-                from routines.registry import scan
+                from routines.spec.registry import scan
 
                 registry = scan(self.paths, registry)
             cursors = {n: t.cursor for n, t in self.scheduler.tracked.items()}

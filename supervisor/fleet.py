@@ -29,11 +29,11 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from ipc import lease_clock
-from routines.config import FleetSettings
 from routines.ledgerfaults import LedgerUnavailable, Unavailable
 from routines.pgledger import Gate, MachineInUse, PgLedger
-from routines.registry import Registry
 from routines.safetext import one_line
+from routines.spec.config import FleetSettings
+from routines.spec.registry import Registry
 from supervisor.fleetplan import (
     LEASE,
     RENEW,

@@ -24,15 +24,15 @@ import os
 from collections.abc import Callable, Collection, Mapping
 from datetime import datetime
 
-from routines.config import Config
 from routines.ledger import Ledger, RoutineState
 from routines.ledgerfaults import LedgerUnavailable, Unavailable
-from routines.paths import Paths
 from routines.pgledger import PgLedger
-from routines.registry import Registry
 from routines.runs import fingerprint, parse_slot_id, slot_id
 from routines.safetext import one_line
 from routines.spec import Routine
+from routines.spec.config import Config
+from routines.spec.paths import Paths
+from routines.spec.registry import Registry
 from supervisor.clock import Clock
 from supervisor.fleetplan import runs_offline
 from supervisor.pool import Pool

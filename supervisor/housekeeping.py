@@ -33,13 +33,13 @@ from pathlib import Path
 from zoneinfo import ZoneInfo
 
 from routines import proposals
-from routines.config import Config, LedgerSettings
 from routines.ledger import Ledger, LedgerError, LedgerUnavailable, Unavailable
 from routines.ledgerapi import Store, Vacuum
 from routines.ledgerfaults import is_no_space
-from routines.paths import Paths
 from routines.rundays import compaction_line
-from routines.tz import machine_timezone
+from routines.schedule.tz import machine_timezone
+from routines.spec.config import Config, LedgerSettings
+from routines.spec.paths import Paths
 from supervisor.clock import Clock
 from supervisor.retention import cutoffs, prune_routine, routine_dirs
 

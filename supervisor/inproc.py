@@ -10,9 +10,9 @@ from contextlib import closing
 from typing import Any
 
 from ipc import Event, reply_json
-from routines.config import Config
-from routines.paths import Paths
 from routines.spec import Routine
+from routines.spec.config import Config
+from routines.spec.paths import Paths
 from supervisor import notify
 from supervisor.clock import SystemClock
 from supervisor.fleetview import cli_ledger

@@ -78,9 +78,9 @@ def collect(now: datetime | None = None) -> list[RoutineRow]:
     from zoneinfo import ZoneInfo
 
     from routines.ledger import is_enabled
-    from routines.paths import paths
     from routines.runs import RunStatus
     from routines.schedule import summary
+    from routines.spec.paths import paths
     from supervisor.fleetview import cli_ledger, held_here
     from supervisor.source import known_fire, scan
 
@@ -160,7 +160,7 @@ def _signature(path: Any, routine: Any, allowed_signers: Any) -> dict[str, Any]:
     .sig: an unsigned routine costs `list` one lstat."""
     import os
 
-    # routines.paths.signature_path's NAME.toml.sig, without pathlib's cost on every line.
+    # routines.spec.paths.signature_path's NAME.toml.sig, without pathlib's cost on every line.
     signed = os.path.lexists(os.fspath(path) + ".sig")
     if not signed and "auto_approve" not in routine.text:
         return {}  # the common case, without importing routines.signing (~3 ms)

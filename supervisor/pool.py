@@ -28,12 +28,12 @@ from typing import TYPE_CHECKING, Protocol
 from zoneinfo import ZoneInfo
 
 from ipc import Event, EventKind, Job, RunReply
-from routines.config import Config
 from routines.ledger import LedgerUnavailable
 from routines.ledgerapi import LedgerAPI
-from routines.paths import Paths
 from routines.runs import RunEnd, RunStatus, Trigger
 from routines.spec import Routine
+from routines.spec.config import Config
+from routines.spec.paths import Paths
 from routines.store import open_dir_beneath
 from supervisor.approvals import decisions_for
 from supervisor.clock import Clock

@@ -19,14 +19,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ipc.messages import EventKind
-from routines.mcpkeys import model_tool_name
 from routines.spec import McpServer, Routine
+from routines.spec.mcpkeys import model_tool_name
 from worker.context import RunContext
 from worker.providers.base import ToolSpec
 
 if TYPE_CHECKING:
-    from routines.config import SandboxSettings
-    from routines.paths import Paths
+    from routines.spec.config import SandboxSettings
+    from routines.spec.paths import Paths
     from worker.mcpclient import Portal, Session
 
 __all__ = [
@@ -188,7 +188,7 @@ class McpTools:
         return self._sessions[server]
 
     def _start(self, server: McpServer) -> Session:
-        from routines.config import SandboxSettings
+        from routines.spec.config import SandboxSettings
         from worker.mcpclient import Portal
 
         if self._portal is None:

@@ -12,7 +12,7 @@ import pytest
 from cli_helpers import Cli
 from helpers import AGENT, write
 
-from routines.paths import Paths, paths
+from routines.spec.paths import Paths, paths
 
 REPO = Path(__file__).resolve().parents[2]
 

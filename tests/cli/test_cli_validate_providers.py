@@ -10,7 +10,7 @@ from pathlib import Path
 
 from helpers import AGENT, write
 
-from routines.paths import paths
+from routines.spec.paths import paths
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = """

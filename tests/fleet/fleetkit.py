@@ -13,8 +13,8 @@ import pytest
 
 from routines.ledger import RunRow
 from routines.ledgerfaults import LedgerUnavailable
-from routines.paths import Paths, paths
 from routines.pgledger import Gate, PgLedger
+from routines.spec.paths import Paths, paths
 from tests.supervisor.daemonkit import REPO, Daemon, command_routine, write_routine
 
 __all__ = ["Machine", "fleet_rows", "minute_boundary"]

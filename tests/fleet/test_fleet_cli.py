@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from routines.ledger import Ledger
-from routines.loader import load_file
 from routines.pgledger import PgLedger
 from routines.runs import RunEnd, RunStatus, Trigger, fingerprint
+from routines.spec.loader import load_file
 from tests.fleet.fleetkit import Machine, fleet_rows, minute_boundary, minutely
 from tests.fleet.pgcluster import Cluster
 from tests.supervisor.daemonkit import sid, wait_for

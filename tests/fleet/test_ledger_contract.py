@@ -17,12 +17,12 @@ from zoneinfo import ZoneInfo
 import psycopg
 import pytest
 
-from routines.config import LedgerSettings
 from routines.ledger import Ledger, LedgerError, RoutineState, iso
 from routines.ledgerapi import Store, Vacuum
 from routines.ledgermemory import MemoryData, MemoryLedger
 from routines.pgledger import PgLedger
 from routines.runs import Outcome, RunEnd, RunStatus, Trigger
+from routines.spec.config import LedgerSettings
 from supervisor.clock import FakeClock
 from supervisor.housekeeping import Housekeeper
 

@@ -11,10 +11,10 @@ from zoneinfo import ZoneInfo
 
 from ipc import Result
 from routines.ledger import Ledger
-from routines.paths import paths
-from routines.registry import scan
 from routines.rundays import compaction_line
 from routines.runs import RunStatus, Trigger
+from routines.spec.paths import paths
+from routines.spec.registry import scan
 from supervisor.record import finish_run
 from supervisor.scheduler import Scheduler
 from supervisor.spawn import UsageTotals, WorkerOutcome

@@ -15,12 +15,12 @@ from typing import Any
 import pytest
 
 from ipc import Result
-from routines.config import Config
 from routines.ledger import Ledger
-from routines.paths import paths
-from routines.registry import scan
 from routines.runs import Outcome, RunEnd, RunStatus, Trigger
 from routines.spec import Routine
+from routines.spec.config import Config
+from routines.spec.paths import paths
+from routines.spec.registry import scan
 from routines.store import read_json
 from supervisor.clock import FakeClock
 from supervisor.limits import REPORT_GRACE_SEC, allowance_for, run_limit

@@ -23,8 +23,8 @@ from pathlib import Path
 import pytest
 
 from routines.ledger import Ledger
-from routines.paths import paths
 from routines.runs import RunStatus, Trigger
+from routines.spec.paths import paths
 from supervisor.client import DaemonError
 from tests.supervisor.daemonkit import (
     Daemon,

@@ -15,7 +15,7 @@ from fakes import FakeOpenAI
 from fakes import openai_replies as OA
 from worker_harness import WorkerRun, make_job, routine_toml, run_worker, worker_env
 
-from routines.providers import ProviderKind, ProviderSettings
+from routines.spec.providers import ProviderKind, ProviderSettings
 from worker.providers import openai as oa
 from worker.providers.base import Stop
 

@@ -307,7 +307,7 @@ class StatusReply:
     status: str | None = None  # the daemon's one-line state (also its process title)
     lost: str | None = None  # why it stopped scheduling (its ledger or lock was replaced)
     disk_full: str | None = None  # why it is paused (any ledger fault, not only a full disk)
-    health: str = "ok"  # supervisor/ground.py Health: ok, lost, disk full, read-only, …
+    health: str = "ok"  # supervisor/health.py Health: ok, lost, disk full, read-only, …
     unwritten: list[str] = field(default_factory=list)  # runs kept in memory, disk full
     fleet: FleetStatus | None = None  # with config.toml's [fleet]
 

@@ -31,8 +31,9 @@ from routines.spec.registry import Registry
 from supervisor import housekeeping, notify, systemd
 from supervisor.clock import Clock, clock_from_env
 from supervisor.control import ControlServer, socket_path_problem
-from supervisor.ground import Ground
+from supervisor.finish import Notification, remove_leftovers
 from supervisor.handlers import Handlers
+from supervisor.health import Ground
 from supervisor.owner import (
     ROOT_REFUSAL,
     Locks,
@@ -44,7 +45,6 @@ from supervisor.owner import (
     version,
 )
 from supervisor.pool import Pool
-from supervisor.record import Notification, remove_leftovers
 from supervisor.rescan import Rescanner
 from supervisor.scheduler import Scheduler
 from supervisor.statusline import status_line

@@ -34,9 +34,9 @@ from routines.spec.config import Config
 from routines.spec.paths import Paths
 from routines.spec.registry import Registry
 from supervisor.clock import Clock
+from supervisor.finish import Notification
 from supervisor.fleetplan import runs_offline
 from supervisor.pool import Pool
-from supervisor.record import Notification
 from supervisor.scheduler import Scheduler
 
 __all__ = ["Offline"]

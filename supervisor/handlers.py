@@ -28,7 +28,7 @@ from ipc import (
 from routines.ledger import LedgerUnavailable
 from routines.spec import Routine
 from supervisor.control import CommandError, Connection, Handler
-from supervisor.ground import Ground, Health
+from supervisor.health import Ground, Health
 from supervisor.owner import version
 from supervisor.pool import Busy
 from supervisor.scheduler import Pending

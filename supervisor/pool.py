@@ -7,7 +7,7 @@ Invariants (tests/supervisor/test_pool.py, on a FakeSpawner and a fake clock):
   (`Ledger.finish_run` changes only an active row).
 
 A run goes admit (the allowance: refused runs start no worker) → prepare (scratch dir, job,
-run log) → await (the spawner's worker) → finish (supervisor/record.py).
+run log) → await (the spawner's worker) → finish (supervisor/finish.py).
 
 On a fleet (`fence`), each worker is told its lease's deadline (`Job.lease_until`) and each
 renewal's new one; a run whose lease a renewal found gone is stopped at once and recorded
@@ -37,12 +37,12 @@ from routines.spec.paths import Paths
 from routines.store import open_dir_beneath
 from supervisor.approvals import decisions_for
 from supervisor.clock import Clock
+from supervisor.finish import Finished, Notification, Unwritten, finish_run
 from supervisor.jobs import build_job, new_run_id
 from supervisor.limits import BudgetVerdict, RunAllowance, allowance_for, run_limit
 from supervisor.notify import unshown
 from supervisor.owner import owner_alive
 from supervisor.probecache import ProbeCache
-from supervisor.record import Finished, Notification, Unwritten, finish_run
 from supervisor.runlog import RunLog
 from supervisor.scheduler import Listener, Pending
 from supervisor.spawn import (
@@ -436,7 +436,7 @@ class Pool:
             entry.worker = worker
         return await worker.run()
 
-    # finish: the final status, output, ledger row, strikes (supervisor/record.py).
+    # finish: the final status, output, ledger row, strikes (supervisor/finish.py).
 
     def _finish(self, pending: Pending, started_at: datetime, out: WorkerOutcome) -> Finished:
         limit = run_limit(pending.routine)

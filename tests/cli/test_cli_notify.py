@@ -14,7 +14,7 @@ from cli_helpers import Cli
 
 from routines.spec.loader import load_text
 from supervisor import notify
-from supervisor.record import notifications_for
+from supervisor.finish import notifications_for
 
 
 def calls(path: Path) -> list[list[str]]:

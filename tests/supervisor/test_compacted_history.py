@@ -15,7 +15,7 @@ from routines.rundays import compaction_line
 from routines.runs import RunStatus, Trigger
 from routines.spec.paths import paths
 from routines.spec.registry import scan
-from supervisor.record import finish_run
+from supervisor.finish import finish_run
 from supervisor.scheduler import Scheduler
 from supervisor.spawn import UsageTotals, WorkerOutcome
 from tests.supervisor.daemonkit import command_routine, write_routine

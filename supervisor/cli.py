@@ -76,7 +76,7 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The whole parser, or with `only` (a command name) just that command's: a command runs
-    without importing and building the fifteen others (about a fifth of `list`'s time)."""
+    without importing and building the others (about a fifth of `list`'s time)."""
     parser = _Parser(
         prog="vinos-routine",
         description="Scheduled autonomous agents, sandboxed and on a budget.",

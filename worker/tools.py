@@ -70,7 +70,7 @@ class Toolbox:
             return self._mcp(call, call.arguments)
         return self._refuse(call, f"there is no tool named {call.name!r}")
 
-    # --- the three tools ---
+    # --- the tools ---
 
     def _outcome(self, call: ToolCall, args: dict[str, Any]) -> ToolResult:
         status, summary = args.get("status"), args.get("summary")

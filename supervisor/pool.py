@@ -17,7 +17,6 @@ renewal's new one; a run whose lease a renewal found gone is stopped at once and
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import os
 from collections import deque
@@ -26,6 +25,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
 from zoneinfo import ZoneInfo
+
+import msgspec
 
 from ipc import Event, EventKind, Job, RunReply
 from routines.ledger import LedgerUnavailable
@@ -421,7 +422,7 @@ class Pool:
             if pending.run_id in self._lost:  # gone while it was being prepared
                 self._lost.discard(pending.run_id)
                 return WorkerOutcome(None, None, UsageTotals(), stopped=StopReason.LEASE)
-            job = dataclasses.replace(job, lease_until=self.fence.deadline(pending.run_id))
+            job = msgspec.structs.replace(job, lease_until=self.fence.deadline(pending.run_id))
         worker = self.spawner(
             job,
             log=prepared.runlog,

@@ -11,8 +11,10 @@ local_input/local_output.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
+
+from msgspec.structs import replace
 
 from ipc.messages import EventKind, Outcome, Result, RunStatus, Usage
 from routines import pricing
@@ -316,7 +318,7 @@ class AgentRun:
 
 
 def _with(result: Result, **changes: object) -> Result:
-    return replace(result, **changes)  # type: ignore[arg-type]
+    return replace(result, **changes)
 
 
 def _proposed(n: int, auto_approve: bool) -> str:

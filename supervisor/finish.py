@@ -279,7 +279,7 @@ def finish_run(
     # Invariant: a run's status is how it ended. An output that found no room (a full or
     # read-only state dir, here or in the worker) is a delivery problem beside it, said in
     # its detail and a notification, never a failure nor a strike
-    # (tests/supervisor/test_finish.py, test_daemon_state_dir.py).
+    # (tests/supervisor/test_record.py, test_daemon_state_dir.py).
     undelivered = r.error if r is not None and status is RunStatus.OK and r.error else None
     if status in (RunStatus.OK, RunStatus.BUDGET):
         stored, text, error = _move_output(routine, out, scratch, paths.routine_state(routine.name))

@@ -5,11 +5,12 @@ union's tag, each class's `TYPE`. Decoding checks every field's type as msgspec 
 where a float goes is taken; a bool where an int goes, a list where a dict goes, an unknown
 field or an enum's unknown text are refused); an invalid line is decoded again the slow way
 (`from_dict`) only to say what is wrong in the words of its fields.
+
 Supervisor → worker: `Hello`, then one `Job`, then (a fleet's leased run only) any number of
 `Lease` renewals. Worker → supervisor: `Hello`, any number of
 `Event`, `Usage` and `Proposal`, then exactly one `Result`. CLI ↔ daemon: `Hello`, then
 `Request` → (`Event`…) `Response`, whose `result` is one of the typed replies at the end of
-this module.
+this module (dataclasses: they travel inside `Response.result` as plain JSON).
 """
 
 from __future__ import annotations

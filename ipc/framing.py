@@ -57,8 +57,10 @@ def decode(line: bytes) -> Message:
         raise ProtocolError(f"line of {len(line)} bytes is over the {MAX_LINE}-byte limit")
     try:
         return from_line(line)
-    except msgspec.DecodeError:
-        pass  # not a valid message: the slow way below says what is wrong
+    except (msgspec.DecodeError, RecursionError):
+        # Not a valid message (RecursionError: nested deeper than msgspec goes, where orjson
+        # stops at 1,024 with an error of its own): the slow way below says what is wrong.
+        pass
     try:
         obj = orjson.loads(line)
     except orjson.JSONDecodeError as exc:

@@ -390,3 +390,11 @@ def test_a_field_error_names_the_message_and_the_field(line: bytes, message: str
     with pytest.raises(ProtocolError) as caught:
         decode(line)
     assert str(caught.value).startswith(message)
+
+
+def test_a_line_nested_too_deep_is_a_protocol_error_not_a_crash() -> None:
+    deep = b"[" * 200_000 + b"]" * 200_000
+    with pytest.raises(ProtocolError, match="not JSON"):
+        decode(b'{"type": "event", "kind": "log", "text": "", "data": {"a": ' + deep + b"}}")
+    with pytest.raises(ProtocolError, match="not JSON"):
+        decode(b"[" * 500_000)

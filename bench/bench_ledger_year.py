@@ -33,10 +33,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from bench.common import Row
-from routines.config import LedgerSettings
 from routines.ledger import Ledger, iso, migrate_packed6
 from routines.ledger import migrate_sqlite as ledger_module
 from routines.ledger.model import RUN_COLUMNS
+from routines.spec.config import LedgerSettings
 from supervisor import housekeeping
 from supervisor.clock import FakeClock
 

@@ -29,7 +29,7 @@ def run(quick: bool) -> list[Row]:
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
     import sandbox
-    from routines.never import never_paths
+    from routines.spec.never import never_paths
     from sandbox.stdio import start_stdio
     from worker.mcpclient import Portal, Session
     from worker.mcpinstall import resolve_install

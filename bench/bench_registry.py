@@ -11,8 +11,8 @@ import tomllib
 from pathlib import Path
 
 from bench.common import Row, median_seconds
-from routines.paths import Paths
-from routines.registry import scan
+from routines.spec.paths import Paths
+from routines.spec.registry import scan
 
 TEMPLATE = """\
 # {name}: a generated routine for the benchmark

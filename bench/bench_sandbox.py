@@ -46,7 +46,7 @@ def run(quick: bool) -> list[Row]:
         raise RuntimeError(f"cannot sandbox here: {check.reason} (fix: {check.fix})")
     repeat = 20 if quick else 200
     with tempfile.TemporaryDirectory(prefix="vinos-bench-") as tmp:
-        from routines.never import never_paths
+        from routines.spec.never import never_paths
 
         home = Path(tmp) / "home"
         workspace = home / ".vinos/routines/workspace/bench"

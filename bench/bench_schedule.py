@@ -18,8 +18,8 @@ from croniter import croniter
 
 from bench.common import Row, median_seconds
 from routines.schedule import Schedule, compile_schedule
+from routines.schedule.translate import translate_cron
 from routines.spec import Kind, ScheduleSpec
-from routines.translate import translate_cron
 
 ZONES = ("UTC", "America/New_York", "Europe/Berlin", "Asia/Tokyo", "Australia/Lord_Howe")
 BASE = datetime(2026, 3, 28, 23, 59, 17, tzinfo=UTC)  # a weekend with two DST changes

@@ -20,8 +20,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import replace
 from pathlib import Path
+
+from msgspec.structs import replace
 
 from bench.bench_worker import _job
 from bench.common import Row

@@ -9,11 +9,12 @@ and sends one request to the same fake, timed the same way, in the same run. Tar
 
 from __future__ import annotations
 
-import dataclasses
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+import msgspec
 
 from bench.bench_worker import REPO, _job, start_against_floor
 from bench.common import Row
@@ -49,7 +50,7 @@ def _worker_to_first_request(home: Path, fake: FakeOpenAI, i: int, env: dict[str
         "key_file": None,
         "prices": {},
     }
-    job = dataclasses.replace(
+    job = msgspec.structs.replace(
         _job(home, "http://127.0.0.1:9", i), routine_toml=TOML, providers={"lmstudio": provider}
     )
     data = encode(Hello()) + encode(job)

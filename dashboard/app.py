@@ -29,9 +29,9 @@ from dashboard.files import NAME, RUN_ID
 from dashboard.security import Guard, Secrets
 from routines.humanize import money, relative, tokens
 from routines.ledger import Ledger, LedgerError
-from routines.paths import Paths
-from routines.registry import scan
-from routines.tz import machine_timezone
+from routines.schedule.tz import machine_timezone
+from routines.spec.paths import Paths
+from routines.spec.registry import scan
 
 __all__ = ["Settings", "build_app"]
 

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from dashboard.listener import Holder, Verdict, clear_state, who_holds, write_state
 from dashboard.security import new_token, private_dir
-from routines.paths import paths
+from routines.spec.paths import paths
 
 __all__ = ["DEFAULT_PORT", "main"]
 

@@ -13,8 +13,8 @@ from dashboard.files import MAX_OUTPUT, read_beneath
 from dashboard.render import markdown
 from routines.humanize import money
 from routines.ledger import Ledger, day_bounds
-from routines.paths import Paths
-from routines.registry import Registry
+from routines.spec.paths import Paths
+from routines.spec.registry import Registry
 
 __all__ = ["BriefItem", "CostPage", "brief_page", "cost_page"]
 

@@ -19,12 +19,12 @@ from dashboard.files import MAX_OUTPUT, read_beneath, read_run_log
 from dashboard.render import markdown
 from ipc import RunStatus
 from routines.ledger import Ledger, RunRow, day_bounds, is_enabled, iso
-from routines.paths import Paths
-from routines.registry import Registry
 from routines.safetext import one_line, visible
 from routines.schedule import ScheduleError, summary
 from routines.schedule import explain as explain_schedule
 from routines.spec import ScheduleSpec
+from routines.spec.paths import Paths
+from routines.spec.registry import Registry
 
 __all__ = [
     "Explained",

@@ -1,19 +1,27 @@
-"""The messages on the pipes and the socket, as frozen dataclasses.
+"""The messages on the pipes and the socket, as frozen msgspec Structs in one tagged union.
 
-Each travels as one JSON object on one line with a `"type"` field (see `ipc.framing`).
+Each travels as one JSON object on one line with a `"type"` field (see `ipc.framing`): the
+union's tag, each class's `TYPE`. Decoding checks every field's type as msgspec does (an int
+where a float goes is taken; a bool where an int goes, a list where a dict goes, an unknown
+field or an enum's unknown text are refused); an invalid line is decoded again the slow way
+(`from_dict`) only to say what is wrong in the words of its fields.
+
 Supervisor → worker: `Hello`, then one `Job`, then (a fleet's leased run only) any number of
 `Lease` renewals. Worker → supervisor: `Hello`, any number of
 `Event`, `Usage` and `Proposal`, then exactly one `Result`. CLI ↔ daemon: `Hello`, then
 `Request` → (`Event`…) `Response`, whose `result` is one of the typed replies at the end of
-this module.
+this module (dataclasses: they travel inside `Response.result` as plain JSON).
 """
 
 from __future__ import annotations
 
+import re
 import time
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any, ClassVar
+
+import msgspec
 
 # The run vocabulary lives in routines.runs (a leaf); ipc re-exports it for the wire. This is ipc's
 # one project import, a leaf (pyproject.toml's import contracts, checked by make lint).
@@ -46,6 +54,7 @@ __all__ = [
     "Trigger",
     "Usage",
     "from_dict",
+    "from_line",
     "lease_clock",
     "reply_json",
 ]
@@ -66,14 +75,18 @@ class EventKind(StrEnum):
     STATUS = "status"  # supervisor → CLI: the run changed status (queued, running, …)
 
 
-@dataclass(frozen=True, slots=True)
-class Hello:
+class _Message(msgspec.Struct, frozen=True, forbid_unknown_fields=True, tag_field="type"):
+    """A wire message: its tag is its `TYPE` (tests/ipc/test_ipc_framing.py round-trips each)."""
+
+    TYPE: ClassVar[str]
+
+
+class Hello(_Message, frozen=True, tag="hello"):
     TYPE: ClassVar[str] = "hello"
     protocol: int = PROTOCOL
 
 
-@dataclass(frozen=True, slots=True)
-class Job:
+class Job(_Message, frozen=True, tag="job"):
     """Everything one run needs; the worker reads nothing else from the supervisor."""
 
     TYPE: ClassVar[str] = "job"
@@ -94,14 +107,14 @@ class Job:
     scratch_dir: str  # state/<name>/.scratch/<run-id>/: the output, staged; no sandbox sees it
     memory_path: str | None  # the memory file this run appends to, None for session
     ollama_url: str
-    pricing: dict[str, list[float]] = field(default_factory=dict)  # model → [$in, $out] per MTok
-    sandbox: dict[str, Any] = field(default_factory=dict)  # config.toml [sandbox]: masks, limits
-    # config.toml [providers.NAME] (routines.providers.to_job): URLs, key_file paths, prices;
+    pricing: dict[str, list[float]] = {}  # model → [$in, $out] per MTok
+    sandbox: dict[str, Any] = {}  # config.toml [sandbox]: masks, limits
+    # config.toml [providers.NAME] (routines.spec.providers.to_job): URLs, key_file paths, prices;
     # never a key (the worker reads key_file itself).
-    providers: dict[str, Any] = field(default_factory=dict)
+    providers: dict[str, Any] = {}
     # What became of this routine's proposals since its last run, for the prompt:
     # {"id", "action", "summary", "state", "decided_by", "why", "exit_status"} each.
-    decisions: list[dict[str, Any]] = field(default_factory=list)
+    decisions: list[dict[str, Any]] = []
     # trigger "reply": the run whose conversation (state_dir/runs/…) this one continues,
     # and the person's new user turn.
     parent_run_id: str | None = None
@@ -117,8 +130,7 @@ class Job:
     sandbox_probe: dict[str, Any] | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Lease:
+class Lease(_Message, frozen=True, tag="lease"):
     """ "Yours until `until`" (seconds on `lease_clock()`): the fleet renewed the run's lease.
     A worker past it without a newer one kills its process tree (worker/lease.py)."""
 
@@ -134,17 +146,15 @@ def lease_clock() -> float:
     return time.clock_gettime(boottime) if boottime is not None else time.time()
 
 
-@dataclass(frozen=True, slots=True)
-class Event:
+class Event(_Message, frozen=True, tag="event"):
     TYPE: ClassVar[str] = "event"
-    kind: str  # EventKind
+    kind: EventKind
     text: str  # one human line, what `run` and `logs` print
-    data: dict[str, Any] = field(default_factory=dict)
+    data: dict[str, Any] = {}
     run_id: str = ""  # set by the supervisor when it forwards an event to a CLI client
 
 
-@dataclass(frozen=True, slots=True)
-class Usage:
+class Usage(_Message, frozen=True, tag="usage"):
     """One model call's cost, a delta: the supervisor sums them (and kills on overspend)."""
 
     TYPE: ClassVar[str] = "usage"
@@ -156,8 +166,7 @@ class Usage:
     model: str = ""
 
 
-@dataclass(frozen=True, slots=True)
-class Proposal:
+class Proposal(_Message, frozen=True, tag="proposal"):
     """The model proposed one of the routine's declared actions (checked by the worker, and
     again by the supervisor, which records it for a person to approve or deny)."""
 
@@ -167,8 +176,7 @@ class Proposal:
     summary: str
 
 
-@dataclass(frozen=True, slots=True)
-class Result:
+class Result(_Message, frozen=True, tag="result"):
     TYPE: ClassVar[str] = "result"
     status: RunStatus  # ok | failed | timeout | budget
     outcome: Outcome | None = None  # from report_outcome
@@ -179,21 +187,19 @@ class Result:
     escalated: bool = False
     escalated_reason: str = ""
     tool_calls: int = 0
-    tools_used: list[str] = field(default_factory=list)
+    tools_used: list[str] = []
     error: str | None = None  # a user-readable failure message
     notify: str | None = None  # a notification the worker asks for (budget notify)
 
 
-@dataclass(frozen=True, slots=True)
-class Request:
+class Request(_Message, frozen=True, tag="request"):
     TYPE: ClassVar[str] = "request"
     id: int
     cmd: str
-    args: dict[str, Any] = field(default_factory=dict)
+    args: dict[str, Any] = {}
 
 
-@dataclass(frozen=True, slots=True)
-class Response:
+class Response(_Message, frozen=True, tag="response"):
     TYPE: ClassVar[str] = "response"
     id: int
     ok: bool
@@ -202,27 +208,44 @@ class Response:
 
 
 Message = Hello | Job | Lease | Event | Usage | Proposal | Result | Request | Response
-_BY_TYPE: dict[str, type[Any]] = {
+_BY_TYPE: dict[str, type[Message]] = {
     cls.TYPE: cls for cls in (Hello, Job, Lease, Event, Usage, Proposal, Result, Request, Response)
 }
+# One decoder for the union: the tag picks the class, then every field is checked against its
+# annotation (msgspec's rules, which are those the old hand-written checks held).
+_DECODER = msgspec.json.Decoder(Message)
 
-
-# Fields typed by an enum: the wire's text becomes the member (an unknown value is refused).
-_ENUM_FIELDS: dict[type[Any], dict[str, type[StrEnum]]] = {
+# Fields typed by an enum, for the error message only: it lists the members.
+_ENUM_FIELDS: dict[type[Message], dict[str, type[StrEnum]]] = {
     Job: {"trigger": Trigger},
+    Event: {"kind": EventKind},
     Result: {"status": RunStatus, "outcome": Outcome},
 }
 
 
 def to_dict(msg: Message) -> dict[str, Any]:
-    """The wire form: the fields plus `"type"`."""
-    out = asdict(msg)
+    """The wire form: the fields plus `"type"`, last (the bytes `ipc.encode` wrote before the
+    messages were Structs: tests/ipc/test_ipc_framing.py pins them)."""
+    out = msgspec.structs.asdict(msg)
     out["type"] = msg.TYPE
     return out
 
 
 class MessageError(ValueError):
     """A JSON object that is not a valid message."""
+
+
+def from_line(line: bytes) -> Message:
+    """The message on one line (no newline), decoded and checked in one pass; msgspec's own
+    DecodeError (ValidationError is one) when it is not JSON or not a valid message: the caller
+    then asks `from_dict` what is wrong, in the words of the message's fields."""
+    msg: Message = _DECODER.decode(line)
+    return msg
+
+
+# msgspec's "Expected `int`, got `bool` - at `$.input`" and "... - at `$.tools_used[1]`".
+_AT = re.compile(r"^(?P<what>.*) - at `\$\.?(?P<path>.*)`$")
+_EXPECTED = re.compile(r"^Expected `(?P<want>.+?)`, got `(?P<got>.+?)`$")
 
 
 def from_dict(obj: object) -> Message:
@@ -233,26 +256,33 @@ def from_dict(obj: object) -> Message:
     cls = _BY_TYPE.get(kind) if isinstance(kind, str) else None
     if cls is None:
         raise MessageError(f"unknown message type {kind!r}")
-    names = {f.name for f in fields(cls)}
-    unknown = set(obj) - names - {"type"}
+    unknown = set(obj) - set(cls.__struct_fields__) - {"type"}
     if unknown:
         raise MessageError(f"{kind}: unknown fields {sorted(unknown)}")
-    values = {k: v for k, v in obj.items() if k != "type"}
     for name, enum in _ENUM_FIELDS.get(cls, {}).items():
-        value = values.get(name)
-        if not isinstance(value, str):
-            continue  # None where allowed; any other type is refused by its type check
-        try:
-            values[name] = enum(value)
-        except ValueError:
+        value = obj.get(name)
+        if isinstance(value, str) and value not in enum._value2member_map_:
             raise MessageError(
                 f"{kind}.{name}: expected one of {[m.value for m in enum]}, found {value!r}"
-            ) from None
+            )
     try:
-        msg: Message = cls(**values)
-    except TypeError as exc:
-        raise MessageError(f"{kind}: {exc}") from None
+        msg: Message = msgspec.convert(obj, cls)
+    except msgspec.ValidationError as exc:
+        raise MessageError(_field_error(cls.TYPE, str(exc))) from None
     return msg
+
+
+def _field_error(kind: str, text: str) -> str:
+    """msgspec's message, in the words the protocol's other errors use: `usage.input: expected
+    int, found bool`, `result: Object missing required field `status``."""
+    at = _AT.match(text)
+    if at is None:
+        return f"{kind}: {text}"
+    what, path = at["what"], at["path"]
+    expected = _EXPECTED.match(what)
+    if expected is not None:
+        what = f"expected {expected['want']}, found {expected['got']}"
+    return f"{kind}.{path}: {what}"
 
 
 # -- control-socket replies (CLI ↔ daemon): what `Response.result` holds for each command ------
@@ -307,7 +337,7 @@ class StatusReply:
     status: str | None = None  # the daemon's one-line state (also its process title)
     lost: str | None = None  # why it stopped scheduling (its ledger or lock was replaced)
     disk_full: str | None = None  # why it is paused (any ledger fault, not only a full disk)
-    health: str = "ok"  # supervisor/ground.py Health: ok, lost, disk full, read-only, …
+    health: str = "ok"  # supervisor/health.py Health: ok, lost, disk full, read-only, …
     unwritten: list[str] = field(default_factory=list)  # runs kept in memory, disk full
     fleet: FleetStatus | None = None  # with config.toml's [fleet]
 

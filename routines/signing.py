@@ -38,7 +38,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from routines.paths import signature_path
+from routines.spec.paths import signature_path
 from routines.store import read_regular, write_atomic
 
 if TYPE_CHECKING:
@@ -165,8 +165,8 @@ def verify_routine(path: Path, allowed_signers: Path, data: bytes | None = None)
             return _invalid(f"{signature_path(path).name} is not a regular file (or unreadable)")
         return SignatureCheck(SignatureState.UNSIGNED, reason="no signature file")
     if data is None:
-        from routines.checks import RoutineInvalid
-        from routines.loader import read_routine_file
+        from routines.spec.checks import RoutineInvalid
+        from routines.spec.readfile import read_routine_file
 
         try:
             data = read_routine_file(path)
@@ -263,8 +263,8 @@ def sign_routine(path: Path, key: Path) -> Path:
     half is in ssh-agent); writes and returns `path`.sig. Raises SigningError."""
     import subprocess
 
-    from routines.checks import RoutineInvalid
-    from routines.loader import read_routine_file
+    from routines.spec.checks import RoutineInvalid
+    from routines.spec.readfile import read_routine_file
 
     try:
         data = read_routine_file(path)
@@ -422,8 +422,8 @@ def trust_key(pubkey: Path, allowed_signers: Path, principal: str | None = None)
     """Add the public key in `pubkey` to `allowed_signers` for namespace vinos-routine, as
     `principal` (default: the key's comment). A key trusted already is not added twice.
     Raises SigningError."""
-    from routines.checks import RoutineInvalid
-    from routines.loader import read_routine_file  # a regular file, size-capped, O_NONBLOCK
+    from routines.spec.checks import RoutineInvalid
+    from routines.spec.readfile import read_routine_file  # a regular file, size-capped, O_NONBLOCK
 
     try:
         data = read_routine_file(pubkey)

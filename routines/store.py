@@ -2,7 +2,7 @@
 leaves half a file (temp file in the same directory, fsync, rename, fsync the directory).
 
 No sandbox can write below the state dir any more (its shell tools get a workspace of their
-own, routines/paths.py), but a state dir written by an older version, or by hand, may still
+own, routines/spec/paths.py), but a state dir written by an older version, or by hand, may still
 hold a link (memory.md -> ~/.ssh/id_rsa). So every host-side open here is O_NOFOLLOW,
 relative to a directory fd that was itself opened with O_NOFOLLOW: `open_dir`,
 `read_regular`, `write_atomic`, `open_beneath` and `deliver_output` never follow one.

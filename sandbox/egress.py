@@ -100,7 +100,7 @@ class EgressPolicy(NamedTuple):
 
 
 def parse_entry(text: str) -> Entry:
-    """`host` or `host:port` as routines/hosts.py checked it; ValueError if not."""
+    """`host` or `host:port` as routines/spec/hosts.py checked it; ValueError if not."""
     host, colon, port_text = text.lower().rpartition(":")
     if not colon:
         host, port_text = text.lower(), ""

@@ -48,7 +48,7 @@ PROXY_PORT = 3128
 PROXY_URL = f"http://127.0.0.1:{PROXY_PORT}"
 
 # False: off. True: any internet host through the proxy. A tuple: only those host names,
-# each "host" or "host:port" (routines/hosts.py checked them).
+# each "host" or "host:port" (routines/spec/hosts.py checked them).
 Network = bool | tuple[str, ...]
 
 _HERE = os.path.dirname(os.path.realpath(__file__))
@@ -62,7 +62,7 @@ def uses_proxy(network: Network) -> bool:
 
 def proxy_policy(network: Network, lan: bool = False) -> EgressPolicy:
     """What the proxy lets through for a ShellPolicy's `network` and `lan`; ValueError for a
-    host list entry routines/hosts.py would have refused."""
+    host list entry routines/spec/hosts.py would have refused."""
     return egress_policy(network, lan)
 
 

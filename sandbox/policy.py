@@ -4,8 +4,8 @@
 test_routine_policy_allowlist_masks_and_environment): an allowlist (the system dirs, the declared
 `home = [...]` paths read-only, the workspace and the run's scratch read-write, nothing else of
 $HOME). `build_argv` turns a policy and the host layout into bwrap's argv without looking at
-anything else. The never-list is data given by the caller (routines/never.py): this package imports
-nothing of ours.
+anything else. The never-list is data given by the caller (routines/spec/never.py): this package
+imports nothing of ours.
 """
 
 from __future__ import annotations
@@ -126,9 +126,9 @@ def routine_policy(
     masked) and an empty $HOME to stand in; writable: the run's scratch dir (the working
     directory) and the routine's workspace. No state dir, no other routine, no secret
     (ANTHROPIC_API_KEY included), with network or without. `never` are absolute paths
-    (routines.never.never_paths). Raises UnsafeValue, also for a declared path on `never`.
+    (routines.spec.never.never_paths). Raises UnsafeValue, also for a declared path on `never`.
 
-    `credentials` (`~/...`, checked by the caller: routines.never.credential_problem) are
+    `credentials` (`~/...`, checked by the caller: routines.spec.never.credential_problem) are
     bound read-only after the declared paths, even when on `never`: a grant is the one way a
     never-path reaches a sandbox, and the caller narrows `network` to its hosts. Below each
     declared path (not below a credential) every file or folder whose name matches one of

@@ -63,7 +63,7 @@ def read_files(
     """Read the files matching `pattern`, which must equal a declared read glob verbatim.
 
     A file whose real path is under a `never` path (absolute, normalised: the never-list,
-    routines/never.py) is refused, unless it is under one of `own` (the routine's workspace);
+    routines/spec/never.py) is refused, unless it is under one of `own` (the routine's workspace);
     so is one with a component whose name matches `never_names` (fnmatch, case-insensitive:
     `credentials*`, `*token*`, `*.pem`), and anything in SYSTEM_DIRS.
 

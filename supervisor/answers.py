@@ -87,7 +87,7 @@ def fallback_reason(daemon: Controlled, args: dict[str, Any]) -> str | None:
 def _registry_as_on_disk(daemon: Controlled) -> Any:
     """The daemon's registry as a fresh scan of the files reads it: a file that is invalid
     now has no routine (the daemon keeps running its last good version; `stale` says so)."""
-    from routines.registry import Registry
+    from routines.spec.registry import Registry
 
     entries = daemon.registry.entries
     if not any(e.stale for e in entries.values()):

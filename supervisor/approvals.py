@@ -22,10 +22,10 @@ from ipc import Proposal
 from routines import proposals
 from routines.ledger import Ledger, LedgerError
 from routines.ledger.api import LedgerAPI
-from routines.paths import Paths
 from routines.proposals import ProposalStore
 from routines.safetext import one_line
 from routines.spec import Routine
+from routines.spec.paths import Paths
 
 __all__ = [
     "Recorded",

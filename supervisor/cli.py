@@ -76,7 +76,7 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The whole parser, or with `only` (a command name) just that command's: a command runs
-    without importing and building the fifteen others (about a fifth of `list`'s time)."""
+    without importing and building the others (about a fifth of `list`'s time)."""
     parser = _Parser(
         prog="vinos-routine",
         description="Scheduled autonomous agents, sandboxed and on a budget.",
@@ -104,7 +104,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return 2
     if args.command_name not in _NO_LEDGER:
-        from routines.paths import paths
+        from routines.spec.paths import paths
         from supervisor.commands.common import die, ledger_gone_beside_daemon
 
         if problem := ledger_gone_beside_daemon(paths()):

@@ -12,15 +12,15 @@ import asyncio
 from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
 
-from routines.paths import Paths
-from routines.registry import Registry
 from routines.spec import Routine
+from routines.spec.paths import Paths
+from routines.spec.registry import Registry
 from supervisor.clock import Clock
 
 if TYPE_CHECKING:
     from ipc import RunReply, StatusReply
     from routines.ledger.api import Store
-    from supervisor.record import Finished
+    from supervisor.finish import Finished
     from supervisor.reply import ReplyTo
     from supervisor.scheduler import Listener, Pending
 

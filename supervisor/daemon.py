@@ -23,19 +23,20 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from routines.config import Config, ConfigInvalid, load_config
 from routines.ledger import LedgerError, LedgerUnavailable
 from routines.ledger.api import MachineInUse
-from routines.paths import Paths, paths
-from routines.registry import Registry
 from routines.safetext import one_line
+from routines.spec.config import Config, ConfigInvalid, load_config
+from routines.spec.paths import Paths, paths
+from routines.spec.registry import Registry
 from supervisor import housekeeping, notify, systemd
 from supervisor.clock import Clock, clock_from
 from supervisor.control import ControlServer, socket_path_problem
 from supervisor.controlapi import Refused
+from supervisor.finish import Finished, Notification, remove_leftovers
 from supervisor.forkserver import ForkServer, forkserver_for, keep_forkserver
-from supervisor.ground import Ground, Health
 from supervisor.handlers import Handlers
+from supervisor.health import Ground, Health
 from supervisor.owner import (
     ROOT_REFUSAL,
     Locks,
@@ -46,7 +47,6 @@ from supervisor.owner import (
     version,
 )
 from supervisor.pool import Busy, Pool
-from supervisor.record import Finished, Notification, remove_leftovers
 from supervisor.rescan import Rescanner
 from supervisor.scheduler import Listener, Pending, Scheduler
 from supervisor.site import LocalSite, Seen, Site

@@ -29,11 +29,11 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from ipc import lease_clock
-from routines.config import FleetSettings
 from routines.ledger import LedgerUnavailable
 from routines.ledger.postgres import Gate, MachineInUse, PgLedger
-from routines.registry import Registry
 from routines.safetext import one_line
+from routines.spec.config import FleetSettings
+from routines.spec.registry import Registry
 from supervisor.fleetplan import Fence, definition_fingerprint, fence, hold, lost_leases
 from supervisor.timings import Timings
 

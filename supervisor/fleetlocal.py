@@ -24,18 +24,18 @@ import os
 from collections.abc import Callable, Collection, Mapping
 from datetime import datetime
 
-from routines.config import Config
 from routines.ledger import Ledger, LedgerUnavailable, RoutineState, Unavailable
 from routines.ledger.postgres import PgLedger
-from routines.paths import Paths
-from routines.registry import Registry
 from routines.runs import fingerprint, parse_slot_id, slot_id
 from routines.safetext import one_line
 from routines.spec import Routine
+from routines.spec.config import Config
+from routines.spec.paths import Paths
+from routines.spec.registry import Registry
 from supervisor.clock import Clock
+from supervisor.finish import Notification
 from supervisor.fleetplan import runs_offline
 from supervisor.pool import Pool
-from supervisor.record import Notification
 from supervisor.scheduler import Scheduler
 from supervisor.spawn import Spawner
 

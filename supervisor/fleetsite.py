@@ -15,11 +15,11 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from ipc import FleetStatus
-from routines.config import Config
 from routines.ledger import LedgerError, LedgerUnavailable, Unavailable
 from routines.ledger.api import Store
-from routines.paths import Paths
-from routines.registry import Registry
+from routines.spec.config import Config
+from routines.spec.paths import Paths
+from routines.spec.registry import Registry
 from supervisor.clock import Clock
 from supervisor.fleet import START_DEADLINE_SEC, Fleet
 from supervisor.fleetlocal import Offline
@@ -29,8 +29,8 @@ from supervisor.spawn import Spawner
 from supervisor.timings import Timings
 
 if TYPE_CHECKING:
+    from supervisor.finish import Notification
     from supervisor.pool import LeaseDeadlines, Pool
-    from supervisor.record import Notification
 
 __all__ = ["FleetSite"]
 
@@ -116,7 +116,7 @@ class FleetSite:
         if exc.reason is Unavailable.UNREACHABLE:
             registry = seen.registry
             if not registry.entries:  # started while the database was away: never refreshed
-                from routines.registry import scan
+                from routines.spec.registry import scan
 
                 registry = scan(self.paths, registry)
             offline.start(registry, self.fleet.held, seen.states, seen.cursors, now)

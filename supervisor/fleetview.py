@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from routines.config import Config, ConfigInvalid, load_config
 from routines.ledger import Ledger
-from routines.paths import Paths
-from routines.registry import Registry
+from routines.spec.config import Config, ConfigInvalid, load_config
+from routines.spec.paths import Paths
+from routines.spec.registry import Registry
 
 if TYPE_CHECKING:
     from routines.ledger.api import LedgerAPI

@@ -32,13 +32,13 @@ from pathlib import Path
 from zoneinfo import ZoneInfo
 
 from routines import proposals
-from routines.config import Config, LedgerSettings
 from routines.ledger import Ledger, LedgerError, LedgerUnavailable, Unavailable
 from routines.ledger.api import Store, Vacuum
 from routines.ledger.faults import is_no_space
 from routines.ledger.rundays import compaction_line
-from routines.paths import Paths
-from routines.tz import machine_timezone
+from routines.schedule.tz import machine_timezone
+from routines.spec.config import Config, LedgerSettings
+from routines.spec.paths import Paths
 from supervisor.clock import Clock
 from supervisor.retention import cutoffs, prune_routine, routine_dirs
 

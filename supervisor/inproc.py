@@ -10,15 +10,15 @@ from contextlib import closing
 from typing import Any
 
 from ipc import Event, reply_json
-from routines.config import Config
-from routines.paths import Paths
 from routines.spec import Routine
+from routines.spec.config import Config
+from routines.spec.paths import Paths
 from supervisor import notify
 from supervisor.clock import SystemClock
+from supervisor.finish import Notification
 from supervisor.fleetview import cli_ledger
 from supervisor.owner import process_identity
 from supervisor.pool import Busy, Pool
-from supervisor.record import Notification
 from supervisor.reply import ReplyTo
 
 __all__ = ["Busy", "run_in_process"]

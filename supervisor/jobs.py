@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
 from ipc.messages import Job
-from routines.config import Config
-from routines.paths import Paths
-from routines.providers import to_job
 from routines.runs import Trigger
 from routines.spec import Memory, Routine
+from routines.spec.config import Config
+from routines.spec.paths import Paths
+from routines.spec.providers import to_job
 from routines.store import read_regular
 
 if TYPE_CHECKING:

@@ -38,7 +38,7 @@ class Refused(Exception):
 
 
 def _exposed() -> tuple[str, ...]:
-    from routines.paths import paths
+    from routines.spec.paths import paths
     from supervisor.fleetview import config_or_default
 
     return config_or_default(paths()).mcp_expose
@@ -56,7 +56,7 @@ def routine_history(name: str, limit: int = 20) -> list[dict[str, Any]]:
     """The newest runs of an exposed routine, with their summaries."""
     from contextlib import closing
 
-    from routines.paths import paths
+    from routines.spec.paths import paths
     from supervisor.fleetview import cli_ledger
 
     if name not in _exposed():
@@ -105,9 +105,9 @@ def _spec(expression: str, timezone: str, cls: Any) -> Any:
 
 def validate_routine(name: str, toml: str) -> dict[str, Any]:
     """Whether `toml` is a valid routine file named NAME.toml, with every error."""
-    from routines.checks import RoutineInvalid
-    from routines.loader import load_text
-    from routines.paths import paths
+    from routines.spec.checks import RoutineInvalid
+    from routines.spec.loader import load_text
+    from routines.spec.paths import paths
 
     path = paths().routines_dir / f"{name}.toml"
     try:
@@ -123,10 +123,10 @@ def validate_routine(name: str, toml: str) -> dict[str, Any]:
 
 def draft_routine(name: str, toml: str) -> dict[str, Any]:
     """Write a valid routine as a disabled draft; the person reviews and enables it."""
-    from routines.checks import RoutineInvalid
-    from routines.loader import load_text
-    from routines.paths import paths
     from routines.spec import NAME_RE
+    from routines.spec.checks import RoutineInvalid
+    from routines.spec.loader import load_text
+    from routines.spec.paths import paths
 
     if not NAME_RE.fullmatch(name):
         raise Refused(f"{name!r} is not a routine name (lowercase letters, digits and '-')")
@@ -148,8 +148,8 @@ def _enabled(name: str) -> bool:
     from contextlib import closing
 
     from routines.ledger import is_enabled
-    from routines.paths import paths
-    from routines.registry import scan
+    from routines.spec.paths import paths
+    from routines.spec.registry import scan
     from supervisor.fleetview import cli_ledger
 
     p = paths()
@@ -181,7 +181,7 @@ def _write(path: Path, text: str) -> None:
 def run_routine(name: str) -> dict[str, Any]:
     """Start a run of a routine the person enabled, through the daemon (its limits, fence
     and ledger apply); its detail and output text only when the routine is exposed."""
-    from routines.paths import paths
+    from routines.spec.paths import paths
     from supervisor.client import DaemonError
     from supervisor.commands.common import try_daemon
 

@@ -1,6 +1,6 @@
 """Desktop notifications through notify-send (libnotify). Absent: logged, never an error.
 
-What a notification says is decided elsewhere (`supervisor.record.notifications_for`); this
+What a notification says is decided elsewhere (`supervisor.finish.notifications_for`); this
 module turns a run's markdown into a short body (`preview`) and shows it (`send`).
 """
 

@@ -78,9 +78,9 @@ def collect(now: datetime | None = None) -> list[RoutineRow]:
     from zoneinfo import ZoneInfo
 
     from routines.ledger import is_enabled
-    from routines.paths import paths
     from routines.runs import RunStatus
     from routines.schedule import summary
+    from routines.spec.paths import paths
     from supervisor.fleetview import cli_ledger, held_here
     from supervisor.source import known_fire, scan
 
@@ -166,7 +166,7 @@ def collect(now: datetime | None = None) -> list[RoutineRow]:
 
 
 def _signature_files(paths: Any) -> set[str]:
-    """Every routines.paths.signature_path (NAME.toml.sig) beside the routine files, as
+    """Every routines.spec.paths.signature_path (NAME.toml.sig) beside the routine files, as
     `os.path.lexists` sees them (a dangling link too), from one listing of each directory:
     not an lstat a line (with 10,000 routines, most of `list`'s system time)."""
     import os

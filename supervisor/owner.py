@@ -21,9 +21,9 @@ import psutil
 
 from routines.ledger import ActiveRun
 from routines.ledger.api import LedgerAPI
-from routines.paths import Paths
 from routines.product import ROOT_REFUSAL, version  # re-exported for the daemon: one copy
 from routines.runs import RunEnd, RunStatus
+from routines.spec.paths import Paths
 
 __all__ = [
     "ROOT_REFUSAL",

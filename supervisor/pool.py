@@ -7,7 +7,7 @@ Invariants (tests/supervisor/test_pool.py, on a FakeSpawner and a fake clock):
   (`Ledger.finish_run` changes only an active row).
 
 A run goes admit (the allowance: refused runs start no worker) → prepare (scratch dir, job,
-run log) → await (the spawner's worker) → finish (supervisor/record.py).
+run log) → await (the spawner's worker) → finish (supervisor/finish.py).
 
 On a fleet (`fence`), each worker is told its lease's deadline (`Job.lease_until`) and each
 renewal's new one; a run whose lease a renewal found gone is stopped at once and recorded
@@ -17,7 +17,6 @@ renewal's new one; a run whose lease a renewal found gone is stopped at once and
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import os
 from collections import deque
@@ -27,23 +26,25 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
 from zoneinfo import ZoneInfo
 
+import msgspec
+
 from ipc import Event, EventKind, Job, RunReply
-from routines.config import Config
 from routines.ledger import LedgerUnavailable
 from routines.ledger.api import LedgerAPI
-from routines.paths import Paths
 from routines.runs import RunEnd, RunStatus, Trigger
 from routines.spec import Routine
+from routines.spec.config import Config
+from routines.spec.paths import Paths
 from routines.store import open_dir_beneath
 from supervisor.approvals import decisions_for
 from supervisor.clock import Clock
+from supervisor.finish import Finished, Notification, Unwritten, finish_run
 from supervisor.forkserver import ForkServer
 from supervisor.jobs import build_job, new_run_id
 from supervisor.limits import BudgetVerdict, RunAllowance, allowance_for, run_limit
 from supervisor.notify import unshown
 from supervisor.owner import owner_alive
 from supervisor.probecache import ProbeCache
-from supervisor.record import Finished, Notification, Unwritten, finish_run
 from supervisor.runlog import RunLog
 from supervisor.scheduler import Listener, Pending
 from supervisor.spawn import (
@@ -423,7 +424,7 @@ class Pool:
             if pending.run_id in self._lost:  # gone while it was being prepared
                 self._lost.discard(pending.run_id)
                 return WorkerOutcome(None, None, UsageTotals(), stopped=StopReason.LEASE)
-            job = dataclasses.replace(job, lease_until=self.fence.deadline(pending.run_id))
+            job = msgspec.structs.replace(job, lease_until=self.fence.deadline(pending.run_id))
         worker = self.spawner(
             job,
             log=prepared.runlog,
@@ -438,7 +439,7 @@ class Pool:
             entry.worker = worker
         return await worker.run()
 
-    # finish: the final status, output, ledger row, strikes (supervisor/record.py).
+    # finish: the final status, output, ledger row, strikes (supervisor/finish.py).
 
     def _finish(self, pending: Pending, started_at: datetime, out: WorkerOutcome) -> Finished:
         limit = run_limit(pending.routine)

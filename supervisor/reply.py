@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 from routines import conversation
 from routines.ledger.api import LedgerAPI
-from routines.paths import Paths
 from routines.spec import Kind, Routine
+from routines.spec.paths import Paths
 
 __all__ = ["MAX_REPLY_TEXT", "ReplyRefused", "ReplyTo", "prepare_reply"]
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 import os
 import time
 
-from routines.paths import Paths
-from routines.registry import Registry, scan
+from routines.spec.paths import Paths
+from routines.spec.registry import Registry, scan
 from supervisor.clock import Clock
 
 __all__ = ["SCAN_CPU_SHARE", "SCAN_MAX_INTERVAL_SEC", "Rescanner"]

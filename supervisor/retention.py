@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
-from routines.outputs import OUTPUT_NAME
+from routines.spec.outputs import OUTPUT_NAME
 
 __all__ = [
     "CONVERSATION_NAME",
@@ -68,7 +68,7 @@ def log_pruned(run_id: str, keep_days: int, now: datetime) -> bool:
 def keep_days(config_file: Path) -> int:
     """`[ledger].keep_outputs_days` from config.toml (the default when it is invalid: the
     daemon refuses an invalid file, and then prunes nothing)."""
-    from routines.config import ConfigInvalid, LedgerSettings, load_config
+    from routines.spec.config import ConfigInvalid, LedgerSettings, load_config
 
     try:
         return load_config(config_file).ledger.keep_outputs_days

@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING, Protocol
 from ipc import Event, RunReply
 from routines.ledger import LedgerUnavailable, RoutineState, is_enabled
 from routines.ledger.api import LedgerAPI
-from routines.registry import Registry
 from routines.runs import RunStatus, Trigger, fingerprint, parse_slot_id, slot_id
 from routines.schedule import Schedule, ScheduleError, compile_schedule
 from routines.spec import Routine
+from routines.spec.registry import Registry
 from supervisor.jobs import new_run_id
 from supervisor.plan import Action, plan_routine
 

@@ -33,7 +33,7 @@ def load_seen(state_dir: Path) -> set[str]:
 
 
 def _day_of(key: str) -> date | None:
-    from routines.outputs import output_day
+    from routines.spec.outputs import output_day
 
     return output_day(key.rsplit("/", 1)[-1])
 
@@ -69,7 +69,7 @@ def mark_seen(state_dir: Path, keys: Iterable[str], now: datetime | None = None)
 def unseen_count(state_dir: Path, routines: set[str], today: date) -> int:
     """How many outputs of `routines` (those with open_on_login) from the last UNSEEN_DAYS
     days no brief has shown: file names only, no ledger (for the bar, polled often)."""
-    from routines.outputs import output_files
+    from routines.spec.outputs import output_files
 
     if not routines:
         return 0

@@ -21,14 +21,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from routines.ledger import Ledger, LedgerUnavailable, RoutineState
 from routines.ledger.api import Store
-from routines.paths import Paths
-from routines.registry import Registry
+from routines.spec.paths import Paths
+from routines.spec.registry import Registry
 from supervisor.owner import FileId, Locks, held_files
 
 if TYPE_CHECKING:
     from ipc import FleetStatus
+    from supervisor.finish import Notification
     from supervisor.pool import LeaseDeadlines, Pool
-    from supervisor.record import Notification
 
 __all__ = ["Guarded", "LocalSite", "Seen", "Site"]
 
@@ -45,7 +45,7 @@ class Seen:
 
 @dataclass(frozen=True, slots=True)
 class Guarded:
-    """The files whose identity the daemon keeps checking (supervisor/ground.py), and the
+    """The files whose identity the daemon keeps checking (supervisor/health.py), and the
     ledger file to add once it is opened (a ledger that could not be opened at start)."""
 
     held: dict[Path, FileId]
@@ -164,7 +164,7 @@ class LocalSite:
     def unavailable(
         self, exc: LedgerUnavailable, seen: Seen, now: datetime, busy: Callable[[str], bool]
     ) -> None:
-        pass  # a pause; the ticks retry (supervisor/ground.py says it)
+        pass  # a pause; the ticks retry (supervisor/health.py says it)
 
     def next_wake(self) -> datetime | None:
         return None

@@ -6,8 +6,8 @@ import os
 from datetime import datetime
 
 from ipc import ActiveEntry, FleetStatus, NextFire, StatusReply
-from routines.registry import Registry
-from supervisor.ground import Ground
+from routines.spec.registry import Registry
+from supervisor.health import Ground
 from supervisor.pool import Pool
 from supervisor.scheduler import Scheduler
 

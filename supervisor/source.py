@@ -18,8 +18,8 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from routines.paths import Paths
-    from routines.registry import Registry
+    from routines.spec.paths import Paths
+    from routines.spec.registry import Registry
 
 __all__ = ["Source", "current", "environ", "known_fire", "scan", "serving"]
 
@@ -28,7 +28,7 @@ __all__ = ["Source", "current", "environ", "known_fire", "scan", "serving"]
 class Source:
     """What the daemon lends a command it runs for a client."""
 
-    registry: Callable[[], Registry]  # as `routines.registry.scan` would read the files now
+    registry: Callable[[], Registry]  # as `routines.spec.registry.scan` would read the files now
     ledger: Any  # the daemon's open Ledger: borrowed, never closed by the command
     status: Callable[[], dict[str, Any]]  # the `status` request's result, as on the wire
     color: bool  # what `use_color()` said in the client
@@ -60,7 +60,7 @@ def scan(p: Paths) -> Registry:
     src = _current.get()
     if src is not None:
         return src.registry()
-    from routines.registry import scan as scan_files
+    from routines.spec.registry import scan as scan_files
 
     return scan_files(p)
 

@@ -99,7 +99,7 @@ class WorkerOutcome:
     error: str | None = None  # why there is no usable result
     pid: int | None = None
     warnings: list[str] = field(default_factory=list)
-    proposals: list[Proposal] = field(default_factory=list)  # recorded by supervisor.record
+    proposals: list[Proposal] = field(default_factory=list)  # recorded by supervisor.finish
 
 
 def package_root() -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
-from supervisor.ground import Health, paused_phrase
+from supervisor.health import Health, paused_phrase
 
 __all__ = ["status_line"]
 

@@ -163,7 +163,7 @@ def _exchange(path: str, request: bytes) -> list[bytes] | None:
 
 
 def socket_path() -> str:
-    """routines.paths' control socket, from the same variables."""
+    """routines.spec.paths' control socket, from the same variables."""
     runtime = os.environ.get("XDG_RUNTIME_DIR") or f"/run/user/{os.getuid()}"
     return runtime + "/vinos-routine/control.sock"
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from routines.checks import RoutineInvalid
-from routines.config import (
+from routines.spec.checks import RoutineInvalid
+from routines.spec.config import (
     DEFAULT_GALLERY_URL,
     Config,
     ConfigInvalid,
@@ -15,7 +15,7 @@ from routines.config import (
     SandboxSettings,
     load_config,
 )
-from routines.paths import paths
+from routines.spec.paths import paths
 
 
 @pytest.fixture(autouse=True)
@@ -272,7 +272,7 @@ def test_ollama_host_is_used_when_config_sets_no_url(
 def test_ollama_host_url_reads_ollama_host_as_ollama_does(value: str, url: str | None) -> None:
     """The one reading of OLLAMA_HOST, used by the supervisor's config and the worker alike
     (the worker's own copy once turned "[::1]" into "http://[::1]", port 80)."""
-    from routines.config import ollama_host_url
+    from routines.spec.config import ollama_host_url
 
     assert ollama_host_url(value) == url
 

@@ -1,5 +1,5 @@
-"""Credentials as a routine author meets them (routines/never.py, routines/loader.py): broad
-folders cannot be declared, the catalog's places are refused with what they hold, and a
+"""Credentials as a routine author meets them (routines/spec/never.py, routines/spec/loader.py):
+broad folders cannot be declared, the catalog's places are refused with what they hold, and a
 credential is granted only bound to hosts, never beside `network = true`."""
 
 from __future__ import annotations
@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from routines.checks import RoutineInvalid
-from routines.loader import load_file
-from routines.never import (
+from routines.spec import Credential
+from routines.spec.checks import RoutineInvalid
+from routines.spec.loader import load_file
+from routines.spec.never import (
     BROAD,
     CATALOG,
     credential_problem,
@@ -19,8 +20,7 @@ from routines.never import (
     never_paths,
     read_problem,
 )
-from routines.paths import paths
-from routines.spec import Credential
+from routines.spec.paths import paths
 
 HOME = "/home/ana"
 NEVER = never_paths(HOME, f"{HOME}/.vinos")

@@ -12,9 +12,9 @@ from croniter import croniter
 from hypothesis import given
 from hypothesis import strategies as st
 
-from routines.cron import parse_cron
-from routines.schedule_error import ScheduleError
-from routines.walltime import next_instant
+from routines.schedule.cron import parse_cron
+from routines.schedule.error import ScheduleError
+from routines.schedule.walltime import next_instant
 
 HINT = "; for what cron cannot say, use [schedule].oncalendar"
 UTC_ZONE = ZoneInfo("UTC")

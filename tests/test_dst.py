@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from routines.checks import RoutineInvalid
-from routines.loader import load_text
 from routines.schedule import Schedule, ScheduleError, compile_schedule
 from routines.spec import Kind, ScheduleSpec
+from routines.spec.checks import RoutineInvalid
+from routines.spec.loader import load_text
 
 
 def cron(expr: str, zone: str) -> Schedule:

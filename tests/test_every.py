@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from helpers import COMMAND, problems_of, write
 
-from routines.every import EXAMPLES, resolve_every
 from routines.schedule import compile_schedule
-from routines.schedule_error import ScheduleError
+from routines.schedule.error import ScheduleError
+from routines.schedule.every import EXAMPLES, resolve_every
 from routines.spec import Kind, ScheduleSpec
 
 

@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 from helpers import AGENT, COMMAND, problems_of, write
 
-from routines.checks import RoutineInvalid
-from routines.loader import load_file
+from routines.schedule.tz import machine_timezone
 from routines.spec import (
     DEFAULT_LOCAL_MODEL,
     DEFAULT_PREMIUM_MODEL,
@@ -27,7 +26,8 @@ from routines.spec import (
     Tool,
     ToolKind,
 )
-from routines.tz import machine_timezone
+from routines.spec.checks import RoutineInvalid
+from routines.spec.loader import load_file
 
 NETWORK_EXPECTED = (
     'true, false or an array of host names such as ["api.github.com"] '
@@ -767,7 +767,7 @@ def test_problem_text_names_file_key_expected_and_found(rdir: Path) -> None:
     assert os.path.isabs(file)
 
 
-# -- network: false, true, or a host list (routines/hosts.py) ---------------------------------
+# -- network: false, true, or a host list (routines/spec/hosts.py) ---------------------------------
 
 
 def test_network_host_list_is_kept_lower_case_without_duplicates(rdir: Path) -> None:

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from helpers import AGENT, write
 
-from routines.checks import RoutineInvalid
-from routines.loader import load_file
 from routines.spec import Credential, McpCall, McpServer, Tool, ToolKind
+from routines.spec.checks import RoutineInvalid
+from routines.spec.loader import load_file
 
 GIT = """
 [[agent.mcp]]

@@ -1,4 +1,4 @@
-"""The never-list (routines/never.py): what `home = [...]` and `read:` globs can never reach,
+"""The never-list (routines/spec/never.py): what `home = [...]` and `read:` globs can never reach,
 and `vinos-routine validate` refusing them, naming the file, the key and the path."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from routines.checks import RoutineInvalid
-from routines.loader import load_file
-from routines.never import glob_reaches, home_problem, never_paths, read_problem
-from routines.paths import paths
+from routines.spec.checks import RoutineInvalid
+from routines.spec.loader import load_file
+from routines.spec.never import glob_reaches, home_problem, never_paths, read_problem
+from routines.spec.paths import paths
 
 REPO = Path(__file__).resolve().parent.parent
 HOME = "/home/ana"

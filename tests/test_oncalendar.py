@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from routines.oncalendar import SHORTHANDS, parse_oncalendar
-from routines.schedule_error import ScheduleError
+from routines.schedule.error import ScheduleError
+from routines.schedule.oncalendar import SHORTHANDS, parse_oncalendar
 
 MAN = "; see `man systemd.time`"
 

@@ -2,7 +2,7 @@
 
 For every expression: systemd and we accept or refuse it alike, print the same normalized
 form, and give the same next 20 elapses. Around a DST change systemd keeps its own rule
-(`routines.walltime` says where ours differs), so there the comparison runs our wall-clock
+(`routines.schedule.walltime` says where ours differs), so there the comparison runs our wall-clock
 enumeration under systemd's rule (`systemd_model`); our own slots are compared directly on
 every day without an offset change. Our DST rule itself is pinned in test_dst.py.
 
@@ -38,9 +38,9 @@ from helpers.systemd_calendar import (
     transitions,
 )
 
-from routines.oncalendar import parse_oncalendar
-from routines.schedule_error import ScheduleError
-from routines.walltime import next_instant
+from routines.schedule.error import ScheduleError
+from routines.schedule.oncalendar import parse_oncalendar
+from routines.schedule.walltime import next_instant
 
 ACCEPTED = [
     # shorthands
@@ -144,7 +144,7 @@ REFUSED_BY_BOTH = [
     "daily Foo/Bar",
     "*",
 ]
-# systemd accepts these; we refuse them on purpose (see routines/oncalendar.py).
+# systemd accepts these; we refuse them on purpose (see routines/schedule/oncalendar.py).
 REFUSED_BY_US_ONLY = [
     "*:*:1.5",  # fractions of a second
     "@1767225600",  # a one-shot timestamp

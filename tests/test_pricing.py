@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from routines.config import load_config
 from routines.pricing import UnknownModelPrice, cost, dollar_pair, is_priced, price_of
+from routines.spec.config import load_config
 
 
 @pytest.mark.parametrize(

@@ -11,10 +11,11 @@ from pathlib import Path
 import pytest
 
 from routines import pricing
-from routines.config import ConfigInvalid, load_config
-from routines.loader import RoutineInvalid, load_file
-from routines.paths import paths
-from routines.providers import (
+from routines.spec import AgentSpec, Route
+from routines.spec.config import ConfigInvalid, load_config
+from routines.spec.loader import RoutineInvalid, load_file
+from routines.spec.paths import paths
+from routines.spec.providers import (
     Leg,
     ProviderKind,
     ProviderSettings,
@@ -23,7 +24,6 @@ from routines.providers import (
     plan_route,
     to_job,
 )
-from routines.spec import AgentSpec, Route
 
 CONFIG = """
 [providers.lmstudio]
@@ -394,7 +394,7 @@ def test_declaring_the_provider_later_makes_the_routine_valid_on_the_next_scan(
 ) -> None:
     import os
 
-    from routines.registry import scan
+    from routines.spec.registry import scan
 
     routine(vinos_env, 'route = "lmstudio"\nmodel = "qwen"', budget="")
     first = scan(paths())
@@ -410,7 +410,7 @@ def test_declaring_the_provider_later_makes_the_routine_valid_on_the_next_scan(
 
 
 def test_a_key_file_is_on_the_never_list(cfg: Path, vinos_env: Path) -> None:
-    from routines.never import home_problem, never_paths
+    from routines.spec.never import home_problem, never_paths
 
     cfg.write_text(
         '[sandbox]\nnever = ["~/.config/hub"]\n\n[providers.openrouter]\nkind = "openai"\n'

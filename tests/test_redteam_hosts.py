@@ -10,8 +10,8 @@ import socket
 
 import pytest
 
-from routines.checks import Bad
-from routines.hosts import host_problem, network_value
+from routines.spec.checks import Bad
+from routines.spec.hosts import host_problem, network_value
 
 
 @pytest.mark.parametrize(

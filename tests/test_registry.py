@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from helpers import AGENT, write
 
-from routines.paths import Paths, paths
-from routines.registry import Registry, scan
 from routines.spec import Origin
+from routines.spec.paths import Paths, paths
+from routines.spec.registry import Registry, scan
 
 
 @pytest.fixture

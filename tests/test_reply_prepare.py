@@ -12,10 +12,10 @@ from helpers import AGENT, COMMAND, write
 
 from routines.conversation import Record, Role, StoredTurn, save
 from routines.ledger import Ledger
-from routines.loader import load_file
-from routines.paths import Paths, paths
 from routines.runs import RunStatus, Trigger
 from routines.spec import Routine
+from routines.spec.loader import load_file
+from routines.spec.paths import Paths, paths
 from supervisor.reply import MAX_REPLY_TEXT, ReplyRefused, ReplyTo, prepare_reply
 
 NOW = datetime(2026, 12, 3, 7, tzinfo=UTC)

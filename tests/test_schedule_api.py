@@ -229,7 +229,7 @@ def test_the_loader_reports_the_message_under_the_key_in_force(tmp_path: Path) -
 
 
 def test_public_names() -> None:
-    import routines.schedule as mod
+    import routines.schedule.slots as mod
 
     assert set(mod.__all__) == {
         "FREQUENT_SECONDS",

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from routines.cron import parse_cron
-from routines.describe import describe, format_time, ordinal
-from routines.oncalendar import parse_oncalendar
+from routines.schedule.cron import parse_cron
+from routines.schedule.describe import describe, format_time, ordinal
+from routines.schedule.oncalendar import parse_oncalendar
 
 
 @pytest.mark.parametrize(

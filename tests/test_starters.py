@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from routines.loader import load_file
-from routines.paths import paths
-from routines.registry import scan
 from routines.spec import Kind, Origin, ToolKind
+from routines.spec.loader import load_file
+from routines.spec.paths import paths
+from routines.spec.registry import scan
 
 STARTERS = Path(__file__).resolve().parent.parent / "routines" / "starters"
 SCHEDULES = {

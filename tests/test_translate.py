@@ -14,9 +14,9 @@ from helpers.systemd_calendar import analyze, require_systemd_analyze, systemd_m
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from routines.cron import parse_cron
-from routines.schedule_error import ScheduleError
-from routines.translate import translate_cron
+from routines.schedule.cron import parse_cron
+from routines.schedule.error import ScheduleError
+from routines.schedule.translate import translate_cron
 
 # A repetition needs a start in systemd (`systemd-analyze calendar` refuses `*:*/30`), and cron's
 # @weekly is Sunday while systemd's `weekly` is Monday.

@@ -26,14 +26,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from routines import proposals
-from routines.checks import RoutineInvalid
-from routines.config import load_config
 from routines.ledger import Ledger
-from routines.paths import Paths, paths
 from routines.proposals import Decider, Proposal
-from routines.registry import scan
 from routines.safetext import visible
 from routines.spec import Routine
+from routines.spec.checks import RoutineInvalid
+from routines.spec.config import load_config
+from routines.spec.paths import Paths, paths
+from routines.spec.registry import scan
 
 __all__ = ["AUTO_DECLINED", "main", "signature_problem"]
 

@@ -3,7 +3,7 @@
 Routes and their ledger labels (seed 000): `ollama` and `anthropic` when the routine picks
 one (or the name of a provider from config.toml it picks); for `auto`, `local` when the local
 model's answer stands and `local->premium` when the router escalated. Which provider each leg
-runs on is the run's `plan` (routines.providers.plan_route). An escalation re-runs the same
+runs on is the run's `plan` (routines.spec.providers.plan_route). An escalation re-runs the same
 turn from the start on the premium model (the local attempt's tool results are not carried
 over), so its input/output tokens are the premium attempt's and the local attempt's are in
 local_input/local_output.
@@ -11,12 +11,15 @@ local_input/local_output.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
+
+from msgspec.structs import replace
 
 from ipc.messages import EventKind, Outcome, Result, RunStatus, Usage
 from routines import pricing
-from routines.providers import (
+from routines.spec import AgentSpec, Memory
+from routines.spec.providers import (
     BUILTIN_LOCAL,
     BUILTIN_PREMIUM,
     Leg,
@@ -24,7 +27,6 @@ from routines.providers import (
     RoutePlan,
     Target,
 )
-from routines.spec import AgentSpec, Memory
 from worker import budget, memory, prompts, replies, router
 from worker.context import RunContext
 from worker.loop import CHARS_PER_TOKEN, AttemptEnd, End, ToolLoop, stop_failure
@@ -316,7 +318,7 @@ class AgentRun:
 
 
 def _with(result: Result, **changes: object) -> Result:
-    return replace(result, **changes)  # type: ignore[arg-type]
+    return replace(result, **changes)
 
 
 def _proposed(n: int, auto_approve: bool) -> str:

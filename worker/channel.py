@@ -62,11 +62,11 @@ class Channel:
         in it cannot forge a line of `run` or `logs`). `data` keeps the raw values, as JSON."""
         text = one_line(text)
         try:
-            self.send(Event(kind=kind.value, text=text, data=data))
+            self.send(Event(kind=kind, text=text, data=data))
         except ProtocolError:
             # Text from a model or a tool that is not valid UTF-8 (a lone surrogate): the
             # event goes out with it replaced rather than the run breaking on a log line.
-            self.send(Event(kind=kind.value, text=_clean(text), data=_clean(data)))
+            self.send(Event(kind=kind, text=_clean(text), data=_clean(data)))
 
     def log(self, text: str) -> None:
         """A line for the run log only (stderr), made one safe line."""

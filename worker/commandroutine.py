@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ipc.messages import EventKind, Result, RunStatus
-from routines.config import SandboxSettings
+from routines.spec.config import SandboxSettings
 from worker.context import RunContext
 from worker.output import write_and_post
 from worker.results import run_failed

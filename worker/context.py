@@ -1,7 +1,7 @@
 """One run's state: the job, the parsed routine, the clock, the spend so far, and the
 providers (created on first use, so a local-only run never loads the Anthropic SDK).
 
-Which provider each leg runs on is `plan` (routines.providers.plan_route over the job's
+Which provider each leg runs on is `plan` (routines.spec.providers.plan_route over the job's
 [providers.NAME] settings): Ollama and Anthropic unless the routine names a declared one."""
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ipc.messages import EventKind, Job, Outcome
-from routines import paths as paths_mod
 from routines import pricing
-from routines.config import DEFAULT_OLLAMA_URL, ollama_host_url
-from routines.providers import RoutePlan, Target, from_job, plan_route
 from routines.spec import Routine
+from routines.spec import paths as paths_mod
+from routines.spec.config import DEFAULT_OLLAMA_URL, ollama_host_url
+from routines.spec.providers import RoutePlan, Target, from_job, plan_route
 from worker import keys
 from worker.budget import PremiumAllowance, Spent
 from worker.channel import Channel
@@ -122,7 +122,7 @@ class RunContext:
 
     @property
     def plan(self) -> RoutePlan:
-        """The route's two legs; routines.providers.RouteInvalid when the routine names a
+        """The route's two legs; routines.spec.providers.RouteInvalid when the routine names a
         provider the job's config.toml does not declare (worker.agent reports it)."""
         if self._plan is None:
             assert self.routine.agent is not None

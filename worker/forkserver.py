@@ -49,7 +49,7 @@ PRELOAD = (
     "anthropic",
     "ctypes",
     "setproctitle",
-    "routines.loader",
+    "routines.spec.loader",
     "routines.store",
     "sandbox",
     "worker.main",

@@ -112,9 +112,9 @@ def _kind(msg: object) -> str:
 
 def run_job(job: Job, channel: object) -> Result:
     """Parse the routine again (the worker trusts nothing but the text) and run it."""
-    from routines.loader import RoutineInvalid, load_text
-    from routines.providers import from_job
     from routines.spec import Kind, Origin
+    from routines.spec.loader import RoutineInvalid, load_text
+    from routines.spec.providers import from_job
     from worker.channel import Channel
     from worker.context import Deadline, RunContext
 

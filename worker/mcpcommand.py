@@ -20,7 +20,7 @@ __all__ = ["run_mcp_command"]
 
 
 def run_mcp_command(run: RunContext) -> Result:
-    from routines.mcpkeys import model_tool_name
+    from routines.spec.mcpkeys import model_tool_name
     from worker.mcptools import McpTools
 
     spec = run.routine.command

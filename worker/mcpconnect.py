@@ -20,8 +20,8 @@ __all__ = ["connect_routine", "main"]
 
 def connect_routine(routine: Routine) -> list[dict[str, Any]]:
     """One row per declared server: its tools, or the error that kept it from starting."""
-    from routines.config import load_config
-    from routines.paths import paths
+    from routines.spec.config import load_config
+    from routines.spec.paths import paths
     from routines.store import remove_tree
     from worker.mcpclient import McpFailure, Portal
     from worker.mcptools import open_server, server_timeout
@@ -75,8 +75,8 @@ def connect_routine(routine: Routine) -> list[dict[str, Any]]:
 
 
 def main(argv: list[str]) -> int:
-    from routines.checks import RoutineInvalid
-    from routines.loader import load_file
+    from routines.spec.checks import RoutineInvalid
+    from routines.spec.loader import load_file
 
     for arg in argv:
         try:

@@ -11,7 +11,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from routines.never import BROAD, expand, under
+from routines.spec.never import BROAD, expand, under
 
 __all__ = ["Install", "InstallProblem", "resolve_install"]
 

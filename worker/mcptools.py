@@ -23,14 +23,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ipc.messages import EventKind
-from routines.mcpkeys import model_tool_name
 from routines.spec import McpServer, Routine
+from routines.spec.mcpkeys import model_tool_name
 from worker.context import RunContext
 from worker.providers.base import Image, ToolSpec
 
 if TYPE_CHECKING:
-    from routines.config import SandboxSettings
-    from routines.paths import Paths
+    from routines.spec.config import SandboxSettings
+    from routines.spec.paths import Paths
     from sandbox import ShellPolicy
     from worker.mcpclient import Portal, Session
     from worker.mcpquota import ServerQuota
@@ -303,7 +303,7 @@ class McpTools:
         return live
 
     def _start(self, server: McpServer) -> _Live:
-        from routines.config import SandboxSettings
+        from routines.spec.config import SandboxSettings
         from worker.mcpclient import Portal
         from worker.mcpquota import ServerQuota
 

@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from ipc.messages import EventKind
-from routines.outputs import output_name
 from routines.safetext import redact_url
 from routines.spec import OutputType
+from routines.spec.outputs import output_name
 from routines.store import open_dir_beneath, write_atomic_at
 from worker.context import RunContext
 

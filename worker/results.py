@@ -3,7 +3,7 @@ whole message is the error, its first line the summary."""
 
 from __future__ import annotations
 
-from dataclasses import replace
+from msgspec.structs import replace
 
 from ipc.messages import Result, RunStatus
 

@@ -17,10 +17,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import sandbox
-from routines.checks import RoutineInvalid
-from routines.config import load_config
-from routines.paths import paths
-from routines.registry import scan
+from routines.spec.checks import RoutineInvalid
+from routines.spec.config import load_config
+from routines.spec.paths import paths
+from routines.spec.registry import scan
 from worker.shellpolicy import shell_policy_for, shell_timeout_for
 
 __all__ = ["main"]

@@ -6,10 +6,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from routines.config import SandboxSettings
-from routines.never import NAME_PATTERNS, broad_problem, credential_problem, never_paths
-from routines.paths import Paths
 from routines.spec import Action, McpServer, Routine
+from routines.spec.config import SandboxSettings
+from routines.spec.never import NAME_PATTERNS, broad_problem, credential_problem, never_paths
+from routines.spec.paths import Paths
 from sandbox import Limits, ShellPolicy, UnsafeValue, routine_policy
 
 __all__ = ["limits_for", "never_for", "shell_policy_for", "shell_timeout_for"]

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from ipc.framing import ProtocolError, encode
 from ipc.messages import EventKind, Outcome, Proposal
-from routines.never import NAME_PATTERNS, read_problem
+from routines.spec.never import NAME_PATTERNS, read_problem
 from worker.channel import preview
 from worker.context import RunContext
 from worker.prompts import TOOL_OUTCOME, TOOL_PROPOSE, TOOL_READ, TOOL_SHELL
@@ -70,7 +70,7 @@ class Toolbox:
             return self._mcp(call, call.arguments)
         return self._refuse(call, f"there is no tool named {call.name!r}")
 
-    # --- the three tools ---
+    # --- the tools ---
 
     def _outcome(self, call: ToolCall, args: dict[str, Any]) -> ToolResult:
         status, summary = args.get("status"), args.get("summary")
@@ -192,7 +192,7 @@ class Toolbox:
     def _never(self) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
         """(the never-list, what of it this routine may read: its own workspace, and
         config.toml's additions as written, for the refusal to name)."""
-        from routines.config import SandboxSettings
+        from routines.spec.config import SandboxSettings
         from worker.shellpolicy import never_for
 
         p = self.run.paths
@@ -203,7 +203,7 @@ class Toolbox:
 
     def _shell_policy(self) -> ShellPolicy:
         if self._policy is None:
-            from routines.config import SandboxSettings
+            from routines.spec.config import SandboxSettings
             from worker.shellpolicy import shell_policy_for
 
             self._policy = shell_policy_for(

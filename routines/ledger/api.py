@@ -150,7 +150,7 @@ class Store(LedgerAPI, Maintenance, Protocol):
 
 class FleetAddress(Protocol):
     """Where a fleet's database is, and this machine's name in it: config.toml's [fleet]
-    (routines/config.py `FleetSettings`). A protocol, so the ledger imports no config."""
+    (routines/spec/config.py `FleetSettings`). A protocol, so the ledger imports no config."""
 
     @property
     def database(self) -> str: ...

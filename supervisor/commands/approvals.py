@@ -63,8 +63,8 @@ def fresh_waiting(ledger: Any, now: datetime) -> tuple[list[Any], list[Any]]:
     """(waiting proposals, those just invalidated because their routine file changed), after
     marking the expired ones."""
     from routines import proposals
-    from routines.paths import paths
-    from routines.registry import scan
+    from routines.spec.paths import paths
+    from routines.spec.registry import scan
 
     proposals.expire(ledger, now)
     waiting = proposals.waiting(ledger)
@@ -94,8 +94,8 @@ def _age(created: str, now: datetime) -> str:
 
 def pending(args: argparse.Namespace) -> int:
     from routines.ledger import Ledger
-    from routines.paths import paths
     from routines.safetext import one_line, visible
+    from routines.spec.paths import paths
     from supervisor.present import print_json_lines
 
     now = datetime.now(UTC)
@@ -202,8 +202,8 @@ def page(text: str) -> bool:
 def approve(args: argparse.Namespace) -> int:
     from routines import proposals
     from routines.ledger import Ledger
-    from routines.paths import paths
-    from routines.registry import scan
+    from routines.spec.paths import paths
+    from routines.spec.registry import scan
     from supervisor.present import ask_yes
 
     p = paths()
@@ -269,8 +269,8 @@ def _exec_action(proposal_id: int) -> int:
 def deny(args: argparse.Namespace) -> int:
     from routines import proposals
     from routines.ledger import Ledger
-    from routines.paths import paths
     from routines.safetext import one_line
+    from routines.spec.paths import paths
 
     now = datetime.now(UTC)
     with Ledger(paths().ledger) as ledger:

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from routines.checks import RoutineInvalid
-from routines.paths import Paths
 from routines.spec import Routine
+from routines.spec.checks import RoutineInvalid
+from routines.spec.paths import Paths
 
 __all__ = [
     "ChangedMeanwhile",
@@ -54,7 +54,7 @@ def editor_argv(env: dict[str, str] | None = None) -> list[str]:
 
 def validate_text(text: str, target: Path) -> Routine:
     """The routine `text` would be as `target` (a user file); RoutineInvalid lists every error."""
-    from routines.loader import load_text
+    from routines.spec.loader import load_text
 
     return load_text(text, target)
 

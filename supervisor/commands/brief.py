@@ -22,7 +22,7 @@ from supervisor.seen import UNSEEN_DAYS
 
 if TYPE_CHECKING:
     from routines.ledger import RunRow
-    from routines.paths import Paths
+    from routines.spec.paths import Paths
 
 __all__ = ["Item", "gather", "register"]
 
@@ -133,9 +133,9 @@ def gather(p: Paths, days: list[date]) -> tuple[list[Item], list[RunRow]]:
     from zoneinfo import ZoneInfo
 
     from routines.ledger import day_bounds
-    from routines.outputs import output_files
-    from routines.registry import scan
-    from routines.tz import machine_timezone
+    from routines.schedule.tz import machine_timezone
+    from routines.spec.outputs import output_files
+    from routines.spec.registry import scan
     from supervisor.fleetview import cli_ledger
     from supervisor.seen import load_seen
 
@@ -201,7 +201,7 @@ def _combined(items: list[Item], heading: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from routines.paths import paths
+    from routines.spec.paths import paths
     from supervisor.present import print_json
 
     p = paths()
@@ -257,7 +257,7 @@ def elsewhere(p: Paths, days: list[date]) -> dict[str, int]:
     from zoneinfo import ZoneInfo
 
     from routines.ledger import day_bounds
-    from routines.tz import machine_timezone
+    from routines.schedule.tz import machine_timezone
     from supervisor.fleetview import config_or_default
 
     fleet = config_or_default(p).fleet

@@ -89,7 +89,7 @@ def card(routine: Routine) -> list[Line]:
     """The capability card: reads, credentials → hosts, network, actions."""
     lines = _read_lines(routine)
     for i, cred in enumerate(routine.credentials):
-        from routines.never import describe
+        from routines.spec.never import describe
 
         what = describe(cred.path)
         shown = f"{cred.path} ({what})" if what else cred.path

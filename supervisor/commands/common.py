@@ -9,9 +9,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from routines.paths import Paths, paths
-from routines.registry import Entry, Registry
 from routines.spec import Routine
+from routines.spec.paths import Paths, paths
+from routines.spec.registry import Entry, Registry
 
 __all__ = [
     "add_parser",

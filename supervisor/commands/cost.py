@@ -135,8 +135,8 @@ def report(period: str, now: datetime | None = None) -> Report:
     from zoneinfo import ZoneInfo
 
     from routines.ledger import day_bounds
-    from routines.paths import paths
-    from routines.tz import machine_timezone
+    from routines.schedule.tz import machine_timezone
+    from routines.spec.paths import paths
     from supervisor.fleetview import cli_ledger
     from supervisor.source import scan
 

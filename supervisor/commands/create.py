@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from supervisor.commands.common import add_parser, die
 
 if TYPE_CHECKING:
-    from routines.paths import Paths
+    from routines.spec.paths import Paths
 
 __all__ = ["register", "scaffold"]
 
@@ -90,10 +90,10 @@ def _source_text(source: str, name: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from routines.checks import RoutineInvalid
-    from routines.paths import paths
-    from routines.registry import scan
     from routines.spec import NAME_RE, RESERVED_NAMES
+    from routines.spec.checks import RoutineInvalid
+    from routines.spec.paths import paths
+    from routines.spec.registry import scan
     from supervisor.commands.authoring import EditorMissing, edit_until_valid, validate_text
     from supervisor.present import interactive, visible
 

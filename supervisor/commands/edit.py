@@ -27,8 +27,8 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from routines.paths import paths
     from routines.spec import Origin
+    from routines.spec.paths import paths
     from supervisor.commands.authoring import (
         ChangedMeanwhile,
         EditorMissing,

@@ -33,8 +33,8 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from contextlib import closing
 
-    from routines.paths import paths
     from routines.schedule import compile_schedule
+    from routines.spec.paths import paths
     from supervisor.client import DaemonError
     from supervisor.commands.common import try_daemon
     from supervisor.fleetview import cli_ledger
@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
         return die(str(exc))
     now = datetime.now(UTC)
     if args.on and routine.schedule.form == "once":
-        from routines.loader import once_past
+        from routines.spec.loader import once_past
 
         if past := once_past(routine.schedule, now):
             return die(f"{routine.name}: [schedule].once {past}: set a new time first")

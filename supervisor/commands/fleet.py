@@ -56,9 +56,9 @@ def register(sub: Any) -> None:
 
 
 def _fleet_ledger() -> Any:
-    from routines.config import ConfigInvalid, load_config
     from routines.ledger.postgres import PgLedger
-    from routines.paths import paths
+    from routines.spec.config import ConfigInvalid, load_config
+    from routines.spec.paths import paths
 
     p = paths()
     try:
@@ -71,9 +71,9 @@ def _fleet_ledger() -> Any:
 
 
 def status(args: argparse.Namespace) -> int:
-    from routines.paths import paths
-    from routines.registry import scan
     from routines.safetext import one_line
+    from routines.spec.paths import paths
+    from routines.spec.registry import scan
     from supervisor.fleetview import picture
     from supervisor.present import print_json, table
 
@@ -131,7 +131,7 @@ def join(args: argparse.Namespace) -> int:
 
     from routines.ledger import Ledger
     from routines.ledger.fleetjoin import join as copy_in
-    from routines.paths import paths
+    from routines.spec.paths import paths
     from supervisor.commands.common import try_daemon
     from supervisor.fleet import boot_id, pid_alive
     from supervisor.owner import version

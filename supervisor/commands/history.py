@@ -44,8 +44,8 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from contextlib import closing
 
-    from routines.paths import paths
     from routines.safetext import one_line
+    from routines.spec.paths import paths
     from supervisor.fleetview import cli_ledger
     from supervisor.present import color, print_json_lines, table, use_color
 
@@ -188,8 +188,8 @@ def _runs(
     """The newest runs, each one's machine and this machine's name on a fleet (None alone),
     and the routine's proposed actions."""
     from routines.ledger import Ledger
-    from routines.paths import paths
     from routines.proposals import for_routine
+    from routines.spec.paths import paths
 
     fleet_history = getattr(ledger, "fleet_history", None)
     if fleet_history is None:

@@ -13,10 +13,10 @@ import urllib.parse
 from collections.abc import Mapping
 from pathlib import Path
 
-from routines.paths import Paths
-from routines.providers import ProviderSettings
 from routines.safetext import redact_url
 from routines.spec import Kind, Route, Routine
+from routines.spec.paths import Paths
+from routines.spec.providers import ProviderSettings
 from supervisor.source import environ
 
 __all__ = ["problems"]

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 from supervisor.commands.common import add_parser, die
 
 if TYPE_CHECKING:
-    from routines.paths import Paths
     from routines.spec import Routine
+    from routines.spec.paths import Paths
 
 __all__ = ["Source", "register", "resolve"]
 
@@ -120,10 +120,10 @@ def _declared_name(text: str) -> str | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from routines.checks import RoutineInvalid
-    from routines.config import ConfigInvalid, load_config
-    from routines.paths import paths
     from routines.spec import NAME_RE
+    from routines.spec.checks import RoutineInvalid
+    from routines.spec.config import ConfigInvalid, load_config
+    from routines.spec.paths import paths
     from supervisor.commands.fetch import FetchError, fetch
 
     p = paths()
@@ -160,7 +160,7 @@ def run(args: argparse.Namespace) -> int:
             'the file should set [routine].name = "some-name"'
         )
     target = p.routines_dir / f"{name}.toml"
-    from routines.loader import load_text
+    from routines.spec.loader import load_text
 
     try:
         routine = load_text(text, target)
@@ -204,7 +204,7 @@ def _consent(routine: Routine) -> int | None:
 
 
 def _collision(p: Paths, name: str, target: Path, force: bool) -> str | None:
-    from routines.registry import scan
+    from routines.spec.registry import scan
 
     if force:
         return None

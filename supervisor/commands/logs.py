@@ -54,7 +54,7 @@ def _newest_log(runs_dir: Path) -> Path | None:
 def run(args: argparse.Namespace) -> int:
     import orjson
 
-    from routines.paths import paths
+    from routines.spec.paths import paths
     from supervisor.present import format_event, use_color
     from supervisor.runlog import read_log
 

@@ -22,7 +22,7 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from routines.paths import paths
+    from routines.spec.paths import paths
     from supervisor.client import DaemonError, DaemonNotRunning, connect
     from supervisor.present import print_json
 

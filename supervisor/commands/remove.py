@@ -38,8 +38,8 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from routines.paths import paths
     from routines.spec import Origin
+    from routines.spec.paths import paths
     from supervisor.client import DaemonError
     from supervisor.commands.common import try_daemon
     from supervisor.present import ask_yes, visible

@@ -54,8 +54,8 @@ def _prepare(p: Any, run_id: str, text: str) -> tuple[Any, Any]:
 
 def run(args: argparse.Namespace) -> int:
     from ipc import Event
-    from routines.paths import paths
     from routines.safetext import one_line
+    from routines.spec.paths import paths
     from supervisor.client import DaemonError
     from supervisor.commands.common import silence_stdout, try_daemon
     from supervisor.commands.run import _daemon_up

@@ -89,7 +89,7 @@ def _daemon_up(p: Any, name: str) -> str | None:
 
 def run(args: argparse.Namespace) -> int:
     from ipc import Event
-    from routines.paths import paths
+    from routines.spec.paths import paths
     from supervisor.client import DaemonError
     from supervisor.commands.common import try_daemon
     from supervisor.present import format_event, use_color
@@ -151,7 +151,7 @@ def run_here(
 ) -> int:
     """The run (`reply`: a reply run, for `reply`) in this process: no daemon holds the lock
     (checked by the caller). `done` prints the finished run (default `_print_result`)."""
-    from routines.config import ConfigInvalid, load_config
+    from routines.spec.config import ConfigInvalid, load_config
     from supervisor.present import format_event
 
     if os.geteuid() == 0:

@@ -121,8 +121,8 @@ def _routine_schedule(word: str) -> Any:
     """`schedule explain NAME`: a single word that could be a routine's name (a cron
     expression has five fields, a shortcut starts with @) is that routine's [schedule];
     a str when there is no such routine or its file is invalid; None when it is no name."""
-    from routines.paths import paths
     from routines.spec import NAME_RE
+    from routines.spec.paths import paths
     from supervisor.commands.common import InvalidRoutine, NoSuchRoutine, find_routine
 
     if not NAME_RE.fullmatch(word):
@@ -139,8 +139,8 @@ def explain(args: argparse.Namespace) -> int:
 
     from routines.schedule import ScheduleError
     from routines.schedule import explain as explain_schedule
+    from routines.schedule.tz import machine_timezone
     from routines.spec import ScheduleSpec
-    from routines.tz import machine_timezone
 
     given = [x for x in (args.cron, args.oncalendar, args.every) if x is not None]
     if len(given) != 1:
@@ -201,7 +201,7 @@ def _print_explained(schedule: Any, slots: list[Any], note: str | None, show_cro
 
 def translate(args: argparse.Namespace) -> int:
     from routines.schedule import ScheduleError
-    from routines.translate import translate_cron
+    from routines.schedule.translate import translate_cron
 
     if args.tz:
         from routines.schedule import compile_schedule

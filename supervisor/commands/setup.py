@@ -126,8 +126,8 @@ def gather(env: dict[str, str]) -> Any:
     import importlib.util
     from importlib.resources import files
 
-    from routines.config import ConfigInvalid, load_config
-    from routines.paths import paths
+    from routines.spec.config import ConfigInvalid, load_config
+    from routines.spec.paths import paths
     from supervisor.setupplan import SHELL_ONLY, Facts
     from supervisor.userunits import DAEMON_UNITS, DASHBOARD_UNITS, packaged, unit_dirs
 

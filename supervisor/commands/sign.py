@@ -41,9 +41,9 @@ def register(sub: Any) -> None:
 
 
 def sign(args: argparse.Namespace) -> int:
-    from routines.paths import paths
     from routines.safetext import one_line
     from routines.signing import SigningError, sign_routine, verify_routine
+    from routines.spec.paths import paths
 
     p = paths()
     try:
@@ -75,9 +75,9 @@ def sign(args: argparse.Namespace) -> int:
 
 
 def trust(args: argparse.Namespace) -> int:
-    from routines.paths import paths
     from routines.safetext import one_line
     from routines.signing import SigningError, trust_key
+    from routines.spec.paths import paths
 
     p = paths()
     try:

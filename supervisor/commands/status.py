@@ -48,8 +48,8 @@ def waybar() -> int:
         from contextlib import closing
         from zoneinfo import ZoneInfo
 
-        from routines.paths import paths
-        from routines.tz import machine_timezone
+        from routines.schedule.tz import machine_timezone
+        from routines.spec.paths import paths
         from supervisor.fleetview import cli_ledger
         from supervisor.overview import collect
         from supervisor.seen import unseen_count
@@ -81,7 +81,7 @@ def waybar() -> int:
 def gather() -> dict[str, Any]:
     """The status from the daemon when it is up, else from the files and the ledger: the
     same shape (ipc.StatusReply) either way."""
-    from routines.paths import paths
+    from routines.spec.paths import paths
     from supervisor.client import DaemonError
     from supervisor.commands.common import try_daemon
 
@@ -146,9 +146,9 @@ def _problems(st: dict[str, Any]) -> list[str]:
     """What keeps enabled routines from working here (key, Ollama, bwrap), with the fix."""
     from contextlib import closing
 
-    from routines.config import ConfigInvalid, load_config
     from routines.ledger import LedgerError, is_enabled
-    from routines.paths import paths
+    from routines.spec.config import ConfigInvalid, load_config
+    from routines.spec.paths import paths
     from supervisor.commands.hostcheck import problems
     from supervisor.fleetview import cli_ledger
     from supervisor.source import scan

@@ -35,9 +35,9 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from routines.checks import RoutineInvalid
-    from routines.paths import paths
-    from routines.registry import scan
+    from routines.spec.checks import RoutineInvalid
+    from routines.spec.paths import paths
+    from routines.spec.registry import scan
     from supervisor.present import print_json_lines
 
     files: list[Path] = list(args.paths)
@@ -139,9 +139,9 @@ def _check(
 ) -> tuple[tuple[str, ...], list[str], dict[str, Any], dict[str, Any]]:
     """A routine file's warnings, never-list errors, signature and capability card (JSON
     `card`, text `card_text`), or nothing for a valid config.toml; raises RoutineInvalid."""
-    from routines.checks import Problem, RoutineInvalid
-    from routines.config import load_config
-    from routines.loader import load_file
+    from routines.spec.checks import Problem, RoutineInvalid
+    from routines.spec.config import load_config
+    from routines.spec.loader import load_file
 
     if path.name != "config.toml":
         from supervisor.notify import unshown
@@ -152,7 +152,7 @@ def _check(
             warnings = (*warnings, f"{path}: {why}")
         errors = [f"{path}: {e}" for e in _never_problems(routine)]
         if routine.schedule.form == "once":
-            from routines.loader import once_past
+            from routines.spec.loader import once_past
 
             # Where the person checks what they wrote, a past `once` is an error (the loader
             # only warns: a file must not turn invalid as time passes).
@@ -189,8 +189,8 @@ def _card(routine: Any) -> dict[str, Any]:
 def _signature(path: Path, routine: Any) -> tuple[tuple[str, ...], dict[str, Any]]:
     """The signature's warning (an invalid one, or auto_approve unsigned) and its JSON: the
     bytes checked are the ones just parsed."""
-    from routines.paths import paths
     from routines.signing import auto_approve_requested, signature_note, verify_routine
+    from routines.spec.paths import paths
 
     check = verify_routine(path, paths().allowed_signers, data=routine.text.encode())
     auto = auto_approve_requested(routine)
@@ -209,10 +209,10 @@ def _never_problems(routine: Any) -> list[str]:
     (the loader checked the built-in list; config can grow it after a file was written)."""
     import os
 
-    from routines.checks import RoutineInvalid
-    from routines.config import load_config
-    from routines.never import home_problem, never_paths, read_problem
-    from routines.paths import paths
+    from routines.spec.checks import RoutineInvalid
+    from routines.spec.config import load_config
+    from routines.spec.never import home_problem, never_paths, read_problem
+    from routines.spec.paths import paths
 
     p = paths()
     try:

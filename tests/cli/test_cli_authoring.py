@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from cli_helpers import Cli, OnPty
 
-from routines.loader import load_file
+from routines.spec.loader import load_file
 
 INVALID = """\
 [schedule]

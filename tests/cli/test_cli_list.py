@@ -18,8 +18,8 @@ from helpers import AGENT, COMMAND, write
 from inprocess import run_in_process
 
 from routines.ledger import Ledger
-from routines.paths import Paths, paths
 from routines.runs import RunEnd, slot_id
+from routines.spec.paths import Paths, paths
 
 REPO = Path(__file__).resolve().parents[2]
 STARTERS = REPO / "routines" / "starters"
@@ -181,8 +181,8 @@ UNUSED_BY_PLAIN_LIST = {
     "calendar",
     "socket",
     "routines.signing",
-    "routines.oncalendar",
-    "routines.never",
+    "routines.schedule.oncalendar",
+    "routines.spec.never",
     "routines.ledger.api",
     "supervisor.fleetplan",
 }
@@ -207,7 +207,7 @@ def test_a_plain_list_loads_only_what_it_uses(p: Paths) -> None:
     )
     assert [ln.split()[0] for ln in done.stdout.splitlines()[1:]] == ["c0", "c1", "c2"]
     loaded = set(done.stderr.split())
-    assert "routines.registry" in loaded and "routines.ledger" in loaded
+    assert "routines.spec.registry" in loaded and "routines.ledger" in loaded
     assert loaded & UNUSED_BY_PLAIN_LIST == set()
 
 

@@ -17,8 +17,8 @@ from helpers import AGENT
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from routines.loader import load_file
-from routines.paths import paths
+from routines.spec.loader import load_file
+from routines.spec.paths import paths
 
 REPO = Path(__file__).resolve().parents[2]
 DRAFT = AGENT  # no `enabled`: off by default

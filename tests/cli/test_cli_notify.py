@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from cli_helpers import Cli
 
-from routines.loader import load_text
+from routines.spec.loader import load_text
 from supervisor import notify
-from supervisor.record import notifications_for
+from supervisor.finish import notifications_for
 
 
 def calls(path: Path) -> list[list[str]]:

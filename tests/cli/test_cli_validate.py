@@ -13,7 +13,7 @@ from cli_helpers import Cli
 from helpers import AGENT, write
 from inprocess import run_in_process
 
-from routines.paths import Paths, paths
+from routines.spec.paths import Paths, paths
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -13,7 +13,7 @@ import pytest
 from helpers import AGENT, write
 from inprocess import run_in_process
 
-from routines.paths import paths
+from routines.spec.paths import paths
 
 REPO = Path(__file__).resolve().parents[2]
 TIME = str(Path(sys.executable).parent / "mcp-server-time")
@@ -59,7 +59,7 @@ def test_connect_json_and_a_matching_whitelist(vinos_env: Path) -> None:
 def test_the_capability_card_names_each_server_what_it_sees_and_its_tools(
     vinos_env: Path,
 ) -> None:
-    from routines.loader import load_file
+    from routines.spec.loader import load_file
     from supervisor.commands.capabilities import card, needs_consent
 
     text = _routine('["mcp:time/get_current_time"]').replace(

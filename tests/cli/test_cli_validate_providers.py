@@ -11,7 +11,7 @@ from pathlib import Path
 from helpers import AGENT, write
 from inprocess import run_in_process
 
-from routines.paths import paths
+from routines.spec.paths import paths
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = """

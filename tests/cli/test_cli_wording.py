@@ -10,7 +10,7 @@ from pathlib import Path
 
 from cli_helpers import Cli
 
-from routines.loader import load_text
+from routines.spec.loader import load_text
 from supervisor.commands.capabilities import schedule_text
 
 EVERY = """\

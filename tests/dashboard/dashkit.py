@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from routines.paths import paths
+from routines.spec.paths import paths
 
 REPO = Path(__file__).resolve().parents[2]
 

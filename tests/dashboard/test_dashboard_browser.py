@@ -12,9 +12,9 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from routines.ledger import Ledger
-from routines.paths import paths
 from routines.runs import RunEnd
-from routines.tz import machine_timezone
+from routines.schedule.tz import machine_timezone
+from routines.spec.paths import paths
 from tests.dashboard.browser import browser, screenshot_dir
 from tests.dashboard.dashkit import Dashboard
 from tests.supervisor.daemonkit import Daemon, command_routine, gated, state, write_routine

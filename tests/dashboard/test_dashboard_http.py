@@ -15,8 +15,8 @@ import pytest
 
 from dashboard.security import CSP
 from routines.ledger import Ledger, LedgerUnavailable
-from routines.paths import paths
 from routines.runs import RunEnd
+from routines.spec.paths import paths
 from tests.dashboard.dashkit import Dashboard
 
 

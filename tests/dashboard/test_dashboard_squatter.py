@@ -21,8 +21,8 @@ import pytest
 
 from dashboard.listener import Holder, Listener, decide, parse_table, who_holds
 from routines.ledger import Ledger
-from routines.paths import paths
 from routines.runs import Outcome, RunEnd, RunStatus, Trigger
+from routines.spec.paths import paths
 from tests.dashboard.dashkit import REPO, Dashboard
 from tests.dashboard.squatkit import SecondUser, Squat
 

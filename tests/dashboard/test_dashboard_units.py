@@ -244,9 +244,9 @@ def test_the_overview_shows_each_routines_spending_today_in_its_own_zone(tmp_pat
 
     from dashboard import views
     from routines.ledger import Ledger
-    from routines.paths import Paths
-    from routines.registry import scan
     from routines.runs import RunEnd, RunStatus, Trigger
+    from routines.spec.paths import Paths
+    from routines.spec.registry import scan
 
     p = Paths(home=tmp_path / "home", system_dir=tmp_path / "system", runtime_dir=tmp_path)
     p.routines_dir.mkdir(parents=True)

@@ -13,7 +13,7 @@ import pytest
 
 from routines.ledger import LedgerUnavailable, RunRow
 from routines.ledger.postgres import Gate, PgLedger
-from routines.paths import Paths, paths
+from routines.spec.paths import Paths, paths
 from tests.supervisor.daemonkit import REPO, Daemon, command_routine, write_routine
 
 __all__ = ["Machine", "fleet_rows", "minute_boundary"]

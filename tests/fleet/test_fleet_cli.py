@@ -12,8 +12,8 @@ import pytest
 
 from routines.ledger import Ledger
 from routines.ledger.postgres import PgLedger
-from routines.loader import load_file
 from routines.runs import RunEnd, RunStatus, Trigger, fingerprint
+from routines.spec.loader import load_file
 from tests.fleet.fleetkit import Machine, fleet_rows, minute_boundary, minutely
 from tests.fleet.pgcluster import Cluster
 from tests.supervisor.daemonkit import command_routine, sid, wait_for

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from routines.checks import RoutineInvalid
-from routines.config import ConfigInvalid, FleetSettings, default_machine, load_config
-from routines.loader import load_text
+from routines.spec.checks import RoutineInvalid
+from routines.spec.config import ConfigInvalid, FleetSettings, default_machine, load_config
+from routines.spec.loader import load_text
 
 ROUTINE = (
     '[routine]\nkind = "command"\n{extra}[schedule]\ncron = "0 9 * * *"\n[command]\nrun = "true"\n'

@@ -17,12 +17,12 @@ from zoneinfo import ZoneInfo
 import psycopg
 import pytest
 
-from routines.config import LedgerSettings
 from routines.ledger import Ledger, LedgerError, RoutineState, iso
 from routines.ledger.api import Store, Vacuum
 from routines.ledger.memory import MemoryData, MemoryLedger
 from routines.ledger.postgres import PgLedger
 from routines.runs import Outcome, RunEnd, RunStatus, Trigger
+from routines.spec.config import LedgerSettings
 from supervisor.clock import FakeClock
 from supervisor.housekeeping import Housekeeper
 

@@ -6,8 +6,8 @@ from datetime import datetime
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
-from routines.checks import RoutineInvalid
-from routines.loader import load_file
+from routines.spec.checks import RoutineInvalid
+from routines.spec.loader import load_file
 
 __all__ = ["AGENT", "COMMAND", "at", "problems_of", "write"]
 

@@ -20,7 +20,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from routines.pattern import Pattern
+from routines.schedule.pattern import Pattern
 
 __all__ = [
     "Calendar",

@@ -58,7 +58,7 @@ JOB = Job(
 SAMPLES: list[ipc.Message] = [
     Hello(),
     JOB,
-    Event(kind="warn", text="careful", data={"n": 1, "nested": {"a": [1, 2]}}),
+    Event(kind=ipc.EventKind.WARN, text="careful", data={"n": 1, "nested": {"a": [1, 2]}}),
     Usage(input=10, output=5, dollars=0.0001, model="claude-sonnet-4-6"),
     Result(status=RunStatus.OK, outcome=Outcome.DONE, tools_used=["run_shell"], tool_calls=1),
     Request(id=3, cmd="run", args={"name": "x"}),
@@ -107,15 +107,17 @@ def test_bad_lines_raise_protocol_error(line: bytes, match: str) -> None:
 
 def test_encode_refuses_a_message_over_the_limit_and_one_that_is_not_json() -> None:
     with pytest.raises(ProtocolError, match="limit"):
-        encode(Event(kind="log", text="x" * MAX_LINE))
+        encode(Event(kind=ipc.EventKind.LOG, text="x" * MAX_LINE))
     with pytest.raises(ProtocolError, match="cannot encode"):
-        encode(Event(kind="log", text="x", data={"o": object()}))
+        encode(Event(kind=ipc.EventKind.LOG, text="x", data={"o": object()}))
 
 
 def _line_of_exactly(size: int) -> bytes:
     """An event line (newline included) whose JSON is exactly `size` bytes."""
-    empty = len(orjson.dumps(ipc.to_dict(Event(kind="log", text=""))))
-    return orjson.dumps(ipc.to_dict(Event(kind="log", text="x" * (size - empty)))) + b"\n"
+    empty = len(orjson.dumps(ipc.to_dict(Event(kind=ipc.EventKind.LOG, text=""))))
+    return (
+        orjson.dumps(ipc.to_dict(Event(kind=ipc.EventKind.LOG, text="x" * (size - empty)))) + b"\n"
+    )
 
 
 def test_a_line_of_exactly_max_line_bytes_is_read_and_one_more_byte_is_refused() -> None:
@@ -355,3 +357,44 @@ def test_status_outcome_and_trigger_arrive_as_their_enums() -> None:
         decode(b'{"type": "result", "status": "weird"}')
     with pytest.raises(ProtocolError, match=r"result\.outcome: expected one of"):
         decode(b'{"type": "result", "status": "ok", "outcome": "fine"}')
+
+
+def test_an_event_kind_arrives_as_its_enum_and_an_unknown_kind_is_refused() -> None:
+    msg = decode(b'{"type": "event", "kind": "tool_call", "text": "shell: ls"}')
+    assert isinstance(msg, Event) and msg.kind is ipc.EventKind.TOOL_CALL
+    with pytest.raises(ProtocolError, match=r"event\.kind: expected one of .*found 'tool_cal'"):
+        decode(b'{"type": "event", "kind": "tool_cal", "text": "shell: ls"}')
+
+
+def test_the_wire_bytes_are_the_fields_in_order_then_the_type() -> None:
+    # What every version so far wrote and read: a peer of another version reads these lines.
+    assert encode(Usage(input=1, dollars=0.5, model="m")) == (
+        b'{"input":1,"output":0,"local_input":0,"local_output":0,"dollars":0.5,"model":"m",'
+        b'"type":"usage"}\n'
+    )
+    assert encode(Event(ipc.EventKind.LOG, "hi", {"n": [1]})) == (
+        b'{"kind":"log","text":"hi","data":{"n":[1]},"run_id":"","type":"event"}\n'
+    )
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        (b'{"type": "usage", "input": true}', "usage.input: expected int, found bool"),
+        (b'{"type": "result", "status": "ok", "tools_used": ["a", 1]}', "result.tools_used[1]:"),
+        (b'{"type": "result"}', "result: Object missing required field `status`"),
+        (b'{"type": "request", "id": 1, "cmd": "x", "args": []}', "request.args: expected object"),
+    ],
+)
+def test_a_field_error_names_the_message_and_the_field(line: bytes, message: str) -> None:
+    with pytest.raises(ProtocolError) as caught:
+        decode(line)
+    assert str(caught.value).startswith(message)
+
+
+def test_a_line_nested_too_deep_is_a_protocol_error_not_a_crash() -> None:
+    deep = b"[" * 200_000 + b"]" * 200_000
+    with pytest.raises(ProtocolError, match="not JSON"):
+        decode(b'{"type": "event", "kind": "log", "text": "", "data": {"a": ' + deep + b"}}")
+    with pytest.raises(ProtocolError, match="not JSON"):
+        decode(b"[" * 500_000)

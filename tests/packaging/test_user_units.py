@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from archpkg import Installed, Pacman, require, run
 
-from routines.paths import paths
+from routines.spec.paths import paths
 from supervisor.timings import Timings
 
 # Slow: builds, installs and starts the package (make test-fast leaves these out). One xdist
@@ -118,7 +118,7 @@ def test_unit_contract(installed_root: Pacman) -> None:
         denied = set(entry[1:].split())
         assert not denied & {"@mount", "@privileged", "@process", "unshare", "clone", "setns"}
 
-    # The socket is the path the CLI and the daemon use (routines.paths), private to the user.
+    # The socket is the path the CLI and the daemon use (routines.spec.paths), private to the user.
     assert sock["Socket.ListenStream"] == ["%t/vinos-routine/control.sock"]
     assert sock["Socket.SocketMode"] == ["0600"]
     assert sock["Socket.DirectoryMode"] == ["0700"]

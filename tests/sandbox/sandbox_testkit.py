@@ -13,7 +13,7 @@ from pathlib import Path
 
 import psutil
 
-from routines.never import NAME_PATTERNS, never_paths
+from routines.spec.never import NAME_PATTERNS, never_paths
 from sandbox import Limits, ShellPolicy, ShellResult, routine_policy, run_shell
 
 REPO = Path(__file__).resolve().parent.parent.parent

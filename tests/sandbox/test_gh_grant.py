@@ -128,9 +128,9 @@ def test_gh_api_notifications_through_a_grant_reaches_github_and_nothing_else(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     import sandbox
-    from routines.config import SandboxSettings
-    from routines.loader import load_file
-    from routines.paths import paths
+    from routines.spec.config import SandboxSettings
+    from routines.spec.loader import load_file
+    from routines.spec.paths import paths
     from worker.shellpolicy import shell_policy_for
 
     hub, ca, token = github

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from routines.never import never_paths
+from routines.spec.never import never_paths
 from sandbox import Limits, ShellPolicy, UnsafeValue, build_argv, routine_policy
 from sandbox.argv import prelude
 from sandbox.host import Host, MaskTarget, PathKind, SystemDir
@@ -437,7 +437,7 @@ def test_host_probe_reads_this_machine(tmp_path: Path) -> None:
 
 # --- credential grants and credential-named files in the policy ---
 
-NAMES = ("credentials*", "*token*", "*.pem")  # routines/never.py NAME_PATTERNS
+NAMES = ("credentials*", "*token*", "*.pem")  # routines/spec/never.py NAME_PATTERNS
 
 
 def test_a_grant_is_bound_read_only_after_the_declared_paths_and_never_masked(

@@ -270,7 +270,7 @@ def test_a_file_resolving_under_a_never_path_is_refused_at_run_time(home: Path) 
 
 # --- kernel interfaces and credential names: refused whatever a pattern says ---
 
-NAMES = ("credentials*", "*token*", "*.pem")  # routines/never.py NAME_PATTERNS, as the worker
+NAMES = ("credentials*", "*token*", "*.pem")  # routines/spec/never.py NAME_PATTERNS, as the worker
 
 
 def test_proc_environ_is_never_read(home: Path) -> None:

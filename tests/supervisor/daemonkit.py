@@ -18,7 +18,7 @@ from typing import Any
 import psutil
 
 from routines.ledger import Ledger, RoutineState, RunRow
-from routines.paths import Paths, paths
+from routines.spec.paths import Paths, paths
 from supervisor.client import Client, DaemonNotRunning, connect
 from supervisor.timings import DEBUG_ENV
 

@@ -12,7 +12,7 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ipc import Event, Job, Result
+from ipc import Event, EventKind, Job, Result
 from routines.runs import RunStatus
 from supervisor.runlog import RunLog
 from supervisor.spawn import UsageTotals, WorkerOutcome
@@ -54,7 +54,7 @@ class FakeWorker:
         self.spawner.peak = max(self.spawner.peak, len(self.spawner.live))
         try:
             self.on_started(self.pid)
-            self.on_event(Event("log", f"fake worker for {name}"))
+            self.on_event(Event(EventKind.LOG, f"fake worker for {name}"))
             gate = self.spawner.gates.get(name)
             if gate is not None:
                 stopped = asyncio.ensure_future(self._stopped.wait())

@@ -22,8 +22,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from routines.ledger import Ledger
-from routines.paths import paths
-from routines.registry import scan
+from routines.spec.paths import paths
+from routines.spec.registry import scan
 from supervisor.owner import process_identity
 from supervisor.scheduler import Scheduler
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from routines.loader import load_text
 from routines.spec import Routine
+from routines.spec.loader import load_text
 from supervisor.commands.capabilities import Line, card, card_lines, needs_consent
 
 HEAD = '[routine]\nkind = "{kind}"\n[schedule]\ncron = "0 6 * * *"\ntimezone = "UTC"\n'

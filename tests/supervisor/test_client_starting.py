@@ -20,7 +20,7 @@ from collections.abc import Iterator
 import pytest
 
 from ipc import Hello, encode
-from routines.paths import paths
+from routines.spec.paths import paths
 from supervisor.client import Client, DaemonUnresponsive
 from supervisor.commands.common import try_daemon
 

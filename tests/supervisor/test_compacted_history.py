@@ -12,10 +12,10 @@ from zoneinfo import ZoneInfo
 from ipc import Result
 from routines.ledger import Ledger
 from routines.ledger.rundays import compaction_line
-from routines.paths import paths
-from routines.registry import scan
 from routines.runs import RunStatus, Trigger
-from supervisor.record import finish_run
+from routines.spec.paths import paths
+from routines.spec.registry import scan
+from supervisor.finish import finish_run
 from supervisor.scheduler import Scheduler
 from supervisor.spawn import UsageTotals, WorkerOutcome
 from tests.supervisor.daemonkit import command_routine, write_routine

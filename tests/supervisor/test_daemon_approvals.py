@@ -13,7 +13,7 @@ from fakes import ollama_replies as O
 
 from routines import proposals
 from routines.ledger import Ledger
-from routines.paths import paths
+from routines.spec.paths import paths
 from tests.supervisor.daemonkit import (
     Daemon,
     fake_notify_send,

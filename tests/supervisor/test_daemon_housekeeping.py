@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from routines.ledger import Ledger
-from routines.paths import paths
 from routines.runs import RunEnd, RunStatus, Trigger
+from routines.spec.paths import paths
 from tests.supervisor.daemonkit import Daemon, command_routine, wait_for, write_routine
 
 pytestmark = pytest.mark.slow  # real daemons: make test-fast leaves these out

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from routines.paths import paths
+from routines.spec.paths import paths
 from supervisor.client import DaemonError
 from tests.supervisor.daemonkit import (
     Daemon,

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from ipc import Event
-from routines.paths import paths
+from routines.spec.paths import paths
 from routines.store import read_json
 from supervisor.client import DaemonError
 from supervisor.runlog import read_log

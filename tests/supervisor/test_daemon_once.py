@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from routines.ledger import Ledger
-from routines.paths import paths
+from routines.spec.paths import paths
 from tests.supervisor.daemonkit import Daemon, state, wait_for, write_routine
 
 pytestmark = pytest.mark.slow  # a real daemon: make test-fast leaves it out

@@ -12,7 +12,7 @@ import pytest
 from fakes import FakeOpenAI
 from fakes import openai_replies as OA
 
-from routines.paths import paths
+from routines.spec.paths import paths
 from tests.supervisor.daemonkit import Daemon, rows, write_routine
 
 pytestmark = pytest.mark.slow  # a real daemon

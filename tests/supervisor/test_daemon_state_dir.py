@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from routines.ledger import Ledger
-from routines.paths import paths
+from routines.spec.paths import paths
 from tests.supervisor.daemonkit import (
     Daemon,
     command_routine,

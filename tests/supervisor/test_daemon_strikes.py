@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from routines.paths import paths
+from routines.spec.paths import paths
 from routines.store import read_json
 from tests.supervisor.daemonkit import (
     Daemon,

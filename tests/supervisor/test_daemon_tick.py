@@ -12,15 +12,15 @@ from collections.abc import Awaitable, Callable, Collection, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import TypeVar
 
-from routines.config import Config
 from routines.ledger import LedgerUnavailable, RunRow, Unavailable
-from routines.paths import paths
-from routines.registry import Registry
 from routines.runs import RunStatus, Trigger
+from routines.spec.config import Config
+from routines.spec.paths import paths
+from routines.spec.registry import Registry
 from supervisor.clock import FakeClock
 from supervisor.daemon import Daemon
-from supervisor.ground import Health
-from supervisor.record import Notification
+from supervisor.finish import Notification
+from supervisor.health import Health
 from supervisor.site import LocalSite, Seen
 from supervisor.timings import Timings
 from tests.supervisor.daemonkit import command_routine, write_routine

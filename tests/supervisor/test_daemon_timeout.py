@@ -16,7 +16,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from routines.paths import paths
+from routines.spec.paths import paths
 from tests.supervisor.daemonkit import (
     Daemon,
     command_routine,

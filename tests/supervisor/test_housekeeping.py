@@ -14,12 +14,12 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from routines import proposals
-from routines.config import LedgerSettings
 from routines.ledger import Ledger, iso
 from routines.ledger.rundays import compaction_line
-from routines.paths import paths
 from routines.runs import RunStatus, Trigger
-from routines.tz import machine_timezone
+from routines.schedule.tz import machine_timezone
+from routines.spec.config import LedgerSettings
+from routines.spec.paths import paths
 from supervisor import housekeeping
 from supervisor.clock import FakeClock
 from supervisor.housekeeping import BATCH_ROWS, Housekeeper

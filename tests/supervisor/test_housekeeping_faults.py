@@ -21,7 +21,7 @@ SCRIPT = r"""
 import asyncio, errno, json, os, sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from routines.config import LedgerSettings
+from routines.spec.config import LedgerSettings
 from routines.ledger import Ledger
 from routines.runs import RunEnd, RunStatus
 from supervisor.clock import SystemClock

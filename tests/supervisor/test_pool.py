@@ -18,16 +18,16 @@ from typing import Any, TypeVar
 import pytest
 
 from ipc import Event, Result, RunReply
-from routines.config import Config
 from routines.ledger import Ledger, LedgerUnavailable, Unavailable
-from routines.paths import paths
-from routines.registry import scan
 from routines.runs import ACTIVE, RunStatus, Trigger
 from routines.spec import Routine
+from routines.spec.config import Config
+from routines.spec.paths import paths
+from routines.spec.registry import scan
 from supervisor.clock import FakeClock
+from supervisor.finish import Notification
 from supervisor.owner import process_identity
 from supervisor.pool import Busy, Pool
-from supervisor.record import Notification
 from supervisor.scheduler import Pending
 from tests.supervisor.daemonkit import command_routine, write_routine
 from tests.supervisor.fakespawn import FakeSpawner, settle

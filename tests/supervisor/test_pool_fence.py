@@ -11,10 +11,10 @@ import asyncio
 
 import pytest
 
-from routines.config import Config
 from routines.ledger import Ledger
-from routines.paths import paths
 from routines.runs import RunStatus
+from routines.spec.config import Config
+from routines.spec.paths import paths
 from supervisor.clock import FakeClock
 from supervisor.fleet import LeaseBook, Renewal
 from supervisor.fleetplan import fence, lost_leases

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from ipc import Hello, encode
-from routines.paths import paths
+from routines.spec.paths import paths
 from supervisor.control import MAX_CLIENTS
 from tests.supervisor.daemonkit import Daemon, command_routine, rows, wait_for, write_routine
 

@@ -26,7 +26,7 @@ import pytest
 
 from routines import proposals
 from routines.ledger import Ledger, RunRow
-from routines.paths import paths
+from routines.spec.paths import paths
 from supervisor.client import DaemonError
 from tests.supervisor.daemonkit import (
     Daemon,

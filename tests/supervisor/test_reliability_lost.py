@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from routines.paths import paths
+from routines.spec.paths import paths
 from tests.supervisor.daemonkit import (
     Daemon,
     command_routine,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from routines.paths import paths
+from routines.spec.paths import paths
 from tests.supervisor.daemonkit import Daemon, command_routine, write_routine
 
 pytestmark = pytest.mark.slow  # real daemons: make test-fast leaves these out

@@ -23,8 +23,8 @@ from pathlib import Path
 import pytest
 
 from routines.ledger import Ledger
-from routines.paths import paths
 from routines.runs import RunStatus, Trigger
+from routines.spec.paths import paths
 from supervisor.client import DaemonError
 from tests.supervisor.daemonkit import (
     Daemon,
@@ -226,7 +226,7 @@ def test_a_damaged_ledger_is_a_pause_that_says_move_it_aside_not_a_restart_loop(
 def test_a_ledger_first_opened_after_start_is_held_from_then_on(tmp_path: Path) -> None:
     """A daemon started on a full disk opens its ledger later: from then on a replacement of
     that file stops scheduling like one of a ledger opened at start."""
-    from supervisor.ground import Ground, Health
+    from supervisor.health import Ground, Health
     from supervisor.owner import file_id
 
     path = tmp_path / "ledger.db"

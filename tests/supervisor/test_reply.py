@@ -16,7 +16,7 @@ from fakes import anthropic_replies as A
 
 from routines import conversation
 from routines.conversation import Role
-from routines.paths import paths
+from routines.spec.paths import paths
 from supervisor.client import DaemonError
 from tests.supervisor.daemonkit import Daemon, command_routine, rows, wait_for, write_routine
 

@@ -13,8 +13,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from routines.ledger import Ledger
-from routines.paths import paths
-from routines.registry import Registry, scan
+from routines.spec.paths import paths
+from routines.spec.registry import Registry, scan
 from supervisor.clock import FakeClock
 from supervisor.plan import MISSED_CAP
 from supervisor.scheduler import Scheduler

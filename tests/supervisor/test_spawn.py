@@ -17,11 +17,11 @@ import psutil
 import pytest
 
 from ipc import Event, Job
-from routines.config import Config
 from routines.ledger import LedgerUnavailable, Unavailable
-from routines.paths import paths
-from routines.registry import scan
 from routines.runs import Trigger
+from routines.spec.config import Config
+from routines.spec.paths import paths
+from routines.spec.registry import scan
 from supervisor import spawn
 from supervisor.forkserver import ForkServer, ForkState
 from supervisor.jobs import build_job

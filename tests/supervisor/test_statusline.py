@@ -6,8 +6,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from routines.ledger import LedgerUnavailable, Unavailable
-from supervisor.ground import Ground, Health
-from supervisor.record import Notification
+from supervisor.finish import Notification
+from supervisor.health import Ground, Health
 from supervisor.statusline import status_line
 
 NOW = datetime(2026, 12, 2, 9, 0, tzinfo=UTC)

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from routines.ledger import Ledger
-from routines.paths import paths
 from routines.runs import Outcome, RunEnd, RunStatus, Trigger
+from routines.spec.paths import paths
 from supervisor.thinclient import parse
 from tests.supervisor.daemonkit import REPO, Daemon, command_routine, write_routine
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 import io
 import threading
 import time
-from dataclasses import replace
 from pathlib import Path
 
 import psutil
 import pytest
+from msgspec.structs import replace
 from worker_harness import command_toml, make_job, spawn
 
 from ipc import Hello, Lease, LineReader, Message, Result, RunStatus, encode, lease_clock

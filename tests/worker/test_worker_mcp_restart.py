@@ -67,9 +67,9 @@ def test_an_error_the_server_answers_keeps_its_session(home: Path) -> None:
     """A JSON-RPC error from a running server (mcp-server-time: an unknown tool is -32602)
     is that request's failure, flagged `answered`: McpTools keeps the session for the next
     call instead of losing the server."""
-    from routines.config import SandboxSettings
-    from routines.loader import load_text
-    from routines.paths import paths
+    from routines.spec.config import SandboxSettings
+    from routines.spec.loader import load_text
+    from routines.spec.paths import paths
     from worker.mcpclient import McpFailure, Portal
     from worker.mcptools import server_policy, start_server
 

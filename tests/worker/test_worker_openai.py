@@ -5,17 +5,17 @@ refused connection, malformed tool JSON, keys and prices. At the end, the pure p
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 from fakes import FakeOpenAI
 from fakes import openai_replies as OA
 from worker_harness import WorkerRun, make_job, routine_toml, run_worker, worker_env
 
-from routines.providers import ProviderKind, ProviderSettings
+from routines.spec.providers import ProviderKind, ProviderSettings
 from worker.providers import openai as oa
 from worker.providers.base import Stop
 
@@ -56,7 +56,7 @@ def run_on(
     if run_timeout is not None:
         extra_agent += f"\nrun_timeout_sec = {run_timeout}"
     toml = routine_toml(route=route, extra_agent=extra_agent, budget=budget)
-    job = dataclasses.replace(make_job(home, toml), providers=providers)
+    job = msgspec.structs.replace(make_job(home, toml), providers=providers)
     return run_worker(job, env=env or worker_env())
 
 

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 from fakes import FakeAnthropic, FakeOpenAI
 from fakes import anthropic_replies as A
@@ -98,7 +99,7 @@ def _run(
             "prices": {OPENROUTER_MODEL: [3.0, 15.0]},
         }
     toml = routine_toml(route="auto", system=system, extra_agent=agent)
-    job = dataclasses.replace(make_job(home, toml), providers=providers)
+    job = msgspec.structs.replace(make_job(home, toml), providers=providers)
     return run_worker(job, env=env)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
-from routines.outputs import output_name
+from routines.spec.outputs import output_name
 from worker.output import render_markdown, render_title
 
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 import asyncio
 import os
 import stat
-from dataclasses import replace
 from pathlib import Path
 
+from msgspec.structs import replace
 from worker_harness import command_toml, make_job, run_worker
 
 from ipc import Job

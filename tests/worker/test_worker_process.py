@@ -10,13 +10,13 @@ import subprocess
 import sys
 import textwrap
 import time
-from dataclasses import replace
 from pathlib import Path
 
 import psutil
 import pytest
 from fakes import FakeOllama, FakeServer, Reply
 from fakes import ollama_replies as O
+from msgspec.structs import replace
 from worker_harness import (
     REPO,
     WorkerRun,

@@ -29,8 +29,8 @@ from typing import Any, NoReturn
 
 import orjson
 
-from routines.providers import ProviderSettings
 from routines.safetext import one_line, redact_url
+from routines.spec.providers import ProviderSettings
 from worker import webclient
 from worker.providers.base import (
     AssistantTurn,

@@ -8,7 +8,7 @@ gallery_url = "https://vinos.computer/routines/"
 input = 3.0
 output = 15.0
 
-[providers.lmstudio]                 # any OpenAI-compatible server (routines/providers.py)
+[providers.lmstudio]                 # any OpenAI-compatible server (routines/spec/providers.py)
 kind = "openai"
 base_url = "http://127.0.0.1:1234/v1"
 local = true
@@ -44,7 +44,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from routines.checks import (
+from routines.spec.checks import (
     Bad,
     Check,
     Problem,
@@ -60,7 +60,7 @@ from routines.checks import (
     string_list,
     table_value,
 )
-from routines.providers import ProviderSettings, parse_providers
+from routines.spec.providers import ProviderSettings, parse_providers
 
 __all__ = [
     "DEFAULT_GALLERY_URL",
@@ -82,7 +82,7 @@ DEFAULT_BWRAP = "/usr/bin/bwrap"
 
 @dataclass(frozen=True, slots=True)
 class SandboxSettings:
-    never: tuple[str, ...] = ()  # added to routines/never.py's list
+    never: tuple[str, ...] = ()  # added to routines/spec/never.py's list
     masks: tuple[str, ...] = ()  # the old name of `never`, still read
     max_processes: int = 256
     max_file_size_mb: int = 64
@@ -128,7 +128,7 @@ def _days(value: object) -> int:
     # At least 2: a budget counts today's runs in the routine's own zone, which may start
     # up to a day before the machine's; those runs must still be whole.
     if isinstance(value, bool) or not isinstance(value, int) or value < 2:
-        from routines.checks import Bad
+        from routines.spec.checks import Bad
 
         raise Bad("a number of days, at least 2")
     return value
@@ -141,7 +141,7 @@ def _runs(value: object) -> int:
     # A budget sums its routine's day from whole runs (up to two days back, see _days): at
     # least two days of a minutely routine (2,880 runs) must stay whole.
     if isinstance(value, bool) or not isinstance(value, int) or value < KEEP_RUNS_MAX_MIN:
-        from routines.checks import Bad
+        from routines.spec.checks import Bad
 
         raise Bad(f"a number of runs, at least {KEEP_RUNS_MAX_MIN}")
     return value
@@ -257,7 +257,8 @@ def load_config(path: Path) -> Config:
 
     OLLAMA_HOST (Ollama's own variable) is used when config.toml sets no ollama_url.
     """
-    from routines.loader import RoutineInvalid, read_routine_file
+    from routines.spec.checks import RoutineInvalid
+    from routines.spec.readfile import read_routine_file
 
     try:
         # The same caps as a routine file: a regular file of at most 256 KB, opened

@@ -7,10 +7,10 @@
     Schedule.last_at_or_before(instant)               the latest slot at or before
     Schedule.fire_time(routine, slot)                 slot + deterministic jitter (UTC)
 
-cron (`routines.cron`), OnCalendar (`routines.oncalendar`) and plain language (`routines.every`,
-through cron) compile to one `Pattern`, evaluated in the routine's zone by `routines.walltime` under
-the DST rule (tests/test_dst.py). Compiling is pure and cached per spec, so the supervisor can call
-it on every tick.
+cron (`routines.schedule.cron`), OnCalendar (`routines.schedule.oncalendar`) and plain language
+(`routines.schedule.every`, through cron) compile to one `Pattern`, evaluated in the routine's zone
+by `routines.schedule.walltime` under the DST rule (tests/test_dst.py). Compiling is pure and cached
+per spec, so the supervisor can call it on every tick.
 """
 
 from __future__ import annotations
@@ -20,15 +20,15 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 
-from routines import walltime
-from routines.cron import parse_cron
-from routines.describe import describe
-from routines.every import once_calendar, resolve_plain
-from routines.pattern import Pattern
 from routines.runs import slot_id
-from routines.schedule_error import ScheduleError, never_fires
-from routines.spec import Kind, ScheduleSpec
-from routines.translate import translate
+from routines.schedule import walltime
+from routines.schedule.cron import parse_cron
+from routines.schedule.describe import describe
+from routines.schedule.error import ScheduleError, never_fires
+from routines.schedule.every import once_calendar, resolve_plain
+from routines.schedule.pattern import Pattern
+from routines.schedule.translate import translate
+from routines.spec.routine import Kind, ScheduleSpec
 
 __all__ = [
     "FREQUENT_SECONDS",
@@ -221,7 +221,7 @@ def _compile(spec: ScheduleSpec, kind: Kind) -> Schedule:
         calendar = plain.oncalendar
         cron_text = plain.cron
     if calendar is not None:
-        from routines.oncalendar import parse_oncalendar  # ~2 ms a cron-only `list` spares
+        from routines.schedule.oncalendar import parse_oncalendar  # ~2 ms a cron-only `list` spares
 
         event = parse_oncalendar(calendar)
         pattern = event.pattern

@@ -18,8 +18,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from routines.pattern import Pattern
-from routines.schedule_error import ScheduleError
+from routines.schedule.error import ScheduleError
+from routines.schedule.pattern import Pattern
 
 __all__ = ["SHORTCUTS", "CronExpr", "parse_cron"]
 

@@ -1,10 +1,10 @@
 """The routine keys that name a model provider: `route = "<provider>"`, `local_provider`,
-`premium_provider`, checked as the loader reads [agent] (routines.loader calls these).
+`premium_provider`, checked as the loader reads [agent] (routines.spec.loader calls these).
 
 A routine file is read without config.toml, except when it names a provider that is neither
 Ollama nor Anthropic: then config.toml's [providers.NAME] are read once (`Declared`), or
 taken from the caller (a worker passes its job's), and the route is checked against them
-(routines.providers.check_agent), so a typo is an error where the file is read, not a
+(routines.spec.providers.check_agent), so a typo is an error where the file is read, not a
 failed run.
 """
 
@@ -13,15 +13,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from routines.checks import Bad, Reader, RoutineInvalid
-from routines.providers import (
+from routines.spec.checks import Bad, Reader, RoutineInvalid
+from routines.spec.providers import (
     PROVIDER_NAME,
     RESERVED,
     ProviderSettings,
     check_agent,
     uses_declared,
 )
-from routines.spec import AgentSpec, BudgetSpec, Route
+from routines.spec.routine import AgentSpec, BudgetSpec, Route
 
 __all__ = [
     "Declared",
@@ -35,7 +35,7 @@ __all__ = [
 
 def route_value(value: object) -> Route | str:
     """A built-in route, or the name of a provider declared in config.toml (which
-    `routines.providers.plan_route` checks: a routine file is read without config.toml)."""
+    `routines.spec.providers.plan_route` checks: a routine file is read without config.toml)."""
     if isinstance(value, str) and value in Route._value2member_map_ and value != "provider":
         return Route(value)
     if isinstance(value, str) and PROVIDER_NAME.fullmatch(value) and value not in RESERVED:
@@ -57,8 +57,8 @@ class Declared:
 
     def get(self, r: Reader) -> Mapping[str, ProviderSettings] | None:
         if self._given is None:
-            from routines.config import load_config
-            from routines.paths import paths
+            from routines.spec.config import load_config
+            from routines.spec.paths import paths
 
             file = paths().config_file
             try:
@@ -73,7 +73,7 @@ class Declared:
 def provider_checks(
     r: Reader, agent: AgentSpec | None, budget: BudgetSpec, declared: Declared
 ) -> None:
-    """A route on a provider from config.toml, checked against it (routines.providers)."""
+    """A route on a provider from config.toml, checked against it (routines.spec.providers)."""
     if agent is None or not uses_declared(agent) or any(not p.warning for p in r.problems):
         return
     known = declared.get(r)

@@ -13,7 +13,7 @@ needs a start: `00/30`), fractions of a second, `@TIMESTAMP` one-shots, and zone
 abbreviations or legacy names without a slash (`EST`, `CET`, `GMT`), whose meaning depends
 on the machine's zone. Every accepted expression gives the same elapses as
 `systemd-analyze calendar` (tests/test_oncalendar_oracle.py) except for the DST rule (see
-`routines.walltime`) and a systemd 252 bug: a repetition without an end that runs past its
+`routines.schedule.walltime`) and a systemd 252 bug: a repetition without an end that runs past its
 field (`*:00/7` after 23:56) carries into the next unit and skips its first values; we give
 what the man page and systemd's own list form (`*:00,07,…,56`) give.
 
@@ -29,8 +29,8 @@ import re
 import zoneinfo
 from dataclasses import dataclass
 
-from routines.pattern import ALL_WEEKDAYS, MAX_YEAR, MIN_YEAR, Pattern
-from routines.schedule_error import ScheduleError
+from routines.schedule.error import ScheduleError
+from routines.schedule.pattern import ALL_WEEKDAYS, MAX_YEAR, MIN_YEAR, Pattern
 
 __all__ = ["SHORTHANDS", "CalendarEvent", "parse_oncalendar"]
 

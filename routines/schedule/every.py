@@ -28,7 +28,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from routines.schedule_error import ScheduleError
+from routines.schedule.error import ScheduleError
 
 __all__ = ["EXAMPLES", "PARTS_OF_DAY", "Plain", "once_calendar", "resolve_every", "resolve_plain"]
 

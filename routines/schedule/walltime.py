@@ -20,7 +20,7 @@ from __future__ import annotations
 from datetime import UTC, date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
-from routines.pattern import Pattern
+from routines.schedule.pattern import Pattern
 
 __all__ = [
     "count_instants",

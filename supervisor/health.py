@@ -25,8 +25,8 @@ from enum import StrEnum
 from pathlib import Path
 
 from routines.ledger import LedgerUnavailable, Unavailable
+from supervisor.finish import Notification
 from supervisor.owner import FileId, lost_file
-from supervisor.record import Notification
 
 __all__ = ["Ground", "Health", "paused_phrase"]
 

@@ -1,9 +1,9 @@
 """Which wall-clock times a schedule matches: field sets, with no time zone and no DST.
 
-cron (`routines.cron`), OnCalendar (`routines.oncalendar`) and plain language (through cron) all
-compile to a `Pattern`. `routines.walltime` maps its wall times to UTC instants in a zone under the
-DST rule (tests/test_dst.py). Everything here works on naive wall times, so a day without a midnight
-(Asia/Hebron) or a repeated hour is not this module's concern.
+cron (`routines.schedule.cron`), OnCalendar (`routines.schedule.oncalendar`) and plain language
+(through cron) all compile to a `Pattern`. `routines.schedule.walltime` maps its wall times to UTC
+instants in a zone under the DST rule (tests/test_dst.py). Everything here works on naive wall
+times, so a day without a midnight (Asia/Hebron) or a repeated hour is not this module's concern.
 """
 
 from __future__ import annotations

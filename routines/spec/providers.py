@@ -27,9 +27,18 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from routines.checks import Bad, Check, Reader, boolean, found, nearest, positive_number, string
 from routines.safetext import redact_url
-from routines.spec import AgentSpec, BudgetSpec, Route
+from routines.spec.checks import (
+    Bad,
+    Check,
+    Reader,
+    boolean,
+    found,
+    nearest,
+    positive_number,
+    string,
+)
+from routines.spec.routine import AgentSpec, BudgetSpec, Route
 
 __all__ = [
     "BUILTIN_LOCAL",

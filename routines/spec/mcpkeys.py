@@ -12,7 +12,7 @@
     [command]
     mcp = { server = "time", tool = "get_current_time", arguments = { timezone = "UTC" } }
 
-routines.loader calls these with its Reader, so every problem names the file and the key.
+routines.spec.loader calls these with its Reader, so every problem names the file and the key.
 """
 
 from __future__ import annotations
@@ -22,11 +22,11 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from routines.checks import Bad, Check, Reader, found, nearest, nonempty_string, positive_int
-from routines.checks import string_list as _strings
-from routines.grants import CREDENTIAL_KEYS, read_credentials
-from routines.hosts import network_value
-from routines.spec import AgentSpec, CommandSpec, McpCall, McpServer, Tool, ToolKind
+from routines.spec.checks import Bad, Check, Reader, found, nearest, nonempty_string, positive_int
+from routines.spec.checks import string_list as _strings
+from routines.spec.grants import CREDENTIAL_KEYS, read_credentials
+from routines.spec.hosts import network_value
+from routines.spec.routine import AgentSpec, CommandSpec, McpCall, McpServer, Tool, ToolKind
 
 __all__ = [
     "MCP_CALL_KEYS",

@@ -17,10 +17,10 @@ from typing import Any
 from ipc import Proposal, RunReply, reply_json
 from routines.ledger import LedgerError, LedgerUnavailable, iso
 from routines.ledger.api import LedgerAPI
-from routines.outputs import output_day
-from routines.paths import Paths
 from routines.runs import STRIKES, Outcome, RunEnd, RunStatus, Trigger
 from routines.spec import OutputType, Routine
+from routines.spec.outputs import output_day
+from routines.spec.paths import Paths
 from routines.store import (
     deliver_output,
     read_regular,

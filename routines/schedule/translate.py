@@ -4,11 +4,11 @@ systemd needs a start for a repetition (`systemd-analyze calendar` refuses `*:*/
 (`*/30 * * * *` → `*-*-* *:00/30:00`, `0 */6 * * *` → `*-*-* 00/6:00:00`), and cron's day-of-month
 OR day-of-week, which systemd cannot say in one line (it ANDs them), becomes two lines. One more
 correction: `@weekly` is Sunday midnight in cron, but systemd's `weekly` is Monday, so it becomes
-`Sun *-*-* 00:00:00`. Everything cron refuses (`routines.cron`) is refused here with the same
-message, and so is a cron no date matches (`0 0 30 2 *`): its line would be accepted by systemd and
-never elapse. Each translation is accepted by `systemd-analyze calendar` and fires at the instants
-croniter computes (tests/test_translate.py); across a DST change systemd keeps its own rule (see
-`routines.walltime`).
+`Sun *-*-* 00:00:00`. Everything cron refuses (`routines.schedule.cron`) is refused here with the
+same message, and so is a cron no date matches (`0 0 30 2 *`): its line would be accepted by systemd
+and never elapse. Each translation is accepted by `systemd-analyze calendar` and fires at the
+instants croniter computes (tests/test_translate.py); across a DST change systemd keeps its own rule
+(see `routines.schedule.walltime`).
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from __future__ import annotations
 import itertools
 from datetime import date
 
-from routines.cron import CronExpr, parse_cron
-from routines.pattern import MIN_YEAR, runs
-from routines.schedule_error import never_fires
+from routines.schedule.cron import CronExpr, parse_cron
+from routines.schedule.error import never_fires
+from routines.schedule.pattern import MIN_YEAR, runs
 
 __all__ = ["translate", "translate_cron"]
 

@@ -1,7 +1,7 @@
 """Typed checks for TOML tables, and the problems they report.
 
-Shared by routine files (`routines.loader`) and config.toml (`routines.config`): every problem
-names the file, the table and key, what was expected and what was found.
+Shared by routine files (`routines.spec.loader`) and config.toml (`routines.spec.config`): every
+problem names the file, the table and key, what was expected and what was found.
 """
 
 from __future__ import annotations

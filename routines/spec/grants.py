@@ -1,6 +1,6 @@
 """`[[agent.credentials]]` / `[[command.credentials]]`: a credential file or folder granted
-to a routine's sandbox, bound to the hosts it may be sent to (routines.loader reads them
-with these checks; routines.never.credential_problem decides which paths may be granted).
+to a routine's sandbox, bound to the hosts it may be sent to (routines.spec.loader reads them
+with these checks; routines.spec.never.credential_problem decides which paths may be granted).
 
     [[command.credentials]]
     path = "~/.config/gh"
@@ -14,9 +14,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from routines.checks import Bad, Check, Reader, found, nearest, nonempty_string
-from routines.hosts import network_value
-from routines.spec import Credential
+from routines.spec.checks import Bad, Check, Reader, found, nearest, nonempty_string
+from routines.spec.hosts import network_value
+from routines.spec.routine import Credential
 
 __all__ = ["CREDENTIAL_KEYS", "read_credentials"]
 
@@ -53,8 +53,8 @@ def read_credentials(
     entries = t.get("credentials", [])
     if not entries:
         return ()
-    from routines.never import credential_problem
-    from routines.paths import paths
+    from routines.spec.never import credential_problem
+    from routines.spec.paths import paths
 
     home = os.path.realpath(Path.home())
     vinos_home = os.path.realpath(paths().home)

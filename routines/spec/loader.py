@@ -11,7 +11,6 @@ silently remove the budget. All problems of a file are collected, not just the f
 from __future__ import annotations
 
 import os
-import stat
 import tomllib
 import zoneinfo
 from collections.abc import Mapping, Sequence
@@ -19,8 +18,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from routines import mcpkeys
-from routines.checks import (
+from routines.schedule.tz import machine_timezone
+from routines.spec import mcpkeys
+from routines.spec.checks import (
     Bad,
     Check,
     Problem,
@@ -43,10 +43,11 @@ from routines.checks import (
     string_list,
     table_value,
 )
-from routines.grants import CREDENTIAL_KEYS, read_credentials
-from routines.hosts import network_value
-from routines.providers import ProviderSettings, unknown_route
-from routines.routekeys import (
+from routines.spec.grants import CREDENTIAL_KEYS, read_credentials
+from routines.spec.hosts import network_value
+from routines.spec.providers import ProviderSettings, unknown_route
+from routines.spec.readfile import read_routine_file
+from routines.spec.routekeys import (
     Declared,
     leg_checks,
     named_route,
@@ -54,7 +55,7 @@ from routines.routekeys import (
     provider_name,
     route_value,
 )
-from routines.spec import (
+from routines.spec.routine import (
     ACTION_NAME_RE,
     NAME_RE,
     RESERVED_NAMES,
@@ -76,28 +77,14 @@ from routines.spec import (
     Tool,
     ToolKind,
 )
-from routines.tz import machine_timezone
 
 __all__ = [
-    "MAX_ROUTINE_FILE",
     "Problem",
     "RoutineInvalid",
     "load_file",
     "load_text",
     "parse_duration",
-    "read_routine_file",
 ]
-
-# A routine file is a page of TOML; past this it is a mistake or an attack (a symlink to a
-# 1 GiB file once took the daemon to 2.1 GB and froze it for 3.5 s), refused before reading.
-MAX_ROUTINE_FILE = 256 * 1024
-_KINDS = (
-    (stat.S_ISDIR, "a directory"),
-    (stat.S_ISFIFO, "a FIFO"),
-    (stat.S_ISCHR, "a character device"),
-    (stat.S_ISBLK, "a block device"),
-    (stat.S_ISSOCK, "a socket"),
-)
 
 
 def _tables(example: str) -> Check:
@@ -207,58 +194,6 @@ def load_file(path: Path, origin: Origin = Origin.USER) -> Routine:
     return load_text(text, path, origin)
 
 
-def _not_regular(path: Path, mode: int) -> RoutineInvalid:
-    kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
-    return RoutineInvalid(
-        [Problem(str(path), "", f"expected a regular file, found {kind}; nothing was read")]
-    )
-
-
-def read_routine_file(path: Path) -> bytes:
-    """The bytes of a routine file, read only if it is a regular file of at most
-    MAX_ROUTINE_FILE bytes; RoutineInvalid (naming what was found) otherwise.
-
-    A symlinked routine file is allowed (a dotfiles manager links them); what it points to
-    is checked. The open is O_NONBLOCK, so a FIFO swapped in after the stat cannot hang the
-    scan, and the checks are made again on what was opened.
-    """
-    try:
-        st = os.stat(path)  # before opening: opening some devices has side effects
-        if not stat.S_ISREG(st.st_mode):
-            raise _not_regular(path, st.st_mode)
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError as exc:
-        raise RoutineInvalid([Problem(str(path), "", f"cannot read: {exc.strerror}")]) from exc
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise _not_regular(path, st.st_mode)
-        size = st.st_size
-        chunks: list[bytes] = []
-        if size <= MAX_ROUTINE_FILE:
-            got = 0
-            while got <= MAX_ROUTINE_FILE and (chunk := os.read(fd, 1 << 16)):
-                chunks.append(chunk)
-                got += len(chunk)
-            size = max(size, got)  # it may have grown since the fstat
-    except OSError as exc:
-        raise RoutineInvalid([Problem(str(path), "", f"cannot read: {exc.strerror}")]) from exc
-    finally:
-        os.close(fd)
-    if size > MAX_ROUTINE_FILE:
-        raise RoutineInvalid(
-            [
-                Problem(
-                    str(path),
-                    "",
-                    f"the file is {size:,} bytes; a routine file may be at most "
-                    f"{MAX_ROUTINE_FILE:,} bytes (256 KB), so it was not read",
-                )
-            ]
-        )
-    return b"".join(chunks)
-
-
 def load_text(
     text: str,
     path: Path,
@@ -361,8 +296,8 @@ def _never_checks(
                 reads.append((f"[agent].tools[{i}]", entry[5:]))
     if not homes and not reads:
         return  # nothing to check: spare `list` the never-list's realpath per entry
-    from routines.never import home_problem, never_paths, read_problem
-    from routines.paths import paths
+    from routines.spec.never import home_problem, never_paths, read_problem
+    from routines.spec.paths import paths
 
     home = os.path.realpath(Path.home())
     p = paths()
@@ -629,7 +564,7 @@ def _budget(r: Reader, doc: Mapping[str, Any], kind: Kind) -> BudgetSpec:
         raw = {}
     agent = doc.get("agent") if isinstance(doc.get("agent"), dict) else None
     # A declared provider's route may be local too, which only config.toml says: a paid one
-    # without a budget is warned about by routines.providers.check_agent.
+    # without a budget is warned about by routines.spec.providers.check_agent.
     route = agent.get("route", "auto") if agent is not None else "auto"
     ollama_only = agent is not None and route not in ("auto", "anthropic")
     # A max_dollars_per_day that is present but invalid is an error already, not "no budget".

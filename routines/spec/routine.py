@@ -1,6 +1,6 @@
 """The routine, as typed immutable objects: what a TOML file in the registry means.
 
-`routines.loader` turns TOML text into these (strictly validated); everything else in the
+`routines.spec.loader` turns TOML text into these (strictly validated); everything else in the
 project reads them and never the raw TOML.
 """
 
@@ -157,8 +157,8 @@ class Credential:
     the routine's own host list). The path is never read by vinos-routine itself, so its
     contents reach no ledger row and no log line."""
 
-    path: str  # `~/...`, checked by routines.never.credential_problem
-    hosts: tuple[str, ...]  # host names, as in a `network` list (routines/hosts.py)
+    path: str  # `~/...`, checked by routines.spec.never.credential_problem
+    hosts: tuple[str, ...]  # host names, as in a `network` list (routines/spec/hosts.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,7 +166,7 @@ class McpServer:
     """One `[[agent.mcp]]` (or `[[command.mcp_servers]]`): an MCP server started over stdio in
     the routine's sandbox, with its own `home` and network, at the run's first use of it."""
 
-    name: str  # routines.mcpkeys.SERVER_NAME_RE
+    name: str  # routines.spec.mcpkeys.SERVER_NAME_RE
     command: tuple[str, ...]  # an argv, never a shell string; a leading `~/` is the home
     home: tuple[str, ...] = ()  # `~/...` paths the server sees, read-only
     network: bool | tuple[str, ...] = False  # False or host names (never true)
@@ -199,7 +199,7 @@ class Action:
     name: str
     run: str
     description: str = ""
-    network: bool | tuple[str, ...] = False  # as for shell tools (routines/hosts.py)
+    network: bool | tuple[str, ...] = False  # as for shell tools (routines/spec/hosts.py)
     home: tuple[str, ...] = ()  # `~/...` paths the command sees, read-only
 
 
@@ -213,7 +213,7 @@ class AgentSpec:
     memory: Memory = Memory.SESSION
     tags: tuple[str, ...] = ()
     local_context_tokens: int = 4096
-    network: bool | tuple[str, ...] = False  # a tuple: only those hosts (routines/hosts.py)
+    network: bool | tuple[str, ...] = False  # a tuple: only those hosts (routines/spec/hosts.py)
     home: tuple[str, ...] = ()  # `~/...` paths its shell tools see, read-only
     shell_timeout_sec: int = 30
     run_timeout_sec: int = 600
@@ -250,7 +250,7 @@ class AgentSpec:
 class CommandSpec:
     run: str  # "" when `mcp` is the command
     timeout_sec: int = 600
-    network: bool | tuple[str, ...] = False  # a tuple: only those hosts (routines/hosts.py)
+    network: bool | tuple[str, ...] = False  # a tuple: only those hosts (routines/spec/hosts.py)
     home: tuple[str, ...] = ()  # `~/...` paths the command sees, read-only
     credentials: tuple[Credential, ...] = ()
     mcp: McpCall | None = None  # instead of `run`: one MCP tool call

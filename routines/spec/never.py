@@ -3,7 +3,7 @@ may show a shell tool (`home = [...]`) or read (`read:` globs), whatever it decl
 folders too broad to declare at all; and the one way a credential reaches a sandbox, a grant
 bound to hosts (`[[agent.credentials]]`, checked by `credential_problem`).
 
-Pure functions over paths: `routines.loader` refuses a routine that declares one,
+Pure functions over paths: `routines.spec.loader` refuses a routine that declares one,
 `worker/` passes the expanded list to the sandbox (masks under a declared parent) and to the
 read tool (a resolved path under one is refused at run time). config.toml's `[sandbox].never`
 adds paths; `~/.vinos` (and VINOS_HOME wherever it is) is always on it, except the routine's

@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable
 
-from routines.pattern import ALL_MONTHS, MAX_YEAR, Pattern, runs
+from routines.schedule.pattern import ALL_MONTHS, MAX_YEAR, Pattern, runs
 
 __all__ = ["describe", "format_time", "ordinal"]
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import ipaddress
 import re
 
-from routines.checks import Bad
+from routines.spec.checks import Bad
 
 __all__ = ["host_problem", "network_value"]
 

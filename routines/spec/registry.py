@@ -16,10 +16,10 @@ import stat
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from routines.checks import Problem, RoutineInvalid
-from routines.loader import load_file
-from routines.paths import Paths
-from routines.spec import Origin, Routine
+from routines.spec.checks import Problem, RoutineInvalid
+from routines.spec.loader import load_file
+from routines.spec.paths import Paths
+from routines.spec.routine import Origin, Routine
 
 __all__ = ["Entry", "Registry", "scan"]
 

@@ -1,5 +1,6 @@
-"""Fixtures for the CLI tests: `cli` runs the real CLI as a subprocess, `on_pty` on a
-pseudo-terminal (see cli_helpers.py)."""
+"""Fixtures for the CLI tests: `cli` runs the real CLI's entry point in-process
+(tests/cli/inprocess.py; `cli.spawn` as a subprocess), `on_pty` on a pseudo-terminal
+(see cli_helpers.py)."""
 
 from __future__ import annotations
 

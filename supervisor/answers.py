@@ -108,12 +108,17 @@ def _known_fire(daemon: Daemon, name: str, routine: Any, now: datetime) -> datet
 
 
 def _run(verb: str, ns: SimpleNamespace) -> int:
+    # The views the CLI prints through, so both print the same bytes.
     if verb == "list":
-        from supervisor.commands.listing import run
-    elif verb == "status":
+        from supervisor.views import listing
+
+        return listing.show(ns.json)
+    if verb == "history":
+        from supervisor.views import history
+
+        return history.show(ns.name, ns.n, ns.json)
+    if verb == "status":
         from supervisor.commands.status import run
-    elif verb == "history":
-        from supervisor.commands.history import run
     else:
         from supervisor.commands.cost import run
     code: int = run(ns)  # type: ignore[arg-type]

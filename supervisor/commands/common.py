@@ -12,6 +12,7 @@ from typing import Any
 from routines.paths import Paths, paths
 from routines.registry import Entry, Registry
 from routines.spec import Routine
+from supervisor.present import die
 
 __all__ = [
     "add_parser",
@@ -35,13 +36,6 @@ def add_parser(sub: Any, name: str, help: str, example: str, **kw: Any) -> argpa
         **kw,
     )
     return parser
-
-
-def die(message: str, code: int = 1) -> int:
-    """Print an error (after what stdout holds, so a piped `2>&1` reads in order); the code."""
-    sys.stdout.flush()
-    print(f"vinos-routine: {message}", file=sys.stderr)
-    return code
 
 
 def silence_stdout() -> None:

@@ -15,9 +15,11 @@ from supervisor.spawn import UsageTotals, WorkerOutcome
 T0 = datetime(2026, 12, 2, 9, 0, tzinfo=UTC)
 
 
-def worker(status: RunStatus = RunStatus.OK, **kw: object) -> WorkerOutcome:
-    result = Result(status=status, outcome=Outcome.DONE, summary="did it", route="anthropic",
-                    model="m-1", tool_calls=2, tools_used=["shell"], **kw)  # type: ignore[arg-type]  # fmt: skip
+def worker(status: RunStatus = RunStatus.OK, notify: str | None = None) -> WorkerOutcome:
+    result = Result(
+        status=status, outcome=Outcome.DONE, summary="did it", route="anthropic", model="m-1",
+        tool_calls=2, tools_used=["shell"], notify=notify,
+    )  # fmt: skip
     return WorkerOutcome(
         result, 0, UsageTotals(input=10, output=5, local_input=3, dollars=0.1234567)
     )

@@ -368,7 +368,7 @@ FILES = {
 
 def render() -> dict[str, str]:
     """Each completion file's name and text."""
-    from supervisor.cli import build_parser
+    from supervisor.cli.main import build_parser
 
     root = _node(build_parser(), [PROG], "")
     return {

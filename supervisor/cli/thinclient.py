@@ -1,6 +1,6 @@
 """`vinos-routine`'s entry point: `list`, `status`, `history` and `cost` asked of the daemon
 when one is up, before anything else is imported; every other command, and these whenever
-the daemon cannot answer, go to supervisor/cli.py as before.
+the daemon cannot answer, go to supervisor/cli/main.py as before.
 
 This module's start-up is the whole cost of a thin `list`: it imports only what Python has
 loaded at start anyway, plus `_socket` and `json` (no argparse, TOML, SQLite, dataclasses,
@@ -258,12 +258,12 @@ def main() -> int:
     """Entry point of the `vinos-routine` console script."""
     argv = sys.argv[1:]
     if argv in (["status", "--waybar", "--follow"], ["status", "--follow", "--waybar"]):
-        from supervisor.waybarfollow import follow
+        from supervisor.cli.waybarfollow import follow
 
         return follow()
     code = thin(argv)
     if code is not None:
         return code
-    from supervisor.cli import main as full
+    from supervisor.cli.main import main as full
 
     return full(argv)

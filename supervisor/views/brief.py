@@ -4,7 +4,7 @@
 `heading`, `pending_text`, `list_cells`, `json_value` and `render` build what `brief` shows
 from that data alone (tests/supervisor/test_views.py). An output's text is read through the
 `read` each takes, `read_output` by default, never through a symlink. Marking what was shown
-seen and opening a pager stay in the command (supervisor/commands/brief.py).
+seen and opening a pager stay in the command (supervisor/cli/commands/brief.py).
 """
 
 from __future__ import annotations

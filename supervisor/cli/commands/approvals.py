@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from supervisor.commands.common import add_parser, die
+from supervisor.cli.commands.common import add_parser, die
 
 __all__ = ["fresh_waiting", "register", "reminder"]
 

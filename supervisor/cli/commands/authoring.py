@@ -168,8 +168,7 @@ def ensure_disabled(p: Paths, name: str, file_enabled: bool) -> None:
 
 def reload_daemon(p: Paths) -> str:
     """Ask a running daemon to re-read the files; a line saying what happened."""
-    from supervisor.client import DaemonError
-    from supervisor.commands.common import try_daemon
+    from supervisor.client import DaemonError, try_daemon
 
     client = try_daemon(p)
     if client is None:
@@ -186,7 +185,7 @@ def report_saved(p: Paths, routine: Routine, target: Path, verb: str) -> None:
     """After a save: where it went, when it runs, and what to do next."""
     from contextlib import closing
 
-    from supervisor.commands.capabilities import next_run_text, schedule_text
+    from supervisor.cli.commands.capabilities import next_run_text, schedule_text
     from supervisor.fleetview import cli_ledger
     from supervisor.present import color, use_color, visible
 

@@ -17,7 +17,7 @@ import sys
 from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from supervisor.commands.common import add_parser, die
+from supervisor.cli.commands.common import add_parser, die
 from supervisor.seen import UNSEEN_DAYS
 
 if TYPE_CHECKING:
@@ -111,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
 def _waiting(p: Paths) -> list[Any]:
     """The proposals waiting for a decision (expired and invalidated ones marked first)."""
     from routines.ledger import Ledger
-    from supervisor.commands.approvals import fresh_waiting
+    from supervisor.cli.commands.approvals import fresh_waiting
 
     if not p.ledger.exists():
         return []

@@ -5,8 +5,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
-from pathlib import Path
 from typing import Any
 
 from routines.paths import Paths, paths
@@ -16,12 +14,10 @@ from supervisor.present import die
 
 __all__ = [
     "add_parser",
-    "daemon_locks",
     "die",
     "find_entry",
     "ledger_gone_beside_daemon",
     "silence_stdout",
-    "try_daemon",
 ]
 
 
@@ -79,11 +75,6 @@ def find_routine(name: str, p: Paths, *, fix: str = "; fix it first") -> tuple[E
     return entry, entry.routine
 
 
-def daemon_locks(p: Paths) -> tuple[Path, ...]:
-    """The lock files a running daemon holds (supervisor/daemon.py acquire_locks)."""
-    return (p.daemon_lock, p.state_dir / ".daemon.lock")
-
-
 def ledger_gone_beside_daemon(p: Paths) -> str | None:
     """Why this command must not open the ledger: it is missing while a daemon holds its
     lock (the state dir was deleted under it). Opening it would create a second, empty ledger
@@ -99,7 +90,7 @@ def ledger_gone_beside_daemon(p: Paths) -> str | None:
 
     if config_or_default(p).fleet is not None:
         return None
-    from supervisor.client import lock_holder  # only now: the socket client costs ~10 ms
+    from supervisor.client import daemon_locks, lock_holder  # only now: it costs ~10 ms
 
     holder = lock_holder(daemon_locks(p))
     if holder is None:
@@ -110,32 +101,3 @@ def ledger_gone_beside_daemon(p: Paths) -> str | None:
         "moved, or restart the daemon (systemctl --user restart vinos-routined): it then "
         "uses the ledger in place, or starts a new one"
     )
-
-
-def try_daemon(p: Paths | None = None) -> Any:
-    """A connected control client, or None when no daemon is running (no socket, or nobody listening
-    and no lock held). Raises DaemonUnresponsive when a daemon holds its lock but does not answer:
-    then the caller must not act as if it were alone
-    (test_reliability_flood.py::test_a_daemon_holding_its_lock_but_silent_is_never_not_running)."""
-    from supervisor.client import DaemonNotRunning, DaemonUnresponsive, connect, lock_holder
-    from supervisor.source import LocalClient, current
-
-    if (src := current()) is not None:  # the daemon itself runs this command
-        return LocalClient(src)
-    from supervisor.client import CONNECT_TIMEOUT_SEC
-
-    p = p or paths()
-    deadline = time.monotonic() + CONNECT_TIMEOUT_SEC
-    while True:
-        try:
-            return connect(p.control_socket)
-        except DaemonNotRunning as exc:
-            holder = lock_holder(daemon_locks(p))
-            if holder is None:
-                return None
-            # A daemon holds its lock before its socket listens (the ledger opens first):
-            # `systemctl --user start` then `status` waits for it instead of calling a
-            # starting daemon hung (test_client_starting.py::test_a_starting_daemon_is_waited_for).
-            if not exc.absent or time.monotonic() >= deadline:
-                raise DaemonUnresponsive(p.control_socket, holder or None, exc.why) from None
-        time.sleep(0.1)

@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from supervisor.commands.common import add_parser, die
+from supervisor.cli.commands.common import add_parser, die
 
 if TYPE_CHECKING:
     from routines.paths import Paths
@@ -77,7 +77,7 @@ def scaffold(text: str, name: str, source: str) -> str:
 
 def _source_text(source: str, name: str) -> str:
     """The TOML to start from; LookupError names what exists."""
-    from supervisor.commands.common import NoSuchRoutine, find_entry
+    from supervisor.cli.commands.common import NoSuchRoutine, find_entry
 
     text = _starter_text(source)
     if text is None:
@@ -94,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
     from routines.paths import paths
     from routines.registry import scan
     from routines.spec import NAME_RE, RESERVED_NAMES
-    from supervisor.commands.authoring import EditorMissing, edit_until_valid, validate_text
+    from supervisor.cli.commands.authoring import EditorMissing, edit_until_valid, validate_text
     from supervisor.present import interactive, visible
 
     name: str = args.name
@@ -147,7 +147,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _save(p: Paths, target: Path, name: str, text: str, copied: bool = False) -> int:
-    from supervisor.commands.authoring import (
+    from supervisor.cli.commands.authoring import (
         ChangedMeanwhile,
         ensure_disabled,
         report_saved,
@@ -163,7 +163,7 @@ def _save(p: Paths, target: Path, name: str, text: str, copied: bool = False) ->
         return die(f"{target} appeared while you were editing; your draft was not saved over it")
     report_saved(p, routine, target, "created")
     if copied:  # --from: someone else's routine, so say what it may do
-        from supervisor.commands.capabilities import card, card_lines
+        from supervisor.cli.commands.capabilities import card, card_lines
         from supervisor.present import use_color
 
         for line in card_lines(card(routine), use_color()):

@@ -9,7 +9,7 @@ import os
 import sys
 from typing import Any
 
-from supervisor.commands.common import add_parser
+from supervisor.cli.commands.common import add_parser
 
 __all__ = ["register"]
 

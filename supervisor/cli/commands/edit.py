@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from supervisor.commands.common import add_parser, die
+from supervisor.cli.commands.common import add_parser, die
 
 __all__ = ["register"]
 
@@ -29,14 +29,14 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from routines.paths import paths
     from routines.spec import Origin
-    from supervisor.commands.authoring import (
+    from supervisor.cli.commands.authoring import (
         ChangedMeanwhile,
         EditorMissing,
         edit_until_valid,
         report_saved,
         save_routine,
     )
-    from supervisor.commands.common import NoSuchRoutine, find_entry
+    from supervisor.cli.commands.common import NoSuchRoutine, find_entry
     from supervisor.present import interactive
 
     p = paths()

@@ -11,7 +11,7 @@ import argparse
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from supervisor.commands.common import NoSuchRoutine, add_parser, die, find_routine
+from supervisor.cli.commands.common import NoSuchRoutine, add_parser, die, find_routine
 
 if TYPE_CHECKING:
     from routines.spec import Routine
@@ -35,8 +35,7 @@ def run(args: argparse.Namespace) -> int:
 
     from routines.paths import paths
     from routines.schedule import compile_schedule
-    from supervisor.client import DaemonError
-    from supervisor.commands.common import try_daemon
+    from supervisor.client import DaemonError, try_daemon
     from supervisor.fleetview import cli_ledger
     from supervisor.present import when
     from supervisor.toggle import set_enabled
@@ -86,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _print_card(routine: Routine) -> None:
     """What it may do, shown as it starts running on its own."""
-    from supervisor.commands.capabilities import card, card_lines
+    from supervisor.cli.commands.capabilities import card, card_lines
     from supervisor.present import use_color
 
     for line in card_lines(card(routine), use_color()):

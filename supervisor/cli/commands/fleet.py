@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from supervisor.commands.common import add_parser, die
+from supervisor.cli.commands.common import add_parser, die
 
 __all__ = ["register"]
 
@@ -132,7 +132,7 @@ def join(args: argparse.Namespace) -> int:
     from routines.fleetjoin import join as copy_in
     from routines.ledger import Ledger
     from routines.paths import paths
-    from supervisor.commands.common import try_daemon
+    from supervisor.client import try_daemon
     from supervisor.fleet import boot_id, pid_alive
     from supervisor.owner import version
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from supervisor.commands.common import add_parser, die
+from supervisor.cli.commands.common import add_parser, die
 
 if TYPE_CHECKING:
     from routines.paths import Paths
@@ -85,7 +85,7 @@ def resolve(source: str, gallery_url: str) -> Source:
 
 
 def _read_file(path: Path) -> bytes:
-    from supervisor.commands.fetch import MAX_BYTES, FetchError
+    from supervisor.cli.commands.fetch import MAX_BYTES, FetchError
 
     try:
         with path.open("rb") as f:
@@ -124,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
     from routines.config import ConfigInvalid, load_config
     from routines.paths import paths
     from routines.spec import NAME_RE
-    from supervisor.commands.fetch import FetchError, fetch
+    from supervisor.cli.commands.fetch import FetchError, fetch
 
     p = paths()
     try:
@@ -183,7 +183,7 @@ def run(args: argparse.Namespace) -> int:
 def _consent(routine: Routine) -> int | None:
     """None to go on; an exit code when a routine that reads and reaches the network was not
     agreed to (asked on a terminal; without one, --yes is the only way)."""
-    from supervisor.commands.capabilities import needs_consent
+    from supervisor.cli.commands.capabilities import needs_consent
     from supervisor.present import ask_yes, interactive
 
     if not needs_consent(routine):
@@ -220,7 +220,7 @@ def _collision(p: Paths, name: str, target: Path, force: bool) -> str | None:
 
 
 def _show(routine: Routine, source: Source, data: bytes) -> None:
-    from supervisor.commands.capabilities import capabilities
+    from supervisor.cli.commands.capabilities import capabilities
     from supervisor.present import color, use_color, visible
 
     c = use_color()
@@ -244,7 +244,7 @@ def _show(routine: Routine, source: Source, data: bytes) -> None:
 
 def _install(p: Paths, routine: Routine, target: Path, data: bytes, enable: bool) -> int:
     from routines.store import write_atomic
-    from supervisor.commands.authoring import ensure_disabled, reload_daemon
+    from supervisor.cli.commands.authoring import ensure_disabled, reload_daemon
 
     ensure_disabled(p, routine.name, routine.enabled)
     try:
@@ -256,7 +256,7 @@ def _install(p: Paths, routine: Routine, target: Path, data: bytes, enable: bool
         return die(f"cannot write {target}: {exc.strerror or exc}")
     print(f"installed {routine.name}: {target}")
     if enable:
-        from supervisor.commands import enable as enable_cmd
+        from supervisor.cli.commands import enable as enable_cmd
 
         # The card is on the screen already, just above.
         return enable_cmd.run(argparse.Namespace(name=routine.name, on=True, card=False))

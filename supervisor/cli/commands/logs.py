@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from supervisor.commands.common import NoSuchRoutine, add_parser, die, find_entry
+from supervisor.cli.commands.common import NoSuchRoutine, add_parser, die, find_entry
 
 __all__ = ["register"]
 

@@ -1,4 +1,4 @@
-"""`vinos-routine mcp`: serve routines to another agent over stdio (supervisor/mcpserve.py)."""
+"""`vinos-routine mcp`: serve routines to another agent over stdio (supervisor/cli/mcpserve.py)."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from supervisor.mcpserve import serve
+    from supervisor.cli.mcpserve import serve
 
     serve()
     return 0

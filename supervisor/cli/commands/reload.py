@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from supervisor.commands.common import add_parser, die
+from supervisor.cli.commands.common import add_parser, die
 
 __all__ = ["register"]
 

@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from supervisor.commands.common import NoSuchRoutine, add_parser, die, find_entry
+from supervisor.cli.commands.common import NoSuchRoutine, add_parser, die, find_entry
 
 __all__ = ["register"]
 
@@ -40,8 +40,7 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from routines.paths import paths
     from routines.spec import Origin
-    from supervisor.client import DaemonError
-    from supervisor.commands.common import try_daemon
+    from supervisor.client import DaemonError, try_daemon
     from supervisor.present import ask_yes, visible
 
     p = paths()

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from supervisor.commands.common import NoSuchRoutine, add_parser, die, find_entry
+from supervisor.cli.commands.common import NoSuchRoutine, add_parser, die, find_entry
 
 __all__ = ["register"]
 
@@ -56,9 +56,9 @@ def run(args: argparse.Namespace) -> int:
     from ipc import Event
     from routines.paths import paths
     from routines.safetext import one_line
-    from supervisor.client import DaemonError
-    from supervisor.commands.common import silence_stdout, try_daemon
-    from supervisor.commands.run import _daemon_up
+    from supervisor.cli.commands.common import silence_stdout
+    from supervisor.cli.commands.run import _daemon_up
+    from supervisor.client import DaemonError, try_daemon
     from supervisor.present import format_event, use_color
     from supervisor.reply import ReplyRefused
 
@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
         return die(refused)
     client = None if args.no_daemon else try_daemon(p)
     if client is None:
-        from supervisor.commands.run import run_here
+        from supervisor.cli.commands.run import run_here
 
         return run_here(
             routine=routine, p=p, show=show, c=c, as_json=args.json, reply=reply, done=_done
@@ -97,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _done(fin: dict[str, Any], as_json: bool, c: bool) -> int:
-    from supervisor.commands.run import _print_result
+    from supervisor.cli.commands.run import _print_result
 
     code = _print_result(fin, as_json, c)
     if not as_json and fin.get("run_id"):

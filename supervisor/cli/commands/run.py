@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from routines.runs import RunStatus
-from supervisor.commands.common import (
+from supervisor.cli.commands.common import (
     NoSuchRoutine,
     add_parser,
     die,
@@ -75,8 +75,7 @@ def _daemon_up(p: Any, name: str) -> str | None:
     """Why `--no-daemon` may not run now: a daemon holds its lock. Never beside a live daemon,
     outside its queue, max_concurrent and overlap rule
     (test_reliability_flood.py::test_a_daemon_holding_its_lock_but_silent_is_never_not_running)."""
-    from supervisor.client import lock_holder
-    from supervisor.commands.common import daemon_locks
+    from supervisor.client import daemon_locks, lock_holder
 
     holder = lock_holder(daemon_locks(p))
     if holder is None:
@@ -90,8 +89,7 @@ def _daemon_up(p: Any, name: str) -> str | None:
 def run(args: argparse.Namespace) -> int:
     from ipc import Event
     from routines.paths import paths
-    from supervisor.client import DaemonError
-    from supervisor.commands.common import try_daemon
+    from supervisor.client import DaemonError, try_daemon
     from supervisor.present import format_event, use_color
 
     p = paths()

@@ -123,7 +123,7 @@ def _routine_schedule(word: str) -> Any:
     a str when there is no such routine or its file is invalid; None when it is no name."""
     from routines.paths import paths
     from routines.spec import NAME_RE
-    from supervisor.commands.common import InvalidRoutine, NoSuchRoutine, find_routine
+    from supervisor.cli.commands.common import InvalidRoutine, NoSuchRoutine, find_routine
 
     if not NAME_RE.fullmatch(word):
         return None

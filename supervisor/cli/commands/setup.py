@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from supervisor.commands.common import add_parser
+from supervisor.cli.commands.common import add_parser
 
 __all__ = ["register"]
 
@@ -74,7 +74,7 @@ def _package_unit(home: Path, env: dict[str, str]) -> tuple[Path | None, str | N
 
 
 def _completion(shell: str, home: Path, env: dict[str, str]) -> tuple[Path, str] | None:
-    from supervisor.completions import FILES, render
+    from supervisor.cli.completions import FILES, render
 
     data = Path(env.get("XDG_DATA_HOME") or home / ".local/share")
     config = Path(env.get("XDG_CONFIG_HOME") or home / ".config")

@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from supervisor.commands.common import NoSuchRoutine, add_parser, die, find_routine
+from supervisor.cli.commands.common import NoSuchRoutine, add_parser, die, find_routine
 
 __all__ = ["register"]
 

@@ -1,13 +1,13 @@
-"""`vinos-routine status`: is the daemon up, what runs, what waits, what comes next."""
+"""`vinos-routine status`: is the daemon up, what runs, what waits, what comes next.
+
+What it gathers and prints is supervisor/views/status.py, which the daemon runs too."""
 
 from __future__ import annotations
 
 import argparse
-import sys
-from datetime import UTC, datetime
 from typing import Any
 
-from supervisor.commands.common import add_parser
+from supervisor.cli.commands.common import add_parser
 
 __all__ = ["register"]
 
@@ -36,139 +36,12 @@ def register(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
-def waybar() -> int:
-    """One line of JSON for waybar, from the files and the ledger (never the daemon: a bar
-    that polls must not wait on it). An error is shown in the bar, with exit status 0,
-    because waybar hides a module whose command fails."""
-    import orjson
-
-    from supervisor.waybar import waybar_error, waybar_json
-
-    try:
-        from contextlib import closing
-        from zoneinfo import ZoneInfo
-
-        from routines.paths import paths
-        from routines.tz import machine_timezone
-        from supervisor.fleetview import cli_ledger
-        from supervisor.overview import collect
-        from supervisor.seen import unseen_count
-
-        now = datetime.now(UTC)
-        lines = collect(now)
-        zone = ZoneInfo(machine_timezone())
-        p = paths()
-        day = now.astimezone(zone).date()
-        from routines.ledger import Ledger
-        from routines.proposals import waiting_count
-
-        with closing(cli_ledger(p)) as ledger:
-            today = ledger.dollars_by_day([day], zone)
-        # Proposals are kept in this machine's own ledger file, on a fleet too.
-        pending = 0
-        if p.ledger.exists():
-            with Ledger(p.ledger) as local:
-                pending = waiting_count(local, now)
-        unseen = unseen_count(p.state_dir, {ln.name for ln in lines if ln.open_on_login}, day)
-        value = waybar_json(lines, sum(today.values()), now, unseen, pending)
-    except Exception as exc:  # the bar shows any failure rather than going blank
-        value = waybar_error(str(exc) or type(exc).__name__)
-    sys.stdout.buffer.write(orjson.dumps(value) + b"\n")
-    sys.stdout.flush()
-    return 0
-
-
-def gather() -> dict[str, Any]:
-    """The status from the daemon when it is up, else from the files and the ledger: the
-    same shape (ipc.StatusReply) either way."""
-    from routines.paths import paths
-    from supervisor.client import DaemonError
-    from supervisor.commands.common import try_daemon
-
-    p = paths()
-    client = try_daemon(p)
-    if client is not None:
-        with client:
-            try:
-                result: dict[str, Any] = client.request("status")
-                return result
-            except DaemonError:
-                pass
-    from supervisor.overview import collect, offline_status
-
-    return offline_status(collect())
-
-
 def run(args: argparse.Namespace) -> int:
     if getattr(args, "follow", False):
-        from supervisor.commands.common import die
-        from supervisor.waybarfollow import follow
+        from supervisor.cli.commands.common import die
+        from supervisor.cli.waybarfollow import follow
 
         return follow() if args.waybar else die("--follow goes with --waybar", 2)
-    if args.waybar:
-        return waybar()
-    from routines.safetext import one_line
-    from supervisor.present import color, print_json, use_color, when
+    from supervisor.views.status import show
 
-    st = gather()
-    st["problems"] = _problems(st)
-    if args.json:
-        print_json(st)
-        return 0
-    c = use_color()
-    now = datetime.now(UTC)
-    if st["daemon"]:
-        print(f"daemon: {color('running', 'green', c)} (pid {st['pid']}) · {st['status']}")
-    else:
-        from supervisor.userunits import start_hint
-
-        print(f"daemon: {color('not running', 'yellow', c)}; {start_hint()}")
-    print(f"routines: {st['routines']} ({st['enabled']} enabled)")
-    for r in st["running"]:
-        since = f" since {r['started_at'][11:19]}" if r.get("started_at") else ""
-        print(f"  running  {one_line(r['routine'])}{since}")
-    for r in st["queued"]:
-        print(f"  queued   {one_line(r['routine'])}")
-    for item in st["next"][:5]:
-        at = datetime.fromisoformat(item["at"])
-        print(f"  next     {one_line(item['routine'])} {when(at, now)}")
-    stale = set(st.get("stale", []))
-    for name in st["invalid"]:
-        still = "; its last good version still runs" if name in stale else ""
-        line = f"  invalid  {one_line(name)}{still} (see 'vinos-routine validate')"
-        print(color(line, "yellow", c))
-    for problem in st["problems"]:
-        print(color(f"  problem  {one_line(problem)}", "red", c))
-    return 0
-
-
-def _problems(st: dict[str, Any]) -> list[str]:
-    """What keeps enabled routines from working here (key, Ollama, bwrap), with the fix."""
-    from contextlib import closing
-
-    from routines.config import ConfigInvalid, load_config
-    from routines.ledger import LedgerError, is_enabled
-    from routines.paths import paths
-    from supervisor.commands.hostcheck import problems
-    from supervisor.fleetview import cli_ledger
-    from supervisor.source import scan
-
-    p = paths()
-    try:
-        config = load_config(p.config_file)
-    except ConfigInvalid as exc:
-        return [f"{p.config_file} is invalid: {exc}"]
-    registry = scan(p)
-    try:
-        with closing(cli_ledger(p)) as ledger:
-            states = ledger.states()
-    except LedgerError:
-        if not st.get("daemon"):
-            raise
-        # A fleet's database away: the daemon's answer says so (paused), and is what this
-        # prints; the routines' own `enabled` stands in for their states meanwhile
-        # (tests/fleet/test_fleet_cli.py, a fresh fleet machine).
-        states = {}
-    enabled = [r for r in registry.routines() if is_enabled(states, r.name, r.enabled)]
-    pid = st.get("pid") if st.get("daemon") else None
-    return problems(p, enabled, config.ollama_url, pid, config.providers)
+    return show(args.json, args.waybar)

@@ -177,7 +177,7 @@ def _check(
 
 
 def _card(routine: Any) -> dict[str, Any]:
-    from supervisor.commands.capabilities import card, card_lines
+    from supervisor.cli.commands.capabilities import card, card_lines
 
     lines = card(routine)
     # Printed only when there is something to review: "OK" alone stays the whole answer for

@@ -1,6 +1,6 @@
-"""The read commands' views as data: the rows `history`, `list` and `brief` build from their
-inputs alone (no ledger, no files, no process), and the text their renderers make of them.
-tests/cli pins the same output end to end; here each decision has its own small case."""
+"""The read commands' views as data: the rows `history`, `list`, `brief`, `status` and `cost`
+build from their inputs alone (no ledger, no files, no process), and the text their renderers
+make of them. tests/cli pins the same output end to end; here each decision has its own case."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from routines.proposals import Proposal, ProposalState
 from routines.rundays import COUNTERS, DaySummary
 from routines.runs import Outcome, RunStatus, Trigger
 from supervisor.overview import RoutineRow
-from supervisor.views import brief, history, listing
+from supervisor.views import brief, cost, history, listing
+from supervisor.views import status as status_view
 
 RED, GREEN, YELLOW, RESET = "\033[31m", "\033[32m", "\033[33m", "\033[0m"
 
@@ -287,3 +288,77 @@ def test_the_pending_text_gives_the_commands_that_decide_each_proposal() -> None
         "  #3 news · send-reply: Reply to Bob\n"
         "      vinos-routine approve 3   ·   vinos-routine deny 3\n\n"
     )
+
+
+# --- status
+
+
+def status(**kw: Any) -> dict[str, Any]:
+    base: dict[str, Any] = dict(
+        daemon=True, pid=42, status="ok", routines=3, enabled=2, running=[], queued=[], next=[],
+        invalid=[], stale=[], problems=[],
+    )  # fmt: skip
+    base.update(kw)
+    return base
+
+
+def test_status_lists_what_runs_waits_and_comes_next_then_invalid_files_and_problems() -> None:
+    st = status(
+        running=[{"routine": "news", "started_at": "2026-12-03T11:58:00+00:00"}],
+        queued=[{"routine": "mail"}],
+        next=[{"routine": "b", "at": (NOW + timedelta(hours=2)).isoformat()}],
+        invalid=["bad", "old"], stale=["old"], problems=["no key"],
+    )  # fmt: skip
+    out = status_view.lines(st, NOW, False, "hint")
+    assert out[:4] == [
+        "daemon: running (pid 42) · ok",
+        "routines: 3 (2 enabled)",
+        "  running  news since 11:58:00",
+        "  queued   mail",
+    ]
+    assert out[4].startswith("  next     b in 2h")
+    assert out[5:] == [
+        "  invalid  bad (see 'vinos-routine validate')",
+        "  invalid  old; its last good version still runs (see 'vinos-routine validate')",
+        "  problem  no key",
+    ]
+    down = status_view.lines(status(daemon=False), NOW, True, "start it")
+    assert down[0] == f"daemon: {YELLOW}not running{RESET}; start it"
+
+
+# --- cost
+
+
+def cost_report(period: str, routines: list[dict[str, Any]]) -> cost.Report:
+    days = {date(2026, 12, 3) - timedelta(days=n): float(n) for n in range(2, -1, -1)}
+    return cost.Report(period, "UTC", NOW, NOW, routines, days, {"news": 1.0})
+
+
+def spent(routine: str, dollars: float, share: float) -> dict[str, Any]:
+    return dict(
+        routine=routine, runs=2, input_tokens=1500, output_tokens=500, local_input_tokens=0,
+        local_output_tokens=0, dollars=dollars, share=share,
+    )  # fmt: skip
+
+
+def test_cost_rows_carry_the_daily_cap_only_for_today() -> None:
+    rows = [spent("news", 0.5, 0.5), spent("mail", 0.5, 0.5)]
+    headers, cells = cost.cells(cost_report("today", rows))
+    assert headers[-1] == "DAILY CAP" and cells[0][-1] == "$1.00" and cells[1][-1] == "—"
+    headers, cells = cost.cells(cost_report("week", rows))
+    assert "DAILY CAP" not in headers and len(cells[0]) == 6
+
+
+def test_cost_renders_the_total_the_top_spenders_and_the_chart_with_today_marked() -> None:
+    text = cost.render(
+        cost_report("week", [spent("news", 0.5, 1.0)]), False, False, date(2026, 12, 3)
+    )
+    lines = text.splitlines()
+    assert lines[0].startswith("Spent the last 7 days: ")
+    assert any(line.startswith("top spenders: news ") for line in lines)
+    assert lines[-4] == "last 3 days (total $3.00)"
+    assert lines[-3] == "  Tue 01  " + "#" * 30 + "     $2.00"  # the top day fills the bar
+    assert lines[-1] == "  Thu 03  " + " " * 30 + "     $0.00  today"
+    empty = cost.render(cost_report("today", []), False, True, date(2026, 12, 9))
+    assert "no runs in this period" in empty
+    assert "3 days to 03 Dec (total $3.00)" in empty  # a chart that ends before today

@@ -1,4 +1,6 @@
-"""Small pieces several commands share: finding a routine by name, reaching the daemon."""
+"""Small pieces several commands share: finding a routine by name, the parser helper, and
+whether the ledger is gone beside a live daemon (reaching the daemon is supervisor.client's
+`try_daemon`, which the views use too)."""
 
 from __future__ import annotations
 

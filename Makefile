@@ -47,6 +47,7 @@ lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
+	$(BIN)/python scripts/complexity.py $(PACKAGES) bench
 	$(BIN)/mypy $(PACKAGES) bench tests
 
 # The documentation site (mkdocs.yml, docs/): --strict fails on a broken link, a page missing

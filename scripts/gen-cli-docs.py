@@ -20,7 +20,7 @@ sys.path.insert(0, str(REPO))
 # argparse wraps help to the terminal's width: fix it, so the page is the same everywhere.
 os.environ["COLUMNS"] = "100"
 
-from supervisor.cli import build_parser  # noqa: E402
+from supervisor.cli.main import build_parser  # noqa: E402
 
 OUT = REPO / "docs" / "cli.md"
 

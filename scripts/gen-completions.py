@@ -4,7 +4,7 @@
     .venv/bin/python scripts/gen-completions.py          # regenerate the three files
     .venv/bin/python scripts/gen-completions.py --check  # exit 1 when they are out of date
 
-The text comes from supervisor/completions.py (which `vinos-routine setup` also uses).
+The text comes from supervisor/cli/completions.py (which `vinos-routine setup` also uses).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from supervisor.completions import render  # noqa: E402
+from supervisor.cli.completions import render  # noqa: E402
 
 OUT = REPO / "packaging" / "completions"
 

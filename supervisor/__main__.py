@@ -1,5 +1,5 @@
 import sys
 
-from supervisor.thinclient import main
+from supervisor.cli.thinclient import main
 
 sys.exit(main())

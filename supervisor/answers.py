@@ -1,10 +1,11 @@
-"""The daemon's side of the thin client (supervisor/thinclient.py): `list`, `status`,
+"""The daemon's side of the thin client (supervisor/cli/thinclient.py): `list`, `status`,
 `history` and `cost` run here, in the daemon, on its parsed registry and compiled schedules
 and its open ledger, and what they print goes back to the client as it would have been
 written to its terminal.
 
-The commands are the very functions the CLI runs in-process (supervisor/source.py lends them
-the daemon's state), so the output is byte-identical either way
+The commands' flows in supervisor/views/ are the very functions the CLI runs in-process
+(supervisor/source.py lends them the daemon's state; the daemon never imports the CLI
+package, supervisor/cli/), so the output is byte-identical either way
 (tests/cli/test_thin_client.py). Whatever this side cannot reproduce exactly (another home,
 another time zone, a fleet's ledger, a bad option) is answered with `fallback`, and the
 client runs the command in-process as before.
@@ -50,7 +51,7 @@ def namespace(verb: str, opts: dict[str, Any]) -> SimpleNamespace | None:
             return None
         return SimpleNamespace(name=name, n=n, json=flag, thread=None)
     if verb == "cost":
-        from supervisor.commands.cost import _days, _month
+        from supervisor.views.cost import days_arg, month_arg
 
         period = opts.get("period", "today")
         days, month = opts.get("days"), opts.get("month")
@@ -59,8 +60,8 @@ def namespace(verb: str, opts: dict[str, Any]) -> SimpleNamespace | None:
         try:  # the parser's own checks; a bad value is the full parser's to report
             return SimpleNamespace(
                 period=period,
-                days=None if days is None else _days(str(days)),
-                month=None if month is None else _month(str(month)),
+                days=None if days is None else days_arg(str(days)),
+                month=None if month is None else month_arg(str(month)),
                 json=flag,
             )
         except Exception:
@@ -96,16 +97,22 @@ def _registry_as_on_disk(daemon: Controlled) -> Any:
 
 
 def _run(verb: str, ns: SimpleNamespace) -> int:
+    """The command's flow in supervisor/views/, which the CLI runs too: the same bytes."""
     if verb == "list":
-        from supervisor.commands.listing import run
-    elif verb == "status":
-        from supervisor.commands.status import run
-    elif verb == "history":
-        from supervisor.commands.history import run
-    else:
-        from supervisor.commands.cost import run
-    code: int = run(ns)  # type: ignore[arg-type]
-    return code
+        from supervisor.views import listing
+
+        return listing.show(ns.json)
+    if verb == "history":
+        from supervisor.views import history
+
+        return history.show(ns.name, ns.n, ns.json)
+    if verb == "status":
+        from supervisor.views import status
+
+        return status.show(ns.json, ns.waybar)
+    from supervisor.views import cost
+
+    return cost.show(ns.days or ns.month or ns.period, ns.json)
 
 
 def render(

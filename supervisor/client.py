@@ -1,5 +1,7 @@
 """The CLI's side of the control socket: connect, say hello, send a request, read events and
-the response. Blocking and small: the CLI is a short-lived process."""
+the response. Blocking and small: the CLI is a short-lived process. Outside the CLI package
+(supervisor/cli/) because the daemon answers a thin client through the same read code,
+which reaches the daemon with `try_daemon` (supervisor/source.py lends it the daemon)."""
 
 from __future__ import annotations
 
@@ -9,19 +11,26 @@ import itertools
 import os
 import socket
 import struct
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ipc import PROTOCOL, Event, Hello, LineReader, ProtocolError, Request, Response, encode
+
+if TYPE_CHECKING:
+    from routines.spec.paths import Paths
 
 __all__ = [
     "Client",
     "DaemonError",
     "DaemonNotRunning",
     "DaemonUnresponsive",
+    "LocalClient",
     "connect",
+    "daemon_locks",
     "lock_holder",
+    "try_daemon",
 ]
 
 # How long to wait for the daemon's hello; VINOS_CONTROL_TIMEOUT_SEC shortens it for tests.
@@ -183,3 +192,58 @@ def connect(path: Path, timeout: float | None = CONNECT_TIMEOUT_SEC) -> Client:
         raise DaemonNotRunning(path, "it did not say hello")
     sock.settimeout(None)
     return client
+
+
+def daemon_locks(p: Paths) -> tuple[Path, ...]:
+    """The lock files a running daemon holds (supervisor/daemon.py acquire_locks)."""
+    return (p.daemon_lock, p.state_dir / ".daemon.lock")
+
+
+def try_daemon(p: Paths | None = None) -> Any:
+    """A connected control client, or None when no daemon is running (no socket, or nobody listening
+    and no lock held). Raises DaemonUnresponsive when a daemon holds its lock but does not answer:
+    then the caller must not act as if it were alone
+    (test_reliability_flood.py::test_a_daemon_holding_its_lock_but_silent_is_never_not_running)."""
+    from supervisor.source import current
+
+    if (src := current()) is not None:  # the daemon itself runs this command
+        return LocalClient(src.status)
+    from routines.spec.paths import paths
+
+    p = p or paths()
+    deadline = time.monotonic() + CONNECT_TIMEOUT_SEC
+    while True:
+        try:
+            return connect(p.control_socket)
+        except DaemonNotRunning as exc:
+            holder = lock_holder(daemon_locks(p))
+            if holder is None:
+                return None
+            # A daemon holds its lock before its socket listens (the ledger opens first):
+            # `systemctl --user start` then `status` waits for it instead of calling a
+            # starting daemon hung (test_client_starting.py::test_a_starting_daemon_is_waited_for).
+            if not exc.absent or time.monotonic() >= deadline:
+                raise DaemonUnresponsive(p.control_socket, holder or None, exc.why) from None
+        time.sleep(0.1)
+
+
+class LocalClient:
+    """`try_daemon()` inside the daemon: a command asking for the status gets it from the
+    daemon's memory instead of connecting to its own socket (which would wait on itself)."""
+
+    def __init__(self, status: Callable[[], dict[str, Any]]) -> None:
+        self._status = status
+
+    def __enter__(self) -> LocalClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def request(self, cmd: str, args: dict[str, Any] | None = None, **kw: Any) -> Any:
+        if cmd != "status":
+            raise DaemonError("unavailable", f"{cmd} is not answered for a thin client")
+        return self._status()

@@ -1,7 +1,8 @@
 """After a worker ends: its final status, the output moved into the store, the ledger row,
 last-run.json, the failure streak, and what to tell the user.
 
-`final_status` and `notifications_for` are pure; `finish_run` carries them out.
+`final_status`, `notifications_for`, `run_end`, `end_notifications` and `last_run_json` are
+pure; `finish_run` carries them out.
 """
 
 from __future__ import annotations
@@ -37,13 +38,16 @@ __all__ = [
     "Finished",
     "Notification",
     "Unwritten",
+    "end_notifications",
     "file_output_path",
     "final_status",
     "finish_run",
     "keep_proposals",
+    "last_run_json",
     "notifications_for",
     "proposal_notifications",
     "remove_leftovers",
+    "run_end",
 ]
 
 log = logging.getLogger("vinos.record")
@@ -252,6 +256,79 @@ def remove_leftovers(paths: Paths, name: str, run_id: str, *, keep_output: bool 
             log.error("%s: run %s: could not remove %s: %s", name, run_id, leftover, exc)
 
 
+def run_end(
+    out: WorkerOutcome, status: RunStatus, detail: str, note: str, stored: Path | None
+) -> RunEnd:
+    """The ledger's end of a run from how its worker ended (pure): the outcome only of an
+    `ok` run, the claim's `note` ahead of the detail, the usage the worker counted."""
+    r, u = out.result, out.usage
+    return RunEnd(
+        status=status,
+        outcome=r.outcome if r and status == RunStatus.OK else None,
+        detail=(f"{note}; {detail}" if note and detail else note or detail)[:2000],
+        route=r.route if r else None,
+        model=(r.model if r and r.model else u.model) or None,
+        escalated=r.escalated if r else False,
+        escalated_reason=r.escalated_reason if r else "",
+        input_tokens=u.input,
+        output_tokens=u.output,
+        local_input_tokens=u.local_input,
+        local_output_tokens=u.local_output,
+        tool_calls=r.tool_calls if r else 0,
+        tools_used=tuple(r.tools_used) if r else (),
+        dollars=round(u.dollars, 6),
+        output_file=str(stored) if stored else None,
+    )
+
+
+def end_notifications(
+    routine: Routine,
+    out: WorkerOutcome,
+    outcome: Outcome | None,
+    status: RunStatus,
+    detail: str,
+    text: str,
+    undelivered: str | None,
+) -> list[Notification]:
+    """What to tell the user of a finished run (pure): `notifications_for`, then an output
+    that was not delivered, then the worker's budget note (a strike's is added later)."""
+    notes = notifications_for(routine, status, outcome, detail, text)
+    if undelivered:
+        notes.append(Notification(f"{routine.name}: output not delivered", undelivered))
+    r = out.result
+    if r is not None and r.notify:
+        notes.append(Notification(f"{routine.name}: budget", r.notify, "normal"))
+    return notes
+
+
+def last_run_json(
+    run_id: str,
+    routine: str,
+    trigger: Trigger,
+    slot: str | None,
+    started_at: datetime,
+    now: datetime,
+    end: RunEnd,
+    out: WorkerOutcome,
+    status: RunStatus,
+    detail: str,
+) -> dict[str, Any]:
+    """state/NAME/last-run.json of a finished run (pure)."""
+    r = out.result
+    return {
+        "run_id": run_id,
+        "routine": routine,
+        "trigger": trigger,
+        "slot": slot,
+        "started_at": iso(started_at),
+        "finished_at": iso(now),
+        "duration_sec": round((now - started_at).total_seconds(), 3),
+        **end.as_json(),
+        "summary": r.summary if r else "",
+        "error": detail if status != RunStatus.OK else None,
+    }
+
+
 def finish_run(
     ledger: LedgerAPI,
     paths: Paths,
@@ -288,30 +365,46 @@ def finish_run(
             detail = f"{detail}; {error}" if detail else error
     # The worker's output dir stays when it holds the output that could not be moved in.
     remove_leftovers(paths, routine.name, run_id, keep_output=bool(error))
-    u = out.usage
-    outcome = r.outcome if r and status == RunStatus.OK else None
-    end = RunEnd(
-        status=status,
-        outcome=outcome,
-        detail=(f"{note}; {detail}" if note and detail else note or detail)[:2000],
-        route=r.route if r else None,
-        model=(r.model if r and r.model else u.model) or None,
-        escalated=r.escalated if r else False,
-        escalated_reason=r.escalated_reason if r else "",
-        input_tokens=u.input,
-        output_tokens=u.output,
-        local_input_tokens=u.local_input,
-        local_output_tokens=u.local_output,
-        tool_calls=r.tool_calls if r else 0,
-        tools_used=tuple(r.tools_used) if r else (),
-        dollars=round(u.dollars, 6),
-        output_file=str(stored) if stored else None,
+    end = run_end(out, status, detail, note, stored)
+    notes = end_notifications(routine, out, end.outcome, status, detail, text, undelivered)
+    disabled, unwritten = _write_end(
+        ledger, paths, routine, run_id, trigger, end, detail, out, notes, now
     )
-    notes = notifications_for(routine, status, outcome, detail, text)
-    if undelivered:
-        notes.append(Notification(f"{routine.name}: output not delivered", undelivered))
-    if r is not None and r.notify:
-        notes.append(Notification(f"{routine.name}: budget", r.notify, "normal"))
+    last = last_run_json(
+        run_id, routine.name, trigger, slot, started_at, now, end, out, status, detail
+    )
+    with contextlib.suppress(OSError):
+        write_json_atomic(paths.last_run(routine.name), last)
+    return Finished(
+        run_id,
+        routine.name,
+        status,
+        end.outcome,
+        detail,
+        stored,
+        out.usage.dollars,
+        disabled,
+        tuple(notes),
+        unwritten,
+    )
+
+
+def _write_end(
+    ledger: LedgerAPI,
+    paths: Paths,
+    routine: Routine,
+    run_id: str,
+    trigger: Trigger,
+    end: RunEnd,
+    detail: str,
+    out: WorkerOutcome,
+    notes: list[Notification],
+    now: datetime,
+) -> tuple[bool, Unwritten | None]:
+    """The run's end in the ledger, its strike (on `detail`, how it ended), a `once`
+    routine's end and its proposals (their notifications added to `notes`): (disabled by
+    this strike, the row kept for later when the ledger is unavailable)."""
+    status = end.status
     unwritten: Unwritten | None = None
     disabled = False
     try:
@@ -335,32 +428,7 @@ def finish_run(
         unwritten = Unwritten(
             routine, run_id, now, end, proposals=tuple(out.proposals), paths=paths
         )
-    last = {
-        "run_id": run_id,
-        "routine": routine.name,
-        "trigger": trigger,
-        "slot": slot,
-        "started_at": iso(started_at),
-        "finished_at": iso(now),
-        "duration_sec": round((now - started_at).total_seconds(), 3),
-        **end.as_json(),
-        "summary": r.summary if r else "",
-        "error": detail if status != RunStatus.OK else None,
-    }
-    with contextlib.suppress(OSError):
-        write_json_atomic(paths.last_run(routine.name), last)
-    return Finished(
-        run_id,
-        routine.name,
-        status,
-        outcome,
-        detail,
-        stored,
-        u.dollars,
-        disabled,
-        tuple(notes),
-        unwritten,
-    )
+    return disabled, unwritten
 
 
 def _strike(

@@ -206,8 +206,7 @@ def _signature(path: Any, routine: Any, allowed_signers: Any, sigs: set[str]) ->
 def in_force_despite_errors() -> set[str] | None:
     """Routines whose file is invalid but whose last good version the daemon still runs;
     None when no daemon answers (then nothing is running them)."""
-    from supervisor.client import DaemonError
-    from supervisor.commands.common import try_daemon
+    from supervisor.client import DaemonError, try_daemon
 
     client = try_daemon()
     if client is None:

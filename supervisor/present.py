@@ -20,6 +20,7 @@ __all__ = [
     "bar",
     "clock",
     "color",
+    "die",
     "format_event",
     "interactive",
     "money",
@@ -53,6 +54,13 @@ def use_color(stream: TextIO | None = None) -> bool:
 def visible(text: str) -> str:
     """`text` safe to print on a terminal (see routines.safetext.visible)."""
     return _visible(text)
+
+
+def die(message: str, code: int = 1) -> int:
+    """Print an error (after what stdout holds, so a piped `2>&1` reads in order); the code."""
+    sys.stdout.flush()
+    print(f"vinos-routine: {message}", file=sys.stderr)
+    return code
 
 
 def color(text: str, name: str, enabled: bool) -> str:

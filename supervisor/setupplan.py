@@ -1,7 +1,7 @@
 """What `vinos-routine setup` would do, decided from facts gathered beforehand: a pure function
 from `Facts` to a list of `Item`s, each already written as the line the user reads.
 
-The command (supervisor/commands/setup.py) gathers the facts, prints the plan, and writes
+The command (supervisor/cli/commands/setup.py) gathers the facts, prints the plan, and writes
 what the plan says to write, nothing else: setup changes nothing without saying what, and a
 second run finds everything `OK` (tests/cli/test_cli_setup.py::test_setup_is_idempotent).
 """

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from routines.spec.paths import Paths
     from routines.spec.registry import Registry
 
-__all__ = ["Source", "current", "environ", "known_fire", "scan", "serving"]
+__all__ = ["BorrowedLedger", "Source", "current", "environ", "known_fire", "scan", "serving"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,27 +89,3 @@ class BorrowedLedger:
 
     def close(self) -> None:
         pass
-
-
-class LocalClient:
-    """`try_daemon()` inside the daemon: a command asking for the status gets it from the
-    daemon's memory instead of connecting to its own socket (which would wait on itself)."""
-
-    def __init__(self, source: Source) -> None:
-        self._source = source
-
-    def __enter__(self) -> LocalClient:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
-
-    def request(self, cmd: str, args: dict[str, Any] | None = None, **kw: Any) -> Any:
-        from supervisor.client import DaemonError
-
-        if cmd != "status":
-            raise DaemonError("unavailable", f"{cmd} is not answered for a thin client")
-        return self._source.status()

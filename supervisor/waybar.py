@@ -19,7 +19,7 @@ from typing import Any
 from routines.runs import Outcome, counts_as_strike
 from supervisor.overview import RoutineRow
 
-__all__ = ["ICON", "WARN_SHARE", "health", "waybar_json"]
+__all__ = ["ICON", "WARN_SHARE", "bar_parts", "health", "tooltip_lines", "waybar_json"]
 
 ICON = "󰚩"  # nf-md-robot (Nerd Fonts), as in the seed's "󰚩 3 routines · next 06:00"
 WARN_SHARE = 0.8  # of a daily budget spent: warning
@@ -94,20 +94,14 @@ def _routine_line(ln: RoutineRow, now: datetime) -> str:
     return " · ".join(parts)
 
 
-def waybar_json(
-    lines: list[RoutineRow],
-    today_dollars: float,
-    now: datetime,
-    unseen: int = 0,
-    pending: int = 0,
-) -> dict[str, Any]:
-    """{"text", "tooltip", "class", "alt", "percentage"} for waybar's `return-type: json`;
-    `unseen`: outputs waiting to be read (open_on_login, not shown by a brief yet);
-    `pending`: proposed actions waiting for a decision."""
+def bar_parts(
+    lines: list[RoutineRow], today_dollars: float, now: datetime, unseen: int, pending: int
+) -> list[str]:
+    """The bar's text, in parts joined by " · ": how many routines are on, what waits,
+    what runs or comes next, and today's cost."""
     from supervisor.present import clock, money
 
     on = [ln for ln in lines if ln.enabled]
-    h = health(lines)
     parts = [f"{ICON} {len(on)} routine{'' if len(on) == 1 else 's'}"]
     running = [ln.name for ln in lines if ln.running]
     upcoming = sorted((ln.next_run, ln.name) for ln in on if ln.next_run is not None)
@@ -120,6 +114,14 @@ def waybar_json(
     elif upcoming:
         parts.append(f"next {clock(upcoming[0][0], now)}")
     parts.append(f"today {money(today_dollars)}")
+    return parts
+
+
+def tooltip_lines(
+    lines: list[RoutineRow], h: Health, now: datetime, unseen: int, pending: int
+) -> list[str]:
+    """The tooltip: what waits for a decision, the health's reasons, the outputs to read,
+    then a line per routine (the ones on first)."""
     tooltip = list(h.reasons)
     if pending:
         what = "1 action waits" if pending == 1 else f"{pending} actions wait"
@@ -129,12 +131,25 @@ def waybar_json(
     if tooltip:
         tooltip.append("")
     ordered = sorted(lines, key=lambda ln: (not ln.enabled, ln.name))  # the ones on first
-    tooltip += [_routine_line(ln, now) for ln in ordered] or ["no routines yet"]
-    shares = [s for s in (_budget_share(ln) for ln in on) if s is not None]
+    return tooltip + ([_routine_line(ln, now) for ln in ordered] or ["no routines yet"])
+
+
+def waybar_json(
+    lines: list[RoutineRow],
+    today_dollars: float,
+    now: datetime,
+    unseen: int = 0,
+    pending: int = 0,
+) -> dict[str, Any]:
+    """{"text", "tooltip", "class", "alt", "percentage"} for waybar's `return-type: json`;
+    `unseen`: outputs waiting to be read (open_on_login, not shown by a brief yet);
+    `pending`: proposed actions waiting for a decision."""
+    h = health(lines)
+    shares = [s for s in (_budget_share(ln) for ln in lines if ln.enabled) if s is not None]
     state = "attention" if pending and h.state != "critical" else h.state
     return {
-        "text": _escape(" · ".join(parts)),
-        "tooltip": _escape("\n".join(tooltip)),
+        "text": _escape(" · ".join(bar_parts(lines, today_dollars, now, unseen, pending))),
+        "tooltip": _escape("\n".join(tooltip_lines(lines, h, now, unseen, pending))),
         "class": state,
         "alt": state,
         "percentage": min(100, round(max(shares, default=0.0) * 100)),

@@ -361,7 +361,7 @@ def test_the_job_carries_config_providers_and_never_a_key(declared: Path, vinos_
 
 
 def test_the_capability_card_names_the_provider(declared: Path, vinos_env: Path) -> None:
-    from supervisor.commands.capabilities import capabilities
+    from supervisor.cli.commands.capabilities import capabilities
 
     r = load_file(routine(vinos_env, 'route = "lmstudio"\nmodel = "qwen2.5-7b"', budget=""))
     model = next(line for line in capabilities(r) if line.label == "model")
@@ -371,7 +371,7 @@ def test_the_capability_card_names_the_provider(declared: Path, vinos_env: Path)
 def test_status_does_not_ask_for_ollama_or_anthropic_when_both_legs_are_declared(
     declared: Path, vinos_env: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from supervisor.commands.hostcheck import problems as host_problems
+    from supervisor.hostcheck import problems as host_problems
 
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     both = load_file(
@@ -438,7 +438,7 @@ def test_status_names_a_local_provider_that_does_not_answer(
 ) -> None:
     import socket
 
-    from supervisor.commands.hostcheck import problems as host_problems
+    from supervisor.hostcheck import problems as host_problems
 
     r = load_file(routine(vinos_env, 'route = "lmstudio"\nmodel = "qwen"', budget=""))
     with socket.socket() as listening:

@@ -12,7 +12,7 @@ import pytest
 from test_credentials import COMMAND, _load
 
 from routines.spec import Routine
-from supervisor.commands.capabilities import card
+from supervisor.cli.commands.capabilities import card
 
 
 @pytest.mark.parametrize(

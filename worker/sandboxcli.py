@@ -32,7 +32,7 @@ USAGE = "usage: python -m worker.sandboxcli NAME [--argv] -- CMD..."
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Parse `NAME [--argv] -- CMD...` (the form supervisor/commands/sandbox.py execs)."""
+    """Parse `NAME [--argv] -- CMD...` (the form supervisor/cli/commands/sandbox.py execs)."""
     rest = list(sys.argv[1:] if argv is None else argv)
     show_argv = "--argv" in rest[1:2]
     if show_argv:

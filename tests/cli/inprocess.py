@@ -43,7 +43,7 @@ from typing import IO, Any, NoReturn
 import pytest
 
 from routines.schedule import tz
-from supervisor.thinclient import main  # the console script's and `python -m supervisor`'s
+from supervisor.cli.thinclient import main  # the console script's and `python -m supervisor`'s
 
 __all__ = ["run_in_process"]
 

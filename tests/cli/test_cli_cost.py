@@ -10,7 +10,7 @@ import pytest
 from cli_helpers import Cli
 
 from routines.runs import RunEnd
-from supervisor.commands.cost import CHART_WIDTH
+from supervisor.views.cost import CHART_WIDTH
 
 
 def row(

@@ -193,7 +193,7 @@ def test_a_plain_list_loads_only_what_it_uses(p: Paths) -> None:
     for i in range(3):
         write(p.routines_dir, f"c{i}", COMMAND)
     code = (
-        "import sys\nfrom supervisor.cli import main\nassert main(['list']) == 0\n"
+        "import sys\nfrom supervisor.cli.main import main\nassert main(['list']) == 0\n"
         "print(' '.join(sorted(sys.modules)), file=sys.stderr)"
     )
     done = subprocess.run(

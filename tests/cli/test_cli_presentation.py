@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from cli_helpers import REPO, Cli, OnPty
 
-from supervisor.cli import COMMANDS, build_parser
+from supervisor.cli.main import COMMANDS, build_parser
 from supervisor.present import (
     bar,
     clock,

@@ -9,7 +9,7 @@ import sys
 import pytest
 from cli_helpers import Cli
 
-from supervisor.cli import main
+from supervisor.cli.main import main
 
 BASE = "2026-03-27T12:00Z"
 

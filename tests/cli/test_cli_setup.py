@@ -10,7 +10,7 @@ from pathlib import Path
 
 from cli_helpers import Cli
 
-from supervisor.completions import render
+from supervisor.cli.completions import render
 from supervisor.userunits import (
     DAEMON_UNITS,
     SERVICE,

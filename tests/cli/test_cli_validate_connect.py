@@ -60,7 +60,7 @@ def test_the_capability_card_names_each_server_what_it_sees_and_its_tools(
     vinos_env: Path,
 ) -> None:
     from routines.spec.loader import load_file
-    from supervisor.commands.capabilities import card, needs_consent
+    from supervisor.cli.commands.capabilities import card, needs_consent
 
     text = _routine('["mcp:time/get_current_time"]').replace(
         f'command = ["{TIME}"]\n',

@@ -11,7 +11,7 @@ from pathlib import Path
 from cli_helpers import Cli
 
 from routines.spec.loader import load_text
-from supervisor.commands.capabilities import schedule_text
+from supervisor.cli.commands.capabilities import schedule_text
 
 EVERY = """\
 [routine]

@@ -31,7 +31,7 @@ def test_dashboard_imports_no_supervisor_and_no_worker() -> None:
 
 def test_cli_loads_no_web_library() -> None:
     top = loaded_after(
-        "from supervisor.cli import build_parser\nbuild_parser()\n"
-        "import supervisor.commands.dashboard, supervisor.daemon"
+        "from supervisor.cli.main import build_parser\nbuild_parser()\n"
+        "import supervisor.cli.commands.dashboard, supervisor.daemon"
     )
     assert not top & {*WEB, "dashboard"}

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from supervisor.cli import build_parser
+from supervisor.cli.main import build_parser
 
 # Slow: builds, installs and starts the package (make test-fast leaves these out). One xdist
 # group: the package is built once per worker, and test_systemd_user.py owns the user manager.

@@ -178,7 +178,7 @@ def test_installed_wheel_runs(venv: Venv) -> None:
     assert venv("--version").stdout.strip() == f"vinos-routine {VERSION}"
     # The code that runs is the venv's copy, not the checkout's.
     where = run(
-        [venv.root / "bin/python", "-c", "import supervisor.commands, worker.providers as w; "
+        [venv.root / "bin/python", "-c", "import supervisor.cli.commands, worker.providers as w; "
          "print(w.__file__)"],
         env=venv.env,
         cwd=venv.home,

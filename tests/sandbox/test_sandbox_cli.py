@@ -1,5 +1,5 @@
 """`vinos-routine sandbox NAME [--argv] -- CMD`, end to end through the real console script:
-supervisor/commands/sandbox.py execs worker.sandboxcli, which runs CMD in NAME's sandbox."""
+supervisor/cli/commands/sandbox.py execs worker.sandboxcli, which runs CMD in NAME's sandbox."""
 
 from __future__ import annotations
 

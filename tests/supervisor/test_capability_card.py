@@ -1,4 +1,4 @@
-"""The capability card (supervisor/commands/capabilities.py) as data: a routine in, the lines
+"""The capability card (supervisor/cli/commands/capabilities.py) as data: a routine in, the lines
 `install`, `create --from`, `enable` and `validate` print out, and whether install must ask."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 
 from routines.spec import Routine
 from routines.spec.loader import load_text
-from supervisor.commands.capabilities import Line, card, card_lines, needs_consent
+from supervisor.cli.commands.capabilities import Line, card, card_lines, needs_consent
 
 HEAD = '[routine]\nkind = "{kind}"\n[schedule]\ncron = "0 6 * * *"\ntimezone = "UTC"\n'
 

@@ -21,8 +21,7 @@ import pytest
 
 from ipc import Hello, encode
 from routines.spec.paths import paths
-from supervisor.client import Client, DaemonUnresponsive
-from supervisor.commands.common import try_daemon
+from supervisor.client import Client, DaemonUnresponsive, try_daemon
 
 
 @contextlib.contextmanager

@@ -41,7 +41,7 @@ def test_the_thin_client_and_the_waybar_follower_send_nothing_to_another_users_s
     (no ipc import at start-up): the same check, before a byte is sent or a byte printed."""
     import socket
 
-    from supervisor import thinclient, waybarfollow
+    from supervisor.cli import thinclient, waybarfollow
 
     other = SecondUser.from_env()
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:

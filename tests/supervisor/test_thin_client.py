@@ -1,4 +1,4 @@
-"""The thin client (supervisor/thinclient.py, supervisor/answers.py): `list`, `status`,
+"""The thin client (supervisor/cli/thinclient.py, supervisor/answers.py): `list`, `status`,
 `history` and `cost` asked of a real daemon print, byte for byte, what the same command
 prints run in-process, and the client's start-up imports almost nothing."""
 
@@ -16,15 +16,15 @@ import pytest
 from routines.ledger import Ledger
 from routines.runs import Outcome, RunEnd, RunStatus, Trigger
 from routines.spec.paths import paths
-from supervisor.thinclient import parse
+from supervisor.cli.thinclient import parse
 from tests.supervisor.daemonkit import REPO, Daemon, command_routine, write_routine
 
 # Exit 99: the daemon did not answer, so the thin path was not the one measured.
 THIN = (
-    "import sys\nfrom supervisor.thinclient import thin\n"
+    "import sys\nfrom supervisor.cli.thinclient import thin\n"
     "code = thin(sys.argv[1:])\nsys.exit(99 if code is None else code)\n"
 )
-IN_PROCESS = "import sys\nfrom supervisor.cli import main\nsys.exit(main(sys.argv[1:]))\n"
+IN_PROCESS = "import sys\nfrom supervisor.cli.main import main\nsys.exit(main(sys.argv[1:]))\n"
 
 VERBS = [
     ("list",),
@@ -131,7 +131,7 @@ def test_the_thin_path_loads_no_parser_toml_sqlite_or_dataclasses(
         heavy = {"argparse", "tomllib", "sqlite3", "dataclasses", "pathlib", "enum", "socket"}
         assert loaded & heavy == set()
         assert {m for m in loaded if m.split(".")[0] in ("routines", "ipc", "orjson")} == set()
-        assert "supervisor.cli" not in loaded
+        assert "supervisor.cli.main" not in loaded
     finally:
         d.stop()
 
@@ -161,7 +161,7 @@ def test_what_the_daemon_cannot_reproduce_runs_in_process(tmp_path: Path, not_ro
 
 def test_without_a_daemon_the_client_stats_one_file_and_goes_in_process(vinos_env: Path) -> None:
     code = (
-        "import sys\nfrom supervisor.thinclient import thin\nassert thin(['list']) is None\n"
+        "import sys\nfrom supervisor.cli.thinclient import thin\nassert thin(['list']) is None\n"
         "assert '_socket' not in sys.modules and 'json' not in sys.modules\n"
     )
     done = subprocess.run(
@@ -278,7 +278,7 @@ def test_a_read_never_starts_a_stopped_daemon(
     the waybar follower retrying every 2 s). No daemon holds the lock: nothing connects."""
     import socket
 
-    from supervisor import thinclient, waybarfollow
+    from supervisor.cli import thinclient, waybarfollow
 
     monkeypatch.setenv("VINOS_CONTROL_TIMEOUT_SEC", "2")
     sock_path = paths().control_socket

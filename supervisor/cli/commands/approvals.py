@@ -1,0 +1,285 @@
+"""`vinos-routine pending [--json]`, `approve ID [--yes]`, `deny ID [--why TEXT]`.
+
+A run may only *propose* a routine's declared actions (routines/proposals.py); these commands
+are how the person decides. `approve` shows the exact command and the whole input, asks on a
+terminal, then execs `python -m worker.actioncmd ID`, which claims the proposal (one decision
+per proposal, even with two `approve` racing) and runs it in the routine's sandbox.
+
+What is approved is said again right above the question (`reminder`): the action, the
+command, the input's size and line count and its first lines. A long input scrolls the top
+of itself out of sight, and its last screen is the model's to write (a harmless-looking
+header there, `Bcc: attacker@…` thousands of lines up): on a terminal it is paged through
+$PAGER instead, already escaped (routines.safetext), and the question comes after.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from supervisor.cli.commands.common import add_parser, die
+
+__all__ = ["fresh_waiting", "register", "reminder"]
+
+INPUT_PREVIEW_LINES = 3
+REMINDER_LINES = 5  # the input's first lines, repeated next to the question
+PAGE_AFTER_LINES = 40  # a longer input is paged on a terminal, not printed
+
+
+def register(sub: Any) -> None:
+    p = add_parser(
+        sub,
+        "pending",
+        "list the actions routines proposed that wait for your decision",
+        "  vinos-routine pending\n  vinos-routine pending --json\n",
+    )
+    p.add_argument("--json", action="store_true", help="one JSON object per proposal")
+    p.set_defaults(func=pending)
+    p = add_parser(
+        sub,
+        "approve",
+        "show a proposed action, then run it once in its routine's sandbox",
+        "  vinos-routine approve 12\n  vinos-routine approve 12 --yes   # no question\n",
+    )
+    p.add_argument("id", type=int, metavar="ID", help="the proposal's number (see `pending`)")
+    p.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
+    p.set_defaults(func=approve)
+    p = add_parser(
+        sub,
+        "deny",
+        "refuse a proposed action (its routine's next run is told, with your reason)",
+        '  vinos-routine deny 12 --why "too curt; keep the greeting"\n',
+    )
+    p.add_argument("id", type=int, metavar="ID", help="the proposal's number (see `pending`)")
+    p.add_argument("--why", default="", help="why, for the routine's next run")
+    p.set_defaults(func=deny)
+
+
+def fresh_waiting(ledger: Any, now: datetime) -> tuple[list[Any], list[Any]]:
+    """(waiting proposals, those just invalidated because their routine file changed), after
+    marking the expired ones."""
+    from routines import proposals
+    from routines.spec.paths import paths
+    from routines.spec.registry import scan
+
+    proposals.expire(ledger, now)
+    waiting = proposals.waiting(ledger)
+    if not waiting:
+        return [], []
+    registry = scan(paths())
+    stale: list[Any] = []
+    for name in sorted({w.routine for w in waiting}):
+        entry = registry.get(name)
+        current = (
+            proposals.fingerprint(entry.routine.text)
+            if entry is not None and entry.valid and entry.routine is not None
+            else None
+        )
+        if any(w.fingerprint != current for w in waiting if w.routine == name):
+            stale += [w for w in waiting if w.routine == name and w.fingerprint != current]
+            proposals.invalidate(ledger, name, current, now)
+    return [w for w in waiting if w not in stale], stale
+
+
+def _age(created: str, now: datetime) -> str:
+    from routines.humanize import relative
+    from routines.ledger import from_iso
+
+    return relative(now - from_iso(created)) + " ago"
+
+
+def pending(args: argparse.Namespace) -> int:
+    from routines.ledger import Ledger
+    from routines.safetext import one_line, visible
+    from routines.spec.paths import paths
+    from supervisor.present import print_json_lines
+
+    now = datetime.now(UTC)
+    with Ledger(paths().ledger) as ledger:
+        waiting, stale = fresh_waiting(ledger, now)
+    if args.json:
+        rows = [{**w.as_json(), "state": str(w.state)} for w in waiting]
+        rows += [{**s.as_json(), "state": "invalidated"} for s in stale]
+        print_json_lines(rows)
+        return 0
+    for s in stale:
+        print(
+            f"#{s.id} {one_line(s.routine)} · {one_line(s.action)}: invalidated, "
+            "the routine file was edited since it was proposed (nothing ran)"
+        )
+    if not waiting:
+        print("nothing waits for you" + (" now" if stale else ""))
+        return 0
+    for w in waiting:
+        print(f"#{w.id}  {w.routine} · {w.action} · {_age(w.created_at, now)}")
+        print(f"    {one_line(w.summary)}")
+        if w.why:
+            print(f"    (not run automatically: {one_line(w.why)})")
+        lines = w.input.splitlines() or [""]
+        for line in lines[:INPUT_PREVIEW_LINES]:
+            print(f"    │ {visible(line, newlines=False)[:200]}")
+        if len(lines) > INPUT_PREVIEW_LINES:
+            print(f"    │ … ({len(lines) - INPUT_PREVIEW_LINES} more lines)")
+        print(f"    vinos-routine approve {w.id}   ·   vinos-routine deny {w.id} --why '…'")
+    return 0
+
+
+def _head(w: Any, routine: Any) -> str:
+    """Who proposed what: the action, the command, its sandbox, the input's size (pure)."""
+    from routines.safetext import one_line, visible
+
+    action = routine.agent.action(w.action) if routine and routine.agent else None
+    network = action.network if action else False
+    net = "off" if network is False else "any host" if network is True else ", ".join(network)
+    home = ", ".join(action.home) if action and action.home else "none"
+    return "\n".join(
+        [
+            f"#{w.id} from {w.routine} (run {w.run_id}): {one_line(w.summary)}",
+            f"  action:  {one_line(w.action)}",
+            f"  command: {visible(w.command, newlines=False)}   (in {w.routine}'s sandbox)",
+            f"  network: {net}   home: {home}",
+            f"  input on stdin ({_size(w.input)}):",
+        ]
+    )
+
+
+def _input_block(w: Any) -> str:
+    from routines.safetext import visible
+
+    text = visible(w.input)
+    return "-----\n" + text + ("" if text.endswith("\n") else "\n") + "-----"
+
+
+def _size(text: str) -> str:
+    size = len(text.encode("utf-8", "surrogatepass"))
+    lines = len(text.splitlines())
+    return f"{size:,} bytes, {lines:,} line{'' if lines == 1 else 's'}"
+
+
+def reminder(w: Any) -> str:
+    """What is approved, said again right above the question (pure): the action, the command,
+    the input's size and line count, and its first lines, each escaped to one line."""
+    from routines.safetext import one_line, visible
+
+    lines = w.input.splitlines() or [""]
+    out = [
+        f"approving #{w.id}: {one_line(w.action)} for {one_line(w.routine)}",
+        f"  command: {visible(w.command, newlines=False)}",
+        f"  input:   {_size(w.input)}; it begins:",
+    ]
+    out += [f"    │ {visible(line, newlines=False)[:200]}" for line in lines[:REMINDER_LINES]]
+    if len(lines) > REMINDER_LINES:
+        out.append(f"    │ … and {len(lines) - REMINDER_LINES:,} more lines")
+    return "\n".join(out)
+
+
+def page(text: str) -> bool:
+    """Show `text` (escaped already: no byte of it can drive the terminal) through $PAGER;
+    False when no pager could start, and the caller prints it instead."""
+    import shlex
+    import shutil
+    import subprocess
+
+    pager = os.environ.get("PAGER") or ("less" if shutil.which("less") else "more")
+    try:
+        argv = shlex.split(pager)
+    except ValueError:
+        return False
+    # LESSSECURE: no shell escape, no editor, no log file from inside less.
+    env = {**os.environ, "LESSSECURE": "1"}
+    env.setdefault("LESS", "FX")
+    try:
+        subprocess.run(argv, input=text.encode("utf-8", "replace"), env=env, check=False)
+    except OSError:
+        return False
+    return True
+
+
+def approve(args: argparse.Namespace) -> int:
+    from routines import proposals
+    from routines.ledger import Ledger
+    from routines.spec.paths import paths
+    from routines.spec.registry import scan
+    from supervisor.present import ask_yes
+
+    p = paths()
+    now = datetime.now(UTC)
+    with Ledger(p.ledger) as ledger:
+        proposals.expire(ledger, now)
+        found = proposals.get(ledger, args.id)
+        if found is None:
+            return die(f"no proposal #{args.id} (see: vinos-routine pending)")
+        entry = scan(p).get(found.routine)
+        routine = entry.routine if entry is not None and entry.valid else None
+        current = proposals.fingerprint(routine.text) if routine is not None else None
+        if current != found.fingerprint:
+            proposals.invalidate(ledger, found.routine, current, now, only=found.id)
+            found = proposals.get(ledger, args.id) or found
+    if found.state != "waiting":
+        return die(f"proposal #{found.id} cannot be approved: {_state_words(found)}")
+    long = len(found.input.splitlines()) > PAGE_AFTER_LINES
+    print(_head(found, routine), flush=True)
+    if not args.yes and long and sys.stdin.isatty() and sys.stdout.isatty():
+        from routines.safetext import visible
+
+        print("  (paged: leave the pager to answer)", flush=True)
+        if not page(visible(found.input)):
+            print(_input_block(found))
+    else:
+        print(_input_block(found))
+    print(reminder(found))
+    if not args.yes:
+        if not sys.stdin.isatty():
+            return die("not on a terminal: add --yes to approve without the question", 2)
+        if not ask_yes(f"Run {found.action} for {found.routine} now?", default=False):
+            print("not approved; it still waits")
+            return 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    return _exec_action(found.id)
+
+
+def _state_words(found: Any) -> str:
+    by = f" by {found.decided_by}" if found.decided_by else ""
+    when = f" at {found.decided_at}" if found.decided_at else ""
+    return {
+        "running": f"it was already approved{by}{when} and is running",
+        "done": f"it was already approved{by}{when} and ran (exit status {found.exit_status})",
+        "denied": f"it was denied{when}",
+        "expired": f"it expired at {found.expires_at}",
+        "invalidated": "it is invalidated: its routine file was edited since it was proposed",
+    }.get(str(found.state), str(found.state))
+
+
+def _exec_action(proposal_id: int) -> int:
+    from supervisor.approvals import action_argv
+
+    argv = action_argv(proposal_id)
+    root = str(Path(__file__).resolve().parent.parent.parent)
+    env = dict(os.environ)
+    rest = [x for x in env.get("PYTHONPATH", "").split(os.pathsep) if x and x != root]
+    env["PYTHONPATH"] = os.pathsep.join([root, *rest])
+    os.execve(argv[0], argv, env)
+
+
+def deny(args: argparse.Namespace) -> int:
+    from routines import proposals
+    from routines.ledger import Ledger
+    from routines.safetext import one_line
+    from routines.spec.paths import paths
+
+    now = datetime.now(UTC)
+    with Ledger(paths().ledger) as ledger:
+        proposals.expire(ledger, now)
+        found, why = proposals.deny(ledger, args.id, why=args.why.strip()[:500], now=now)
+    if found is None:
+        return die(f"no proposal #{args.id} (see: vinos-routine pending)")
+    if why is not None:
+        return die(f"proposal #{found.id} cannot be denied: {_state_words(found)}")
+    print(f"denied #{found.id} ({one_line(found.routine)} · {one_line(found.action)})")
+    print(f"  {found.routine}'s next run is told" + (f": {one_line(args.why)}" if args.why else ""))
+    return 0

@@ -1,0 +1,34 @@
+"""`vinos-routine list`: every routine, its schedule, next run, last result and today's cost.
+
+Works from the files and the ledger alone, with or without a daemon. What it gathers and
+prints is supervisor/views/listing.py, which the daemon runs too.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+__all__ = ["register"]
+
+EXAMPLE = """example:
+  vinos-routine list
+  vinos-routine list --json | jq '.[] | select(.enabled)'
+"""
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "list",
+        help="all routines with schedule, next run, last status and today's cost",
+        epilog=EXAMPLE,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from supervisor.views.listing import show
+
+    return show(args.json)

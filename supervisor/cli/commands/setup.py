@@ -1,0 +1,250 @@
+"""`vinos-routine setup`: the first run after a pip, pipx or source install.
+
+Writes the user units pointing at this install and the completions for the user's shell,
+checks what the sandbox, notifications and signing need, and lists the starters. The
+decisions are supervisor/setupplan.py's; this module gathers the facts, prints the plan and
+writes what it says (never anything else). `--check` only reports.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from supervisor.cli.commands.common import add_parser
+
+__all__ = ["register"]
+
+EXAMPLE = """\
+  vinos-routine setup            # write the units and completions, report what is missing
+  vinos-routine setup --check    # only report (exit 1 when something would change or is missing)
+  vinos-routine setup --json
+"""
+
+
+def register(sub: Any) -> None:
+    p = add_parser(
+        sub,
+        "setup",
+        "set up this install: user units, shell completions, and a check of what it needs",
+        EXAMPLE,
+    )
+    p.add_argument("--check", action="store_true", help="only report; change nothing")
+    p.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    p.set_defaults(func=run)
+
+
+def this_program() -> tuple[str, ...]:
+    """The argv that runs this very install: the console script that is running (pip's venv
+    bin, pipx's ~/.local/bin, /usr/bin), else `python -m supervisor` with this interpreter."""
+    argv0 = Path(sys.argv[0]) if sys.argv and sys.argv[0] else None
+    if argv0 is not None and argv0.name == "vinos-routine" and argv0.is_file():
+        return (str(argv0.absolute()),)
+    script = Path(sys.executable).parent / "vinos-routine"
+    if script.is_file():
+        return (str(script),)
+    return (sys.executable, "-m", "supervisor")
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError, UnicodeDecodeError):
+        return None
+
+
+def _package_unit(home: Path, env: dict[str, str]) -> tuple[Path | None, str | None]:
+    """A daemon unit installed outside the user's config dir (by a package), and its program."""
+    from supervisor.userunits import SERVICE, unit_dirs
+
+    for d in unit_dirs(home, env)[1:]:
+        text = _read(d / SERVICE)
+        if text is None:
+            continue
+        for line in text.splitlines():
+            if line.startswith("ExecStart=") and line.endswith(" daemon"):
+                return d / SERVICE, line.removeprefix("ExecStart=").removesuffix(" daemon")
+        return d / SERVICE, None
+    return None, None
+
+
+def _completion(shell: str, home: Path, env: dict[str, str]) -> tuple[Path, str] | None:
+    from supervisor.cli.completions import FILES, render
+
+    data = Path(env.get("XDG_DATA_HOME") or home / ".local/share")
+    config = Path(env.get("XDG_CONFIG_HOME") or home / ".config")
+    where = {
+        "bash": data / "bash-completion/completions/vinos-routine",
+        "zsh": data / "zsh/site-functions/_vinos-routine",
+        "fish": config / "fish/completions/vinos-routine.fish",
+    }
+    if shell not in where:
+        return None
+    return where[shell], render()[FILES[shell]]
+
+
+def _missing_tools(bwrap: str) -> dict[str, str]:
+    from sandbox.binaries import BinaryRefused, check_binary
+    from sandbox.seccomp import SeccompUnavailable, bpf
+
+    out: dict[str, str] = {}
+    try:
+        check_binary(bwrap)
+    except BinaryRefused as exc:
+        out["bwrap"] = str(exc)
+    try:
+        bpf()
+    except SeccompUnavailable as exc:
+        out["libseccomp"] = str(exc)
+    for tool in ("notify-send", "ssh-keygen"):
+        if shutil.which(tool) is None:
+            out[tool] = f"{tool} is not on PATH"
+    return out
+
+
+def _key_problem(path: Path) -> str | None:
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return "does not exist"
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror})"
+    if st.st_size == 0:
+        return "is empty"
+    if st.st_mode & 0o077:
+        return f"is open to other users (chmod 600 {path})"
+    return None
+
+
+def gather(env: dict[str, str]) -> Any:
+    """The facts setup decides on, read from this machine."""
+    import importlib.util
+    from importlib.resources import files
+
+    from routines.spec.config import ConfigInvalid, load_config
+    from routines.spec.paths import paths
+    from supervisor.setupplan import SHELL_ONLY, Facts
+    from supervisor.userunits import DAEMON_UNITS, DASHBOARD_UNITS, packaged, unit_dirs
+
+    home = Path(env.get("HOME") or os.path.expanduser("~"))
+    p = paths()
+    unit_dir = unit_dirs(home, env)[0]
+    units = {name: packaged(name) for name in DAEMON_UNITS + DASHBOARD_UNITS}
+    shell = Path(env.get("SHELL", "")).name
+    completion = _completion(shell, home, env)
+    config_dir = Path(env.get("XDG_CONFIG_HOME") or home / ".config")
+    env_file = config_dir / "vinos-routine/daemon.env"
+    env_text = _read(env_file) or ""
+    try:
+        bwrap = load_config(p.config_file).sandbox.bwrap
+    except ConfigInvalid:
+        from sandbox.binaries import DEFAULT_BWRAP
+
+        bwrap = DEFAULT_BWRAP
+    existing: dict[Path, str | None] = {unit_dir / n: _read(unit_dir / n) for n in units}
+    if completion is not None:
+        existing[completion[0]] = _read(completion[0])
+    package_unit, package_program = _package_unit(home, env)
+    starters = sorted(
+        entry.name.removesuffix(".toml")
+        for entry in files("routines.starters").iterdir()
+        if entry.name.endswith(".toml")
+    )
+    program = this_program()
+    environment = {k: env[k] for k in ("VINOS_HOME", "VINOS_SYSTEM_DIR") if env.get(k)}
+    if program[1:] == ("-m", "supervisor"):  # a source tree, not installed: import it from there
+        environment["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
+    return Facts(
+        program=program,
+        unit_dir=unit_dir,
+        units=units,
+        existing=existing,
+        package_unit=package_unit,
+        package_program=package_program,
+        environment=environment,
+        dashboard=importlib.util.find_spec("starlette") is not None,
+        shell=shell,
+        completion=completion,
+        missing=_missing_tools(bwrap),
+        key_problem=_key_problem(p.api_key_file),
+        key_in_shell=bool(env.get("ANTHROPIC_API_KEY", "").strip()),
+        env_file=env_file,
+        shell_only=tuple(n for n in SHELL_ONLY if env.get(n) and not _sets(env_text, n)),
+        starters=tuple(starters),
+        key_file=p.api_key_file,
+    )
+
+
+def _sets(env_file_text: str, name: str) -> bool:
+    return any(line.strip().startswith(f"{name}=") for line in env_file_text.splitlines())
+
+
+def _write(path: Path, text: str) -> None:
+    """Replace `path` by a temp file and a rename: a unit is never seen half written. (Not
+    routines.store's no-follow write: ~/.config is often a link into a dotfiles repo.)"""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.setup-{os.getpid()}")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.chmod(0o644)
+    os.replace(tmp, path)
+
+
+def _reload_manager(env: dict[str, str]) -> str:
+    """`systemctl --user daemon-reload`, when a user manager answers; what happened."""
+    runtime = env.get("XDG_RUNTIME_DIR", "")
+    if shutil.which("systemctl") is None or not Path(runtime, "systemd/private").exists():
+        return "no user manager answers here: run `systemctl --user daemon-reload` in your session"
+    done = subprocess.run(
+        ["systemctl", "--user", "daemon-reload"], capture_output=True, text=True, check=False
+    )
+    if done.returncode != 0:
+        return f"systemctl --user daemon-reload failed: {done.stderr.strip()}"
+    return "ran systemctl --user daemon-reload"
+
+
+def run(args: argparse.Namespace) -> int:
+    import json
+
+    from supervisor.setupplan import State, plan
+
+    env = dict(os.environ)
+    items = plan(gather(env))
+    to_write = [i for i in items if i.state is State.WRITE]
+    wrong = [i for i in items if i.state in (State.KEPT, State.MISSING)]
+    problems = wrong + to_write
+    done: list[str] = []
+    if not args.check:
+        for item in to_write:
+            assert item.path is not None and item.text is not None
+            if not args.json:
+                print(f"{item.what}: {item.detail}", flush=True)
+            _write(item.path, item.text)
+        if any(i.what.startswith("unit ") for i in to_write):
+            done.append(_reload_manager(env))
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "ok": not (problems if args.check else wrong),
+                    "check": args.check,
+                    "items": [i.as_json() for i in items],
+                    "done": done,
+                }
+            )
+        )
+    else:
+        for item in items:
+            if item.state is State.WRITE and not args.check:
+                continue  # said as it was written
+            label = "would write" if item.state is State.WRITE else str(item.state)
+            print(f"{label:>11}  {item.what}: {item.detail}")
+        for line in done:
+            print(f"       done  {line}")
+        if not args.check and any(i.what.startswith("unit ") for i in to_write):
+            print("\nthen: systemctl --user enable --now vinos-routined")
+    return 1 if args.check and problems else 0

@@ -1,0 +1,239 @@
+"""`vinos-routine validate [PATH...]`: check routine files without running anything."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+__all__ = ["register"]
+
+EXAMPLE = """example:
+  vinos-routine validate ~/.vinos/routines/day-brief.toml
+  vinos-routine validate            # every routine file, user and system
+  vinos-routine validate --json a.toml b.toml
+  vinos-routine validate ~/.vinos/routines/config.toml   # the daemon's settings
+  vinos-routine validate --connect inbox.toml   # start its MCP servers, list their tools
+"""
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "validate",
+        help="check routine files (or config.toml) and print OK or every error",
+        epilog=EXAMPLE,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("paths", nargs="*", type=Path, help="routine files (default: all)")
+    p.add_argument("--json", action="store_true", help="one JSON object per file")
+    p.add_argument(
+        "--connect",
+        action="store_true",
+        help="start each MCP server in its sandbox and list the tools it offers",
+    )
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from routines.spec.checks import RoutineInvalid
+    from routines.spec.paths import paths
+    from routines.spec.registry import scan
+    from supervisor.present import print_json_lines
+
+    files: list[Path] = list(args.paths)
+    if not files:
+        p = paths()
+        files = [e.path for e in scan(p).entries.values()]
+        if not files and not args.json:
+            print(f"no routine files in {p.routines_dir} or {p.system_dir}")
+    results: list[dict[str, Any]] = []
+    for path in files:
+        try:
+            warnings, errors, signature, card = _check(path)
+        except RoutineInvalid as exc:
+            results.append(
+                {
+                    "file": str(path),
+                    "ok": False,
+                    "errors": [str(p) for p in exc.errors],
+                    "warnings": [str(p) for p in exc.problems if p.warning],
+                }
+            )
+        else:
+            results.append(
+                {
+                    "file": str(path),
+                    "ok": not errors,
+                    "errors": errors,
+                    "warnings": list(warnings),
+                    **signature,
+                    **card,
+                }
+            )
+    if args.connect:
+        _connect(results)
+    if args.json:
+        print_json_lines([{k: v for k, v in r.items() if k != "card_text"} for r in results])
+    else:
+        _print_text(results)
+    return 0 if all(r["ok"] for r in results) else 1
+
+
+def _print_text(results: list[dict[str, Any]]) -> None:
+    from routines.safetext import one_line
+
+    # File names and what a file says are untrusted text: one line each, escapes shown.
+    for res in results:
+        for warning in res["warnings"]:
+            print(one_line(warning))
+        if res["ok"]:
+            print(one_line(f"{res['file']}: OK"))
+            for line in res.get("card_text", ()):
+                print(line)
+        if res.get("signed"):
+            print(one_line(f"{res['file']}: {res['signed']}"))
+        for error in res["errors"]:
+            print(one_line(error))
+        for row in res.get("mcp", ()):
+            print(one_line(_server_line(row)))
+
+
+def _connect(results: list[dict[str, Any]]) -> None:
+    """Each valid file's MCP servers, started by `python -m worker.mcpconnect` (this side
+    imports no worker code); a server that fails or lacks a whitelisted tool fails the file."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    files = [r["file"] for r in results if r["ok"]]
+    if not files:
+        return
+    argv = [sys.executable, "-P", "-m", "worker.mcpconnect", *files]
+    root = str(Path(__file__).resolve().parent.parent.parent)
+    env = {**os.environ, "PYTHONPATH": root}
+    done = subprocess.run(argv, capture_output=True, text=True, check=False, env=env)
+    by_file: dict[str, list[dict[str, Any]]] = {}
+    for line in done.stdout.splitlines():
+        row = json.loads(line)
+        by_file.setdefault(row["file"], []).append(row)
+    for res in results:
+        rows = by_file.get(res["file"], [])
+        if rows:
+            res["mcp"] = rows
+            res["ok"] = res["ok"] and all(r["ok"] for r in rows)
+
+
+def _server_line(row: dict[str, Any]) -> str:
+    head = f"{row['file']}: MCP server {row['server']}"
+    if row.get("error"):
+        return f"{head}: could not connect: {row['error']}"
+    line = f"{head}: offers {', '.join(row['tools']) or 'no tools'}"
+    if row["unmatched"]:
+        line += f"; whitelist entries matching none: {', '.join(row['unmatched'])}"
+    return line
+
+
+def _check(
+    path: Path,
+) -> tuple[tuple[str, ...], list[str], dict[str, Any], dict[str, Any]]:
+    """A routine file's warnings, never-list errors, signature and capability card (JSON
+    `card`, text `card_text`), or nothing for a valid config.toml; raises RoutineInvalid."""
+    from routines.spec.checks import Problem, RoutineInvalid
+    from routines.spec.config import load_config
+    from routines.spec.loader import load_file
+
+    if path.name != "config.toml":
+        from supervisor.notify import unshown
+
+        routine = load_file(path)
+        warnings, signature = _signature(path, routine)
+        if why := unshown(routine):
+            warnings = (*warnings, f"{path}: {why}")
+        errors = [f"{path}: {e}" for e in _never_problems(routine)]
+        if routine.schedule.form == "once":
+            from routines.spec.loader import once_past
+
+            # Where the person checks what they wrote, a past `once` is an error (the loader
+            # only warns: a file must not turn invalid as time passes).
+            if past := once_past(routine.schedule):
+                errors.append(f"{path}: [schedule].once: {past}")
+                warnings = tuple(w for w in (*warnings,) if "[schedule].once" not in w)
+                routine_warnings = tuple(
+                    w for w in routine.warnings if "[schedule].once" not in str(w)
+                )
+                return (*routine_warnings, *warnings), errors, signature, _card(routine)
+        return (*routine.warnings, *warnings), errors, signature, _card(routine)
+    if not path.is_file():  # load_config reads a missing file as all defaults
+        raise RoutineInvalid([Problem(path.name, "", "cannot read: no such file")])
+    bwrap = load_config(path).sandbox.bwrap
+    from sandbox.binaries import BinaryRefused, check_binary
+
+    try:
+        check_binary(bwrap)
+    except BinaryRefused as exc:  # valid TOML, but every shell tool would fail closed
+        return (), [f"{path}: {exc}"], {}, {}
+    return (), [], {}, {}
+
+
+def _card(routine: Any) -> dict[str, Any]:
+    from supervisor.cli.commands.capabilities import card, card_lines
+
+    lines = card(routine)
+    # Printed only when there is something to review: "OK" alone stays the whole answer for
+    # a routine that reads nothing, reaches nothing and proposes nothing.
+    shown = card_lines(lines) if any(x.caution for x in lines) else []
+    return {"card": [{"label": x.label, "text": x.text} for x in lines], "card_text": shown}
+
+
+def _signature(path: Path, routine: Any) -> tuple[tuple[str, ...], dict[str, Any]]:
+    """The signature's warning (an invalid one, or auto_approve unsigned) and its JSON: the
+    bytes checked are the ones just parsed."""
+    from routines.signing import auto_approve_requested, signature_note, verify_routine
+    from routines.spec.paths import paths
+
+    check = verify_routine(path, paths().allowed_signers, data=routine.text.encode())
+    auto = auto_approve_requested(routine)
+    note = signature_note(check, auto, routine.name)
+    out: dict[str, Any] = {"signature": check.state.value, "signer": check.principal}
+    if note is None:
+        return (), out
+    text, warning = note
+    if warning:
+        return (f"{path}: {text}",), out
+    return (), {**out, "signed": text}
+
+
+def _never_problems(routine: Any) -> list[str]:
+    """`home` entries and `read:` globs that reach config.toml's [sandbox].never additions
+    (the loader checked the built-in list; config can grow it after a file was written)."""
+    import os
+
+    from routines.spec.checks import RoutineInvalid
+    from routines.spec.config import load_config
+    from routines.spec.never import home_problem, never_paths, read_problem
+    from routines.spec.paths import paths
+
+    p = paths()
+    try:
+        sandbox = load_config(p.config_file).sandbox
+    except RoutineInvalid:
+        return []  # the daemon refuses that config anyway, with its own errors
+    extra = (*sandbox.never, *sandbox.masks)
+    if not extra:
+        return []
+    home = os.path.realpath(Path.home())
+    never = never_paths(home, os.path.realpath(p.home), extra)
+    table = "agent" if routine.agent is not None else "command"
+    out = []
+    for i, entry in enumerate(routine.home):
+        problem = home_problem(entry, home, never, extra)
+        if problem:
+            out.append(f"[{table}].home[{i}]: {problem} (config.toml [sandbox].never)")
+    own = (os.path.realpath(p.workspace(routine.name)),)
+    for i, tool in enumerate(routine.agent.tools if routine.agent else ()):
+        if str(tool).startswith("read:"):
+            problem = read_problem(tool.value, home, never, own, extra)
+            if problem:
+                out.append(f"[agent].tools[{i}]: {problem} (config.toml [sandbox].never)")
+    return out

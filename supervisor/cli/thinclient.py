@@ -1,0 +1,269 @@
+"""`vinos-routine`'s entry point: `list`, `status`, `history` and `cost` asked of the daemon
+when one is up, before anything else is imported; every other command, and these whenever
+the daemon cannot answer, go to supervisor/cli/main.py as before.
+
+This module's start-up is the whole cost of a thin `list`: it imports only what Python has
+loaded at start anyway, plus `_socket` and `json` (no argparse, TOML, SQLite, dataclasses,
+pathlib or enum; tests/cli/test_thin_client.py checks the list). A daemon that is not there
+costs one stat of its socket file. The options these verbs take are parsed here by hand; any
+that is not recognised exactly (`--help`, an abbreviation, a bad number) goes to the full
+parser, which says what argparse says.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+TYPE_CHECKING = False  # typing's own flag, without importing typing at start-up
+if TYPE_CHECKING:
+    import _socket
+
+__all__ = ["context", "main", "parse", "socket_path", "thin"]
+
+VERBS = ("list", "status", "history", "cost")
+
+
+def _flags(rest: list[str], allowed: tuple[str, ...]) -> dict[str, object] | None:
+    opts: dict[str, object] = {}
+    for arg in rest:
+        if arg not in allowed:
+            return None
+        opts[arg[2:]] = True
+    return opts
+
+
+def _history(rest: list[str]) -> dict[str, object] | None:
+    opts: dict[str, object] = {}
+    i = 0
+    while i < len(rest):
+        arg = rest[i]
+        if arg == "--json":
+            opts["json"] = True
+        elif arg == "-n" or (arg.startswith("-n") and len(arg) > 2):
+            value = arg[2:] if len(arg) > 2 else (rest[i + 1] if i + 1 < len(rest) else "")
+            i += 0 if len(arg) > 2 else 1
+            if not value or value.startswith(("-", "=")):
+                return None
+            try:
+                opts["n"] = int(value)  # what argparse's type=int does
+            except ValueError:
+                return None
+        elif arg.startswith("-") or "name" in opts:
+            return None
+        else:
+            opts["name"] = arg
+        i += 1
+    return opts if "name" in opts else None
+
+
+def _cost(rest: list[str]) -> dict[str, object] | None:
+    opts: dict[str, object] = {}
+    periods = 0
+    i = 0
+    while i < len(rest):
+        arg = rest[i]
+        nxt = rest[i + 1] if i + 1 < len(rest) else None
+        if arg == "--json":
+            opts["json"] = True
+        elif arg in ("--today", "--week"):
+            opts["period"] = arg[2:]
+            periods += 1
+        elif arg == "--days":
+            if nxt is None or nxt.startswith("-"):
+                return None
+            opts["days"], i = nxt, i + 1
+            periods += 1
+        elif arg == "--month":
+            if nxt is not None and not nxt.startswith("-"):
+                opts["month"], i = nxt, i + 1
+            else:
+                opts["month"] = "month:this"  # the option's `const`
+            periods += 1
+        else:
+            return None
+        i += 1
+    # The options are mutually exclusive, and argparse says so: the full path does.
+    return opts if periods <= 1 else None
+
+
+def parse(argv: list[str]) -> tuple[str, dict[str, object]] | None:
+    """(verb, options) when `argv` is a read command the daemon can answer, else None."""
+    if not argv or argv[0] not in VERBS:
+        return None
+    verb, rest = argv[0], argv[1:]
+    if verb == "list":
+        opts = _flags(rest, ("--json",))
+    elif verb == "status":
+        opts = _flags(rest, ("--json", "--waybar"))
+        if opts is not None and len(opts) > 1:
+            return None  # mutually exclusive: argparse's message
+    elif verb == "history":
+        opts = _history(rest)
+    else:
+        opts = _cost(rest)
+    return None if opts is None else (verb, opts)
+
+
+def _use_color() -> bool:
+    # supervisor.present.use_color, which this must agree with (the thin-client test).
+    if os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
+        return False
+    return sys.stdout.isatty()
+
+
+def home_of_env() -> str | None:
+    home = os.environ.get("VINOS_HOME") or os.path.join(os.path.expanduser("~"), ".vinos")
+    return os.path.normpath(home) if os.path.isabs(home) else None
+
+
+def peer_is_us(sock: _socket.socket) -> bool:
+    """Whether the process listening at the other end is this user (SO_PEERCRED). Where
+    $XDG_RUNTIME_DIR is writable by others, another user can put a socket in the daemon's
+    place: nothing is sent to it, and nothing it answers is printed
+    (tests/supervisor/test_redteam_control.py)."""
+    import _socket
+
+    try:
+        creds = sock.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, 12)
+    except OSError:
+        return False
+    return int.from_bytes(creds[4:8], sys.byteorder) == os.getuid()  # struct ucred: pid, uid, gid
+
+
+def _exchange(path: str, request: bytes) -> list[bytes] | None:
+    """The lines the daemon sent after its hello, up to its response; None on any failure."""
+    import _socket
+
+    timeout = float(os.environ.get("VINOS_CONTROL_TIMEOUT_SEC") or 10.0)
+    sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM | _socket.SOCK_CLOEXEC)
+    try:
+        sock.settimeout(timeout)
+        sock.connect(path)
+        if not peer_is_us(sock):
+            return None  # the full client says who listens there; nothing is sent to them
+        sock.sendall(b'{"type":"hello","protocol":1}\n' + request)
+        lines: list[bytes] = []
+        pending = b""
+        while True:
+            data = sock.recv(1 << 16)
+            if not data:
+                return None
+            pending += data
+            *done, pending = pending.split(b"\n")
+            for line in done:
+                lines.append(line)
+                # Unescaped quotes are never inside a JSON string: only a response has this.
+                if b'"type":"response"' in line:
+                    return lines
+    except OSError:
+        return None
+    finally:
+        sock.close()
+
+
+def socket_path() -> str:
+    """routines.spec.paths' control socket, from the same variables."""
+    runtime = os.environ.get("XDG_RUNTIME_DIR") or f"/run/user/{os.getuid()}"
+    return runtime + "/vinos-routine/control.sock"
+
+
+def daemon_running(socket: str) -> bool:
+    """Whether a daemon holds its lock beside `socket` (supervisor/owner.py takes it
+    exclusively). With socket activation the socket listens while the daemon is stopped, and
+    a connect would start it: a read command or the waybar follower must never start the
+    scheduler of a person who stopped it
+    (tests/supervisor/test_thin_client.py::test_a_read_never_starts_a_stopped_daemon)."""
+    import fcntl
+
+    try:
+        fd = os.open(os.path.join(os.path.dirname(socket), "daemon.lock"), os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True  # held: a daemon runs
+    except OSError:
+        return True  # no verdict from the lock: ask, as before
+    finally:
+        os.close(fd)  # closing drops a shared lock taken here
+    return False
+
+
+def context(home: str) -> dict[str, object]:
+    """What the daemon must know to print what this process would: where it looks, its time
+    zone, its PATH, whether it has an API key (not the key), its terminal's colour and
+    encoding. The daemon answers only when home and zone are its own."""
+    return {
+        "color": _use_color(),
+        "home": home,
+        "system": os.path.normpath(os.environ.get("VINOS_SYSTEM_DIR") or "/etc/vinos/routines"),
+        "tz": os.environ.get("TZ"),
+        "path": os.environ.get("PATH", os.defpath),
+        "key": bool(os.environ.get("ANTHROPIC_API_KEY", "").strip()),
+        "encoding": sys.stdout.encoding,
+        "errors": sys.stdout.errors,
+    }
+
+
+def thin(argv: list[str]) -> int | None:
+    """The exit code of the command answered by the daemon, or None: run it in-process."""
+    parsed = parse(argv)
+    if parsed is None:
+        return None
+    path = socket_path()
+    home = home_of_env()
+    if home is None or len(os.fsencode(path)) > 107 or not os.path.exists(path):
+        return None  # no daemon: the plain in-process path, without a socket import
+    if not daemon_running(path):
+        return None  # a socket unit listening for a stopped daemon: a read never starts it
+    import json
+
+    verb, opts = parsed
+    args = {"verb": verb, "opts": opts, **context(home)}
+    req = {"type": "request", "id": 1, "cmd": "answer", "args": args}
+    lines = _exchange(path, json.dumps(req, separators=(",", ":")).encode() + b"\n")
+    if not lines:
+        return None
+    try:
+        messages = [json.loads(line) for line in lines]
+    except ValueError:
+        return None
+    hello, *events, response = messages
+    result = response.get("result") if response.get("ok") else None
+    if hello.get("type") != "hello" or not isinstance(result, dict) or "code" not in result:
+        if os.environ.get("VINOS_ROUTINE_DEBUG"):  # why the full path runs instead
+            why = result.get("fallback") if isinstance(result, dict) else response.get("error")
+            print(f"vinos-routine: in-process: {why}", file=sys.stderr)
+        return None  # an older daemon, or one that cannot answer this exactly
+    out = [e["text"].encode("latin-1") for e in events if e.get("data", {}).get("fd") == 1]
+    err = [e["text"].encode("latin-1") for e in events if e.get("data", {}).get("fd") == 2]
+    try:
+        sys.stdout.buffer.write(b"".join(out))
+        sys.stdout.flush()
+    except BrokenPipeError:  # `vinos-routine list | head`: the reader left, not an error
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return 0
+    if err:
+        sys.stderr.buffer.write(b"".join(err))
+        sys.stderr.flush()
+    code: int = result["code"]
+    return code
+
+
+def main() -> int:
+    """Entry point of the `vinos-routine` console script."""
+    argv = sys.argv[1:]
+    if argv in (["status", "--waybar", "--follow"], ["status", "--follow", "--waybar"]):
+        from supervisor.cli.waybarfollow import follow
+
+        return follow()
+    code = thin(argv)
+    if code is not None:
+        return code
+    from supervisor.cli.main import main as full
+
+    return full(argv)

@@ -1,0 +1,329 @@
+"""`brief`: the day's outputs across routines, newest first, with their outcome.
+
+`gather` reads the outputs (state/NAME/YYYY-MM-DD-HHMM.md) and their runs from the ledger;
+`heading`, `pending_text`, `list_cells`, `json_value` and `render` build what `brief` shows
+from that data alone (tests/supervisor/test_views.py). An output's text is read through the
+`read` each takes, `read_output` by default, never through a symlink. Marking what was shown
+seen and opening a pager stay in the command (supervisor/cli/commands/brief.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from routines.runs import Outcome, RunStatus, counts_as_strike
+
+if TYPE_CHECKING:
+    from routines.ledger import RunRow
+    from routines.proposals import Proposal
+    from routines.spec.paths import Paths
+
+__all__ = [
+    "LIST_HEADERS",
+    "Item",
+    "document",
+    "elsewhere",
+    "failure_json",
+    "gather",
+    "heading",
+    "json_value",
+    "label",
+    "list_cells",
+    "pending_text",
+    "read_output",
+    "render",
+]
+
+Reader = Callable[[Path], str]
+
+
+@dataclass(frozen=True, slots=True)
+class Item:
+    """One output file and the run that wrote it."""
+
+    routine: str
+    path: Path
+    day: date
+    mtime: float
+    title: str
+    open_on_login: bool
+    seen: bool
+    status: str | None
+    outcome: str | None
+    summary: str
+    started_at: str | None
+
+    @property
+    def key(self) -> str:
+        return f"{self.routine}/{self.path.name}"
+
+    @property
+    def written(self) -> datetime:
+        return datetime.fromtimestamp(self.mtime, UTC)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "routine": self.routine,
+            "file": str(self.path),
+            "date": self.day.isoformat(),
+            "written_at": self.written.isoformat(),
+            "title": self.title,
+            "status": self.status,
+            "outcome": self.outcome,
+            "summary": self.summary,
+            "started_at": self.started_at,
+            "open_on_login": self.open_on_login,
+            "seen": self.seen,
+            "text": read_output(self.path),
+        }
+
+
+def read_output(path: Path) -> str:
+    """An output's text; never through a symlink (a link planted where an output was would
+    otherwise print ~/.ssh/id_rsa or /proc/self/environ)."""
+    from routines.store import read_regular
+
+    data = read_regular(path)
+    if data is None:
+        return f"(cannot read {path}: missing, a symlink, or not a regular file)"
+    return data.decode("utf-8", errors="replace")
+
+
+def _title(path: Path) -> str:
+    from routines.store import read_regular
+
+    head = (read_regular(path, 4096, head=True) or b"").decode("utf-8", errors="replace")
+    for line in head.splitlines():
+        if line.startswith("# "):
+            return line[2:].strip()
+        if line.strip():
+            return line.strip()[:80]
+    return ""
+
+
+def gather(p: Paths, days: list[date]) -> tuple[list[Item], list[RunRow]]:
+    """The outputs of `days`, newest first, and the runs of those days that failed."""
+    from contextlib import closing
+    from zoneinfo import ZoneInfo
+
+    from routines.ledger import day_bounds
+    from routines.schedule.tz import machine_timezone
+    from routines.spec.outputs import output_files
+    from routines.spec.registry import scan
+    from supervisor.fleetview import cli_ledger
+    from supervisor.seen import load_seen
+
+    zone = ZoneInfo(machine_timezone())
+    wanted = set(days)
+    files = output_files(p.state_dir, wanted)
+    on_login = {
+        name: e.routine.output.open_on_login
+        for name, e in scan(p).entries.items()
+        if e.routine is not None
+    }
+    # Outputs are named in their routine's zone: look a day either side in the ledger.
+    start = day_bounds(min(days), zone)[0] - timedelta(days=1)
+    end = day_bounds(max(days), zone)[1] + timedelta(days=1)
+    with closing(cli_ledger(p)) as ledger:
+        rows = ledger.runs_between(start, end)
+    by_file = {r.output_file: r for r in rows if r.output_file}
+    seen = load_seen(p.state_dir)
+    items = []
+    for routine, path, day, mtime in files:
+        row = by_file.get(str(path))
+        items.append(
+            Item(
+                routine=routine,
+                path=path,
+                day=day,
+                mtime=mtime,
+                title=_title(path),
+                open_on_login=on_login.get(routine, False),
+                seen=f"{routine}/{path.name}" in seen,
+                status=row.status if row else None,
+                outcome=row.outcome if row else None,
+                summary=(row.detail or "") if row else "",
+                started_at=row.started_at if row else None,
+            )
+        )
+    items.sort(key=lambda i: (i.mtime, i.key), reverse=True)
+    failed = [
+        r
+        for r in rows
+        if counts_as_strike(r.status)
+        and r.started_at
+        and datetime.fromisoformat(r.started_at.replace("Z", "+00:00")).astimezone(zone).date()
+        in wanted
+    ]
+    return items, failed
+
+
+def elsewhere(p: Paths, days: list[date]) -> dict[str, int]:
+    """On a fleet: how many outputs of `days` other machines made, per machine; {} alone."""
+    from zoneinfo import ZoneInfo
+
+    from routines.ledger import day_bounds
+    from routines.schedule.tz import machine_timezone
+    from supervisor.fleetview import config_or_default
+
+    fleet = config_or_default(p).fleet
+    if fleet is None:
+        return {}
+    from routines.ledger.postgres import PgLedger
+
+    zone = ZoneInfo(machine_timezone())
+    start, end = day_bounds(min(days), zone)[0], day_bounds(max(days), zone)[1]
+    with PgLedger(fleet.database, fleet.machine) as ledger:
+        found = ledger.fleet_runs_between(start, end)
+    out: dict[str, int] = {}
+    for f in found:
+        if f.machine != fleet.machine and f.row.output_file:
+            out[f.machine] = out.get(f.machine, 0) + 1
+    return out
+
+
+def label(item: Item) -> str:
+    outcome = (item.outcome or item.status or "").replace("-", " ")
+    parts = [item.routine, item.written.astimezone().strftime("%H:%M")]
+    if outcome:
+        parts.append(outcome)
+    return " · ".join(parts)
+
+
+def document(items: Sequence[Item], heading: str, read: Reader = read_output) -> str:
+    """One markdown document of the outputs, for a pager or a viewer."""
+    parts = [f"# {heading}\n"]
+    for item in items:
+        parts.append(f"---\n\n*{label(item)}*\n\n{read(item.path).strip()}\n")
+    return "\n".join(parts)
+
+
+def pending_text(waiting: Sequence[Proposal]) -> str:
+    """The top of the brief: each waiting proposal with the commands that decide it."""
+    from routines.safetext import one_line
+
+    if not waiting:
+        return ""
+    n = len(waiting)
+    lines = [f"{n} action{'s' if n != 1 else ''} wait{'s' if n == 1 else ''} for your decision:"]
+    for w in waiting:
+        lines.append(
+            f"  #{w.id} {one_line(w.routine)} · {one_line(w.action)}: {one_line(w.summary)}"
+        )
+        lines.append(f"      vinos-routine approve {w.id}   ·   vinos-routine deny {w.id}")
+    return "\n".join(lines) + "\n\n"
+
+
+def heading(days: Sequence[date], today: date) -> str:
+    if len(days) > 1:
+        return f"Brief · {days[-1].strftime('%a %d %b')} – {days[0].strftime('%a %d %b %Y')}"
+    day = days[0]
+    name = "today" if day == today else "yesterday" if day == today - timedelta(1) else ""
+    return f"Brief · {day.strftime('%a %d %b %Y')}" + (f" ({name})" if name else "")
+
+
+def failure_json(r: RunRow) -> dict[str, Any]:
+    return {
+        "routine": r.routine,
+        "status": r.status,
+        "started_at": r.started_at,
+        "detail": r.detail,
+        "run_id": r.run_id,
+    }
+
+
+def json_value(
+    days: Sequence[date],
+    items: Sequence[Item],
+    failed: Sequence[RunRow],
+    waiting: Sequence[Proposal],
+    pruned: str | None,
+    away: Mapping[str, int],
+) -> dict[str, Any]:
+    """`brief --json` (each output with its text)."""
+    return {
+        "dates": [d.isoformat() for d in days],
+        "outputs": [i.as_json() for i in items],
+        "failed": [failure_json(r) for r in failed],
+        "pending": [{**w.as_json(), "state": str(w.state)} for w in waiting],
+        "pruned": pruned,
+        "elsewhere": dict(away),
+    }
+
+
+def list_cells(items: Sequence[Item], c: bool) -> list[list[str]]:
+    """`brief --list`: one row an output, under LIST_HEADERS."""
+    from supervisor.present import color, visible
+
+    return [
+        [
+            i.written.astimezone().strftime("%H:%M"),
+            i.routine,
+            _outcome_text(i, c),
+            visible(i.title),
+            "" if i.seen else color("new", "blue", c),
+            str(i.path),
+        ]
+        for i in items
+    ]
+
+
+LIST_HEADERS = ("TIME", "ROUTINE", "OUTCOME", "TITLE", "", "FILE")
+
+
+def render(
+    items: Sequence[Item],
+    failed: Sequence[RunRow],
+    heading: str,
+    *,
+    unseen: bool,
+    as_list: bool,
+    c: bool,
+    read: Reader = read_output,
+) -> str:
+    """The brief under its heading: a line an output (`as_list`) or each output in full,
+    then a line per failed run; `unseen`: only what waits to be seen was asked for."""
+    import io
+
+    from routines.safetext import one_line
+    from supervisor.present import color, table, visible
+
+    out = io.StringIO()
+    new = sum(1 for i in items if not i.seen)
+    count = f"{len(items)} output{'s' if len(items) != 1 else ''}"
+    out.write(color(heading, "bold", c) + f" · {count}" + (f" ({new} new)" if new else "") + "\n")
+    if not items:
+        hint = "nothing new" if unseen else "no routine wrote an output on this day"
+        out.write(f"  {hint}\n")
+    elif as_list:
+        table(LIST_HEADERS, list_cells(items, c), out)
+    else:
+        for item in items:
+            rule = f"── {label(item)}" + ("" if item.seen else " · new") + " "
+            out.write("\n" + color(rule.ljust(72, "─"), _outcome_color(item), c) + "\n")
+            # Outputs hold what a model wrote: its escape sequences show, they do not act.
+            out.write(visible(read(item.path).rstrip()) + "\n")
+    for r in failed:
+        when = (r.started_at or "")[11:16]
+        line = f"{r.routine} {r.status} (started {when} UTC): {(r.detail or '')[:200]}"
+        out.write(color(f"! {one_line(line)}", "red", c) + "\n")
+    return out.getvalue()
+
+
+def _outcome_color(item: Item) -> str:
+    if item.outcome == Outcome.NEEDS_ATTENTION:
+        return "yellow"
+    if item.status not in (None, RunStatus.OK):
+        return "red"
+    return "dim"
+
+
+def _outcome_text(item: Item, c: bool) -> str:
+    from supervisor.present import color
+
+    text = (item.outcome or item.status or "—").replace("-", " ")
+    return color(text, _outcome_color(item), c) if item.outcome == Outcome.NEEDS_ATTENTION else text

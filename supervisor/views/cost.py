@@ -1,0 +1,220 @@
+"""`vinos-routine cost [--today|--week|--days N|--month [YYYY-MM]]`: what routines spent.
+
+A table per routine (runs, tokens, dollars, share of the total), the top spenders, and the
+period's last seven days as a bar chart. Days are calendar days in this machine's zone.
+Periods reaching past `[ledger].keep_runs_days` add the compacted days' sums: the figures
+are the same before and after a compaction (integer nanodollars on both sides).
+
+`report` reads the ledger; `cells` and `render` build the table and the chart from the
+Report alone (tests/supervisor/test_views.py). `show` is the command's flow, run by the CLI
+and, for a thin client, by the daemon.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+from typing import Any
+
+__all__ = [
+    "CHART_DAYS",
+    "CHART_WIDTH",
+    "Report",
+    "cells",
+    "days_arg",
+    "month_arg",
+    "period_days",
+    "period_label",
+    "render",
+    "report",
+    "show",
+]
+
+CHART_DAYS = 7
+CHART_WIDTH = 30
+
+
+def days_arg(text: str) -> str:
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected a number of days >= 1, found {text!r}")
+    return f"days:{n}"
+
+
+def month_arg(text: str) -> str:
+    try:
+        date.fromisoformat(f"{text}-01")
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a month as YYYY-MM, found {text!r}") from None
+    return f"month:{text}"
+
+
+def period_days(period: str, today: date) -> tuple[date, date]:
+    """The first and last calendar day of `period`: today, week, days:N, month:YYYY-MM."""
+    if period == "today":
+        return today, today
+    if period == "week":
+        return today - timedelta(days=6), today
+    kind, _, value = period.partition(":")
+    if kind == "days":
+        return today - timedelta(days=int(value) - 1), today
+    first = today.replace(day=1) if value == "this" else date.fromisoformat(f"{value}-01")
+    after = (first.replace(day=28) + timedelta(days=4)).replace(day=1)
+    return first, after - timedelta(days=1)
+
+
+def period_label(period: str) -> str:
+    if period in ("today", "week"):
+        return "today" if period == "today" else "the last 7 days"
+    kind, _, value = period.partition(":")
+    if kind == "days":
+        return f"the last {value} days"
+    return "this month" if value == "this" else value
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    period: str
+    zone: str
+    start: datetime
+    end: datetime
+    routines: list[dict[str, Any]]  # ledger totals, biggest spender first, with "share"
+    days: dict[date, float]  # the chart: the last CHART_DAYS days, oldest first
+    caps: dict[str, float | None]  # each routine's max_dollars_per_day
+
+    @property
+    def total(self) -> float:
+        return float(sum(r["dollars"] for r in self.routines))
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "period": self.period,
+            "zone": self.zone,
+            "start": self.start.isoformat(),
+            "end": self.end.isoformat(),
+            "total_dollars": round(self.total, 6),
+            "routines": [
+                {**r, "dollars": round(r["dollars"], 6), "cap": self.caps.get(r["routine"])}
+                for r in self.routines
+            ],
+            "days": [{"date": d.isoformat(), "dollars": round(v, 6)} for d, v in self.days.items()],
+        }
+
+
+def report(period: str, now: datetime | None = None) -> Report:
+    """The figures for `period` (see `period_days`) from the ledger."""
+    from contextlib import closing
+    from zoneinfo import ZoneInfo
+
+    from routines.ledger import day_bounds
+    from routines.schedule.tz import machine_timezone
+    from routines.spec.paths import paths
+    from supervisor.fleetview import cli_ledger
+    from supervisor.source import scan
+
+    p = paths()
+    zone_name = machine_timezone()
+    zone = ZoneInfo(zone_name)
+    now = now or datetime.now(UTC)
+    today = now.astimezone(zone).date()
+    first, last = period_days(period, today)
+    start, end = day_bounds(first, zone)[0], day_bounds(last, zone)[1]
+    chart = [last - timedelta(days=n) for n in range(CHART_DAYS - 1, -1, -1)]
+    with closing(cli_ledger(p)) as ledger:
+        rows = ledger.totals(start, end)
+        days = ledger.dollars_by_day(chart, zone)
+    total = sum(r["dollars"] for r in rows)
+    for r in rows:
+        r["share"] = round(r["dollars"] / total, 4) if total > 0 else 0.0
+    caps = {
+        name: e.routine.budget.max_dollars_per_day
+        for name, e in scan(p).entries.items()
+        if e.routine is not None
+    }
+    return Report(period, zone_name, start, end, rows, days, caps)
+
+
+def show(period: str, as_json: bool) -> int:
+    """`cost [--today | --week | --days N | --month M] [--json]`: gather, then print."""
+    from supervisor.present import print_json, use_color
+
+    rep = report(period)
+    if as_json:
+        print_json(rep.as_json())
+        return 0
+    encoding = (getattr(sys.stdout, "encoding", None) or "").lower().replace("-", "")
+    today = datetime.now().astimezone().date()
+    print(render(rep, use_color(), encoding.startswith("utf"), today), end="")
+    return 0
+
+
+def cells(rep: Report) -> tuple[list[str], list[list[str]]]:
+    """The per-routine table: its headers (DAILY CAP for today only) and rows."""
+    from supervisor.present import money, tokens
+
+    rows = []
+    for r in rep.routines:
+        premium = r["input_tokens"] + r["output_tokens"]
+        local = r["local_input_tokens"] + r["local_output_tokens"]
+        row = [
+            r["routine"],
+            str(r["runs"]),
+            tokens(premium),
+            tokens(local) if local else "—",
+            money(r["dollars"]),
+            f"{r['share'] * 100:.0f}%" if rep.total > 0 else "—",
+        ]
+        if rep.period == "today":
+            cap = rep.caps.get(r["routine"])
+            row.append(money(cap) if cap is not None else "—")
+        rows.append(row)
+    headers = ["ROUTINE", "RUNS", "TOKENS", "LOCAL", "DOLLARS", "SHARE"]
+    if rep.period == "today":
+        headers.append("DAILY CAP")
+    return headers, rows
+
+
+def render(rep: Report, c: bool, unicode: bool, today: date) -> str:
+    """The text of `cost`: the total, the table and the top spenders, then the chart;
+    `unicode`: bars in eighths of a cell (else #), `today`: the local date marked."""
+    import io
+
+    from supervisor.present import color, money, table
+
+    out = io.StringIO()
+    out.write(color(f"Spent {period_label(rep.period)}: {money(rep.total)}", "bold", c) + "\n")
+    if rep.routines:
+        headers, rows = cells(rep)
+        out.write("\n")
+        table(headers, rows, out, right={1, 2, 3, 4, 5, 6})
+        spenders = [r for r in rep.routines if r["dollars"] > 0][:3]
+        if spenders:
+            top = ", ".join(
+                f"{r['routine']} {money(r['dollars'])} ({r['share'] * 100:.0f}%)" for r in spenders
+            )
+            out.write(f"\ntop spenders: {top}\n")
+    else:
+        out.write("no runs in this period\n")
+    out.write("\n")
+    return out.getvalue() + "".join(line + "\n" for line in _chart(rep.days, c, unicode, today))
+
+
+def _chart(days: dict[date, float], c: bool, unicode: bool, today: date) -> list[str]:
+    from supervisor.present import bar, color, money
+
+    top = max(days.values(), default=0.0)
+    span = f"last {len(days)} days" if today in days else f"{len(days)} days to {max(days):%d %b}"
+    out = [f"{span} (total {money(sum(days.values()))})"]
+    for day, dollars in days.items():
+        drawn = bar(dollars, top, CHART_WIDTH, unicode=unicode)
+        mark = "  today" if day == today else ""
+        out.append(
+            f"  {day.strftime('%a %d')}  {color(drawn.ljust(CHART_WIDTH), 'blue', c)}"
+            f"  {money(dollars):>8}{mark}"
+        )
+    return out

@@ -1,0 +1,159 @@
+"""`list`: every routine, its schedule, next run, last result and today's cost.
+
+`supervisor.overview.collect` gathers the routines (the files and the ledger); `cells` builds
+the table and the notes under it from those rows alone (tests/supervisor/test_views.py);
+`render` turns them into the text `list` prints. `show` is the command's flow, run by the
+CLI and, for a thin client, by the daemon.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from supervisor.overview import RoutineRow
+
+__all__ = ["EMPTY", "HEADERS", "Listing", "cells", "json_value", "render", "show"]
+
+HEADERS = ("NAME", "KIND", "STATE", "SCHEDULE", "NEXT", "LAST", "TODAY")
+EMPTY = "no routines yet: create one with 'vinos-routine create NAME'"
+
+
+@dataclass(frozen=True, slots=True)
+class Listing:
+    """What `list` prints: the table's rows, then the notes about enable/disable overrides
+    and signatures (plain), then the warnings (in yellow)."""
+
+    rows: list[list[str]]
+    signed: list[str]
+    notes: list[str]
+
+
+def json_value(lines: Sequence[RoutineRow], stale: Collection[str] | None) -> list[dict[str, Any]]:
+    """`list --json`; an invalid file says whether the daemon still runs its last good
+    version (None: no daemon answered)."""
+    out = []
+    for line in lines:
+        item = line.as_json()
+        if not line.valid:
+            item["last_good_running"] = None if stale is None else line.name in stale
+        out.append(item)
+    return out
+
+
+def _notes_of(ln: RoutineRow, warnings: list[str], signed: list[str]) -> None:
+    from routines.safetext import one_line
+
+    if ln.disabled_reason:
+        warnings.append(one_line(f"{ln.name}: disabled: {ln.disabled_reason}"))
+    if ln.file_enabled is not None:
+        cmd, says = ("enable", "false") if ln.enabled else ("disable", "true")
+        signed.append(
+            f"{ln.name}: {'on' if ln.enabled else 'off'} by `vinos-routine {cmd}`; its file says "
+            f"enabled = {says}, which counts again once that line is edited"
+        )
+    if ln.not_here:
+        warnings.append(one_line(f"{ln.name}: not run on this machine: {ln.not_here}"))
+    if ln.signature_note:
+        (warnings if ln.signature_warning else signed).append(
+            one_line(f"{ln.name}: {ln.signature_note}")
+        )
+
+
+def _invalid_cells(ln: RoutineRow, stale: Collection[str] | None, c: bool) -> list[str]:
+    from routines.safetext import one_line
+    from supervisor.present import color
+
+    label = color("invalid", "red", c)
+    if stale and ln.name in stale:
+        label += " " + color("(the daemon still runs its last good version)", "yellow", c)
+    # A file name is untrusted text: `\e[2J.toml` must not clear the screen, nor a newline
+    # in one break the table (tests/supervisor/test_reliability_names.py::
+    # test_escapes_and_newlines_in_file_names_are_shown_escaped).
+    return [one_line(ln.name), "", label, "", "", "", ""]
+
+
+def _routine_cells(ln: RoutineRow, now: datetime, c: bool) -> list[str]:
+    from routines.runs import counts_as_strike
+    from routines.safetext import one_line
+    from supervisor.present import color, when
+
+    state = color("on", "green", c) if ln.enabled else color("off", "dim", c)
+    if ln.running:
+        state += " " + color("running", "blue", c)
+    elif ln.queued:
+        state += " queued"
+    last = ln.last_status or "—"
+    if ln.last_outcome:
+        last += f" · {ln.last_outcome}"
+    if counts_as_strike(ln.last_status):
+        last = color(last, "red", c)
+    return [
+        one_line(ln.name),
+        ln.kind,
+        state,
+        ln.schedule,
+        when(ln.next_run, now) if ln.next_run else "—",
+        last,
+        f"${ln.today_dollars:.2f}",
+    ]
+
+
+def cells(
+    lines: Sequence[RoutineRow], stale: Collection[str] | None, now: datetime, c: bool
+) -> Listing:
+    """The table under HEADERS and the notes, from the routines' rows; `stale`: the invalid
+    files whose last good version the daemon runs; `c`: with colour."""
+    from routines.safetext import one_line
+
+    rows: list[list[str]] = []
+    notes: list[str] = []
+    signed: list[str] = []
+    for ln in lines:
+        if not ln.valid and ln.kind == "?":
+            rows.append(_invalid_cells(ln, stale, c))
+            notes.extend(one_line(e) for e in ln.errors)
+        else:
+            rows.append(_routine_cells(ln, now, c))
+            _notes_of(ln, notes, signed)
+    return Listing(rows, signed, notes)
+
+
+def render(listing: Listing, c: bool) -> str:
+    """The text of `list` for one routine or more."""
+    import io
+
+    from supervisor.present import color, table
+
+    out = io.StringIO()
+    table(HEADERS, listing.rows, out)
+    for note in listing.signed:
+        out.write(note + "\n")
+    for note in listing.notes:
+        out.write(color(note, "yellow", c) + "\n")
+    return out.getvalue()
+
+
+def show(as_json: bool) -> int:
+    """`list [--json]`: gather, then print (the CLI's and the daemon's flow)."""
+    from datetime import UTC
+
+    from supervisor.overview import collect, in_force_despite_errors
+    from supervisor.present import print_json, use_color
+
+    lines = collect()
+    # Only the daemon knows a last good version of a file that is now invalid: ask it, and
+    # only when there is such a file (a plain `list` stays one process, no socket).
+    stale = in_force_despite_errors() if any(not ln.valid for ln in lines) else set()
+    if as_json:
+        print_json(json_value(lines, stale))
+        return 0
+    if not lines:
+        print(EMPTY)
+        return 0
+    c = use_color()
+    print(render(cells(lines, stale, datetime.now(UTC), c), c), end="")
+    return 0

@@ -94,8 +94,15 @@ def run_shell(
     proxy_prefix: Sequence[str] = (),
     on_argv: Callable[[list[str]], None] | None = None,
     stdin: bytes | None = None,
+    live: bool = False,
 ) -> ShellResult:
     """Run `bash -c command` under bwrap with `policy`. Never raises for sandbox problems.
+
+    The workspace quota is kept by the kernel (an overlay on a tmpfs of the quota, copied back
+    after the call) unless `live`: then the call writes the real directories as it goes, and
+    the quota is kept by RLIMIT_FSIZE and the poll. A command routine's one long command is
+    live: its files must show while it runs and survive a crash, and may outgrow memory
+    (tests/worker/test_worker_command_live.py). A model's shell calls never are.
 
     With the network on, the egress proxy runs in a process of its own, started under
     `proxy_prefix` (default: none, so in this process's network; tests give a command that
@@ -126,6 +133,7 @@ def run_shell(
             proxy_prefix,
             on_argv,
             stdin,
+            live,
         )
 
 
@@ -139,6 +147,7 @@ def _run(
     proxy_prefix: Sequence[str],
     on_argv: Callable[[list[str]], None] | None,
     stdin: bytes | None = None,
+    live: bool = False,
 ) -> ShellResult:
     with contextlib.ExitStack() as closing, contextlib.ExitStack() as on_failure:
         try:
@@ -154,7 +163,7 @@ def _run(
                 closing.callback(os.close, rw_fds[-1])
             quota = QuotaWatch(_quota_fds(policy, rw_fds, lasting), policy.limits.workspace_mb)
             left_mb = quota.start(time.monotonic())
-            overlays = _overlays(policy, quota, lasting)
+            overlays = None if live else _overlays(policy, quota, lasting)
             limited = _file_size_limited(policy, left_mb, overlays is not None)
             shown = {} if overlays is None else overlays.shown()
             argv = build_argv(

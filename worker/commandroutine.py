@@ -64,6 +64,7 @@ def run_command(run: RunContext) -> Result:
         timeout_sec=timeout,
         stdout_cap=OUTPUT_CAP,
         on_argv=run.debug_argv(),
+        live=True,  # the author's one long command writes its workspace as it goes
     )
     run.channel.event(
         EventKind.TOOL_RESULT,

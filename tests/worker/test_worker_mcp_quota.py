@@ -7,11 +7,11 @@ workspace, in its bwrap sandbox, on the real worker.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import time
 from pathlib import Path
 
+import msgspec
 import pytest
 from fakes import FakeOllama
 from fakes import ollama_replies as O
@@ -50,7 +50,7 @@ def test_a_call_that_takes_the_workspace_over_its_quota_is_an_error_and_ends_the
         O.tool_calls(("mcp__files__read_text_file", {"path": str(ws / "note.md")})),
         O.text("Full."),
     )
-    job = dataclasses.replace(
+    job = msgspec.structs.replace(
         make_job(home, _toml(fs_server, ws), ollama_url=ollama.url),
         sandbox={"max_workspace_mb": 2},
     )
@@ -89,7 +89,7 @@ def test_the_poll_ends_a_server_whose_dirs_go_over_the_quota_between_calls(
         fill_then_call,
         O.text("Stopped."),
     )
-    job = dataclasses.replace(
+    job = msgspec.structs.replace(
         make_job(home, _toml(fs_server, ws), ollama_url=ollama.url),
         sandbox={"max_workspace_mb": 1},
     )

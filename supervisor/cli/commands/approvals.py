@@ -18,7 +18,6 @@ import argparse
 import os
 import sys
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from supervisor.cli.commands.common import add_parser, die
@@ -259,7 +258,9 @@ def _exec_action(proposal_id: int) -> int:
     from supervisor.approvals import action_argv
 
     argv = action_argv(proposal_id)
-    root = str(Path(__file__).resolve().parent.parent.parent)
+    from supervisor.spawn import package_root  # one place knows where our packages are
+
+    root = package_root()
     env = dict(os.environ)
     rest = [x for x in env.get("PYTHONPATH", "").split(os.pathsep) if x and x != root]
     env["PYTHONPATH"] = os.pathsep.join([root, *rest])

@@ -49,7 +49,9 @@ def run(args: argparse.Namespace) -> int:
         return 1
     # Where this program's packages are (a venv, or /usr/lib/vinos-routine for the Arch
     # package, which is not on the default sys.path): the new process looks there first.
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from supervisor.spawn import package_root
+
+    root = package_root()
     code = (
         f"import sys; sys.path.insert(0, {root!r}); "
         "from dashboard.server import main; sys.exit(main())"

@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from pathlib import Path
 from typing import Any
 
 __all__ = ["register"]
@@ -57,7 +56,9 @@ def run(args: argparse.Namespace) -> int:
     if show_argv:
         argv.append("--argv")
     argv += ["--", *words]
-    root = str(Path(__file__).resolve().parent.parent.parent)
+    from supervisor.spawn import package_root  # one place knows where our packages are
+
+    root = package_root()
     env = dict(os.environ)
     rest = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != root]
     env["PYTHONPATH"] = os.pathsep.join([root, *rest])

@@ -158,7 +158,9 @@ def gather(env: dict[str, str]) -> Any:
     program = this_program()
     environment = {k: env[k] for k in ("VINOS_HOME", "VINOS_SYSTEM_DIR") if env.get(k)}
     if program[1:] == ("-m", "supervisor"):  # a source tree, not installed: import it from there
-        environment["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
+        from supervisor.spawn import package_root  # one place knows where our packages are
+
+        environment["PYTHONPATH"] = package_root()
     return Facts(
         program=program,
         unit_dir=unit_dir,

@@ -110,7 +110,9 @@ def _connect(results: list[dict[str, Any]]) -> None:
     if not files:
         return
     argv = [sys.executable, "-P", "-m", "worker.mcpconnect", *files]
-    root = str(Path(__file__).resolve().parent.parent.parent)
+    from supervisor.spawn import package_root  # one place knows where our packages are
+
+    root = package_root()
     env = {**os.environ, "PYTHONPATH": root}
     done = subprocess.run(argv, capture_output=True, text=True, check=False, env=env)
     by_file: dict[str, list[dict[str, Any]]] = {}

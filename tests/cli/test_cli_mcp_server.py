@@ -138,14 +138,14 @@ def test_a_routine_enabled_by_the_enable_command_is_never_rewritten(vinos_env: P
 def test_run_routine_runs_an_enabled_routine_through_the_daemon(
     vinos_env: Path, tmp_path: Path, not_root: None
 ) -> None:
-    from tests.supervisor.daemonkit import Daemon, command_routine, write_routine
+    from tests.supervisor.daemonkit import DaemonProcess, command_routine, write_routine
 
     # Not due in this test's lifetime: only run_routine starts it.
     yearly = 'cron = "0 0 1 1 *"'
     write_routine("shown", command_routine("echo shown output", schedule=yearly))
     write_routine("hidden", command_routine("echo hidden output", schedule=yearly))
     paths().config_file.write_text('[mcp_server]\nexpose = ["shown"]\n')
-    d = Daemon(tmp_path).start()
+    d = DaemonProcess(tmp_path).start()
     try:
         error, text = _call("run_routine", name="shown")
         assert not error, text

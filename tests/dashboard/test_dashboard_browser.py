@@ -17,7 +17,7 @@ from routines.schedule.tz import machine_timezone
 from routines.spec.paths import paths
 from tests.dashboard.browser import browser, screenshot_dir
 from tests.dashboard.dashkit import Dashboard
-from tests.supervisor.daemonkit import Daemon, command_routine, gated, state, write_routine
+from tests.supervisor.daemonkit import DaemonProcess, command_routine, gated, state, write_routine
 
 pytestmark = pytest.mark.slow
 
@@ -80,8 +80,8 @@ def seed_spending(routine: str, days: int = 30) -> dict[str, float]:
 
 
 @pytest.fixture
-def daemon(tmp_path: Path, not_root: None) -> Iterator[Daemon]:
-    d = Daemon(tmp_path).start()
+def daemon(tmp_path: Path, not_root: None) -> Iterator[DaemonProcess]:
+    d = DaemonProcess(tmp_path).start()
     yield d
     d.stop()
 
@@ -100,7 +100,7 @@ def test_a_person_enables_runs_and_reads_a_routine(tmp_path: Path, not_root: Non
     )
     write_routine("spender", SPENDER)
     spent = seed_spending("spender")
-    daemon = Daemon(tmp_path).start()
+    daemon = DaemonProcess(tmp_path).start()
     dash = Dashboard(tmp_path / "dashboard.log").start()
     try:
         with browser(tmp_path / "profile") as ctx:
@@ -199,7 +199,7 @@ def test_hostile_output_never_runs(tmp_path: Path, not_root: None) -> None:
     from playwright.sync_api import expect
 
     write_routine("hostile", command_routine(HOSTILE, schedule='cron = "0 3 * * *"'))
-    daemon = Daemon(tmp_path).start()
+    daemon = DaemonProcess(tmp_path).start()
     dash = Dashboard(tmp_path / "dashboard.log").start()
     try:
         fin = daemon.request("run", {"name": "hostile"})

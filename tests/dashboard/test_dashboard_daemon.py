@@ -10,7 +10,7 @@ from urllib.parse import unquote_plus, urlencode
 import pytest
 
 from tests.dashboard.dashkit import Dashboard
-from tests.supervisor.daemonkit import Daemon, command_routine, final, state, write_routine
+from tests.supervisor.daemonkit import DaemonProcess, command_routine, final, state, write_routine
 
 pytestmark = pytest.mark.slow  # real daemons: make test-fast leaves these out
 
@@ -26,7 +26,7 @@ def test_stale_reload_disable_and_run_through_the_daemon(
     tmp_path: Path, not_root: None, dashboard: Dashboard
 ) -> None:
     write_routine("tidy", command_routine("echo tidy", schedule='cron = "0 3 * * *"'))
-    d = Daemon(tmp_path).start()
+    d = DaemonProcess(tmp_path).start()
     try:
         page = dashboard.get("/", cookie=True).body
         assert "daemon up (pid " in page

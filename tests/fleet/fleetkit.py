@@ -14,7 +14,7 @@ import pytest
 from routines.ledger import LedgerUnavailable, RunRow
 from routines.ledger.postgres import Gate, PgLedger
 from routines.spec.paths import Paths, paths
-from tests.supervisor.daemonkit import REPO, Daemon, command_routine, write_routine
+from tests.supervisor.daemonkit import REPO, DaemonProcess, command_routine, write_routine
 
 __all__ = ["Machine", "fleet_rows", "minute_boundary"]
 
@@ -63,7 +63,7 @@ class Machine:
                 "housekeeping_delay_sec": 3600,
             }
             argv = None if real_worker else [*FAKEWORKER, *worker]  # None: python -m worker
-            self.daemon = Daemon(
+            self.daemon = DaemonProcess(
                 root, tick=0.2, extra_env=extra_env, timings=timings, worker_argv=argv
             )
         if clock_file is not None:

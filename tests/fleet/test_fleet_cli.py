@@ -156,9 +156,9 @@ def test_fleet_commands_without_a_fleet_say_how_to_set_one_up(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("VINOS_FLEET_DATABASE", raising=False)
-    from tests.supervisor.daemonkit import Daemon
+    from tests.supervisor.daemonkit import DaemonProcess
 
-    d = Daemon(tmp_path)
+    d = DaemonProcess(tmp_path)
     d.env.pop("VINOS_FLEET_DATABASE", None)
     out = d.cli("fleet", "status")
     assert out.returncode == 1

@@ -51,7 +51,7 @@ def command_routine(
     )
 
 
-class Daemon:
+class DaemonProcess:
     """`vinos-routine daemon` in a subprocess with the test's environment.
 
     `python_flags` go before `-m supervisor` (e.g. `-X importtime`); `worker_argv` starts the
@@ -102,7 +102,7 @@ class Daemon:
         """The VINOS_DEBUG_TIMINGS this daemon starts with (its clock file as it is now)."""
         return json.dumps({"clock_offset_file": str(self.clock_file), **self.timings})
 
-    def start(self, wait: bool = True) -> Daemon:
+    def start(self, wait: bool = True) -> DaemonProcess:
         self.env[DEBUG_ENV] = self.debug_timings()
         log = open(self.log_path, "ab")  # noqa: SIM115 - the child holds it
         self.proc = subprocess.Popen(
@@ -212,7 +212,7 @@ class Daemon:
         )
 
 
-_STARTED: list[Daemon] = []  # every daemon a test started, for reap_daemons()
+_STARTED: list[DaemonProcess] = []  # every daemon a test started, for reap_daemons()
 
 
 def reap_daemons() -> None:
@@ -341,7 +341,7 @@ def processes_with_cmdline(fragment: str) -> list[psutil.Process]:
 class Sampler:
     """Counts a daemon's workers every `interval` seconds on a thread, while in a `with`."""
 
-    def __init__(self, d: Daemon, interval: float = 0.01) -> None:
+    def __init__(self, d: DaemonProcess, interval: float = 0.01) -> None:
         self.d = d
         self.interval = interval
         self.counts: list[int] = []

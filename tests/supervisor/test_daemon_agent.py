@@ -22,7 +22,7 @@ from fakes import anthropic_replies as A
 
 from tests.supervisor.daemonkit import (
     REPO,
-    Daemon,
+    DaemonProcess,
     command_routine,
     rows,
     state,
@@ -80,7 +80,7 @@ def test_the_daemon_never_loads_anthropic_httpx2_or_worker(
     claude.add(A.text("# Report\n\nAll quiet today."))
     write_routine("looker", agent_routine())
     write_routine("cmd", command_routine("echo hi", enabled=False))
-    d = Daemon(tmp_path, python_flags=["-X", "importtime"], extra_env=provider_env(claude))
+    d = DaemonProcess(tmp_path, python_flags=["-X", "importtime"], extra_env=provider_env(claude))
     d.start()
     fin = d.request("run", {"name": "looker"})
     assert fin["status"] == "ok", fin
@@ -117,7 +117,7 @@ def test_the_budget_backstop_ends_a_worker_that_keeps_calling(
     claude.add(call, call, held, call, call)
     write_routine("spender", agent_routine(max_dollars=0.01))
     rogue = [sys.executable, "-P", str(REPO / "tests/supervisor/rogue_worker.py")]
-    d = Daemon(tmp_path, worker_argv=rogue, extra_env=provider_env(claude)).start()
+    d = DaemonProcess(tmp_path, worker_argv=rogue, extra_env=provider_env(claude)).start()
     events: list[Any] = []
     try:
         with d.client() as c:

@@ -15,7 +15,7 @@ from routines import proposals
 from routines.ledger import Ledger
 from routines.spec.paths import paths
 from tests.supervisor.daemonkit import (
-    Daemon,
+    DaemonProcess,
     fake_notify_send,
     notifications,
     wait_for,
@@ -60,7 +60,7 @@ def test_the_daemon_records_proposals_notifies_and_tells_the_next_run(
     with FakeOllama([propose("Reply to Bob"), O.text("# Drafted"), second]) as ollama:
         write_routine("drafter", ROUTINE)
         env = {"OLLAMA_HOST": ollama.url, "PATH": f"{bin_dir}:/usr/bin:/bin"}
-        d = Daemon(tmp_path, extra_env=env).start()
+        d = DaemonProcess(tmp_path, extra_env=env).start()
         fin = d.request("run", {"name": "drafter"})
         assert (fin["status"], fin["outcome"]) == ("ok", "needs-attention")
         assert fin["detail"] == "1 action waits for you"

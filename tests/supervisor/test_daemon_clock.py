@@ -14,7 +14,7 @@ import pytest
 
 from supervisor.plan import MISSED_CAP
 from tests.supervisor.daemonkit import (
-    Daemon,
+    DaemonProcess,
     command_routine,
     final,
     rows,
@@ -28,7 +28,7 @@ pytestmark = pytest.mark.slow  # real daemons: make test-fast leaves these out
 MINUTE = timedelta(minutes=1)
 
 
-def place(d: Daemon, instant: datetime) -> None:
+def place(d: DaemonProcess, instant: datetime) -> None:
     """Set the daemon's clock to `instant` (before it starts, or as a step while it runs)."""
     d.set_offset((instant - datetime.now(UTC)).total_seconds())
 
@@ -40,7 +40,7 @@ def boundary(every: timedelta, ahead: timedelta = timedelta(minutes=10)) -> date
     return datetime.fromtimestamp(int(t.timestamp()) // step * step, UTC)
 
 
-def ping_answers(d: Daemon) -> bool:
+def ping_answers(d: DaemonProcess) -> bool:
     with d.client() as c:
         return bool(c.request("ping")["pid"] == d.pid)
 
@@ -48,7 +48,7 @@ def ping_answers(d: Daemon) -> bool:
 def test_a_90_second_step_forward_misses_nothing(tmp_path: Path, not_root: None) -> None:
     write_routine("minutely", command_routine("echo tick"))
     write_routine("fively", command_routine("echo tock", schedule='cron = "*/5 * * * *"'))
-    d = Daemon(tmp_path)
+    d = DaemonProcess(tmp_path)
     slot = boundary(5 * MINUTE)
     place(d, slot - timedelta(seconds=50))
     d.start()
@@ -63,7 +63,7 @@ def test_a_90_second_step_forward_misses_nothing(tmp_path: Path, not_root: None)
 
 def test_a_step_back_of_an_hour_reruns_no_claimed_slot(tmp_path: Path, not_root: None) -> None:
     write_routine("steady", command_routine("echo steady"))
-    d = Daemon(tmp_path)
+    d = DaemonProcess(tmp_path)
     place(d, boundary(MINUTE) - timedelta(seconds=30))
     d.start()
     first = sid(d.to_slot())
@@ -100,7 +100,7 @@ def test_a_three_hour_jump_over_a_quarter_hourly_routine(tmp_path: Path, not_roo
     write_routine("catchup", command_routine("echo caught up", schedule=quarter))
     write_routine("skipper", command_routine("echo ran", schedule=quarter, missed="skip"))
     q = boundary(15 * MINUTE)
-    d = Daemon(tmp_path)
+    d = DaemonProcess(tmp_path)
     place(d, q + timedelta(minutes=7, seconds=30))  # mid-interval
     d.start()
     d.step(timedelta(hours=3))  # a laptop waking up three hours later
@@ -120,7 +120,7 @@ def test_a_three_hour_jump_over_a_quarter_hourly_routine(tmp_path: Path, not_roo
 def test_years_ahead_then_corrected(tmp_path: Path, not_root: None) -> None:
     write_routine("often", command_routine("echo often"))
     write_routine("often-skip", command_routine("echo often", missed="skip"))
-    d = Daemon(tmp_path).start()
+    d = DaemonProcess(tmp_path).start()
     real_offset = float(d.clock_file.read_text())
     d.step(timedelta(days=3 * 365 + 1, seconds=30))
     # often-skip's `missed` row is final at once; wait for its run too.

@@ -21,7 +21,7 @@ import pytest
 from routines.spec.paths import paths
 from tests.supervisor.daemonkit import (
     REPO,
-    Daemon,
+    DaemonProcess,
     command_routine,
     entered,
     final,
@@ -51,7 +51,7 @@ def sandboxed(name: str) -> list[psutil.Process]:
 
 def test_kill9_of_the_daemon_mid_run_then_restart(tmp_path: Path, not_root: None) -> None:
     write_routine("long", command_routine(gated("long")))
-    d = Daemon(tmp_path).start()
+    d = DaemonProcess(tmp_path).start()
     slot = sid(d.to_slot())
     wait_for(lambda: entered("long") == 1, what="the command to start")
     [worker] = d.workers()
@@ -66,7 +66,7 @@ def test_kill9_of_the_daemon_mid_run_then_restart(tmp_path: Path, not_root: None
     scratch = paths().run_scratch("long", row.run_id)
     assert scratch.is_dir()  # the worker died before it could remove it
 
-    d2 = Daemon(tmp_path).start()
+    d2 = DaemonProcess(tmp_path).start()
     [row] = wait_for(lambda: final("long"), what="the run to be marked")
     assert (row.status, row.slot) == ("interrupted", slot)
     assert not scratch.exists()  # nothing a sandbox wrote outlives the run but the workspace
@@ -89,7 +89,7 @@ def test_kill9_of_a_worker_fails_that_run_and_the_daemon_carries_on(
     tmp_path: Path, not_root: None
 ) -> None:
     write_routine("victim", command_routine(gated("victim")))
-    d = Daemon(tmp_path).start()
+    d = DaemonProcess(tmp_path).start()
     d.to_slot()
     wait_for(lambda: entered("victim") == 1, what="the command to start")
     [worker] = d.workers()
@@ -113,17 +113,17 @@ def test_kill9_of_a_worker_fails_that_run_and_the_daemon_carries_on(
 def test_a_second_daemon_on_the_same_home_exits_with_a_clear_message(
     tmp_path: Path, not_root: None
 ) -> None:
-    d = Daemon(tmp_path).start()
+    d = DaemonProcess(tmp_path).start()
     home = paths().home
 
-    second = Daemon(tmp_path).start(wait=False)
+    second = DaemonProcess(tmp_path).start(wait=False)
     assert second.proc is not None and second.proc.wait(30) == 1
     assert f"another daemon is already running for {home} (pid {d.pid}" in second.log()
 
     # Also with another runtime dir (its own socket): the lock in the state dir still holds.
     # (Not below tmp_path: the socket path must fit a Unix socket address.)
     other_runtime = Path(tempfile.mkdtemp(prefix="vinos-run2-"))
-    third = Daemon(tmp_path, extra_env={"XDG_RUNTIME_DIR": str(other_runtime)})
+    third = DaemonProcess(tmp_path, extra_env={"XDG_RUNTIME_DIR": str(other_runtime)})
     third.start(wait=False)
     assert third.proc is not None and third.proc.wait(30) == 1
     shutil.rmtree(other_runtime)
@@ -158,7 +158,7 @@ def test_a_crash_between_the_claim_and_the_worker_start(tmp_path: Path, not_root
     [row] = rows("fenced")
     assert (row.run_id, row.status) == (run_id, "queued")
 
-    d = Daemon(tmp_path)
+    d = DaemonProcess(tmp_path)
     d.set_offset((slot + timedelta(seconds=5) - datetime.now(UTC)).total_seconds())
     d.start()
     [row] = wait_for(lambda: final("fenced"), what="the claimed run to be marked")

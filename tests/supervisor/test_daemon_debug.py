@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.supervisor.daemonkit import REPO, Daemon, command_routine, write_routine
+from tests.supervisor.daemonkit import REPO, DaemonProcess, command_routine, write_routine
 
 pytestmark = pytest.mark.slow  # a real daemon: make test-fast leaves it out
 
@@ -35,7 +35,7 @@ def test_debug_prints_the_bwrap_argv_of_a_run_through_the_daemon(
     tmp_path: Path, not_root: None
 ) -> None:
     write_routine("dbg", command_routine("echo debugged", schedule='cron = "0 3 * * *"'))
-    d = Daemon(tmp_path).start()
+    d = DaemonProcess(tmp_path).start()
     try:
         assert "VINOS_ROUTINE_DEBUG" not in d.env
         shown = cli("run", "dbg", debug=True)

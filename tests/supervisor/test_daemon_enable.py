@@ -9,14 +9,14 @@ from pathlib import Path
 import pytest
 
 from supervisor.client import DaemonError
-from tests.supervisor.daemonkit import Daemon, command_routine, state, write_routine
+from tests.supervisor.daemonkit import DaemonProcess, command_routine, state, write_routine
 
 pytestmark = pytest.mark.slow  # real daemons: make test-fast leaves these out
 
 
 def test_enable_and_disable_through_the_daemon(tmp_path: Path, not_root: None) -> None:
     write_routine("nightly", command_routine("true", schedule='cron = "0 3 * * *"', enabled=False))
-    d = Daemon(tmp_path).start()
+    d = DaemonProcess(tmp_path).start()
     try:
         assert d.request("status")["enabled"] == 0
         assert d.request("enable", {"name": "nightly"}) == {"name": "nightly", "enabled": True}
@@ -38,7 +38,7 @@ def test_status_json_has_one_shape_whether_the_daemon_is_up_or_not(
     tmp_path: Path, not_root: None
 ) -> None:
     write_routine("nightly", command_routine("true", schedule='cron = "0 3 * * *"'))
-    d = Daemon(tmp_path)
+    d = DaemonProcess(tmp_path)
     down = json.loads(d.cli("status", "--json").stdout)
     d.start()
     try:

@@ -12,7 +12,7 @@ import pytest
 from routines.ledger import Ledger
 from routines.runs import RunEnd, RunStatus, Trigger
 from routines.spec.paths import paths
-from tests.supervisor.daemonkit import Daemon, command_routine, wait_for, write_routine
+from tests.supervisor.daemonkit import DaemonProcess, command_routine, wait_for, write_routine
 
 pytestmark = pytest.mark.slow  # real daemons: make test-fast leaves these out
 
@@ -49,7 +49,7 @@ def test_the_daemon_compacts_and_prunes_while_idle(tmp_path: Path, not_root: Non
             db.close()
 
     assert counts() == (1200, 0, 1200 * 12_500_000)
-    d = Daemon(tmp_path, timings={"housekeeping_delay_sec": 0}).start()
+    d = DaemonProcess(tmp_path, timings={"housekeeping_delay_sec": 0}).start()
     try:
         wait_for(
             lambda: counts() == (0, 1200, 1200 * 12_500_000), timeout=120, what="the compaction"

@@ -14,7 +14,7 @@ import pytest
 from routines.spec.paths import paths
 from supervisor.client import DaemonError
 from tests.supervisor.daemonkit import (
-    Daemon,
+    DaemonProcess,
     command_routine,
     entered,
     final,
@@ -31,7 +31,7 @@ pytestmark = pytest.mark.slow  # real daemons: make test-fast leaves these out
 
 def test_run_without_a_daemon_runs_in_process(tmp_path: Path, not_root: None) -> None:
     write_routine("solo", command_routine("echo alone", enabled=False))
-    d = Daemon(tmp_path)  # not started: only its environment is used
+    d = DaemonProcess(tmp_path)  # not started: only its environment is used
     out = d.cli("run", "solo")
     assert out.returncode == 0, out.stderr
     assert "no daemon running: running solo in this process" in out.stderr
@@ -45,7 +45,7 @@ def test_a_daemon_started_during_an_in_process_run_sees_the_routine_busy(
     tmp_path: Path, not_root: None
 ) -> None:
     write_routine("common", command_routine(gated("common")))
-    d = Daemon(tmp_path)
+    d = DaemonProcess(tmp_path)
     manual = subprocess.Popen(
         [sys.executable, "-m", "supervisor", "run", "common"],
         env=d.env,

@@ -14,7 +14,7 @@ from routines.store import read_json
 from supervisor.client import DaemonError
 from supervisor.runlog import read_log
 from tests.supervisor.daemonkit import (
-    Daemon,
+    DaemonProcess,
     command_routine,
     entered,
     final,
@@ -35,7 +35,7 @@ def test_a_manual_run_streams_its_events_and_lands_its_output(
         "hello",
         command_routine("echo '## greeting'; echo hello from the sandbox", enabled=False),
     )
-    d = Daemon(tmp_path).start()
+    d = DaemonProcess(tmp_path).start()
     events: list[Event] = []
     with d.client() as c:
         fin = c.request("run", {"name": "hello"}, on_event=events.append)
@@ -85,7 +85,7 @@ def test_a_manual_run_streams_its_events_and_lands_its_output(
 
 def test_a_manual_run_is_refused_while_the_routine_runs(tmp_path: Path, not_root: None) -> None:
     write_routine("busy", command_routine(gated("busy")))
-    d = Daemon(tmp_path).start()
+    d = DaemonProcess(tmp_path).start()
     first = d.request("run", {"name": "busy", "detach": True})
     wait_for(lambda: entered("busy") == 1, what="the run to start")
     with pytest.raises(DaemonError) as refused:

@@ -10,7 +10,7 @@ import pytest
 
 from routines.ledger import Ledger
 from routines.spec.paths import paths
-from tests.supervisor.daemonkit import Daemon, state, wait_for, write_routine
+from tests.supervisor.daemonkit import DaemonProcess, state, wait_for, write_routine
 
 pytestmark = pytest.mark.slow  # a real daemon: make test-fast leaves it out
 
@@ -27,7 +27,7 @@ def test_a_once_routine_runs_at_its_time_then_turns_itself_off(
         f'[schedule]\nonce = "{once}"\ntimezone = "UTC"\n'
         "[command]\nrun = 'echo ran once'\n",
     )
-    d = Daemon(tmp_path).start()
+    d = DaemonProcess(tmp_path).start()
     try:
         assert d.request("status")["next"][0]["routine"] == "xmas"
         d.step(at - now + timedelta(seconds=5))  # the daemon's clock: just past the slot

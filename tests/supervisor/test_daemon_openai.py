@@ -13,7 +13,7 @@ from fakes import FakeOpenAI
 from fakes import openai_replies as OA
 
 from routines.spec.paths import paths
-from tests.supervisor.daemonkit import Daemon, rows, write_routine
+from tests.supervisor.daemonkit import DaemonProcess, rows, write_routine
 
 pytestmark = pytest.mark.slow  # a real daemon
 
@@ -68,7 +68,7 @@ prices = {{ "{MODEL}" = {{ input = 3.0, output = 15.0 }} }}
         )
     )
     write_routine("brief", ROUTINE)
-    d = Daemon(tmp_path).start()
+    d = DaemonProcess(tmp_path).start()
     fin = d.request("run", {"name": "brief"})
     assert fin["status"] == "ok", fin
     assert server.chats[0].headers["authorization"] == f"Bearer {KEY}"

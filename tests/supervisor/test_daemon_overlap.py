@@ -14,7 +14,7 @@ import pytest
 
 from routines.spec.paths import paths
 from tests.supervisor.daemonkit import (
-    Daemon,
+    DaemonProcess,
     Sampler,
     command_routine,
     entered,
@@ -31,7 +31,7 @@ from tests.supervisor.daemonkit import (
 pytestmark = pytest.mark.slow  # real daemons: make test-fast leaves these out
 
 
-def status(d: Daemon) -> tuple[list[str], list[str]]:
+def status(d: DaemonProcess) -> tuple[list[str], list[str]]:
     s = d.request("status")
     return [r["routine"] for r in s["running"]], [q["routine"] for q in s["queued"]]
 
@@ -40,7 +40,7 @@ def test_a_run_longer_than_its_interval_skips_later_slots_and_owes_none(
     tmp_path: Path, not_root: None
 ) -> None:
     write_routine("slow", command_routine(gated("slow")))
-    d = Daemon(tmp_path).start()
+    d = DaemonProcess(tmp_path).start()
     with Sampler(d) as sampler:
         first = sid(d.to_slot())
         wait_for(lambda: entered("slow") == 1, what="the first run to start")
@@ -75,7 +75,7 @@ def test_disabling_a_routine_drops_its_queued_run_as_skipped(
     write_routine("blocker", command_routine(gated("blocker")))
     write_routine("waiter", command_routine(gated("waiter", "echo waited")))
     write_routine("off", command_routine("echo off", enabled=False))
-    d = Daemon(tmp_path).start()
+    d = DaemonProcess(tmp_path).start()
     first = sid(d.to_slot())
     wait_for(lambda: status(d) == (["blocker"], ["waiter"]), what="waiter queued")
     manual = d.request("run", {"name": "off", "detach": True})  # a disabled one, run by hand
@@ -99,7 +99,7 @@ def test_removing_a_routine_drops_its_queued_run_and_keeps_its_rows(
     paths().config_file.write_text("max_concurrent = 1\n")
     write_routine("blocker", command_routine(gated("blocker")))
     write_routine("waiter", command_routine(gated("waiter", "echo waited")))
-    d = Daemon(tmp_path).start()
+    d = DaemonProcess(tmp_path).start()
     first = sid(d.to_slot())
     wait_for(lambda: status(d) == (["blocker"], ["waiter"]), what="waiter queued")
     done = d.cli("remove", "waiter", "--yes")

@@ -13,7 +13,7 @@ import pytest
 
 from routines.spec.paths import paths
 from tests.supervisor.daemonkit import (
-    Daemon,
+    DaemonProcess,
     command_routine,
     final,
     rows,
@@ -25,7 +25,7 @@ pytestmark = pytest.mark.slow  # real daemons: make test-fast leaves these out
 
 
 def test_a_new_file_is_picked_up_by_the_mtime_scan(tmp_path: Path, not_root: None) -> None:
-    d = Daemon(tmp_path).start()
+    d = DaemonProcess(tmp_path).start()
     assert d.request("status")["routines"] == 0
     write_routine("late", command_routine("echo late"))  # no signal, no request
     wait_for(lambda: d.request("status")["enabled"] == 1, what="the scan to find it")
@@ -45,7 +45,7 @@ def test_an_invalid_edit_keeps_the_last_good_version_running(
     tmp_path: Path, not_root: None
 ) -> None:
     write_routine("keeper", command_routine("echo v1"))
-    d = Daemon(tmp_path).start()
+    d = DaemonProcess(tmp_path).start()
     d.to_slot()
     wait_for(lambda: len(final("keeper")) == 1, what="the first run")
 
@@ -79,7 +79,7 @@ def test_an_invalid_edit_keeps_the_last_good_version_running(
 
 def test_config_reloads_on_sighup_and_on_the_reload_command(tmp_path: Path, not_root: None) -> None:
     config = paths().config_file
-    d = Daemon(tmp_path).start()
+    d = DaemonProcess(tmp_path).start()
     assert d.request("status")["max_concurrent"] == 2
 
     config.write_text("max_concurrent = 3\n")

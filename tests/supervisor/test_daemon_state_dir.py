@@ -19,7 +19,7 @@ import pytest
 from routines.ledger import Ledger
 from routines.spec.paths import paths
 from tests.supervisor.daemonkit import (
-    Daemon,
+    DaemonProcess,
     command_routine,
     final,
     rows,
@@ -35,7 +35,7 @@ def test_a_read_only_state_dir_fails_the_run_cleanly(tmp_path: Path, not_root: N
     state.mkdir(parents=True)
     state.chmod(0o555)
     write_routine("locked", command_routine("seq 1 1000"))
-    d = Daemon(tmp_path).start()
+    d = DaemonProcess(tmp_path).start()
     try:
         d.to_slot()
         [row] = wait_for(lambda: final("locked"), what="the run")
@@ -86,7 +86,7 @@ def test_a_full_state_dir_leaves_a_succeeded_run_ok_and_no_strike(
         "stuffed",
         command_routine(f"head -c 1000000 /dev/zero > {state}/filler; seq 1 20000"),
     )
-    d = Daemon(
+    d = DaemonProcess(
         tmp_path, wrap=[bwrap, "--dev-bind", "/", "/", "--size", "65536", "--tmpfs", str(state)]
     ).start()
     # Three slots in a row: before, each was `failed` and a strike, and the third disabled

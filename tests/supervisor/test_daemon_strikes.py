@@ -17,7 +17,7 @@ import pytest
 from routines.spec.paths import paths
 from routines.store import read_json
 from tests.supervisor.daemonkit import (
-    Daemon,
+    DaemonProcess,
     command_routine,
     entered,
     fake_notify_send,
@@ -64,7 +64,7 @@ def test_three_failures_disable_and_notify_and_enable_resets(
     bin_dir, record = fake_notify_send(tmp_path)
     write_routine("flaky", command_routine(moody("flaky")))
     write_routine("witness", command_routine("echo here"))
-    d = Daemon(tmp_path, extra_env={"PATH": f"{bin_dir}:{os.environ['PATH']}"}).start()
+    d = DaemonProcess(tmp_path, extra_env={"PATH": f"{bin_dir}:{os.environ['PATH']}"}).start()
     # Waits read last-run.json, not the ledger: opening the ledger from another process is
     # itself a change the daemon notices, and must not be what makes it see the disable.
     for _ in range(3):
@@ -105,7 +105,7 @@ def test_three_failures_disable_and_notify_and_enable_resets(
 def test_what_counts_toward_the_streak(tmp_path: Path, not_root: None) -> None:
     five = 'cron = "*/5 * * * *"'
     write_routine("streaky", command_routine(moody("streaky"), schedule=five))
-    d = Daemon(tmp_path)
+    d = DaemonProcess(tmp_path)
     t = datetime.now(UTC) + timedelta(minutes=10)
     five_min = datetime.fromtimestamp(int(t.timestamp()) // 300 * 300, UTC)
     d.set_offset((five_min + timedelta(minutes=2, seconds=30) - datetime.now(UTC)).total_seconds())
@@ -134,7 +134,7 @@ def test_what_counts_toward_the_streak(tmp_path: Path, not_root: None) -> None:
     d.to_slot(300)
     wait_for(lambda: len(final("streaky")) == 3, what="the skipped slot")
     d.kill9()
-    d = Daemon(tmp_path).start()
+    d = DaemonProcess(tmp_path).start()
     wait_for(lambda: len(final("streaky")) == 4, what="the interrupted run")
     assert sorted(str(r.status) for r in rows("streaky")[2:]) == ["interrupted", "skipped"]
     assert streak() == (2, True)

@@ -22,7 +22,7 @@ from routines.spec.paths import paths
 from supervisor.client import DaemonError, connect
 from tests.supervisor.daemonkit import (
     REPO,
-    Daemon,
+    DaemonProcess,
     command_routine,
     entered,
     final,
@@ -101,7 +101,7 @@ def test_sigterm_stops_cleanly_and_ends_what_did_not_finish_in_the_grace(
 ) -> None:
     for name in ("alpha", "beta", "gamma"):
         write_routine(name, command_routine(gated(name, f"echo {name}")))
-    d = Daemon(
+    d = DaemonProcess(
         tmp_path,
         extra_env={
             "NOTIFY_SOCKET": str(notify_socket.path),
@@ -158,7 +158,7 @@ def test_socket_activation_uses_the_passed_socket(
     passed = ["VINOS_HOME", "VINOS_SYSTEM_DIR", "XDG_RUNTIME_DIR", "PYTHONPATH", "NOTIFY_SOCKET"]
     passed += ["VINOS_DEBUG_TIMINGS"]
     record = tmp_path / "worker-env.jsonl"
-    d = Daemon(
+    d = DaemonProcess(
         tmp_path,
         wrap=[activate, "-l", str(sock), *(f"--setenv={v}" for v in passed)],
         extra_env={"NOTIFY_SOCKET": str(notify_socket.path)},

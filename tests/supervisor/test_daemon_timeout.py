@@ -18,7 +18,7 @@ import pytest
 
 from routines.spec.paths import paths
 from tests.supervisor.daemonkit import (
-    Daemon,
+    DaemonProcess,
     command_routine,
     entered,
     final,
@@ -56,7 +56,7 @@ def test_a_timeout_ends_the_whole_tree(tmp_path: Path, not_root: None) -> None:
         f"echo in >> {state}/entered; sleep {mark}4"  # and it never ends by itself
     )
     write_routine("sprawl", command_routine(command, timeout=TIMEOUT))
-    d = Daemon(tmp_path).start()
+    d = DaemonProcess(tmp_path).start()
     d.to_slot()
     wait_for(lambda: entered("sprawl") == 1, what="the command to start")
     everything = [f"{mark}{n}" for n in (1, 2, 3, 4)]

@@ -263,7 +263,7 @@ def test_a_daemon_forks_a_run_while_one_is_due_and_still_never_loads_the_sdk(
     from fakes import FakeAnthropic
     from fakes import anthropic_replies as A
 
-    from tests.supervisor.daemonkit import Daemon, command_routine, write_routine
+    from tests.supervisor.daemonkit import DaemonProcess, command_routine, write_routine
     from tests.supervisor.test_daemon_agent import API_KEY, agent_routine
 
     with FakeAnthropic() as claude:
@@ -275,7 +275,7 @@ def test_a_daemon_forks_a_run_while_one_is_due_and_still_never_loads_the_sdk(
             "ANTHROPIC_BASE_URL": claude.url,
             "ANTHROPIC_API_KEY": API_KEY,
         }
-        d = Daemon(tmp_path, extra_env=env).start()
+        d = DaemonProcess(tmp_path, extra_env=env).start()
         deadline = time.monotonic() + 60
         while "forkserver up" not in d.log() and time.monotonic() < deadline:
             time.sleep(0.1)

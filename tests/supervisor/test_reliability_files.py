@@ -21,7 +21,7 @@ import pytest
 
 from routines.spec.paths import paths
 from tests.supervisor.daemonkit import (
-    Daemon,
+    DaemonProcess,
     command_routine,
     final,
     wait_for,
@@ -49,7 +49,7 @@ def test_an_oversized_routine_file_is_refused_before_it_is_read(
         f.truncate(BIG)  # sparse: costs no disk, reads as 300 MB of NULs
     (paths().routines_dir / "huge.toml").symlink_to(target)
     write_routine("fine", command_routine("true", enabled=False))
-    d = Daemon(tmp_path).start()
+    d = DaemonProcess(tmp_path).start()
     status = d.request("status")
     assert status["invalid"] == ["huge"] and status["routines"] == 2
     assert peak_rss_kib(d.pid) < 150 * 1024  # it never held the file
@@ -68,7 +68,7 @@ def test_a_fifo_never_hangs_the_scan_or_validate(tmp_path: Path, not_root: None)
     fifo = paths().routines_dir / "pipe.toml"
     os.mkfifo(fifo)  # nobody ever writes to it: a blocking read would wait forever
     write_routine("fine", command_routine("true", enabled=False))
-    d = Daemon(tmp_path).start()
+    d = DaemonProcess(tmp_path).start()
     assert d.request("reload")["invalid"] == ["pipe"]
     checked = d.cli("validate", str(fifo), timeout=30)
     assert checked.returncode == 1
@@ -83,7 +83,7 @@ def test_a_routine_replaced_by_a_link_to_dev_zero_keeps_its_last_good_version(
     tmp_path: Path, not_root: None
 ) -> None:
     path = write_routine("ticker", command_routine("echo tick"))
-    d = Daemon(tmp_path).start()
+    d = DaemonProcess(tmp_path).start()
     d.to_slot()
     wait_for(lambda: len(final("ticker")) == 1, what="the first run")
 
@@ -110,7 +110,7 @@ def test_a_routine_replaced_by_a_link_to_dev_zero_keeps_its_last_good_version(
 
 def test_a_fifo_as_config_toml_never_hangs_a_reload(tmp_path: Path, not_root: None) -> None:
     write_routine("fine", command_routine("true", enabled=False))
-    d = Daemon(tmp_path).start()
+    d = DaemonProcess(tmp_path).start()
     os.mkfifo(paths().config_file)
     with d.client() as client:
         client.sock.settimeout(30)  # a reload that blocks on the FIFO fails the test here

@@ -26,7 +26,7 @@ import pytest
 from ipc import Hello, encode
 from routines.spec.paths import paths
 from supervisor.control import MAX_CLIENTS
-from tests.supervisor.daemonkit import Daemon, command_routine, rows, wait_for, write_routine
+from tests.supervisor.daemonkit import DaemonProcess, command_routine, rows, wait_for, write_routine
 
 pytestmark = pytest.mark.slow  # real daemons: make test-fast leaves these out
 
@@ -69,7 +69,7 @@ def idle_clients(n: int) -> Iterator[list[socket.socket]]:
 
 def test_idle_clients_at_the_cap_do_not_lock_out_the_cli(tmp_path: Path, not_root: None) -> None:
     write_routine("echoer", command_routine("echo through the daemon", enabled=False))
-    d = Daemon(tmp_path, timings={"control_idle_sec": 600}).start()
+    d = DaemonProcess(tmp_path, timings={"control_idle_sec": 600}).start()
     with idle_clients(MAX_CLIENTS) as socks:
         status = d.cli("status")
         assert status.returncode == 0, status.stderr
@@ -87,7 +87,7 @@ def test_idle_clients_at_the_cap_do_not_lock_out_the_cli(tmp_path: Path, not_roo
 
 
 def test_a_client_idle_after_the_greeting_is_closed(tmp_path: Path, not_root: None) -> None:
-    d = Daemon(tmp_path, timings={"control_idle_sec": 1}).start()
+    d = DaemonProcess(tmp_path, timings={"control_idle_sec": 1}).start()
     with idle_clients(3) as socks:
         for sock in socks:
             wait_for(lambda s=sock: closed_by_peer(s), what="the idle client to be closed")
@@ -99,7 +99,7 @@ def test_a_daemon_holding_its_lock_but_silent_is_never_not_running(
     tmp_path: Path, not_root: None
 ) -> None:
     write_routine("echoer", command_routine("echo hi", enabled=False))
-    d = Daemon(tmp_path, extra_env={"VINOS_CONTROL_TIMEOUT_SEC": "1"}).start()
+    d = DaemonProcess(tmp_path, extra_env={"VINOS_CONTROL_TIMEOUT_SEC": "1"}).start()
     os.kill(d.pid, signal.SIGSTOP)  # up, holding its lock, answering nothing
     try:
         said = f"the vinos-routine daemon is running (pid {d.pid} holds its lock) but does not"

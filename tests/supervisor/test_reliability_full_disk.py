@@ -29,7 +29,7 @@ from routines.ledger import Ledger, RunRow
 from routines.spec.paths import paths
 from supervisor.client import DaemonError
 from tests.supervisor.daemonkit import (
-    Daemon,
+    DaemonProcess,
     command_routine,
     fake_notify_send,
     notifications,
@@ -74,7 +74,7 @@ class OnTmpfs:
         self.state = paths().state_dir
         self.state.mkdir(parents=True, exist_ok=True)
         bin_dir, self.record = fake_notify_send(tmp_path)
-        self.d = Daemon(
+        self.d = DaemonProcess(
             tmp_path,
             wrap=[
                 *(bwrap, "--dev-bind", "/", "/", "--size", str(SIZE), "--tmpfs", str(self.state)),

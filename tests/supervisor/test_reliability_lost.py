@@ -21,7 +21,7 @@ import pytest
 
 from routines.spec.paths import paths
 from tests.supervisor.daemonkit import (
-    Daemon,
+    DaemonProcess,
     command_routine,
     fake_notify_send,
     final,
@@ -33,17 +33,17 @@ from tests.supervisor.daemonkit import (
 pytestmark = pytest.mark.slow  # real daemons: make test-fast leaves these out
 
 
-def start(tmp_path: Path) -> tuple[Daemon, Path]:
+def start(tmp_path: Path) -> tuple[DaemonProcess, Path]:
     bin_dir, record = fake_notify_send(tmp_path)
     env = {"PATH": f"{bin_dir}:{os.environ['PATH']}"}
     write_routine("ticker", command_routine("echo tick"))
-    d = Daemon(tmp_path, extra_env=env).start()
+    d = DaemonProcess(tmp_path, extra_env=env).start()
     d.to_slot()
     wait_for(lambda: len(final("ticker")) == 1, what="the first run")
     return d, record
 
 
-def nothing_scheduled(d: Daemon) -> None:
+def nothing_scheduled(d: DaemonProcess) -> None:
     d.step(timedelta(seconds=60))  # the next slot is due
     d.request("reload")  # one tick, at the new time
     status = d.request("status")

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from routines.spec.paths import paths
-from tests.supervisor.daemonkit import Daemon, command_routine, write_routine
+from tests.supervisor.daemonkit import DaemonProcess, command_routine, write_routine
 
 pytestmark = pytest.mark.slow  # real daemons: make test-fast leaves these out
 
@@ -28,7 +28,7 @@ def test_escapes_and_newlines_in_file_names_are_shown_escaped(
     for name in (EVIL, BROKEN):
         (routines / f"{name}.toml").write_text(command_routine("true", enabled=False))
     write_routine("plain", command_routine("true", enabled=False))
-    d = Daemon(tmp_path).start()  # `list` and `status` also ask the running daemon
+    d = DaemonProcess(tmp_path).start()  # `list` and `status` also ask the running daemon
     for args in (("list",), ("validate",), ("status",)):
         out = d.cli(*args)
         shown = out.stdout + out.stderr

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.supervisor.daemonkit import Daemon, final, wait_for
+from tests.supervisor.daemonkit import DaemonProcess, final, wait_for
 
 pytestmark = pytest.mark.slow  # real daemons: make test-fast leaves these out
 
@@ -40,7 +40,7 @@ def test_files_and_dirs_are_private_under_umask_022(
 ) -> None:
     home = tmp_path / "fresh-home"  # nothing of it exists yet: the program creates it all
     monkeypatch.setenv("VINOS_HOME", str(home))
-    d = Daemon(tmp_path, wrap=["sh", "-c", 'umask 022 && exec "$@"', "sh"])
+    d = DaemonProcess(tmp_path, wrap=["sh", "-c", 'umask 022 && exec "$@"', "sh"])
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.supervisor.daemonkit import (
-    Daemon,
+    DaemonProcess,
     command_routine,
     entered,
     final,
@@ -34,7 +34,7 @@ def test_a_closed_stdout_ends_the_stream_not_the_run(
     tmp_path: Path, not_root: None, with_daemon: bool
 ) -> None:
     write_routine("piped", command_routine(gated("piped", "seq 1 50"), enabled=False))
-    d = Daemon(tmp_path)
+    d = DaemonProcess(tmp_path)
     if with_daemon:
         d.start()
     cli = subprocess.Popen(

@@ -27,7 +27,7 @@ from routines.runs import RunStatus, Trigger
 from routines.spec.paths import paths
 from supervisor.client import DaemonError
 from tests.supervisor.daemonkit import (
-    Daemon,
+    DaemonProcess,
     command_routine,
     entered,
     final,
@@ -107,13 +107,13 @@ def test_a_read_only_ledger_is_a_named_pause_that_ends_when_its_mode_is_restored
     tmp_path: Path, not_root: None
 ) -> None:
     write_routine("ticker", command_routine("echo tick"))
-    d = Daemon(tmp_path).start()
+    d = DaemonProcess(tmp_path).start()
     d.to_slot()
     wait_for(lambda: len(final("ticker")) == 1, what="the first run")
     assert d.stop() == 0
     ledger = paths().ledger
     ledger.chmod(0o400)
-    d = Daemon(tmp_path).start()  # SQLite makes the -shm with ledger.db's mode: 0400 too
+    d = DaemonProcess(tmp_path).start()  # SQLite makes the -shm with ledger.db's mode: 0400 too
     status = wait_for(
         lambda: (s := d.request("status"))["health"] != "ok" and s, what="the daemon to pause"
     )
@@ -152,7 +152,7 @@ def test_in_process_run_on_a_read_only_ledger_says_why_without_a_traceback(
     Ledger(paths().ledger).close()
     paths().ledger.chmod(0o400)
     try:
-        out = Daemon(tmp_path).cli("run", "once")  # no daemon: it runs in this process
+        out = DaemonProcess(tmp_path).cli("run", "once")  # no daemon: it runs in this process
     finally:
         paths().ledger.chmod(0o600)
     assert out.returncode == 1, out
@@ -179,7 +179,7 @@ def test_nothing_the_daemon_does_on_a_replaced_ledger_writes_its_wal_or_shm(
     original's WAL into the replacement's files or delete them: before, the original, kept
     through a hard link, came out an empty 4 KB file."""
     write_routine("held", command_routine(gated("held"), enabled=False))
-    d = Daemon(tmp_path).start()
+    d = DaemonProcess(tmp_path).start()
     d.request("run", {"name": "held", "detach": True})
     wait_for(lambda: entered("held") == 1, what="the held run to start")
     ledger = paths().ledger
@@ -209,7 +209,7 @@ def test_a_damaged_ledger_is_a_pause_that_says_move_it_aside_not_a_restart_loop(
     ledger.parent.mkdir(parents=True, exist_ok=True)
     ledger.write_bytes(b"not a database, and quick_check says so" * 200)
     before = sha(ledger)
-    d = Daemon(tmp_path).start()
+    d = DaemonProcess(tmp_path).start()
     status = wait_for(
         lambda: (s := d.request("status"))["health"] != "ok" and s, what="the daemon to pause"
     )

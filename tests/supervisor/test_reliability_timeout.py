@@ -16,7 +16,7 @@ from fakes import FakeOllama
 from fakes import ollama_replies as O
 
 from tests.supervisor.daemonkit import (
-    Daemon,
+    DaemonProcess,
     command_routine,
     final,
     state,
@@ -31,7 +31,7 @@ TIMEOUT = 3
 
 def test_a_command_past_its_timeout_sec_is_recorded_timeout(tmp_path: Path, not_root: None) -> None:
     write_routine("slowpoke", command_routine("sleep 60", enabled=False, timeout=TIMEOUT))
-    d = Daemon(tmp_path).start()
+    d = DaemonProcess(tmp_path).start()
     out = d.cli("run", "slowpoke")
     assert out.returncode == 1, out.stdout + out.stderr
     [row] = final("slowpoke")
@@ -57,7 +57,7 @@ def test_an_agent_out_of_run_timeout_sec_is_recorded_timeout(
             '[agent]\nroute = "ollama"\nlocal_model = "llama3.2:3b"\n'
             'system = "Think."\ntools = []\nrun_timeout_sec = 5\n',
         )
-        d = Daemon(tmp_path, extra_env={"OLLAMA_HOST": ollama.url}).start()
+        d = DaemonProcess(tmp_path, extra_env={"OLLAMA_HOST": ollama.url}).start()
         d.cli("run", "ponder", "--detach")
         [row] = wait_for(lambda: final("ponder"), what="the run to end")
         assert row.status == "timeout"

@@ -18,7 +18,7 @@ from routines import conversation
 from routines.conversation import Role
 from routines.spec.paths import paths
 from supervisor.client import DaemonError
-from tests.supervisor.daemonkit import Daemon, command_routine, rows, wait_for, write_routine
+from tests.supervisor.daemonkit import DaemonProcess, command_routine, rows, wait_for, write_routine
 
 pytestmark = pytest.mark.slow  # real daemons and worker runs: make test-fast leaves these out
 
@@ -48,8 +48,8 @@ def claude() -> Iterator[FakeAnthropic]:
         yield fake
 
 
-def daemon(tmp_path: Path, claude: FakeAnthropic) -> Daemon:
-    return Daemon(
+def daemon(tmp_path: Path, claude: FakeAnthropic) -> DaemonProcess:
+    return DaemonProcess(
         tmp_path, extra_env={"ANTHROPIC_BASE_URL": claude.url, "ANTHROPIC_API_KEY": API_KEY}
     )
 

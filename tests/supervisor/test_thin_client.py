@@ -17,7 +17,7 @@ from routines.ledger import Ledger
 from routines.runs import Outcome, RunEnd, RunStatus, Trigger
 from routines.spec.paths import paths
 from supervisor.cli.thinclient import parse
-from tests.supervisor.daemonkit import REPO, Daemon, command_routine, write_routine
+from tests.supervisor.daemonkit import REPO, DaemonProcess, command_routine, write_routine
 
 # Exit 99: the daemon did not answer, so the thin path was not the one measured.
 THIN = (
@@ -85,7 +85,7 @@ def test_each_verb_prints_the_same_bytes_from_the_daemon_as_in_process(
     tmp_path: Path, not_root: None
 ) -> None:
     _populate()
-    d = Daemon(tmp_path).start()
+    d = DaemonProcess(tmp_path).start()
     try:
         env = {**d.env, "NO_COLOR": "", "VINOS_ROUTINE_DEBUG": "1"}
         for args in VERBS:
@@ -109,7 +109,7 @@ def test_the_thin_path_loads_no_parser_toml_sqlite_or_dataclasses(
     tmp_path: Path, not_root: None
 ) -> None:
     _populate()
-    d = Daemon(tmp_path).start()
+    d = DaemonProcess(tmp_path).start()
     try:
         # What the interpreter loaded before (a development install's import hook brings
         # pathlib and re with it; an installed package does not) is not the client's.
@@ -139,7 +139,7 @@ def test_the_thin_path_loads_no_parser_toml_sqlite_or_dataclasses(
 @pytest.mark.slow  # a real daemon
 def test_what_the_daemon_cannot_reproduce_runs_in_process(tmp_path: Path, not_root: None) -> None:
     _populate()
-    d = Daemon(tmp_path).start()
+    d = DaemonProcess(tmp_path).start()
     try:
         other_zone = {**d.env, "TZ": "Asia/Tokyo" if d.env.get("TZ") != "Asia/Tokyo" else "UTC"}
         assert _run(THIN, ("list",), other_zone)[0] == 99  # times print in the client's zone
@@ -233,7 +233,7 @@ def test_waybar_follow_gets_each_change_pushed_and_survives_a_restart(
     tmp_path: Path, not_root: None
 ) -> None:
     _populate()
-    d = Daemon(tmp_path).start()
+    d = DaemonProcess(tmp_path).start()
     follower = subprocess.Popen(
         [sys.executable, "-m", "supervisor", "status", "--waybar", "--follow"],
         cwd=REPO,
@@ -258,7 +258,7 @@ def test_waybar_follow_gets_each_change_pushed_and_survives_a_restart(
         assert "3 routines" in str(_next_line(follower)["text"])  # pushed, not polled
         d.stop()
         assert _next_line(follower)["alt"] == "down"
-        d2 = Daemon(tmp_path).start()
+        d2 = DaemonProcess(tmp_path).start()
         try:
             assert "3 routines" in str(_next_line(follower)["text"])  # connected again
         finally:

@@ -163,7 +163,7 @@ def _run(
                 closing.callback(os.close, rw_fds[-1])
             quota = QuotaWatch(_quota_fds(policy, rw_fds, lasting), policy.limits.workspace_mb)
             left_mb = quota.start(time.monotonic())
-            overlays = None if live else _overlays(policy, quota, lasting)
+            overlays = _overlays(policy, quota, lasting, live)
             limited = _file_size_limited(policy, left_mb, overlays is not None)
             shown = {} if overlays is None else overlays.shown()
             argv = build_argv(
@@ -266,12 +266,13 @@ def _file_size_limited(policy: ShellPolicy, left_mb: int, overlaid: bool) -> She
 
 
 def _overlays(
-    policy: ShellPolicy, quota: QuotaWatch, lasting: contextlib.ExitStack
+    policy: ShellPolicy, quota: QuotaWatch, lasting: contextlib.ExitStack, live: bool
 ) -> Overlays | None:
     """The quota dirs as overlays on a tmpfs of the quota (sandbox/overlay.py), so the kernel
-    keeps it; None where the kernel cannot (the poll and RLIMIT_FSIZE keep it then)."""
+    keeps it; None for a `live` call and where the kernel cannot (the poll and RLIMIT_FSIZE
+    keep it then)."""
     dirs = [(path, fd) for path, fd in quota.dirs if path in policy.rw_binds]
-    if not dirs:
+    if live or not dirs:
         return None
     reason = overlay_unavailable()
     if reason is not None:

@@ -39,7 +39,6 @@ from routines.store import open_dir_beneath
 from supervisor.approvals import decisions_for
 from supervisor.clock import Clock
 from supervisor.finish import Finished, Notification, Unwritten, finish_run
-from supervisor.forkserver import ForkServer
 from supervisor.jobs import build_job, new_run_id
 from supervisor.limits import BudgetVerdict, RunAllowance, allowance_for, run_limit
 from supervisor.notify import unshown
@@ -104,7 +103,6 @@ class Pool:
         worker_argv: list[str] | None = None,
         spawner: Spawner | None = None,
         fence: LeaseDeadlines | None = None,
-        forks: ForkServer | None = None,
     ) -> None:
         self.ledger = ledger
         self.paths = paths
@@ -112,7 +110,7 @@ class Pool:
         self.clock = clock
         self.notify = notify
         self.on_change = on_change
-        self.spawner: Spawner = spawner or WorkerSpawner(worker_argv, forks)
+        self.spawner: Spawner = spawner or WorkerSpawner(worker_argv)
         # Real workers only: a stand-in spawner (tests) has no sandbox to probe for.
         self.probes = ProbeCache() if isinstance(self.spawner, WorkerSpawner) else None
         self.queue: deque[Pending] = deque()

@@ -77,11 +77,15 @@ def require_unprivileged() -> None:
 
 def _ignore(directory: str, names: list[str]) -> set[str]:
     here = Path(directory)
+    # Bytecode caches are never copied: the suite's other workers write them while this copy
+    # runs (a `*.pyc.<id>` temp file renamed away between listing and copying failed the copy),
+    # and the build must not see them anyway (the planted .pyc is added to the copy afterwards).
+    caches = {n for n in names if n == "__pycache__" or n.endswith((".pyc", ".pyo"))}
     if here == REPO:
-        return {n for n in names if n in _SKIP_AT_ROOT or n.endswith(".egg-info")}
+        return caches | {n for n in names if n in _SKIP_AT_ROOT or n.endswith(".egg-info")}
     if here == REPO / "packaging" / "arch":
-        return {n for n in names if n in _SKIP_IN_ARCH or ".pkg.tar" in n}
-    return set()
+        return caches | {n for n in names if n in _SKIP_IN_ARCH or ".pkg.tar" in n}
+    return caches
 
 
 def copy_tree(dest: Path) -> Path:

@@ -81,6 +81,23 @@ def _ttfb(port: int, path: str, headers: dict[str, str], count: int) -> list[flo
     return out
 
 
+def _exchange(port: int, token: str) -> tuple[str, str]:
+    """The base path and session cookie the launch token buys, as a browser gets them: the
+    dashboard answers `/?token=` with a 303 to its per-start base path and sets the cookie."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    conn.request("GET", f"/?token={token}", headers={"Host": f"127.0.0.1:{port}"})
+    resp = conn.getresponse()
+    resp.read()
+    conn.close()
+    assert resp.status == 303, ("token exchange", resp.status)
+    base = (resp.getheader("location") or "").split("?", 1)[0].removesuffix("/")
+    for header, value in resp.getheaders():
+        name, _, rest = value.partition("=")
+        if header.lower() == "set-cookie" and name == "vinos_dashboard":
+            return base, rest.split(";", 1)[0]
+    raise AssertionError("the token exchange set no session cookie")
+
+
 def _p95(values: list[float]) -> float:
     return sorted(values)[max(0, round(len(values) * 0.95) - 1)]
 
@@ -136,13 +153,15 @@ def run(quick: bool) -> list[Row]:
             line = _start_line(dash, "http://127.0.0.1:")
             port = int(line.split("http://127.0.0.1:", 1)[1].split("/", 1)[0])
             token = (root / "run" / "vinos-routine" / "dashboard.token").read_text().strip()
-            headers = {"Host": f"127.0.0.1:{port}", "Cookie": f"vinos_dashboard={token}"}
-            _ttfb(port, "/", headers, 3)  # warm: templates compiled, modules loaded
+            base, session = _exchange(port, token)
+            headers = {"Host": f"127.0.0.1:{port}", "Cookie": f"vinos_dashboard={session}"}
+            _ttfb(port, f"{base}/", headers, 3)  # warm: templates compiled, modules loaded
             pages = {
-                p: _ttfb(port, p, headers, count) for p in ("/", "/cost", "/routine/routine-0")
+                p: _ttfb(port, base + p, headers, count)
+                for p in ("/", "/cost", "/routine/routine-0")
             }
             conn = http.client.HTTPConnection("127.0.0.1", port)
-            conn.request("GET", "/", headers=headers)
+            conn.request("GET", f"{base}/", headers=headers)
             size = len(conn.getresponse().read())
             conn.close()
             dash_rss = psutil.Process(dash.pid).memory_info().rss / 2**20

@@ -36,7 +36,7 @@ if [ "$target" = test-here ] || [ "$target" = bench-here ]; then
     # A real `systemd --user` for the user, for tests/packaging/test_systemd_user.py and the
     # systemd timer that bench/bench_command.py measures against; stopped (with its cgroups)
     # however the tests end.
-    trap '"$here/scripts/user-manager.sh" stop "$user"; "$here/scripts/second-user.sh" stop "$second"' EXIT
+    trap '"$here/scripts/user-manager.sh" stop "$user"; [ -z "$second" ] || "$here/scripts/second-user.sh" stop "$second"' EXIT
     "$here/scripts/user-manager.sh" start "$user"
 fi
 echo "as-user: running 'make $target' as $user in $work" >&2

@@ -49,6 +49,7 @@ __all__ = ["STDERR_TAIL", "StdioChild", "StdioRefused", "start_stdio"]
 STDERR_TAIL = 8 * 1024  # the last bytes of its stderr kept, for the log line of a failure
 _INFO_SEC = 10.0  # bwrap writing the sandbox's pid-1 to --info-fd
 _EXIT_GRACE_SEC = 1.0  # after stdin closes, before SIGTERM
+_DRAIN_GRACE_SEC = 1.0  # how long exit_note waits for the stderr pipe's EOF
 # The memory watch's period: a shell call's watch samples faster, but a server lives for the
 # whole run, and each sample reads every process's smaps.
 _SAMPLE_SEC = 1.0
@@ -113,6 +114,11 @@ class StdioChild:
         if not self._exited():
             return ""
         code = self._proc.poll() if self._closed.is_set() else _status(self.pid)
+        # The program is gone, but its last words may still be in the pipe: let the drain reach
+        # EOF first (bounded: a grandchild may hold the pipe open), or a busy machine reports an
+        # exit without the line that says why (test_a_server_that_cannot_start_is_a_tool_error_
+        # and_a_log_line).
+        self._threads[0].join(timeout=_DRAIN_GRACE_SEC)
         tail = self.stderr_tail().strip().splitlines()[-3:]
         said = f"; its stderr ends: {' | '.join(tail)}" if tail else ""
         return f"it exited ({_describe(code)}){said}"

@@ -54,6 +54,8 @@ missing_cmds() {
     command -v script >/dev/null || out+=(script)
     command -v zsh >/dev/null || out+=(zsh)      # the zsh and fish completion tests
     command -v fish >/dev/null || out+=(fish)
+    # The MCP tests run two reference servers from the npm registry (tests/worker/conftest.py).
+    command -v npm >/dev/null || out+=(npm)
     # The dashboard's browser tests (Playwright drives the system's Chromium).
     command -v chromium >/dev/null || out+=(chromium)
     # The fleet tests start their own PostgreSQL cluster (initdb, pg_ctl; psycopg needs libpq).
@@ -136,13 +138,16 @@ if command -v apt-get >/dev/null; then
             makepkg pacman-package-manager libarchive-tools fakeroot \
             util-linux bsdextrautils procps ca-certificates zsh fish chromium iproute2 curl openssh-client \
             postgresql libpq5 gh openssl >/dev/null
+        # Only when missing: a machine's own Node.js (a vendor's nodejs ships its npm) would
+        # conflict with Debian's npm package.
+        command -v npm >/dev/null || apt-get install -y -qq --no-install-recommends npm >/dev/null
     fi
 elif [ -x /usr/bin/pacman ] && [ -f /etc/arch-release ]; then
     # -Syu: Arch does not support partial upgrades.
     if [ "$target" = demo-here ]; then
         pacman -Syu --needed --noconfirm bubblewrap libseccomp python >/dev/null
     else
-        pacman -Syu --needed --noconfirm bubblewrap libseccomp python systemd base-devel util-linux procps-ng zsh fish chromium iproute2 curl openssh postgresql github-cli openssl >/dev/null
+        pacman -Syu --needed --noconfirm bubblewrap libseccomp python systemd base-devel util-linux procps-ng zsh fish chromium iproute2 curl openssh postgresql github-cli openssl npm >/dev/null
     fi
 else
     echo "system-deps: no apt-get or Arch pacman here; install by hand: $need" >&2

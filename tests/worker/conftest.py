@@ -48,8 +48,10 @@ def marker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
 
 # --- MCP servers from npm, installed once per test session into a tmp prefix ---
 
-FS_PACKAGE = "@modelcontextprotocol/server-filesystem"
-EVERYTHING_PACKAGE = "@modelcontextprotocol/server-everything"
+# Pinned: the tests assert these servers' own tool names and texts, which a new release may
+# change; raise the versions together with those assertions.
+FS_PACKAGE = "@modelcontextprotocol/server-filesystem@2026.8.31"
+EVERYTHING_PACKAGE = "@modelcontextprotocol/server-everything@2026.8.31"
 
 
 @pytest.fixture(scope="session")

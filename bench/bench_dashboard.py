@@ -153,15 +153,15 @@ def run(quick: bool) -> list[Row]:
             line = _start_line(dash, "http://127.0.0.1:")
             port = int(line.split("http://127.0.0.1:", 1)[1].split("/", 1)[0])
             token = (root / "run" / "vinos-routine" / "dashboard.token").read_text().strip()
-            base, session = _exchange(port, token)
+            prefix, session = _exchange(port, token)
             headers = {"Host": f"127.0.0.1:{port}", "Cookie": f"vinos_dashboard={session}"}
-            _ttfb(port, f"{base}/", headers, 3)  # warm: templates compiled, modules loaded
+            _ttfb(port, f"{prefix}/", headers, 3)  # warm: templates compiled, modules loaded
             pages = {
-                p: _ttfb(port, base + p, headers, count)
+                p: _ttfb(port, prefix + p, headers, count)
                 for p in ("/", "/cost", "/routine/routine-0")
             }
             conn = http.client.HTTPConnection("127.0.0.1", port)
-            conn.request("GET", f"{base}/", headers=headers)
+            conn.request("GET", f"{prefix}/", headers=headers)
             size = len(conn.getresponse().read())
             conn.close()
             dash_rss = psutil.Process(dash.pid).memory_info().rss / 2**20

@@ -4,6 +4,7 @@ aside" only for a file PRAGMA quick_check finds damaged."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sqlite3
 from datetime import UTC, datetime
@@ -150,3 +151,24 @@ def test_a_replaced_ledger_whose_wal_cannot_be_kept_says_the_risk_once(
     assert f"{path}-wal" in record.getMessage()
     assert "checkpoint at close could not be turned off" in record.getMessage()
     ledger.close()
+
+
+def test_an_unrecognised_database_error_is_said_in_its_own_words_not_as_the_disk(
+    tmp_path: Path,
+) -> None:
+    """An OperationalError none of the known faults names (here a table another process
+    dropped: SQLite's generic SQLITE_ERROR) is an unexpected database error with SQLite's
+    message; it never tells the user to check the disk, nor to move the ledger aside."""
+    path = tmp_path / "ledger.db"
+    with Ledger(path) as ledger:
+        write(ledger)
+        with contextlib.closing(sqlite3.connect(path)) as other:
+            other.execute("DROP TABLE routine_state")
+            other.commit()
+        with pytest.raises(LedgerUnavailable) as info:
+            ledger.states()
+    assert info.value.reason is Unavailable.UNEXPECTED
+    message = str(info.value)
+    assert "an unexpected database error (no such table: routine_state)" in message
+    assert "check the disk" not in message and "dmesg" not in message
+    assert "move it aside" not in message.lower() and "chmod" not in message

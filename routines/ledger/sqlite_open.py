@@ -263,7 +263,8 @@ class SqliteConnection:
     @contextmanager
     def _errors(self) -> Iterator[None]:
         """SQLite's errors on this connection as LedgerUnavailable (or LedgerError). After a
-        READ_ONLY or IO_ERROR the connection is closed: the next use opens it again."""
+        READ_ONLY, IO_ERROR or UNEXPECTED error the connection is closed: the next use opens
+        it again."""
         try:
             yield
         except sqlite3.Error as exc:
@@ -340,7 +341,7 @@ class SqliteConnection:
 
 
 # After these the connection is opened again at its next use (see `Ledger._errors`).
-_REOPEN = {Unavailable.READ_ONLY, Unavailable.IO_ERROR}
+_REOPEN = {Unavailable.READ_ONLY, Unavailable.IO_ERROR, Unavailable.UNEXPECTED}
 
 
 def _file_id(path: Path) -> tuple[int, int] | None:

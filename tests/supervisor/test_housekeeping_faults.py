@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from routines.ledger import Ledger, LedgerUnavailable, Unavailable
-from routines.runs import RunEnd, RunStatus
+from routines.runs import RunEnd, RunStatus, Trigger
 from routines.spec.config import LedgerSettings
 from supervisor.clock import SystemClock
 from supervisor.housekeeping import IDLE_PAUSE_SEC, START_DELAY_SEC, Housekeeper, retry_after
@@ -28,7 +28,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from routines.spec.config import LedgerSettings
 from routines.ledger import Ledger
-from routines.runs import RunEnd, RunStatus
+from routines.runs import RunEnd, RunStatus, Trigger
 from supervisor.clock import SystemClock
 from supervisor.housekeeping import Housekeeper
 
@@ -118,7 +118,7 @@ def test_housekeeping_on_a_read_only_ledger_retries_in_seconds(
         old = datetime.now(UTC) - timedelta(days=200)
         for i in range(20):
             at = old + timedelta(minutes=i)
-            setup.record_run("x", run_id=f"r{i}", trigger="manual", status=RunStatus.QUEUED,
+            setup.record_run("x", run_id=f"r{i}", trigger=Trigger.MANUAL, status=RunStatus.QUEUED,
                              now=at)  # fmt: skip
             setup.finish_run(f"r{i}", RunEnd(RunStatus.OK, "done"), now=at)
     path.chmod(0o400)

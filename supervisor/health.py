@@ -47,6 +47,7 @@ class Health(StrEnum):
     CORRUPT = "corrupt"  # PRAGMA quick_check fails: move it aside, restore a backup
     UNREACHABLE = "unreachable"  # a fleet's PostgreSQL is out of reach
     DRAINING = "draining"  # the fleet's database is back; runs made offline still going
+    UNEXPECTED = "database error"  # SQLite failed in a way none of the above names
 
     @classmethod
     def of(cls, reason: Unavailable) -> Health:
@@ -62,6 +63,7 @@ _PHRASES = {
     Health.CORRUPT: "the ledger is damaged",
     Health.UNREACHABLE: "the fleet database is unreachable",
     Health.DRAINING: "the fleet database is back, runs made meanwhile are still going",
+    Health.UNEXPECTED: "the ledger gave an unexpected database error",
 }
 _TITLES = {
     Health.DISK_FULL: "vinos-routine: the disk is full",
@@ -71,6 +73,7 @@ _TITLES = {
     Health.CORRUPT: "vinos-routine: the ledger is damaged",
     Health.UNREACHABLE: "vinos-routine: the fleet database is unreachable",
     Health.DRAINING: "vinos-routine: the fleet database is back",
+    Health.UNEXPECTED: "vinos-routine: an unexpected ledger error",
 }
 
 

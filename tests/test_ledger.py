@@ -1,5 +1,7 @@
-"""The ledger on real SQLite files: creation, the claim (run fence), run rows, money by the
-routine's own calendar day (midnight and DST), per-routine state, pruning, locks and damage."""
+"""The ledger on real SQLite files: what only SQLite has (the file's creation and version,
+a transaction rolled back on a constraint, locks held by another connection, damage and
+permissions). What every store does (the fence, run rows, money by the routine's own day,
+state) is tests/fleet/test_ledger_contract.py's, on SQLite, PostgreSQL and memory alike."""
 
 from __future__ import annotations
 
@@ -9,9 +11,8 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterator
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from zoneinfo import ZoneInfo
 
 import pytest
 from helpers import at
@@ -25,9 +26,8 @@ from routines.ledger.model import (
     RoutineState,
     Unavailable,
 )
-from routines.runs import Outcome, RunEnd, RunStatus
+from routines.runs import RunEnd
 
-NY = ZoneInfo("America/New_York")
 T0 = at("2024-06-01 10:00")
 
 
@@ -71,17 +71,6 @@ def claim(
         now=now,
         **kw,  # type: ignore[arg-type]
     )
-
-
-def spend(
-    led: Ledger, routine: str, when: datetime, dollars: float, status: str = "ok", **tokens: int
-) -> str:
-    """A finished run of `routine` started at `when` that cost `dollars` (and `tokens`)."""
-    run_id = f"{routine}-{iso(when)}-{dollars}"
-    led.record_run(routine, run_id=run_id, trigger="manual", status="running", now=when)
-    end = RunEnd(RunStatus(status), dollars=dollars, **tokens)  # type: ignore[arg-type]
-    led.finish_run(run_id, end, now=when + timedelta(seconds=30))
-    return run_id
 
 
 def sha(path: Path) -> str:
@@ -147,232 +136,7 @@ def test_claim_run_row_and_cursor_are_one_transaction(ledger: Ledger, db_path: P
     assert claim(ledger, "2024-06-02T06:00:00Z", run_id="fresh")
 
 
-def test_cursor_never_moves_backwards(ledger: Ledger) -> None:
-    assert claim(ledger, "2024-06-02T06:00:00Z")
-    # The clock was set back: an older slot may be recorded, the cursor stays.
-    assert claim(ledger, "2024-06-01T06:00:00Z")
-    assert ledger.state("day-brief").cursor == "2024-06-02T06:00:00Z"
-    ledger.advance_cursor("day-brief", "2024-05-01T06:00:00Z")
-    assert ledger.state("day-brief").cursor == "2024-06-02T06:00:00Z"
-    ledger.advance_cursor("day-brief", "2024-06-03T06:00:00Z")
-    assert ledger.state("day-brief").cursor == "2024-06-03T06:00:00Z"
-
-
-def test_cursor_keeps_other_state(ledger: Ledger) -> None:
-    ledger.enable("day-brief", file_enabled=False, cursor="2024-05-01T06:00:00Z", fingerprint="f")
-    ledger.set_failure_streak("day-brief", 2)
-    assert claim(ledger, "2024-06-01T06:00:00Z")
-    s = ledger.state("day-brief")
-    assert (s.cursor, s.failure_streak, s.enabled_override) == ("2024-06-01T06:00:00Z", 2, True)
-
-
-def test_record_run_writes_a_row_without_a_claim(ledger: Ledger) -> None:
-    ledger.record_run("day-brief", run_id="manual-1", trigger="manual", status="queued", now=T0)
-    assert ledger.run("manual-1") is not None
-    assert not ledger.is_claimed("day-brief", "")
-    assert ledger.state("day-brief") == RoutineState("day-brief")
-
-
-# -- run rows ----------------------------------------------------------------------------------
-
-
-def test_start_and_finish_run(ledger: Ledger) -> None:
-    assert claim(ledger, "s", run_id="r1")
-    started = T0 + timedelta(seconds=5)
-    ledger.start_run("r1", now=started, worker_pid=4321)
-    (active,) = ledger.active_runs()
-    assert (active.status, active.worker_pid) == ("running", 4321)
-    ledger.finish_run(
-        "r1",
-        now=started + timedelta(seconds=90),
-        end=RunEnd(
-            status="ok",
-            outcome="done",
-            detail="brief written",
-            route="local->premium",
-            model="claude-sonnet-4-6",
-            escalated=True,
-            escalated_reason="low_confidence",
-            input_tokens=1200,
-            output_tokens=300,
-            local_input_tokens=900,
-            local_output_tokens=20,
-            tool_calls=3,
-            tools_used=["read_files", "run_shell"],
-            dollars=0.0081,
-            output_file="/x/2024-06-01-1000.md",
-        ),
-    )
-    row = ledger.run("r1")
-    assert row is not None
-    assert row.as_json() == {
-        "id": row.id,
-        "routine": "day-brief",
-        "run_id": "r1",
-        "slot": "s",
-        "trigger": "schedule",
-        "status": "ok",
-        "outcome": "done",
-        "detail": "brief written",
-        "started_at": iso(started),
-        "finished_at": iso(started + timedelta(seconds=90)),
-        "duration_sec": 90.0,
-        "route": "local->premium",
-        "model": "claude-sonnet-4-6",
-        "escalated": 1,
-        "escalated_reason": "low_confidence",
-        "input_tokens": 1200,
-        "output_tokens": 300,
-        "local_input_tokens": 900,
-        "local_output_tokens": 20,
-        "tool_calls": 3,
-        "tools_used": ["read_files", "run_shell"],
-        "dollars": 0.0081,
-        "output_file": "/x/2024-06-01-1000.md",
-        "parent_run_id": None,
-    }
-    assert ledger.active_runs() == []
-
-
-def test_finish_run_keeps_a_given_duration_and_empty_tools(ledger: Ledger) -> None:
-    ledger.record_run("day-brief", run_id="r", trigger="manual", status="running", now=T0)
-    ledger.finish_run(
-        "r",
-        now=T0 + timedelta(hours=1),
-        end=RunEnd(status="timeout", duration_sec=600.0, tools_used=[]),
-    )
-    row = ledger.run("r")
-    assert row is not None
-    assert (row.status, row.duration_sec, row.tools_used) == ("timeout", 600.0, [])
-
-
-def test_finish_run_changes_only_an_active_run(ledger: Ledger) -> None:
-    """A run ends with exactly one final status: an exception path after `ok` was written
-    (Pool._run's supervisor error), or a second daemon marking it interrupted, changes
-    nothing and is told so."""
-    ledger.record_run("day-brief", run_id="r", trigger="manual", status="running", now=T0)
-    done = T0 + timedelta(seconds=30)
-    ok = RunEnd(RunStatus.OK, "brief written", outcome=Outcome.DONE, dollars=0.25)
-    assert ledger.finish_run("r", ok, now=done) is True
-    failed = RunEnd(RunStatus.FAILED, "supervisor error: RuntimeError: boom")
-    assert ledger.finish_run("r", failed, now=done + timedelta(seconds=1)) is False
-    row = ledger.run("r")
-    assert row is not None
-    assert (row.status, row.outcome, row.detail, row.dollars, row.finished_at) == (
-        RunStatus.OK,
-        Outcome.DONE,
-        "brief written",
-        0.25,
-        iso(done),
-    )
-    assert ledger.last_runs()["day-brief"].status == RunStatus.OK
-    # A row recorded finished (a skipped slot) is not active either.
-    assert claim(ledger, "s", run_id="sk", status="skipped")
-    assert ledger.finish_run("sk", failed, now=done) is False
-    assert ledger.run("sk").status == "skipped"  # type: ignore[union-attr]
-
-
-def test_last_runs_is_each_routines_newest_finished_run(ledger: Ledger) -> None:
-    spend(ledger, "a", at("2024-06-01 06:00"), 0.01, status="failed")
-    spend(ledger, "a", at("2024-06-02 06:00"), 0.02, status="ok")
-    assert claim(ledger, "s1", routine="a", now=at("2024-06-03 06:00"), status="skipped")
-    assert claim(ledger, "s2", routine="a", now=at("2024-06-04 06:00"), status="running")
-    spend(ledger, "b", at("2024-06-01 06:00"), 0.0, status="timeout")
-    last = ledger.last_runs()
-    assert {k: (v.status, v.started_at) for k, v in last.items()} == {
-        "a": ("ok", iso(at("2024-06-02 06:00"))),
-        "b": ("timeout", iso(at("2024-06-01 06:00"))),
-    }
-
-
-# -- money ---------------------------------------------------------------------------------------
-
-
-def test_spent_today_uses_the_routines_own_midnight(ledger: Ledger) -> None:
-    # New York is UTC-4 in June: its 1 June runs from 04:00 UTC to 04:00 UTC on 2 June.
-    spend(ledger, "a", at("2024-06-01 03:59:59"), 1.0)  # 31 May 23:59:59 in New York
-    spend(ledger, "a", at("2024-06-01 04:00"), 2.0)  # 1 June 00:00 in New York
-    spend(ledger, "a", at("2024-06-02 03:59:59"), 4.0)  # 1 June 23:59:59 in New York
-    spend(ledger, "a", at("2024-06-02 04:00"), 8.0)  # 2 June 00:00 in New York
-    spend(ledger, "b", at("2024-06-01 12:00"), 16.0)  # another routine
-    noon_ny = at("2024-06-01 12:00", "America/New_York")
-    assert ledger.spent_today("a", NY, noon_ny) == pytest.approx(6.0)
-    assert ledger.spent_today("a", NY, at("2024-06-02 03:00")) == pytest.approx(6.0)
-    assert ledger.spent_today("a", NY, at("2024-06-02 04:00")) == pytest.approx(8.0)
-    # The same rows by the UTC calendar.
-    utc = ZoneInfo("UTC")
-    assert ledger.spent_today("a", utc, at("2024-06-01 12:00")) == pytest.approx(3.0)
-    assert ledger.spent_on_day("a", date(2024, 6, 2), utc) == pytest.approx(12.0)
-    assert ledger.spent_on_day("a", date(2024, 5, 31), NY) == pytest.approx(1.0)
-
-
-def test_spent_on_a_23_hour_day_spring_forward(ledger: Ledger) -> None:
-    # 10 March 2024 in New York: 00:00 EST (05:00 UTC) to 24:00 EDT (04:00 UTC on 11 March).
-    spend(ledger, "a", at("2024-03-10 04:59:59"), 1.0)  # 9 March 23:59:59 EST
-    spend(ledger, "a", at("2024-03-10 05:00"), 2.0)  # 10 March 00:00 EST
-    spend(ledger, "a", at("2024-03-10 07:30"), 4.0)  # 10 March 03:30 EDT, after the gap
-    spend(ledger, "a", at("2024-03-11 03:59:59"), 8.0)  # 10 March 23:59:59 EDT
-    spend(ledger, "a", at("2024-03-11 04:00"), 16.0)  # 11 March 00:00 EDT
-    assert ledger.spent_on_day("a", date(2024, 3, 10), NY) == pytest.approx(14.0)
-    assert ledger.spent_on_day("a", date(2024, 3, 9), NY) == pytest.approx(1.0)
-    assert ledger.spent_on_day("a", date(2024, 3, 11), NY) == pytest.approx(16.0)
-
-
-def test_spent_on_a_25_hour_day_fall_back(ledger: Ledger) -> None:
-    # 3 November 2024 in New York: 00:00 EDT (04:00 UTC) to 24:00 EST (05:00 UTC on 4 Nov).
-    spend(ledger, "a", at("2024-11-03 03:59:59"), 1.0)  # 2 Nov 23:59:59 EDT
-    spend(ledger, "a", at("2024-11-03 05:30"), 2.0)  # 01:30 EDT, the first one
-    spend(ledger, "a", at("2024-11-03 06:30"), 4.0)  # 01:30 EST, the second one
-    spend(ledger, "a", at("2024-11-04 04:30"), 8.0)  # 3 Nov 23:30 EST (would be 4 Nov in EDT)
-    spend(ledger, "a", at("2024-11-04 05:00"), 16.0)  # 4 Nov 00:00 EST
-    assert ledger.spent_on_day("a", date(2024, 11, 3), NY) == pytest.approx(14.0)
-    assert ledger.spent_on_day("a", date(2024, 11, 4), NY) == pytest.approx(16.0)
-    assert ledger.spent_today("a", NY, at("2024-11-04 04:59")) == pytest.approx(14.0)
-
-
-def test_totals_per_routine_biggest_spender_first(ledger: Ledger) -> None:
-    spend(
-        ledger,
-        "a",
-        at("2024-06-01 06:00"),
-        0.10,
-        input_tokens=100,
-        output_tokens=10,
-        local_input_tokens=5,
-        local_output_tokens=1,
-    )
-    spend(ledger, "a", at("2024-06-02 06:00"), 0.20)
-    spend(ledger, "b", at("2024-06-01 07:00"), 0.50, input_tokens=7)
-    spend(ledger, "c", at("2024-06-01 08:00"), 0.0)
-    # skipped and missed rows are not runs
-    assert claim(ledger, "s", routine="c", now=at("2024-06-01 09:00"), status="skipped")
-    assert claim(ledger, "t", routine="c", now=at("2024-06-01 10:00"), status="missed")
-    spend(ledger, "a", at("2024-06-03 06:00"), 9.0)  # outside the window
-    totals = ledger.totals(at("2024-06-01 00:00"), at("2024-06-03 00:00"))
-    assert [(t["routine"], t["runs"], round(t["dollars"], 6)) for t in totals] == [
-        ("b", 1, 0.5),
-        ("a", 2, 0.3),
-        ("c", 1, 0.0),
-    ]
-    assert (totals[1]["input_tokens"], totals[1]["output_tokens"]) == (100, 10)
-    assert (totals[1]["local_input_tokens"], totals[1]["local_output_tokens"]) == (5, 1)
-    assert totals[0]["input_tokens"] == 7
-
-
-def test_dollars_by_day_in_a_zone(ledger: Ledger) -> None:
-    spend(ledger, "a", at("2024-06-01 03:00"), 1.0)  # 31 May in New York
-    spend(ledger, "b", at("2024-06-01 05:00"), 2.0)
-    spend(ledger, "a", at("2024-06-02 02:00"), 4.0)  # still 1 June in New York
-    days = [date(2024, 5, 31), date(2024, 6, 1), date(2024, 6, 2)]
-    assert ledger.dollars_by_day(days, NY) == pytest.approx(
-        {date(2024, 5, 31): 1.0, date(2024, 6, 1): 6.0, date(2024, 6, 2): 0.0}
-    )
-    assert ledger.dollars_by_day(days, ZoneInfo("UTC")) == pytest.approx(
-        {date(2024, 5, 31): 0.0, date(2024, 6, 1): 3.0, date(2024, 6, 2): 4.0}
-    )
-
-
-# -- per-routine state ----------------------------------------------------------------------------
+# -- per-routine state (pure: the override rule) ------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -392,62 +156,6 @@ def test_routine_state_enabled(
 ) -> None:
     state = RoutineState("a", enabled_override=override, file_enabled_seen=seen)
     assert state.enabled(file_enabled) is expected
-
-
-def test_state_round_trip(ledger: Ledger) -> None:
-    assert ledger.state("a") == RoutineState("a")
-    ledger.disable("a", file_enabled=True, reason="failed 3 times in a row", failure_streak=3)
-    ledger.set_cursor("a", "2024-06-01T06:00:00Z", "fp1")
-    ledger.set_failure_streak("b", 1)
-    assert ledger.state("a") == RoutineState(
-        "a",
-        enabled_override=False,
-        file_enabled_seen=True,
-        failure_streak=3,
-        disabled_reason="failed 3 times in a row",
-        cursor="2024-06-01T06:00:00Z",
-        schedule_fingerprint="fp1",
-    )
-    assert ledger.states() == {"a": ledger.state("a"), "b": RoutineState("b", failure_streak=1)}
-    assert ledger.state("a").enabled(True) is False
-    # An edited schedule resets the cursor: set_cursor may move it anywhere, even back.
-    ledger.set_cursor("a", None, "fp2")
-    assert (ledger.state("a").cursor, ledger.state("a").schedule_fingerprint) == (None, "fp2")
-    # A wrong clock puts the cursor back and keeps the fingerprint.
-    ledger.set_cursor("a", "2024-05-01T06:00:00Z")
-    assert (ledger.state("a").cursor, ledger.state("a").schedule_fingerprint) == (
-        "2024-05-01T06:00:00Z",
-        "fp2",
-    )
-
-
-def test_enable_clears_the_streak_and_owes_nothing_from_before(ledger: Ledger) -> None:
-    ledger.disable("a", file_enabled=True, reason="3 failed runs in a row", failure_streak=3)
-    ledger.set_cursor("a", "2024-06-01T06:00:00Z", "fp1")
-    ledger.enable("a", file_enabled=True, cursor="2024-06-05T08:00:00Z", fingerprint="fp1")
-    assert ledger.state("a") == RoutineState(
-        "a",
-        enabled_override=True,
-        file_enabled_seen=True,
-        failure_streak=0,
-        disabled_reason=None,
-        cursor="2024-06-05T08:00:00Z",
-        schedule_fingerprint="fp1",
-    )
-    # The cursor never moves back on enable (a slot already handled is not owed again).
-    ledger.enable("a", file_enabled=False, cursor="2024-06-04T00:00:00Z", fingerprint="fp2")
-    s = ledger.state("a")
-    assert (s.cursor, s.schedule_fingerprint, s.file_enabled_seen) == (
-        "2024-06-05T08:00:00Z",
-        "fp2",
-        False,
-    )
-    # disable keeps the streak unless it is given (a new draft starts from 0).
-    ledger.set_failure_streak("a", 2)
-    ledger.disable("a", file_enabled=True)
-    assert (ledger.state("a").failure_streak, ledger.state("a").enabled(True)) == (2, False)
-    ledger.disable("a", file_enabled=True, failure_streak=0)
-    assert ledger.state("a").failure_streak == 0
 
 
 # -- locks, damage ------------------------------------------------------------------------------

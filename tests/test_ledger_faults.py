@@ -4,6 +4,8 @@ aside" only for a file PRAGMA quick_check finds damaged."""
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import sqlite3
 from datetime import UTC, datetime
 from pathlib import Path
@@ -12,6 +14,7 @@ import pytest
 
 import routines.ledger.sqlite_open as ledger_mod
 from routines.ledger import Ledger, LedgerUnavailable, Unavailable
+from routines.ledger.faults import keep_wal_on_close
 from routines.runs import RunStatus
 
 T0 = datetime(2026, 12, 2, 9, 0, tzinfo=UTC)
@@ -94,3 +97,78 @@ def test_waiting_ledger_retries_its_open_and_works_once_it_can(
     write(ledger)  # opened now, created and migrated
     assert ledger.unavailable is None and ledger.run("r1") is not None
     ledger.close()
+
+
+def test_keep_wal_on_close_holds_on_this_python_and_closing_leaves_the_wal(
+    tmp_path: Path,
+) -> None:
+    """What a replaced ledger's fence rests on: after `keep_wal_on_close`, closing the
+    connection neither checkpoints nor unlinks its -wal (on 3.11 the flag is set through a
+    pointer read by ctypes; a CPython whose layout moved makes it False, never a wrong
+    write). A connection without it, beside, checkpoints and unlinks at close."""
+
+    def wal_db(path: Path) -> sqlite3.Connection:
+        db = sqlite3.connect(path, isolation_level=None)
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("CREATE TABLE t (x)")
+        db.execute("INSERT INTO t VALUES (1)")
+        return db
+
+    kept, plain = tmp_path / "kept.db", tmp_path / "plain.db"
+    kept_wal, plain_wal = tmp_path / "kept.db-wal", tmp_path / "plain.db-wal"
+    db = wal_db(kept)
+    assert keep_wal_on_close(db, kept) is True
+    before = kept_wal.read_bytes()
+    assert before  # the insert is in the WAL, not yet in the file
+    db.close()
+    assert kept_wal.read_bytes() == before
+    other = wal_db(plain)
+    assert plain_wal.exists()
+    other.close()
+    assert not plain_wal.exists()  # the default: checkpoint, then unlink
+
+
+def test_a_replaced_ledger_whose_wal_cannot_be_kept_says_the_risk_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A mock: this Python's sqlite3 is one keep_wal_on_close knows, so nothing real here
+    # makes it fail; a future CPython whose connection layout moved would.
+    monkeypatch.setattr(ledger_mod, "keep_wal_on_close", lambda conn, path: False)
+    path = tmp_path / "ledger.db"
+    ledger = Ledger(path, wait=True)
+    write(ledger)
+    copy = tmp_path / "copy.db"
+    copy.write_bytes(path.read_bytes())
+    copy.rename(path)
+    with caplog.at_level(logging.ERROR, logger="vinos.ledger"):
+        for _ in range(2):
+            with pytest.raises(LedgerUnavailable) as info:
+                write(ledger, "r2")
+            assert info.value.reason is Unavailable.REPLACED
+    [record] = [r for r in caplog.records if r.name == "vinos.ledger"]
+    assert record.levelno == logging.ERROR
+    assert "was replaced" in record.getMessage()
+    assert f"{path}-wal" in record.getMessage()
+    assert "checkpoint at close could not be turned off" in record.getMessage()
+    ledger.close()
+
+
+def test_an_unrecognised_database_error_is_said_in_its_own_words_not_as_the_disk(
+    tmp_path: Path,
+) -> None:
+    """An OperationalError none of the known faults names (here a table another process
+    dropped: SQLite's generic SQLITE_ERROR) is an unexpected database error with SQLite's
+    message; it never tells the user to check the disk, nor to move the ledger aside."""
+    path = tmp_path / "ledger.db"
+    with Ledger(path) as ledger:
+        write(ledger)
+        with contextlib.closing(sqlite3.connect(path)) as other:
+            other.execute("DROP TABLE routine_state")
+            other.commit()
+        with pytest.raises(LedgerUnavailable) as info:
+            ledger.states()
+    assert info.value.reason is Unavailable.UNEXPECTED
+    message = str(info.value)
+    assert "an unexpected database error (no such table: routine_state)" in message
+    assert "check the disk" not in message and "dmesg" not in message
+    assert "move it aside" not in message.lower() and "chmod" not in message

@@ -58,7 +58,9 @@ def sqlite_reason(exc: sqlite3.Error, where: Path) -> Unavailable | None:
     if primary == sqlite3.SQLITE_IOERR or "disk I/O error" in text or "unable to open" in text:
         return Unavailable.DISK_FULL if no_space(where) else Unavailable.IO_ERROR
     if isinstance(exc, sqlite3.OperationalError | sqlite3.DatabaseError):
-        return Unavailable.IO_ERROR
+        # Nothing above matched: not the disk's fault as far as anything shows, so never its
+        # advice (tests/test_ledger_faults.py, an unrecognised database error)
+        return Unavailable.UNEXPECTED
     return None
 
 
@@ -112,6 +114,12 @@ def unavailable_message(path: Path, reason: Unavailable, detail: str) -> str:
             f"{path}: the ledger stayed locked past the busy timeout ({detail}); another "
             "vinos-routine process holds it (a long `vinos-routine` command, or a copy of the "
             "daemon); let it finish or stop it"
+        )
+    if reason is Unavailable.UNEXPECTED:
+        return (
+            f"{path}: an unexpected database error ({detail}); the ledger was left untouched. "
+            "It is none of the faults vinos-routine knows (a full disk, a read-only file, a "
+            "lock, damage): if it lasts, report it with this message"
         )
     if reason is Unavailable.CORRUPT:
         return (

@@ -58,6 +58,9 @@ class Unavailable(StrEnum):
     UNREACHABLE = "unreachable"  # a fleet's PostgreSQL refused, dropped or never answered
     DRAINING = "draining"  # the fleet's database is back; runs made offline are still going
     REPLACED = "replaced"  # the file at the ledger's path is not the one opened: never touched
+    # SQLite failed in a way none of the above names: said in its own words, with no advice
+    # (the disk, a chmod, moving it aside) that nothing showed to be the cause
+    UNEXPECTED = "database error"
 
 
 class LedgerError(RuntimeError):

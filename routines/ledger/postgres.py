@@ -357,10 +357,7 @@ class PgLedger(PgConnection, FleetTables):
         return [_row(r) for r in rows]
 
     def last_runs(self) -> dict[str, LastRun]:
-        rows = self._read(
-            "SELECT routine, last_run_id, last_status, last_outcome, last_started, "
-            "last_finished FROM routine_state WHERE last_status IS NOT NULL"
-        )
+        rows = self._read(Q.last_runs())
         return {r["routine"]: last_run_row(r) for r in rows}
 
     # -- compaction ---------------------------------------------------------------------
@@ -398,7 +395,7 @@ class PgLedger(PgConnection, FleetTables):
         return [rundays.summary(r) for r in rows]
 
     def oldest_run_start(self) -> str | None:
-        rows = self._read("SELECT MIN(started_at) AS m FROM runs")
+        rows = self._read(Q.oldest_run_start())
         return rows[0]["m"] if rows else None
 
     # -- money --------------------------------------------------------------------------
@@ -444,7 +441,7 @@ class PgLedger(PgConnection, FleetTables):
         return state_row(rows[0]) if rows else RoutineState(routine)
 
     def states(self) -> dict[str, RoutineState]:
-        return {r["routine"]: state_row(r) for r in self._read("SELECT * FROM routine_state")}
+        return {r["routine"]: state_row(r) for r in self._read(Q.states())}
 
     @staticmethod
     def _set_state(cur: Cursor, routine: str, values: dict[str, object]) -> None:

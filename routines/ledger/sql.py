@@ -153,6 +153,10 @@ class Dialect:
     def delete_runs(self, n: int) -> str:
         return f"DELETE FROM runs WHERE id IN ({self.marks(n)})"
 
+    def oldest_run_start(self) -> str:
+        """started_at of the oldest whole run (an index lookup; read by name or by index)."""
+        return "SELECT MIN(started_at) AS m FROM runs"
+
     def days(self, routine: bool) -> str:
         where = f"WHERE routine = {self.mark} " if routine else ""
         return f"SELECT * FROM run_days {where}ORDER BY start_at DESC, routine LIMIT {self.mark}"
@@ -204,6 +208,16 @@ class Dialect:
 
     def state(self) -> str:
         return f"SELECT * FROM routine_state WHERE routine = {self.mark}"
+
+    def states(self) -> str:
+        return "SELECT * FROM routine_state"
+
+    def last_runs(self) -> str:
+        """Each routine's newest finished run, as the transaction that finished it noted it."""
+        return (
+            "SELECT routine, last_run_id, last_status, last_outcome, last_started, "
+            "last_finished FROM routine_state WHERE last_status IS NOT NULL"
+        )
 
 
 SQLITE = Dialect(mark="?", lock="", skip="")

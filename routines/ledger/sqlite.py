@@ -198,7 +198,7 @@ class Ledger(SqliteConnection):
         Invariant: only an active (queued/running) row changes, so a run ends with exactly
         one final status: a second ending (an error path after `ok` was written, a daemon
         marking a run interrupted that just finished) changes nothing and returns False
-        (tests/test_ledger.py::test_finish_run_changes_only_an_active_run).
+        (tests/fleet/test_ledger_contract.py::test_a_run_starts_and_finishes_with_its_fields).
         KeyError when there is no such run.
         """
         with self.transaction() as db:
@@ -258,10 +258,7 @@ class Ledger(SqliteConnection):
     def last_runs(self) -> dict[str, LastRun]:
         """Each routine's newest finished run (not queued/running/skipped), from
         routine_state: one row per routine, however long the history."""
-        rows = self._db.execute(
-            "SELECT routine, last_run_id, last_status, last_outcome, last_started, "
-            "last_finished FROM routine_state WHERE last_status IS NOT NULL"
-        ).fetchall()
+        rows = self._db.execute(Q.last_runs()).fetchall()
         return {r["routine"]: last_run_row(r) for r in rows}
 
     # -- compaction (routines/ledger/rundays.py) ---------------------------------------------
@@ -272,7 +269,7 @@ class Ledger(SqliteConnection):
         """Fold up to `limit` finished runs into their day rows (days in `zone`) and delete
         them, in one transaction; the number folded (0: done). A run is folded when it started
         before `before`, or before the day of its routine's `keep_max`-th newest run
-        (`rundays.count_line`). When a catch-up is done, texts no row uses are dropped."""
+        (`rundays.count_line`)."""
         with self.transaction() as db:
             rows: list[sqlite3.Row] = []
             for name, line in self._lines(db, before, zone, keep_max):
@@ -318,7 +315,7 @@ class Ledger(SqliteConnection):
 
     def oldest_run_start(self) -> str | None:
         """started_at of the oldest run row still whole (an index lookup)."""
-        row = self._db.execute("SELECT MIN(started_at) FROM runs").fetchone()
+        row = self._db.execute(Q.oldest_run_start()).fetchone()
         return row[0] if row else None
 
     # -- money ------------------------------------------------------------------------------
@@ -374,7 +371,7 @@ class Ledger(SqliteConnection):
     def states(self) -> dict[str, RoutineState]:
         """Every routine's state, in one query (the daemon re-reads them after each run)."""
         with self._errors():
-            rows = self._db.execute("SELECT * FROM routine_state").fetchall()
+            rows = self._db.execute(Q.states()).fetchall()
         return {r["routine"]: state_row(r) for r in rows}
 
     @property

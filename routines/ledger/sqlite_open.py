@@ -7,6 +7,7 @@ holds the queries on top of it.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import sqlite3
 import time
@@ -29,6 +30,8 @@ from routines.ledger.model import LedgerError, LedgerUnavailable, Unavailable
 __all__ = ["BUSY_TIMEOUT_SEC", "REOPEN_AFTER_SEC", "SqliteConnection"]
 
 BUSY_TIMEOUT_SEC = 10.0
+
+log = logging.getLogger("vinos.ledger")
 
 
 def _is_busy(exc: sqlite3.OperationalError) -> bool:
@@ -59,7 +62,8 @@ class SqliteConnection:
         self._retry_at = 0.0
         self._ident: tuple[int, int] | None = None  # the file first opened (never another)
         self._guard = wait  # the daemon's: every use checks the file is still the one opened
-        self._fenced = False
+        self._fenced = False  # whether closing leaves -wal and -shm be (`_fence`)
+        self._fence_tried = False
         self._closed = False  # by `close`: never reopened
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -88,9 +92,22 @@ class SqliteConnection:
         """The file at our path is not the one we opened (replaced by a rename, or deleted
         with a hard link kept): SQLite would find its -wal and -shm by that path, so nothing
         more is read or written through this connection, and closing it leaves them be
-        (tests/supervisor/test_reliability_storage.py). Lifted if the very file comes back."""
-        if not self._fenced:
+        (tests/supervisor/test_reliability_storage.py). Lifted if the very file comes back.
+        Where SQLite cannot be told to leave them be (`keep_wal_on_close` False: a Python
+        whose sqlite3 module it does not know), the risk is logged once, as an error, before
+        anything closes (tests/test_ledger_faults.py)."""
+        if not self._fence_tried:
+            self._fence_tried = True
             self._fenced = keep_wal_on_close(self._db_raw(), self.path)
+            if not self._fenced:
+                log.error(
+                    "%s was replaced under this process, and SQLite's checkpoint at close "
+                    "could not be turned off on this Python: closing the ledger may write "
+                    "this process's write-ahead log into the file now at that path, or "
+                    "delete its -wal and -shm. Copy %s-wal aside before stopping the daemon.",
+                    self.path,
+                    self.path,
+                )
         raise LedgerUnavailable(
             Unavailable.REPLACED,
             f"{self.path} is not the ledger this process opened (replaced or deleted): "
@@ -171,7 +188,7 @@ class SqliteConnection:
         self._why = None
         self._retry_at = 0.0
         self._ident = None
-        self._guard = self._fenced = self._closed = False
+        self._guard = self._fenced = self._fence_tried = self._closed = False
         if not path.is_file():
             raise LedgerError(f"{path}: no ledger yet (it is created when the daemon starts)")
         try:
@@ -246,7 +263,8 @@ class SqliteConnection:
     @contextmanager
     def _errors(self) -> Iterator[None]:
         """SQLite's errors on this connection as LedgerUnavailable (or LedgerError). After a
-        READ_ONLY or IO_ERROR the connection is closed: the next use opens it again."""
+        READ_ONLY, IO_ERROR or UNEXPECTED error the connection is closed: the next use opens
+        it again."""
         try:
             yield
         except sqlite3.Error as exc:
@@ -323,7 +341,7 @@ class SqliteConnection:
 
 
 # After these the connection is opened again at its next use (see `Ledger._errors`).
-_REOPEN = {Unavailable.READ_ONLY, Unavailable.IO_ERROR}
+_REOPEN = {Unavailable.READ_ONLY, Unavailable.IO_ERROR, Unavailable.UNEXPECTED}
 
 
 def _file_id(path: Path) -> tuple[int, int] | None:

@@ -16,6 +16,7 @@ from zoneinfo import ZoneInfo
 
 import psycopg
 import pytest
+from helpers import at
 
 from routines.ledger import Ledger, LedgerError, RoutineState, iso
 from routines.ledger.api import Store, Vacuum
@@ -87,7 +88,7 @@ def claim(led: Contract, slot: str, routine: str = "brief", **kw: object) -> boo
         run_id=str(kw.pop("run_id", f"{routine}-{slot}")),
         trigger="schedule",
         status=str(kw.pop("status", "queued")),
-        now=T0,
+        now=kw.pop("now", T0),  # type: ignore[arg-type]
         **kw,  # type: ignore[arg-type]
     )
 
@@ -97,12 +98,14 @@ def spend_id(routine: str, hour: int, dollars: float = 0.1) -> str:
     return f"{routine}-{iso(T0 + timedelta(hours=hour))}-{dollars}"
 
 
-def spend(led: Contract, routine: str, when: datetime, dollars: float, status: str = "ok") -> str:
+def spend(
+    led: Contract, routine: str, when: datetime, dollars: float, status: str = "ok", **tokens: int
+) -> str:
+    """A finished run of `routine` started at `when` that cost `dollars` (and `tokens`)."""
     run_id = f"{routine}-{iso(when)}-{dollars}"
     led.record_run(routine, run_id=run_id, trigger="manual", status="running", now=when)
-    led.finish_run(
-        run_id, RunEnd(RunStatus(status), dollars=dollars), now=when + timedelta(seconds=30)
-    )
+    end = RunEnd(RunStatus(status), dollars=dollars, **tokens)  # type: ignore[arg-type]
+    led.finish_run(run_id, end, now=when + timedelta(seconds=30))
     return run_id
 
 
@@ -154,6 +157,21 @@ def test_the_cursor_never_moves_backwards(led: Contract) -> None:
     assert led.state("brief").cursor == later
     led.advance_cursor("brief", sid(T0 + timedelta(hours=2)))
     assert led.state("brief").cursor == sid(T0 + timedelta(hours=2))
+
+
+def test_a_claim_moves_the_cursor_and_keeps_the_rest_of_the_state(led: Contract) -> None:
+    led.enable("brief", file_enabled=False, cursor=sid(T0 - timedelta(days=31)), fingerprint="f")
+    led.set_failure_streak("brief", 2)
+    assert claim(led, sid(T0))
+    s = led.state("brief")
+    assert (s.cursor, s.failure_streak, s.enabled_override) == (sid(T0), 2, True)
+
+
+def test_record_run_writes_a_row_without_a_claim(led: Contract) -> None:
+    led.record_run("brief", run_id="manual-1", trigger="manual", status="queued", now=T0)
+    assert led.run("manual-1") is not None
+    assert not led.is_claimed("brief", "")
+    assert led.state("brief") == RoutineState("brief")
 
 
 def test_skipped_and_missed_claims_are_finished_zero_cost_rows(led: Contract) -> None:
@@ -233,6 +251,83 @@ def test_a_run_starts_and_finishes_with_its_fields(led: Contract) -> None:
     assert led.run("sk").status == "skipped"  # type: ignore[union-attr]
     with pytest.raises(KeyError):
         led.finish_run("missing", RunEnd(RunStatus.OK), now=T0)
+
+
+def test_every_field_of_a_finished_run_round_trips(led: Contract) -> None:
+    assert claim(led, "s", run_id="r1")
+    started = T0 + timedelta(seconds=5)
+    led.start_run("r1", now=started, worker_pid=4321)
+    (active,) = led.active_runs()
+    assert (active.status, active.worker_pid) == ("running", 4321)
+    end = RunEnd(
+        status=RunStatus.OK,
+        outcome=Outcome.DONE,
+        detail="brief written",
+        route="local->premium",
+        model="claude-sonnet-4-6",
+        escalated=True,
+        escalated_reason="low_confidence",
+        input_tokens=1200,
+        output_tokens=300,
+        local_input_tokens=900,
+        local_output_tokens=20,
+        tool_calls=3,
+        tools_used=("read_files", "run_shell"),
+        dollars=0.0081,
+        output_file="/x/2024-06-01-1000.md",
+    )
+    led.finish_run("r1", end, now=started + timedelta(seconds=90))
+    row = led.run("r1")
+    assert row is not None
+    assert row.as_json() == {
+        "id": row.id,
+        "routine": "brief",
+        "run_id": "r1",
+        "slot": "s",
+        "trigger": "schedule",
+        "status": "ok",
+        "outcome": "done",
+        "detail": "brief written",
+        "started_at": iso(started),
+        "finished_at": iso(started + timedelta(seconds=90)),
+        "duration_sec": 90.0,
+        "route": "local->premium",
+        "model": "claude-sonnet-4-6",
+        "escalated": 1,
+        "escalated_reason": "low_confidence",
+        "input_tokens": 1200,
+        "output_tokens": 300,
+        "local_input_tokens": 900,
+        "local_output_tokens": 20,
+        "tool_calls": 3,
+        "tools_used": ["read_files", "run_shell"],
+        "dollars": 0.0081,
+        "output_file": "/x/2024-06-01-1000.md",
+        "parent_run_id": None,
+    }
+    assert led.active_runs() == []
+
+
+def test_a_given_duration_and_empty_tools_are_kept(led: Contract) -> None:
+    led.record_run("brief", run_id="r", trigger="manual", status="running", now=T0)
+    end = RunEnd(status=RunStatus.TIMEOUT, duration_sec=600.0, tools_used=())
+    led.finish_run("r", end, now=T0 + timedelta(hours=1))
+    row = led.run("r")
+    assert row is not None
+    assert (row.status, row.duration_sec, row.tools_used) == ("timeout", 600.0, [])
+
+
+def test_last_runs_is_each_routines_newest_finished_run(led: Contract) -> None:
+    spend(led, "a", at("2024-06-01 06:00"), 0.01, status="failed")
+    spend(led, "a", at("2024-06-02 06:00"), 0.02, status="ok")
+    assert claim(led, "s1", routine="a", now=at("2024-06-03 06:00"), status="skipped")
+    assert claim(led, "s2", routine="a", now=at("2024-06-04 06:00"), status="running")
+    spend(led, "b", at("2024-06-01 06:00"), 0.0, status="timeout")
+    last = led.last_runs()
+    assert {k: (v.status, v.started_at) for k, v in last.items()} == {
+        "a": ("ok", iso(at("2024-06-02 06:00"))),
+        "b": ("timeout", iso(at("2024-06-01 06:00"))),
+    }
 
 
 def test_history_is_newest_first_and_runs_between_is_bounded(led: Contract) -> None:
@@ -316,6 +411,58 @@ def test_state_round_trips_and_overrides_follow_the_file(led: Contract) -> None:
     assert led.state("x").cursor == sid(T0 - timedelta(days=3))
 
 
+def test_state_round_trips_every_column(led: Contract) -> None:
+    led.disable("a", file_enabled=True, reason="failed 3 times in a row", failure_streak=3)
+    led.set_cursor("a", "2024-06-01T06:00:00Z", "fp1")
+    assert led.state("a") == RoutineState(
+        "a",
+        enabled_override=False,
+        file_enabled_seen=True,
+        failure_streak=3,
+        disabled_reason="failed 3 times in a row",
+        cursor="2024-06-01T06:00:00Z",
+        schedule_fingerprint="fp1",
+    )
+    # An edited schedule resets the cursor (it may move anywhere, even back); a wrong clock
+    # puts it back and keeps the fingerprint.
+    led.set_cursor("a", None, "fp2")
+    assert (led.state("a").cursor, led.state("a").schedule_fingerprint) == (None, "fp2")
+    led.set_cursor("a", "2024-05-01T06:00:00Z")
+    assert (led.state("a").cursor, led.state("a").schedule_fingerprint) == (
+        "2024-05-01T06:00:00Z",
+        "fp2",
+    )
+
+
+def test_enable_clears_the_streak_and_owes_nothing_from_before(led: Contract) -> None:
+    led.disable("a", file_enabled=True, reason="3 failed runs in a row", failure_streak=3)
+    led.set_cursor("a", "2024-06-01T06:00:00Z", "fp1")
+    led.enable("a", file_enabled=True, cursor="2024-06-05T08:00:00Z", fingerprint="fp1")
+    assert led.state("a") == RoutineState(
+        "a",
+        enabled_override=True,
+        file_enabled_seen=True,
+        failure_streak=0,
+        disabled_reason=None,
+        cursor="2024-06-05T08:00:00Z",
+        schedule_fingerprint="fp1",
+    )
+    # The cursor never moves back on enable (a slot already handled is not owed again).
+    led.enable("a", file_enabled=False, cursor="2024-06-04T00:00:00Z", fingerprint="fp2")
+    s = led.state("a")
+    assert (s.cursor, s.schedule_fingerprint, s.file_enabled_seen) == (
+        "2024-06-05T08:00:00Z",
+        "fp2",
+        False,
+    )
+    # disable keeps the streak unless it is given (a new draft starts from 0).
+    led.set_failure_streak("a", 2)
+    led.disable("a", file_enabled=True)
+    assert (led.state("a").failure_streak, led.state("a").enabled(True)) == (2, False)
+    led.disable("a", file_enabled=True, failure_streak=0)
+    assert led.state("a").failure_streak == 0
+
+
 def test_three_strikes_state_is_shared_by_every_connection(backend: str) -> None:
     one, two = open_backend(backend, "m1"), open_backend(backend, "m2")
     try:
@@ -382,6 +529,81 @@ def test_spent_today_for_many_routines_is_each_ones_spent_today_in_its_own_zone(
         two.close()
 
 
+def test_spent_today_uses_the_routines_own_midnight(led: Contract) -> None:
+    # New York is UTC-4 in June: its 1 June runs from 04:00 UTC to 04:00 UTC on 2 June.
+    spend(led, "a", at("2024-06-01 03:59:59"), 1.0)  # 31 May 23:59:59 in New York
+    spend(led, "a", at("2024-06-01 04:00"), 2.0)  # 1 June 00:00 in New York
+    spend(led, "a", at("2024-06-02 03:59:59"), 4.0)  # 1 June 23:59:59 in New York
+    spend(led, "a", at("2024-06-02 04:00"), 8.0)  # 2 June 00:00 in New York
+    spend(led, "b", at("2024-06-01 12:00"), 16.0)  # another routine
+    noon_ny = at("2024-06-01 12:00", "America/New_York")
+    assert led.spent_today("a", NY, noon_ny) == pytest.approx(6.0)
+    assert led.spent_today("a", NY, at("2024-06-02 03:00")) == pytest.approx(6.0)
+    assert led.spent_today("a", NY, at("2024-06-02 04:00")) == pytest.approx(8.0)
+    # The same rows by the UTC calendar.
+    assert led.spent_today("a", UTCZ, at("2024-06-01 12:00")) == pytest.approx(3.0)
+    assert led.spent_on_day("a", date(2024, 6, 2), UTCZ) == pytest.approx(12.0)
+    assert led.spent_on_day("a", date(2024, 5, 31), NY) == pytest.approx(1.0)
+
+
+def test_spent_on_a_23_hour_day_spring_forward(led: Contract) -> None:
+    # 10 March 2024 in New York: 00:00 EST (05:00 UTC) to 24:00 EDT (04:00 UTC on 11 March).
+    spend(led, "a", at("2024-03-10 04:59:59"), 1.0)  # 9 March 23:59:59 EST
+    spend(led, "a", at("2024-03-10 05:00"), 2.0)  # 10 March 00:00 EST
+    spend(led, "a", at("2024-03-10 07:30"), 4.0)  # 10 March 03:30 EDT, after the gap
+    spend(led, "a", at("2024-03-11 03:59:59"), 8.0)  # 10 March 23:59:59 EDT
+    spend(led, "a", at("2024-03-11 04:00"), 16.0)  # 11 March 00:00 EDT
+    assert led.spent_on_day("a", date(2024, 3, 10), NY) == pytest.approx(14.0)
+    assert led.spent_on_day("a", date(2024, 3, 9), NY) == pytest.approx(1.0)
+    assert led.spent_on_day("a", date(2024, 3, 11), NY) == pytest.approx(16.0)
+
+
+def test_spent_on_a_25_hour_day_fall_back(led: Contract) -> None:
+    # 3 November 2024 in New York: 00:00 EDT (04:00 UTC) to 24:00 EST (05:00 UTC on 4 Nov).
+    spend(led, "a", at("2024-11-03 03:59:59"), 1.0)  # 2 Nov 23:59:59 EDT
+    spend(led, "a", at("2024-11-03 05:30"), 2.0)  # 01:30 EDT, the first one
+    spend(led, "a", at("2024-11-03 06:30"), 4.0)  # 01:30 EST, the second one
+    spend(led, "a", at("2024-11-04 04:30"), 8.0)  # 3 Nov 23:30 EST (would be 4 Nov in EDT)
+    spend(led, "a", at("2024-11-04 05:00"), 16.0)  # 4 Nov 00:00 EST
+    assert led.spent_on_day("a", date(2024, 11, 3), NY) == pytest.approx(14.0)
+    assert led.spent_on_day("a", date(2024, 11, 4), NY) == pytest.approx(16.0)
+    assert led.spent_today("a", NY, at("2024-11-04 04:59")) == pytest.approx(14.0)
+
+
+def test_totals_per_routine_biggest_spender_first(led: Contract) -> None:
+    spend(led, "a", at("2024-06-01 06:00"), 0.10, input_tokens=100, output_tokens=10,
+          local_input_tokens=5, local_output_tokens=1)  # fmt: skip
+    spend(led, "a", at("2024-06-02 06:00"), 0.20)
+    spend(led, "b", at("2024-06-01 07:00"), 0.50, input_tokens=7)
+    spend(led, "c", at("2024-06-01 08:00"), 0.0)
+    # skipped and missed rows are not runs
+    assert claim(led, "s", routine="c", now=at("2024-06-01 09:00"), status="skipped")
+    assert claim(led, "t", routine="c", now=at("2024-06-01 10:00"), status="missed")
+    spend(led, "a", at("2024-06-03 06:00"), 9.0)  # outside the window
+    totals = led.totals(at("2024-06-01 00:00"), at("2024-06-03 00:00"))
+    assert [(t["routine"], t["runs"], round(t["dollars"], 6)) for t in totals] == [
+        ("b", 1, 0.5),
+        ("a", 2, 0.3),
+        ("c", 1, 0.0),
+    ]
+    assert (totals[1]["input_tokens"], totals[1]["output_tokens"]) == (100, 10)
+    assert (totals[1]["local_input_tokens"], totals[1]["local_output_tokens"]) == (5, 1)
+    assert totals[0]["input_tokens"] == 7
+
+
+def test_dollars_by_day_in_a_zone(led: Contract) -> None:
+    spend(led, "a", at("2024-06-01 03:00"), 1.0)  # 31 May in New York
+    spend(led, "b", at("2024-06-01 05:00"), 2.0)
+    spend(led, "a", at("2024-06-02 02:00"), 4.0)  # still 1 June in New York
+    days = [date(2024, 5, 31), date(2024, 6, 1), date(2024, 6, 2)]
+    assert led.dollars_by_day(days, NY) == pytest.approx(
+        {date(2024, 5, 31): 1.0, date(2024, 6, 1): 6.0, date(2024, 6, 2): 0.0}
+    )
+    assert led.dollars_by_day(days, UTCZ) == pytest.approx(
+        {date(2024, 5, 31): 0.0, date(2024, 6, 1): 3.0, date(2024, 6, 2): 4.0}
+    )
+
+
 def test_compaction_folds_old_runs_and_keeps_the_sums(led: Contract) -> None:
     base = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
     for i in range(30):
@@ -437,9 +659,17 @@ def test_reopening_migrates_nothing_and_keeps_everything(backend: str) -> None:
         again.close()
 
 
-def test_a_ledger_from_a_newer_version_is_refused(backend: str) -> None:
-    if backend.startswith("memory:"):
-        pytest.skip("the memory store has no schema to be newer than")
+@pytest.fixture(params=["sqlite", "postgresql"])
+def schema_backend(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """The stores with a schema (and so a version): the memory store has none."""
+    if request.param == "sqlite":
+        return str(tmp_path / "ledger.db")
+    dsn: str = request.getfixturevalue("pg_dsn")
+    return dsn
+
+
+def test_a_ledger_from_a_newer_version_is_refused(schema_backend: str) -> None:
+    backend = schema_backend
     open_backend(backend).close()
     if backend.startswith("host="):
         with psycopg.connect(backend, autocommit=True) as conn:
@@ -452,6 +682,41 @@ def test_a_ledger_from_a_newer_version_is_refused(backend: str) -> None:
         db.close()
     with pytest.raises(LedgerError, match="newer vinos-routine"):
         open_backend(backend)
+
+
+# The tables both backends share, and what PostgreSQL adds to them: `machine`, the machine
+# that claimed a slot or ran a run (a fleet's history says which; SQLite's is one machine's).
+SHARED_TABLES = ("runs", "claims", "routine_state", "run_days")
+PG_ONLY_COLUMNS = {"runs": {"machine"}, "claims": {"machine"}}
+
+
+def test_sqlite_and_postgresql_share_one_schema(pg_dsn: str, tmp_path: Path) -> None:
+    """Both backends run the same query texts (routines/ledger/sql.py), so a column added to
+    one schema and not the other is a query that fails on one backend only: each shared
+    table has the same column names in both, PostgreSQL's `machine` aside."""
+    import sqlite3
+
+    Ledger(tmp_path / "ledger.db").close()
+    db = sqlite3.connect(tmp_path / "ledger.db")
+    try:
+        lite_tables = {
+            r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")
+        }
+        lite = {t: {r[1] for r in db.execute(f"PRAGMA table_info({t})")} for t in lite_tables}
+    finally:
+        db.close()
+    with psycopg.connect(pg_dsn) as conn:
+        rows = conn.execute(
+            "SELECT table_name, column_name FROM information_schema.columns "
+            "WHERE table_schema = current_schema()"
+        ).fetchall()
+    pg: dict[str, set[str]] = {}
+    for table, column in rows:
+        pg.setdefault(table, set()).add(column)
+    # Every table both have is a shared one (a new one must be added to SHARED_TABLES).
+    assert lite.keys() & pg.keys() == set(SHARED_TABLES)
+    for table in SHARED_TABLES:
+        assert pg[table] - PG_ONLY_COLUMNS.get(table, set()) == lite[table], table
 
 
 # -- PostgreSQL only: machines racing, leases ----------------------------------------------
@@ -571,9 +836,9 @@ def test_keep_runs_max_folds_beyond_a_routines_newest_runs_and_prunes_claims(
 ) -> None:
     base = datetime(2026, 3, 1, 6, 0, tzinfo=UTC)
     slots = [base + timedelta(days=i, hours=h) for i in range(10) for h in (0, 12)]
-    for at in slots:  # two runs a day, at 06:00 and 18:00
-        assert led.claim("r", sid(at), run_id=f"r-{sid(at)}", trigger=Trigger.SCHEDULE,
-                         status=RunStatus.SKIPPED, now=at)  # fmt: skip
+    for when in slots:  # two runs a day, at 06:00 and 18:00
+        assert led.claim("r", sid(when), run_id=f"r-{sid(when)}", trigger=Trigger.SCHEDULE,
+                         status=RunStatus.SKIPPED, now=when)  # fmt: skip
     # Nothing is older than `before`; keep_max = 5 folds the days before that of the 5th
     # newest run (day 7's 18:00): day 7 stays whole, both its runs.
     folded = 0

@@ -5,16 +5,21 @@ under bwrap (unprivileged, in a user namespace) with a small tmpfs for the ledge
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
 import subprocess
 import sys
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
-from routines.ledger import LedgerUnavailable, Unavailable
-from supervisor.housekeeping import IDLE_PAUSE_SEC, START_DELAY_SEC, retry_after
+from routines.ledger import Ledger, LedgerUnavailable, Unavailable
+from routines.runs import RunEnd, RunStatus, Trigger
+from routines.spec.config import LedgerSettings
+from supervisor.clock import SystemClock
+from supervisor.housekeeping import IDLE_PAUSE_SEC, START_DELAY_SEC, Housekeeper, retry_after
 from tests.supervisor.daemonkit import REPO
 
 SCRIPT = r"""
@@ -23,7 +28,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from routines.spec.config import LedgerSettings
 from routines.ledger import Ledger
-from routines.runs import RunEnd, RunStatus
+from routines.runs import RunEnd, RunStatus, Trigger
 from supervisor.clock import SystemClock
 from supervisor.housekeeping import Housekeeper
 
@@ -99,3 +104,45 @@ def test_retry_after_backs_off_for_passing_faults_only() -> None:
     damaged = LedgerUnavailable(Unavailable.CORRUPT, "damaged")
     assert retry_after(damaged, 1) == IDLE_PAUSE_SEC
     assert retry_after(ValueError("a bug"), 1) == IDLE_PAUSE_SEC
+
+
+def test_housekeeping_on_a_read_only_ledger_retries_in_seconds(
+    tmp_path: Path, not_root: None
+) -> None:
+    """A ledger chmod 0400 for a while (a backup tool, a mistaken chmod) is a passing fault,
+    as a full disk is: housekeeping tries again 5 s later, not an hour. On a real file, with
+    a recording sleep in place of the real one: the mode comes back during the first retry's
+    pause, and the retry compacts."""
+    path = tmp_path / "ledger.db"
+    with Ledger(path) as setup:
+        old = datetime.now(UTC) - timedelta(days=200)
+        for i in range(20):
+            at = old + timedelta(minutes=i)
+            setup.record_run("x", run_id=f"r{i}", trigger=Trigger.MANUAL, status=RunStatus.QUEUED,
+                             now=at)  # fmt: skip
+            setup.finish_run(f"r{i}", RunEnd(RunStatus.OK, "done"), now=at)
+    path.chmod(0o400)
+    ledger = Ledger(path, wait=True)
+    pauses: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        pauses.append(seconds)
+        if len(pauses) == 2:
+            path.chmod(0o600)  # the mode is restored during the first retry's pause
+        if len(pauses) == 3:
+            raise asyncio.CancelledError
+
+    keeper = Housekeeper(ledger, str(tmp_path), LedgerSettings(), SystemClock())
+    try:
+        with pytest.raises(asyncio.CancelledError):
+            asyncio.run(keeper.run(sleep))
+    finally:
+        path.chmod(0o600)
+    assert pauses[:2] == [START_DELAY_SEC, 5.0]
+    assert len(ledger.days("x", 99)) > 0  # the retry compacted
+    ledger.close()
+
+
+def test_a_read_only_ledger_backs_off_as_the_other_passing_faults_do() -> None:
+    read_only = LedgerUnavailable(Unavailable.READ_ONLY, "read-only")
+    assert [retry_after(read_only, n) for n in (1, 2, 3)] == [5.0, 10.0, 20.0]

@@ -13,10 +13,12 @@ mode was restored.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shlex
 import shutil
+import sqlite3
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -184,6 +186,8 @@ def test_nothing_the_daemon_does_on_a_replaced_ledger_writes_its_wal_or_shm(
     wait_for(lambda: entered("held") == 1, what="the held run to start")
     ledger = paths().ledger
     wal, shm = ledger.with_name("ledger.db-wal"), ledger.with_name("ledger.db-shm")
+    runs = original_runs(ledger, wal)
+    assert runs >= 1  # the held run's row, at least
     replacement = tmp_path / "replacement.db"
     shutil.copyfile(ledger, replacement)
     kept = ledger.with_name("kept.db")
@@ -200,6 +204,26 @@ def test_nothing_the_daemon_does_on_a_replaced_ledger_writes_its_wal_or_shm(
     assert d.stop() == 0  # and the close neither checkpoints nor unlinks them
     assert {p.name: sha(p) for p in (wal, shm)} == before
     assert "Traceback" not in d.log()
+    if how == "hard-link-kept":
+        # The original, kept through its hard link, still holds every run it had: its file
+        # with its write-ahead log (still at ledger.db-wal, untouched above) reads whole.
+        assert original_runs(kept, wal) == runs
+
+
+def original_runs(main: Path, wal: Path) -> int:
+    """count(*) of runs in the ledger made of `main` and `wal`, read from copies of the two
+    (so reading them creates or changes nothing beside the real ones)."""
+    check = main.parent.parent / f"check-{main.name}"
+    check.mkdir()
+    try:
+        shutil.copyfile(main, check / "ledger.db")
+        if wal.exists():
+            shutil.copyfile(wal, check / "ledger.db-wal")
+        with contextlib.closing(sqlite3.connect(check / "ledger.db")) as db:
+            count: int = db.execute("SELECT count(*) FROM runs").fetchone()[0]
+        return count
+    finally:
+        shutil.rmtree(check)
 
 
 def test_a_damaged_ledger_is_a_pause_that_says_move_it_aside_not_a_restart_loop(

@@ -45,6 +45,7 @@ def test_every_pause_names_its_reason() -> None:
         "paused: the ledger is read-only (0 finished run(s) wait to be recorded)"
     )
     assert line[Health.UNREACHABLE].startswith("paused: the fleet database is unreachable")
+    assert line[Health.UNEXPECTED].startswith("paused: the ledger gave an unexpected database")
     assert len(set(line.values())) == len(line)  # each says which it is
 
 

@@ -1,24 +1,24 @@
-"""Worker start-up on an OpenAI-compatible route: from spawning `python -m worker` to its
-first request at a fake Chat Completions server (a config.toml [providers.NAME] with
-`local = true`, as LM Studio or llama.cpp), against a bare `python -c` that imports httpx2
-and sends one request to the same fake, timed the same way, in the same run. Target: at most
-1.3x, the figure the Ollama route is held to (bench_worker.py, whose method this follows).
+"""Worker start-up on an OpenAI-compatible route: from starting the worker (forked by the
+forkserver, and spawned: bench/workerstart.py) to its first request at a fake Chat Completions
+server (a config.toml [providers.NAME] with `local = true`, as LM Studio or llama.cpp), against
+a bare `python -c` that imports httpx2 and sends one request to the same fake, timed the same
+way, in the same run. Target: at most 1.3x for the forked worker, the figure the Ollama route
+is held to (bench_worker.py, whose method this follows); the spawned one is the fallback.
 
     python -m bench worker_openai
 """
 
 from __future__ import annotations
 
-import subprocess
 import sys
-import time
 from pathlib import Path
 
-import msgspec
+from msgspec.structs import replace
 
-from bench.bench_worker import REPO, _job, start_against_floor
+from bench.bench_worker import TARGET
 from bench.common import Row
-from ipc import Hello, encode
+from bench.workerstart import bench_job, measure, start_rows
+from ipc import Job
 from tests.fakes import FakeOpenAI
 from tests.fakes import fake_openai as OA
 
@@ -42,52 +42,23 @@ system = "You write the user's morning brief."
 """
 
 
-def _worker_to_first_request(home: Path, fake: FakeOpenAI, i: int, env: dict[str, str]) -> float:
-    provider = {
-        "kind": "openai",
-        "base_url": fake.base_url,
-        "local": True,
-        "key_file": None,
-        "prices": {},
-    }
-    job = msgspec.structs.replace(
-        _job(home, "http://127.0.0.1:9", i), routine_toml=TOML, providers={"lmstudio": provider}
-    )
-    data = encode(Hello()) + encode(job)
-    seen = len(fake.chats)
-    t0 = time.monotonic()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "worker"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        cwd=REPO,
-        env=env,
-    )
-    out, _ = proc.communicate(data, timeout=60)
-    chats = fake.chats
-    if len(chats) != seen + 1 or proc.returncode != 0 or b'"status":"ok"' not in out:
-        raise RuntimeError(f"worker run {i} did not make exactly one request and succeed")
-    return chats[-1].at - t0
-
-
-def _bare_httpx2(fake: FakeOpenAI, env: dict[str, str]) -> float:
-    seen = len(fake.chats)
-    t0 = time.monotonic()
-    subprocess.run([sys.executable, "-c", FLOOR, fake.base_url], check=True, cwd=REPO, env=env)
-    chats = fake.chats
-    if len(chats) != seen + 1:
-        raise RuntimeError("the bare httpx2 request did not arrive")
-    return chats[-1].at - t0
-
-
 def run(quick: bool) -> list[Row]:
     repeat = 5 if quick else 20
     with FakeOpenAI(default=OA.text("Brief. " * 50)) as fake:
-        row = start_against_floor(
-            "OpenAI-compatible",
-            repeat,
-            lambda home, i, env: _worker_to_first_request(home, fake, i, env),
-            lambda env: _bare_httpx2(fake, env),
-        )
-    return [row]
+        provider = {
+            "kind": "openai",
+            "base_url": fake.base_url,
+            "local": True,
+            "key_file": None,
+            "prices": {},
+        }
+
+        def job(home: Path, i: int) -> Job:
+            job = bench_job(home, "http://127.0.0.1:9", i, TOML)
+            return replace(job, providers={"lmstudio": provider})
+
+        floor = [sys.executable, "-c", FLOOR, fake.base_url]
+        got = measure(repeat, job, floor, lambda: fake.chats)
+    return start_rows(
+        "OpenAI-compatible", got, "python -c 'import httpx2; httpx2.post(...)'", TARGET
+    )

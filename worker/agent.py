@@ -27,7 +27,7 @@ from routines.spec.providers import (
     RoutePlan,
     Target,
 )
-from worker import budget, memory, prompts, replies, router
+from worker import budget, memory, prompts, router
 from worker.context import RunContext
 from worker.loop import CHARS_PER_TOKEN, AttemptEnd, End, ToolLoop, stop_failure
 from worker.providers.base import Conversation, ProviderError, Stop, Turn, UserTurn
@@ -92,6 +92,8 @@ class AgentRun:
             except pricing.UnknownModelPrice as exc:
                 return self._failed(str(exc), self.plan.premium.model)
         if self.run.job.parent_run_id:
+            from worker import replies  # a reply's alone before its first request (see _keep)
+
             try:
                 self.reply_turns = replies.parent_turns(self.run)
             except replies.ReplyUnavailable as exc:
@@ -110,9 +112,18 @@ class AgentRun:
             return self._failed(str(exc), self._last_model())
         finally:
             if self.conv is not None:  # kept however the run ended: a reply can retry it
-                final = end.reply if end is not None and end.end is End.FINAL else None
-                replies.save_conversation(self.run, self.conv, final)
+                self._keep(end)
         return self._finish(end)
+
+    def _keep(self, end: AttemptEnd | None) -> None:
+        """Save the conversation for a later reply. Its modules (the conversation store,
+        hashing) are imported here, after the model answered, not before a run's first
+        request: bench/bench_worker.py times a local run's start to that request."""
+        from worker import replies
+
+        assert self.conv is not None
+        final = end.reply if end is not None and end.end is End.FINAL else None
+        replies.save_conversation(self.run, self.conv, final)
 
     def _offer_mcp(self) -> None:
         """Start the routine's MCP servers and offer their whitelisted tools (with their

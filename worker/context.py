@@ -19,7 +19,6 @@ from ipc.messages import EventKind, Job, Outcome
 from routines import pricing
 from routines.spec import Routine
 from routines.spec import paths as paths_mod
-from routines.spec.config import DEFAULT_OLLAMA_URL, ollama_host_url
 from routines.spec.providers import RoutePlan, Target, from_job, plan_route
 from worker import keys
 from worker.budget import PremiumAllowance, Spent
@@ -36,8 +35,14 @@ __all__ = ["Deadline", "RunContext", "ollama_url"]
 
 def ollama_url(from_job: str) -> str:
     """The job's URL (config.toml or OLLAMA_HOST, resolved by the supervisor); if it sent
-    none, OLLAMA_HOST as Ollama itself reads it, else the default."""
-    return from_job.strip() or ollama_host_url() or DEFAULT_OLLAMA_URL
+    none, OLLAMA_HOST as Ollama itself reads it, else the default. config.toml's module is
+    imported only then, not before a local run's first request whenever the supervisor sent
+    the URL (its start to that request is timed: bench/bench_worker.py)."""
+    if from_job.strip():
+        return from_job.strip()
+    from routines.spec.config import DEFAULT_OLLAMA_URL, ollama_host_url
+
+    return ollama_host_url() or DEFAULT_OLLAMA_URL
 
 
 class Deadline:

@@ -1,7 +1,8 @@
 """Worker start-up on an OpenAI-compatible route: from spawning `python -m worker` to its
 first request at a fake Chat Completions server (a config.toml [providers.NAME] with
-`local = true`, as LM Studio or llama.cpp), against a bare `python -c` that imports httpx2
-and sends one request to the same fake, timed the same way, in the same run. Target: at most
+`local = true`, as LM Studio or llama.cpp), against a bare `python -c` that imports the
+openai SDK (the route's client library) and sends one streamed request to the same fake,
+timed the same way, in the same run. Target: at most
 1.3x, the figure the Ollama route is held to (bench_worker.py, whose method this follows).
 
     python -m bench worker_openai
@@ -23,10 +24,11 @@ from tests.fakes import FakeOpenAI
 from tests.fakes import fake_openai as OA
 
 FLOOR = (
-    "import sys, httpx2; "
-    "httpx2.post(sys.argv[1] + '/chat/completions', "
-    "json={'model': 'qwen2.5-7b-instruct', 'messages': [], 'stream': True})"
+    "import sys, openai; "
+    "list(openai.OpenAI(base_url=sys.argv[1], api_key='sk-bench', max_retries=0)"
+    ".chat.completions.create(model='qwen2.5-7b-instruct', messages=[], stream=True))"
 )
+FLOOR_LABEL = "python -c 'import openai; ….create(stream=True)'"
 TOML = """
 [routine]
 description = "bench"
@@ -71,13 +73,13 @@ def _worker_to_first_request(home: Path, fake: FakeOpenAI, i: int, env: dict[str
     return chats[-1].at - t0
 
 
-def _bare_httpx2(fake: FakeOpenAI, env: dict[str, str]) -> float:
+def _bare_sdk(fake: FakeOpenAI, env: dict[str, str]) -> float:
     seen = len(fake.chats)
     t0 = time.monotonic()
     subprocess.run([sys.executable, "-c", FLOOR, fake.base_url], check=True, cwd=REPO, env=env)
     chats = fake.chats
     if len(chats) != seen + 1:
-        raise RuntimeError("the bare httpx2 request did not arrive")
+        raise RuntimeError("the bare SDK request did not arrive")
     return chats[-1].at - t0
 
 
@@ -88,6 +90,7 @@ def run(quick: bool) -> list[Row]:
             "OpenAI-compatible",
             repeat,
             lambda home, i, env: _worker_to_first_request(home, fake, i, env),
-            lambda env: _bare_httpx2(fake, env),
+            lambda env: _bare_sdk(fake, env),
+            floor=FLOOR_LABEL,
         )
     return [row]

@@ -1,8 +1,9 @@
 """Worker start-up on an OpenAI-compatible route: from starting the worker (forked by the
 forkserver, and spawned: bench/workerstart.py) to its first request at a fake Chat Completions
 server (a config.toml [providers.NAME] with `local = true`, as LM Studio or llama.cpp), against
-a bare `python -c` that imports httpx2 and sends one request to the same fake, timed the same
-way, in the same run. Target: at most 1.3x for the forked worker, the figure the Ollama route
+a bare `python -c` that imports the openai SDK (the route's client library, as the Anthropic
+bench's floor is the anthropic SDK) and sends one streamed request to the same fake, timed the
+same way, in the same run. Target: at most 1.3x for the forked worker, the figure the Ollama route
 is held to (bench_worker.py, whose method this follows); the spawned one is the fallback.
 
     python -m bench worker_openai
@@ -23,10 +24,11 @@ from tests.fakes import FakeOpenAI
 from tests.fakes import fake_openai as OA
 
 FLOOR = (
-    "import sys, httpx2; "
-    "httpx2.post(sys.argv[1] + '/chat/completions', "
-    "json={'model': 'qwen2.5-7b-instruct', 'messages': [], 'stream': True})"
+    "import sys, openai; "
+    "list(openai.OpenAI(base_url=sys.argv[1], api_key='sk-bench', max_retries=0)"
+    ".chat.completions.create(model='qwen2.5-7b-instruct', messages=[], stream=True))"
 )
+FLOOR_LABEL = "python -c 'import openai; ….create(stream=True)'"
 TOML = """
 [routine]
 description = "bench"
@@ -59,6 +61,4 @@ def run(quick: bool) -> list[Row]:
 
         floor = [sys.executable, "-c", FLOOR, fake.base_url]
         got = measure(repeat, job, floor, lambda: fake.chats)
-    return start_rows(
-        "OpenAI-compatible", got, "python -c 'import httpx2; httpx2.post(...)'", TARGET
-    )
+    return start_rows("OpenAI-compatible", got, FLOOR_LABEL, TARGET)

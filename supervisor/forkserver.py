@@ -1,9 +1,10 @@
 """The daemon's side of the forkserver (worker/forkserver.py): start it while a run is due
 soon or running, ask it to fork a run's worker, learn the worker's exit, stop it when idle.
 
-The forkserver has the SDK imported (~1.4 s of CPU paid once, not per run); the daemon never
-does: it only starts `python -P -m worker.forkserver FD` and talks over the socketpair whose
-other end is FD (inherited, so nothing else can connect).
+The forkserver has the SDKs imported (anthropic's ~1.4 s of CPU and openai's ~0.2 s more,
+paid once, not per run); the daemon never does: it only starts
+`python -P -m worker.forkserver FD` and talks over the socketpair whose other end is FD
+(inherited, so nothing else can connect).
 
 A forked worker looks to the pool exactly like a spawned one (`ForkedProcess` has the
 asyncio Process's pid, pipes, returncode and wait), and starts in the same state (the

@@ -1,11 +1,12 @@
-"""The worker's HTTP, for Ollama and webhooks: httpx2 (the anthropic SDK's own HTTP stack).
+"""The worker's HTTP, for Ollama and webhooks: httpx2 (the anthropic and openai SDKs' own HTTP
+stack), and the httpx2 client the OpenAI-compatible route hands the `openai` SDK.
 
 One client per worker process, so per run (`shared()`): the tool loop's calls to Ollama reuse
 one kept-alive connection. httpx2 is imported on the first request, never by the daemon.
 
 What each request gets, and why:
 - a total deadline: httpx2's timeouts bound each socket operation, so a server that drips a
-  byte at a time could hold a run far past its limit. `_DeadlineBackend` clamps every
+  byte at a time could hold a run far past its limit. `DeadlineBackend` clamps every
   connect, read and write to what is left of the request's deadline;
 - proxies from the environment (HTTP(S)_PROXY, ALL_PROXY, NO_PROXY, as curl reads them),
   except for loopback hosts, which are always reached directly (a local Ollama behind a
@@ -37,12 +38,15 @@ __all__ = [
     "USER_AGENT",
     "Broken",
     "ConnectFailed",
+    "DeadlineBackend",
     "HttpError",
     "Redirects",
     "Response",
     "TimedOut",
     "WebClient",
+    "deadline_client",
     "shared",
+    "why",
 ]
 
 MAX_BODY = 64 << 20  # a reply larger than this is not an Ollama chat reply
@@ -100,7 +104,7 @@ class WebClient:
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
         self._client: httpx2.Client | None = None
-        self._backend: _DeadlineBackend | None = None
+        self._backend: DeadlineBackend | None = None
 
     def post_json(
         self,
@@ -151,13 +155,13 @@ class WebClient:
         except httpx2.TimeoutException:
             raise TimedOut(f"no answer within {timeout:.0f} s") from None
         except (httpx2.ConnectError, httpx2.ProxyError, httpx2.UnsupportedProtocol) as exc:
-            raise ConnectFailed(_why(exc)) from None
+            raise ConnectFailed(why(exc)) from None
         except httpx2.InvalidURL as exc:
             raise ConnectFailed(f"not a usable URL: {exc}") from None
         except httpx2.HTTPError as exc:
             if self._clock() >= deadline:
                 raise TimedOut(f"no answer within {timeout:.0f} s") from None
-            raise Broken(_why(exc)) from None
+            raise Broken(why(exc)) from None
         finally:
             backend.deadline = None
 
@@ -166,29 +170,39 @@ class WebClient:
             self._client.close()
             self._client = None
 
-    def _open(self) -> tuple[httpx2.Client, _DeadlineBackend]:
-        if self._client is not None and self._backend is not None:
-            return self._client, self._backend
-        import httpx2
+    def _open(self) -> tuple[httpx2.Client, DeadlineBackend]:
+        if self._client is None or self._backend is None:
+            self._client, self._backend = deadline_client(
+                self._clock, headers={"User-Agent": USER_AGENT, "Accept": "application/json"}
+            )
+        return self._client, self._backend
 
-        client = httpx2.Client(
-            headers={"User-Agent": USER_AGENT, "Accept": "application/json"},
-            follow_redirects=False,
-            trust_env=True,
-            mounts=dict.fromkeys(_DIRECT),
-        )
-        backend = _DeadlineBackend(self._clock)
-        # httpx2 has no hook for the network backend of the pools it builds (the direct one
-        # and one per proxy from the environment): each is given ours. Pinned by
-        # tests/worker/test_webclient.py's drip and proxy tests, which fail if this breaks.
-        transports = [client._transport, *client._mounts.values()]
-        for transport in transports:
-            pool = getattr(transport, "_pool", None)
-            if pool is not None:
-                backend.inner = pool._network_backend
-                pool._network_backend = backend
-        self._client, self._backend = client, backend
-        return client, backend
+
+def deadline_client(
+    clock: Callable[[], float] = time.monotonic, *, headers: dict[str, str] | None = None
+) -> tuple[httpx2.Client, DeadlineBackend]:
+    """An httpx2 client with the rules above (no redirects followed, loopback never proxied)
+    whose every socket operation is clamped by the returned backend's `deadline` while it is
+    set. WebClient's own, and the one the OpenAI-compatible route hands the `openai` SDK."""
+    import httpx2
+
+    client = httpx2.Client(
+        headers=headers,
+        follow_redirects=False,
+        trust_env=True,
+        mounts=dict.fromkeys(_DIRECT),
+    )
+    backend = DeadlineBackend(clock)
+    # httpx2 has no hook for the network backend of the pools it builds (the direct one
+    # and one per proxy from the environment): each is given ours. Pinned by
+    # tests/worker/test_webclient.py's drip and proxy tests, which fail if this breaks.
+    transports = [client._transport, *client._mounts.values()]
+    for transport in transports:
+        pool = getattr(transport, "_pool", None)
+        if pool is not None:
+            backend.inner = pool._network_backend
+            pool._network_backend = backend
+    return client, backend
 
 
 def _read(chunks: Iterable[bytes], limit: int, on_line: LineSink | None) -> bytes:
@@ -217,7 +231,7 @@ def _size(n: int) -> str:
     return f"{n >> 20} MiB" if n >= 1 << 20 else f"{n:,} bytes"
 
 
-def _why(exc: Exception) -> str:
+def why(exc: Exception) -> str:
     text = str(exc).strip()
     cause = exc.__cause__ or exc.__context__
     if not text and cause is not None:
@@ -236,8 +250,9 @@ def shared() -> WebClient:
     return _SHARED
 
 
-class _DeadlineBackend:
-    """httpcore2's network backend with every blocking call clamped to `deadline`."""
+class DeadlineBackend:
+    """httpcore2's network backend with every blocking call clamped to `deadline` (a clock
+    reading; None: unclamped), which the caller sets before a request and clears after."""
 
     def __init__(self, clock: Callable[[], float]) -> None:
         self.clock = clock
@@ -281,7 +296,7 @@ class _DeadlineBackend:
 
 
 class _DeadlineStream:
-    def __init__(self, inner: Any, backend: _DeadlineBackend) -> None:
+    def __init__(self, inner: Any, backend: DeadlineBackend) -> None:
         self._inner = inner
         self._backend = backend
 

@@ -78,7 +78,9 @@ class FakeOpenAI(FakeServer):
         if no_stream and isinstance(reply.body, dict):
             # One JSON object over several lines, as a server that ignores `stream` sends it.
             headers = {k: v for k, v in reply.headers.items() if k != "x-fake-no-stream"}
-            return replace(reply, body=json.dumps(reply.body, indent=2).encode(), headers=headers)
+            headers["content-type"] = "application/json"
+            whole = json.dumps(reply.body, indent=2).encode()
+            return replace(reply, body=None, chunks=(whole,), headers=headers)
         return reply
 
     def exhausted(self, req: Recorded) -> Reply:

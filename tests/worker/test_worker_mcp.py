@@ -1,7 +1,7 @@
 """MCP servers as a routine's tools, end to end: the real worker, real servers from PyPI
 (mcp-server-time, mcp-server-git, installed by the test extra) and npm
 (@modelcontextprotocol/server-filesystem, installed into a tmp prefix), each in the
-routine's bwrap sandbox, against the fake Anthropic and Ollama servers.
+routine's bwrap sandbox, against the fake Anthropic, Ollama and OpenAI-compatible servers.
 
 Held here: only whitelisted tools are offered, with the server's own schemas; any other
 call is refused; a server sees only its declared `home`; a server that fails to start or is
@@ -23,10 +23,12 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import msgspec
 import pytest
-from fakes import FakeAnthropic, FakeOllama
+from fakes import FakeAnthropic, FakeOllama, FakeOpenAI
 from fakes import anthropic_replies as A
 from fakes import ollama_replies as O
+from fakes import openai_replies as OA
 from fakes.server import Recorded, Reply
 from worker_harness import (
     API_KEY,
@@ -102,6 +104,40 @@ def test_ollama_gets_the_tool_in_its_format_and_a_non_whitelisted_call_is_refuse
     assert any(ln.startswith(line) for ln in r.stderr.splitlines())
     refused, answered = ollama.chats[1].body["messages"][-2:]
     assert json.loads(refused["content"])["error"].startswith("refused")
+    assert json.loads(json.loads(answered["content"])["content"])["timezone"] == "Asia/Tokyo"
+    assert r.result.tool_calls == 1 and r.result.tools_used == ["mcp:time/get_current_time"]
+    assert marked_processes(marker) == []
+
+
+def test_an_openai_compatible_route_is_offered_the_tool_and_calls_it(
+    home: Path, marker: str
+) -> None:
+    """A [providers.NAME] kind = "openai" route (through the openai SDK) gets the server's
+    whitelisted tool as a Chat Completions function, and the call's result comes back as a
+    `role: "tool"` message answering it."""
+    with FakeOpenAI() as server:
+        server.add(
+            OA.tool_calls(("mcp__time__get_current_time", {"timezone": "Asia/Tokyo"})),
+            OA.text("Tokyo is ahead."),
+        )
+        toml = mcp_toml(
+            ("mcp:time/get_current_time",),
+            time_server(),
+            route="lmstudio",
+            extra_agent=f'model = "{OA.DEFAULT_MODEL}"',
+        )
+        declared = {"kind": "openai", "base_url": server.base_url, "local": True}
+        job = make_job(home, toml)
+        providers = {"lmstudio": {**declared, "key_file": None, "prices": {}}}
+        r = run_worker(msgspec.structs.replace(job, providers=providers))
+        chats = server.chats
+    assert r.result.status == "ok", r.stderr
+    offered = {t["function"]["name"]: t["function"] for t in chats[0].body["tools"]}
+    assert set(offered) == {"mcp__time__get_current_time", "report_outcome"}
+    schema = offered["mcp__time__get_current_time"]["parameters"]
+    assert "timezone" in schema["properties"]  # the server's own schema, not ours
+    answered = chats[1].body["messages"][-1]
+    assert (answered["role"], answered["tool_call_id"]) == ("tool", "call_fake0")
     assert json.loads(json.loads(answered["content"])["content"])["timezone"] == "Asia/Tokyo"
     assert r.result.tool_calls == 1 and r.result.tools_used == ["mcp:time/get_current_time"]
     assert marked_processes(marker) == []

@@ -1,17 +1,21 @@
 """The OpenAI-compatible route end to end: the real worker process against FakeOpenAI on
 127.0.0.1 (Chat Completions over server-sent events), as config.toml's [providers.NAME]
-declares it. Streaming and not, tool calls, usage, 429 with retry-after, 500, a hang, a
-refused connection, malformed tool JSON, keys and prices. At the end, the pure pieces."""
+declares it, through the openai SDK. Streaming and not, tool calls, usage, 429 with
+retry-after, 500, a hang, a refused connection, 401/403/404, malformed tool JSON, keys and
+prices, and the SDK loaded only by runs on this route. At the end, the pure pieces."""
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import msgspec
 import pytest
-from fakes import FakeOpenAI
+from fakes import FakeOllama, FakeOpenAI
+from fakes import ollama_replies as O
 from fakes import openai_replies as OA
 from worker_harness import WorkerRun, make_job, routine_toml, run_worker, worker_env
 
@@ -272,6 +276,85 @@ def test_a_base_url_with_credentials_is_never_shown(home: Path, server: FakeOpen
     assert "hunter2" not in r.stderr and all("hunter2" not in repr(m) for m in r.messages)
 
 
+def test_a_rejected_key_names_the_key_file_and_never_the_key(
+    home: Path, server: FakeOpenAI
+) -> None:
+    server.add(OA.error(401, "Incorrect API key provided", kind="invalid_request_error"))
+    key = _key_file(home)
+    providers = {
+        "openrouter": declared(server.base_url, local=False, key_file=str(key), prices=PRICED)
+    }
+    r = run_on(home, providers, route="openrouter")
+    error = r.result.error or ""
+    assert r.result.status == "failed"
+    assert f"rejected the API key (401): check {key}: Incorrect API key provided" in error
+    assert len(server.chats) == 1  # not retried
+    assert KEY not in r.stderr and all(KEY not in repr(m) for m in r.messages)
+
+
+def test_the_sdks_environment_credentials_are_never_sent(home: Path, server: FakeOpenAI) -> None:
+    """The openai SDK reads OPENAI_API_KEY, OPENAI_ORG_ID and OPENAI_PROJECT_ID from the
+    environment; this route's only credential is config.toml's key_file, so a local server
+    never receives the user's OpenAI key, and a premium one gets its own key."""
+    server.add(OA.text(LONG), OA.text(LONG))
+    env = worker_env(
+        OPENAI_API_KEY="sk-from-the-environment",
+        OPENAI_ORG_ID="org-from-the-environment",
+        OPENAI_PROJECT_ID="proj-from-the-environment",
+    )
+    r = run_on(home, {"lmstudio": declared(server.base_url)}, env=env)
+    assert r.result.status == "ok"
+    key = _key_file(home)
+    premium = declared(server.base_url, local=False, key_file=str(key), prices=PRICED)
+    r = run_on(home, {"openrouter": premium}, route="openrouter", env=env)
+    assert r.result.status == "ok"
+    local, paid = (c.headers for c in server.chats)
+    sent = {k: v for k, v in local.items() if k in ("authorization", "openai-organization")}
+    assert sent == {} and "openai-project" not in local
+    assert paid["authorization"] == f"Bearer {KEY}"
+    assert "openai-organization" not in paid and "openai-project" not in paid
+
+
+def test_a_run_on_another_route_never_imports_the_sdk(
+    home: Path, server: FakeOpenAI, ollama: FakeOllama
+) -> None:
+    """The openai SDK's ~0.2 s of import is paid only by runs whose route uses it."""
+    probe = (
+        "import sys\n"
+        "from worker.main import main\n"
+        "code = main()\n"
+        "sys.stderr.write('MODULES ' + ' '.join(sorted(m for m in sys.modules "
+        "if m == 'openai' or m.startswith('openai.'))) + '\\n')\n"
+        "sys.exit(code)\n"
+    )
+    from ipc import Hello, encode
+
+    def modules(route: str) -> list[str]:
+        toml = routine_toml(route=route, extra_agent=f'model = "{MODEL}"')
+        job = make_job(home, toml, ollama_url=ollama.url)
+        job = msgspec.structs.replace(job, providers={"lmstudio": declared(server.base_url)})
+        proc = subprocess.run(
+            [sys.executable, "-c", probe],
+            input=encode(Hello()) + encode(job),
+            check=False,
+            capture_output=True,
+            cwd=Path(__file__).resolve().parents[2],
+            env=worker_env(),
+            timeout=60,
+        )
+        err = proc.stderr.decode()
+        line = next((ln for ln in err.splitlines() if ln.startswith("MODULES")), None)
+        assert line is not None, err
+        return line.split()[1:]
+
+    ollama.add(O.text(LONG))
+    assert modules("ollama") == []
+    assert len(ollama.chats) == 1  # the run did reach its model
+    # The probe sees the SDK when a run does use it.
+    server.add(OA.text(LONG))
+    assert "openai" in modules("lmstudio")
+
+
 def test_a_provider_the_job_does_not_declare_fails_the_run(home: Path, server: FakeOpenAI) -> None:
     r = run_on(home, {"lmstudio": declared(server.base_url)}, route="llamacpp")
     assert r.result.status == "failed"
@@ -358,7 +441,6 @@ def test_streamed_text_arrives_before_the_reply_ends(server: FakeOpenAI) -> None
 
     from fakes import Reply
 
-    from worker import webclient
     from worker.providers.base import Conversation, UserTurn
 
     wait = 10.0
@@ -386,7 +468,7 @@ def test_streamed_text_arrives_before_the_reply_ends(server: FakeOpenAI) -> None
         gate.set()
 
     settings = ProviderSettings("lmstudio", ProviderKind.OPENAI, server.base_url, local=True)
-    provider = oa.OpenAIProvider(settings, api_key=None, web=webclient.WebClient(), on_text=on_text)
+    provider = oa.OpenAIProvider(settings, api_key=None, on_text=on_text)
     reply = provider.complete(
         Conversation("s", [UserTurn("u")]), [], model="m", max_tokens=10, timeout=wait * 2
     )
@@ -396,10 +478,8 @@ def test_streamed_text_arrives_before_the_reply_ends(server: FakeOpenAI) -> None
 
 
 def _provider(server: FakeOpenAI, slept: list[float]) -> oa.OpenAIProvider:
-    from worker import webclient
-
     settings = ProviderSettings("lmstudio", ProviderKind.OPENAI, server.base_url, local=True)
-    return oa.OpenAIProvider(settings, api_key=None, web=webclient.WebClient(), sleep=slept.append)
+    return oa.OpenAIProvider(settings, api_key=None, sleep=slept.append)
 
 
 def _complete(provider: oa.OpenAIProvider, timeout: float = 30.0) -> Any:
@@ -431,6 +511,40 @@ def test_a_retry_after_past_the_limit_is_not_waited_for(server: FakeOpenAI) -> N
     with pytest.raises(ProviderError):
         _complete(_provider(server, slept), timeout=10.0)
     assert slept == []
+
+
+@pytest.mark.parametrize(
+    ("status", "words"),
+    [
+        (401, "rejected the API key (401): check (no key_file in config.toml): "),
+        (403, "rejected the API key (403): check (no key_file in config.toml): "),
+        (404, f'does not know the model "{MODEL}" (404): '),
+    ],
+)
+def test_auth_and_unknown_model_answers_say_what_to_fix_unretried(
+    server: FakeOpenAI, status: int, words: str
+) -> None:
+    from worker.providers.base import ProviderError
+
+    slept: list[float] = []
+    server.add(OA.error(status, "the server's own words"))
+    with pytest.raises(ProviderError) as info:
+        _complete(_provider(server, slept))
+    assert str(info.value) == f'"lmstudio" at {server.base_url.removesuffix("/v1")}/… ' + (
+        words + "the server's own words"
+    )
+    assert slept == [] and len(server.chats) == 1
+
+
+def test_a_server_dripping_its_stream_is_cut_at_the_deadline(server: FakeOpenAI) -> None:
+    """Each word arrives well within any read timeout, the whole reply long after the call's
+    time: the total deadline (webclient's, on the SDK's client) ends it."""
+    from worker.providers.base import ProviderError
+
+    server.add(OA.text("word " * 200, word_delay=0.2))  # ~40 s of stream
+    with pytest.raises(ProviderError) as info:
+        _complete(_provider(server, []), timeout=2.0)
+    assert "did not answer within 2 s" in str(info.value)
 
 
 def test_no_tool_support_and_unparsable_tool_calls_are_told_apart(server: FakeOpenAI) -> None:

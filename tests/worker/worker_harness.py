@@ -216,9 +216,11 @@ def time_server(name: str = "time", extra: str = "") -> str:
     return f'\n[[agent.mcp]]\nname = "{name}"\ncommand = {argv}\n{extra}'
 
 
-def mcp_toml(tools: tuple[str, ...], servers: str, route: str = "ollama") -> str:
+def mcp_toml(
+    tools: tuple[str, ...], servers: str, route: str = "ollama", extra_agent: str = ""
+) -> str:
     """routine_toml with `servers` ([[agent.mcp]] tables) after [agent]'s own keys."""
-    text = routine_toml(route=route, tools=tools)
+    text = routine_toml(route=route, tools=tools, extra_agent=extra_agent)
     head, sep, budget = text.partition("\n[budget]\n")
     return head + servers + sep + budget
 

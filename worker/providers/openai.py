@@ -1,32 +1,43 @@
-"""Any OpenAI-compatible server (llama.cpp, LM Studio, vLLM, OpenRouter, OpenAI): POST
-{base_url}/chat/completions with `tools`, streamed (server-sent events), over worker.webclient.
+"""Any OpenAI-compatible server (llama.cpp, LM Studio, vLLM, OpenRouter, OpenAI) through the
+official `openai` SDK (imported here only, so only runs whose route names such a provider load
+it), on the httpx2 client worker.webclient builds: the one HTTP stack of the worker.
 
-Why httpx2 through worker.webclient and not the `openai` SDK (which, from 3.0, runs on httpx2
-too): the webclient's total deadline per request (a server dripping a byte at a time cannot
-hold a run past its limit; the SDK's timeouts bound each read only), loopback never proxied,
-the body cap; and the start-up of a local run, which would otherwise import the SDK's
-hundreds of typed modules before its first request (bench/bench_worker.py).
+What the SDK is given, and why:
+- `http_client`: webclient's, so a request has a total deadline (httpx2's timeouts bound each
+  socket read only: a server dripping a byte at a time would otherwise hold a run past its
+  limit), loopback is never proxied, and no redirect is followed;
+- `max_retries=0`: retries are this route's (`retry_delay`): a `retry-after` longer than
+  MAX_RETRY_AFTER is not waited for, a 429 for an exhausted quota is not retried, a timeout or
+  a refused connection is not retried (the run's time is gone, or the server is down), and
+  the waits are exact (the SDK adds jitter, retries all of these, and has no hook to stop a
+  quota 429 the way the Anthropic route's middleware does);
+- every request's credentials explicitly: the key from config.toml's key_file or no
+  Authorization header at all, never the SDK's OPENAI_API_KEY, OPENAI_ORG_ID or
+  OPENAI_PROJECT_ID from the environment (a local server must not receive the user's OpenAI
+  key: test_worker_openai.py::test_the_sdks_environment_credentials_are_never_sent).
 
-The reply streams as `data: {chunk}` lines ending with `data: [DONE]`; `stream_options:
-{"include_usage": true}` asks for a last chunk with the token counts. `merge_stream` folds the
-chunks into the one completion a non-streaming call answers, and each piece of text goes to
-`on_text` as it arrives. A server that ignores `stream` and answers one JSON object is read
-as that object.
+The reply streams (`stream_options: {"include_usage": true}` asks for a last chunk with the
+token counts); the chunks are read as plain objects and `merge_stream` folds them into the one
+completion a non-streaming call answers, each piece of text going to `on_text` as it arrives.
+Not the SDK's ChatCompletionStreamState: it refuses a tool-call delta without `index`, which
+some local servers send. A server that ignores `stream` and answers one JSON object
+(`content-type: application/json`) is read as that object.
 
-Failures, translated here once: 429 and 5xx are retried (MAX_RETRIES times, waiting what
-`retry-after` says, within the call's time); a 429 for an exhausted quota is not. A prompt
-the server says is longer than its context is a reply with stop CONTEXT (the auto-router's
-context_overflow), a tool call it could not parse is MalformedToolCall, and a server started
-without tool support is ToolsUnsupported (the loop retries without tools).
+Failures, translated here once: a prompt the server says is longer than its context is a
+reply with stop CONTEXT (the auto-router's context_overflow), a tool call it could not parse
+is MalformedToolCall, and a server started without tool support is ToolsUnsupported (the loop
+retries without tools).
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, NoReturn
 
+import httpx2
+import openai
 import orjson
 
 from routines.safetext import one_line, redact_url
@@ -63,6 +74,8 @@ MAX_RETRIES = 2
 CONNECT_TIMEOUT = 5.0
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504, 529})
 MAX_RETRY_AFTER = 60.0  # a longer retry-after is not waited for: the run fails, saying so
+# The SDK wants a key to build a client; this one is never sent (see `_auth`).
+_NO_KEY = "no-key"
 _STOPS = {
     "stop": Stop.END,
     "eos": Stop.END,
@@ -78,6 +91,13 @@ _CONTEXT_WORDS = (
     "context window",
     "maximum context",
     "too many tokens",
+)
+# No connection at all: the server is not running, or base_url is wrong.
+_UNREACHABLE = (
+    httpx2.ConnectError,
+    httpx2.ProxyError,
+    httpx2.UnsupportedProtocol,
+    httpx2.InvalidURL,
 )
 
 
@@ -112,7 +132,6 @@ class OpenAIProvider:
         settings: ProviderSettings,
         *,
         api_key: str | None,
-        web: webclient.WebClient | None = None,
         on_text: TextSink | None = None,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
@@ -121,11 +140,16 @@ class OpenAIProvider:
         self.name = settings.name
         self.premium = not settings.local
         self.settings = settings
-        self.url = settings.base_url.rstrip("/") + "/chat/completions"
         # Where, as a user reads it: never the userinfo, path or query of base_url.
         self.where = f'"{settings.name}" at {redact_url(settings.base_url)}'
-        self._key = api_key
-        self.web = web if web is not None else webclient.shared()
+        http, self._deadline = webclient.deadline_client(clock)
+        self._client = openai.OpenAI(
+            base_url=settings.base_url,
+            api_key=api_key or _NO_KEY,
+            max_retries=0,
+            http_client=http,
+        )
+        self._auth = _auth(api_key)
         self.on_text = on_text
         self._sleep = sleep
         self._clock = clock
@@ -179,49 +203,58 @@ class OpenAIProvider:
                 continue
             self._fail(status, detail, model, attempt, delay)
 
-    def _headers(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self._key}"} if self._key else {}
-
     def _post(self, body: dict[str, Any], timeout: float) -> tuple[int, Any, str | None]:
         """(status, the completion or error body, retry-after) of one request."""
         if timeout <= 0:
             raise ProviderError(f"{self.where} did not answer in the time the run had left")
-        sse = _Events(TextLines(self.on_text))
+        lines = TextLines(self.on_text)
+        self._deadline.deadline = self._clock() + timeout
         try:
-            resp = self.web.post_json(
-                self.url,
-                body,
-                timeout=timeout,
-                connect_timeout=min(CONNECT_TIMEOUT, timeout),
-                redirects=webclient.Redirects.NONE,
-                on_line=sse.line,
-                headers=self._headers(),
-            )
-        except webclient.ConnectFailed as exc:
+            with self._client.chat.completions.with_streaming_response.create(
+                **body,
+                timeout=httpx2.Timeout(timeout, connect=min(CONNECT_TIMEOUT, timeout)),
+                extra_headers=self._auth,
+            ) as resp:
+                media = resp.headers.get("content-type", "").partition(";")[0].strip()
+                if media == "application/json":
+                    data: Any = orjson.loads(resp.read())  # a server that ignored `stream`
+                else:
+                    data = merge_stream(_chunks(resp.parse(to=openai.Stream[object]), lines))
+        except openai.APIStatusError as exc:
+            retry_after = exc.response.headers.get("retry-after")
+            return exc.status_code, _error_body(exc.response), retry_after
+        except openai.APITimeoutError:
+            raise ProviderError(f"{self.where} did not answer within {timeout:.0f} s") from None
+        except openai.APIConnectionError as exc:
+            self._unreachable(exc.__cause__ or exc, timeout)
+        except openai.APIError as exc:  # an error sent inside the stream: as the server's 500
+            return 500, {"error": exc.body if exc.body is not None else exc.message}, None
+        except httpx2.HTTPError as exc:  # the stream broke (or ran out of time) mid-way
+            self._unreachable(exc, timeout)
+        except ValueError:  # a body or an event that is not JSON
+            data = None
+        finally:
+            lines.end()
+            self._deadline.deadline = None
+        if isinstance(data, dict) and "error" in data:  # an error sent as the whole body
+            return 500, data, None
+        if not _is_completion(data):
+            raise ProviderError(f"{self.where} sent a reply that is not a chat completion")
+        return 200, data, None
+
+    def _unreachable(self, exc: BaseException, timeout: float) -> NoReturn:
+        """No usable answer: why, in the words the user acts on."""
+        if isinstance(exc, httpx2.TimeoutException):
+            raise ProviderError(f"{self.where} did not answer within {timeout:.0f} s") from None
+        why = webclient.why(exc) if isinstance(exc, Exception) else type(exc).__name__
+        if isinstance(exc, _UNREACHABLE):
             hint = (
                 "is the server running?"
                 if self.settings.local
                 else "check base_url in ~/.vinos/routines/config.toml"
             )
-            raise ProviderError(f"cannot reach {self.where} ({exc}): {hint}") from None
-        except webclient.TimedOut:
-            raise ProviderError(f"{self.where} did not answer within {timeout:.0f} s") from None
-        except webclient.HttpError as exc:
-            raise ProviderError(f"{self.where} failed: {exc}") from None
-        finally:
-            sse.lines.end()
-        if resp.status >= 400:
-            try:
-                data: Any = resp.json()
-            except ValueError:
-                data = {"error": {"message": resp.text()}}
-            return resp.status, data, resp.header("retry-after")
-        data = sse.completion()
-        if isinstance(data, dict) and "error" in data:  # an error sent inside the stream
-            return 500, data, None
-        if not _is_completion(data):
-            raise ProviderError(f"{self.where} sent a reply that is not a chat completion")
-        return resp.status, data, None
+            raise ProviderError(f"cannot reach {self.where} ({why}): {hint}") from None
+        raise ProviderError(f"{self.where} failed: {why}") from None
 
     def _not_retried(self, status: int, detail: str, model: str) -> Reply | None:
         """Answers that say what went wrong with this request, so retrying cannot help: a
@@ -269,36 +302,31 @@ class OpenAIProvider:
         raise ProviderError(f"{where} answered HTTP {status}: {detail}")
 
 
-class _Events:
-    """The lines of a 2xx body: server-sent `data:` events (text shown as it comes), or
-    the lines of one JSON object from a server that does not stream."""
+def _auth(api_key: str | None) -> dict[str, Any]:
+    """Headers every request carries, over what the SDK took from the environment: the key, or
+    no Authorization at all; no OpenAI organization or project."""
+    bearer: Any = f"Bearer {api_key}" if api_key else openai.Omit()
+    return {
+        "Authorization": bearer,
+        "OpenAI-Organization": openai.Omit(),
+        "OpenAI-Project": openai.Omit(),
+    }
 
-    def __init__(self, lines: TextLines) -> None:
-        self.lines = lines
-        self.events: list[Any] = []
-        self.other: list[bytes] = []
 
-    def line(self, raw: bytes) -> None:
-        if raw.startswith(b"data:"):
-            payload = raw[5:].strip()
-            if payload == b"[DONE]":
-                return
-            try:
-                chunk = orjson.loads(payload)
-            except ValueError:
-                chunk = None  # merge_stream gives up on it: "not a chat completion"
-            self.events.append(chunk)
-            self.lines.feed(_piece(chunk))
-        elif not raw.startswith((b":", b"event:", b"id:", b"retry:")):  # ": keep-alive"
-            self.other.append(raw)
+def _chunks(events: Iterable[object], lines: TextLines) -> list[Any]:
+    """The streamed chunks as they arrive, each one's text shown at once."""
+    out: list[Any] = []
+    for chunk in events:
+        out.append(chunk)
+        lines.feed(_piece(chunk))
+    return out
 
-    def completion(self) -> Any:
-        if self.events or not self.other:
-            return merge_stream(self.events)
-        try:
-            return orjson.loads(b"\n".join(self.other))
-        except ValueError:
-            return None
+
+def _error_body(response: httpx2.Response) -> Any:
+    try:
+        return orjson.loads(response.content)
+    except ValueError:
+        return {"error": {"message": response.text[:300]}}
 
 
 def _obj(value: object) -> dict[str, Any]:

@@ -257,7 +257,22 @@ class DeadlineBackend:
     def __init__(self, clock: Callable[[], float]) -> None:
         self.clock = clock
         self.deadline: float | None = None
+        # Bytes the request may still read off the wire (None: uncounted), set beside
+        # `deadline`: a caller that cannot cap what a library buffers (the openai SDK reads
+        # the body itself) caps it here. Pinned by tests/worker/test_worker_openai.py::
+        # test_a_reply_past_the_cap_is_cut_not_buffered.
+        self.left: int | None = None
         self.inner: Any = None
+
+    def spend(self, count: int) -> None:
+        """Count `count` bytes read; past the budget, the read fails (nothing more is read)."""
+        if self.left is None:
+            return
+        self.left -= count
+        if self.left < 0:
+            import httpcore2
+
+            raise httpcore2.ReadError("the reply passed its size cap")
 
     def clamp(self, timeout: float | None, kind: str) -> float | None:
         if self.deadline is None:
@@ -302,6 +317,7 @@ class _DeadlineStream:
 
     def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
         data: bytes = self._inner.read(max_bytes, self._backend.clamp(timeout, "Read"))
+        self._backend.spend(len(data))
         return data
 
     def write(self, buffer: bytes, timeout: float | None = None) -> None:

@@ -558,3 +558,41 @@ def test_no_tool_support_and_unparsable_tool_calls_are_told_apart(server: FakeOp
     with pytest.raises(MalformedToolCall):
         _complete(_provider(server, slept))
     assert slept == [] and len(server.chats) == 2  # neither is retried
+
+
+def test_a_reply_past_the_cap_is_cut_not_buffered(
+    server: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The SDK reads the body itself, so the cap is kept on the wire (webclient's
+    DeadlineBackend.left): one endless event line ends the call at the cap, it is never
+    gathered whole. The cap is lowered to 1 MiB here so the test sends 2 MiB, not 64."""
+    from fakes.server import Reply
+
+    from worker import webclient
+    from worker.providers.base import ProviderError
+
+    monkeypatch.setattr(webclient, "MAX_BODY", 1 << 20)
+    line = b"data: " + b"x" * (64 << 10)  # no newline: one event that never ends
+    server.add(Reply(headers={"content-type": "text/event-stream"}, chunks=(line,) * 32))
+    with pytest.raises(ProviderError) as info:
+        _complete(_provider(server, []))
+    assert "passed its size cap" in str(info.value)
+    assert server.chats[-1].headers.get("accept-encoding") == "identity"
+
+
+def test_a_compressed_reply_is_refused_unread(server: FakeOpenAI) -> None:
+    """identity is asked for; a gzip body (whose size in memory the wire does not bound) is
+    refused before it is read, with the reason."""
+    import gzip
+
+    from fakes.server import Reply
+
+    from worker.providers.base import ProviderError
+
+    body = gzip.compress(json.dumps({"choices": []}).encode())
+    server.add(
+        Reply(headers={"content-type": "application/json", "content-encoding": "gzip"}, body=body)
+    )
+    with pytest.raises(ProviderError) as info:
+        _complete(_provider(server, []))
+    assert "gzip-compressed reply, which is refused" in str(info.value)

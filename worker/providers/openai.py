@@ -142,7 +142,11 @@ class OpenAIProvider:
         self.settings = settings
         # Where, as a user reads it: never the userinfo, path or query of base_url.
         self.where = f'"{settings.name}" at {redact_url(settings.base_url)}'
-        http, self._deadline = webclient.deadline_client(clock)
+        # identity: the body's size on the wire is its size in memory, so the byte budget
+        # below (`left`) bounds what the SDK buffers; a compressed reply is refused unread.
+        http, self._deadline = webclient.deadline_client(
+            clock, headers={"Accept-Encoding": "identity"}
+        )
         self._client = openai.OpenAI(
             base_url=settings.base_url,
             api_key=api_key or _NO_KEY,
@@ -209,12 +213,19 @@ class OpenAIProvider:
             raise ProviderError(f"{self.where} did not answer in the time the run had left")
         lines = TextLines(self.on_text)
         self._deadline.deadline = self._clock() + timeout
+        self._deadline.left = webclient.MAX_BODY
         try:
             with self._client.chat.completions.with_streaming_response.create(
                 **body,
                 timeout=httpx2.Timeout(timeout, connect=min(CONNECT_TIMEOUT, timeout)),
                 extra_headers=self._auth,
             ) as resp:
+                encoding = resp.headers.get("content-encoding", "identity").strip().lower()
+                if encoding not in ("", "identity"):
+                    raise ProviderError(
+                        f"{self.where} sent a {encoding}-compressed reply, which is refused "
+                        "(identity was asked for: a compressed reply's size is not bounded)"
+                    )
                 media = resp.headers.get("content-type", "").partition(";")[0].strip()
                 if media == "application/json":
                     data: Any = orjson.loads(resp.read())  # a server that ignored `stream`
@@ -236,6 +247,7 @@ class OpenAIProvider:
         finally:
             lines.end()
             self._deadline.deadline = None
+            self._deadline.left = None
         if isinstance(data, dict) and "error" in data:  # an error sent as the whole body
             return 500, data, None
         if not _is_completion(data):

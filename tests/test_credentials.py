@@ -146,9 +146,10 @@ def test_the_catalog_names_every_store_of_the_brief_with_what_it_holds() -> None
         "~/.netrc",
     ):
         assert path in paths_, path
-    assert describe("~/.config/gh") == "GitHub CLI login"
-    assert describe("~/.ssh/id_ed25519") == "SSH keys"
-    assert describe("~/notes") is None
+    assert describe("~/.config/gh", HOME) == "GitHub CLI login"
+    assert describe("~/.ssh/id_ed25519", HOME) == "SSH keys"
+    assert describe("~/notes", HOME) is None
+    assert describe("~/apps/api_token", HOME) == "a token file"
 
 
 @pytest.mark.parametrize(

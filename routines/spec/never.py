@@ -184,20 +184,40 @@ def holds(path: str, home: str, extra: Sequence[str] = ()) -> str:
     return "vinos-routine's own secrets and state"
 
 
-def describe(entry: str) -> str | None:
-    """What the `~/...` path `entry` holds when it is, or is inside, a catalog entry; pure
-    (no home needed): for the capability card's credential lines.
+def describe(entry: str, home: str) -> str | None:
+    """What the credential grant `entry` (`~/...`) gives, judged by its resolved path as well
+    as by the path as written, for the capability card's credential lines; None for a plain
+    folder or file. `home` is the real home the grant is resolved in.
 
-    A folder that holds catalog entries without being one (`~/.config/git`, `~/.cargo`) is
-    bound whole, those entries with it: "holds …" names them, or the card would show a
-    grant of git's passwords as a plain folder (tests/test_redteam_card.py).
+    - A catalog entry, or a path inside one, or a link to either: what the entry holds.
+    - A credential-named file or folder (`*token*`, …): what the name pattern says.
+    - A folder that holds catalog entries without being one (`~/.config/git`, `~/.cargo`,
+      `~/dotfiles` with ~/.config/gh linked into it): "hidden in it: …", since the sandbox
+      masks them below a grant of an ordinary folder as below a `home` entry
+      (tests/test_redteam_card.py, tests/sandbox/test_escape_creds.py).
     """
-    path = posixpath.normpath(entry)
-    for e in sorted(CATALOG, key=lambda e: -len(e.path)):
-        if path == e.path or path.startswith(e.path + "/"):
+    try:
+        written = expand(entry, home)
+    except ValueError:
+        return None
+    paths = dict.fromkeys((written, os.path.realpath(written)))
+    places = [(e, p) for e in CATALOG for p in _places(e.path, home)]
+    for e, p in sorted(places, key=lambda ep: -len(ep[1])):
+        if any(under(path, p) for path in paths):
             return e.holds
-    inside = dict.fromkeys(e.holds for e in CATALOG if e.path.startswith(path + "/"))
-    return "holds " + ", ".join(inside) if inside else None
+    for path in paths:
+        if pattern := name_pattern(posixpath.basename(path)):
+            return pattern.holds
+    inside = dict.fromkeys(
+        e.holds for e, p in places if any(under(p, path) and p != path for path in paths)
+    )
+    return "hidden in it: " + ", ".join(inside) if inside else None
+
+
+def _places(entry: str, home: str) -> tuple[str, ...]:
+    """A catalog entry as written and, when a link leads elsewhere, its real target."""
+    path = expand(entry, home)
+    return tuple(dict.fromkeys((path, os.path.realpath(path))))
 
 
 def name_pattern(name: str) -> Entry | None:

@@ -67,14 +67,16 @@ def test_validate_prints_the_card_of_a_grant(cli: Cli) -> None:
     assert res.stdout.splitlines() == [
         f"{path}: OK",
         "  reads        nothing of your files",
-        "  credentials  ~/.config/gh (GitHub CLI login) → only to api.github.com, github.com",
+        "  credentials  ~/.config/gh (GitHub CLI login) → its calls can reach: api.github.com, "
+        "github.com (its hosts)",
         "  network      only api.github.com, github.com (HTTP and HTTPS, through a proxy)",
         "  actions      none",
     ]
     [obj] = [json.loads(line) for line in cli("validate", "--json", str(path)).stdout.splitlines()]
     assert obj["card"][1] == {
         "label": "credentials",
-        "text": "~/.config/gh (GitHub CLI login) → only to api.github.com, github.com",
+        "text": "~/.config/gh (GitHub CLI login) → its calls can reach: api.github.com, "
+        "github.com (its hosts)",
     }
 
 
@@ -118,8 +120,8 @@ def test_enable_shows_the_card(cli: Cli) -> None:
     res = cli("enable", "github")
     assert res.returncode == 0, res.stderr
     assert (
-        "  credentials  ~/.config/gh (GitHub CLI login) → only to api.github.com, github.com"
-        in res.stdout.splitlines()
+        "  credentials  ~/.config/gh (GitHub CLI login) → its calls can reach: api.github.com, "
+        "github.com (its hosts)" in res.stdout.splitlines()
     )
 
 

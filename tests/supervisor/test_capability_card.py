@@ -38,12 +38,22 @@ def test_credentials_go_to_their_hosts_and_narrow_where_it_connects() -> None:
     )
     assert card(r) == [
         Line("reads", "~/notes (its shell commands, read-only)", caution=True),
+        # Every call may reach the union (the egress proxy sees no credential): the card says
+        # so, never "only to" a credential's own hosts.
         Line(
             "credentials",
-            "~/.config/gh (GitHub CLI login) → only to api.github.com, github.com",
+            "~/.config/gh (GitHub CLI login) → its calls can reach: api.github.com, github.com "
+            "(its hosts), status.example.org (the routine's network list), tool.example (its "
+            "other credentials' hosts)",
             caution=True,
         ),
-        Line("", "~/.config/tool/key → only to tool.example", caution=True),
+        Line(
+            "",
+            "~/.config/tool/key → its calls can reach: tool.example (its hosts), "
+            "status.example.org (the routine's network list), api.github.com, github.com (its "
+            "other credentials' hosts)",
+            caution=True,
+        ),
         Line(
             "network",
             "only status.example.org, api.github.com, github.com, tool.example "

@@ -100,19 +100,48 @@ def capabilities(routine: Routine) -> list[Line]:
 def card(routine: Routine) -> list[Line]:
     """The capability card: reads, credentials → hosts, network, actions."""
     lines = _read_lines(routine)
-    for i, cred in enumerate(routine.credentials):
-        from routines.spec.never import describe
-
-        what = describe(cred.path)
-        shown = f"{cred.path} ({what})" if what else cred.path
-        text = f"{shown} → only to {', '.join(cred.hosts)}"
-        lines.append(Line("credentials" if i == 0 else "", text, caution=True))
+    lines.extend(_credential_lines(routine))
     lines.append(_network_line(routine))
     if _webhook_host(routine) is not None:
         lines.append(_output_line(routine))
     lines.extend(_mcp_lines(routine))
     lines.extend(_action_lines(routine))
     return lines
+
+
+def _credential_lines(routine: Routine) -> list[Line]:
+    """Each grant, what it is (judged by its resolved path), and every host its calls can
+    reach: the egress proxy lets every call of the routine reach the union of all its
+    credentials' hosts and its own network list, so "only to its hosts" would be false
+    (tests/supervisor/test_capability_card.py::
+    test_credentials_go_to_their_hosts_and_narrow_where_it_connects)."""
+    import os
+    from pathlib import Path
+
+    from routines.spec.never import describe
+
+    home = os.path.realpath(Path.home())
+    own = routine.network if isinstance(routine.network, tuple) else ()
+    out = []
+    for i, cred in enumerate(routine.credentials):
+        what = describe(cred.path, home)
+        shown = f"{cred.path} ({what})" if what else cred.path
+        mine = dict.fromkeys(cred.hosts)
+        listed = [h for h in dict.fromkeys(own) if h not in mine]
+        others = [
+            h
+            for c in routine.credentials
+            for h in c.hosts
+            if c is not cred and h not in mine and h not in listed
+        ]
+        groups = [f"{', '.join(mine)} (its hosts)"]
+        if listed:
+            groups.append(f"{', '.join(listed)} (the routine's network list)")
+        if others:
+            groups.append(f"{', '.join(dict.fromkeys(others))} (its other credentials' hosts)")
+        text = f"{shown} → its calls can reach: {', '.join(groups)}"
+        out.append(Line("credentials" if i == 0 else "", text, caution=True))
+    return out
 
 
 def _servers(routine: Routine) -> tuple[McpServer, ...]:

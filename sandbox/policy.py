@@ -260,8 +260,8 @@ def _named(root: str, names: Sequence[str], never: Sequence[str], cap: int) -> l
         if seen > cap:
             raise UnsafeValue(
                 f"home: {root} holds more than {cap:,} files and folders; each is checked for "
-                "credential names (credentials*, *token*, *.pem) before it is shown: declare "
-                "a narrower folder"
+                "credential names (.env, credentials*, *token*, *.pem, …) before it is shown: "
+                "declare a narrower folder"
             )
         for e in entries:
             low = e.name.lower()

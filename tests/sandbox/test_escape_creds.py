@@ -23,12 +23,14 @@ def test_credential_named_files_under_a_declared_folder_are_masked(box: Box) -> 
         "proj/credentials.json",
         "proj/certs/server.pem",
         "proj/Credentials/key",
+        "proj/.env",
+        "proj/web/.env.production",
     ):
         _plant(box, rel, f"{token}\n")
     _plant(box, "proj/README.md", "ordinary readme\n")
     r = box.run(
         "cd ~/proj && cat .gh_token deploy/api-token.txt credentials.json certs/server.pem "
-        "Credentials/key README.md; ls -A; grep -r ghp_ . ; true",
+        "Credentials/key .env web/.env.production README.md; ls -A; grep -r ghp_ . ; true",
         declared=("~/proj",),
     )
     assert token not in r.stdout + r.stderr

@@ -206,7 +206,11 @@ def _masks(
         inside = any(_under(n, d) or _under(n, s) for s, d in binds)
         if inside and n not in masks and n not in exact:
             masks.append(check_path(n, "never-list path"))
-    for source, _dest in binds:
+    for source, dest in binds:
+        # A credential-named path declared itself (validate refuses it) is masked whole.
+        if _names_a_credential((source, dest), (), never_names) and source not in exact:
+            masks.append(check_path(source, "credential file"))
+            continue
         for found in _named(source, never_names, never, MAX_WALK):
             if found not in masks and found not in exact:
                 masks.append(check_path(found, "credential file"))

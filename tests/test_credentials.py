@@ -222,6 +222,15 @@ def test_an_override_that_is_not_one_app_s_place_is_ignored(value: str) -> None:
     assert never == never_paths(HOME, f"{HOME}/.vinos", environ={})
 
 
+@pytest.mark.parametrize("entry", ["~/proj/.env", "~/proj/deploy_token", "~/certs/server.pem"])
+def test_a_credential_named_file_cannot_be_a_home_entry(entry: str) -> None:
+    """Below a declared folder such a file is masked; declared itself, it would be shown
+    whole to a routine that may have the network on."""
+    problem = home_problem(entry, HOME, NEVER)
+    assert problem is not None and "[[agent.credentials]]" in problem, problem
+    assert "credential-named" in problem
+
+
 def test_a_moved_config_home_is_as_broad_as_the_default() -> None:
     env = {"XDG_CONFIG_HOME": "/home/ana/cfg"}
     never = never_paths(HOME, f"{HOME}/.vinos", environ=env)

@@ -382,6 +382,18 @@ def home_problem(
                 "no routine may see it; a command that needs it takes it as a credential "
                 "([[agent.credentials]] or [[command.credentials]], bound to hosts)"
             )
+    # Below a declared folder these names are masked; declared itself (or a folder inside
+    # one), the file would be shown whole (tests/test_credentials.py::
+    # test_a_credential_named_file_cannot_be_a_home_entry).
+    for p in (path, real):
+        below = p[len(home.rstrip("/")) + 1 :] if under(p, home) else posixpath.basename(p)
+        for name in below.split("/"):
+            if pattern := name_pattern(name):
+                return (
+                    f'"{entry}" is credential-named ("{name}": {pattern.holds}): no routine '
+                    "may see it; a command that needs it takes it as a credential "
+                    "([[agent.credentials]] or [[command.credentials]], bound to hosts)"
+                )
     return None
 
 

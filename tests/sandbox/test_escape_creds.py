@@ -126,3 +126,15 @@ def test_a_grant_of_a_catalog_entry_or_a_named_token_file_is_bound_whole(box: Bo
         credentials=("~/.config/gcloud", "~/apps/tool/api_token"),
     )
     assert r.stdout.count(box.marker) == 3, r.stdout + r.stderr
+
+
+def test_a_credential_named_file_declared_itself_is_masked(box: Box) -> None:
+    """The names are masked below a declared folder; declaring the file itself
+    (`home = ["~/proj/.env"]`) must not show it either (validate refuses it too)."""
+    _plant(box, "proj/.env", f"API_KEY={box.marker}\n")
+    _plant(box, "proj/deploy_token", f"{box.marker}\n")
+    r = box.run(
+        "cat ~/proj/.env ~/proj/deploy_token; true",
+        declared=("~/proj/.env", "~/proj/deploy_token"),
+    )
+    assert box.marker not in r.stdout + r.stderr

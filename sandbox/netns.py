@@ -129,6 +129,8 @@ def confined_argv(
     --new-session: its stderr may be the worker's terminal, and no TIOCSTI may reach it."""
     argv = [bwrap, "--unshare-all", "--share-net", "--new-session"]
     argv += ["--die-with-parent"] if die_with_parent else []
+    # The empty /tmp first: a bind below it (an interpreter there) must come after.
+    argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
     argv += ["--ro-bind", "/usr", "/usr"]
     for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64"):
         if os.path.islink(top):
@@ -138,11 +140,16 @@ def confined_argv(
     prefix = os.path.realpath(sys.base_prefix)
     if prefix != "/usr" and not prefix.startswith("/usr/"):
         argv += ["--ro-bind", prefix, prefix]  # a Python built elsewhere (/opt, pyenv)
+    program_file = os.path.realpath(program[0])
+    if not any(program_file.startswith(d + "/") for d in ("/usr", prefix)):
+        # A venv made with --copies: its interpreter is a file of its own, bound alone
+        # (tests/sandbox/test_egress_process.py::test_a_copied_interpreter_runs_confined).
+        argv += ["--ro-bind", program_file, program_file]
     argv += ["--ro-bind", _HERE, _HERE]
     for path in _ETC:
         if os.path.exists(path):  # a link (resolv.conf → /run/…) bound as its target's file
             argv += ["--ro-bind", os.path.realpath(path), path]
-    argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--chdir", "/"]
+    argv += ["--chdir", "/"]
     return [*argv, "--", *program]
 
 

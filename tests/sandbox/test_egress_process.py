@@ -18,7 +18,7 @@ import pytest
 from sandbox_testkit import REPO, Box
 
 from sandbox import run_shell
-from sandbox.netns import PROXY
+from sandbox.netns import PROXY, confined_argv
 
 SECRET = "sk-ant-api03-egress-test-secret"
 
@@ -259,3 +259,18 @@ def test_an_unstartable_proxy_is_a_clear_error(box: Box, tmp_path: Path) -> None
     assert result.error is not None
     assert result.error.startswith("the egress proxy could not be started: ")
     assert proxy_processes() == []
+
+
+def test_a_copied_interpreter_runs_confined(tmp_path: Path, not_root: None) -> None:
+    """A worker in a venv made with --copies runs an interpreter outside /usr and outside
+    Python's prefix: the confinement binds that file, or no networked call could start its
+    proxy."""
+    venv = tmp_path / "venv"
+    subprocess.run(
+        [os.path.realpath(sys.executable), "-m", "venv", "--copies", "--without-pip", venv],
+        check=True,
+    )
+    python = str(venv / "bin/python")
+    argv = confined_argv([python, "-I", "-S", "-c", "print('confined ok')"])
+    out = subprocess.run(argv, check=False, capture_output=True, text=True, env={}, timeout=60)
+    assert out.stdout == "confined ok\n", out.stderr

@@ -29,6 +29,7 @@ import sys
 import threading
 from collections.abc import Sequence
 
+from sandbox.binaries import DEFAULT_BWRAP
 from sandbox.egress import EgressPolicy, egress_policy, policy_argv
 
 __all__ = [
@@ -36,6 +37,7 @@ __all__ = [
     "PROXY_URL",
     "Network",
     "ProxyProcess",
+    "confined_argv",
     "holder_argv",
     "proxy_argv",
     "proxy_env",
@@ -81,12 +83,74 @@ def holder_argv(bwrap_argv: list[str], pass_fd: int) -> list[str]:
     return [sys.executable, "-I", "-S", HOLDER, str(pass_fd), str(PROXY_PORT), "--", *bwrap_argv]
 
 
-def proxy_argv(policy: EgressPolicy, listener_fd: int, prefix: Sequence[str] = ()) -> list[str]:
+def proxy_argv(
+    policy: EgressPolicy,
+    listener_fd: int,
+    prefix: Sequence[str] = (),
+    bwrap: str = DEFAULT_BWRAP,
+    die_with_parent: bool = False,
+) -> list[str]:
     """The argv of the proxy process: isolated like the holder, its policy in its arguments
-    (host names only: nothing secret). `prefix` runs it under another command; the tests
-    use it to put the proxy in a network namespace of theirs that stands for the host."""
-    proxy = [sys.executable, "-I", "-S", PROXY, str(listener_fd), *policy_argv(policy)]
-    return [*prefix, *proxy]
+    (host names only: nothing secret), confined by `confined_argv`. `prefix` runs it under
+    another command; the tests use it to put the proxy in a network namespace of theirs that
+    stands for the host."""
+    python = os.path.realpath(sys.executable)
+    proxy = [python, "-I", "-S", PROXY, str(listener_fd), *policy_argv(policy)]
+    return [*prefix, *confined_argv(proxy, bwrap, die_with_parent)]
+
+
+# What name resolution reads (the proxy resolves the names a sandbox asks for), and the
+# dynamic loader's cache; no other file of /etc.
+_ETC = (
+    "/etc/resolv.conf",
+    "/etc/hosts",
+    "/etc/nsswitch.conf",
+    "/etc/gai.conf",
+    "/etc/host.conf",
+    "/etc/services",
+    "/etc/protocols",
+    "/etc/ld.so.cache",
+)
+
+
+def confined_argv(
+    program: Sequence[str], bwrap: str = DEFAULT_BWRAP, die_with_parent: bool = False
+) -> list[str]:
+    """`program` under bwrap as the egress proxy runs: the host's network (it connects out
+    for the sandbox) and nothing else of the user's. Read-only /usr (and the interpreter's
+    prefix when it lives elsewhere), this package's own folder, the few /etc files name
+    resolution reads; a /proc of its own pid namespace, a minimal /dev, an empty /tmp. No
+    $HOME, so no ~/.vinos: code run in the proxy by a hostile sandbox's bytes cannot read the
+    API key file, or the worker's environment through /proc
+    (tests/sandbox/test_egress_process.py::test_the_proxy_cannot_open_the_api_key_file).
+
+    `die_with_parent`: bwrap's --die-with-parent, which fires when the spawning *thread*
+    ends; ProxyProcess spawns from a thread it keeps until close (see `_wait`).
+    --new-session: its stderr may be the worker's terminal, and no TIOCSTI may reach it."""
+    argv = [bwrap, "--unshare-all", "--share-net", "--new-session"]
+    argv += ["--die-with-parent"] if die_with_parent else []
+    # The empty /tmp first: a bind below it (an interpreter there) must come after.
+    argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+    argv += ["--ro-bind", "/usr", "/usr"]
+    for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64"):
+        if os.path.islink(top):
+            argv += ["--symlink", os.readlink(top), top]
+        elif os.path.isdir(top):
+            argv += ["--ro-bind", top, top]
+    prefix = os.path.realpath(sys.base_prefix)
+    if prefix != "/usr" and not prefix.startswith("/usr/"):
+        argv += ["--ro-bind", prefix, prefix]  # a Python built elsewhere (/opt, pyenv)
+    program_file = os.path.realpath(program[0])
+    if not any(program_file.startswith(d + "/") for d in ("/usr", prefix)):
+        # A venv made with --copies: its interpreter is a file of its own, bound alone
+        # (tests/sandbox/test_egress_process.py::test_a_copied_interpreter_runs_confined).
+        argv += ["--ro-bind", program_file, program_file]
+    argv += ["--ro-bind", _HERE, _HERE]
+    for path in _ETC:
+        if os.path.exists(path):  # a link (resolv.conf → /run/…) bound as its target's file
+            argv += ["--ro-bind", os.path.realpath(path), path]
+    argv += ["--chdir", "/"]
+    return [*argv, "--", *program]
 
 
 class ProxyProcess:
@@ -106,9 +170,12 @@ class ProxyProcess:
     tests/sandbox/test_egress_process.py holds all of this.
     """
 
-    def __init__(self, policy: EgressPolicy, prefix: Sequence[str] = ()) -> None:
+    def __init__(
+        self, policy: EgressPolicy, prefix: Sequence[str] = (), bwrap: str = DEFAULT_BWRAP
+    ) -> None:
         self.policy = policy
         self._prefix = tuple(prefix)
+        self._bwrap = bwrap
         self._lock = threading.Lock()
         self._proc: subprocess.Popen[bytes] | None = None
         self._closed = False
@@ -180,8 +247,13 @@ class ProxyProcess:
             with socket.socket(fileno=fds[0]) as listener:
                 sel.unregister(self._ours)
                 sel.register(listener, selectors.EVENT_READ)
-                if any(key.fileobj is listener for key, _ in sel.select()):
-                    self._spawn(listener)
+                if not any(key.fileobj is listener for key, _ in sel.select()):
+                    return
+                self._spawn(listener)
+                sel.unregister(listener)
+            # The proxy's bwrap dies with this thread (--die-with-parent is per thread):
+            # keep it until close, so a worker that dies takes the proxy with it.
+            sel.select()
 
     def _spawn(self, listener: socket.socket) -> None:
         with self._lock:
@@ -189,7 +261,8 @@ class ProxyProcess:
                 return
             try:
                 self._proc = subprocess.Popen(
-                    proxy_argv(self.policy, listener.fileno(), self._prefix),
+                    # --die-with-parent: with this thread, kept until close (see `_wait`)
+                    proxy_argv(self.policy, listener.fileno(), self._prefix, self._bwrap, True),
                     stdin=subprocess.PIPE,
                     stdout=subprocess.DEVNULL,
                     close_fds=True,  # nothing of the worker's beyond 0-2 and the listener

@@ -131,8 +131,9 @@ def routine_policy(
     `credentials` (`~/...`, checked by the caller: routines.spec.never.credential_problem) are
     bound read-only after the declared paths, even when on `never`: a grant is the one way a
     never-path reaches a sandbox, and the caller narrows `network` to its hosts. Below each
-    declared path (not below a credential) every file or folder whose name matches one of
-    `never_names` (fnmatch, case-insensitive, a leading dot matched too) is masked as well.
+    declared path, and below each grant of an ordinary folder, every file or folder whose
+    name matches one of `never_names` (fnmatch, case-insensitive, a leading dot matched too)
+    is masked as well; a grant that names a credential is bound whole (`_masks`).
     """
     env_in = os.environ if environ is None else environ
     real_home = _real(home, "HOME")
@@ -190,18 +191,43 @@ def _masks(
     never_names: Sequence[str],
 ) -> list[str]:
     """The never-paths a declared bind could show, then the credential-named files below the
-    declared binds; never a granted path itself (bwrap would mount the mask over the grant)."""
+    declared binds; never a granted path itself (bwrap would mount the mask over the grant).
+
+    A grant that names a credential (a never-path or inside one, or a credential-named file
+    or folder) is bound whole: naming it is the grant. A grant of an ordinary folder is
+    masked as the same folder declared in `home` would be, or `[[credentials]] path =
+    "~/dotfiles"` would show the gh login linked from ~/.config/gh that `home = ["~/dotfiles"]`
+    hides (tests/sandbox/test_escape_creds.py::
+    test_a_grant_of_an_ordinary_folder_is_masked_as_a_declared_one)."""
     exact = {p for pair in granted for p in pair}
+    binds = [*binds, *(g for g in granted if not _names_a_credential(g, never, never_names))]
     masks: list[str] = []
     for n in never:
         inside = any(_under(n, d) or _under(n, s) for s, d in binds)
         if inside and n not in masks and n not in exact:
             masks.append(check_path(n, "never-list path"))
-    for source, _dest in binds:
+    for source, dest in binds:
+        # A credential-named path declared itself (validate refuses it) is masked whole.
+        if _names_a_credential((source, dest), (), never_names) and source not in exact:
+            masks.append(check_path(source, "credential file"))
+            continue
         for found in _named(source, never_names, never, MAX_WALK):
             if found not in masks and found not in exact:
                 masks.append(check_path(found, "credential file"))
     return masks
+
+
+def _names_a_credential(
+    pair: tuple[str, str], never: Sequence[str], never_names: Sequence[str]
+) -> bool:
+    """Whether a granted (source, dest) is a never-path, inside one, or credential-named."""
+    for path in pair:
+        low = os.path.basename(path).lower()
+        if any(_under(path, n) for n in never):
+            return True
+        if any(fnmatch.fnmatchcase(low, n) for n in never_names):
+            return True
+    return False
 
 
 # Entries looked at below the declared paths to find credential-named files: past this the
@@ -238,8 +264,8 @@ def _named(root: str, names: Sequence[str], never: Sequence[str], cap: int) -> l
         if seen > cap:
             raise UnsafeValue(
                 f"home: {root} holds more than {cap:,} files and folders; each is checked for "
-                "credential names (credentials*, *token*, *.pem) before it is shown: declare "
-                "a narrower folder"
+                "credential names (.env, credentials*, *token*, *.pem, …) before it is shown: "
+                "declare a narrower folder"
             )
         for e in entries:
             low = e.name.lower()

@@ -65,7 +65,7 @@ def read_files(
     A file whose real path is under a `never` path (absolute, normalised: the never-list,
     routines/spec/never.py) is refused, unless it is under one of `own` (the routine's workspace);
     so is one with a component whose name matches `never_names` (fnmatch, case-insensitive:
-    `credentials*`, `*token*`, `*.pem`), and anything in SYSTEM_DIRS.
+    `.env`, `credentials*`, `*token*`, `*.pem`, …), and anything in SYSTEM_DIRS.
 
     Returns {"pattern", "files": [{"path", "content", "truncated"}], "skipped": [{"path",
     "reason"}]}, with "error" when the pattern is refused and "note" when a cap cut the result.

@@ -187,7 +187,7 @@ def _run(
             # Network on: bwrap runs in a holder namespace whose only way out is the proxy,
             # a process of its own (no secret of ours), started when the sandbox's first
             # connection is pending (it waits in the listen backlog meanwhile).
-            proxy = ProxyProcess(egress, proxy_prefix)
+            proxy = ProxyProcess(egress, proxy_prefix, policy.bwrap)
             lasting.callback(proxy.close)
             pass_fd = proxy.start()
             argv = holder_argv(argv, pass_fd)

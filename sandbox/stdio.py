@@ -224,7 +224,7 @@ def _start(
         passed = [seccomp_fd, info_w, *rw_fds]
         proxy: ProxyProcess | None = None
         if egress is not None:
-            proxy = ProxyProcess(egress, proxy_prefix)
+            proxy = ProxyProcess(egress, proxy_prefix, policy.bwrap)
             lasting.callback(proxy.close)
             pass_fd = proxy.start()
             argv = holder_argv(argv, pass_fd)

@@ -16,9 +16,13 @@ from routines.spec.never import (
     CATALOG,
     credential_problem,
     describe,
+    home_problem,
     name_pattern,
     never_paths,
     read_problem,
+)
+from routines.spec.never import (
+    holds as held,
 )
 from routines.spec.paths import paths
 
@@ -146,14 +150,101 @@ def test_the_catalog_names_every_store_of_the_brief_with_what_it_holds() -> None
         "~/.netrc",
     ):
         assert path in paths_, path
-    assert describe("~/.config/gh") == "GitHub CLI login"
-    assert describe("~/.ssh/id_ed25519") == "SSH keys"
-    assert describe("~/notes") is None
+    assert describe("~/.config/gh", HOME) == "GitHub CLI login"
+    assert describe("~/.ssh/id_ed25519", HOME) == "SSH keys"
+    assert describe("~/notes", HOME) is None
+    assert describe("~/apps/api_token", HOME) == "a token file"
+
+
+def test_the_catalog_names_database_build_agent_browser_and_chat_logins() -> None:
+    """Stores a routine author could still declare after the first catalog: database
+    passwords, build-tool repository logins, container registry auth, coding agents' logins,
+    the other Chromium browsers' profiles, and chat apps' sessions."""
+    found = {e.path: e.holds for e in CATALOG}
+    for path in (
+        "~/.pgpass",
+        "~/.my.cnf",
+        "~/.m2/settings.xml",
+        "~/.gradle/gradle.properties",
+        "~/.config/composer/auth.json",
+        "~/.composer/auth.json",
+        "~/.config/containers/auth.json",
+        "~/.codex",
+        "~/.claude",
+        "~/.claude.json",
+        "~/.config/microsoft-edge",
+        "~/.config/vivaldi",
+        "~/.config/opera",
+        "~/.config/BraveSoftware",
+        "~/.config/Slack",
+        "~/.config/discord",
+    ):
+        assert found.get(path), path
+    assert "~/.local/state" in BROAD
+    problem = home_problem("~/.local/state", HOME, NEVER)
+    assert problem is not None and "name the app's own folder" in problem
+    for entry in ("~/.pgpass", "~/.claude/x", "~/.config/Slack"):
+        problem = home_problem(entry, HOME, NEVER)
+        assert problem is not None and "is on the never-list" in problem, entry
+
+
+@pytest.mark.parametrize(
+    ("var", "value", "hidden", "holds"),
+    [
+        ("XDG_CONFIG_HOME", "/home/ana/cfg", "/home/ana/cfg/gh", "GitHub CLI login"),
+        ("XDG_CONFIG_HOME", "/home/ana/cfg", "/home/ana/cfg/gcloud", "Google Cloud CLI"),
+        ("XDG_DATA_HOME", "/home/ana/data", "/home/ana/data/keyrings", "GNOME keyring"),
+        ("GH_CONFIG_DIR", "/home/ana/gh-login", "/home/ana/gh-login", "GitHub CLI login"),
+        ("CARGO_HOME", "/home/ana/rust/cargo", "/home/ana/rust/cargo/credentials.toml", "crates"),
+        ("DOCKER_CONFIG", "/home/ana/dock", "/home/ana/dock", "Docker registry logins"),
+        ("KUBECONFIG", "/home/ana/k/a.yaml:/home/ana/k/b.yaml", "/home/ana/k/b.yaml", "Kube"),
+        ("GNUPGHOME", "/home/ana/gpg", "/home/ana/gpg", "GnuPG keys"),
+        ("AWS_SHARED_CREDENTIALS_FILE", "/home/ana/aws.ini", "/home/ana/aws.ini", "AWS"),
+    ],
+)
+def test_the_catalog_follows_the_environment_that_moves_a_store(
+    var: str, value: str, hidden: str, holds: str
+) -> None:
+    """gh writes to $GH_CONFIG_DIR, cargo to $CARGO_HOME: a store moved by its variable is
+    hidden where it is, in addition to its default place (which stays hidden too)."""
+    env = {var: value}
+    never = never_paths(HOME, f"{HOME}/.vinos", environ=env)
+    assert hidden in never
+    assert f"{HOME}/.config/gh" in never  # the defaults stay
+    assert holds in held(hidden, HOME, environ=env)
+    assert hidden not in never_paths(HOME, f"{HOME}/.vinos", environ={})
+
+
+@pytest.mark.parametrize("value", ["", "relative/dir", "/", "/home/ana"])
+def test_an_override_that_is_not_one_app_s_place_is_ignored(value: str) -> None:
+    """An empty, relative, root or home value would hide nothing useful or everything."""
+    never = never_paths(HOME, f"{HOME}/.vinos", environ={"GH_CONFIG_DIR": value})
+    assert never == never_paths(HOME, f"{HOME}/.vinos", environ={})
+
+
+@pytest.mark.parametrize("entry", ["~/proj/.env", "~/proj/deploy_token", "~/certs/server.pem"])
+def test_a_credential_named_file_cannot_be_a_home_entry(entry: str) -> None:
+    """Below a declared folder such a file is masked; declared itself, it would be shown
+    whole to a routine that may have the network on."""
+    problem = home_problem(entry, HOME, NEVER)
+    assert problem is not None and "[[agent.credentials]]" in problem, problem
+    assert "credential-named" in problem
+
+
+def test_a_moved_config_home_is_as_broad_as_the_default() -> None:
+    env = {"XDG_CONFIG_HOME": "/home/ana/cfg"}
+    never = never_paths(HOME, f"{HOME}/.vinos", environ=env)
+    problem = home_problem("~/cfg", HOME, never, (), environ=env)
+    assert problem is not None and "holds many apps' settings" in problem
 
 
 @pytest.mark.parametrize(
     ("name", "hit"),
     [
+        (".env", ".env"),
+        (".env.production", ".env.*"),
+        (".envrc", ".envrc"),
+        ("environment.md", None),
         ("credentials.json", "credentials*"),
         ("CREDENTIALS", "credentials*"),
         (".gh_token", "*token*"),

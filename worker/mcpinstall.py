@@ -11,7 +11,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from routines.spec.never import BROAD, expand, under
+from routines.spec.never import broad_places, under
 
 __all__ = ["Install", "InstallProblem", "resolve_install"]
 
@@ -103,7 +103,7 @@ def _root(path: str) -> str | None:
 
 
 def _check(root: str, home: str, never: Sequence[str]) -> None:
-    broad = [expand(b, home) for b in BROAD]
+    broad = broad_places(home)  # moved XDG base folders are as broad as their defaults
     if root in broad or under(home, root):
         raise InstallProblem(
             f"the server is installed in {root}, which is too broad to show to its sandbox; "

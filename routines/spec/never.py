@@ -16,7 +16,7 @@ import fnmatch
 import os
 import posixpath
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 __all__ = [
@@ -24,9 +24,12 @@ __all__ = [
     "CATALOG",
     "DEFAULT_NEVER",
     "NAME_PATTERNS",
+    "OVERRIDES",
     "SYSTEM_NEVER",
     "Entry",
+    "broad_places",
     "broad_problem",
+    "catalog_places",
     "credential_problem",
     "describe",
     "expand",
@@ -95,12 +98,30 @@ CATALOG = (
     Entry("~/.ollama", "Ollama's private signing key"),
     Entry("~/.config/rclone", "rclone remotes and their tokens"),
     Entry("~/.Xauthority", "X display access cookie"),
-    # Browser, mail and sandboxed-app profiles: cookies, saved passwords, sessions.
+    # Database clients' stored passwords.
+    Entry("~/.pgpass", "PostgreSQL passwords (pgpass)"),
+    Entry("~/.my.cnf", "MySQL client password"),
+    # Build tools' and package managers' repository logins.
+    Entry("~/.m2/settings.xml", "Maven repository passwords"),
+    Entry("~/.gradle/gradle.properties", "Gradle repository credentials and signing keys"),
+    Entry("~/.config/composer/auth.json", "Composer (PHP) repository tokens"),
+    Entry("~/.composer/auth.json", "Composer (PHP) repository tokens"),
+    Entry("~/.config/containers/auth.json", "Podman and Buildah registry logins"),
+    # Coding agents: their API keys and OAuth logins.
+    Entry("~/.codex", "Codex CLI login and API key"),
+    Entry("~/.claude", "Claude Code login and sessions"),
+    Entry("~/.claude.json", "Claude Code settings and account"),
+    # Browser, mail, chat and sandboxed-app profiles: cookies, saved passwords, sessions.
     Entry("~/.mozilla", "Firefox profiles (cookies, saved passwords)"),
     Entry("~/.thunderbird", "Thunderbird profiles (mail, passwords)"),
     Entry("~/.config/google-chrome", "Chrome profiles (cookies, saved passwords)"),
     Entry("~/.config/chromium", "Chromium profiles (cookies, saved passwords)"),
     Entry("~/.config/BraveSoftware", "Brave profiles (cookies, saved passwords)"),
+    Entry("~/.config/microsoft-edge", "Edge profiles (cookies, saved passwords)"),
+    Entry("~/.config/vivaldi", "Vivaldi profiles (cookies, saved passwords)"),
+    Entry("~/.config/opera", "Opera profiles (cookies, saved passwords)"),
+    Entry("~/.config/Slack", "Slack sessions (cookies, workspace tokens)"),
+    Entry("~/.config/discord", "Discord session token"),
     Entry("~/snap", "snap apps' data"),
     Entry("~/.var/app", "Flatpak apps' data"),
     # Shell and REPL histories: tokens pasted on a command line end up here.
@@ -116,17 +137,64 @@ CATALOG = (
 )
 DEFAULT_NEVER = tuple(e.path for e in CATALOG)
 
+# Variables that move a store away from its catalog place: (variable, the catalog place it
+# replaces). Every catalog entry at or below that place is hidden at the moved place too, as
+# well as at the default (a store may exist in both). KUBECONFIG is a `:`-separated list of
+# files. Which environment counts: the one of the process that builds the never-list, so at
+# run time the daemon's (the worker inherits it; the sandbox itself gets none of these
+# variables), and for `validate` the user's shell. Set them in the user manager's environment
+# (~/.config/environment.d) so both agree (tests/test_credentials.py::
+# test_the_catalog_follows_the_environment_that_moves_a_store).
+OVERRIDES = (
+    ("XDG_CONFIG_HOME", "~/.config"),
+    ("XDG_DATA_HOME", "~/.local/share"),
+    ("GH_CONFIG_DIR", "~/.config/gh"),
+    ("CLOUDSDK_CONFIG", "~/.config/gcloud"),
+    ("AZURE_CONFIG_DIR", "~/.azure"),
+    ("CARGO_HOME", "~/.cargo"),
+    ("DOCKER_CONFIG", "~/.docker"),
+    ("KUBECONFIG", "~/.kube"),
+    ("GNUPGHOME", "~/.gnupg"),
+    ("PASSWORD_STORE_DIR", "~/.password-store"),
+    ("AWS_SHARED_CREDENTIALS_FILE", "~/.aws"),
+    ("AWS_CONFIG_FILE", "~/.aws"),
+    ("NPM_CONFIG_USERCONFIG", "~/.npmrc"),
+    ("REGISTRY_AUTH_FILE", "~/.config/containers/auth.json"),
+    ("CODEX_HOME", "~/.codex"),
+    ("CLAUDE_CONFIG_DIR", "~/.claude"),
+)
+
+# The XDG base folders a variable may move: a moved one is as broad as its default.
+_BROAD_MOVED = (
+    ("XDG_CONFIG_HOME", "~/.config"),
+    ("XDG_DATA_HOME", "~/.local/share"),
+    ("XDG_STATE_HOME", "~/.local/state"),
+    ("XDG_CACHE_HOME", "~/.cache"),
+)
+
 # File and folder names masked (sandbox) and refused (read tool) wherever they are below a
 # declared folder: an app's folder the catalog does not know may still hold its token.
 # Unlike a glob's, these wildcards match a leading dot too: `.gh_token` is a token file.
 NAME_PATTERNS = (
+    Entry(".env", "an environment file (API keys, database passwords)"),
+    Entry(".env.*", "an environment file (API keys, database passwords)"),
+    Entry(".envrc", "a direnv environment file (API keys, database passwords)"),
     Entry("credentials*", "a credentials file"),
     Entry("*token*", "a token file"),
     Entry("*.pem", "a key or certificate (PEM)"),
 )
 
 # Folders that hold many apps' secrets at once: an entry must name the app's own folder.
-BROAD = ("~", "~/.config", "~/.local", "~/.local/share", "~/.cache", "~/.var", "~/snap")
+BROAD = (
+    "~",
+    "~/.config",
+    "~/.local",
+    "~/.local/share",
+    "~/.local/state",
+    "~/.cache",
+    "~/.var",
+    "~/snap",
+)
 
 # Kernel and runtime interfaces, never read by the read tool: /proc/*/environ holds the
 # worker's environment, /run the user's sockets (sandbox/readtool.py refuses them too).
@@ -148,15 +216,22 @@ def expand(path: str, home: str) -> str:
     return os.path.normpath(path)
 
 
-def never_paths(home: str, vinos_home: str, extra: Sequence[str] = ()) -> tuple[str, ...]:
+def never_paths(
+    home: str,
+    vinos_home: str,
+    extra: Sequence[str] = (),
+    environ: Mapping[str, str] | None = None,
+) -> tuple[str, ...]:
     """The never-list for a user whose real home is `home`, as absolute normalised paths.
 
     Each entry is given as written and, when a symlink leads elsewhere, as its real target
-    too: hiding ~/.ssh must hide ~/dotfiles/ssh when ~/.ssh points there. Raises ValueError
-    for an extra entry that is not `~/...` or absolute, or is all of `~` or `/`.
+    too: hiding ~/.ssh must hide ~/dotfiles/ssh when ~/.ssh points there. A store moved by a
+    variable of `environ` (OVERRIDES; os.environ when None) is hidden at both places. Raises
+    ValueError for an extra entry that is not `~/...` or absolute, or is all of `~` or `/`.
     """
     out: list[str] = []
-    for entry in (*DEFAULT_NEVER, vinos_home, *extra):
+    moved = [p for p, _ in catalog_places(home, environ) if not p.startswith("~")]
+    for entry in (*DEFAULT_NEVER, *moved, vinos_home, *extra):
         path = expand(entry, home)
         if path in ("/", home.rstrip("/") or "/"):
             raise ValueError(f"never-list entry {entry!r} would hide all of {path}")
@@ -166,38 +241,93 @@ def never_paths(home: str, vinos_home: str, extra: Sequence[str] = ()) -> tuple[
     return tuple(out)
 
 
+def catalog_places(
+    home: str, environ: Mapping[str, str] | None = None
+) -> tuple[tuple[str, str], ...]:
+    """(path, what it holds) for every catalog entry: its `~/...` place, then each absolute
+    place a variable of `environ` moves it to (values that are not one app's own place,
+    such as "", a relative path, `/`, the home or a parent of it, are ignored)."""
+    env = os.environ if environ is None else environ
+    out = [(e.path, e.holds) for e in CATALOG]
+    for var, place in OVERRIDES:
+        targets = env.get(var, "").split(":") if var == "KUBECONFIG" else [env.get(var, "")]
+        for target in (os.path.normpath(t) for t in targets if t.startswith("/")):
+            if "\0" in target or "\n" in target or under(home, target):
+                continue
+            for e in CATALOG:
+                if e.path == place or e.path.startswith(place + "/"):
+                    out.append((target + e.path[len(place) :], e.holds))
+    return tuple(dict.fromkeys(out))
+
+
+def broad_places(home: str, environ: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """BROAD as absolute paths, with the XDG base folders where their variables move them."""
+    env = os.environ if environ is None else environ
+    out = [expand(b, home) for b in BROAD]
+    for var, _default in _BROAD_MOVED:
+        value = env.get(var, "")
+        if value.startswith("/") and "\0" not in value and "\n" not in value:
+            out.append(os.path.normpath(value))
+    return tuple(dict.fromkeys(out))
+
+
 def under(path: str, parent: str) -> bool:
     """Whether `path` is `parent` or below it (both absolute and normalised)."""
     return path == parent or path.startswith(parent.rstrip("/") + "/")
 
 
-def holds(path: str, home: str, extra: Sequence[str] = ()) -> str:
+def holds(
+    path: str, home: str, extra: Sequence[str] = (), environ: Mapping[str, str] | None = None
+) -> str:
     """What the never-path `path` (absolute) holds, in plain words, for a refusal. `extra`
     are config.toml's `[sandbox].never` entries as written; what is neither is VINOS_HOME."""
-    for entry in (*CATALOG, *(Entry(x, "added by config.toml [sandbox].never") for x in extra)):
+    added = ((x, "added by config.toml [sandbox].never") for x in extra)
+    for place, held in (*catalog_places(home, environ), *added):
         try:
-            p = expand(entry.path, home)
+            p = expand(place, home)
         except ValueError:
             continue
         if path in (p, os.path.realpath(p)):
-            return entry.holds
+            return held
     return "vinos-routine's own secrets and state"
 
 
-def describe(entry: str) -> str | None:
-    """What the `~/...` path `entry` holds when it is, or is inside, a catalog entry; pure
-    (no home needed): for the capability card's credential lines.
+def describe(entry: str, home: str, environ: Mapping[str, str] | None = None) -> str | None:
+    """What the credential grant `entry` (`~/...`) gives, judged by its resolved path as well
+    as by the path as written, for the capability card's credential lines; None for a plain
+    folder or file. `home` is the real home the grant is resolved in.
 
-    A folder that holds catalog entries without being one (`~/.config/git`, `~/.cargo`) is
-    bound whole, those entries with it: "holds …" names them, or the card would show a
-    grant of git's passwords as a plain folder (tests/test_redteam_card.py).
+    - A catalog entry, or a path inside one, or a link to either: what the entry holds.
+    - A credential-named file or folder (`*token*`, …): what the name pattern says.
+    - A folder that holds catalog entries without being one (`~/.config/git`, `~/.cargo`,
+      `~/dotfiles` with ~/.config/gh linked into it): "hidden in it: …", since the sandbox
+      masks them below a grant of an ordinary folder as below a `home` entry
+      (tests/test_redteam_card.py, tests/sandbox/test_escape_creds.py).
     """
-    path = posixpath.normpath(entry)
-    for e in sorted(CATALOG, key=lambda e: -len(e.path)):
-        if path == e.path or path.startswith(e.path + "/"):
-            return e.holds
-    inside = dict.fromkeys(e.holds for e in CATALOG if e.path.startswith(path + "/"))
-    return "holds " + ", ".join(inside) if inside else None
+    try:
+        written = expand(entry, home)
+    except ValueError:
+        return None
+    paths = dict.fromkeys((written, os.path.realpath(written)))
+    places = [
+        (held, p) for place, held in catalog_places(home, environ) for p in _places(place, home)
+    ]
+    for held, p in sorted(places, key=lambda hp: -len(hp[1])):
+        if any(under(path, p) for path in paths):
+            return held
+    for path in paths:
+        if pattern := name_pattern(posixpath.basename(path)):
+            return pattern.holds
+    inside = dict.fromkeys(
+        held for held, p in places if any(under(p, path) and p != path for path in paths)
+    )
+    return "hidden in it: " + ", ".join(inside) if inside else None
+
+
+def _places(entry: str, home: str) -> tuple[str, ...]:
+    """A catalog place as written and, when a link leads elsewhere, its real target."""
+    path = expand(entry, home)
+    return tuple(dict.fromkeys((path, os.path.realpath(path))))
 
 
 def name_pattern(name: str) -> Entry | None:
@@ -206,23 +336,29 @@ def name_pattern(name: str) -> Entry | None:
     return next((e for e in NAME_PATTERNS if fnmatch.fnmatchcase(low, e.path)), None)
 
 
-def broad_problem(entry: str, home: str, key: str = "home") -> str | None:
+def broad_problem(
+    entry: str, home: str, key: str = "home", environ: Mapping[str, str] | None = None
+) -> str | None:
     """Why `entry` (a `~/...` or absolute path) is too broad to declare, or None."""
     try:
         path = expand(entry, home)
     except ValueError:
         return None  # reported by the caller's own checks
-    for b in BROAD:
-        if path == expand(b, home):
+    for b in broad_places(home, environ):
+        if path == b:
             return (
                 f'"{_tilde(path, home)}" holds many apps\' settings and secrets at once, so it '
-                f'cannot be a {key}: name the app\'s own folder, such as "{b}/APP"'
+                f'cannot be a {key}: name the app\'s own folder, such as "{_tilde(b, home)}/APP"'
             )
     return None
 
 
 def home_problem(
-    entry: str, home: str, never: Sequence[str], extra: Sequence[str] = ()
+    entry: str,
+    home: str,
+    never: Sequence[str],
+    extra: Sequence[str] = (),
+    environ: Mapping[str, str] | None = None,
 ) -> str | None:
     """Why `entry` of `home = [...]` cannot be declared, or None. `home` is the real home."""
     if not entry.startswith("~/") and entry != "~":
@@ -235,16 +371,29 @@ def home_problem(
         return "all of ~ cannot be shown to a shell tool: name the app's own folder it needs"
     if "/../" in entry + "/" or "/./" in entry + "/":
         return f'"{entry}": . and .. components are not allowed'
-    if problem := broad_problem(entry, home, "home entry"):
+    if problem := broad_problem(entry, home, "home entry", environ):
         return problem
     real = os.path.realpath(path)
     for n in never:
         if under(path, n) or under(real, n):
             return (
-                f'"{entry}" is on the never-list ({_tilde(n, home)}: {holds(n, home, extra)}): '
+                f'"{entry}" is on the never-list ({_tilde(n, home)}: '
+                f"{holds(n, home, extra, environ)}): "
                 "no routine may see it; a command that needs it takes it as a credential "
                 "([[agent.credentials]] or [[command.credentials]], bound to hosts)"
             )
+    # Below a declared folder these names are masked; declared itself (or a folder inside
+    # one), the file would be shown whole (tests/test_credentials.py::
+    # test_a_credential_named_file_cannot_be_a_home_entry).
+    for p in (path, real):
+        below = p[len(home.rstrip("/")) + 1 :] if under(p, home) else posixpath.basename(p)
+        for name in below.split("/"):
+            if pattern := name_pattern(name):
+                return (
+                    f'"{entry}" is credential-named ("{name}": {pattern.holds}): no routine '
+                    "may see it; a command that needs it takes it as a credential "
+                    "([[agent.credentials]] or [[command.credentials]], bound to hosts)"
+                )
     return None
 
 

@@ -97,3 +97,27 @@ def test_with_yes_the_input_is_printed_not_paged(cli: Cli, not_root: None) -> No
     r = cli.spawn("approve", str(pid), "--yes", env={"PAGER": "false"})
     assert "quoted line 2999" in r.stdout
     assert f"approving #{pid}: send-reply for drafter" in r.stdout
+
+
+PADDED = "To: boss@example.org" + " " * 190 + ", evil@x.test\nSubject: report\n"
+
+
+def test_a_cut_line_says_how_much_was_cut_next_to_the_question(cli: Cli, on_pty: OnPty) -> None:
+    """`To: boss` padded past the cut with spaces, then a second address: the cut hid it
+    without a trace. The reminder line now ends in a marker counting what is not shown."""
+    pid = seed(cli, PADDED)
+    run = on_pty("approve", str(pid), env={"PAGER": "false"})
+    screen = run.read_until("now? [y/N]")
+    run.send("n\n")
+    assert run.wait() == 1
+    [line] = [x for x in before_the_question(screen) if "│ To: boss@example.org" in x]
+    hidden = len(PADDED.splitlines()[0]) - 200
+    assert line.rstrip().endswith(f"…(+{hidden} chars)"), line
+
+
+def test_pending_marks_a_cut_line_too(cli: Cli) -> None:
+    seed(cli, PADDED)
+    res = cli("pending")
+    assert res.returncode == 0, res.stderr
+    [line] = [x for x in res.stdout.splitlines() if "│ To: boss@example.org" in x]
+    assert line.endswith(f"…(+{len(PADDED.splitlines()[0]) - 200} chars)"), line

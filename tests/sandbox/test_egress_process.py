@@ -5,6 +5,7 @@ its own exit path (EOF on its stdin), and when the worker dies."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -17,7 +18,7 @@ import pytest
 from sandbox_testkit import REPO, Box
 
 from sandbox import run_shell
-from sandbox.netns import PROXY
+from sandbox.netns import PROXY, confined_argv
 
 SECRET = "sk-ant-api03-egress-test-secret"
 
@@ -31,6 +32,23 @@ def proxy_processes() -> list[psutil.Process]:
         except psutil.Error:
             continue
     return found
+
+
+def proxy_python(pid: int) -> psutil.Process:
+    """The interpreter that runs the proxy: `pid` (what Popen started: bwrap, which confines
+    it) or the one of its descendants whose program is not bwrap."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        top = psutil.Process(pid)
+        for p in (top, *top.children(recursive=True)):
+            try:
+                cmd = p.cmdline()
+            except psutil.Error:
+                continue
+            if PROXY in cmd and os.path.basename(cmd[0]) != "bwrap":
+                return p
+        time.sleep(0.05)
+    raise AssertionError(f"no proxy interpreter below {pid}")
 
 
 def fd_kinds(pid: int) -> dict[int, str]:
@@ -86,14 +104,17 @@ def start_worker(env: dict[str, str]) -> tuple[subprocess.Popen[str], int]:
 
 
 def test_the_proxy_process_holds_no_secret_of_the_worker(not_root: None) -> None:
-    worker, pid = start_worker({**os.environ, "ANTHROPIC_API_KEY": SECRET})
+    worker, started = start_worker({**os.environ, "ANTHROPIC_API_KEY": SECRET})
+    pid = proxy_python(started).pid
     try:
         assert worker.stdin is not None and worker.stdout is not None
         with open(f"/proc/{worker.pid}/environ", "rb") as f:
             assert SECRET.encode() in f.read()  # the worker holds one
         assert pid != worker.pid
+        with open(f"/proc/{started}/environ", "rb") as f:
+            assert f.read() == b""  # what the worker gave: nothing
         with open(f"/proc/{pid}/environ", "rb") as f:
-            assert f.read() == b""
+            assert f.read() in (b"", b"PWD=/\0")  # bwrap adds where it starts the proxy
         with open(f"/proc/{pid}/cmdline", "rb") as f:
             assert SECRET.encode() not in f.read()
 
@@ -113,7 +134,35 @@ def test_the_proxy_process_holds_no_secret_of_the_worker(not_root: None) -> None
         worker.stdin.flush()
         # The call's end: EOF and SIGKILL, whichever ends it first; either way reaped.
         assert worker.stdout.readline() in ("0\n", "-9\n")
-        assert not psutil.pid_exists(pid)
+        assert not psutil.pid_exists(started)
+        with contextlib.suppress(psutil.NoSuchProcess):
+            psutil.Process(pid).wait(timeout=30)  # the confined interpreter ends with it
+    finally:
+        worker.kill()
+        worker.wait()
+
+
+def test_the_proxy_cannot_open_the_api_key_file(not_root: None, tmp_path: Path) -> None:
+    """Code run inside the proxy (a parser bug a sandbox's bytes reach) sees the files its
+    own root shows: no home, so no ~/.vinos/secrets/anthropic-key, no file of the user's
+    elsewhere, and no /proc entry of the worker. Read through /proc/PID/root, the proxy's own
+    view of the file system."""
+    key = tmp_path / ".vinos/secrets/anthropic-key"
+    key.parent.mkdir(parents=True)
+    key.write_text(SECRET)
+    home_key = Path.home() / ".vinos/secrets/anthropic-key"
+    worker, started = start_worker(dict(os.environ))
+    try:
+        proxy = proxy_python(started)
+        root = f"/proc/{proxy.pid}/root"
+        assert os.path.exists(f"{root}/usr/bin")  # its root is readable to us
+        assert not os.path.exists(f"{root}{key}")
+        assert not os.path.exists(f"{root}{home_key}")
+        assert not os.path.exists(f"{root}{Path.home()}")
+        assert not os.path.exists(f"{root}{REPO}/pyproject.toml")  # only its own package
+        assert os.path.exists(f"{root}{PROXY}")
+        assert not os.path.exists(f"{root}/proc/{worker.pid}/environ")
+        assert os.listdir(f"{root}/tmp") == []
     finally:
         worker.kill()
         worker.wait()
@@ -136,11 +185,14 @@ def test_the_proxy_ends_when_the_worker_dies(not_root: None) -> None:
     worker, pid = start_worker(dict(os.environ))
     try:
         proxy = psutil.Process(pid)
-        assert proxy.is_running()
+        inner = proxy_python(pid)  # the confined interpreter (bwrap's child) ends too
+        assert proxy.is_running() and inner.is_running()
     finally:
         worker.kill()
         worker.wait()
     proxy.wait(timeout=30)  # raises psutil.TimeoutExpired if it outlived the worker
+    with contextlib.suppress(psutil.NoSuchProcess):
+        inner.wait(timeout=30)
 
 
 def test_a_networked_call_runs_its_proxy_apart_and_ends_it(
@@ -207,3 +259,18 @@ def test_an_unstartable_proxy_is_a_clear_error(box: Box, tmp_path: Path) -> None
     assert result.error is not None
     assert result.error.startswith("the egress proxy could not be started: ")
     assert proxy_processes() == []
+
+
+def test_a_copied_interpreter_runs_confined(tmp_path: Path, not_root: None) -> None:
+    """A worker in a venv made with --copies runs an interpreter outside /usr and outside
+    Python's prefix: the confinement binds that file, or no networked call could start its
+    proxy."""
+    venv = tmp_path / "venv"
+    subprocess.run(
+        [os.path.realpath(sys.executable), "-m", "venv", "--copies", "--without-pip", venv],
+        check=True,
+    )
+    python = str(venv / "bin/python")
+    argv = confined_argv([python, "-I", "-S", "-c", "print('confined ok')"])
+    out = subprocess.run(argv, check=False, capture_output=True, text=True, env={}, timeout=60)
+    assert out.stdout == "confined ok\n", out.stderr

@@ -23,12 +23,14 @@ def test_credential_named_files_under_a_declared_folder_are_masked(box: Box) -> 
         "proj/credentials.json",
         "proj/certs/server.pem",
         "proj/Credentials/key",
+        "proj/.env",
+        "proj/web/.env.production",
     ):
         _plant(box, rel, f"{token}\n")
     _plant(box, "proj/README.md", "ordinary readme\n")
     r = box.run(
         "cd ~/proj && cat .gh_token deploy/api-token.txt credentials.json certs/server.pem "
-        "Credentials/key README.md; ls -A; grep -r ghp_ . ; true",
+        "Credentials/key .env web/.env.production README.md; ls -A; grep -r ghp_ . ; true",
         declared=("~/proj",),
     )
     assert token not in r.stdout + r.stderr
@@ -89,3 +91,50 @@ def test_a_credential_named_grant_below_a_declared_folder_stays_visible(box: Box
         credentials=("~/proj/api-token.txt",),
     )
     assert r.stdout == f"{box.marker}\n"
+
+
+def test_a_grant_of_an_ordinary_folder_is_masked_as_a_declared_one(box: Box) -> None:
+    """The routine author grants `~/dotfiles` as a credential (bound to one host) instead of
+    declaring it: a grant must not show what the same folder as a `home` entry hides, the gh
+    login linked from ~/.config/gh and the credential-named files."""
+    _plant(box, "dotfiles/gh/hosts.yml", f"github.com:\n  oauth_token: {box.marker}\n")
+    _plant(box, "dotfiles/gh_token", f"{box.marker}\n")
+    _plant(box, "dotfiles/keys/server.pem", f"{box.marker}\n")
+    _plant(box, "dotfiles/vimrc", "set number\n")
+    (box.home / ".config").mkdir(exist_ok=True)
+    (box.home / ".config/gh").symlink_to(box.home / "dotfiles/gh")
+    r = box.run(
+        "cat ~/dotfiles/gh/hosts.yml ~/dotfiles/gh_token ~/dotfiles/keys/server.pem "
+        "~/dotfiles/vimrc; grep -r . ~/dotfiles; true",
+        declared=(),
+        credentials=("~/dotfiles",),
+    )
+    assert box.marker not in r.stdout + r.stderr
+    assert "set number" in r.stdout
+
+
+def test_a_grant_of_a_catalog_entry_or_a_named_token_file_is_bound_whole(box: Box) -> None:
+    """Naming the credential is the grant: gcloud's folder keeps its credentials*.db and
+    access_tokens.db, and a granted `*token*` file is its own content."""
+    _plant(box, ".config/gcloud/credentials.db", f"gcloud {box.marker}\n")
+    _plant(box, ".config/gcloud/access_tokens.db", f"tokens {box.marker}\n")
+    _plant(box, "apps/tool/api_token", f"tool {box.marker}\n")
+    r = box.run(
+        "cat ~/.config/gcloud/credentials.db ~/.config/gcloud/access_tokens.db "
+        "~/apps/tool/api_token",
+        declared=(),
+        credentials=("~/.config/gcloud", "~/apps/tool/api_token"),
+    )
+    assert r.stdout.count(box.marker) == 3, r.stdout + r.stderr
+
+
+def test_a_credential_named_file_declared_itself_is_masked(box: Box) -> None:
+    """The names are masked below a declared folder; declaring the file itself
+    (`home = ["~/proj/.env"]`) must not show it either (validate refuses it too)."""
+    _plant(box, "proj/.env", f"API_KEY={box.marker}\n")
+    _plant(box, "proj/deploy_token", f"{box.marker}\n")
+    r = box.run(
+        "cat ~/proj/.env ~/proj/deploy_token; true",
+        declared=("~/proj/.env", "~/proj/deploy_token"),
+    )
+    assert box.marker not in r.stdout + r.stderr

@@ -120,7 +120,7 @@ def pending(args: argparse.Namespace) -> int:
             print(f"    (not run automatically: {one_line(w.why)})")
         lines = w.input.splitlines() or [""]
         for line in lines[:INPUT_PREVIEW_LINES]:
-            print(f"    │ {visible(line, newlines=False)[:200]}")
+            print(f"    │ {_cut(visible(line, newlines=False))}")
         if len(lines) > INPUT_PREVIEW_LINES:
             print(f"    │ … ({len(lines) - INPUT_PREVIEW_LINES} more lines)")
         print(f"    vinos-routine approve {w.id}   ·   vinos-routine deny {w.id} --why '…'")
@@ -159,6 +159,19 @@ def _size(text: str) -> str:
     return f"{size:,} bytes, {lines:,} line{'' if lines == 1 else 's'}"
 
 
+LINE_CUT = 200  # characters of one escaped input line shown in a preview
+
+
+def _cut(shown: str) -> str:
+    """An escaped line at most LINE_CUT characters long, and a marker counting the rest when
+    it is longer: `To: boss` padded with spaces past the cut hid `, evil@x` without a trace
+    (tests/cli/test_cli_approve_display.py::
+    test_a_cut_line_says_how_much_was_cut_next_to_the_question)."""
+    if len(shown) <= LINE_CUT:
+        return shown
+    return f"{shown[:LINE_CUT]}…(+{len(shown) - LINE_CUT:,} chars)"
+
+
 def reminder(w: Any) -> str:
     """What is approved, said again right above the question (pure): the action, the command,
     the input's size and line count, and its first lines, each escaped to one line."""
@@ -170,7 +183,7 @@ def reminder(w: Any) -> str:
         f"  command: {visible(w.command, newlines=False)}",
         f"  input:   {_size(w.input)}; it begins:",
     ]
-    out += [f"    │ {visible(line, newlines=False)[:200]}" for line in lines[:REMINDER_LINES]]
+    out += [f"    │ {_cut(visible(line, newlines=False))}" for line in lines[:REMINDER_LINES]]
     if len(lines) > REMINDER_LINES:
         out.append(f"    │ … and {len(lines) - REMINDER_LINES:,} more lines")
     return "\n".join(out)

@@ -5,6 +5,9 @@ anything, and by `create`/`edit` after a save. Pure: a routine in, labelled line
 print: what it reads, which credentials go to which hosts, where it can connect, and what
 actions it may propose. `needs_consent` says whether `install` must ask first (it reads
 something and can reach the network: the pair that lets a routine send what it read away).
+A webhook output reaches the network too: the worker POSTs what the run wrote, so a routine
+with its `network` off still sends what it read to that host (tests/supervisor/
+test_capability_card.py::test_a_webhook_output_counts_as_reaching_the_network).
 """
 
 from __future__ import annotations
@@ -15,7 +18,15 @@ from datetime import datetime
 from routines.safetext import redact_url
 from routines.spec import Kind, McpServer, Memory, OutputType, Route, Routine
 
-__all__ = ["Line", "capabilities", "card", "card_lines", "needs_consent", "schedule_text"]
+__all__ = [
+    "Line",
+    "capabilities",
+    "card",
+    "card_lines",
+    "needs_consent",
+    "reach_text",
+    "schedule_text",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,24 +92,56 @@ def capabilities(routine: Routine) -> list[Line]:
     else:
         lines.extend(_agent_lines(routine))
     lines.extend(card(routine))
-    lines.append(_output_line(routine))
+    if _webhook_host(routine) is None:  # a webhook's line is on the card already
+        lines.append(_output_line(routine))
     return lines
 
 
 def card(routine: Routine) -> list[Line]:
     """The capability card: reads, credentials → hosts, network, actions."""
     lines = _read_lines(routine)
-    for i, cred in enumerate(routine.credentials):
-        from routines.spec.never import describe
-
-        what = describe(cred.path)
-        shown = f"{cred.path} ({what})" if what else cred.path
-        text = f"{shown} → only to {', '.join(cred.hosts)}"
-        lines.append(Line("credentials" if i == 0 else "", text, caution=True))
+    lines.extend(_credential_lines(routine))
     lines.append(_network_line(routine))
+    if _webhook_host(routine) is not None:
+        lines.append(_output_line(routine))
     lines.extend(_mcp_lines(routine))
     lines.extend(_action_lines(routine))
     return lines
+
+
+def _credential_lines(routine: Routine) -> list[Line]:
+    """Each grant, what it is (judged by its resolved path), and every host its calls can
+    reach: the egress proxy lets every call of the routine reach the union of all its
+    credentials' hosts and its own network list, so "only to its hosts" would be false
+    (tests/supervisor/test_capability_card.py::
+    test_credentials_go_to_their_hosts_and_narrow_where_it_connects)."""
+    import os
+    from pathlib import Path
+
+    from routines.spec.never import describe
+
+    home = os.path.realpath(Path.home())
+    own = routine.network if isinstance(routine.network, tuple) else ()
+    out = []
+    for i, cred in enumerate(routine.credentials):
+        what = describe(cred.path, home)
+        shown = f"{cred.path} ({what})" if what else cred.path
+        mine = dict.fromkeys(cred.hosts)
+        listed = [h for h in dict.fromkeys(own) if h not in mine]
+        others = [
+            h
+            for c in routine.credentials
+            for h in c.hosts
+            if c is not cred and h not in mine and h not in listed
+        ]
+        groups = [f"{', '.join(mine)} (its hosts)"]
+        if listed:
+            groups.append(f"{', '.join(listed)} (the routine's network list)")
+        if others:
+            groups.append(f"{', '.join(dict.fromkeys(others))} (its other credentials' hosts)")
+        text = f"{shown} → its calls can reach: {', '.join(groups)}"
+        out.append(Line("credentials" if i == 0 else "", text, caution=True))
+    return out
 
 
 def _servers(routine: Routine) -> tuple[McpServer, ...]:
@@ -133,9 +176,33 @@ def needs_consent(routine: Routine) -> bool:
     reads = bool(routine.home or routine.credentials or (agent and agent.read_patterns))
     reads = reads or any(a.home for a in routine.actions)
     reads = reads or any(s.home or s.credentials for s in _servers(routine))
+    return reads and bool(reach_text(routine))
+
+
+def reach_text(routine: Routine) -> str:
+    """How what it read can leave: "can reach the network", "sends its output to HOST",
+    both joined by "and", or "" when nothing of it leaves the machine."""
     online = bool(routine.egress) or any(a.network for a in routine.actions)
     online = online or any(s.egress for s in _servers(routine))
-    return reads and online
+    parts = ["can reach the network"] if online else []
+    if (host := _webhook_host(routine)) is not None:
+        parts.append(f"sends its output to {host}")
+    return " and ".join(parts)
+
+
+def _webhook_host(routine: Routine) -> str | None:
+    """The host a webhook output is POSTed to, or None when the output stays here."""
+    from urllib.parse import urlsplit
+
+    from routines.safetext import one_line
+
+    if routine.output.type is not OutputType.WEBHOOK:
+        return None
+    try:
+        host = urlsplit(routine.output.url or "").hostname
+    except ValueError:
+        host = None
+    return one_line(host) if host else "(an invalid URL)"
 
 
 def card_lines(lines: list[Line], colour: bool = False) -> list[str]:
@@ -227,6 +294,14 @@ def _budget_line(routine: Routine) -> Line:
 
 
 def _network_line(routine: Routine) -> Line:
+    line = _calls_line(routine)
+    if (host := _webhook_host(routine)) is None:
+        return line
+    # "no" alone would read as "nothing leaves": the output does (see the output line).
+    return Line("network", f"{line.text}; its output is POSTed to {host}", caution=True)
+
+
+def _calls_line(routine: Routine) -> Line:
     if not routine.egress:
         return Line("network", "no: its shell commands cannot reach the network")
     if isinstance(routine.egress, tuple):
@@ -239,7 +314,7 @@ def _network_line(routine: Routine) -> Line:
 
 def _output_line(routine: Routine) -> Line:
     out = routine.output
-    extras = []
+    extras = ["leaves this machine"] if out.type is OutputType.WEBHOOK else []
     if out.open_on_login:
         extras.append("shown at login")
     if out.notify or out.type is OutputType.NOTIFICATION:

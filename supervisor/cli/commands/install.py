@@ -183,17 +183,18 @@ def run(args: argparse.Namespace) -> int:
 def _consent(routine: Routine) -> int | None:
     """None to go on; an exit code when a routine that reads and reaches the network was not
     agreed to (asked on a terminal; without one, --yes is the only way)."""
-    from supervisor.cli.commands.capabilities import needs_consent
+    from supervisor.cli.commands.capabilities import needs_consent, reach_text
     from supervisor.present import ask_yes, interactive
 
     if not needs_consent(routine):
         return None
     # A credential is a read too (its file is bound into the sandbox), so the words name both.
     what = "reads your files or credentials" if routine.credentials else "reads your files"
-    question = f"{routine.name} {what} and can reach the network (above). Install it?"
+    what = f"{what} and {reach_text(routine)}"  # a webhook output reaches the network too
+    question = f"{routine.name} {what} (above). Install it?"
     if not interactive():
         return die(
-            f"{routine.name} {what} and can reach the network: read what it may do "
+            f"{routine.name} {what}: read what it may do "
             "(above), then install it from a terminal, or add --yes",
             2,
         )

@@ -89,7 +89,7 @@ bench-here: venv
 completions: venv
 	$(BIN)/python scripts/gen-completions.py
 
-# docs/cli.md, from the argparse parsers (tests/test_cli_docs.py checks it is current).
+# docs/cli.md, from the argparse parsers (tests/test_docs.py::test_the_cli_page_is_what_the_parsers_print checks it is current).
 cli-docs: venv
 	$(BIN)/python scripts/gen-cli-docs.py
 

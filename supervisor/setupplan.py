@@ -3,7 +3,8 @@ from `Facts` to a list of `Item`s, each already written as the line the user rea
 
 The command (supervisor/cli/commands/setup.py) gathers the facts, prints the plan, and writes
 what the plan says to write, nothing else: setup changes nothing without saying what, and a
-second run finds everything `OK` (tests/cli/test_cli_setup.py::test_setup_is_idempotent).
+second run finds everything `OK` (tests/cli/test_cli_setup.py::
+test_setup_writes_the_units_and_completions_then_a_second_run_changes_nothing).
 """
 
 from __future__ import annotations

@@ -108,6 +108,23 @@ def _all_tests(root: Path) -> set[str]:
     return names
 
 
+# Between a cited file and a test's name that belongs to it: a comma, a semicolon, "and", "or".
+# A name cited so must be defined in that file; any other, somewhere under tests/.
+NEXT_TO = re.compile(r"[\s,;]*(?:(?:and|or)\s+)?")
+
+
+def _names_in_scope(
+    root: Path, text: str, pos: int, cited: list[tuple[int, int, str]], known: set[str]
+) -> tuple[set[str], str]:
+    """The names a test's name at `pos` may be, and where (" in FILE", or "" for anywhere)."""
+    before = [(end, path) for _, end, path in cited if end <= pos]
+    if before:
+        end, path = before[-1]
+        if NEXT_TO.fullmatch(text, end, pos) and (root / path).is_file():
+            return _defined(root / path), f" in {path}"
+    return known, ""
+
+
 def broken_citations(path: Path, root: Path, known: set[str]) -> Iterator[str]:
     """Each citation in `path` that does not resolve under `root`, as `file:line: what`."""
     rel = path.relative_to(root)
@@ -116,21 +133,23 @@ def broken_citations(path: Path, root: Path, known: set[str]) -> Iterator[str]:
         def where(pos: int) -> str:
             return f"{rel}:{first + text.count(chr(10), 0, pos)}"  # noqa: B023 (called at once)
 
-        cited_spans = []
+        cited: list[tuple[int, int, str]] = []
         for match in PATH_REF.finditer(text):
-            cited_spans.append(match.span())
-            cited, name = match.group(1), match.group(2)
-            if not (root / cited).is_file():
-                yield f"{where(match.start())}: {cited} does not exist"
-            elif name is not None and name not in _defined(root / cited):
-                yield f"{where(match.start())}: {cited} defines no {name}"
+            cited.append((match.start(), match.end(), match.group(1)))
+            file, name = match.group(1), match.group(2)
+            if not (root / file).is_file():
+                yield f"{where(match.start())}: {file} does not exist"
+            elif name is not None and name not in _defined(root / file):
+                yield f"{where(match.start())}: {file} defines no {name}"
         for match in NAME_REF.finditer(text):
-            inside = any(s <= match.start() < e for s, e in cited_spans)
-            name, glob = match.groups()
-            if inside or (glob and any(k.startswith(name) for k in known)):
+            if any(s <= match.start() < e for s, e, _ in cited):
                 continue
-            if name not in known:
-                yield f"{where(match.start())}: no test is named {match.group(1)}"
+            name, glob = match.groups()
+            scope, in_file = _names_in_scope(root, text, match.start(), cited, known)
+            if glob and any(k.startswith(name) for k in scope):
+                continue
+            if name not in scope:
+                yield f"{where(match.start())}: no test is named {name}{in_file}"
         for what, pattern in FORBIDDEN.items():
             for match in pattern.finditer(text):
                 yield f"{where(match.start())}: cites {what} ({match.group(0)!r})"
@@ -148,11 +167,13 @@ def test_the_scan_catches_each_kind_of_broken_citation(tmp_path: Path) -> None:
     # The checker checked, on a tree of its own: one citation of each broken kind, two good ones.
     (tmp_path / "tests").mkdir()
     (tmp_path / "tests" / "test_real.py").write_text("def test_real() -> None:\n    pass\n")
+    (tmp_path / "tests" / "test_other.py").write_text("def test_elsewhere() -> None:\n    pass\n")
     probe = tmp_path / "probe.py"
     probe.write_text(
         '"""Held by tests/test_real.py::test_real, and test_real."""\n'
         "# tests/nowhere/test_gone.py wrong folder\n"
         "# tests/test_real.py::test_never_written, and test_nor_this, but test_re*\n"
+        "# (tests/test_real.py, test_real; tests/test_real.py, test_elsewhere)\n"
         "# as DESIGN.md says, see issue 17, from seed 003\n"
         "x = 'tests/not_prose.py'  # a string in code is not a citation\n"
     )
@@ -160,8 +181,9 @@ def test_the_scan_catches_each_kind_of_broken_citation(tmp_path: Path) -> None:
     assert found == [
         "probe.py:2: tests/nowhere/test_gone.py does not exist",
         "probe.py:3: tests/test_real.py defines no test_never_written",
-        "probe.py:3: no test is named test_nor_this",
-        "probe.py:4: cites the upper-case design file ('DESIGN.md')",
-        "probe.py:4: cites a numbered issue ('issue 17')",
-        "probe.py:4: cites a numbered seed file ('seed 003')",
+        "probe.py:3: no test is named test_nor_this in tests/test_real.py",
+        "probe.py:4: no test is named test_elsewhere in tests/test_real.py",
+        "probe.py:5: cites the upper-case design file ('DESIGN.md')",
+        "probe.py:5: cites a numbered issue ('issue 17')",
+        "probe.py:5: cites a numbered seed file ('seed 003')",
     ]

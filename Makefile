@@ -13,7 +13,7 @@ ifeq ($(strip $(PACKAGES)),)
 $(error scripts/packages.py found no packages in pyproject.toml)
 endif
 
-.PHONY: demo test test-fast test-load bench lint docs venv demo-here test-here suite-here test-fast-here test-load-here bench-here completions cli-docs clean
+.PHONY: demo test test-fast test-load bench lint docs venv demo-venv demo-here test-here suite-here test-fast-here test-load-here bench-here completions cli-docs clean
 
 demo:
 	@scripts/as-user.sh demo-here
@@ -43,6 +43,18 @@ $(VENV)/.installed: pyproject.toml
 	@$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[test]'
 	@touch $@
 
+# The demo's own venv: the product and its runtime dependencies only (`pip install -e .`, no
+# extras), so a newcomer's `make demo` installs what they would run, not the test tools
+# (Playwright, mypy, psycopg, MCP servers). scripts/demo.py imports only the standard library and
+# runs `python -m supervisor`. tests/test_make_demo.py builds it afresh (DEMO_VENV in a temp dir).
+DEMO_VENV ?= .venv-demo
+demo-venv: $(DEMO_VENV)/.installed
+
+$(DEMO_VENV)/.installed: pyproject.toml
+	@test -x $(DEMO_VENV)/bin/python || $(PYTHON) -m venv $(DEMO_VENV)
+	@$(DEMO_VENV)/bin/python -m pip install -q --disable-pip-version-check -e .
+	@touch $@
+
 lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
@@ -57,8 +69,8 @@ docs: venv
 	@site=$$(mktemp -d) && $(BIN)/mkdocs build --strict --site-dir "$$site"; \
 	    status=$$?; rm -rf "$$site"; exit $$status
 
-demo-here: venv
-	@$(BIN)/python scripts/demo.py
+demo-here: demo-venv
+	@$(DEMO_VENV)/bin/python scripts/demo.py
 
 # Four pytest workers (pytest-xdist) on two cores: most of the suite waits on processes, not the
 # CPU. Tests go to whichever worker is free, except an xdist_group, which stays on one worker:
@@ -89,9 +101,9 @@ bench-here: venv
 completions: venv
 	$(BIN)/python scripts/gen-completions.py
 
-# docs/cli.md, from the argparse parsers (tests/test_cli_docs.py checks it is current).
+# docs/cli.md, from the argparse parsers (tests/test_docs.py::test_the_cli_page_is_what_the_parsers_print checks it is current).
 cli-docs: venv
 	$(BIN)/python scripts/gen-cli-docs.py
 
 clean:
-	rm -rf $(VENV) build dist site *.egg-info .mypy_cache .pytest_cache .ruff_cache
+	rm -rf $(VENV) .venv-demo build dist site *.egg-info .mypy_cache .pytest_cache .ruff_cache

@@ -120,7 +120,7 @@ class Job(_Message, frozen=True, tag="job"):
     parent_run_id: str | None = None
     reply_text: str = ""
     # `run` with VINOS_ROUTINE_DEBUG=1 through the daemon: the worker shows each bwrap argv, as
-    # it does with the variable in its own environment (tests/cli/test_cli_debug.py).
+    # it does with the variable in its own environment (tests/supervisor/test_daemon_debug.py).
     debug: bool = False
     # A fleet's leased run: the worker's until it is past this instant on `lease_clock()`
     # unless a `Lease` moves it on; None (one machine, or offline) never lapses.

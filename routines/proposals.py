@@ -1,8 +1,8 @@
 """Proposed actions in the ledger: what a run proposed, who decided, what became of it.
 
 A proposal's `state` only moves forward, each move one conditional UPDATE, so exactly one
-decision is ever taken, whatever processes race (tests/supervisor/test_approvals.py starts two
-`approve` processes at once):
+decision is ever taken, whatever processes race (tests/cli/test_cli_approvals.py starts two
+`approve` processes at once, tests/test_proposals.py four claims):
 
     waiting ──approve──▶ running ──▶ done          (exit status and output recorded)
        ├──deny────────▶ denied

@@ -1,10 +1,10 @@
 """The read tool: `read_files(glob)` in the worker, outside bwrap, so it must be airtight.
 
-The walk goes down from `/` one directory fd at a time with O_NOFOLLOW: a symlinked directory
-is never followed out of the pattern. Each file is opened first (O_PATH; its last component
-may be a symlink, as seed 002 allows), and only then checked: the path the open descriptor
-really points to (/proc/self/fd) must match a declared pattern, and the content is read from
-that very inode. A symlink swapped between a check and the open cannot win: nothing is
+The walk goes down from `/` one directory fd at a time with O_NOFOLLOW: a symlinked directory is
+never followed out of the pattern. Each file is opened first (O_PATH; its last component may be a
+symlink: a declared file is often a link into a dotfiles tree), and only then checked: the path the
+open descriptor really points to (/proc/self/fd) must match a declared pattern, and the content is
+read from that very inode. A symlink swapped between a check and the open cannot win: nothing is
 checked before the open.
 
 Caps: 256 KB per file, 500 KB per call, 1 MB per run (tests/sandbox/test_sandbox_readtool.py:

@@ -116,8 +116,8 @@ class StdioChild:
         code = self._proc.poll() if self._closed.is_set() else _status(self.pid)
         # The program is gone, but its last words may still be in the pipe: let the drain reach
         # EOF first (bounded: a grandchild may hold the pipe open), or a busy machine reports an
-        # exit without the line that says why (test_a_server_that_cannot_start_is_a_tool_error_
-        # and_a_log_line).
+        # exit without the line that says why
+        # (test_a_server_that_cannot_start_is_a_tool_error_and_a_log_line).
         self._threads[0].join(timeout=_DRAIN_GRACE_SEC)
         tail = self.stderr_tail().strip().splitlines()[-3:]
         said = f"; its stderr ends: {' | '.join(tail)}" if tail else ""

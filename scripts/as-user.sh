@@ -21,7 +21,7 @@ if ! id "$user" >/dev/null 2>&1; then
     useradd --create-home --shell /bin/bash "$user"
 fi
 work=$(mktemp -d /tmp/vinos-routine.XXXXXX)
-tar -C "$here" --exclude=./.venv --exclude=./.git --exclude='*/__pycache__' \
+tar -C "$here" --exclude=./.venv --exclude=./.venv-demo --exclude=./.git --exclude='*/__pycache__' \
     --exclude=./.mypy_cache --exclude=./.pytest_cache --exclude=./.ruff_cache -cf - . \
     | tar -C "$work" -xf -
 chown -R "$user:" "$work"

@@ -5,7 +5,8 @@
     .venv/bin/python scripts/gen-cli-docs.py --check  # exit 1 when it is out of date
 
 Every command's and subcommand's `--help` text, as `vinos-routine COMMAND --help` prints it,
-at a fixed width: the page cannot drift from the parser (tests/test_cli_docs.py runs --check).
+at a fixed width: the page cannot drift from the parser
+(tests/test_docs.py::test_the_cli_page_is_what_the_parsers_print runs --check).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ written to its terminal.
 The commands' flows in supervisor/views/ are the very functions the CLI runs in-process
 (supervisor/source.py lends them the daemon's state; the daemon never imports the CLI
 package, supervisor/cli/), so the output is byte-identical either way
-(tests/cli/test_thin_client.py). Whatever this side cannot reproduce exactly (another home,
+(tests/supervisor/test_thin_client.py). Whatever this side cannot reproduce exactly (another home,
 another time zone, a fleet's ledger, a bad option) is answered with `fallback`, and the
 client runs the command in-process as before.
 

@@ -4,7 +4,7 @@ while the daemon answers a thin client (supervisor/answers.py), the daemon's par
 its open ledger and the environment the client sent.
 
 The commands are the same code either way, so what they print is the same either way
-(tests/cli/test_thin_client.py pins it byte for byte). Only this module knows which it is.
+(tests/supervisor/test_thin_client.py pins it byte for byte). Only this module knows which it is.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from supervisor.overview import RoutineRow
 
 __all__ = ["ICON", "WARN_SHARE", "bar_parts", "health", "tooltip_lines", "waybar_json"]
 
-ICON = "󰚩"  # nf-md-robot (Nerd Fonts), as in the seed's "󰚩 3 routines · next 06:00"
+ICON = "󰚩"  # nf-md-robot (Nerd Fonts), as in the spec's "󰚩 3 routines · next 06:00"
 WARN_SHARE = 0.8  # of a daily budget spent: warning
 
 

@@ -95,7 +95,7 @@ def test_fresh_ledger_is_created_at_the_current_version(db_path: Path) -> None:
     ).fetchall()
     columns = {r[1] for r in db.execute("PRAGMA table_info(runs)")}
     assert set(RUN_COLUMNS) <= columns
-    # seed 000's v1-v3 columns are all there
+    # the v1-v3 columns an old ledger's readers rely on are all still there
     assert {
         "id",
         "exit_status",

@@ -18,7 +18,7 @@ from helpers import at
 from routines.ledger import LEDGER_VERSION, Ledger, LedgerError
 from routines.runs import RunEnd
 
-# v2.0.4: the runs table of seed 000 ("tokens, dollars, duration, exit status"), in rollback
+# v2.0.4: the first runs table (tokens, dollars, duration, exit status), in rollback
 # journal mode, no other table.
 V1_SCHEMA = """
 CREATE TABLE runs (
@@ -60,7 +60,7 @@ V1_ROWS: list[tuple[object, ...]] = [
     (3, "day-brief", "2025-03-02T11:00:01+00:00", "claude-sonnet-4-5", 0, 0, 0.0, 0.4, "error"),
     (4, "evening-shutdown", "2025-03-02T23:00:03+00:00", None, None, None, None, None, None),
 ]
-# v2.0.5 added tool tracking (seed 000, "v2").
+# v2.0.5 added tool tracking (tool_calls, tools_used).
 V2_COLUMNS = (*V1_COLUMNS, "tool_calls", "tools_used")
 V2_ROWS: list[tuple[object, ...]] = [
     (*V1_ROWS[0], 4, '["read_files","run_shell"]'),

@@ -1,5 +1,5 @@
 """Routine files: strict validation, one test per kind of mistake, asserting the exact text the
-user reads (file, [table].key, what was expected, what was found), and the seeds' defaults."""
+user reads (file, [table].key, what was expected, what was found), and the documented defaults."""
 
 from __future__ import annotations
 

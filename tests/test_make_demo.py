@@ -1,6 +1,7 @@
 """`make demo` as the README promises it: a normal user on Debian, whose PATH has no /sbin,
-runs it in place (scripts/as-user.sh → scripts/system-deps.sh demo-here → the demo), and when
-something is missing it is told the exact packages the demo needs, nothing more."""
+runs it in place (scripts/as-user.sh → scripts/system-deps.sh demo-here → the demo) from a venv
+that holds the product and its runtime dependencies only, and when something is missing it is
+told the exact packages the demo needs, nothing more."""
 
 from __future__ import annotations
 
@@ -29,6 +30,8 @@ def test_make_demo_runs_for_a_normal_user_with_debians_path(tmp_path: Path, not_
         "LANG": "C.UTF-8",
         "DEMO_HOME": str(tmp_path / "demo-home"),
         "DEMO_SECONDS": "25",
+        # The demo's venv (the Makefile's demo-venv target) built afresh, as in a fresh clone.
+        "DEMO_VENV": str(tmp_path / "demo-venv"),
         "VINOS_DEBUG_TIMINGS": json.dumps({"clock_offset_file": str(offset), "tick_max_sec": 0.5}),
     }
     for key in ("VINOS_HOME", "VINOS_SYSTEM_DIR", "XDG_RUNTIME_DIR"):
@@ -39,7 +42,7 @@ def test_make_demo_runs_for_a_normal_user_with_debians_path(tmp_path: Path, not_
         check=False,
         capture_output=True,
         text=True,
-        timeout=180,
+        timeout=600,  # a fresh venv: pip installs the runtime dependencies
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "system-deps" not in done.stderr
@@ -47,6 +50,22 @@ def test_make_demo_runs_for_a_normal_user_with_debians_path(tmp_path: Path, not_
     # The commands it shows can be pasted into a shell as they are.
     assert "$ vinos-routine schedule explain --every 'every weekday at 9:00'" in done.stdout
     assert list((tmp_path / "demo-home/routines/state/machine-check").glob("*.md"))
+    # It ran from the demo's venv, which has the product and none of the test tools.
+    found = subprocess.run(
+        [tmp_path / "demo-venv/bin/python", "-c", FIND_MODULES, "supervisor", *TEST_TOOLS],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    ).stdout.split()
+    assert found == ["supervisor"]
+
+
+# What `.[test]` adds (pyproject.toml) and the demo must not install.
+TEST_TOOLS = ("pytest", "playwright", "mypy", "psycopg", "mcp_server_time", "croniter", "mkdocs")
+FIND_MODULES = (
+    "import importlib.util, sys; print(*(m for m in sys.argv[1:] if importlib.util.find_spec(m)))"
+)
 
 
 def fake_path_without_bwrap(tmp_path: Path) -> Path:

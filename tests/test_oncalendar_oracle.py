@@ -123,7 +123,7 @@ ACCEPTED = [
     "weekly Pacific/Auckland",
 ]
 REFUSED_BY_BOTH = [
-    "*-*-* *:*/30:00",  # seed 000's table; systemd needs a start: *:00/30
+    "*-*-* *:*/30:00",  # an every-30-minutes form people write; systemd needs a start: *:00/30
     "*-*-* */6:00:00",  # likewise: 00/6
     "Fri..Mon",
     "Mon..",

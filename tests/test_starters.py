@@ -1,5 +1,6 @@
-"""The five starter routines of seed 000 and repo-digest (an MCP server's): present, packaged,
-valid, disabled, on the seed's schedules, with guarded tools; inbox-triage can never send mail."""
+"""The five bundled starter routines and repo-digest (an MCP server's): present, packaged,
+valid, disabled, on their documented schedules, with guarded tools; inbox-triage can never
+send mail."""
 
 from __future__ import annotations
 
@@ -53,7 +54,8 @@ def test_starter_tools_are_guarded_and_capped(name: str) -> None:
         assert re.search(r"\| head( -c \d+| -\d+)?\s*(\|\||$)", command), command
         for tool in ("gh", "gcalcli", "notmuch"):
             if re.search(rf"(^|[;&|]\s*){tool} ", command):
-                # A missing program says so instead of failing the run (seed 002's pattern).
+                # A missing program says so instead of failing the run (a `command -v`
+                # guard, then an echo).
                 assert f"command -v {tool}" in command or f"/usr/bin/{tool}" in command, command
                 assert "|| echo '" in command, command
 

@@ -22,12 +22,12 @@ from routines.schedule.translate import translate_cron
 # @weekly is Sunday while systemd's `weekly` is Monday.
 MATRIX = [
     ("0 6 * * *", ("*-*-* 06:00:00",)),
-    ("*/30 * * * *", ("*-*-* *:00/30:00",)),  # seed: *-*-* *:*/30:00, which systemd refuses
+    ("*/30 * * * *", ("*-*-* *:00/30:00",)),  # the naive *-*-* *:*/30:00 is refused by systemd
     ("0 6 * * MON-FRI", ("Mon..Fri *-*-* 06:00:00",)),
     ("@hourly", ("hourly",)),
     ("@daily", ("daily",)),
     ("@midnight", ("daily",)),
-    ("@weekly", ("Sun *-*-* 00:00:00",)),  # seed: weekly, which is Monday 00:00
+    ("@weekly", ("Sun *-*-* 00:00:00",)),  # not systemd's weekly, which is Monday 00:00
     ("@monthly", ("monthly",)),
     ("@yearly", ("yearly",)),
     ("@annually", ("yearly",)),
@@ -35,11 +35,11 @@ MATRIX = [
     ("15 3 * * 0", ("Sun *-*-* 03:15:00",)),
     ("15 3 * * 7", ("Sun *-*-* 03:15:00",)),
     ("0 9,17 * * 1-5", ("Mon..Fri *-*-* 09,17:00:00",)),
-    ("0 */6 * * *", ("*-*-* 00/6:00:00",)),  # seed: *-*-* */6:00:00, which systemd refuses
+    ("0 */6 * * *", ("*-*-* 00/6:00:00",)),  # the naive *-*-* */6:00:00 is refused by systemd
     ("0 12 1 JAN *", ("*-01-01 12:00:00",)),
     ("0 12 1 1,7 *", ("*-01,07-01 12:00:00",)),
     ("0 6,18 * * mon,wed,fri", ("Mon,Wed,Fri *-*-* 06,18:00:00",)),
-    # beyond the seed
+    # where cron and systemd differ
     ("0 0 1 * MON", ("Mon *-*-* 00:00:00", "*-*-01 00:00:00")),  # cron ORs, systemd ANDs
     ("30 8 1,15 * 1-5", ("Mon..Fri *-*-* 08:30:00", "*-*-01,15 08:30:00")),
     ("0 0 */2 * MON", ("Mon *-*-01..31/2 00:00:00",)),  # */2 counts as *: ANDed, one line
@@ -107,9 +107,9 @@ def test_each_translation_is_accepted_by_systemd_and_fires_as_croniter(
     assert merged(lines, BASE, 20) == croniter_fires(cron, BASE, 20)
 
 
-def test_the_seed_rows_systemd_refuses() -> None:
-    for seed_line in ("*-*-* *:*/30:00", "*-*-* */6:00:00"):
-        assert analyze(seed_line, "UTC", BASE, 1).normalized is None
+def test_the_naive_translations_systemd_refuses() -> None:
+    for line in ("*-*-* *:*/30:00", "*-*-* */6:00:00"):
+        assert analyze(line, "UTC", BASE, 1).normalized is None
     # and systemd's `weekly` is not cron's @weekly
     assert analyze("weekly", "UTC", BASE, 1).elapses[0].strftime("%a") == "Mon"
     assert croniter_fires("@weekly", BASE, 1)[0].strftime("%a") == "Sun"

@@ -1,10 +1,10 @@
 """One agent run: choose the route, drive the tool loop, escalate, then output and memory.
 
-Routes and their ledger labels (seed 000): `ollama` and `anthropic` when the routine picks
-one (or the name of a provider from config.toml it picks); for `auto`, `local` when the local
-model's answer stands and `local->premium` when the router escalated. Which provider each leg
-runs on is the run's `plan` (routines.spec.providers.plan_route). An escalation re-runs the same
-turn from the start on the premium model (the local attempt's tool results are not carried
+Routes and their ledger labels (what `history` and `cost` group by): `ollama` and `anthropic` when
+the routine picks one (or the name of a provider from config.toml it picks); for `auto`, `local`
+when the local model's answer stands and `local->premium` when the router escalated. Which provider
+each leg runs on is the run's `plan` (routines.spec.providers.plan_route). An escalation re-runs the
+same turn from the start on the premium model (the local attempt's tool results are not carried
 over), so its input/output tokens are the premium attempt's and the local attempt's are in
 local_input/local_output.
 """

@@ -1,4 +1,4 @@
-"""The bounded tool loop (seed 000), on one provider at a time:
+"""The bounded tool loop, on one provider at a time:
 
 1. send the messages and tool schemas;
 2. a reply without tool calls is the answer: the loop ends;

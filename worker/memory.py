@@ -1,4 +1,4 @@
-"""Run memory (seed 000): persistent (state/<name>/memory.md) and shared
+"""Run memory: persistent (state/<name>/memory.md) and shared
 (state/shared/memory.md); session memory keeps nothing.
 
 The file is plain markdown the user may read, edit or delete. It holds at most CAP

@@ -1,4 +1,4 @@
-"""The auto-router's decisions (seed 000), as pure functions. Hedges and regex live here only.
+"""The auto-router's decisions, as pure functions. Hedges and regex live here only.
 
 `route = "auto"` runs the local model first and escalates the same turn to the premium model
 when one of four triggers fires and its toggle is on:

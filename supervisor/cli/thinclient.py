@@ -4,8 +4,8 @@ the daemon cannot answer, go to supervisor/cli/main.py as before.
 
 This module's start-up is the whole cost of a thin `list`: it imports only what Python has
 loaded at start anyway, plus `_socket` and `json` (no argparse, TOML, SQLite, dataclasses,
-pathlib or enum; tests/cli/test_thin_client.py checks the list). A daemon that is not there
-costs one stat of its socket file. The options these verbs take are parsed here by hand; any
+pathlib or enum; tests/supervisor/test_thin_client.py checks the list). A daemon that is not
+there costs one stat of its socket file. The options these verbs take are parsed here by hand; any
 that is not recognised exactly (`--help`, an abbreviation, a bad number) goes to the full
 parser, which says what argparse says.
 """

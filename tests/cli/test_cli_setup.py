@@ -31,6 +31,8 @@ def home_env(tmp_path: Path, **extra: str) -> dict[str, str | None]:
         "SHELL": "/bin/bash",
         "XDG_CONFIG_HOME": None,
         "XDG_DATA_HOME": None,
+        # No package's completion (this machine may have one in /usr/share).
+        "XDG_DATA_DIRS": str(tmp_path / "system-share"),
     }
     env.update(extra)
     return env
@@ -90,6 +92,19 @@ def test_setup_writes_the_units_and_completions_then_a_second_run_changes_nothin
     for name in DAEMON_UNITS:
         assert items[f"unit {name}"]["state"] == "ok"
     assert items["completions (bash)"]["state"] == "ok"
+
+
+def test_a_packaged_completion_is_found_and_none_is_written_over_it(
+    cli: Cli, tmp_path: Path
+) -> None:
+    env = home_env(tmp_path, SHELL="/usr/bin/fish")
+    system = tmp_path / "system-share/fish/vendor_completions.d/vinos-routine.fish"
+    system.parent.mkdir(parents=True)
+    system.write_text(render()["vinos-routine.fish"])
+    res = cli("setup", env=env)
+    assert res.returncode == 0, res.stderr
+    assert not (tmp_path / "home/.config/fish").exists()
+    assert f"completions (fish): installed by the package: {system}" in res.stdout
 
 
 def test_setup_check_only_reports(cli: Cli, tmp_path: Path) -> None:

@@ -302,7 +302,7 @@ def sandbox_argv(
             ops += ["--symlink", os.readlink(top), top]
         elif os.path.isdir(top):
             ops += ["--ro-bind", top, top]
-    launchers = ("vinos-routine", "vinos-brief", "vinos-routine-status")
+    launchers = ("vinos-routine", "vinos-brief", "vinos-routine-status", "vinos-welcome")
     ops += _merge("/usr/bin", "/usr/bin", {n: root / "usr/bin" / n for n in launchers}, True)
     ops += _merge("/usr/lib", "/usr/lib", {"vinos-routine": root / INSTALL_LIB}, False)
     ops += _merge("/etc", "/etc", {"vinos": root / "etc/vinos"}, False)

@@ -50,8 +50,14 @@ def system_python(expr: str) -> str:
     return run([SYSTEM_PYTHON, "-I", "-c", f"import importlib.util, sys; print({expr})"]).stdout
 
 
-# The program, and the thin launchers for the names waybar and the launcher panel call.
-LAUNCHERS = ("usr/bin/vinos-routine", "usr/bin/vinos-brief", "usr/bin/vinos-routine-status")
+# The program, and the thin launchers for the names waybar, the launcher panel and the
+# first-boot prompt call.
+LAUNCHERS = (
+    "usr/bin/vinos-routine",
+    "usr/bin/vinos-brief",
+    "usr/bin/vinos-routine-status",
+    "usr/bin/vinos-welcome",
+)
 
 
 def expected_files(tree: Path) -> set[str]:
@@ -171,6 +177,7 @@ def test_install_scriptlet_tells_the_user_how_to_start(built: Built) -> None:
         ["bash", "-euc", 'eval "$1"; post_install; post_upgrade 2 1; pre_remove 1', "-", script]
     ).stdout
     assert "systemctl --user enable --now vinos-routined" in out
+    assert "      vinos-welcome\n" in out  # the first-boot prompt's name for `setup`
     assert "systemctl --user restart vinos-routined" in out
     assert "systemctl --user disable --now vinos-routined" in out
 

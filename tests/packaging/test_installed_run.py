@@ -124,3 +124,17 @@ def test_the_spec_names_vinos_brief_and_vinos_routine_status_are_thin_launchers(
     assert brief == installed("/usr/bin/vinos-routine", "brief").stdout
     usage = installed("/usr/bin/vinos-brief", "--help").stdout
     assert usage.startswith("usage: vinos-routine brief")
+
+
+@pytest.mark.usefixtures("not_root")
+def test_vinos_welcome_is_setup(installed: Installed) -> None:
+    # The first-boot prompt's name: `vinos-routine setup`, the same report (--check: nothing
+    # in the home is written).
+    welcome = installed("/usr/bin/vinos-welcome", "--check", "--json", check=False)
+    setup = installed("/usr/bin/vinos-routine", "setup", "--check", "--json", check=False)
+    assert (welcome.returncode, welcome.stdout) == (setup.returncode, setup.stdout)
+    report = json.loads(welcome.stdout)
+    assert report["check"] is True
+    assert any(i["what"] == "starters" for i in report["items"])
+    usage = installed("/usr/bin/vinos-welcome", "--help").stdout
+    assert usage.startswith("usage: vinos-routine setup")

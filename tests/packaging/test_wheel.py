@@ -262,7 +262,9 @@ def user_manager(runtime: Path) -> None:
 @pytest.mark.timeout(900)
 def test_setup_gives_a_unit_that_fires_a_scheduled_run(venv: Venv) -> None:
     """A pip or pipx install, `setup`, `enable --now` under the real user manager: the unit
-    setup wrote starts this install's daemon, which runs an every-minute routine on schedule."""
+    setup wrote starts this install's daemon, which runs an every-minute routine on schedule,
+    with the settings of ~/.config/vinos-routine/daemon.env in its environment (the unit's
+    EnvironmentFile=: how a variable set in a shell reaches a daemon systemd starts)."""
     runtime = Path(f"/run/user/{os.getuid()}")
     user_manager(runtime)
     home = Path(os.path.expanduser("~"))  # where the user manager looks for units
@@ -272,7 +274,8 @@ def test_setup_gives_a_unit_that_fires_a_scheduled_run(venv: Venv) -> None:
         units / u for u in ("vinos-routine-dashboard.service", "vinos-routine-dashboard.socket")
     ]
     completion = home / ".local/share/bash-completion/completions/vinos-routine"
-    for leftover in (*written, units / "vinos-routined.service.d", completion):
+    daemon_env = home / ".config/vinos-routine/daemon.env"
+    for leftover in (*written, units / "vinos-routined.service.d", completion, daemon_env):
         assert not leftover.exists(), f"{leftover} exists: another run's, or the user's own"
     env = {**venv.env, "HOME": str(home), "XDG_RUNTIME_DIR": str(runtime), "SHELL": "/bin/bash"}
 
@@ -290,9 +293,13 @@ def test_setup_gives_a_unit_that_fires_a_scheduled_run(venv: Venv) -> None:
             '[routine]\nkind = "command"\nenabled = true\n[schedule]\ncron = "* * * * *"\n'
             '[command]\nrun = "echo fired by the unit setup wrote"\n'
         )
+        daemon_env.parent.mkdir(parents=True, exist_ok=True)
+        daemon_env.write_text("# read by the unit setup wrote\nVINOS_TEST_DAEMON_ENV=reached\n")
         started = systemctl("enable", "--now", "vinos-routined.service")
         assert started.returncode == 0, started.stderr
         pid = int(systemctl("show", "vinos-routined", "-p", "MainPID", "--value").stdout)
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        assert b"VINOS_TEST_DAEMON_ENV=reached" in environ
         # The daemon the unit started is this install's: it loaded its libraries from the venv.
         assert str(venv.site_packages()) in Path(f"/proc/{pid}/maps").read_text()
         deadline = time.monotonic() + 150  # the next minute boundary, then the run
@@ -310,5 +317,6 @@ def test_setup_gives_a_unit_that_fires_a_scheduled_run(venv: Venv) -> None:
         for path in (*written, *dashboard):
             path.unlink(missing_ok=True)
         completion.unlink(missing_ok=True)
+        daemon_env.unlink(missing_ok=True)
         systemctl("daemon-reload")
         systemctl("reset-failed")

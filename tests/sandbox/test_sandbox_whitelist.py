@@ -45,7 +45,7 @@ def test_a_declared_command_is_allowed(command: str) -> None:
         'echo "a  b"',  # other quotes
         "echo 'a  b'\n",
         "gh api /notifications --paginate 2>/dev/null | head -c 8000 ",
-        "gh api /notifications --paginate",  # substring (seed 002)
+        "gh api /notifications --paginate",  # a prefix of an allowed command is not allowed
         "",
     ],
 )

@@ -118,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
                 fin = client.request(
                     "run",
                     # VINOS_ROUTINE_DEBUG=1 reaches the worker through its job, not the
-                    # daemon's environment (tests/cli/test_cli_debug.py).
+                    # daemon's environment (tests/supervisor/test_daemon_debug.py).
                     {"name": args.name, "detach": args.detach, "debug": _debug()},
                     on_event=show,
                 )

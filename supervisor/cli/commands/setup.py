@@ -88,6 +88,26 @@ def _completion(shell: str, home: Path, env: dict[str, str]) -> tuple[Path, str]
     return where[shell], render()[FILES[shell]]
 
 
+# Where a package puts a shell's completion for vinos-routine, under each of XDG_DATA_DIRS
+# (bash-completion and fish search those; zsh's fpath has the first two on Arch and Debian).
+SYSTEM_COMPLETIONS = {
+    "bash": ("bash-completion/completions/vinos-routine",),
+    "zsh": ("zsh/site-functions/_vinos-routine", "zsh/vendor-completions/_vinos-routine"),
+    "fish": ("fish/vendor_completions.d/vinos-routine.fish", "fish/completions/vinos-routine.fish"),
+}
+
+
+def _system_completion(shell: str, env: dict[str, str], mine: Path | None) -> Path | None:
+    """A completion for vinos-routine a package installed for `shell`, if any."""
+    dirs = (env.get("XDG_DATA_DIRS") or "/usr/local/share:/usr/share").split(":")
+    for d in filter(None, dirs):
+        for rel in SYSTEM_COMPLETIONS.get(shell, ()):
+            path = Path(d) / rel
+            if path != mine and path.is_file():
+                return path
+    return None
+
+
 def _missing_tools(bwrap: str) -> dict[str, str]:
     from sandbox.binaries import BinaryRefused, check_binary
     from sandbox.seccomp import SeccompUnavailable, bpf
@@ -172,6 +192,9 @@ def gather(env: dict[str, str]) -> Any:
         dashboard=importlib.util.find_spec("starlette") is not None,
         shell=shell,
         completion=completion,
+        system_completion=_system_completion(
+            shell, env, None if completion is None else completion[0]
+        ),
         missing=_missing_tools(bwrap),
         key_problem=_key_problem(p.api_key_file),
         key_in_shell=bool(env.get("ANTHROPIC_API_KEY", "").strip()),

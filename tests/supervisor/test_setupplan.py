@@ -1,0 +1,112 @@
+"""`setup`'s decisions as data: `plan()` on the facts of an Arch package install, a pip install,
+and a machine whose package ships the shell's completion. Pure: nothing is read or written; the
+command that gathers the facts and writes the plan is tests/cli/test_cli_setup.py's."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from supervisor.cli.completions import render
+from supervisor.setupplan import COMPLETION_MARK, Facts, Item, State, plan
+from supervisor.userunits import DAEMON_UNITS, DASHBOARD_UNITS, SERVICE, packaged, written_unit
+
+HOME = Path("/home/ana")
+UNIT_DIR = HOME / ".config/systemd/user"
+PACKAGE_UNIT = Path("/usr/lib/systemd/user") / SERVICE
+USER_BASH = HOME / ".local/share/bash-completion/completions/vinos-routine"
+SYSTEM_BASH = Path("/usr/share/bash-completion/completions/vinos-routine")
+BASH_TEXT = render()["vinos-routine.bash"]
+UNITS = {name: packaged(name) for name in DAEMON_UNITS + DASHBOARD_UNITS}
+
+
+def facts(program: tuple[str, ...], **kw: object) -> Facts:
+    base: dict[str, object] = {
+        "program": program,
+        "unit_dir": UNIT_DIR,
+        "units": UNITS,
+        "existing": {},
+        "shell": "bash",
+        "completion": (USER_BASH, BASH_TEXT),
+    }
+    base.update(kw)
+    return Facts(**base)  # type: ignore[arg-type]
+
+
+def by_what(items: list[Item]) -> dict[str, Item]:
+    return {i.what: i for i in items if i.what.startswith(("unit ", "completions"))}
+
+
+def test_the_arch_package_install_writes_no_unit_and_no_completion() -> None:
+    # The package's unit starts /usr/bin/vinos-routine, the program setup runs as; the package
+    # also shipped the bash completion.
+    f = facts(
+        ("/usr/bin/vinos-routine",),
+        package_unit=PACKAGE_UNIT,
+        package_program="/usr/bin/vinos-routine",
+        system_completion=SYSTEM_BASH,
+    )
+    items = plan(f)
+    assert [i for i in items if i.state is State.WRITE] == []
+    got = by_what(items)
+    for name in DAEMON_UNITS:
+        assert got[f"unit {name}"].state is State.OK
+        assert got[f"unit {name}"].detail == "installed by the package in /usr/lib/systemd/user"
+        assert got[f"unit {name}"].path == PACKAGE_UNIT.parent / name
+    assert got["completions (bash)"] == Item(
+        "completions (bash)", State.OK, f"installed by the package: {SYSTEM_BASH}", SYSTEM_BASH
+    )
+
+
+def test_a_pip_install_beside_the_package_overrides_its_unit_in_the_home() -> None:
+    # Another program than the package's: the user's unit, said to override the package's.
+    mine = ("/home/ana/venv/bin/vinos-routine",)
+    f = facts(mine, package_unit=PACKAGE_UNIT, package_program="/usr/bin/vinos-routine")
+    got = by_what(plan(f))
+    service = got[f"unit {SERVICE}"]
+    assert service.state is State.WRITE
+    assert service.path == UNIT_DIR / SERVICE
+    assert "(overrides the package's unit in /usr/lib/systemd/user)" in service.detail
+
+
+def test_a_pip_install_writes_its_units_and_completion_then_finds_them_ok() -> None:
+    program = ("/home/ana/venv/bin/vinos-routine",)
+    env = {"VINOS_HOME": "/home/ana/.vinos"}
+    first = plan(facts(program, environment=env))
+    writes = {i.path: i.text for i in first if i.state is State.WRITE}
+    assert set(writes) == {UNIT_DIR / name for name in DAEMON_UNITS} | {USER_BASH}
+    assert writes[UNIT_DIR / SERVICE] == written_unit(UNITS[SERVICE], program, env)
+    assert writes[USER_BASH] == BASH_TEXT
+    notes = [i for i in first if i.what == "dashboard units"]
+    assert notes and notes[0].state is State.NOTE  # no [dashboard] extra: said, not written
+    # The same facts with those files in place: nothing to do.
+    second = plan(facts(program, environment=env, existing=writes))
+    assert [i for i in second if i.state is State.WRITE] == []
+
+
+def test_a_completion_an_earlier_setup_wrote_is_rewritten_after_an_upgrade() -> None:
+    old = BASH_TEXT + "# an older version's completion\n"
+    assert COMPLETION_MARK in "".join(old.splitlines(keepends=True)[:3])
+    item = by_what(plan(facts(("/v/bin/vinos-routine",), existing={USER_BASH: old})))
+    assert item["completions (bash)"].state is State.WRITE
+    assert item["completions (bash)"].detail.startswith(f"rewrites {USER_BASH}")
+    # One of the user's own is kept.
+    mine = "complete -W 'run list' vinos-routine\n"
+    item = by_what(plan(facts(("/v/bin/vinos-routine",), existing={USER_BASH: mine})))
+    assert item["completions (bash)"].state is State.KEPT
+
+
+def test_a_packaged_completion_is_not_shadowed_by_one_in_the_home() -> None:
+    program = ("/home/ana/venv/bin/vinos-routine",)
+    items = plan(facts(program, system_completion=SYSTEM_BASH))
+    assert USER_BASH not in {i.path for i in items if i.state is State.WRITE}
+    assert by_what(items)["completions (bash)"].state is State.OK
+    # One written by an earlier setup is there already: named, with how to remove it; setup
+    # itself deletes nothing.
+    stale = plan(facts(program, system_completion=SYSTEM_BASH, existing={USER_BASH: BASH_TEXT}))
+    note = by_what(stale)["completions (bash)"]
+    assert note.state is State.NOTE
+    assert note.detail == (
+        f"{USER_BASH} shadows the package's {SYSTEM_BASH} and goes stale when the package is "
+        f"upgraded: remove it (rm {USER_BASH}) unless you keep it on purpose"
+    )
+    assert [i for i in stale if i.state is State.WRITE and i.path == USER_BASH] == []

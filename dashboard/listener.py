@@ -3,11 +3,14 @@ proves who we are (the launch token, a cookie, a browser sent to `?token=`) goes
 
 Another local user can listen on 127.0.0.1:PORT before the dashboard does. Asking the
 listener over HTTP ("do you accept our token?") hands the token to whoever answers, so
-nothing is asked: `/proc/net/tcp` and `/proc/net/tcp6` say which uid owns each listening
-socket and its inode, and `/proc/PID/fd` of the dashboard (its pid from the state file it
-writes in the runtime dir, 0700) says whether it holds that very socket.
+nothing is asked: the kernel's socket tables (routines/listeners.py: sock_diag, else
+`/proc/net/tcp` and `/proc/net/tcp6`) say which uid owns each listening socket and its
+inode, and `/proc/PID/fd` of the dashboard (its pid from the state file it writes in the
+runtime dir, 0700) says whether it holds that very socket.
 
-The decisions (`parse_table`, `decide`) are pure and unit-tested on table text; the chain
+The table's parsing and which sockets a connection could reach are routines/listeners.py's,
+shared with the worker's check of a model server on loopback (worker/loopback.py). The
+decisions (`parse_table`, `decide`) are pure and unit-tested on table text; the chain
 with a real second user's listener is tests/dashboard/test_dashboard_squatter.py.
 """
 
@@ -17,13 +20,13 @@ import contextlib
 import ipaddress
 import json
 import os
-import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
 from dashboard.security import private_dir
+from routines.listeners import Listener, parse_table, reachable, read_listeners
 from routines.store import read_regular, write_atomic
 
 __all__ = [
@@ -40,18 +43,7 @@ __all__ = [
 ]
 
 STATE_FILE = "dashboard.json"
-TCP_LISTEN = "0A"  # the st column of /proc/net/tcp for a listening socket (TCP_LISTEN = 10)
-IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
-
-
-@dataclass(frozen=True, slots=True)
-class Listener:
-    """One listening TCP socket as the kernel lists it."""
-
-    address: IPAddress
-    port: int
-    uid: int
-    inode: int
+_LOOPBACK = (ipaddress.IPv4Address("127.0.0.1"),)
 
 
 class Holder(StrEnum):
@@ -67,58 +59,18 @@ class Verdict:
     uids: tuple[int, ...] = ()  # the foreign uids, for the message
 
 
-def _address(hex_addr: str) -> IPAddress:
-    """The kernel prints addresses as 32-bit words in host byte order."""
-    raw = bytes.fromhex(hex_addr)
-    if sys.byteorder == "little":
-        raw = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))
-    return ipaddress.IPv4Address(raw) if len(raw) == 4 else ipaddress.IPv6Address(raw)
-
-
-def parse_table(text: str) -> list[Listener]:
-    """The listening sockets in the text of /proc/net/tcp or /proc/net/tcp6 (pure). Lines
-    that do not parse are skipped: the kernel's format, not an attacker's, is read here."""
-    out = []
-    for line in text.splitlines()[1:]:
-        fields = line.split()
-        if len(fields) < 10 or fields[3] != TCP_LISTEN:
-            continue
-        try:
-            addr, port = fields[1].split(":")
-            out.append(Listener(_address(addr), int(port, 16), int(fields[7]), int(fields[9])))
-        except ValueError:
-            continue
-    return out
-
-
-_LOOPBACK = ipaddress.IPv4Address("127.0.0.1")
-_ANY4 = ipaddress.IPv4Address("0.0.0.0")
-
-
-def _reaches_loopback(address: IPAddress) -> bool:
-    """Whether a connection to 127.0.0.1 can land on a socket bound to `address`: that
-    address, the IPv4 wildcard, or an IPv6 socket that takes IPv4 too (`::`, which the
-    table cannot tell from a v6-only one, so it counts; or ::ffff:127.0.0.1)."""
-    if isinstance(address, ipaddress.IPv6Address):
-        if address == ipaddress.IPv6Address("::"):
-            return True
-        mapped = address.ipv4_mapped
-        return mapped is not None and mapped in (_LOOPBACK, _ANY4)
-    return address in (_LOOPBACK, _ANY4)
-
-
 def decide(
     listeners: Iterable[Listener], port: int, uid: int, dashboard_inodes: frozenset[int]
 ) -> Verdict:
     """Who holds 127.0.0.1:`port` (pure). Every listener a connection could reach counts:
     any foreign one makes the port FOREIGN, even beside ours."""
-    reachable = [s for s in listeners if s.port == port and _reaches_loopback(s.address)]
-    if not reachable:
+    found = reachable(listeners, _LOOPBACK, port)
+    if not found:
         return Verdict(Holder.NOBODY)
-    foreign = sorted({s.uid for s in reachable if s.uid != uid})
+    foreign = sorted({s.uid for s in found if s.uid != uid})
     if foreign:
         return Verdict(Holder.FOREIGN, tuple(foreign))
-    if all(s.inode in dashboard_inodes for s in reachable):
+    if all(s.inode in dashboard_inodes for s in found):
         return Verdict(Holder.OURS)
     return Verdict(Holder.MINE_NOT_DASHBOARD)
 
@@ -176,11 +128,8 @@ def dashboard_pid(runtime_dir: Path, port: int) -> int | None:
 
 
 def who_holds(port: int, runtime_dir: Path, proc: Path = Path("/proc")) -> Verdict:
-    """The kernel's answer for 127.0.0.1:`port` now (reads /proc; sends nothing)."""
-    listeners: list[Listener] = []
-    for table in ("tcp", "tcp6"):
-        with contextlib.suppress(OSError):
-            listeners += parse_table((proc / "net" / table).read_text())
+    """The kernel's answer for 127.0.0.1:`port` now (asks the kernel; sends nothing)."""
+    listeners = read_listeners(proc)
     pid = dashboard_pid(runtime_dir, port)
     inodes = socket_inodes(pid, proc) if pid is not None else frozenset()
     return decide(listeners, port, os.getuid(), inodes)

@@ -80,6 +80,7 @@ def build_job(
         scratch_dir=str(paths.scratch(routine.name, run_id)),
         memory_path=mem,
         ollama_url=config.ollama_url,
+        ollama_listener_users=list(config.ollama_listener_users),
         pricing={m: [p[0], p[1]] for m, p in config.pricing.items()},
         sandbox=config.sandbox.as_dict(),
         providers=to_job(config.providers),

@@ -7,9 +7,13 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from hypothesis import settings
+
+if TYPE_CHECKING:
+    from tests.dashboard.squatkit import SecondUser, Squat
 
 # The tree may be read-only for the test user (scripts/dev-pytest.sh): keep no example database.
 settings.register_profile("vinos", database=None, deadline=None)
@@ -53,3 +57,20 @@ def not_root() -> None:
             "this test runs a sandbox or the daemon and must run unprivileged: "
             "use `make test` or scripts/dev-pytest.sh"
         )
+
+
+# Another local user, played by a real one (scripts/second-user.sh, tests/helpers/squatter.py):
+# the dashboard's and the worker's squatting chains.
+@pytest.fixture
+def second_user() -> SecondUser:
+    from tests.dashboard.squatkit import SecondUser
+
+    return SecondUser.from_env()
+
+
+@pytest.fixture
+def squat(second_user: SecondUser) -> Iterator[Squat]:
+    """The second user listening on a free port of 127.0.0.1."""
+    s = second_user.listen()
+    yield s
+    s.close()

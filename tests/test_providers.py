@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from ipc.messages import Job
 from routines import pricing
 from routines.spec import AgentSpec, Route
-from routines.spec.config import ConfigInvalid, load_config
+from routines.spec.config import Config, ConfigInvalid, load_config
 from routines.spec.loader import RoutineInvalid, load_file
 from routines.spec.paths import paths
 from routines.spec.providers import (
@@ -335,15 +336,15 @@ def test_declared_prices_only_never_the_builtin_list() -> None:
     assert pricing.cost("gpt-5", 1_000_000, 100_000, prices, builtin=False) == pytest.approx(2.25)
 
 
-def test_the_job_carries_config_providers_and_never_a_key(declared: Path, vinos_env: Path) -> None:
+def job_on(config: Config, home: Path) -> Job:
+    """The job the supervisor builds for a routine on "lmstudio", as the worker decodes it."""
     from datetime import UTC, datetime
 
-    from ipc.messages import Job, from_dict, to_dict
+    from ipc.messages import from_dict, to_dict
     from routines.runs import Trigger
     from supervisor.jobs import build_job
 
-    config = load_config(declared)
-    r = load_file(routine(vinos_env, 'route = "lmstudio"\nmodel = "qwen"', budget=""))
+    r = load_file(routine(home, 'route = "lmstudio"\nmodel = "qwen"', budget=""))
     job = build_job(
         r,
         run_id="run-1",
@@ -356,7 +357,14 @@ def test_the_job_carries_config_providers_and_never_a_key(declared: Path, vinos_
         config=config,
     )
     back = from_dict(to_dict(job))
-    assert isinstance(back, Job) and from_job(back.providers) == config.providers
+    assert isinstance(back, Job)
+    return back
+
+
+def test_the_job_carries_config_providers_and_never_a_key(declared: Path, vinos_env: Path) -> None:
+    config = load_config(declared)
+    back = job_on(config, vinos_env)
+    assert from_job(back.providers) == config.providers
     assert back.providers["openrouter"]["key_file"].endswith("/.vinos/secrets/openrouter-key")
 
 
@@ -457,3 +465,29 @@ def test_status_names_a_local_provider_that_does_not_answer(
         'the local provider "lmstudio" is not reachable at http://127.0.0.1:9/… ('
     )
     assert "needed by brief" in line and "pw" not in line
+
+
+def test_listener_users_reach_the_job_and_garbage_is_refused(cfg: Path, vinos_env: Path) -> None:
+    # Who besides us, root and `ollama` may serve a loopback model URL (worker/loopback.py):
+    # named in config.toml, carried by the job to the worker that checks it.
+    cfg.write_text(
+        'ollama_listener_users = ["ai"]\n'
+        + CONFIG.replace("local = true\n", 'local = true\nlistener_users = ["lms", "svc-1"]\n')
+    )
+    config = load_config(cfg)
+    assert config.ollama_listener_users == ("ai",)
+    assert config.providers["lmstudio"].listener_users == ("lms", "svc-1")
+    assert config.providers["openrouter"].listener_users == ()
+    back = job_on(config, vinos_env)
+    assert back.ollama_listener_users == ["ai"]
+    assert from_job(back.providers) == config.providers
+    for bad in ('"ai"', '["a b"]', "[1]", '[""]'):
+        errors = config_errors(cfg, f"ollama_listener_users = {bad}\n")
+        assert errors == [
+            "config.toml: ollama_listener_users: expected an array of user names, "
+            f'e.g. ["ollama"], found {errors[0].split("found ", 1)[1]}'
+        ]
+    errors = config_errors(
+        cfg, '[providers.p]\nkind = "openai"\nbase_url = "http://h/v1"\nlistener_users = "x"\n'
+    )
+    assert errors[0].startswith("config.toml: [providers.p].listener_users: expected an array")

@@ -20,7 +20,7 @@ from routines import pricing
 from routines.spec import Routine
 from routines.spec import paths as paths_mod
 from routines.spec.providers import RoutePlan, Target, from_job, plan_route
-from worker import keys
+from worker import keys, loopback
 from worker.budget import PremiumAllowance, Spent
 from worker.channel import Channel
 from worker.providers.base import Provider, ProviderError
@@ -30,7 +30,9 @@ if TYPE_CHECKING:
 
     from worker.mcptools import McpTools
 
-__all__ = ["Deadline", "RunContext", "ollama_url"]
+__all__ = ["OLLAMA_SETTING", "Deadline", "RunContext", "ollama_url"]
+
+OLLAMA_SETTING = "ollama_listener_users"  # config.toml's key naming the users trusted to serve it
 
 
 def ollama_url(from_job: str) -> str:
@@ -146,9 +148,10 @@ class RunContext:
                 from worker.providers.ollama import OllamaProvider
 
                 ctx = self.routine.agent.local_context_tokens if self.routine.agent else 4096
-                self._local = OllamaProvider(
-                    ollama_url(self.job.ollama_url), context_tokens=ctx, on_text=self._show_text
-                )
+                url = ollama_url(self.job.ollama_url)
+                # Before any client exists: a loopback port must be held by a user we trust.
+                loopback.prove(url, self.job.ollama_listener_users, "Ollama", OLLAMA_SETTING)
+                self._local = OllamaProvider(url, context_tokens=ctx, on_text=self._show_text)
         return self._local
 
     def premium(self) -> Provider:
@@ -173,6 +176,11 @@ class RunContext:
 
         settings = target.settings
         assert settings is not None
+        # Before the key is read or a client built: a loopback base_url's port must be held
+        # by a user we trust (tests/worker/test_worker_squatter.py).
+        setting = f"[providers.{settings.name}].listener_users"
+        what = f'provider "{settings.name}"'
+        loopback.prove(settings.base_url, settings.listener_users, what, setting)
         key = None
         if settings.key_file:
             key = keys.read_key_file(Path(settings.key_file), self.channel.warn)

@@ -2,6 +2,7 @@
 
 max_concurrent = 2
 ollama_url = "http://127.0.0.1:11434"
+ollama_listener_users = ["ai"]       # on loopback, who besides you, root and `ollama` may serve it
 gallery_url = "https://vinos.computer/routines/"
 
 [pricing."claude-sonnet-4-6"]        # $ per million tokens
@@ -60,7 +61,7 @@ from routines.spec.checks import (
     string_list,
     table_value,
 )
-from routines.spec.providers import ProviderSettings, parse_providers
+from routines.spec.providers import ProviderSettings, listener_users, parse_providers
 
 __all__ = [
     "DEFAULT_GALLERY_URL",
@@ -195,6 +196,9 @@ _FLEET_SCHEMA: dict[str, Check] = {
 class Config:
     max_concurrent: int = 2
     ollama_url: str = DEFAULT_OLLAMA_URL
+    # Who besides us, root and the system user `ollama` may own the socket a loopback
+    # ollama_url reaches (worker/loopback.py); names, as in /etc/passwd.
+    ollama_listener_users: tuple[str, ...] = ()
     gallery_url: str = DEFAULT_GALLERY_URL
     pricing: dict[str, tuple[float, float]] = field(default_factory=dict)
     sandbox: SandboxSettings = field(default_factory=SandboxSettings)
@@ -225,6 +229,7 @@ _SCHEMA: dict[str, dict[str, Check]] = {
     "": {
         "max_concurrent": positive_int,
         "ollama_url": _url,
+        "ollama_listener_users": listener_users,
         "gallery_url": _url,
         "pricing": table_value,
         "sandbox": table_value,
@@ -313,6 +318,7 @@ def load_config(path: Path) -> Config:
     return Config(
         max_concurrent=top.get("max_concurrent", 2),
         ollama_url=ollama.rstrip("/"),
+        ollama_listener_users=top.get("ollama_listener_users", ()),
         gallery_url=top.get("gallery_url", DEFAULT_GALLERY_URL),
         pricing=pricing,
         sandbox=_with_key_files(SandboxSettings(**sandbox), providers),

@@ -5,6 +5,7 @@ each leg of a routine's route runs on.
     kind = "openai"                        # the Chat Completions protocol
     base_url = "http://127.0.0.1:1234/v1"
     local = true                           # the local leg: $0, no budget
+    listener_users = ["lmstudio"]          # on loopback: who besides you and root may listen
 
     [providers.openrouter]
     kind = "openai"
@@ -53,6 +54,7 @@ __all__ = [
     "Target",
     "check_agent",
     "from_job",
+    "listener_users",
     "parse_providers",
     "plan_route",
     "to_job",
@@ -84,6 +86,8 @@ class ProviderSettings:
     local: bool = False
     key_file: str | None = None  # absolute (~ expanded); the key itself is never in config
     prices: dict[str, tuple[float, float]] = field(default_factory=dict)  # $/MTok in, out
+    # Who besides us and root may own the socket a loopback base_url reaches (worker/loopback.py)
+    listener_users: tuple[str, ...] = ()
 
 
 def _base_url(value: object) -> str:
@@ -91,6 +95,19 @@ def _base_url(value: object) -> str:
     if not text.startswith(("http://", "https://")) or "\n" in text or " " in text:
         raise Bad('an http:// or https:// URL such as "http://127.0.0.1:1234/v1"')
     return text.rstrip("/")
+
+
+USER_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}\$?")
+
+
+def listener_users(value: object) -> tuple[str, ...]:
+    """The local users trusted to serve a loopback model URL: their names, as in /etc/passwd
+    (config.toml's ollama_listener_users and [providers.NAME].listener_users)."""
+    if not isinstance(value, list) or not all(
+        isinstance(v, str) and USER_NAME.fullmatch(v) for v in value
+    ):
+        raise Bad('an array of user names, e.g. ["ollama"]')
+    return tuple(value)
 
 
 def _key_file(value: object) -> str:
@@ -113,6 +130,7 @@ SCHEMA: dict[str, dict[str, Check]] = {
         "local": boolean,
         "key_file": _key_file,
         "prices": lambda v: v,  # checked entry by entry below
+        "listener_users": listener_users,
     },
     "price": {"input": positive_number, "output": positive_number},
 }
@@ -188,6 +206,7 @@ def _one(r: Reader, name: str, table: dict[str, Any]) -> ProviderSettings | None
         local=local,
         key_file=checked.get("key_file"),
         prices=prices,
+        listener_users=checked.get("listener_users", ()),
     )
 
 
@@ -230,6 +249,7 @@ def to_job(providers: Mapping[str, ProviderSettings]) -> dict[str, dict[str, Any
             "local": p.local,
             "key_file": p.key_file,
             "prices": {m: [pin, pout] for m, (pin, pout) in p.prices.items()},
+            "listener_users": list(p.listener_users),
         }
         for name, p in providers.items()
     }
@@ -253,6 +273,7 @@ def _from_job(raw: Mapping[str, Any]) -> dict[str, ProviderSettings]:
             local=bool(d.get("local")),
             key_file=d.get("key_file"),
             prices={m: (float(p[0]), float(p[1])) for m, p in (d.get("prices") or {}).items()},
+            listener_users=tuple(str(u) for u in d.get("listener_users") or ()),
         )
         for name, d in raw.items()
     }

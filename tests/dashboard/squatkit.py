@@ -3,16 +3,18 @@ root by scripts/second-user.sh before the tests, as the user vinos-test2)."""
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import socket
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-__all__ = ["SecondUser", "Squat"]
+__all__ = ["HEADER", "SecondUser", "Squat", "row"]
 
 
 @dataclass(frozen=True)
@@ -67,3 +69,21 @@ class SecondUser:
         squat = Squat(self, int(r["id"]), int(r["port"]), int(r["uid"]))
         assert squat.uid != os.getuid(), "the helper runs as this very user"
         return squat
+
+
+# /proc/net/tcp(6) text for the pure tests of the parser and the decisions
+# (tests/dashboard/test_dashboard_squatter.py, tests/test_listeners.py).
+HEADER = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid"
+
+
+def row(n: int, addr: str, port: int, state: str, uid: int, inode: int) -> str:
+    """A line of /proc/net/tcp(6): the address as the kernel prints it, in 32-bit words of
+    this machine's byte order."""
+    raw = ipaddress.ip_address(addr).packed
+    if sys.byteorder == "little":
+        raw = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))
+    local = f"{raw.hex().upper()}:{port:04X}"
+    zero = "0" * len(raw.hex()) + ":0000"
+    return (
+        f"{n:4}: {local} {zero} {state} 00000000:00000000 00:00000000 00000000 {uid:5} 0 {inode} 1"
+    )

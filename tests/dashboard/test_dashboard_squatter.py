@@ -13,7 +13,6 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -24,23 +23,11 @@ from routines.ledger import Ledger
 from routines.runs import Outcome, RunEnd, RunStatus, Trigger
 from routines.spec.paths import paths
 from tests.dashboard.dashkit import REPO, Dashboard
-from tests.dashboard.squatkit import SecondUser, Squat
+from tests.dashboard.squatkit import HEADER, SecondUser, Squat, row
 
 XDG_OPEN = """#!/bin/sh
 printf '%s\\n' "$@" >> "$(dirname "$0")/opened"
 """
-
-
-@pytest.fixture
-def second_user() -> SecondUser:
-    return SecondUser.from_env()
-
-
-@pytest.fixture
-def squat(second_user: SecondUser) -> Iterator[Squat]:
-    s = second_user.listen()
-    yield s
-    s.close()
 
 
 @pytest.fixture
@@ -252,24 +239,6 @@ def _seed_output(routine: str, run_id: str, text: str) -> None:
 
 
 # The pure parts, on the kernel's table text (no /proc read).
-HEADER = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid"
-
-
-def row(n: int, addr: str, port: int, state: str, uid: int, inode: int) -> str:
-    """A line of /proc/net/tcp(6): the address as the kernel prints it, in 32-bit words of
-    this machine's byte order."""
-    import ipaddress
-
-    raw = ipaddress.ip_address(addr).packed
-    if sys.byteorder == "little":
-        raw = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))
-    local = f"{raw.hex().upper()}:{port:04X}"
-    zero = "0" * len(raw.hex()) + ":0000"
-    return (
-        f"{n:4}: {local} {zero} {state} 00000000:00000000 00:00000000 00000000 {uid:5} 0 {inode} 1"
-    )
-
-
 TCP = "\n".join(
     [
         HEADER,
@@ -291,18 +260,6 @@ def test_parse_table_reads_listeners_only() -> None:
     ]
     v6 = parse_table(TCP6)
     assert [(str(s.address), s.port) for s in v6] == [("::", 8743), ("::1", 8744)]
-
-
-def test_parse_table_reads_the_kernels_own_table() -> None:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        s.listen()
-        port = s.getsockname()[1]
-        inode = os.stat(f"/proc/self/fd/{s.fileno()}").st_ino
-        mine = [x for x in parse_table(Path("/proc/net/tcp").read_text()) if x.port == port]
-    assert [(str(x.address), x.uid, x.inode) for x in mine] == [("127.0.0.1", os.getuid(), inode)]
 
 
 def test_decide_names_the_holder() -> None:

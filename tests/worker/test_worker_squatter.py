@@ -1,0 +1,90 @@
+"""Another local user against the model endpoints, as the chains were run: a real second
+user (vinos-test2, tests/helpers/squatter.py, started by scripts/second-user.sh) listens on a
+loopback port first, and a routine's Ollama URL or [providers.NAME] base_url points there.
+The run must fail before a byte goes to it (prompts, file contents, a provider's key), naming
+the port, the owner and the setting that would trust it. The normal case, our own fake
+server on 127.0.0.1, is every other worker test (test_worker_openai.py, test_worker_tools.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import msgspec
+from worker_harness import WorkerRun, make_job, routine_toml, run_worker, worker_env
+
+from tests.dashboard.squatkit import SecondUser, Squat
+
+SECOND = "vinos-test2"  # scripts/second-user.sh's user
+KEY = "sk-squat-test-0a1b2c3d"
+
+
+def on_ollama(home: Path, url: str, *, env: dict[str, str] | None = None, **job: Any) -> WorkerRun:
+    base = make_job(home, routine_toml(route="ollama"), ollama_url=url)
+    return run_worker(msgspec.structs.replace(base, **job), env=env or worker_env())
+
+
+def on_provider(home: Path, base_url: str, **extra: Any) -> WorkerRun:
+    key = home / "secrets" / "lmstudio-key"
+    key.parent.mkdir(exist_ok=True)
+    key.write_text(KEY + "\n")
+    key.chmod(0o600)
+    table = {"kind": "openai", "base_url": base_url, "local": True, "key_file": str(key)}
+    toml = routine_toml(route="lmstudio", extra_agent='model = "m"')
+    job = msgspec.structs.replace(make_job(home, toml), providers={"lmstudio": table | extra})
+    return run_worker(job, env=worker_env())
+
+
+def refused(run: WorkerRun, squat: Squat, setting: str) -> str:
+    error = run.result.error or ""
+    assert run.result.status == "failed", error
+    assert f"port {squat.port} of this machine is held by another user's program" in error
+    assert f"(uid {squat.uid}, user {SECOND})" in error
+    assert "nothing was sent to it" in error
+    assert f'add "{SECOND}" to {setting}' in error
+    return error
+
+
+def test_a_squatter_on_the_ollama_port_gets_nothing(home: Path, squat: Squat) -> None:
+    # The chain: Ollama stopped, the second user bound its port; the worker used to post the
+    # system prompt and the routine's turn to it and run the tool calls it answered.
+    r = on_ollama(home, f"http://127.0.0.1:{squat.port}")
+    refused(r, squat, "ollama_listener_users")
+    assert r.events_of("model_call") == []
+    assert squat.received() == []  # not a connection, not a byte
+
+
+def test_a_squatter_on_a_providers_port_gets_neither_prompt_nor_key(
+    home: Path, squat: Squat
+) -> None:
+    r = on_provider(home, f"http://127.0.0.1:{squat.port}/v1")
+    refused(r, squat, "[providers.lmstudio].listener_users")
+    assert squat.received() == []
+    assert KEY not in repr(r.messages) and KEY not in r.stderr
+
+
+def test_localhost_and_a_dual_stack_squatter_are_found(home: Path, second_user: SecondUser) -> None:
+    squat = second_user.listen(address="::")  # takes 127.0.0.1 and ::1 alike
+    try:
+        refused(on_ollama(home, f"http://localhost:{squat.port}"), squat, "ollama_listener_users")
+        assert squat.received() == []
+    finally:
+        squat.close()
+
+
+def test_ollama_host_0000_is_this_machine_too(home: Path, squat: Squat) -> None:
+    # OLLAMA_HOST=0.0.0.0 is how servers are often configured; Linux connects it to 127.0.0.1.
+    r = on_ollama(home, "", env=worker_env(OLLAMA_HOST=f"0.0.0.0:{squat.port}"))
+    refused(r, squat, "ollama_listener_users")
+    assert squat.received() == []
+
+
+def test_a_user_named_in_config_is_trusted(home: Path, squat: Squat) -> None:
+    # The person's own server running as another user of theirs: named, it is sent to (the
+    # helper answers no chat, so the run still fails, later, on its reply).
+    r = on_ollama(home, f"http://127.0.0.1:{squat.port}", ollama_listener_users=[SECOND])
+    assert "held by another user" not in (r.result.error or "")
+    assert any("POST /api/chat" in got for got in squat.received())
+    r = on_provider(home, f"http://127.0.0.1:{squat.port}/v1", listener_users=[SECOND])
+    assert "held by another user" not in (r.result.error or "")
+    assert any(f"Bearer {KEY}" in got for got in squat.received())

@@ -3,7 +3,7 @@ dirs share one tmpfs of max_workspace_mb (sandbox/overlayholder.py builds them).
 
 The overlays are built by the overlay maker (sandbox/overlayholder.py, one small process per
 runner process, started at its first overlaid call) in a user and mount namespace of their own,
-which the child that execs bwrap joins (`Overlays.enter`, setns) before its exec.
+which bwrap joins: it is started under nsenter (`Overlays.argv`).
 
 The call writes into the tmpfs only; the kernel stops it at the quota (ENOSPC), however many
 processes write at once. Once the sandbox is gone, the runner measures what the upper dirs
@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import ctypes
 import os
+import selectors
 import socket
 import stat
 import subprocess
@@ -32,6 +32,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from sandbox.binaries import BinaryRefused, check_binary
 from sandbox.copyback import CopyBackError, Tally, apply, measure
 from sandbox.limits import MiB, gb_or_mb
 from sandbox.quota import MAX_ENTRIES, Usage
@@ -43,9 +44,7 @@ HOLDER = os.path.join(_HERE, "overlayholder.py")
 INODE_SLACK = 64  # the upper and work dirs themselves
 _KEPT = "nothing the call wrote there was kept"
 _REPLY_SEC = 30.0  # the maker's child building one call's overlays
-_CLONE_NEWUSER = 0x10000000
-_CLONE_NEWNS = 0x00020000
-EXIT_SETUP = 125  # the child could not join the overlays' namespaces: nothing ran
+NSENTER = "/usr/bin/nsenter"  # util-linux: joins the namespaces, then execs what follows
 
 
 class OverlayError(Exception):
@@ -90,7 +89,9 @@ class Overlays:
         self.size = max_mb * MiB
         self.mnt = _maker.mount_dir()
         self.tmpfs: int | None = None
-        self._ns: tuple[int, int] | None = None  # (user, mount) namespace fds
+        # The maker's child that holds the namespaces until this socket is closed, its pid.
+        self._holder: tuple[socket.socket, int] | None = None
+        self._nsenter = NSENTER
 
     def shown(self) -> dict[str, str]:
         """Each dir's path -> the overlay bwrap binds there (in the overlays' namespace)."""
@@ -98,24 +99,24 @@ class Overlays:
 
     def build(self) -> None:
         """Have the maker build them. Raises OverlayError."""
+        self._nsenter = check_binary(NSENTER, "nsenter")  # BinaryRefused: a ValueError
         paths = [path for path, _ in self.dirs]
-        fds = _make(self.mnt, self.size, paths, [fd for _, fd in self.dirs])
-        self.tmpfs, self._ns = fds[0], (fds[1], fds[2])
+        self.tmpfs, self._holder = _make(self.mnt, self.size, paths, [fd for _, fd in self.dirs])
 
-    def enter(self) -> None:
-        """Run in the child between fork and the exec of bwrap (Popen's preexec_fn): join the
-        overlays' user and mount namespaces, where MNT/m/N are the overlays.
-
-        Safe in a fork of a threaded process: it takes no lock and imports nothing, only
-        setns(2) through a function looked up beforehand, os.write and os._exit. The worker's
-        child stays not dumpable (a fork of it could not write a uid_map: why the maker
-        builds the namespaces); test_overlay_quota.py runs every overlaid call through it."""
-        assert self._ns is not None
-        user, mount = self._ns
-        if _setns(user, _CLONE_NEWUSER) != 0 or _setns(mount, _CLONE_NEWNS) != 0:
-            err = ctypes.get_errno()
-            os.write(2, f"vinos-overlay: join the overlays: {os.strerror(err)}\n".encode())
-            os._exit(EXIT_SETUP)
+    def argv(self, inner: Sequence[str]) -> list[str]:
+        """`inner` run in the overlays' user and mount namespaces. nsenter is passed no fd
+        (it opens the holding child's /proc/PID/ns files, alive until close()), so nothing of
+        the namespaces reaches bwrap; --preserve-credentials: our own uid, no setuid(0)."""
+        assert self._holder is not None
+        ns = f"/proc/{self._holder[1]}/ns"
+        return [
+            self._nsenter,
+            f"--user={ns}/user",
+            f"--mount={ns}/mnt",
+            "--preserve-credentials",
+            "--",
+            *inner,
+        ]
 
     def copy_back(self, before: Sequence[Usage], max_mb: int) -> str | None:
         """Copy the upper dirs into the real dirs if the result is within the quota; else
@@ -151,15 +152,14 @@ class Overlays:
             self.close()
 
     def close(self) -> None:
-        # The tmpfs and its memory go with the last fd on it and the last of its namespace.
-        for fd in (self.tmpfs, *(self._ns or ())):
-            if fd is not None:
-                os.close(fd)
-        self.tmpfs, self._ns = None, None
-
-
-_libc = ctypes.CDLL(None, use_errno=True)
-_setns = _libc.setns  # looked up here, never in the forked child
+        # The tmpfs and its memory go with the last fd on it and the end of its namespace.
+        if self.tmpfs is not None:
+            os.close(self.tmpfs)
+            self.tmpfs = None
+        if self._holder is not None:
+            sock, pid = self._holder
+            self._holder = None
+            _close_and_await(sock, pid)
 
 
 class _Maker:
@@ -167,7 +167,7 @@ class _Maker:
     or this process is a fork of the one that started it."""
 
     def __init__(self) -> None:
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()  # send() starts the maker, which takes mount_dir()
         self.pid = 0  # the process that started it
         self.proc: subprocess.Popen[bytes] | None = None
         self.channel: socket.socket | None = None
@@ -208,7 +208,7 @@ class _Maker:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             # Empty environment, nothing of ours but its socket: it holds no secret.
-            argv = [sys.executable, "-I", "-S", HOLDER, str(theirs.fileno())]
+            argv = [sys.executable, "-I", "-S", HOLDER, str(theirs.fileno()), self.mount_dir()]
             self.proc = subprocess.Popen(
                 argv, stdin=subprocess.DEVNULL, pass_fds=[theirs.fileno()], env={}
             )
@@ -221,6 +221,24 @@ class _Maker:
 
 
 _maker = _Maker()
+
+
+def _close_and_await(sock: socket.socket, pid: int) -> None:
+    """Close the holding child's socket and return once it has exited (with it its
+    namespaces, its mounts and the tmpfs' memory): nothing of a call outlives it
+    (tests/sandbox/conftest.py's no_leftovers)."""
+    try:
+        fd = os.pidfd_open(pid)
+    except OSError:  # gone already, or no pidfd (kernel < 5.3): nothing to wait on
+        sock.close()
+        return
+    try:
+        sock.close()  # EOF: the child exits
+        with selectors.DefaultSelector() as sel:
+            sel.register(fd, selectors.EVENT_READ)
+            sel.select(_REPLY_SEC)
+    finally:
+        os.close(fd)
 
 
 def _our_dir(path: str) -> bool:
@@ -237,23 +255,27 @@ def _remove_dir(path: str, pid: int) -> None:
             os.rmdir(path)
 
 
-def _make(mnt: str, size: int, paths: Sequence[str], dirs: Sequence[int]) -> list[int]:
-    """The maker's child's answer: [tmpfs, user ns, mount ns] fds. Raises OverlayError."""
+def _make(
+    mnt: str, size: int, paths: Sequence[str], dirs: Sequence[int]
+) -> tuple[int, tuple[socket.socket, int]]:
+    """The maker's child's answer: the tmpfs fd, and the socket that holds the child (its pid).
+    Raises OverlayError."""
     inodes = MAX_ENTRIES + INODE_SLACK
     msg = "\0".join([mnt, str(size), str(inodes), *paths]).encode()
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    with ours:
-        try:
-            with theirs:
-                _maker.send(msg, [theirs.fileno(), *dirs])
-            ours.settimeout(_REPLY_SEC)
-            data, fds, _, _ = socket.recv_fds(ours, 4096, 3, socket.MSG_CMSG_CLOEXEC)
-        except OSError as exc:
-            raise OverlayError(f"vinos-overlay: the overlay maker: {exc}") from exc
-    if data == b"T" and len(fds) == 3:
-        return fds
+    try:
+        with theirs:
+            _maker.send(msg, [theirs.fileno(), *dirs])
+        ours.settimeout(_REPLY_SEC)
+        data, fds, _, _ = socket.recv_fds(ours, 4096, 1, socket.MSG_CMSG_CLOEXEC)
+    except OSError as exc:
+        ours.close()
+        raise OverlayError(f"vinos-overlay: the overlay maker: {exc}") from exc
+    if data[:1] == b"T" and len(fds) == 1 and data[1:].isdigit():
+        return fds[0], (ours, int(data[1:]))
     for fd in fds:
         os.close(fd)
+    ours.close()
     raise OverlayError(data[1:].decode(errors="replace") or "vinos-overlay: no answer")
 
 
@@ -273,8 +295,8 @@ def overlay_unavailable() -> str | None:
     """Why the overlays cannot be built here (cached per interpreter), or None: they can.
 
     Has the maker build one with no dirs: a tmpfs and an overlay with a lower dir in it, where
-    it removes and remakes a folder (Linux >= 6.6 for user xattrs on tmpfs); then a child
-    joins its namespaces as bwrap's would.
+    it removes and remakes a folder (Linux >= 6.6 for user xattrs on tmpfs); then nsenter
+    joins its namespaces as bwrap's start does.
     """
     if sys.executable in _available:
         return _available[sys.executable]
@@ -283,16 +305,11 @@ def overlay_unavailable() -> str | None:
     try:
         probe.build()
         done = subprocess.run(
-            ["/bin/true"],
-            preexec_fn=probe.enter,  # as the runner's (Overlays.enter says why)
-            capture_output=True,
-            env={},
-            timeout=30,
-            check=False,
+            probe.argv(["/bin/true"]), capture_output=True, env={}, timeout=30, check=False
         )
         if done.returncode != 0:
             reason = done.stderr.decode(errors="replace").strip() or f"exit {done.returncode}"
-    except (OSError, OverlayError, subprocess.TimeoutExpired) as exc:
+    except (OSError, OverlayError, BinaryRefused, subprocess.TimeoutExpired) as exc:
         reason = str(exc)
     finally:
         probe.close()

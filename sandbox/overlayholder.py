@@ -1,7 +1,7 @@
 """The overlay maker: the writable dirs of a shell call as overlays on one sized tmpfs, in a
 user and mount namespace that bwrap then joins.
 
-Started once per runner process (sandbox/overlay.py, `python -I -S overlayholder.py SOCK_FD`),
+Started once per runner process (sandbox/overlay.py, `python -I -S overlayholder.py SOCK_FD MNT`),
 never imported (only built-in modules: it starts fast and trusts nothing on sys.path), with an
 empty environment and nothing of the worker's memory, so it is dumpable as any exec'd process
 is: writing a new user namespace's uid_map needs that, and the worker is not dumpable
@@ -17,11 +17,12 @@ and forks a child for it, which
    another namespace, so DIR itself cannot be the lower dir), and mounts an overlay on
    MNT/m/N: lower PATH, upper MNT/u/N, work MNT/w/N (`userxattr`: the only kind a user
    namespace may write; `metacopy=off`: every file changed is whole in the upper dir);
-4. sends over REPLY (SCM_RIGHTS) a descriptor of the tmpfs and of its two namespaces, then
-   exits. The runner reads the upper dirs through the tmpfs fd once the sandbox is gone
-   (sandbox/copyback.py); the namespace fds keep the mounts alive, and the runner's child
-   setns()es into them before it execs bwrap (or the network holder then bwrap), which binds
-   MNT/m/N where PATH shows. Closing them all frees the tmpfs and its memory.
+4. sends over REPLY a descriptor of the tmpfs (SCM_RIGHTS) and its pid, then waits until the
+   runner closes REPLY (the call is over) and exits. The runner reads the upper dirs through
+   the tmpfs fd once the sandbox is gone (sandbox/copyback.py); meanwhile this child keeps
+   the namespaces alive, and the runner starts bwrap (or the network holder then bwrap) under
+   nsenter joining them (/proc/PID/ns/user and mnt), so bwrap binds MNT/m/N where PATH
+   shows. Closing the tmpfs fd frees the tmpfs and its memory.
    On a failure it sends `E` and the reason instead.
 
 So what a call writes in its writable dirs lands in the tmpfs, and the kernel stops it at
@@ -112,8 +113,9 @@ def _open_nofollow(path: str) -> int:
     return fd
 
 
-def serve(sock_fd: int) -> None:
-    """Answer requests until the runner closes its end: a child per request."""
+def serve(sock_fd: int, mnt: str) -> None:
+    """Answer requests until the runner closes its end: a child per request. MNT, the empty
+    dir the runner made for the tmpfs' mounts, is removed then, however the runner ended."""
     # The kernel reaps the children: none is left a zombie of ours once it has answered.
     _signal.signal(_signal.SIGCHLD, _signal.SIG_IGN)
     channel = _socket.socket(_socket.AF_UNIX, _socket.SOCK_SEQPACKET, 0, sock_fd)
@@ -128,7 +130,10 @@ def serve(sock_fd: int) -> None:
             for i in range(0, len(data) - len(data) % 4, 4)
         ]
         if not msg and not fds:
-            os._exit(0)  # the runner is gone
+            try:  # the runner is gone
+                os.rmdir(mnt)
+            finally:
+                os._exit(0)
         if fds and os.fork() == 0:
             channel.close()
             _answer(libc, msg, fds)  # never returns
@@ -145,9 +150,12 @@ def _answer(libc: _Libc, msg: bytes, fds: list[int]) -> None:
             mnt, size, inodes, paths = words[0], int(words[1]), int(words[2]), words[3:]
             if len(paths) != len(fds) - 1:
                 raise _Failed("vinos-overlay: a malformed request")
-            sent = _build(libc, mnt, size, inodes, list(zip(fds[1:], paths, strict=True)))
-            data = b"".join(fd.to_bytes(4, sys.byteorder) for fd in sent)
-            reply.sendmsg([b"T"], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, data)])
+            root = _build(libc, mnt, size, inodes, list(zip(fds[1:], paths, strict=True)))
+            data = root.to_bytes(4, sys.byteorder)
+            pid = str(os.getpid()).encode()
+            reply.sendmsg([b"T" + pid], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, data)])
+            os.close(root)
+            reply.recv(1)  # EOF: the call is over, and so are its namespaces with this child
         except _Failed as exc:
             reply.sendmsg([b"E" + str(exc).encode()])
         except (OSError, ValueError, IndexError) as exc:
@@ -156,10 +164,8 @@ def _answer(libc: _Libc, msg: bytes, fds: list[int]) -> None:
         os._exit(0)
 
 
-def _build(
-    libc: _Libc, mnt: str, size: int, inodes: int, layers: list[tuple[int, str]]
-) -> list[int]:
-    """Steps 1-3 in this process; the tmpfs, user namespace and mount namespace fds."""
+def _build(libc: _Libc, mnt: str, size: int, inodes: int, layers: list[tuple[int, str]]) -> int:
+    """Steps 1-3 in this process; a descriptor of the tmpfs."""
     uid, gid = os.getuid(), os.getgid()
     if libc.unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0:
         _fail("unshare(user, mount)", _errno())
@@ -191,11 +197,9 @@ def _build(
             os.close(lower)
         root = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         os.chdir("/")
-        user = os.open("/proc/self/ns/user", os.O_RDONLY | os.O_CLOEXEC)
-        mount = os.open("/proc/self/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
     except OSError as exc:
         _fail("overlay setup", exc.errno or 0)
-    return [root, user, mount]
+    return root
 
 
 def _probe(libc: _Libc) -> None:
@@ -209,7 +213,7 @@ def _probe(libc: _Libc) -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        sys.stderr.write("usage: overlayholder.py SOCK_FD\n")
+    if len(sys.argv) != 3:
+        sys.stderr.write("usage: overlayholder.py SOCK_FD MNT\n")
         os._exit(2)
-    serve(int(sys.argv[1]))
+    serve(int(sys.argv[1]), sys.argv[2])

@@ -32,7 +32,6 @@ from sandbox.host import Host
 from sandbox.limits import MemoryWatch
 from sandbox.netholder import EXIT_SETUP
 from sandbox.netns import ProxyProcess, holder_argv, proxy_policy, uses_proxy
-from sandbox.overlay import EXIT_SETUP as OVERLAY_EXIT_SETUP
 from sandbox.overlay import OverlayError, Overlays, overlay_unavailable
 from sandbox.policy import ShellPolicy, UnsafeValue, check_path
 from sandbox.probe import ROOT_REFUSAL, probe, warn_once
@@ -179,7 +178,7 @@ def _run(
             return ShellResult(error=f"refused: {exc}")
         # Invariant: no fd of an overlaid dir reaches bwrap (bwrap does not close what it is
         # given, so the sandbox would inherit it and write the real dir past the tmpfs), nor
-        # the overlays' namespace fds (they reach only the child's setns, then close_fds):
+        # anything of the overlays' namespaces (nsenter opens the holding child's /proc files):
         # test_overlay_quota.py's test_no_descriptor_of_the_real_dirs_reaches_the_sandbox.
         bound = {} if overlays is None else overlays.shown()
         passed = [seccomp_fd, info_w]
@@ -196,6 +195,8 @@ def _run(
             pass_fd = proxy.start()
             argv = holder_argv(argv, pass_fd)
             passed.append(pass_fd)
+        if overlays is not None:
+            argv = overlays.argv(argv)  # bwrap (or the network holder) joins the overlays
         if os.environ.get("VINOS_ROUTINE_DEBUG") == "1":
             print(f"vinos-routine: sandbox argv: {shlex.join(argv)}", file=sys.stderr, flush=True)
         if on_argv is not None:
@@ -221,9 +222,6 @@ def _run(
                 pass_fds=passed,
                 start_new_session=True,  # its own process group, killed as one
                 env=dict(policy.env),  # bwrap's own environ block holds no secret either
-                # Overlaid: the child joins the overlays' namespaces before its exec (two
-                # setns calls, no lock taken: Overlays.enter says why that is thread-safe).
-                preexec_fn=None if overlays is None else overlays.enter,  # noqa: PLW1509
             )
         except OSError as exc:
             return ShellResult(error=f"bubblewrap could not be started: {exc}")
@@ -425,7 +423,9 @@ def _setup_error(code: int | None, stderr_text: str) -> str | None:
         return f"the sandbox could not be set up: {first}"
     if code == EXIT_SETUP and first.startswith("vinos-netholder: "):
         return f"the sandbox's network could not be set up: {first}"
-    if code == OVERLAY_EXIT_SETUP and first.startswith("vinos-overlay: "):
+    if (code == EXIT_SETUP and first.startswith("vinos-overlay: ")) or (
+        code == 1 and first.startswith("nsenter: ")
+    ):
         return f"the sandbox's workspace could not be set up: {first}"
     return None
 

@@ -194,7 +194,8 @@ def test_debug_shows_each_bwrap_argv_as_an_event(
     assert r.result.status == "ok", r.stderr
     [shown] = [e for e in r.events_of("log") if e.text.startswith("sandbox argv: ")]
     argv = shown.data["argv"]
-    # bwrap, started in the overlays' namespaces (sandbox/overlay.py), binds the overlays.
-    assert argv[0].endswith("bwrap") and argv[-1] == "date"
+    # nsenter starts bwrap in the overlays' namespaces (sandbox/overlay.py): it binds them.
+    assert argv[0].endswith("/nsenter") and argv[-1] == "date"
+    assert argv[argv.index("--") + 1].endswith("bwrap")
     assert "--bind" in argv and "--bind-fd" not in argv
     assert shown.text == "sandbox argv: " + shlex.join(argv)

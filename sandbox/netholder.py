@@ -1,8 +1,9 @@
 """The network holder: a fresh user+network namespace with only `lo` and the proxy's listener.
 
 Run as a script (`python -I -S netholder.py PASS_FD PORT -- BWRAP ARGV…`), never imported: it
-uses only built-in modules (no `socket`, whose import alone costs ~10 ms), so it starts fast
-and trusts nothing on sys.path. It
+uses only built-in modules (no `socket`, whose import alone costs ~10 ms; `_ctypes`, not the
+`ctypes` package, as sandbox/overlayholder.py does), so it starts fast and trusts nothing on
+sys.path. It
 
 1. unshares a user and a network namespace, mapping only our own uid and gid;
 2. brings up `lo` there and listens on 127.0.0.1:PORT;
@@ -17,8 +18,8 @@ Why not bwrap's own --unshare-net plus a helper joining it: a helper cannot setn
 bwrap made (setns(CLONE_NEWNET): EPERM). Why not slirp4netns or pasta: see sandbox/netns.py.
 """
 
+import _ctypes
 import _socket
-import ctypes
 import fcntl
 import os
 import sys
@@ -29,6 +30,26 @@ SIOCGIFFLAGS = 0x8913
 SIOCSIFFLAGS = 0x8914
 IFF_UP = 0x1
 EXIT_SETUP = 125  # the holder could not build the namespace: nothing ran
+
+
+class _Int(_ctypes._SimpleCData):  # type: ignore[type-arg]  # not subscriptable at run time
+    _type_ = "i"
+
+
+class _Func(_ctypes.CFuncPtr):
+    _flags_ = _ctypes.FUNCFLAG_CDECL | _ctypes.FUNCFLAG_USE_ERRNO
+    _restype_ = _Int
+
+
+class _Libc:
+    """libc's unshare through _ctypes, the C module alone: the ctypes package's import costs
+    every network-on shell call a few ms more of its start (bench_sandbox)."""
+
+    _handle = _ctypes.dlopen(None, os.RTLD_NOW)  # type: ignore[arg-type]  # None: ourselves
+
+    def __init__(self) -> None:
+        # The stubs ask for a CDLL; CFuncPtr reads only `_handle` of it.
+        self.unshare = _Func(("unshare", self))  # type: ignore[arg-type]
 
 
 def _fail(what: str, err: int) -> None:
@@ -64,9 +85,9 @@ def main(argv: list[str]) -> None:
         os._exit(2)
     pass_fd, port, command = int(argv[0]), int(argv[1]), argv[3:]
     uid, gid = os.getuid(), os.getgid()
-    libc = ctypes.CDLL(None, use_errno=True)
+    libc = _Libc()
     if libc.unshare(CLONE_NEWUSER | CLONE_NEWNET) != 0:
-        _fail("unshare(user, net)", ctypes.get_errno())
+        _fail("unshare(user, net)", int(_ctypes.get_errno()))
     try:
         _write("/proc/self/setgroups", "deny")
         _write("/proc/self/uid_map", f"{uid} {uid} 1")

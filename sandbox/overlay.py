@@ -1,6 +1,10 @@
 """The workspace quota kept by the kernel: a shell call's writable dirs as overlays whose upper
 dirs share one tmpfs of max_workspace_mb (sandbox/overlayholder.py builds them).
 
+The overlays are built by the overlay maker (sandbox/overlayholder.py, one small process per
+runner process, started at its first overlaid call) in a user and mount namespace of their own,
+which bwrap joins: it is started under nsenter (`Overlays.argv`).
+
 The call writes into the tmpfs only; the kernel stops it at the quota (ENOSPC), however many
 processes write at once. Once the sandbox is gone, the runner measures what the upper dirs
 would make of the real dirs (sandbox/copyback.py) and copies them back only if the result is
@@ -15,25 +19,36 @@ max_workspace_mb of memory for what it writes, freed when it ends.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
+import selectors
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from sandbox.binaries import BinaryRefused, check_binary
 from sandbox.copyback import CopyBackError, Tally, apply, measure
 from sandbox.limits import MiB, gb_or_mb
 from sandbox.quota import MAX_ENTRIES, Usage
 
-__all__ = ["HOLDER", "Overlays", "Verdict", "overlay_unavailable", "verdict"]
+__all__ = ["HOLDER", "OverlayError", "Overlays", "Verdict", "overlay_unavailable", "verdict"]
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 HOLDER = os.path.join(_HERE, "overlayholder.py")
 INODE_SLACK = 64  # the upper and work dirs themselves
 _KEPT = "nothing the call wrote there was kept"
+_REPLY_SEC = 30.0  # the maker's child building one call's overlays
+NSENTER = "/usr/bin/nsenter"  # util-linux: joins the namespaces, then execs what follows
+
+
+class OverlayError(Exception):
+    """The overlays could not be built (the text says why): nothing ran."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,53 +81,49 @@ def verdict(
 
 
 class Overlays:
-    """One call's overlays: the empty dir the tmpfs is mounted on (in the holder's namespace
-    only), the socket the tmpfs comes back on, and `shown()`, what bwrap binds."""
+    """One call's overlays: the empty dir the tmpfs is mounted on (in the overlays' namespace
+    only), the tmpfs and the namespaces the maker sent back, and `shown()`, what bwrap binds."""
 
     def __init__(self, dirs: Sequence[tuple[str, int]], max_mb: int) -> None:
         self.dirs = tuple(dirs)
         self.size = max_mb * MiB
-        self.mnt = tempfile.mkdtemp(prefix="vinos-overlay-")
-        self._ours, self.theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.mnt = _maker.mount_dir()
         self.tmpfs: int | None = None
+        # The maker's child that holds the namespaces until this socket is closed, its pid.
+        self._holder: tuple[socket.socket, int] | None = None
+        self._nsenter = NSENTER
 
     def shown(self) -> dict[str, str]:
-        """Each dir's path -> the overlay bwrap binds there (in the holder's namespace)."""
+        """Each dir's path -> the overlay bwrap binds there (in the overlays' namespace)."""
         return {path: f"{self.mnt}/m/{i}" for i, (path, _) in enumerate(self.dirs)}
 
+    def build(self) -> None:
+        """Have the maker build them. Raises OverlayError."""
+        self._nsenter = check_binary(NSENTER, "nsenter")  # BinaryRefused: a ValueError
+        paths = [path for path, _ in self.dirs]
+        self.tmpfs, self._holder = _make(self.mnt, self.size, paths, [fd for _, fd in self.dirs])
+
     def argv(self, inner: Sequence[str]) -> list[str]:
-        layers = [f"{fd}:{path}" for path, fd in self.dirs]
+        """`inner` run in the overlays' user and mount namespaces. nsenter is passed no fd
+        (it opens the holding child's /proc/PID/ns files, alive until close()), so nothing of
+        the namespaces reaches bwrap; --preserve-credentials: our own uid, no setuid(0)."""
+        assert self._holder is not None
+        ns = f"/proc/{self._holder[1]}/ns"
         return [
-            *_holder(self.theirs.fileno(), self.mnt, self.size),
-            *layers,
+            self._nsenter,
+            f"--user={ns}/user",
+            f"--mount={ns}/mnt",
+            "--preserve-credentials",
             "--",
             *inner,
         ]
 
-    def pass_fds(self) -> list[int]:
-        return [self.theirs.fileno(), *(fd for _, fd in self.dirs)]
-
-    def spawned(self) -> None:
-        """The holder has our end's twin: close ours of it, so its end means EOF."""
-        self.theirs.close()
-
-    def receive(self) -> int | None:
-        """The tmpfs fd the holder sent, once the sandbox is gone (None: it never mounted)."""
-        self.theirs.close()
-        self._ours.setblocking(False)
-        try:
-            _, fds, _, _ = socket.recv_fds(self._ours, 1, 1, socket.MSG_CMSG_CLOEXEC)
-        except (BlockingIOError, OSError):
-            return None
-        self.tmpfs = fds[0] if fds else None
-        return self.tmpfs
-
     def copy_back(self, before: Sequence[Usage], max_mb: int) -> str | None:
         """Copy the upper dirs into the real dirs if the result is within the quota; else
         nothing, and why (the text the call fails with). The tmpfs is closed either way."""
-        tmpfs = self.receive() if self.tmpfs is None else self.tmpfs
+        tmpfs = self.tmpfs
         if tmpfs is None:
-            return None  # the holder failed before the call ran: nothing was written
+            return None  # never built: nothing was written
         try:
             vfs = os.statvfs(tmpfs)
             # A write stopped at ENOSPC leaves the tmpfs full; what the call made of its
@@ -141,18 +152,131 @@ class Overlays:
             self.close()
 
     def close(self) -> None:
+        # The tmpfs and its memory go with the last fd on it and the end of its namespace.
         if self.tmpfs is not None:
-            os.close(self.tmpfs)  # the tmpfs and its memory go with the last fd on it
+            os.close(self.tmpfs)
             self.tmpfs = None
-        self._ours.close()
-        self.theirs.close()
+        if self._holder is not None:
+            sock, pid = self._holder
+            self._holder = None
+            _close_and_await(sock, pid)
+
+
+class _Maker:
+    """This process's overlay maker: started at the first overlaid call, again if it died
+    or this process is a fork of the one that started it."""
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()  # send() starts the maker, which takes mount_dir()
+        self.pid = 0  # the process that started it
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.channel: socket.socket | None = None
+        self.mnt = ""
+        self.mnt_pid = 0
+
+    def mount_dir(self) -> str:
+        """The empty dir every call's tmpfs is mounted on, each only in its own namespace, so
+        calls at once do not meet: made once per process (removing one per call cost about a
+        ms, bench_sandbox), again if it went, removed at exit."""
+        with self.lock:
+            if self.mnt_pid != os.getpid() or not _our_dir(self.mnt):
+                self.mnt = tempfile.mkdtemp(prefix="vinos-overlay-")
+                self.mnt_pid = os.getpid()
+                atexit.register(_remove_dir, self.mnt, self.mnt_pid)
+            return self.mnt
+
+    def send(self, msg: bytes, fds: list[int]) -> None:
+        with self.lock:
+            for attempt in (1, 2):
+                if self.channel is None or self.pid != os.getpid():
+                    self._start()
+                assert self.channel is not None
+                try:
+                    socket.send_fds(self.channel, [msg], fds)
+                    return
+                except OSError:
+                    if attempt == 2:
+                        raise
+                    self.channel.close()
+                    self.channel = None  # it died: start another
+
+    def _start(self) -> None:
+        if self.proc is not None and self.pid == os.getpid():
+            with contextlib.suppress(OSError):
+                self.proc.kill()
+            self.proc.wait()
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            # Empty environment, nothing of ours but its socket: it holds no secret.
+            argv = [sys.executable, "-I", "-S", HOLDER, str(theirs.fileno()), self.mount_dir()]
+            self.proc = subprocess.Popen(
+                argv, stdin=subprocess.DEVNULL, pass_fds=[theirs.fileno()], env={}
+            )
+        except BaseException:
+            ours.close()
+            raise
+        finally:
+            theirs.close()
+        self.channel, self.pid = ours, os.getpid()
+
+
+_maker = _Maker()
+
+
+def _close_and_await(sock: socket.socket, pid: int) -> None:
+    """Close the holding child's socket and return once it has exited (with it its
+    namespaces, its mounts and the tmpfs' memory): nothing of a call outlives it
+    (tests/sandbox/conftest.py's no_leftovers)."""
+    try:
+        fd = os.pidfd_open(pid)
+    except OSError:  # gone already, or no pidfd (kernel < 5.3): nothing to wait on
+        sock.close()
+        return
+    try:
+        sock.close()  # EOF: the child exits
+        with selectors.DefaultSelector() as sel:
+            sel.register(fd, selectors.EVENT_READ)
+            sel.select(_REPLY_SEC)
+    finally:
+        os.close(fd)
+
+
+def _our_dir(path: str) -> bool:
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid()
+
+
+def _remove_dir(path: str, pid: int) -> None:
+    if os.getpid() == pid:  # not a fork's: the process that made it may still use it
         with contextlib.suppress(OSError):
-            os.rmdir(self.mnt)  # empty out here: the tmpfs was mounted on it only in there
+            os.rmdir(path)
 
 
-def _holder(send_fd: int, mnt: str, size: int) -> list[str]:
+def _make(
+    mnt: str, size: int, paths: Sequence[str], dirs: Sequence[int]
+) -> tuple[int, tuple[socket.socket, int]]:
+    """The maker's child's answer: the tmpfs fd, and the socket that holds the child (its pid).
+    Raises OverlayError."""
     inodes = MAX_ENTRIES + INODE_SLACK
-    return [sys.executable, "-I", "-S", HOLDER, str(send_fd), mnt, str(size), str(inodes)]
+    msg = "\0".join([mnt, str(size), str(inodes), *paths]).encode()
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        with theirs:
+            _maker.send(msg, [theirs.fileno(), *dirs])
+        ours.settimeout(_REPLY_SEC)
+        data, fds, _, _ = socket.recv_fds(ours, 4096, 1, socket.MSG_CMSG_CLOEXEC)
+    except OSError as exc:
+        ours.close()
+        raise OverlayError(f"vinos-overlay: the overlay maker: {exc}") from exc
+    if data[:1] == b"T" and len(fds) == 1 and data[1:].isdigit():
+        return fds[0], (ours, int(data[1:]))
+    for fd in fds:
+        os.close(fd)
+    ours.close()
+    raise OverlayError(data[1:].decode(errors="replace") or "vinos-overlay: no answer")
 
 
 def _open_upper(tmpfs: int, i: int) -> int:
@@ -170,31 +294,24 @@ _available: dict[str, str | None] = {}
 def overlay_unavailable() -> str | None:
     """Why the overlays cannot be built here (cached per interpreter), or None: they can.
 
-    Runs the holder once with no dirs: it mounts a tmpfs and an overlay with a lower dir in it,
-    and removes and remakes a folder there (Linux >= 6.6 for user xattrs on tmpfs).
+    Has the maker build one with no dirs: a tmpfs and an overlay with a lower dir in it, where
+    it removes and remakes a folder (Linux >= 6.6 for user xattrs on tmpfs); then nsenter
+    joins its namespaces as bwrap's start does.
     """
     if sys.executable in _available:
         return _available[sys.executable]
-    mnt = tempfile.mkdtemp(prefix="vinos-overlay-probe-")
-    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    reason = None
+    probe = Overlays([], 1)
     try:
-        argv = [*_holder(theirs.fileno(), mnt, MiB), "--", "/bin/true"]
+        probe.build()
         done = subprocess.run(
-            argv,
-            pass_fds=[theirs.fileno()],
-            capture_output=True,
-            env={},
-            timeout=30,
-            check=False,
+            probe.argv(["/bin/true"]), capture_output=True, env={}, timeout=30, check=False
         )
-        reason = None
         if done.returncode != 0:
             reason = done.stderr.decode(errors="replace").strip() or f"exit {done.returncode}"
-    except (OSError, subprocess.TimeoutExpired) as exc:
+    except (OSError, OverlayError, BinaryRefused, subprocess.TimeoutExpired) as exc:
         reason = str(exc)
     finally:
-        ours.close()
-        theirs.close()
-        os.rmdir(mnt)
+        probe.close()
     _available[sys.executable] = reason
     return reason

@@ -1,28 +1,40 @@
-"""The overlay holder: the writable dirs of a shell call as overlays on one sized tmpfs.
+"""The overlay maker: the writable dirs of a shell call as overlays on one sized tmpfs, in a
+user and mount namespace that bwrap then joins.
 
-Run as a script (`python -I -S overlayholder.py SEND_FD MNT BYTES INODES FD:PATH... -- ARGV…`),
-never imported (only built-in modules: it starts fast and trusts nothing on sys.path). It
+Started once per runner process (sandbox/overlay.py, `python -I -S overlayholder.py SOCK_FD MNT`),
+never imported (only built-in modules: it starts fast and trusts nothing on sys.path), with an
+empty environment and nothing of the worker's memory, so it is dumpable as any exec'd process
+is: writing a new user namespace's uid_map needs that, and the worker is not dumpable
+(worker/process.py no_dumping; a fork of it gets EACCES on /proc/self/uid_map). It reads one
+request per SOCK_SEQPACKET message, `MNT\0BYTES\0INODES\0PATH...` with the fds [REPLY, DIR...],
+and forks a child for it, which
 
 1. unshares a user and a mount namespace, mapping only our own uid and gid, and makes every
    mount in it private (nothing it mounts shows anywhere else);
 2. mounts a tmpfs of BYTES bytes and INODES inodes on MNT (an empty dir the runner made);
-3. for each FD:PATH, opens PATH again here one component at a time with O_NOFOLLOW and checks
-   it is the very dir the runner holds as FD (overlayfs refuses a lower dir whose mount is in
-   another namespace, so FD itself cannot be the lower dir), and mounts an overlay on
+3. for each PATH, opens it again here one component at a time with O_NOFOLLOW and checks it
+   is the very dir the runner sent as DIR (overlayfs refuses a lower dir whose mount is in
+   another namespace, so DIR itself cannot be the lower dir), and mounts an overlay on
    MNT/m/N: lower PATH, upper MNT/u/N, work MNT/w/N (`userxattr`: the only kind a user
    namespace may write; `metacopy=off`: every file changed is whole in the upper dir);
-4. hands a descriptor of the tmpfs over SEND_FD (SCM_RIGHTS) to the runner, which reads the
-   upper dirs through it once the sandbox is gone (sandbox/copyback.py); the descriptor keeps
-   the tmpfs alive after this namespace is gone, and closing it frees the memory;
-5. execs ARGV (bwrap, or the network holder then bwrap), which binds MNT/m/N where PATH shows.
+4. sends over REPLY a descriptor of the tmpfs (SCM_RIGHTS) and its pid, then waits until the
+   runner closes REPLY (the call is over) and exits. The runner reads the upper dirs through
+   the tmpfs fd once the sandbox is gone (sandbox/copyback.py); meanwhile this child keeps
+   the namespaces alive, and the runner starts bwrap (or the network holder then bwrap) under
+   nsenter joining them (/proc/PID/ns/user and mnt), so bwrap binds MNT/m/N where PATH
+   shows. Closing the tmpfs fd frees the tmpfs and its memory.
+   On a failure it sends `E` and the reason instead.
 
 So what a call writes in its writable dirs lands in the tmpfs, and the kernel stops it at
 BYTES and INODES: however many processes write at once, there is no race with a poll.
-With no FD:PATH (the probe), it mounts one overlay on a lower dir in the tmpfs and checks that
+With no PATH (the probe), it mounts one overlay on a lower dir in the tmpfs and checks that
 a folder removed and made again works (it needs user xattrs on tmpfs, Linux >= 6.6).
+Why a maker started once rather than a holder per call: an interpreter's start was most of a
+shell call's cost (bench_sandbox); a fork of this small process is a fraction of a ms.
 """
 
 import _ctypes
+import _signal  # type: ignore[import-not-found]  # built in, no stub
 import _socket
 import os
 import sys
@@ -33,7 +45,7 @@ MS_REC = 0x4000
 MS_PRIVATE = 1 << 18
 MS_NOSUID = 0x2
 MS_NODEV = 0x4
-EXIT_SETUP = 125  # the holder could not build the overlays: nothing ran
+MAX_LAYERS = 8  # the writable dirs of one call: the workspace and the scratch dir
 OVERLAY_OPTIONS = "userxattr,metacopy=off"
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
@@ -53,7 +65,7 @@ class _Func(_ctypes.CFuncPtr):
 
 class _Libc:
     """libc's unshare and mount through _ctypes, the C module alone: importing the ctypes
-    package costs several ms more of every shell call's start (bench_sandbox)."""
+    package costs several ms more of the maker's start."""
 
     _handle = _ctypes.dlopen(None, os.RTLD_NOW)  # type: ignore[arg-type]  # None: ourselves
 
@@ -67,10 +79,12 @@ def _errno() -> int:
     return int(_ctypes.get_errno())
 
 
+class _Failed(Exception):
+    """Why the overlays could not be built (sent back to the runner)."""
+
+
 def _fail(what: str, err: int) -> None:
-    sys.stderr.write(f"vinos-overlay: {what}: {os.strerror(err)}\n")
-    sys.stderr.flush()
-    os._exit(EXIT_SETUP)
+    raise _Failed(f"vinos-overlay: {what}: {os.strerror(err)}" if err else f"vinos-overlay: {what}")
 
 
 def _write(path: str, text: str) -> None:
@@ -99,16 +113,60 @@ def _open_nofollow(path: str) -> int:
     return fd
 
 
-def main(argv: list[str]) -> None:
-    if "--" not in argv or argv.index("--") < 4:
-        sys.stderr.write("usage: overlayholder.py SEND_FD MNT BYTES INODES FD:PATH... -- ARGV\n")
-        os._exit(2)
-    cut = argv.index("--")
-    send_fd, mnt, size, inodes = int(argv[0]), argv[1], int(argv[2]), int(argv[3])
-    layers = [(int(fd), path) for fd, _, path in (a.partition(":") for a in argv[4:cut])]
-    command = argv[cut + 1 :]
-    uid, gid = os.getuid(), os.getgid()
+def serve(sock_fd: int, mnt: str) -> None:
+    """Answer requests until the runner closes its end: a child per request. MNT, the empty
+    dir the runner made for the tmpfs' mounts, is removed then, however the runner ended."""
+    # The kernel reaps the children: none is left a zombie of ours once it has answered.
+    _signal.signal(_signal.SIGCHLD, _signal.SIG_IGN)
+    channel = _socket.socket(_socket.AF_UNIX, _socket.SOCK_SEQPACKET, 0, sock_fd)
     libc = _Libc()
+    room = _socket.CMSG_SPACE(4 * (MAX_LAYERS + 1))
+    while True:
+        msg, anc, _, _ = channel.recvmsg(65536, room)
+        fds = [
+            int.from_bytes(data[i : i + 4], sys.byteorder)
+            for level, kind, data in anc
+            if level == _socket.SOL_SOCKET and kind == _socket.SCM_RIGHTS
+            for i in range(0, len(data) - len(data) % 4, 4)
+        ]
+        if not msg and not fds:
+            try:  # the runner is gone
+                os.rmdir(mnt)
+            finally:
+                os._exit(0)
+        if fds and os.fork() == 0:
+            channel.close()
+            _answer(libc, msg, fds)  # never returns
+        for fd in fds:
+            os.close(fd)
+
+
+def _answer(libc: _Libc, msg: bytes, fds: list[int]) -> None:
+    """In the child: build the request's overlays, reply with the fds or why not, exit."""
+    reply = _socket.socket(_socket.AF_UNIX, _socket.SOCK_SEQPACKET, 0, fds[0])
+    try:
+        try:
+            words = msg.decode().split("\0")
+            mnt, size, inodes, paths = words[0], int(words[1]), int(words[2]), words[3:]
+            if len(paths) != len(fds) - 1:
+                raise _Failed("vinos-overlay: a malformed request")
+            root = _build(libc, mnt, size, inodes, list(zip(fds[1:], paths, strict=True)))
+            data = root.to_bytes(4, sys.byteorder)
+            pid = str(os.getpid()).encode()
+            reply.sendmsg([b"T" + pid], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, data)])
+            os.close(root)
+            reply.recv(1)  # EOF: the call is over, and so are its namespaces with this child
+        except _Failed as exc:
+            reply.sendmsg([b"E" + str(exc).encode()])
+        except (OSError, ValueError, IndexError) as exc:
+            reply.sendmsg([f"Evinos-overlay: overlay setup: {exc}".encode()])
+    finally:
+        os._exit(0)
+
+
+def _build(libc: _Libc, mnt: str, size: int, inodes: int, layers: list[tuple[int, str]]) -> int:
+    """Steps 1-3 in this process; a descriptor of the tmpfs."""
+    uid, gid = os.getuid(), os.getgid()
     if libc.unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0:
         _fail("unshare(user, mount)", _errno())
     try:
@@ -139,17 +197,9 @@ def main(argv: list[str]) -> None:
             os.close(lower)
         root = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         os.chdir("/")
-        channel = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM, 0, send_fd)
-        fds = root.to_bytes(4, sys.byteorder)
-        channel.sendmsg([b"T"], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, fds)])
-        channel.close()
-        os.close(root)
     except OSError as exc:
         _fail("overlay setup", exc.errno or 0)
-    try:
-        os.execv(command[0], command)
-    except OSError as exc:
-        _fail(f"exec {command[0]}", exc.errno or 0)
+    return root
 
 
 def _probe(libc: _Libc) -> None:
@@ -163,4 +213,7 @@ def _probe(libc: _Libc) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    if len(sys.argv) != 3:
+        sys.stderr.write("usage: overlayholder.py SOCK_FD MNT\n")
+        os._exit(2)
+    serve(int(sys.argv[1]), sys.argv[2])

@@ -32,7 +32,7 @@ from sandbox.host import Host
 from sandbox.limits import MemoryWatch
 from sandbox.netholder import EXIT_SETUP
 from sandbox.netns import ProxyProcess, holder_argv, proxy_policy, uses_proxy
-from sandbox.overlay import Overlays, overlay_unavailable
+from sandbox.overlay import OverlayError, Overlays, overlay_unavailable
 from sandbox.policy import ShellPolicy, UnsafeValue, check_path
 from sandbox.probe import ROOT_REFUSAL, probe, warn_once
 from sandbox.quota import QuotaWatch, open_dir_restoring
@@ -172,10 +172,13 @@ def _run(
             egress = (
                 proxy_policy(policy.network, policy.lan) if uses_proxy(policy.network) else None
             )
+        except OverlayError as exc:
+            return ShellResult(error=f"the sandbox's workspace could not be set up: {exc}")
         except (UnsafeValue, ValueError, OSError, seccomp.SeccompUnavailable) as exc:
             return ShellResult(error=f"refused: {exc}")
         # Invariant: no fd of an overlaid dir reaches bwrap (bwrap does not close what it is
-        # given, so the sandbox would inherit it and write the real dir past the tmpfs):
+        # given, so the sandbox would inherit it and write the real dir past the tmpfs), nor
+        # anything of the overlays' namespaces (nsenter opens the holding child's /proc files):
         # test_overlay_quota.py's test_no_descriptor_of_the_real_dirs_reaches_the_sandbox.
         bound = {} if overlays is None else overlays.shown()
         passed = [seccomp_fd, info_w]
@@ -193,8 +196,7 @@ def _run(
             argv = holder_argv(argv, pass_fd)
             passed.append(pass_fd)
         if overlays is not None:
-            argv = overlays.argv(argv)
-            passed += overlays.pass_fds()
+            argv = overlays.argv(argv)  # bwrap (or the network holder) joins the overlays
         if os.environ.get("VINOS_ROUTINE_DEBUG") == "1":
             print(f"vinos-routine: sandbox argv: {shlex.join(argv)}", file=sys.stderr, flush=True)
         if on_argv is not None:
@@ -226,8 +228,6 @@ def _run(
         on_failure.pop_all()
         if proxy is not None:
             proxy.handed_over()
-        if overlays is not None:
-            overlays.spawned()
     watches = (MemoryWatch(policy.limits), quota)
     try:
         result = _supervise(proc, info_r, start, timeout_sec, stdout_cap, stderr_cap, watches)
@@ -280,6 +280,7 @@ def _overlays(
         return None
     overlays = Overlays(dirs, policy.limits.workspace_mb)
     lasting.callback(overlays.close)
+    overlays.build()
     # Nothing the call writes reaches the real dirs before the check after it: no poll.
     quota.due = float("inf")
     return overlays
@@ -422,7 +423,9 @@ def _setup_error(code: int | None, stderr_text: str) -> str | None:
         return f"the sandbox could not be set up: {first}"
     if code == EXIT_SETUP and first.startswith("vinos-netholder: "):
         return f"the sandbox's network could not be set up: {first}"
-    if code == EXIT_SETUP and first.startswith("vinos-overlay: "):
+    if (code == EXIT_SETUP and first.startswith("vinos-overlay: ")) or (
+        code == 1 and first.startswith("nsenter: ")
+    ):
         return f"the sandbox's workspace could not be set up: {first}"
     return None
 

@@ -254,8 +254,8 @@ def test_debug_prints_each_bwrap_argv_on_the_terminal(world: dict[str, object]) 
     [line] = [ln for ln in r.stdout.splitlines() if "sandbox argv: " in ln]
     assert "bwrap" in line and "--remount-ro /" in line
     # The workspace reaches bwrap as a descriptor, or, where the kernel keeps the quota
-    # (sandbox/overlay.py), as the overlay the holder mounted: its argv comes first.
-    assert "--bind-fd" in line or "sandbox/overlayholder.py" in line
+    # (sandbox/overlay.py), as the overlay the maker mounted.
+    assert "--bind-fd" in line or "/vinos-overlay-" in line
 
 
 @pytest.mark.parametrize("answer", ["http-500", "refused"])

@@ -260,13 +260,17 @@ def test_the_tmpfs_is_let_go_after_the_call(
     box: Box, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Its memory lives as long as a descriptor on it: none is left once the call returns,
-    kept or not, and the empty mount dir is removed. The mount dirs are made in a temp dir
-    of this test's own: in the shared /tmp, another worker's call in flight was counted."""
-    tmp = tmp_path / "tmp"
+    kept or not, and no mount dir is left behind (one per process, reused: each call's tmpfs
+    is mounted on it in that call's namespace only). The overlay maker's socket and that dir
+    stay, from a process's first overlaid call on, so a first call comes before the count."""
+    box.run("true", limits=Limits(workspace_mb=16))
+    # The mount dirs are made in a temp dir of this test's own: another test process's calls
+    # come and go in the shared one meanwhile.
+    tmp = tmp_path / "mnt"
     tmp.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(tmp))
     before = sorted(os.listdir("/proc/self/fd"))
-    dirs: set[str] = set()
+    dirs = {p.name for p in tmp.glob("vinos-overlay-*")}
     box.run(f"head -c 1M /dev/zero > {box.workspace}/kept", limits=Limits(workspace_mb=16))
     box.run(f"head -c 20M /dev/zero > {box.workspace}/over", limits=Limits(workspace_mb=16))
     assert sorted(os.listdir("/proc/self/fd")) == before

@@ -9,6 +9,7 @@ import json
 import shlex
 import subprocess
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -176,13 +177,15 @@ def test_debug_prints_the_argv_before_running(
     err = capfd.readouterr().err
     (line,) = [x for x in err.splitlines() if x.startswith("vinos-routine: sandbox argv: ")]
     argv = shlex.split(line.removeprefix("vinos-routine: sandbox argv: "))
-    # The overlay holder (sandbox/overlay.py) starts the network holder, which starts bwrap
-    # (sandbox/netns.py): the workspace and the scratch dir are its two layers.
-    assert argv[0] == sys.executable and argv[3].endswith("sandbox/overlayholder.py")
-    assert [a.partition(":")[2] for a in argv[8:10]] == [str(box.workspace), str(box.scratch)]
-    net = argv[argv.index("--") + 1 :]
-    assert net[0] == sys.executable and net[3].endswith("sandbox/netholder.py")
-    assert net[6:8] == ["--", "/usr/bin/bwrap"]
+    # nsenter joins the namespaces of the overlays (sandbox/overlay.py) and starts the network
+    # holder, which starts bwrap (sandbox/netns.py); bwrap binds the overlays where the
+    # workspace and the scratch dir show.
+    assert argv[0].endswith("/nsenter") and argv[3:5] == ["--preserve-credentials", "--"]
+    assert argv[5] == sys.executable and argv[8].endswith("sandbox/netholder.py")
+    assert argv[11:13] == ["--", "/usr/bin/bwrap"]
+    binds = [argv[i + 1 : i + 3] for i, a in enumerate(argv) if a == "--bind"]
+    assert [dest for _, dest in binds] == [str(box.workspace), str(box.scratch)]
+    assert all(src.startswith(tempfile.gettempdir() + "/vinos-overlay-") for src, _ in binds)
     assert argv[-1] == "echo 'quoted arg'" and "--seccomp" in argv
     assert box.marker not in err
 

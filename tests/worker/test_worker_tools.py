@@ -194,7 +194,8 @@ def test_debug_shows_each_bwrap_argv_as_an_event(
     assert r.result.status == "ok", r.stderr
     [shown] = [e for e in r.events_of("log") if e.text.startswith("sandbox argv: ")]
     argv = shown.data["argv"]
-    # The overlay holder (sandbox/overlay.py) starts bwrap, which binds the overlays.
-    assert argv[3].endswith("sandbox/overlayholder.py") and argv[-1] == "date"
-    assert argv[argv.index("--") + 1].endswith("bwrap") and "--bind" in argv
+    # nsenter starts bwrap in the overlays' namespaces (sandbox/overlay.py): it binds them.
+    assert argv[0].endswith("/nsenter") and argv[-1] == "date"
+    assert argv[argv.index("--") + 1].endswith("bwrap")
+    assert "--bind" in argv and "--bind-fd" not in argv
     assert shown.text == "sandbox argv: " + shlex.join(argv)

@@ -41,6 +41,7 @@ missing_cmds() {
     command -v fakeroot >/dev/null || out+=(fakeroot)
     command -v runuser >/dev/null || out+=(runuser)
     command -v unshare >/dev/null || out+=(unshare)
+    command -v nsenter >/dev/null || out+=(nsenter)  # the kernel-kept quota (sandbox/overlay.py)
     # The egress tests: `ip` sets up the namespace standing for the internet, curl is the
     # client inside the sandbox.
     command -v ip >/dev/null || out+=(iproute2)
@@ -73,7 +74,7 @@ package_for() {
         debian:python3-venv) echo python3-venv ;;
         debian:systemd-analyze | debian:systemctl | debian:systemd) echo systemd ;;
         debian:systemd-socket-activate) echo systemd ;;
-        debian:setsid | debian:runuser | debian:unshare) echo util-linux ;;
+        debian:setsid | debian:runuser | debian:unshare | debian:nsenter) echo util-linux ;;
         debian:makepkg) echo makepkg ;;
         debian:pacman) echo pacman-package-manager ;;
         debian:bsdtar) echo libarchive-tools ;;
@@ -84,7 +85,7 @@ package_for() {
         arch:python3-venv) echo python ;;
         arch:systemd-analyze | arch:systemctl | arch:systemd) echo systemd ;;
         arch:systemd-socket-activate) echo systemd ;;
-        arch:setsid | arch:runuser | arch:unshare | arch:script) echo util-linux ;;
+        arch:setsid | arch:runuser | arch:unshare | arch:nsenter | arch:script) echo util-linux ;;
         arch:makepkg | arch:fakeroot) echo base-devel ;;
         arch:bsdtar) echo libarchive ;;
         arch:ssh-keygen) echo openssh ;;

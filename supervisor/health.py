@@ -47,6 +47,7 @@ class Health(StrEnum):
     CORRUPT = "corrupt"  # PRAGMA quick_check fails: move it aside, restore a backup
     UNREACHABLE = "unreachable"  # a fleet's PostgreSQL is out of reach
     DRAINING = "draining"  # the fleet's database is back; runs made offline still going
+    FORBIDDEN = "permission denied"  # the fleet database's role lacks a right it needs
 
     @classmethod
     def of(cls, reason: Unavailable) -> Health:
@@ -62,6 +63,7 @@ _PHRASES = {
     Health.CORRUPT: "the ledger is damaged",
     Health.UNREACHABLE: "the fleet database is unreachable",
     Health.DRAINING: "the fleet database is back, runs made meanwhile are still going",
+    Health.FORBIDDEN: "the fleet database refuses this machine's role a right it needs",
 }
 _TITLES = {
     Health.DISK_FULL: "vinos-routine: the disk is full",
@@ -71,6 +73,7 @@ _TITLES = {
     Health.CORRUPT: "vinos-routine: the ledger is damaged",
     Health.UNREACHABLE: "vinos-routine: the fleet database is unreachable",
     Health.DRAINING: "vinos-routine: the fleet database is back",
+    Health.FORBIDDEN: "vinos-routine: the fleet database refuses a right",
 }
 
 

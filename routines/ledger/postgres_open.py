@@ -37,9 +37,24 @@ from routines.ledger.migrate_postgres import MIGRATION_LOCK, PG_LEDGER_VERSION, 
 from routines.ledger.model import LedgerError, LedgerUnavailable, Unavailable
 from routines.safetext import redact_url
 
-__all__ = ["Cursor", "Gate", "PgConnection", "backoff", "unreachable"]
+__all__ = [
+    "CALL_DEADLINE_SEC",
+    "FIRST_CONNECTION_SEC",
+    "Cursor",
+    "Gate",
+    "PgConnection",
+    "backoff",
+    "unreachable",
+]
 
 CONNECT_TIMEOUT_SEC = 3
+# The client-side deadline of each call, the daemon's loop's and a CLI command's alike
+# (routines/ledger/api.py `open_ledger`): the daemon's control socket answers within a second,
+# and a command fails as an outage rather than hang on a server that stopped answering
+# (tests/fleet/test_fleet_cli.py). A first connection may migrate the schema, so it is given
+# longer (libpq's own connect_timeout still bounds the connecting).
+CALL_DEADLINE_SEC = 0.75
+FIRST_CONNECTION_SEC = 15.0
 STATEMENT_TIMEOUT_MS = 10_000
 # TCP keepalives (a remote server; a Unix socket ignores them): a connection whose peer
 # vanished is found dead in about 10 s, even while idle.
@@ -104,10 +119,13 @@ class PgConnection:
         gate: Gate | None = None,
         connect: bool = True,
         deadline: float | None = None,
+        connect_within: float | None = None,
     ) -> None:
         self.dsn = dsn
         self.gate = gate or Gate()
         self.deadline = deadline  # client-side, seconds: see the module's docstring
+        # How long a connection attempt may take, with a deadline (default: the deadline).
+        self.connect_within = connect_within
         self.where = redact_url(dsn) if "://" in dsn else "the fleet database"
         self._conn: psycopg.Connection[dict[str, Any]] | None = None
         self._lock = threading.Lock()
@@ -124,7 +142,7 @@ class PgConnection:
         if self._conn is not None and not self._conn.closed:
             return self._conn
         if self.deadline is not None:
-            return self._connection_within(self.deadline)
+            return self._connection_within(self.connect_within or self.deadline)
         if not self.gate.open():
             raise self._shut_out()
         try:

@@ -119,6 +119,10 @@ def _check(rows: list[RunRow], ms: list[Machine], story: str) -> None:
             row = by_id.get(ex.id)
             assert row is not None, f"{ex} has no run row ({story})"
             if ex.ended:
+                # `interrupted` for an execution that ran to its end: its daemon was stopped
+                # past its lease and another machine ended the run first; that final row is
+                # never rewritten (docs/fleet.md, "A run that ended while its daemon was
+                # stopped").
                 assert row.status in ("ok", "interrupted"), (ex, row.status, story)
                 if row.status == "interrupted":
                     assert "lease lost" in (row.detail or ""), (ex, row.detail, story)

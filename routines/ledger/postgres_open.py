@@ -317,7 +317,10 @@ class PgConnection:
                 # when a session starts, so the one that met it stays read-only for ever.
                 role = conn.info.user
                 self._drop(conn)
-                raise self._failed(self._translate(exc, role)) from exc
+                error = self._translate(exc, role)
+                if isinstance(error, LedgerUnavailable):
+                    raise self._failed(error) from exc
+                raise error from exc
             finally:
                 if timer is not None:
                     timer.cancel()

@@ -49,14 +49,14 @@ def fill(dsn: str, table: str, events: str) -> None:
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(FULL)
         conn.execute(
-            f"CREATE TRIGGER full_disk BEFORE {events} ON {table} "  # type: ignore[arg-type]
+            f"CREATE TRIGGER full_disk BEFORE {events} ON {table} "
             "FOR EACH ROW EXECUTE FUNCTION disk_full()"
         )
 
 
 def free(dsn: str, table: str) -> None:
     with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(f"DROP TRIGGER full_disk ON {table}")  # type: ignore[arg-type]
+        conn.execute(f"DROP TRIGGER full_disk ON {table}")
 
 
 def workers(m: Machine) -> list[psutil.Process]:

@@ -96,7 +96,7 @@ def dml_role(cluster: Cluster, db: str) -> str:
 
 def no_failure(dsn: str) -> None:
     failed = [
-        (r.routine, r.slot, r.status, r.error) for r, _ in fleet_rows(dsn) if r.status == "failed"
+        (r.routine, r.slot, r.status, r.detail) for r, _ in fleet_rows(dsn) if r.status == "failed"
     ]
     assert failed == []
 

@@ -29,7 +29,9 @@ def test_make_demo_runs_for_a_normal_user_with_debians_path(tmp_path: Path, not_
         "LANG": "C.UTF-8",
         "DEMO_HOME": str(tmp_path / "demo-home"),
         "DEMO_SECONDS": "25",
-        "VINOS_DEBUG_TIMINGS": json.dumps({"clock_offset_file": str(offset), "tick_max_sec": 0.5}),
+        "VINOS_DEBUG_TIMINGS": json.dumps(
+            {"clock_offset_file": str(offset), "tick_max_sec": 0.5, "forkserver": False}
+        ),
     }
     for key in ("VINOS_HOME", "VINOS_SYSTEM_DIR", "XDG_RUNTIME_DIR"):
         env[key] = os.environ[key]

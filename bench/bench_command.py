@@ -127,8 +127,9 @@ def _daemon(
 ) -> list[float]:
     home.write("tick", _routine())
     home.start(
-        VINOS_DEBUG_TIMINGS=debug_timings(clock_offset_file=home.clock_file, tick_max_sec=0.5),
-        VINOS_FORKSERVER="1" if forks else "0",
+        VINOS_DEBUG_TIMINGS=debug_timings(
+            clock_offset_file=home.clock_file, tick_max_sec=0.5, forkserver=forks
+        ),
     )
     state = Path(home.env["VINOS_HOME"]) / "routines" / "state" / "tick"
     # The steady state of a routine due each minute: its forkserver up (the first start

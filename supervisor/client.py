@@ -33,7 +33,8 @@ __all__ = [
     "try_daemon",
 ]
 
-# How long to wait for the daemon's hello; VINOS_CONTROL_TIMEOUT_SEC shortens it for tests.
+# How long to wait for the daemon's hello: VINOS_CONTROL_TIMEOUT_SEC, a user setting of the
+# commands, not the daemon's (docs/install.md); tests shorten it.
 CONNECT_TIMEOUT_SEC = float(os.environ.get("VINOS_CONTROL_TIMEOUT_SEC") or 10.0)
 
 

@@ -506,7 +506,7 @@ def main(*, worker_argv: list[str] | None = None) -> int:
         print(f"vinos-routine: {problem}", file=sys.stderr)
         return 1
     clock = clock_from(timings.clock_offset_file)
-    forks = forkserver_for(worker_argv)  # real workers only
+    forks = forkserver_for(worker_argv, timings.forkserver)  # real workers only
     spawner = WorkerSpawner(worker_argv, forks)
     try:
         site = open_site(p, config, clock, timings, locks, spawner)

@@ -31,6 +31,7 @@ from datetime import datetime
 from ipc import lease_clock
 from routines.ledger import LedgerUnavailable
 from routines.ledger.postgres import Gate, MachineInUse, PgLedger
+from routines.ledger.postgres_open import CALL_DEADLINE_SEC, FIRST_CONNECTION_SEC
 from routines.safetext import one_line
 from routines.spec.config import FleetSettings
 from routines.spec.registry import Registry
@@ -42,9 +43,10 @@ __all__ = ["Fleet", "LeaseBook", "MachineInUse", "Renewal", "boot_id", "pid_aliv
 log = logging.getLogger("vinos.fleet")
 
 # The loop's calls wait at most this long for the database, so the control socket answers
-# within a second however the database behaves (a stalled call fails as an outage).
-LOOP_DEADLINE_SEC = 0.75
-START_DEADLINE_SEC = 15.0  # the first call, at start, before the control socket listens
+# within a second however the database behaves (a stalled call fails as an outage); the CLI's
+# calls have the same (routines/ledger/postgres_open.py).
+LOOP_DEADLINE_SEC = CALL_DEADLINE_SEC
+START_DEADLINE_SEC = FIRST_CONNECTION_SEC  # the first call, before the control socket listens
 
 
 @dataclass(frozen=True, slots=True)

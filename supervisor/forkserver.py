@@ -80,12 +80,12 @@ def wanted(*, active: int, next_due: datetime | None, now: datetime, ahead: floa
     return next_due is not None and (next_due - now).total_seconds() <= ahead
 
 
-def forkserver_for(worker_argv: list[str] | None) -> ForkServer | None:
+def forkserver_for(worker_argv: list[str] | None, enabled: bool = True) -> ForkServer | None:
     """The daemon's forkserver: for real workers (`worker_argv` None; a stand-in worker in
-    tests is spawned), unless VINOS_FORKSERVER=0 (the test suite's default: a forkserver is
-    ~2 s of CPU per daemon; tests/supervisor/test_forkserver.py and the daemon tests that
-    ask for it run one)."""
-    if worker_argv is not None or os.environ.get("VINOS_FORKSERVER") == "0":
+    tests is spawned), unless `enabled` is False (Timings.forkserver, from VINOS_DEBUG_TIMINGS:
+    the test suite's default, since a forkserver is ~2 s of CPU per daemon;
+    tests/supervisor/test_forkserver.py and the daemon tests that ask for it run one)."""
+    if worker_argv is not None or not enabled:
         return None
     return ForkServer()
 

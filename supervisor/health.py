@@ -48,6 +48,7 @@ class Health(StrEnum):
     UNREACHABLE = "unreachable"  # a fleet's PostgreSQL is out of reach
     DRAINING = "draining"  # the fleet's database is back; runs made offline still going
     UNEXPECTED = "database error"  # SQLite failed in a way none of the above names
+    FORBIDDEN = "permission denied"  # the fleet database's role lacks a right it needs
 
     @classmethod
     def of(cls, reason: Unavailable) -> Health:
@@ -64,6 +65,7 @@ _PHRASES = {
     Health.UNREACHABLE: "the fleet database is unreachable",
     Health.DRAINING: "the fleet database is back, runs made meanwhile are still going",
     Health.UNEXPECTED: "the ledger gave an unexpected database error",
+    Health.FORBIDDEN: "the fleet database refuses this machine's role a right it needs",
 }
 _TITLES = {
     Health.DISK_FULL: "vinos-routine: the disk is full",
@@ -74,6 +76,7 @@ _TITLES = {
     Health.UNREACHABLE: "vinos-routine: the fleet database is unreachable",
     Health.DRAINING: "vinos-routine: the fleet database is back",
     Health.UNEXPECTED: "vinos-routine: an unexpected ledger error",
+    Health.FORBIDDEN: "vinos-routine: the fleet database refuses a right",
 }
 
 

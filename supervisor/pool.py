@@ -466,6 +466,12 @@ class Pool:
             r = self.running.get(run_id)
             if r is not None and r.worker is not None:
                 r.worker.renew_lease(until)
+        # A run whose lease is gone was ended by another machine: its row is final (written
+        # there), so whatever this worker reports, even an `ok` that ended before its
+        # deadline while this daemon was stopped, is not recorded over it. Rewriting a final
+        # row another machine wrote would undo what that machine already did with it (its
+        # last-run state, its notification, the next run it told of it): docs/fleet.md,
+        # "A run that ended while its daemon was stopped".
         for run_id in lost:
             r = self.running.get(run_id)
             if r is not None:

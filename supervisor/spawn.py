@@ -116,7 +116,6 @@ _DAEMON_ONLY_ENV = (
     "LISTEN_PID",
     "LISTEN_FDNAMES",
     "VINOS_DEBUG_TIMINGS",  # supervisor/timings.py: the daemon's test timings and clock
-    "VINOS_FORKSERVER",
 )
 
 

@@ -1,5 +1,6 @@
 """The daemon's timings: how long it may sleep between ticks, wait for workers at a stop, wait
-before housekeeping, keep an idle control client, and a fleet's lease and renewal periods.
+before housekeeping, keep an idle control client, and a fleet's lease and renewal periods; and
+whether it runs its forkserver (tests turn it off: it costs ~2 s of CPU per daemon).
 
 Constructor arguments, never read from the environment where they are used: `main()` builds
 one `Timings` and hands it down (the Daemon, its Site, the control server, housekeeping). Tests
@@ -44,6 +45,9 @@ class Timings:
     fleet_renew_sec: float = RENEW.total_seconds()
     # Seconds in this file are added to the wall clock (tests step a real daemon's clock).
     clock_offset_file: Path | None = None
+    # The forkserver for real workers (supervisor/forkserver.py). Off, every run is spawned:
+    # tests/conftest.py turns it off for the suite, and tests/supervisor/test_forkserver.py on.
+    forkserver: bool = True
 
     @classmethod
     def from_debug(cls, env: Mapping[str, str]) -> Timings:
@@ -70,6 +74,13 @@ class Timings:
                 if not isinstance(value, str) or not value:
                     raise TimingsInvalid(f"{DEBUG_ENV}: {key}: expected a path, found {value!r}")
                 values[key] = Path(value)
+                continue
+            if key == "forkserver":
+                if not isinstance(value, bool):
+                    raise TimingsInvalid(
+                        f"{DEBUG_ENV}: {key}: expected true or false, found {value!r}"
+                    )
+                values[key] = value
                 continue
             if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
                 raise TimingsInvalid(

@@ -29,7 +29,9 @@ def test_the_demo_runs_a_routine_in_the_sandbox_and_stops_cleanly(
     env.update(
         DEMO_HOME=str(tmp_path / "demo-home"),
         DEMO_SECONDS="25",
-        VINOS_DEBUG_TIMINGS=json.dumps({"clock_offset_file": str(offset), "tick_max_sec": 0.5}),
+        VINOS_DEBUG_TIMINGS=json.dumps(
+            {"clock_offset_file": str(offset), "tick_max_sec": 0.5, "forkserver": False}
+        ),
         PYTHONPATH=str(REPO),
     )
     done = subprocess.run(

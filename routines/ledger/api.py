@@ -164,8 +164,16 @@ def open_ledger(path: Path, fleet: FleetAddress | None, *, connect: bool = True)
     if fleet is None:
         return Ledger(path)
     from routines.ledger.postgres import PgLedger
+    from routines.ledger.postgres_open import CALL_DEADLINE_SEC, FIRST_CONNECTION_SEC
 
-    return PgLedger(fleet.database, fleet.machine, connect=connect)
+    # The daemon's deadline: a command on a hung server fails as an outage, never hangs.
+    return PgLedger(
+        fleet.database,
+        fleet.machine,
+        connect=connect,
+        deadline=CALL_DEADLINE_SEC,
+        connect_within=FIRST_CONNECTION_SEC,
+    )
 
 
 def _conforms(

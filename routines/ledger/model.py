@@ -57,6 +57,7 @@ class Unavailable(StrEnum):
     CORRUPT = "corrupt"  # PRAGMA quick_check found damage: only then is moving it aside advised
     UNREACHABLE = "unreachable"  # a fleet's PostgreSQL refused, dropped or never answered
     DRAINING = "draining"  # the fleet's database is back; runs made offline are still going
+    FORBIDDEN = "permission denied"  # the fleet database's role lacks a right (SQLSTATE 42501)
     REPLACED = "replaced"  # the file at the ledger's path is not the one opened: never touched
     # SQLite failed in a way none of the above names: said in its own words, with no advice
     # (the disk, a chmod, moving it aside) that nothing showed to be the cause

@@ -129,6 +129,7 @@ class PgLedger(PgConnection, FleetTables):
         deadline: float | None = None,
         on_lease: Callable[[str, float, float], None] | None = None,
         lease_clock: Callable[[], float] = time.monotonic,
+        connect_within: float | None = None,
     ) -> None:
         self.machine = machine
         self.lease_sec = lease_sec
@@ -139,7 +140,9 @@ class PgLedger(PgConnection, FleetTables):
         # (supervisor/fleet.py LeaseBook).
         self.on_lease = on_lease
         self.lease_clock = lease_clock
-        super().__init__(dsn, gate=gate, connect=connect, deadline=deadline)
+        super().__init__(
+            dsn, gate=gate, connect=connect, deadline=deadline, connect_within=connect_within
+        )
 
     @property
     def data_version(self) -> int:

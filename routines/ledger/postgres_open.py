@@ -37,9 +37,24 @@ from routines.ledger.migrate_postgres import MIGRATION_LOCK, PG_LEDGER_VERSION, 
 from routines.ledger.model import LedgerError, LedgerUnavailable, Unavailable
 from routines.safetext import redact_url
 
-__all__ = ["Cursor", "Gate", "PgConnection", "backoff", "unreachable"]
+__all__ = [
+    "CALL_DEADLINE_SEC",
+    "FIRST_CONNECTION_SEC",
+    "Cursor",
+    "Gate",
+    "PgConnection",
+    "backoff",
+    "unreachable",
+]
 
 CONNECT_TIMEOUT_SEC = 3
+# The client-side deadline of each call, the daemon's loop's and a CLI command's alike
+# (routines/ledger/api.py `open_ledger`): the daemon's control socket answers within a second,
+# and a command fails as an outage rather than hang on a server that stopped answering
+# (tests/fleet/test_fleet_cli.py). A first connection may migrate the schema, so it is given
+# longer (libpq's own connect_timeout still bounds the connecting).
+CALL_DEADLINE_SEC = 0.75
+FIRST_CONNECTION_SEC = 15.0
 STATEMENT_TIMEOUT_MS = 10_000
 # TCP keepalives (a remote server; a Unix socket ignores them): a connection whose peer
 # vanished is found dead in about 10 s, even while idle.
@@ -104,16 +119,20 @@ class PgConnection:
         gate: Gate | None = None,
         connect: bool = True,
         deadline: float | None = None,
+        connect_within: float | None = None,
     ) -> None:
         self.dsn = dsn
         self.gate = gate or Gate()
         self.deadline = deadline  # client-side, seconds: see the module's docstring
+        # How long a connection attempt may take, with a deadline (default: the deadline).
+        self.connect_within = connect_within
         self.where = redact_url(dsn) if "://" in dsn else "the fleet database"
         self._conn: psycopg.Connection[dict[str, Any]] | None = None
         self._lock = threading.Lock()
         self._connecting: threading.Thread | None = None
         self._connected: psycopg.Connection[dict[str, Any]] | None = None
         self._connect_error: LedgerError | None = None
+        self._last: LedgerUnavailable | None = None  # what shut the gate
         if connect:
             self._connection()
 
@@ -123,21 +142,20 @@ class PgConnection:
         if self._conn is not None and not self._conn.closed:
             return self._conn
         if self.deadline is not None:
-            return self._connection_within(self.deadline)
+            return self._connection_within(self.connect_within or self.deadline)
         if not self.gate.open():
-            raise unreachable(f"{self.where}: unreachable (retrying with back-off)")
+            raise self._shut_out()
         try:
             conn = self._open()
-        except LedgerUnavailable:
-            self.gate.failed()
-            raise
+        except LedgerUnavailable as exc:
+            raise self._failed(exc) from exc.__cause__
         self.gate.succeeded()
         self._conn = conn
         return conn
 
     def _open(self) -> psycopg.Connection[dict[str, Any]]:
-        """A new, migrated connection; LedgerUnavailable (UNREACHABLE), or LedgerError (a
-        newer schema)."""
+        """A new, migrated connection; LedgerUnavailable (UNREACHABLE, READ_ONLY, FORBIDDEN,
+        DISK_FULL), or LedgerError (a newer schema, or an error of ours)."""
         try:
             conn = psycopg.connect(
                 psycopg.conninfo.make_conninfo(self.dsn, **KEEPALIVES),
@@ -152,22 +170,48 @@ class PgConnection:
             raise unreachable(f"{self.where}: cannot connect ({_first_line(exc)})") from exc
         try:
             self._migrate(conn)
-        except psycopg.OperationalError as exc:
+        except psycopg.Error as exc:
+            role = conn.info.user
             conn.close()
-            raise unreachable(f"{self.where}: connection lost ({_first_line(exc)})") from exc
+            raise self._translate(exc, role, migrating=True) from exc
         except BaseException:
             conn.close()
             raise
         return conn
 
+    def _translate(self, exc: psycopg.Error, role: str, *, migrating: bool = False) -> LedgerError:
+        """The one place a psycopg error becomes ours. Each reason is a pause the daemon
+        retries (tests/fleet/test_fleet_rights.py): a database that takes no writes
+        (SQLSTATE 25006: default_transaction_read_only, a hot standby), a role without a right
+        it needs (42501), no space (53100), a lost connection. Anything else is a LedgerError."""
+        first = _first_line(exc)
+        if isinstance(exc, psycopg.errors.ReadOnlySqlTransaction):
+            return LedgerUnavailable(
+                Unavailable.READ_ONLY,
+                f"{self.where}: the database takes no writes ({first}); make it writable "
+                "(default_transaction_read_only off, or a primary rather than a standby)",
+            )
+        if isinstance(exc, psycopg.errors.InsufficientPrivilege):
+            return LedgerUnavailable(Unavailable.FORBIDDEN, _forbidden(self.where, role, first))
+        if isinstance(exc, psycopg.errors.DiskFull):
+            return LedgerUnavailable(
+                Unavailable.DISK_FULL,
+                f"{self.where}: the database server has no space left ({first}); "
+                "free some on its disk",
+            )
+        if isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError):
+            return unreachable(f"{self.where}: connection lost ({first})")
+        doing = "preparing its tables" if migrating else "a statement"
+        return LedgerError(f"{self.where}: {doing} failed ({first})")
+
     def _connection_within(self, deadline: float) -> psycopg.Connection[dict[str, Any]]:
         """Connect in a thread, waiting at most `deadline` (the connection a timed-out
-        attempt makes later is the next call's); fail at once while one is under way."""
-        if self._connected is not None:
-            conn, self._connected = self._connected, None
-            self.gate.succeeded()
-            self._conn = conn
-            return conn
+        attempt makes later is the next call's); fail at once while one is under way.
+        One attempt per call, never a loop: an attempt ends with a connection or an error
+        (tests/fleet/test_fleet_rights.py, where every attempt fails)."""
+        taken = self._take_connected()
+        if taken is not None:
+            return taken
         late = self._take_error()  # of an attempt that ran past its deadline
         if late is not None:
             raise late
@@ -176,39 +220,70 @@ class PgConnection:
                 f"{self.where}: not answering (still connecting after {deadline:g} s)"
             )
         if not self.gate.open():
-            raise unreachable(f"{self.where}: unreachable (retrying with back-off)")
-
-        def attempt() -> None:
-            try:
-                self._connected = self._open()
-            except LedgerError as exc:
-                self._connect_error = exc
-
-        self._connecting = threading.Thread(target=attempt, name="pg-connect", daemon=True)
+            raise self._shut_out()
+        self._connecting = threading.Thread(target=self._attempt, name="pg-connect", daemon=True)
         self._connecting.start()
         self._connecting.join(deadline)
         if self._connecting.is_alive():
-            self.gate.failed()
-            raise unreachable(f"{self.where}: not answering (no connection within {deadline:g} s)")
+            raise self._failed(
+                unreachable(f"{self.where}: not answering (no connection within {deadline:g} s)")
+            )
         self._connecting = None
-        failed = self._take_error()
-        if failed is not None:
-            if isinstance(failed, LedgerUnavailable):
-                self.gate.failed()
-            raise failed
-        return self._connection_within(deadline)
+        taken = self._take_connected()
+        if taken is not None:
+            return taken
+        failed = self._take_error() or LedgerError(f"{self.where}: the connection attempt failed")
+        if isinstance(failed, LedgerUnavailable):
+            raise self._failed(failed) from failed.__cause__
+        raise failed
+
+    def _attempt(self) -> None:
+        """The connecting thread's body: it ends with `_connected` or `_connect_error` set,
+        whatever happens (an error escaping here would leave neither)."""
+        try:
+            self._connected = self._open()
+        except LedgerError as exc:
+            self._connect_error = exc
+        except Exception as exc:  # a bug of ours: said, never lost with the thread
+            self._connect_error = LedgerError(f"{self.where}: cannot connect ({exc!r})")
+
+    def _take_connected(self) -> psycopg.Connection[dict[str, Any]] | None:
+        conn, self._connected = self._connected, None
+        if conn is not None:
+            self.gate.succeeded()
+            self._conn = conn
+        return conn
 
     def _take_error(self) -> LedgerError | None:
         error, self._connect_error = self._connect_error, None
         return error
 
+    def _failed(self, exc: LedgerUnavailable) -> LedgerUnavailable:
+        """Shut the gate for `exc`: the calls until the next attempt fail at once with it."""
+        self.gate.failed()
+        self._last = exc
+        return exc
+
+    def _shut_out(self) -> LedgerUnavailable:
+        """A call while the gate is shut: the reason of the failure that shut it, so a
+        read-only database or a missing right stays that in `status`, not "unreachable"
+        (tests/fleet/test_fleet_rights.py)."""
+        last = self._last
+        if last is None or last.reason is Unavailable.UNREACHABLE:
+            return unreachable(f"{self.where}: unreachable (retrying with back-off)")
+        return LedgerUnavailable(last.reason, str(last))
+
+    def _drop(self, conn: psycopg.Connection[dict[str, Any]]) -> None:
+        conn.close()
+        if self._conn is conn:
+            self._conn = None
+
     def _broken(self, exc: psycopg.Error, why: str = "") -> LedgerUnavailable:
         if self._conn is not None:
             self._conn.close()
         self._conn = None
-        self.gate.failed()
         why = why or f"connection lost ({_first_line(exc)})"
-        raise unreachable(f"{self.where}: {why}") from exc
+        raise self._failed(unreachable(f"{self.where}: {why}")) from exc
 
     @contextmanager
     def transaction(self) -> Iterator[Cursor]:
@@ -226,18 +301,26 @@ class PgConnection:
             try:
                 with conn.transaction(), conn.cursor() as cur:
                     yield cur
-            except psycopg.errors.DiskFull as exc:
-                raise LedgerUnavailable(
-                    Unavailable.DISK_FULL,
-                    f"{self.where}: the database server has no space left ({_first_line(exc)}); "
-                    "free some on its disk",
-                ) from exc
             except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+                if isinstance(exc, psycopg.errors.DiskFull):
+                    raise self._translate(exc, conn.info.user) from exc
                 if cut.is_set():
                     self._broken(exc, f"not answering (no answer within {self.deadline:g} s)")
                 if conn.closed or conn.broken or isinstance(exc, psycopg.InterfaceError):
                     self._broken(exc)
                 raise LedgerError(f"{self.where}: {_first_line(exc)}") from exc
+            except (
+                psycopg.errors.ReadOnlySqlTransaction,
+                psycopg.errors.InsufficientPrivilege,
+            ) as exc:
+                # A pause, retried on a new session: default_transaction_read_only is read
+                # when a session starts, so the one that met it stays read-only for ever.
+                role = conn.info.user
+                self._drop(conn)
+                error = self._translate(exc, role)
+                if isinstance(error, LedgerUnavailable):
+                    raise self._failed(error) from exc
+                raise error from exc
             finally:
                 if timer is not None:
                     timer.cancel()
@@ -277,17 +360,17 @@ class PgConnection:
         return int(rows[0]["value"]) if rows else 0
 
     def _migrate(self, conn: psycopg.Connection[dict[str, Any]]) -> None:
+        """Bring the schema to PG_LEDGER_VERSION. A schema already there is only read, so a
+        role with no right to create tables (PostgreSQL 15 grants none on `public`) or a
+        read-only database still connects; the writes then fail where they happen, as a pause
+        (tests/fleet/test_fleet_rights.py)."""
+        with conn.transaction(), conn.cursor() as cur:
+            if self._schema_version(cur) == PG_LEDGER_VERSION:
+                return
         with conn.transaction(), conn.cursor() as cur:
             cur.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
             cur.execute("CREATE TABLE IF NOT EXISTS ledger_meta (key TEXT PRIMARY KEY, value TEXT)")
-            cur.execute("SELECT value FROM ledger_meta WHERE key = 'version'")
-            row = cur.fetchone()
-            version = int(row["value"]) if row else 0
-            if version > PG_LEDGER_VERSION:
-                raise LedgerError(
-                    f"{self.where}: written by a newer vinos-routine (schema {version}, this "
-                    f"one knows {PG_LEDGER_VERSION}); upgrade vinos-routine on this machine"
-                )
+            version = self._schema_version(cur)
             for step in range(version + 1, PG_LEDGER_VERSION + 1):
                 for statement in STEPS[step]:
                     cur.execute(statement)
@@ -297,6 +380,38 @@ class PgConnection:
                     "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
                     (str(PG_LEDGER_VERSION),),
                 )
+
+    def _schema_version(self, cur: Cursor) -> int:
+        """The schema's version (0: no tables yet); LedgerError for a newer one than ours."""
+        cur.execute("SELECT to_regclass('ledger_meta') IS NOT NULL AS present")
+        row = cur.fetchone()
+        if row is None or not row["present"]:
+            return 0
+        cur.execute("SELECT value FROM ledger_meta WHERE key = 'version'")
+        row = cur.fetchone()
+        version = int(row["value"]) if row else 0
+        if version > PG_LEDGER_VERSION:
+            raise LedgerError(
+                f"{self.where}: written by a newer vinos-routine (schema {version}, this "
+                f"one knows {PG_LEDGER_VERSION}); upgrade vinos-routine on this machine"
+            )
+        return version
+
+
+def _forbidden(where: str, role: str, detail: str) -> str:
+    """What to tell the user when the fleet database refuses `role` a right: which right,
+    and the GRANT that gives it."""
+    if "schema" in detail:  # creating or upgrading the tables
+        return (
+            f"{where}: the role {role!r} may not create the fleet's tables ({detail}); "
+            f'grant it CREATE on the schema (GRANT CREATE ON SCHEMA public TO "{role}"), '
+            "or run `vinos-routine fleet join` once as the role that owns them"
+        )
+    return (
+        f"{where}: the role {role!r} lacks a right on the fleet's tables ({detail}); grant it "
+        f"SELECT, INSERT, UPDATE and DELETE (GRANT SELECT, INSERT, UPDATE, DELETE ON ALL "
+        f'TABLES IN SCHEMA public TO "{role}")'
+    )
 
 
 def _shut(conn: psycopg.Connection[Any], cut: threading.Event) -> None:

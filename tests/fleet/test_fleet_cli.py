@@ -4,13 +4,16 @@ processes against a real PostgreSQL database."""
 from __future__ import annotations
 
 import json
+import threading
 from collections import Counter
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
-from routines.ledger import Ledger
+from routines.ledger import Ledger, LedgerUnavailable, Unavailable
+from routines.ledger.api import open_ledger
 from routines.ledger.postgres import PgLedger
 from routines.runs import RunEnd, RunStatus, Trigger, fingerprint
 from routines.spec.loader import load_file
@@ -207,3 +210,41 @@ def test_a_fresh_fleet_machine_runs_every_command_and_status_shows_the_daemons_p
     finally:
         pg_cluster.restart()
     assert m.daemon.stop() == 0
+
+
+@dataclass(frozen=True)
+class _Address:
+    database: str
+    machine: str
+
+
+def test_the_clis_fleet_connection_fails_as_an_outage_on_a_hung_server(
+    pg_cluster: Cluster, pg_dsn: str, not_root: None
+) -> None:
+    """The CLI's ledger (open_ledger) has the daemon's client-side deadline: connected, then
+    the server frozen (SIGSTOP of the postmaster and its backends), a read fails as
+    LedgerUnavailable (UNREACHABLE) within seconds instead of waiting on the frozen server
+    for ever. The call runs in a thread so that, without a deadline, the test fails at its
+    own generous wait rather than hang."""
+    ledger = open_ledger(Path("/nonexistent/ledger.db"), _Address(pg_dsn, "cli"))
+    outcome: list[BaseException | None] = []
+
+    def read() -> None:
+        try:
+            ledger.history(None, 10)
+            outcome.append(None)
+        except BaseException as exc:
+            outcome.append(exc)
+
+    pids = pg_cluster.hang()
+    try:
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        reader.join(30)
+        assert not reader.is_alive(), "the CLI's read waited on the frozen server"
+    finally:
+        pg_cluster.unhang(pids)
+    [exc] = outcome
+    assert isinstance(exc, LedgerUnavailable) and exc.reason is Unavailable.UNREACHABLE, exc
+    assert "not answering" in str(exc)
+    ledger.close()

@@ -18,6 +18,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 
 from supervisor.client import connect
@@ -147,6 +148,69 @@ def test_a_daemon_stopped_past_its_lease_has_its_run_killed_before_another_machi
     for m in ms.values():
         ping(m)  # the stopped one is back and answers
         assert m.daemon.stop() == 0
+
+
+def gated(name: str = "long") -> str:
+    """A routine whose command ends when the test creates `gate` in its workspace: it ends at
+    a moment the test chooses (while its daemon is stopped), not after some time."""
+    where = f'"$PWD/../../../workspace/{name}'
+    line = f'echo "$1 $id $(date +%s.%N)" >> {where}/log"'
+    return command_routine(
+        f'mark() {{ {line}; }}; id=$(basename "$PWD"); mark start; '
+        f'while [ ! -e {where}/gate" ]; do sleep 0.05; done; mark end',
+        timeout=300,
+    )
+
+
+def lapsed_leases(dsn: str, margin_sec: float) -> int:
+    """Leases whose expiry is more than `margin_sec` behind the server's clock: ones another
+    machine could end now."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM leases WHERE expires_at + make_interval(secs => %s) < now()",
+            (margin_sec,),
+        ).fetchone()
+    return int(row[0]) if row else 0
+
+
+@pytest.mark.slow
+def test_a_run_that_ends_inside_its_lease_while_its_daemon_is_stopped_keeps_its_result(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pg_dsn: str, not_root: None
+) -> None:
+    """The daemon is stopped (SIGSTOP) past its lease's expiry and kill margin; its run's
+    command ends before the worker's deadline; no other machine takes the lease meanwhile. On
+    waking, the renewal finds its lease in place and the daemon records the real `ok`: only a
+    run still executing at its deadline is stopped. (A run another machine ended first stays
+    `interrupted`: its row is final, docs/fleet.md "A run that ended while its daemon was
+    stopped", and the test above.)"""
+    clock = tmp_path / "clock"
+    start = minute_boundary()
+    place(clock, start - timedelta(seconds=20))
+    m = Machine(tmp_path, monkeypatch, "a", pg_dsn, clock_file=clock, real_worker=True)
+    MACHINES[:] = [m]
+    # A 12 s lease (worker deadline 8 s): room for the command to end after the daemon is
+    # stopped and before its deadline, however loaded the machine.
+    m.daemon.timings["fleet_lease_sec"] = 12
+    m.write("long", gated())
+    m.paths.workspace("long").mkdir(parents=True, exist_ok=True)
+    m.start()
+    place(clock, start + timedelta(seconds=1))
+    wait_for(lambda: executions(m), what="the command to start")
+    os.kill(m.daemon.pid, signal.SIGSTOP)  # the daemon, not its worker
+    try:
+        (m.paths.workspace("long") / "gate").touch()
+        wait_for(lambda: executions(m)[0].ended, what="the command to end")
+        wait_for(lambda: lapsed_leases(pg_dsn, 2.0), what="the lease to lapse past its margin")
+    finally:
+        os.kill(m.daemon.pid, signal.SIGCONT)
+    wait_for(
+        lambda: [r.status for r, _ in fleet_rows(pg_dsn, "long") if r.finished_at],
+        what="the run's end to be recorded",
+    )
+    [(row, machine)] = fleet_rows(pg_dsn, "long")
+    assert (row.status, machine) == ("ok", "a"), row
+    ping(m)
+    assert m.daemon.stop() == 0
 
 
 @pytest.mark.slow

@@ -80,7 +80,9 @@ class DaemonProcess:
         self.log_path = tmp / f"daemon-{time.monotonic_ns()}.log"
         self.env = dict(os.environ)
         self.env.update(PYTHONPATH=str(REPO), **(extra_env or {}))
-        self.timings: dict[str, object] = {"tick_max_sec": tick, **(timings or {})}
+        # Over the fields the environment already sets (tests/conftest.py: no forkserver).
+        inherited = json.loads(self.env.get(DEBUG_ENV) or "{}")
+        self.timings: dict[str, object] = {"tick_max_sec": tick, **inherited, **(timings or {})}
         self.python_flags = python_flags or []
         self.worker_argv = worker_argv
         self.wrap = wrap or []

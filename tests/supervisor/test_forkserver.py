@@ -270,12 +270,8 @@ def test_a_daemon_forks_a_run_while_one_is_due_and_still_never_loads_the_sdk(
         claude.add(A.text("# Report\n\nAll quiet today."))
         write_routine("looker", agent_routine())
         write_routine("ticker", command_routine("true"))  # due each minute: keeps it wanted
-        env = {
-            "VINOS_FORKSERVER": "1",
-            "ANTHROPIC_BASE_URL": claude.url,
-            "ANTHROPIC_API_KEY": API_KEY,
-        }
-        d = DaemonProcess(tmp_path, extra_env=env).start()
+        env = {"ANTHROPIC_BASE_URL": claude.url, "ANTHROPIC_API_KEY": API_KEY}
+        d = DaemonProcess(tmp_path, extra_env=env, timings={"forkserver": True}).start()
         deadline = time.monotonic() + 60
         while "forkserver up" not in d.log() and time.monotonic() < deadline:
             time.sleep(0.1)

@@ -33,6 +33,15 @@ def test_the_setting_overrides_only_the_fields_it_names_and_round_trips() -> Non
     assert Timings.from_debug({DEBUG_ENV: t.debug_env()}) == t
 
 
+def test_the_forkserver_switch_is_part_of_the_one_debug_setting() -> None:
+    """The test suite turns the daemon's forkserver off through VINOS_DEBUG_TIMINGS, not an
+    environment variable of its own; on by default."""
+    assert Timings().forkserver is True
+    t = Timings.from_debug({DEBUG_ENV: '{"forkserver": false, "tick_max_sec": 1}'})
+    assert t == Timings(forkserver=False, tick_max_sec=1.0)
+    assert Timings.from_debug({DEBUG_ENV: t.debug_env()}) == t
+
+
 @pytest.mark.parametrize(
     ("text", "says"),
     [
@@ -43,6 +52,7 @@ def test_the_setting_overrides_only_the_fields_it_names_and_round_trips() -> Non
         ('{"stop_grace_sec": "5"}', "stop_grace_sec: expected a number of seconds >= 0"),
         ('{"stop_grace_sec": true}', "found True"),
         ('{"clock_offset_file": 3}', "clock_offset_file: expected a path, found 3"),
+        ('{"forkserver": 0}', "forkserver: expected true or false, found 0"),
     ],
 )
 def test_a_bad_setting_is_refused_saying_what_was_found(text: str, says: str) -> None:

@@ -53,14 +53,16 @@ def test_large_answers_leave_the_idle_daemon_no_bigger(tmp_path: Path, not_root:
     try:
         d.wait_ready(timeout=300)
         assert d.daemon_pid is not None
-        # The first answers load what answering needs (modules, the ledger's pages): once.
-        for args in (("history", "r1"), ("cost",), ("status",)):
+        # The first answer of each verb loads what answering needs, once: modules, the
+        # ledger's pages, the allocator's arenas those pin.
+        verbs = (("history", "r1"), ("cost",), ("status",), ("status", "--waybar"), ("list",))
+        for args in verbs:
             _ask(d, *args)
         before = _rss_mb(d.daemon_pid)
         for _ in range(3):
             assert _ask(d, "list", "--json").count('"name"') == ROUTINES
-        _ask(d, "list")
-        _ask(d, "status", "--waybar")
+        for args in verbs:
+            _ask(d, *args)
         after = _rss_mb(d.daemon_pid)
         assert after - before <= GROWTH_MB, f"{before:.1f} MB -> {after:.1f} MB"
     finally:

@@ -4,7 +4,10 @@ through the launcher of a non-editable install (bench/installed.py), against tha
 `python -c pass` measured in the same run, interleaved in halves.
 
 Targets: `list` with 10 routines (daemon up) at most 2.5x `python -c pass`; `list` with
-10,000 at most 300 ms; `history` of one routine with 10,000 at most 150 ms.
+10,000 at most 300 ms; `history` of one routine with 10,000 at most 150 ms. And the daemon's
+idle RSS after all those answers at most 5 MB above its own idle RSS after the first answer
+of each verb (what answering loads once), measured in the same run; the row shows the idle
+RSS before any answer too (supervisor/memtrim.py says what the answers used to keep).
 
     python -m bench thin                 # VINOS_BENCH_THIN_SIZES=10,1000 to leave out 10,000
 """
@@ -14,6 +17,7 @@ from __future__ import annotations
 import os
 import subprocess
 import tempfile
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -25,6 +29,7 @@ from bench.installed import install
 TARGET_LIST_10_RATIO = 2.5
 TARGET_LIST_10000_MS = 300.0
 TARGET_HISTORY_10000_MS = 150.0
+TARGET_RSS_GROWTH_MB = 5.0
 
 
 def _routine(i: int, day: int, month: int) -> str:
@@ -72,6 +77,38 @@ def _measure(
     return {n: (first[n] + second[n]) / 2 for n in commands}, bare_s
 
 
+def _idle_rss_mb(pid: int) -> float:
+    """The daemon's RSS once it is idle: sampled until two readings a second apart agree
+    within 0.2 MB (start-up and the last answer's tail settle first), at most 30 s."""
+    import psutil
+
+    proc = psutil.Process(pid)
+    last = float(proc.memory_info().rss) / 1e6
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        time.sleep(1.0)
+        now = float(proc.memory_info().rss) / 1e6
+        if abs(now - last) < 0.2:
+            return now
+        last = now
+    return last
+
+
+def _rss_row(size: int, idle: float, before: float, after: float, answers: int) -> Row:
+    growth = after - before
+    return Row(
+        f"daemon RSS after answering list/status/history x{answers} ({size} routines)",
+        growth,
+        "MB added",
+        baseline=(
+            f"same daemon after each verb's first answer: {before:.1f} MB"
+            f" (before any: {idle:.1f} MB, after all: {after:.1f} MB)"
+        ),
+        target=f"<= +{TARGET_RSS_GROWTH_MB:.0f} MB",
+        met=growth <= TARGET_RSS_GROWTH_MB,
+    )
+
+
 def _target(size: int, verb: str, up: bool, ms: float, ratio: float) -> tuple[str, bool | None]:
     if verb == "list" and size == 10 and up:
         return f"<= {TARGET_LIST_10_RATIO}x", ratio <= TARGET_LIST_10_RATIO
@@ -100,10 +137,20 @@ def _size(root: Path, bin_dir: Path, size: int, quick: bool) -> list[Row]:
     repeat = (6 if quick else 20) if size < 10000 else (2 if quick else 6)
     rows = []
     for up in (True, False):
-        if up:
-            home.start()
+        pid = home.start() if up else None
+        idle = before = 0.0
+        if pid:
+            # The first answer of each verb loads what answering needs, once (modules, the
+            # ledger's pages): the growth is measured from there, the idle RSS is shown.
+            idle = _idle_rss_mb(pid)
+            for go in commands.values():
+                go()
+            before = _idle_rss_mb(pid)
         try:
             medians, bare_s = _measure(commands, bare, repeat)
+            if pid:  # each verb answered once to warm up, then twice `repeat // 2` times
+                answers = 1 + 2 * max(1, repeat // 2)
+                rows.append(_rss_row(size, idle, before, _idle_rss_mb(pid), answers))
         finally:
             if up:
                 home.stop()

@@ -181,4 +181,10 @@ def answer(
     code, out, err = done
     send_output(conn, 1, out)
     send_output(conn, 2, err)
+    del done, out, err
+    # Rows of every routine and the text were made and freed here: once the text has left,
+    # give the pages back (supervisor/memtrim.py says why), or the idle daemon keeps them.
+    from supervisor.memtrim import release
+
+    conn.after_sent(release)
     return {"code": code}

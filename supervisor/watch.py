@@ -74,6 +74,7 @@ class StatusWatch:
         self, status: Callable[[], StatusReply], req: Request, conn: Connection
     ) -> dict[str, object]:
         from supervisor.answers import render
+        from supervisor.memtrim import release
 
         args = {**req.args, "verb": "status", "opts": {"waybar": True}}
         wake = asyncio.Event()
@@ -87,6 +88,7 @@ class StatusWatch:
                 if isinstance(done, str):
                     return {"fallback": done}
                 line = done[1]
+                del done
                 if line != last or quiet >= KEEPALIVE_MINUTES:
                     event = Event(EventKind.LOG, line.decode("latin-1"), {"fd": 1})
                     if line == last:
@@ -94,6 +96,9 @@ class StatusWatch:
                     if not conn.send(event):
                         break
                     last, quiet = line, 0
+                # The line is of every routine: its rows and text were freed, so give the
+                # pages back once it has left, as `answer` does (supervisor/memtrim.py).
+                conn.after_sent(release)
                 now = self.daemon.clock.now()
                 to_minute = 60.0 - (now.second + now.microsecond / 1e6) + 0.05
                 with contextlib.suppress(TimeoutError):

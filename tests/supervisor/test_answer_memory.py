@@ -13,8 +13,9 @@ import pytest
 from tests.supervisor.daemonkit import REPO, DaemonProcess, command_routine, write_routine
 
 ROUTINES = 5_000
-# The bound for the socket answers; before the release, the answers below left the
-# daemon ~10 MB bigger at this many routines (3 MB of `list --json` each).
+# What the socket answers may add to the idle daemon once each verb was answered; without the
+# trim after an answer (supervisor/memtrim.py), the answers below left it ~10 MB bigger at this
+# many routines (3 MB of `list --json` each).
 GROWTH_MB = 5.0
 
 THIN = (

@@ -22,7 +22,7 @@ def _both_ways(reply: Reply) -> tuple[dict[str, Any], dict[str, Any], list[str]]
         client = anthropic.Anthropic(base_url=fake.url, api_key="sk-test", max_retries=0)
         whole = client.messages.create(model="m", max_tokens=64, messages=HI)
         with client.messages.stream(model="m", max_tokens=64, messages=HI) as stream:
-            kinds = [event.type for event in stream]
+            kinds: list[str] = [event.type for event in stream]
             final = stream.get_final_message()
         assert [r.body.get("stream") for r in fake.messages] == [None, True]
     return whole.model_dump(), final.model_dump(), kinds

@@ -6,6 +6,7 @@ ratio means something on a noisy machine. Targets are printed, never asserted in
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from collections.abc import Callable
@@ -18,7 +19,7 @@ __all__ = ["Row", "debug_timings", "median_seconds", "p50_p99", "print_table"]
 @dataclass(frozen=True, slots=True)
 class Row:
     name: str  # what was measured
-    value: float
+    value: float  # NaN when not measured (the baseline says why)
     unit: str  # "ms", "ops/s", "MB", "%", …
     baseline: str = ""  # what it was compared with, e.g. "bash -c true: 1.2 ms"
     ratio: float | None = None  # value / baseline value, when a baseline was measured
@@ -42,12 +43,18 @@ def p50_p99(samples: list[float]) -> tuple[float, float]:
     return statistics.median(samples), q[98]
 
 
+def _value(r: Row) -> str:
+    if math.isnan(r.value):
+        return "—"  # not measured: the row's baseline says why
+    return f"{r.value:,.3f} {r.unit}" if r.value < 100 else f"{r.value:,.0f} {r.unit}"
+
+
 def print_table(rows: list[Row]) -> None:
     headers = ("benchmark", "value", "baseline", "ratio", "target", "met")
     cells = [
         (
             r.name,
-            f"{r.value:,.3f} {r.unit}" if r.value < 100 else f"{r.value:,.0f} {r.unit}",
+            _value(r),
             r.baseline,
             "" if r.ratio is None else f"{r.ratio:.2f}x",
             r.target,

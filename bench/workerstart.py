@@ -28,7 +28,7 @@ from routines.runs import Trigger
 from supervisor.forkserver import ForkServer, ForkState
 from tests.fakes import Recorded
 
-__all__ = ["REPO", "Starts", "bench_job", "measure", "start_rows"]
+__all__ = ["REPO", "Peer", "Starts", "bench_job", "measure", "start_rows"]
 
 REPO = Path(__file__).resolve().parent.parent
 # A worker's Result says the run succeeded (not only that a request arrived).
@@ -61,9 +61,19 @@ def bench_job(home: Path, url: str, i: int, toml: str) -> Job:
 
 
 @dataclass(frozen=True, slots=True)
+class Peer:
+    """A program measured alongside, as the floor is: `cmd` with `env` added to the bench's
+    environment, its figures under `name` in Starts."""
+
+    name: str
+    cmd: tuple[str, ...]
+    env: dict[str, str]
+
+
+@dataclass(frozen=True, slots=True)
 class Starts:
     """Each way's (start → the first request's arrival, the last request → the process
-    gone), in seconds, one pair a run: "fork", "spawn" and "floor"."""
+    gone), in seconds, one pair a run: "fork", "spawn", "floor" and each peer's name."""
 
     got: dict[str, list[tuple[float, float]]]
     repeat: int
@@ -138,9 +148,10 @@ def measure(
     floor: list[str],
     arrivals: Arrivals,
     extra_env: dict[str, str] | None = None,
+    peers: tuple[Peer, ...] = (),
 ) -> Starts:
-    """`job(home, i)` run forked, spawned, and the `floor` command, warmed once then
-    interleaved `repeat` times; `arrivals()` lists the fake server's requests so far."""
+    """`job(home, i)` run forked, spawned, the `floor` command and the `peers`, warmed once
+    then interleaved `repeat` times; `arrivals()` lists the fake server's requests so far."""
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp) / "vinos"
         (home / "routines").mkdir(parents=True)
@@ -155,19 +166,26 @@ def measure(
         def data(i: int) -> bytes:
             return encode(Hello()) + encode(job(home, i))
 
+        def others() -> list[tuple[str, list[str], dict[str, str]]]:
+            """The floor and the peers: (name, command, environment)."""
+            return [("floor", floor, env), *((p.name, [*p.cmd], {**env, **p.env}) for p in peers)]
+
         async def run() -> dict[str, list[tuple[float, float]]]:
             cwd = os.getcwd()
             os.chdir(REPO)  # the forked worker takes the daemon's cwd, as _timed's cwd=REPO
             forks = await _up(env)
             try:
                 _timed(worker, data(0), arrivals, env, True)  # warm: bytecode, page cache
-                _timed(floor, b"", arrivals, env, False)
+                for _, cmd, cmd_env in others():
+                    _timed(cmd, b"", arrivals, cmd_env, False)
                 await _forked(forks, worker, data(0), arrivals, env)
-                got: dict[str, list[tuple[float, float]]] = {"fork": [], "spawn": [], "floor": []}
+                got: dict[str, list[tuple[float, float]]] = {"fork": [], "spawn": []}
+                got.update((name, []) for name, _, _ in others())
                 for i in range(1, repeat + 1):
                     got["fork"].append(await _forked(forks, worker, data(i), arrivals, env))
                     got["spawn"].append(_timed(worker, data(i), arrivals, env, True))
-                    got["floor"].append(_timed(floor, b"", arrivals, env, False))
+                    for name, cmd, cmd_env in others():
+                        got[name].append(_timed(cmd, b"", arrivals, cmd_env, False))
                 return got
             finally:
                 await forks.close()

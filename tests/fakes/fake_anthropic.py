@@ -9,11 +9,20 @@ Replies have the real shapes: a `message` object with content blocks, `stop_reas
 `usage`; errors as `{"type": "error", "error": {"type", "message"}, "request_id"}` with the
 real status codes and error types. Retryable errors carry `retry-after-ms` so the SDK's
 retries wait milliseconds, not seconds.
+
+A request with `"stream": true` (as Claude Code's CLI sends) gets a 200 `message` as the API
+streams it: server-sent events `message_start`, then per content block `content_block_start`,
+its deltas (`text_delta` a word or so each, `input_json_delta` in two pieces) and
+`content_block_stop`, then `message_delta` (stop reason, output tokens) and `message_stop`.
+Errors are sent as they are, plain JSON, as the API does before a stream starts.
 """
 
 from __future__ import annotations
 
 import itertools
+import json
+import re
+from dataclasses import replace
 from typing import Any
 
 from .server import FakeServer, Recorded, Reply, Script
@@ -25,6 +34,7 @@ __all__ = [
     "overloaded",
     "rate_limited",
     "spend_limit",
+    "streamed",
     "text",
     "tool_use",
 ]
@@ -43,6 +53,17 @@ class FakeAnthropic(FakeServer):
     def messages(self) -> list[Recorded]:
         """The POST /v1/messages requests, in order."""
         return self.requests_to("/v1/messages")
+
+    def finish(self, req: Recorded, reply: Reply) -> Reply:
+        body = req.body if isinstance(req.body, dict) else {}
+        if (
+            body.get("stream") is True
+            and reply.status == 200
+            and isinstance(reply.body, dict)
+            and reply.body.get("type") == "message"
+        ):
+            return streamed(reply)
+        return reply
 
     def route(self, req: Recorded) -> Reply:
         return error(404, "not_found_error", f"Not found: {req.method} {req.path}")
@@ -64,6 +85,47 @@ def _message(
         "stop_sequence": None,
         "usage": {"input_tokens": usage[0], "output_tokens": usage[1]},
     }
+
+
+def _event(obj: dict[str, Any]) -> bytes:
+    return b"event: %s\ndata: %s\n\n" % (obj["type"].encode(), json.dumps(obj).encode())
+
+
+def _block_events(i: int, block: dict[str, Any]) -> list[bytes]:
+    """One content block's start, deltas and stop."""
+    if block["type"] == "tool_use":
+        start = {**block, "input": {}}
+        args = json.dumps(block["input"])
+        half = len(args) // 2
+        deltas = [
+            {"type": "input_json_delta", "partial_json": p} for p in (args[:half], args[half:])
+        ]
+    else:
+        start = {**block, "text": ""}
+        words = re.findall(r"\S+\s*|\s+", block["text"])
+        deltas = [{"type": "text_delta", "text": w} for w in words]
+    return [
+        _event({"type": "content_block_start", "index": i, "content_block": start}),
+        *(_event({"type": "content_block_delta", "index": i, "delta": d}) for d in deltas),
+        _event({"type": "content_block_stop", "index": i}),
+    ]
+
+
+def streamed(reply: Reply) -> Reply:
+    """A `message` reply as the API streams it (see the module docstring)."""
+    full = reply.body
+    usage = full["usage"]
+    head = {**full, "content": [], "stop_reason": None, "stop_sequence": None}
+    head["usage"] = {**usage, "output_tokens": 1}
+    events = [_event({"type": "message_start", "message": head}), _event({"type": "ping"})]
+    for i, block in enumerate(full["content"]):
+        events.extend(_block_events(i, block))
+    delta = {"stop_reason": full["stop_reason"], "stop_sequence": full["stop_sequence"]}
+    out = {"output_tokens": usage["output_tokens"]}
+    events.append(_event({"type": "message_delta", "delta": delta, "usage": out}))
+    events.append(_event({"type": "message_stop"}))
+    headers = {**reply.headers, "content-type": "text/event-stream"}
+    return replace(reply, body=None, chunks=tuple(events), headers=headers)
 
 
 def text(

@@ -6,15 +6,17 @@ from __future__ import annotations
 
 import sys
 import tempfile
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from routines.ledger import LedgerUnavailable, RunRow
 from routines.ledger.postgres import Gate, PgLedger
 from routines.spec.paths import Paths, paths
-from tests.supervisor.daemonkit import REPO, DaemonProcess, command_routine, write_routine
+from tests.supervisor.daemonkit import REPO, DaemonProcess, command_routine, wait_for, write_routine
 
 __all__ = ["Machine", "fleet_rows", "minute_boundary"]
 
@@ -103,3 +105,15 @@ def minute_boundary(ahead: timedelta = timedelta(minutes=10)) -> datetime:
 
 def minutely(run: str = "echo hi", extra: str = "") -> str:
     return command_routine(run, extra=extra)
+
+
+def wait_logged(
+    predicate: Callable[[], Any], what: str, machines: Iterable[Machine], timeout: float = 90
+) -> Any:
+    """wait_for with a deadline generous enough for a cluster stopped and started on a loaded
+    machine; a timeout shows the tail of each machine's daemon log."""
+    try:
+        return wait_for(predicate, timeout=timeout, what=what)
+    except AssertionError as exc:
+        logs = "\n".join(f"--- {m.name}:\n{m.daemon.log()[-6000:]}" for m in machines)
+        raise AssertionError(f"{exc}\n{logs}") from None

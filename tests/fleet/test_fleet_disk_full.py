@@ -21,23 +21,18 @@ import pytest
 
 from routines.ledger import LedgerUnavailable, Unavailable
 from routines.ledger.postgres import PgLedger
-from tests.fleet.fleetkit import Machine, fleet_rows, minute_boundary, minutely
+from tests.fleet.fleetkit import Machine, fleet_rows, minute_boundary, minutely, wait_logged
 from tests.fleet.pgcluster import Cluster
 from tests.fleet.test_fleet_daemons import place
 from tests.fleet.test_fleet_rights import as_role, dbname, dml_role
 from tests.supervisor.daemonkit import sid
-from tests.supervisor.daemonkit import wait_for as _wait_for
 
 MINUTE = timedelta(minutes=1)
 MACHINES: list[Machine] = []
 
 
 def wait_for(predicate: Any, what: str) -> Any:
-    try:
-        return _wait_for(predicate, timeout=90, what=what)
-    except Exception as exc:
-        logs = "\n".join(f"--- {m.name}:\n{m.daemon.log()[-6000:]}" for m in MACHINES)
-        raise AssertionError(f"{exc}\n{logs}") from None
+    return wait_logged(predicate, what, MACHINES)
 
 
 FULL = """

@@ -22,11 +22,10 @@ import psycopg
 import pytest
 
 from supervisor.client import connect
-from tests.fleet.fleetkit import Machine, fleet_rows, minute_boundary
+from tests.fleet.fleetkit import Machine, fleet_rows, minute_boundary, wait_logged
 from tests.fleet.pgcluster import Cluster
 from tests.fleet.test_fleet_daemons import place
 from tests.supervisor.daemonkit import command_routine, sid
-from tests.supervisor.daemonkit import wait_for as _wait_for
 
 MINUTE = timedelta(minutes=1)
 BEATS = 48  # 12 s of beats: the run outlives the 3 s lease many times over
@@ -36,11 +35,7 @@ MACHINES: list[Machine] = []  # this test's, whose logs a timeout shows
 
 
 def wait_for(predicate: Any, what: str) -> Any:
-    try:
-        return _wait_for(predicate, timeout=90, what=what)
-    except AssertionError as exc:
-        logs = "\n".join(f"--- {m.name}:\n{m.daemon.log()[-6000:]}" for m in MACHINES)
-        raise AssertionError(f"{exc}\n{logs}") from None
+    return wait_logged(predicate, what, MACHINES)
 
 
 def counted(beats: int = BEATS, name: str = "long") -> str:

@@ -12,7 +12,9 @@ has_library() {
     local ld
     for ld in /sbin/ldconfig /usr/sbin/ldconfig /usr/bin/ldconfig; do
         if [ -x "$ld" ]; then
-            "$ld" -p 2>/dev/null | grep -q "$1" && return 0
+            # grep reads it all (no -q): under pipefail, grep -q leaving at the first match
+            # made ldconfig die of SIGPIPE now and then, and the library read as missing.
+            "$ld" -p 2>/dev/null | grep -F "$1" >/dev/null && return 0
             return 1
         fi
     done

@@ -55,9 +55,12 @@ def test_a_timeout_ends_the_whole_tree(tmp_path: Path, not_root: None) -> None:
         f"( setsid sleep {mark}3 & ) ; "  # a double fork: orphaned, in its own session
         f"echo in >> {state}/entered; sleep {mark}4"  # and it never ends by itself
     )
-    write_routine("sprawl", command_routine(command, timeout=TIMEOUT))
+    # Hourly: under load this test outlasts a minute, and a minutely routine's next slot was
+    # then recorded `skipped` (the run still going) before the timeout's row.
+    hourly = 'cron = "0 * * * *"'
+    write_routine("sprawl", command_routine(command, timeout=TIMEOUT, schedule=hourly))
     d = DaemonProcess(tmp_path).start()
-    d.to_slot()
+    d.to_slot(every=3600)
     wait_for(lambda: entered("sprawl") == 1, what="the command to start")
     everything = [f"{mark}{n}" for n in (1, 2, 3, 4)]
     wait_for(lambda: sleeps(mark) == everything, what="all four sleeps")

@@ -22,6 +22,7 @@ import signal
 import sys
 from pathlib import Path
 
+import psutil
 import pytest
 
 from routines import proposals
@@ -175,8 +176,15 @@ def test_a_daemon_restarted_on_a_full_disk_stays_up(tmp_path: Path, not_root: No
     d = box.d.start()
     d.request("run", {"name": "held", "detach": True})
     wait_for((box.gates / "held.entered").exists, what="the held run to start")
+    held_worker = [
+        p for p in psutil.Process(d.pid).children() if str(box.gates) in " ".join(p.cmdline())
+    ]
+    assert len(held_worker) == 1
     fill(box.inside)
-    os.kill(d.pid, signal.SIGKILL)  # mid-run: its row stays `running`; its worker dies with it
+    os.kill(d.pid, signal.SIGKILL)  # mid-run: its row stays `running`
+    # A real worker leaves when its pipe closes; the gated fake waits on its gate, so it is
+    # ended here (it outlived every run of the suite before).
+    held_worker[0].kill()
     d.daemon_pid = None
     d.wait_ready()  # the second daemon, on the same full tmpfs
     wait_for(lambda: "no space left for the ledger" in d.log(), what="the daemon to say why")

@@ -335,7 +335,6 @@ class Daemon:
             for a in self.ledger.active_runs()
             if a.owner_pid != self.owner[0] and owner_alive(a.owner_pid, a.owner_started)
         }
-        self._external_busy |= set(self.site.elsewhere())  # overlap is site-wide
         for name, why in self.scheduler.sync(registry, states, now, held).items():
             self.pool.drop_queued(name, why)
         for name, entry in registry.entries.items():

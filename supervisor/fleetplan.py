@@ -160,3 +160,14 @@ def hold(
         if d is not None:
             out[name] = d.describe()
     return out
+
+
+def elsewhere_lapsed(away_since: float | None, now: float, timings: Fence) -> bool:
+    """Whether a run last seen on another machine must be over, the fleet's database having
+    been away since `away_since` (None: it answers; both on the lease clock). That machine
+    renewed its lease at the latest when the database went away, so its worker stopped itself
+    by then + deadline + kill < + expiry + kill (worker/lease.py): past that, the routine is
+    free to run offline here. Before, a routine running elsewhere when the outage began was
+    `skipped` here for the whole outage (tests/fleet/test_fleetplan.py::
+    test_a_run_seen_elsewhere_is_over_once_the_outage_outlasts_its_lease)."""
+    return away_since is not None and now - away_since > timings.expiry + timings.kill

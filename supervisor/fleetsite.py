@@ -14,7 +14,7 @@ from collections.abc import Callable, Collection, Coroutine, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from ipc import FleetStatus
+from ipc import FleetStatus, lease_clock
 from routines.ledger import LedgerError, LedgerUnavailable, Unavailable
 from routines.ledger.api import Store
 from routines.spec.config import Config
@@ -23,6 +23,7 @@ from routines.spec.registry import Registry
 from supervisor.clock import Clock
 from supervisor.fleet import START_DEADLINE_SEC, Fleet
 from supervisor.fleetlocal import Offline
+from supervisor.fleetplan import elsewhere_lapsed
 from supervisor.owner import Locks, held_files, version
 from supervisor.site import Guarded, Seen
 from supervisor.spawn import Spawner
@@ -57,6 +58,7 @@ class FleetSite:
         self.fleet = Fleet(config.fleet, version(), clock.now, timings)
         self.ledger: Store = self.fleet.ledger
         self.fence: LeaseDeadlines | None = self.fleet.book
+        self._away_since: float | None = None  # lease clock; the database away since then
         self.offline: Offline | None = None  # set by `bind`: it needs the daemon's hooks
 
     def guarded(self) -> Guarded:
@@ -91,6 +93,9 @@ class FleetSite:
             self.fleet.join(wait=START_DEADLINE_SEC)
 
     def resume(self, now: datetime) -> bool:
+        if self._away_since is not None:
+            _ = self.fleet.ledger.data_version  # LedgerUnavailable while it is still away
+            self._away_since = None
         offline = self._offline()
         if not offline.pending:
             return False
@@ -106,12 +111,20 @@ class FleetSite:
         return set(self.fleet.elsewhere)
 
     def busy(self, name: str) -> bool:
-        return self.offline is not None and self.offline.busy(name)
+        """Running offline here, or on another machine as last seen (overlap is fleet-wide)
+        until the database has been away longer than that run's lease could last."""
+        if self.offline is not None and self.offline.busy(name):
+            return True
+        if name not in self.fleet.elsewhere:
+            return False
+        return not elsewhere_lapsed(self._away_since, lease_clock(), self.fleet.timings)
 
     def unavailable(
         self, exc: LedgerUnavailable, seen: Seen, now: datetime, busy: Callable[[str], bool]
     ) -> None:
         """The fleet's database away: run here what may run offline (supervisor/fleetlocal.py)."""
+        if self._away_since is None:
+            self._away_since = lease_clock()
         offline = self._offline()
         if exc.reason is Unavailable.UNREACHABLE:
             registry = seen.registry

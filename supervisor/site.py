@@ -85,11 +85,13 @@ class Site(Protocol):
         ...
 
     def elsewhere(self) -> Collection[str]:
-        """The routines running on another machine now (overlap is site-wide)."""
+        """The routines running on another machine as last seen (for `status`)."""
         ...
 
     def busy(self, name: str) -> bool:
-        """Whether the site itself runs `name` beside the daemon's pool."""
+        """Whether `name` runs beside the daemon's pool: by the site itself, or on another
+        machine (overlap is site-wide). Asked at each decision, so a view the site cannot
+        refresh (an outage) may lapse (supervisor/fleetsite.py)."""
         ...
 
     def unavailable(

@@ -8,6 +8,8 @@ from routines.ledger.postgres_open import Gate, backoff
 from supervisor.fleetplan import (
     definition_fingerprint,
     divergence,
+    elsewhere_lapsed,
+    fence,
     hold,
     may_run_here,
     runs_offline,
@@ -82,3 +84,13 @@ def test_the_gate_fails_fast_until_the_retry_is_due() -> None:
     assert gate.open()
     gate.succeeded()
     assert gate.open() and gate.failures == 0
+
+
+def test_a_run_seen_elsewhere_is_over_once_the_outage_outlasts_its_lease() -> None:
+    """The other machine renewed at the latest when the database went away; its worker is
+    dead by then + deadline + kill, so past expiry + kill the routine may run offline here."""
+    timings = fence(60, 15)  # expiry 60 s, kill 5 s
+    assert not elsewhere_lapsed(None, 10_000.0, timings)  # the database answers: as last seen
+    assert not elsewhere_lapsed(1_000.0, 1_000.0 + 64.0, timings)
+    assert not elsewhere_lapsed(1_000.0, 1_000.0 + 65.0, timings)
+    assert elsewhere_lapsed(1_000.0, 1_000.0 + 65.5, timings)

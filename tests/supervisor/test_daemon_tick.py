@@ -52,6 +52,9 @@ class FakeSite(LocalSite):
     def elsewhere(self) -> Collection[str]:
         return self.running_elsewhere
 
+    def busy(self, name: str) -> bool:
+        return name in self.running_elsewhere
+
     def unavailable(
         self, exc: LedgerUnavailable, seen: Seen, now: datetime, busy: Callable[[str], bool]
     ) -> None:

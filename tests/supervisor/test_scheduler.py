@@ -73,7 +73,13 @@ def test_two_processes_racing_on_one_ledger_claim_each_of_200_slots_once(
     tmp_path: Path,
 ) -> None:
     write_routine("race", command_routine("true"))
-    Ledger(paths().ledger).close()  # created once, before the race
+    # The ledger, and the routine's cursor at T0, made once before the race: the race is on the
+    # claims. (Two schedulers starting at once on one new routine each reset its cursor to
+    # their start, and a reset written after the other's first claims moved it back: a
+    # catch-up then stood in for two slots. One daemon per ledger keeps that from happening.)
+    with Ledger(paths().ledger) as ledger:
+        Scheduler(ledger, (os.getpid(), 0.0)).sync(scan(paths()), ledger.states(), T0)
+        assert ledger.state("race").cursor == sid(T0)
     go = tmp_path / "go"
     argv = [
         sys.executable,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable, Collection, Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -93,22 +93,19 @@ class FleetSite:
             self.fleet.join(wait=START_DEADLINE_SEC)
 
     def resume(self, now: datetime) -> bool:
-        if self._away_since is not None:
-            _ = self.fleet.ledger.data_version  # LedgerUnavailable while it is still away
-            self._away_since = None
         offline = self._offline()
-        if not offline.pending:
+        if self._away_since is None and not offline.pending:
             return False
         _ = self.fleet.ledger.data_version  # LedgerUnavailable while it is still away
+        self._away_since = None
+        if not offline.pending:
+            return False
         offline.back(self.fleet.ledger, now)  # DRAINING meanwhile
         return True  # the copy moved cursors: read the states again
 
     def refresh(self, registry: Registry) -> Mapping[str, str]:
         self.fleet.refresh(registry)  # publish definitions; hold pinned and divergent ones
         return self.fleet.held
-
-    def elsewhere(self) -> Collection[str]:
-        return set(self.fleet.elsewhere)
 
     def busy(self, name: str) -> bool:
         """Running offline here, or on another machine as last seen (overlap is fleet-wide)

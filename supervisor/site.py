@@ -13,7 +13,7 @@ elsewhere, an unavailable ledger is only a pause (tests/supervisor/test_daemon_t
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -84,10 +84,6 @@ class Site(Protocol):
         """The routines held back from this machine (name → why), for this registry."""
         ...
 
-    def elsewhere(self) -> Collection[str]:
-        """The routines running on another machine as last seen (for `status`)."""
-        ...
-
     def busy(self, name: str) -> bool:
         """Whether `name` runs beside the daemon's pool: by the site itself, or on another
         machine (overlap is site-wide). Asked at each decision, so a view the site cannot
@@ -156,9 +152,6 @@ class LocalSite:
 
     def refresh(self, registry: Registry) -> Mapping[str, str]:
         return {}
-
-    def elsewhere(self) -> Collection[str]:
-        return ()
 
     def busy(self, name: str) -> bool:
         return False

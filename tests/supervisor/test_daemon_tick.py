@@ -8,7 +8,7 @@ pool. The end-to-end cases that need a real daemon process stay in test_daemon_*
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Collection, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import TypeVar
 
@@ -48,9 +48,6 @@ class FakeSite(LocalSite):
 
     def refresh(self, registry: Registry) -> Mapping[str, str]:
         return self.held
-
-    def elsewhere(self) -> Collection[str]:
-        return self.running_elsewhere
 
     def busy(self, name: str) -> bool:
         return name in self.running_elsewhere

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 import threading
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +40,20 @@ def machine(*args: Any, **kwargs: Any) -> Machine:
     made = Machine(*args, **kwargs)
     MACHINES.append(made)
     return made
+
+
+def ticking(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, dsn: str
+) -> tuple[Machine, Path, datetime]:
+    """Machine a with a minutely `tick`, started, its clock 1 s past the slot it returns."""
+    clock = tmp_path / "clock"
+    start = minute_boundary()
+    place(clock, start - timedelta(seconds=30))
+    m = machine(tmp_path, monkeypatch, "a", dsn, clock_file=clock)
+    m.write("tick", minutely())
+    m.start()
+    place(clock, start + timedelta(seconds=1))
+    return m, clock, start
 
 
 def dbname(dsn: str) -> str:
@@ -130,13 +144,7 @@ def test_a_dml_only_role_runs_the_fleet_once_the_tables_exist(
     schema already at its version is read, not re-created, at each connection."""
     role = dml_role(pg_cluster, dbname(pg_dsn))
     dsn = as_role(pg_dsn, role)
-    clock = tmp_path / "clock"
-    start = minute_boundary()
-    place(clock, start - timedelta(seconds=30))
-    m = machine(tmp_path, monkeypatch, "a", dsn, clock_file=clock)
-    m.write("tick", minutely())
-    m.start()
-    place(clock, start + timedelta(seconds=1))
+    m, _, start = ticking(tmp_path, monkeypatch, dsn)
     wait_for(
         lambda: [(r.slot, r.status) for r, _ in fleet_rows(pg_dsn)] == [(sid(start), "ok")],
         what="the slot run under the DML-only role",
@@ -152,13 +160,7 @@ def test_a_read_only_fleet_database_pauses_the_daemon_until_it_takes_writes(
     pg_dsn: str,
     not_root: None,
 ) -> None:
-    clock = tmp_path / "clock"
-    start = minute_boundary()
-    place(clock, start - timedelta(seconds=30))
-    m = machine(tmp_path, monkeypatch, "a", pg_dsn, clock_file=clock)
-    m.write("tick", minutely())
-    m.start()
-    place(clock, start + timedelta(seconds=1))
+    m, clock, start = ticking(tmp_path, monkeypatch, pg_dsn)
     wait_for(
         lambda: [(r.slot, r.status) for r, _ in fleet_rows(pg_dsn)] == [(sid(start), "ok")],
         what="the first slot, the database writable",
@@ -207,13 +209,7 @@ def test_a_role_that_may_not_create_the_tables_pauses_the_daemon_until_granted(
     db = pg_cluster.create_database()
     role = dml_role(pg_cluster, db)
     owner_dsn = pg_cluster.dsn(db)
-    clock = tmp_path / "clock"
-    start = minute_boundary()
-    place(clock, start - timedelta(seconds=30))
-    m = machine(tmp_path, monkeypatch, "a", as_role(owner_dsn, role), clock_file=clock)
-    m.write("tick", minutely())
-    m.start()
-    place(clock, start + timedelta(seconds=1))
+    m, clock, start = ticking(tmp_path, monkeypatch, as_role(owner_dsn, role))
     wait_for(lambda: m.daemon.request("status")["health"] == "permission denied", what="the pause")
     status = m.daemon.request("status")
     assert role in status["disk_full"] and "GRANT CREATE ON SCHEMA public" in status["disk_full"]

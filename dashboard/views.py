@@ -170,7 +170,7 @@ def _line(
             None,
             errors,
         )
-    enabled = is_enabled(states, name, r.enabled)
+    enabled = is_enabled(states, r)
     description, next_run = summary(r.schedule, r.kind, name, enabled, now)
     return RoutineLine(
         name=name,

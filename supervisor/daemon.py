@@ -54,7 +54,7 @@ from supervisor.snapshot import status_reply
 from supervisor.spawn import Spawner, WorkerSpawner, worker_env
 from supervisor.statusline import status_line
 from supervisor.timings import Timings, TimingsInvalid
-from supervisor.toggle import set_enabled
+from supervisor.toggle import file_edits, set_enabled
 from supervisor.watch import StatusWatch
 
 if TYPE_CHECKING:
@@ -326,6 +326,10 @@ class Daemon:
         if not files_changed and not ledger_changed:
             return False
         previous = self.registry
+        # The person's edits keep the state they set (supervisor/toggle.py): before the
+        # states are read, so this tick already sees the override on the edited file.
+        for name, was, now_identity in file_edits(previous, registry):
+            self.ledger.rebind_override(name, was, now_identity)
         self.registry = registry
         self._data_version = version
         held = self.site.refresh(registry)  # e.g. a fleet's pinned and divergent routines

@@ -417,6 +417,7 @@ def _write_end(
                 ledger.disable(
                     routine.name,
                     file_enabled=routine.enabled,
+                    file_identity=routine.identity,
                     reason=f"ran once, as scheduled ({routine.schedule.once})",
                 )
         if out.proposals:
@@ -442,7 +443,13 @@ def _strike(
         ledger.set_failure_streak(routine.name, streak)
         return False
     reason = f"{STRIKE_LIMIT} failed runs in a row; last: {detail}"[:500]
-    ledger.disable(routine.name, file_enabled=routine.enabled, reason=reason, failure_streak=streak)
+    ledger.disable(
+        routine.name,
+        file_enabled=routine.enabled,
+        file_identity=routine.identity,
+        reason=reason,
+        failure_streak=streak,
+    )
     notes.append(
         Notification(
             f"{routine.name} disabled",

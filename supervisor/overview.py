@@ -131,7 +131,7 @@ def collect(now: datetime | None = None) -> list[RoutineRow]:
                     )
                 )
                 continue
-            enabled = is_enabled(states, name, r.enabled)
+            enabled = is_enabled(states, r)
             known = known_fire(name, r, now) if enabled else None  # the daemon's, if it serves
             description, next_run = summary(r.schedule, r.kind, name, enabled and not known, now)
             next_run = known or next_run

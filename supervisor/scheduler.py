@@ -99,7 +99,7 @@ class Scheduler:
         for r in registry.routines():
             if r.name in held:
                 continue
-            if is_enabled(states, r.name, r.enabled):
+            if is_enabled(states, r):
                 wanted[r.name] = r
             else:
                 disabled.add(r.name)

@@ -155,7 +155,7 @@ def test_routine_state_enabled(
     override: bool | None, seen: bool | None, file_enabled: bool, expected: bool
 ) -> None:
     state = RoutineState("a", enabled_override=override, file_enabled_seen=seen)
-    assert state.enabled(file_enabled) is expected
+    assert state.enabled(file_enabled, "f") is expected
 
 
 # -- locks, damage ------------------------------------------------------------------------------

@@ -105,16 +105,25 @@ class LedgerAPI(Protocol):
     def state(self, routine: str) -> RoutineState: ...
     def states(self) -> dict[str, RoutineState]: ...
     def enable(
-        self, routine: str, *, file_enabled: bool, cursor: str, fingerprint: str
+        self,
+        routine: str,
+        *,
+        file_enabled: bool,
+        file_identity: str,
+        cursor: str,
+        fingerprint: str,
     ) -> None: ...
     def disable(
         self,
         routine: str,
         *,
         file_enabled: bool,
+        file_identity: str,
         reason: str | None = None,
         failure_streak: int | None = None,
     ) -> None: ...
+    def rebind_override(self, routine: str, was: str, now: str) -> bool: ...
+    def clear_override(self, routine: str) -> None: ...
     def set_failure_streak(self, routine: str, streak: int) -> None: ...
     def set_cursor(
         self, routine: str, cursor: str | None, fingerprint: str | None = None

@@ -80,13 +80,14 @@ def join(fleet: PgLedger, local: LedgerAPI, now: datetime) -> JoinReport:
         for name, st in states.items():
             cur.execute(
                 "INSERT INTO routine_state (routine, enabled_override, file_enabled_seen, "
-                "failure_streak, disabled_reason, cursor, schedule_fingerprint) "
-                "VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (routine) DO UPDATE SET "
+                "file_identity, failure_streak, disabled_reason, cursor, schedule_fingerprint) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (routine) DO UPDATE SET "
                 "cursor = GREATEST(routine_state.cursor, excluded.cursor)",
                 (
                     name,
                     None if st.enabled_override is None else int(st.enabled_override),
                     None if st.file_enabled_seen is None else int(st.file_enabled_seen),
+                    st.file_identity,
                     st.failure_streak,
                     st.disabled_reason,
                     st.cursor,

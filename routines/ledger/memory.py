@@ -47,6 +47,7 @@ __all__ = ["MemoryData", "MemoryLedger"]
 _STATE = (
     "enabled_override",
     "file_enabled_seen",
+    "file_identity",
     "disabled_reason",
     "cursor",
     "schedule_fingerprint",
@@ -415,12 +416,24 @@ class MemoryLedger:
         state |= dict(zip(values, shared.state_params(values), strict=True))
         self._wrote()
 
-    def enable(self, routine: str, *, file_enabled: bool, cursor: str, fingerprint: str) -> None:
+    def enable(
+        self,
+        routine: str,
+        *,
+        file_enabled: bool,
+        file_identity: str,
+        cursor: str,
+        fingerprint: str,
+    ) -> None:
         stored = (self.data.states.get(routine) or {}).get("cursor")
         self._set(
             routine,
             shared.enable_values(
-                stored, file_enabled=file_enabled, cursor=cursor, fingerprint=fingerprint
+                stored,
+                file_enabled=file_enabled,
+                file_identity=file_identity,
+                cursor=cursor,
+                fingerprint=fingerprint,
             ),
         )
 
@@ -429,15 +442,29 @@ class MemoryLedger:
         routine: str,
         *,
         file_enabled: bool,
+        file_identity: str,
         reason: str | None = None,
         failure_streak: int | None = None,
     ) -> None:
         self._set(
             routine,
             shared.disable_values(
-                file_enabled=file_enabled, reason=reason, failure_streak=failure_streak
+                file_enabled=file_enabled,
+                file_identity=file_identity,
+                reason=reason,
+                failure_streak=failure_streak,
             ),
         )
+
+    def rebind_override(self, routine: str, was: str, now: str) -> bool:
+        known = self.data.states.get(routine)
+        if known is None or known["enabled_override"] is None or known["file_identity"] != was:
+            return False
+        self._set(routine, {"file_identity": now})
+        return True
+
+    def clear_override(self, routine: str) -> None:
+        self._set(routine, shared.CLEARED)
 
     def set_failure_streak(self, routine: str, streak: int) -> None:
         self._set(routine, {"failure_streak": streak})

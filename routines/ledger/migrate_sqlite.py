@@ -18,6 +18,8 @@ Schema versions (PRAGMA user_version), forward only, each step an ALTER TABLE AD
   8          + parent_run_id (trigger "reply": the run whose conversation it continues)
   9          plain tables again (routines/ledger/migrate_unpack.py): the packed runs and claims of
              schemas 6 to 8 unpacked in place; a plain ledger has nothing to do
+  10         routine_state + file_identity: the file an enable/disable override was made for
+             (RoutineState.enabled); a row from before has none and is bound at its next one
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from routines.runs import ACTIVE, NO_LAST_RUN, sql_in
 
 __all__ = ["LEDGER_VERSION", "SLOW_UPGRADE_ROWS", "STEPS", "V1", "upgrade"]
 
-LEDGER_VERSION = 9
+LEDGER_VERSION = 10
 SLOW_UPGRADE_ROWS = 50_000  # a bigger ledger's upgrade says so first (it takes a while)
 
 V1 = """
@@ -162,6 +164,9 @@ STEPS: dict[int, tuple[tuple[str, ...], tuple[str, ...]]] = {
         (_PARENT_INDEX,),
     ),
     9: ((), ()),  # unpacks a packed ledger (`_unpack`); a plain one is plain already
+    # An override is bound to the file it was made for (its Routine.identity): a leftover
+    # override never turns on another file of that name (routines/ledger/model.py).
+    10: ((), ("ALTER TABLE routine_state ADD COLUMN file_identity TEXT",)),
 }
 _PACKED = range(6, 9)  # the schemas whose runs and claims were views over packed tables
 

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from enum import StrEnum
-from typing import Any
+from typing import Any, Protocol
 from zoneinfo import ZoneInfo
 
 from routines.ledger.shared import Row
@@ -27,6 +27,7 @@ __all__ = [
     "CLAIM_RETENTION",
     "RUN_COLUMNS",
     "ActiveRun",
+    "FileSeen",
     "LastRun",
     "LedgerError",
     "LedgerUnavailable",
@@ -179,23 +180,51 @@ class RoutineState:
     disabled_reason: str | None = None
     cursor: str | None = None  # the latest slot id handled (claimed, skipped or missed)
     schedule_fingerprint: str | None = None
+    # The file the override was made for (Routine.identity); None in a row from before
+    # schema 10, bound at its next enable/disable.
+    file_identity: str | None = None
 
-    def enabled(self, file_enabled: bool) -> bool:
+    def enabled(self, file_enabled: bool, file_identity: str) -> bool:
         """Whether the routine is on: the latest of `enable`/`disable` and the file's value.
 
         `enable`/`disable` (and auto-disable) store an override together with the file's
-        `enabled` at that moment; editing the file's `enabled` afterwards is the newer action,
-        so the override applies only while the file still says what it said then.
+        `enabled` at that moment and the file's identity; editing the file's `enabled`
+        afterwards is the newer action, so the override applies only while the file still
+        says what it said then. Invariant: an override never applies to a file other than
+        the one it was made for, so a routine removed and another file appearing under its
+        name (a draft, a copy) starts from what that file says; the daemon carries the
+        binding across the person's edits (`rebind_override`).
+        tests/cli/test_cli_mcp_server.py::test_a_leftover_override_never_enables_another_file
         """
         if self.enabled_override is None or self.file_enabled_seen != file_enabled:
             return file_enabled
+        if self.file_identity is not None and self.file_identity != file_identity:
+            return file_enabled
         return self.enabled_override
 
+    @property
+    def overridden(self) -> bool:
+        """Whether a person (or three strikes) turned this name on or off by hand."""
+        return self.enabled_override is not None
 
-def is_enabled(states: Mapping[str, RoutineState], name: str, file_enabled: bool) -> bool:
-    """Whether routine `name` is on, from the states read in one query (`Ledger.states`)."""
-    state = states.get(name)
-    return state.enabled(file_enabled) if state is not None else file_enabled
+
+class FileSeen(Protocol):
+    """What is_enabled reads of a routine: its name, what its file says, and which file."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def enabled(self) -> bool: ...
+    @property
+    def identity(self) -> str: ...
+
+
+def is_enabled(states: Mapping[str, RoutineState], routine: FileSeen) -> bool:
+    """Whether `routine` is on, from the states read in one query (`Ledger.states`)."""
+    state = states.get(routine.name)
+    if state is None:
+        return routine.enabled
+    return state.enabled(routine.enabled, routine.identity)
 
 
 def state_row(r: Row) -> RoutineState:
@@ -212,6 +241,7 @@ def state_row(r: Row) -> RoutineState:
         disabled_reason=r["disabled_reason"],
         cursor=r["cursor"],
         schedule_fingerprint=r["schedule_fingerprint"],
+        file_identity=r["file_identity"],
     )
 
 

@@ -80,7 +80,8 @@ _NOW_ISO = "to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"
 
 _DATA_VERSION_SQL = (
     "SELECT md5(COALESCE((SELECT string_agg(concat_ws('/', routine, enabled_override, "
-    "file_enabled_seen, failure_streak, disabled_reason, cursor, schedule_fingerprint, "
+    "file_enabled_seen, file_identity, failure_streak, disabled_reason, cursor, "
+    "schedule_fingerprint, "
     "last_run_id, last_status), ',' ORDER BY routine) FROM routine_state), '') || '|' || "
     "COALESCE((SELECT string_agg(run_id || '/' || machine, ',' ORDER BY run_id) FROM leases "
     "WHERE expires_at > now()), '') || '|' || "
@@ -454,7 +455,15 @@ class PgLedger(PgConnection, FleetTables):
             (routine, *shared.state_params(values)),
         )
 
-    def enable(self, routine: str, *, file_enabled: bool, cursor: str, fingerprint: str) -> None:
+    def enable(
+        self,
+        routine: str,
+        *,
+        file_enabled: bool,
+        file_identity: str,
+        cursor: str,
+        fingerprint: str,
+    ) -> None:
         """As `Ledger.enable`, under the routine's row lock (a claim may be racing it)."""
         with self.transaction() as cur:
             cur.execute(Q.cursor(), (routine,))
@@ -464,7 +473,11 @@ class PgLedger(PgConnection, FleetTables):
                 cur,
                 routine,
                 shared.enable_values(
-                    stored, file_enabled=file_enabled, cursor=cursor, fingerprint=fingerprint
+                    stored,
+                    file_enabled=file_enabled,
+                    file_identity=file_identity,
+                    cursor=cursor,
+                    fingerprint=fingerprint,
                 ),
             )
 
@@ -473,14 +486,29 @@ class PgLedger(PgConnection, FleetTables):
         routine: str,
         *,
         file_enabled: bool,
+        file_identity: str,
         reason: str | None = None,
         failure_streak: int | None = None,
     ) -> None:
         values = shared.disable_values(
-            file_enabled=file_enabled, reason=reason, failure_streak=failure_streak
+            file_enabled=file_enabled,
+            file_identity=file_identity,
+            reason=reason,
+            failure_streak=failure_streak,
         )
         with self.transaction() as cur:
             self._set_state(cur, routine, values)
+
+    def rebind_override(self, routine: str, was: str, now: str) -> bool:
+        """As `Ledger.rebind_override`."""
+        with self.transaction() as cur:
+            cur.execute(Q.rebind_override(), (now, routine, was))
+            return cur.rowcount > 0
+
+    def clear_override(self, routine: str) -> None:
+        """As `Ledger.clear_override`."""
+        with self.transaction() as cur:
+            self._set_state(cur, routine, shared.CLEARED)
 
     def set_failure_streak(self, routine: str, streak: int) -> None:
         with self.transaction() as cur:

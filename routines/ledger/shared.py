@@ -104,14 +104,20 @@ def insert_run_sql(columns: tuple[str, ...], mark: str) -> str:
 
 
 def enable_values(
-    stored_cursor: str | None, *, file_enabled: bool, cursor: str, fingerprint: str
+    stored_cursor: str | None,
+    *,
+    file_enabled: bool,
+    file_identity: str,
+    cursor: str,
+    fingerprint: str,
 ) -> dict[str, object]:
     """routine_state's columns after `enable`: the override is stored with the file's
-    `enabled` at this moment, the failure streak cleared, the cursor moved to `cursor` but
-    never backwards from `stored_cursor`."""
+    `enabled` at this moment and the file it was made for, the failure streak cleared, the
+    cursor moved to `cursor` but never backwards from `stored_cursor`."""
     return {
         "enabled_override": True,
         "file_enabled_seen": file_enabled,
+        "file_identity": file_identity,
         "failure_streak": 0,
         "disabled_reason": None,
         "cursor": stored_cursor if stored_cursor and stored_cursor > cursor else cursor,
@@ -120,17 +126,28 @@ def enable_values(
 
 
 def disable_values(
-    *, file_enabled: bool, reason: str | None, failure_streak: int | None
+    *, file_enabled: bool, file_identity: str, reason: str | None, failure_streak: int | None
 ) -> dict[str, object]:
     """routine_state's columns after `disable` (the streak only when given)."""
     values: dict[str, object] = {
         "enabled_override": False,
         "file_enabled_seen": file_enabled,
+        "file_identity": file_identity,
         "disabled_reason": reason,
     }
     if failure_streak is not None:
         values["failure_streak"] = failure_streak
     return values
+
+
+# routine_state's columns after `clear_override`: the file says again whether it runs.
+CLEARED: dict[str, object] = {
+    "enabled_override": None,
+    "file_enabled_seen": None,
+    "file_identity": None,
+    "disabled_reason": None,
+    "failure_streak": 0,
+}
 
 
 def cursor_values(cursor: str | None, fingerprint: str | None) -> dict[str, object]:

@@ -212,6 +212,14 @@ class Dialect:
     def states(self) -> str:
         return "SELECT * FROM routine_state"
 
+    def rebind_override(self) -> str:
+        """The override moves to the file's new identity only if it was bound to `was`."""
+        m = self.mark
+        return (
+            f"UPDATE routine_state SET file_identity = {m} "
+            f"WHERE routine = {m} AND file_identity = {m} AND enabled_override IS NOT NULL"
+        )
+
     def last_runs(self) -> str:
         """Each routine's newest finished run, as the transaction that finished it noted it."""
         return (

@@ -388,11 +388,20 @@ class Ledger(SqliteConnection):
             (routine, *shared.state_params(values), iso(datetime.now(UTC))),
         )
 
-    def enable(self, routine: str, *, file_enabled: bool, cursor: str, fingerprint: str) -> None:
+    def enable(
+        self,
+        routine: str,
+        *,
+        file_enabled: bool,
+        file_identity: str,
+        cursor: str,
+        fingerprint: str,
+    ) -> None:
         """The one rule for turning a routine on (`enable`, the dashboard, the daemon's control
-        command): the override is stored with the file's `enabled` at this moment (see
-        RoutineState.enabled), the failure streak is cleared, and it owes nothing from before:
-        the cursor moves to `cursor` (now), never backwards, for the schedule `fingerprint`."""
+        command): the override is stored with the file's `enabled` at this moment and the
+        file it is for (see RoutineState.enabled), the failure streak is cleared, and it owes
+        nothing from before: the cursor moves to `cursor` (now), never backwards, for the
+        schedule `fingerprint`."""
         with self.transaction() as db:
             row = db.execute(Q.cursor(), (routine,)).fetchone()
             stored = row["cursor"] if row else None
@@ -400,7 +409,11 @@ class Ledger(SqliteConnection):
                 db,
                 routine,
                 shared.enable_values(
-                    stored, file_enabled=file_enabled, cursor=cursor, fingerprint=fingerprint
+                    stored,
+                    file_enabled=file_enabled,
+                    file_identity=file_identity,
+                    cursor=cursor,
+                    fingerprint=fingerprint,
                 ),
             )
 
@@ -409,6 +422,7 @@ class Ledger(SqliteConnection):
         routine: str,
         *,
         file_enabled: bool,
+        file_identity: str,
         reason: str | None = None,
         failure_streak: int | None = None,
     ) -> None:
@@ -416,10 +430,25 @@ class Ledger(SqliteConnection):
         strikes (`reason`, the streak that reached it). The override is stored with the
         file's `enabled` at this moment, so editing the file's `enabled` later wins."""
         values = shared.disable_values(
-            file_enabled=file_enabled, reason=reason, failure_streak=failure_streak
+            file_enabled=file_enabled,
+            file_identity=file_identity,
+            reason=reason,
+            failure_streak=failure_streak,
         )
         with self.transaction() as db:
             self._set_state(db, routine, values)
+
+    def rebind_override(self, routine: str, was: str, now: str) -> bool:
+        """The person edited the file an override is bound to (`was`): bind it to the edited
+        file (`now`). False when the override is bound to another file, or there is none."""
+        with self.transaction() as db:
+            return db.execute(Q.rebind_override(), (now, routine, was)).rowcount > 0
+
+    def clear_override(self, routine: str) -> None:
+        """The file is gone (`remove`): whatever file appears under the name next starts
+        from what it says."""
+        with self.transaction() as db:
+            self._set_state(db, routine, shared.CLEARED)
 
     def set_failure_streak(self, routine: str, streak: int) -> None:
         with self.transaction() as db:

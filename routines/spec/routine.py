@@ -300,6 +300,18 @@ class Routine:
         return self.agent.actions if self.agent is not None else ()
 
     @property
+    def identity(self) -> str:
+        """Which file this is: where it lives (user or system dir, its name) and its bytes.
+        An enable/disable override is bound to it (RoutineState.enabled), so an override never
+        outlives its file; the path is named by origin and name, not by where $HOME is, so a
+        fleet's machines agree on it."""
+        import hashlib
+
+        digest = hashlib.sha256(f"{self.origin.value}\0{self.name}\0".encode())
+        digest.update(self.text.encode())
+        return digest.hexdigest()
+
+    @property
     def network(self) -> bool | tuple[str, ...]:
         """False, True (any host), or the only hosts its commands may reach."""
         if self.agent is not None:

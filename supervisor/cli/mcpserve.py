@@ -138,10 +138,48 @@ def draft_routine(name: str, toml: str) -> dict[str, Any]:
         raise Refused("the draft is invalid:\n" + "\n".join(str(e) for e in exc.errors)) from None
     if routine.enabled:
         raise Refused("a draft is written disabled: remove `enabled = true`; the person enables it")
-    if os.path.lexists(path) and _enabled(name):
-        raise Refused(f"{name} is enabled: its file is the person's, never edited from here")
+    if why := _taken(name):
+        raise Refused(why)
     _write(path, toml)
     return {"written": str(path), "enabled": False, "next": f"vinos-routine enable {name}"}
+
+
+def _taken(name: str) -> str | None:
+    """Why a draft may not be written as NAME, or None. Nothing an agent drafts starts enabled
+    (docs/mcp.md), so the name must carry no state of the person's: no system routine of
+    that name (a user file would take its place, and turn it off), no enable or disable of a
+    routine of that name left in the ledger (the person's, for another file), and no file of
+    theirs that is on (or unreadable: assumed on). What is left is the agent's own earlier
+    draft, which it may redraft (tests/cli/test_cli_mcp_server.py)."""
+    from contextlib import closing
+
+    from routines.spec import Origin
+    from routines.spec.paths import paths
+    from routines.spec.registry import scan
+    from supervisor.fleetview import cli_ledger
+
+    p = paths()
+    system = p.system_dir / f"{name}.toml"
+    if os.path.lexists(system):
+        return (
+            f"{name} is a system routine ({system}); a draft of that name would take its place: "
+            "choose another name"
+        )
+    entry = scan(p).get(name)
+    mine = entry is not None and entry.origin is Origin.USER
+    if mine and (entry is None or entry.routine is None or entry.stale or _enabled(name)):
+        return f"{name} is enabled: its file is the person's, never edited from here"
+    if not p.ledger.exists():
+        return None
+    with closing(cli_ledger(p)) as ledger:
+        state = ledger.state(name)
+    if state.overridden or state.disabled_reason:
+        on = "on" if state.enabled_override else "off"
+        return (
+            f"{name} was turned {on} by the person (vinos-routine enable/disable); that state is "
+            "theirs, never carried to a draft: choose another name"
+        )
+    return None
 
 
 def _enabled(name: str) -> bool:
@@ -154,13 +192,12 @@ def _enabled(name: str) -> bool:
 
     p = paths()
     entry = scan(p).get(name)
-    if entry is None:
-        return False
-    file_enabled = entry.routine.enabled if entry.routine is not None else True
+    if entry is None or entry.routine is None:
+        return False  # no routine of that name in force: nothing to run
     if not p.ledger.exists():
-        return file_enabled
+        return entry.routine.enabled
     with closing(cli_ledger(p)) as ledger:
-        return is_enabled(ledger.states(), name, file_enabled)
+        return is_enabled(ledger.states(), entry.routine)
 
 
 def _write(path: Path, text: str) -> None:

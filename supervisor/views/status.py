@@ -154,6 +154,6 @@ def _problems(st: dict[str, Any]) -> list[str]:
         # prints; the routines' own `enabled` stands in for their states meanwhile
         # (tests/fleet/test_fleet_cli.py, a fresh fleet machine).
         states = {}
-    enabled = [r for r in registry.routines() if is_enabled(states, r.name, r.enabled)]
+    enabled = [r for r in registry.routines() if is_enabled(states, r)]
     pid = st.get("pid") if st.get("daemon") else None
     return problems(p, enabled, config.ollama_url, pid, config.providers)

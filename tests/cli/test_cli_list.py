@@ -14,7 +14,7 @@ from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import pytest
-from helpers import AGENT, COMMAND, write
+from helpers import AGENT, COMMAND, identity, write
 from inprocess import run_in_process
 
 from routines.ledger import Ledger
@@ -131,15 +131,26 @@ def test_invalid_file_is_listed_with_its_error(p: Paths, starters: None) -> None
 def test_what_the_ledger_knows_is_shown(p: Paths) -> None:
     zone = far_from_midnight_zone()
     routine = AGENT.replace('timezone = "UTC"', f'timezone = "{zone}"')
-    write(p.routines_dir, "spender", routine)  # the file says disabled
-    write(p.routines_dir, "striker", "[routine]\nenabled = true\n" + routine)
+    spender_file = write(p.routines_dir, "spender", routine)  # the file says disabled
+    striker_file = write(p.routines_dir, "striker", "[routine]\nenabled = true\n" + routine)
     write(p.routines_dir, "busy", routine)
     now = datetime.now(UTC)
     with Ledger(p.ledger) as led:
-        led.enable("spender", file_enabled=False, cursor=slot_id(now), fingerprint="f")
+        led.enable(
+            "spender",
+            file_enabled=False,
+            file_identity=identity(spender_file),
+            cursor=slot_id(now),
+            fingerprint="f",
+        )
         led.record_run("spender", run_id="r1", trigger="manual", status="running", now=now)
         led.finish_run("r1", now=now, end=RunEnd(status="ok", outcome="done", dollars=0.25))
-        led.disable("striker", file_enabled=True, reason="failed 3 times in a row")
+        led.disable(
+            "striker",
+            file_enabled=True,
+            file_identity=identity(striker_file),
+            reason="failed 3 times in a row",
+        )
         assert led.claim("busy", "s1", run_id="r2", trigger="schedule", status="running", now=now)
     lines = listing()
     spender = lines["spender"]

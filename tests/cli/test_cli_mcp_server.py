@@ -134,6 +134,99 @@ def test_a_routine_enabled_by_the_enable_command_is_never_rewritten(vinos_env: P
     assert path.read_text() == DRAFT
 
 
+def _cli(*argv: str) -> None:
+    import subprocess
+
+    done = subprocess.run(
+        [sys.executable, "-m", "supervisor", *argv],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+
+
+def _listed(name: str) -> dict[str, Any]:
+    error, text = _call("list_routines")
+    assert not error, text
+    rows = json.loads(text) if text.startswith("[") else [json.loads(text)]
+    (row,) = [r for r in rows if r["name"] == name]
+    return dict(row)
+
+
+def test_a_draft_after_enable_and_remove_is_born_disabled(vinos_env: Path) -> None:
+    """The attack: the person enabled day-brief and removed it later; the model drafts a
+    routine under the same name, and the leftover override would turn it on."""
+    (paths().routines_dir / "day-brief.toml").write_text(DRAFT)
+    _cli("enable", "day-brief")
+    _cli("remove", "day-brief", "--yes")
+    error, text = _call("draft_routine", name="day-brief", toml=DRAFT + "\n# the model's\n")
+    assert not error, text
+    assert _listed("day-brief")["enabled"] is False
+    error, text = _call("run_routine", name="day-brief")
+    assert error and "not enabled" in text
+
+
+def test_a_leftover_override_never_enables_another_file(vinos_env: Path) -> None:
+    """The file removed by hand (no `remove`): the override is left, bound to that file. A
+    draft of the name is refused; a file the person writes there starts from what it says."""
+    path = paths().routines_dir / "day-brief.toml"
+    path.write_text(DRAFT)
+    _cli("enable", "day-brief")
+    assert _listed("day-brief")["enabled"] is True
+    path.unlink()
+    error, text = _call("draft_routine", name="day-brief", toml=DRAFT)
+    assert error and "turned on by the person" in text, text
+    assert not path.exists()
+    path.write_text(DRAFT + "\n# another file\n")
+    assert _listed("day-brief")["enabled"] is False
+
+
+def test_a_draft_named_like_a_system_routine_the_person_enabled_is_refused(
+    vinos_env: Path,
+) -> None:
+    system = paths().system_dir
+    system.mkdir(parents=True, exist_ok=True)
+    (system / "day-brief.toml").write_text(DRAFT)  # off in its file, on by `enable`
+    _cli("enable", "day-brief")
+    error, text = _call("draft_routine", name="day-brief", toml=DRAFT + "\n# the model's\n")
+    assert error and "is a system routine" in text, text
+    assert not (paths().routines_dir / "day-brief.toml").exists()
+    assert _listed("day-brief")["enabled"] is True  # the person's routine, still on
+
+
+def test_a_draft_never_takes_the_place_of_a_system_routine_its_file_enables(
+    vinos_env: Path,
+) -> None:
+    system = paths().system_dir
+    system.mkdir(parents=True, exist_ok=True)
+    (system / "day-brief.toml").write_text(ENABLED)
+    error, text = _call("draft_routine", name="day-brief", toml=DRAFT)
+    assert error and "is a system routine" in text, text
+    assert not (paths().routines_dir / "day-brief.toml").exists()
+    assert _listed("day-brief")["enabled"] is True
+
+
+def test_a_routine_the_person_disabled_is_not_redrafted(vinos_env: Path) -> None:
+    path = paths().routines_dir / "day-brief.toml"
+    path.write_text(DRAFT)
+    _cli("disable", "day-brief")
+    error, text = _call("draft_routine", name="day-brief", toml=DRAFT + "\n# changed\n")
+    assert error and "turned off by the person" in text, text
+    assert path.read_text() == DRAFT
+
+
+def test_the_agent_may_redraft_its_own_draft(vinos_env: Path) -> None:
+    error, text = _call("draft_routine", name="day-brief", toml=DRAFT)
+    assert not error, text
+    error, text = _call("draft_routine", name="day-brief", toml=DRAFT + "\n# better\n")
+    assert not error, text
+    assert (paths().routines_dir / "day-brief.toml").read_text().endswith("# better\n")
+    assert _listed("day-brief")["enabled"] is False
+
+
 @pytest.mark.slow
 def test_run_routine_runs_an_enabled_routine_through_the_daemon(
     vinos_env: Path, tmp_path: Path, not_root: None

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from cli_helpers import Cli
+from helpers import identity
 
 from routines.runs import RunEnd
 
@@ -118,7 +119,10 @@ def test_a_later_success_clears_it(two_on: Cli) -> None:
 def test_critical_when_a_routine_was_auto_disabled(two_on: Cli) -> None:
     with two_on.ledger() as ledger:
         ledger.disable(
-            "day-brief", file_enabled=False, reason="3 failed runs in a row; last: exit 1"
+            "day-brief",
+            file_enabled=False,
+            file_identity=identity(two_on.routines / "day-brief.toml"),
+            reason="3 failed runs in a row; last: exit 1",
         )
     data = waybar(two_on)
     assert data["class"] == "critical"
@@ -153,7 +157,12 @@ def test_markup_is_escaped(cli: Cli) -> None:
     cli.agent("notes")
     enable(cli, "notes")
     with cli.ledger() as ledger:
-        ledger.disable("notes", file_enabled=False, reason="exit 1: <stdin> & co")
+        ledger.disable(
+            "notes",
+            file_enabled=False,
+            file_identity=identity(cli.routines / "notes.toml"),
+            reason="exit 1: <stdin> & co",
+        )
     data = waybar(cli)
     assert "&lt;stdin&gt; &amp; co" in data["tooltip"] and "<stdin>" not in data["tooltip"]
 

@@ -160,7 +160,13 @@ def test_the_cursor_never_moves_backwards(led: Contract) -> None:
 
 
 def test_a_claim_moves_the_cursor_and_keeps_the_rest_of_the_state(led: Contract) -> None:
-    led.enable("brief", file_enabled=False, cursor=sid(T0 - timedelta(days=31)), fingerprint="f")
+    led.enable(
+        "brief",
+        file_enabled=False,
+        file_identity="f1",
+        cursor=sid(T0 - timedelta(days=31)),
+        fingerprint="f",
+    )
     led.set_failure_streak("brief", 2)
     assert claim(led, sid(T0))
     s = led.state("brief")
@@ -391,33 +397,69 @@ def test_last_started_here_is_the_newest_finished_run_of_this_machine(backend: s
 
 def test_state_round_trips_and_overrides_follow_the_file(led: Contract) -> None:
     assert led.state("x") == RoutineState("x")
-    led.disable("x", file_enabled=True)
+    led.disable("x", file_enabled=True, file_identity="f1")
     led.set_failure_streak("x", 2)
     led.set_cursor("x", sid(T0), "fp1")
     st = led.state("x")
     assert (st.failure_streak, st.cursor, st.schedule_fingerprint) == (2, sid(T0), "fp1")
-    assert st.enabled(True) is False  # the override holds while the file says what it said
-    assert st.enabled(False) is False
-    led.disable("x", file_enabled=False)
-    assert led.state("x").enabled(True) is True  # the file changed since: it wins
+    assert st.enabled(True, "f1") is False  # the override holds while the file says what it said
+    assert st.enabled(False, "f1") is False
+    led.disable("x", file_enabled=False, file_identity="f1")
+    assert led.state("x").enabled(True, "f1") is True  # the file changed since: it wins
     led.set_failure_streak("y", 1)
     assert led.states() == {"x": led.state("x"), "y": RoutineState("y", failure_streak=1)}
     # enable clears the streak and owes nothing from before: the cursor only moves forward.
-    led.enable("x", file_enabled=True, cursor=sid(T0 - timedelta(hours=1)), fingerprint="fp2")
+    led.enable(
+        "x",
+        file_enabled=True,
+        file_identity="f1",
+        cursor=sid(T0 - timedelta(hours=1)),
+        fingerprint="fp2",
+    )
     st = led.state("x")
     assert (st.failure_streak, st.cursor, st.schedule_fingerprint) == (0, sid(T0), "fp2")
-    assert st.enabled(True) is True
+    assert st.enabled(True, "f1") is True
     led.set_cursor("x", sid(T0 - timedelta(days=3)))  # a clock that was wrong: anywhere
     assert led.state("x").cursor == sid(T0 - timedelta(days=3))
 
 
+def test_an_override_is_bound_to_its_file_follows_its_edits_and_dies_with_it(
+    led: Contract,
+) -> None:
+    led.enable("x", file_enabled=False, file_identity="f1", cursor=sid(T0), fingerprint="fp")
+    assert led.state("x").enabled(False, "f1") is True
+    # Another file under the name (a draft after `remove`, a user file over a system one)
+    # starts from what it says.
+    assert led.state("x").enabled(False, "f2") is False
+    # An edit of f1 by its person (the daemon saw it change at its path) keeps the state.
+    assert led.rebind_override("x", "f1", "f2") is True
+    assert led.state("x").enabled(False, "f2") is True
+    assert led.state("x").enabled(False, "f1") is False
+    # Only from the file it is bound to, and never where there is no override.
+    assert led.rebind_override("x", "f1", "f3") is False
+    assert led.rebind_override("nothing", "f1", "f3") is False
+    led.set_failure_streak("x", 2)
+    led.clear_override("x")
+    st = led.state("x")
+    assert (st.enabled_override, st.file_identity, st.failure_streak) == (None, None, 0)
+    assert st.cursor == sid(T0)  # what it handled stays handled
+    assert st.enabled(False, "f2") is False and not st.overridden
+
+
 def test_state_round_trips_every_column(led: Contract) -> None:
-    led.disable("a", file_enabled=True, reason="failed 3 times in a row", failure_streak=3)
+    led.disable(
+        "a",
+        file_enabled=True,
+        file_identity="f1",
+        reason="failed 3 times in a row",
+        failure_streak=3,
+    )
     led.set_cursor("a", "2024-06-01T06:00:00Z", "fp1")
     assert led.state("a") == RoutineState(
         "a",
         enabled_override=False,
         file_enabled_seen=True,
+        file_identity="f1",
         failure_streak=3,
         disabled_reason="failed 3 times in a row",
         cursor="2024-06-01T06:00:00Z",
@@ -435,20 +477,35 @@ def test_state_round_trips_every_column(led: Contract) -> None:
 
 
 def test_enable_clears_the_streak_and_owes_nothing_from_before(led: Contract) -> None:
-    led.disable("a", file_enabled=True, reason="3 failed runs in a row", failure_streak=3)
+    led.disable(
+        "a",
+        file_enabled=True,
+        file_identity="f1",
+        reason="3 failed runs in a row",
+        failure_streak=3,
+    )
     led.set_cursor("a", "2024-06-01T06:00:00Z", "fp1")
-    led.enable("a", file_enabled=True, cursor="2024-06-05T08:00:00Z", fingerprint="fp1")
+    led.enable(
+        "a", file_enabled=True, file_identity="f1", cursor="2024-06-05T08:00:00Z", fingerprint="fp1"
+    )
     assert led.state("a") == RoutineState(
         "a",
         enabled_override=True,
         file_enabled_seen=True,
+        file_identity="f1",
         failure_streak=0,
         disabled_reason=None,
         cursor="2024-06-05T08:00:00Z",
         schedule_fingerprint="fp1",
     )
     # The cursor never moves back on enable (a slot already handled is not owed again).
-    led.enable("a", file_enabled=False, cursor="2024-06-04T00:00:00Z", fingerprint="fp2")
+    led.enable(
+        "a",
+        file_enabled=False,
+        file_identity="f1",
+        cursor="2024-06-04T00:00:00Z",
+        fingerprint="fp2",
+    )
     s = led.state("a")
     assert (s.cursor, s.schedule_fingerprint, s.file_enabled_seen) == (
         "2024-06-05T08:00:00Z",
@@ -457,9 +514,9 @@ def test_enable_clears_the_streak_and_owes_nothing_from_before(led: Contract) ->
     )
     # disable keeps the streak unless it is given (a new draft starts from 0).
     led.set_failure_streak("a", 2)
-    led.disable("a", file_enabled=True)
-    assert (led.state("a").failure_streak, led.state("a").enabled(True)) == (2, False)
-    led.disable("a", file_enabled=True, failure_streak=0)
+    led.disable("a", file_enabled=True, file_identity="f1")
+    assert (led.state("a").failure_streak, led.state("a").enabled(True, "f1")) == (2, False)
+    led.disable("a", file_enabled=True, file_identity="f1", failure_streak=0)
     assert led.state("a").failure_streak == 0
 
 
@@ -468,7 +525,9 @@ def test_three_strikes_state_is_shared_by_every_connection(backend: str) -> None
     try:
         one.set_failure_streak("flaky", 1)
         two.set_failure_streak("flaky", 2)
-        two.disable("flaky", file_enabled=True, reason="3 failed", failure_streak=3)
+        two.disable(
+            "flaky", file_enabled=True, file_identity="f1", reason="3 failed", failure_streak=3
+        )
         st = one.state("flaky")
         assert (st.failure_streak, st.enabled_override, st.disabled_reason) == (
             3,

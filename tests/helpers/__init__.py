@@ -45,6 +45,11 @@ def write(directory: Path, name: str, text: str) -> Path:
     return path
 
 
+def identity(path: Path) -> str:
+    """Which file `path` is, as an enable/disable override is bound to it (Routine.identity)."""
+    return load_file(path).identity
+
+
 def problems_of(path: Path) -> list[str]:
     """Every problem (errors and warnings) of a routine file, as the user reads them."""
     try:

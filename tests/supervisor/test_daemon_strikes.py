@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import identity
 
 from routines.spec.paths import paths
 from routines.store import read_json
@@ -113,7 +114,7 @@ def test_what_counts_toward_the_streak(tmp_path: Path, not_root: None) -> None:
 
     def streak() -> tuple[int, bool]:
         st = state("streaky")
-        return st.failure_streak, st.enabled(True)
+        return st.failure_streak, st.enabled(True, identity(paths().routines_dir / "streaky.toml"))
 
     # A catch-up run standing in for 3 missed slots fails: it counts once.
     d.step(timedelta(minutes=15))

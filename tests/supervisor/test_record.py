@@ -203,7 +203,7 @@ def test_three_strikes_and_what_does_not_count() -> None:
     assert fin.disabled
     assert (state.failure_streak, state.enabled_override) == (3, False)
     assert state.disabled_reason == "3 failed runs in a row; last: the command exited with code 3"
-    assert state.enabled(True) is False
+    assert state.enabled(True, r.identity) is False
     titles = [(n.title, n.urgency) for n in fin.notifications]
     assert titles == [("flaky failed", "normal"), ("flaky disabled", "critical")]
     assert "vinos-routine enable flaky" in fin.notifications[-1].body

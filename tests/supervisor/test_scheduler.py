@@ -12,6 +12,8 @@ from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from helpers import identity
+
 from routines.ledger import Ledger
 from routines.spec.paths import paths
 from routines.spec.registry import Registry, scan
@@ -244,7 +246,9 @@ def test_sync_names_the_routines_it_stops_tracking_and_why() -> None:
         sched = Scheduler(ledger, (1, 1.0))
         assert sched.sync(reg, ledger.states(), T0) == {}
         assert set(sched.tracked) == {"on", "off", "gone"}
-        ledger.disable("off", file_enabled=True)
+        ledger.disable(
+            "off", file_enabled=True, file_identity=identity(paths().routines_dir / "off.toml")
+        )
         (paths().routines_dir / "gone.toml").unlink()
         turned_off = sched.sync(scan(paths()), ledger.states(), T0)
         assert turned_off == {"off": "disabled while queued", "gone": "removed while queued"}

@@ -28,6 +28,7 @@ __all__ = [
     "edit_until_valid",
     "editor_argv",
     "ensure_disabled",
+    "keep_state",
     "reload_daemon",
     "report_saved",
     "save_routine",
@@ -152,18 +153,39 @@ def save_routine(target: Path, text: str, expect: bytes | None) -> None:
     write_atomic(target, text.encode("utf-8"), mode=mode)
 
 
-def ensure_disabled(p: Paths, name: str, file_enabled: bool) -> None:
-    """A new draft or installed routine starts off, even when the ledger remembers an earlier
-    routine of the same name as enabled, or the file says enabled = true (`file_enabled`).
-    The override is stored as `disable` stores it: changing the file's `enabled` later wins."""
+def ensure_disabled(p: Paths, routine: Routine) -> None:
+    """A new draft or installed routine starts off, even when the file says enabled = true:
+    that override is stored as `disable` stores it, bound to this file (changing the file's
+    `enabled` later wins). Whatever the ledger remembers of an earlier routine of the same
+    name (an override, a streak) is cleared: it was for another file."""
     from contextlib import closing
 
     from supervisor.fleetview import cli_ledger
 
     with closing(cli_ledger(p)) as ledger:
-        state = ledger.state(name)
-        if state.enabled(file_enabled) or state.disabled_reason or state.failure_streak:
-            ledger.disable(name, file_enabled=file_enabled, failure_streak=0)
+        state = ledger.state(routine.name)
+        if routine.enabled:
+            ledger.disable(
+                routine.name,
+                file_enabled=True,
+                file_identity=routine.identity,
+                failure_streak=0,
+            )
+        elif state.overridden or state.disabled_reason or state.failure_streak:
+            ledger.clear_override(routine.name)
+
+
+def keep_state(p: Paths, was: Routine, now: Routine) -> None:
+    """The person edited `was` into `now` (`edit`): an override bound to `was` follows it,
+    daemon or none (supervisor/toggle.py says why)."""
+    from contextlib import closing
+
+    from supervisor.fleetview import cli_ledger
+
+    if was.identity == now.identity:
+        return
+    with closing(cli_ledger(p)) as ledger:
+        ledger.rebind_override(now.name, was.identity, now.identity)
 
 
 def reload_daemon(p: Paths) -> str:
@@ -191,7 +213,7 @@ def report_saved(p: Paths, routine: Routine, target: Path, verb: str) -> None:
 
     c = use_color()
     with closing(cli_ledger(p)) as ledger:
-        enabled = ledger.state(routine.name).enabled(routine.enabled)
+        enabled = ledger.state(routine.name).enabled(routine.enabled, routine.identity)
     print(f"{verb} {routine.name}: {target}")
     print(f"  schedule  {visible(schedule_text(routine))}")
     if enabled:

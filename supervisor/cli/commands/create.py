@@ -156,7 +156,7 @@ def _save(p: Paths, target: Path, name: str, text: str, copied: bool = False) ->
     )
 
     routine = validate_text(text, target)
-    ensure_disabled(p, name, file_enabled=False)
+    ensure_disabled(p, routine)
     try:
         save_routine(target, text, expect=None)
     except ChangedMeanwhile:

@@ -33,6 +33,7 @@ def run(args: argparse.Namespace) -> int:
         ChangedMeanwhile,
         EditorMissing,
         edit_until_valid,
+        keep_state,
         report_saved,
         save_routine,
     )
@@ -88,5 +89,7 @@ def run(args: argparse.Namespace) -> int:
         )
     except OSError as exc:
         return die(f"cannot write {target}: {exc.strerror or exc}")
+    if entry.routine is not None:
+        keep_state(p, entry.routine, edited.routine)
     report_saved(p, edited.routine, target, "saved")
     return 0

@@ -247,7 +247,7 @@ def _install(p: Paths, routine: Routine, target: Path, data: bytes, enable: bool
     from routines.store import write_atomic
     from supervisor.cli.commands.authoring import ensure_disabled, reload_daemon
 
-    ensure_disabled(p, routine.name, routine.enabled)
+    ensure_disabled(p, routine)
     try:
         # Never a signature carried over: not from the gallery (only the .toml is fetched),
         # nor one left beside a file this replaces. The person signs after reading.

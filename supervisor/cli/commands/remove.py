@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from routines.spec.paths import Paths
 from supervisor.cli.commands.common import NoSuchRoutine, add_parser, die, find_entry
 
 __all__ = ["register"]
@@ -77,6 +78,7 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         return die(f"cannot remove {entry.path}: {exc.strerror or exc}")
     print(f"removed {entry.path}{after}")
+    _forget_override(p, name)
     status = _remove_workspace(workspace)
     print(f"  its history and outputs stay: vinos-routine history {name}; {p.routine_state(name)}")
     client = try_daemon(p)
@@ -87,6 +89,18 @@ def run(args: argparse.Namespace) -> int:
             except DaemonError as exc:
                 print(f"warning: the daemon did not reload: {exc}")
     return status
+
+
+def _forget_override(p: Paths, name: str) -> None:
+    """An `enable`/`disable` of the removed file dies with it: whatever file appears under
+    the name next (a draft, the system routine again) starts from what it says
+    (supervisor/toggle.py; the binding to the file holds this too, this keeps no row behind)."""
+    from contextlib import closing
+
+    from supervisor.fleetview import cli_ledger
+
+    with closing(cli_ledger(p)) as ledger:
+        ledger.clear_override(name)
 
 
 def _remove_workspace(workspace: Path) -> int:

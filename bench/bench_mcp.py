@@ -32,7 +32,7 @@ def run(quick: bool) -> list[Row]:
     from routines.spec.never import never_paths
     from sandbox.stdio import start_stdio
     from worker.mcpclient import Portal, Session
-    from worker.mcpinstall import resolve_install
+    from routines.mcpinstall import resolve_install
 
     refusal = sandbox.refuse_if_root()
     if refusal is not None:

@@ -10,6 +10,7 @@ imports nothing of ours.
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import os
 from collections.abc import Mapping, Sequence
@@ -19,14 +20,20 @@ from pathlib import Path
 from sandbox.binaries import DEFAULT_BWRAP
 
 __all__ = [
+    "ENV_NAMES",
     "Limits",
     "ShellPolicy",
     "UnsafeValue",
     "check_path",
     "routine_policy",
+    "with_installs",
 ]
 
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
+# The whole environment of every sandbox (bwrap --clearenv first), and the capability card's
+# `environment` line: never a secret. A sandbox that reaches the network also gets the egress
+# proxy's address (sandbox/netns.py proxy_env).
+ENV_NAMES = ("HOME", "PATH", "TERM", "LANG")
 
 
 class UnsafeValue(ValueError):
@@ -158,12 +165,13 @@ def routine_policy(
             raise UnsafeValue("credential: all of ~ cannot be granted")
         granted.append((check_path(os.path.realpath(dest), "credential path"), dest))
     masks = _masks(binds, granted, never, never_names)
-    env = [
-        ("HOME", real_home),
-        ("PATH", env_in.get("PATH") or DEFAULT_PATH),
-        ("TERM", env_in.get("TERM") or "dumb"),
-        ("LANG", env_in.get("LANG") or "C.UTF-8"),
-    ]
+    values = {
+        "HOME": real_home,
+        "PATH": env_in.get("PATH") or DEFAULT_PATH,
+        "TERM": env_in.get("TERM") or "dumb",
+        "LANG": env_in.get("LANG") or "C.UTF-8",
+    }
+    env = [(name, values[name]) for name in ENV_NAMES]
     for name, value in env:
         if "\0" in value or "\n" in value:
             raise UnsafeValue(f"environment variable {name} holds a NUL or newline")
@@ -182,6 +190,51 @@ def routine_policy(
         # One quota over both together (sandbox/quota.py).
         quota_dirs=tuple(dict.fromkeys((workspace_real, scratch))),
     )
+
+
+def with_installs(
+    policy: ShellPolicy,
+    installs: Sequence[str],
+    *,
+    never: Sequence[str] = (),
+    never_names: Sequence[str] = (),
+) -> ShellPolicy:
+    """`policy` with an MCP server's installation (`installs`: absolute real folders or files,
+    routines/mcpinstall.py) bound read-only at the same path, masked as a declared home entry
+    is: every credential-named file below it hidden (a `.env` beside a server's code is the
+    person's, not the server's: tests/cli/test_cli_validate_connect.py::
+    test_a_servers_install_folder_is_masked_like_a_home_entry). An installation's own code
+    and public data stay: a module named like a credential (`pygments/token.py`) and a PEM
+    without a private key (certifi's CA bundle) are what the program runs on."""
+    binds = tuple(check_path(p, "install path") for p in installs)
+    masks = list(policy.masks)
+    for root in binds:  # a root that is a file is the program itself: bound, never masked
+        for found in _named(root, never_names, never, MAX_WALK):
+            if found not in masks and not _installed_code(found):
+                masks.append(check_path(found, "credential file"))
+    return dataclasses.replace(
+        policy, ro_binds=tuple(dict.fromkeys((*policy.ro_binds, *binds))), masks=tuple(masks)
+    )
+
+
+# What an installation runs: a file with one of these suffixes is code, whatever its name.
+CODE_SUFFIXES = (".py", ".pyc", ".pyi", ".so", ".js", ".mjs", ".cjs", ".ts", ".mts", ".cts")
+
+
+def _installed_code(path: str) -> bool:
+    """Whether `path`, named like a credential inside an installation, is code or public data
+    the program needs rather than a secret."""
+    low = path.lower()
+    if low.endswith(CODE_SUFFIXES) or low.endswith(".d.ts") or low.endswith(".map"):
+        return True
+    if low.endswith(".pem") and os.path.isfile(path) and not os.path.islink(path):
+        try:
+            with open(path, "rb") as f:
+                head = f.read(4 << 20)
+        except OSError:
+            return False
+        return b"PRIVATE KEY" not in head  # a certificate bundle; a key stays masked
+    return False
 
 
 def _masks(

@@ -1,12 +1,21 @@
 """`vinos-routine validate --connect`: start each MCP server a routine declares, in its
-sandbox as a run would, and list the tools it really offers, with the whitelist entries
-that match none. Run as `python -m worker.mcpconnect PATH...` (the CLI's side imports no
+sandbox, and list the tools it really offers, with the whitelist entries that match none.
+Run as `python -m worker.mcpconnect [--with-credentials] -- PATH...` (the CLI's side imports no
 worker code); prints one JSON object per server on stdout.
+
+A file being validated is not yet trusted (a gallery file, a draft): its servers start with
+no credential and no network (`connect_policy`), so a hostile server can read nothing it
+could not read in a run of a routine that grants nothing, and send nothing anywhere
+(tests/cli/test_cli_validate_connect.py::test_connect_gives_a_server_no_credential_and_no_network).
+Its own `home` entries and its installation (masked) are shown as in a run. Only
+`--with-credentials`, which the CLI passes after the person saw the card, starts them as a run
+would.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import sys
 import uuid
@@ -15,10 +24,18 @@ from typing import Any
 
 from routines.spec import McpServer, Routine
 
-__all__ = ["connect_routine", "main"]
+__all__ = ["connect_routine", "connect_server", "main"]
 
 
-def connect_routine(routine: Routine) -> list[dict[str, Any]]:
+def connect_server(server: McpServer, with_credentials: bool) -> McpServer:
+    """The server as `validate --connect` starts it: without its credentials and network
+    unless the person asked for them after seeing the card."""
+    if with_credentials:
+        return server
+    return dataclasses.replace(server, credentials=(), network=False)
+
+
+def connect_routine(routine: Routine, with_credentials: bool = False) -> list[dict[str, Any]]:
     """One row per declared server: its tools, or the error that kept it from starting."""
     from routines.spec.config import load_config
     from routines.spec.paths import paths
@@ -43,12 +60,16 @@ def connect_routine(routine: Routine) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     try:
         for server in servers:
-            row: dict[str, Any] = {"routine": routine.name, "server": server.name}
+            row: dict[str, Any] = {
+                "routine": routine.name,
+                "server": server.name,
+                "credentials": with_credentials,
+            }
             timeout = server_timeout(server, shell_timeout_for(routine))
             try:
                 session = open_server(
                     routine,
-                    server,
+                    connect_server(server, with_credentials),
                     paths=p,
                     scratch_dir=scratch,
                     settings=settings,
@@ -78,12 +99,17 @@ def main(argv: list[str]) -> int:
     from routines.spec.checks import RoutineInvalid
     from routines.spec.loader import load_file
 
-    for arg in argv:
+    # [--with-credentials] -- PATH...: the files after "--", whatever they are named.
+    head, files = (
+        (argv[: argv.index("--")], argv[argv.index("--") + 1 :]) if "--" in argv else ([], argv)
+    )
+    with_credentials = "--with-credentials" in head
+    for arg in files:
         try:
             routine = load_file(Path(arg))
         except RoutineInvalid:
             continue  # validate reports it already
-        for row in connect_routine(routine):
+        for row in connect_routine(routine, with_credentials):
             print(json.dumps({"file": arg, **row}), flush=True)
     return 0
 

@@ -13,7 +13,6 @@ described, not passed on. The SDK is imported here only when a server starts
 
 from __future__ import annotations
 
-import dataclasses
 import enum
 import json
 import os
@@ -378,7 +377,9 @@ def server_policy(
     """`server`'s sandbox policy in `routine` (its own home, network and credentials, its
     installation shown read-only) and the argv it runs. Raises (sandbox.UnsafeValue,
     InstallProblem)."""
-    from worker.mcpinstall import resolve_install
+    from routines.spec.never import NAME_PATTERNS
+    from sandbox.policy import with_installs
+    from routines.mcpinstall import resolve_install
     from worker.shellpolicy import never_for, shell_policy_for
 
     policy = shell_policy_for(
@@ -390,7 +391,12 @@ def server_policy(
         path_env=dict(policy.env).get("PATH", ""),
         never=never_for(paths, settings),
     )
-    policy = dataclasses.replace(policy, ro_binds=(*policy.ro_binds, *install.binds))
+    policy = with_installs(
+        policy,
+        install.binds,
+        never=never_for(paths, settings),
+        never_names=tuple(e.path for e in NAME_PATTERNS),
+    )
     return policy, install.argv
 
 

@@ -6,9 +6,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from routines.policy import action_scope, never_for, server_scope, shell_scope
 from routines.spec import Action, McpServer, Routine
 from routines.spec.config import SandboxSettings
-from routines.spec.never import NAME_PATTERNS, broad_problem, credential_problem, never_paths
+from routines.spec.never import NAME_PATTERNS, broad_problem, credential_problem
 from routines.spec.paths import Paths
 from sandbox import Limits, ShellPolicy, UnsafeValue, routine_policy
 
@@ -26,13 +27,6 @@ def limits_for(settings: SandboxSettings) -> Limits:
         run_memory_mb=settings.max_run_memory_mb,
         workspace_mb=settings.max_workspace_mb,
     )
-
-
-def never_for(paths: Paths, settings: SandboxSettings) -> tuple[str, ...]:
-    """The never-list of this user: the defaults, VINOS_HOME, and config.toml's additions."""
-    home = os.path.realpath(Path.home())
-    extra = (*settings.never, *settings.masks)
-    return never_paths(home, os.path.realpath(paths.home), extra)
 
 
 def shell_policy_for(
@@ -68,14 +62,14 @@ def shell_policy_for(
         never = never_for(paths, settings)
     except ValueError as exc:
         raise UnsafeValue(f"config.toml [sandbox].never: {exc}") from exc
-    own = action or mcp  # what declares home and network, when not the routine
-    creds = routine.credentials if own is None else mcp.credentials if mcp else ()
-    granted = tuple(c.path for c in creds)
+    # What it is given is the policy's scope (routines/policy.py), the one the card renders.
+    scope = action_scope(action) if action else server_scope(mcp) if mcp else shell_scope(routine)
+    granted = tuple(c.path for c in scope.credentials)
     home, vinos_home = os.path.realpath(Path.home()), os.path.realpath(paths.home)
     for path in granted:  # the loader checked it; VINOS_HOME may have moved since
         if problem := credential_problem(path, home, vinos_home):
             raise UnsafeValue(f"credential: {problem}")
-    declared = routine.home if own is None else own.home
+    declared = scope.home
     for entry in declared:
         if problem := broad_problem(entry, home, "home entry"):
             raise UnsafeValue(f"home: {problem}")
@@ -83,7 +77,7 @@ def shell_policy_for(
         home=Path.home(),
         workspace=workspace,
         scratch_dir=scratch_dir,
-        network=routine.egress if own is None else mcp.egress if mcp else own.network,
+        network=scope.network,
         declared=declared,
         never=never,
         limits=limits_for(settings),

@@ -30,10 +30,24 @@ def p(vinos_env: Path) -> Paths:
     return paths()
 
 
-def test_valid_file_prints_ok_and_exits_0(p: Paths) -> None:
+# The card of a routine that can do nothing of note: printed all the same, since what a
+# routine may do is what a person checks a file for ("OK" alone said nothing of it).
+CARD = [
+    "  reads        nothing of your files",
+    "  network      no: its shell commands cannot reach the network",
+    "  environment  HOME, PATH, TERM, LANG only (no secret)",
+    "  actions      none",
+]
+
+
+def test_valid_file_prints_ok_and_the_card_and_exits_0(p: Paths) -> None:
     path = write(p.routines_dir, "day-brief", AGENT)
     done = cli("validate", str(path))
-    assert (done.returncode, done.stdout, done.stderr) == (0, f"{path}: OK\n", "")
+    assert (done.returncode, done.stdout.splitlines(), done.stderr) == (
+        0,
+        [f"{path}: OK", *CARD],
+        "",
+    )
 
 
 def test_invalid_file_prints_every_error_and_exits_1(p: Paths) -> None:
@@ -62,6 +76,7 @@ def test_warnings_do_not_fail_validation(p: Paths) -> None:
     assert done.stdout.splitlines() == [
         f"{path}: [budget]: WARN no max_dollars_per_day: this routine's daily spend is unlimited",
         f"{path}: OK",
+        *CARD,
     ]
 
 
@@ -73,6 +88,7 @@ def test_one_bad_file_among_good_ones_exits_1(p: Paths) -> None:
     assert done.returncode == 1
     assert done.stdout.splitlines() == [
         f"{good}: OK",
+        *CARD,
         f"{bad}: malformed TOML: Expected ']' at the end of a table declaration "
         "(at line 1, column 7)",
         f"{missing}: cannot read: No such file or directory",
@@ -87,10 +103,10 @@ def test_json_is_one_object_per_file(p: Paths) -> None:
     assert done.returncode == 1
     objects = [json.loads(line) for line in done.stdout.splitlines()]
     unlimited = "[budget]: WARN no max_dollars_per_day: this routine's daily spend is unlimited"
-    # The capability card of a routine that can do nothing of note: in the JSON, not printed.
     card = [
         {"label": "reads", "text": "nothing of your files"},
         {"label": "network", "text": "no: its shell commands cannot reach the network"},
+        {"label": "environment", "text": "HOME, PATH, TERM, LANG only (no secret)"},
         {"label": "actions", "text": "none"},
     ]
     unsigned = {"signature": "unsigned", "signer": None, "card": card}
@@ -132,7 +148,7 @@ def test_without_paths_every_routine_file_is_checked(p: Paths) -> None:
     done = cli("validate")
     assert (done.returncode, sorted(done.stdout.splitlines())) == (
         0,
-        [f"{user}: OK", f"{system}: OK"],
+        sorted([f"{user}: OK", *CARD, f"{system}: OK", *CARD]),
     )
 
 

@@ -17,7 +17,7 @@ from test_egress_internet import Internet, internet
 
 from sandbox.stdio import start_stdio
 from worker.mcpclient import Portal, Session
-from worker.mcpinstall import resolve_install
+from routines.mcpinstall import resolve_install
 from worker.mcptools import render_result
 
 pytestmark = pytest.mark.slow

@@ -23,6 +23,7 @@ def test_a_routine_that_can_do_nothing_says_so() -> None:
     assert card(r) == [
         Line("reads", "nothing of your files"),
         Line("network", "no: its shell commands cannot reach the network"),
+        Line("environment", "HOME, PATH, TERM, LANG only (no secret)"),
         Line("actions", "none"),
     ]
     assert not needs_consent(r)
@@ -60,6 +61,11 @@ def test_credentials_go_to_their_hosts_and_narrow_where_it_connects() -> None:
             "(HTTP and HTTPS, through a proxy)",
             caution=True,
         ),
+        Line(
+            "environment",
+            "HOME, PATH, TERM, LANG only (no secret); and the egress proxy's address "
+            "(HTTP_PROXY, …) where it reaches the network",
+        ),
         Line("actions", "none"),
     ]
     assert needs_consent(r)
@@ -74,6 +80,11 @@ def test_reads_and_actions_of_an_agent() -> None:
     assert card(r) == [
         Line("reads", "~/Mail/new/* (read tool)", caution=True),
         Line("network", "no: its shell commands cannot reach the network"),
+        Line(
+            "environment",
+            "HOME, PATH, TERM, LANG only (no secret); and the egress proxy's address "
+            "(HTTP_PROXY, …) where it reaches the network",
+        ),
         Line(
             "actions",
             "send-reply: `msmtp -t` (runs once you approve it; network: smtp.example)",

@@ -1,4 +1,4 @@
-"""What of an MCP server's installation its sandbox is shown (worker/mcpinstall.py), on
+"""What of an MCP server's installation its sandbox is shown (routines/mcpinstall.py), on
 real files: a venv (pipx), an npm prefix, a bin/ prefix (nvm), and what is refused."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from worker.mcpinstall import InstallProblem, resolve_install
+from routines.mcpinstall import InstallProblem, resolve_install
 from worker.mcptools import IMAGE_CAP, RESULT_CAP, render_result
 from worker.providers.base import Image
 

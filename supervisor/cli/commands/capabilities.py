@@ -2,8 +2,11 @@
 anything, and by `create`/`edit` after a save. Pure: a routine in, labelled lines out.
 
 `card` is the short capability card `install`, `create --from`, `enable` and `validate`
-print: what it reads, which credentials go to which hosts, where it can connect, and what
-actions it may propose. `needs_consent` says whether `install` must ask first (it reads
+print: what it reads, which credentials go to which hosts, where it can connect, what each
+MCP server sees (its installation and credentials included), the environment, and what
+actions it may propose. It is a rendering of the routine's policy (routines/policy.py), the
+object the sandbox is built from, never a second computation of it: tests/worker/
+test_policy_card.py walks every grant kind from the bwrap argv to the card. `needs_consent` says whether `install` must ask first (it reads
 something and can reach the network: the pair that lets a routine send what it read away).
 A webhook output reaches the network too: the worker POSTs what the run wrote, so a routine
 with its `network` off still sends what it read to that host (tests/supervisor/
@@ -15,8 +18,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from routines.policy import Policy, Scope, ScopeKind, policy_of
 from routines.safetext import redact_url
-from routines.spec import Kind, McpServer, Memory, OutputType, Route, Routine
+from routines.spec import Kind, Memory, OutputType, Route, Routine
 
 __all__ = [
     "Line",
@@ -24,6 +28,7 @@ __all__ = [
     "card",
     "card_lines",
     "needs_consent",
+    "on_this_host",
     "reach_text",
     "schedule_text",
 ]
@@ -80,7 +85,7 @@ def _duration(seconds: int) -> str:
     return f"{seconds}s"
 
 
-def capabilities(routine: Routine) -> list[Line]:
+def capabilities(routine: Routine, policy: Policy | None = None) -> list[Line]:
     """Everything the routine may do, each tool verbatim."""
     lines = [Line("schedule", schedule_text(routine))]
     if routine.kind is Kind.COMMAND:
@@ -91,25 +96,57 @@ def capabilities(routine: Routine) -> list[Line]:
         lines.append(Line("timeout", f"{routine.command.timeout_sec}s"))
     else:
         lines.extend(_agent_lines(routine))
-    lines.extend(card(routine))
+    lines.extend(card(routine, policy))
     if _webhook_host(routine) is None:  # a webhook's line is on the card already
         lines.append(_output_line(routine))
     return lines
 
 
-def card(routine: Routine) -> list[Line]:
-    """The capability card: reads, credentials → hosts, network, actions."""
-    lines = _read_lines(routine)
-    lines.extend(_credential_lines(routine))
-    lines.append(_network_line(routine))
+def on_this_host(routine: Routine) -> Policy:
+    """The routine's policy as a run here would get it: config.toml's [sandbox], and each MCP
+    server's installation found on the PATH its sandbox gets (the one impure step: the card
+    above it stays a function of the policy)."""
+    import os
+
+    from routines.policy import host_policy
+    from routines.spec.paths import paths
+    from sandbox.policy import DEFAULT_PATH
+    from supervisor.fleetview import config_or_default
+
+    p = paths()
+    settings = config_or_default(p).sandbox
+    return host_policy(routine, p, settings, os.environ.get("PATH") or DEFAULT_PATH)
+
+
+def card(routine: Routine, policy: Policy | None = None) -> list[Line]:
+    """The capability card of `policy` (default: the routine's, without looking at the host,
+    so no MCP server's installation): reads, credentials → hosts, network, each MCP server,
+    the environment, actions."""
+    policy = policy or policy_of(routine)
+    shell = policy.of(ScopeKind.SHELL, routine.name)
+    lines = _read_lines(shell, policy)
+    lines.extend(_credential_lines(shell))
+    lines.append(_network_line(routine, shell))
     if _webhook_host(routine) is not None:
         lines.append(_output_line(routine))
-    lines.extend(_mcp_lines(routine))
-    lines.extend(_action_lines(routine))
+    lines.extend(_mcp_lines(routine, policy))
+    lines.append(_env_line(policy))
+    lines.extend(_action_lines(routine, policy))
     return lines
 
 
-def _credential_lines(routine: Routine) -> list[Line]:
+def _env_line(policy: Policy) -> Line:
+    """What every sandbox of it is given in its environment (sandbox.policy.ENV_NAMES, the
+    list the sandbox sets), and the proxy's address where a part reaches the network."""
+    from sandbox.policy import ENV_NAMES
+
+    text = f"{', '.join(ENV_NAMES)} only (no secret)"
+    if any(s.network for s in policy.scopes):
+        text += "; and the egress proxy's address (HTTP_PROXY, …) where it reaches the network"
+    return Line("environment", text)
+
+
+def _credential_lines(shell: Scope) -> list[Line]:
     """Each grant, what it is (judged by its resolved path), and every host its calls can
     reach: the egress proxy lets every call of the routine reach the union of all its
     credentials' hosts and its own network list, so "only to its hosts" would be false
@@ -121,16 +158,16 @@ def _credential_lines(routine: Routine) -> list[Line]:
     from routines.spec.never import describe
 
     home = os.path.realpath(Path.home())
-    own = routine.network if isinstance(routine.network, tuple) else ()
+    own = shell.own_hosts
     out = []
-    for i, cred in enumerate(routine.credentials):
+    for i, cred in enumerate(shell.credentials):
         what = describe(cred.path, home)
         shown = f"{cred.path} ({what})" if what else cred.path
         mine = dict.fromkeys(cred.hosts)
         listed = [h for h in dict.fromkeys(own) if h not in mine]
         others = [
             h
-            for c in routine.credentials
+            for c in shell.credentials
             for h in c.hosts
             if c is not cred and h not in mine and h not in listed
         ]
@@ -144,46 +181,60 @@ def _credential_lines(routine: Routine) -> list[Line]:
     return out
 
 
-def _servers(routine: Routine) -> tuple[McpServer, ...]:
-    if routine.agent is not None:
-        return routine.agent.mcp
-    return routine.command.mcp_servers if routine.command is not None else ()
-
-
-def _mcp_lines(routine: Routine) -> list[Line]:
-    """Each MCP server: its argv, what it sees, where it connects, the tools allowed."""
+def _mcp_lines(routine: Routine, policy: Policy) -> list[Line]:
+    """Each MCP server: its argv, what it sees (home entries, its installation, credentials),
+    where it connects, the tools allowed."""
     import shlex
 
     allowed = list(routine.agent.mcp_tools) if routine.agent else []
     if routine.command is not None and routine.command.mcp is not None:
         allowed = [(routine.command.mcp.server, routine.command.mcp.tool)]
     out = []
-    for i, server in enumerate(_servers(routine)):
+    servers = [s for s in policy.scopes if s.kind is ScopeKind.MCP]
+    for i, server in enumerate(servers):
         tools = ", ".join(t for s, t in allowed if s == server.name) or "none"
-        sees = ", ".join(server.home) or "nothing of your files"
+        seen = [*server.home, *(f"its installation {p}" for p in server.install)]
+        if server.install:
+            seen[-1] += " (credential-named files hidden)"
+        sees = ", ".join(seen) or "nothing of your files"
+        if server.install_problem:
+            sees += f"; not installed here: {server.install_problem}"
+        creds = ", ".join(_described(c.path) for c in server.credentials)
+        given = f"; credentials: {creds}" if creds else ""
         text = (
-            f"{server.name}: `{shlex.join(server.command)}` (sees {sees}; network: "
-            f"{_where(server.egress)}; tools: {tools})"
+            f"{server.name}: `{shlex.join(server.argv)}` (sees {sees}{given}; network: "
+            f"{_where(server.network)}; tools: {tools})"
         )
-        out.append(Line("mcp" if i == 0 else "", text, caution=bool(server.home)))
+        caution = bool(server.home or server.credentials or server.install)
+        out.append(Line("mcp" if i == 0 else "", text, caution=caution))
     return out
+
+
+def _described(path: str) -> str:
+    """`~/.aws (AWS CLI credentials)`: a credential's path and what it holds."""
+    import os
+    from pathlib import Path
+
+    from routines.spec.never import describe
+
+    what = describe(path, os.path.realpath(Path.home()))
+    return f"{path} ({what})" if what else path
 
 
 def needs_consent(routine: Routine) -> bool:
     """Whether it reads anything (a home folder, a read glob, a credential) and can also
     reach the network (its calls, or an action it may propose)."""
-    agent = routine.agent
-    reads = bool(routine.home or routine.credentials or (agent and agent.read_patterns))
-    reads = reads or any(a.home for a in routine.actions)
-    reads = reads or any(s.home or s.credentials for s in _servers(routine))
+    policy = policy_of(routine)
+    reads = bool(policy.read_globs) or any(
+        s.home or s.credentials or s.install for s in policy.scopes
+    )
     return reads and bool(reach_text(routine))
 
 
 def reach_text(routine: Routine) -> str:
     """How what it read can leave: "can reach the network", "sends its output to HOST",
     both joined by "and", or "" when nothing of it leaves the machine."""
-    online = bool(routine.egress) or any(a.network for a in routine.actions)
-    online = online or any(s.egress for s in _servers(routine))
+    online = any(s.network for s in policy_of(routine).scopes)
     parts = ["can reach the network"] if online else []
     if (host := _webhook_host(routine)) is not None:
         parts.append(f"sends its output to {host}")
@@ -220,16 +271,15 @@ def card_lines(lines: list[Line], colour: bool = False) -> list[str]:
     return out
 
 
-def _read_lines(routine: Routine) -> list[Line]:
-    reads = [f"{entry} (its shell commands, read-only)" for entry in routine.home]
-    if routine.agent is not None:
-        reads += [f"{glob} (read tool)" for glob in routine.agent.read_patterns]
+def _read_lines(shell: Scope, policy: Policy) -> list[Line]:
+    reads = [f"{entry} (its shell commands, read-only)" for entry in shell.home]
+    reads += [f"{glob} (read tool)" for glob in policy.read_globs]
     if not reads:
         return [Line("reads", "nothing of your files")]
     return [Line("reads" if i == 0 else "", r, caution=True) for i, r in enumerate(reads)]
 
 
-def _action_lines(routine: Routine) -> list[Line]:
+def _action_lines(routine: Routine, policy: Policy) -> list[Line]:
     if not routine.actions:
         return [Line("actions", "none")]
     ask = (
@@ -239,8 +289,9 @@ def _action_lines(routine: Routine) -> list[Line]:
     )
     out = []
     for i, action in enumerate(routine.actions):
-        net = _where(action.network)
-        text = f"{action.name}: `{action.run}` ({ask}; network: {net})"
+        scope = policy.of(ScopeKind.ACTION, action.name)
+        sees = f"; sees {', '.join(scope.home)}" if scope.home else ""
+        text = f"{action.name}: `{action.run}` ({ask}{sees}; network: {_where(scope.network)})"
         out.append(Line("actions" if i == 0 else "", text, caution=True))
     return out
 
@@ -293,19 +344,19 @@ def _budget_line(routine: Routine) -> Line:
     return Line("budget", ", ".join(parts) + f"; past it: {b.on_exceed.value}")
 
 
-def _network_line(routine: Routine) -> Line:
-    line = _calls_line(routine)
+def _network_line(routine: Routine, shell: Scope) -> Line:
+    line = _calls_line(routine, shell)
     if (host := _webhook_host(routine)) is None:
         return line
     # "no" alone would read as "nothing leaves": the output does (see the output line).
     return Line("network", f"{line.text}; its output is POSTed to {host}", caution=True)
 
 
-def _calls_line(routine: Routine) -> Line:
-    if not routine.egress:
+def _calls_line(routine: Routine, shell: Scope) -> Line:
+    if not shell.network:
         return Line("network", "no: its shell commands cannot reach the network")
-    if isinstance(routine.egress, tuple):
-        hosts = ", ".join(routine.egress)
+    if isinstance(shell.network, tuple):
+        hosts = ", ".join(shell.network)
         return Line("network", f"only {hosts} (HTTP and HTTPS, through a proxy)", caution=True)
     if routine.kind is Kind.COMMAND:
         return Line("network", "YES: its command can reach the internet", caution=True)

@@ -163,9 +163,9 @@ def _save(p: Paths, target: Path, name: str, text: str, copied: bool = False) ->
         return die(f"{target} appeared while you were editing; your draft was not saved over it")
     report_saved(p, routine, target, "created")
     if copied:  # --from: someone else's routine, so say what it may do
-        from supervisor.cli.commands.capabilities import card, card_lines
+        from supervisor.cli.commands.capabilities import card, card_lines, on_this_host
         from supervisor.present import use_color
 
-        for line in card_lines(card(routine), use_color()):
+        for line in card_lines(card(routine, on_this_host(routine)), use_color()):
             print(line)
     return 0

@@ -85,8 +85,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _print_card(routine: Routine) -> None:
     """What it may do, shown as it starts running on its own."""
-    from supervisor.cli.commands.capabilities import card, card_lines
+    from supervisor.cli.commands.capabilities import card, card_lines, on_this_host
     from supervisor.present import use_color
 
-    for line in card_lines(card(routine), use_color()):
+    for line in card_lines(card(routine, on_this_host(routine)), use_color()):
         print(line)

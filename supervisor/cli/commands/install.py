@@ -221,7 +221,7 @@ def _collision(p: Paths, name: str, target: Path, force: bool) -> str | None:
 
 
 def _show(routine: Routine, source: Source, data: bytes) -> None:
-    from supervisor.cli.commands.capabilities import capabilities
+    from supervisor.cli.commands.capabilities import capabilities, on_this_host
     from supervisor.present import color, use_color, visible
 
     c = use_color()
@@ -233,7 +233,7 @@ def _show(routine: Routine, source: Source, data: bytes) -> None:
 
     digest = hashlib.sha256(data).hexdigest()
     rows = [("from", visible(source.where)), ("sha256", digest)]
-    for line in capabilities(routine):
+    for line in capabilities(routine, on_this_host(routine)):
         text = visible(line.text)
         rows.append((line.label, color(text, "yellow", c) if line.caution else text))
     width = max(len(label) for label, _ in rows)

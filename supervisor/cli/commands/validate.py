@@ -14,13 +14,14 @@ EXAMPLE = """example:
   vinos-routine validate --json a.toml b.toml
   vinos-routine validate ~/.vinos/routines/config.toml   # the daemon's settings
   vinos-routine validate --connect inbox.toml   # start its MCP servers, list their tools
+  vinos-routine validate --connect --with-credentials inbox.toml   # as a run would start them
 """
 
 
 def register(sub: Any) -> None:
     p = sub.add_parser(
         "validate",
-        help="check routine files (or config.toml) and print OK or every error",
+        help="check routine files (or config.toml): every error, or OK and what each may do",
         epilog=EXAMPLE,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -29,7 +30,14 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--connect",
         action="store_true",
-        help="start each MCP server in its sandbox and list the tools it offers",
+        help="start each MCP server in its sandbox, with no credential and no network, and "
+        "list the tools it offers",
+    )
+    p.add_argument(
+        "--with-credentials",
+        action="store_true",
+        help="with --connect: start the servers with the credentials and network the card "
+        "shows (the card is printed first, and on a terminal you are asked)",
     )
     p.set_defaults(func=run)
 
@@ -70,8 +78,15 @@ def run(args: argparse.Namespace) -> int:
                     **card,
                 }
             )
+    if args.with_credentials and not args.connect:
+        from supervisor.present import die
+
+        return die("--with-credentials goes with --connect", 2)
     if args.connect:
-        _connect(results)
+        if args.with_credentials and not _consent(results, args.json):
+            print("nothing started")
+            return 1
+        _connect(results, args.with_credentials)
     if args.json:
         print_json_lines([{k: v for k, v in r.items() if k != "card_text"} for r in results])
     else:
@@ -98,9 +113,29 @@ def _print_text(results: list[dict[str, Any]]) -> None:
             print(one_line(_server_line(row)))
 
 
-def _connect(results: list[dict[str, Any]]) -> None:
+def _consent(results: list[dict[str, Any]], quiet: bool) -> bool:
+    """Before servers start with the person's credentials and network: the card of each file,
+    printed on stderr (stdout stays the report), and on a terminal the question. Without a
+    terminal the flag is the consent, given after the card was printed."""
+    import sys
+
+    from routines.safetext import one_line
+    from supervisor.present import ask_yes
+
+    for res in results:
+        if res["ok"] and res.get("card_text"):
+            print(one_line(f"{res['file']} may:"), file=sys.stderr)
+            for line in res["card_text"]:
+                print(line, file=sys.stderr)
+    if quiet or not sys.stdin.isatty():
+        return True
+    return ask_yes("Start its MCP servers with these credentials and this network?", default=False)
+
+
+def _connect(results: list[dict[str, Any]], with_credentials: bool) -> None:
     """Each valid file's MCP servers, started by `python -m worker.mcpconnect` (this side
-    imports no worker code); a server that fails or lacks a whitelisted tool fails the file."""
+    imports no worker code), with no credential and no network unless `with_credentials`;
+    a server that fails or lacks a whitelisted tool fails the file."""
     import json
     import os
     import subprocess
@@ -109,7 +144,8 @@ def _connect(results: list[dict[str, Any]]) -> None:
     files = [r["file"] for r in results if r["ok"]]
     if not files:
         return
-    argv = [sys.executable, "-P", "-m", "worker.mcpconnect", *files]
+    flag = ["--with-credentials"] if with_credentials else []
+    argv = [sys.executable, "-P", "-m", "worker.mcpconnect", *flag, "--", *files]
     from supervisor.spawn import package_root  # one place knows where our packages are
 
     root = package_root()
@@ -179,13 +215,15 @@ def _check(
 
 
 def _card(routine: Any) -> dict[str, Any]:
-    from supervisor.cli.commands.capabilities import card, card_lines
+    from supervisor.cli.commands.capabilities import card, card_lines, on_this_host
 
-    lines = card(routine)
-    # Printed only when there is something to review: "OK" alone stays the whole answer for
-    # a routine that reads nothing, reaches nothing and proposes nothing.
-    shown = card_lines(lines) if any(x.caution for x in lines) else []
-    return {"card": [{"label": x.label, "text": x.text} for x in lines], "card_text": shown}
+    lines = card(routine, on_this_host(routine))
+    # Always printed: what a routine may do is the one thing a person checks a file for, and
+    # "OK" alone said nothing of it (tests/cli/test_cli_validate.py).
+    return {
+        "card": [{"label": x.label, "text": x.text} for x in lines],
+        "card_text": card_lines(lines),
+    }
 
 
 def _signature(path: Path, routine: Any) -> tuple[tuple[str, ...], dict[str, Any]]:

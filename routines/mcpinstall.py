@@ -8,12 +8,13 @@ $HOME is shown. tests/worker/test_worker_mcp_install.py holds the rules.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from routines.spec import McpServer
 from routines.spec.never import broad_places, under
 
-__all__ = ["Install", "InstallProblem", "resolve_install"]
+__all__ = ["Install", "InstallProblem", "installer", "resolve_install"]
 
 # Visible in every sandbox already (sandbox/argv.py binds them read-only).
 _SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/etc")
@@ -49,6 +50,22 @@ def resolve_install(
             _check(root, home, never)
             binds = [b for b in binds if not under(b, root)] + [root]
     return Install((real, *words[1:]), tuple(binds))
+
+
+def installer(
+    *, home: str, path_env: str, never: Sequence[str] = ()
+) -> Callable[[McpServer], tuple[tuple[str, ...], str]]:
+    """routines.policy.Installer for this host: a server's installation folders, or why none
+    could be found (shown on the card; the run refuses to start it)."""
+
+    def resolve(server: McpServer) -> tuple[tuple[str, ...], str]:
+        try:
+            got = resolve_install(server.command, home=home, path_env=path_env, never=never)
+        except InstallProblem as exc:
+            return (), str(exc)
+        return got.binds, ""
+
+    return resolve
 
 
 def _tilde(word: str, home: str) -> str:

@@ -29,10 +29,10 @@ def run(quick: bool) -> list[Row]:
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
     import sandbox
+    from routines.mcpinstall import resolve_install
     from routines.spec.never import never_paths
     from sandbox.stdio import start_stdio
     from worker.mcpclient import Portal, Session
-    from routines.mcpinstall import resolve_install
 
     refusal = sandbox.refuse_if_root()
     if refusal is not None:

@@ -377,9 +377,9 @@ def server_policy(
     """`server`'s sandbox policy in `routine` (its own home, network and credentials, its
     installation shown read-only) and the argv it runs. Raises (sandbox.UnsafeValue,
     InstallProblem)."""
+    from routines.mcpinstall import resolve_install
     from routines.spec.never import NAME_PATTERNS
     from sandbox.policy import with_installs
-    from routines.mcpinstall import resolve_install
     from worker.shellpolicy import never_for, shell_policy_for
 
     policy = shell_policy_for(

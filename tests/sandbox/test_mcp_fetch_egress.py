@@ -15,9 +15,9 @@ import pytest
 from sandbox_testkit import Box
 from test_egress_internet import Internet, internet
 
+from routines.mcpinstall import resolve_install
 from sandbox.stdio import start_stdio
 from worker.mcpclient import Portal, Session
-from routines.mcpinstall import resolve_install
 from worker.mcptools import render_result
 
 pytestmark = pytest.mark.slow

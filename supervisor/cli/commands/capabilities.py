@@ -6,8 +6,10 @@ print: what it reads, which credentials go to which hosts, where it can connect,
 MCP server sees (its installation and credentials included), the environment, and what
 actions it may propose. It is a rendering of the routine's policy (routines/policy.py), the
 object the sandbox is built from, never a second computation of it: tests/worker/
-test_policy_card.py walks every grant kind from the bwrap argv to the card. `needs_consent` says whether `install` must ask first (it reads
-something and can reach the network: the pair that lets a routine send what it read away).
+test_policy_card.py walks every grant kind from the bwrap argv to the card.
+
+`needs_consent` says whether `install` must ask first (it reads something and can reach the
+network: the pair that lets a routine send what it read away).
 A webhook output reaches the network too: the worker POSTs what the run wrote, so a routine
 with its `network` off still sends what it read to that host (tests/supervisor/
 test_capability_card.py::test_a_webhook_output_counts_as_reaching_the_network).

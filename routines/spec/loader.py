@@ -101,6 +101,7 @@ def _tables(example: str) -> Check:
 SCHEMA: dict[str, dict[str, Check]] = {
     "routine": {
         "name": nonempty_string,
+        "title": string,  # routines/spec/shape.py: a short title, the description one sentence
         "description": string,
         "enabled": boolean,
         "kind": one_of(Kind),
@@ -258,6 +259,7 @@ def load_text(
         name=name,
         kind=kind,
         schedule=schedule,
+        title=routine_t.get("title", ""),
         description=routine_t.get("description", ""),
         enabled=routine_t.get("enabled", False),
         machines=routine_t.get("machines", ()),

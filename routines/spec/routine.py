@@ -281,7 +281,8 @@ class Routine:
     name: str
     kind: Kind
     schedule: ScheduleSpec
-    description: str = ""
+    description: str = ""  # [routine].description: one sentence saying what the person gets
+    title: str = ""  # [routine].title: a short title (routines/spec/shape.py)
     enabled: bool = False
     machines: tuple[str, ...] = ()  # [routine].machines: where a fleet may run it; () = any
     agent: AgentSpec | None = None

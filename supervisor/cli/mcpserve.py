@@ -121,27 +121,93 @@ def validate_routine(name: str, toml: str) -> dict[str, Any]:
     return {"ok": True, "errors": [], "warnings": list(routine.warnings)}
 
 
-def draft_routine(name: str, toml: str) -> dict[str, Any]:
-    """Write a valid routine as a disabled draft; the person reviews and enables it."""
+def draft_routine(name: str, title: str, summary: str, toml: str) -> dict[str, Any]:
+    """Write a valid routine as a disabled draft; the person reviews and enables it.
+
+    `title`: a short title, at most 60 characters ("Weekly repo digest"). `summary`: one
+    plain sentence saying what the person gets ("A digest of the week's commits in
+    ~/src/site."). Both are tidied and written as [routine].title and [routine].description;
+    the TOML holds the rest (the instruction in [agent].system). A title another routine
+    has already is refused: update that routine (draft it again under its name) instead."""
     from routines.spec import NAME_RE
     from routines.spec.checks import RoutineInvalid
     from routines.spec.loader import load_text
     from routines.spec.paths import paths
+    from routines.spec.shape import ShapeProblem, tidy_summary, tidy_title
 
     if not NAME_RE.fullmatch(name):
         raise Refused(f"{name!r} is not a routine name (lowercase letters, digits and '-')")
+    try:
+        title, summary = tidy_title(title), tidy_summary(summary)
+    except ShapeProblem as exc:
+        raise Refused(str(exc)) from None
     p = paths()
     path = p.routines_dir / f"{name}.toml"
+    text = _with_shape(toml, title, summary)
     try:
-        routine = load_text(toml, path)
+        routine = load_text(text, path)
     except RoutineInvalid as exc:
         raise Refused("the draft is invalid:\n" + "\n".join(str(e) for e in exc.errors)) from None
     if routine.enabled:
         raise Refused("a draft is written disabled: remove `enabled = true`; the person enables it")
-    if why := _taken(name):
+    if why := _taken(name) or _title_taken(name, title):
         raise Refused(why)
-    _write(path, toml)
-    return {"written": str(path), "enabled": False, "next": f"vinos-routine enable {name}"}
+    _write(path, text)
+    return {
+        "written": str(path),
+        "title": title,
+        "summary": summary,
+        "enabled": False,
+        "next": f"vinos-routine enable {name}",
+    }
+
+
+def _with_shape(toml: str, title: str, summary: str) -> str:
+    """`toml` with [routine].title and .description set to the tidied arguments (refused
+    when the TOML sets them itself: one source for each)."""
+    import json
+    import re
+    import tomllib
+
+    try:
+        doc = tomllib.loads(toml)
+    except tomllib.TOMLDecodeError:
+        return toml  # load_text reports it, with the line
+    table = doc.get("routine")
+    if isinstance(table, dict) and ("title" in table or "description" in table):
+        raise Refused(
+            "give the title and the summary as draft_routine's arguments, not as "
+            "[routine].title or [routine].description in the TOML"
+        )
+    # A TOML basic string: JSON's escapes are TOML's for every character (non-ASCII kept).
+    lines = f"title = {json.dumps(title, ensure_ascii=False)}\n"
+    lines += f"description = {json.dumps(summary, ensure_ascii=False)}\n"
+    header = re.search(r"^[ \t]*\[routine\][ \t]*(#.*)?$", toml, re.MULTILINE)
+    if header is None:
+        return f"[routine]\n{lines}\n{toml}"
+    end = header.end()
+    return f"{toml[:end]}\n{lines}{toml[end:].removeprefix(chr(10))}"
+
+
+def _same(written: str, title: str) -> bool:
+    """Whether a routine's own title is `title` once tidied alike, ignoring case."""
+    return " ".join(written.split()).rstrip(".").rstrip().casefold() == title.casefold()
+
+
+def _title_taken(name: str, title: str) -> str | None:
+    """Refused: another routine already has this title (ignoring case), so the agent is told
+    to update that one rather than add a second routine doing the same."""
+    from routines.spec.paths import paths
+    from routines.spec.registry import scan
+
+    for entry in scan(paths()).entries.values():
+        other = entry.routine
+        if entry.name != name and other is not None and _same(other.title, title):
+            return (
+                f"{entry.name} already has the title {other.title!r}: update {entry.name} "
+                "instead (draft it again under that name)"
+            )
+    return None
 
 
 def _taken(name: str) -> str | None:

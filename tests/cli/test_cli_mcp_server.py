@@ -70,7 +70,9 @@ def test_the_six_tools(vinos_env: Path) -> None:
 
 
 def test_a_draft_comes_out_disabled_and_cannot_be_run(vinos_env: Path) -> None:
-    error, text = _call("draft_routine", name="day-brief", toml=DRAFT)
+    error, text = _call(
+        "draft_routine", name="day-brief", title="Day brief", summary="Your brief.", toml=DRAFT
+    )
     assert not error, text
     path = paths().routines_dir / "day-brief.toml"
     assert json.loads(text)["written"] == str(path)
@@ -83,9 +85,17 @@ def test_a_draft_comes_out_disabled_and_cannot_be_run(vinos_env: Path) -> None:
 
 
 def test_a_draft_that_enables_itself_or_is_invalid_is_refused(vinos_env: Path) -> None:
-    error, text = _call("draft_routine", name="day-brief", toml=ENABLED)
+    error, text = _call(
+        "draft_routine", name="day-brief", title="Day brief", summary="Your brief.", toml=ENABLED
+    )
     assert error and "written disabled" in text
-    error, text = _call("draft_routine", name="day-brief", toml=DRAFT + "\n[budget]\nmax = 1\n")
+    error, text = _call(
+        "draft_routine",
+        name="day-brief",
+        title="Day brief",
+        summary="Your brief.",
+        toml=DRAFT + "\n[budget]\nmax = 1\n",
+    )
     assert error and "the draft is invalid" in text
     assert not (paths().routines_dir / "day-brief.toml").exists()
 
@@ -93,7 +103,9 @@ def test_a_draft_that_enables_itself_or_is_invalid_is_refused(vinos_env: Path) -
 def test_an_enabled_routine_is_never_rewritten(vinos_env: Path) -> None:
     path = paths().routines_dir / "day-brief.toml"
     path.write_text(ENABLED)
-    error, text = _call("draft_routine", name="day-brief", toml=DRAFT)
+    error, text = _call(
+        "draft_routine", name="day-brief", title="Day brief", summary="Your brief.", toml=DRAFT
+    )
     assert error and "is enabled" in text
     assert path.read_text() == ENABLED
 
@@ -129,7 +141,13 @@ def test_a_routine_enabled_by_the_enable_command_is_never_rewritten(vinos_env: P
         timeout=60,
     )
     assert done.returncode == 0, done.stderr
-    error, text = _call("draft_routine", name="day-brief", toml=DRAFT + "\n# changed\n")
+    error, text = _call(
+        "draft_routine",
+        name="day-brief",
+        title="Day brief",
+        summary="Your brief.",
+        toml=DRAFT + "\n# changed\n",
+    )
     assert error and "is enabled" in text
     assert path.read_text() == DRAFT
 
@@ -162,7 +180,13 @@ def test_a_draft_after_enable_and_remove_is_born_disabled(vinos_env: Path) -> No
     (paths().routines_dir / "day-brief.toml").write_text(DRAFT)
     _cli("enable", "day-brief")
     _cli("remove", "day-brief", "--yes")
-    error, text = _call("draft_routine", name="day-brief", toml=DRAFT + "\n# the model's\n")
+    error, text = _call(
+        "draft_routine",
+        name="day-brief",
+        title="Day brief",
+        summary="Your brief.",
+        toml=DRAFT + "\n# the model's\n",
+    )
     assert not error, text
     assert _listed("day-brief")["enabled"] is False
     error, text = _call("run_routine", name="day-brief")
@@ -177,7 +201,9 @@ def test_a_leftover_override_never_enables_another_file(vinos_env: Path) -> None
     _cli("enable", "day-brief")
     assert _listed("day-brief")["enabled"] is True
     path.unlink()
-    error, text = _call("draft_routine", name="day-brief", toml=DRAFT)
+    error, text = _call(
+        "draft_routine", name="day-brief", title="Day brief", summary="Your brief.", toml=DRAFT
+    )
     assert error and "turned on by the person" in text, text
     assert not path.exists()
     path.write_text(DRAFT + "\n# another file\n")
@@ -191,7 +217,13 @@ def test_a_draft_named_like_a_system_routine_the_person_enabled_is_refused(
     system.mkdir(parents=True, exist_ok=True)
     (system / "day-brief.toml").write_text(DRAFT)  # off in its file, on by `enable`
     _cli("enable", "day-brief")
-    error, text = _call("draft_routine", name="day-brief", toml=DRAFT + "\n# the model's\n")
+    error, text = _call(
+        "draft_routine",
+        name="day-brief",
+        title="Day brief",
+        summary="Your brief.",
+        toml=DRAFT + "\n# the model's\n",
+    )
     assert error and "is a system routine" in text, text
     assert not (paths().routines_dir / "day-brief.toml").exists()
     assert _listed("day-brief")["enabled"] is True  # the person's routine, still on
@@ -203,7 +235,9 @@ def test_a_draft_never_takes_the_place_of_a_system_routine_its_file_enables(
     system = paths().system_dir
     system.mkdir(parents=True, exist_ok=True)
     (system / "day-brief.toml").write_text(ENABLED)
-    error, text = _call("draft_routine", name="day-brief", toml=DRAFT)
+    error, text = _call(
+        "draft_routine", name="day-brief", title="Day brief", summary="Your brief.", toml=DRAFT
+    )
     assert error and "is a system routine" in text, text
     assert not (paths().routines_dir / "day-brief.toml").exists()
     assert _listed("day-brief")["enabled"] is True
@@ -213,18 +247,74 @@ def test_a_routine_the_person_disabled_is_not_redrafted(vinos_env: Path) -> None
     path = paths().routines_dir / "day-brief.toml"
     path.write_text(DRAFT)
     _cli("disable", "day-brief")
-    error, text = _call("draft_routine", name="day-brief", toml=DRAFT + "\n# changed\n")
+    error, text = _call(
+        "draft_routine",
+        name="day-brief",
+        title="Day brief",
+        summary="Your brief.",
+        toml=DRAFT + "\n# changed\n",
+    )
     assert error and "turned off by the person" in text, text
     assert path.read_text() == DRAFT
 
 
 def test_the_agent_may_redraft_its_own_draft(vinos_env: Path) -> None:
-    error, text = _call("draft_routine", name="day-brief", toml=DRAFT)
+    error, text = _call(
+        "draft_routine", name="day-brief", title="Day brief", summary="Your brief.", toml=DRAFT
+    )
     assert not error, text
-    error, text = _call("draft_routine", name="day-brief", toml=DRAFT + "\n# better\n")
+    error, text = _call(
+        "draft_routine",
+        name="day-brief",
+        title="Day brief",
+        summary="Your brief.",
+        toml=DRAFT + "\n# better\n",
+    )
     assert not error, text
     assert (paths().routines_dir / "day-brief.toml").read_text().endswith("# better\n")
     assert _listed("day-brief")["enabled"] is False
+
+
+def test_a_draft_needs_a_title_and_a_summary_and_both_are_tidied(vinos_env: Path) -> None:
+    async def body(s: ClientSession) -> Any:
+        (tool,) = [t for t in (await s.list_tools()).tools if t.name == "draft_routine"]
+        return tool.input_schema
+
+    schema = _session(body)
+    assert set(schema["required"]) == {"name", "title", "summary", "toml"}
+    error, text = _call(
+        "draft_routine",
+        name="day-brief",
+        title="  morning   brief. ",
+        summary="you get your inbox and calendar  in one page",
+        toml=DRAFT,
+    )
+    assert not error, text
+    routine = load_file(paths().routines_dir / "day-brief.toml")
+    assert (routine.title, routine.description) == (
+        "Morning brief",
+        "You get your inbox and calendar in one page.",
+    )
+    assert routine.enabled is False
+    for title, summary, why in (
+        ("x" * 61, "A brief.", "at most 60 characters"),
+        ("Brief", "A brief. Then run gcalcli.", "expected one sentence"),
+        ("", "A brief.", "expected a short title"),
+    ):
+        error, text = _call("draft_routine", name="other", title=title, summary=summary, toml=DRAFT)
+        assert error and why in text, text
+    assert not (paths().routines_dir / "other.toml").exists()
+
+
+def test_a_title_another_routine_has_is_refused_update_it_instead(vinos_env: Path) -> None:
+    (paths().routines_dir / "day-brief.toml").write_text(
+        '[routine]\ntitle = "Morning  brief"\n\n' + DRAFT
+    )
+    error, text = _call(
+        "draft_routine", name="dawn", title="MORNING BRIEF", summary="A brief.", toml=DRAFT
+    )
+    assert error and "update day-brief instead" in text, text
+    assert not (paths().routines_dir / "dawn.toml").exists()
 
 
 @pytest.mark.slow

@@ -10,12 +10,15 @@ from pathlib import Path
 
 import pytest
 from cli_helpers import Cli
-from helpers import AGENT, write
+from helpers import AGENT as UNSHAPED
+from helpers import write
 from inprocess import run_in_process
 
 from routines.spec.paths import Paths, paths
 
 REPO = Path(__file__).resolve().parents[2]
+# With the title and summary validate asks a file written by hand for (routines/spec/shape.py).
+AGENT = '[routine]\ntitle = "Day brief"\ndescription = "Your morning brief."\n\n' + UNSHAPED
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -191,3 +194,15 @@ def test_validate_refuses_a_sandbox_bwrap_that_does_not_exist(cli: Cli) -> None:
     assert res.returncode == 1
     assert f"{config}: [sandbox].bwrap = '/nonexistent/bwrap': not found" in res.stdout
     assert ": OK" not in res.stdout
+
+
+def test_a_routine_without_a_title_or_summary_is_warned_not_failed(p: Paths) -> None:
+    path = write(p.routines_dir, "day-brief", UNSHAPED)
+    done = cli("validate", str(path))
+    assert done.returncode == 0
+    assert done.stdout.splitlines()[:3] == [
+        f"{path}: [routine].title: WARN missing: a short title (at most 60 characters) names "
+        "it in lists",
+        f"{path}: [routine].description: WARN missing: one plain sentence saying what you get",
+        f"{path}: OK",
+    ]

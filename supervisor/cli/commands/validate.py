@@ -182,12 +182,16 @@ def _check(
     from routines.spec.loader import load_file
 
     if path.name != "config.toml":
+        from routines.spec.shape import missing_shape
         from supervisor.notify import unshown
 
         routine = load_file(path)
         warnings, signature = _signature(path, routine)
         if why := unshown(routine):
             warnings = (*warnings, f"{path}: {why}")
+        # A routine written by hand: the title and summary a draft must have, asked for here.
+        shape = missing_shape(routine.title, routine.description)
+        warnings = (*warnings, *(f"{path}: {w}" for w in shape))
         errors = [f"{path}: {e}" for e in _never_problems(routine)]
         if routine.schedule.form == "once":
             from routines.spec.loader import once_past

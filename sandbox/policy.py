@@ -209,8 +209,8 @@ def with_installs(
     binds = tuple(check_path(p, "install path") for p in installs)
     masks = list(policy.masks)
     for root in binds:  # a root that is a file is the program itself: bound, never masked
-        for found in _named(root, never_names, never, MAX_WALK):
-            if found not in masks and not _installed_code(found):
+        for found in _install_secrets(root, never_names, never):
+            if found not in masks:
                 masks.append(check_path(found, "credential file"))
     return dataclasses.replace(
         policy, ro_binds=tuple(dict.fromkeys((*policy.ro_binds, *binds))), masks=tuple(masks)
@@ -219,6 +219,46 @@ def with_installs(
 
 # What an installation runs: a file with one of these suffixes is code, whatever its name.
 CODE_SUFFIXES = (".py", ".pyc", ".pyi", ".so", ".js", ".mjs", ".cjs", ".ts", ".mts", ".cts")
+
+
+def _install_secrets(root: str, names: Sequence[str], never: Sequence[str]) -> list[str]:
+    """The credential-named files below an installation, its code and public data left out,
+    and its never-paths and unlistable folders (masked whole, as `_named` does). Unlike a home
+    entry, a folder named like a credential is walked into, not masked whole: in an
+    installation it is a package (`tokenizers/`, `oauthlib/.../tokens/`)."""
+    if not names or not os.path.isdir(root) or os.path.islink(root):
+        return []
+    found: list[str] = []
+    seen = 0
+    todo = [root]
+    while todo:
+        top = todo.pop()
+        try:
+            entries = list(os.scandir(top))
+        except OSError:
+            if top == root:
+                raise UnsafeValue(f"install: {root} cannot be listed to hide its secrets") from None
+            found.append(top)
+            continue
+        seen += len(entries)
+        if seen > MAX_WALK:
+            raise UnsafeValue(
+                f"install: {root} holds more than {MAX_WALK:,} files and folders; each is checked "
+                "for credential names before it is shown: install the server in a prefix of its own"
+            )
+        for e in entries:
+            if any(_under(e.path, n) for n in never):
+                found.append(e.path)
+            elif e.is_dir(follow_symlinks=False):
+                todo.append(e.path)
+            elif _named_like(e.name, names) and not _installed_code(e.path):
+                found.append(e.path)
+    return sorted(found)
+
+
+def _named_like(name: str, names: Sequence[str]) -> bool:
+    low = name.lower()
+    return any(fnmatch.fnmatchcase(low, n) for n in names)
 
 
 def _installed_code(path: str) -> bool:

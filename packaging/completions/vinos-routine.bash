@@ -78,7 +78,7 @@ _vinos_routine() {
         "install") opts="-h --help --enable --force --yes -y --timeout" ;;
         "edit") opts="-h --help" ;;
         "remove") opts="-h --help --yes -y" ;;
-        "validate") opts="-h --help --json --connect" ;;
+        "validate") opts="-h --help --json --connect --with-credentials" ;;
         "schedule") opts="-h --help" ;;
         "schedule explain") opts="-h --help --oncalendar --every --tz --count --from --json" ;;
         "schedule translate") opts="-h --help --tz --json" ;;

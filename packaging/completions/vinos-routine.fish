@@ -29,7 +29,7 @@ complete -c vinos-routine -n '__fish_use_subcommand' -a create -d 'scaffold a ne
 complete -c vinos-routine -n '__fish_use_subcommand' -a install -d 'install a routine from the gallery, a URL or a file (disabled until you enable it)'
 complete -c vinos-routine -n '__fish_use_subcommand' -a edit -d 'edit a routine in $EDITOR; it is saved only when valid'
 complete -c vinos-routine -n '__fish_use_subcommand' -a remove -d 'delete a user routine\'s file and its workspace (its history is kept)'
-complete -c vinos-routine -n '__fish_use_subcommand' -a validate -d 'check routine files (or config.toml) and print OK or every error'
+complete -c vinos-routine -n '__fish_use_subcommand' -a validate -d 'check routine files (or config.toml): every error, or OK and what each may do'
 complete -c vinos-routine -n '__fish_use_subcommand' -a schedule -d 'explain a schedule or translate cron to OnCalendar'
 complete -c vinos-routine -n '__fish_use_subcommand' -a sandbox -d 'run a command in a routine\'s shell sandbox (for debugging a whitelist)'
 complete -c vinos-routine -n '__fish_use_subcommand' -a reload -d 'make the daemon re-read routine files and config.toml now'
@@ -103,7 +103,8 @@ complete -c vinos-routine -n '__fish_seen_subcommand_from remove' -l yes -s y -d
 complete -c vinos-routine -n '__fish_seen_subcommand_from remove' -x -a '(__vinos_routine_names)'
 complete -c vinos-routine -n '__fish_seen_subcommand_from validate' -s h -l help -d 'show this help message and exit'
 complete -c vinos-routine -n '__fish_seen_subcommand_from validate' -l json -d 'one JSON object per file'
-complete -c vinos-routine -n '__fish_seen_subcommand_from validate' -l connect -d 'start each MCP server in its sandbox and list the tools it offers'
+complete -c vinos-routine -n '__fish_seen_subcommand_from validate' -l connect -d 'start each MCP server in its sandbox, with no credential and no network, and list the tools it offers'
+complete -c vinos-routine -n '__fish_seen_subcommand_from validate' -l with-credentials -d 'with --connect: start the servers with the credentials and network the card shows (the card is printed first, and on a terminal you are asked)'
 complete -c vinos-routine -n '__fish_seen_subcommand_from validate' -r -F
 complete -c vinos-routine -n '__fish_seen_subcommand_from schedule; and not __fish_seen_subcommand_from explain translate' -a explain -d 'describe a schedule and list its next fires'
 complete -c vinos-routine -n '__fish_seen_subcommand_from schedule; and not __fish_seen_subcommand_from explain translate' -a translate -d 'cron to systemd OnCalendar'

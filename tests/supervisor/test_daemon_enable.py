@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from routines.spec.loader import load_file
+from routines.spec.paths import paths
 from supervisor.client import DaemonError
 from tests.supervisor.daemonkit import DaemonProcess, command_routine, state, write_routine
 
@@ -50,3 +52,28 @@ def test_status_json_has_one_shape_whether_the_daemon_is_up_or_not(
     assert down["next"][0]["routine"] == up["next"][0]["routine"] == "nightly"
     assert (down["pid"], down["status"], down["unwritten"]) == (None, None, [])
     assert isinstance(up["pid"], int) and up["unwritten"] == []
+
+
+def test_an_edit_of_an_enabled_file_keeps_it_on_and_another_file_does_not(
+    tmp_path: Path, not_root: None
+) -> None:
+    """The override is bound to its file (supervisor/toggle.py): the daemon carries it across
+    the person's edit (saved by rename, as editors do), and never onto a file that appears
+    under the name after the first was removed."""
+    p = paths()
+    write_routine("nightly", command_routine("true", schedule='cron = "0 3 * * *"', enabled=False))
+    d = DaemonProcess(tmp_path).start()
+    try:
+        d.request("enable", {"name": "nightly"})
+        edited = command_routine("echo edited", schedule='cron = "0 3 * * *"', enabled=False)
+        write_routine("nightly", edited)
+        d.request("reload")
+        assert d.request("status")["enabled"] == 1  # the edit kept it on
+        assert state("nightly").file_identity == load_file(p.routines_dir / "nightly.toml").identity
+        (p.routines_dir / "nightly.toml").unlink()
+        d.request("reload")
+        write_routine("nightly", command_routine("echo other", enabled=False))
+        d.request("reload")
+        assert d.request("status")["enabled"] == 0  # another file: off, as it says
+    finally:
+        d.stop()

@@ -176,6 +176,17 @@ def test_edit_saves_a_valid_change_off_a_terminal(cli: Cli) -> None:
     assert "saved notes" in res.stdout and "7:30" in res.stdout
 
 
+def test_edit_keeps_a_routine_the_person_enabled_on(cli: Cli) -> None:
+    """`enable` is bound to the file it was made for; `edit`, with no daemon to see the
+    change, carries it to the edited file (supervisor/cli/commands/authoring.py keep_state)."""
+    cli.agent("notes")  # off in its file
+    assert cli("enable", "notes").returncode == 0
+    scripted_editor(cli, valid_agent(cli, "changed"))
+    res = cli("edit", "notes", env={"EDITOR": str(cli.bin / "editor")})
+    assert res.returncode == 0, res.stderr
+    assert listed(cli)["notes"]["enabled"] is True
+
+
 def test_edit_never_leaves_an_invalid_file_in_place(cli: Cli) -> None:
     path = cli.agent("notes")
     before = path.read_bytes()

@@ -43,17 +43,37 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from routines.spec.checks import RoutineInvalid
     from routines.spec.paths import paths
     from routines.spec.registry import scan
     from supervisor.present import print_json_lines
 
+    if args.with_credentials and not args.connect:
+        from supervisor.present import die
+
+        return die("--with-credentials goes with --connect", 2)
     files: list[Path] = list(args.paths)
     if not files:
         p = paths()
         files = [e.path for e in scan(p).entries.values()]
         if not files and not args.json:
             print(f"no routine files in {p.routines_dir} or {p.system_dir}")
+    results = _results(files)
+    if args.connect:
+        if args.with_credentials and not _consent(results, args.json):
+            print("nothing started")
+            return 1
+        _connect(results, args.with_credentials)
+    if args.json:
+        print_json_lines([{k: v for k, v in r.items() if k != "card_text"} for r in results])
+    else:
+        _print_text(results)
+    return 0 if all(r["ok"] for r in results) else 1
+
+
+def _results(files: list[Path]) -> list[dict[str, Any]]:
+    """Each file's result: its errors and warnings, or OK with its signature and card."""
+    from routines.spec.checks import RoutineInvalid
+
     results: list[dict[str, Any]] = []
     for path in files:
         try:
@@ -78,20 +98,7 @@ def run(args: argparse.Namespace) -> int:
                     **card,
                 }
             )
-    if args.with_credentials and not args.connect:
-        from supervisor.present import die
-
-        return die("--with-credentials goes with --connect", 2)
-    if args.connect:
-        if args.with_credentials and not _consent(results, args.json):
-            print("nothing started")
-            return 1
-        _connect(results, args.with_credentials)
-    if args.json:
-        print_json_lines([{k: v for k, v in r.items() if k != "card_text"} for r in results])
-    else:
-        _print_text(results)
-    return 0 if all(r["ok"] for r in results) else 1
+    return results
 
 
 def _print_text(results: list[dict[str, Any]]) -> None:

@@ -329,3 +329,27 @@ def test_v4_ledger_gains_day_rows_last_runs_and_incremental_vacuum(tmp_path: Pat
     with Ledger(path) as led:  # current now: opening it writes nothing
         assert led.version == LEDGER_VERSION
     assert (path.stat().st_mtime_ns, hashlib.sha256(path.read_bytes()).hexdigest()) == stamp
+
+
+def test_v9_overrides_are_kept_unbound_and_bound_at_their_next_enable(tmp_path: Path) -> None:
+    """Schema 10 binds an enable/disable to its file. A row from before is bound to no file
+    (it holds for the file there, as before) until the next enable or disable binds it;
+    `vinos-routine mcp` refuses to draft over any override meanwhile."""
+    path = tmp_path / "state" / "ledger.db"
+    with Ledger(path):
+        pass
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("ALTER TABLE routine_state DROP COLUMN file_identity")
+    db.execute(
+        "INSERT INTO routine_state (routine, enabled_override, file_enabled_seen) "
+        "VALUES ('brief', 1, 0)"
+    )
+    db.execute("PRAGMA user_version = 9")
+    db.close()
+    with Ledger(path) as led:
+        assert led.version == LEDGER_VERSION
+        state = led.state("brief")
+        assert (state.enabled_override, state.file_identity) == (True, None)
+        assert state.enabled(False, "any file") is True
+        led.enable("brief", file_enabled=False, file_identity="f1", cursor="c", fingerprint="p")
+        assert led.state("brief").enabled(False, "another file") is False

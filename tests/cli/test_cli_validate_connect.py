@@ -42,8 +42,8 @@ def test_connect_lists_the_tools_and_the_entries_matching_none(vinos_env: Path) 
     done = _validate(str(path))
     assert done.returncode == 1, done.stderr
     assert done.stdout.splitlines()[-1] == (
-        f"{path}: MCP server time: offers convert_time, get_current_time; whitelist entries "
-        "matching none: mcp:time/get_time"
+        f"{path}: MCP server time (started with no credential and no network): offers "
+        "convert_time, get_current_time; whitelist entries matching none: mcp:time/get_time"
     )
 
 

@@ -171,6 +171,8 @@ def _connect(results: list[dict[str, Any]], with_credentials: bool) -> None:
 
 def _server_line(row: dict[str, Any]) -> str:
     head = f"{row['file']}: MCP server {row['server']}"
+    if not row.get("credentials"):
+        head += " (started with no credential and no network)"
     if row.get("error"):
         return f"{head}: could not connect: {row['error']}"
     line = f"{head}: offers {', '.join(row['tools']) or 'no tools'}"

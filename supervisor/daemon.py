@@ -54,7 +54,7 @@ from supervisor.snapshot import status_reply
 from supervisor.spawn import Spawner, WorkerSpawner, worker_env
 from supervisor.statusline import status_line
 from supervisor.timings import Timings, TimingsInvalid
-from supervisor.toggle import file_edits, set_enabled
+from supervisor.toggle import file_edits, set_enabled, unbound
 from supervisor.watch import StatusWatch
 
 if TYPE_CHECKING:
@@ -334,6 +334,10 @@ class Daemon:
         self._data_version = version
         held = self.site.refresh(registry)  # e.g. a fleet's pinned and divergent routines
         states = self._states = self.ledger.states()
+        if legacy := unbound(registry, states):  # once, after the ledger's upgrade
+            for name, identity in legacy:
+                self.ledger.rebind_override(name, None, identity)
+            states = self._states = self.ledger.states()
         self._external_busy = {
             a.routine
             for a in self.ledger.active_runs()

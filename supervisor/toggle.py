@@ -11,14 +11,16 @@ starts from what it says."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 
+from routines.ledger import RoutineState
 from routines.ledger.api import LedgerAPI
 from routines.runs import fingerprint, slot_id
 from routines.spec import Routine
 from routines.spec.registry import Registry
 
-__all__ = ["file_edits", "set_enabled"]
+__all__ = ["file_edits", "set_enabled", "unbound"]
 
 
 def set_enabled(ledger: LedgerAPI, routine: Routine, on: bool, now: datetime) -> None:
@@ -51,4 +53,16 @@ def file_edits(before: Registry, after: Registry) -> list[tuple[str, str, str]]:
         was, now = old.routine.identity, entry.routine.identity
         if was != now:
             out.append((name, was, now))
+    return out
+
+
+def unbound(registry: Registry, states: Mapping[str, RoutineState]) -> list[tuple[str, str]]:
+    """(name, identity of the file in force) of each override bound to no file: a row from
+    before the binding existed, bound once to the file the daemon finds (the one it was made
+    for, as far as anything can tell now)."""
+    out = []
+    for routine in registry.routines():
+        state = states.get(routine.name)
+        if state is not None and state.overridden and state.file_identity is None:
+            out.append((routine.name, routine.identity))
     return out

@@ -456,7 +456,7 @@ class MemoryLedger:
             ),
         )
 
-    def rebind_override(self, routine: str, was: str, now: str) -> bool:
+    def rebind_override(self, routine: str, was: str | None, now: str) -> bool:
         known = self.data.states.get(routine)
         if known is None or known["enabled_override"] is None or known["file_identity"] != was:
             return False

@@ -499,10 +499,10 @@ class PgLedger(PgConnection, FleetTables):
         with self.transaction() as cur:
             self._set_state(cur, routine, values)
 
-    def rebind_override(self, routine: str, was: str, now: str) -> bool:
+    def rebind_override(self, routine: str, was: str | None, now: str) -> bool:
         """As `Ledger.rebind_override`."""
         with self.transaction() as cur:
-            cur.execute(Q.rebind_override(), (now, routine, was))
+            cur.execute(Q.rebind_override(), (now, routine, was or ""))
             return cur.rowcount > 0
 
     def clear_override(self, routine: str) -> None:

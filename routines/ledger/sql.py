@@ -213,11 +213,12 @@ class Dialect:
         return "SELECT * FROM routine_state"
 
     def rebind_override(self) -> str:
-        """The override moves to the file's new identity only if it was bound to `was`."""
+        """The override moves to the file's new identity only if it was bound to `was` ('':
+        bound to no file, a row from before the binding)."""
         m = self.mark
         return (
-            f"UPDATE routine_state SET file_identity = {m} "
-            f"WHERE routine = {m} AND file_identity = {m} AND enabled_override IS NOT NULL"
+            f"UPDATE routine_state SET file_identity = {m} WHERE routine = {m} "
+            f"AND COALESCE(file_identity, '') = {m} AND enabled_override IS NOT NULL"
         )
 
     def last_runs(self) -> str:

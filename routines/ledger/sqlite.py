@@ -438,11 +438,12 @@ class Ledger(SqliteConnection):
         with self.transaction() as db:
             self._set_state(db, routine, values)
 
-    def rebind_override(self, routine: str, was: str, now: str) -> bool:
+    def rebind_override(self, routine: str, was: str | None, now: str) -> bool:
         """The person edited the file an override is bound to (`was`): bind it to the edited
-        file (`now`). False when the override is bound to another file, or there is none."""
+        file (`now`). `was` None: an override from before the binding, bound now to the file
+        in force. False when the override is bound to another file, or there is none."""
         with self.transaction() as db:
-            return db.execute(Q.rebind_override(), (now, routine, was)).rowcount > 0
+            return db.execute(Q.rebind_override(), (now, routine, was or "")).rowcount > 0
 
     def clear_override(self, routine: str) -> None:
         """The file is gone (`remove`): whatever file appears under the name next starts

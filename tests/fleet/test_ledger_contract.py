@@ -438,6 +438,7 @@ def test_an_override_is_bound_to_its_file_follows_its_edits_and_dies_with_it(
     # Only from the file it is bound to, and never where there is no override.
     assert led.rebind_override("x", "f1", "f3") is False
     assert led.rebind_override("nothing", "f1", "f3") is False
+    assert led.rebind_override("x", None, "f3") is False  # bound already: not a legacy row
     led.set_failure_streak("x", 2)
     led.clear_override("x")
     st = led.state("x")

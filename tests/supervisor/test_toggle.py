@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from routines.ledger import Ledger, is_enabled
 from routines.spec.paths import paths
 from routines.spec.registry import scan
-from supervisor.toggle import file_edits, set_enabled
+from supervisor.toggle import file_edits, set_enabled, unbound
 from tests.supervisor.daemonkit import command_routine, write_routine
 
 NOW = datetime(2026, 12, 7, 9, 0, tzinfo=UTC)
@@ -49,3 +49,17 @@ def test_a_file_gone_in_between_or_over_a_system_file_is_not_an_edit() -> None:
     system = scan(p)
     write_routine("brief", command_routine("echo mine", enabled=False))
     assert file_edits(system, scan(p, system)) == []  # a user file over a system one
+
+
+def test_an_override_from_before_the_binding_is_bound_to_the_file_in_force() -> None:
+    from routines.ledger import RoutineState
+
+    write_routine("brief", command_routine("echo one", enabled=False))
+    registry = scan(paths())
+    routine = registry.entries["brief"].routine
+    assert routine is not None
+    legacy = {"brief": RoutineState("brief", enabled_override=True, file_enabled_seen=False)}
+    assert unbound(registry, legacy) == [("brief", routine.identity)]
+    bound = {"brief": RoutineState("brief", True, False, file_identity=routine.identity)}
+    assert unbound(registry, bound) == []
+    assert unbound(registry, {"brief": RoutineState("brief")}) == []  # no override

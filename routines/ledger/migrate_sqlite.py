@@ -19,7 +19,7 @@ Schema versions (PRAGMA user_version), forward only, each step an ALTER TABLE AD
   9          plain tables again (routines/ledger/migrate_unpack.py): the packed runs and claims of
              schemas 6 to 8 unpacked in place; a plain ledger has nothing to do
   10         routine_state + file_identity: the file an enable/disable override was made for
-             (RoutineState.enabled); a row from before has none and is bound at its next one
+             (RoutineState.enabled); a row from before has none until the daemon binds it
 """
 
 from __future__ import annotations

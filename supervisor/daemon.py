@@ -55,6 +55,7 @@ from supervisor.spawn import Spawner, WorkerSpawner, worker_env
 from supervisor.statusline import status_line
 from supervisor.timings import Timings, TimingsInvalid
 from supervisor.toggle import set_enabled
+from supervisor.triggers import TriggerBook, fire_event
 from supervisor.watch import StatusWatch
 
 if TYPE_CHECKING:
@@ -108,6 +109,7 @@ class Daemon:
         self._marked = False  # runs left behind by a dead daemon are marked interrupted
         self.registry = Registry()
         self.scheduler = Scheduler(self.ledger, self.owner)
+        self.triggers = TriggerBook(self.ledger, self.owner)  # after, watch, fire
         # The spawner's forkserver, kept up while a run is near (supervisor/forkserver.py).
         self.forks = forks
         self.pool = Pool(
@@ -298,6 +300,9 @@ class Daemon:
             self.pool.enqueue(pending)
         if self.scheduler.full is not None:
             raise self.scheduler.full
+        self.triggers.scan_after()
+        for pending in self.triggers.due(now, self._busy):
+            self.pool.enqueue(pending)
         if self._last_prune is None or now - self._last_prune > timedelta(hours=24):
             self.ledger.prune_claims(now, self.config.ledger.keep_runs_max)
             self._last_prune = now
@@ -336,6 +341,8 @@ class Daemon:
             if a.owner_pid != self.owner[0] and owner_alive(a.owner_pid, a.owner_started)
         }
         for name, why in self.scheduler.sync(registry, states, now, held).items():
+            self.pool.drop_queued(name, why)
+        for name, why in self.triggers.sync(registry, states, now, held).items():
             self.pool.drop_queued(name, why)
         for name, entry in registry.entries.items():
             if entry.stale and previous.get(name) is not entry:  # once per bad edit
@@ -399,6 +406,30 @@ class Daemon:
         except LedgerUnavailable as exc:  # nothing recorded, so nothing runs
             self.unavailable(exc)
             raise Refused(self._pause_code(), str(self.ground.full)) from None
+
+    def fire(self, routine: Routine, text: str | None) -> tuple[str, str | None]:
+        """A fire call: its event held and claimed at once when the routine is free.
+        ("started", run id) or ("held", None): it runs when the routine's current run ends,
+        coalesced with any other event held meanwhile."""
+        name = routine.name
+        if not self.pool.accepting:
+            raise Refused("stopping", "the daemon is stopping; try again when it is back")
+        if routine.trigger is None or not routine.trigger.fire:
+            raise Refused(
+                "not_fireable",
+                f"{name} takes no fire calls: add fire = true to its [trigger] table",
+            )
+        if self.triggers.routine(name) is None:
+            raise Refused("disabled", f"{name} is disabled: vinos-routine enable {name}")
+        event = fire_event(name, text)
+        self.triggers.offer(event)
+        self.tick()
+        pending = next(
+            (p for p in [*self.pool.queue, *(r.pending for r in self.pool.running.values())]
+             if p.slot == event.slot),
+            None,
+        )  # fmt: skip
+        return ("started", pending.run_id) if pending is not None else ("held", None)
 
     def _pause_code(self) -> str:
         """The error code of a `run` refused while the daemon is paused."""

@@ -18,6 +18,7 @@ from routines.store import read_regular
 
 if TYPE_CHECKING:
     from supervisor.reply import ReplyTo
+    from supervisor.triggers import EventInput
 
 __all__ = ["build_job", "new_run_id", "read_memory"]
 
@@ -61,6 +62,7 @@ def build_job(
     reply: ReplyTo | None = None,
     debug: bool = False,
     sandbox_probe: dict[str, Any] | None = None,
+    event: EventInput | None = None,
 ) -> Job:
     mem = memory_path(routine, paths)
     return Job(
@@ -89,4 +91,6 @@ def build_job(
         decisions=decisions or [],
         debug=debug,
         sandbox_probe=sandbox_probe,
+        event_label=event.label if event else "",
+        event_text=event.text if event else "",
     )

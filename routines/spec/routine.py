@@ -10,6 +10,10 @@ import re
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from routines.spec.trigger import GateSpec, TriggerSpec
 
 __all__ = [
     "ACTION_NAME_RE",
@@ -294,6 +298,14 @@ class Routine:
     warnings: tuple[str, ...] = ()
     approvals_expire: int = DEFAULT_APPROVALS_EXPIRE  # seconds a proposal waits for a decision
     auto_approve: bool = False  # counts only while the file's signature verifies
+    trigger: TriggerSpec | None = None  # [trigger]: after, watch, fire (routines/spec/trigger.py)
+    gate: GateSpec | None = None  # [gate]: the pre-check run before any model call
+
+    @property
+    def scheduled(self) -> bool:
+        """Whether it has a [schedule] (a routine with only [trigger] has none: its
+        ScheduleSpec holds just the zone its days and budget are counted in)."""
+        return bool(self.schedule.expression)
 
     @property
     def actions(self) -> tuple[Action, ...]:

@@ -26,6 +26,7 @@ __all__ = [
     "needs_consent",
     "reach_text",
     "schedule_text",
+    "trigger_lines",
 ]
 
 
@@ -41,6 +42,8 @@ def schedule_text(routine: Routine) -> str:
     from routines.schedule import ScheduleError, compile_schedule
 
     spec = routine.schedule
+    if not routine.scheduled:
+        return "none: only its [trigger] starts it"
     try:
         compiled = compile_schedule(spec, routine.kind)
     except ScheduleError as exc:
@@ -65,6 +68,8 @@ def next_run_text(routine: Routine, now: datetime) -> str | None:
     from routines.schedule import ScheduleError, compile_schedule
     from supervisor.present import when
 
+    if not routine.scheduled:
+        return None
     try:
         slot = compile_schedule(routine.schedule, routine.kind).next_after(now)
     except ScheduleError:
@@ -106,6 +111,7 @@ def card(routine: Routine) -> list[Line]:
         lines.append(_output_line(routine))
     lines.extend(_mcp_lines(routine))
     lines.extend(_action_lines(routine))
+    lines.extend(trigger_lines(routine))
     return lines
 
 
@@ -325,3 +331,21 @@ def _output_line(routine: Routine) -> Line:
     if out.type is OutputType.FILE:
         return Line("output", f"markdown copied to {out.path}{tail}", caution=True)
     return Line("output", f"{out.type.value}, kept in state/{routine.name}/{tail}")
+
+
+def trigger_lines(routine: Routine) -> list[Line]:
+    """What starts it besides the clock, and its gate: the watched paths, what it takes in
+    from another routine's output or a fire call (untrusted input), the gate's command."""
+    out: list[Line] = []
+    t = routine.trigger
+    if t is not None:
+        if t.after:
+            on = ", ".join(o.value for o in t.on)
+            out.append(Line("after", f"{', '.join(t.after)} ends {on}: their output is its input"))
+        if t.watch:
+            out.append(Line("watches", ", ".join(t.watch)))
+        if t.fire:
+            out.append(Line("fire", "vinos-routine fire may start it, with an input", True))
+    if routine.gate is not None:
+        out.append(Line("gate", f"{routine.gate.run} (in its sandbox, before any model call)"))
+    return out

@@ -53,7 +53,7 @@ def _names(value: object) -> tuple[str, ...]:
         raise Bad('a non-empty array of routine names such as ["research-bot"]')
     for v in value:
         if not NAME_RE.fullmatch(v):
-            raise Bad(f"routine names (lowercase letters, digits, '-'); {v!r} is not one")
+            raise Bad(f"routine names: lowercase letters, digits and '-' (not {v!r})")
     return tuple(dict.fromkeys(value))
 
 
@@ -72,7 +72,7 @@ def _globs(value: object) -> tuple[str, ...]:
         raise Bad('a non-empty array of paths or globs such as ["~/Downloads/*.pdf"]')
     for v in value:
         if not v.startswith(("~/", "/")):
-            raise Bad(f'absolute paths or paths under "~/"; {v!r} is neither')
+            raise Bad(f'absolute paths or paths under "~/" (not {v!r})')
     return tuple(dict.fromkeys(value))
 
 

@@ -21,6 +21,7 @@ import signal
 import sys
 from collections.abc import Callable
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from routines.ledger import LedgerError, LedgerUnavailable
@@ -55,6 +56,7 @@ from supervisor.spawn import Spawner, WorkerSpawner, worker_env
 from supervisor.statusline import status_line
 from supervisor.timings import Timings, TimingsInvalid
 from supervisor.toggle import set_enabled
+from supervisor.filewatch import FileWatch
 from supervisor.triggers import TriggerBook, fire_event
 from supervisor.watch import StatusWatch
 
@@ -110,6 +112,7 @@ class Daemon:
         self.registry = Registry()
         self.scheduler = Scheduler(self.ledger, self.owner)
         self.triggers = TriggerBook(self.ledger, self.owner)  # after, watch, fire
+        self.files: FileWatch | None = None  # `watch` globs' inotify, once the loop runs
         # The spawner's forkserver, kept up while a run is near (supervisor/forkserver.py).
         self.forks = forks
         self.pool = Pool(
@@ -171,6 +174,7 @@ class Daemon:
             await self.control.start(self.paths.control_socket, fds[0] if fds else None)
             if self.pool.probes is not None:  # the sandbox probe, once for every worker
                 self.pool.probes.get(self.config.sandbox.bwrap)
+            self.files = FileWatch(self.triggers, self.wake, home=str(Path.home()))
             self.tick()
             systemd.notify("READY=1\nSTATUS=" + self.status_line())
             watchdog = asyncio.ensure_future(self._watchdog())
@@ -191,6 +195,8 @@ class Daemon:
                     self.tick()
             watchdog.cancel()
             keeper.cancel()
+            if self.files is not None:
+                self.files.close()
             for task in tasks:
                 task.cancel()
             systemd.notify("STOPPING=1\nSTATUS=stopping: waiting for running routines")
@@ -344,6 +350,8 @@ class Daemon:
             self.pool.drop_queued(name, why)
         for name, why in self.triggers.sync(registry, states, now, held).items():
             self.pool.drop_queued(name, why)
+        if self.files is not None:
+            self.files.sync(f.routine for f in self.triggers.followers.values())
         for name, entry in registry.entries.items():
             if entry.stale and previous.get(name) is not entry:  # once per bad edit
                 log.warning(

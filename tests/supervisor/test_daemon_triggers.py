@@ -220,3 +220,26 @@ def test_a_run_too_dear_for_its_budget_is_skipped_before_dispatch(
     assert "not run: its first request alone costs about" in (run.detail or "")
     assert claude.messages == []
     assert not (paths().run_log("dear", run.run_id or "")).exists()  # no worker was prepared
+
+
+def test_a_watched_file_written_starts_one_run_per_write(tmp_path: Path, not_root: None) -> None:
+    inbox = Path.home() / "inbox"
+    inbox.mkdir(exist_ok=True)
+    watcher = follower("echo seen", 'watch = ["~/inbox/*.txt"]', extra='home = ["~/inbox"]\n')
+    write_routine("watcher", watcher)
+    d = DaemonProcess(tmp_path).start()
+    note = inbox / "a.txt"
+    with note.open("w") as f:  # one file written in pieces: one event once it is quiet
+        for n in range(5):
+            f.write(f"line {n}\n")
+            f.flush()
+    (inbox / "ignored.pdf").write_text("not a match")
+    wait_for(lambda: len(final("watcher")) == 1, what="the watched file's run")
+    first = final("watcher")[0]
+    assert (first.trigger, first.status) == ("watch", "ok")
+    assert first.slot is not None and first.slot.startswith("watch:")
+    assert first.detail is not None and first.detail.startswith(f"watch: {note} changed")
+    note.write_text("again\n")  # a new write (a new mtime): a new event
+    wait_for(lambda: len(final("watcher")) == 2, what="the second write's run")
+    assert d.stop() == 0
+    assert len({r.slot for r in final("watcher")}) == 2

@@ -34,6 +34,7 @@ from supervisor import housekeeping, notify, systemd
 from supervisor.clock import Clock, clock_from
 from supervisor.control import ControlServer, socket_path_problem
 from supervisor.controlapi import Refused
+from supervisor.filewatch import FileWatch
 from supervisor.finish import Finished, Notification, remove_leftovers
 from supervisor.forkserver import ForkServer, forkserver_for, keep_forkserver
 from supervisor.handlers import Handlers
@@ -56,7 +57,6 @@ from supervisor.spawn import Spawner, WorkerSpawner, worker_env
 from supervisor.statusline import status_line
 from supervisor.timings import Timings, TimingsInvalid
 from supervisor.toggle import set_enabled
-from supervisor.filewatch import FileWatch
 from supervisor.triggers import TriggerBook, fire_event
 from supervisor.watch import StatusWatch
 

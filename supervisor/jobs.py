@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import secrets
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -18,11 +19,19 @@ from routines.store import read_regular
 
 if TYPE_CHECKING:
     from supervisor.reply import ReplyTo
-    from supervisor.triggers import EventInput
 
-__all__ = ["build_job", "new_run_id", "read_memory"]
+__all__ = ["EventInput", "build_job", "new_run_id", "read_memory"]
 
 MEMORY_CAP = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class EventInput:
+    """What an event hands its run (supervisor/triggers.py): where it came from, and the text
+    (capped, untrusted: the worker shows it to the model fenced as data)."""
+
+    label: str  # "the output of research-bot's run 2026…-a1b2c3 (done)", "changed files", …
+    text: str
 
 
 def new_run_id(routine: str, now: datetime) -> str:

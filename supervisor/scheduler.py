@@ -28,8 +28,8 @@ from supervisor.jobs import new_run_id
 from supervisor.plan import Action, plan_routine
 
 if TYPE_CHECKING:
+    from supervisor.jobs import EventInput
     from supervisor.reply import ReplyTo
-    from supervisor.triggers import EventInput
 
 __all__ = ["Listener", "Pending", "Scheduler"]
 

@@ -41,7 +41,7 @@ from routines.spec import Routine
 from routines.spec.registry import Registry
 from routines.spec.trigger import INPUT_CAP
 from routines.store import read_regular
-from supervisor.jobs import new_run_id
+from supervisor.jobs import EventInput, new_run_id
 from supervisor.scheduler import Pending
 
 __all__ = [
@@ -61,14 +61,6 @@ log = logging.getLogger("vinos.triggers")
 
 _UPSTREAM_ROWS = 20  # an upstream's newest rows read per tick: more ending between ticks coalesce
 _SEEN_MAX = 4096  # event ids remembered as handled (the claim is the fence; this saves queries)
-
-
-@dataclass(frozen=True, slots=True)
-class EventInput:
-    """What an event hands its run: where it came from, and the text (capped, untrusted)."""
-
-    label: str  # "the output of research-bot's run 2026…-a1b2c3 (done)", "changed files", …
-    text: str
 
 
 @dataclass(frozen=True, slots=True)

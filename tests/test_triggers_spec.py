@@ -62,26 +62,51 @@ def test_on_defaults_to_done_and_the_gate_is_read() -> None:
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        ("", "/r/sum.toml: [schedule]: required: set one of cron, oncalendar or every "
-         "(or a [trigger])"),
-        ("[trigger]\n", "/r/sum.toml: [trigger]: expected at least one of after, watch or fire, "
-         'found none (e.g. after = ["research-bot"])'),
-        ('[trigger]\nafter = ["sum"]\n', '/r/sum.toml: [trigger].after: "sum" is this routine: '
-         "a routine cannot follow itself"),
-        ('[trigger]\nafter = ["Up Stream"]\n', "/r/sum.toml: [trigger].after: expected routine "
-         "names: lowercase letters, digits and '-' (not 'Up Stream'), found an array of 1"),
-        ('[trigger]\nafter = ["up"]\non = ["finished"]\n', '/r/sum.toml: [trigger].on: expected '
-         'an array of outcomes ("done", "nothing-to-do", "needs-attention"), found an array'),
-        ('[trigger]\nfire = true\non = ["done"]\n', "/r/sum.toml: [trigger].on: only with after "
-         "= [...]: it says which of its outcomes count"),
-        ('[trigger]\nwatch = ["Downloads/*.pdf"]\n', '/r/sum.toml: [trigger].watch: expected '
-         'absolute paths or paths under "~/" (not \'Downloads/*.pdf\'), found an array'),
-        ('[trigger]\nwatch = ["~/Documents/*.txt"]\n', '/r/sum.toml: [trigger].watch[0]: '
-         '"~/Documents/*.txt" is outside what this routine may read: add '
-         '"read:~/Documents/*.txt" to [agent].tools, or its folder to home = [...]'),
+        (
+            "",
+            "/r/sum.toml: [schedule]: required: set one of cron, oncalendar or every "
+            "(or a [trigger])",
+        ),
+        (
+            "[trigger]\n",
+            "/r/sum.toml: [trigger]: expected at least one of after, watch or fire, "
+            'found none (e.g. after = ["research-bot"])',
+        ),
+        (
+            '[trigger]\nafter = ["sum"]\n',
+            '/r/sum.toml: [trigger].after: "sum" is this routine: a routine cannot follow itself',
+        ),
+        (
+            '[trigger]\nafter = ["Up Stream"]\n',
+            "/r/sum.toml: [trigger].after: expected routine "
+            "names: lowercase letters, digits and '-' (not 'Up Stream'), found an array of 1",
+        ),
+        (
+            '[trigger]\nafter = ["up"]\non = ["finished"]\n',
+            "/r/sum.toml: [trigger].on: expected "
+            'an array of outcomes ("done", "nothing-to-do", "needs-attention"), found an array',
+        ),
+        (
+            '[trigger]\nfire = true\non = ["done"]\n',
+            "/r/sum.toml: [trigger].on: only with after "
+            "= [...]: it says which of its outcomes count",
+        ),
+        (
+            '[trigger]\nwatch = ["Downloads/*.pdf"]\n',
+            "/r/sum.toml: [trigger].watch: expected "
+            "absolute paths or paths under \"~/\" (not 'Downloads/*.pdf'), found an array",
+        ),
+        (
+            '[trigger]\nwatch = ["~/Documents/*.txt"]\n',
+            "/r/sum.toml: [trigger].watch[0]: "
+            '"~/Documents/*.txt" is outside what this routine may read: add '
+            '"read:~/Documents/*.txt" to [agent].tools, or its folder to home = [...]',
+        ),
         ('[trigger]\nfire = true\nwhen = "now"\n', "/r/sum.toml: [trigger].when: unknown key"),
-        ("[trigger]\nfire = true\n[gate]\ntimeout_sec = 5\n", "/r/sum.toml: [gate].run: "
-         'required: the check to run, e.g. run = "test -s ~/inbox.txt"'),
+        (
+            "[trigger]\nfire = true\n[gate]\ntimeout_sec = 5\n",
+            '/r/sum.toml: [gate].run: required: the check to run, e.g. run = "test -s ~/inbox.txt"',
+        ),
     ],
 )
 def test_bad_triggers_are_refused_naming_file_key_and_fix(extra: str, message: str) -> None:
@@ -136,7 +161,7 @@ def test_the_registry_refuses_a_cycle_at_load_naming_it() -> None:
 
 
 def test_an_edit_that_closes_a_cycle_keeps_the_others_in_force() -> None:
-    a, b, c = cycle_files()
+    *_, c = cycle_files()
     c.write_text(AGENT.format(extra='[trigger]\nafter = ["up"]\n'))
     first = scan(paths())
     assert all(first.get(n).routine is not None for n in "abc")  # type: ignore[union-attr]

@@ -13,11 +13,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from routines.spec.trigger import GateSpec, TriggerSpec
+    from routines.runs import Outcome
 
 __all__ = [
     "ACTION_NAME_RE",
     "DEFAULT_APPROVALS_EXPIRE",
+    "DEFAULT_GATE_TIMEOUT",
     "DEFAULT_LOCAL_MODEL",
     "DEFAULT_PREMIUM_MODEL",
     "NAME_RE",
@@ -28,6 +29,7 @@ __all__ = [
     "CommandSpec",
     "Credential",
     "Escalation",
+    "GateSpec",
     "Kind",
     "McpCall",
     "McpServer",
@@ -42,6 +44,7 @@ __all__ = [
     "ScheduleSpec",
     "Tool",
     "ToolKind",
+    "TriggerSpec",
 ]
 
 NAME_RE = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
@@ -51,6 +54,7 @@ DEFAULT_LOCAL_MODEL = "llama3.2:3b"
 DEFAULT_PREMIUM_MODEL = "claude-sonnet-4-6"
 ACTION_NAME_RE = re.compile(r"[a-z0-9-]+")
 DEFAULT_APPROVALS_EXPIRE = 7 * 86400  # [routine].approvals_expire, in seconds
+DEFAULT_GATE_TIMEOUT = 60  # [gate].timeout_sec, in seconds
 
 
 class Kind(StrEnum):
@@ -276,6 +280,33 @@ class BudgetSpec:
     max_tokens_per_run: int | None = None
     max_dollars_per_day: float | None = None
     on_exceed: OnExceed = OnExceed.SKIP
+
+
+def _done() -> tuple[Outcome, ...]:
+    # Imported here: `from routines.spec import Routine` loads routine.py alone
+    # (tests/test_package_exports.py).
+    from routines.runs import Outcome
+
+    return (Outcome.DONE,)
+
+
+@dataclass(frozen=True, slots=True)
+class TriggerSpec:
+    """[trigger] as written (routines/spec/trigger.py reads it). `on` applies to `after`: a
+    command routine's success is `done`."""
+
+    after: tuple[str, ...] = ()
+    on: tuple[Outcome, ...] = field(default_factory=_done)
+    watch: tuple[str, ...] = ()
+    fire: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class GateSpec:
+    """[gate]: a shell string run in the routine's sandbox before any model call."""
+
+    run: str
+    timeout_sec: int = DEFAULT_GATE_TIMEOUT
 
 
 @dataclass(frozen=True, slots=True)

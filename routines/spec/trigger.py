@@ -17,14 +17,18 @@ of `after` is judged (the registry refuses a cycle at load, `validate` over the 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from routines.runs import Outcome
 from routines.spec.checks import Bad, Check, Reader, boolean, nonempty_string, positive_int
-
-if TYPE_CHECKING:
-    from routines.spec.routine import AgentSpec, CommandSpec
+from routines.spec.routine import (
+    DEFAULT_GATE_TIMEOUT,
+    NAME_RE,
+    AgentSpec,
+    CommandSpec,
+    GateSpec,
+    TriggerSpec,
+)
 
 __all__ = [
     "GATE_KEYS",
@@ -40,15 +44,12 @@ __all__ = [
     "watch_outside",
 ]
 
-DEFAULT_GATE_TIMEOUT = 60
 # Bytes of an event's input a run is given: a fire call's (refused past it, never cut), an
 # upstream output's tail (supervisor/triggers.py).
 INPUT_CAP = 16 * 1024
 
 
 def _names(value: object) -> tuple[str, ...]:
-    from routines.spec.routine import NAME_RE
-
     if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
         raise Bad('a non-empty array of routine names such as ["research-bot"]')
     for v in value:
@@ -83,28 +84,6 @@ TRIGGER_KEYS: dict[str, Check] = {
     "fire": boolean,
 }
 GATE_KEYS: dict[str, Check] = {"run": nonempty_string, "timeout_sec": positive_int}
-
-
-@dataclass(frozen=True, slots=True)
-class TriggerSpec:
-    """[trigger] as written. `on` applies to `after`: a command routine's success is `done`."""
-
-    after: tuple[str, ...] = ()
-    on: tuple[Outcome, ...] = (Outcome.DONE,)
-    watch: tuple[str, ...] = ()
-    fire: bool = False
-
-    @property
-    def any(self) -> bool:
-        return bool(self.after or self.watch or self.fire)
-
-
-@dataclass(frozen=True, slots=True)
-class GateSpec:
-    """[gate]: a shell string run in the routine's sandbox before any model call."""
-
-    run: str
-    timeout_sec: int = DEFAULT_GATE_TIMEOUT
 
 
 def read_trigger(r: Reader, doc: Mapping[str, Any], name: str | None) -> TriggerSpec | None:

@@ -120,8 +120,9 @@ def test_a_lost_claim_drops_that_event_and_keeps_the_older_ones(ledger: LedgerAP
     book = TriggerBook(ledger, OWNER)
     book.sync(registry(("down", FOLLOWER)), {}, NOW)
     old, new = fire_event("down", "old"), fire_event("down", "new")
-    ledger.claim("down", new.slot, run_id="elsewhere", trigger=Trigger.FIRE,
-                 status=RunStatus.QUEUED, now=NOW)  # fmt: skip  (another machine won it)
+    ledger.claim(
+        "down", new.slot, run_id="elsewhere", trigger=Trigger.FIRE, status=RunStatus.QUEUED, now=NOW
+    )  # fmt: skip  (another machine won it)
     book.offer(old)
     book.offer(new)
     assert book.due(NOW, lambda _: False) == []
@@ -149,7 +150,7 @@ def _row(status: str, outcome: str | None) -> RunRow:
     fields = dict.fromkeys(RunRow.__dataclass_fields__)
     fields |= {"id": 1, "routine": "up", "status": RunStatus(status),
                "outcome": Outcome(outcome) if outcome else None}  # fmt: skip
-    return RunRow(**fields)
+    return RunRow(**fields)  # type: ignore[arg-type]
 
 
 def test_after_since_resumes_from_the_newest_after_run() -> None:

@@ -39,13 +39,13 @@ def test_each_upstream_run_starts_its_follower_once_across_the_fleet(
     for m in fleet:
         m.start()
     slots = [start + timedelta(minutes=i) for i in range(5)]
+    def followed() -> int:
+        return sum(r.status == "ok" for r, _ in fleet_rows(pg_dsn, "down"))
+
     for i, slot in enumerate(slots):
         place(clock, slot + timedelta(seconds=1))
-        wait_logged(
-            lambda i=i: sum(r.status == "ok" for r, _ in fleet_rows(pg_dsn, "down")) == i + 1,
-            f"the follower of upstream run {i}",
-            fleet,
-        )
+        want = i + 1
+        wait_logged(lambda: followed() == want, f"the follower of upstream run {i}", fleet)  # noqa: B023
     for m in fleet:
         assert m.daemon.stop() == 0
     ups = [r for r, _ in fleet_rows(pg_dsn, "up")]

@@ -301,6 +301,7 @@ class RoutinePage:
     filters: dict[str, str]
     chart: str  # SVG
     tools: list[str]
+    fire: bool = False  # [trigger] fire = true: the page offers a fire form with an input
 
 
 def local_days(now: datetime, zone: ZoneInfo, count: int) -> list[date]:
@@ -343,7 +344,8 @@ def routine_page(
     r = entry.routine
     explained = tools = None
     if r is not None:
-        explained = explain(r.schedule.form, r.schedule.expression, r.schedule.timezone, now)
+        if r.scheduled:  # a routine with only a [trigger] has no schedule to explain
+            explained = explain(r.schedule.form, r.schedule.expression, r.schedule.timezone, now)
         tools = (
             [str(t) for t in r.agent.tools]
             if r.agent
@@ -367,6 +369,7 @@ def routine_page(
         filters,
         runs_by_status_chart(recent, days, zone),
         tools or [],
+        fire=bool(r is not None and r.trigger is not None and r.trigger.fire),
     )
 
 

@@ -243,3 +243,14 @@ def test_a_watched_file_written_starts_one_run_per_write(tmp_path: Path, not_roo
     wait_for(lambda: len(final("watcher")) == 2, what="the second write's run")
     assert d.stop() == 0
     assert len({r.slot for r in final("watcher")}) == 2
+
+
+def test_a_command_routine_reads_the_event_input_on_stdin(tmp_path: Path, not_root: None) -> None:
+    write_routine("echoer", follower("tr a-z A-Z", "fire = true"))
+    d = DaemonProcess(tmp_path).start()
+    d.request("fire", {"name": "echoer", "input": "hello from the call"})
+    wait_for(lambda: len(final("echoer")) == 1, what="the fired run")
+    assert d.stop() == 0
+    run = final("echoer")[0]
+    assert run.status == "ok" and run.output_file
+    assert Path(run.output_file).read_text().endswith("\nHELLO FROM THE CALL\n")

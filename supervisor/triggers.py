@@ -60,6 +60,7 @@ __all__ = [
 log = logging.getLogger("vinos.triggers")
 
 _UPSTREAM_ROWS = 20  # an upstream's newest rows read per tick: more ending between ticks coalesce
+_OWN_ROWS = 200  # a follower's newest rows read once, for its newest after-run (`after_since`)
 _SEEN_MAX = 4096  # event ids remembered as handled (the claim is the fence; this saves queries)
 
 
@@ -165,6 +166,7 @@ class TriggerBook:
         self.ledger = ledger
         self.owner = owner
         self.followers: dict[str, _Follower] = {}
+        self.started = False  # after the first sync, a newly followed routine starts from now
         self._seen: dict[str, None] = {}  # event slot ids handled (insertion-ordered, capped)
 
     # -- keeping up with the registry -------------------------------------------------------
@@ -192,10 +194,14 @@ class TriggerBook:
         for name, routine in wanted.items():
             f = self.followers.get(name)
             if f is None:
-                since = after_since(self.ledger.history(name, _UPSTREAM_ROWS), now)
-                self.followers[name] = _Follower(routine, since)
+                # At start-up a follower resumes after its newest after-run (what ended while
+                # the daemon was down is owed); one enabled or added later owes nothing from
+                # before now, as a schedule does (supervisor/scheduler.py `_start_cursor`).
+                own = self.ledger.history(name, _OWN_ROWS) if not self.started else []
+                self.followers[name] = _Follower(routine, after_since(own, now))
             else:
                 f.routine = routine
+        self.started = True
         return gone
 
     def routine(self, name: str) -> Routine | None:

@@ -159,3 +159,16 @@ def test_after_since_resumes_from_the_newest_after_run() -> None:
     mine = replace(a, trigger=Trigger.AFTER, started_at="2026-12-07T08:00:00.000000Z")
     other = replace(a, trigger=Trigger.FIRE, started_at="2026-12-07T08:30:00.000000Z")
     assert after_since([other, mine], NOW) == "2026-12-07T08:00:00.000000Z"
+
+
+def test_a_follower_enabled_later_owes_nothing_from_while_it_was_off(ledger: LedgerAPI) -> None:
+    book = TriggerBook(ledger, OWNER)
+    reg = registry(("down", FOLLOWER), ("up", UP))
+    book.sync(reg, {}, NOW)
+    upstream_run(ledger, "first", NOW + timedelta(seconds=5), Outcome.DONE)
+    book.scan_after()
+    assert len(book.due(NOW + timedelta(seconds=10), lambda _: False)) == 1
+    book.sync(registry(("up", UP)), {}, NOW + timedelta(minutes=1))  # down is off
+    upstream_run(ledger, "while-off", NOW + timedelta(minutes=2), Outcome.DONE)
+    book.sync(reg, {}, NOW + timedelta(minutes=3))  # and on again
+    assert book.scan_after() == 0

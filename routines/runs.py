@@ -123,7 +123,8 @@ def event_slot(trigger: Trigger, key: str) -> str:
 def is_event_slot(slot: str) -> bool:
     """Whether a claimed slot id is an event's, not an instant's. The claim advances the
     cursor only for instants: an event id would sort after every instant as text, and the
-    cursor is compared as text (test_triggers_slots.py::test_an_event_claim_leaves_the_cursor)."""
+    cursor is compared as text (tests/supervisor/test_triggers.py::
+    test_an_event_claim_leaves_the_cursor)."""
     return not slot[:1].isdigit()
 
 

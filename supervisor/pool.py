@@ -363,7 +363,7 @@ class Pool:
     def _too_dear(self, pending: Pending, allowance: RunAllowance) -> str | None:
         """Why the run cannot fit what is left of its budget even at the router's minimum
         estimate (routines/estimate.py), before any worker or model call; None to go on
-        (tests/supervisor/test_daemon_triggers.py::test_a_run_too_dear_is_skipped_before_dispatch)."""
+        (tests/supervisor/test_daemon_triggers.py::test_a_run_too_dear_for_its_budget_is_skipped_before_dispatch)."""
         from routines.estimate import estimate, refusal
 
         extra = len(pending.event.text) if pending.event else 0

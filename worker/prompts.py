@@ -84,7 +84,8 @@ def task_text(started: datetime, trigger: Trigger) -> str:
 def untrusted_text(label: str, text: str) -> str:
     """Text from outside the routine (an upstream run's output, changed paths, a fire call's
     input, a gate's stdout), fenced as data. The fence's tag is the text's own hash, so the
-    text cannot close it early (tests/worker/test_prompts_untrusted.py)."""
+    text cannot close it early (tests/worker/test_gate.py::
+    test_untrusted_text_cannot_close_its_own_fence)."""
     import hashlib
 
     tag = hashlib.sha256(text.encode()).hexdigest()[:16]

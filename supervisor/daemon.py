@@ -428,7 +428,11 @@ class Daemon:
                 f"{name} takes no fire calls: add fire = true to its [trigger] table",
             )
         if self.triggers.routine(name) is None:
-            raise Refused("disabled", f"{name} is disabled: vinos-routine enable {name}")
+            raise Refused(
+                "disabled",
+                f"{name} is not on here (disabled, or a fleet runs it on another machine); "
+                f"to turn it on: vinos-routine enable {name}",
+            )
         event = fire_event(name, text)
         self.triggers.offer(event)
         self.tick()

@@ -56,7 +56,7 @@ def claude() -> Iterator[FakeAnthropic]:
 def dry(claude: FakeAnthropic, trace: Path, *extra: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(REPO), "ANTHROPIC_BASE_URL": claude.url,
            "ANTHROPIC_API_KEY": "sk-ant-test-0123456789"}  # fmt: skip
-    argv = [sys.executable, "-m", "supervisor", "run", "tidy", "--dry-run", "--json", *extra]
+    argv = [sys.executable, "-m", "supervisor", "run", "tidy", "--dry-run", *extra]
     strace = shutil.which("strace")
     assert strace is not None, "strace is part of the test image (the dry-run's oracle)"
     traced = [strace, "-f", "-qq", "-e", "trace=connect,execve", "-o", str(trace), *argv]
@@ -81,7 +81,7 @@ def test_a_dry_run_prints_the_job_and_runs_nothing(
     text = ROUTINE.format(marker=marker, tool_marker=tool_marker)
     (p.routines_dir / "tidy.toml").write_text(text)
 
-    done = dry(claude, tmp_path / "trace")
+    done = dry(claude, tmp_path / "trace", "--json")
     assert done.returncode == 0, done.stderr
     job = json.loads(done.stdout)
     assert job["system_prompt"].startswith("You tidy the downloads folder.\n\n---\nYou are running")
@@ -117,7 +117,7 @@ def test_dry_run_gate_runs_the_gate_only(
     text = ROUTINE.format(marker=marker, tool_marker=tool_marker)
     (p.routines_dir / "tidy.toml").write_text(text)
 
-    done = dry(claude, tmp_path / "trace", "--gate")
+    done = dry(claude, tmp_path / "trace", "--gate", "--json")
     assert done.returncode == 0, done.stderr
     job = json.loads(done.stdout)
     assert job["gate_result"] == {"exit_code": 0, "verdict": "go", "text": "two new files\n"}
@@ -125,3 +125,24 @@ def test_dry_run_gate_runs_the_gate_only(
     connects, execs = calls(tmp_path / "trace")
     assert connects == [] and claude.requests == []
     assert any(Path(e).name == "bwrap" for e in execs)  # the gate, in its sandbox
+
+
+def test_the_text_dry_run_says_the_same(
+    not_root: None, claude: FakeAnthropic, tmp_path: Path
+) -> None:
+    p = paths()
+    (Path.home() / "dl").mkdir(exist_ok=True)
+    ws = p.workspace("tidy")
+    p.routines_dir.mkdir(parents=True, exist_ok=True)
+    text = ROUTINE.format(marker=ws / "gate-ran", tool_marker=ws / "tool-ran")
+    (p.routines_dir / "tidy.toml").write_text(text)
+    done = dry(claude, tmp_path / "trace")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "dry run of tidy (agent): nothing is run"
+    assert lines[1].startswith("next fires: ") and "fire: vinos-routine fire tidy" in lines
+    assert any(ln.startswith("route: anthropic (local ollama:") for ln in lines)
+    assert any(ln.startswith("estimated cost: $0.0") for ln in lines)
+    assert "  You tidy the downloads folder." in lines
+    assert "tools: run_shell, report_outcome" in lines
+    assert sum(ln.startswith("sandbox argv for ") for ln in lines) == 2

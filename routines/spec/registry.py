@@ -168,10 +168,12 @@ def _refuse_cycles(entries: dict[str, Entry], prev: Mapping[str, Entry]) -> dict
 
     refused: set[str] = set()
     while True:
+        # Only followers have edges: a routine that follows nothing is on no cycle, and the
+        # common case (no [trigger].after anywhere) costs one pass over the entries.
         graph = {
-            n: e.routine.trigger.after if e.routine.trigger else ()
+            n: e.routine.trigger.after
             for n, e in entries.items()
-            if e.routine is not None
+            if e.routine is not None and e.routine.trigger is not None and e.routine.trigger.after
         }
         cycle = find_cycle(graph)
         if cycle is None:

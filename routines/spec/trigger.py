@@ -185,27 +185,31 @@ def check_watch(
 def find_cycle(after: Mapping[str, Sequence[str]]) -> list[str] | None:
     """The first cycle of `after` edges (follower → the routines it follows), as names from
     a routine back to itself (["a", "b", "a"]), or None. Deterministic: names in sorted
-    order, so the same set always names the same cycle."""
-    state: dict[str, int] = {}  # 1: on the path being walked, 2: done, no cycle through it
-    path: list[str] = []
-
-    def walk(node: str) -> list[str] | None:
-        state[node] = 1
-        path.append(node)
-        for nxt in sorted(after.get(node, ())):
-            if nxt not in after:
-                continue  # an unknown routine: a follower of nothing yet, not a cycle
-            if state.get(nxt) == 1:
-                return [*path[path.index(nxt) :], nxt]
-            if nxt not in state and (found := walk(nxt)) is not None:
-                return found
-        path.pop()
-        state[node] = 2
-        return None
-
+    order, so the same set always names the same cycle. Iterative: a long chain of
+    followers never meets Python's recursion limit. A name not in `after` follows nothing,
+    so it is on no cycle."""
+    done: set[str] = set()
     for start in sorted(after):
-        if start not in state and (found := walk(start)) is not None:
-            return found
+        if start in done:
+            continue
+        path: list[str] = [start]
+        on_path = {start}
+        todo: list[list[str]] = [sorted(n for n in after[start] if n in after)]
+        while path:
+            if not todo[-1]:
+                node = path.pop()
+                on_path.discard(node)
+                done.add(node)
+                todo.pop()
+                continue
+            nxt = todo[-1].pop(0)
+            if nxt in on_path:
+                return [*path[path.index(nxt) :], nxt]
+            if nxt in done:
+                continue
+            path.append(nxt)
+            on_path.add(nxt)
+            todo.append(sorted(n for n in after[nxt] if n in after))
     return None
 
 

@@ -341,7 +341,8 @@ def trigger_lines(routine: Routine) -> list[Line]:
     if t is not None:
         if t.after:
             on = ", ".join(o.value for o in t.on)
-            out.append(Line("after", f"{', '.join(t.after)} ends {on}: their output is its input"))
+            up = " or ".join(t.after)
+            out.append(Line("after", f"a run of {up} ending {on}; its output is this run's input"))
         if t.watch:
             out.append(Line("watches", ", ".join(t.watch)))
         if t.fire:

@@ -39,6 +39,7 @@ def test_each_upstream_run_starts_its_follower_once_across_the_fleet(
     for m in fleet:
         m.start()
     slots = [start + timedelta(minutes=i) for i in range(5)]
+
     def followed() -> int:
         return sum(r.status == "ok" for r, _ in fleet_rows(pg_dsn, "down"))
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from routines.spec import Routine
 from supervisor.triggers import TriggerBook, watch_event
 
-__all__ = ["DEBOUNCE_SEC", "FileWatch", "Inotify", "matching", "watched_dirs"]
+__all__ = ["DEBOUNCE_SEC", "FileWatch", "Inotify", "matching", "ours", "watched_dirs"]
 
 log = logging.getLogger("vinos.filewatch")
 
@@ -62,6 +62,16 @@ def watched_dirs(routines: Iterable[Routine], home: str) -> dict[str, list[tuple
 def matching(path: str, globs: Iterable[tuple[str, str]]) -> list[str]:
     """The routines one of whose globs matches `path` (pure)."""
     return list(dict.fromkeys(name for name, g in globs if fnmatch.fnmatchcase(path, g)))
+
+
+def ours(st: os.stat_result) -> bool:
+    """Whether a written file may start a run: a regular file of this user. Another local
+    user who can write into a watched folder (a shared one, named by an absolute `read:`
+    glob) must not start runs that spend this user's budget; a link or a FIFO is no file
+    written."""
+    import stat
+
+    return stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid()
 
 
 class Inotify:
@@ -184,13 +194,16 @@ class FileWatch:
             if d is None:
                 continue
             try:
-                mtime = os.stat(path, follow_symlinks=False).st_mtime_ns
+                st = os.stat(path, follow_symlinks=False)
             except OSError as exc:
                 if exc.errno != errno.ENOENT:
                     log.warning("watch: cannot stat %s: %s", path, exc.strerror)
                 continue  # gone again: nothing to hand on
+            if not ours(st):
+                log.warning("watch: %s is not yours (uid %d): it starts nothing", path, st.st_uid)
+                continue
             for name in matching(path, d.globs):
-                offered |= self.book.offer(watch_event(name, path, mtime))
+                offered |= self.book.offer(watch_event(name, path, st.st_mtime_ns))
         if offered:
             self.wake()
         if self.quiet_at:

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from routines.spec.loader import load_text
-from supervisor.filewatch import IN_CLOSE_WRITE, Inotify, matching, watched_dirs
+from supervisor.filewatch import IN_CLOSE_WRITE, Inotify, matching, ours, watched_dirs
 
 TEXT = """[routine]
 kind = "command"
@@ -54,3 +54,15 @@ def test_inotify_reports_a_file_closed_after_writing(tmp_path: Path) -> None:
         assert any(m & IN_CLOSE_WRITE for _w, m, _n in events)
     finally:
         ino.close()
+
+
+def test_only_a_regular_file_of_this_user_starts_a_run(tmp_path: Path) -> None:
+    import os
+
+    mine = tmp_path / "mine.txt"
+    mine.write_text("x")
+    assert ours(os.stat(mine))
+    assert not ours(os.stat("/etc/hostname"))  # root's
+    link = tmp_path / "link.txt"
+    link.symlink_to(mine)
+    assert not ours(os.stat(link, follow_symlinks=False))

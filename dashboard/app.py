@@ -39,6 +39,7 @@ HERE = Path(__file__).resolve().parent
 FILTERS = ("status", "trigger", "outcome")
 FORMS = ("cron", "oncalendar", "every")
 MAX_FORM = 4096
+MAX_FIRE_FORM = 3 * 16 * 1024 + MAX_FORM  # a fire call's input, percent-encoded (INPUT_CAP)
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,21 +190,24 @@ class Pages:
     async def change(self, request: Request) -> Response:
         """A POST: enable, disable, run now, reload — each sent to the daemon, never done
         here. The Guard has checked the cookie and the Origin; the CSRF field is checked here."""
-        # Our forms are urlencoded and tiny: parsed here, without python-multipart.
+        # Our forms are urlencoded and tiny: parsed here, without python-multipart. A fire
+        # call's may carry its input (capped by the daemon: INPUT_CAP, percent-encoded).
+        action = request.path_params.get("action", "reload")
         raw = await request.body()
-        if len(raw) > MAX_FORM:
+        if len(raw) > (MAX_FIRE_FORM if action == "fire" else MAX_FORM):
             return HTMLResponse("413 form too large\n", status_code=413)
         form = dict(parse_qsl(raw.decode("utf-8", "replace"), keep_blank_values=True))
         if not hmac.compare_digest(form.get("csrf", "").encode(), self.csrf.encode()):
             return HTMLResponse("403 forbidden: missing or wrong CSRF token\n", status_code=403)
         target = messages.safe_next(form.get("next", "/"))
-        action = request.path_params.get("action", "reload")
         name = request.path_params.get("name")
         if (name is not None and not NAME.match(name)) or action not in ACTIONS:
             return HTMLResponse("404 no such routine or action\n", status_code=404)
         args: dict[str, Any] = {} if action == "reload" else {"name": name}
         if action == "run":
             args["detach"] = True
+        if action == "fire":  # untrusted input: the daemon caps it, the worker fences it
+            args["input"] = form.get("input") or None
         try:
             result = await run_in_threadpool(
                 control.request, self.paths.control_socket, action, args
@@ -223,7 +227,13 @@ class Pages:
 
 
 # The action, and the code of the note shown after it (dashboard.messages.NOTES).
-ACTIONS = {"enable": "enabled", "disable": "disabled", "run": "queued", "reload": "reloaded"}
+ACTIONS = {
+    "enable": "enabled",
+    "disable": "disabled",
+    "run": "queued",
+    "fire": "fired",
+    "reload": "reloaded",
+}
 
 
 def build_app(settings: Settings) -> Guard:

@@ -21,6 +21,7 @@ NOTES = {
     "enabled": "{routine} enabled",
     "disabled": "{routine} disabled",
     "queued": "{routine} queued as {run}",
+    "fired": "{routine} fired: its run starts now, or when its current run ends",
     "reloaded": "routine files re-read",
 }
 PROBLEMS = {
@@ -32,6 +33,8 @@ PROBLEMS = {
     "disk_full": "the disk is full: the daemon cannot record a run",
     "ledger_lost": "the daemon lost its ledger: see vinos-routine status",
     "stopping": "the daemon is stopping; try again when it is back",
+    "not_fireable": "{routine} takes no fire calls: add fire = true to its [trigger] table",
+    "input_too_large": "the input is too large: a fire call takes at most 16 KB",
     "refused": "the daemon refused the change: see vinos-routine status",
 }
 # A path of this dashboard: one leading slash, then no second one, no backslash (browsers read

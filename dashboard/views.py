@@ -22,7 +22,7 @@ from routines.ledger import Ledger, RunRow, day_bounds, is_enabled, iso
 from routines.safetext import one_line, visible
 from routines.schedule import ScheduleError, summary
 from routines.schedule import explain as explain_schedule
-from routines.spec import ScheduleSpec
+from routines.spec import Routine, ScheduleSpec
 from routines.spec.paths import Paths
 from routines.spec.registry import Registry
 
@@ -301,6 +301,7 @@ class RoutinePage:
     filters: dict[str, str]
     chart: str  # SVG
     tools: list[str]
+    fire: bool = False  # [trigger] fire = true: the page offers a fire form with an input
 
 
 def local_days(now: datetime, zone: ZoneInfo, count: int) -> list[date]:
@@ -341,16 +342,7 @@ def routine_page(
         name, registry, _spent_today(registry, [name], ledger, now), states, last, active, now
     )
     r = entry.routine
-    explained = tools = None
-    if r is not None:
-        explained = explain(r.schedule.form, r.schedule.expression, r.schedule.timezone, now)
-        tools = (
-            [str(t) for t in r.agent.tools]
-            if r.agent
-            else [f"command: {r.command.run}"]
-            if r.command
-            else []
-        )
+    explained, tools = _routine_parts(r, now)
     # One read of the routine's newest runs serves the table and the chart (a routine that
     # ran more than HISTORY_ROWS times in 30 days shows its newest HISTORY_ROWS there).
     newest = ledger.history(name, limit=HISTORY_ROWS) if ledger else []
@@ -366,8 +358,22 @@ def routine_page(
         rows,
         filters,
         runs_by_status_chart(recent, days, zone),
-        tools or [],
+        tools,
+        fire=bool(r is not None and r.trigger is not None and r.trigger.fire),
     )
+
+
+def _routine_parts(r: Routine | None, now: datetime) -> tuple[Explained | None, list[str]]:
+    """A routine page's schedule explained (none for a routine with only a [trigger]) and the
+    tools it may use."""
+    if r is None:
+        return None, []
+    explained = None
+    if r.scheduled:
+        explained = explain(r.schedule.form, r.schedule.expression, r.schedule.timezone, now)
+    if r.agent:
+        return explained, [str(t) for t in r.agent.tools]
+    return explained, [f"command: {r.command.run}"] if r.command else []
 
 
 @dataclass(frozen=True, slots=True)

@@ -131,6 +131,10 @@ class Job(_Message, frozen=True, tag="job"):
     # The daemon's sandbox probe for sandbox["bwrap"] (supervisor/probecache.py), run once per
     # daemon start: {"bwrap", "ok", "reason", "fix"}; None: the worker probes for itself.
     sandbox_probe: dict[str, Any] | None = None
+    # trigger after/watch/fire: what the event hands the run (supervisor/triggers.py), shown
+    # to the model marked as untrusted data; "" when none.
+    event_label: str = ""
+    event_text: str = ""
 
 
 class Lease(_Message, frozen=True, tag="lease"):

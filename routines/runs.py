@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 __all__ = [
     "ACTIVE",
+    "EVENT_TRIGGERS",
     "NOT_A_RUN",
     "NO_LAST_RUN",
     "STRIKES",
@@ -23,7 +24,9 @@ __all__ = [
     "RunStatus",
     "Trigger",
     "counts_as_strike",
+    "event_slot",
     "fingerprint",
+    "is_event_slot",
     "parse_slot_id",
     "slot_id",
     "sql_in",
@@ -56,6 +59,9 @@ class Trigger(StrEnum):
     CATCH_UP = "catch_up"  # one run standing in for missed slots (missed = "catch_up")
     MANUAL = "manual"  # `vinos-routine run`, the dashboard's button
     REPLY = "reply"  # `vinos-routine reply RUN TEXT`: continues RUN's conversation
+    AFTER = "after"  # another routine's run ended ([trigger].after); slot "after:<its run id>"
+    WATCH = "watch"  # a watched file was written ([trigger].watch); slot "watch:<hash>"
+    FIRE = "fire"  # `vinos-routine fire NAME` ([trigger].fire); slot "fire:<random id>"
 
 
 # Rows still owned by a process: a worker runs them or they wait for one.
@@ -66,6 +72,10 @@ STRIKES: frozenset[RunStatus] = frozenset({RunStatus.FAILED, RunStatus.TIMEOUT})
 NOT_A_RUN: frozenset[RunStatus] = frozenset({RunStatus.SKIPPED, RunStatus.MISSED})
 # Rows that never become a routine's "last run" (list, status): unfinished, or a skip.
 NO_LAST_RUN: frozenset[RunStatus] = ACTIVE | {RunStatus.SKIPPED}
+
+
+# Triggers whose slot is an event's id rather than an instant (routines/spec/trigger.py).
+EVENT_TRIGGERS: frozenset[Trigger] = frozenset({Trigger.AFTER, Trigger.WATCH, Trigger.FIRE})
 
 
 def counts_as_strike(status: str | None) -> bool:
@@ -100,6 +110,22 @@ def slot_id(instant: datetime) -> str:
 def parse_slot_id(text: str) -> datetime:
     """The instant a slot id (or cursor) stands for; ValueError when it is not one."""
     return datetime.strptime(text, _SLOT_FORMAT).replace(tzinfo=UTC)
+
+
+def event_slot(trigger: Trigger, key: str) -> str:
+    """An event's slot id, `<trigger>:<key>`: the upstream run id, the hash of a path and its
+    mtime, or a fire id. Claimed like a time slot (the run fence), so each event runs at
+    most once, ever; it never moves the routine's cursor (`is_event_slot`)."""
+    assert trigger in EVENT_TRIGGERS
+    return f"{trigger.value}:{key}"
+
+
+def is_event_slot(slot: str) -> bool:
+    """Whether a claimed slot id is an event's, not an instant's. The claim advances the
+    cursor only for instants: an event id would sort after every instant as text, and the
+    cursor is compared as text (tests/supervisor/test_triggers.py::
+    test_an_event_claim_leaves_the_cursor)."""
+    return not slot[:1].isdigit()
 
 
 class _ScheduleText(Protocol):

@@ -56,6 +56,11 @@ class Controlled(Protocol):
         """The routine files as last scanned (the last good version of a bad edit)."""
         ...
 
+    def fire(self, routine: Routine, text: str | None) -> tuple[str, str | None]:
+        """A fire call's event (supervisor/triggers.py): ("started", run id) or ("held",
+        None); Refused when the routine takes none or the daemon is stopping."""
+        ...
+
     def snapshot(self) -> StatusReply:
         """What `status` answers."""
         ...

@@ -21,6 +21,7 @@ import signal
 import sys
 from collections.abc import Callable
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from routines.ledger import LedgerError, LedgerUnavailable
@@ -33,6 +34,7 @@ from supervisor import housekeeping, notify, systemd
 from supervisor.clock import Clock, clock_from
 from supervisor.control import ControlServer, socket_path_problem
 from supervisor.controlapi import Refused
+from supervisor.filewatch import FileWatch
 from supervisor.finish import Finished, Notification, remove_leftovers
 from supervisor.forkserver import ForkServer, forkserver_for, keep_forkserver
 from supervisor.handlers import Handlers
@@ -55,6 +57,7 @@ from supervisor.spawn import Spawner, WorkerSpawner, worker_env
 from supervisor.statusline import status_line
 from supervisor.timings import Timings, TimingsInvalid
 from supervisor.toggle import file_edits, set_enabled, unbound
+from supervisor.triggers import TriggerBook, fire_event
 from supervisor.watch import StatusWatch
 
 if TYPE_CHECKING:
@@ -108,6 +111,8 @@ class Daemon:
         self._marked = False  # runs left behind by a dead daemon are marked interrupted
         self.registry = Registry()
         self.scheduler = Scheduler(self.ledger, self.owner)
+        self.triggers = TriggerBook(self.ledger, self.owner)  # after, watch, fire
+        self.files: FileWatch | None = None  # `watch` globs' inotify, once the loop runs
         # The spawner's forkserver, kept up while a run is near (supervisor/forkserver.py).
         self.forks = forks
         self.pool = Pool(
@@ -169,6 +174,7 @@ class Daemon:
             await self.control.start(self.paths.control_socket, fds[0] if fds else None)
             if self.pool.probes is not None:  # the sandbox probe, once for every worker
                 self.pool.probes.get(self.config.sandbox.bwrap)
+            self.files = FileWatch(self.triggers, self.wake, home=str(Path.home()))
             self.tick()
             systemd.notify("READY=1\nSTATUS=" + self.status_line())
             watchdog = asyncio.ensure_future(self._watchdog())
@@ -189,6 +195,8 @@ class Daemon:
                     self.tick()
             watchdog.cancel()
             keeper.cancel()
+            if self.files is not None:
+                self.files.close()
             for task in tasks:
                 task.cancel()
             systemd.notify("STOPPING=1\nSTATUS=stopping: waiting for running routines")
@@ -298,6 +306,9 @@ class Daemon:
             self.pool.enqueue(pending)
         if self.scheduler.full is not None:
             raise self.scheduler.full
+        self.triggers.scan_after()
+        for pending in self.triggers.due(now, self._busy):
+            self.pool.enqueue(pending)
         if self._last_prune is None or now - self._last_prune > timedelta(hours=24):
             self.ledger.prune_claims(now, self.config.ledger.keep_runs_max)
             self._last_prune = now
@@ -345,6 +356,10 @@ class Daemon:
         }
         for name, why in self.scheduler.sync(registry, states, now, held).items():
             self.pool.drop_queued(name, why)
+        for name, why in self.triggers.sync(registry, states, now, held).items():
+            self.pool.drop_queued(name, why)
+        if self.files is not None:
+            self.files.sync(f.routine for f in self.triggers.followers.values())
         for name, entry in registry.entries.items():
             if entry.stale and previous.get(name) is not entry:  # once per bad edit
                 log.warning(
@@ -407,6 +422,34 @@ class Daemon:
         except LedgerUnavailable as exc:  # nothing recorded, so nothing runs
             self.unavailable(exc)
             raise Refused(self._pause_code(), str(self.ground.full)) from None
+
+    def fire(self, routine: Routine, text: str | None) -> tuple[str, str | None]:
+        """A fire call: its event held and claimed at once when the routine is free.
+        ("started", run id) or ("held", None): it runs when the routine's current run ends,
+        coalesced with any other event held meanwhile."""
+        name = routine.name
+        if not self.pool.accepting:
+            raise Refused("stopping", "the daemon is stopping; try again when it is back")
+        if routine.trigger is None or not routine.trigger.fire:
+            raise Refused(
+                "not_fireable",
+                f"{name} takes no fire calls: add fire = true to its [trigger] table",
+            )
+        if self.triggers.routine(name) is None:
+            raise Refused(
+                "disabled",
+                f"{name} is not on here (disabled, or a fleet runs it on another machine); "
+                f"to turn it on: vinos-routine enable {name}",
+            )
+        event = fire_event(name, text)
+        self.triggers.offer(event)
+        self.tick()
+        pending = next(
+            (p for p in [*self.pool.queue, *(r.pending for r in self.pool.running.values())]
+             if p.slot == event.slot),
+            None,
+        )  # fmt: skip
+        return ("started", pending.run_id) if pending is not None else ("held", None)
 
     def _pause_code(self) -> str:
         """The error code of a `run` refused while the daemon is paused."""

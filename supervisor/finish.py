@@ -184,6 +184,8 @@ def notifications_for(
     """What to show on the desktop for a finished run (auto-disable is added separately)."""
     wants = routine.output.notify or routine.output.type is OutputType.NOTIFICATION
     name = routine.name
+    if status == RunStatus.OK and outcome == Outcome.NOTHING_TO_DO:
+        return []  # a quiet run: nothing to report, nobody told (`brief` folds it in a line)
     if status == RunStatus.OK and wants:
         urgency = "normal" if outcome == Outcome.NEEDS_ATTENTION else "low"
         title = f"{name}: {(outcome or 'done').replace('-', ' ')}"

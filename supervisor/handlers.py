@@ -162,8 +162,31 @@ class Handlers:
             "enable": self.enable,
             "disable": self.enable,
             "answer": self.answer,
+            "fire": self.fire,
             "watch": self.watch,
         }
+
+    async def fire(self, req: Request, conn: Connection) -> dict[str, object]:
+        """`vinos-routine fire NAME [--input]`: an event for a routine with fire = true. Its
+        input is capped (refused past INPUT_CAP, never cut silently) and reaches the model
+        marked as untrusted data."""
+        from routines.spec.trigger import INPUT_CAP
+
+        routine = self._routine(req.args.get("name"))
+        text = req.args.get("input")
+        if text is not None and not isinstance(text, str):
+            raise CommandError("usage", "expected the input as text")
+        if text is not None and len(text.encode()) > INPUT_CAP:
+            raise CommandError(
+                "input_too_large",
+                f"the input is {len(text.encode()):,} bytes; a fire call takes at most "
+                f"{INPUT_CAP:,}",
+            )
+        try:
+            state, run_id = self.daemon.fire(routine, text or None)
+        except Refused as exc:
+            raise CommandError(exc.code, exc.message) from None
+        return {"routine": routine.name, "state": state, "run_id": run_id}
 
     async def watch(self, req: Request, conn: Connection) -> dict[str, object]:
         """`status --waybar --follow`: the bar's line each time it changes (supervisor/watch.py)."""

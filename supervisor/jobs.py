@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import secrets
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -19,9 +20,18 @@ from routines.store import read_regular
 if TYPE_CHECKING:
     from supervisor.reply import ReplyTo
 
-__all__ = ["build_job", "new_run_id", "read_memory"]
+__all__ = ["EventInput", "build_job", "new_run_id", "read_memory"]
 
 MEMORY_CAP = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class EventInput:
+    """What an event hands its run (supervisor/triggers.py): where it came from, and the text
+    (capped, untrusted: the worker shows it to the model fenced as data)."""
+
+    label: str  # "the output of research-bot's run 2026…-a1b2c3 (done)", "changed files", …
+    text: str
 
 
 def new_run_id(routine: str, now: datetime) -> str:
@@ -61,6 +71,7 @@ def build_job(
     reply: ReplyTo | None = None,
     debug: bool = False,
     sandbox_probe: dict[str, Any] | None = None,
+    event: EventInput | None = None,
 ) -> Job:
     mem = memory_path(routine, paths)
     return Job(
@@ -89,4 +100,6 @@ def build_job(
         decisions=decisions or [],
         debug=debug,
         sandbox_probe=sandbox_probe,
+        event_label=event.label if event else "",
+        event_text=event.text if event else "",
     )

@@ -32,7 +32,7 @@ from ipc import Event, EventKind, Job, RunReply
 from routines.ledger import LedgerUnavailable
 from routines.ledger.api import LedgerAPI
 from routines.runs import RunEnd, RunStatus, Trigger
-from routines.spec import Routine
+from routines.spec import OnExceed, Routine
 from routines.spec.config import Config
 from routines.spec.paths import Paths
 from routines.store import open_dir_beneath
@@ -333,6 +333,8 @@ class Pool:
         allowance = self._allowance(pending, now)
         if allowance.verdict is BudgetVerdict.REFUSE:
             return self._refuse(pending, allowance)
+        if too_dear := self._too_dear(pending, allowance):
+            return self._record_failure(pending, too_dear, RunStatus.BUDGET)
         prepared = self._prepare(pending, now, allowance)
         if isinstance(prepared, str):
             return self._finish(
@@ -357,6 +359,17 @@ class Pool:
         routine = pending.routine
         zone = ZoneInfo(routine.schedule.timezone)
         return allowance_for(routine, self.ledger.spent_today(routine.name, zone, now))
+
+    def _too_dear(self, pending: Pending, allowance: RunAllowance) -> str | None:
+        """Why the run cannot fit what is left of its budget even at the router's minimum
+        estimate (routines/estimate.py), before any worker or model call; None to go on
+        (tests/supervisor/test_daemon_triggers.py::test_a_run_too_dear_for_its_budget_is_skipped_before_dispatch)."""
+        from routines.estimate import estimate, refusal
+
+        extra = len(pending.event.text) if pending.event else 0
+        est = estimate(pending.routine, self.config.providers, self.config.pricing, extra)
+        degrade = pending.routine.budget.on_exceed is OnExceed.DEGRADE
+        return refusal(est, allowance.max_tokens, allowance.dollars_left, degrade=degrade)
 
     def _refuse(self, pending: Pending, allowance: RunAllowance) -> Finished:
         fin = self._record_failure(pending, allowance.detail, RunStatus.BUDGET)
@@ -393,6 +406,7 @@ class Pool:
             reply=pending.reply,
             decisions=decisions_for(self.ledger, self.paths, routine),
             debug=pending.debug,
+            event=pending.event,
             sandbox_probe=self.probes.get(self.config.sandbox.bwrap) if self.probes else None,
         )
         runlog = RunLog(self.paths.run_log(routine.name, pending.run_id), base=state)

@@ -28,6 +28,7 @@ from supervisor.jobs import new_run_id
 from supervisor.plan import Action, plan_routine
 
 if TYPE_CHECKING:
+    from supervisor.jobs import EventInput
     from supervisor.reply import ReplyTo
 
 __all__ = ["Listener", "Pending", "Scheduler"]
@@ -59,6 +60,8 @@ class Pending:
     listeners: list[Listener] = field(default_factory=list)  # who follows its events
     on_done: list[asyncio.Future[RunReply]] = field(default_factory=list)  # told how it ended
     reply: ReplyTo | None = None  # trigger "reply": the parent run and the text, for the job
+    # after/watch/fire: what the event hands the run (supervisor/triggers.py), for the job
+    event: EventInput | None = None
     debug: bool = False  # a manual run asked with VINOS_ROUTINE_DEBUG=1: the job shows each argv
 
 
@@ -114,6 +117,9 @@ class Scheduler:
         for name, routine in wanted.items():
             old = self.tracked.get(name)
             if old is not None and old.routine is routine:
+                continue
+            if not routine.scheduled:  # [trigger] only: supervisor/triggers.py starts it
+                self.tracked.pop(name, None)
                 continue
             try:
                 schedule = compile_schedule(routine.schedule, routine.kind)

@@ -553,7 +553,7 @@ def test_missing_schedule_and_empty_schedule(rdir: Path) -> None:
     path = rdir / "day-brief.toml"
     text = AGENT.replace('[schedule]\ncron = "0 6 * * *"\ntimezone = "UTC"\n', "")
     assert errors(rdir, text) == [
-        f"{path}: [schedule]: required: set one of cron, oncalendar or every"
+        f"{path}: [schedule]: required: set one of cron, oncalendar or every (or a [trigger])"
     ]
     text = AGENT.replace('cron = "0 6 * * *"\n', "")
     assert errors(rdir, text) == [

@@ -89,3 +89,9 @@ def test_starters_load_from_the_system_dir(vinos_env: Path) -> None:
     assert reg.names() == sorted(SCHEDULES)
     for entry in reg.entries.values():
         assert entry.valid and entry.origin is Origin.SYSTEM and entry.errors == ()
+
+
+def test_inbox_triage_skips_the_model_on_an_empty_inbox() -> None:
+    r = load_file(STARTERS / "inbox-triage.toml")
+    assert r.gate is not None
+    assert "exit 1" in r.gate.run and "no unread mail" in r.gate.run

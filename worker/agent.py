@@ -63,6 +63,8 @@ class AgentRun:
         self.reply_turns: list[Turn] | None = None
         self.conv: Conversation | None = None  # the attempt's, kept for a later reply
         self.task = run.job.reply_text or prompts.task_text(run.started, run.job.trigger)
+        for label, given in run.given():  # an event's input, the gate's stdout: as data
+            self.task += "\n\n" + prompts.untrusted_text(label, given)
         remembered = "" if agent.memory is Memory.SESSION else memory.for_prompt(run.job.memory)
         decided = prompts.decisions_text(run.job.decisions)
         self.user = prompts.user_turn(self.task, remembered, decided)

@@ -82,6 +82,7 @@ class RunContext:
     outcome_summary: str = ""
     proposals: int = 0  # propose_action calls accepted
     mcp: McpTools | None = None  # the run's MCP servers, once its first use starts them
+    gate_output: str = ""  # [gate]'s stdout when it said go (worker/gate.py), capped
     _local: Provider | None = None
     _premium: Provider | None = None
     _plan: RoutePlan | None = None
@@ -117,6 +118,16 @@ class RunContext:
             self.channel.event(EventKind.LOG, f"sandbox argv: {shlex.join(argv)}", argv=argv)
 
         return show
+
+    def given(self) -> list[tuple[str, str]]:
+        """What this run was handed from outside the routine, (label, text) each: the event
+        that started it, the gate's stdout. The prompt shows each as untrusted data."""
+        out: list[tuple[str, str]] = []
+        if self.job.event_label or self.job.event_text:
+            out.append((self.job.event_label or "the event's input", self.job.event_text))
+        if self.gate_output:
+            out.append(("the output of this routine's [gate] check", self.gate_output))
+        return out
 
     def api_key(self) -> str | None:
         if not self._key_looked_up:

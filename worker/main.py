@@ -131,7 +131,8 @@ def run_job(job: Job, channel: object) -> Result:
         return run_failed(f"the routine is invalid: {exc}")
     if routine.name != job.routine_name:
         return run_failed(f"the job names {job.routine_name!r} but its routine is {routine.name!r}")
-    if routine.kind is Kind.COMMAND or (routine.agent is not None and routine.agent.shell_commands):
+    shells = routine.agent is not None and bool(routine.agent.shell_commands)
+    if routine.kind is Kind.COMMAND or shells or routine.gate is not None:
         _take_probe(job)
     try:
         started = datetime.fromisoformat(job.started_at)
@@ -147,6 +148,11 @@ def run_job(job: Job, channel: object) -> Result:
         deadline=Deadline(routine.run_timeout_sec, elapsed=time.time() - started.timestamp()),
     )
     try:
+        if routine.gate is not None:  # before any model call or command (worker/gate.py)
+            from worker.gate import run_gate
+
+            if (ended := run_gate(run)) is not None:
+                return ended
         if routine.kind is Kind.COMMAND:
             from worker.commandroutine import run_command
 

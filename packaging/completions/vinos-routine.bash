@@ -26,12 +26,12 @@ _vinos_routine() {
         fi
         if [[ $w == -* ]]; then
             case "$path|$w" in
-                "logs|--run"|"history|-n"|"history|--thread"|"cost|--days"|"cost|--month"|"brief|--date"|"deny|--why"|"create|--from"|"create|--kind"|"install|--timeout"|"schedule explain|--oncalendar"|"schedule explain|--every"|"schedule explain|--tz"|"schedule explain|--count"|"schedule explain|--from"|"schedule translate|--tz"|"dashboard|--port"|"sign|--key"|"trust|--as") skip=1 ;;
+                "fire|--input"|"logs|--run"|"history|-n"|"history|--thread"|"cost|--days"|"cost|--month"|"brief|--date"|"deny|--why"|"create|--from"|"create|--kind"|"install|--timeout"|"schedule explain|--oncalendar"|"schedule explain|--every"|"schedule explain|--tz"|"schedule explain|--count"|"schedule explain|--from"|"schedule translate|--tz"|"dashboard|--port"|"sign|--key"|"trust|--as") skip=1 ;;
             esac
             continue
         fi
         case "$path|$w" in
-            "|list"|"|status"|"|enable"|"|disable"|"|run"|"|logs"|"|history"|"|cost"|"|brief"|"|pending"|"|approve"|"|deny"|"|create"|"|install"|"|edit"|"|remove"|"|validate"|"|schedule"|"|sandbox"|"|reload"|"|daemon"|"|dashboard"|"|mcp"|"|reply"|"|sign"|"|trust"|"|fleet"|"|setup"|"schedule|explain"|"schedule|translate"|"fleet|status"|"fleet|join"|"fleet|leave")
+            "|list"|"|status"|"|enable"|"|disable"|"|run"|"|fire"|"|logs"|"|history"|"|cost"|"|brief"|"|pending"|"|approve"|"|deny"|"|create"|"|install"|"|edit"|"|remove"|"|validate"|"|schedule"|"|sandbox"|"|reload"|"|daemon"|"|dashboard"|"|mcp"|"|reply"|"|sign"|"|trust"|"|fleet"|"|setup"|"schedule|explain"|"schedule|translate"|"fleet|status"|"fleet|join"|"fleet|leave")
                 path=${path:+$path }$w
                 npos=0
                 ;;
@@ -39,6 +39,7 @@ _vinos_routine() {
         esac
     done
     case "$path|$prev" in
+        "fire|--input") COMPREPLY=(); return ;;
         "logs|--run") COMPREPLY=(); return ;;
         "history|-n") COMPREPLY=(); return ;;
         "history|--thread") COMPREPLY=(); return ;;
@@ -66,7 +67,8 @@ _vinos_routine() {
         "status") opts="-h --help --json --waybar --follow" ;;
         "enable") opts="-h --help" ;;
         "disable") opts="-h --help" ;;
-        "run") opts="-h --help --json --detach --no-daemon" ;;
+        "run") opts="-h --help --json --detach --no-daemon --dry-run --gate" ;;
+        "fire") opts="-h --help --input --json" ;;
         "logs") opts="-h --help --run -f --follow --tail --json" ;;
         "history") opts="-h --help -n --json --thread" ;;
         "cost") opts="-h --help --today --week --days --month --json" ;;
@@ -100,10 +102,11 @@ _vinos_routine() {
         return
     fi
     case "$path|$npos" in
-        "|0") COMPREPLY=($(compgen -W "list status enable disable run logs history cost brief pending approve deny create install edit remove validate schedule sandbox reload daemon dashboard mcp reply sign trust fleet setup" -- "$cur")) ;;
+        "|0") COMPREPLY=($(compgen -W "list status enable disable run fire logs history cost brief pending approve deny create install edit remove validate schedule sandbox reload daemon dashboard mcp reply sign trust fleet setup" -- "$cur")) ;;
         "enable|0") COMPREPLY=($(compgen -W "$(_vinos_routine_names)" -- "$cur")) ;;
         "disable|0") COMPREPLY=($(compgen -W "$(_vinos_routine_names)" -- "$cur")) ;;
         "run|0") COMPREPLY=($(compgen -W "$(_vinos_routine_names)" -- "$cur")) ;;
+        "fire|0") COMPREPLY=($(compgen -W "$(_vinos_routine_names)" -- "$cur")) ;;
         "logs|0") COMPREPLY=($(compgen -W "$(_vinos_routine_names)" -- "$cur")) ;;
         "history|0") COMPREPLY=($(compgen -W "$(_vinos_routine_names)" -- "$cur")) ;;
         "approve|0") COMPREPLY=() ;;

@@ -40,7 +40,7 @@ from routines.ledger.rundays import DaySummary
 from routines.ledger.shared import from_iso, iso
 from routines.ledger.sql import FINISH_COLUMNS as _FINISH
 from routines.ledger.sql import SUMS as _SUMS
-from routines.runs import ACTIVE, NO_LAST_RUN, NOT_A_RUN, RunEnd, RunStatus, Trigger
+from routines.runs import ACTIVE, NO_LAST_RUN, NOT_A_RUN, RunEnd, RunStatus, Trigger, is_event_slot
 
 __all__ = ["MemoryData", "MemoryLedger"]
 
@@ -129,7 +129,8 @@ class MemoryLedger:
         if run_id in self.data.runs:
             raise ValueError(f"run id {run_id} is recorded already")
         self.data.claims[(routine, slot)] = (iso(now), run_id)
-        self.advance_cursor(routine, slot)
+        if not is_event_slot(slot):  # an event's id is no instant: the cursor stays
+            self.advance_cursor(routine, slot)
         self._insert_run(routine, run_id, slot, trigger, status, now, detail, owner)
         return True
 

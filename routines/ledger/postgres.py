@@ -61,6 +61,7 @@ from routines.runs import (
     RunEnd,
     RunStatus,
     Trigger,
+    is_event_slot,
     sql_in,
 )
 
@@ -185,7 +186,8 @@ class PgLedger(PgConnection, FleetTables):
                 cur.execute(_INSERT_CLAIM_SQL, (routine, slot, iso(now), run_id, self.machine))
                 if cur.rowcount == 0:
                     raise _Stale  # claimed before, by some machine
-                self._advance_cursor(cur, routine, slot)
+                if not is_event_slot(slot):  # an event's id is no instant: the cursor stays
+                    self._advance_cursor(cur, routine, slot)
                 self._insert_run(cur, routine, run_id, slot, trigger, status, now, detail, owner)
         except _Stale:
             return False

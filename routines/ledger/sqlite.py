@@ -53,7 +53,7 @@ from routines.ledger.shared import from_iso, iso
 from routines.ledger.sql import CLAIM_ROUTINES, RUN_ROUTINES
 from routines.ledger.sql import SQLITE as Q
 from routines.ledger.sqlite_open import SqliteConnection
-from routines.runs import ACTIVE, NO_LAST_RUN, Outcome, RunEnd, RunStatus, Trigger
+from routines.runs import ACTIVE, NO_LAST_RUN, Outcome, RunEnd, RunStatus, Trigger, is_event_slot
 
 __all__ = ["LEDGER_VERSION", "Ledger"]
 
@@ -107,7 +107,8 @@ class Ledger(SqliteConnection):
                 cur = db.execute(_INSERT_CLAIM_SQL, (routine, slot, iso(now), run_id))
                 if cur.rowcount == 0:
                     raise _Stale  # claimed before
-                self._advance_cursor(db, routine, slot)
+                if not is_event_slot(slot):  # an event's id is no instant: the cursor stays
+                    self._advance_cursor(db, routine, slot)
                 # Any other constraint (a reused run_id) is the caller's bug, not a lost race:
                 # it raises rather than reading as "claimed before".
                 self._insert_run(db, routine, run_id, slot, trigger, status, now, detail, owner)

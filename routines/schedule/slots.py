@@ -275,7 +275,10 @@ def summary(
     spec: ScheduleSpec, kind: Kind, routine_name: str, enabled: bool, now: datetime
 ) -> tuple[str, datetime | None]:
     """What a routine's line shows (`list`, the dashboard): the description, and the next fire
-    time while it is enabled; a schedule that no longer compiles reads "invalid: why"."""
+    time while it is enabled; a schedule that no longer compiles reads "invalid: why"; a
+    routine with no [schedule] (started by its [trigger] only) reads "on its triggers"."""
+    if not spec.expression:
+        return "on its triggers", None
     try:
         schedule = compile_schedule(spec, kind)
     except ScheduleError as exc:

@@ -77,6 +77,13 @@ from routines.spec.routine import (
     Tool,
     ToolKind,
 )
+from routines.spec.trigger import (
+    GATE_KEYS,
+    TRIGGER_KEYS,
+    check_watch,
+    read_gate,
+    read_trigger,
+)
 
 __all__ = [
     "Problem",
@@ -179,7 +186,9 @@ SCHEMA: dict[str, dict[str, Check]] = {
         "on_exceed": one_of(OnExceed),
     },
 }
-_TOP_TABLES = ("routine", "schedule", "agent", "command", "output", "budget")
+SCHEMA["trigger"] = TRIGGER_KEYS
+SCHEMA["gate"] = GATE_KEYS
+_TOP_TABLES = ("routine", "schedule", "trigger", "gate", "agent", "command", "output", "budget")
 _AGENT_TABLES = ("model", "escalation", "actions", "credentials", "mcp")  # read on their own
 
 
@@ -229,7 +238,9 @@ def load_text(
     name = _check_name(r, path, doc)
     routine_t = r.table(doc, "routine")
     kind: Kind = routine_t.get("kind", Kind.AGENT)
-    schedule = _schedule(r, doc, kind, check_schedule)
+    trigger = read_trigger(r, doc, name)
+    schedule = _schedule(r, doc, kind, check_schedule, triggered="trigger" in doc)
+    gate = read_gate(r, doc)
     agent = command = None
     if kind is Kind.AGENT:
         if "command" in doc:
@@ -251,6 +262,7 @@ def load_text(
     provider_checks(r, agent, budget, declared)
     if name is not None and (agent or command):
         _never_checks(r, name, agent, command, doc)
+    check_watch(r, trigger, agent, command)
 
     if any(not p.warning for p in r.problems):
         raise RoutineInvalid(r.problems)
@@ -272,6 +284,8 @@ def load_text(
         text=text,
         warnings=tuple(str(p) for p in r.problems if p.warning),
         **{k: routine_t[k] for k in ("approvals_expire", "auto_approve") if k in routine_t},
+        trigger=trigger,
+        gate=gate,
     )
 
 
@@ -342,10 +356,12 @@ def _check_name(r: Reader, path: Path, doc: Mapping[str, Any]) -> str | None:
 
 
 def _schedule(
-    r: Reader, doc: Mapping[str, Any], kind: Kind, check: bool = True
+    r: Reader, doc: Mapping[str, Any], kind: Kind, check: bool = True, triggered: bool = False
 ) -> ScheduleSpec | None:
     if "schedule" not in doc:
-        r.error("[schedule]", "required: set one of cron, oncalendar or every")
+        if triggered:  # started by its triggers only: the zone counts its days and budget
+            return ScheduleSpec(timezone=machine_timezone())
+        r.error("[schedule]", "required: set one of cron, oncalendar or every (or a [trigger])")
         return None
     t = r.table(doc, "schedule")
     given = [k for k in ("oncalendar", "cron", "every", "once") if k in t]

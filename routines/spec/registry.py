@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -155,7 +156,38 @@ def scan(paths: Paths, previous: Registry | None = None) -> Registry:
             path, stamp = system[name]
             entry = _read(name, path, stamp, Origin.SYSTEM, prev.get(name), reread)
         entries[name] = entry
-    return Registry(entries, config)
+    return Registry(_refuse_cycles(entries, prev), config)
+
+
+def _refuse_cycles(entries: dict[str, Entry], prev: Mapping[str, Entry]) -> dict[str, Entry]:
+    """Refuse the files that close a cycle of `after` triggers, naming it: each file read anew
+    on the cycle keeps its last good version (or none), with the cycle as its error, until
+    none is left (tests/test_triggers_spec.py). An unchanged file is never the one refused:
+    the set in force before had no cycle, so a new or edited file closed it."""
+    from routines.spec.trigger import cycle_problem, find_cycle
+
+    refused: set[str] = set()
+    while True:
+        # Only followers have edges: a routine that follows nothing is on no cycle, and the
+        # common case (no [trigger].after anywhere) costs one pass over the entries.
+        graph = {
+            n: e.routine.trigger.after
+            for n, e in entries.items()
+            if e.routine is not None and e.routine.trigger is not None and e.routine.trigger.after
+        }
+        cycle = find_cycle(graph)
+        if cycle is None:
+            return entries
+        fresh = [n for n in cycle[:-1] if entries[n] is not prev.get(n)] or cycle[:-1]
+        for n in fresh:
+            e = entries[n]
+            old = prev.get(n)
+            # Refused once: its last good version; still on a cycle with it: none at all.
+            good = old.routine if old is not None and old.path == e.path else None
+            problem = Problem(str(e.path), "[trigger].after", cycle_problem(cycle))
+            problems = e.problems if n in refused else (*e.problems, problem)
+            entries[n] = replace(e, routine=None if n in refused else good, problems=problems)
+            refused.add(n)
 
 
 def _config_stamp(path: Path) -> tuple[int, int, int] | None:

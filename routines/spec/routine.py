@@ -10,10 +10,15 @@ import re
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from routines.runs import Outcome
 
 __all__ = [
     "ACTION_NAME_RE",
     "DEFAULT_APPROVALS_EXPIRE",
+    "DEFAULT_GATE_TIMEOUT",
     "DEFAULT_LOCAL_MODEL",
     "DEFAULT_PREMIUM_MODEL",
     "NAME_RE",
@@ -24,6 +29,7 @@ __all__ = [
     "CommandSpec",
     "Credential",
     "Escalation",
+    "GateSpec",
     "Kind",
     "McpCall",
     "McpServer",
@@ -38,6 +44,7 @@ __all__ = [
     "ScheduleSpec",
     "Tool",
     "ToolKind",
+    "TriggerSpec",
 ]
 
 NAME_RE = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
@@ -47,6 +54,7 @@ DEFAULT_LOCAL_MODEL = "llama3.2:3b"
 DEFAULT_PREMIUM_MODEL = "claude-sonnet-4-6"
 ACTION_NAME_RE = re.compile(r"[a-z0-9-]+")
 DEFAULT_APPROVALS_EXPIRE = 7 * 86400  # [routine].approvals_expire, in seconds
+DEFAULT_GATE_TIMEOUT = 60  # [gate].timeout_sec, in seconds
 
 
 class Kind(StrEnum):
@@ -274,6 +282,33 @@ class BudgetSpec:
     on_exceed: OnExceed = OnExceed.SKIP
 
 
+def _done() -> tuple[Outcome, ...]:
+    # Imported here: `from routines.spec import Routine` loads routine.py alone
+    # (tests/test_package_exports.py).
+    from routines.runs import Outcome
+
+    return (Outcome.DONE,)
+
+
+@dataclass(frozen=True, slots=True)
+class TriggerSpec:
+    """[trigger] as written (routines/spec/trigger.py reads it). `on` applies to `after`: a
+    command routine's success is `done`."""
+
+    after: tuple[str, ...] = ()
+    on: tuple[Outcome, ...] = field(default_factory=_done)
+    watch: tuple[str, ...] = ()
+    fire: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class GateSpec:
+    """[gate]: a shell string run in the routine's sandbox before any model call."""
+
+    run: str
+    timeout_sec: int = DEFAULT_GATE_TIMEOUT
+
+
 @dataclass(frozen=True, slots=True)
 class Routine:
     """One valid routine file."""
@@ -295,6 +330,14 @@ class Routine:
     warnings: tuple[str, ...] = ()
     approvals_expire: int = DEFAULT_APPROVALS_EXPIRE  # seconds a proposal waits for a decision
     auto_approve: bool = False  # counts only while the file's signature verifies
+    trigger: TriggerSpec | None = None  # [trigger]: after, watch, fire (routines/spec/trigger.py)
+    gate: GateSpec | None = None  # [gate]: the pre-check run before any model call
+
+    @property
+    def scheduled(self) -> bool:
+        """Whether it has a [schedule] (a routine with only [trigger] has none: its
+        ScheduleSpec holds just the zone its days and budget are counted in)."""
+        return bool(self.schedule.expression)
 
     @property
     def actions(self) -> tuple[Action, ...]:

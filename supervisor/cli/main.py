@@ -24,6 +24,7 @@ COMMANDS = {
     "enable": "enable",
     "disable": "enable",
     "run": "run",
+    "fire": "fire",
     "logs": "logs",
     "history": "history",
     "cost": "cost",

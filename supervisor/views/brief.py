@@ -82,6 +82,45 @@ class Item:
         }
 
 
+@dataclass(frozen=True, slots=True)
+class Quiet:
+    """A routine's `nothing-to-do` runs of the day, folded into one line."""
+
+    routine: str
+    runs: int
+    last: str  # the newest one's reason (a gate's line, the model's summary)
+    last_at: str  # its start, ledger time text
+
+    def as_json(self) -> dict[str, Any]:
+        return {"routine": self.routine, "runs": self.runs, "last": self.last,
+                "last_at": self.last_at}  # fmt: skip
+
+    def line(self) -> str:
+        runs = "1 run" if self.runs == 1 else f"{self.runs} runs"
+        return f"{self.routine}: nothing to do ({runs}; last {self.last_at[11:16]} UTC" + (
+            f": {self.last})" if self.last else ")"
+        )
+
+
+def fold_quiet(
+    items: Sequence[Item], rows: Sequence[RunRow], on_day: Callable[[str], bool]
+) -> tuple[list[Item], list[Quiet]]:
+    """The outputs without those of nothing-to-do runs, and one `Quiet` per routine for its
+    nothing-to-do runs started on a wanted day (`on_day`), by name (pure)."""
+    kept = [i for i in items if i.outcome != Outcome.NOTHING_TO_DO]
+    by: dict[str, list[RunRow]] = {}
+    for r in rows:
+        if r.outcome == Outcome.NOTHING_TO_DO and r.started_at and on_day(r.started_at):
+            by.setdefault(r.routine, []).append(r)
+    quiet = []
+    for name in sorted(by):
+        runs = sorted(by[name], key=lambda r: r.started_at or "")
+        newest = runs[-1]
+        reason = (newest.detail or "").splitlines()[0][:120] if newest.detail else ""
+        quiet.append(Quiet(name, len(runs), reason, newest.started_at or ""))
+    return kept, quiet
+
+
 def read_output(path: Path) -> str:
     """An output's text; never through a symlink (a link planted where an output was would
     otherwise print ~/.ssh/id_rsa or /proc/self/environ)."""
@@ -105,8 +144,9 @@ def _title(path: Path) -> str:
     return ""
 
 
-def gather(p: Paths, days: list[date]) -> tuple[list[Item], list[RunRow]]:
-    """The outputs of `days`, newest first, and the runs of those days that failed."""
+def gather(p: Paths, days: list[date]) -> tuple[list[Item], list[RunRow], list[Quiet]]:
+    """The outputs of `days`, newest first, the runs of those days that failed, and their
+    nothing-to-do runs folded into a line per routine (their outputs are not shown)."""
     from contextlib import closing
     from zoneinfo import ZoneInfo
 
@@ -151,15 +191,16 @@ def gather(p: Paths, days: list[date]) -> tuple[list[Item], list[RunRow]]:
             )
         )
     items.sort(key=lambda i: (i.mtime, i.key), reverse=True)
+
+    def on_day(started: str) -> bool:
+        at = datetime.fromisoformat(started.replace("Z", "+00:00"))
+        return at.astimezone(zone).date() in wanted
+
     failed = [
-        r
-        for r in rows
-        if counts_as_strike(r.status)
-        and r.started_at
-        and datetime.fromisoformat(r.started_at.replace("Z", "+00:00")).astimezone(zone).date()
-        in wanted
+        r for r in rows if counts_as_strike(r.status) and r.started_at and on_day(r.started_at)
     ]
-    return items, failed
+    kept, quiet = fold_quiet(items, rows, on_day)
+    return kept, failed, quiet
 
 
 def elsewhere(p: Paths, days: list[date]) -> dict[str, int]:
@@ -243,9 +284,11 @@ def json_value(
     waiting: Sequence[Proposal],
     pruned: str | None,
     away: Mapping[str, int],
+    quiet: Sequence[Quiet] = (),
 ) -> dict[str, Any]:
     """`brief --json` (each output with its text)."""
     return {
+        "quiet": [q.as_json() for q in quiet],
         "dates": [d.isoformat() for d in days],
         "outputs": [i.as_json() for i in items],
         "failed": [failure_json(r) for r in failed],
@@ -284,6 +327,7 @@ def render(
     as_list: bool,
     c: bool,
     read: Reader = read_output,
+    quiet: Sequence[Quiet] = (),
 ) -> str:
     """The brief under its heading: a line an output (`as_list`) or each output in full,
     then a line per failed run; `unseen`: only what waits to be seen was asked for."""
@@ -296,7 +340,7 @@ def render(
     new = sum(1 for i in items if not i.seen)
     count = f"{len(items)} output{'s' if len(items) != 1 else ''}"
     out.write(color(heading, "bold", c) + f" · {count}" + (f" ({new} new)" if new else "") + "\n")
-    if not items:
+    if not items and not quiet:
         hint = "nothing new" if unseen else "no routine wrote an output on this day"
         out.write(f"  {hint}\n")
     elif as_list:
@@ -307,6 +351,8 @@ def render(
             out.write("\n" + color(rule.ljust(72, "─"), _outcome_color(item), c) + "\n")
             # Outputs hold what a model wrote: its escape sequences show, they do not act.
             out.write(visible(read(item.path).rstrip()) + "\n")
+    for q in quiet:  # nothing to report: one line per routine, whatever the count
+        out.write(color(f"· {one_line(q.line())}", "dim", c) + "\n")
     for r in failed:
         when = (r.started_at or "")[11:16]
         line = f"{r.routine} {r.status} (started {when} UTC): {(r.detail or '')[:200]}"

@@ -54,3 +54,46 @@ def test_stale_reload_disable_and_run_through_the_daemon(
         assert "no routine named nope" in dashboard.get(where, cookie=True).body
     finally:
         d.stop()
+
+
+def test_fire_from_the_dashboard_with_an_input(
+    tmp_path: Path, not_root: None, dashboard: Dashboard
+) -> None:
+    fired = (
+        '[routine]\nkind = "command"\nenabled = true\n[trigger]\nfire = true\n'
+        '[command]\nrun = "echo fired"\n'
+    )
+    write_routine("ping", fired)
+    write_routine("plain", command_routine("echo hi", schedule='cron = "0 3 * * *"'))
+    d = DaemonProcess(tmp_path).start()
+    try:
+        page = dashboard.get("/routine/ping", cookie=True).body
+        assert 'action="/routine/ping/fire"' in page.replace(dashboard.base, "")
+        body = urlencode({"csrf": dashboard.csrf, "next": "/", "input": "from the page"})
+        reply = dashboard.request("POST", "/routine/ping/fire", cookie=True, body=body,
+                                  headers={"Origin": dashboard.origin})  # fmt: skip
+        assert reply.status == 303
+        assert unquote_plus(reply.headers["location"]).endswith("note=fired&routine=ping&run=" +
+                                                                 final_run_id("ping"))  # fmt: skip
+        [run] = final("ping")
+        assert (run.trigger, run.status) == ("fire", "ok")
+        assert post(dashboard, "/routine/plain/fire") == "/?problem=not_fireable&routine=plain"
+        # Without the session cookie (or the CSRF field) nothing is fired.
+        reply = dashboard.request("POST", "/routine/ping/fire", cookie=False, body=body,
+                                  headers={"Origin": dashboard.origin})  # fmt: skip
+        assert reply.status in (401, 403)
+        body = urlencode({"next": "/", "input": "x"})
+        reply = dashboard.request("POST", "/routine/ping/fire", cookie=True, body=body,
+                                  headers={"Origin": dashboard.origin})  # fmt: skip
+        assert reply.status == 403
+        assert len(final("ping")) == 1
+    finally:
+        d.stop()
+
+
+def final_run_id(name: str) -> str:
+    deadline = time.monotonic() + 60
+    while not final(name):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    return final(name)[0].run_id or ""

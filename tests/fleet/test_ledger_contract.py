@@ -173,6 +173,16 @@ def test_a_claim_moves_the_cursor_and_keeps_the_rest_of_the_state(led: Contract)
     assert (s.cursor, s.failure_streak, s.enabled_override) == (sid(T0), 2, True)
 
 
+def test_an_event_is_claimed_once_and_never_moves_the_cursor(led: Contract) -> None:
+    assert claim(led, sid(T0))
+    assert claim(led, "after:20261207T060001-up-a1b2c3", run_id="e1")
+    assert not claim(led, "after:20261207T060001-up-a1b2c3", run_id="e2")
+    assert led.state("brief").cursor == sid(T0)  # an event's id is no instant
+    assert [r.slot for r in led.history("brief") if r.run_id == "e1"] == [
+        "after:20261207T060001-up-a1b2c3"
+    ]
+
+
 def test_record_run_writes_a_row_without_a_claim(led: Contract) -> None:
     led.record_run("brief", run_id="manual-1", trigger="manual", status="queued", now=T0)
     assert led.run("manual-1") is not None

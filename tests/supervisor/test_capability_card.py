@@ -139,3 +139,19 @@ def test_a_webhook_output_counts_as_reaching_the_network(kind: str, body: str) -
     assert needs_consent(r)
     # The same routine with its output kept here stays offline: no question.
     assert not needs_consent(routine(kind, body))
+
+
+def test_triggers_watched_paths_and_the_gate_are_on_the_card() -> None:
+    r = routine(
+        "command",
+        '[trigger]\nafter = ["up", "news"]\non = ["done", "needs-attention"]\n'
+        'watch = ["~/notes/*.md"]\nfire = true\n[gate]\nrun = "test -s ~/notes/todo.md"\n'
+        '[command]\nrun = "cat"\nhome = ["~/notes"]\n',
+    )
+    assert card(r)[-4:] == [
+        Line("after", "a run of up or news ending done, needs-attention; its output is this "
+             "run's input"),
+        Line("watches", "~/notes/*.md"),
+        Line("fire", "vinos-routine fire may start it, with an input", caution=True),
+        Line("gate", "test -s ~/notes/todo.md (in its sandbox, before any model call)"),
+    ]  # fmt: skip

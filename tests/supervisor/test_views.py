@@ -362,3 +362,21 @@ def test_cost_renders_the_total_the_top_spenders_and_the_chart_with_today_marked
     empty = cost.render(cost_report("today", []), False, True, date(2026, 12, 9))
     assert "no runs in this period" in empty
     assert "3 days to 03 Dec (total $3.00)" in empty  # a chart that ends before today
+
+
+def test_quiet_runs_fold_into_one_line_per_routine_and_their_outputs_are_not_shown() -> None:
+    quiet_rows = [
+        run_row(routine="inbox", outcome=Outcome.NOTHING_TO_DO, detail="no unread mail",
+                started_at="2026-12-03T09:00:00.000000Z"),
+        run_row(routine="inbox", outcome=Outcome.NOTHING_TO_DO, detail="still none\nmore",
+                started_at="2026-12-03T10:00:00.000000Z"),
+        run_row(routine="news", outcome=Outcome.DONE, started_at="2026-12-03T10:00:00.000000Z"),
+        run_row(routine="old", outcome=Outcome.NOTHING_TO_DO,
+                started_at="2026-12-01T10:00:00.000000Z"),
+    ]  # fmt: skip
+    items = [item("/a.md", outcome=Outcome.NOTHING_TO_DO), item("/b.md", outcome=Outcome.DONE)]
+    kept, quiet = brief.fold_quiet(items, quiet_rows, lambda at: at.startswith("2026-12-03"))
+    assert [i.path for i in kept] == [Path("/b.md")]
+    assert quiet == [brief.Quiet("inbox", 2, "still none", "2026-12-03T10:00:00.000000Z")]
+    text = brief.render(kept, [], "B", unseen=False, as_list=True, c=False, quiet=quiet)
+    assert "· inbox: nothing to do (2 runs; last 10:00 UTC: still none)\n" in text

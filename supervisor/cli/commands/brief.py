@@ -76,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
         days = [today - timedelta(days=n) for n in range(UNSEEN_DAYS)]
     else:
         days = [today]
-    items, failed = brief.gather(p, days)
+    items, failed, quiet = brief.gather(p, days)
     away = brief.elsewhere(p, days)
     waiting = _waiting(p)
     if args.unseen:
@@ -84,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
     heading = brief.heading(days, today)
     note = _pruned(p, days, today)
     if args.json:
-        print_json(brief.json_value(days, items, failed, waiting, note, away))
+        print_json(brief.json_value(days, items, failed, waiting, note, away, quiet))
         return 0
     if note:
         print(note, file=sys.stderr)
@@ -97,7 +97,13 @@ def run(args: argparse.Namespace) -> int:
             _mark(p, items)
         return code
     text = brief.render(
-        items, failed, heading, unseen=args.unseen, as_list=args.list, c=use_color()
+        items,
+        failed,
+        heading,
+        unseen=args.unseen,
+        as_list=args.list,
+        c=use_color(),
+        quiet=[] if args.unseen else quiet,
     )
     print(brief.pending_text(waiting) + text, end="")
     if away:

@@ -33,6 +33,7 @@ __all__ = [
     "on_this_host",
     "reach_text",
     "schedule_text",
+    "trigger_lines",
 ]
 
 
@@ -48,6 +49,8 @@ def schedule_text(routine: Routine) -> str:
     from routines.schedule import ScheduleError, compile_schedule
 
     spec = routine.schedule
+    if not routine.scheduled:
+        return "none: only its [trigger] starts it"
     try:
         compiled = compile_schedule(spec, routine.kind)
     except ScheduleError as exc:
@@ -72,6 +75,8 @@ def next_run_text(routine: Routine, now: datetime) -> str | None:
     from routines.schedule import ScheduleError, compile_schedule
     from supervisor.present import when
 
+    if not routine.scheduled:
+        return None
     try:
         slot = compile_schedule(routine.schedule, routine.kind).next_after(now)
     except ScheduleError:
@@ -134,6 +139,7 @@ def card(routine: Routine, policy: Policy | None = None) -> list[Line]:
     lines.extend(_mcp_lines(routine, policy))
     lines.append(_env_line(policy))
     lines.extend(_action_lines(routine, policy))
+    lines.extend(trigger_lines(routine))
     return lines
 
 
@@ -378,3 +384,22 @@ def _output_line(routine: Routine) -> Line:
     if out.type is OutputType.FILE:
         return Line("output", f"markdown copied to {out.path}{tail}", caution=True)
     return Line("output", f"{out.type.value}, kept in state/{routine.name}/{tail}")
+
+
+def trigger_lines(routine: Routine) -> list[Line]:
+    """What starts it besides the clock, and its gate: the watched paths, what it takes in
+    from another routine's output or a fire call (untrusted input), the gate's command."""
+    out: list[Line] = []
+    t = routine.trigger
+    if t is not None:
+        if t.after:
+            on = ", ".join(o.value for o in t.on)
+            up = " or ".join(t.after)
+            out.append(Line("after", f"a run of {up} ending {on}; its output is this run's input"))
+        if t.watch:
+            out.append(Line("watches", ", ".join(t.watch)))
+        if t.fire:
+            out.append(Line("fire", "vinos-routine fire may start it, with an input", True))
+    if routine.gate is not None:
+        out.append(Line("gate", f"{routine.gate.run} (in its sandbox, before any model call)"))
+    return out

@@ -60,13 +60,16 @@ def run(args: argparse.Namespace) -> int:
                 client.request("reload")
             except DaemonError as exc:
                 print(f"warning: the daemon did not reload: {exc}")
-    if args.on:
+    if args.on and not routine.scheduled:
+        print(f"{routine.name} enabled: started by its [trigger] only")
+    elif args.on:
         sched = compile_schedule(routine.schedule, routine.kind)
         fire = sched.next_fire(routine.name, now)
         msg = f"{routine.name} enabled: {sched.description}"
         if fire:
             msg += f"; next run {when(fire, now)}"
         print(msg)
+    if args.on:
         if getattr(args, "card", True):
             _print_card(routine)
         if not routine.enabled:

@@ -29,7 +29,8 @@ def register(sub: Any) -> None:
         sub,
         "run",
         "run a routine now and stream what it does",
-        "  vinos-routine run day-brief\n  vinos-routine run day-brief --json   # the result only\n",
+        "  vinos-routine run day-brief\n  vinos-routine run day-brief --json   # the result only\n"
+        "  vinos-routine run day-brief --dry-run   # what it would do and cost, not run\n",
     )
     p.add_argument("name", help="routine name")
     p.add_argument("--json", action="store_true", help="print the finished run as JSON")
@@ -37,6 +38,12 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--no-daemon", action="store_true", help="run in this process even if the daemon is up"
     )
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the resolved job and its estimated cost; call no model, run no tool",
+    )
+    p.add_argument("--gate", action="store_true", help="with --dry-run: run the [gate] check")
     p.set_defaults(func=run)
 
 
@@ -97,6 +104,12 @@ def run(args: argparse.Namespace) -> int:
         _, routine = find_routine(args.name, p, fix="")
     except NoSuchRoutine as exc:
         return die(str(exc))
+    if args.dry_run:
+        from supervisor.cli.commands.dryrun import dry_run
+
+        return dry_run(routine, p, as_json=args.json, gate=args.gate)
+    if args.gate:
+        return die("--gate goes with --dry-run (a real run always runs its gate)")
     c = use_color()
 
     def show(ev: Event) -> None:

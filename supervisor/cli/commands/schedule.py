@@ -131,6 +131,8 @@ def _routine_schedule(word: str) -> Any:
         _, routine = find_routine(word, paths())
     except (NoSuchRoutine, InvalidRoutine) as exc:
         return f"{exc} (a cron expression has five fields)"
+    if not routine.scheduled:
+        return f"{word} has no [schedule]: only its [trigger] starts it"
     return routine.schedule
 
 

@@ -98,6 +98,7 @@ def _results(files: list[Path]) -> list[dict[str, Any]]:
                     **card,
                 }
             )
+    _cycles(results, files)
     return results
 
 
@@ -118,6 +119,36 @@ def _print_text(results: list[dict[str, Any]]) -> None:
             print(one_line(error))
         for row in res.get("mcp", ()):
             print(one_line(_server_line(row)))
+
+
+def _cycles(results: list[dict[str, Any]], files: list[Path]) -> None:
+    """Fail each checked file on a cycle of `after` triggers, naming it: over the whole set
+    of routine files, with the files checked standing for those of their names."""
+    from routines.spec.checks import RoutineInvalid
+    from routines.spec.loader import load_file
+    from routines.spec.paths import paths
+    from routines.spec.registry import scan
+    from routines.spec.trigger import cycle_problem, find_cycle
+
+    graph: dict[str, tuple[str, ...]] = {}
+    for entry in scan(paths()).entries.values():
+        try:
+            r = load_file(entry.path)  # the file as it is now, not the registry's last good one
+        except RoutineInvalid:
+            continue
+        graph[r.name] = r.trigger.after if r.trigger else ()
+    for res, path in zip(results, files, strict=True):
+        if not res["ok"] or path.name == "config.toml":
+            continue
+        r = load_file(path)
+        graph[r.name] = r.trigger.after if r.trigger else ()
+    while (cycle := find_cycle(graph)) is not None:
+        for res in results:
+            name = Path(res["file"]).name.removesuffix(".toml")
+            if name in cycle:
+                res["ok"] = False
+                res["errors"].append(f"{res['file']}: [trigger].after: {cycle_problem(cycle)}")
+        graph.pop(cycle[0])
 
 
 def _consent(results: list[dict[str, Any]], quiet: bool) -> bool:

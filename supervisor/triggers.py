@@ -186,7 +186,7 @@ class TriggerBook:
             for r in registry.routines()
             if r.trigger is not None
             and r.name not in skip
-            and is_enabled(states, r.name, r.enabled)
+            and is_enabled(states, r)
         }
         gone = {n: "disabled or removed" for n in self.followers if n not in wanted}
         for name in gone:

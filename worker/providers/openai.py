@@ -43,6 +43,7 @@ import orjson
 from routines.safetext import one_line, redact_url
 from routines.spec.providers import ProviderSettings
 from worker import webclient
+from worker.connector import Refused, provider_trust
 from worker.providers.base import (
     AssistantTurn,
     Conversation,
@@ -145,7 +146,7 @@ class OpenAIProvider:
         # identity: the body's size on the wire is its size in memory, so the byte budget
         # below (`left`) bounds what the SDK buffers; a compressed reply is refused unread.
         http, self._deadline = webclient.deadline_client(
-            clock, headers={"Accept-Encoding": "identity"}
+            provider_trust(settings), clock, headers={"Accept-Encoding": "identity"}
         )
         self._client = openai.OpenAI(
             base_url=settings.base_url,
@@ -256,6 +257,8 @@ class OpenAIProvider:
 
     def _unreachable(self, exc: BaseException, timeout: float) -> NoReturn:
         """No usable answer: why, in the words the user acts on."""
+        if isinstance(exc, Refused):  # the connector's: it says why and the fix itself
+            raise exc
         if isinstance(exc, httpx2.TimeoutException):
             raise ProviderError(f"{self.where} did not answer within {timeout:.0f} s") from None
         why = webclient.why(exc) if isinstance(exc, Exception) else type(exc).__name__

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 import anthropic
+import httpx2
 
 from worker import webclient
 from worker.connector import ANTHROPIC, Refused
@@ -77,12 +78,16 @@ class AnthropicProvider:
         # The HTTP client is webclient's: every connection it opens is decided by the
         # connector (ANTHROPIC_BASE_URL may name a port another local user holds).
         http, _ = webclient.deadline_client(ANTHROPIC)
-        self._client = anthropic.Anthropic(
-            api_key=api_key,
-            max_retries=max_retries,
-            middleware=[_spend_limit_guard],
-            http_client=http,
-        )
+        try:
+            self._client = anthropic.Anthropic(
+                api_key=api_key,
+                max_retries=max_retries,
+                middleware=[_spend_limit_guard],
+                http_client=http,
+            )
+        except httpx2.InvalidURL as exc:  # ANTHROPIC_BASE_URL = "http://0177.0.0.1"
+            http.close()
+            raise ProviderError(f"ANTHROPIC_BASE_URL is not a usable URL: {exc}") from None
         self.max_retries = max_retries
         self.base_url = str(self._client.base_url).rstrip("/")
 

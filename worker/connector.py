@@ -43,7 +43,6 @@ from routines.safetext import redact_url
 from routines.spec.providers import ProviderSettings
 from sandbox.egress import AddressKind, address_kind, is_local
 from sandbox.onlink import Network, read_on_link
-from worker.providers.base import ProviderError
 
 __all__ = [
     "ANTHROPIC",
@@ -68,9 +67,9 @@ OLLAMA_USER = "ollama"  # the system user of Ollama's official Linux install
 CONFIG = "~/.vinos/routines/config.toml"
 
 
-class Refused(ProviderError):
-    """The connection would reach a listener we may not send to; `str()` says why and the fix.
-    A ProviderError, so a provider's run fails with it as it stands."""
+class Refused(Exception):
+    """The connection would reach a listener we may not send to; `str()` says why and the fix
+    (each provider raises it as its ProviderError, as it stands; a webhook as its error)."""
 
 
 class Where(Enum):

@@ -150,7 +150,7 @@ class RunContext:
                 trust = connector.ollama_trust(self.job.ollama_listener_users)
                 # Before any client exists: a port of this machine must be held by a user we
                 # trust (and again as each connection is made, webclient's backend).
-                connector.default().check(url, trust)
+                _checked(url, trust)
                 self._local = OllamaProvider(
                     url, context_tokens=ctx, on_text=self._show_text, trust=trust
                 )
@@ -171,7 +171,7 @@ class RunContext:
             provider = AnthropicProvider(key)
             # ANTHROPIC_BASE_URL may name a port of this machine (tests/worker/
             # test_worker_squatter.py): checked before the first request, as every provider.
-            connector.default().check(provider.base_url, connector.ANTHROPIC)
+            _checked(provider.base_url, connector.ANTHROPIC)
             self._premium = provider
         return self._premium
 
@@ -184,7 +184,7 @@ class RunContext:
         assert settings is not None
         # Before the key is read or a client built: a base_url on this machine must be held
         # by a user we trust (tests/worker/test_worker_squatter.py).
-        connector.default().check(settings.base_url, connector.provider_trust(settings))
+        _checked(settings.base_url, connector.provider_trust(settings))
         key = None
         if settings.key_file:
             key = keys.read_key_file(Path(settings.key_file), self.channel.warn)
@@ -220,3 +220,12 @@ class RunContext:
         self.tool_calls += 1
         if name not in self.tools_used:
             self.tools_used.append(name)
+
+
+def _checked(url: str, trust: connector.Trust) -> None:
+    """The connector's verdict on `url` before a provider is built: ProviderError, saying
+    why and the fix, when a connection there would be refused."""
+    try:
+        connector.default().check(url, trust)
+    except connector.Refused as exc:
+        raise ProviderError(str(exc)) from None

@@ -119,7 +119,7 @@ class AnthropicProvider:
             raise ProviderError(f"Anthropic API spend limit reached (not retried): {exc}") from None
         except anthropic.APIConnectionError as exc:
             if isinstance(exc.__cause__, Refused):  # the connector's: says why and the fix
-                raise exc.__cause__ from None
+                raise ProviderError(str(exc.__cause__)) from None
             raise ProviderError(self._explain(exc, model, timeout)) from None
         except anthropic.APIError as exc:
             raise ProviderError(self._explain(exc, model, timeout)) from None

@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 
 from worker import webclient
-from worker.connector import Trust, ollama_trust
+from worker.connector import Refused, Trust, ollama_trust
 from worker.providers.base import (
     AssistantTurn,
     Conversation,
@@ -122,6 +122,8 @@ class OllamaProvider:
                 on_line=line,
                 trust=self.trust,
             )
+        except Refused as exc:  # the connector's: it says why and the fix itself
+            raise ProviderError(str(exc)) from None
         except webclient.ConnectFailed as exc:
             raise ProviderError(
                 f"cannot reach {where} ({exc}): is Ollama running? Start it with "

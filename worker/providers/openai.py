@@ -258,7 +258,7 @@ class OpenAIProvider:
     def _unreachable(self, exc: BaseException, timeout: float) -> NoReturn:
         """No usable answer: why, in the words the user acts on."""
         if isinstance(exc, Refused):  # the connector's: it says why and the fix itself
-            raise exc
+            raise ProviderError(str(exc)) from None
         if isinstance(exc, httpx2.TimeoutException):
             raise ProviderError(f"{self.where} did not answer within {timeout:.0f} s") from None
         why = webclient.why(exc) if isinstance(exc, Exception) else type(exc).__name__

@@ -112,7 +112,9 @@ def test_the_refusal_says_what_the_name_resolved_to() -> None:
         check("http://ollama-box:1004/api")
     with pytest.raises(Refused, match=r"127\.1 resolves to 127\.0\.0\.1, and port 1004"):
         check("http://127.1:1004")
-    with pytest.raises(Refused, match=r"at http://127\.0\.0\.1:1004/…: 127\.0\.0\.1 is this machine"):
+    with pytest.raises(
+        Refused, match=r"at http://127\.0\.0\.1:1004/…: 127\.0\.0\.1 is this machine"
+    ):
         check("http://127.0.0.1:1004/v1?key=secret")
 
 

@@ -109,8 +109,13 @@ LineSink = Callable[[bytes], None]
 class WebClient:
     """POST JSON with the rules above; one instance keeps its connections alive."""
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        clock: Callable[[], float] = time.monotonic,
+        connector: _connector.Connector | None = None,
+    ) -> None:
         self._clock = clock
+        self._connector = connector
         self._client: httpx2.Client | None = None
         self._backend: DeadlineBackend | None = None
 
@@ -188,6 +193,7 @@ class WebClient:
                 None,
                 self._clock,
                 headers={"User-Agent": USER_AGENT, "Accept": "application/json"},
+                connector=self._connector,
             )
         return self._client, self._backend
 

@@ -232,6 +232,8 @@ class OpenAIProvider:
                     data: Any = orjson.loads(resp.read())  # a server that ignored `stream`
                 else:
                     data = merge_stream(_chunks(resp.parse(to=openai.Stream[object]), lines))
+        except Refused as exc:  # the connector's, raised through the SDK as it stands
+            raise ProviderError(str(exc)) from None
         except openai.APIStatusError as exc:
             retry_after = exc.response.headers.get("retry-after")
             return exc.status_code, _error_body(exc.response), retry_after

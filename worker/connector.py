@@ -92,9 +92,8 @@ class Trust:
 
 
 OLLAMA_SETTING = "ollama_listener_users"  # config.toml's key naming the users trusted to serve it
-ANTHROPIC = Trust(
-    "Anthropic"
-)  # no setting: the person's own Anthropic-compatible server runs as them
+# No setting widens these: a gateway or a webhook relay on this machine runs as the person.
+ANTHROPIC = Trust("Anthropic")
 WEBHOOK = Trust("webhook")
 
 
@@ -186,16 +185,21 @@ def decide(
     me: int,
     on_link: Callable[[], Sequence[Network]],
     mine: Callable[[str], bool],
+    sends: bool = True,
 ) -> tuple[tuple[str, Where], ...]:
     """The addresses `host` resolved to (`resolved`, in order) that a connection may try, each
     with where it is; Refused when any address of this machine among them lands on a socket
     of a user `trust` does not name (a name that resolves to ours and theirs: theirs is
     tried too, by the next connect). The listener table and the routes are read only when
-    asked (`listeners`, `on_link`: most connections are off this machine)."""
+    asked (`listeners`, `on_link`: most connections are off this machine).
+
+    `sends` False: the connection carries nothing of ours in the clear (a proxy that relays
+    a TLS tunnel sees the host name, never the key or the prompt), so its owner is not
+    asked; a system proxy (squid as `proxy`, cntlm) on loopback keeps working."""
     landed = [landing(ipaddress.ip_address(a.split("%", 1)[0])) for a in resolved]
     kinds = [_where(a, on_link() if not a.is_loopback else (), mine) for a in landed]
     local = tuple(a for a, k in zip(landed, kinds, strict=True) if k is Where.MACHINE)
-    if local:
+    if local and sends:
         found = owners(listeners(), Owners(local, port))
         bad = untrusted(found, me, {OLLAMA_USER, *trust.users}, name_of)
         if bad:
@@ -211,6 +215,9 @@ def resolve(host: str, port: int) -> list[str]:
 
 
 def _mine(address: str) -> bool:
+    """Whether `address` is one of this machine's (it binds here: the egress proxy's test).
+    Where the kernel lets any address be bound (ip_nonlocal_bind), every address counts as
+    this machine's, and its listeners are checked for each: stricter, never looser."""
     family = socket.AF_INET6 if ":" in address else socket.AF_INET
     return is_local(address, family)
 
@@ -243,9 +250,12 @@ class Connector:
             self._routes = self._read_routes()
         return self._routes
 
-    def addresses(self, url: str, host: str, port: int, trust: Trust) -> tuple[str, ...]:
+    def addresses(
+        self, url: str, host: str, port: int, trust: Trust, *, sends: bool = True
+    ) -> tuple[str, ...]:
         """Where a connection to `host`:`port` (on behalf of `url`) may go, in order: one
-        resolution, decided. Refused, or OSError when the name does not resolve."""
+        resolution, decided (`sends`: as `decide`). Refused, or OSError when the name does
+        not resolve."""
         resolved = self._resolver(host.strip("[]"), port)
         decided = decide(
             url,
@@ -258,6 +268,7 @@ class Connector:
             me=self._me,
             on_link=self._on_link,
             mine=self._mine,
+            sends=sends,
         )
         return tuple(a for a, _ in decided)
 
@@ -283,7 +294,7 @@ class Connector:
             return
         for text in resolved:
             address = landing(ipaddress.ip_address(text.split("%", 1)[0]))
-            if address.is_loopback or self._mine(str(address)):
+            if _where(address, (), self._mine) is Where.MACHINE:
                 raise Refused(
                     f"{trust.what} at {redact_url(url)}: {host} resolves to {text}, this "
                     f"machine, but the request would go through the proxy at {proxy_host}:"

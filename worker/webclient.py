@@ -341,12 +341,19 @@ class DeadlineBackend:
         if self.trust is None:
             raise Refused(f"no connection to {host}:{port}: nobody said whom it may reach")
         url = self.url or f"//{host}:{port}"
+        proxied = self.target is not None and self.target != (host, port)
         try:
-            addresses = self.connector.addresses(url, host, port, self.trust)
-            if self.target is not None and self.target != (host, port):
+            if proxied and self.target is not None:
                 # Through a proxy: the proxy connects on to the URL's host, where no check
                 # of ours reaches; a host of this machine must not go that way.
                 self.connector.not_proxied(url, *self.target, host, port, self.trust)
+            # A TLS tunnel through a proxy carries nothing of ours the proxy can read.
+            tunnel = proxied and url.startswith("https:")
+            addresses = self.connector.addresses(url, host, port, self.trust, sends=not tunnel)
+        except Refused as exc:
+            if not proxied:
+                raise
+            raise Refused(f"{exc}. That port is the proxy HTTP(S)_PROXY names") from None
         except (OSError, UnicodeError) as exc:  # does not resolve (IDNA refuses `a..b`)
             why = getattr(exc, "strerror", None) or exc
             raise httpcore2.ConnectError(f"cannot resolve {host}: {why}") from None

@@ -86,3 +86,47 @@ def test_a_client_with_no_trust_connects_nowhere(ollama: FakeOllama) -> None:
         http.post(ollama.url + "/api/chat", json={})
     http.close()
     assert ollama.requests == []
+
+
+def test_a_proxy_on_another_users_port_gets_no_plain_request(
+    squat: Squat, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # HTTP_PROXY at a loopback port the second user holds: a plain-HTTP request would go to
+    # it whole (a webhook's body and token). The proxy's owner is checked like any server's.
+    for name in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{squat.port}")
+    web = webclient.WebClient()
+    with pytest.raises(connector.Refused) as caught:
+        web.post_json(
+            "http://192.0.2.1/hook/T0KEN", {"k": KEY}, timeout=10, trust=connector.WEBHOOK
+        )
+    web.close()
+    message = str(caught.value)
+    assert message.startswith("webhook at http://192.0.2.1/…: 127.0.0.1 is this machine")
+    assert message.endswith("That port is the proxy HTTP(S)_PROXY names")
+    assert squat.received() == []
+
+
+def test_a_tls_tunnel_through_a_proxy_is_not_refused_and_carries_nothing_readable(
+    squat: Squat, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # HTTPS through a proxy: the proxy sees `CONNECT host:443`, then TLS it cannot read, so
+    # a system proxy on loopback (squid as `proxy`, cntlm) is not refused; the second user
+    # standing in for it learns the host name and nothing else (it never answers: timeout).
+    for name in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTPS_PROXY", f"http://127.0.0.1:{squat.port}")
+    web = webclient.WebClient()
+    with pytest.raises(webclient.HttpError):
+        web.post_json(
+            "https://api.example.com/v1/x",
+            {"k": KEY},
+            timeout=3,
+            headers={"Authorization": f"Bearer {KEY}"},
+            trust=connector.ANTHROPIC,
+        )
+    web.close()
+    received = squat.received()
+    assert len(received) == 1 and received[0].startswith("CONNECT api.example.com:443 ")
+    assert KEY not in received[0]

@@ -14,6 +14,7 @@ What each request gets, and why:
 - proxies from the environment (HTTP(S)_PROXY, ALL_PROXY, NO_PROXY, as curl reads them),
   except for loopback hosts, which are always reached directly (a local Ollama behind a
   corporate proxy would otherwise be unreachable: Go's net/http makes the same exception);
+  another name for this machine is refused rather than proxied (the connector);
 - redirects: `Redirects.NONE` returns a 3xx as the response (webhooks: the payload goes to
   the URL the user wrote, nowhere else); `Redirects.SAME_HOST` follows up to
   MAX_REDIRECTS to the same host and refuses another (Ollama);

@@ -9,7 +9,7 @@ inode, and `/proc/PID/fd` of the dashboard (its pid from the state file it write
 runtime dir, 0700) says whether it holds that very socket.
 
 The table's parsing and which sockets a connection could reach are routines/listeners.py's,
-shared with the worker's check of a model server on loopback (worker/loopback.py). The
+shared with the worker's check of a model server on loopback (worker/connector.py). The
 decisions (`parse_table`, `decide`) are pure and unit-tested on table text; the chain
 with a real second user's listener is tests/dashboard/test_dashboard_squatter.py.
 """

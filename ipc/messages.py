@@ -108,7 +108,7 @@ class Job(_Message, frozen=True, tag="job"):
     memory_path: str | None  # the memory file this run appends to, None for session
     ollama_url: str
     # config.toml's ollama_listener_users: who besides us, root and `ollama` may own a
-    # loopback ollama_url's socket (worker/loopback.py).
+    # loopback ollama_url's socket (worker/connector.py).
     ollama_listener_users: list[str] = []
     pricing: dict[str, list[float]] = {}  # model → [$in, $out] per MTok
     sandbox: dict[str, Any] = {}  # config.toml [sandbox]: masks, limits

@@ -1,6 +1,6 @@
 """Who listens on a port of this machine, from the kernel's socket tables: what the dashboard
-(dashboard/listener.py) and the worker (worker/loopback.py) read before they send anything
-to a loopback address another local user may have bound first.
+(dashboard/listener.py) and the worker's connector (worker/connector.py) read before they
+send anything to a loopback address another local user may have bound first.
 
 The kernel lists every listening socket with its address, port, owner uid and inode: over
 netlink (sock_diag, asked for listeners only: about 0.1 ms) or, where that is refused, in
@@ -17,7 +17,6 @@ import ipaddress
 import socket
 import struct
 import sys
-import urllib.parse
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +26,6 @@ __all__ = [
     "IPAddress",
     "Listener",
     "Owners",
-    "loopback_target",
     "owners",
     "parse_diag",
     "parse_table",
@@ -177,43 +175,11 @@ def reachable(
 
 @dataclass(frozen=True, slots=True)
 class Owners:
-    """Where a URL connects on this machine: the addresses it may reach, and the port."""
+    """Where a connection lands on this machine: the addresses it may reach, and the port
+    (worker/connector.py finds them from the addresses a name resolved to)."""
 
     targets: tuple[IPAddress, ...]
     port: int
-
-
-_V4_LOOPBACK = ipaddress.IPv4Address("127.0.0.1")
-_V6_LOOPBACK = ipaddress.IPv6Address("::1")
-
-
-def loopback_target(url: str) -> Owners | None:
-    """The loopback addresses and port `url` connects to (pure), or None when it goes
-    elsewhere (the network decides who answers there) or does not parse (the request will
-    fail on its own). `localhost` may resolve to either loopback address, so both count;
-    0.0.0.0 and :: are connected to as 127.0.0.1 and ::1 by Linux (OLLAMA_HOST=0.0.0.0 is a
-    common setting)."""
-    try:
-        parts = urllib.parse.urlsplit(url)
-        host = (parts.hostname or "").rstrip(".")
-        port = parts.port or {"http": 80, "https": 443}.get(parts.scheme)
-    except ValueError:
-        return None
-    if port is None:
-        return None
-    if host == "localhost":
-        return Owners((_V4_LOOPBACK, _V6_LOOPBACK), port)
-    try:
-        address = ipaddress.ip_address(host)
-    except ValueError:
-        return None
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped
-    if address == _ANY4:
-        address = _V4_LOOPBACK
-    elif address == _ANY6:
-        address = _V6_LOOPBACK
-    return Owners((address,), port) if address.is_loopback else None
 
 
 def owners(listeners: Iterable[Listener], where: Owners) -> tuple[int, ...]:

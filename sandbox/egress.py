@@ -7,7 +7,9 @@ call. It speaks HTTP proxy: `CONNECT host:port` (HTTPS) and absolute-form reques
 
 What it lets through (`decide`):
 - `network = true` (`hosts` None): any host on the internet, ports 80 and 443 only. An address
-  on the LAN (RFC 1918, CGNAT 100.64/10, ULA fc00::/7) is refused unless [sandbox].lan = true.
+  on the LAN (RFC 1918, CGNAT 100.64/10, ULA fc00::/7, or inside one of the host's on-link
+  prefixes, sandbox/onlink.py: an IPv6 LAN's global addresses) is refused unless
+  [sandbox].lan = true.
 - A host list: exactly its names (no subdomains, no IP literals), on ports 80 and 443, or on
   the one port an entry `host:port` names. A named host may resolve to a LAN address: naming
   it is the opt-in. A plain request's Host header must name its target (one request per
@@ -60,6 +62,7 @@ DEFAULT_PORTS = (80, 443)  # what a bare host name, and network = true, may reac
 _CONNECT_TIMEOUT_SEC = 10.0
 
 Resolver = Callable[[str, int], Sequence[str]]
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 
 class Target(NamedTuple):
@@ -336,10 +339,10 @@ _V6_TAIL_V4 = _nets("::/96", "::ffff:0:0:0/96", "64:ff9b::/96")
 _NAT64_LOCAL = ipaddress.ip_network("64:ff9b:1::/48")
 
 
-def _v4_kind(ip: ipaddress.IPv4Address) -> AddressKind:
+def _v4_kind(ip: ipaddress.IPv4Address, on_link: Sequence[Network] = ()) -> AddressKind:
     if any(ip in net for net in _V4_LOCAL):
         return AddressKind.LOCAL
-    if any(ip in net for net in _V4_LAN):
+    if any(ip in net for net in _V4_LAN) or any(ip in net for net in on_link):
         return AddressKind.LAN
     return AddressKind.PUBLIC
 
@@ -362,28 +365,39 @@ def _embedded_v4(ip: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
     return found
 
 
-def address_kind(address: str) -> AddressKind:
-    """Where `address` (an IP literal, maybe with a %zone) is; the most local reading wins."""
+def address_kind(address: str, on_link: Sequence[Network] = ()) -> AddressKind:
+    """Where `address` (an IP literal, maybe with a %zone) is; the most local reading wins.
+
+    `on_link`: the host's on-link prefixes (sandbox/onlink.py). An address inside one is on
+    the LAN whatever its range: an IPv6 LAN's devices have global addresses.
+    """
     ip = ipaddress.ip_address(address.split("%", maxsplit=1)[0])
     if isinstance(ip, ipaddress.IPv4Address):
-        return _v4_kind(ip)
-    kinds = [_v4_kind(v) for v in _embedded_v4(ip)]
+        return _v4_kind(ip, on_link)
+    kinds = [_v4_kind(v, on_link) for v in _embedded_v4(ip)]
     if ip.is_loopback or ip.is_link_local or ip.is_multicast or ip.is_unspecified:
         kinds.append(AddressKind.LOCAL)
-    elif ip in _NAT64_LOCAL or any(ip in net for net in _V6_LAN):
+    elif (
+        ip in _NAT64_LOCAL
+        or any(ip in net for net in _V6_LAN)
+        or any(ip in net for net in on_link if net.version == 6)
+    ):
         kinds.append(AddressKind.LAN)
     return max(kinds, key=lambda k: k.value, default=AddressKind.PUBLIC)
 
 
-def address_allowed(address: str, lan: bool = False) -> bool:
+def address_allowed(address: str, lan: bool = False, on_link: Sequence[Network] = ()) -> bool:
     """Whether the proxy may connect to `address`: an internet address, or with `lan` (a
     named host, or [sandbox].lan = true) a LAN one; never a local one."""
-    kind = address_kind(address)
+    kind = address_kind(address, on_link)
     return kind is AddressKind.PUBLIC or (lan and kind is AddressKind.LAN)
 
 
-def decide(target: Target, policy: EgressPolicy, resolve: Resolver) -> tuple[str, ...] | Refusal:
-    """The addresses the proxy may try for `target`, in order, or why it refuses.
+def decide(
+    target: Target, policy: EgressPolicy, resolve: Resolver, on_link: Sequence[Network] = ()
+) -> tuple[str, ...] | Refusal:
+    """The addresses the proxy may try for `target`, in order, or why it refuses. `on_link`:
+    the host's on-link prefixes (sandbox/onlink.py), LAN whatever their range.
 
     Invariant: the proxy connects only to addresses this returned (no second lookup).
     tests/sandbox/test_egress_internet.py holds it against a namespace with LAN hosts.
@@ -397,10 +411,10 @@ def decide(target: Target, policy: EgressPolicy, resolve: Resolver) -> tuple[str
         return Refusal(502, f"cannot resolve {target.host}")
     # A host the list names may be on the LAN: naming it is the opt-in.
     lan = policy.lan or policy.hosts is not None
-    allowed = tuple(a for a in addresses if address_allowed(a, lan))
+    allowed = tuple(a for a in addresses if address_allowed(a, lan, on_link))
     if allowed:
         return allowed
-    lan_seen = [a for a in addresses if address_kind(a) is AddressKind.LAN]
+    lan_seen = [a for a in addresses if address_kind(a, on_link) is AddressKind.LAN]
     if lan_seen:
         return Refusal(
             403,

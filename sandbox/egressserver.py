@@ -33,6 +33,7 @@ from sandbox.egress import (
     parse_head,
     policy_from_argv,
 )
+from sandbox.onlink import Network, read_on_link
 from sandbox.tlshello import MAX_HELLO, HelloState, parse_client_hello
 
 __all__ = ["MAX_CONNECTIONS", "ProxyServer", "main", "sni_refusal"]
@@ -80,8 +81,11 @@ class ProxyServer:
         listener: socket.socket,
         dialer: Dialer | None = None,
         log: Log = stderr_log,
+        on_link: tuple[Network, ...] | None = None,
     ) -> None:
         self.policy = policy
+        # The host's on-link prefixes, read once per shell call: a device on one is LAN.
+        self.on_link = read_on_link() if on_link is None else on_link
         self._listener = listener
         self._dialer = dialer if dialer is not None else HostDialer()
         self._log = log
@@ -133,7 +137,7 @@ class ProxyServer:
             target = parse_head(head, rest) if head is not None else Refusal(400, "no request")
             if isinstance(target, Refusal):
                 return self._refuse(conn, target)
-            plan = decide(target, self.policy, self._dialer.resolve)
+            plan = decide(target, self.policy, self._dialer.resolve, self.on_link)
             if isinstance(plan, Refusal):
                 return self._refuse(conn, plan)
             first = target.first

@@ -1,7 +1,7 @@
-"""Who may be sent to on a loopback port, decided on /proc/net/tcp(6) text (no /proc read, no
-user database: `name_of` is a table here). The chain with a real second user's listener is
-tests/worker/test_worker_squatter.py; the dashboard's own decision on the same parser is
-tests/dashboard/test_dashboard_squatter.py."""
+"""Who listens on a port of this machine, read from /proc/net/tcp(6) text and sock_diag bytes.
+The worker's connector decides on these tables (tests/test_connector.py; the chain with a
+real second user's listener is tests/worker/test_worker_squatter.py); the dashboard's own
+decision on the same parser is tests/dashboard/test_dashboard_squatter.py."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ from routines.listeners import (
     DiagError,
     Listener,
     Owners,
-    loopback_target,
     owners,
     parse_diag,
     parse_table,
@@ -22,8 +21,6 @@ from routines.listeners import (
     untrusted,
 )
 from tests.dashboard.squatkit import HEADER, row
-from worker.loopback import prove
-from worker.providers.base import ProviderError
 
 ME, OLLAMA, FRIEND, OTHER = 1000, 968, 1001, 1002
 NAMES = {0: "root", ME: "me", OLLAMA: "ollama", FRIEND: "friend", OTHER: "mallory"}
@@ -49,101 +46,6 @@ TCP6 = "\n".join(
     ]
 )
 TABLE = parse_table(TCP) + parse_table(TCP6)
-
-
-def check(url: str, trusted: tuple[str, ...] = ()) -> None:
-    prove(
-        url,
-        trusted,
-        "Ollama",
-        "ollama_listener_users",
-        table=lambda: TABLE,
-        name_of=NAMES.get,
-        me=ME,
-    )
-
-
-@pytest.mark.parametrize(
-    "url",
-    [
-        "http://127.0.0.1:1000",  # ours
-        "http://127.0.0.1:1001/v1",  # root's
-        "http://127.0.0.1:11434",  # ollama's, trusted by name
-        "http://127.0.0.1:2000",  # nobody listens: the request fails on its own
-        "http://127.0.0.1:1005",  # only a connection there
-        "http://127.0.0.1:1009",  # ::1 is not 127.0.0.1
-        "http://192.0.2.7:1004",  # off this machine: the network decides
-        "https://api.example.com/v1",
-    ],
-)
-def test_ours_root_ollama_and_elsewhere_may_be_sent_to(url: str) -> None:
-    check(url)
-
-
-@pytest.mark.parametrize(
-    "url",
-    [
-        "http://127.0.0.1:1004",
-        "http://127.0.0.1:1006",  # bound to 0.0.0.0
-        "http://127.0.0.1:1008",  # bound to ::
-        "http://[::1]:1009",
-        "http://localhost:1000",  # ours on 127.0.0.1, theirs on ::1: localhost may be either
-        "http://LOCALHOST.:1004",
-        "http://0.0.0.0:1004",  # Linux connects 0.0.0.0 to 127.0.0.1
-        "http://[::ffff:127.0.0.1]:1004",
-        "http://127.0.0.2:1007",
-    ],
-)
-def test_anyone_else_is_refused_naming_port_and_user(url: str) -> None:
-    with pytest.raises(ProviderError) as caught:
-        check(url)
-    message = str(caught.value)
-    port = loopback_target(url)
-    assert port is not None
-    assert f"port {port.port} of this machine" in message
-    assert f"uid {OTHER}, user mallory" in message
-    assert 'add "mallory" to ollama_listener_users' in message
-
-
-def test_a_user_named_in_config_is_trusted_and_no_one_else() -> None:
-    with pytest.raises(ProviderError, match="user friend"):
-        check("http://127.0.0.1:1003")
-    check("http://127.0.0.1:1003", trusted=("friend",))
-    with pytest.raises(ProviderError, match="user mallory"):
-        check("http://127.0.0.1:1004", trusted=("friend",))
-
-
-def test_a_uid_without_a_name_is_never_trusted() -> None:
-    assert untrusted([0, ME, 4242], ME, {"ollama"}, NAMES.get) == (4242,)
-    with pytest.raises(ProviderError, match="uid 1002, no user name"):
-        prove(
-            "http://127.0.0.1:1004",
-            ("mallory",),
-            "x",
-            "s",
-            table=lambda: TABLE,
-            name_of=lambda _: None,
-            me=ME,
-        )
-
-
-def test_the_table_is_read_only_for_a_loopback_url() -> None:
-    def no_read() -> list[Listener]:
-        raise AssertionError("read /proc for a URL off this machine")
-
-    prove("https://api.example.com/v1", (), "x", "s", table=no_read)
-
-
-def test_loopback_target_reads_where_a_url_connects() -> None:
-    v4, v6 = ipaddress.ip_address("127.0.0.1"), ipaddress.ip_address("::1")
-    assert loopback_target("http://127.0.0.1:11434") == Owners((v4,), 11434)
-    assert loopback_target("http://localhost/v1") == Owners((v4, v6), 80)
-    assert loopback_target("https://[::1]/v1") == Owners((v6,), 443)
-    assert loopback_target("http://[::]:8080") == Owners((v6,), 8080)
-    assert loopback_target("http://127.9.9.9:1") == Owners((ipaddress.ip_address("127.9.9.9"),), 1)
-    assert loopback_target("http://10.0.0.1:11434") is None
-    assert loopback_target("http://127.0.0.1:99999") is None  # does not parse: fails on its own
-    assert loopback_target("ftp://127.0.0.1/") is None
 
 
 def test_owners_counts_every_socket_a_connection_could_reach() -> None:
@@ -210,3 +112,9 @@ def test_sock_diag_and_proc_agree_on_the_kernels_own_listeners() -> None:
         fast = [x for x in read_listeners() if x.port == port]
         slow = [x for x in read_tables() if x.port == port]
     assert fast == slow == [Listener(ipaddress.IPv4Address("127.0.0.1"), port, os.getuid(), inode)]
+
+
+def test_ours_roots_and_named_users_are_trusted_and_a_nameless_uid_never() -> None:
+    assert untrusted([0, ME, OLLAMA, FRIEND, OTHER], ME, {"ollama"}, NAMES.get) == (FRIEND, OTHER)
+    assert untrusted([FRIEND, OTHER], ME, {"friend"}, NAMES.get) == (OTHER,)
+    assert untrusted([4242], ME, {"ollama"}, NAMES.get) == (4242,)

@@ -468,7 +468,7 @@ def test_status_names_a_local_provider_that_does_not_answer(
 
 
 def test_listener_users_reach_the_job_and_garbage_is_refused(cfg: Path, vinos_env: Path) -> None:
-    # Who besides us, root and `ollama` may serve a loopback model URL (worker/loopback.py):
+    # Who besides us, root and `ollama` may serve a loopback model URL (worker/connector.py):
     # named in config.toml, carried by the job to the worker that checks it.
     cfg.write_text(
         'ollama_listener_users = ["ai"]\n'

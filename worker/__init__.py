@@ -6,5 +6,6 @@ router      the auto-router's triggers (pure)          budget    budget verdicts
 memory      session/persistent/shared memory           tools     whitelist + sandbox calls
 output      output file and webhook                    commandroutine  command routines
 shellpolicy a routine's sandbox ShellPolicy            sandboxcli  `vinos-routine sandbox`'s exec
-providers/  Anthropic (SDK, lazily) and Ollama         webclient httpx2 for Ollama and webhooks
+providers/  Anthropic (SDK, lazily) and Ollama         webclient every HTTP client (httpx2)
+connector   where any connection may go: resolved, classed, a local listener's owner checked
 """

@@ -20,7 +20,7 @@ from routines import pricing
 from routines.spec import Routine
 from routines.spec import paths as paths_mod
 from routines.spec.providers import RoutePlan, Target, from_job, plan_route
-from worker import keys, loopback
+from worker import connector, keys
 from worker.budget import PremiumAllowance, Spent
 from worker.channel import Channel
 from worker.providers.base import Provider, ProviderError
@@ -30,9 +30,7 @@ if TYPE_CHECKING:
 
     from worker.mcptools import McpTools
 
-__all__ = ["OLLAMA_SETTING", "Deadline", "RunContext", "ollama_url"]
-
-OLLAMA_SETTING = "ollama_listener_users"  # config.toml's key naming the users trusted to serve it
+__all__ = ["Deadline", "RunContext", "ollama_url"]
 
 
 def ollama_url(from_job: str) -> str:
@@ -160,9 +158,13 @@ class RunContext:
 
                 ctx = self.routine.agent.local_context_tokens if self.routine.agent else 4096
                 url = ollama_url(self.job.ollama_url)
-                # Before any client exists: a loopback port must be held by a user we trust.
-                loopback.prove(url, self.job.ollama_listener_users, "Ollama", OLLAMA_SETTING)
-                self._local = OllamaProvider(url, context_tokens=ctx, on_text=self._show_text)
+                trust = connector.ollama_trust(self.job.ollama_listener_users)
+                # Before any client exists: a port of this machine must be held by a user we
+                # trust (and again as each connection is made, webclient's backend).
+                _checked(url, trust)
+                self._local = OllamaProvider(
+                    url, context_tokens=ctx, on_text=self._show_text, trust=trust
+                )
         return self._local
 
     def premium(self) -> Provider:
@@ -177,7 +179,11 @@ class RunContext:
                 raise ProviderError(keys.MISSING_KEY)
             from worker.providers.anthropic import AnthropicProvider
 
-            self._premium = AnthropicProvider(key)
+            provider = AnthropicProvider(key)
+            # ANTHROPIC_BASE_URL may name a port of this machine (tests/worker/
+            # test_worker_squatter.py): checked before the first request, as every provider.
+            _checked(provider.base_url, connector.ANTHROPIC)
+            self._premium = provider
         return self._premium
 
     def _declared(self, target: Target) -> Provider:
@@ -187,11 +193,9 @@ class RunContext:
 
         settings = target.settings
         assert settings is not None
-        # Before the key is read or a client built: a loopback base_url's port must be held
+        # Before the key is read or a client built: a base_url on this machine must be held
         # by a user we trust (tests/worker/test_worker_squatter.py).
-        setting = f"[providers.{settings.name}].listener_users"
-        what = f'provider "{settings.name}"'
-        loopback.prove(settings.base_url, settings.listener_users, what, setting)
+        _checked(settings.base_url, connector.provider_trust(settings))
         key = None
         if settings.key_file:
             key = keys.read_key_file(Path(settings.key_file), self.channel.warn)
@@ -227,3 +231,12 @@ class RunContext:
         self.tool_calls += 1
         if name not in self.tools_used:
             self.tools_used.append(name)
+
+
+def _checked(url: str, trust: connector.Trust) -> None:
+    """The connector's verdict on `url` before a provider is built: ProviderError, saying
+    why and the fix, when a connection there would be refused."""
+    try:
+        connector.default().check(url, trust)
+    except connector.Refused as exc:
+        raise ProviderError(str(exc)) from None

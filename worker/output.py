@@ -114,16 +114,25 @@ def write_output(state_dir: Path, scratch_dir: Path, name: str, text: str) -> Pa
 def post_webhook(url: str, payload: dict[str, Any], timeout: float = WEBHOOK_TIMEOUT) -> str | None:
     """POST the output as JSON, once (never retried, no redirects followed); the error
     message, or None on 2xx."""
-    from worker import webclient
+    from worker import connector, webclient
 
     # The URL is a credential (Slack, Discord and ntfy carry the token in it): only its
     # scheme and host reach an error, the ledger, a log line or the CLI.
     shown = redact_url(url)
     try:
         # The payload goes to the URL the user wrote and nowhere else: a 3xx is an answer.
+        # A port of this machine must be held by us or root (the connector decides, as the
+        # connection is made: tests/worker/test_worker_squatter.py's webhook chain).
         resp = webclient.shared().post_json(
-            url, payload, timeout=timeout, redirects=webclient.Redirects.NONE, max_body=1 << 20
+            url,
+            payload,
+            timeout=timeout,
+            redirects=webclient.Redirects.NONE,
+            max_body=1 << 20,
+            trust=connector.WEBHOOK,
         )
+    except connector.Refused as exc:
+        return str(exc)
     except webclient.TimedOut:
         return f"webhook {shown} did not answer within {timeout:.0f} s"
     except webclient.HttpError as exc:

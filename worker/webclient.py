@@ -1,5 +1,8 @@
 """The worker's HTTP, for Ollama and webhooks: httpx2 (the anthropic and openai SDKs' own HTTP
-stack), and the httpx2 client the OpenAI-compatible route hands the `openai` SDK.
+stack), and the httpx2 clients the Anthropic and OpenAI-compatible routes hand their SDKs.
+Every client the worker has is built here (`deadline_client`), and every connection any of
+them opens is decided by the connector (worker/connector.py) inside the network backend, as
+it is made, and goes to the addresses it decided on (tests/test_outbound.py: nothing else).
 
 One client per worker process, so per run (`shared()`): the tool loop's calls to Ollama reuse
 one kept-alive connection. httpx2 is imported on the first request, never by the daemon.
@@ -11,6 +14,7 @@ What each request gets, and why:
 - proxies from the environment (HTTP(S)_PROXY, ALL_PROXY, NO_PROXY, as curl reads them),
   except for loopback hosts, which are always reached directly (a local Ollama behind a
   corporate proxy would otherwise be unreachable: Go's net/http makes the same exception);
+  another name for this machine is refused rather than proxied (the connector);
 - redirects: `Redirects.NONE` returns a 3xx as the response (webhooks: the payload goes to
   the URL the user wrote, nowhere else); `Redirects.SAME_HOST` follows up to
   MAX_REDIRECTS to the same host and refuses another (Ollama);
@@ -29,6 +33,9 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from worker import connector as _connector
+from worker.connector import Refused, Trust
+
 if TYPE_CHECKING:
     import httpx2
 
@@ -41,6 +48,7 @@ __all__ = [
     "DeadlineBackend",
     "HttpError",
     "Redirects",
+    "Refused",
     "Response",
     "TimedOut",
     "WebClient",
@@ -54,6 +62,7 @@ MAX_REDIRECTS = 3
 USER_AGENT = "vinos-routine (worker)"
 # Loopback is never proxied (see the module docstring).
 _DIRECT = ("all://127.0.0.1", "all://localhost", "all://[::1]")
+_PORTS = {"http": 80, "https": 443}
 
 
 class HttpError(Exception):
@@ -101,8 +110,13 @@ LineSink = Callable[[bytes], None]
 class WebClient:
     """POST JSON with the rules above; one instance keeps its connections alive."""
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        clock: Callable[[], float] = time.monotonic,
+        connector: _connector.Connector | None = None,
+    ) -> None:
         self._clock = clock
+        self._connector = connector
         self._client: httpx2.Client | None = None
         self._backend: DeadlineBackend | None = None
 
@@ -117,16 +131,19 @@ class WebClient:
         on_line: LineSink | None = None,
         max_body: int = MAX_BODY,
         headers: dict[str, str] | None = None,
+        trust: Trust,
     ) -> Response:
         """POST `payload` to `url`; the whole answer must arrive within `timeout` seconds.
 
         With `on_line`, a 2xx body is handed over line by line as it arrives (NDJSON) and
         not kept; any other status keeps its body for the error message. `headers` are added
-        to the request (an Authorization header: never logged, never in an error).
+        to the request (an Authorization header: never logged, never in an error). `trust`:
+        who may listen where a connection lands on this machine (Refused if anyone else).
         """
         import httpx2
 
         client, backend = self._open()
+        backend.trust = trust
         deadline = backend.deadline = self._clock() + timeout
         try:
             request = client.build_request(
@@ -164,6 +181,7 @@ class WebClient:
             raise Broken(why(exc)) from None
         finally:
             backend.deadline = None
+            backend.trust = None
 
     def close(self) -> None:
         if self._client is not None:
@@ -173,26 +191,44 @@ class WebClient:
     def _open(self) -> tuple[httpx2.Client, DeadlineBackend]:
         if self._client is None or self._backend is None:
             self._client, self._backend = deadline_client(
-                self._clock, headers={"User-Agent": USER_AGENT, "Accept": "application/json"}
+                None,
+                self._clock,
+                headers={"User-Agent": USER_AGENT, "Accept": "application/json"},
+                connector=self._connector,
             )
         return self._client, self._backend
 
 
 def deadline_client(
-    clock: Callable[[], float] = time.monotonic, *, headers: dict[str, str] | None = None
+    trust: Trust | None,
+    clock: Callable[[], float] = time.monotonic,
+    *,
+    headers: dict[str, str] | None = None,
+    connector: _connector.Connector | None = None,
 ) -> tuple[httpx2.Client, DeadlineBackend]:
     """An httpx2 client with the rules above (no redirects followed, loopback never proxied)
-    whose every socket operation is clamped by the returned backend's `deadline` while it is
-    set. WebClient's own, and the one the OpenAI-compatible route hands the `openai` SDK."""
+    whose every connection the connector decides (for `trust`; None: set on the backend per
+    request, as WebClient does, and no connection without it) and whose every socket
+    operation is clamped by the returned backend's `deadline` while it is set. WebClient's
+    own, and the ones the Anthropic and OpenAI-compatible routes hand their SDKs."""
     import httpx2
+
+    backend = DeadlineBackend(clock, connector or _connector.default())
+    backend.trust = trust
+
+    def note(request: httpx2.Request) -> None:
+        # The request's URL, for the connector's refusal and its proxy check: httpcore's
+        # connect_tcp sees only a host and a port.
+        backend.url = str(request.url)
+        backend.target = (request.url.host, request.url.port or _PORTS.get(request.url.scheme))
 
     client = httpx2.Client(
         headers=headers,
         follow_redirects=False,
         trust_env=True,
         mounts=dict.fromkeys(_DIRECT),
+        event_hooks={"request": [note]},
     )
-    backend = DeadlineBackend(clock)
     # httpx2 has no hook for the network backend of the pools it builds (the direct one
     # and one per proxy from the environment): each is given ours. Pinned by
     # tests/worker/test_webclient.py's drip and proxy tests, which fail if this breaks.
@@ -254,8 +290,14 @@ class DeadlineBackend:
     """httpcore2's network backend with every blocking call clamped to `deadline` (a clock
     reading; None: unclamped), which the caller sets before a request and clears after."""
 
-    def __init__(self, clock: Callable[[], float]) -> None:
+    def __init__(self, clock: Callable[[], float], connector: _connector.Connector) -> None:
         self.clock = clock
+        self.connector = connector
+        # Who may listen where a connection lands on this machine (None: no connection), and
+        # the request being sent (set by the client's request hook).
+        self.trust: Trust | None = None
+        self.url: str | None = None
+        self.target: tuple[str, int | None] | None = None
         self.deadline: float | None = None
         # Bytes the request may still read off the wire (None: uncounted), set beside
         # `deadline`: a caller that cannot cap what a library buffers (the openai SDK reads
@@ -293,18 +335,47 @@ class DeadlineBackend:
         local_address: str | None = None,
         socket_options: Iterable[Any] | None = None,
     ) -> _DeadlineStream:
-        stream = self.inner.connect_tcp(
-            host, port, self.clamp(timeout, "Connect"), local_address, socket_options
-        )
-        return _DeadlineStream(stream, self)
+        """Connect to where the connector decides `host` may be reached, trying the
+        addresses of its one resolution in order (as socket.create_connection would)."""
+        import httpcore2
+
+        if self.trust is None:
+            raise Refused(f"no connection to {host}:{port}: nobody said whom it may reach")
+        url = self.url or f"//{host}:{port}"
+        proxied = self.target is not None and self.target != (host, port)
+        try:
+            if proxied and self.target is not None:
+                # Through a proxy: the proxy connects on to the URL's host, where no check
+                # of ours reaches; a host of this machine must not go that way.
+                self.connector.not_proxied(url, *self.target, host, port, self.trust)
+            # A TLS tunnel through a proxy carries nothing of ours the proxy can read.
+            tunnel = proxied and url.startswith("https:")
+            addresses = self.connector.addresses(url, host, port, self.trust, sends=not tunnel)
+        except Refused as exc:
+            if not proxied:
+                raise
+            raise Refused(f"{exc}. That port is the proxy HTTP(S)_PROXY names") from None
+        except (OSError, UnicodeError) as exc:  # does not resolve (IDNA refuses `a..b`)
+            why = getattr(exc, "strerror", None) or exc
+            raise httpcore2.ConnectError(f"cannot resolve {host}: {why}") from None
+        error: Exception = httpcore2.ConnectError(f"{host} resolves to no address")
+        for address in addresses:
+            try:
+                stream = self.inner.connect_tcp(
+                    address, port, self.clamp(timeout, "Connect"), local_address, socket_options
+                )
+            except (httpcore2.ConnectError, httpcore2.ConnectTimeout) as exc:
+                error = exc
+                continue
+            return _DeadlineStream(stream, self)
+        raise error
 
     def connect_unix_socket(
         self, path: str, timeout: float | None = None, socket_options: Iterable[Any] | None = None
     ) -> _DeadlineStream:
-        stream = self.inner.connect_unix_socket(
-            path, self.clamp(timeout, "Connect"), socket_options
-        )
-        return _DeadlineStream(stream, self)
+        # No client here is given a socket path (httpx2's `uds`): a Unix socket's owner is
+        # not decided by the connector, so none is connected to.
+        raise Refused(f"no connection to the Unix socket {path}: the worker sends only over TCP")
 
     def sleep(self, seconds: float) -> None:
         self.inner.sleep(seconds)

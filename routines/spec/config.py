@@ -197,7 +197,7 @@ class Config:
     max_concurrent: int = 2
     ollama_url: str = DEFAULT_OLLAMA_URL
     # Who besides us, root and the system user `ollama` may own the socket a loopback
-    # ollama_url reaches (worker/loopback.py); names, as in /etc/passwd.
+    # ollama_url reaches (worker/connector.py); names, as in /etc/passwd.
     ollama_listener_users: tuple[str, ...] = ()
     gallery_url: str = DEFAULT_GALLERY_URL
     pricing: dict[str, tuple[float, float]] = field(default_factory=dict)

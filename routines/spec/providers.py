@@ -86,7 +86,7 @@ class ProviderSettings:
     local: bool = False
     key_file: str | None = None  # absolute (~ expanded); the key itself is never in config
     prices: dict[str, tuple[float, float]] = field(default_factory=dict)  # $/MTok in, out
-    # Who besides us and root may own the socket a loopback base_url reaches (worker/loopback.py)
+    # Who besides us and root may own the socket a loopback base_url reaches (worker/connector.py)
     listener_users: tuple[str, ...] = ()
 
 

@@ -10,6 +10,8 @@ namespace "net" that holds every other test address:
 
     192.0.2.10             the internet (TEST-NET-1)
     10.0.0.5 192.168.1.5 100.64.0.5 fd00::5 64:ff9b::a00:5    the LAN, and a NAT64 form
+    203.0.113.5 2001:db8:5::5    LAN devices on global addresses: the host's routes put
+                                 203.0.113.0/24 and 2001:db8:5::/64 on its link (no gateway)
 
 `linked()` builds the pair for any test (test_gh_grant.py uses it for its fake GitHub).
 
@@ -32,8 +34,11 @@ import threading
 from collections.abc import Callable, Sequence
 
 CLONE_NEWNET = 0x40000000
-NET_V4 = ("192.0.2.10", "10.0.0.5", "192.168.1.5", "100.64.0.5")
-NET_V6 = ("fd00::5", "64:ff9b::a00:5")
+NET_V4 = ("192.0.2.10", "10.0.0.5", "192.168.1.5", "100.64.0.5", "203.0.113.5")
+NET_V6 = ("fd00::5", "64:ff9b::a00:5", "2001:db8:5::5")
+# On-link prefixes of the host (routes with no gateway, as a LAN's router advertises them):
+# a device inside one is on the LAN although its address is a global one.
+ON_LINK = ("203.0.113.0/24", "2001:db8:5::/64")
 _lock = threading.Lock()
 
 
@@ -162,6 +167,8 @@ def main() -> None:
             listen(socket.AF_INET6, "::", port, hits, "net")
 
     def host_side() -> None:
+        for prefix in ON_LINK:
+            ip("-6" if ":" in prefix else "-4", "route", "add", prefix, "dev", "v0")
         listen(socket.AF_INET, "127.0.0.1", 80, hits, "DECOY")
         listen(socket.AF_INET, "127.0.0.1", 443, hits, "DECOY")
 

@@ -41,6 +41,8 @@ HOSTS = """127.0.0.1 localhost
 192.0.2.10 allowed.test blocked.test alt.test
 10.0.0.5 lan.test
 fd00::5 v6lan.test
+2001:db8:5::5 v6dev.test
+203.0.113.5 v4dev.test
 127.0.0.1 sneaky.test
 """
 
@@ -147,6 +149,28 @@ def test_network_true_reaches_no_lan_address_in_any_form(box: Box, internet: Int
     assert "v6lan.test resolves to a LAN address (fd00::5)" in out
     assert "CONNECT tunnel failed, response 403" in out  # the https:// one
     assert internet.hits() == []
+
+
+ON_LINK_URLS = (
+    "http://[2001:db8:5::5]/",
+    "http://v6dev.test/",
+    "http://203.0.113.5/",
+    "http://v4dev.test/",
+)
+
+
+def test_network_true_reaches_no_on_link_device(box: Box, internet: Internet) -> None:
+    # The chain: an IPv6 LAN gives its devices global addresses (the ISP's prefix), which
+    # the proxy classed as the internet; a network = true routine reached a LAN printer by
+    # name and by literal address. The host's routes say the prefix is on its link.
+    out = run(box, curl(*ON_LINK_URLS), internet, network=True)
+    assert out.count("resolves to a LAN address") == len(ON_LINK_URLS), out
+    assert "v6dev.test resolves to a LAN address (2001:db8:5::5)" in out
+    assert "v4dev.test resolves to a LAN address (203.0.113.5)" in out
+    assert internet.hits() == []
+    # The opt-in reaches it, as any LAN address.
+    out = run(box, curl("http://v6dev.test/a"), internet, network=True, lan=True)
+    assert "hello from 2001:db8:5::5:80 GET /a HTTP/1.1" in out
 
 
 def test_config_lan_opts_network_true_in_to_the_lan(box: Box, internet: Internet) -> None:

@@ -16,6 +16,7 @@ from fakes import ollama_replies as O
 from worker_harness import make_job, routine_toml, run_worker
 
 from worker import webclient
+from worker.connector import WEBHOOK as HOOK
 from worker.output import post_webhook
 from worker.providers.base import Conversation, ProviderError, UserTurn
 from worker.providers.ollama import OllamaProvider
@@ -101,7 +102,7 @@ def test_a_chunked_reply_is_read(raw: Callable[..., RawServer]) -> None:
         )
 
     server = raw(serve)
-    resp = webclient.WebClient().post_json(server.url + "/x", {"q": 1}, timeout=WAIT)
+    resp = webclient.WebClient().post_json(server.url + "/x", {"q": 1}, timeout=WAIT, trust=HOOK)
     assert (resp.status, resp.json()) == (200, {"a": 12})
 
 
@@ -118,7 +119,7 @@ def test_a_complete_body_on_an_open_connection_returns_at_once(
         done.wait(WAIT * 2)  # the connection stays open until the test is over
 
     server = raw(serve)
-    resp = webclient.WebClient().post_json(server.url, {}, timeout=WAIT * 2)
+    resp = webclient.WebClient().post_json(server.url, {}, timeout=WAIT * 2, trust=HOOK)
     still_open = not done.is_set()
     done.set()
     assert resp.json() == {"ok": True} and still_open
@@ -137,7 +138,9 @@ def test_one_client_keeps_its_connection_alive_and_says_who_it_is(
     server = raw(serve)
     client = webclient.WebClient()
     for _ in range(3):
-        assert client.post_json(server.url + "/api/chat", {}, timeout=WAIT).status == 200
+        assert (
+            client.post_json(server.url + "/api/chat", {}, timeout=WAIT, trust=HOOK).status == 200
+        )
     assert server.connections == 1 and len(heads) == 3
     assert b"\r\nUser-Agent: vinos-routine" in heads[0]
 
@@ -159,14 +162,14 @@ def test_the_deadline_is_total_even_when_bytes_keep_coming(
 
     server = raw(serve)
     with pytest.raises(webclient.TimedOut, match="within 2 s"):
-        webclient.WebClient().post_json(server.url, {}, timeout=2)
+        webclient.WebClient().post_json(server.url, {}, timeout=2, trust=HOOK)
 
 
 def test_a_body_over_the_cap_is_refused(ollama: FakeOllama) -> None:
     ollama.add(O.text("word " * 1000))
     with pytest.raises(webclient.Broken, match="passed 1,000 bytes"):
         webclient.WebClient().post_json(
-            ollama.url + "/api/chat", {"stream": False}, timeout=WAIT, max_body=1000
+            ollama.url + "/api/chat", {"stream": False}, timeout=WAIT, max_body=1000, trust=HOOK
         )
 
 
@@ -175,7 +178,7 @@ def test_a_body_over_the_cap_is_refused(ollama: FakeOllama) -> None:
 )
 def test_an_unusable_url_is_a_connect_failure_not_a_crash(url: str) -> None:
     with pytest.raises(webclient.ConnectFailed):
-        webclient.WebClient().post_json(url, {}, timeout=WAIT)
+        webclient.WebClient().post_json(url, {}, timeout=WAIT, trust=HOOK)
     error = post_webhook(url, {"markdown": "x"}, timeout=WAIT)
     assert error is not None and "failed" in error
 
@@ -265,11 +268,11 @@ def test_https_proxy_and_no_proxy_are_honoured(
     seen: list[bytes] = []
     proxy_env.setenv("HTTPS_PROXY", _proxy(raw, seen).url)
     with pytest.raises(webclient.ConnectFailed):
-        webclient.WebClient().post_json("https://hooks.invalid/x", {}, timeout=WAIT)
+        webclient.WebClient().post_json("https://hooks.invalid/x", {}, timeout=WAIT, trust=HOOK)
     assert seen == [b"CONNECT hooks.invalid:443 HTTP/1.1"]
     proxy_env.setenv("NO_PROXY", "example.org,hooks.invalid")
     with pytest.raises(webclient.ConnectFailed):  # straight to a name that does not resolve
-        webclient.WebClient().post_json("https://hooks.invalid/x", {}, timeout=WAIT)
+        webclient.WebClient().post_json("https://hooks.invalid/x", {}, timeout=WAIT, trust=HOOK)
     assert len(seen) == 1
 
 

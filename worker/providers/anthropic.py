@@ -4,7 +4,9 @@ The SDK retries 408/409/429/5xx (529 overloaded included) and connection errors 
 backoff, honouring `retry-after`. One exception: a 429 whose `error.details.error_code` is
 `enforced_spend_limit_reached` (the monthly spend cap) will not pass until next month, so a
 middleware stops it before the SDK's retry loop sees it. `ANTHROPIC_BASE_URL` is honoured
-by the SDK itself. Every SDK error becomes a `ProviderError` with a readable message here.
+by the SDK itself; the SDK's HTTP client is worker.webclient's, so the connector
+(worker/connector.py) decides every connection, at any base URL. Every SDK error becomes a
+`ProviderError` with a readable message here.
 """
 
 from __future__ import annotations
@@ -12,7 +14,10 @@ from __future__ import annotations
 from typing import Any
 
 import anthropic
+import httpx2
 
+from worker import webclient
+from worker.connector import ANTHROPIC, Refused
 from worker.providers.base import (
     AssistantTurn,
     Conversation,
@@ -70,9 +75,19 @@ class AnthropicProvider:
 
     def __init__(self, api_key: str, *, max_retries: int = MAX_RETRIES) -> None:
         # An explicit api_key: the SDK then consults no environment or profile credentials.
-        self._client = anthropic.Anthropic(
-            api_key=api_key, max_retries=max_retries, middleware=[_spend_limit_guard]
-        )
+        # The HTTP client is webclient's: every connection it opens is decided by the
+        # connector (ANTHROPIC_BASE_URL may name a port another local user holds).
+        http, _ = webclient.deadline_client(ANTHROPIC)
+        try:
+            self._client = anthropic.Anthropic(
+                api_key=api_key,
+                max_retries=max_retries,
+                middleware=[_spend_limit_guard],
+                http_client=http,
+            )
+        except httpx2.InvalidURL as exc:  # ANTHROPIC_BASE_URL = "http://0177.0.0.1"
+            http.close()
+            raise ProviderError(f"ANTHROPIC_BASE_URL is not a usable URL: {exc}") from None
         self.max_retries = max_retries
         self.base_url = str(self._client.base_url).rstrip("/")
 
@@ -102,6 +117,10 @@ class AnthropicProvider:
             )
         except SpendLimitReached as exc:
             raise ProviderError(f"Anthropic API spend limit reached (not retried): {exc}") from None
+        except anthropic.APIConnectionError as exc:
+            if isinstance(exc.__cause__, Refused):  # the connector's: says why and the fix
+                raise ProviderError(str(exc.__cause__)) from None
+            raise ProviderError(self._explain(exc, model, timeout)) from None
         except anthropic.APIError as exc:
             raise ProviderError(self._explain(exc, model, timeout)) from None
         return parse_message(msg.to_dict(), model=model)

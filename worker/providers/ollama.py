@@ -19,6 +19,7 @@ from typing import Any
 import orjson
 
 from worker import webclient
+from worker.connector import Refused, Trust, ollama_trust
 from worker.providers.base import (
     AssistantTurn,
     Conversation,
@@ -57,8 +58,11 @@ class OllamaProvider:
         context_tokens: int,
         web: webclient.WebClient | None = None,
         on_text: TextSink | None = None,
+        trust: Trust | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
+        # Who may listen on this machine where its URL lands (worker/connector.py).
+        self.trust = trust if trust is not None else ollama_trust()
         self.context_tokens = context_tokens
         self.web = web if web is not None else webclient.shared()
         self.on_text = on_text
@@ -116,7 +120,10 @@ class OllamaProvider:
                 connect_timeout=min(CONNECT_TIMEOUT, timeout),
                 redirects=webclient.Redirects.SAME_HOST,
                 on_line=line,
+                trust=self.trust,
             )
+        except Refused as exc:  # the connector's: it says why and the fix itself
+            raise ProviderError(str(exc)) from None
         except webclient.ConnectFailed as exc:
             raise ProviderError(
                 f"cannot reach {where} ({exc}): is Ollama running? Start it with "

@@ -43,6 +43,7 @@ import orjson
 from routines.safetext import one_line, redact_url
 from routines.spec.providers import ProviderSettings
 from worker import webclient
+from worker.connector import Refused, provider_trust
 from worker.providers.base import (
     AssistantTurn,
     Conversation,
@@ -145,7 +146,7 @@ class OpenAIProvider:
         # identity: the body's size on the wire is its size in memory, so the byte budget
         # below (`left`) bounds what the SDK buffers; a compressed reply is refused unread.
         http, self._deadline = webclient.deadline_client(
-            clock, headers={"Accept-Encoding": "identity"}
+            provider_trust(settings), clock, headers={"Accept-Encoding": "identity"}
         )
         self._client = openai.OpenAI(
             base_url=settings.base_url,
@@ -231,6 +232,8 @@ class OpenAIProvider:
                     data: Any = orjson.loads(resp.read())  # a server that ignored `stream`
                 else:
                     data = merge_stream(_chunks(resp.parse(to=openai.Stream[object]), lines))
+        except Refused as exc:  # the connector's, raised through the SDK as it stands
+            raise ProviderError(str(exc)) from None
         except openai.APIStatusError as exc:
             retry_after = exc.response.headers.get("retry-after")
             return exc.status_code, _error_body(exc.response), retry_after
@@ -256,6 +259,8 @@ class OpenAIProvider:
 
     def _unreachable(self, exc: BaseException, timeout: float) -> NoReturn:
         """No usable answer: why, in the words the user acts on."""
+        if isinstance(exc, Refused):  # the connector's: it says why and the fix itself
+            raise ProviderError(str(exc)) from None
         if isinstance(exc, httpx2.TimeoutException):
             raise ProviderError(f"{self.where} did not answer within {timeout:.0f} s") from None
         why = webclient.why(exc) if isinstance(exc, Exception) else type(exc).__name__

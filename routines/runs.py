@@ -17,6 +17,7 @@ __all__ = [
     "ACTIVE",
     "NOT_A_RUN",
     "NO_LAST_RUN",
+    "PAUSED",
     "STRIKES",
     "Outcome",
     "RunEnd",
@@ -41,6 +42,9 @@ class RunStatus(StrEnum):
     SKIPPED = "skipped"  # the slot came due while the routine was still running or queued
     MISSED = "missed"  # slots that passed while nothing ran them (missed = "skip")
     BUDGET = "budget"  # stopped or not started: the allowance was spent
+    NEEDS_YOU = "needs_you"  # paused for a person's answer (an action, a write); no process
+    EXPIRED = "expired"  # paused, and nobody answered within needs_you_timeout
+    RESUMED = "resumed"  # paused, then answered: the run went on as a new run (its child)
 
 
 class Outcome(StrEnum):
@@ -56,10 +60,14 @@ class Trigger(StrEnum):
     CATCH_UP = "catch_up"  # one run standing in for missed slots (missed = "catch_up")
     MANUAL = "manual"  # `vinos-routine run`, the dashboard's button
     REPLY = "reply"  # `vinos-routine reply RUN TEXT`: continues RUN's conversation
+    RESUME = "resume"  # a paused run's person answered: continues its conversation
 
 
 # Rows still owned by a process: a worker runs them or they wait for one.
 ACTIVE: frozenset[RunStatus] = frozenset({RunStatus.QUEUED, RunStatus.RUNNING})
+# A run that waits for a person: no process, no concurrency slot, but its routine's slots are
+# skipped ("waiting for you on RUN") until it is answered or expires (supervisor/pauses.py).
+PAUSED: frozenset[RunStatus] = frozenset({RunStatus.NEEDS_YOU})
 # Endings that count toward the consecutive failures that disable a routine.
 STRIKES: frozenset[RunStatus] = frozenset({RunStatus.FAILED, RunStatus.TIMEOUT})
 # Rows recorded for a slot nothing ran: no cost, not counted as runs.

@@ -29,7 +29,7 @@ from routines.safetext import one_line
 from routines.spec.config import Config, ConfigInvalid, load_config
 from routines.spec.paths import Paths, paths
 from routines.spec.registry import Registry
-from supervisor import housekeeping, notify, systemd
+from supervisor import housekeeping, notify, pauses, systemd
 from supervisor.clock import Clock, clock_from
 from supervisor.control import ControlServer, socket_path_problem
 from supervisor.controlapi import Refused
@@ -131,6 +131,8 @@ class Daemon:
         self._data_version: int | None = None
         self._rescanner = Rescanner(p, clock)
         self._external_busy: set[str] = set()
+        # Routines with a run that waits for a person → that run (supervisor/pauses.py).
+        self._waiting: dict[str, str] = {}
         self._last_prune: datetime | None = None
         self.started_at = clock.now()
 
@@ -294,7 +296,15 @@ class Daemon:
             self._marked = True
         now = self.clock.now()
         self.refresh()
-        for pending in self.scheduler.due(now, self._busy, CLAIM_BATCH):
+        self._waiting = pauses.tend(
+            self.ledger,
+            self.paths,
+            self._valid_routine,
+            now,
+            self._resume,
+            lambda name: self.pool.busy(name) or name in self._external_busy,
+        )
+        for pending in self.scheduler.due(now, self._slot_busy, CLAIM_BATCH):
             self.pool.enqueue(pending)
         if self.scheduler.full is not None:
             raise self.scheduler.full
@@ -347,6 +357,19 @@ class Daemon:
         self.pool.admit()
         return True
 
+    def _slot_busy(self, name: str) -> bool | str:
+        """Whether `name`'s due slot is skipped, and why when it waits for a person."""
+        return pauses.waiting_reason(self._waiting, name) or self._busy(name)
+
+    def _valid_routine(self, name: str) -> Routine | None:
+        entry = self.registry.get(name)
+        return entry.routine if entry is not None else None
+
+    def _resume(self, routine: Routine, reply: ReplyTo) -> str:
+        """Start the run that continues a paused one its person answered."""
+        pending, _ = self.pool.submit_manual(routine, owner=self.owner, reply=reply)
+        return pending.run_id
+
     def _busy(self, name: str) -> bool:
         return self.site.busy(name) or self.pool.busy(name) or name in self._external_busy
 
@@ -390,6 +413,9 @@ class Daemon:
     ) -> tuple[Pending, asyncio.Future[RunReply]]:
         if not self.pool.accepting:
             raise Refused("stopping", "the daemon is stopping; try again when it is back")
+        waiting = pauses.waiting_reason(self._waiting, routine.name)
+        if waiting is not None:  # never beside a paused run: answer it first
+            raise Refused("busy", f"{routine.name} is {waiting}: answer it (vinos-routine pending)")
         try:
             return self.pool.submit_manual(
                 routine, owner=self.owner, listener=listener, reply=reply, debug=debug

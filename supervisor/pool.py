@@ -181,7 +181,7 @@ class Pool:
                 )
         now = self.clock.now()
         run_id = new_run_id(name, now)
-        trigger = Trigger.REPLY if reply else Trigger.MANUAL
+        trigger = reply.trigger if reply else Trigger.MANUAL
         self.ledger.record_run(
             name,
             run_id=run_id,
@@ -380,6 +380,9 @@ class Pool:
         except OSError as exc:
             # Counts as a failure (a full or read-only state dir is something to fix).
             return f"cannot create the run's scratch dir {scratch}: {exc.strerror or exc}"
+        from routines.signing import effective_permissions
+
+        permissions, dropped = effective_permissions(routine, self.paths.allowed_signers)
         job = build_job(
             routine,
             run_id=pending.run_id,
@@ -394,11 +397,14 @@ class Pool:
             decisions=decisions_for(self.ledger, self.paths, routine),
             debug=pending.debug,
             sandbox_probe=self.probes.get(self.config.sandbox.bwrap) if self.probes else None,
+            permissions=permissions,
         )
         runlog = RunLog(self.paths.run_log(routine.name, pending.run_id), base=state)
         runlog.write("start", f"{pending.trigger} run of {routine.name}", {"slot": pending.slot})
         if pending.detail:
             runlog.write("log", pending.detail)
+        if dropped:
+            runlog.write(EventKind.WARN, dropped)
         return _Prepared(job, runlog)
 
     # await: the worker, from the spawner, until it and all it started are gone.
@@ -454,6 +460,7 @@ class Pool:
             now=self.clock.now(),
             note=pending.detail if pending.slot else "",
             limit_key=limit.key,
+            pause_timeout=self.config.pause_timeout(pending.routine.needs_you_timeout),
         )
 
     # -- the fleet's leases -------------------------------------------------------------------

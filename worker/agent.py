@@ -95,7 +95,10 @@ class AgentRun:
             from worker import replies  # a reply's alone before its first request (see _keep)
 
             try:
-                self.reply_turns = replies.parent_turns(self.run)
+                if self.run.job.answer is not None:  # a paused run's person answered
+                    self.reply_turns = replies.resumed_turns(self.run)
+                else:
+                    self.reply_turns = replies.parent_turns(self.run)
             except replies.ReplyUnavailable as exc:
                 return self._failed(str(exc), self._last_model())
         if self.agent.mcp_tools:
@@ -256,6 +259,11 @@ class AgentRun:
         )
 
     def _finish(self, end: AttemptEnd) -> Result:
+        if end.end is End.PAUSED:
+            # The conversation is kept (go()'s finally) with the paused call's placeholder;
+            # the supervisor records the request and ends the run needs_you.
+            base = self._base(RunStatus.NEEDS_YOU, end.model or self._last_model())
+            return _with(base, summary=f"waiting for you: {end.message}")
         if end.end is End.BUDGET:
             base = self._base(RunStatus.BUDGET, end.model or self._last_model())
             notify = f"{self.run.name} stopped: {end.message}" if end.notify else None

@@ -81,6 +81,7 @@ class RunContext:
     outcome: Outcome | None = None
     outcome_summary: str = ""
     proposals: int = 0  # propose_action calls accepted
+    paused: str | None = None  # the call the run paused at for a person (an action's name)
     mcp: McpTools | None = None  # the run's MCP servers, once its first use starts them
     _local: Provider | None = None
     _premium: Provider | None = None

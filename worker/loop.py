@@ -32,6 +32,7 @@ from worker.providers.base import (
     ProviderError,
     Reply,
     Stop,
+    ToolResult,
     ToolResultsTurn,
     ToolSpec,
     ToolsUnsupported,
@@ -62,6 +63,7 @@ class End(StrEnum):
     BUDGET = "budget"  # the allowance stops the run
     FAILED = "failed"  # the attempt cannot produce an answer
     CAP = "cap"  # MAX_ITERATIONS model calls and the model still wants tools
+    PAUSED = "paused"  # a call waits for a person (worker/tools.py): the run ends needs_you
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,14 +143,28 @@ class ToolLoop:
             if not reply.tool_calls:
                 return AttemptEnd(End.FINAL, reply=reply, model=model, prompt_tokens=prompt_tokens)
             conv.turns.append(AssistantTurn(reply))
-            results = tuple(self.toolbox.execute(call) for call in reply.tool_calls)
-            conv.turns.append(ToolResultsTurn(results))
+            conv.turns.append(ToolResultsTurn(self._execute(reply)))
+            if self.run.paused is not None:
+                return AttemptEnd(End.PAUSED, model=model, message=self.run.paused)
         return AttemptEnd(
             End.CAP,
             model=self._model(premium),
             message=f"stopped after {MAX_ITERATIONS} model calls: the model was still calling "
             "tools without giving a final answer",
         )
+
+    def _execute(self, reply: Reply) -> tuple[ToolResult, ...]:
+        """The reply's calls in order; once one paused the run for a person, the rest are
+        not run (their results say so: the resumed model may call them again)."""
+        from worker.replies import NOT_RUN_RESULT
+
+        results: list[ToolResult] = []
+        for call in reply.tool_calls:
+            if self.run.paused is not None:
+                results.append(ToolResult(call, NOT_RUN_RESULT, is_error=True))
+            else:
+                results.append(self.toolbox.execute(call))
+        return tuple(results)
 
     @property
     def toolbox(self) -> Toolbox:

@@ -314,6 +314,17 @@ class PgLedger(PgConnection, FleetTables):
         rows = self._read(Q.active_runs(" AND machine = %s"), (self.machine,))
         return [ActiveRun(**{**r, "status": RunStatus(r["status"])}) for r in rows]
 
+    def paused_runs(self) -> list[ActiveRun]:
+        """Every machine's runs that wait for a person: any machine may resume one."""
+        rows = self._read(Q.paused_runs(), ())
+        return [ActiveRun(**{**r, "status": RunStatus(r["status"])}) for r in rows]
+
+    def end_pause(self, run_id: str, status: RunStatus, note: str) -> bool:
+        """As `Ledger.end_pause`."""
+        with self.transaction() as cur:
+            cur.execute(Q.end_pause(), (status.value, note, run_id))
+            return cur.rowcount == 1
+
     def last_started_here(self, routine: str) -> str | None:
         """When this machine's newest finished run of `routine` started: since then, the
         decisions on the proposals kept here are news to its next run (a fleet shares no

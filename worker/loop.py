@@ -131,8 +131,7 @@ class ToolLoop:
                     premium = False
                     continue
                 return AttemptEnd(End.FAILED, model=model, message=stop_failure(reply))
-            if not premium and reply.stop is Stop.MAX_TOKENS and not reply.tool_calls:
-                self.run.channel.warn(f"the local reply was cut at {DEFAULT_MAX_OUTPUT} tokens")
+            self._warn_if_cut(reply, premium)
             if reply.malformed and on_malformed is not None and not premium:
                 self.run.channel.event(
                     EventKind.LOG, f"malformed tool JSON from {model}: {reply.malformed}"
@@ -152,6 +151,10 @@ class ToolLoop:
             message=f"stopped after {MAX_ITERATIONS} model calls: the model was still calling "
             "tools without giving a final answer",
         )
+
+    def _warn_if_cut(self, reply: Reply, premium: bool) -> None:
+        if not premium and reply.stop is Stop.MAX_TOKENS and not reply.tool_calls:
+            self.run.channel.warn(f"the local reply was cut at {DEFAULT_MAX_OUTPUT} tokens")
 
     def _execute(self, reply: Reply) -> tuple[ToolResult, ...]:
         """The reply's calls in order; once one paused the run for a person, the rest are

@@ -47,12 +47,11 @@ _ID_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 # resumed run puts the answer in its place (`resumed_turns`).
 PAUSED_RESULT = json.dumps({"needs_you": True, "note": "the run paused for the person's answer"})
 # The result of a call the model made after the one that paused, in the same turn: not run.
-NOT_RUN_RESULT = json.dumps(
-    {
-        "error": "not run: the run paused at an earlier call for the person's answer; call it "
-        "again if you still need it"
-    }  # fmt: skip
+_NOT_RUN = (
+    "not run: the run paused at an earlier call for the person's answer; "
+    "call it again if you still need it"
 )
+NOT_RUN_RESULT = json.dumps({"error": _NOT_RUN})
 
 
 class ReplyUnavailable(Exception):

@@ -413,9 +413,6 @@ class Daemon:
     ) -> tuple[Pending, asyncio.Future[RunReply]]:
         if not self.pool.accepting:
             raise Refused("stopping", "the daemon is stopping; try again when it is back")
-        waiting = pauses.waiting_reason(self._waiting, routine.name)
-        if waiting is not None:  # never beside a paused run: answer it first
-            raise Refused("busy", f"{routine.name} is {waiting}: answer it (vinos-routine pending)")
         try:
             return self.pool.submit_manual(
                 routine, owner=self.owner, listener=listener, reply=reply, debug=debug

@@ -165,8 +165,9 @@ class Pool:
         debug: bool = False,
     ) -> tuple[Pending, asyncio.Future[RunReply]]:
         """Admit a manual run of `routine` (the daemon's `run` and `reply`, and both without a
-        daemon; `reply`: it continues that run's conversation): refused with Busy while the
-        routine runs or waits, here or under another live owner; else its row is recorded
+        daemon; `reply`: it continues that run's conversation, or resumes a paused one):
+        refused with Busy while the routine runs or waits, here or under another live owner,
+        or while one of its runs waits for a person (a resume aside); else its row is recorded
         `queued` (LedgerUnavailable: nothing recorded, nothing runs) and it is queued. The future
         resolves with how it ended."""
         name = routine.name
@@ -179,6 +180,14 @@ class Pool:
                     f"{name} is already running ({active.run_id}, in another process): "
                     "previous run still going"
                 )
+        if reply is None or reply.answer is None:  # a resume is how a paused run goes on
+            for paused in self.ledger.paused_runs():
+                if paused.routine == name:  # never beside it (tests/supervisor/
+                    # test_daemon_needs_you.py::test_a_paused_run_frees_its_slot_and_…)
+                    raise Busy(
+                        f"{name} is waiting for you on {paused.run_id}: answer it first "
+                        "(vinos-routine pending)"
+                    )
         now = self.clock.now()
         run_id = new_run_id(name, now)
         trigger = reply.trigger if reply else Trigger.MANUAL

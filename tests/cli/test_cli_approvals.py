@@ -97,7 +97,11 @@ def test_a_proposal_is_recorded_and_nothing_runs(
     with cli.ledger() as led:
         [run] = led.history("drafter")
     # "Ask me first" (the default): the run paused at the action, waiting for the person.
-    assert (run.status, run.outcome, run.detail) == ("needs_you", None, "waiting for you: send-reply")
+    assert (run.status, run.outcome, run.detail) == (
+        "needs_you",
+        None,
+        "waiting for you: send-reply",
+    )
     assert json.loads(cli.state.joinpath("drafter/last-run.json").read_text())["summary"] == (
         "waiting for you: send-reply"
     )

@@ -113,6 +113,11 @@ def test_ask_pauses_at_an_action_and_resumes_on_approve_with_the_real_output(
         assert "Hi Bob" not in "\n".join(note)
         shown = d.cli("pending")
         assert f"needs you: run {paused} is paused" in shown.stdout, shown
+        # waybar and list count it (the daemon answers both from the same rows).
+        bar = json.loads(d.cli("status", "--waybar").stdout)
+        assert " · 1 needs you · " in bar["text"] and bar["class"] == "attention", bar
+        listed = d.cli("list").stdout
+        assert "needs you" in listed and f"run {paused} waits" in listed, listed
         approved = d.cli("approve", str(p.id), "--yes")
         assert approved.returncode == 0, approved.stderr
         child = wait_for(lambda: child_of(paused), what="the resumed run")

@@ -164,12 +164,17 @@ def collect(now: datetime | None = None) -> list[RoutineRow]:
                     open_on_login=r.output.open_on_login,
                     not_here=not_here.get(name),
                     file_enabled=r.enabled if r.enabled != enabled else None,
-                    permissions=r.permissions.value if r.agent is not None else None,
+                    permissions=_permissions(r),
                     needs_you=paused.get(name),
                     **_signature(entry.path, r, allowed_signers, signed),
                 )
             )
     return lines
+
+
+def _permissions(routine: Any) -> str | None:
+    """[routine].permissions of an agent routine (a command routine has no model to ask)."""
+    return str(routine.permissions.value) if routine.agent is not None else None
 
 
 def _signature_files(paths: Any) -> set[str]:

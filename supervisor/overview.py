@@ -98,7 +98,7 @@ def collect(now: datetime | None = None) -> list[RoutineRow]:
         states = ledger.states()
         last = ledger.last_runs()
         active = {(a.routine, a.status) for a in ledger.active_runs()}
-        paused = {a.routine: a.run_id for a in ledger.paused_runs()}
+        paused = _paused(ledger)
         # Today's spending of every routine in one query per zone, not one per routine.
         spent = ledger.spent_today_many(
             {
@@ -170,6 +170,11 @@ def collect(now: datetime | None = None) -> list[RoutineRow]:
                 )
             )
     return lines
+
+
+def _paused(ledger: Any) -> dict[str, str]:
+    """Routines with a run that waits for a person → that run."""
+    return {a.routine: a.run_id for a in ledger.paused_runs()}
 
 
 def _permissions(routine: Any) -> str | None:

@@ -153,8 +153,8 @@ def effective_permissions(routine: Any, allowed_signers: Path) -> tuple[Any, str
     """What a run of `routine` may do unasked, and why when that is less than its file asks:
     "everything" only while the bytes it was parsed from verify against a trusted key; an
     edit since signing (or an untrusted key) drops it to "ask". The one place that decides
-    it: the supervisor's job carries the answer to the worker (tests/supervisor/
-    test_daemon_needs_you.py::test_an_edit_after_signing_pauses_again)."""
+    it: the supervisor's job carries the answer to the worker (tests/cli/
+    test_cli_approvals.py::test_a_one_byte_edit_after_signing_stops_auto_approve)."""
     from routines.spec import Permissions
 
     wanted = routine.permissions

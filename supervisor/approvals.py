@@ -3,7 +3,7 @@ worker is ours, the model in it is not), tell the user, start the auto-approved 
 the next run its decisions.
 
 An approved action runs in `python -m worker.actioncmd` (the supervisor never imports the
-sandbox), started here for `auto_approve` and exec'ed by `vinos-routine approve`.
+sandbox), started here for `auto_approve` and by `vinos-routine approve`.
 """
 
 from __future__ import annotations

@@ -2,8 +2,9 @@
 
 A run may only *propose* a routine's declared actions (routines/proposals.py); these commands
 are how the person decides. `approve` shows the exact command and the whole input, asks on a
-terminal, then execs `python -m worker.actioncmd ID`, which claims the proposal (one decision
-per proposal, even with two `approve` racing) and runs it in the routine's sandbox.
+terminal, then runs `python -m worker.actioncmd ID`, which claims the proposal (one decision
+per proposal, even with two `approve` racing) and runs it in the routine's sandbox. Both then
+wake a running daemon: a run paused for this answer goes on (supervisor/pauses.py).
 
 What is approved is said again right above the question (`reminder`): the action, the
 command, the input's size and line count and its first lines. A long input scrolls the top

@@ -366,8 +366,15 @@ class Daemon:
         return entry.routine if entry is not None else None
 
     def _resume(self, routine: Routine, reply: ReplyTo) -> str:
-        """Start the run that continues a paused one its person answered."""
-        pending, _ = self.pool.submit_manual(routine, owner=self.owner, reply=reply)
+        """Start the run that continues a paused one its person answered. The caller checked
+        the routine is not busy here; another live owner of a run of it (which a daemon up
+        leaves no room for) is logged, never an error that stops the loop."""
+        try:
+            pending, _ = self.pool.submit_manual(routine, owner=self.owner, reply=reply)
+        except Busy as exc:
+            log.error("%s: run %s was answered but could not go on: %s",
+                      routine.name, reply.parent_run_id, exc)  # fmt: skip
+            return ""
         return pending.run_id
 
     def _busy(self, name: str) -> bool:

@@ -200,6 +200,9 @@ class Result(_Message, frozen=True, tag="result"):
     tools_used: list[str] = []
     error: str | None = None  # a user-readable failure message
     notify: str | None = None  # a notification the worker asks for (budget notify)
+    # Tool calls refused by the whitelist or the sandbox's checks, or by a person (a paused
+    # call denied): `history` and `show` say how many, beside the run's detail.
+    refused_calls: int = 0
 
 
 class Request(_Message, frozen=True, tag="request"):

@@ -15,7 +15,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from ipc import Proposal, RunReply, reply_json
+from ipc import Proposal, Result, RunReply, reply_json
 from routines.ledger import LedgerError, LedgerUnavailable, iso
 from routines.ledger.api import LedgerAPI
 from routines.runs import STRIKES, Outcome, RunEnd, RunStatus, Trigger
@@ -46,6 +46,7 @@ __all__ = [
     "last_run_json",
     "notifications_for",
     "proposal_notifications",
+    "refused_note",
     "remove_leftovers",
     "run_end",
 ]
@@ -194,8 +195,19 @@ def final_status(
     if r.status not in _WORKER_STATUSES:
         return RunStatus.FAILED, f"the worker reported an unknown status {r.status!r}"
     if r.status in STRIKES:
-        return RunStatus(r.status), r.error or r.summary or str(r.status)
-    return RunStatus(r.status), r.error or r.summary
+        return RunStatus(r.status), refused_note(r.error or r.summary or str(r.status), r)
+    return RunStatus(r.status), refused_note(r.error or r.summary, r)
+
+
+def refused_note(detail: str, r: Result) -> str:
+    """A run's detail, and how many of its tool calls were refused (the whitelist, the
+    sandbox's checks, a person): a run whose calls were blocked never reads as a clean one in
+    `history` and `show` (tests/supervisor/test_record.py)."""
+    n = r.refused_calls
+    if not n:
+        return detail
+    note = f"{n} tool call{'s' if n != 1 else ''} refused"
+    return f"{detail} · {note}" if detail else note
 
 
 def notifications_for(

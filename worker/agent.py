@@ -97,6 +97,8 @@ class AgentRun:
             try:
                 if self.run.job.answer is not None:  # a paused run's person answered
                     self.reply_turns = replies.resumed_turns(self.run)
+                    if self.run.job.answer.get("state") != "done":  # refused by a person
+                        self.run.refused += 1
                 else:
                     self.reply_turns = replies.parent_turns(self.run)
             except replies.ReplyUnavailable as exc:
@@ -246,6 +248,7 @@ class AgentRun:
             escalated_reason=self.route.reason,
             tool_calls=self.run.tool_calls,
             tools_used=list(self.run.tools_used),
+            refused_calls=self.run.refused,
         )
 
     def _failed(self, message: str, model: str) -> Result:

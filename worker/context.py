@@ -82,6 +82,7 @@ class RunContext:
     outcome_summary: str = ""
     proposals: int = 0  # propose_action calls accepted
     paused: str | None = None  # the call the run paused at for a person (an action's name)
+    refused: int = 0  # tool calls refused (whitelist, sandbox checks, a person's denial)
     mcp: McpTools | None = None  # the run's MCP servers, once its first use starts them
     _local: Provider | None = None
     _premium: Provider | None = None

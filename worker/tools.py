@@ -237,6 +237,7 @@ class Toolbox:
         )
 
     def _refuse(self, call: ToolCall, reason: str) -> ToolResult:
+        self.run.refused += 1
         line = f"[{self.run.name}] refused tool call: {describe_call(call)}"
         self.run.channel.log(line)
         self.run.channel.event(

@@ -155,6 +155,7 @@ def test_deny_reaches_the_model_in_the_resumed_run(tmp_path: Path, not_root: Non
         assert d.stop() == 0
     assert child.status == "ok", d.log()
     assert seen == [{"error": "refused: the person denied it: wrong tone", "ran": False}]
+    assert (child.detail or "").endswith("1 tool call refused")  # the person's no, counted
     assert again["status"] == "ok"
     # The resumed run heard the answer: the next run is not told it again as news.
     assert "wrong tone" not in told[0]

@@ -121,7 +121,11 @@ def test_ask_pauses_at_an_action_and_resumes_on_approve_with_the_real_output(
         approved = d.cli("approve", str(p.id), "--yes")
         assert approved.returncode == 0, approved.stderr
         child = wait_for(lambda: child_of(paused), what="the resumed run")
+        history = d.cli("history", "drafter").stdout
         assert d.stop() == 0
+    # history: the paused run "resumed" (who answered), and the run that went on from it.
+    assert f"↩ {paused} Sent the reply" in history, history
+    assert "resumed" in history and "waiting for you: send-reply; approved by cli at" in history
     assert (child.status, child.trigger) == ("ok", "resume"), d.log()
     # The model's next request carries the action's real output where the paused call was.
     assert seen == [{"approved_by": "cli", "ran": True, "exit_status": 0, "output": "Hi Bob\n"}]

@@ -120,6 +120,7 @@ def test_ask_pauses_at_an_action_and_resumes_on_approve_with_the_real_output(
         assert "needs you" in listed and f"run {paused} waits" in listed, listed
         approved = d.cli("approve", str(p.id), "--yes")
         assert approved.returncode == 0, approved.stderr
+        assert f"drafter's paused run {paused} goes on with this answer" in approved.stdout
         child = wait_for(lambda: child_of(paused), what="the resumed run")
         history = d.cli("history", "drafter").stdout
         assert d.stop() == 0

@@ -258,7 +258,10 @@ def approve(args: argparse.Namespace) -> int:
             return 1
     sys.stdout.flush()
     sys.stderr.flush()
-    return _exec_action(found.id)
+    code = _exec_action(found.id)
+    if _paused(found):
+        print(f"  {found.routine}'s paused run {found.run_id} goes on with this answer")
+    return code
 
 
 def _state_words(found: Any) -> str:

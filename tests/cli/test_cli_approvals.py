@@ -124,9 +124,10 @@ def test_a_proposal_is_recorded_and_nothing_runs(
     shown = cli("brief")
     brief = shown.stdout.splitlines()
     assert shown.returncode == 0, shown.stderr
-    assert brief[:3] == [
+    assert brief[:4] == [
+        "Needs you: 1 paused run",
         "1 action waits for your decision:",
-        f"  #{p.id} drafter · send-reply: Reply to Bob about lunch",
+        f"  #{p.id} drafter · send-reply: Reply to Bob about lunch (its run is paused)",
         f"      vinos-routine approve {p.id}   ·   vinos-routine deny {p.id}",
     ]
     [listed] = json.loads(cli("brief", "--json").stdout)["pending"]

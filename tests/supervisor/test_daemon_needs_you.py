@@ -116,6 +116,9 @@ def test_ask_pauses_at_an_action_and_resumes_on_approve_with_the_real_output(
         # waybar and list count it (the daemon answers both from the same rows).
         bar = json.loads(d.cli("status", "--waybar").stdout)
         assert " · 1 needs you · " in bar["text"] and bar["class"] == "attention", bar
+        brief = d.cli("brief").stdout
+        assert brief.startswith("Needs you: 1 paused run\n"), brief
+        assert f"#{p.id} drafter · send-reply: Reply to Bob (its run is paused)" in brief
         listed = d.cli("list").stdout
         assert "needs you" in listed and f"run {paused} waits" in listed, listed
         approved = d.cli("approve", str(p.id), "--yes")

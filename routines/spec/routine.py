@@ -53,8 +53,8 @@ DEFAULT_NEEDS_YOU_TIMEOUT = 24 * 3600  # how long a paused run waits for its per
 
 
 class Permissions(StrEnum):
-    """`[routine].permissions`: what an agent routine may do while nobody watches (seed 003's
-    "Ask me first", "Allow file changes", "Allow everything"). A whitelisted command accepted
+    """`[routine].permissions`: what an agent routine may do while nobody watches ("Ask me
+    first", "Allow file changes", "Allow everything"). A whitelisted command accepted
     on the card is already allowed under each; `words` is what the card and `list` say."""
 
     ASK = "ask"  # every action pauses the run as "needs you" (and a write outside its state)

@@ -138,9 +138,9 @@ def tend(
         if decided.verb is Verb.WAIT or prop is None:
             waiting[run.routine] = run.run_id
         elif decided.verb is Verb.EXPIRE:
-            if ledger.end_pause(run.run_id, RunStatus.EXPIRED, decided.note):
+            if ledger.end_pause(run.run_id, RunStatus.EXPIRED, decided.note, now=now):
                 log.info("%s: run %s expired: nobody answered", run.routine, run.run_id)
-        elif busy(run.routine) or not _resume(ledger, run, prop, decided, routine_of, resume):
+        elif busy(run.routine) or not _resume(ledger, run, prop, decided, routine_of, resume, now):
             waiting[run.routine] = run.run_id
     return waiting
 
@@ -152,16 +152,17 @@ def _resume(
     decided: Step,
     routine_of: Callable[[str], Routine | None],
     resume: Resume,
+    now: datetime,
 ) -> bool:
     """Start the run that goes on from `run` (True: it is handled, here or elsewhere)."""
     routine = routine_of(run.routine)
     if routine is None:  # gone or invalid now: nothing to continue with
         note = "; its routine is gone or invalid: expired"
-        ledger.end_pause(run.run_id, RunStatus.EXPIRED, note)
+        ledger.end_pause(run.run_id, RunStatus.EXPIRED, note, now=now)
         return True
     words = answer_words(prop)
     reply = ReplyTo(run.run_id, f"resumes {run.run_id}: {words}", False, answer=answer_of(prop))
-    if not ledger.end_pause(run.run_id, RunStatus.RESUMED, decided.note):
+    if not ledger.end_pause(run.run_id, RunStatus.RESUMED, decided.note, now=now):
         return True  # another daemon took it
     child = resume(routine, reply)
     log.info("%s: run %s %s; resumed as %s", run.routine, run.run_id, words, child)

@@ -265,12 +265,14 @@ class MemoryLedger:
             if r["status"] in PAUSED
         ]
 
-    def end_pause(self, run_id: str, status: RunStatus, note: str) -> bool:
+    def end_pause(self, run_id: str, status: RunStatus, note: str, *, now: datetime) -> bool:
         row = self.data.runs.get(run_id)
         if row is None or row["status"] not in PAUSED:
             return False
         row["status"] = status.value
         row["detail"] = (row["detail"] or "") + note
+        if row["started_at"]:
+            self._note_last(row["routine"], run_id, status, None, row["started_at"], iso(now))
         self._wrote()
         return True
 

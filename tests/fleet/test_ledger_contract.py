@@ -265,8 +265,9 @@ def test_a_paused_run_holds_no_slot_and_goes_on_once(led: Contract) -> None:
     assert (p.run_id, p.routine, p.status) == (run_id, "brief", "needs_you")
     assert led.run(run_id).dollars == 0.1  # type: ignore[union-attr]
     # It goes on once: of two answers racing, one moves it; its detail keeps both parts.
-    assert led.end_pause(run_id, RunStatus.RESUMED, "; approved by cli: resumed")
-    assert not led.end_pause(run_id, RunStatus.EXPIRED, "; expired")
+    later = T0 + timedelta(minutes=5)
+    assert led.end_pause(run_id, RunStatus.RESUMED, "; approved by cli: resumed", now=later)
+    assert not led.end_pause(run_id, RunStatus.EXPIRED, "; expired", now=later)
     row = led.run(run_id)
     assert row is not None
     assert (row.status, row.detail) == (
@@ -274,7 +275,10 @@ def test_a_paused_run_holds_no_slot_and_goes_on_once(led: Contract) -> None:
         "waiting for you: send-reply; approved by cli: resumed",
     )
     assert led.paused_runs() == []
-    assert not led.end_pause("missing", RunStatus.EXPIRED, "")
+    assert not led.end_pause("missing", RunStatus.EXPIRED, "", now=later)
+    # The routine's last run says how its pause ended (list's LAST), not "needs_you".
+    last = led.last_runs()["brief"]
+    assert (last.run_id, last.status) == (run_id, "resumed")
 
 
 def test_every_field_of_a_finished_run_round_trips(led: Contract) -> None:

@@ -303,6 +303,7 @@ class Daemon:
             now,
             self._resume,
             lambda name: self.pool.busy(name) or name in self._external_busy,
+            self._notify,
         )
         for pending in self.scheduler.due(now, self._slot_busy, CLAIM_BATCH):
             self.pool.enqueue(pending)

@@ -36,9 +36,10 @@ from routines.runs import RunStatus
 from routines.spec import Routine
 from routines.spec.paths import Paths
 from supervisor.approvals import proposal_store
+from supervisor.finish import Notification
 from supervisor.reply import ReplyTo
 
-__all__ = ["Step", "Verb", "answer_of", "step", "tend", "waiting_reason"]
+__all__ = ["Step", "Verb", "answer_of", "expired_note", "step", "tend", "waiting_reason"]
 
 log = logging.getLogger("vinos.pauses")
 
@@ -99,6 +100,14 @@ def answer_of(p: Proposal) -> dict[str, Any]:
     }
 
 
+def expired_note(routine: str, run_id: str) -> Notification:
+    """What the desktop says when a pause expired (pure): nothing ran, nothing will."""
+    return Notification(
+        f"{routine}: nobody answered",
+        f"its paused run {run_id} expired; nothing ran (vinos-routine history {routine})",
+    )
+
+
 def waiting_reason(waiting: Mapping[str, str], name: str) -> str | None:
     """Why `name`'s slot is skipped while one of its runs waits for a person (pure)."""
     run_id = waiting.get(name)
@@ -116,6 +125,7 @@ def tend(
     now: datetime,
     resume: Resume,
     busy: Callable[[str], bool],
+    notify: Callable[[Notification], None] = lambda _: None,
 ) -> dict[str, str]:
     """Carry out `step` for every paused run; the routines still waiting → their run id.
     An answered run whose routine is `busy` (a manual run) resumes on a later tick."""
@@ -140,6 +150,7 @@ def tend(
         elif decided.verb is Verb.EXPIRE:
             if ledger.end_pause(run.run_id, RunStatus.EXPIRED, decided.note, now=now):
                 log.info("%s: run %s expired: nobody answered", run.routine, run.run_id)
+                notify(expired_note(run.routine, run.run_id))
         elif busy(run.routine) or not _resume(ledger, run, prop, decided, routine_of, resume, now):
             waiting[run.routine] = run.run_id
     return waiting

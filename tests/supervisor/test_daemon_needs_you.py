@@ -230,12 +230,18 @@ def test_a_paused_run_frees_its_slot_and_its_next_slot_is_skipped_with_the_reaso
 
 
 def test_a_pause_nobody_answers_expires(tmp_path: Path, not_root: None) -> None:
+    bin_dir, record = fake_notify_send(tmp_path)
     with FakeOllama([propose()]) as ollama:
         write_routine("drafter", routine('needs_you_timeout = "30m"'))
-        d = DaemonProcess(tmp_path, extra_env={"OLLAMA_HOST": ollama.url}).start()
+        env = {"OLLAMA_HOST": ollama.url, "PATH": f"{bin_dir}:/usr/bin:/bin"}
+        d = DaemonProcess(tmp_path, extra_env=env).start()
         paused = d.request("run", {"name": "drafter"})["run_id"]
         d.step(timedelta(minutes=31))
         wait_for(lambda: run_row(paused).status == "expired", what="the expiry")
+        wait_for(
+            lambda: [n for n in notifications(record) if "drafter: nobody answered" in n],
+            what="the expiry's notification",
+        )
         assert d.stop() == 0
     assert "nobody answered" in (run_row(paused).detail or "")
     assert child_of(paused) is None and len(ollama.chats) == 1  # nothing ran late

@@ -57,7 +57,8 @@ class AgentRun:
         self.run = run
         self.agent = agent
         self.tools = prompts.tool_specs(agent)
-        self.system = prompts.system_prompt(agent, run.name, self.tools)
+        self.pauses = run.pauses_at_actions
+        self.system = prompts.system_prompt(agent, run.name, self.tools, self.pauses)
         # A reply continues its parent's conversation: the person's text is "the user turn"
         # the router reads, and the turns come from the parent's record (in go()).
         self.reply_turns: list[Turn] | None = None
@@ -137,7 +138,7 @@ class AgentRun:
 
         self.run.mcp = McpTools(self.run, self.agent.mcp, float(self.agent.shell_timeout_sec))
         self.tools[-1:-1] = self.run.mcp.specs(self.agent.mcp_tools)  # before report_outcome
-        self.system = prompts.system_prompt(self.agent, self.run.name, self.tools)
+        self.system = prompts.system_prompt(self.agent, self.run.name, self.tools, self.pauses)
 
     def _may_use_premium(self) -> bool:
         if self.plan.only is not None:

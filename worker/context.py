@@ -95,6 +95,13 @@ class RunContext:
         return self.routine.name
 
     @property
+    def pauses_at_actions(self) -> bool:
+        """Whether a proposed action pauses the run for the person's answer: under
+        [routine].permissions "ask" and "files" (the job's, as the supervisor decided:
+        routines/signing.py `effective_permissions`), not "everything"."""
+        return self.job.permissions != "everything"
+
+    @property
     def allowance(self) -> PremiumAllowance:
         return PremiumAllowance(self.job.max_tokens, self.job.dollars_left)
 

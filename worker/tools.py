@@ -169,7 +169,7 @@ class Toolbox:
         self.run.channel.send(Proposal(action=name, input=text, summary=summary))
         self.run.proposals += 1
         self.run.record_tool(TOOL_PROPOSE)
-        if self.run.job.permissions != "everything":
+        if self.run.pauses_at_actions:
             # "Ask me first" and "Allow file changes": the run pauses here, and the person's
             # answer (the action's real output, or the refusal) takes this result's place
             # when it resumes (worker/replies.py `resumed_turns`).

@@ -89,6 +89,7 @@ class Waiting:
     created_at: datetime
     expires_at: datetime
     edited: bool  # the routine file changed since: `approve` will refuse it (invalidated)
+    paused: bool = False  # its run paused for this answer ("needs you"): it goes on once answered
 
 
 INPUT_HEAD_LINES = 6
@@ -103,6 +104,7 @@ def waiting_proposals(registry: Registry, ledger: Ledger | None, now: datetime) 
     from routines.ledger import from_iso
 
     out = []
+    paused = {r.run_id for r in ledger.paused_runs()}
     for p in proposals.waiting(ledger):
         expires = from_iso(p.expires_at)
         if expires <= now:
@@ -132,6 +134,7 @@ def waiting_proposals(registry: Registry, ledger: Ledger | None, now: datetime) 
                 created_at=from_iso(p.created_at),
                 expires_at=expires,
                 edited=current != p.fingerprint,
+                paused=p.run_id in paused,
             )
         )
     return out

@@ -122,6 +122,13 @@ class Job(_Message, frozen=True, tag="job"):
     # and the person's new user turn.
     parent_run_id: str | None = None
     reply_text: str = ""
+    # [routine].permissions in effect for this run (routines/signing.py
+    # `effective_permissions`): "ask" and "files" pause the run at an action.
+    permissions: str = "ask"
+    # trigger "resume": the person's answer to the parent's paused call (supervisor/pauses.py
+    # `answer_of`): {"proposal", "action", "state", "decided_by", "decided_at", "why",
+    # "exit_status", "output"}; the worker puts it where the paused call's result was.
+    answer: dict[str, Any] | None = None
     # `run` with VINOS_ROUTINE_DEBUG=1 through the daemon: the worker shows each bwrap argv, as
     # it does with the variable in its own environment (tests/supervisor/test_daemon_debug.py).
     debug: bool = False
@@ -185,7 +192,7 @@ class Proposal(_Message, frozen=True, tag="proposal"):
 
 class Result(_Message, frozen=True, tag="result"):
     TYPE: ClassVar[str] = "result"
-    status: RunStatus  # ok | failed | timeout | budget
+    status: RunStatus  # ok | failed | timeout | budget | needs_you (paused for a person)
     outcome: Outcome | None = None  # from report_outcome
     summary: str = ""  # one line: the outcome summary or the failure reason
     output_file: str | None = None  # a file name inside scratch_dir
@@ -197,6 +204,9 @@ class Result(_Message, frozen=True, tag="result"):
     tools_used: list[str] = []
     error: str | None = None  # a user-readable failure message
     notify: str | None = None  # a notification the worker asks for (budget notify)
+    # Tool calls refused by the whitelist or the sandbox's checks, or by a person (a paused
+    # call denied): `history` and `show` say how many, beside the run's detail.
+    refused_calls: int = 0
 
 
 class Request(_Message, frozen=True, tag="request"):

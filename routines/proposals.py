@@ -44,6 +44,7 @@ __all__ = [
     "get",
     "invalidate",
     "note",
+    "of_run",
     "prune",
     "recorded_for_run",
     "waiting",
@@ -162,6 +163,14 @@ def recorded_for_run(ledger: ProposalStore, run_id: str) -> int:
         .fetchone()[0]
     )
     return n
+
+
+def of_run(ledger: ProposalStore, run_id: str) -> list[Proposal]:
+    """`run_id`'s proposals, oldest first: a paused run's request is the last."""
+    rows = (
+        _db(ledger).execute("SELECT * FROM proposals WHERE run_id = ? ORDER BY id", (run_id,))
+    ).fetchall()
+    return [_row(r) for r in rows]
 
 
 def get(ledger: ProposalStore, proposal_id: int) -> Proposal | None:

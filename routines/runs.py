@@ -18,6 +18,7 @@ __all__ = [
     "EVENT_TRIGGERS",
     "NOT_A_RUN",
     "NO_LAST_RUN",
+    "PAUSED",
     "STRIKES",
     "Outcome",
     "RunEnd",
@@ -44,6 +45,9 @@ class RunStatus(StrEnum):
     SKIPPED = "skipped"  # the slot came due while the routine was still running or queued
     MISSED = "missed"  # slots that passed while nothing ran them (missed = "skip")
     BUDGET = "budget"  # stopped or not started: the allowance was spent
+    NEEDS_YOU = "needs_you"  # paused for a person's answer (an action, a write); no process
+    EXPIRED = "expired"  # paused, and nobody answered within needs_you_timeout
+    RESUMED = "resumed"  # paused, then answered: the run went on as a new run (its child)
 
 
 class Outcome(StrEnum):
@@ -62,10 +66,14 @@ class Trigger(StrEnum):
     AFTER = "after"  # another routine's run ended ([trigger].after); slot "after:<its run id>"
     WATCH = "watch"  # a watched file was written ([trigger].watch); slot "watch:<hash>"
     FIRE = "fire"  # `vinos-routine fire NAME` ([trigger].fire); slot "fire:<random id>"
+    RESUME = "resume"  # a paused run's person answered: continues its conversation
 
 
 # Rows still owned by a process: a worker runs them or they wait for one.
 ACTIVE: frozenset[RunStatus] = frozenset({RunStatus.QUEUED, RunStatus.RUNNING})
+# A run that waits for a person: no process, no concurrency slot, but its routine's slots are
+# skipped ("waiting for you on RUN") until it is answered or expires (supervisor/pauses.py).
+PAUSED: frozenset[RunStatus] = frozenset({RunStatus.NEEDS_YOU})
 # Endings that count toward the consecutive failures that disable a routine.
 STRIKES: frozenset[RunStatus] = frozenset({RunStatus.FAILED, RunStatus.TIMEOUT})
 # Rows recorded for a slot nothing ran: no cost, not counted as runs.

@@ -36,7 +36,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from routines.spec.paths import signature_path
 from routines.store import read_regular, write_atomic
@@ -54,6 +54,7 @@ __all__ = [
     "SigningError",
     "TrustedKey",
     "auto_approve_requested",
+    "effective_permissions",
     "parse_public_key",
     "sign_routine",
     "signature_note",
@@ -146,6 +147,23 @@ def signature_note(check: SignatureCheck, auto_approve: bool, name: str) -> tupl
             True,
         )
     return None
+
+
+def effective_permissions(routine: Any, allowed_signers: Path) -> tuple[Any, str]:
+    """What a run of `routine` may do unasked, and why when that is less than its file asks:
+    "everything" only while the bytes it was parsed from verify against a trusted key; an
+    edit since signing (or an untrusted key) drops it to "ask". The one place that decides
+    it: the supervisor's job carries the answer to the worker (tests/cli/
+    test_cli_approvals.py::test_a_one_byte_edit_after_signing_stops_auto_approve)."""
+    from routines.spec import Permissions
+
+    wanted = routine.permissions
+    if wanted is not Permissions.EVERYTHING:
+        return wanted, ""
+    check = verify_routine(routine.source, allowed_signers, data=routine.text.encode("utf-8"))
+    if check.trusted:
+        return wanted, ""
+    return Permissions.ASK, f'{check.describe()}: permissions "everything" ignored, asking first'
 
 
 class SigningError(Exception):

@@ -3,7 +3,7 @@ worker is ours, the model in it is not), tell the user, start the auto-approved 
 the next run its decisions.
 
 An approved action runs in `python -m worker.actioncmd` (the supervisor never imports the
-sandbox), started here for `auto_approve` and exec'ed by `vinos-routine approve`.
+sandbox), started here for `auto_approve` and by `vinos-routine approve`.
 """
 
 from __future__ import annotations
@@ -46,11 +46,17 @@ class Recorded:
 
 
 def record_proposals(
-    ledger: ProposalStore, routine: Routine, run_id: str, sent: list[Proposal], now: datetime
+    ledger: ProposalStore,
+    routine: Routine,
+    run_id: str,
+    sent: list[Proposal],
+    now: datetime,
+    expires_after: int | None = None,
 ) -> Recorded:
     """Record the run's proposals as waiting rows, each checked again against the routine.
     Once: those of `run_id` recorded before (a write that found the disk full part-way, tried
-    again) are not added again."""
+    again) are not added again. `expires_after`: a paused run's request waits its
+    needs_you_timeout, not the routine's approvals_expire."""
     ids: list[int] = []
     refused: list[str] = []
     accepted = 0
@@ -81,7 +87,7 @@ def record_proposals(
                     summary=p.summary[:300],
                     fingerprint=fp,
                     now=now,
-                    expires_after=routine.approvals_expire,
+                    expires_after=expires_after or routine.approvals_expire,
                 )
             )
     for why in refused:

@@ -30,7 +30,7 @@ from routines.safetext import one_line
 from routines.spec.config import Config, ConfigInvalid, load_config
 from routines.spec.paths import Paths, paths
 from routines.spec.registry import Registry
-from supervisor import housekeeping, notify, systemd
+from supervisor import housekeeping, notify, pauses, systemd
 from supervisor.clock import Clock, clock_from
 from supervisor.control import ControlServer, socket_path_problem
 from supervisor.controlapi import Refused
@@ -136,6 +136,8 @@ class Daemon:
         self._data_version: int | None = None
         self._rescanner = Rescanner(p, clock)
         self._external_busy: set[str] = set()
+        # Routines with a run that waits for a person → that run (supervisor/pauses.py).
+        self._waiting: dict[str, str] = {}
         self._last_prune: datetime | None = None
         self.started_at = clock.now()
 
@@ -302,7 +304,16 @@ class Daemon:
             self._marked = True
         now = self.clock.now()
         self.refresh()
-        for pending in self.scheduler.due(now, self._busy, CLAIM_BATCH):
+        self._waiting = pauses.tend(
+            self.ledger,
+            self.paths,
+            self._valid_routine,
+            now,
+            self._resume,
+            lambda name: self.pool.busy(name) or name in self._external_busy,
+            self._notify,
+        )
+        for pending in self.scheduler.due(now, self._slot_busy, CLAIM_BATCH):
             self.pool.enqueue(pending)
         if self.scheduler.full is not None:
             raise self.scheduler.full
@@ -369,6 +380,26 @@ class Daemon:
                 )
         self.pool.admit()
         return True
+
+    def _slot_busy(self, name: str) -> bool | str:
+        """Whether `name`'s due slot is skipped, and why when it waits for a person."""
+        return pauses.waiting_reason(self._waiting, name) or self._busy(name)
+
+    def _valid_routine(self, name: str) -> Routine | None:
+        entry = self.registry.get(name)
+        return entry.routine if entry is not None else None
+
+    def _resume(self, routine: Routine, reply: ReplyTo) -> str:
+        """Start the run that continues a paused one its person answered. The caller checked
+        the routine is not busy here; another live owner of a run of it (which a daemon up
+        leaves no room for) is logged, never an error that stops the loop."""
+        try:
+            pending, _ = self.pool.submit_manual(routine, owner=self.owner, reply=reply)
+        except Busy as exc:
+            log.error("%s: run %s was answered but could not go on: %s",
+                      routine.name, reply.parent_run_id, exc)  # fmt: skip
+            return ""
+        return pending.run_id
 
     def _busy(self, name: str) -> bool:
         return self.site.busy(name) or self.pool.busy(name) or name in self._external_busy

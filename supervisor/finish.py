@@ -15,7 +15,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from ipc import Proposal, RunReply, reply_json
+from ipc import Proposal, Result, RunReply, reply_json
 from routines.ledger import LedgerError, LedgerUnavailable, iso
 from routines.ledger.api import LedgerAPI
 from routines.runs import STRIKES, Outcome, RunEnd, RunStatus, Trigger
@@ -46,6 +46,7 @@ __all__ = [
     "last_run_json",
     "notifications_for",
     "proposal_notifications",
+    "refused_note",
     "remove_leftovers",
     "run_end",
 ]
@@ -53,7 +54,13 @@ __all__ = [
 log = logging.getLogger("vinos.record")
 
 # A worker reports `timeout` itself when its command or its run's deadline ran out.
-_WORKER_STATUSES = {RunStatus.OK, RunStatus.FAILED, RunStatus.BUDGET, RunStatus.TIMEOUT}
+_WORKER_STATUSES = {
+    RunStatus.OK,
+    RunStatus.FAILED,
+    RunStatus.BUDGET,
+    RunStatus.TIMEOUT,
+    RunStatus.NEEDS_YOU,  # paused for a person: its request is one of its proposals
+}
 
 
 # The triggers that spend a `once` routine's one slot (a manual run or a reply does not).
@@ -82,6 +89,7 @@ class Unwritten:
     # The run's proposed actions, kept with its row (recorded once: see keep_proposals).
     proposals: tuple[Proposal, ...] = ()
     paths: Paths | None = None  # where the proposals' store is (a fleet machine's own file)
+    pause_timeout: int | None = None  # the run paused: its request waits this long
 
     def write(self, ledger: LedgerAPI) -> list[Notification]:
         """Record it now; the notifications it causes (the routine disabled by it, the
@@ -91,7 +99,13 @@ class Unwritten:
             _strike(ledger, self.routine, self.end.status, self.end.detail, notes)
         if self.proposals and self.paths is not None:
             notes += keep_proposals(
-                ledger, self.paths, self.routine, self.run_id, self.proposals, self.finished_at
+                ledger,
+                self.paths,
+                self.routine,
+                self.run_id,
+                self.proposals,
+                self.finished_at,
+                pause_timeout=self.pause_timeout,
             )
         return notes
 
@@ -103,21 +117,28 @@ def keep_proposals(
     run_id: str,
     sent: Sequence[Proposal],
     now: datetime,
+    *,
+    pause_timeout: int | None = None,
 ) -> list[Notification]:
     """Record a run's proposed actions in this machine's own SQLite ledger (on a fleet too:
     a fleet does not share them, README "Several machines"), start the auto-approved ones;
-    the notification to send. Raises LedgerUnavailable (nothing lost: the caller keeps them)."""
+    the notification to send. Raises LedgerUnavailable (nothing lost: the caller keeps them).
+    `pause_timeout`: the run paused at its last proposal (needs_you): a person answers it,
+    never auto_approve, within that many seconds."""
     try:
         with proposal_store(ledger, paths) as store:
-            recorded = record_proposals(store, routine, run_id, list(sent), now)
+            recorded = record_proposals(
+                store, routine, run_id, list(sent), now, expires_after=pause_timeout
+            )
     except LedgerUnavailable:
         raise
     except LedgerError as exc:  # not a full disk: a broken ledger file, which `doctor` names
         log.error("%s: run %s: %d proposed action(s) not recorded: %s",
                   routine.name, run_id, len(sent), exc)  # fmt: skip
         return []
-    start_auto(routine, recorded.ids)
-    return proposal_notifications(routine, recorded.ids)
+    if pause_timeout is None:
+        start_auto(routine, recorded.ids)
+    return proposal_notifications(routine, recorded.ids, paused=pause_timeout is not None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,8 +195,19 @@ def final_status(
     if r.status not in _WORKER_STATUSES:
         return RunStatus.FAILED, f"the worker reported an unknown status {r.status!r}"
     if r.status in STRIKES:
-        return RunStatus(r.status), r.error or r.summary or str(r.status)
-    return RunStatus(r.status), r.error or r.summary
+        return RunStatus(r.status), refused_note(r.error or r.summary or str(r.status), r)
+    return RunStatus(r.status), refused_note(r.error or r.summary, r)
+
+
+def refused_note(detail: str, r: Result) -> str:
+    """A run's detail, and how many of its tool calls were refused (the whitelist, the
+    sandbox's checks, a person): a run whose calls were blocked never reads as a clean one in
+    `history` and `show` (tests/supervisor/test_record.py)."""
+    n = r.refused_calls
+    if not n:
+        return detail
+    note = f"{n} tool call{'s' if n != 1 else ''} refused"
+    return f"{detail} · {note}" if detail else note
 
 
 def notifications_for(
@@ -195,13 +227,18 @@ def notifications_for(
     return []
 
 
-def proposal_notifications(routine: Routine, ids: tuple[int, ...]) -> list[Notification]:
-    """One notification for a run's new proposals (auto_approve too: what ran is no secret)."""
+def proposal_notifications(
+    routine: Routine, ids: tuple[int, ...], *, paused: bool = False
+) -> list[Notification]:
+    """One notification for a run's new proposals (auto_approve too: what ran is no secret).
+    It names the routine and the commands to answer, never the request's content."""
     if not ids:
         return []
     what = "an action" if len(ids) == 1 else f"{len(ids)} actions"
-    first = ids[0]
+    first = ids[-1] if paused else ids[0]
     body = f"vinos-routine pending\nvinos-routine approve {first}   ·   vinos-routine deny {first}"
+    if paused:
+        return [Notification(f"{routine.name} needs you", "the run is paused\n" + body, "normal")]
     if routine.auto_approve:
         body = "auto_approve: it runs now if the routine's signature verifies\n" + body
     return [Notification(f"{routine.name} proposes {what}", body, "normal")]
@@ -345,6 +382,7 @@ def finish_run(
     now: datetime,
     note: str = "",
     limit_key: str = "run_timeout_sec",
+    pause_timeout: int = 24 * 3600,
 ) -> Finished:
     """Record a finished run everywhere it belongs, in the order that loses nothing.
 
@@ -369,8 +407,9 @@ def finish_run(
     remove_leftovers(paths, routine.name, run_id, keep_output=bool(error))
     end = run_end(out, status, detail, note, stored)
     notes = end_notifications(routine, out, end.outcome, status, detail, text, undelivered)
+    paused = pause_timeout if status is RunStatus.NEEDS_YOU else None
     disabled, unwritten = _write_end(
-        ledger, paths, routine, run_id, trigger, end, detail, out, notes, now
+        ledger, paths, routine, run_id, trigger, end, detail, out, notes, now, paused
     )
     last = last_run_json(
         run_id, routine.name, trigger, slot, started_at, now, end, out, status, detail
@@ -402,6 +441,7 @@ def _write_end(
     out: WorkerOutcome,
     notes: list[Notification],
     now: datetime,
+    paused: int | None = None,
 ) -> tuple[bool, Unwritten | None]:
     """The run's end in the ledger, its strike (on `detail`, how it ended), a `once`
     routine's end and its proposals (their notifications added to `notes`): (disabled by
@@ -423,13 +463,21 @@ def _write_end(
                     reason=f"ran once, as scheduled ({routine.schedule.once})",
                 )
         if out.proposals:
-            notes += keep_proposals(ledger, paths, routine, run_id, out.proposals, now)
+            notes += keep_proposals(
+                ledger, paths, routine, run_id, out.proposals, now, pause_timeout=paused
+            )
     except LedgerUnavailable:
         # The proposals too: kept with the row, recorded when space returns, each once
         # (test_reliability_full_disk.py::
         # test_proposals_of_a_run_that_ends_on_a_full_disk_are_kept_with_its_result).
         unwritten = Unwritten(
-            routine, run_id, now, end, proposals=tuple(out.proposals), paths=paths
+            routine,
+            run_id,
+            now,
+            end,
+            proposals=tuple(out.proposals),
+            paths=paths,
+            pause_timeout=paused,
         )
     return disabled, unwritten
 

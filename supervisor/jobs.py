@@ -72,6 +72,7 @@ def build_job(
     debug: bool = False,
     sandbox_probe: dict[str, Any] | None = None,
     event: EventInput | None = None,
+    permissions: str = "ask",
 ) -> Job:
     mem = memory_path(routine, paths)
     return Job(
@@ -97,6 +98,8 @@ def build_job(
         providers=to_job(config.providers),
         parent_run_id=reply.parent_run_id if reply else None,
         reply_text=reply.text if reply else "",
+        answer=reply.answer if reply else None,
+        permissions=permissions,
         decisions=decisions or [],
         debug=debug,
         sandbox_probe=sandbox_probe,

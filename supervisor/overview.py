@@ -43,6 +43,8 @@ class RoutineRow:
     # command wins until that line is edited (tests/cli/test_cli_list.py::
     # test_list_says_when_enable_overrides_the_files_enabled).
     file_enabled: bool | None = None
+    permissions: str | None = None  # [routine].permissions of an agent routine
+    needs_you: str | None = None  # the run of it that waits for a person, if one does
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -69,6 +71,8 @@ class RoutineRow:
             "signature_note": self.signature_note,
             "not_here": self.not_here,
             "file_enabled": self.file_enabled,
+            "permissions": self.permissions,
+            "needs_you": self.needs_you,
         }
 
 
@@ -94,6 +98,7 @@ def collect(now: datetime | None = None) -> list[RoutineRow]:
         states = ledger.states()
         last = ledger.last_runs()
         active = {(a.routine, a.status) for a in ledger.active_runs()}
+        paused = _paused(ledger)
         # Today's spending of every routine in one query per zone, not one per routine.
         spent = ledger.spent_today_many(
             {
@@ -159,10 +164,22 @@ def collect(now: datetime | None = None) -> list[RoutineRow]:
                     open_on_login=r.output.open_on_login,
                     not_here=not_here.get(name),
                     file_enabled=r.enabled if r.enabled != enabled else None,
+                    permissions=_permissions(r),
+                    needs_you=paused.get(name),
                     **_signature(entry.path, r, allowed_signers, signed),
                 )
             )
     return lines
+
+
+def _paused(ledger: Any) -> dict[str, str]:
+    """Routines with a run that waits for a person → that run."""
+    return {a.routine: a.run_id for a in ledger.paused_runs()}
+
+
+def _permissions(routine: Any) -> str | None:
+    """[routine].permissions of an agent routine (a command routine has no model to ask)."""
+    return str(routine.permissions.value) if routine.agent is not None else None
 
 
 def _signature_files(paths: Any) -> set[str]:
@@ -191,7 +208,7 @@ def _signature(path: Any, routine: Any, allowed_signers: Any, sigs: set[str]) ->
         return {}  # the common case, without importing routines.signing (~3 ms)
     from routines.signing import auto_approve_requested, signature_note, verify_routine
 
-    auto = "auto_approve" in routine.text and auto_approve_requested(routine)
+    auto = auto_approve_requested(routine)  # permissions = "everything", or auto_approve
     if not auto and not signed:
         return {}
     check = verify_routine(path, allowed_signers, data=routine.text.encode())

@@ -99,13 +99,14 @@ def plan_routine(
     *,
     cursor: datetime,
     now: datetime,
-    busy: bool,
+    busy: bool | str,
     missed: Missed,
     jitter: timedelta = timedelta(0),
 ) -> list[PlanDecision]:
     """What to do for one enabled routine at `now`; [] when nothing is due.
 
     Decisions come in the order they must be claimed (each moves the cursor forward).
+    `busy` as a string is why the slot is skipped ("waiting for you on RUN": a paused run).
     """
     due, capped = _due(table, name, cursor, now, jitter)
     if not due:
@@ -113,7 +114,7 @@ def plan_routine(
     newest = due[-1]
     count = len(due)
     if busy:
-        detail = "previous run still going"
+        detail = busy if isinstance(busy, str) else "previous run still going"
         if count > 1:
             detail += f" ({count:,}{'+' if capped else ''} slots)"
         return [PlanDecision(Action.SKIPPED, newest, count, detail)]

@@ -165,8 +165,9 @@ class Pool:
         debug: bool = False,
     ) -> tuple[Pending, asyncio.Future[RunReply]]:
         """Admit a manual run of `routine` (the daemon's `run` and `reply`, and both without a
-        daemon; `reply`: it continues that run's conversation): refused with Busy while the
-        routine runs or waits, here or under another live owner; else its row is recorded
+        daemon; `reply`: it continues that run's conversation, or resumes a paused one):
+        refused with Busy while the routine runs or waits, here or under another live owner,
+        or while one of its runs waits for a person (a resume aside); else its row is recorded
         `queued` (LedgerUnavailable: nothing recorded, nothing runs) and it is queued. The future
         resolves with how it ended."""
         name = routine.name
@@ -179,9 +180,17 @@ class Pool:
                     f"{name} is already running ({active.run_id}, in another process): "
                     "previous run still going"
                 )
+        if reply is None or reply.answer is None:  # a resume is how a paused run goes on
+            for paused in self.ledger.paused_runs():
+                if paused.routine == name:  # never beside it (tests/supervisor/
+                    # test_daemon_needs_you.py::test_a_paused_run_frees_its_slot_and_…)
+                    raise Busy(
+                        f"{name} is waiting for you on {paused.run_id}: answer it first "
+                        "(vinos-routine pending)"
+                    )
         now = self.clock.now()
         run_id = new_run_id(name, now)
-        trigger = Trigger.REPLY if reply else Trigger.MANUAL
+        trigger = reply.trigger if reply else Trigger.MANUAL
         self.ledger.record_run(
             name,
             run_id=run_id,
@@ -393,6 +402,9 @@ class Pool:
         except OSError as exc:
             # Counts as a failure (a full or read-only state dir is something to fix).
             return f"cannot create the run's scratch dir {scratch}: {exc.strerror or exc}"
+        from routines.signing import effective_permissions
+
+        permissions, dropped = effective_permissions(routine, self.paths.allowed_signers)
         job = build_job(
             routine,
             run_id=pending.run_id,
@@ -408,11 +420,14 @@ class Pool:
             debug=pending.debug,
             event=pending.event,
             sandbox_probe=self.probes.get(self.config.sandbox.bwrap) if self.probes else None,
+            permissions=permissions,
         )
         runlog = RunLog(self.paths.run_log(routine.name, pending.run_id), base=state)
         runlog.write("start", f"{pending.trigger} run of {routine.name}", {"slot": pending.slot})
         if pending.detail:
             runlog.write("log", pending.detail)
+        if dropped:
+            runlog.write(EventKind.WARN, dropped)
         return _Prepared(job, runlog)
 
     # await: the worker, from the spawner, until it and all it started are gone.
@@ -468,6 +483,7 @@ class Pool:
             now=self.clock.now(),
             note=pending.detail if pending.slot else "",
             limit_key=limit.key,
+            pause_timeout=self.config.pause_timeout(pending.routine.needs_you_timeout),
         )
 
     # -- the fleet's leases -------------------------------------------------------------------

@@ -13,9 +13,11 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from routines import conversation
 from routines.ledger.api import LedgerAPI
+from routines.runs import Trigger
 from routines.spec import Kind, Routine
 from routines.spec.paths import Paths
 
@@ -35,9 +37,18 @@ class ReplyTo:
     text: str
     edited: bool  # the routine file changed since the parent ran: the current file runs
     shortened: bool = False  # the parent's conversation was cut to fit its 256 KB cap
+    # A paused parent's person answered (supervisor/pauses.py): the answer, in place of the
+    # paused call's result, instead of a new user turn (`text` is then the detail).
+    answer: dict[str, Any] | None = None
+
+    @property
+    def trigger(self) -> Trigger:
+        return Trigger.RESUME if self.answer is not None else Trigger.REPLY
 
     def detail(self) -> str:
         """The run's first log line (and `reply`'s first line)."""
+        if self.answer is not None:
+            return self.text
         notes = [f"reply to {self.parent_run_id}"]
         if self.edited:
             notes.append("the routine was edited since that run: this reply runs the current file")

@@ -189,7 +189,7 @@ class Scheduler:
                 self._refresh(name)
 
     def due(
-        self, now: datetime, busy: Callable[[str], bool], limit: int | None = None
+        self, now: datetime, busy: Callable[[str], bool | str], limit: int | None = None
     ) -> list[Pending]:
         """Claim what is due at `now`; return the runs to queue. Skipped/missed are recorded.
 

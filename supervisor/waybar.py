@@ -105,8 +105,11 @@ def bar_parts(
     parts = [f"{ICON} {len(on)} routine{'' if len(on) == 1 else 's'}"]
     running = [ln.name for ln in lines if ln.running]
     upcoming = sorted((ln.next_run, ln.name) for ln in on if ln.next_run is not None)
-    if pending:
-        parts.append(f"{pending} pending")
+    needs = sum(1 for ln in lines if ln.needs_you)
+    if needs:  # runs paused for you: their requests are among the pending ones
+        parts.append(f"{needs} needs you")
+    if pending > needs:
+        parts.append(f"{pending - needs} pending")
     if unseen:
         parts.append(f"{unseen} new")
     if running:
@@ -126,6 +129,9 @@ def tooltip_lines(
     if pending:
         what = "1 action waits" if pending == 1 else f"{pending} actions wait"
         tooltip.insert(0, f"{what} for your decision: vinos-routine pending")
+    paused = [ln.name for ln in lines if ln.needs_you]
+    if paused:
+        tooltip.insert(0, f"needs you (paused until you answer): {', '.join(paused)}")
     if unseen:
         tooltip.append(f"{unseen} new output{'s' if unseen != 1 else ''} to read: click")
     if tooltip:
@@ -146,7 +152,8 @@ def waybar_json(
     `pending`: proposed actions waiting for a decision."""
     h = health(lines)
     shares = [s for s in (_budget_share(ln) for ln in lines if ln.enabled) if s is not None]
-    state = "attention" if pending and h.state != "critical" else h.state
+    waits = pending or any(ln.needs_you for ln in lines)
+    state = "attention" if waits and h.state != "critical" else h.state
     return {
         "text": _escape(" · ".join(bar_parts(lines, today_dollars, now, unseen, pending))),
         "tooltip": _escape("\n".join(tooltip_lines(lines, h, now, unseen, pending))),

@@ -21,6 +21,7 @@ from routines.spec import (
     OnExceed,
     Origin,
     OutputType,
+    Permissions,
     Route,
     ScheduleSpec,
     Tool,
@@ -838,6 +839,7 @@ home = ["~/.config/msmtp"]
 
 def test_actions_approvals_expire_and_auto_approve(rdir: Path) -> None:
     text = '[routine]\napprovals_expire = "36 hours"\nauto_approve = true\n' + AGENT + ACTION
+    (rdir / "day-brief.toml.sig").write_text("a signature, verified elsewhere\n")
     r = load_file(write(rdir, "day-brief", text))
     assert r.actions == (
         Action(
@@ -851,6 +853,46 @@ def test_actions_approvals_expire_and_auto_approve(rdir: Path) -> None:
     assert (r.approvals_expire, r.auto_approve) == (36 * 3600, True)
     plain = load_file(write(rdir, "plain", AGENT))
     assert (plain.actions, plain.approvals_expire, plain.auto_approve) == ((), 7 * 86400, False)
+    assert r.permissions is Permissions.EVERYTHING  # auto_approve = true is "everything"
+    assert (plain.permissions, plain.needs_you_timeout) == (Permissions.ASK, None)
+
+
+@pytest.mark.parametrize("value", ["ask", "files"])
+def test_permissions_ask_and_files_need_no_signature(rdir: Path, value: str) -> None:
+    text = f'[routine]\npermissions = "{value}"\nneeds_you_timeout = "2 hours"\n' + AGENT
+    r = load_file(write(rdir, "day-brief", text + ACTION))
+    assert (r.permissions, r.needs_you_timeout, r.auto_approve) == (value, 7200, False)
+    assert r.permissions.words == {"ask": "Ask me first", "files": "Allow file changes"}[value]
+
+
+def test_permissions_everything_unsigned_is_refused_with_the_file_key_and_fix(
+    rdir: Path,
+) -> None:
+    found = errors(rdir, '[routine]\npermissions = "everything"\n' + AGENT + ACTION)
+    f = str(rdir / "day-brief.toml")
+    assert (
+        f'{f}: [routine].permissions: "everything" (act without asking) needs the file signed, '
+        "and day-brief.toml.sig is missing: read the file, then `vinos-routine sign day-brief`; "
+        'or set permissions = "ask" (Ask me first) or "files" (Allow file changes)'
+    ) in found, found
+    (rdir / "day-brief.toml.sig").write_text("x\n")  # signed: whether it verifies is per run
+    r = load_file(rdir / "day-brief.toml")
+    assert r.permissions is Permissions.EVERYTHING
+
+
+def test_permissions_and_auto_approve_together_are_refused(rdir: Path) -> None:
+    text = '[routine]\npermissions = "files"\nauto_approve = false\n' + AGENT
+    found = errors(rdir, text)
+    f = str(rdir / "day-brief.toml")
+    assert (
+        f"{f}: [routine].auto_approve: set beside [routine].permissions: keep only permissions "
+        '(auto_approve = true is permissions = "everything")'
+    ) in found, found
+    bad = errors(rdir, '[routine]\npermissions = "all"\n' + AGENT)
+    assert (
+        f'{f}: [routine].permissions: expected one of "ask" | "files" | "everything", '
+        'found "all" (a string)'
+    ) in bad, bad
 
 
 @pytest.mark.parametrize(

@@ -1,6 +1,6 @@
 """`python -m worker.actioncmd ID [--auto]`: run one approved proposal, once.
 
-What `vinos-routine approve ID` execs after the person confirmed, and what the supervisor
+What `vinos-routine approve ID` runs after the person confirmed, and what the supervisor
 starts for a routine with `auto_approve` (`--auto`). In order:
 
 1. the routine file as it is now must be the one the proposal was made from (its fingerprint):

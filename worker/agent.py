@@ -57,7 +57,8 @@ class AgentRun:
         self.run = run
         self.agent = agent
         self.tools = prompts.tool_specs(agent)
-        self.system = prompts.system_prompt(agent, run.name, self.tools)
+        self.pauses = run.pauses_at_actions
+        self.system = prompts.system_prompt(agent, run.name, self.tools, self.pauses)
         # A reply continues its parent's conversation: the person's text is "the user turn"
         # the router reads, and the turns come from the parent's record (in go()).
         self.reply_turns: list[Turn] | None = None
@@ -97,7 +98,12 @@ class AgentRun:
             from worker import replies  # a reply's alone before its first request (see _keep)
 
             try:
-                self.reply_turns = replies.parent_turns(self.run)
+                if self.run.job.answer is not None:  # a paused run's person answered
+                    self.reply_turns = replies.resumed_turns(self.run)
+                    if self.run.job.answer.get("state") != "done":  # refused by a person
+                        self.run.refused += 1
+                else:
+                    self.reply_turns = replies.parent_turns(self.run)
             except replies.ReplyUnavailable as exc:
                 return self._failed(str(exc), self._last_model())
         if self.agent.mcp_tools:
@@ -134,7 +140,7 @@ class AgentRun:
 
         self.run.mcp = McpTools(self.run, self.agent.mcp, float(self.agent.shell_timeout_sec))
         self.tools[-1:-1] = self.run.mcp.specs(self.agent.mcp_tools)  # before report_outcome
-        self.system = prompts.system_prompt(self.agent, self.run.name, self.tools)
+        self.system = prompts.system_prompt(self.agent, self.run.name, self.tools, self.pauses)
 
     def _may_use_premium(self) -> bool:
         if self.plan.only is not None:
@@ -245,6 +251,7 @@ class AgentRun:
             escalated_reason=self.route.reason,
             tool_calls=self.run.tool_calls,
             tools_used=list(self.run.tools_used),
+            refused_calls=self.run.refused,
         )
 
     def _failed(self, message: str, model: str) -> Result:
@@ -258,6 +265,11 @@ class AgentRun:
         )
 
     def _finish(self, end: AttemptEnd) -> Result:
+        if end.end is End.PAUSED:
+            # The conversation is kept (go()'s finally) with the paused call's placeholder;
+            # the supervisor records the request and ends the run needs_you.
+            base = self._base(RunStatus.NEEDS_YOU, end.model or self._last_model())
+            return _with(base, summary=f"waiting for you: {end.message}")
         if end.end is End.BUDGET:
             base = self._base(RunStatus.BUDGET, end.model or self._last_model())
             notify = f"{self.run.name} stopped: {end.message}" if end.notify else None

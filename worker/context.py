@@ -79,6 +79,8 @@ class RunContext:
     outcome: Outcome | None = None
     outcome_summary: str = ""
     proposals: int = 0  # propose_action calls accepted
+    paused: str | None = None  # the call the run paused at for a person (an action's name)
+    refused: int = 0  # tool calls refused (whitelist, sandbox checks, a person's denial)
     mcp: McpTools | None = None  # the run's MCP servers, once its first use starts them
     gate_output: str = ""  # [gate]'s stdout when it said go (worker/gate.py), capped
     _local: Provider | None = None
@@ -90,6 +92,13 @@ class RunContext:
     @property
     def name(self) -> str:
         return self.routine.name
+
+    @property
+    def pauses_at_actions(self) -> bool:
+        """Whether a proposed action pauses the run for the person's answer: under
+        [routine].permissions "ask" and "files" (the job's, as the supervisor decided:
+        routines/signing.py `effective_permissions`), not "everything"."""
+        return self.job.permissions != "everything"
 
     @property
     def allowance(self) -> PremiumAllowance:

@@ -32,6 +32,7 @@ from worker.providers.base import (
     ProviderError,
     Reply,
     Stop,
+    ToolResult,
     ToolResultsTurn,
     ToolSpec,
     ToolsUnsupported,
@@ -62,6 +63,7 @@ class End(StrEnum):
     BUDGET = "budget"  # the allowance stops the run
     FAILED = "failed"  # the attempt cannot produce an answer
     CAP = "cap"  # MAX_ITERATIONS model calls and the model still wants tools
+    PAUSED = "paused"  # a call waits for a person (worker/tools.py): the run ends needs_you
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,8 +131,7 @@ class ToolLoop:
                     premium = False
                     continue
                 return AttemptEnd(End.FAILED, model=model, message=stop_failure(reply))
-            if not premium and reply.stop is Stop.MAX_TOKENS and not reply.tool_calls:
-                self.run.channel.warn(f"the local reply was cut at {DEFAULT_MAX_OUTPUT} tokens")
+            self._warn_if_cut(reply, premium)
             if reply.malformed and on_malformed is not None and not premium:
                 self.run.channel.event(
                     EventKind.LOG, f"malformed tool JSON from {model}: {reply.malformed}"
@@ -141,14 +142,32 @@ class ToolLoop:
             if not reply.tool_calls:
                 return AttemptEnd(End.FINAL, reply=reply, model=model, prompt_tokens=prompt_tokens)
             conv.turns.append(AssistantTurn(reply))
-            results = tuple(self.toolbox.execute(call) for call in reply.tool_calls)
-            conv.turns.append(ToolResultsTurn(results))
+            conv.turns.append(ToolResultsTurn(self._execute(reply)))
+            if self.run.paused is not None:
+                return AttemptEnd(End.PAUSED, model=model, message=self.run.paused)
         return AttemptEnd(
             End.CAP,
             model=self._model(premium),
             message=f"stopped after {MAX_ITERATIONS} model calls: the model was still calling "
             "tools without giving a final answer",
         )
+
+    def _warn_if_cut(self, reply: Reply, premium: bool) -> None:
+        if not premium and reply.stop is Stop.MAX_TOKENS and not reply.tool_calls:
+            self.run.channel.warn(f"the local reply was cut at {DEFAULT_MAX_OUTPUT} tokens")
+
+    def _execute(self, reply: Reply) -> tuple[ToolResult, ...]:
+        """The reply's calls in order; once one paused the run for a person, the rest are
+        not run (their results say so: the resumed model may call them again)."""
+        from worker.replies import NOT_RUN_RESULT
+
+        results: list[ToolResult] = []
+        for call in reply.tool_calls:
+            if self.run.paused is not None:
+                results.append(ToolResult(call, NOT_RUN_RESULT, is_error=True))
+            else:
+                results.append(self.toolbox.execute(call))
+        return tuple(results)
 
     @property
     def toolbox(self) -> Toolbox:

@@ -43,7 +43,9 @@ _TRIGGER_WORDS = {
 }
 
 
-def runtime_notes(name: str, tools: list[ToolSpec]) -> str:
+def runtime_notes(name: str, tools: list[ToolSpec], pauses: bool = True) -> str:
+    """The runtime's part of the system prompt. `pauses`: a proposal pauses the run for the
+    person's answer ([routine].permissions "ask" or "files"), which the call then returns."""
     names = [t.name for t in tools if t.name != TOOL_OUTCOME]
     lines = [
         f'You are running unattended as the scheduled routine "{name}"; nobody is watching '
@@ -54,7 +56,13 @@ def runtime_notes(name: str, tools: list[ToolSpec]) -> str:
             "Tools run only with the exact arguments listed in each tool's description; "
             "anything else is refused."
         )
-    if any(t.name == TOOL_PROPOSE for t in tools):
+    if any(t.name == TOOL_PROPOSE for t in tools) and pauses:
+        lines.append(
+            f"You cannot carry out actions yourself: {TOOL_PROPOSE} asks the user, and the "
+            "run waits for their answer; the call then returns the action's real output, or "
+            "their refusal."
+        )
+    elif any(t.name == TOOL_PROPOSE for t in tools):
         lines.append(
             f"You cannot carry out actions yourself: {TOOL_PROPOSE} asks the user, who "
             "approves or denies each proposal later; a later run is told what they decided."
@@ -70,8 +78,8 @@ def runtime_notes(name: str, tools: list[ToolSpec]) -> str:
     return " ".join(lines)
 
 
-def system_prompt(agent: AgentSpec, name: str, tools: list[ToolSpec]) -> str:
-    return f"{agent.system.strip()}\n\n---\n{runtime_notes(name, tools)}"
+def system_prompt(agent: AgentSpec, name: str, tools: list[ToolSpec], pauses: bool = True) -> str:
+    return f"{agent.system.strip()}\n\n---\n{runtime_notes(name, tools, pauses)}"
 
 
 def task_text(started: datetime, trigger: Trigger) -> str:

@@ -1,4 +1,5 @@
-"""A run's conversation kept for `reply`, and a reply run's start from its parent's.
+"""A run's conversation kept for `reply`, and a reply run's start from its parent's; a
+paused run's answer put where its paused call's result was (`resumed_turns`).
 
 The record format, its cap and its file live in routines/conversation.py; this module only
 converts between it and the providers' neutral turns (worker/providers/base.py).
@@ -7,8 +8,10 @@ converts between it and the providers' neutral turns (worker/providers/base.py).
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from pathlib import Path
+from typing import Any
 
 from routines import conversation as store
 from routines.conversation import Record, Role, StoredCall, StoredResult, StoredTurn
@@ -25,9 +28,30 @@ from worker.providers.base import (
     UserTurn,
 )
 
-__all__ = ["ReplyUnavailable", "parent_turns", "save_conversation", "to_record", "to_turns"]
+__all__ = [
+    "NOT_RUN_RESULT",
+    "PAUSED_RESULT",
+    "ReplyUnavailable",
+    "answer_result",
+    "parent_turns",
+    "resumed_turns",
+    "save_conversation",
+    "to_record",
+    "to_turns",
+]
 
 _ID_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+
+
+# The result a paused call holds in the stored conversation until the person answers; the
+# resumed run puts the answer in its place (`resumed_turns`).
+PAUSED_RESULT = json.dumps({"needs_you": True, "note": "the run paused for the person's answer"})
+# The result of a call the model made after the one that paused, in the same turn: not run.
+_NOT_RUN = (
+    "not run: the run paused at an earlier call for the person's answer; "
+    "call it again if you still need it"
+)
+NOT_RUN_RESULT = json.dumps({"error": _NOT_RUN})
 
 
 class ReplyUnavailable(Exception):
@@ -92,6 +116,58 @@ def to_turns(record: Record) -> list[Turn]:
 def parent_turns(run: RunContext) -> list[Turn]:
     """The parent run's turns, then the person's reply as a new user turn."""
     parent = run.job.parent_run_id or ""
+    return [*_parent_record_turns(run, parent), UserTurn(run.job.reply_text)]
+
+
+def answer_result(answer: dict[str, Any]) -> tuple[str, bool]:
+    """The paused call's result from the person's answer (pure): the action's real output and
+    exit status when it ran, else the refusal (denied, expired, edited) and why."""
+    state = str(answer.get("state", ""))
+    who = answer.get("decided_by") or "the person"
+    if state == "done":
+        body = {
+            "approved_by": who,
+            "ran": True,
+            "exit_status": answer.get("exit_status"),
+            "output": str(answer.get("output") or ""),
+        }
+        failed = answer.get("exit_status") != 0
+        return json.dumps(body, ensure_ascii=False), failed
+    why = str(answer.get("why") or "")
+    words = {
+        "denied": "the person denied it",
+        "expired": "nobody answered in time",
+        "invalidated": "the routine file was edited since: it did not run",
+    }.get(state, f"it did not run ({state})")
+    body = {"error": f"refused: {words}" + (f": {why}" if why else ""), "ran": False}
+    return json.dumps(body, ensure_ascii=False), True
+
+
+def resumed_turns(run: RunContext) -> list[Turn]:
+    """The paused parent's turns, with the person's answer where the paused call's result
+    was: the resumed run's first request carries it (the action's real output, or the
+    refusal the model must see)."""
+    parent = run.job.parent_run_id or ""
+    answer = run.job.answer or {}
+    turns = _parent_record_turns(run, parent)
+    content, is_error = answer_result(answer)
+    last = turns[-1] if turns else None
+    if not isinstance(last, ToolResultsTurn):
+        raise ReplyUnavailable(f"run {parent} did not pause at a tool call")
+    results = []
+    found = False
+    for r in last.results:
+        if r.content == PAUSED_RESULT and not found:
+            results.append(ToolResult(r.call, content, is_error))
+            found = True
+        else:
+            results.append(r)
+    if not found:
+        raise ReplyUnavailable(f"run {parent}'s conversation holds no paused call")
+    return [*turns[:-1], ToolResultsTurn(tuple(results))]
+
+
+def _parent_record_turns(run: RunContext, parent: str) -> list[Turn]:
     try:
         record = store.load(Path(run.job.state_dir), parent)
     except store.ConversationInvalid as exc:
@@ -100,7 +176,7 @@ def parent_turns(run: RunContext) -> list[Turn]:
         raise ReplyUnavailable(f"run {parent} has no stored conversation to continue")
     if record.routine != run.name:
         raise ReplyUnavailable(f"run {parent} is a run of {record.routine}, not {run.name}")
-    return [*to_turns(record), UserTurn(run.job.reply_text)]
+    return to_turns(record)
 
 
 def save_conversation(run: RunContext, conv: Conversation, final: Reply | None) -> None:

@@ -20,6 +20,7 @@ from worker.channel import preview
 from worker.context import RunContext
 from worker.prompts import TOOL_OUTCOME, TOOL_PROPOSE, TOOL_READ, TOOL_SHELL
 from worker.providers.base import ToolCall, ToolResult
+from worker.replies import PAUSED_RESULT
 
 if TYPE_CHECKING:
     from sandbox import ReadBudget, ShellPolicy
@@ -168,6 +169,13 @@ class Toolbox:
         self.run.channel.send(Proposal(action=name, input=text, summary=summary))
         self.run.proposals += 1
         self.run.record_tool(TOOL_PROPOSE)
+        if self.run.pauses_at_actions:
+            # "Ask me first" and "Allow file changes": the run pauses here, and the person's
+            # answer (the action's real output, or the refusal) takes this result's place
+            # when it resumes (worker/replies.py `resumed_turns`).
+            self.run.paused = name
+            self._report(call, PAUSED_RESULT, ok=True, action=name, paused=True)
+            return ToolResult(call, PAUSED_RESULT)
         body = json.dumps(
             {
                 "proposed": True,
@@ -229,6 +237,7 @@ class Toolbox:
         )
 
     def _refuse(self, call: ToolCall, reason: str) -> ToolResult:
+        self.run.refused += 1
         line = f"[{self.run.name}] refused tool call: {describe_call(call)}"
         self.run.channel.log(line)
         self.run.channel.event(

@@ -40,7 +40,16 @@ from routines.ledger.rundays import DaySummary
 from routines.ledger.shared import from_iso, iso
 from routines.ledger.sql import FINISH_COLUMNS as _FINISH
 from routines.ledger.sql import SUMS as _SUMS
-from routines.runs import ACTIVE, NO_LAST_RUN, NOT_A_RUN, RunEnd, RunStatus, Trigger, is_event_slot
+from routines.runs import (
+    ACTIVE,
+    NO_LAST_RUN,
+    NOT_A_RUN,
+    PAUSED,
+    RunEnd,
+    RunStatus,
+    Trigger,
+    is_event_slot,
+)
 
 __all__ = ["MemoryData", "MemoryLedger"]
 
@@ -252,6 +261,32 @@ class MemoryLedger:
         self._wrote()
         return True
 
+    def paused_runs(self) -> list[ActiveRun]:
+        return [
+            ActiveRun(
+                r["run_id"],
+                r["routine"],
+                r["slot"],
+                RunStatus(r["status"]),
+                r["owner_pid"],
+                r["owner_started"],
+                r["worker_pid"],
+            )
+            for r in self.data.runs.values()
+            if r["status"] in PAUSED
+        ]
+
+    def end_pause(self, run_id: str, status: RunStatus, note: str, *, now: datetime) -> bool:
+        row = self.data.runs.get(run_id)
+        if row is None or row["status"] not in PAUSED:
+            return False
+        row["status"] = status.value
+        row["detail"] = (row["detail"] or "") + note
+        if row["started_at"]:
+            self._note_last(row["routine"], run_id, status, None, row["started_at"], iso(now))
+        self._wrote()
+        return True
+
     def active_runs(self) -> list[ActiveRun]:
         return [
             ActiveRun(
@@ -315,7 +350,11 @@ class MemoryLedger:
                 if len(starts) >= keep_max:
                     counted = rundays.count_line(from_iso(starts[keep_max - 1]), zone)
                     line = max(line, iso(counted))
-            done = [r for r in mine if r["started_at"] < line and (r["status"] or "") not in ACTIVE]
+            done = [
+                r
+                for r in mine
+                if r["started_at"] < line and (r["status"] or "") not in ACTIVE | PAUSED
+            ]
             picked += sorted(done, key=lambda r: r["started_at"])[: limit - len(picked)]
         for f in rundays.fold([_fold_row(r) for r in picked], zone):
             args = shared.add_day_args(f, zone.key)

@@ -317,6 +317,23 @@ class PgLedger(PgConnection, FleetTables):
         rows = self._read(Q.active_runs(" AND machine = %s"), (self.machine,))
         return [ActiveRun(**{**r, "status": RunStatus(r["status"])}) for r in rows]
 
+    def paused_runs(self) -> list[ActiveRun]:
+        """Every machine's runs that wait for a person: any machine may resume one."""
+        rows = self._read(Q.paused_runs(), ())
+        return [ActiveRun(**{**r, "status": RunStatus(r["status"])}) for r in rows]
+
+    def end_pause(self, run_id: str, status: RunStatus, note: str, *, now: datetime) -> bool:
+        """As `Ledger.end_pause`."""
+        with self.transaction() as cur:
+            cur.execute(Q.end_pause(), (status.value, note, run_id))
+            if cur.rowcount != 1:
+                return False
+            cur.execute(Q.run_to_finish(), (run_id,))
+            row = cur.fetchone()
+            if row is not None and row["started_at"]:
+                note_last(cur, row["routine"], run_id, status, None, row["started_at"], iso(now))
+            return True
+
     def last_started_here(self, routine: str) -> str | None:
         """When this machine's newest finished run of `routine` started: since then, the
         decisions on the proposals kept here are news to its next run (a fleet shares no

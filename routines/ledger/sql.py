@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from routines.ledger import rundays
-from routines.runs import ACTIVE, NOT_A_RUN, sql_in
+from routines.runs import ACTIVE, NOT_A_RUN, PAUSED, sql_in
 
 __all__ = [
     "MS",
@@ -87,6 +87,21 @@ class Dialect:
             f"FROM runs WHERE status IN {sql_in(ACTIVE)}{where}"
         )
 
+    def paused_runs(self) -> str:
+        return (
+            "SELECT run_id, routine, slot, status, owner_pid, owner_started, worker_pid "
+            f"FROM runs WHERE status IN {sql_in(PAUSED)}"
+        )
+
+    def end_pause(self) -> str:
+        """A paused row's one way on (resumed or expired), taken once: the WHERE is the
+        race's referee, as `finish_run`'s active check is for a run's end."""
+        m = self.mark
+        return (
+            f"UPDATE runs SET status = {m}, detail = COALESCE(detail, '') || {m} "
+            f"WHERE run_id = {m} AND status IN {sql_in(PAUSED)}"
+        )
+
     def run(self, extra: str = "") -> str:
         return f"SELECT {extra}{ROW_FIELDS} FROM runs WHERE run_id = {self.mark}"
 
@@ -127,7 +142,7 @@ class Dialect:
             "AS status, outcome, input_tokens, output_tokens, local_input_tokens, "
             f"local_output_tokens, tool_calls, {NANO} AS nano, {MS} AS ms "
             f"FROM runs WHERE routine = {self.mark} AND started_at < {self.mark} "
-            f"AND COALESCE(status, '') NOT IN {sql_in(ACTIVE)} "
+            f"AND COALESCE(status, '') NOT IN {sql_in(ACTIVE | PAUSED)} "
             f"ORDER BY started_at LIMIT {self.mark}{self.skip}"
         )
 

@@ -223,6 +223,24 @@ class Ledger(SqliteConnection):
             rows = self._db.execute(Q.active_runs()).fetchall()
         return [ActiveRun(**{**dict(r), "status": RunStatus(r["status"])}) for r in rows]
 
+    def paused_runs(self) -> list[ActiveRun]:
+        """Runs that wait for a person (needs_you): no process holds them."""
+        with self._errors():
+            rows = self._db.execute(Q.paused_runs()).fetchall()
+        return [ActiveRun(**{**dict(r), "status": RunStatus(r["status"])}) for r in rows]
+
+    def end_pause(self, run_id: str, status: RunStatus, note: str, *, now: datetime) -> bool:
+        """A paused run goes on (`resumed`) or ends (`expired`), `note` added to its detail;
+        True for the one caller that moved it (tests/fleet/test_ledger_contract.py)."""
+        with self.transaction() as db:
+            cur = db.execute(Q.end_pause(), (status.value, note, run_id))
+            if cur.rowcount != 1:
+                return False
+            row = db.execute(Q.run_to_finish(), (run_id,)).fetchone()
+            if row["started_at"]:  # the routine's last run says how its pause ended
+                _note_last(db, row["routine"], run_id, status, None, row["started_at"], iso(now))
+            return True
+
     def run(self, run_id: str) -> RunRow | None:
         row = self._db.execute(Q.run(), (run_id,)).fetchone()
         return _row(row) if row else None

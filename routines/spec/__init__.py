@@ -197,6 +197,9 @@ if TYPE_CHECKING:
         OutputType as OutputType,
     )
     from routines.spec.routine import (
+        Permissions as Permissions,
+    )
+    from routines.spec.routine import (
         Route as Route,
     )
     from routines.spec.routine import (
@@ -248,6 +251,7 @@ _EXPORTS = {
     "OutputSpec": "routine",
     "OutputType": "routine",
     "Paths": "paths",
+    "Permissions": "routine",
     "Problem": "checks",
     "ProviderKind": "providers",
     "ProviderSettings": "providers",
@@ -319,6 +323,7 @@ __all__ = [
     "OutputSpec",
     "OutputType",
     "Paths",
+    "Permissions",
     "Problem",
     "ProviderKind",
     "ProviderSettings",

@@ -4,6 +4,7 @@ max_concurrent = 2
 ollama_url = "http://127.0.0.1:11434"
 ollama_listener_users = ["ai"]       # on loopback, who besides you, root and `ollama` may serve it
 gallery_url = "https://vinos.computer/routines/"
+needs_you_timeout = "24 hours"       # how long a paused run waits for you ([routine] overrides)
 
 [pricing."claude-sonnet-4-6"]        # $ per million tokens
 input = 3.0
@@ -52,6 +53,7 @@ from routines.spec.checks import (
     Reader,
     RoutineInvalid,
     boolean,
+    expiry,
     found,
     machine_name,
     malformed,
@@ -206,6 +208,11 @@ class Config:
     fleet: FleetSettings | None = None  # None: one machine, the SQLite ledger
     providers: dict[str, ProviderSettings] = field(default_factory=dict)  # [providers.NAME]
     mcp_expose: tuple[str, ...] = ()  # [mcp_server].expose: routines `vinos-routine mcp` shows
+    needs_you_timeout: int = 24 * 3600  # seconds a paused run waits for its person
+
+    def pause_timeout(self, routine_timeout: int | None) -> int:
+        """How long a paused run of a routine waits: its own needs_you_timeout, else ours."""
+        return routine_timeout if routine_timeout is not None else self.needs_you_timeout
 
 
 class ConfigInvalid(RoutineInvalid):
@@ -231,6 +238,7 @@ _SCHEMA: dict[str, dict[str, Check]] = {
         "ollama_url": _url,
         "ollama_listener_users": listener_users,
         "gallery_url": _url,
+        "needs_you_timeout": expiry,
         "pricing": table_value,
         "sandbox": table_value,
         "ledger": table_value,
@@ -326,6 +334,7 @@ def load_config(path: Path) -> Config:
         fleet=fleet,
         providers=providers,
         mcp_expose=mcp_t.get("expose", ()),
+        needs_you_timeout=top.get("needs_you_timeout", 24 * 3600),
     )
 
 

@@ -45,6 +45,7 @@ from routines.spec.checks import (
 )
 from routines.spec.grants import CREDENTIAL_KEYS, read_credentials
 from routines.spec.hosts import network_value
+from routines.spec.paths import signature_path
 from routines.spec.providers import ProviderSettings, unknown_route
 from routines.spec.readfile import read_routine_file
 from routines.spec.routekeys import (
@@ -71,6 +72,7 @@ from routines.spec.routine import (
     Origin,
     OutputSpec,
     OutputType,
+    Permissions,
     Route,
     Routine,
     ScheduleSpec,
@@ -115,6 +117,8 @@ SCHEMA: dict[str, dict[str, Check]] = {
         "machines": machine_list,
         "approvals_expire": expiry,
         "auto_approve": boolean,
+        "permissions": one_of(Permissions),
+        "needs_you_timeout": expiry,
     },
     "schedule": {
         "cron": nonempty_string,
@@ -258,6 +262,7 @@ def load_text(
         else:
             command = _command(r, doc)
     output = _output(r, doc)
+    permissions = _permissions(r, routine_t, path)
     budget = _budget(r, doc, kind)
     provider_checks(r, agent, budget, declared)
     if name is not None and (agent or command):
@@ -283,10 +288,39 @@ def load_text(
         origin=origin,
         text=text,
         warnings=tuple(str(p) for p in r.problems if p.warning),
-        **{k: routine_t[k] for k in ("approvals_expire", "auto_approve") if k in routine_t},
+        permissions=permissions,
+        **{k: routine_t[k] for k in ("approvals_expire", "needs_you_timeout") if k in routine_t},
         trigger=trigger,
         gate=gate,
     )
+
+
+def _permissions(r: Reader, routine_t: Mapping[str, Any], path: Path) -> Permissions:
+    """`[routine].permissions` (default "ask"); `auto_approve = true` of older files means
+    "everything". "everything" needs the file signed: a file without NAME.toml.sig beside it
+    is refused here, by name and with the fix; a signature that no longer verifies (an edit
+    since) is not the loader's to check (it runs ssh-keygen): the run asks first
+    (routines/signing.py `effective_permissions`)."""
+    chosen = routine_t.get("permissions")
+    if "auto_approve" in routine_t and chosen is not None:
+        r.error(
+            "[routine].auto_approve",
+            "set beside [routine].permissions: keep only permissions "
+            '(auto_approve = true is permissions = "everything")',
+        )
+        return Permissions.ASK
+    if chosen is None:
+        chosen = Permissions.EVERYTHING if routine_t.get("auto_approve") else Permissions.ASK
+    key = "[routine].permissions" if "permissions" in routine_t else "[routine].auto_approve"
+    sig = signature_path(path)
+    if chosen is Permissions.EVERYTHING and not os.path.lexists(sig):
+        r.error(
+            key,
+            f'"everything" (act without asking) needs the file signed, and {sig.name} is '
+            f"missing: read the file, then `vinos-routine sign {path.stem}`; or set "
+            'permissions = "ask" (Ask me first) or "files" (Allow file changes)',
+        )
+    return chosen
 
 
 def _never_checks(

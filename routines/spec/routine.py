@@ -20,6 +20,7 @@ __all__ = [
     "DEFAULT_APPROVALS_EXPIRE",
     "DEFAULT_GATE_TIMEOUT",
     "DEFAULT_LOCAL_MODEL",
+    "DEFAULT_NEEDS_YOU_TIMEOUT",
     "DEFAULT_PREMIUM_MODEL",
     "NAME_RE",
     "RESERVED_NAMES",
@@ -39,6 +40,7 @@ __all__ = [
     "Origin",
     "OutputSpec",
     "OutputType",
+    "Permissions",
     "Route",
     "Routine",
     "ScheduleSpec",
@@ -55,6 +57,28 @@ DEFAULT_PREMIUM_MODEL = "claude-sonnet-4-6"
 ACTION_NAME_RE = re.compile(r"[a-z0-9-]+")
 DEFAULT_APPROVALS_EXPIRE = 7 * 86400  # [routine].approvals_expire, in seconds
 DEFAULT_GATE_TIMEOUT = 60  # [gate].timeout_sec, in seconds
+DEFAULT_NEEDS_YOU_TIMEOUT = 24 * 3600  # how long a paused run waits for its person, in seconds
+
+
+class Permissions(StrEnum):
+    """`[routine].permissions`: what an agent routine may do while nobody watches ("Ask me
+    first", "Allow file changes", "Allow everything"). A whitelisted command accepted
+    on the card is already allowed under each; `words` is what the card and `list` say."""
+
+    ASK = "ask"  # every action pauses the run as "needs you" (and a write outside its state)
+    FILES = "files"  # writes in the routine's own folders go ahead; every action pauses
+    EVERYTHING = "everything"  # nothing pauses: only while the file's signature verifies
+
+    @property
+    def words(self) -> str:
+        return _PERMISSION_WORDS[self]
+
+
+_PERMISSION_WORDS = {
+    Permissions.ASK: "Ask me first",
+    Permissions.FILES: "Allow file changes",
+    Permissions.EVERYTHING: "Allow everything",
+}
 
 
 class Kind(StrEnum):
@@ -329,15 +353,21 @@ class Routine:
     text: str = ""  # the TOML this was parsed from: what the supervisor sends a worker
     warnings: tuple[str, ...] = ()
     approvals_expire: int = DEFAULT_APPROVALS_EXPIRE  # seconds a proposal waits for a decision
-    auto_approve: bool = False  # counts only while the file's signature verifies
     trigger: TriggerSpec | None = None  # [trigger]: after, watch, fire (routines/spec/trigger.py)
     gate: GateSpec | None = None  # [gate]: the pre-check run before any model call
+    permissions: Permissions = Permissions.ASK  # EVERYTHING counts only while signed (signing.py)
+    needs_you_timeout: int | None = None  # seconds a paused run waits; None: config.toml's
 
     @property
     def scheduled(self) -> bool:
         """Whether it has a [schedule] (a routine with only [trigger] has none: its
         ScheduleSpec holds just the zone its days and budget are counted in)."""
         return bool(self.schedule.expression)
+
+    @property
+    def auto_approve(self) -> bool:
+        """`auto_approve = true` of older files: the same as permissions = "everything"."""
+        return self.permissions is Permissions.EVERYTHING
 
     @property
     def actions(self) -> tuple[Action, ...]:

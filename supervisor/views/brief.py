@@ -9,7 +9,7 @@ seen and opening a pager stay in the command (supervisor/cli/commands/brief.py).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
@@ -243,17 +243,23 @@ def document(items: Sequence[Item], heading: str, read: Reader = read_output) ->
     return "\n".join(parts)
 
 
-def pending_text(waiting: Sequence[Proposal]) -> str:
-    """The top of the brief: each waiting proposal with the commands that decide it."""
+def pending_text(waiting: Sequence[Proposal], paused: Collection[str] = ()) -> str:
+    """The top of the brief: each waiting proposal with the commands that decide it; those
+    whose run paused for the answer (`paused`: run ids) counted first as "needs you"."""
     from routines.safetext import one_line
 
     if not waiting:
         return ""
     n = len(waiting)
-    lines = [f"{n} action{'s' if n != 1 else ''} wait{'s' if n == 1 else ''} for your decision:"]
+    needs = sum(1 for w in waiting if w.run_id in paused)
+    lines = [f"Needs you: {needs} paused run{'s' if needs != 1 else ''}"] if needs else []
+    lines.append(
+        f"{n} action{'s' if n != 1 else ''} wait{'s' if n == 1 else ''} for your decision:"
+    )
     for w in waiting:
+        mark = " (its run is paused)" if w.run_id in paused else ""
         lines.append(
-            f"  #{w.id} {one_line(w.routine)} · {one_line(w.action)}: {one_line(w.summary)}"
+            f"  #{w.id} {one_line(w.routine)} · {one_line(w.action)}: {one_line(w.summary)}{mark}"
         )
         lines.append(f"      vinos-routine approve {w.id}   ·   vinos-routine deny {w.id}")
     return "\n".join(lines) + "\n\n"

@@ -57,6 +57,13 @@ def _notes_of(ln: RoutineRow, warnings: list[str], signed: list[str]) -> None:
         )
     if ln.not_here:
         warnings.append(one_line(f"{ln.name}: not run on this machine: {ln.not_here}"))
+    if ln.permissions is not None and ln.permissions != "ask":
+        from routines.spec import Permissions
+
+        words = Permissions(ln.permissions).words
+        signed.append(f"{ln.name}: unattended: {words} ({ln.permissions})")
+    if ln.needs_you:
+        warnings.append(f"{ln.name}: needs you: run {ln.needs_you} waits (vinos-routine pending)")
     if ln.signature_note:
         (warnings if ln.signature_warning else signed).append(
             one_line(f"{ln.name}: {ln.signature_note}")
@@ -86,6 +93,8 @@ def _routine_cells(ln: RoutineRow, now: datetime, c: bool) -> list[str]:
         state += " " + color("running", "blue", c)
     elif ln.queued:
         state += " queued"
+    elif ln.needs_you:
+        state += " " + color("needs you", "yellow", c)
     last = ln.last_status or "—"
     if ln.last_outcome:
         last += f" · {ln.last_outcome}"

@@ -20,7 +20,7 @@ process gives for free is done here by hand, around each call:
   `sys.exit` is its status, as for an interpreter.
 
 What needs a process of its own (the console script and `-m` entry, a signal, a terminal,
-two commands racing, `approve`, which execs its action) stays a subprocess: `Cli.spawn`
+two commands racing, `sandbox`, which execs its runner) stays a subprocess: `Cli.spawn`
 (cli_helpers.py). A command that would exec here would replace the test's process, so
 `os.execve` fails the test instead, naming `spawn`."""
 

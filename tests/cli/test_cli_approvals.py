@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from cli_helpers import Cli, OnPty
-from fakes import FakeOllama, Recorded, Reply
+from fakes import FakeOllama, Reply
 from fakes import ollama_replies as O
 
 from routines import proposals
@@ -47,6 +47,7 @@ def drafter(cli: Cli, *, expire: str = "7 days", name: str = "drafter") -> Path:
         f"""[routine]
 description = "drafts replies"
 approvals_expire = "{expire}"
+needs_you_timeout = "{expire}"
 
 [schedule]
 cron = "0 6 * * *"
@@ -85,8 +86,9 @@ def test_a_proposal_is_recorded_and_nothing_runs(
     cli: Cli, ollama: FakeOllama, not_root: None
 ) -> None:
     drafter(cli)
-    ollama.add(propose(), O.text("# Mail\n\nOne reply drafted."))
-    run_once(cli)
+    ollama.add(propose())
+    r = run_once(cli)  # a paused run did not fail: exit status 0
+    assert "needs_you" in r.stdout and "paused until you answer" in r.stdout
     [p] = rows(cli)
     assert (p.routine, p.action, p.state, p.input) == ("drafter", "send-reply", "waiting", INPUT)
     assert p.command == f"tee -a {ran_log(cli)}"
@@ -94,15 +96,20 @@ def test_a_proposal_is_recorded_and_nothing_runs(
     assert not ran_log(cli).exists()
     with cli.ledger() as led:
         [run] = led.history("drafter")
-    assert (run.status, run.outcome) == ("ok", "needs-attention")
-    assert json.loads(cli.state.joinpath("drafter/last-run.json").read_text())["summary"] == (
-        "1 action waits for you"
+    # "Ask me first" (the default): the run paused at the action, waiting for the person.
+    assert (run.status, run.outcome, run.detail) == (
+        "needs_you",
+        None,
+        "waiting for you: send-reply",
     )
-    # The model saw propose_action with the action's enum, and was told it was only proposed.
+    assert json.loads(cli.state.joinpath("drafter/last-run.json").read_text())["summary"] == (
+        "waiting for you: send-reply"
+    )
+    # The model saw propose_action with the action's enum; nothing was asked of it since.
     tools = {t["function"]["name"]: t for t in ollama.chats[0].body["tools"]}
     params = tools["propose_action"]["function"]["parameters"]
     assert params["properties"]["action"]["enum"] == ["send-reply"]
-    assert '"proposed": true' in ollama.chats[1].body["messages"][-1]["content"]
+    assert len(ollama.chats) == 1
 
     out = cli("pending")
     assert out.returncode == 0, out.stderr
@@ -110,15 +117,17 @@ def test_a_proposal_is_recorded_and_nothing_runs(
     assert "Reply to Bob about lunch" in out.stdout
     assert "│ To: bob@example.org" in out.stdout and "(1 more lines)" in out.stdout
     assert f"vinos-routine approve {p.id}" in out.stdout
+    assert f"needs you: run {p.run_id} is paused until you answer" in out.stdout
     [j] = [json.loads(line) for line in cli("pending", "--json").stdout.splitlines()]
-    assert (j["id"], j["state"], j["input"]) == (p.id, "waiting", INPUT)
+    assert (j["id"], j["state"], j["input"], j["paused"]) == (p.id, "waiting", INPUT, True)
 
     shown = cli("brief")
     brief = shown.stdout.splitlines()
     assert shown.returncode == 0, shown.stderr
-    assert brief[:3] == [
+    assert brief[:4] == [
+        "Needs you: 1 paused run",
         "1 action waits for your decision:",
-        f"  #{p.id} drafter · send-reply: Reply to Bob about lunch",
+        f"  #{p.id} drafter · send-reply: Reply to Bob about lunch (its run is paused)",
         f"      vinos-routine approve {p.id}   ·   vinos-routine deny {p.id}",
     ]
     [listed] = json.loads(cli("brief", "--json").stdout)["pending"]
@@ -212,35 +221,24 @@ def test_approve_asks_on_a_terminal(
     assert ran_log(cli).read_text() == INPUT
 
 
-def test_denied_and_the_next_run_is_told_why(cli: Cli, ollama: FakeOllama, not_root: None) -> None:
+def test_denied_is_recorded_and_the_paused_routine_runs_nothing_beside_it(
+    cli: Cli, ollama: FakeOllama, not_root: None
+) -> None:
     drafter(cli)
-    told: list[str] = []
-
-    def second_run(req: Recorded) -> Reply:
-        user = req.body["messages"][1]["content"]
-        told.append(user)
-        if 'send-reply "Reply to Bob about lunch": denied; why: too curt, add a greeting' in user:
-            return O.text("# Redrafted with a greeting")
-        return O.text("# the denial was not in the prompt")
-
-    ollama.add(propose(), O.text("drafted"), second_run, O.text("third run"))
+    ollama.add(propose())
     run_once(cli)
     [p] = rows(cli)
+    refused = cli("run", "drafter")  # never beside its paused run
+    assert refused.returncode == 1
+    assert f"waiting for you on {p.run_id}: answer it first" in refused.stderr
     r = cli("deny", str(p.id), "--why", "too curt, add a greeting")
     assert r.returncode == 0, r.stderr
-    assert f"denied #{p.id}" in r.stdout
+    assert f"denied #{p.id}" in r.stdout and "its paused run goes on" in r.stdout
     [d] = rows(cli)
     assert (d.state, d.decided_by, d.why) == ("denied", "cli", "too curt, add a greeting")
-    run_once(cli)
-    assert len(told) == 1, told
-    assert "What the user decided on your earlier proposals" in told[0]
-    with cli.ledger() as led:
-        latest = led.history("drafter")[0]
-    assert latest.detail == "Redrafted with a greeting"
-    # Told once: the run after that starts from its own last run.
-    run_once(cli)
-    assert "earlier proposals" not in ollama.chats[-1].body["messages"][1]["content"]
     assert not ran_log(cli).exists()
+    # The daemon resumes it with the refusal (tests/supervisor/test_daemon_needs_you.py).
+    assert len(ollama.chats) == 1
 
 
 def test_an_expired_proposal_cannot_be_approved(
@@ -271,21 +269,16 @@ def test_an_edit_of_the_routine_invalidates_its_waiting_proposals(
             ("propose_action", {"action": "send-reply", "input": INPUT, "summary": "one"}),
             ("propose_action", {"action": "send-reply", "input": INPUT, "summary": "two"}),
         ),
-        O.text("drafted"),
     )
     run_once(cli)
-    first, second = rows(cli)
-    assert "2 actions wait for you" in cli.state.joinpath("drafter/last-run.json").read_text()
+    # The run paused at the first: the second was not run (the resumed model may call it).
+    [first] = rows(cli)
     path.write_text(path.read_text().replace("tee -a", "tee"))  # the action changed
     r = cli("approve", str(first.id), "--yes")
     assert r.returncode == 1
     assert "cannot be approved: it is invalidated: its routine file was edited" in r.stderr
-    out = cli("pending")
-    assert (
-        f"#{second.id} drafter · send-reply: invalidated, the routine file was edited" in out.stdout
-    )
-    assert "nothing waits for you now" in out.stdout
-    assert [p.state for p in rows(cli)] == ["invalidated", "invalidated"]
+    assert [p.state for p in rows(cli)] == ["invalidated"]
+    assert "nothing waits for you" in cli("pending").stdout
     assert not ran_log(cli).exists()
 
 
@@ -374,20 +367,30 @@ def test_a_signed_routine_with_auto_approve_runs_its_proposal_at_once(
     assert "nothing waits for you" in cli("pending").stdout
 
 
+def dropped_to_ask(cli: Cli) -> proposals.Proposal:
+    """The run paused (the signature did not verify: "everything" became "ask") and its one
+    request waits for a person; the run's log says why."""
+    [p] = rows(cli)
+    assert (p.state, p.decided_by) == ("waiting", None)
+    with cli.ledger() as led:
+        [run] = led.history("drafter")
+    assert run.status == "needs_you"
+    logs = cli("logs", "drafter").stdout
+    assert 'permissions "everything" ignored, asking first' in logs, logs
+    return p
+
+
 def test_a_one_byte_edit_after_signing_stops_auto_approve(
     cli: Cli, ollama: FakeOllama, keys: dict[str, Path], not_root: None
 ) -> None:
     path = auto_drafter(cli)
     sign_routine(path, keys["alice"])
     path.write_bytes(path.read_bytes().replace(b"drafts replies", b"drafts replieS"))
-    ollama.add(propose(), O.text("drafted"))
+    ollama.add(propose())
     run_once(cli)
-    p = settled(cli)
-    assert (p.state, p.decided_by) == ("waiting", None)
-    assert p.why is not None and p.why.startswith("signature invalid")
+    p = dropped_to_ask(cli)
+    assert "signature invalid" in cli("logs", "drafter").stdout
     assert not ran_log(cli).exists()
-    out = cli("pending").stdout
-    assert "(not run automatically: signature invalid" in out
     r = cli.spawn("approve", str(p.id), "--yes")  # a person still can
     assert r.returncode == 0, r.stderr
     assert rows(cli)[0].decided_by == "cli"
@@ -397,20 +400,18 @@ def test_a_signature_by_an_untrusted_key_is_ignored(
     cli: Cli, ollama: FakeOllama, keys: dict[str, Path], not_root: None
 ) -> None:
     sign_routine(auto_drafter(cli), keys["eve"])
-    ollama.add(propose(), O.text("drafted"))
+    ollama.add(propose())
     run_once(cli)
-    p = settled(cli)
-    assert p.state == "waiting" and p.why is not None
-    assert p.why.startswith("signature invalid") and p.why.endswith("auto_approve ignored")
+    dropped_to_ask(cli)
     assert not ran_log(cli).exists()
 
 
-def test_auto_approve_without_a_signature_waits(
+def test_auto_approve_without_a_signature_is_refused(
     cli: Cli, ollama: FakeOllama, keys: dict[str, Path], not_root: None
 ) -> None:
-    auto_drafter(cli)
-    ollama.add(propose(), O.text("drafted"))
-    run_once(cli)
-    p = settled(cli)
-    assert (p.state, p.why) == ("waiting", "unsigned: auto_approve ignored")
-    assert not ran_log(cli).exists()
+    path = auto_drafter(cli)
+    r = cli("run", "drafter")
+    assert r.returncode == 1
+    assert f"{path}: [routine].auto_approve:" in r.stderr
+    assert "drafter.toml.sig is missing" in r.stderr and "vinos-routine sign drafter" in r.stderr
+    assert rows(cli) == [] and not ollama.chats

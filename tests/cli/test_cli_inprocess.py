@@ -10,12 +10,9 @@ import signal
 import sys
 import time
 import warnings
-from datetime import UTC, datetime
 
 import pytest
 from cli_helpers import Cli
-
-from routines import proposals
 
 
 def _same(cli: Cli, *args: str, env: dict[str, str | None] | None = None) -> None:
@@ -60,23 +57,10 @@ def test_leaves_the_process_as_it_found_it(cli: Cli, not_root: None) -> None:
 
 
 def test_a_command_that_would_exec_fails_the_test_naming_spawn(cli: Cli) -> None:
-    # `approve --yes` of a waiting proposal execs its action: in-process, that would replace
-    # pytest's worker, so the test fails instead, and the process keeps its real execve.
-    path = cli.command("drafter", "true")
-    with cli.ledger() as led:
-        proposal = proposals.add(
-            led,
-            routine="drafter",
-            run_id="r-1",
-            action="send-reply",
-            command="true",
-            input="hello\n",
-            summary="a reply",
-            fingerprint=proposals.fingerprint(path.read_text()),
-            now=datetime.now(UTC),
-            expires_after=3600,
-        )
+    # `sandbox NAME -- CMD` execs the sandbox runner: in-process, that would replace pytest's
+    # worker, so the test fails instead, and the process keeps its real execve.
+    cli.command("drafter", "true")
     real = os.execve
     with pytest.raises(pytest.fail.Exception, match=r"run it with cli\.spawn"):
-        cli("approve", str(proposal), "--yes")
+        cli("sandbox", "drafter", "--", "true")
     assert os.execve is real

@@ -240,6 +240,34 @@ def test_waiting_proposals_are_listed_escaped_with_the_commands_that_decide(
     assert "approving it will be refused (invalidated)" in body  # no routine file matches
 
 
+def test_a_paused_runs_request_says_the_run_needs_you(dashboard: Dashboard) -> None:
+    from routines import proposals
+    from routines.runs import RunStatus, Trigger
+
+    now = datetime.now(UTC)
+    with Ledger(paths().ledger) as ledger:
+        ledger.record_run(
+            "inbox", run_id="r-paused", trigger=Trigger.MANUAL, status=RunStatus.NEEDS_YOU, now=now
+        )
+        for run_id in ("r-paused", "r-done"):
+            proposals.add(
+                ledger,
+                routine="inbox",
+                run_id=run_id,
+                action="send-reply",
+                command="cat",
+                input="hi\n",
+                summary=run_id,
+                fingerprint="x",
+                now=now,
+                expires_after=600,
+            )
+    body = dashboard.get("/", cookie=True).body
+    assert body.count("Needs you: its run is paused until you answer") == 1
+    paused = body.index("<p>r-paused</p>")
+    assert body.index("Needs you: its run is paused") > paused
+
+
 def test_a_waiting_proposal_cannot_reorder_or_hide_its_text(dashboard: Dashboard) -> None:
     from routines import proposals
 

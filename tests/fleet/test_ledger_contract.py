@@ -269,6 +269,34 @@ def test_a_run_starts_and_finishes_with_its_fields(led: Contract) -> None:
         led.finish_run("missing", RunEnd(RunStatus.OK), now=T0)
 
 
+def test_a_paused_run_holds_no_slot_and_goes_on_once(led: Contract) -> None:
+    assert claim(led, sid(T0), owner=(123, 4.5))
+    run_id = f"brief-{sid(T0)}"
+    led.start_run(run_id, now=T0 + timedelta(seconds=1), worker_pid=77)
+    paused = RunEnd(RunStatus.NEEDS_YOU, detail="waiting for you: send-reply", dollars=0.1)
+    assert led.finish_run(run_id, paused, now=T0 + timedelta(seconds=5))
+    # Not active (no process, no concurrency slot), but listed as paused, its cost kept.
+    assert led.active_runs() == []
+    [p] = led.paused_runs()
+    assert (p.run_id, p.routine, p.status) == (run_id, "brief", "needs_you")
+    assert led.run(run_id).dollars == 0.1  # type: ignore[union-attr]
+    # It goes on once: of two answers racing, one moves it; its detail keeps both parts.
+    later = T0 + timedelta(minutes=5)
+    assert led.end_pause(run_id, RunStatus.RESUMED, "; approved by cli: resumed", now=later)
+    assert not led.end_pause(run_id, RunStatus.EXPIRED, "; expired", now=later)
+    row = led.run(run_id)
+    assert row is not None
+    assert (row.status, row.detail) == (
+        "resumed",
+        "waiting for you: send-reply; approved by cli: resumed",
+    )
+    assert led.paused_runs() == []
+    assert not led.end_pause("missing", RunStatus.EXPIRED, "", now=later)
+    # The routine's last run says how its pause ended (list's LAST), not "needs_you".
+    last = led.last_runs()["brief"]
+    assert (last.run_id, last.status) == (run_id, "resumed")
+
+
 def test_every_field_of_a_finished_run_round_trips(led: Contract) -> None:
     assert claim(led, "s", run_id="r1")
     started = T0 + timedelta(seconds=5)

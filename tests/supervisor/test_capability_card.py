@@ -90,6 +90,8 @@ def test_reads_and_actions_of_an_agent() -> None:
             "send-reply: `msmtp -t` (runs once you approve it; network: smtp.example)",
             caution=True,
         ),
+        # [routine].permissions in plain words: "ask", the default.
+        Line("unattended", "Ask me first (ask): every action pauses the run until you answer"),
     ]
     # It reads, and an action it may propose reaches the network: install asks.
     assert needs_consent(r)

@@ -1,14 +1,13 @@
-"""Proposed actions through a real daemon: the worker's `proposal` messages become ledger rows and
-one desktop notification, and a decision reaches the next run's prompt (the fake Ollama server on
-127.0.0.1 sees it)."""
+"""Proposed actions through a real daemon: the worker's `proposal` message becomes a ledger row
+and one desktop notification (the paused run's resume: test_daemon_needs_you.py)."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 
 import pytest
-from fakes import FakeOllama, Recorded, Reply
+from fakes import FakeOllama, Reply
 from fakes import ollama_replies as O
 
 from routines import proposals
@@ -47,23 +46,17 @@ def propose(summary: str) -> Reply:
     )
 
 
-def test_the_daemon_records_proposals_notifies_and_tells_the_next_run(
+def test_the_daemon_records_the_paused_runs_request_and_notifies(
     tmp_path: Path, not_root: None
 ) -> None:
-    told: list[str] = []
-
-    def second(req: Recorded) -> Reply:
-        told.append(req.body["messages"][1]["content"])
-        return O.text("# Second run")
-
     bin_dir, record = fake_notify_send(tmp_path)
-    with FakeOllama([propose("Reply to Bob"), O.text("# Drafted"), second]) as ollama:
+    with FakeOllama([propose("Reply to Bob")]) as ollama:
         write_routine("drafter", ROUTINE)
         env = {"OLLAMA_HOST": ollama.url, "PATH": f"{bin_dir}:/usr/bin:/bin"}
         d = DaemonProcess(tmp_path, extra_env=env).start()
         fin = d.request("run", {"name": "drafter"})
-        assert (fin["status"], fin["outcome"]) == ("ok", "needs-attention")
-        assert fin["detail"] == "1 action waits for you"
+        assert (fin["status"], fin["outcome"]) == ("needs_you", None)
+        assert fin["detail"] == "waiting for you: send-reply"
         with Ledger(paths().ledger) as led:
             [p] = proposals.waiting(led)
             assert (p.action, p.input, p.summary, p.run_id) == (
@@ -72,18 +65,14 @@ def test_the_daemon_records_proposals_notifies_and_tells_the_next_run(
                 "Reply to Bob",
                 fin["run_id"],
             )
-            proposals.deny(led, p.id, why="wrong tone", now=datetime.now(UTC))
+            # A paused run's request waits needs_you_timeout (24 h by default), not 7 days.
+            waited = datetime.fromisoformat(p.expires_at) - datetime.fromisoformat(p.created_at)
+            assert waited.total_seconds() == 24 * 3600
         # Sent after the run's answer: waited for.
         [note] = wait_for(
-            lambda: [n for n in notifications(record) if "drafter proposes an action" in n],
-            what="the proposal's notification",
+            lambda: [n for n in notifications(record) if "drafter needs you" in n],
+            what="the pause's notification",
         )
         assert f"vinos-routine approve {p.id}" in "\n".join(note)
-
-        again = d.request("run", {"name": "drafter"})
-        assert again["status"] == "ok", again
         assert d.stop() == 0
-        chats = [c.body["messages"][-1]["content"][:80] for c in ollama.chats]
-    assert len(told) == 1, (again, chats, d.log())
-    [user] = told
-    assert f'- #{p.id} send-reply "Reply to Bob": denied; why: wrong tone' in user
+    assert len(ollama.chats) == 1

@@ -44,7 +44,7 @@ def plan(
     table: Every,
     cursor: datetime,
     now: datetime,
-    busy: bool = False,
+    busy: bool | str = False,
     missed: Missed = Missed.CATCH_UP,
 ) -> list[PlanDecision]:
     return plan_routine(
@@ -110,6 +110,12 @@ def test_busy_over_many_slots_records_one_skip_with_the_count() -> None:
     [d] = plan(Every(Q), cursor=T0, now=T0 + timedelta(hours=1, minutes=1), busy=True)
     assert (d.action, d.count) == (Action.SKIPPED, 4)
     assert d.detail == "previous run still going (4 slots)"
+
+
+def test_a_slot_while_a_run_waits_for_a_person_is_skipped_with_that_reason() -> None:
+    waiting = "waiting for you on 20261202T060012-r-3f9a1c"
+    [d] = plan(Every(Q), cursor=T0, now=T0 + Q + timedelta(seconds=1), busy=waiting)
+    assert (d.action, d.detail) == (Action.SKIPPED, waiting)
 
 
 def test_positive_jitter_delays_the_fire_time_and_lateness_counts_from_it() -> None:

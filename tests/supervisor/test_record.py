@@ -173,6 +173,23 @@ def reported(**kw: Any) -> WorkerOutcome:
         (reported(status="failed", summary="s", error="e"), "failed", "e"),
         (reported(status="budget", summary="spent"), "budget", "spent"),
         (reported(status="ok", summary="fine"), "ok", "fine"),
+        # Blocked calls are said beside how it ended: never a clean-looking run.
+        (
+            reported(status="ok", summary="fine", refused_calls=2),
+            "ok",
+            "fine · 2 tool calls refused",
+        ),
+        (reported(status="ok", refused_calls=1), "ok", "1 tool call refused"),
+        (
+            reported(status="failed", error="e", refused_calls=1),
+            "failed",
+            "e · 1 tool call refused",
+        ),
+        (
+            reported(status="needs_you", summary="waiting for you: send-reply"),
+            "needs_you",
+            "waiting for you: send-reply",
+        ),
     ],
 )
 def test_final_status(out: WorkerOutcome, status: str, detail: str) -> None:

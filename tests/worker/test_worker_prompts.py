@@ -14,6 +14,11 @@ def test_propose_action_is_offered_only_when_the_routine_declares_actions() -> N
     assert spec.parameters["properties"]["action"]["enum"] == ["send-reply"]
     assert "send-reply (Send it; runs `msmtp -t` with input on stdin)" in spec.description
     assert "propose_action asks the user" in prompts.runtime_notes("inbox", [spec])
+    # "ask" and "files": the run waits for the answer, which the call returns.
+    assert "the run waits for their answer" in prompts.runtime_notes("inbox", [spec])
+    # "everything" (signed): the action runs alone; a later run hears of it.
+    alone = prompts.runtime_notes("inbox", [spec], pauses=False)
+    assert "a later run is told what they decided" in alone and "waits" not in alone
 
 
 def test_the_decisions_on_earlier_proposals_come_before_the_task() -> None:

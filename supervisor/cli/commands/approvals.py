@@ -2,8 +2,9 @@
 
 A run may only *propose* a routine's declared actions (routines/proposals.py); these commands
 are how the person decides. `approve` shows the exact command and the whole input, asks on a
-terminal, then execs `python -m worker.actioncmd ID`, which claims the proposal (one decision
-per proposal, even with two `approve` racing) and runs it in the routine's sandbox.
+terminal, then runs `python -m worker.actioncmd ID`, which claims the proposal (one decision
+per proposal, even with two `approve` racing) and runs it in the routine's sandbox. Both then
+wake a running daemon: a run paused for this answer goes on (supervisor/pauses.py).
 
 What is approved is said again right above the question (`reminder`): the action, the
 command, the input's size and line count and its first lines. A long input scrolls the top
@@ -100,8 +101,11 @@ def pending(args: argparse.Namespace) -> int:
     now = datetime.now(UTC)
     with Ledger(paths().ledger) as ledger:
         waiting, stale = fresh_waiting(ledger, now)
+    paused = paused_runs() if waiting else set()
     if args.json:
-        rows = [{**w.as_json(), "state": str(w.state)} for w in waiting]
+        rows = [
+            {**w.as_json(), "state": str(w.state), "paused": w.run_id in paused} for w in waiting
+        ]
         rows += [{**s.as_json(), "state": "invalidated"} for s in stale]
         print_json_lines(rows)
         return 0
@@ -116,6 +120,8 @@ def pending(args: argparse.Namespace) -> int:
     for w in waiting:
         print(f"#{w.id}  {w.routine} · {w.action} · {_age(w.created_at, now)}")
         print(f"    {one_line(w.summary)}")
+        if w.run_id in paused:
+            print(f"    needs you: run {w.run_id} is paused until you answer (by {w.expires_at})")
         if w.why:
             print(f"    (not run automatically: {one_line(w.why)})")
         lines = w.input.splitlines() or [""]
@@ -252,7 +258,10 @@ def approve(args: argparse.Namespace) -> int:
             return 1
     sys.stdout.flush()
     sys.stderr.flush()
-    return _exec_action(found.id)
+    code = _exec_action(found.id)
+    if _paused(found):
+        print(f"  {found.routine}'s paused run {found.run_id} goes on with this answer")
+    return code
 
 
 def _state_words(found: Any) -> str:
@@ -268,6 +277,10 @@ def _state_words(found: Any) -> str:
 
 
 def _exec_action(proposal_id: int) -> int:
+    """Run the action runner (python -m worker.actioncmd) and return its exit status, then
+    tell a running daemon, which resumes the run that paused for it (supervisor/pauses.py)."""
+    import subprocess
+
     from supervisor.approvals import action_argv
 
     argv = action_argv(proposal_id)
@@ -277,7 +290,24 @@ def _exec_action(proposal_id: int) -> int:
     env = dict(os.environ)
     rest = [x for x in env.get("PYTHONPATH", "").split(os.pathsep) if x and x != root]
     env["PYTHONPATH"] = os.pathsep.join([root, *rest])
-    os.execve(argv[0], argv, env)
+    code = subprocess.call(argv, env=env)
+    _tell_daemon()
+    return code
+
+
+def _tell_daemon() -> None:
+    """Wake a running daemon so a run paused for this answer resumes now, not on its next
+    tick (it would find the answer then too: nothing depends on this arriving)."""
+    import contextlib
+
+    from routines.spec.paths import paths
+    from supervisor.client import DaemonError, try_daemon
+
+    with contextlib.suppress(DaemonError, OSError):
+        client = try_daemon(paths())
+        if client is not None:
+            with client:
+                client.request("reload")
 
 
 def deny(args: argparse.Namespace) -> int:
@@ -295,5 +325,41 @@ def deny(args: argparse.Namespace) -> int:
     if why is not None:
         return die(f"proposal #{found.id} cannot be denied: {_state_words(found)}")
     print(f"denied #{found.id} ({one_line(found.routine)} · {one_line(found.action)})")
-    print(f"  {found.routine}'s next run is told" + (f": {one_line(args.why)}" if args.why else ""))
+    told = (
+        "its paused run goes on, told" if _paused(found) else f"{found.routine}'s next run is told"
+    )
+    print(f"  {told}" + (f": {one_line(args.why)}" if args.why else ""))
+    _tell_daemon()
     return 0
+
+
+def _paused(found: Any) -> bool:
+    """Whether the run that proposed `found` paused for it (needs_you): its answer resumes it."""
+    from contextlib import closing
+
+    from routines.ledger import LedgerError
+    from routines.runs import RunStatus
+    from routines.spec.paths import paths
+    from supervisor.fleetview import cli_ledger
+
+    try:
+        with closing(cli_ledger(paths())) as ledger:
+            row = ledger.run(found.run_id)
+    except (LedgerError, OSError):  # a fleet database out of reach: only wording depends on it
+        return False
+    return row is not None and row.status in (RunStatus.NEEDS_YOU, RunStatus.RESUMED)
+
+
+def paused_runs() -> set[str]:
+    """The runs that wait for a person now (`pending` marks their requests)."""
+    from contextlib import closing
+
+    from routines.ledger import LedgerError
+    from routines.spec.paths import paths
+    from supervisor.fleetview import cli_ledger
+
+    try:
+        with closing(cli_ledger(paths())) as ledger:
+            return {r.run_id for r in ledger.paused_runs()}
+    except (LedgerError, OSError):
+        return set()

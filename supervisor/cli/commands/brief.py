@@ -63,6 +63,13 @@ def register(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
+def _paused(waiting: Any) -> set[str]:
+    """The runs that wait for a person (read only when something waits)."""
+    from supervisor.cli.commands.approvals import paused_runs
+
+    return paused_runs() if waiting else set()
+
+
 def run(args: argparse.Namespace) -> int:
     from routines.spec.paths import paths
     from supervisor.present import print_json, use_color
@@ -92,7 +99,8 @@ def run(args: argparse.Namespace) -> int:
         if not items and not waiting:
             print("nothing new to show" if args.unseen else f"no outputs for {heading}")
             return 0
-        code = _open(p, brief.pending_text(waiting) + brief.document(items, heading), days[0])
+        top = brief.pending_text(waiting, _paused(waiting))
+        code = _open(p, top + brief.document(items, heading), days[0])
         if code == 0:
             _mark(p, items)
         return code
@@ -105,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
         c=use_color(),
         quiet=[] if args.unseen else quiet,
     )
-    print(brief.pending_text(waiting) + text, end="")
+    print(brief.pending_text(waiting, _paused(waiting)) + text, end="")
     if away:
         where = ", ".join(f"{n} on {m}" for m, n in sorted(away.items()))
         print(f"\nOn other machines (outputs stay where they were made): {where}")

@@ -140,7 +140,28 @@ def card(routine: Routine, policy: Policy | None = None) -> list[Line]:
     lines.append(_env_line(policy))
     lines.extend(_action_lines(routine, policy))
     lines.extend(trigger_lines(routine))
+    lines.extend(_permission_lines(routine))
     return lines
+
+
+def _permission_lines(routine: Routine) -> list[Line]:
+    """[routine].permissions in plain words (agent routines: a command routine has no model
+    to ask for anything)."""
+    from routines.spec import Kind, Permissions
+
+    if routine.kind is not Kind.AGENT:
+        return []
+    if not routine.actions and routine.permissions is Permissions.ASK:
+        return []  # the default, with nothing that could ask: nothing to say
+    p = routine.permissions
+    what = {
+        Permissions.ASK: "every action pauses the run until you answer",
+        Permissions.FILES: "writes in its own folders go ahead; every action pauses the run",
+        Permissions.EVERYTHING: "nothing pauses, while its signature verifies",
+    }[p]
+    return [
+        Line("unattended", f"{p.words} ({p.value}): {what}", caution=p is Permissions.EVERYTHING)
+    ]
 
 
 def _env_line(policy: Policy) -> Line:
@@ -293,7 +314,7 @@ def _action_lines(routine: Routine, policy: Policy) -> list[Line]:
     ask = (
         "runs without asking while its signature verifies"
         if routine.auto_approve
-        else ("runs once you approve it")
+        else "runs once you approve it"
     )
     out = []
     for i, action in enumerate(routine.actions):

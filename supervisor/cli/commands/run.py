@@ -52,7 +52,8 @@ def _print_result(fin: dict[str, Any], as_json: bool, c: bool) -> int:
         _show_result(fin, as_json, c)
     except BrokenPipeError:
         silence_stdout()
-    return 0 if fin["status"] == RunStatus.OK else 1
+    # A paused run did not fail: it waits for the person (exit status 0, as `ok`).
+    return 0 if fin["status"] in (RunStatus.OK, RunStatus.NEEDS_YOU) else 1
 
 
 def _show_result(fin: dict[str, Any], as_json: bool, c: bool) -> None:
@@ -65,13 +66,15 @@ def _show_result(fin: dict[str, Any], as_json: bool, c: bool) -> None:
         status = fin["status"]
         line = status + (f" · {fin['outcome']}" if fin.get("outcome") else "")
         line += f" · ${fin.get('dollars') or 0:.4f}"
-        name = "green" if status == RunStatus.OK else "red"
+        name = {RunStatus.OK: "green", RunStatus.NEEDS_YOU: "yellow"}.get(status, "red")
         print(color(line, name, c))
         if fin.get("detail") and status != RunStatus.OK:
             # Indented and escaped: a command's stderr in the detail cannot pass for a line
             # of our own, nor move the cursor.
             for n, text in enumerate(str(fin["detail"]).splitlines()):
                 print(("" if n == 0 else "  ") + one_line(text))
+        if status == RunStatus.NEEDS_YOU:
+            print("  paused until you answer: vinos-routine pending (then approve or deny)")
         if fin.get("output"):
             print(f"output: {one_line(str(fin['output']))}")
         if fin.get("disabled"):

@@ -1,0 +1,185 @@
+"""Runs that wait for a person ("needs you"): what the daemon does with each on a tick.
+
+A run paused at a call that needs a person (worker/tools.py) ended `needs_you`, its
+conversation kept (routines/conversation.py) and its request recorded as a waiting proposal
+of that run (routines/proposals.py): one approvals path, `pending`/`approve`/`deny`, for
+both. No process holds it and it takes no concurrency slot, but its routine's slots are
+skipped with "waiting for you on RUN" while it waits (`waiting_reason`).
+
+Each tick, for each paused run (`step`, pure, over its newest proposal):
+
+    waiting, or approved and its action still running  → wait
+    done (approved, it ran), denied, invalidated        → resume: a new run (trigger `resume`,
+                                                           the paused run its parent) continues
+                                                           the conversation with the answer
+    expired (nobody answered in needs_you_timeout)      → the run ends `expired`
+
+The paused row moves on once (`LedgerAPI.end_pause`, a conditional UPDATE): of two daemons
+(a restart racing, a fleet) one resumes it. A daemon restart loses nothing: the row, the
+conversation and the proposal are all on disk (tests/supervisor/test_daemon_needs_you.py).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from routines import proposals
+from routines.ledger import ActiveRun, LedgerError
+from routines.ledger.api import LedgerAPI
+from routines.proposals import Proposal, ProposalState
+from routines.runs import RunStatus
+from routines.spec import Routine
+from routines.spec.paths import Paths
+from supervisor.approvals import proposal_store
+from supervisor.finish import Notification
+from supervisor.reply import ReplyTo
+
+__all__ = ["Step", "Verb", "answer_of", "expired_note", "step", "tend", "waiting_reason"]
+
+log = logging.getLogger("vinos.pauses")
+
+
+class Verb(StrEnum):
+    WAIT = "wait"  # nobody answered yet, or the approved action still runs
+    RESUME = "resume"  # answered: continue the conversation with the answer
+    EXPIRE = "expire"  # nobody answered in time: the run ends `expired`
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    verb: Verb
+    note: str = ""  # what the paused row's detail gains ("; approved by cli at …")
+
+
+_ANSWERED = {ProposalState.DONE, ProposalState.DENIED, ProposalState.INVALIDATED}
+
+
+def step(proposal: Proposal | None, now_iso: str) -> Step:
+    """What to do with a paused run whose request is `proposal` (pure). A run with no
+    proposal here waits: on a fleet its request is on the machine it paused on (proposals
+    are a machine's own), which resumes it."""
+    if proposal is None:
+        return Step(Verb.WAIT)
+    state = proposal.state
+    if state is ProposalState.WAITING and proposal.expires_at <= now_iso:
+        state = ProposalState.EXPIRED
+    if state is ProposalState.EXPIRED:
+        return Step(Verb.EXPIRE, f"; nobody answered by {proposal.expires_at}: expired")
+    if state in _ANSWERED:
+        return Step(Verb.RESUME, f"; {answer_words(proposal)}: resumed")
+    return Step(Verb.WAIT)
+
+
+def answer_words(p: Proposal) -> str:
+    """Who answered and how, for the paused run's detail and the resumed run's first line."""
+    by = p.decided_by or "the runtime"
+    when = f" at {p.decided_at}" if p.decided_at else ""
+    if p.state is ProposalState.DONE:
+        return f"approved by {by}{when} (#{p.id} ran, exit status {p.exit_status})"
+    if p.state is ProposalState.DENIED:
+        return f"denied by {by}{when} (#{p.id})"
+    return f"#{p.id} {p.state}{when}: the routine file was edited since"
+
+
+def answer_of(p: Proposal) -> dict[str, Any]:
+    """The answer the resumed worker puts where the paused call's result was (ipc Job.answer)."""
+    return {
+        "proposal": p.id,
+        "action": p.action,
+        "state": str(p.state),
+        "decided_by": p.decided_by,
+        "decided_at": p.decided_at,
+        "why": p.why,
+        "exit_status": p.exit_status,
+        "output": p.output,
+    }
+
+
+def expired_note(routine: str, run_id: str) -> Notification:
+    """What the desktop says when a pause expired (pure): nothing ran, nothing will."""
+    return Notification(
+        f"{routine}: nobody answered",
+        f"its paused run {run_id} expired; nothing ran (vinos-routine history {routine})",
+    )
+
+
+def waiting_reason(waiting: Mapping[str, str], name: str) -> str | None:
+    """Why `name`'s slot is skipped while one of its runs waits for a person (pure)."""
+    run_id = waiting.get(name)
+    return f"waiting for you on {run_id}" if run_id is not None else None
+
+
+# What `tend` calls to start a resumed run: (routine, its ReplyTo) → the new run's id.
+Resume = Callable[[Routine, ReplyTo], str]
+
+
+def tend(
+    ledger: LedgerAPI,
+    paths: Paths,
+    routine_of: Callable[[str], Routine | None],
+    now: datetime,
+    resume: Resume,
+    busy: Callable[[str], bool],
+    notify: Callable[[Notification], None] = lambda _: None,
+) -> dict[str, str]:
+    """Carry out `step` for every paused run; the routines still waiting → their run id.
+    An answered run whose routine is `busy` (a manual run) resumes on a later tick."""
+    paused = ledger.paused_runs()
+    if not paused:
+        return {}
+    waiting: dict[str, str] = {}
+    try:
+        with proposal_store(ledger, paths) as store:
+            proposals.expire(store, now)
+            newest = {r.run_id: _newest(store, r.run_id) for r in paused}
+    except LedgerError as exc:
+        log.warning("the paused runs' requests cannot be read now: %s", exc)
+        return {r.routine: r.run_id for r in paused}
+    from routines.ledger import iso
+
+    for run in paused:
+        prop = newest[run.run_id]
+        decided = step(prop, iso(now))
+        if decided.verb is Verb.WAIT or prop is None:
+            waiting[run.routine] = run.run_id
+        elif decided.verb is Verb.EXPIRE:
+            if ledger.end_pause(run.run_id, RunStatus.EXPIRED, decided.note, now=now):
+                log.info("%s: run %s expired: nobody answered", run.routine, run.run_id)
+                notify(expired_note(run.routine, run.run_id))
+        elif busy(run.routine) or not _resume(ledger, run, prop, decided, routine_of, resume, now):
+            waiting[run.routine] = run.run_id
+    return waiting
+
+
+def _resume(
+    ledger: LedgerAPI,
+    run: ActiveRun,
+    prop: Proposal,
+    decided: Step,
+    routine_of: Callable[[str], Routine | None],
+    resume: Resume,
+    now: datetime,
+) -> bool:
+    """Start the run that goes on from `run` (True: it is handled, here or elsewhere)."""
+    routine = routine_of(run.routine)
+    if routine is None:  # gone or invalid now: nothing to continue with
+        note = "; its routine is gone or invalid: expired"
+        ledger.end_pause(run.run_id, RunStatus.EXPIRED, note, now=now)
+        return True
+    words = answer_words(prop)
+    reply = ReplyTo(run.run_id, f"resumes {run.run_id}: {words}", False, answer=answer_of(prop))
+    if not ledger.end_pause(run.run_id, RunStatus.RESUMED, decided.note, now=now):
+        return True  # another daemon took it
+    child = resume(routine, reply)
+    log.info("%s: run %s %s; resumed as %s", run.routine, run.run_id, words, child)
+    return True
+
+
+def _newest(store: proposals.ProposalStore, run_id: str) -> Proposal | None:
+    found = proposals.of_run(store, run_id)
+    return found[-1] if found else None

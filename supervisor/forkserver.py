@@ -58,8 +58,9 @@ FORK_AHEAD_SEC = 180.0  # start this long before a due slot: the preload takes ~
 KEEP_WARM_SEC = 1800.0
 READY_TIMEOUT_SEC = 60.0
 # How long a fork request waits for a forkserver still importing before it spawns instead:
-# about one cold start, so a run asked for while it starts is never slower than a spawn.
-START_WAIT_SEC = 5.0
+# it started before any spawn begun now could, and imports the same, so it is ready first (a
+# cold start on a loaded 2-core machine takes 10 s); a hung one fails at READY_TIMEOUT_SEC.
+START_WAIT_SEC = 30.0
 REPLY_TIMEOUT_SEC = 10.0
 # What the forkserver's own environment keeps of the worker's: what the interpreter and the
 # preload read at start-up, nothing a run uses (no key, no token: those reach each child in

@@ -32,6 +32,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from sandbox import hostcache
 from sandbox.binaries import BinaryRefused, check_binary
 from sandbox.copyback import CopyBackError, Tally, apply, measure
 from sandbox.limits import MiB, gb_or_mb
@@ -300,6 +301,16 @@ def overlay_unavailable() -> str | None:
     """
     if sys.executable in _available:
         return _available[sys.executable]
+    # Built and joined this boot with these very binaries: not again per process
+    # (sandbox/hostcache.py; a failure is never kept).
+    key = {
+        "python": hostcache.file_id(sys.executable),
+        "nsenter": hostcache.file_id(NSENTER),
+        "holder": hostcache.file_id(HOLDER),
+    }
+    if hostcache.load("overlay", key) == {"ok": True}:
+        _available[sys.executable] = None
+        return None
     reason = None
     probe = Overlays([], 1)
     try:
@@ -314,4 +325,6 @@ def overlay_unavailable() -> str | None:
     finally:
         probe.close()
     _available[sys.executable] = reason
+    if reason is None:
+        hostcache.store("overlay", key, {"ok": True})
     return reason

@@ -17,7 +17,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from sandbox import seccomp
+from sandbox import hostcache, seccomp
 from sandbox.argv import build_argv
 from sandbox.binaries import DEFAULT_BWRAP, BinaryRefused
 from sandbox.host import Host
@@ -100,6 +100,19 @@ def _probe(bwrap: str) -> Probe:
         seccomp.bpf()
     except seccomp.SeccompUnavailable as exc:
         return Probe(False, str(exc), _INSTALL_SECCOMP)
+    # The trial run passed for this very bwrap (and bash) this boot: not run again per
+    # process (sandbox/hostcache.py says why that is safe; failures are never kept).
+    key = {"bwrap": hostcache.file_id(host.bwrap), "bash": hostcache.file_id(host.bash)}
+    if hostcache.load("probe", key) == {"ok": True}:
+        return Probe(True)
+    result = _trial(bwrap, host)
+    if result.ok:
+        hostcache.store("probe", key, {"ok": True})
+    return result
+
+
+def _trial(bwrap: str, host: Host) -> Probe:
+    """Run a check in a real sandbox: is it one?"""
     with (
         tempfile.TemporaryDirectory(prefix="vinos-probe-") as tmp,
         tempfile.TemporaryDirectory(prefix="vinos-probe-unseen-") as unseen,

@@ -11,12 +11,18 @@ libseccomp's bad-arch action and the thread is killed.
 
 from __future__ import annotations
 
+import base64
+import contextlib
 import errno
 import functools
+import hashlib
+import importlib.util
 import os
 import tempfile
 from dataclasses import dataclass
 from typing import Any
+
+from sandbox import hostcache
 
 __all__ = ["SeccompUnavailable", "bpf", "write_fd"]
 
@@ -189,7 +195,41 @@ def _binding() -> Any:
 
 @functools.cache
 def bpf() -> bytes:
-    """The compiled filter for this machine's architecture (cached). Raises SeccompUnavailable."""
+    """The compiled filter for this machine's architecture (cached in the process, and this
+    boot in sandbox/hostcache.py). Raises SeccompUnavailable."""
+    key = _cache_key()
+    kept = hostcache.load("seccomp", key)
+    if kept is not None:
+        with contextlib.suppress(ValueError, TypeError):
+            data = base64.b64decode(kept["bpf"], validate=True)
+            if data and not len(data) % 8:
+                return data
+    data = _bpf()
+    hostcache.store("seccomp", key, {"bpf": base64.b64encode(data).decode("ascii")})
+    return data
+
+
+def _cache_key() -> dict[str, object]:
+    """What the compiled filter depends on: our rules, the binding's file and libseccomp (a
+    library upgrade runs ldconfig, which rewrites /etc/ld.so.cache), and the architecture.
+    Loading the binding is what runs `ldconfig -p` (twice: ctypes finds libc and libseccomp),
+    so a kept filter saves it (tests/sandbox/test_hostcache.py)."""
+    origins = []
+    for name in ("pyseccomp", "seccomp"):
+        with contextlib.suppress(ImportError, ValueError):
+            spec = importlib.util.find_spec(name)
+            if spec is not None and spec.origin:
+                origins.append(hostcache.file_id(spec.origin))
+    rules = hashlib.sha256(repr((RULES, _family_rules())).encode()).hexdigest()
+    return {
+        "rules": rules,
+        "binding": origins,
+        "ld.so.cache": hostcache.file_id("/etc/ld.so.cache"),
+        "machine": os.uname().machine,
+    }
+
+
+def _bpf() -> bytes:
     try:
         sc = _binding()
     except Exception as exc:  # the binding raises RuntimeError/OSError without libseccomp.so.2

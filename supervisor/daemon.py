@@ -66,7 +66,7 @@ if TYPE_CHECKING:
     from routines.spec import Routine
     from supervisor.reply import ReplyTo
 
-__all__ = ["Daemon", "main", "open_site"]
+__all__ = ["Daemon", "main", "open_site", "stop_line"]
 
 log = logging.getLogger("vinos.daemon")
 
@@ -113,8 +113,11 @@ class Daemon:
         self.scheduler = Scheduler(self.ledger, self.owner)
         self.triggers = TriggerBook(self.ledger, self.owner)  # after, watch, fire
         self.files: FileWatch | None = None  # `watch` globs' inotify, once the loop runs
-        # The spawner's forkserver, kept up while a run is near (supervisor/forkserver.py).
+        # The spawner's forkserver, kept up while a run is near or the daemon was used lately
+        # (supervisor/forkserver.py); its start counts as a use: a person who just started
+        # the daemon is about to try a routine.
         self.forks = forks
+        self._last_use = clock.now()
         self.pool = Pool(
             ledger=self.ledger,
             paths=p,
@@ -132,6 +135,7 @@ class Daemon:
         self.control = ControlServer(handlers, idle_sec=timings.control_idle_sec)
         self._wake = asyncio.Event()
         self._stopping = False
+        self._stop_why = ""
         self._reload_asked = True
         self._data_version: int | None = None
         self._rescanner = Rescanner(p, clock)
@@ -153,7 +157,9 @@ class Daemon:
         self._data_version = None
         self.wake()
 
-    def ask_stop(self) -> None:
+    def ask_stop(self, why: str = "asked to stop") -> None:
+        if not self._stopping:
+            self._stop_why = why
         self._stopping = True
         self.wake()
 
@@ -164,13 +170,12 @@ class Daemon:
     async def run(self) -> int:
         loop = asyncio.get_running_loop()
         previous: dict[signal.Signals, Any] = {}
-        for sig, handler in (
-            (signal.SIGTERM, self.ask_stop),
-            (signal.SIGINT, self.ask_stop),
-            (signal.SIGHUP, self.ask_reload),
-        ):
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             previous[sig] = signal.getsignal(sig)
-            loop.add_signal_handler(sig, handler)
+            if sig is signal.SIGHUP:
+                loop.add_signal_handler(sig, self.ask_reload)
+            else:
+                loop.add_signal_handler(sig, self.ask_stop, sig.name)
         try:
             fds = systemd.listen_fds()
             await self.control.start(self.paths.control_socket, fds[0] if fds else None)
@@ -203,12 +208,15 @@ class Daemon:
                 task.cancel()
             systemd.notify("STOPPING=1\nSTATUS=stopping: waiting for running routines")
             _set_title("vinos-routined: stopping")
+            # A stop is said in the log, as a start is: a journal that ends without a line
+            # reads as a crash (tests/supervisor/test_daemon_systemd.py::
+            # test_a_foreground_daemon_says_why_and_when_it_stops).
+            log.info("%s", stop_line(self._stop_why, len(self.pool.running), self.timings))
             await self.pool.shutdown(self.timings.stop_grace_sec)
             await self.site.stop(self._seen(), self.timings.stop_grace_sec)
             if self.forks is not None:
-                await (
-                    self.forks.close()
-                )  # after the workers (an offline pool's too): they die with it
+                # After the workers (an offline pool's too): they die with it.
+                await self.forks.close()
             await self.control.close()
             try:
                 self.pool.flush()
@@ -225,6 +233,7 @@ class Daemon:
                 loop.remove_signal_handler(sig)
                 signal.signal(sig, handler)
             self.site.close()
+        log.info("vinos-routine daemon stopped (pid %d)", os.getpid())
         return 1 if self.refused else 0
 
     def refuse(self, why: str) -> None:
@@ -232,7 +241,7 @@ class Daemon:
         if self.refused is None:
             self.refused = why
             self._notify(Notification("vinos-routine stopped", why, "critical"))
-        self.ask_stop()
+        self.ask_stop("another daemon holds this daemon's identity")
 
     def mark_interrupted(self) -> None:
         """Runs left queued/running by a process that is gone become `interrupted`, never replayed
@@ -444,6 +453,10 @@ class Daemon:
     ) -> tuple[Pending, asyncio.Future[RunReply]]:
         if not self.pool.accepting:
             raise Refused("stopping", "the daemon is stopping; try again when it is back")
+        # Before the pool starts the run: a forkserver started now is waited for by its
+        # spawn, so a typed run is forked, never a second cold start beside it.
+        self._last_use = self.clock.now()
+        self._keep_forks(active=1)
         try:
             return self.pool.submit_manual(
                 routine, owner=self.owner, listener=listener, reply=reply, debug=debug
@@ -517,14 +530,31 @@ class Daemon:
             unwritten=len(self.pool.unwritten),
         )
 
+    def _keep_forks(self, active: int) -> None:
+        if self.forks is None or self._stopping:
+            return
+        now = self.clock.now()
+        if active:
+            self._last_use = now
+        nxt = self.scheduler.next_wake()
+        keep_forkserver(self.forks, active, nxt, now, worker_env(), self._last_use)
+
     def _update_status(self) -> None:
-        if self.forks is not None and not self._stopping:
-            active = len(self.pool.running) + len(self.pool.queue)
-            nxt, now = self.scheduler.next_wake(), self.clock.now()
-            keep_forkserver(self.forks, active, nxt, now, worker_env())
+        self._keep_forks(len(self.pool.running) + len(self.pool.queue))
         line = self.status_line()
         self.watch.after_tick()
         self._publish(line)
+
+
+def stop_line(why: str, running: int, timings: Timings) -> str:
+    """The log line a stop starts with (pure): why, and what it waits for."""
+    if not running:
+        return f"stopping ({why})"
+    runs = "run" if running == 1 else "runs"
+    return (
+        f"stopping ({why}): waiting up to {timings.stop_grace_sec:g} s for {running} "
+        f"running {runs}, then ending them"
+    )
 
 
 def _set_title(title: str) -> None:

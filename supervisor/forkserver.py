@@ -11,10 +11,15 @@ asyncio Process's pid, pipes, returncode and wait), and starts in the same state
 invariant in worker/forkserver.py). When the forkserver is not up, or a fork fails, the
 spawner starts the worker the plain way and logs why (supervisor/spawn.py).
 
-Lifetime (`wanted`, pure): up while a run is running or queued, or the next due slot is at
-most FORK_AHEAD_SEC away; closed otherwise once no worker it forked is alive (closing only
+Lifetime (`wanted`, pure): up while a run is running or queued, the next due slot is at
+most FORK_AHEAD_SEC away, or the daemon was last used (started, asked to run, a run ended)
+at most KEEP_WARM_SEC ago; closed otherwise once no worker it forked is alive (closing only
 stops new forks: the forkserver waits for its children before it exits, since they die with
-it). The daemon's shutdown closes it after the pool's workers ended.
+it). The daemon's shutdown closes it after the pool's workers ended. The keep window is why a
+typed `run` with the daemon up starts as a scheduled one does (the first thing a person does
+after starting the daemon is try a routine); past it, an idle daemon is as small as before,
+and a typed run starts the forkserver and waits for it (`spawn` waits for one starting)
+rather than paying a second cold start beside it.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from typing import Any
 
 __all__ = [
     "FORK_AHEAD_SEC",
+    "KEEP_WARM_SEC",
     "ForkServer",
     "ForkState",
     "ForkUnavailable",
@@ -47,7 +53,14 @@ __all__ = [
 log = logging.getLogger("vinos.forkserver")
 
 FORK_AHEAD_SEC = 180.0  # start this long before a due slot: the preload takes ~2 s
+# Kept up this long after the daemon was last used: its idle cost is the preloaded SDKs'
+# memory (docs/design.md states it), its wakeups none (it blocks in recvmsg).
+KEEP_WARM_SEC = 1800.0
 READY_TIMEOUT_SEC = 60.0
+# How long a fork request waits for a forkserver still importing before it spawns instead:
+# it started before any spawn begun now could, and imports the same, so it is ready first (a
+# cold start on a loaded 2-core machine takes 10 s); a hung one fails at READY_TIMEOUT_SEC.
+START_WAIT_SEC = 30.0
 REPLY_TIMEOUT_SEC = 10.0
 # What the forkserver's own environment keeps of the worker's: what the interpreter and the
 # preload read at start-up, nothing a run uses (no key, no token: those reach each child in
@@ -72,10 +85,20 @@ def forkserver_env(worker_env: dict[str, str]) -> dict[str, str]:
     return {k: v for k, v in worker_env.items() if k in _KEEP or k.startswith(_KEEP_PREFIX)}
 
 
-def wanted(*, active: int, next_due: datetime | None, now: datetime, ahead: float) -> bool:
-    """Whether the forkserver should be up: runs running or queued, or one due within `ahead`
-    seconds (tests/supervisor/test_forkserver.py)."""
+def wanted(
+    *,
+    active: int,
+    next_due: datetime | None,
+    now: datetime,
+    ahead: float,
+    last_use: datetime | None = None,
+    keep: float = 0.0,
+) -> bool:
+    """Whether the forkserver should be up: runs running or queued, one due within `ahead`
+    seconds, or the daemon used within `keep` seconds (tests/supervisor/test_forkserver.py)."""
     if active:
+        return True
+    if last_use is not None and (now - last_use).total_seconds() <= keep:
         return True
     return next_due is not None and (next_due - now).total_seconds() <= ahead
 
@@ -91,11 +114,26 @@ def forkserver_for(worker_argv: list[str] | None, enabled: bool = True) -> ForkS
 
 
 def keep_forkserver(
-    forks: ForkServer, active: int, next_due: datetime | None, now: datetime, env: dict[str, str]
+    forks: ForkServer,
+    active: int,
+    next_due: datetime | None,
+    now: datetime,
+    env: dict[str, str],
+    last_use: datetime | None = None,
 ) -> None:
-    """The daemon's hook, once a tick (`active`: runs running or queued; `env`: the workers'
-    environment, supervisor/spawn.py's worker_env): up while `wanted`, closed when not."""
-    forks.keep(wanted(active=active, next_due=next_due, now=now, ahead=FORK_AHEAD_SEC), env)
+    """The daemon's hook, once a tick and when a run is asked for (`active`: runs running or
+    queued; `env`: the workers' environment, supervisor/spawn.py's worker_env; `last_use`:
+    when the daemon started, was asked to run or saw a run end): up while `wanted`, closed
+    when not."""
+    want = wanted(
+        active=active,
+        next_due=next_due,
+        now=now,
+        ahead=FORK_AHEAD_SEC,
+        last_use=last_use,
+        keep=KEEP_WARM_SEC,
+    )
+    forks.keep(want, env)
 
 
 def _rlimits() -> list[list[int]]:
@@ -170,6 +208,7 @@ class ForkServer:
         self._conn: _Conn | None = None  # the current one, once it has started
         self._tasks: set[asyncio.Task[None]] = set()
         self._lock = asyncio.Lock()  # requests one at a time: replies come in order
+        self._settled: asyncio.Event | None = None  # set once a start is up, failed or closed
 
     @property
     def pid(self) -> int | None:
@@ -185,19 +224,26 @@ class ForkServer:
         if want and self.state in (ForkState.DOWN, ForkState.FAILED):
             self.state = ForkState.STARTING
             self.why = "starting: importing the worker's modules"
+            self._settled = asyncio.Event()
             task = asyncio.ensure_future(self._serve(env))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
         elif not want and self.state is ForkState.UP and not self.children:
+            log.info("forkserver stopping (pid %d): no run due", self.pid or 0)
             self._close("closed: no run due")
 
     async def close(self) -> None:
         """Stop it and wait for it to exit (the daemon's shutdown, after the pool's workers
         ended)."""
+        pid = self.pid
         self._close("closed: the daemon stops")
         for task in list(self._tasks):
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+        if pid is not None:
+            # Said as its start is (tests/supervisor/test_daemon_systemd.py::
+            # test_a_foreground_daemon_says_why_and_when_it_stops).
+            log.info("forkserver stopped (pid %d): the daemon stops", pid)
 
     def _close(self, why: str) -> None:
         conn, self._conn = self._conn, None
@@ -206,6 +252,11 @@ class ForkServer:
                 conn.sock.shutdown(socket.SHUT_WR)  # EOF: it forks no more, then exits
         self.state = ForkState.DOWN
         self.why = why
+        self._settle()
+
+    def _settle(self) -> None:
+        if self._settled is not None:
+            self._settled.set()
 
     def _failed(self, conn: _Conn | None, why: str) -> None:
         if conn is self._conn and self.state is not ForkState.DOWN:
@@ -213,6 +264,7 @@ class ForkServer:
             self.state = ForkState.FAILED
             self.why = f"failed: {why}"
             log.warning("forkserver %s", self.why)
+            self._settle()
 
     async def _serve(self, env: dict[str, str]) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -245,6 +297,7 @@ class ForkServer:
                 self.state = ForkState.UP
                 self.why = "up"
                 log.info("forkserver up (pid %d)", proc.pid)
+                self._settle()
             while data := await loop.sock_recv(ours, 65536):
                 conn.dispatch(json.loads(data))
             self._failed(conn, "it exited")
@@ -264,7 +317,14 @@ class ForkServer:
 
     async def spawn(self, argv: list[str], env: dict[str, str]) -> ForkedProcess:
         """Fork a worker running `argv` with `env`, the daemon's cwd, umask and rlimits;
-        ForkUnavailable (with why) when the forkserver is not up or the fork failed."""
+        ForkUnavailable (with why) when the forkserver is not up or the fork failed. One still
+        starting is waited for, at most START_WAIT_SEC: it is further along than a spawn
+        started now would be (tests/supervisor/test_forkserver.py::
+        test_a_run_asked_for_while_the_forkserver_starts_waits_for_it_and_is_forked)."""
+        settled = self._settled
+        if self.state is ForkState.STARTING and settled is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(settled.wait(), START_WAIT_SEC)
         conn = self._conn
         if self.state is not ForkState.UP or conn is None:
             raise ForkUnavailable(self.why)

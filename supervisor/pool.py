@@ -352,6 +352,12 @@ class Pool:
         try:
             out = await self._await_worker(pending, prepared, allowance)
             fin = self._finish(pending, now, out)
+            if fin.output is not None:
+                # The name it was stored under, which only the move decided: never the
+                # worker's scratch name (tests/cli/test_cli_run_output.py).
+                written = f"output written: {fin.output.name}"
+                prepared.runlog.write(EventKind.LOG, written)
+                self.broadcast(pending, Event(EventKind.LOG, written))
             if unshown_why := unshown(pending.routine):
                 # Once a run, in its log (`logs`) and to whoever follows it (`run`).
                 prepared.runlog.write(EventKind.WARN, unshown_why)

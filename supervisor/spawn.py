@@ -20,7 +20,6 @@ import signal
 import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Protocol
 
 import psutil
@@ -39,6 +38,7 @@ from ipc import (
     read_message,
 )
 from supervisor.forkserver import ForkedProcess, ForkServer, ForkUnavailable
+from supervisor.pkgroot import package_root
 from supervisor.runlog import RunLog
 
 __all__ = [
@@ -50,6 +50,7 @@ __all__ = [
     "WorkerOutcome",
     "WorkerProcess",
     "WorkerSpawner",
+    "package_root",
 ]
 
 log = logging.getLogger("vinos.spawn")
@@ -100,11 +101,6 @@ class WorkerOutcome:
     pid: int | None = None
     warnings: list[str] = field(default_factory=list)
     proposals: list[Proposal] = field(default_factory=list)  # recorded by supervisor.finish
-
-
-def package_root() -> str:
-    """The directory holding our packages, so the worker imports this very code."""
-    return str(Path(__file__).resolve().parent.parent)
 
 
 # The daemon's own conversation with systemd: never a worker's business.

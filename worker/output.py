@@ -60,7 +60,10 @@ def write_and_post(run: RunContext, body: str) -> Delivery:
         problem = f"output not delivered: could not write it into {run.job.scratch_dir}: {why}"
         run.channel.warn(problem)
         return Delivery(None, undelivered=problem)
-    run.channel.event(EventKind.LOG, f"output written: {name}", output_file=name)
+    # Not named here: the supervisor stores it under a name of its own choosing (NAME-2.md
+    # when a run of the same minute has NAME.md), and says that name once it is delivered
+    # (tests/cli/test_cli_run_output.py).
+    run.channel.event(EventKind.LOG, "output ready for delivery")
     if spec.type is not OutputType.WEBHOOK or not spec.url:
         return Delivery(name)
     error = post_webhook(

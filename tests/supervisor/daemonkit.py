@@ -185,12 +185,17 @@ class DaemonProcess:
 
     def workers(self) -> list[psutil.Process]:
         """The daemon's worker processes: its children running `python -m worker` (titled
-        `vinos-routine worker NAME` once they are up)."""
+        `vinos-routine worker NAME` once they are up), and its forkserver's (a forked worker
+        is the forkserver's child)."""
         out = []
         try:
             children = psutil.Process(self.pid).children()
         except psutil.Error:
             return []
+        for child in list(children):
+            with contextlib.suppress(psutil.Error):
+                if "vinos-routine forkserver" in " ".join(child.cmdline()):
+                    children += child.children()
         for child in children:
             try:
                 cmd = child.cmdline()

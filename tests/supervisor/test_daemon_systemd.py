@@ -184,3 +184,23 @@ def test_socket_activation_uses_the_passed_socket(
     assert seen["env"]["VINOS_HOME"] == os.environ["VINOS_HOME"]
     assert d.stop() == 0
     assert sock.exists() and sock.stat().st_ino == inode  # systemd's socket: left in place
+
+
+def test_a_foreground_daemon_says_why_and_when_it_stops(tmp_path: Path, not_root: None) -> None:
+    """SIGTERM to a daemon in the foreground: its log says it stops and why, that its
+    forkserver stopped, and that it stopped, as it says it started (a journal that ends
+    without a line reads as a crash)."""
+    write_routine("ticker", command_routine("true"))  # due each minute: the forkserver is up
+    d = DaemonProcess(tmp_path, timings={"forkserver": True}).start()
+    wait_for(lambda: "forkserver up (pid" in d.log(), timeout=60, what="the forkserver")
+    assert d.stop(signal.SIGTERM) == 0
+    log = d.log()
+    assert "INFO vinos.daemon: stopping (SIGTERM)" in log, log
+    assert "INFO vinos.forkserver: forkserver stopped (pid" in log, log
+    assert f"INFO vinos.daemon: vinos-routine daemon stopped (pid {d.pid})" in log, log
+    # In that order, after the start line.
+    order = [
+        log.index(s)
+        for s in ("started for", "stopping (SIGTERM)", "forkserver stopped", "daemon stopped")
+    ]
+    assert order == sorted(order), log

@@ -23,7 +23,13 @@ from typing import Any
 import psutil
 import pytest
 
-from supervisor.forkserver import ForkServer, ForkState, forkserver_env, wanted
+from supervisor.forkserver import (
+    KEEP_WARM_SEC,
+    ForkServer,
+    ForkState,
+    forkserver_env,
+    wanted,
+)
 from supervisor.runlog import RunLog
 from supervisor.spawn import WorkerProcess, worker_env
 from tests.supervisor.daemonkit import REPO
@@ -34,20 +40,29 @@ NOW = datetime(2026, 12, 4, 9, 0, tzinfo=UTC)
 
 
 @pytest.mark.parametrize(
-    ("active", "due_in", "up"),
+    ("active", "due_in", "used_ago", "up"),
     [
-        (1, None, True),  # a run running or queued
-        (0, None, False),  # nothing scheduled
-        (0, 180, True),  # due within the window
-        (0, 181, False),  # not yet
-        (0, -5, True),  # overdue: about to be claimed
+        (1, None, None, True),  # a run running or queued
+        (0, None, None, False),  # nothing scheduled, never used
+        (0, 180, None, True),  # due within the window
+        (0, 181, None, False),  # not yet
+        (0, -5, None, True),  # overdue: about to be claimed
+        (0, None, 0, True),  # the daemon just started, or was asked to run
+        (0, None, 1800, True),  # used within the keep window
+        (0, None, 1801, False),  # idle past it: closed, the daemon as small as before
+        (0, 181, 1801, False),
     ],
 )
-def test_the_forkserver_is_wanted_while_a_run_is_due_soon_or_active(
-    active: int, due_in: int | None, up: bool
+def test_the_forkserver_is_wanted_while_a_run_is_due_soon_or_active_or_lately_used(
+    active: int, due_in: int | None, used_ago: int | None, up: bool
 ) -> None:
     due = None if due_in is None else NOW + timedelta(seconds=due_in)
-    assert wanted(active=active, next_due=due, now=NOW, ahead=180) is up
+    used = None if used_ago is None else NOW - timedelta(seconds=used_ago)
+    assert (
+        wanted(active=active, next_due=due, now=NOW, ahead=180, last_use=used, keep=KEEP_WARM_SEC)
+        is up
+    )
+    assert KEEP_WARM_SEC == 1800
 
 
 def test_the_forkservers_own_environment_keeps_no_key() -> None:
@@ -202,6 +217,30 @@ def test_a_run_is_spawned_and_says_why_when_the_forkserver_is_not_up(
     assert "spawning the worker (the forkserver is not started: no run was due)" in caplog.text
 
 
+def test_a_run_asked_for_while_the_forkserver_starts_waits_for_it_and_is_forked(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A typed run that starts the forkserver (the daemon idle past the keep window) waits
+    for it instead of spawning a second cold interpreter beside it."""
+
+    async def go() -> tuple[WorkerProcess, str | None, ForkState]:
+        forks = ForkServer(BARE_FORKSERVER)
+        forks.keep(True, worker_env())
+        starting = forks.state
+        wp = _run_fake(tmp_path, forks)
+        out = await wp.run()
+        await forks.close()
+        assert starting is ForkState.STARTING
+        return wp, out.result.status if out.result else out.error, forks.state
+
+    caplog.set_level(logging.INFO)
+    wp, status, state = asyncio.run(go())
+    assert (wp.forked, status) == (True, "ok"), caplog.text
+    assert "forked by the forkserver" in caplog.text
+    assert "forkserver stopped (pid" in caplog.text
+    assert state is ForkState.DOWN
+
+
 def test_a_forkserver_that_fails_to_start_leaves_runs_to_a_plain_spawn(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -293,3 +332,24 @@ def test_a_daemon_forks_a_run_while_one_is_due_and_still_never_loads_the_sdk(
             Path(f"/proc/{forkservers[0].pid}/environ").read_bytes()
         assert d.stop() == 0
         assert not forkservers[0].is_running()
+
+
+@pytest.mark.slow
+def test_a_typed_run_with_the_daemon_up_and_nothing_due_is_forked(
+    tmp_path: Path, not_root: None
+) -> None:
+    """The daemon's start counts as a use: its forkserver comes up with nothing due, so the
+    run a person types next starts as a scheduled one does (forked), not from a cold spawn."""
+    from tests.supervisor.daemonkit import DaemonProcess, command_routine, write_routine
+
+    # Due at 06:00 only, once a year: nothing is due within FORK_AHEAD_SEC of the test.
+    write_routine("hello", command_routine("echo hi", schedule='cron = "0 6 1 1 *"'))
+    d = DaemonProcess(tmp_path, timings={"forkserver": True}).start()
+    deadline = time.monotonic() + 60
+    while "forkserver up" not in d.log() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert "forkserver up" in d.log(), d.log()
+    fin = d.request("run", {"name": "hello"})
+    assert fin["status"] == "ok", fin
+    assert f"{fin['run_id']}: worker pid" in d.log() and "forked by the forkserver" in d.log()
+    assert d.stop() == 0

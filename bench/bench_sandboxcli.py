@@ -1,0 +1,133 @@
+"""`vinos-routine sandbox NAME -- true` and a shell call inside a run, against bare bubblewrap
+(`bwrap --ro-bind / / true`), medians interleaved in the same run.
+
+Targets: `sandbox NAME -- true` at most 20x bare bwrap once the host's answers are kept
+(sandbox/hostcache.py: the first call of a boot probes, as `first call` shows); a shell call
+inside a run (`run_shell`, as the worker calls it) at most 10 ms over bare bwrap.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench.common import Row, median_seconds
+
+TARGET_CLI_RATIO = 20.0
+TARGET_CALL_ADDED_MS = 10.0
+BWRAP = "/usr/bin/bwrap"
+
+ROUTINE = """\
+[routine]
+kind = "command"
+enabled = false
+[schedule]
+cron = "0 6 * * *"
+timezone = "UTC"
+[command]
+run = "true"
+"""
+
+
+def run(quick: bool) -> list[Row]:
+    import sandbox
+
+    refusal = sandbox.refuse_if_root()
+    if refusal is not None:
+        raise RuntimeError(refusal)
+    repeat = 6 if quick else 40
+    root = Path(__file__).resolve().parent.parent
+    with tempfile.TemporaryDirectory(prefix="vinos-bench-sbx-") as tmp:
+        home = Path(tmp) / "vinos"
+        (home / "routines").mkdir(parents=True)
+        (home / "routines" / "probe.toml").write_text(ROUTINE)
+        runtime = Path(tmp) / "run"
+        runtime.mkdir(mode=0o700)
+        env = {
+            **os.environ,
+            "VINOS_HOME": str(home),
+            "VINOS_SYSTEM_DIR": str(Path(tmp) / "system"),
+            # The login session's runtime dir, where the host's answers are kept this boot.
+            "XDG_RUNTIME_DIR": str(runtime),
+            "PYTHONPATH": str(root),
+        }
+        cli = [sys.executable, "-m", "supervisor", "sandbox", "probe", "--", "true"]
+
+        def call(argv: list[str]) -> None:
+            subprocess.run(argv, env=env, stdin=subprocess.DEVNULL, capture_output=True, check=True)
+
+        def bare() -> None:
+            call([BWRAP, "--ro-bind", "/", "/", "true"])
+
+        t0 = time.perf_counter()
+        call(cli)  # the boot's first call: it probes, and keeps the answers
+        first = time.perf_counter() - t0
+        half = max(1, repeat // 2)
+        c1, b1 = median_seconds(lambda: call(cli), half), median_seconds(bare, half)
+        b2, c2 = median_seconds(bare, half), median_seconds(lambda: call(cli), half)
+        inside, bare_inside = _in_run(Path(tmp), repeat)
+    bare_ms = (b1 + b2) / 2 * 1000
+    cli_ms = (c1 + c2) / 2 * 1000
+    ratio = cli_ms / bare_ms if bare_ms else float("nan")
+    added = inside - bare_inside
+    return [
+        Row(
+            name=f"`vinos-routine sandbox NAME -- true` (median of {repeat})",
+            value=cli_ms,
+            unit="ms",
+            baseline=f"bwrap --ro-bind / / true: {bare_ms:.2f} ms",
+            ratio=ratio,
+            target=f"<= {TARGET_CLI_RATIO:g}x",
+            met=ratio <= TARGET_CLI_RATIO,
+        ),
+        Row(
+            name="`vinos-routine sandbox NAME -- true`, the boot's first call (probes)",
+            value=first * 1000,
+            unit="ms",
+            baseline=f"bwrap --ro-bind / / true: {bare_ms:.2f} ms",
+            ratio=first * 1000 / bare_ms if bare_ms else None,
+        ),
+        Row(
+            name=f"shell call inside a run, `true` (median of {repeat})",
+            value=inside,
+            unit="ms",
+            baseline=f"bwrap --ro-bind / / true: {bare_inside:.2f} ms",
+            ratio=inside / bare_inside if bare_inside else None,
+            target=f"<= {TARGET_CALL_ADDED_MS:g} ms over bare bwrap",
+            met=added <= TARGET_CALL_ADDED_MS,
+        ),
+    ]
+
+
+def _in_run(tmp: Path, repeat: int) -> tuple[float, float]:
+    """(run_shell("true") ms, bare bwrap ms) in this process, as a worker calls it: the probe
+    and the filter taken once, the overlay maker started at the first call."""
+    import sandbox
+
+    workspace = tmp / "home/.vinos/routines/workspace/bench"
+    scratch = tmp / "home/.vinos/routines/scratch/bench/run"
+    for d in (workspace, scratch):
+        d.mkdir(parents=True)
+    policy = sandbox.routine_policy(
+        home=tmp / "home", workspace=workspace, scratch_dir=scratch, network=False
+    )
+
+    def shell() -> None:
+        r = sandbox.run_shell("true", policy, timeout_sec=30)
+        if r.exit_code != 0:
+            raise RuntimeError(f"sandboxed true failed: {r.error or r.stderr}")
+
+    def bare() -> None:
+        subprocess.run(
+            [BWRAP, "--ro-bind", "/", "/", "true"], capture_output=True, check=True, env={}
+        )
+
+    shell()  # the worker's first call starts its overlay maker
+    half = max(1, repeat // 2)
+    s1, b1 = median_seconds(shell, half), median_seconds(bare, half)
+    b2, s2 = median_seconds(bare, half), median_seconds(shell, half)
+    return (s1 + s2) / 2 * 1000, (b1 + b2) / 2 * 1000

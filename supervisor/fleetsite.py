@@ -86,6 +86,13 @@ class FleetSite:
             spawner=self.spawner,
         )
 
+    def reconfigure(self, config: Config) -> None:
+        """local_when_unreachable, and the offline pool's settings (max_concurrent, each
+        job's); the database and machine name take effect at the daemon's restart."""
+        self.config = config
+        if self.offline is not None:
+            self.offline.reconfigure(config)
+
     def join(self) -> None:
         # One daemon per fleet machine name; while the database is away, at its return (an
         # outage at start: the loop waits for the database, as for any outage).

@@ -6,6 +6,7 @@ and migrations."""
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 import time
 from collections.abc import Iterator
@@ -22,7 +23,7 @@ from routines.ledger import Ledger, LedgerError, RoutineState, iso
 from routines.ledger.api import Store, Vacuum
 from routines.ledger.memory import MemoryData, MemoryLedger
 from routines.ledger.postgres import PgLedger
-from routines.runs import Outcome, RunEnd, RunStatus, Trigger
+from routines.runs import Ended, Outcome, RunEnd, RunStatus, Strike, Trigger
 from routines.spec.config import LedgerSettings
 from supervisor.clock import FakeClock
 from supervisor.housekeeping import Housekeeper
@@ -480,6 +481,82 @@ def test_three_strikes_state_is_shared_by_every_connection(backend: str) -> None
         two.close()
 
 
+def test_a_strike_is_written_with_the_end_it_counts(led: Contract) -> None:
+    rule = Strike(file_enabled=True, reason="3 failed runs in a row; last: exit 1")
+
+    def end(n: int, status: RunStatus) -> Ended:
+        assert claim(led, sid(T0 + timedelta(hours=n)), routine="flaky")
+        run_id = f"flaky-{sid(T0 + timedelta(hours=n))}"
+        return led.finish_run(run_id, RunEnd(status), now=T0 + timedelta(hours=n), strike=rule)
+
+    assert end(0, RunStatus.FAILED) is Ended.ENDED
+    assert led.state("flaky").failure_streak == 1
+    assert end(1, RunStatus.OK) is Ended.ENDED  # ok resets
+    assert led.state("flaky").failure_streak == 0
+    assert end(2, RunStatus.TIMEOUT) is Ended.ENDED
+    assert end(3, RunStatus.INTERRUPTED) is Ended.ENDED  # neither counts nor resets
+    assert end(4, RunStatus.FAILED) is Ended.ENDED
+    assert led.state("flaky").failure_streak == 2
+    assert end(5, RunStatus.FAILED) is Ended.DISABLED
+    st = led.state("flaky")
+    assert (st.failure_streak, st.enabled(True), st.disabled_reason) == (3, False, rule.reason)
+    # A second ending of a run writes nothing, its strike included.
+    again = f"flaky-{sid(T0 + timedelta(hours=5))}"
+    assert led.finish_run(again, RunEnd(RunStatus.FAILED), now=T0, strike=rule) is (
+        Ended.NOT_ACTIVE
+    )
+    assert led.state("flaky").failure_streak == 3
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def sql_backend(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return str(tmp_path / "ledger.db")
+    dsn: str = request.getfixturevalue("pg_dsn")
+    return dsn
+
+
+def test_a_strike_that_cannot_be_written_leaves_the_run_unended(sql_backend: str) -> None:
+    """One transaction: when the streak's write fails, the end is not written either (the
+    daemon keeps the result and writes both later). A trigger refuses routine_state's writes
+    (the memory store has no partial writes to show)."""
+    led = open_backend(sql_backend)
+    try:
+        assert claim(led, sid(T0), routine="flaky")
+        led.set_failure_streak("flaky", 1)
+        if isinstance(led, PgLedger):
+            with led.transaction() as cur:
+                cur.execute(
+                    "CREATE FUNCTION no_state() RETURNS trigger LANGUAGE plpgsql AS "
+                    "$$ BEGIN RAISE EXCEPTION 'no state'; END $$"
+                )
+                cur.execute(
+                    "CREATE TRIGGER no_state BEFORE UPDATE ON routine_state "
+                    "FOR EACH ROW EXECUTE FUNCTION no_state()"
+                )
+        else:
+            db = sqlite3.connect(sql_backend)
+            db.execute(
+                "CREATE TRIGGER no_state BEFORE UPDATE ON routine_state "
+                "BEGIN SELECT RAISE(ABORT, 'no state'); END"
+            )
+            db.commit()
+            db.close()
+        rule = Strike(file_enabled=True, reason="3 failed")
+        run_id = f"flaky-{sid(T0)}"
+        with pytest.raises(Exception, match="no state"):
+            led.finish_run(run_id, RunEnd(RunStatus.FAILED), now=T0, strike=rule)
+        row = led.run(run_id)
+        assert row is not None and row.status == "queued"  # not ended without its strike
+        assert led.state("flaky").failure_streak == 1
+    finally:
+        if isinstance(led, PgLedger):
+            with led.transaction() as cur:
+                cur.execute("DROP TRIGGER IF EXISTS no_state ON routine_state")
+                cur.execute("DROP FUNCTION IF EXISTS no_state()")
+        led.close()
+
+
 # -- money ----------------------------------------------------------------------------------
 
 
@@ -790,6 +867,47 @@ def test_a_lapsed_lease_interrupts_its_run_once_and_a_renewed_one_lives(pg_dsn: 
     finally:
         dead.close()
         alive.close()
+
+
+@pytest.mark.slow  # waits out a lease of a second
+def test_a_runs_own_end_replaces_the_interrupted_of_its_lapsed_lease(pg_dsn: str) -> None:
+    """Another machine ended the runs of "away" when their leases lapsed (its database was
+    away); "away" then writes the ends it kept. One that came before it was marked is how the
+    run really ended, and replaces the interruption; one after it, or an interruption, does
+    not."""
+    away = PgLedger(pg_dsn, "away", lease_sec=1.0)
+    other = PgLedger(pg_dsn, "other")
+    try:
+        for routine in ("early", "late", "cut"):
+            assert claim(away, sid(T0), routine=routine)
+            away.start_run(f"{routine}-{sid(T0)}", now=T0, worker_pid=1)
+        marked = T0 + timedelta(minutes=2)
+        ended: list[tuple[str, str, str]] = []
+        stop = time.monotonic() + 30
+        while len(ended) < 3 and time.monotonic() < stop:
+            ended += other.expire_leases(marked)
+            time.sleep(0.1)
+        assert sorted(r for r, _, _ in ended) == ["cut", "early", "late"]
+        rule = Strike(file_enabled=True, reason="3 failed")
+        ok = RunEnd(RunStatus.OK, outcome=Outcome.DONE, dollars=0.5)
+        assert away.finish_run(f"early-{sid(T0)}", ok, now=T0 + timedelta(minutes=1), strike=rule)
+        assert not away.finish_run(f"late-{sid(T0)}", ok, now=marked + timedelta(seconds=1))
+        cut = RunEnd(RunStatus.INTERRUPTED, "lease lost")
+        assert not away.finish_run(f"cut-{sid(T0)}", cut, now=T0 + timedelta(minutes=1))
+        early = other.run(f"early-{sid(T0)}")
+        assert early is not None
+        assert (early.status, early.outcome, early.dollars) == ("ok", "done", 0.5)
+        assert early.finished_at == iso(T0 + timedelta(minutes=1))
+        assert other.last_runs()["early"].status == "ok"
+        for late in ("late", "cut"):
+            row = other.run(f"{late}-{sid(T0)}")
+            assert row is not None and row.status == "interrupted", late
+        # Once written, the run's end is final like any other.
+        failed = RunEnd(RunStatus.FAILED)
+        assert not away.finish_run(f"early-{sid(T0)}", failed, now=T0 + timedelta(seconds=61))
+    finally:
+        away.close()
+        other.close()
 
 
 def test_the_definitions_digest_changes_exactly_when_the_definitions_do(pg_dsn: str) -> None:

@@ -75,6 +75,7 @@ class FleetSite:
         wake: Callable[[], None],
     ) -> None:
         self.fleet.on_renewal = pool.leases_renewed  # fenced runs (supervisor/fleet.py)
+        self.fleet.on_back = wake  # write the results kept through an outage at once
         self.offline = Offline(
             paths=self.paths,
             config=self.config,

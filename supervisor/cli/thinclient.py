@@ -156,6 +156,13 @@ def _exchange(path: str, request: bytes) -> list[bytes] | None:
                 # Unescaped quotes are never inside a JSON string: only a response has this.
                 if b'"type":"response"' in line:
                     return lines
+    except TimeoutError:
+        # The daemon holds its lock (daemon_running) yet did not answer within the control
+        # timeout: the full path must not wait it out a second time.
+        from supervisor.client import waited_out
+
+        waited_out()
+        return None
     except OSError:
         return None
     finally:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from routines.pricing import dollar_pair
-from routines.runs import STRIKE_LIMIT, RunStatus, strike
+from routines.runs import STRIKE_LIMIT, strike
 from routines.spec import OnExceed, Route, Routine
 
 __all__ = [
@@ -90,5 +90,3 @@ def allowance_for(routine: Routine, spent_today: float) -> RunAllowance:
         detail,
         notify=budget.on_exceed is OnExceed.NOTIFY,
     )
-
-

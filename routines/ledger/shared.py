@@ -19,13 +19,11 @@ from routines.ledger import rundays
 from routines.runs import ACTIVE, Ended, RunEnd, RunStatus, Strike, Trigger, strike
 
 __all__ = [
+    "LEASE_LOST",
     "ZERO_COLUMNS",
     "add_day_args",
     "advance_cursor_sql",
-    "LEASE_LOST",
     "cursor_values",
-    "real_end_wins",
-    "strike_values",
     "disable_values",
     "enable_values",
     "finish_values",
@@ -36,8 +34,10 @@ __all__ = [
     "merge_totals",
     "new_run",
     "note_last_sql",
+    "real_end_wins",
     "set_state_sql",
     "state_params",
+    "strike_values",
 ]
 
 

@@ -63,8 +63,10 @@ def test_runs_that_finished_during_an_outage_are_recorded_as_they_ended(
     finally:
         pg_cluster.restart()
     wait_for(
-        lambda: all(r.status not in ("queued", "running") for r, _ in fleet_rows(pg_dsn))
-        and len(fleet_rows(pg_dsn)) == 2,
+        lambda: (
+            all(r.status not in ("queued", "running") for r, _ in fleet_rows(pg_dsn))
+            and len(fleet_rows(pg_dsn)) == 2
+        ),
         what="both runs' ends written",
     )
     ends = {(r.routine, r.slot, r.status, m) for r, m in fleet_rows(pg_dsn)}

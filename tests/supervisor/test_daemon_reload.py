@@ -139,8 +139,8 @@ def test_reload_reaches_housekeepings_retention(tmp_path: Path, not_root: None) 
     assert outputs[20].exists()
 
     p.config_file.write_text("[ledger]\nkeep_outputs_days = 10\nkeep_runs_days = 10\n")
-    out = d.cli("reload")
-    assert out.returncode == 0, out.stderr
+    reloaded = d.cli("reload")
+    assert reloaded.returncode == 0, reloaded.stderr
     wait_for(lambda: not outputs[20].exists(), what="the output past 10 days deleted")
     wait_for(lambda: whole_runs() == 0, what="the run past 10 days compacted")
     assert outputs[0].exists()

@@ -160,11 +160,15 @@ class FleetAddress(Protocol):
     def machine(self) -> str: ...
 
 
-def open_ledger(path: Path, fleet: FleetAddress | None, *, connect: bool = True) -> Store:
+def open_ledger(
+    path: Path, fleet: FleetAddress | None, *, connect: bool = True, read_only: bool = False
+) -> Store:
     """The fleet's PostgreSQL ledger when config.toml has [fleet] (`fleet`), else this
-    machine's SQLite file at `path`. psycopg is imported here, only for a fleet."""
+    machine's SQLite file at `path` (`read_only`: opened so, as the dashboard reads it). The
+    one decision of which ledger a reader sees: the CLI (supervisor/fleetview.py cli_ledger)
+    and the dashboard call it. psycopg is imported here, only for a fleet."""
     if fleet is None:
-        return Ledger(path)
+        return Ledger.read_only(path) if read_only else Ledger(path)
     from routines.ledger.postgres import PgLedger
     from routines.ledger.postgres_open import CALL_DEADLINE_SEC, FIRST_CONNECTION_SEC
 

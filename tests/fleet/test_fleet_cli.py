@@ -225,21 +225,29 @@ def test_status_on_a_fleet_machine_answers_within_a_second_while_the_database_ha
     m = Machine(tmp_path, monkeypatch, "hung", pg_dsn)
     m.write("tick", command_routine("echo hi", schedule='cron = "0 3 1 1 *"', missed="skip"))
     m.start()
-    assert m.daemon.cli("status").returncode == 0
-    pids = pg_cluster.hang()
-    try:
-        wait_for(
-            lambda: "paused" in (m.daemon.request("status")["status"] or ""),
-            what="the daemon to pause",
-        )
+
+    def timed(paused: bool) -> float:
+        """The quickest of three `status`, each printing whether the daemon is paused."""
         times = []
         for _ in range(3):
             began = time.monotonic()
             out = m.daemon.cli("status")
             times.append(time.monotonic() - began)
             assert out.returncode == 0, out.stderr
-            assert "paused" in out.stdout
-        assert min(times) < 1.0, times
+            assert ("paused" in out.stdout) is paused, out.stdout
+        return min(times)
+
+    # Against the same command with the database up, in this run: the CLI's own start-up
+    # is not the database's (it is slower on a loaded machine).
+    up = timed(paused=False)
+    pids = pg_cluster.hang()
+    try:
+        wait_for(
+            lambda: "paused" in (m.daemon.request("status")["status"] or ""),
+            what="the daemon to pause",
+        )
+        hung = timed(paused=True)
+        assert hung < up + 1.0, (hung, up)
     finally:
         pg_cluster.unhang(pids)
     assert m.daemon.stop() == 0

@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import json
 import signal
+import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
+from ipc import Job, decode
 from routines.ledger import Ledger
 from routines.runs import RunEnd, RunStatus, Trigger
 from routines.spec.paths import paths
@@ -23,6 +25,8 @@ from tests.supervisor.daemonkit import (
     wait_for,
     write_routine,
 )
+
+FAKEWORKER = Path(__file__).with_name("fakeworker.py")
 
 pytestmark = pytest.mark.slow  # real daemons: make test-fast leaves these out
 
@@ -144,4 +148,40 @@ def test_reload_reaches_housekeepings_retention(tmp_path: Path, not_root: None) 
     wait_for(lambda: not outputs[20].exists(), what="the output past 10 days deleted")
     wait_for(lambda: whole_runs() == 0, what="the run past 10 days compacted")
     assert outputs[0].exists()
+    assert d.stop() == 0
+
+
+def test_reload_reaches_what_each_new_run_is_sent(tmp_path: Path, not_root: None) -> None:
+    """Every key a run's job carries (ollama_url, pricing, [sandbox], [providers]) is the
+    reloaded value in the next run's job, without a restart."""
+    told = tmp_path / "jobs"
+    told.mkdir()
+    write_routine("echoer", command_routine("echo hi", enabled=False))
+    worker = [sys.executable, str(FAKEWORKER), "job", str(told)]
+    d = DaemonProcess(tmp_path, worker_argv=worker).start()
+
+    def next_job() -> Job:
+        before = set(told.iterdir())
+        out = d.cli("run", "echoer")
+        assert out.returncode == 0, out.stderr
+        [new] = set(told.iterdir()) - before
+        job = decode(new.read_bytes())
+        assert isinstance(job, Job)
+        return job
+
+    first = next_job()
+    assert first.sandbox["max_processes"] == 256 and first.providers == {}
+    paths().config_file.write_text(
+        'ollama_url = "http://127.0.0.1:11999"\n'
+        '[pricing]\n"claude-test" = { input = 1.0, output = 2.0 }\n'
+        "[sandbox]\nmax_processes = 99\n"
+        '[providers.lmstudio]\nkind = "openai"\nbase_url = "http://127.0.0.1:1234/v1"\n'
+        "local = true\n"
+    )
+    assert d.cli("reload").returncode == 0
+    job = next_job()
+    assert job.ollama_url == "http://127.0.0.1:11999"
+    assert job.pricing["claude-test"] == [1.0, 2.0]
+    assert job.sandbox["max_processes"] == 99
+    assert list(job.providers) == ["lmstudio"]
     assert d.stop() == 0

@@ -87,8 +87,8 @@ def claim(led: Contract, slot: str, routine: str = "brief", **kw: object) -> boo
         routine,
         slot,
         run_id=str(kw.pop("run_id", f"{routine}-{slot}")),
-        trigger="schedule",
-        status=str(kw.pop("status", "queued")),
+        trigger=Trigger.SCHEDULE,
+        status=RunStatus(str(kw.pop("status", "queued"))),
         now=kw.pop("now", T0),  # type: ignore[arg-type]
         **kw,  # type: ignore[arg-type]
     )
@@ -104,7 +104,9 @@ def spend(
 ) -> str:
     """A finished run of `routine` started at `when` that cost `dollars` (and `tokens`)."""
     run_id = f"{routine}-{iso(when)}-{dollars}"
-    led.record_run(routine, run_id=run_id, trigger="manual", status="running", now=when)
+    led.record_run(
+        routine, run_id=run_id, trigger=Trigger.MANUAL, status=RunStatus.RUNNING, now=when
+    )
     end = RunEnd(RunStatus(status), dollars=dollars, **tokens)  # type: ignore[arg-type]
     led.finish_run(run_id, end, now=when + timedelta(seconds=30))
     return run_id
@@ -169,7 +171,9 @@ def test_a_claim_moves_the_cursor_and_keeps_the_rest_of_the_state(led: Contract)
 
 
 def test_record_run_writes_a_row_without_a_claim(led: Contract) -> None:
-    led.record_run("brief", run_id="manual-1", trigger="manual", status="queued", now=T0)
+    led.record_run(
+        "brief", run_id="manual-1", trigger=Trigger.MANUAL, status=RunStatus.QUEUED, now=T0
+    )
     assert led.run("manual-1") is not None
     assert not led.is_claimed("brief", "")
     assert led.state("brief") == RoutineState("brief")
@@ -310,7 +314,7 @@ def test_every_field_of_a_finished_run_round_trips(led: Contract) -> None:
 
 
 def test_a_given_duration_and_empty_tools_are_kept(led: Contract) -> None:
-    led.record_run("brief", run_id="r", trigger="manual", status="running", now=T0)
+    led.record_run("brief", run_id="r", trigger=Trigger.MANUAL, status=RunStatus.RUNNING, now=T0)
     end = RunEnd(status=RunStatus.TIMEOUT, duration_sec=600.0, tools_used=())
     led.finish_run("r", end, now=T0 + timedelta(hours=1))
     row = led.run("r")
@@ -342,7 +346,11 @@ def test_history_is_newest_first_and_runs_between_is_bounded(led: Contract) -> N
     assert [r.started_at for r in got] == [iso(T0 + timedelta(hours=h)) for h in (2, 1)]
     # Two runs that started at once: the later recorded first.
     led.record_run(
-        "a", run_id="tie", trigger="manual", status="queued", now=T0 + timedelta(hours=3)
+        "a",
+        run_id="tie",
+        trigger=Trigger.MANUAL,
+        status=RunStatus.QUEUED,
+        now=T0 + timedelta(hours=3),
     )
     assert [r.run_id for r in led.history("a", limit=2)] == ["tie", spend_id("a", 3)]
     assert led.history("nobody") == []
@@ -377,7 +385,7 @@ def test_last_started_here_is_the_newest_finished_run_of_this_machine(backend: s
         assert here.last_started_here("brief") is None
         spend(here, "brief", T0, 0.1)
         spend(there, "brief", T0 + timedelta(hours=1), 0.1)  # another machine's, on a fleet
-        here.record_run("brief", run_id="q", trigger="manual", status="queued",
+        here.record_run("brief", run_id="q", trigger=Trigger.MANUAL, status=RunStatus.QUEUED,
                         now=T0 + timedelta(hours=2))  # fmt: skip
         newest = T0 if isinstance(here, PgLedger) else T0 + timedelta(hours=1)
         assert here.last_started_here("brief") == iso(newest)
@@ -811,8 +819,8 @@ def test_two_machines_claiming_one_routine_at_once_one_wins_each_round(pg_dsn: s
 
             def go(led: PgLedger, who: str, slot: str, expect: str | None, i: int = i) -> None:
                 barrier.wait(10)
-                if led.claim("race", slot, run_id=f"{who}-{i}", trigger="schedule",
-                             status="skipped", now=T0, expect_cursor=expect):  # fmt: skip
+                if led.claim("race", slot, run_id=f"{who}-{i}", trigger=Trigger.SCHEDULE,
+                             status=RunStatus.SKIPPED, now=T0, expect_cursor=expect):  # fmt: skip
                     wins[who].append(i)
 
             base = T0 + timedelta(hours=i)

@@ -28,8 +28,10 @@ from dashboard import control, messages, spending, views
 from dashboard.files import NAME, RUN_ID
 from dashboard.security import Guard, Secrets
 from routines.humanize import money, relative, tokens
-from routines.ledger import Ledger, LedgerError
+from routines.ledger import LedgerError
+from routines.ledger.api import Store, open_ledger
 from routines.schedule.tz import machine_timezone
+from routines.spec.config import load_config_or_default
 from routines.spec.paths import Paths
 from routines.spec.registry import scan
 
@@ -86,14 +88,20 @@ class Pages:
         self.base = keys.base
 
     @contextlib.contextmanager
-    def ledger(self) -> Iterator[Ledger | None]:
+    def ledger(self) -> Iterator[Store | None]:
+        """The ledger the CLI reads (routines/ledger/api.py open_ledger): on a fleet machine
+        the fleet's, whose runs include other machines' (tests/fleet/test_fleet_dashboard.py);
+        else this machine's file, read-only. None when it cannot be opened."""
+        fleet = load_config_or_default(self.paths.config_file).fleet
         try:
-            db = Ledger.read_only(self.paths.ledger)
+            db = open_ledger(self.paths.ledger, fleet, read_only=True)
         except LedgerError:
             yield None
             return
-        with db:
+        try:
             yield db
+        finally:
+            db.close()
 
     def page(self, request: Request, template: str, status: int = 200, **ctx: Any) -> Response:
         note, problem = messages.shown(request.query_params)
@@ -119,7 +127,9 @@ class Pages:
     def home(self, request: Request) -> Response:
         status, problem = self.daemon_status()
         with self.ledger() as db:
-            data = views.overview(scan(self.paths), db, status, problem, datetime.now(UTC))
+            data = views.overview(
+                scan(self.paths), db, status, problem, datetime.now(UTC), self.paths.ledger
+            )
         template = "_live.html" if request.query_params.get("partial") else "overview.html"
         return self.page(request, template, o=data)
 
@@ -128,7 +138,7 @@ class Pages:
         with self.ledger() as db:
             if run_id and RUN_ID.match(run_id):
                 return JSONResponse({"pulse": views.run_pulse(self.paths, db, run_id)})
-            return JSONResponse({"pulse": views.pulse(db)})
+            return JSONResponse({"pulse": views.pulse(db, self.paths.ledger)})
 
     def routine(self, request: Request) -> Response:
         name = request.path_params["name"]

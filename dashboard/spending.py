@@ -12,7 +12,8 @@ from dashboard.charts import Layer, Line, stacked_bars
 from dashboard.files import MAX_OUTPUT, read_beneath
 from dashboard.render import markdown
 from routines.humanize import money
-from routines.ledger import Ledger, day_bounds
+from routines.ledger import day_bounds
+from routines.ledger.api import LedgerAPI
 from routines.spec.paths import Paths
 from routines.spec.registry import Registry
 
@@ -44,7 +45,7 @@ class CostPage:
     zone: str
 
 
-def cost_page(registry: Registry, ledger: Ledger, now: datetime, zone_name: str) -> CostPage:
+def cost_page(registry: Registry, ledger: LedgerAPI, now: datetime, zone_name: str) -> CostPage:
     zone = ZoneInfo(zone_name)
     today = now.astimezone(zone).date()
     days = [today - timedelta(days=n) for n in range(DAYS - 1, -1, -1)]
@@ -119,7 +120,7 @@ class BriefItem:
     html: str | None
 
 
-def brief_page(p: Paths, ledger: Ledger, now: datetime, zone_name: str) -> list[BriefItem]:
+def brief_page(p: Paths, ledger: LedgerAPI, now: datetime, zone_name: str) -> list[BriefItem]:
     """Today's outputs (calendar day in this machine's zone), newest first, rendered."""
     zone = ZoneInfo(zone_name)
     start, end = day_bounds(now.astimezone(zone).date(), zone)

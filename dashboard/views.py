@@ -8,6 +8,8 @@ compiling a schedule) are repeated here over routines/ directly.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass, field, replace
 from datetime import date, datetime, timedelta
 from pathlib import Path
@@ -18,7 +20,10 @@ from dashboard.charts import Layer, stacked_bars
 from dashboard.files import MAX_OUTPUT, read_beneath, read_run_log
 from dashboard.render import markdown
 from ipc import RunStatus
-from routines.ledger import Ledger, RunRow, day_bounds, is_enabled, iso
+from routines import proposals
+from routines.ledger import LedgerError, RunRow, day_bounds, is_enabled, iso
+from routines.ledger.api import LedgerAPI
+from routines.proposals import ProposalStore
 from routines.safetext import one_line, visible
 from routines.schedule import ScheduleError, summary
 from routines.schedule import explain as explain_schedule
@@ -95,16 +100,21 @@ class Waiting:
 INPUT_HEAD_LINES = 6
 
 
-def waiting_proposals(registry: Registry, ledger: Ledger | None, now: datetime) -> list[Waiting]:
-    """Waiting, unexpired proposals, newest first. Reads only: the dashboard's ledger
-    connection cannot write, so expiry and invalidation are shown, not recorded."""
+def waiting_proposals(
+    registry: Registry,
+    ledger: proposals.ProposalStore | None,
+    now: datetime,
+    paused: frozenset[str] = frozenset(),
+) -> list[Waiting]:
+    """Waiting, unexpired proposals, newest first; `paused`: the runs that wait for their
+    answer (read from the runs' ledger, which on a fleet is not the proposals' file). Reads
+    only: the dashboard's ledger connection cannot write, so expiry and invalidation are
+    shown, not recorded."""
     if ledger is None:
         return []
-    from routines import proposals
     from routines.ledger import from_iso
 
     out = []
-    paused = {r.run_id for r in ledger.paused_runs()}
     for p in proposals.waiting(ledger):
         expires = from_iso(p.expires_at)
         if expires <= now:
@@ -198,19 +208,49 @@ def _line(
 
 def overview(
     registry: Registry,
-    ledger: Ledger | None,
+    ledger: LedgerAPI | None,
     daemon: dict[str, Any] | None,
     daemon_problem: str,
     now: datetime,
+    proposal_file: Path | None = None,
 ) -> Overview:
+    """`proposal_file`: this machine's own ledger file, where a fleet machine keeps its
+    proposals (None: the ledger holds them)."""
     lines = _lines(registry, ledger, now)
     # Only the daemon knows a last good version of a file that is invalid now.
     stale = set(daemon.get("stale", [])) if daemon else set()
     lines = [replace(ln, stale=True) if ln.name in stale else ln for ln in lines]
-    return Overview(lines, daemon, daemon_problem, waiting_proposals(registry, ledger, now))
+    return Overview(lines, daemon, daemon_problem, _waiting(registry, ledger, proposal_file, now))
 
 
-def _lines(registry: Registry, ledger: Ledger | None, now: datetime) -> list[RoutineLine]:
+def _waiting(
+    registry: Registry, ledger: LedgerAPI | None, proposal_file: Path | None, now: datetime
+) -> list[Waiting]:
+    paused = (
+        frozenset(r.run_id for r in ledger.paused_runs()) if ledger is not None else frozenset()
+    )
+    with _proposals(ledger, proposal_file) as store:
+        return waiting_proposals(registry, store, now, paused)
+
+
+@contextmanager
+def _proposals(
+    ledger: LedgerAPI | None, proposal_file: Path | None
+) -> Iterator[ProposalStore | None]:
+    """This machine's proposals (routines/proposals.py store_for): the ledger itself, or on a
+    fleet `proposal_file`; None when there is none to read."""
+    if ledger is None or (proposal_file is None and not isinstance(ledger, ProposalStore)):
+        yield None
+        return
+    with ExitStack() as stack:
+        store: ProposalStore | None = None
+        with suppress(LedgerError):  # a fleet machine without a file of its own: none yet
+            opening = proposals.store_for(ledger, proposal_file or Path(), read_only=True)
+            store = stack.enter_context(opening)
+        yield store
+
+
+def _lines(registry: Registry, ledger: LedgerAPI | None, now: datetime) -> list[RoutineLine]:
     """Every routine file's line; without a ledger yet, what the files alone say."""
     states = ledger.states() if ledger else {}
     last = ledger.last_runs() if ledger else {}
@@ -220,7 +260,7 @@ def _lines(registry: Registry, ledger: Ledger | None, now: datetime) -> list[Rou
 
 
 def _spent_today(
-    registry: Registry, names: list[str], ledger: Ledger | None, now: datetime
+    registry: Registry, names: list[str], ledger: LedgerAPI | None, now: datetime
 ) -> dict[str, float]:
     """Today's dollars of each routine `names` has (in its own zone), in one query per zone."""
     if ledger is None:
@@ -233,7 +273,7 @@ def _spent_today(
     return ledger.spent_today_many(zones, now)
 
 
-def pulse(ledger: Ledger | None) -> str:
+def pulse(ledger: LedgerAPI | None, proposal_file: Path | None = None) -> str:
     """Changes whenever a run is queued, starts or ends, or a routine is turned on or off:
     the overview's short poll compares it and refreshes only then."""
     if ledger is None:
@@ -243,16 +283,15 @@ def pulse(ledger: Ledger | None) -> str:
     states = sorted(
         (s.routine, s.enabled_override, s.failure_streak) for s in ledger.states().values()
     )
-    from routines.proposals import waiting
-
-    asked = [p.id for p in waiting(ledger)]
+    with _proposals(ledger, proposal_file) as store:
+        asked = [p.id for p in proposals.waiting(store)] if store is not None else []
     import hashlib
 
     key = repr((active, newest, states, asked)).encode()
     return hashlib.blake2b(key, digest_size=8).hexdigest()
 
 
-def run_pulse(p: Paths, ledger: Ledger | None, run_id: str) -> str:
+def run_pulse(p: Paths, ledger: LedgerAPI | None, run_id: str) -> str:
     """Changes when the run's status changes or its log grows (a run page follows it)."""
     run = ledger.run(run_id) if ledger is not None else None
     if run is None:
@@ -329,7 +368,7 @@ def runs_by_status_chart(rows: list[RunRow], days: list[date], zone: ZoneInfo) -
 def routine_page(
     name: str,
     registry: Registry,
-    ledger: Ledger | None,
+    ledger: LedgerAPI | None,
     now: datetime,
     zone: ZoneInfo,
     filters: dict[str, str],
@@ -398,7 +437,7 @@ class RunPage:
     output_name: str | None
 
 
-def run_page(p: Paths, ledger: Ledger | None, run_id: str) -> RunPage | None:
+def run_page(p: Paths, ledger: LedgerAPI | None, run_id: str) -> RunPage | None:
     run = ledger.run(run_id) if ledger is not None else None
     if run is None:
         return None

@@ -35,6 +35,7 @@ __all__ = [
     "Event",
     "EventKind",
     "FleetStatus",
+    "Health",
     "Hello",
     "Job",
     "Lease",
@@ -334,6 +335,25 @@ class NextFire:
     at: str  # ISO 8601
 
 
+class Health(StrEnum):
+    """The daemon's state (supervisor/health.py `Ground.health`; `status` carries it). OK
+    schedules; LOST has stopped scheduling until the file is back or the daemon restarts;
+    every other member is a pause (the ledger's `Unavailable` reasons, `health_of`), retried
+    each tick and ended by itself when the cause passes."""
+
+    OK = "ok"  # scheduling
+    LOST = "lost"  # the ledger or a lock file was deleted or replaced under it
+    DISK_FULL = "disk full"  # no space for the ledger
+    READ_ONLY = "read-only"  # the ledger (or its -wal, -shm, directory) cannot be written
+    IO_ERROR = "I/O error"  # the filesystem failed a read or write of the ledger
+    LOCKED = "locked"  # another process held the ledger past the busy timeout
+    CORRUPT = "corrupt"  # PRAGMA quick_check fails: move it aside, restore a backup
+    UNREACHABLE = "unreachable"  # a fleet's PostgreSQL is out of reach
+    DRAINING = "draining"  # the fleet's database is back; runs made offline still going
+    UNEXPECTED = "database error"  # SQLite failed in a way none of the above names
+    FORBIDDEN = "permission denied"  # the fleet database's role lacks a right it needs
+
+
 @dataclass(frozen=True, slots=True)
 class StatusReply:
     """`status`: the daemon's answer, or the CLI's from the files and the ledger when no
@@ -354,7 +374,7 @@ class StatusReply:
     status: str | None = None  # the daemon's one-line state (also its process title)
     lost: str | None = None  # why it stopped scheduling (its ledger or lock was replaced)
     disk_full: str | None = None  # why it is paused (any ledger fault, not only a full disk)
-    health: str = "ok"  # supervisor/health.py Health: ok, lost, disk full, read-only, …
+    health: Health = Health.OK
     unwritten: list[str] = field(default_factory=list)  # runs kept in memory, disk full
     fleet: FleetStatus | None = None  # with config.toml's [fleet]
 

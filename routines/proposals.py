@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
-from contextlib import AbstractContextManager
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from routines.ledger import iso
@@ -47,6 +49,7 @@ __all__ = [
     "of_run",
     "prune",
     "recorded_for_run",
+    "store_for",
     "waiting",
     "waiting_count",
 ]
@@ -351,3 +354,17 @@ def decided_since(ledger: ProposalStore, routine: str, since: str | None) -> lis
         .fetchall()
     )
     return [_row(r) for r in rows]
+
+
+@contextmanager
+def store_for(ledger: object, path: Path, *, read_only: bool = False) -> Iterator[ProposalStore]:
+    """Where this machine keeps its proposals: the run ledger itself when it is this
+    machine's SQLite file; on a fleet (which shares none) the file at `path`, opened for the
+    moment (`read_only`: as the dashboard reads). LedgerError when it cannot be opened."""
+    if isinstance(ledger, ProposalStore):
+        yield ledger
+        return
+    from routines.ledger import Ledger
+
+    with Ledger.read_only(path) if read_only else Ledger(path) as local:
+        yield local

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from enum import StrEnum
+from enum import Enum, StrEnum
 from typing import Any, Protocol
 
 __all__ = [
@@ -20,9 +20,12 @@ __all__ = [
     "NO_LAST_RUN",
     "PAUSED",
     "STRIKES",
+    "STRIKE_LIMIT",
+    "Ended",
     "Outcome",
     "RunEnd",
     "RunStatus",
+    "Strike",
     "Trigger",
     "counts_as_strike",
     "event_slot",
@@ -32,6 +35,7 @@ __all__ = [
     "slot_id",
     "sql_in",
     "status_of",
+    "strike",
 ]
 
 
@@ -89,6 +93,46 @@ EVENT_TRIGGERS: frozenset[Trigger] = frozenset({Trigger.AFTER, Trigger.WATCH, Tr
 def counts_as_strike(status: str | None) -> bool:
     """Whether a run that ended `status` is one more failure in a row (failed, timeout)."""
     return status in STRIKES
+
+
+STRIKE_LIMIT = 3  # consecutive failures (STRIKES) that disable a routine
+
+
+def strike(status: RunStatus, streak: int) -> tuple[int, bool]:
+    """The failure streak after a run ended with `status`, and whether to disable now.
+
+    failed and timeout count (`counts_as_strike`); ok resets; everything else (skipped,
+    missed, budget, interrupted) leaves the streak as it was.
+    """
+    if counts_as_strike(status):
+        streak += 1
+        return streak, streak >= STRIKE_LIMIT
+    if status == RunStatus.OK:
+        return 0, False
+    return streak, False
+
+
+class Ended(Enum):
+    """What `finish_run` did. False only for NOT_ACTIVE, so `if ledger.finish_run(...)` reads
+    "if this call ended the run"."""
+
+    NOT_ACTIVE = "not_active"  # the row had ended already: nothing written, no strike
+    ENDED = "ended"  # its end written (with its streak, when a Strike was given)
+    DISABLED = "disabled"  # its end written, and that end was the routine's third strike
+
+    def __bool__(self) -> bool:
+        return self is not Ended.NOT_ACTIVE
+
+
+@dataclass(frozen=True, slots=True)
+class Strike:
+    """Count a run's end toward three strikes in `finish_run`'s own transaction, so an end and
+    its streak are written together or not at all (tests/fleet/test_ledger_contract.py::
+    test_a_strike_is_written_with_the_end_it_counts)."""
+
+    file_enabled: bool  # the routine file's `enabled` now: a disable's override is bound to it
+    file_identity: str  # which file that is (Routine.identity): the override dies with it
+    reason: str  # the routine's disabled_reason when this end is its third strike
 
 
 def status_of(text: str) -> RunStatus | str:

@@ -7,7 +7,7 @@ The commands' flows in supervisor/views/ are the very functions the CLI runs in-
 (supervisor/source.py lends them the daemon's state; the daemon never imports the CLI
 package, supervisor/cli/), so the output is byte-identical either way
 (tests/supervisor/test_thin_client.py). Whatever this side cannot reproduce exactly (another home,
-another time zone, a fleet's ledger, a bad option) is answered with `fallback`, and the
+another time zone, a bad option) is answered with `fallback`, and the
 client runs the command in-process as before.
 
 Loaded on the first such request only: an idle daemon that is never asked carries none of it.
@@ -76,9 +76,11 @@ def fallback_reason(daemon: Controlled, args: dict[str, Any]) -> str | None:
         return "another VINOS_HOME or VINOS_SYSTEM_DIR"
     if args.get("tz") != os.environ.get("TZ"):
         return "another TZ"  # times are printed in the client's local zone
-    if not daemon.serves_local_ledger():
-        return "a fleet's ledger"  # the CLI reads the fleet's, the daemon holds its own
-    if not p.ledger.exists():
+    # A fleet machine's daemon holds the fleet's ledger, which the CLI would open itself
+    # (fleetview.cli_ledger): it answers as any daemon does, within its call deadline while
+    # the database hangs (tests/fleet/test_fleet_cli.py::
+    # test_status_on_a_fleet_machine_answers_within_a_second_while_the_database_hangs).
+    if daemon.serves_local_ledger() and not p.ledger.exists():
         return "no ledger file"  # the CLI says why (ledger_gone_beside_daemon), or makes one
     if daemon.lost() is not None:
         return "the ledger was lost"

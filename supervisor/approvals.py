@@ -20,7 +20,7 @@ from typing import Any
 
 from ipc import Proposal
 from routines import proposals
-from routines.ledger import Ledger, LedgerError
+from routines.ledger import LedgerError
 from routines.ledger.api import LedgerAPI
 from routines.proposals import ProposalStore
 from routines.safetext import one_line
@@ -100,12 +100,10 @@ def proposal_store(ledger: LedgerAPI, p: Paths) -> Iterator[ProposalStore]:
     """Where this machine keeps its proposals: its own SQLite ledger, which `pending`,
     `approve`, `deny`, `brief`, the waybar module and the dashboard read. Without a fleet that
     is the run ledger itself; on a fleet (which does not share proposals) the file at
-    `p.ledger`, opened for the moment. LedgerError when it cannot be opened."""
-    if isinstance(ledger, ProposalStore):
-        yield ledger
-        return
-    with Ledger(p.ledger) as local:
-        yield local
+    `p.ledger`, opened for the moment (routines/proposals.py `store_for`, the dashboard's
+    too). LedgerError when it cannot be opened."""
+    with proposals.store_for(ledger, p.ledger) as store:
+        yield store
 
 
 def decisions_for(

@@ -31,6 +31,7 @@ __all__ = [
     "daemon_locks",
     "lock_holder",
     "try_daemon",
+    "waited_out",
 ]
 
 # How long to wait for the daemon's hello: VINOS_CONTROL_TIMEOUT_SEC, a user setting of the
@@ -195,6 +196,18 @@ def connect(path: Path, timeout: float | None = CONNECT_TIMEOUT_SEC) -> Client:
     return client
 
 
+_waited = False  # this process waited the control timeout out on a silent daemon already
+
+
+def waited_out() -> None:
+    """The thin client's quick path (supervisor/cli/thinclient.py) waited the whole control
+    timeout for a daemon that holds its lock: `try_daemon` says it is unresponsive at once,
+    so a command costs the timeout once, not twice (tests/supervisor/
+    test_reliability_flood.py::test_a_silent_daemon_costs_the_control_timeout_once)."""
+    global _waited
+    _waited = True
+
+
 def daemon_locks(p: Paths) -> tuple[Path, ...]:
     """The lock files a running daemon holds (supervisor/daemon.py acquire_locks)."""
     return (p.daemon_lock, p.state_dir / ".daemon.lock")
@@ -212,6 +225,8 @@ def try_daemon(p: Paths | None = None) -> Any:
     from routines.spec.paths import paths
 
     p = p or paths()
+    if _waited and (holder := lock_holder(daemon_locks(p))) is not None:
+        raise DaemonUnresponsive(p.control_socket, holder or None, "timed out")
     deadline = time.monotonic() + CONNECT_TIMEOUT_SEC
     while True:
         try:

@@ -136,13 +136,15 @@ class Daemon:
         self._wake = asyncio.Event()
         self._stopping = False
         self._stop_why = ""
-        self._reload_asked = True
+        self._reload_asked = True  # rescan the files on the next tick
+        self._config_asked = False  # re-read config.toml first thing on the next tick
         self._data_version: int | None = None
         self._rescanner = Rescanner(p, clock)
         self._external_busy: set[str] = set()
         # Routines with a run that waits for a person → that run (supervisor/pauses.py).
         self._waiting: dict[str, str] = {}
         self._last_prune: datetime | None = None
+        self.keeper: housekeeping.Housekeeper | None = None  # set when `run` starts it
         self.started_at = clock.now()
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -164,7 +166,7 @@ class Daemon:
         self.wake()
 
     def ask_reload(self) -> None:
-        self._reload_asked = True
+        self._reload_asked = self._config_asked = True
         self.wake()
 
     async def run(self) -> int:
@@ -185,7 +187,7 @@ class Daemon:
             self.tick()
             systemd.notify("READY=1\nSTATUS=" + self.status_line())
             watchdog = asyncio.ensure_future(self._watchdog())
-            keeper = housekeeping.start(
+            self.keeper, keeper = housekeeping.start(
                 self.ledger,
                 self.paths,
                 self.config,
@@ -278,6 +280,14 @@ class Daemon:
     # -- the tick ---------------------------------------------------------------------------
 
     def tick(self) -> None:
+        if self._config_asked:
+            # First, and apart from the ledger: a reload during an outage reaches the holders
+            # that run without it (a fleet's offline pool).
+            self._config_asked = False
+            try:
+                self.reconfigure(load_config(self.paths.config_file))
+            except ConfigInvalid as exc:
+                log.error("config.toml is invalid; keeping the previous settings:\n%s", exc)
         if not self.ground.check_held():
             self._update_status()
             return
@@ -343,13 +353,7 @@ class Daemon:
         """Rescan files and, if another process wrote the ledger, its states. True if changed."""
         now = self.clock.now()
         force = rescan or self._reload_asked
-        if self._reload_asked:
-            self._reload_asked = False
-            try:
-                self.config = load_config(self.paths.config_file)
-                self.pool.config = self.config
-            except ConfigInvalid as exc:
-                log.error("config.toml is invalid; keeping the previous settings:\n%s", exc)
+        self._reload_asked = False
         registry = self._rescanner.scan(self.registry, force)
         version = self.ledger.data_version
         files_changed = registry.entries != self.registry.entries
@@ -410,12 +414,32 @@ class Daemon:
             return ""
         return pending.run_id
 
+    def reconfigure(self, config: Config) -> None:
+        """A reload's settings, handed to every holder of config: the pool (max_concurrent,
+        and what each new run's job carries: providers, pricing, sandbox), housekeeping
+        (retention) and the site (a fleet's offline pool). Which fleet database and machine
+        name is the daemon's identity: those take effect at its restart
+        (tests/supervisor/test_daemon_reload.py, tests/fleet/test_fleet_offline.py)."""
+        before = self.config.fleet
+        if (before and (before.database, before.machine)) != (
+            config.fleet and (config.fleet.database, config.fleet.machine)
+        ):
+            log.warning("config.toml's [fleet] database or machine changes at the next restart")
+        if config != self.config:
+            log.info("config.toml reloaded")
+        self.config = config
+        self.pool.config = config
+        if self.keeper is not None:
+            self.keeper.reconfigure(config.ledger)
+        self.site.reconfigure(config)
+        self.pool.admit()  # a larger max_concurrent starts queued runs now
+
     def _busy(self, name: str) -> bool:
         return self.site.busy(name) or self.pool.busy(name) or name in self._external_busy
 
     def force_reload(self) -> None:
         """Re-read config.toml, the files and the ledger's states now (reload, enable)."""
-        self._reload_asked = True
+        self._reload_asked = self._config_asked = True
         self._data_version = None
         self.tick()
 

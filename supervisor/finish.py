@@ -18,7 +18,7 @@ from typing import Any
 from ipc import Proposal, Result, RunReply, reply_json
 from routines.ledger import LedgerError, LedgerUnavailable, iso
 from routines.ledger.api import LedgerAPI
-from routines.runs import STRIKES, Outcome, RunEnd, RunStatus, Trigger
+from routines.runs import STRIKES, Ended, Outcome, RunEnd, RunStatus, Strike, Trigger
 from routines.spec import OutputType, Routine
 from routines.spec.outputs import output_day
 from routines.spec.paths import Paths
@@ -30,7 +30,7 @@ from routines.store import (
     write_json_atomic,
 )
 from supervisor.approvals import proposal_store, record_proposals, start_auto
-from supervisor.limits import STRIKE_LIMIT, strike
+from supervisor.limits import STRIKE_LIMIT
 from supervisor.notify import preview
 from supervisor.spawn import StopReason, WorkerOutcome
 
@@ -95,8 +95,10 @@ class Unwritten:
         """Record it now; the notifications it causes (the routine disabled by it, the
         proposals' arrival)."""
         notes: list[Notification] = []
-        if ledger.finish_run(self.run_id, self.end, now=self.finished_at) and self.strikes:
-            _strike(ledger, self.routine, self.end.status, self.end.detail, notes)
+        rule = strike_rule(self.routine, self.end.detail) if self.strikes else None
+        ended = ledger.finish_run(self.run_id, self.end, now=self.finished_at, strike=rule)
+        if ended is Ended.DISABLED:
+            notes.append(disabled_note(self.routine, self.end.detail))
         if self.proposals and self.paths is not None:
             notes += keep_proposals(
                 ledger,
@@ -446,22 +448,23 @@ def _write_end(
     """The run's end in the ledger, its strike (on `detail`, how it ended), a `once`
     routine's end and its proposals (their notifications added to `notes`): (disabled by
     this strike, the row kept for later when the ledger is unavailable)."""
-    status = end.status
     unwritten: Unwritten | None = None
     disabled = False
     try:
-        # False: the row had ended already (it cannot: the pool ends a run once); no strike.
-        if ledger.finish_run(run_id, end, now=now):
-            disabled = _strike(ledger, routine, status, detail, notes)
-            if not disabled and routine.schedule.once and trigger in _SCHEDULED:
-                # A `once` routine has run its one slot: off, with the reason `list` shows
-                # (tests/supervisor/test_daemon_once.py).
-                ledger.disable(
-                    routine.name,
-                    file_enabled=routine.enabled,
-                    file_identity=routine.identity,
-                    reason=f"ran once, as scheduled ({routine.schedule.once})",
-                )
+        # NOT_ACTIVE: the row had ended already (it cannot: the pool ends a run once); no strike.
+        ended = ledger.finish_run(run_id, end, now=now, strike=strike_rule(routine, detail))
+        disabled = ended is Ended.DISABLED
+        if disabled:
+            notes.append(disabled_note(routine, detail))
+        elif ended and routine.schedule.once and trigger in _SCHEDULED:
+            # A `once` routine has run its one slot: off, with the reason `list` shows
+            # (tests/supervisor/test_daemon_once.py).
+            ledger.disable(
+                routine.name,
+                file_enabled=routine.enabled,
+                file_identity=routine.identity,
+                reason=f"ran once, as scheduled ({routine.schedule.once})",
+            )
         if out.proposals:
             notes += keep_proposals(
                 ledger, paths, routine, run_id, out.proposals, now, pause_timeout=paused
@@ -482,29 +485,18 @@ def _write_end(
     return disabled, unwritten
 
 
-def _strike(
-    ledger: LedgerAPI, routine: Routine, status: RunStatus, detail: str, notes: list[Notification]
-) -> bool:
-    state = ledger.state(routine.name)
-    streak, disable = strike(status, state.failure_streak)
-    if streak == state.failure_streak and not disable:
-        return False
-    if not disable:
-        ledger.set_failure_streak(routine.name, streak)
-        return False
+def strike_rule(routine: Routine, detail: str) -> Strike:
+    """How a run of `routine` that ended as `detail` says counts toward three strikes: written
+    in finish_run's transaction with the end itself (tests/fleet/test_ledger_contract.py::
+    test_a_strike_is_written_with_the_end_it_counts)."""
     reason = f"{STRIKE_LIMIT} failed runs in a row; last: {detail}"[:500]
-    ledger.disable(
-        routine.name,
-        file_enabled=routine.enabled,
-        file_identity=routine.identity,
-        reason=reason,
-        failure_streak=streak,
+    return Strike(file_enabled=routine.enabled, file_identity=routine.identity, reason=reason)
+
+
+def disabled_note(routine: Routine, detail: str) -> Notification:
+    """What the person is told when a run's end was its routine's third strike."""
+    return Notification(
+        f"{routine.name} disabled",
+        f"{strike_rule(routine, detail).reason}\nFix it, then: vinos-routine enable {routine.name}",
+        "critical",
     )
-    notes.append(
-        Notification(
-            f"{routine.name} disabled",
-            f"{reason}\nFix it, then: vinos-routine enable {routine.name}",
-            "critical",
-        )
-    )
-    return True

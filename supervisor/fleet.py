@@ -35,7 +35,14 @@ from routines.ledger.postgres_open import CALL_DEADLINE_SEC, FIRST_CONNECTION_SE
 from routines.safetext import one_line
 from routines.spec.config import FleetSettings
 from routines.spec.registry import Registry
-from supervisor.fleetplan import Fence, definition_fingerprint, fence, hold, lost_leases
+from supervisor.fleetplan import (
+    Fence,
+    definition_fingerprint,
+    fence,
+    hold,
+    lost_leases,
+    may_reap,
+)
 from supervisor.timings import Timings
 
 __all__ = ["Fleet", "LeaseBook", "MachineInUse", "Renewal", "boot_id", "pid_alive"]
@@ -128,11 +135,13 @@ class Fleet:
             on_lease=self.book.made,
             lease_clock=lease_clock,
         )
-        # The heartbeat's own connection: used only from its thread.
+        # The heartbeat's own connection: used only from its thread. It retries every renewal
+        # period, not every tick: the first renewal after an outage must come within a period
+        # of the database's return, before any other machine may end these leases (may_reap).
         self._beat_ledger = PgLedger(
             settings.database,
             settings.machine,
-            gate=Gate(cap=tick_cap),
+            gate=Gate(cap=renew_sec),
             lease_sec=lease_sec,
             connect=False,
             instance=self.instance,
@@ -147,6 +156,13 @@ class Fleet:
         self._fingerprints: dict[str, tuple[str, str]] = {}  # name → (text, fingerprint)
         self._token: object = None  # what `held` was decided from
         self.registered = False
+        # When the database is back (lease clock of the first renewal since it was away, or
+        # since this start); None once may_reap's wait is over. Until then no lapsed lease
+        # is ended here: their machines renew them, or write their kept results, first.
+        self._back_at: float | None = None
+        self._away = True  # no renewal yet (this start), or the last one failed
+        # Told when a renewal succeeds after an outage: the loop writes its kept results now.
+        self.on_back: Callable[[], None] | None = None
 
     def refresh(self, registry: Registry) -> None:
         """On the loop, each tick: publish this machine's definitions when they changed, and
@@ -201,6 +217,11 @@ class Fleet:
         """In the heartbeat thread: renew this daemon's leases and end lapsed ones."""
         began = lease_clock()
         renewed = self._beat_ledger.renew()
+        if self._away:
+            self._away, self._back_at = False, began
+        if not may_reap(self._back_at, began, self.timings):
+            return Renewal(began, renewed, ())
+        self._back_at = None
         return Renewal(began, renewed, self._beat_ledger.expire_leases(self.now()))
 
     async def heartbeat(self, on_refused: Callable[[str], None] | None = None) -> None:
@@ -210,16 +231,23 @@ class Fleet:
         found gone (`on_renewal`)."""
         while True:
             renewal = None
+            away = self._away
             try:
                 renewal = await asyncio.to_thread(self.beat)
             except LedgerUnavailable:
-                pass
+                self._away = True
             except MachineInUse as exc:
                 log.error("%s", exc)
                 if on_refused is not None:
                     on_refused(str(exc))
             except Exception:
                 log.exception("fleet heartbeat failed")
+            if renewal is not None and away:
+                # Back: the loop's connection tries at once (not after its back-off), and the
+                # loop wakes to write the results it kept (Pool.flush) while these leases hold.
+                self.ledger.gate.succeeded()
+                if self.on_back is not None:
+                    self.on_back()
             ended = renewal.ended if renewal is not None else ()
             if renewal is not None:
                 deadlines, lost = self.book.renewed(renewal)

@@ -119,6 +119,15 @@ class Offline:
         log.warning("%s", why)
         self.notify(Notification("vinos-routine: running routines offline", why))
 
+    def reconfigure(self, config: Config) -> None:
+        """A reload: which routines may run offline from the next start of scheduling here,
+        and the offline pool's settings now (a larger max_concurrent starts queued runs)
+        (tests/fleet/test_fleet_offline.py::test_reload_reaches_the_offline_pool)."""
+        self.config = config
+        if self.pool is not None:
+            self.pool.config = config
+            self.pool.admit()
+
     @property
     def pending(self) -> bool:
         """Scheduling here, or runs made here wait to be copied in."""

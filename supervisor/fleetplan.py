@@ -27,6 +27,7 @@ __all__ = [
     "fence",
     "hold",
     "lost_leases",
+    "may_reap",
     "may_run_here",
     "runs_offline",
 ]
@@ -171,3 +172,18 @@ def elsewhere_lapsed(away_since: float | None, now: float, timings: Fence) -> bo
     `skipped` here for the whole outage (tests/fleet/test_fleetplan.py::
     test_a_run_seen_elsewhere_is_over_once_the_outage_outlasts_its_lease)."""
     return away_since is not None and now - away_since > timings.expiry + timings.kill
+
+
+# Renewal periods a machine waits, after its first renewal once the database is back, before
+# it ends lapsed leases: every other machine's heartbeat (retrying each period) has renewed
+# its own by then, and its kept results are written as the runs really ended.
+REAP_AFTER_RENEWALS = 2
+
+
+def may_reap(back_at: float | None, now: float, timings: Fence) -> bool:
+    """Whether this machine may end other machines' lapsed leases now (all on the lease clock):
+    `back_at` is its first renewal since the database came back (or since it started), None
+    once that wait was over. A machine cut off as long as the others cannot tell their dead
+    runs from their kept results until they have had a renewal to renew them
+    (tests/fleet/test_fleetplan.py, tests/fleet/test_fleet_outage_end.py)."""
+    return back_at is None or now - back_at >= REAP_AFTER_RENEWALS * timings.renew

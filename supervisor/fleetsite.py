@@ -75,6 +75,7 @@ class FleetSite:
         wake: Callable[[], None],
     ) -> None:
         self.fleet.on_renewal = pool.leases_renewed  # fenced runs (supervisor/fleet.py)
+        self.fleet.on_back = wake  # write the results kept through an outage at once
         self.offline = Offline(
             paths=self.paths,
             config=self.config,
@@ -85,6 +86,13 @@ class FleetSite:
             wake=wake,
             spawner=self.spawner,
         )
+
+    def reconfigure(self, config: Config) -> None:
+        """local_when_unreachable, and the offline pool's settings (max_concurrent, each
+        job's); the database and machine name take effect at the daemon's restart."""
+        self.config = config
+        if self.offline is not None:
+            self.offline.reconfigure(config)
 
     def join(self) -> None:
         # One daemon per fleet machine name; while the database is away, at its return (an

@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from routines.ledger import Ledger
-from routines.spec.config import Config, ConfigInvalid, load_config
+from routines.spec.config import Config, load_config_or_default
 from routines.spec.paths import Paths
 from routines.spec.registry import Registry
 
@@ -21,10 +21,7 @@ __all__ = ["FleetPicture", "cli_ledger", "config_or_default", "held_here", "pict
 
 
 def config_or_default(p: Paths) -> Config:
-    try:
-        return load_config(p.config_file)
-    except ConfigInvalid:
-        return Config()  # the commands that need it report the file; reading goes on
+    return load_config_or_default(p.config_file)
 
 
 def cli_ledger(p: Paths) -> LedgerAPI:

@@ -21,38 +21,16 @@ from __future__ import annotations
 import logging
 import sqlite3
 from collections.abc import Callable
-from enum import StrEnum
 from pathlib import Path
 
+from ipc.messages import Health
 from routines.ledger import LedgerUnavailable, Unavailable
 from supervisor.finish import Notification
 from supervisor.owner import FileId, lost_file
 
-__all__ = ["Ground", "Health", "paused_phrase"]
+__all__ = ["Ground", "Health", "health_of", "paused_phrase"]
 
 log = logging.getLogger("vinos.daemon")
-
-
-class Health(StrEnum):
-    """The daemon's state. OK schedules; LOST has stopped scheduling until the file is back or
-    the daemon restarts; every other member is a pause (`Unavailable`'s reasons), retried each
-    tick and ended by itself when the cause passes."""
-
-    OK = "ok"  # scheduling
-    LOST = "lost"  # the ledger or a lock file was deleted or replaced under it
-    DISK_FULL = "disk full"  # no space for the ledger
-    READ_ONLY = "read-only"  # the ledger (or its -wal, -shm, directory) cannot be written
-    IO_ERROR = "I/O error"  # the filesystem failed a read or write of the ledger
-    LOCKED = "locked"  # another process held the ledger past the busy timeout
-    CORRUPT = "corrupt"  # PRAGMA quick_check fails: move it aside, restore a backup
-    UNREACHABLE = "unreachable"  # a fleet's PostgreSQL is out of reach
-    DRAINING = "draining"  # the fleet's database is back; runs made offline still going
-    UNEXPECTED = "database error"  # SQLite failed in a way none of the above names
-    FORBIDDEN = "permission denied"  # the fleet database's role lacks a right it needs
-
-    @classmethod
-    def of(cls, reason: Unavailable) -> Health:
-        return cls.LOST if reason is Unavailable.REPLACED else cls[reason.name]
 
 
 # The status line's words for each pause ("paused: the disk is full (…)").
@@ -78,6 +56,11 @@ _TITLES = {
     Health.UNEXPECTED: "vinos-routine: an unexpected ledger error",
     Health.FORBIDDEN: "vinos-routine: the fleet database refuses a right",
 }
+
+
+def health_of(reason: Unavailable) -> Health:
+    """The daemon's state while its ledger is unavailable for `reason`."""
+    return Health.LOST if reason is Unavailable.REPLACED else Health[reason.name]
 
 
 def paused_phrase(health: Health) -> str:
@@ -152,7 +135,7 @@ class Ground:
         if exc.reason is Unavailable.REPLACED:
             self.check_held()  # the ledger noticed first: the same stop, said the same way
             return
-        health = Health.of(exc.reason)
+        health = health_of(exc.reason)
         if self.health is Health.LOST or self.health is health:
             return  # said once; tried again every tick
         quiet = self.unreachable_now and health in (Health.UNREACHABLE, Health.DRAINING)

@@ -93,6 +93,19 @@ class Housekeeper:
         self._converted = False
         self._anchor: tuple[datetime, float] | None = None  # (wall clock, boot time) at start
         self._jumped = False
+        self._poked = asyncio.Event()  # new settings: end the idle pause now
+
+    def reconfigure(self, settings: LedgerSettings) -> None:
+        """The daemon's reload: retention as config.toml now says, applied from the next
+        step, which comes now, not after the idle hour; a changed retention starts a prune
+        pass at once (tests/supervisor/test_daemon_reload.py::
+        test_reload_reaches_housekeepings_retention)."""
+        if settings == self.settings:
+            return
+        self.settings = settings
+        self._next_pass = None
+        self._dirs = []
+        self._poked.set()
 
     def _clock_jumped(self, now: datetime) -> bool:
         boot = time.clock_gettime(time.CLOCK_BOOTTIME)
@@ -180,7 +193,24 @@ class Housekeeper:
                 continue
             failures = 0
             spent = time.process_time() - t0
-            await sleep(max(MIN_PAUSE_SEC, spent / CATCH_UP_CPU_SHARE) if more else IDLE_PAUSE_SEC)
+            if more:
+                await sleep(max(MIN_PAUSE_SEC, spent / CATCH_UP_CPU_SHARE))
+            else:
+                await self._rest(sleep)
+
+    async def _rest(self, sleep: Callable[[float], Awaitable[object]]) -> None:
+        """The idle pause, ended early by `reconfigure`."""
+        nap = asyncio.ensure_future(sleep(IDLE_PAUSE_SEC))
+        poke = asyncio.ensure_future(self._poked.wait())
+        try:
+            await asyncio.wait({nap, poke}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            poke.cancel()
+            if not nap.done():
+                nap.cancel()
+        self._poked.clear()
+        if nap.done():
+            nap.result()  # a sleep that raised (a test's, to end the loop) ends it here too
 
 
 # A step that failed for a passing reason is tried again after RETRY_FIRST_SEC, doubling up to
@@ -213,9 +243,9 @@ def _seconds(pause: float) -> str:
 
 def start(
     ledger: Store, paths: Paths, config: Config, clock: Clock, delay: float = START_DELAY_SEC
-) -> asyncio.Task[None]:
+) -> tuple[Housekeeper, asyncio.Task[None]]:
     """The daemon's hook: housekeeping as a task on its loop, on the daemon's connection,
-    starting after `delay` seconds."""
+    starting after `delay` seconds; the Housekeeper too, which a reload reconfigures."""
     keeper = Housekeeper(
         ledger,
         str(paths.state_dir),
@@ -224,4 +254,4 @@ def start(
         proposal_file=paths.ledger,
         start_delay=delay,
     )
-    return asyncio.ensure_future(keeper.run())
+    return keeper, asyncio.ensure_future(keeper.run())

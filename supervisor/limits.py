@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from routines.pricing import dollar_pair
-from routines.runs import RunStatus, counts_as_strike
+from routines.runs import STRIKE_LIMIT, strike
 from routines.spec import OnExceed, Route, Routine
 
 __all__ = [
@@ -20,7 +20,6 @@ __all__ = [
     "strike",
 ]
 
-STRIKE_LIMIT = 3  # consecutive failures (routines.runs.STRIKES) that disable a routine
 # A worker enforces its run's limit itself and reports `timeout` with what it was doing (a
 # command for its whole `timeout_sec`, an agent within `run_timeout_sec`); the supervisor's
 # backstop waits this much longer for that report, so on a loaded machine the worker's own
@@ -91,17 +90,3 @@ def allowance_for(routine: Routine, spent_today: float) -> RunAllowance:
         detail,
         notify=budget.on_exceed is OnExceed.NOTIFY,
     )
-
-
-def strike(status: RunStatus, streak: int) -> tuple[int, bool]:
-    """The failure streak after a run ended with `status`, and whether to disable now.
-
-    failed and timeout count (`counts_as_strike`); ok resets; everything else (skipped,
-    missed, budget, interrupted) leaves the streak as it was.
-    """
-    if counts_as_strike(status):
-        streak += 1
-        return streak, streak >= STRIKE_LIMIT
-    if status == RunStatus.OK:
-        return 0, False
-    return streak, False

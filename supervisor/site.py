@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from routines.ledger import Ledger, LedgerUnavailable, RoutineState
 from routines.ledger.api import Store
+from routines.spec.config import Config
 from routines.spec.paths import Paths
 from routines.spec.registry import Registry
 from supervisor.owner import FileId, Locks, held_files
@@ -68,6 +69,10 @@ class Site(Protocol):
         wake: Callable[[], None],
     ) -> None:
         """Told the daemon's pool and hooks, once, before the first tick."""
+        ...
+
+    def reconfigure(self, config: Config) -> None:
+        """A reload's settings, for what the site holds of config (a fleet's offline pool)."""
         ...
 
     def join(self) -> None:
@@ -143,6 +148,9 @@ class LocalSite:
         wake: Callable[[], None],
     ) -> None:
         pass
+
+    def reconfigure(self, config: Config) -> None:
+        pass  # the pool and housekeeping are the daemon's; nothing here holds config
 
     def join(self) -> None:
         pass

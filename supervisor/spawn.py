@@ -20,6 +20,7 @@ import signal
 import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Protocol
 
 import psutil
@@ -60,11 +61,14 @@ STDERR_LINE_CAP = 4096
 STDERR_TOTAL_CAP = 1 << 20
 
 
-class StopReason:
-    TIMEOUT = "timeout"
-    BUDGET = "budget"
-    SHUTDOWN = "shutdown"
-    PROTOCOL = "protocol"
+class StopReason(StrEnum):
+    """Why the supervisor ended a worker early (WorkerOutcome.stopped); supervisor/finish.py
+    turns each into the run's final status."""
+
+    TIMEOUT = "timeout"  # past its routine's limit and the report grace (limits.run_limit)
+    BUDGET = "budget"  # it reported spending past its allowance (the budget backstop)
+    SHUTDOWN = "shutdown"  # the daemon is stopping and its grace ran out
+    PROTOCOL = "protocol"  # it broke the pipe's protocol (a bad or unexpected message)
     LEASE = "lease lost"  # a fleet's renewal found the run's lease gone
 
 
@@ -96,7 +100,7 @@ class WorkerOutcome:
     result: Result | None
     returncode: int | None
     usage: UsageTotals
-    stopped: str | None = None  # a StopReason when the supervisor ended the worker
+    stopped: StopReason | None = None  # when the supervisor ended the worker
     error: str | None = None  # why there is no usable result
     pid: int | None = None
     warnings: list[str] = field(default_factory=list)
@@ -161,7 +165,7 @@ class Worker(Protocol):
     @property
     def pid(self) -> int | None: ...
 
-    def stop(self, reason: str) -> None:
+    def stop(self, reason: StopReason) -> None:
         """End it early (idempotent; the first reason wins): `run` then returns `stopped`."""
         ...
 
@@ -258,7 +262,7 @@ class WorkerProcess:
         self.forked = False  # whether the forkserver started it (else a plain spawn)
         self.usage = UsageTotals()
         self._stop = asyncio.Event()
-        self._stop_reason: str | None = None
+        self._stop_reason: StopReason | None = None
         self._proc: asyncio.subprocess.Process | ForkedProcess | None = None
         self._lease_pipe: asyncio.StreamWriter | None = None
 
@@ -266,7 +270,7 @@ class WorkerProcess:
     def pid(self) -> int | None:
         return self._proc.pid if self._proc else None
 
-    def stop(self, reason: str) -> None:
+    def stop(self, reason: StopReason) -> None:
         """Ask for the worker to be ended (idempotent; the first reason wins)."""
         if self._stop_reason is None:
             self._stop_reason = reason

@@ -184,9 +184,7 @@ class TriggerBook:
         wanted = {
             r.name: r
             for r in registry.routines()
-            if r.trigger is not None
-            and r.name not in skip
-            and is_enabled(states, r)
+            if r.trigger is not None and r.name not in skip and is_enabled(states, r)
         }
         gone = {n: "disabled or removed" for n in self.followers if n not in wanted}
         for name in gone:

@@ -26,7 +26,7 @@ from routines.ledger.model import (
     RoutineState,
     Unavailable,
 )
-from routines.runs import RunEnd
+from routines.runs import RunEnd, RunStatus, Trigger
 
 T0 = at("2024-06-01 10:00")
 
@@ -66,8 +66,8 @@ def claim(
         routine,
         slot,
         run_id=run_id or f"{routine}-{slot}",
-        trigger="schedule",
-        status=status,
+        trigger=Trigger.SCHEDULE,
+        status=RunStatus(status),
         now=now,
         **kw,  # type: ignore[arg-type]
     )
@@ -320,7 +320,7 @@ def test_ledger_written_in_another_process_is_seen(db_path: Path) -> None:
         assert claim(one, "s", run_id="x")
         assert two.is_claimed("day-brief", "s")
         assert not claim(two, "s", run_id="y")
-        two.finish_run("x", now=T0 + timedelta(seconds=1), end=RunEnd(status="ok"))
+        two.finish_run("x", now=T0 + timedelta(seconds=1), end=RunEnd(status=RunStatus.OK))
         assert one.run("x").status == "ok"  # type: ignore[union-attr]
 
 

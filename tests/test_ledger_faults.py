@@ -15,13 +15,13 @@ import pytest
 import routines.ledger.sqlite_open as ledger_mod
 from routines.ledger import Ledger, LedgerUnavailable, Unavailable
 from routines.ledger.faults import keep_wal_on_close
-from routines.runs import RunStatus
+from routines.runs import RunStatus, Trigger
 
 T0 = datetime(2026, 12, 2, 9, 0, tzinfo=UTC)
 
 
 def write(ledger: Ledger, run_id: str = "r1") -> None:
-    ledger.record_run("x", run_id=run_id, trigger="manual", status=RunStatus.QUEUED, now=T0)
+    ledger.record_run("x", run_id=run_id, trigger=Trigger.MANUAL, status=RunStatus.QUEUED, now=T0)
 
 
 def test_a_read_only_file_is_read_only_and_names_what_to_chmod(

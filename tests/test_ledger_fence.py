@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from routines.ledger import LEDGER_VERSION, Ledger
+from routines.runs import RunStatus, Trigger
 
 ROUNDS = 100
 # fork: the children need nothing but this module's functions and a path. They open their own
@@ -32,8 +33,8 @@ def _claimer(path: str, who: str, barrier: Barrier, out: Any) -> None:
                     "day-brief",
                     slot,
                     run_id=f"{who}-{i}",
-                    trigger="schedule",
-                    status="queued",
+                    trigger=Trigger.SCHEDULE,
+                    status=RunStatus.QUEUED,
                     now=datetime.now(UTC),
                 ):
                     wins.append(i)

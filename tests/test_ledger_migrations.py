@@ -16,7 +16,7 @@ import pytest
 from helpers import at
 
 from routines.ledger import LEDGER_VERSION, Ledger, LedgerError
-from routines.runs import RunEnd
+from routines.runs import RunEnd, RunStatus, Trigger
 
 # v2.0.4: the first runs table (tokens, dollars, duration, exit status), in rollback
 # journal mode, no other table.
@@ -206,22 +206,22 @@ def test_migrated_ledger_takes_new_runs_beside_old_ones(tmp_path: Path) -> None:
             "day-brief",
             "2025-03-04T11:00:00Z",
             run_id="new-1",
-            trigger="schedule",
-            status="running",
+            trigger=Trigger.SCHEDULE,
+            status=RunStatus.RUNNING,
             now=at("2025-03-04 11:00:01"),
         )
         assert not led.claim(
             "day-brief",
             "2025-03-04T11:00:00Z",
             run_id="new-2",
-            trigger="schedule",
-            status="running",
+            trigger=Trigger.SCHEDULE,
+            status=RunStatus.RUNNING,
             now=at("2025-03-04 11:00:02"),
         )
         led.finish_run(
             "new-1",
             now=at("2025-03-04 11:01:01"),
-            end=RunEnd(status="ok", dollars=0.01, tools_used=["run_shell"]),
+            end=RunEnd(status=RunStatus.OK, dollars=0.01, tools_used=("run_shell",)),
         )
         history = led.history("day-brief")
         assert [(r.id, r.run_id, r.status) for r in history] == [

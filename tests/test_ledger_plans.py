@@ -10,6 +10,7 @@ from pathlib import Path
 from zoneinfo import ZoneInfo
 
 from routines.ledger import Ledger
+from routines.runs import RunStatus, Trigger
 
 NOW = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
 
@@ -18,8 +19,12 @@ def test_the_status_queries_scan_no_run_rows(tmp_path: Path) -> None:
     with Ledger(tmp_path / "ledger.db") as ledger:
         for i in range(300):
             at = NOW - timedelta(hours=i)
-            ledger.record_run(f"r{i % 3}", run_id=f"id{i}", trigger="manual", status="ok", now=at)
-        ledger.record_run("r0", run_id="live", trigger="manual", status="running", now=NOW)
+            ledger.record_run(
+                f"r{i % 3}", run_id=f"id{i}", trigger=Trigger.MANUAL, status=RunStatus.OK, now=at
+            )
+        ledger.record_run(
+            "r0", run_id="live", trigger=Trigger.MANUAL, status=RunStatus.RUNNING, now=NOW
+        )
         ledger._db.execute("ANALYZE")
         statements: list[str] = []
         ledger._db.set_trace_callback(statements.append)

@@ -19,18 +19,19 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ipc.messages import EventKind
 from routines.spec import McpServer, Routine
 from routines.spec.mcpkeys import model_tool_name
-from worker.context import RunContext
 from worker.providers.base import Image, ToolSpec
 
 if TYPE_CHECKING:
+    from ipc.messages import Job
     from routines.spec.config import SandboxSettings
     from routines.spec.paths import Paths
     from sandbox import ShellPolicy
+    from worker.channel import Channel
     from worker.mcpclient import Portal, Session
     from worker.mcpquota import ServerQuota
 
@@ -41,6 +42,7 @@ __all__ = [
     "RESULT_CAP",
     "Called",
     "Lost",
+    "McpRun",
     "McpTools",
     "Rendered",
     "may_restart",
@@ -175,10 +177,34 @@ class _Live:
             self.quota.close()
 
 
+class _Remaining(Protocol):
+    def remaining(self) -> float: ...
+
+
+class McpRun(Protocol):
+    """What McpTools reads of its run (worker/context.py's RunContext is one): a protocol, so
+    that the run's context, which holds its McpTools, and this module import each other
+    nowhere (the acyclic_siblings contract in pyproject.toml)."""
+
+    @property
+    def job(self) -> Job: ...
+    @property
+    def routine(self) -> Routine: ...
+    @property
+    def channel(self) -> Channel: ...
+    @property
+    def deadline(self) -> _Remaining: ...
+    @property
+    def paths(self) -> Paths: ...
+    @property
+    def sandbox_scratch(self) -> Path: ...
+    def debug_argv(self) -> Callable[[list[str]], None] | None: ...
+
+
 class McpTools:
     """The MCP servers of one run; `close()` ends every one (and their process trees)."""
 
-    def __init__(self, run: RunContext, servers: Sequence[McpServer], default_timeout: float):
+    def __init__(self, run: McpRun, servers: Sequence[McpServer], default_timeout: float):
         self.run = run
         self.servers = {s.name: s for s in servers}
         self.default_timeout = default_timeout

@@ -24,7 +24,7 @@ from routines.ledger import (
     RunRow,
 )
 from routines.ledger.model import MachineInUse
-from routines.runs import RunEnd, RunStatus, Trigger
+from routines.runs import Ended, RunEnd, RunStatus, Strike, Trigger
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -79,7 +79,9 @@ class LedgerAPI(Protocol):
         parent_run_id: str | None = None,
     ) -> None: ...
     def start_run(self, run_id: str, *, now: datetime, worker_pid: int | None) -> None: ...
-    def finish_run(self, run_id: str, end: RunEnd, *, now: datetime) -> bool: ...
+    def finish_run(
+        self, run_id: str, end: RunEnd, *, now: datetime, strike: Strike | None = None
+    ) -> Ended: ...
     def active_runs(self) -> list[ActiveRun]: ...
     def paused_runs(self) -> list[ActiveRun]: ...
     def end_pause(self, run_id: str, status: RunStatus, note: str, *, now: datetime) -> bool: ...
@@ -169,11 +171,15 @@ class FleetAddress(Protocol):
     def machine(self) -> str: ...
 
 
-def open_ledger(path: Path, fleet: FleetAddress | None, *, connect: bool = True) -> Store:
+def open_ledger(
+    path: Path, fleet: FleetAddress | None, *, connect: bool = True, read_only: bool = False
+) -> Store:
     """The fleet's PostgreSQL ledger when config.toml has [fleet] (`fleet`), else this
-    machine's SQLite file at `path`. psycopg is imported here, only for a fleet."""
+    machine's SQLite file at `path` (`read_only`: opened so, as the dashboard reads it). The
+    one decision of which ledger a reader sees: the CLI (supervisor/fleetview.py cli_ledger)
+    and the dashboard call it. psycopg is imported here, only for a fleet."""
     if fleet is None:
-        return Ledger(path)
+        return Ledger.read_only(path) if read_only else Ledger(path)
     from routines.ledger.postgres import PgLedger
     from routines.ledger.postgres_open import CALL_DEADLINE_SEC, FIRST_CONNECTION_SEC
 

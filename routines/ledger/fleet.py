@@ -26,6 +26,7 @@ import psycopg
 from routines.ledger import iso
 from routines.ledger.migrate_postgres import note_last
 from routines.ledger.model import MachineInUse
+from routines.ledger.shared import LEASE_LOST
 from routines.runs import ACTIVE, RunStatus, sql_in
 
 __all__ = ["LEASE_SEC", "FleetTables", "MachineInUse", "MachineRow"]
@@ -192,7 +193,7 @@ class FleetTables:
                     (
                         RunStatus.INTERRUPTED.value,
                         iso(now),
-                        f"lease lost: its machine {lease['machine']} stopped renewing the "
+                        f"{LEASE_LOST}its machine {lease['machine']} stopped renewing the "
                         "run's lease, so its worker stopped it; not replayed",
                         lease["run_id"],
                     ),

@@ -45,8 +45,10 @@ from routines.runs import (
     NO_LAST_RUN,
     NOT_A_RUN,
     PAUSED,
+    Ended,
     RunEnd,
     RunStatus,
+    Strike,
     Trigger,
     is_event_slot,
 )
@@ -242,13 +244,16 @@ class MemoryLedger:
             row["worker_pid"] = worker_pid
             self._wrote()
 
-    def finish_run(self, run_id: str, end: RunEnd, *, now: datetime) -> bool:
-        """As `Ledger.finish_run`: only an active row changes; KeyError when there is none."""
+    def finish_run(
+        self, run_id: str, end: RunEnd, *, now: datetime, strike: Strike | None = None
+    ) -> Ended:
+        """As `Ledger.finish_run`: only an active row changes, with its strike; KeyError when
+        there is none."""
         row = self.data.runs.get(run_id)
         if row is None:
             raise KeyError(run_id)
         if row["status"] not in ACTIVE:
-            return False
+            return Ended.NOT_ACTIVE
         duration = end.duration_sec
         if duration is None and row["started_at"]:
             duration = max(0.0, (now - from_iso(row["started_at"])).total_seconds())
@@ -258,8 +263,14 @@ class MemoryLedger:
             self._note_last(
                 row["routine"], run_id, end.status, end.outcome, row["started_at"], iso(now)
             )
+        ended = Ended.ENDED
+        if strike is not None:
+            streak = (self.data.states.get(row["routine"]) or {}).get("failure_streak") or 0
+            state, ended = shared.strike_values(end.status, streak, strike)
+            if state is not None:
+                self._set(row["routine"], state)
         self._wrote()
-        return True
+        return ended
 
     def paused_runs(self) -> list[ActiveRun]:
         return [

@@ -58,8 +58,10 @@ from routines.ledger.sql import PG as Q
 from routines.runs import (
     ACTIVE,
     NO_LAST_RUN,
+    Ended,
     RunEnd,
     RunStatus,
+    Strike,
     Trigger,
     is_event_slot,
     sql_in,
@@ -283,16 +285,24 @@ class PgLedger(PgConnection, FleetTables):
         with self.transaction() as cur:
             cur.execute(Q.start_run(), (RunStatus.RUNNING.value, iso(now), worker_pid, run_id))
 
-    def finish_run(self, run_id: str, end: RunEnd, *, now: datetime) -> bool:
-        """As `Ledger.finish_run`: only an active row changes (True if it did), and its lease
-        goes with it. KeyError when there is no such run."""
+    def finish_run(
+        self, run_id: str, end: RunEnd, *, now: datetime, strike: Strike | None = None
+    ) -> Ended:
+        """As `Ledger.finish_run`: only an active row changes (truthy if it did), its lease
+        goes with it, and with `strike` its routine's streak is written in the same
+        transaction. One ending more may change a row: an `interrupted` another machine wrote
+        when the run's lease lapsed yields to the run's own end, kept through an outage, when
+        that end came first (shared.real_end_wins). KeyError when there is no such run."""
         with self.transaction() as cur:
             cur.execute(Q.run_to_finish(), (run_id,))
             row = cur.fetchone()
             if row is None:
                 raise KeyError(run_id)
-            if row["status"] not in ACTIVE:
-                return False
+            if row["status"] not in ACTIVE and not (
+                end.status is not RunStatus.INTERRUPTED
+                and shared.real_end_wins(row["status"], row["detail"], row["finished_at"], now)
+            ):
+                return Ended.NOT_ACTIVE
             duration = end.duration_sec
             if duration is None and row["started_at"]:
                 duration = max(0.0, (now - from_iso(row["started_at"])).total_seconds())
@@ -309,7 +319,16 @@ class PgLedger(PgConnection, FleetTables):
                         row["started_at"],
                         iso(now),
                     )
-        return True
+            if strike is None:
+                return Ended.ENDED
+            cur.execute(Q.failure_streak(), (row["routine"],))
+            streak = cur.fetchone()
+            values, ended = shared.strike_values(
+                end.status, streak["failure_streak"] if streak else 0, strike
+            )
+            if values is not None:
+                self._set_state(cur, row["routine"], values)
+        return ended
 
     def active_runs(self) -> list[ActiveRun]:
         """This machine's queued and running runs (another machine's pids mean nothing here:

@@ -16,9 +16,10 @@ from enum import Enum
 from typing import Any, Protocol
 
 from routines.ledger import rundays
-from routines.runs import ACTIVE, RunEnd, RunStatus, Trigger
+from routines.runs import ACTIVE, Ended, RunEnd, RunStatus, Strike, Trigger, strike
 
 __all__ = [
+    "LEASE_LOST",
     "ZERO_COLUMNS",
     "add_day_args",
     "advance_cursor_sql",
@@ -33,8 +34,10 @@ __all__ = [
     "merge_totals",
     "new_run",
     "note_last_sql",
+    "real_end_wins",
     "set_state_sql",
     "state_params",
+    "strike_values",
 ]
 
 
@@ -148,6 +151,45 @@ CLEARED: dict[str, object] = {
     "disabled_reason": None,
     "failure_streak": 0,
 }
+
+
+# The detail's start of a run another machine ended because its lease lapsed (PgLedger's
+# expire_leases): the one ending a run's own end may still replace (`real_end_wins`).
+LEASE_LOST = "lease lost: "
+
+
+def real_end_wins(status: str, detail: str | None, marked_at: str | None, ended: datetime) -> bool:
+    """Whether a run's own end, kept by its machine through a database outage and written now,
+    replaces the `interrupted` another machine wrote when the run's lease lapsed meanwhile.
+
+    Yes when the row says the lease was lost and the run ended (`ended`, its machine's clock)
+    no later than it was marked (`marked_at`): it ended inside its lease (its worker stops
+    itself at its lease's deadline, before another machine may end it), so the end it
+    reported is how it really ended (tests/fleet/test_fleet_outage_end.py)."""
+    return (
+        status == RunStatus.INTERRUPTED.value
+        and (detail or "").startswith(LEASE_LOST)
+        and marked_at is not None
+        and ended <= from_iso(marked_at)
+    )
+
+
+def strike_values(
+    status: RunStatus, streak: int, rule: Strike
+) -> tuple[dict[str, object] | None, Ended]:
+    """routine_state's columns after a run ended `status` with `streak` failures before it,
+    counted by `rule` (None: nothing changes), and what `finish_run` answers: DISABLED when
+    this end is the third strike (`disable_values`)."""
+    after, disable = strike(status, streak)
+    if disable:
+        values = disable_values(
+            file_enabled=rule.file_enabled,
+            file_identity=rule.file_identity,
+            reason=rule.reason,
+            failure_streak=after,
+        )
+        return values, Ended.DISABLED
+    return (None if after == streak else {"failure_streak": after}), Ended.ENDED
 
 
 def cursor_values(cursor: str | None, fingerprint: str | None) -> dict[str, object]:

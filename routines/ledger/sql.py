@@ -52,6 +52,10 @@ class Dialect:
     def cursor(self) -> str:
         return f"SELECT cursor FROM routine_state WHERE routine = {self.mark}{self.lock}"
 
+    def failure_streak(self) -> str:
+        """A routine's failure streak, locked: `finish_run` counts a strike on it."""
+        return f"SELECT failure_streak FROM routine_state WHERE routine = {self.mark}{self.lock}"
+
     def prune_old_claims(self) -> str:
         return f"DELETE FROM claims WHERE claimed_at < {self.mark}"
 
@@ -75,7 +79,10 @@ class Dialect:
         )
 
     def run_to_finish(self) -> str:
-        return f"SELECT routine, started_at, status FROM runs WHERE run_id = {self.mark}{self.lock}"
+        return (
+            "SELECT routine, started_at, status, detail, finished_at FROM runs "
+            f"WHERE run_id = {self.mark}{self.lock}"
+        )
 
     def finish_run(self) -> str:
         sets = ", ".join(f"{c} = {self.mark}" for c in FINISH_COLUMNS)

@@ -53,7 +53,17 @@ from routines.ledger.shared import from_iso, iso
 from routines.ledger.sql import CLAIM_ROUTINES, RUN_ROUTINES
 from routines.ledger.sql import SQLITE as Q
 from routines.ledger.sqlite_open import SqliteConnection
-from routines.runs import ACTIVE, NO_LAST_RUN, Outcome, RunEnd, RunStatus, Trigger, is_event_slot
+from routines.runs import (
+    ACTIVE,
+    NO_LAST_RUN,
+    Ended,
+    Outcome,
+    RunEnd,
+    RunStatus,
+    Strike,
+    Trigger,
+    is_event_slot,
+)
 
 __all__ = ["LEDGER_VERSION", "Ledger"]
 
@@ -193,12 +203,15 @@ class Ledger(SqliteConnection):
         with self.transaction() as db:
             db.execute(Q.start_run(), (RunStatus.RUNNING, iso(now), worker_pid, run_id))
 
-    def finish_run(self, run_id: str, end: RunEnd, *, now: datetime) -> bool:
-        """Write a run's final columns and finished_at; True if it did.
+    def finish_run(
+        self, run_id: str, end: RunEnd, *, now: datetime, strike: Strike | None = None
+    ) -> Ended:
+        """Write a run's final columns and finished_at, and with `strike` its routine's
+        failure streak (or its disabling), in one transaction; truthy if it did.
 
         Invariant: only an active (queued/running) row changes, so a run ends with exactly
         one final status: a second ending (an error path after `ok` was written, a daemon
-        marking a run interrupted that just finished) changes nothing and returns False
+        marking a run interrupted that just finished) changes nothing and returns NOT_ACTIVE
         (tests/fleet/test_ledger_contract.py::test_a_run_starts_and_finishes_with_its_fields).
         KeyError when there is no such run.
         """
@@ -207,7 +220,7 @@ class Ledger(SqliteConnection):
             if row is None:
                 raise KeyError(run_id)
             if row["status"] not in ACTIVE:
-                return False
+                return Ended.NOT_ACTIVE
             duration = end.duration_sec
             if duration is None and row["started_at"]:
                 duration = max(0.0, (now - from_iso(row["started_at"])).total_seconds())
@@ -216,7 +229,13 @@ class Ledger(SqliteConnection):
                 _note_last(
                     db, row["routine"], run_id, end.status, end.outcome, row["started_at"], iso(now)
                 )
-        return True
+            if strike is None:
+                return Ended.ENDED
+            streak = db.execute(Q.failure_streak(), (row["routine"],)).fetchone()
+            values, ended = shared.strike_values(end.status, streak[0] if streak else 0, strike)
+            if values is not None:
+                self._set_state(db, row["routine"], values)
+        return ended
 
     def active_runs(self) -> list[ActiveRun]:
         with self._errors():

@@ -74,6 +74,7 @@ __all__ = [
     "LedgerSettings",
     "SandboxSettings",
     "load_config",
+    "load_config_or_default",
     "ollama_host_url",
 ]
 
@@ -390,3 +391,12 @@ def ollama_host_url(value: str | None = None) -> str | None:
     if port is None:
         hostport += ":11434"
     return f"http://{hostport}{slash}{path}"
+
+
+def load_config_or_default(path: Path) -> Config:
+    """config.toml at `path`, or the defaults when it is invalid: for readers (the CLI's read
+    commands, the dashboard), where the commands that need it report the file."""
+    try:
+        return load_config(path)
+    except ConfigInvalid:
+        return Config()

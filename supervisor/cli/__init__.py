@@ -3,6 +3,7 @@ flows of its commands.
 
 - `thinclient`: the console script's entry; `list`, `status`, `history` and `cost` are asked
   of a running daemon, which prints them through the same views (supervisor/views/).
+- `daemonsock`: the control socket as the quick clients (thinclient, waybarfollow) find it.
 - `main`: the full parser and `main(argv) -> int`, for everything else.
 - `commands/`: one module a command, each with `register(subparsers)` and its `run`.
 - `completions`, `waybarfollow`, `mcpserve`: shell completions, the bar's follow mode and

@@ -51,7 +51,7 @@ def _lines(path: str, home: str) -> Iterator[bytes]:
     import _socket
     import json
 
-    from supervisor.cli.thinclient import context, peer_is_us
+    from supervisor.cli.daemonsock import context, peer_is_us
 
     req = {"type": "request", "id": 1, "cmd": "watch", "args": context(home)}
     sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM | _socket.SOCK_CLOEXEC)
@@ -98,7 +98,7 @@ def _in_process() -> int:
 
 def follow() -> int:
     """Print the bar's line on every change, forever; 0 when waybar stops reading."""
-    from supervisor.cli.thinclient import daemon_running, home_of_env, socket_path
+    from supervisor.cli.daemonsock import daemon_running, home_of_env, socket_path
 
     home = home_of_env()
     if home is None:

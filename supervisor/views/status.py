@@ -131,7 +131,7 @@ def _problems(st: dict[str, Any]) -> list[str]:
     """What keeps enabled routines from working here (key, Ollama, bwrap), with the fix."""
     from contextlib import closing
 
-    from routines.ledger import LedgerError, is_enabled
+    from routines.ledger import LedgerError, RoutineState, is_enabled
     from routines.spec.config import ConfigInvalid, load_config
     from routines.spec.paths import paths
     from supervisor.fleetview import cli_ledger
@@ -144,16 +144,18 @@ def _problems(st: dict[str, Any]) -> list[str]:
     except ConfigInvalid as exc:
         return [f"{p.config_file} is invalid: {exc}"]
     registry = scan(p)
-    try:
-        with closing(cli_ledger(p)) as ledger:
-            states = ledger.states()
-    except LedgerError:
-        if not st.get("daemon"):
-            raise
-        # A fleet's database away: the daemon's answer says so (paused), and is what this
-        # prints; the routines' own `enabled` stands in for their states meanwhile
-        # (tests/fleet/test_fleet_cli.py, a fresh fleet machine).
-        states = {}
+    states: dict[str, RoutineState] = {}
+    # A daemon paused because its ledger is away (a fleet's database down or hung) says so,
+    # and that is what this prints: the routines' own `enabled` stands in for their states
+    # meanwhile, without a read that would wait out the call deadline (tests/fleet/
+    # test_fleet_cli.py: a fresh fleet machine; status answers within a second on a hang).
+    if not (st.get("daemon") and st.get("health", "ok") != "ok"):
+        try:
+            with closing(cli_ledger(p)) as ledger:
+                states = ledger.states()
+        except LedgerError:
+            if not st.get("daemon"):
+                raise
     enabled = [r for r in registry.routines() if is_enabled(states, r)]
     pid = st.get("pid") if st.get("daemon") else None
     return problems(p, enabled, config.ollama_url, pid, config.providers)

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from cli_helpers import Cli
 
-from routines.runs import RunEnd
+from routines.runs import RunEnd, RunStatus, Trigger
 from supervisor.views.cost import CHART_WIDTH
 
 
@@ -25,12 +25,14 @@ def row(
 ) -> None:
     run_id = f"{routine}-{when.timestamp()}-{status}"
     with cli.ledger() as ledger:
-        ledger.record_run(routine, run_id=run_id, trigger="schedule", status="running", now=when)
+        ledger.record_run(
+            routine, run_id=run_id, trigger=Trigger.SCHEDULE, status=RunStatus.RUNNING, now=when
+        )
         ledger.finish_run(
             run_id,
             now=when,
             end=RunEnd(
-                status=status,
+                status=RunStatus(status),
                 dollars=dollars,
                 input_tokens=tokens[0],
                 output_tokens=tokens[1],

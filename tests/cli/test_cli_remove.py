@@ -8,15 +8,17 @@ from datetime import UTC, datetime
 
 from cli_helpers import Cli, OnPty
 
-from routines.runs import RunEnd
+from routines.runs import RunEnd, RunStatus, Trigger
 
 T0 = datetime(2026, 7, 25, 6, 0, tzinfo=UTC)
 
 
 def _with_history(cli: Cli, name: str) -> None:
     with cli.ledger() as ledger:
-        ledger.record_run(name, run_id=f"{name}-1", trigger="manual", status="running", now=T0)
-        ledger.finish_run(f"{name}-1", now=T0, end=RunEnd(status="ok"))
+        ledger.record_run(
+            name, run_id=f"{name}-1", trigger=Trigger.MANUAL, status=RunStatus.RUNNING, now=T0
+        )
+        ledger.finish_run(f"{name}-1", now=T0, end=RunEnd(status=RunStatus.OK))
     (cli.state / name).mkdir(parents=True, exist_ok=True)
     (cli.state / name / "2026-07-25-0600.md").write_text("# out\n")
 

@@ -12,7 +12,7 @@ from typing import Any
 from cli_helpers import Cli
 
 from routines.ledger.rundays import compaction_line
-from routines.runs import RunEnd
+from routines.runs import RunEnd, RunStatus, Trigger
 
 
 def history_of_150_days(cli: Cli) -> date:
@@ -25,13 +25,17 @@ def history_of_150_days(cli: Cli) -> date:
                 at = now - timedelta(days=n, hours=hour)
                 run_id = f"{at:%Y%m%dT%H%M%S}-day-brief-{n:03d}{hour}"
                 ledger.record_run(
-                    "day-brief", run_id=run_id, trigger="schedule", status="running", now=at
+                    "day-brief",
+                    run_id=run_id,
+                    trigger=Trigger.SCHEDULE,
+                    status=RunStatus.RUNNING,
+                    now=at,
                 )
                 ledger.finish_run(
                     run_id,
                     now=at + timedelta(seconds=30),
                     end=RunEnd(
-                        status=status,
+                        status=RunStatus(status),
                         dollars=round(rng.uniform(0, 0.3), 6),
                         input_tokens=rng.randrange(9000),
                         output_tokens=rng.randrange(900),

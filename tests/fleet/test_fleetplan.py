@@ -11,6 +11,7 @@ from supervisor.fleetplan import (
     elsewhere_lapsed,
     fence,
     hold,
+    may_reap,
     may_run_here,
     runs_offline,
 )
@@ -94,3 +95,14 @@ def test_a_run_seen_elsewhere_is_over_once_the_outage_outlasts_its_lease() -> No
     assert not elsewhere_lapsed(1_000.0, 1_000.0 + 64.0, timings)
     assert not elsewhere_lapsed(1_000.0, 1_000.0 + 65.0, timings)
     assert elsewhere_lapsed(1_000.0, 1_000.0 + 65.5, timings)
+
+
+def test_a_machine_back_from_an_outage_waits_two_renewals_before_ending_lapsed_leases() -> None:
+    """Its first renewal since the database returned (or since it started) at 1,000 s: the
+    other machines' heartbeats retry every renewal period, so within one they have renewed
+    their leases; only after two may this one end those still lapsed."""
+    timings = fence(60, 15)
+    assert may_reap(None, 5_000.0, timings)  # long back: as before
+    assert not may_reap(1_000.0, 1_000.0, timings)
+    assert not may_reap(1_000.0, 1_029.9, timings)
+    assert may_reap(1_000.0, 1_030.0, timings)

@@ -6,6 +6,7 @@ and migrations."""
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 import time
 from collections.abc import Iterator
@@ -22,7 +23,7 @@ from routines.ledger import Ledger, LedgerError, RoutineState, iso
 from routines.ledger.api import Store, Vacuum
 from routines.ledger.memory import MemoryData, MemoryLedger
 from routines.ledger.postgres import PgLedger
-from routines.runs import Outcome, RunEnd, RunStatus, Trigger
+from routines.runs import Ended, Outcome, RunEnd, RunStatus, Strike, Trigger
 from routines.spec.config import LedgerSettings
 from supervisor.clock import FakeClock
 from supervisor.housekeeping import Housekeeper
@@ -86,8 +87,8 @@ def claim(led: Contract, slot: str, routine: str = "brief", **kw: object) -> boo
         routine,
         slot,
         run_id=str(kw.pop("run_id", f"{routine}-{slot}")),
-        trigger="schedule",
-        status=str(kw.pop("status", "queued")),
+        trigger=Trigger.SCHEDULE,
+        status=RunStatus(str(kw.pop("status", "queued"))),
         now=kw.pop("now", T0),  # type: ignore[arg-type]
         **kw,  # type: ignore[arg-type]
     )
@@ -103,7 +104,9 @@ def spend(
 ) -> str:
     """A finished run of `routine` started at `when` that cost `dollars` (and `tokens`)."""
     run_id = f"{routine}-{iso(when)}-{dollars}"
-    led.record_run(routine, run_id=run_id, trigger="manual", status="running", now=when)
+    led.record_run(
+        routine, run_id=run_id, trigger=Trigger.MANUAL, status=RunStatus.RUNNING, now=when
+    )
     end = RunEnd(RunStatus(status), dollars=dollars, **tokens)  # type: ignore[arg-type]
     led.finish_run(run_id, end, now=when + timedelta(seconds=30))
     return run_id
@@ -184,7 +187,9 @@ def test_an_event_is_claimed_once_and_never_moves_the_cursor(led: Contract) -> N
 
 
 def test_record_run_writes_a_row_without_a_claim(led: Contract) -> None:
-    led.record_run("brief", run_id="manual-1", trigger="manual", status="queued", now=T0)
+    led.record_run(
+        "brief", run_id="manual-1", trigger=Trigger.MANUAL, status=RunStatus.QUEUED, now=T0
+    )
     assert led.run("manual-1") is not None
     assert not led.is_claimed("brief", "")
     assert led.state("brief") == RoutineState("brief")
@@ -353,7 +358,7 @@ def test_every_field_of_a_finished_run_round_trips(led: Contract) -> None:
 
 
 def test_a_given_duration_and_empty_tools_are_kept(led: Contract) -> None:
-    led.record_run("brief", run_id="r", trigger="manual", status="running", now=T0)
+    led.record_run("brief", run_id="r", trigger=Trigger.MANUAL, status=RunStatus.RUNNING, now=T0)
     end = RunEnd(status=RunStatus.TIMEOUT, duration_sec=600.0, tools_used=())
     led.finish_run("r", end, now=T0 + timedelta(hours=1))
     row = led.run("r")
@@ -385,7 +390,11 @@ def test_history_is_newest_first_and_runs_between_is_bounded(led: Contract) -> N
     assert [r.started_at for r in got] == [iso(T0 + timedelta(hours=h)) for h in (2, 1)]
     # Two runs that started at once: the later recorded first.
     led.record_run(
-        "a", run_id="tie", trigger="manual", status="queued", now=T0 + timedelta(hours=3)
+        "a",
+        run_id="tie",
+        trigger=Trigger.MANUAL,
+        status=RunStatus.QUEUED,
+        now=T0 + timedelta(hours=3),
     )
     assert [r.run_id for r in led.history("a", limit=2)] == ["tie", spend_id("a", 3)]
     assert led.history("nobody") == []
@@ -420,7 +429,7 @@ def test_last_started_here_is_the_newest_finished_run_of_this_machine(backend: s
         assert here.last_started_here("brief") is None
         spend(here, "brief", T0, 0.1)
         spend(there, "brief", T0 + timedelta(hours=1), 0.1)  # another machine's, on a fleet
-        here.record_run("brief", run_id="q", trigger="manual", status="queued",
+        here.record_run("brief", run_id="q", trigger=Trigger.MANUAL, status=RunStatus.QUEUED,
                         now=T0 + timedelta(hours=2))  # fmt: skip
         newest = T0 if isinstance(here, PgLedger) else T0 + timedelta(hours=1)
         assert here.last_started_here("brief") == iso(newest)
@@ -576,6 +585,88 @@ def test_three_strikes_state_is_shared_by_every_connection(backend: str) -> None
     finally:
         one.close()
         two.close()
+
+
+def test_a_strike_is_written_with_the_end_it_counts(led: Contract) -> None:
+    rule = Strike(
+        file_enabled=True, file_identity="flaky.toml", reason="3 failed runs in a row; last: exit 1"
+    )
+
+    def end(n: int, status: RunStatus) -> Ended:
+        assert claim(led, sid(T0 + timedelta(hours=n)), routine="flaky")
+        run_id = f"flaky-{sid(T0 + timedelta(hours=n))}"
+        return led.finish_run(run_id, RunEnd(status), now=T0 + timedelta(hours=n), strike=rule)
+
+    assert end(0, RunStatus.FAILED) is Ended.ENDED
+    assert led.state("flaky").failure_streak == 1
+    assert end(1, RunStatus.OK) is Ended.ENDED  # ok resets
+    assert led.state("flaky").failure_streak == 0
+    assert end(2, RunStatus.TIMEOUT) is Ended.ENDED
+    assert end(3, RunStatus.INTERRUPTED) is Ended.ENDED  # neither counts nor resets
+    assert end(4, RunStatus.FAILED) is Ended.ENDED
+    assert led.state("flaky").failure_streak == 2
+    assert end(5, RunStatus.FAILED) is Ended.DISABLED
+    st = led.state("flaky")
+    assert (st.failure_streak, st.enabled(True, "flaky.toml"), st.disabled_reason) == (
+        3,
+        False,
+        rule.reason,
+    )
+    # A second ending of a run writes nothing, its strike included.
+    again = f"flaky-{sid(T0 + timedelta(hours=5))}"
+    assert led.finish_run(again, RunEnd(RunStatus.FAILED), now=T0, strike=rule) is (
+        Ended.NOT_ACTIVE
+    )
+    assert led.state("flaky").failure_streak == 3
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def sql_backend(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return str(tmp_path / "ledger.db")
+    dsn: str = request.getfixturevalue("pg_dsn")
+    return dsn
+
+
+def test_a_strike_that_cannot_be_written_leaves_the_run_unended(sql_backend: str) -> None:
+    """One transaction: when the streak's write fails, the end is not written either (the
+    daemon keeps the result and writes both later). A trigger refuses routine_state's writes
+    (the memory store has no partial writes to show)."""
+    led = open_backend(sql_backend)
+    try:
+        assert claim(led, sid(T0), routine="flaky")
+        led.set_failure_streak("flaky", 1)
+        if isinstance(led, PgLedger):
+            with led.transaction() as cur:
+                cur.execute(
+                    "CREATE FUNCTION no_state() RETURNS trigger LANGUAGE plpgsql AS "
+                    "$$ BEGIN RAISE EXCEPTION 'no state'; END $$"
+                )
+                cur.execute(
+                    "CREATE TRIGGER no_state BEFORE UPDATE ON routine_state "
+                    "FOR EACH ROW EXECUTE FUNCTION no_state()"
+                )
+        else:
+            db = sqlite3.connect(sql_backend)
+            db.execute(
+                "CREATE TRIGGER no_state BEFORE UPDATE ON routine_state "
+                "BEGIN SELECT RAISE(ABORT, 'no state'); END"
+            )
+            db.commit()
+            db.close()
+        rule = Strike(file_enabled=True, file_identity="flaky.toml", reason="3 failed")
+        run_id = f"flaky-{sid(T0)}"
+        with pytest.raises(Exception, match="no state"):
+            led.finish_run(run_id, RunEnd(RunStatus.FAILED), now=T0, strike=rule)
+        row = led.run(run_id)
+        assert row is not None and row.status == "queued"  # not ended without its strike
+        assert led.state("flaky").failure_streak == 1
+    finally:
+        if isinstance(led, PgLedger):
+            with led.transaction() as cur:
+                cur.execute("DROP TRIGGER IF EXISTS no_state ON routine_state")
+                cur.execute("DROP FUNCTION IF EXISTS no_state()")
+        led.close()
 
 
 # -- money ----------------------------------------------------------------------------------
@@ -832,8 +923,8 @@ def test_two_machines_claiming_one_routine_at_once_one_wins_each_round(pg_dsn: s
 
             def go(led: PgLedger, who: str, slot: str, expect: str | None, i: int = i) -> None:
                 barrier.wait(10)
-                if led.claim("race", slot, run_id=f"{who}-{i}", trigger="schedule",
-                             status="skipped", now=T0, expect_cursor=expect):  # fmt: skip
+                if led.claim("race", slot, run_id=f"{who}-{i}", trigger=Trigger.SCHEDULE,
+                             status=RunStatus.SKIPPED, now=T0, expect_cursor=expect):  # fmt: skip
                     wins[who].append(i)
 
             base = T0 + timedelta(hours=i)
@@ -888,6 +979,47 @@ def test_a_lapsed_lease_interrupts_its_run_once_and_a_renewed_one_lives(pg_dsn: 
     finally:
         dead.close()
         alive.close()
+
+
+@pytest.mark.slow  # waits out a lease of a second
+def test_a_runs_own_end_replaces_the_interrupted_of_its_lapsed_lease(pg_dsn: str) -> None:
+    """Another machine ended the runs of "away" when their leases lapsed (its database was
+    away); "away" then writes the ends it kept. One that came before it was marked is how the
+    run really ended, and replaces the interruption; one after it, or an interruption, does
+    not."""
+    away = PgLedger(pg_dsn, "away", lease_sec=1.0)
+    other = PgLedger(pg_dsn, "other")
+    try:
+        for routine in ("early", "late", "cut"):
+            assert claim(away, sid(T0), routine=routine)
+            away.start_run(f"{routine}-{sid(T0)}", now=T0, worker_pid=1)
+        marked = T0 + timedelta(minutes=2)
+        ended: list[tuple[str, str, str]] = []
+        stop = time.monotonic() + 30
+        while len(ended) < 3 and time.monotonic() < stop:
+            ended += other.expire_leases(marked)
+            time.sleep(0.1)
+        assert sorted(r for r, _, _ in ended) == ["cut", "early", "late"]
+        rule = Strike(file_enabled=True, file_identity="flaky.toml", reason="3 failed")
+        ok = RunEnd(RunStatus.OK, outcome=Outcome.DONE, dollars=0.5)
+        assert away.finish_run(f"early-{sid(T0)}", ok, now=T0 + timedelta(minutes=1), strike=rule)
+        assert not away.finish_run(f"late-{sid(T0)}", ok, now=marked + timedelta(seconds=1))
+        cut = RunEnd(RunStatus.INTERRUPTED, "lease lost")
+        assert not away.finish_run(f"cut-{sid(T0)}", cut, now=T0 + timedelta(minutes=1))
+        early = other.run(f"early-{sid(T0)}")
+        assert early is not None
+        assert (early.status, early.outcome, early.dollars) == ("ok", "done", 0.5)
+        assert early.finished_at == iso(T0 + timedelta(minutes=1))
+        assert other.last_runs()["early"].status == "ok"
+        for late in ("late", "cut"):
+            row = other.run(f"{late}-{sid(T0)}")
+            assert row is not None and row.status == "interrupted", late
+        # Once written, the run's end is final like any other.
+        failed = RunEnd(RunStatus.FAILED)
+        assert not away.finish_run(f"early-{sid(T0)}", failed, now=T0 + timedelta(seconds=61))
+    finally:
+        away.close()
+        other.close()
 
 
 def test_the_definitions_digest_changes_exactly_when_the_definitions_do(pg_dsn: str) -> None:

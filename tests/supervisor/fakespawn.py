@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from ipc import Event, EventKind, Job, Result
 from routines.runs import RunStatus
 from supervisor.runlog import RunLog
-from supervisor.spawn import UsageTotals, WorkerOutcome
+from supervisor.spawn import StopReason, UsageTotals, WorkerOutcome
 
 __all__ = ["FakeSpawner", "FakeWorker", "settle"]
 
@@ -34,11 +34,11 @@ class FakeWorker:
     on_event: Callable[[Event], None]
     timeout_sec: float
     pid: int | None = None
-    stop_reason: str | None = None
+    stop_reason: StopReason | None = None
     leases: list[float] = field(default_factory=list)  # each renewal's deadline, in order
     _stopped: asyncio.Event = field(default_factory=asyncio.Event)
 
-    def stop(self, reason: str) -> None:
+    def stop(self, reason: StopReason) -> None:
         if self.stop_reason is None:
             self.stop_reason = reason
         self._stopped.set()

@@ -16,6 +16,7 @@ Modes:
   chatty       hello, 3 stderr lines (one 10,000 chars long), a result
   propose DIR  hello; writes the job's decisions to DIR/RUN_ID.json, proposes the action
                `send-reply` (input "Hi Bob\n"), then reports ok as `ok` does
+  job DIR      hello; writes the job it was sent to DIR/RUN_ID.json, then reports ok as `ok` does
   gated DIR    hello; a routine named held* notes DIR/NAME.entered and waits for DIR/NAME.go;
                then writes output.md in scratch_dir and reports ok, or failed when it cannot;
                a routine named *mail proposes `send-reply` (input "Hi Bob\n") before it reports
@@ -91,6 +92,18 @@ def propose(told: str) -> None:
     ok(job)
 
 
+def dump_job(told: str) -> None:
+    """Mode `job DIR` (see the module docstring)."""
+    reader = LineReader(sys.stdin.buffer)
+    reader.read()  # hello
+    job = reader.read()
+    assert isinstance(job, Job)
+    send(Hello())
+    with open(os.path.join(told, job.run_id + ".json"), "wb") as f:
+        f.write(encode(job))
+    ok(job)
+
+
 def main() -> None:
     mode, *rest = sys.argv[1:]
     reader = LineReader(sys.stdin.buffer)
@@ -148,5 +161,7 @@ if __name__ == "__main__":
         gated(sys.argv[2])
     elif sys.argv[1] == "propose":
         propose(sys.argv[2])
+    elif sys.argv[1] == "job":
+        dump_job(sys.argv[2])
     else:
         main()

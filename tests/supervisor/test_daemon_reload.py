@@ -7,10 +7,15 @@ from __future__ import annotations
 
 import json
 import signal
+import sys
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
+from ipc import Job, decode
+from routines.ledger import Ledger
+from routines.runs import RunEnd, RunStatus, Trigger
 from routines.spec.paths import paths
 from tests.supervisor.daemonkit import (
     DaemonProcess,
@@ -20,6 +25,8 @@ from tests.supervisor.daemonkit import (
     wait_for,
     write_routine,
 )
+
+FAKEWORKER = Path(__file__).with_name("fakeworker.py")
 
 pytestmark = pytest.mark.slow  # real daemons: make test-fast leaves these out
 
@@ -99,4 +106,82 @@ def test_config_reloads_on_sighup_and_on_the_reload_command(tmp_path: Path, not_
     assert result == {"routines": 0, "enabled": 0, "invalid": []}
     assert d.request("status")["max_concurrent"] == 1
     assert "config.toml is invalid; keeping the previous settings" in d.log()
+    assert d.stop() == 0
+
+
+def test_reload_reaches_housekeepings_retention(tmp_path: Path, not_root: None) -> None:
+    """keep_outputs_days and keep_runs_days lowered and reloaded: the running daemon deletes
+    the outputs and compacts the runs now past them, without a restart (its housekeeping had
+    the settings of its start, and slept an idle hour between passes)."""
+    write_routine("old", command_routine("true", schedule='cron = "0 6 1 1 *"'))
+    p = paths()
+    now = datetime.now(UTC)
+    day = now.replace(hour=6, minute=0, second=0, microsecond=0)
+    with Ledger(p.ledger) as ledger:
+        for age in (200, 20):  # a run past the default 90 days, and one past 10 only
+            at = day - timedelta(days=age)
+            run_id = f"{at:%Y%m%dT%H%M%S}-old-{age:06d}"
+            ledger.record_run(
+                "old", run_id=run_id, trigger=Trigger.SCHEDULE, status=RunStatus.RUNNING, now=at
+            )
+            ledger.finish_run(run_id, now=at, end=RunEnd(status=RunStatus.OK, dollars=0.5))
+    state = p.routine_state("old")
+    state.mkdir(parents=True, exist_ok=True)
+    # The newest output is kept whatever its age (supervisor/retention.py): today's.
+    ages = (200, 20, 0)
+    outputs = {age: state / f"{day - timedelta(days=age):%Y-%m-%d}-0600.md" for age in ages}
+    for out in outputs.values():
+        out.write_text("# old\n")
+
+    def whole_runs() -> int:
+        with Ledger(p.ledger) as ledger:
+            return len(ledger.history("old", 1000))
+
+    d = DaemonProcess(tmp_path, timings={"housekeeping_delay_sec": 0}).start()
+    wait_for(lambda: not outputs[200].exists(), what="the first pass (90 days)")
+    wait_for(lambda: whole_runs() == 1, what="the 200-day-old run compacted")
+    assert outputs[20].exists()
+
+    p.config_file.write_text("[ledger]\nkeep_outputs_days = 10\nkeep_runs_days = 10\n")
+    reloaded = d.cli("reload")
+    assert reloaded.returncode == 0, reloaded.stderr
+    wait_for(lambda: not outputs[20].exists(), what="the output past 10 days deleted")
+    wait_for(lambda: whole_runs() == 0, what="the run past 10 days compacted")
+    assert outputs[0].exists()
+    assert d.stop() == 0
+
+
+def test_reload_reaches_what_each_new_run_is_sent(tmp_path: Path, not_root: None) -> None:
+    """Every key a run's job carries (ollama_url, pricing, [sandbox], [providers]) is the
+    reloaded value in the next run's job, without a restart."""
+    told = tmp_path / "jobs"
+    told.mkdir()
+    write_routine("echoer", command_routine("echo hi", enabled=False))
+    worker = [sys.executable, str(FAKEWORKER), "job", str(told)]
+    d = DaemonProcess(tmp_path, worker_argv=worker).start()
+
+    def next_job() -> Job:
+        before = set(told.iterdir())
+        out = d.cli("run", "echoer")
+        assert out.returncode == 0, out.stderr
+        [new] = set(told.iterdir()) - before
+        job = decode(new.read_bytes())
+        assert isinstance(job, Job)
+        return job
+
+    first = next_job()
+    assert first.sandbox["max_processes"] == 256 and first.providers == {}
+    paths().config_file.write_text(
+        'ollama_url = "http://127.0.0.1:11999"\n'
+        '[pricing]\n"claude-test" = { input = 1.0, output = 2.0 }\n'
+        "[sandbox]\nmax_processes = 99\n"
+        '[providers.lmstudio]\nkind = "openai"\nbase_url = "http://127.0.0.1:1234/v1"\n'
+        "local = true\n"
+    )
+    assert d.cli("reload").returncode == 0
+    job = next_job()
+    assert job.ollama_url == "http://127.0.0.1:11999"
+    assert job.pricing["claude-test"] == [1.0, 2.0]
+    assert job.sandbox["max_processes"] == 99
+    assert list(job.providers) == ["lmstudio"]
     assert d.stop() == 0

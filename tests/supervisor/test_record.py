@@ -150,7 +150,7 @@ def test_an_output_that_cannot_be_moved_in_is_a_delivery_problem_beside_ok(
     assert (kept / "2026-12-02-0900.md").read_text() == "# Title\n\nbody\n"
 
 
-def stopped(reason: str) -> WorkerOutcome:
+def stopped(reason: StopReason) -> WorkerOutcome:
     return WorkerOutcome(None, -15, UsageTotals(), stopped=reason)
 
 
@@ -203,7 +203,9 @@ def test_three_strikes_and_what_does_not_count() -> None:
     def end(out: WorkerOutcome) -> Any:
         return finish(ledger, r, f"run-{next(runs)}", out)
 
-    shutdown, budget, timeout = (stopped(s) for s in ("shutdown", "budget", "timeout"))
+    shutdown, budget, timeout = (
+        stopped(s) for s in (StopReason.SHUTDOWN, StopReason.BUDGET, StopReason.TIMEOUT)
+    )
     with Ledger(paths().ledger) as ledger:
         end(failed())
         end(timeout)  # a timeout counts like a failure

@@ -41,14 +41,14 @@ def test_the_thin_client_and_the_waybar_follower_send_nothing_to_another_users_s
     (no ipc import at start-up): the same check, before a byte is sent or a byte printed."""
     import socket
 
-    from supervisor.cli import thinclient, waybarfollow
+    from supervisor.cli import daemonsock, thinclient, waybarfollow
 
     other = SecondUser.from_env()
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
         sock.connect(str(other.path))
-        assert not thinclient.peer_is_us(sock)
+        assert not daemonsock.peer_is_us(sock)
     a, b = socket.socketpair()
     with a, b:
-        assert thinclient.peer_is_us(a)
+        assert daemonsock.peer_is_us(a)
     assert thinclient._exchange(str(other.path), b'{"type":"request"}\n') is None
     assert list(waybarfollow._lines(str(other.path), "/nonexistent")) == []

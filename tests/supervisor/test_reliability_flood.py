@@ -18,6 +18,7 @@ import contextlib
 import os
 import signal
 import socket
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -113,4 +114,22 @@ def test_a_daemon_holding_its_lock_but_silent_is_never_not_running(
     finally:
         os.kill(d.pid, signal.SIGCONT)
     assert d.cli("status").returncode == 0
+    assert d.stop() == 0
+
+
+def test_a_silent_daemon_costs_the_control_timeout_once(tmp_path: Path, not_root: None) -> None:
+    """`status` with the daemon stopped (SIGSTOP, its lock held): the quick path waits the
+    control timeout out, then says the daemon does not answer; the full path does not wait
+    it out a second time."""
+    d = DaemonProcess(tmp_path, extra_env={"VINOS_CONTROL_TIMEOUT_SEC": "3"}).start()
+    os.kill(d.pid, signal.SIGSTOP)
+    try:
+        began = time.monotonic()
+        out = d.cli("status")
+        took = time.monotonic() - began
+    finally:
+        os.kill(d.pid, signal.SIGCONT)
+    assert out.returncode == 1, (out.stdout, out.stderr)
+    assert "but does not answer" in out.stderr
+    assert 3 <= took < 5.5, took  # once (3 s and the CLI's start), not twice (6 s)
     assert d.stop() == 0

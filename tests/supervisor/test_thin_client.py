@@ -278,7 +278,7 @@ def test_a_read_never_starts_a_stopped_daemon(
     the waybar follower retrying every 2 s). No daemon holds the lock: nothing connects."""
     import socket
 
-    from supervisor.cli import thinclient, waybarfollow
+    from supervisor.cli import daemonsock, thinclient, waybarfollow
 
     monkeypatch.setenv("VINOS_CONTROL_TIMEOUT_SEC", "2")
     sock_path = paths().control_socket
@@ -289,7 +289,7 @@ def test_a_read_never_starts_a_stopped_daemon(
         listener.listen(8)
         listener.setblocking(False)
         assert thinclient.thin(["list"]) is None
-        assert not thinclient.daemon_running(str(sock_path))
+        assert not daemonsock.daemon_running(str(sock_path))
         monkeypatch.setattr(waybarfollow, "RETRY_SEC", 0)
         lines: list[bytes] = []
 

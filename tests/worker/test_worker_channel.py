@@ -7,15 +7,16 @@ import io
 import pytest
 
 from ipc import Event, Result
+from routines.runs import RunStatus
 from worker.channel import Channel
 
 
 def test_the_channel_sends_one_result_only() -> None:
     out, err = io.BytesIO(), io.StringIO()
     ch = Channel(out, "x", err)
-    ch.result(Result(status="ok"))
+    ch.result(Result(status=RunStatus.OK))
     with pytest.raises(RuntimeError):
-        ch.result(Result(status="ok"))
+        ch.result(Result(status=RunStatus.OK))
     assert out.getvalue().count(b"\n") == 1
 
 

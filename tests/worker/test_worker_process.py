@@ -29,6 +29,7 @@ from worker_harness import (
 )
 
 from ipc import Hello, LineReader, Message, Result, encode
+from routines.runs import RunStatus
 
 LONG = "Here is the brief for today, with every detail that matters to you. " * 6
 
@@ -106,7 +107,10 @@ def test_the_auto_route_loads_anthropic_only_when_it_escalates(
         (b"", "expected hello first, found end of input"),
         (encode(Hello()), "expected a job after hello, found end of input"),
         (encode(Hello(protocol=9)), "protocol 9 is not 1"),
-        (encode(Hello()) + encode(Result(status="ok")), "expected a job after hello, found result"),
+        (
+            encode(Hello()) + encode(Result(status=RunStatus.OK)),
+            "expected a job after hello, found result",
+        ),
         (encode(Hello()) + b'{"type": "job"', "stream ended inside a line"),
     ],
     ids=["garbage", "empty", "no-job", "protocol", "not-a-job", "truncated"],

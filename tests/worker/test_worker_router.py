@@ -14,6 +14,7 @@ from fakes import anthropic_replies as A
 from fakes import ollama_replies as O
 from worker_harness import WorkerRun, make_job, routine_toml, run_worker
 
+from routines.runs import Trigger
 from routines.spec import AgentSpec, Escalation
 from worker import prompts, router
 
@@ -401,7 +402,7 @@ def test_the_runtime_words_never_make_a_reasoning_task() -> None:
     """Only the routine's own prompt may fire reasoning_task, never our boilerplate."""
     agent = AgentSpec(system="x", tools=())
     specs = prompts.tool_specs(agent)
-    for trigger in ("schedule", "catch_up", "manual"):
+    for trigger in (Trigger.SCHEDULE, Trigger.CATCH_UP, Trigger.MANUAL):
         task = prompts.task_text(datetime(2026, 7, 25, 6, tzinfo=UTC), trigger)
         assert not router.REASONING_RE.search(task)
     assert not router.REASONING_RE.search(prompts.runtime_notes("day-brief", specs))

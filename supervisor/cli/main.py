@@ -47,6 +47,7 @@ COMMANDS = {
     "trust": "sign",
     "fleet": "fleet",
     "setup": "setup",
+    "doctor": "setup",
 }
 COMMAND_MODULES = tuple(dict.fromkeys(COMMANDS.values()))
 
@@ -65,7 +66,9 @@ class _Version(argparse.Action):
 
 
 # Commands that never open the ledger: they run even when it is gone beside a live daemon.
-_NO_LEDGER = frozenset({"schedule", "validate", "daemon", "sandbox", "sign", "trust", "setup"})
+_NO_LEDGER = frozenset(
+    {"schedule", "validate", "daemon", "sandbox", "sign", "trust", "setup", "doctor"}
+)
 
 
 class _Parser(argparse.ArgumentParser):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-__all__ = ["whole_number"]
+__all__ = ["seconds", "whole_number"]
 
 
 def whole_number(what: str, low: int, high: int) -> Callable[[str], int]:
@@ -28,4 +28,26 @@ def whole_number(what: str, low: int, high: int) -> Callable[[str], int]:
         return n
 
     parse.__name__ = what.replace(" ", "_")  # argparse names the type in some messages
+    return parse
+
+
+def seconds(low: float, high: float) -> Callable[[str], float]:
+    """An argparse type for a number of seconds in (low, high]: a timeout of -5 or of 1e30
+    is a typo, not a wait."""
+
+    def parse(text: str) -> float:
+        try:
+            n = float(text)
+        except ValueError:
+            n = float("nan")
+        if not low < n <= high:  # NaN fails both
+            from routines.safetext import shortened
+
+            raise argparse.ArgumentTypeError(
+                f"expected seconds, more than {low:g} and at most {high:g}, found "
+                f"{shortened(text)!r}"
+            )
+        return n
+
+    parse.__name__ = "seconds"
     return parse

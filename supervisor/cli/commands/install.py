@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from supervisor.cli.argtypes import seconds
 from supervisor.cli.commands.common import add_parser, die
 
 if TYPE_CHECKING:
@@ -44,7 +45,7 @@ def register(sub: Any) -> None:
     )
     p.add_argument(
         "--timeout",
-        type=float,
+        type=seconds(0, 3600),
         default=DEFAULT_TIMEOUT,
         metavar="SEC",
         help=f"give up fetching after SEC seconds (default {DEFAULT_TIMEOUT:g})",

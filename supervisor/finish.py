@@ -30,7 +30,7 @@ from routines.store import (
     write_json_atomic,
 )
 from supervisor.approvals import proposal_store, record_proposals, start_auto
-from supervisor.limits import STRIKE_LIMIT, strike
+from supervisor.limits import strike, strike_reason
 from supervisor.notify import preview
 from supervisor.spawn import StopReason, WorkerOutcome
 
@@ -441,7 +441,7 @@ def _strike(
     if not disable:
         ledger.set_failure_streak(routine.name, streak)
         return False
-    reason = f"{STRIKE_LIMIT} failed runs in a row; last: {detail}"[:500]
+    reason = strike_reason(detail)
     ledger.disable(routine.name, file_enabled=routine.enabled, reason=reason, failure_streak=streak)
     notes.append(
         Notification(

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import signal
 import subprocess
 import sys
 import time
@@ -55,3 +57,65 @@ def test_the_demo_runs_a_routine_in_the_sandbox_and_stops_cleanly(
     assert "Daemon stopped (exit 0)" in out
     outputs = list((tmp_path / "demo-home/routines/state/machine-check").glob("*.md"))
     assert outputs
+
+
+@pytest.mark.parametrize(
+    "sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGKILL], ids=lambda s: s.name
+)
+def test_the_demo_stopped_by_a_signal_leaves_no_daemon_running(
+    tmp_path: Path, not_root: None, sig: signal.Signals
+) -> None:
+    # SIGTERM (a `kill`, make's own stop) and SIGHUP (a closed terminal) left the daemon
+    # running; SIGKILL leaves the demo no chance, and the daemon dies with its parent.
+    env = dict(os.environ)
+    env.update(
+        DEMO_HOME=str(tmp_path / "demo-home"),
+        DEMO_SECONDS="600",
+        VINOS_DEBUG_TIMINGS=json.dumps({"forkserver": False}),
+        PYTHONPATH=str(REPO),
+    )
+    demo = subprocess.Popen(
+        [sys.executable, str(REPO / "scripts" / "demo.py")],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        assert demo.stdout is not None
+        lines = []
+        for line in demo.stdout:
+            lines.append(line)
+            if match := re.search(r"Started the daemon, pid (\d+), its socket in (\S+) ", line):
+                break
+        else:
+            pytest.fail("the demo never started its daemon:\n" + "".join(lines))
+        daemon, socket = int(match.group(1)), Path(match.group(2), "vinos-routine/control.sock")
+        # Up: its control socket listens (it handles signals by then).
+        deadline = time.monotonic() + 60
+        while not socket.exists():
+            assert time.monotonic() < deadline, "the daemon's socket never appeared"
+            time.sleep(0.1)
+        demo.send_signal(sig)
+        demo.wait(timeout=90)
+        deadline = time.monotonic() + 30
+        while _alive(daemon):
+            assert time.monotonic() < deadline, f"daemon {daemon} still runs after {sig.name}"
+            time.sleep(0.1)
+        rest = demo.stdout.read()  # the daemon is gone: nobody holds the pipe open
+    finally:
+        if demo.poll() is None:
+            demo.kill()
+            demo.wait()
+    if sig is not signal.SIGKILL:
+        assert demo.returncode == 0, "".join(lines) + rest
+        assert "Daemon stopped (exit 0)" in rest
+
+
+def _alive(pid: int) -> bool:
+    """Whether `pid` runs (a zombie of another parent is reaped by it: not running)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state != "Z"

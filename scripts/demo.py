@@ -4,8 +4,9 @@
 2. explains a plain-language schedule;
 3. starts the daemon in the foreground on a demo VINOS_HOME with a command routine that runs
    every minute in the bubblewrap sandbox, and prints each output as it lands;
-4. stops cleanly on Ctrl-C, SIGTERM or SIGHUP (a closed terminal), or after DEMO_SECONDS for a
-   scripted run: its daemon never outlives it (tests/test_demo.py sends each signal).
+4. stops cleanly on Ctrl-C, SIGTERM or SIGHUP (a closed terminal), or, for a scripted run,
+   after DEMO_SECONDS or once DEMO_OUTPUTS outputs landed: its daemon never outlives it
+   (tests/test_demo.py sends each signal).
 """
 
 from __future__ import annotations
@@ -136,6 +137,7 @@ def _demo(stopped: list[int]) -> int:
         f"{state}/); Ctrl-C stops it"
     )
     deadline = float(os.environ.get("DEMO_SECONDS", "0")) or None
+    wanted = int(os.environ.get("DEMO_OUTPUTS", "0"))  # a scripted run: stop after N outputs
     started = time.monotonic()
     seen: set[Path] = set()
     while daemon.poll() is None and not stopped:
@@ -146,6 +148,8 @@ def _demo(stopped: list[int]) -> int:
                 say(f"Output landed: {out}")
                 print(out.read_text(), flush=True)
         if deadline and time.monotonic() - started > deadline:
+            break
+        if wanted and len(seen) >= wanted:
             break
     if daemon.poll() is None:
         daemon.send_signal(signal.SIGINT)

@@ -70,7 +70,7 @@ _vinos_routine() {
         "logs") opts="-h --help --run -f --follow --tail --json" ;;
         "history") opts="-h --help -n --json --thread" ;;
         "cost") opts="-h --help --today --week --days --month --json" ;;
-        "brief") opts="-h --help --date --unseen --open --list --json" ;;
+        "brief") opts="-h --help --date --unseen --open --list --json --menu" ;;
         "pending") opts="-h --help --json" ;;
         "approve") opts="-h --help --yes -y" ;;
         "deny") opts="-h --help --why" ;;

@@ -81,6 +81,7 @@ complete -c vinos-routine -n '__fish_seen_subcommand_from brief' -l unseen -d 'o
 complete -c vinos-routine -n '__fish_seen_subcommand_from brief' -l open -d 'page them, or open them with xdg-open'
 complete -c vinos-routine -n '__fish_seen_subcommand_from brief' -l list -d 'one line per output, not the text'
 complete -c vinos-routine -n '__fish_seen_subcommand_from brief' -l json -d 'print JSON (marks nothing seen)'
+complete -c vinos-routine -n '__fish_seen_subcommand_from brief' -l menu -d 'one line per output for a launcher: LABEL<TAB>FILE (packaging/walker)'
 complete -c vinos-routine -n '__fish_seen_subcommand_from pending' -s h -l help -d 'show this help message and exit'
 complete -c vinos-routine -n '__fish_seen_subcommand_from pending' -l json -d 'one JSON object per proposal'
 complete -c vinos-routine -n '__fish_seen_subcommand_from approve' -s h -l help -d 'show this help message and exit'

@@ -379,3 +379,21 @@ def test_cost_renders_the_total_the_top_spenders_and_the_chart_with_today_marked
     empty = cost.render(cost_report("today", []), False, True, date(2026, 12, 9))
     assert "no runs in this period" in empty
     assert "3 days to 03 Dec (total $3.00)" in empty  # a chart that ends before today
+
+
+def test_the_walker_menu_is_a_safe_label_a_tab_and_the_file_per_output() -> None:
+    hhmm = NOW.astimezone().strftime("%H:%M")
+    items = [
+        item("/s/news/2026-12-03-0700.md", seen=False, outcome=Outcome.NEEDS_ATTENTION,
+             title="Rates\tup \x1b[2J today"),
+        item("/s/news/2026-12-03-0600.md", title=""),
+        item("/s/evil/a\tb.md"),  # a path that would break the line: left out
+    ]  # fmt: skip
+    assert brief.menu_lines(items) == [
+        f"{hhmm} · news · needs attention · Rates up \\x1b[2J today · new"
+        "\t/s/news/2026-12-03-0700.md",
+        f"{hhmm} · news · ok · 2026-12-03-0600.md\t/s/news/2026-12-03-0600.md",
+    ]
+    for line in brief.menu_lines(items):
+        label, path = line.split("\t")
+        assert label.isprintable() and path.startswith("/s/news/")

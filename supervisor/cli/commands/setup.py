@@ -296,6 +296,19 @@ def _reload_manager(env: dict[str, str]) -> str:
     return "ran systemctl --user daemon-reload"
 
 
+def _carry_out(to_write: list[Any], facts: Any, env: dict[str, str], quiet: bool) -> list[str]:
+    """Write what the plan says, each said first (unless `quiet`), then reload the user
+    manager when a unit changed and one answers; what was done besides the writes."""
+    for item in to_write:
+        assert item.path is not None and item.text is not None
+        if not quiet:
+            print(f"{item.what}: {item.detail}", flush=True)
+        _write(item.path, item.text, item.mode)
+    if facts.no_manager is None and any(i.what.startswith("unit ") for i in to_write):
+        return [_reload_manager(env)]
+    return []
+
+
 def run(args: argparse.Namespace) -> int:
     import json
 
@@ -307,15 +320,7 @@ def run(args: argparse.Namespace) -> int:
     to_write = [i for i in items if i.state is State.WRITE]
     wrong = [i for i in items if i.state in (State.KEPT, State.MISSING)]
     problems = wrong + to_write
-    done: list[str] = []
-    if not args.check:
-        for item in to_write:
-            assert item.path is not None and item.text is not None
-            if not args.json:
-                print(f"{item.what}: {item.detail}", flush=True)
-            _write(item.path, item.text, item.mode)
-        if facts.no_manager is None and any(i.what.startswith("unit ") for i in to_write):
-            done.append(_reload_manager(env))
+    done = [] if args.check else _carry_out(to_write, facts, env, quiet=args.json)
     if args.json:
         print(
             json.dumps(

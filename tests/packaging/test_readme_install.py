@@ -6,6 +6,7 @@ docs/install.md adds the dashboard's libraries. (`git+file://$PWD` failed with b
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -52,8 +53,16 @@ def clone(tmp_path: Path) -> Path:
     return copy_tree(tmp_path / "clone")
 
 
+@pytest.fixture(scope="module")
+def pip_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One download of each wheel for the module's four installs (pip reads PIP_CACHE_DIR, also
+    inside pipx's venvs); the installs themselves are each done afresh."""
+    return tmp_path_factory.mktemp("pip-cache")
+
+
 def shell(line: str, tree: Path, home: Path, path: str) -> None:
     env = {"HOME": str(home), "PATH": path, "PWD": str(tree), "LANG": "C.UTF-8"}
+    env["PIP_CACHE_DIR"] = os.environ["PIP_CACHE_DIR"]
     done = subprocess.run(
         ["bash", "-c", line],
         check=False,
@@ -71,8 +80,9 @@ SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
 
 @pytest.mark.parametrize("pip", [OLD_PIP, "latest"])
 def test_the_readmes_pip_commands_install_a_program_that_runs(
-    tmp_path: Path, not_root: None, pip: str
+    tmp_path: Path, not_root: None, pip: str, pip_cache: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv("PIP_CACHE_DIR", str(pip_cache))
     tree, home = clone(tmp_path), tmp_path / "home"
     home.mkdir()
     # The system's python3 -m venv: on Debian 12, ensurepip's pip 23.0.1.
@@ -102,8 +112,9 @@ def test_the_readmes_pip_commands_install_a_program_that_runs(
 
 @pytest.mark.parametrize("pipx", [OLD_PIPX, "latest"])
 def test_the_readmes_pipx_commands_install_a_program_that_runs(
-    tmp_path: Path, not_root: None, pipx: str
+    tmp_path: Path, not_root: None, pipx: str, pip_cache: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv("PIP_CACHE_DIR", str(pip_cache))
     tree, home = clone(tmp_path), tmp_path / "home"
     home.mkdir()
     tool = tmp_path / "pipx-tool"

@@ -165,8 +165,15 @@ def _exchange(path: str, request: bytes) -> list[bytes] | None:
 
 
 def socket_path() -> str:
-    """routines.spec.paths' control socket, from the same variables."""
-    runtime = os.environ.get("XDG_RUNTIME_DIR") or f"/run/user/{os.getuid()}"
+    """routines.spec.paths' control socket, from the same variables (its runtime_base)."""
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    if not runtime:
+        runtime = f"/run/user/{os.getuid()}"
+        if not os.path.isdir(runtime):  # no login session made it: a container, WSL
+            home = home_of_env()
+            if home is None:
+                return runtime + "/vinos-routine/control.sock"  # nothing to ask: no daemon
+            runtime = home + "/run"
     return runtime + "/vinos-routine/control.sock"
 
 

@@ -1,7 +1,8 @@
 """The README's install commands, exactly as it prints them, with the pip and pipx a Debian 12
 user has (pip 23.0.1, pipx 1.1.0) and with today's, in throwaway venvs under a throwaway HOME,
 from PyPI: each installs a `vinos-routine` that runs, and the dashboard extra's command from
-docs/install.md adds the dashboard's libraries. (`git+file://$PWD` failed with both old ones.)
+docs/install.md adds the dashboard's libraries. (pip 23.0.1 refused the extra's earlier
+spelling, `vinos-routine[dashboard] @ git+file://$PWD`.)
 """
 
 from __future__ import annotations

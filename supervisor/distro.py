@@ -77,7 +77,7 @@ def family(os_release_text: str) -> Family | None:
 
 def install_command(fam: Family | None, packages: Mapping[Family, tuple[str, ...]]) -> str | None:
     """`sudo apt-get install …` for `fam`; None for a distribution we know no names for."""
-    if fam is None:
+    if fam is None or fam not in packages:
         return None
     return f"{_COMMANDS[fam]} {' '.join(packages[fam])}"
 

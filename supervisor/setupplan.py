@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from supervisor.distro import Family, install_command
 from supervisor.userunits import DAEMON_UNITS, DASHBOARD_UNITS, SETUP_MARK, written_unit
 
 __all__ = [
@@ -102,6 +103,7 @@ class Facts:
     # Where the console script is when PATH does not find it there (None: PATH finds it, or
     # this is no console script but `python -m supervisor`).
     off_path: Path | None = None
+    distro: Family | None = None  # from /etc/os-release: whose install command a hint names
 
 
 @dataclass(frozen=True)
@@ -241,14 +243,13 @@ def _checks(f: Facts) -> list[Item]:
         if problem is None:
             out.append(Item(tool, State.OK, "found"))
             continue
-        out.append(
-            Item(
-                tool,
-                State.MISSING,
-                f"{problem}: {cost}. Install it: sudo apt-get install {debian} "
-                f"(Arch: sudo pacman -S {arch})",
-            )
+        command = install_command(f.distro, {Family.DEBIAN: (debian,), Family.ARCH: (arch,)})
+        how = (
+            f"sudo apt-get install {debian} (Arch: sudo pacman -S {arch})"
+            if command is None
+            else command
         )
+        out.append(Item(tool, State.MISSING, f"{problem}: {cost}. Install it: {how}"))
     if f.key_problem is None:
         out.append(Item("anthropic key", State.OK, f"{f.key_file} holds a key", f.key_file))
     else:

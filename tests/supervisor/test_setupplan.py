@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from supervisor.cli.completions import render
+from supervisor.distro import Family
 from supervisor.setupplan import (
     COMPLETION_MARK,
     SECRETS_README,
@@ -182,3 +183,19 @@ def test_no_user_manager_names_the_daemon_in_the_foreground_and_lingering() -> N
     [ok] = items_of("user manager", no_manager=why, daemon_pid=4242)
     assert ok.state is State.OK and "the daemon runs (pid 4242)" in ok.detail
     assert "pid 4242" in next_step(facts(("/p",), no_manager=why, daemon_pid=4242))
+
+
+def test_a_missing_tool_is_named_with_this_distributions_command() -> None:
+    missing = {"notify-send": "notify-send is not on PATH"}
+
+    def detail(**kw: object) -> str:
+        [item] = [i for i in plan(facts(("/p",), missing=missing, **kw)) if i.what == "notify-send"]
+        return item.detail
+
+    assert detail(distro=Family.DEBIAN).endswith("Install it: sudo apt-get install libnotify-bin")
+    assert detail(distro=Family.ARCH).endswith("Install it: sudo pacman -S libnotify")
+    # Another or an unknown distribution: both names, as before.
+    assert detail(distro=None).endswith(
+        "Install it: sudo apt-get install libnotify-bin (Arch: sudo pacman -S libnotify)"
+    )
+    assert detail(distro=Family.FEDORA).endswith("(Arch: sudo pacman -S libnotify)")

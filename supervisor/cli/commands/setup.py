@@ -206,6 +206,7 @@ def gather(env: dict[str, str]) -> Any:
     from routines.spec.config import ConfigInvalid, load_config
     from routines.spec.paths import paths
     from supervisor.client import daemon_locks, lock_holder
+    from supervisor.distro import family, os_release
     from supervisor.setupplan import SHELL_ONLY, Facts
     from supervisor.userunits import DAEMON_UNITS, DASHBOARD_UNITS, packaged, unit_dirs
 
@@ -265,6 +266,7 @@ def gather(env: dict[str, str]) -> Any:
         secrets_mode=_mode(p.secrets_dir),
         secrets_readme=_read(p.secrets_dir / "README"),
         off_path=_off_path(program, env),
+        distro=family(os_release()),
     )
 
 

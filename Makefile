@@ -26,7 +26,8 @@ test:
 test-fast:
 	@scripts/as-user.sh test-fast-here
 
-# The timing-sensitive tests (-m slow under tests/supervisor, tests/fleet and tests/cli) beside
+# The timing-sensitive tests (-m slow under tests/supervisor, tests/fleet (the chaos run
+# included) and tests/cli, and the demo's: scripts/demo.py and `make demo`) beside
 # a CPU hog of twice the core count (scripts/cpu-hog.sh, started and ended here): no test may
 # depend on how fast the machine is. PYTEST_ARGS narrows it (a module, -k).
 test-load:
@@ -89,7 +90,7 @@ suite-here: venv
 test-fast-here: venv
 	$(BIN)/pytest -q -n $(PYTEST_WORKERS) --dist loadgroup -m "not slow" $(PYTEST_ARGS)
 
-LOAD_PATHS ?= tests/supervisor tests/fleet tests/cli
+LOAD_PATHS ?= tests/supervisor tests/fleet tests/cli tests/test_demo.py tests/test_make_demo.py
 test-load-here: venv
 	@hog=$$(mktemp); trap 'scripts/cpu-hog.sh stop "'"$$hog"'"' EXIT; \
 	scripts/cpu-hog.sh start "$$hog"; \

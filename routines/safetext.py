@@ -11,7 +11,7 @@ import re
 import unicodedata
 from urllib.parse import urlsplit
 
-__all__ = ["one_line", "redact_url", "visible"]
+__all__ = ["one_line", "redact_url", "shortened", "visible"]
 
 
 # What is shown escaped, besides control characters (Cc) and line breaks:
@@ -102,3 +102,13 @@ def redact_url(url: str) -> str:
     netloc = f"{shown_host}:{port}" if port else shown_host
     rest = "/…" if (parts.path not in ("", "/") or parts.query or parts.fragment) else ""
     return one_line(f"{parts.scheme}://{netloc}{rest}")
+
+
+def shortened(text: str, limit: int = 80) -> str:
+    """`text` for an error message: whole when short, else its start and how long it was, so
+    a 100,000-character argument is named in one readable line, not echoed back; bytes that
+    are no UTF-8 (surrogate escapes, as a non-UTF-8 argv arrives) shown as \\xNN."""
+    shown = one_line(text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace"))
+    if len(shown) <= limit:
+        return shown
+    return f"{shown[: limit - 20]}… ({len(text)} characters)"

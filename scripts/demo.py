@@ -4,11 +4,14 @@
 2. explains a plain-language schedule;
 3. starts the daemon in the foreground on a demo VINOS_HOME with a command routine that runs
    every minute in the bubblewrap sandbox, and prints each output as it lands;
-4. stops cleanly on Ctrl-C (or after DEMO_SECONDS, for a scripted run).
+4. stops cleanly on Ctrl-C, SIGTERM or SIGHUP (a closed terminal), or, for a scripted run,
+   after DEMO_SECONDS or once DEMO_OUTPUTS outputs landed: its daemon never outlives it
+   (tests/test_demo.py sends each signal).
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
 import shlex
 import shutil
@@ -60,7 +63,30 @@ def cli(*args: str, env: dict[str, str]) -> int:
     return subprocess.call([sys.executable, "-m", "supervisor", *args], env=env)
 
 
+# The signals that stop the demo. Their handler only notes the signal; the loop below stops
+# the daemon (a terminal's Ctrl-C also reaches the daemon itself, in the same process group).
+STOPS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def _die_with_parent() -> None:
+    """In the daemon's process, before exec: SIGTERM when the demo dies, however it dies
+    (SIGKILL included), so no daemon is left running on demo-home."""
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+
+
 def main() -> int:
+    stopped: list[int] = []
+    for sig in STOPS:
+        signal.signal(sig, lambda signum, _frame: stopped.append(signum))
+    try:
+        return _demo(stopped)
+    finally:
+        for sig in STOPS:
+            signal.signal(sig, signal.SIG_DFL)
+
+
+def _demo(stopped: list[int]) -> int:
     if os.geteuid() == 0:
         print(
             "make demo runs as an unprivileged user (the daemon refuses root); "
@@ -97,26 +123,41 @@ def main() -> int:
     cli("list", env=env)
 
     state = HOME / "routines" / "state" / "machine-check"
-    say(f"Starting the daemon (outputs land in {state}/); Ctrl-C stops it")
-    daemon = subprocess.Popen([sys.executable, "-m", "supervisor", "daemon"], env=env)
+    if stopped:
+        shutil.rmtree(runtime, ignore_errors=True)
+        say(f"Stopped by signal {stopped[0]} before the daemon started")
+        return 0
+    daemon = subprocess.Popen(
+        [sys.executable, "-m", "supervisor", "daemon"],
+        env=env,
+        preexec_fn=_die_with_parent,  # noqa: PLW1509 (the demo starts no thread)
+    )
+    say(
+        f"Started the daemon, pid {daemon.pid}, its socket in {runtime} (outputs land in "
+        f"{state}/); Ctrl-C stops it"
+    )
     deadline = float(os.environ.get("DEMO_SECONDS", "0")) or None
+    wanted = int(os.environ.get("DEMO_OUTPUTS", "0"))  # a scripted run: stop after N outputs
     started = time.monotonic()
     seen: set[Path] = set()
-    try:
-        while daemon.poll() is None:
-            time.sleep(1)
-            for out in sorted(state.glob("*.md")) if state.exists() else []:
-                if out not in seen:
-                    seen.add(out)
-                    say(f"Output landed: {out}")
-                    print(out.read_text(), flush=True)
-            if deadline and time.monotonic() - started > deadline:
-                break
-    except KeyboardInterrupt:
-        pass
+    while daemon.poll() is None and not stopped:
+        time.sleep(1)
+        for out in sorted(state.glob("*.md")) if state.exists() else []:
+            if out not in seen:
+                seen.add(out)
+                say(f"Output landed: {out}")
+                print(out.read_text(), flush=True)
+        if deadline and time.monotonic() - started > deadline:
+            break
+        if wanted and len(seen) >= wanted:
+            break
     if daemon.poll() is None:
         daemon.send_signal(signal.SIGINT)
-    code = daemon.wait(timeout=60)
+    try:
+        code = daemon.wait(timeout=60)
+    except subprocess.TimeoutExpired:  # a daemon that does not stop in a minute is killed
+        daemon.kill()
+        code = daemon.wait()
     shutil.rmtree(runtime, ignore_errors=True)
     say(f"Daemon stopped (exit {code}); {len(seen)} output(s) in {state}")
     cli("history", "machine-check", env=env)

@@ -30,7 +30,7 @@ from routines.store import (
     write_json_atomic,
 )
 from supervisor.approvals import proposal_store, record_proposals, start_auto
-from supervisor.limits import STRIKE_LIMIT
+from supervisor.limits import strike_reason
 from supervisor.notify import preview
 from supervisor.spawn import StopReason, WorkerOutcome
 
@@ -489,7 +489,7 @@ def strike_rule(routine: Routine, detail: str) -> Strike:
     """How a run of `routine` that ended as `detail` says counts toward three strikes: written
     in finish_run's transaction with the end itself (tests/fleet/test_ledger_contract.py::
     test_a_strike_is_written_with_the_end_it_counts)."""
-    reason = f"{STRIKE_LIMIT} failed runs in a row; last: {detail}"[:500]
+    reason = strike_reason(detail)
     return Strike(file_enabled=routine.enabled, file_identity=routine.identity, reason=reason)
 
 

@@ -18,6 +18,8 @@ __all__ = [
     "allowance_for",
     "run_limit",
     "strike",
+    "strike_reason",
+    "turned_off_note",
 ]
 
 # A worker enforces its run's limit itself and reports `timeout` with what it was doing (a
@@ -90,3 +92,20 @@ def allowance_for(routine: Routine, spent_today: float) -> RunAllowance:
         detail,
         notify=budget.on_exceed is OnExceed.NOTIFY,
     )
+
+
+def strike_reason(detail: str) -> str:
+    """The disabled_reason the ledger keeps for a routine the strikes turned off."""
+    return f"{STRIKE_LIMIT} failed runs in a row; last: {detail}"[:500]
+
+
+def turned_off_note(name: str, reason: str) -> str:
+    """What `list` says of a routine the daemon turned off (`reason`: its disabled_reason),
+    in place of "off by `vinos-routine disable`", which the person never ran
+    (tests/supervisor/test_views.py::test_a_routine_turned_off_by_strikes_says_so_and_how_back)."""
+    if reason.startswith(strike_reason("")):
+        return (
+            f"{name}: off after {STRIKE_LIMIT} failures in a row; "
+            f"`vinos-routine enable {name}` after fixing"
+        )
+    return f"{name}: off ({reason}); `vinos-routine enable {name}` turns it back on"

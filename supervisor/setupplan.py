@@ -14,9 +14,20 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from supervisor.distro import Family, install_command
 from supervisor.userunits import DAEMON_UNITS, DASHBOARD_UNITS, SETUP_MARK, written_unit
 
-__all__ = ["COMPLETION_MARK", "COSTS", "Facts", "Item", "State", "plan"]
+__all__ = [
+    "COMPLETION_MARK",
+    "COSTS",
+    "SECRETS_README",
+    "Facts",
+    "Item",
+    "State",
+    "next_step",
+    "path_line",
+    "plan",
+]
 
 
 class State(enum.StrEnum):
@@ -82,6 +93,17 @@ class Facts:
     shell_only: tuple[str, ...] = ()  # SHELL_ONLY variables set here but not in env_file
     starters: tuple[str, ...] = ()
     key_file: Path = Path("~/.vinos/secrets/anthropic-key")
+    # Why no systemd user manager answers here (a container, WSL, a plain ssh session), in the
+    # words of `systemctl --user`; None: one answers and starts the units.
+    no_manager: str | None = None
+    daemon_pid: int | None = None  # a daemon already runs for this VINOS_HOME (any way started)
+    # The secrets dir's permission bits (None: it does not exist) and its README's text.
+    secrets_mode: int | None = 0o700
+    secrets_readme: str | None = None
+    # Where the console script is when PATH does not find it there (None: PATH finds it, or
+    # this is no console script but `python -m supervisor`).
+    off_path: Path | None = None
+    distro: Family | None = None  # from /etc/os-release: whose install command a hint names
 
 
 @dataclass(frozen=True)
@@ -91,6 +113,7 @@ class Item:
     detail: str  # the line the user reads
     path: Path | None = None
     text: str | None = None  # what to write there (State.WRITE only)
+    mode: int = 0o644  # the written file's mode (a secret's dir holds only 0600 files)
 
     def as_json(self) -> dict[str, object]:
         return {
@@ -220,14 +243,13 @@ def _checks(f: Facts) -> list[Item]:
         if problem is None:
             out.append(Item(tool, State.OK, "found"))
             continue
-        out.append(
-            Item(
-                tool,
-                State.MISSING,
-                f"{problem}: {cost}. Install it: sudo apt-get install {debian} "
-                f"(Arch: sudo pacman -S {arch})",
-            )
+        command = install_command(f.distro, {Family.DEBIAN: (debian,), Family.ARCH: (arch,)})
+        how = (
+            f"sudo apt-get install {debian} (Arch: sudo pacman -S {arch})"
+            if command is None
+            else command
         )
+        out.append(Item(tool, State.MISSING, f"{problem}: {cost}. Install it: {how}"))
     if f.key_problem is None:
         out.append(Item("anthropic key", State.OK, f"{f.key_file} holds a key", f.key_file))
     else:
@@ -273,6 +295,112 @@ def _starters(f: Facts) -> list[Item]:
     ]
 
 
+# What setup writes into a new ~/.vinos/secrets: how to put a key there, and nothing secret.
+SECRETS_README = """\
+# ~/.vinos/secrets: one secret per file, each readable by you alone (this directory is 0700).
+# vinos-routine reads them here, at each run; none reaches a sandbox, a log line or the ledger.
+#
+# The Anthropic API key (used when ANTHROPIC_API_KEY is not set in the daemon's environment):
+#   (umask 077; cat > ~/.vinos/secrets/anthropic-key)    # paste the key, Enter, then Ctrl-D
+#
+# A provider declared in ~/.vinos/config.toml names its own file:
+#   [providers.openrouter]
+#   key_file = "~/.vinos/secrets/openrouter-key"
+#
+# This README holds no secret; setup writes it only when the directory is new.
+"""
+
+
+def _secrets(f: Facts) -> list[Item]:
+    readme = f.key_file.parent / "README"
+    where = f.key_file.parent
+    if f.secrets_mode is None:
+        return [
+            Item(
+                "secrets",
+                State.WRITE,
+                f"creates {where} (mode 0700) with a README saying how to put a key there",
+                readme,
+                SECRETS_README,
+                0o600,
+            )
+        ]
+    if f.secrets_mode & 0o077:
+        return [
+            Item(
+                "secrets",
+                State.MISSING,
+                f"{where} is open to other users (mode {f.secrets_mode:04o}): chmod 700 {where}",
+                where,
+            )
+        ]
+    return [Item("secrets", State.OK, f"{where} is yours alone (0700)", where)]
+
+
+def path_line(shell: str, bin_dir: Path) -> str:
+    """The line that puts `bin_dir` on PATH for `shell`, and the file it goes in."""
+    if shell == "fish":
+        return f"fish_add_path {bin_dir}"
+    rc = "~/.zshrc" if shell == "zsh" else "~/.bashrc"
+    return f"echo 'export PATH=\"{bin_dir}:$PATH\"' >> {rc}"
+
+
+def _path(f: Facts) -> list[Item]:
+    if f.off_path is None:
+        return []
+    return [
+        Item(
+            "PATH",
+            State.MISSING,
+            f"{f.off_path} is not on your PATH, so `vinos-routine` is not found in a new shell "
+            f"until you add it: {path_line(f.shell, f.off_path)} (then open a new shell)",
+        )
+    ]
+
+
+def _manager(f: Facts) -> list[Item]:
+    if f.no_manager is None:
+        return []
+    if f.daemon_pid is not None:
+        return [
+            Item(
+                "user manager",
+                State.OK,
+                f"no systemd user manager ({f.no_manager}), but the daemon runs "
+                f"(pid {f.daemon_pid}), started by hand",
+            )
+        ]
+    return [
+        Item(
+            "user manager",
+            State.MISSING,
+            f"no systemd user manager answers ({f.no_manager}), as in a container, WSL or a "
+            "plain ssh session, so nothing starts the daemon: run `vinos-routine daemon` in a "
+            "terminal of its own (or `vinos-routine daemon &` under your shell's job control; "
+            "it stops when you log out), or, where systemd runs, keep a manager for you "
+            "(sudo loginctl enable-linger $USER, then log in again) and "
+            "systemctl --user enable --now vinos-routined",
+        )
+    ]
+
+
+def next_step(f: Facts) -> str:
+    """The line setup ends with after writing the units: how the daemon gets started here."""
+    if f.no_manager is None:
+        return "then: systemctl --user enable --now vinos-routined"
+    if f.daemon_pid is not None:
+        return f"then: restart the daemon (pid {f.daemon_pid}) to use this install"
+    return "then: vinos-routine daemon    # no user manager here: it runs while this shell does"
+
+
 def plan(f: Facts) -> list[Item]:
     """Everything setup reports, in the order it prints it."""
-    return _units(f) + _completion(f) + _checks(f) + _starters(f)
+    return (
+        _units(f)
+        + _manager(f)
+        + _completion(f)
+        + _path(f)
+        + _secrets(f)
+        + _checks(f)
+        + _starters(f)
+    )

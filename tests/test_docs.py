@@ -86,3 +86,27 @@ def test_a_broken_link_fails_the_strict_build(tmp_path: Path) -> None:
     )  # fmt: skip
     assert done.returncode != 0
     assert "no-such-page.md" in done.stderr
+
+
+WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
+NUMBERS = {word: n for n, word in enumerate(WORDS)}
+# Every page a newcomer reads that may count or list the starters.
+COUNTED = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md")), REPO / "scripts/demo.py"]
+
+
+def test_the_starters_counted_and_listed_in_the_docs_are_the_ones_that_ship() -> None:
+    # The README counted five when six shipped (repo-digest was added after it was written).
+    starters = {p.stem for p in (REPO / "routines/starters").glob("*.toml")}
+    wrong = []
+    for page in COUNTED:
+        text = " ".join(page.read_text().split())  # a count may be split over two lines
+        for word in re.findall(r"\b(\w+) starter(?:s| routines)\b", text, re.I):
+            if word.lower() in NUMBERS and NUMBERS[word.lower()] != len(starters):
+                wrong.append(f"{page.name}: {word} starters, but {len(starters)} ship")
+        # A list of them: "starters: `a`, `b`" or "starters ship with the program (`a`, `b`)".
+        for listed in re.findall(r"[Ss]tarters(?::| ship with the program \() ((?:`[a-z-]+`,? ?)+)",
+                                 text):  # fmt: skip
+            names = set(re.findall(r"`([a-z-]+)`", listed))
+            if names != starters:
+                wrong.append(f"{page.name}: lists {sorted(names)}, ships {sorted(starters)}")
+    assert not wrong, "\n".join(wrong)

@@ -31,7 +31,7 @@ _vinos_routine() {
             continue
         fi
         case "$path|$w" in
-            "|list"|"|status"|"|enable"|"|disable"|"|run"|"|fire"|"|logs"|"|history"|"|cost"|"|brief"|"|pending"|"|approve"|"|deny"|"|create"|"|install"|"|edit"|"|remove"|"|validate"|"|schedule"|"|sandbox"|"|reload"|"|daemon"|"|dashboard"|"|mcp"|"|reply"|"|sign"|"|trust"|"|fleet"|"|setup"|"schedule|explain"|"schedule|translate"|"fleet|status"|"fleet|join"|"fleet|leave")
+            "|list"|"|status"|"|enable"|"|disable"|"|run"|"|fire"|"|logs"|"|history"|"|cost"|"|brief"|"|pending"|"|approve"|"|deny"|"|create"|"|install"|"|edit"|"|remove"|"|validate"|"|schedule"|"|sandbox"|"|reload"|"|daemon"|"|dashboard"|"|mcp"|"|reply"|"|sign"|"|trust"|"|fleet"|"|setup"|"|doctor"|"schedule|explain"|"schedule|translate"|"fleet|status"|"fleet|join"|"fleet|leave")
                 path=${path:+$path }$w
                 npos=0
                 ;;
@@ -72,7 +72,7 @@ _vinos_routine() {
         "logs") opts="-h --help --run -f --follow --tail --json" ;;
         "history") opts="-h --help -n --json --thread" ;;
         "cost") opts="-h --help --today --week --days --month --json" ;;
-        "brief") opts="-h --help --date --unseen --open --list --json" ;;
+        "brief") opts="-h --help --date --unseen --open --list --json --menu" ;;
         "pending") opts="-h --help --json" ;;
         "approve") opts="-h --help --yes -y" ;;
         "deny") opts="-h --help --why" ;;
@@ -97,12 +97,13 @@ _vinos_routine() {
         "fleet join") opts="-h --help" ;;
         "fleet leave") opts="-h --help" ;;
         "setup") opts="-h --help --check --json" ;;
+        "doctor") opts="-h --help --json" ;;
         esac
         COMPREPLY=($(compgen -W "$opts" -- "$cur"))
         return
     fi
     case "$path|$npos" in
-        "|0") COMPREPLY=($(compgen -W "list status enable disable run fire logs history cost brief pending approve deny create install edit remove validate schedule sandbox reload daemon dashboard mcp reply sign trust fleet setup" -- "$cur")) ;;
+        "|0") COMPREPLY=($(compgen -W "list status enable disable run fire logs history cost brief pending approve deny create install edit remove validate schedule sandbox reload daemon dashboard mcp reply sign trust fleet setup doctor" -- "$cur")) ;;
         "enable|0") COMPREPLY=($(compgen -W "$(_vinos_routine_names)" -- "$cur")) ;;
         "disable|0") COMPREPLY=($(compgen -W "$(_vinos_routine_names)" -- "$cur")) ;;
         "run|0") COMPREPLY=($(compgen -W "$(_vinos_routine_names)" -- "$cur")) ;;

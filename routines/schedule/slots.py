@@ -171,14 +171,13 @@ class Schedule:
 
 
 def _zone(name: str) -> zoneinfo.ZoneInfo:
+    from routines.schedule.tz import UnknownZone, zone_info
+
     try:
-        return zoneinfo.ZoneInfo(name)
-    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
-        raise ScheduleError(
-            f'time zone "{name}" is not in this machine\'s tz database (a zone tzdata no '
-            "longer has makes the routine invalid, never UTC): use an IANA name such as "
-            '"Europe/Berlin"'
-        ) from None
+        return zone_info(name)
+    except UnknownZone as exc:
+        # A zone tzdata no longer has makes the routine invalid, never UTC.
+        raise ScheduleError(str(exc)) from None
 
 
 def _spacing(seconds: int) -> str:

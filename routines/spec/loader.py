@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import os
 import tomllib
-import zoneinfo
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from routines.schedule.tz import machine_timezone
+from routines.safetext import shortened
+from routines.schedule.tz import UnknownZone, machine_timezone, zone_info
 from routines.spec import mcpkeys
 from routines.spec.checks import (
     Bad,
@@ -418,11 +418,11 @@ def _schedule(
         zone = machine_timezone()
     else:
         try:
-            zoneinfo.ZoneInfo(zone)
-        except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+            zone_info(zone)
+        except UnknownZone:
             r.error(
                 "[schedule].timezone",
-                f'expected an IANA time zone such as "Europe/Berlin", found "{zone}" '
+                f'expected an IANA time zone such as "Europe/Berlin", found "{shortened(zone)}" '
                 "(not in this machine's tz database)",
             )
             return None

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Paths", "paths", "signature_path"]
+__all__ = ["Paths", "paths", "runtime_base", "signature_path"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,8 +102,21 @@ def paths() -> Paths:
     """The paths for this process's environment (read each call: tests change it)."""
     home = Path(os.environ.get("VINOS_HOME") or Path.home() / ".vinos")
     system = Path(os.environ.get("VINOS_SYSTEM_DIR") or "/etc/vinos/routines")
-    xdg = os.environ.get("XDG_RUNTIME_DIR") or f"/run/user/{os.getuid()}"
-    return Paths(home=home, system_dir=system, runtime_dir=Path(xdg) / "vinos-routine")
+    base = runtime_base(os.environ.get("XDG_RUNTIME_DIR"), os.getuid(), home, os.path.isdir)
+    return Paths(home=home, system_dir=system, runtime_dir=base / "vinos-routine")
+
+
+def runtime_base(xdg: str | None, uid: int, home: Path, is_dir: Callable[[str], bool]) -> Path:
+    """The parent of the runtime dir (the control socket, the daemon's lock): $XDG_RUNTIME_DIR;
+    else /run/user/UID when logind made it; else, where no login session made one (a
+    container, WSL, `su` without a session), VINOS_HOME/run: the user's own, never a shared
+    /tmp another user could take first. Without it the daemon run by hand there could not
+    take its lock (tests/test_paths.py).
+    supervisor/cli/thinclient.py's socket_path mirrors this, for its speed."""
+    if xdg:
+        return Path(xdg)
+    run_user = f"/run/user/{uid}"
+    return Path(run_user) if is_dir(run_user) else home / "run"
 
 
 def signature_path(routine_file: Path) -> Path:

@@ -43,8 +43,15 @@ def peer_is_us(sock: _socket.socket) -> bool:
 
 
 def socket_path() -> str:
-    """routines.spec.paths' control socket, from the same variables."""
-    runtime = os.environ.get("XDG_RUNTIME_DIR") or f"/run/user/{os.getuid()}"
+    """routines.spec.paths' control socket, from the same variables (its runtime_base)."""
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    if not runtime:
+        runtime = f"/run/user/{os.getuid()}"
+        if not os.path.isdir(runtime):  # no login session made it: a container, WSL
+            home = home_of_env()
+            if home is None:
+                return runtime + "/vinos-routine/control.sock"  # nothing to ask: no daemon
+            runtime = home + "/run"
     return runtime + "/vinos-routine/control.sock"
 
 

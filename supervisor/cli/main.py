@@ -15,7 +15,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["COMMANDS", "COMMAND_MODULES", "build_parser", "main"]
+__all__ = ["COMMANDS", "COMMAND_MODULES", "MAX_ARGUMENT", "bad_argument", "build_parser", "main"]
 
 # Command name → the module in supervisor/cli/commands/ that registers it, in `--help` order.
 COMMANDS = {
@@ -48,6 +48,7 @@ COMMANDS = {
     "trust": "sign",
     "fleet": "fleet",
     "setup": "setup",
+    "doctor": "setup",
 }
 COMMAND_MODULES = tuple(dict.fromkeys(COMMANDS.values()))
 
@@ -66,7 +67,38 @@ class _Version(argparse.Action):
 
 
 # Commands that never open the ledger: they run even when it is gone beside a live daemon.
-_NO_LEDGER = frozenset({"schedule", "validate", "daemon", "sandbox", "sign", "trust", "setup"})
+_NO_LEDGER = frozenset(
+    {"schedule", "validate", "daemon", "sandbox", "sign", "trust", "setup", "doctor"}
+)
+
+
+# The longest argument any command takes: a path (PATH_MAX), a name, a zone, a date, a reply's
+# word. A longer one is a mistake (a file pasted in place of its name), refused before it is
+# echoed back in a message or made into a path too long for the kernel.
+MAX_ARGUMENT = 4096
+
+
+def bad_argument(argv: Sequence[str]) -> str | None:
+    """Why an argument cannot be taken by any command (None: each can). Checked once, before
+    parsing, for every command: bytes that are no UTF-8 (Python hands them over as surrogate
+    escapes, which no file, ledger row or message can hold) and arguments longer than
+    MAX_ARGUMENT (tests/cli/test_cli_bad_input.py walks every argument with both)."""
+    from routines.safetext import shortened
+
+    for n, arg in enumerate(argv, 1):
+        if len(arg) > MAX_ARGUMENT:
+            return (
+                f"argument {n} ({shortened(arg, 40)}) is longer than the {MAX_ARGUMENT} "
+                "characters any command takes: give a file's name, not its content"
+            )
+        try:
+            arg.encode("utf-8")
+        except UnicodeEncodeError:
+            return (
+                f"argument {n} ({shortened(arg)}) is not UTF-8 text: names, zones, dates and "
+                "paths here are UTF-8 (check the terminal's or the script's encoding)"
+            )
+    return None
 
 
 class _Parser(argparse.ArgumentParser):
@@ -99,6 +131,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     # test_reliability_permissions.py::test_files_and_dirs_are_private_under_umask_022).
     os.umask(0o077)
     argv = list(sys.argv[1:] if argv is None else argv)
+    if problem := bad_argument(argv):
+        print(f"vinos-routine: {problem}", file=sys.stderr)
+        return 2
     parser = build_parser(only=argv[0] if argv else None)
     args = parser.parse_args(argv)
     if getattr(args, "func", None) is None:

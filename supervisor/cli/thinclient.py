@@ -50,9 +50,11 @@ def _history(rest: list[str]) -> dict[str, object] | None:
             if not value or value.startswith(("-", "=")):
                 return None
             try:
-                opts["n"] = int(value)  # what argparse's type=int does
+                opts["n"] = int(value)  # what argparse's type does
             except ValueError:
                 return None
+            if not 1 <= opts["n"] <= 1_000_000:  # type: ignore[operator]
+                return None  # refused by the full parser (history.py's -n)
         elif arg.startswith("-") or "name" in opts:
             return None
         else:
@@ -194,6 +196,13 @@ def thin(argv: list[str]) -> int | None:
     return code
 
 
+def _plain(argv: list[str]) -> bool:
+    try:
+        return all(len(a) <= 4096 and a.encode("utf-8") is not None for a in argv)
+    except UnicodeEncodeError:
+        return False
+
+
 def main() -> int:
     """Entry point of the `vinos-routine` console script."""
     argv = sys.argv[1:]
@@ -201,7 +210,9 @@ def main() -> int:
         from supervisor.cli.waybarfollow import follow
 
         return follow()
-    code = thin(argv)
+    # An argument no command takes (too long, not UTF-8) goes to the full CLI, which refuses it
+    # in one place (supervisor.cli.main.bad_argument), never to the daemon.
+    code = thin(argv) if _plain(argv) else None
     if code is not None:
         return code
     from supervisor.cli.main import main as full

@@ -33,6 +33,7 @@ __all__ = [
     "json_value",
     "label",
     "list_cells",
+    "menu_lines",
     "pending_text",
     "read_output",
     "render",
@@ -322,6 +323,29 @@ def list_cells(items: Sequence[Item], c: bool) -> list[list[str]]:
 
 
 LIST_HEADERS = ("TIME", "ROUTINE", "OUTCOME", "TITLE", "", "FILE")
+
+
+def menu_lines(items: Sequence[Item]) -> list[str]:
+    """`brief --menu`: one line an output for a launcher's menu (packaging/walker's provider
+    pipes the labels to `walker --dmenu` and opens the path of the one chosen): the label, a
+    tab, the file. The label is one safe line without a tab (a title is the model's text);
+    a file whose path could break the line is left out (ours never can: routine names and
+    output names are [a-z0-9-.]). Tested as data: tests/supervisor/test_views.py."""
+    from routines.safetext import one_line
+
+    out = []
+    for i in items:
+        path = str(i.path)
+        if "\t" in path or "\n" in path:
+            continue
+        parts = [i.written.astimezone().strftime("%H:%M"), i.routine]
+        if outcome := (i.outcome or i.status or "").replace("-", " "):
+            parts.append(outcome)
+        parts.append(one_line(i.title).replace("\t", " ") or i.path.name)
+        if not i.seen:
+            parts.append("new")
+        out.append(" · ".join(parts) + "\t" + path)
+    return out
 
 
 def render(

@@ -36,13 +36,20 @@ CHART_DAYS = 7
 CHART_WIDTH = 30
 
 
+MAX_DAYS = 36_600  # a century: more is a typo, and beyond date arithmetic's range soon after
+
+
 def days_arg(text: str) -> str:
     try:
         n = int(text)
     except ValueError:
         n = 0
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"expected a number of days >= 1, found {text!r}")
+    if not 1 <= n <= MAX_DAYS:
+        from routines.safetext import shortened
+
+        raise argparse.ArgumentTypeError(
+            f"expected a number of days from 1 to {MAX_DAYS}, found {shortened(text)!r}"
+        )
     return f"days:{n}"
 
 
@@ -50,7 +57,11 @@ def month_arg(text: str) -> str:
     try:
         date.fromisoformat(f"{text}-01")
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a month as YYYY-MM, found {text!r}") from None
+        from routines.safetext import shortened
+
+        raise argparse.ArgumentTypeError(
+            f"expected a month as YYYY-MM, found {shortened(text)!r}"
+        ) from None
     return f"month:{text}"
 
 

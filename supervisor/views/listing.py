@@ -49,7 +49,11 @@ def _notes_of(ln: RoutineRow, warnings: list[str], signed: list[str]) -> None:
 
     if ln.disabled_reason:
         warnings.append(one_line(f"{ln.name}: disabled: {ln.disabled_reason}"))
-    if ln.file_enabled is not None:
+    if ln.file_enabled is not None and not ln.enabled and ln.disabled_reason:
+        from supervisor.limits import turned_off_note
+
+        warnings.append(one_line(turned_off_note(ln.name, ln.disabled_reason)))
+    elif ln.file_enabled is not None:
         cmd, says = ("enable", "false") if ln.enabled else ("disable", "true")
         signed.append(
             f"{ln.name}: {'on' if ln.enabled else 'off'} by `vinos-routine {cmd}`; its file says "

@@ -138,7 +138,21 @@ def test_translate_refusal_exits_1(capsys: pytest.CaptureFixture[str]) -> None:
     doc = json.loads(out)
     assert doc["oncalendar"] == [] and doc["error"].startswith('"@reboot" is not supported')
     code, _, err = run(capsys, "schedule", "translate", "0 9 * * *", "--tz", "Mars/Olympus")
-    assert code == 1 and 'time zone "Mars/Olympus"' in err
+    assert code == 2 and 'time zone "Mars/Olympus"' in err
+
+
+@pytest.mark.parametrize("command", [["explain", "0 7 * * *"], ["translate", "0 7 * * *"]])
+def test_an_unknown_zone_is_one_usage_line_naming_it_and_the_fix(
+    capsys: pytest.CaptureFixture[str], command: list[str]
+) -> None:
+    # It was a ZoneInfoNotFoundError traceback, and exit status 0, for `explain`.
+    code, out, err = run(capsys, "schedule", *command, "--tz", "Mars/Olympus")
+    assert (code, out) == (2, "")
+    assert err.splitlines()[-1] == (
+        f"vinos-routine schedule {command[0]}: error: argument --tz: time zone "
+        '"Mars/Olympus" is not in this machine\'s tz database: use an IANA name such as '
+        "Europe/Berlin or UTC (`timedatectl list-timezones` lists them)"
+    )
 
 
 @pytest.mark.parametrize("cron", ["0 0 30 2 *", "0 0 31 4,6,9,11 *"])

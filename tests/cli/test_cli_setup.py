@@ -11,6 +11,7 @@ from pathlib import Path
 from cli_helpers import Cli
 
 from supervisor.cli.completions import render
+from supervisor.setupplan import SECRETS_README
 from supervisor.userunits import (
     DAEMON_UNITS,
     SERVICE,
@@ -155,3 +156,49 @@ def test_status_points_at_setup_without_a_unit(cli: Cli, tmp_path: Path) -> None
     assert cli("setup", env=env).returncode == 0
     res = cli("status", env=env)
     assert "start it: systemctl --user enable --now vinos-routined" in res.stdout
+
+
+def test_without_a_user_manager_setup_says_how_to_run_the_daemon_and_doctor_checks_it(
+    cli: Cli, tmp_path: Path
+) -> None:
+    # A container's session: no XDG_RUNTIME_DIR, so no bus and no user manager; the venv's bin
+    # is not on this PATH. Real setup, real files.
+    program = Path(__import__("sys").executable).parent / "vinos-routine"
+    env = home_env(tmp_path, XDG_RUNTIME_DIR=None, PATH="/usr/bin:/bin")  # type: ignore[arg-type]
+    res = cli("setup", env=env)
+    assert res.returncode == 0, res.stderr
+    assert "missing  user manager: no systemd user manager answers (XDG_RUNTIME_DIR is not " \
+        "set" in res.stdout  # fmt: skip
+    assert "run `vinos-routine daemon` in a terminal of its own" in res.stdout
+    assert "sudo loginctl enable-linger $USER" in res.stdout
+    assert "daemon-reload" not in res.stdout  # no manager to reload
+    assert res.stdout.rstrip().splitlines()[-1].startswith("then: vinos-routine daemon")
+    assert (
+        f"{program.parent} is not on your PATH, so `vinos-routine` is not found in a new shell "
+        f"until you add it: echo 'export PATH=\"{program.parent}:$PATH\"' >> ~/.bashrc"
+    ) in res.stdout
+    secrets = Path(cli.home) / "secrets"
+    assert secrets.stat().st_mode & 0o777 == 0o700
+    assert (secrets / "README").stat().st_mode & 0o777 == 0o600
+    assert (secrets / "README").read_text() == SECRETS_README
+    # `doctor` is `setup --check`: it changes nothing and finds the same three things.
+    (secrets / "README").unlink()
+    code, items = doctor(cli, env)
+    assert code == 1
+    assert items["user manager"]["state"] == "missing"
+    assert items["PATH"]["state"] == "missing"
+    assert items["secrets"]["state"] == "ok"
+    assert not (secrets / "README").exists()
+    secrets.chmod(0o755)
+    assert doctor(cli, env)[1]["secrets"]["detail"] == (
+        f"{secrets} is open to other users (mode 0755): chmod 700 {secrets}"
+    )
+    # On PATH, the line is gone.
+    env["PATH"] = f"{program.parent}:/usr/bin:/bin"
+    assert "PATH" not in doctor(cli, env)[1]
+
+
+def doctor(cli: Cli, env: dict[str, str | None]) -> tuple[int, dict[str, dict[str, str]]]:
+    res = cli("doctor", "--json", env=env)
+    out = json.loads(res.stdout)
+    return res.returncode, {i["what"]: i for i in out["items"]}

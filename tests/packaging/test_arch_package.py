@@ -57,6 +57,7 @@ LAUNCHERS = (
     "usr/bin/vinos-brief",
     "usr/bin/vinos-routine-status",
     "usr/bin/vinos-welcome",
+    "usr/bin/vinos-brief-menu",  # the walker panel (a shell script, packaging/walker)
 )
 
 

@@ -7,7 +7,17 @@ from __future__ import annotations
 from pathlib import Path
 
 from supervisor.cli.completions import render
-from supervisor.setupplan import COMPLETION_MARK, Facts, Item, State, plan
+from supervisor.distro import Family
+from supervisor.setupplan import (
+    COMPLETION_MARK,
+    SECRETS_README,
+    Facts,
+    Item,
+    State,
+    next_step,
+    path_line,
+    plan,
+)
 from supervisor.userunits import DAEMON_UNITS, DASHBOARD_UNITS, SERVICE, packaged, written_unit
 
 HOME = Path("/home/ana")
@@ -110,3 +120,82 @@ def test_a_packaged_completion_is_not_shadowed_by_one_in_the_home() -> None:
         f"upgraded: remove it (rm {USER_BASH}) unless you keep it on purpose"
     )
     assert [i for i in stale if i.state is State.WRITE and i.path == USER_BASH] == []
+
+
+SECRETS = HOME / ".vinos/secrets"
+KEY = SECRETS / "anthropic-key"
+
+
+def items_of(what: str, **kw: object) -> list[Item]:
+    return [i for i in plan(facts(("/home/ana/.local/bin/vinos-routine",), key_file=KEY, **kw))
+            if i.what == what]  # fmt: skip
+
+
+def test_a_new_secrets_dir_is_written_private_with_a_commented_readme_and_no_secret() -> None:
+    [item] = items_of("secrets", secrets_mode=None)
+    assert item.state is State.WRITE
+    assert (item.path, item.mode) == (SECRETS / "README", 0o600)
+    assert item.text == SECRETS_README
+    assert all(not line or line.startswith("#") for line in SECRETS_README.splitlines())
+    assert "(umask 077; cat > ~/.vinos/secrets/anthropic-key)" in SECRETS_README
+    assert item.detail.startswith(f"creates {SECRETS} (mode 0700)")
+    # Once there, 0700: ok, and the README is not written again (nor put back once removed).
+    assert [i.state for i in items_of("secrets", secrets_mode=0o700)] == [State.OK]
+    [open_dir] = items_of("secrets", secrets_mode=0o755)
+    assert open_dir.state is State.MISSING
+    assert open_dir.detail == (f"{SECRETS} is open to other users (mode 0755): chmod 700 {SECRETS}")
+
+
+def test_a_bin_dir_off_path_is_named_with_the_line_for_the_users_shell() -> None:
+    assert items_of("PATH") == []
+    bin_dir = HOME / ".local/bin"
+    [item] = items_of("PATH", off_path=bin_dir)
+    assert item.state is State.MISSING
+    assert item.detail == (
+        "/home/ana/.local/bin is not on your PATH, so `vinos-routine` is not found in a new "
+        "shell until you add it: echo 'export PATH=\"/home/ana/.local/bin:$PATH\"' >> "
+        "~/.bashrc (then open a new shell)"
+    )
+    assert path_line("zsh", bin_dir) == (
+        "echo 'export PATH=\"/home/ana/.local/bin:$PATH\"' >> ~/.zshrc"
+    )
+    assert path_line("fish", bin_dir) == "fish_add_path /home/ana/.local/bin"
+
+
+def test_no_user_manager_names_the_daemon_in_the_foreground_and_lingering() -> None:
+    # A user manager answers: nothing to say, and setup ends at systemctl.
+    assert items_of("user manager") == []
+    assert next_step(facts(("/p",))) == "then: systemctl --user enable --now vinos-routined"
+    # A container, WSL or ssh session: systemctl --user fails, and says why.
+    why = "systemctl --user: Failed to connect to bus: No medium found"
+    [item] = items_of("user manager", no_manager=why)
+    assert item.state is State.MISSING
+    assert item.detail.startswith(f"no systemd user manager answers ({why})")
+    for advice in (
+        "run `vinos-routine daemon` in a terminal of its own",
+        "`vinos-routine daemon &` under your shell's job control",
+        "sudo loginctl enable-linger $USER",
+        "systemctl --user enable --now vinos-routined",
+    ):
+        assert advice in item.detail
+    assert next_step(facts(("/p",), no_manager=why)).startswith("then: vinos-routine daemon")
+    # A daemon started by hand runs: that is fine, and said.
+    [ok] = items_of("user manager", no_manager=why, daemon_pid=4242)
+    assert ok.state is State.OK and "the daemon runs (pid 4242)" in ok.detail
+    assert "pid 4242" in next_step(facts(("/p",), no_manager=why, daemon_pid=4242))
+
+
+def test_a_missing_tool_is_named_with_this_distributions_command() -> None:
+    missing = {"notify-send": "notify-send is not on PATH"}
+
+    def detail(**kw: object) -> str:
+        [item] = [i for i in plan(facts(("/p",), missing=missing, **kw)) if i.what == "notify-send"]
+        return item.detail
+
+    assert detail(distro=Family.DEBIAN).endswith("Install it: sudo apt-get install libnotify-bin")
+    assert detail(distro=Family.ARCH).endswith("Install it: sudo pacman -S libnotify")
+    # Another or an unknown distribution: both names, as before.
+    assert detail(distro=None).endswith(
+        "Install it: sudo apt-get install libnotify-bin (Arch: sudo pacman -S libnotify)"
+    )
+    assert detail(distro=Family.FEDORA).endswith("(Arch: sudo pacman -S libnotify)")

@@ -12,6 +12,7 @@ from routines.ledger import RunRow
 from routines.ledger.rundays import COUNTERS, DaySummary
 from routines.proposals import Proposal, ProposalState
 from routines.runs import Outcome, RunStatus, Trigger
+from supervisor.limits import strike_reason
 from supervisor.overview import RoutineRow
 from supervisor.views import brief, cost, history, listing
 from supervisor.views import status as status_view
@@ -191,7 +192,7 @@ def test_an_invalid_file_shows_its_errors_and_whether_the_daemon_still_runs_it()
 
 def test_list_notes_say_what_overrides_the_file_and_warn_of_problems() -> None:
     row = routine_row(
-        enabled=False, file_enabled=True, disabled_reason="3 strikes", not_here="held by desk",
+        enabled=False, file_enabled=True, not_here="held by desk",
         signature_note="signature invalid: changed", signature_warning=True,
     )  # fmt: skip
     out = listing.cells([row], set(), NOW, False)
@@ -200,12 +201,28 @@ def test_list_notes_say_what_overrides_the_file_and_warn_of_problems() -> None:
         "again once that line is edited"
     ]
     assert out.notes == [
-        "news: disabled: 3 strikes",
         "news: not run on this machine: held by desk",
         "news: signature invalid: changed",
     ]
     signed = listing.cells([routine_row(signature_note="signed by me")], set(), NOW, False)
     assert signed.signed == ["news: signed by me"] and signed.notes == []
+
+
+def test_a_routine_turned_off_by_strikes_says_so_and_how_back() -> None:
+    # It said "off by `vinos-routine disable`", a command the person never ran.
+    reason = strike_reason("exit status 2")
+    row = routine_row(enabled=False, file_enabled=True, disabled_reason=reason)
+    out = listing.cells([row], set(), NOW, False)
+    assert out.signed == []
+    assert out.notes == [
+        "news: disabled: 3 failed runs in a row; last: exit status 2",
+        "news: off after 3 failures in a row; `vinos-routine enable news` after fixing",
+    ]
+    # Another reason the daemon turned it off: named, with the way back.
+    once = routine_row(enabled=False, file_enabled=True, disabled_reason="ran once, as scheduled")
+    assert listing.cells([once], set(), NOW, False).notes[1] == (
+        "news: off (ran once, as scheduled); `vinos-routine enable news` turns it back on"
+    )
 
 
 def test_list_renders_signed_notes_plain_then_warnings_yellow() -> None:
@@ -380,3 +397,21 @@ def test_quiet_runs_fold_into_one_line_per_routine_and_their_outputs_are_not_sho
     assert quiet == [brief.Quiet("inbox", 2, "still none", "2026-12-03T10:00:00.000000Z")]
     text = brief.render(kept, [], "B", unseen=False, as_list=True, c=False, quiet=quiet)
     assert "· inbox: nothing to do (2 runs; last 10:00 UTC: still none)\n" in text
+
+
+def test_the_walker_menu_is_a_safe_label_a_tab_and_the_file_per_output() -> None:
+    hhmm = NOW.astimezone().strftime("%H:%M")
+    items = [
+        item("/s/news/2026-12-03-0700.md", seen=False, outcome=Outcome.NEEDS_ATTENTION,
+             title="Rates\tup \x1b[2J today"),
+        item("/s/news/2026-12-03-0600.md", title=""),
+        item("/s/evil/a\tb.md"),  # a path that would break the line: left out
+    ]  # fmt: skip
+    assert brief.menu_lines(items) == [
+        f"{hhmm} · news · needs attention · Rates up \\x1b[2J today · new"
+        "\t/s/news/2026-12-03-0700.md",
+        f"{hhmm} · news · ok · 2026-12-03-0600.md\t/s/news/2026-12-03-0600.md",
+    ]
+    for line in brief.menu_lines(items):
+        label, path = line.split("\t")
+        assert label.isprintable() and path.startswith("/s/news/")

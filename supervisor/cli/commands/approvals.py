@@ -21,7 +21,10 @@ import sys
 from datetime import UTC, datetime
 from typing import Any
 
+from supervisor.cli.argtypes import whole_number
 from supervisor.cli.commands.common import add_parser, die
+
+PROPOSAL_ID = whole_number("a proposal number", 1, 2**63 - 1)  # SQLite's INTEGER
 
 __all__ = ["fresh_waiting", "register", "reminder"]
 
@@ -45,7 +48,9 @@ def register(sub: Any) -> None:
         "show a proposed action, then run it once in its routine's sandbox",
         "  vinos-routine approve 12\n  vinos-routine approve 12 --yes   # no question\n",
     )
-    p.add_argument("id", type=int, metavar="ID", help="the proposal's number (see `pending`)")
+    p.add_argument(
+        "id", type=PROPOSAL_ID, metavar="ID", help="the proposal's number (see `pending`)"
+    )
     p.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
     p.set_defaults(func=approve)
     p = add_parser(
@@ -54,7 +59,9 @@ def register(sub: Any) -> None:
         "refuse a proposed action (its routine's next run is told, with your reason)",
         '  vinos-routine deny 12 --why "too curt; keep the greeting"\n',
     )
-    p.add_argument("id", type=int, metavar="ID", help="the proposal's number (see `pending`)")
+    p.add_argument(
+        "id", type=PROPOSAL_ID, metavar="ID", help="the proposal's number (see `pending`)"
+    )
     p.add_argument("--why", default="", help="why, for the routine's next run")
     p.set_defaults(func=deny)
 

@@ -60,6 +60,11 @@ def register(sub: Any) -> None:
     p.add_argument("--open", action="store_true", help="page them, or open them with xdg-open")
     p.add_argument("--list", action="store_true", help="one line per output, not the text")
     p.add_argument("--json", action="store_true", help="print JSON (marks nothing seen)")
+    p.add_argument(
+        "--menu",
+        action="store_true",
+        help="one line per output for a launcher: LABEL<TAB>FILE (packaging/walker)",
+    )
     p.set_defaults(func=run)
 
 
@@ -92,6 +97,10 @@ def run(args: argparse.Namespace) -> int:
     note = _pruned(p, days, today)
     if args.json:
         print_json(brief.json_value(days, items, failed, waiting, note, away, quiet))
+        return 0
+    if args.menu:
+        for line in brief.menu_lines(items):
+            print(line)
         return 0
     if note:
         print(note, file=sys.stderr)

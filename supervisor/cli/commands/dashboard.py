@@ -40,10 +40,12 @@ def run(args: argparse.Namespace) -> int:
         if importlib.util.find_spec(m) is None
     ]
     if missing:
+        from supervisor.distro import dashboard_hint, os_release, this_install
+
+        hint = dashboard_hint(os_release(), *this_install())
         print(
-            f"vinos-routine: the dashboard needs {', '.join(missing)}: install "
-            "'vinos-routine[dashboard]' (or the python-starlette, python-uvicorn, python-jinja "
-            "and python-markdown-it-py packages)",
+            f"vinos-routine: the dashboard needs {', '.join(missing)}: {hint} "
+            "(see docs/install.md, the dashboard extra)",
             file=sys.stderr,
         )
         return 1

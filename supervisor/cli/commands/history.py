@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from supervisor.cli.argtypes import whole_number
 from supervisor.cli.commands.common import add_parser, die
 
 __all__ = ["register"]
@@ -29,7 +30,13 @@ def register(sub: Any) -> None:
         "  vinos-routine history day-brief --json | jq .dollars\n",
     )
     p.add_argument("name", help="routine name")
-    p.add_argument("-n", type=int, default=20, metavar="N", help="how many runs (default 20)")
+    p.add_argument(
+        "-n",
+        type=whole_number("a number of runs", 1, 1_000_000),
+        default=20,
+        metavar="N",
+        help="how many runs (default 20)",
+    )
     p.add_argument("--json", action="store_true", help="one JSON object per line")
     p.add_argument(
         "--thread",

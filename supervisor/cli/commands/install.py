@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from supervisor.cli.argtypes import seconds
 from supervisor.cli.commands.common import add_parser, die
 
 if TYPE_CHECKING:
@@ -44,7 +45,7 @@ def register(sub: Any) -> None:
     )
     p.add_argument(
         "--timeout",
-        type=float,
+        type=seconds(0, 3600),
         default=DEFAULT_TIMEOUT,
         metavar="SEC",
         help=f"give up fetching after SEC seconds (default {DEFAULT_TIMEOUT:g})",
@@ -73,14 +74,20 @@ def resolve(source: str, gallery_url: str) -> Source:
         last = urllib.parse.urlsplit(source).path.rstrip("/").rsplit("/", 1)[-1]
         return Source(source, None, last.removesuffix(".toml"))
     path = Path(source).expanduser()
-    if path.exists() or "/" in source or source.endswith(".toml"):
+    try:
+        exists = path.exists()
+    except OSError:  # a name too long for a file: no file, so no path either
+        exists = False
+    if exists or "/" in source or source.endswith(".toml"):
         return Source(None, path, path.name.removesuffix(".toml"))
     if NAME_RE.fullmatch(source):
         base = gallery_url if gallery_url.endswith("/") else gallery_url + "/"
         return Source(base + source + ".toml", None, source)
+    from routines.safetext import shortened
+
     raise ValueError(
-        f"{source!r} is not a gallery name (lowercase letters, digits, '-'), an https:// URL "
-        "or an existing file"
+        f"{shortened(source)!r} is not a gallery name (lowercase letters, digits, '-'), an "
+        "https:// URL or an existing file"
     )
 
 

@@ -64,8 +64,15 @@ def run(args: argparse.Namespace) -> int:
     except NoSuchRoutine as exc:
         return die(str(exc))
     runs_dir = p.routine_state(args.name) / "runs"
-    if args.run and ("/" in args.run or args.run.startswith(".")):
-        return die(f"not a run id: {args.run!r} (see 'vinos-routine history {args.name}')")
+    if args.run:
+        from routines.conversation import RUN_ID_RE  # the one shape of a run id
+        from routines.safetext import shortened
+
+        if not RUN_ID_RE.fullmatch(args.run):
+            return die(
+                f"not a run id: {shortened(args.run)!r} (a run id looks like "
+                f"20261202T060012-{args.name}-3f9a1c; see 'vinos-routine history {args.name}')"
+            )
     path = runs_dir / f"{args.run}.jsonl" if args.run else _newest_log(runs_dir)
     if path is None or not path.exists():
         if args.run:

@@ -32,6 +32,18 @@ TRANSLATE_EXAMPLE = """\
 """
 
 
+def _zone(text: str) -> str:
+    """--tz: a zone this machine knows, checked where it is parsed (argparse names the option
+    and exits 2), by the one check every zone goes through (routines.schedule.tz.zone_info)."""
+    from routines.schedule.tz import UnknownZone, zone_info
+
+    try:
+        zone_info(text)
+    except UnknownZone as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
 def register(sub: Any) -> None:
     p = sub.add_parser(
         "schedule",
@@ -60,7 +72,9 @@ def register(sub: Any) -> None:
     )
     e.add_argument("--oncalendar", metavar="EXPR", help="a systemd OnCalendar expression")
     e.add_argument("--every", metavar="PHRASE", help='plain language, e.g. "every day at 7:30"')
-    e.add_argument("--tz", metavar="ZONE", help="IANA time zone (default: this machine's)")
+    e.add_argument(
+        "--tz", type=_zone, metavar="ZONE", help="IANA time zone (default: this machine's)"
+    )
     e.add_argument("--count", type=int, default=5, metavar="N", help="how many fires (default 5)")
     e.add_argument(
         "--from",
@@ -81,7 +95,7 @@ def register(sub: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     t.add_argument("cron", metavar="CRON", help="a five-field cron expression or @shortcut")
-    t.add_argument("--tz", metavar="ZONE", help="append this IANA zone to each line")
+    t.add_argument("--tz", type=_zone, metavar="ZONE", help="append this IANA zone to each line")
     t.add_argument("--json", action="store_true", help="one JSON object")
     t.set_defaults(func=translate)
 
@@ -205,14 +219,6 @@ def translate(args: argparse.Namespace) -> int:
     from routines.schedule import ScheduleError
     from routines.schedule.translate import translate_cron
 
-    if args.tz:
-        from routines.schedule import compile_schedule
-        from routines.spec import Kind, ScheduleSpec
-
-        try:  # only to validate the zone with the same message as a routine gets
-            compile_schedule(ScheduleSpec(cron="0 0 * * *", timezone=args.tz), Kind.COMMAND)
-        except ScheduleError as exc:
-            return _refused(str(exc), args.json, {"cron": args.cron, "oncalendar": []})
     try:
         lines = translate_cron(args.cron, args.tz)
     except ScheduleError as exc:

@@ -25,18 +25,32 @@ EXAMPLE = """\
   vinos-routine setup --check    # only report (exit 1 when something would change or is missing)
   vinos-routine setup --json
 """
+DOCTOR_EXAMPLE = """\
+  vinos-routine doctor           # what setup would change, and what is missing (exit 1 if any)
+  vinos-routine doctor --json
+"""
 
 
 def register(sub: Any) -> None:
     p = add_parser(
         sub,
         "setup",
-        "set up this install: user units, shell completions, and a check of what it needs",
+        "set up this install: user units, shell completions, the secrets folder, and a check "
+        "of what it needs",
         EXAMPLE,
     )
     p.add_argument("--check", action="store_true", help="only report; change nothing")
     p.add_argument("--json", action="store_true", help="print the report as one JSON object")
     p.set_defaults(func=run)
+    d = add_parser(
+        sub,
+        "doctor",
+        "check this install as `setup --check` does: units, user manager, PATH, secrets, "
+        "sandbox tools, key",
+        DOCTOR_EXAMPLE,
+    )
+    d.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    d.set_defaults(func=run, check=True)
 
 
 def this_program() -> tuple[str, ...]:
@@ -141,6 +155,49 @@ def _key_problem(path: Path) -> str | None:
     return None
 
 
+def _no_manager(env: dict[str, str]) -> str | None:
+    """Why no systemd user manager answers for this session (None: one does). Asked of
+    `systemctl --user` itself: in a container, WSL or an ssh session without a logind session
+    it fails, and its first line says why."""
+    if shutil.which("systemctl") is None:
+        return "systemctl is not installed"
+    if not env.get("XDG_RUNTIME_DIR"):
+        return "XDG_RUNTIME_DIR is not set, so there is no session bus"
+    try:
+        done = subprocess.run(
+            ["systemctl", "--user", "show-environment"],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=10,
+            env=env,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"systemctl --user failed: {exc}"
+    if done.returncode == 0:
+        return None
+    first = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[0]
+    return f"systemctl --user: {first}"
+
+
+def _off_path(program: tuple[str, ...], env: dict[str, str]) -> Path | None:
+    """The console script's dir, when PATH does not find this very program by its name."""
+    if len(program) != 1:
+        return None
+    script = Path(program[0])
+    found = shutil.which(script.name, path=env.get("PATH", os.defpath))
+    if found is not None and Path(found).resolve() == script.resolve():
+        return None
+    return script.parent
+
+
+def _mode(path: Path) -> int | None:
+    try:
+        return path.stat().st_mode & 0o777
+    except FileNotFoundError:
+        return None
+
+
 def gather(env: dict[str, str]) -> Any:
     """The facts setup decides on, read from this machine."""
     import importlib.util
@@ -148,6 +205,8 @@ def gather(env: dict[str, str]) -> Any:
 
     from routines.spec.config import ConfigInvalid, load_config
     from routines.spec.paths import paths
+    from supervisor.client import daemon_locks, lock_holder
+    from supervisor.distro import family, os_release
     from supervisor.setupplan import SHELL_ONLY, Facts
     from supervisor.userunits import DAEMON_UNITS, DASHBOARD_UNITS, packaged, unit_dirs
 
@@ -202,6 +261,12 @@ def gather(env: dict[str, str]) -> Any:
         shell_only=tuple(n for n in SHELL_ONLY if env.get(n) and not _sets(env_text, n)),
         starters=tuple(starters),
         key_file=p.api_key_file,
+        no_manager=_no_manager(env),
+        daemon_pid=lock_holder(daemon_locks(p)),
+        secrets_mode=_mode(p.secrets_dir),
+        secrets_readme=_read(p.secrets_dir / "README"),
+        off_path=_off_path(program, env),
+        distro=family(os_release()),
     )
 
 
@@ -209,13 +274,14 @@ def _sets(env_file_text: str, name: str) -> bool:
     return any(line.strip().startswith(f"{name}=") for line in env_file_text.splitlines())
 
 
-def _write(path: Path, text: str) -> None:
+def _write(path: Path, text: str, mode: int) -> None:
     """Replace `path` by a temp file and a rename: a unit is never seen half written. (Not
-    routines.store's no-follow write: ~/.config is often a link into a dotfiles repo.)"""
+    routines.store's no-follow write: ~/.config is often a link into a dotfiles repo.) A new
+    dir is 0700 (main's umask), as ~/.vinos/secrets must be."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.setup-{os.getpid()}")
     tmp.write_text(text, encoding="utf-8")
-    tmp.chmod(0o644)
+    tmp.chmod(mode)
     os.replace(tmp, path)
 
 
@@ -232,25 +298,31 @@ def _reload_manager(env: dict[str, str]) -> str:
     return "ran systemctl --user daemon-reload"
 
 
+def _carry_out(to_write: list[Any], facts: Any, env: dict[str, str], quiet: bool) -> list[str]:
+    """Write what the plan says, each said first (unless `quiet`), then reload the user
+    manager when a unit changed and one answers; what was done besides the writes."""
+    for item in to_write:
+        assert item.path is not None and item.text is not None
+        if not quiet:
+            print(f"{item.what}: {item.detail}", flush=True)
+        _write(item.path, item.text, item.mode)
+    if facts.no_manager is None and any(i.what.startswith("unit ") for i in to_write):
+        return [_reload_manager(env)]
+    return []
+
+
 def run(args: argparse.Namespace) -> int:
     import json
 
-    from supervisor.setupplan import State, plan
+    from supervisor.setupplan import State, next_step, plan
 
     env = dict(os.environ)
-    items = plan(gather(env))
+    facts = gather(env)
+    items = plan(facts)
     to_write = [i for i in items if i.state is State.WRITE]
     wrong = [i for i in items if i.state in (State.KEPT, State.MISSING)]
     problems = wrong + to_write
-    done: list[str] = []
-    if not args.check:
-        for item in to_write:
-            assert item.path is not None and item.text is not None
-            if not args.json:
-                print(f"{item.what}: {item.detail}", flush=True)
-            _write(item.path, item.text)
-        if any(i.what.startswith("unit ") for i in to_write):
-            done.append(_reload_manager(env))
+    done = [] if args.check else _carry_out(to_write, facts, env, quiet=args.json)
     if args.json:
         print(
             json.dumps(
@@ -271,5 +343,5 @@ def run(args: argparse.Namespace) -> int:
         for line in done:
             print(f"       done  {line}")
         if not args.check and any(i.what.startswith("unit ") for i in to_write):
-            print("\nthen: systemctl --user enable --now vinos-routined")
+            print(f"\n{next_step(facts)}")
     return 1 if args.check and problems else 0

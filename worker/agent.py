@@ -30,7 +30,14 @@ from routines.spec.providers import (
 from worker import budget, memory, prompts, router
 from worker.context import RunContext
 from worker.loop import CHARS_PER_TOKEN, AttemptEnd, End, ToolLoop, stop_failure
-from worker.providers.base import Conversation, ProviderError, Stop, Turn, UserTurn
+from worker.providers.base import (
+    Conversation,
+    ProviderError,
+    Stop,
+    StoppedMidReply,
+    Turn,
+    UserTurn,
+)
 from worker.results import first_line, run_failed
 
 __all__ = ["SUMMARY_TIMEOUT", "run_agent"]
@@ -108,6 +115,14 @@ class AgentRun:
                 # The run's wall clock ran out (a slow model, or the loop's own check): that is
                 # `timeout`, which counts as a strike like `failed` (test_reliability_timeout.py::
                 # test_an_agent_out_of_run_timeout_sec_is_recorded_timeout).
+                if isinstance(exc, StoppedMidReply):
+                    return self._timed_out(
+                        f"stopped at its time limit while the model was still answering "
+                        f"(run_timeout_sec = {self.agent.run_timeout_sec}; "
+                        f"{exc.output_tokens} tokens received)",
+                        self._last_model(),
+                        plain=True,
+                    )
                 return self._timed_out(str(exc), self._last_model())
             return self._failed(str(exc), self._last_model())
         finally:
@@ -248,9 +263,9 @@ class AgentRun:
     def _failed(self, message: str, model: str) -> Result:
         return run_failed(message, base=self._base(RunStatus.FAILED, model))
 
-    def _timed_out(self, why: str, model: str) -> Result:
+    def _timed_out(self, why: str, model: str, *, plain: bool = False) -> Result:
         limit = f"the run reached its time limit (run_timeout_sec = {self.agent.run_timeout_sec})"
-        message = why if why.startswith(limit) else f"{limit}: {why}"
+        message = why if plain or why.startswith(limit) else f"{limit}: {why}"
         return run_failed(
             message, status=RunStatus.TIMEOUT, base=self._base(RunStatus.TIMEOUT, model)
         )
@@ -273,6 +288,15 @@ class AgentRun:
         body = end.reply.text.strip() or self.run.outcome_summary
         if not body:
             return self._failed(f"{end.model} returned an empty reply", end.model)
+        if end.reply.stop is Stop.MAX_TOKENS:
+            # Only a local reply gets here cut (a premium one failed in the loop): a looping
+            # model's text is not an answer to record as ok, so the run needs attention and
+            # its output says where it was cut (test_worker_openai.py::
+            # test_a_runaway_local_reply_is_cut_and_needs_attention).
+            cut = cut_note(*self.loop.output_limit(premium=False))
+            self.run.outcome = Outcome.NEEDS_ATTENTION
+            self.run.outcome_summary = cut
+            body = f"{body}\n\n[{cut}]"
         from worker.output import write_and_post  # after the model calls: off the start-up path
 
         delivery = write_and_post(self.run, body)
@@ -326,6 +350,14 @@ class AgentRun:
             run.channel.warn(f"memory not updated: cannot write {path}: {exc.strerror}")
             return
         run.channel.event(EventKind.LOG, f"memory updated: {path}", path=str(path))
+
+
+def cut_note(limit: int, said: str) -> str:
+    """What a run whose local reply was cut at its output limit says (pure)."""
+    return (
+        f"the reply was cut at max_output_tokens ({limit} tokens, {said}): the model was "
+        "still writing"
+    )
 
 
 def _with(result: Result, **changes: object) -> Result:

@@ -213,6 +213,9 @@ class AgentSpec:
     memory: Memory = Memory.SESSION
     tags: tuple[str, ...] = ()
     local_context_tokens: int = 4096
+    # Output tokens per model call; None: the provider's max_output_tokens, else the leg's
+    # default (routines.spec.providers.output_limit).
+    max_output_tokens: int | None = None
     network: bool | tuple[str, ...] = False  # a tuple: only those hosts (routines/spec/hosts.py)
     home: tuple[str, ...] = ()  # `~/...` paths its shell tools see, read-only
     shell_timeout_sec: int = 30

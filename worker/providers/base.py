@@ -24,6 +24,7 @@ __all__ = [
     "ProviderError",
     "Reply",
     "Stop",
+    "StoppedMidReply",
     "ToolCall",
     "ToolResult",
     "ToolResultsTurn",
@@ -140,6 +141,17 @@ def clean(text: str) -> str:
 
 class ProviderError(Exception):
     """A provider call failed; `str(exc)` is the user-readable reason."""
+
+
+class StoppedMidReply(ProviderError):
+    """The call's time ran out while the reply was still streaming in. `output_tokens`: the
+    pieces that had arrived (a streaming server sends about one token per piece), counted
+    as the call's output instead of zero."""
+
+    def __init__(self, message: str, *, output_tokens: int, text: str) -> None:
+        super().__init__(message)
+        self.output_tokens = output_tokens
+        self.text = text
 
 
 class ToolsUnsupported(ProviderError):

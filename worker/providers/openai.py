@@ -50,6 +50,7 @@ from worker.providers.base import (
     ProviderError,
     Reply,
     Stop,
+    StoppedMidReply,
     ToolCall,
     ToolResultsTurn,
     ToolSpec,
@@ -212,6 +213,7 @@ class OpenAIProvider:
         if timeout <= 0:
             raise ProviderError(f"{self.where} did not answer in the time the run had left")
         lines = TextLines(self.on_text)
+        got: list[Any] = []  # the chunks that arrived, kept if the deadline cuts the stream
         self._deadline.deadline = self._clock() + timeout
         self._deadline.left = webclient.MAX_BODY
         try:
@@ -230,17 +232,24 @@ class OpenAIProvider:
                 if media == "application/json":
                     data: Any = orjson.loads(resp.read())  # a server that ignored `stream`
                 else:
-                    data = merge_stream(_chunks(resp.parse(to=openai.Stream[object]), lines))
+                    data = merge_stream(
+                        _chunks(resp.parse(to=openai.Stream[object]), lines, got)
+                    )
         except openai.APIStatusError as exc:
             retry_after = exc.response.headers.get("retry-after")
             return exc.status_code, _error_body(exc.response), retry_after
         except openai.APITimeoutError:
+            self._cut(got, timeout)
             raise ProviderError(f"{self.where} did not answer within {timeout:.0f} s") from None
         except openai.APIConnectionError as exc:
+            if isinstance(exc.__cause__, httpx2.TimeoutException):
+                self._cut(got, timeout)
             self._unreachable(exc.__cause__ or exc, timeout)
         except openai.APIError as exc:  # an error sent inside the stream: as the server's 500
             return 500, {"error": exc.body if exc.body is not None else exc.message}, None
         except httpx2.HTTPError as exc:  # the stream broke (or ran out of time) mid-way
+            if isinstance(exc, httpx2.TimeoutException):
+                self._cut(got, timeout)
             self._unreachable(exc, timeout)
         except ValueError:  # a body or an event that is not JSON
             data = None
@@ -253,6 +262,20 @@ class OpenAIProvider:
         if not _is_completion(data):
             raise ProviderError(f"{self.where} sent a reply that is not a chat completion")
         return 200, data, None
+
+    def _cut(self, got: list[Any], timeout: float) -> None:
+        """Raise StoppedMidReply when the time ran out after the reply had begun to stream
+        (test_worker_openai.py::test_a_stream_cut_by_the_time_limit_records_what_arrived);
+        return when nothing had arrived (the server did not answer)."""
+        pieces = sum(1 for chunk in got if _piece(chunk) or _has_call(chunk))
+        if not pieces:
+            return
+        text = "".join(_piece(chunk) for chunk in got)
+        raise StoppedMidReply(
+            f"{self.where} was still answering after {timeout:.0f} s ({pieces} tokens received)",
+            output_tokens=pieces,
+            text=text,
+        )
 
     def _unreachable(self, exc: BaseException, timeout: float) -> NoReturn:
         """No usable answer: why, in the words the user acts on."""
@@ -325,9 +348,8 @@ def _auth(api_key: str | None) -> dict[str, Any]:
     }
 
 
-def _chunks(events: Iterable[object], lines: TextLines) -> list[Any]:
-    """The streamed chunks as they arrive, each one's text shown at once."""
-    out: list[Any] = []
+def _chunks(events: Iterable[object], lines: TextLines, out: list[Any]) -> list[Any]:
+    """The streamed chunks as they arrive into `out`, each one's text shown at once."""
     for chunk in events:
         out.append(chunk)
         lines.feed(_piece(chunk))
@@ -376,6 +398,13 @@ def _piece(chunk: object) -> str:
     delta = first.get("delta") if isinstance(first, dict) else None
     content = delta.get("content") if isinstance(delta, dict) else None
     return content if isinstance(content, str) else ""
+
+
+def _has_call(chunk: object) -> bool:
+    choices = chunk.get("choices") if isinstance(chunk, dict) else None
+    first = choices[0] if isinstance(choices, list) and choices else None
+    delta = first.get("delta") if isinstance(first, dict) else None
+    return isinstance(delta, dict) and bool(delta.get("tool_calls"))
 
 
 def merge_stream(chunks: list[Any]) -> Any:
@@ -477,9 +506,15 @@ def parse_completion(data: dict[str, Any], *, model: str, tool_names: set[str]) 
             ToolCall(str(raw.get("id") or f"call_{i}"), str(fn.get("name") or ""), args, error)
         )
     native: dict[str, Any] | None = {"role": "assistant", "content": content or None}
-    if raw_calls:
+    if raw_calls and malformed is None:
         assert native is not None
         native["tool_calls"] = [c if isinstance(c, dict) else {} for c in raw_calls]
+    elif raw_calls:
+        # Rebuilt from what was parsed (a call whose arguments did not parse goes back with
+        # `{}`): llama-server answers 500 to a request carrying arguments that are not JSON,
+        # and the model would never get the "call it again" reply (test_worker_openai.py::
+        # test_malformed_tool_json_off_the_auto_route_is_an_error_result).
+        native = None
     if not calls and tool_names:
         found = tool_call_in_content(content, tool_names)
         if found is not None:

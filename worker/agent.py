@@ -32,6 +32,7 @@ from worker.context import RunContext
 from worker.loop import CHARS_PER_TOKEN, AttemptEnd, End, ToolLoop, stop_failure
 from worker.providers.base import (
     Conversation,
+    NoPremiumKey,
     ProviderError,
     Stop,
     StoppedMidReply,
@@ -51,6 +52,14 @@ class _Route:
     escalated: bool = False
     reason: str = ""
     escalations_left: int = 0
+    # The router wanted the premium leg and could not have it: (trigger, why), and the run
+    # keeps the local answer, needing attention.
+    unreached: tuple[str, str] | None = None
+
+
+def unreached_summary(trigger: str, why: str) -> str:
+    """A run that wanted to escalate and could not (pure): its summary."""
+    return f"wanted to escalate: {trigger}; {why}"
 
 
 def run_agent(run: RunContext) -> Result:
@@ -177,7 +186,12 @@ class AgentRun:
             )
         )
         if gate is not None:
-            return self._escalate(gate)
+            if gate.end is not End.ESCALATE:
+                return gate
+            try:
+                return self._escalate(gate)
+            except ProviderError as exc:
+                self._premium_unreached(gate.trigger, exc)  # the local model answers instead
         end = self.loop.attempt(
             self.conversation(),
             premium=False,
@@ -198,9 +212,33 @@ class AgentRun:
                     self.agent.local_context_tokens,
                 )
             )
+            if gate is not None and gate.end is End.ESCALATE:
+                try:
+                    return self._escalate(gate)
+                except ProviderError as exc:
+                    self._premium_unreached(gate.trigger, exc)
+                    return end  # the local answer stands
             if gate is not None:
-                return self._escalate(gate)
+                return gate
         return self._escalate(end) if end.end is End.ESCALATE else end
+
+    def _premium_unreached(self, trigger: str, exc: ProviderError) -> None:
+        """An escalation that cannot happen (no premium key, the premium leg down): the run
+        goes on with the local answer and ends needs-attention, not as a failure that counts
+        as a strike (test_worker_openai_router.py::
+        test_an_escalation_without_a_premium_key_keeps_the_local_answer). Out of time is
+        still a timeout: re-raised."""
+        if self.run.deadline.remaining() <= 1:
+            raise exc
+        why = "no premium key" if isinstance(exc, NoPremiumKey) else f"the premium leg failed: {exc}"
+        self.route = _Route(
+            self.plan.label, reason=trigger, escalations_left=0, unreached=(trigger, why)
+        )
+        self.run.channel.warn(
+            f"router: {trigger} fired, but {self.plan.premium.model} cannot be reached ({why}):"
+            " keeping the local answer",
+            trigger=trigger,
+        )
 
     def _gate(self, decision: router.RouteDecision) -> AttemptEnd | None:
         """Whether a router decision escalates: ESCALATE, BUDGET (the premium call is not
@@ -279,6 +317,9 @@ class AgentRun:
             return self._failed(end.message or "the run ended without an answer", end.model)
         if end.reply.stop is Stop.CONTEXT:
             return self._failed(stop_failure(end.reply), end.model)
+        if self.route.unreached is not None:
+            self.run.outcome = Outcome.NEEDS_ATTENTION
+            self.run.outcome_summary = unreached_summary(*self.route.unreached)
         if self.run.proposals:
             # Whatever the model reported: a proposal waits for the user
             # (test_cli_approvals.py::test_a_proposal_is_recorded_and_nothing_runs).

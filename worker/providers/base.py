@@ -20,6 +20,7 @@ __all__ = [
     "Conversation",
     "Image",
     "MalformedToolCall",
+    "NoPremiumKey",
     "Provider",
     "ProviderError",
     "Reply",
@@ -152,6 +153,10 @@ class StoppedMidReply(ProviderError):
         super().__init__(message)
         self.output_tokens = output_tokens
         self.text = text
+
+
+class NoPremiumKey(ProviderError):
+    """The premium leg has no API key (Anthropic's, or a paid provider's key_file)."""
 
 
 class ToolsUnsupported(ProviderError):

@@ -36,6 +36,7 @@ from worker.providers.base import (
     StoppedMidReply,
     ToolResultsTurn,
     ToolSpec,
+    ToolsDropped,
     ToolsUnsupported,
 )
 
@@ -178,6 +179,12 @@ class ToolLoop:
             budget="degrade-to-local",
         )
 
+    def _own_tools(self) -> bool:
+        """Tools besides report_outcome (which a reply without tools can stand in for)."""
+        from worker.prompts import TOOL_OUTCOME
+
+        return any(t.name != TOOL_OUTCOME for t in self.tools)
+
     def output_limit(self, *, premium: bool) -> tuple[int, str]:
         """Output tokens per call on this leg, and the setting that said it."""
         plan = self.run.plan
@@ -197,6 +204,10 @@ class ToolLoop:
         except ToolsUnsupported as exc:
             if premium or not self.tools_on:
                 raise
+            if isinstance(exc, ToolsDropped) and self._own_tools():
+                # The routine's own tools would never be called: a run `ok` without them is a
+                # lie (test_worker_openai.py::test_a_template_without_tools_fails_at_start).
+                raise ProviderError(f"{exc}; this routine needs its tools") from None
             self.run.channel.warn(f"{exc}: running without tools; its reply is the output")
             self.tools_on = False
             return self._call_once(conv, premium)

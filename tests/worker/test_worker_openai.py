@@ -52,6 +52,7 @@ def run_on(
     providers: dict[str, dict[str, Any]],
     *,
     route: str = "lmstudio",
+    tools: tuple[str, ...] = (),
     extra_agent: str = f'model = "{MODEL}"',
     budget: str = "",
     run_timeout: int | None = None,
@@ -59,7 +60,7 @@ def run_on(
 ) -> WorkerRun:
     if run_timeout is not None:
         extra_agent += f"\nrun_timeout_sec = {run_timeout}"
-    toml = routine_toml(route=route, extra_agent=extra_agent, budget=budget)
+    toml = routine_toml(route=route, extra_agent=extra_agent, budget=budget, tools=tools)
     job = msgspec.structs.replace(make_job(home, toml), providers=providers)
     return run_worker(job, env=env or worker_env())
 
@@ -129,6 +130,45 @@ def test_malformed_tool_json_off_the_auto_route_is_an_error_result(
     tool = server.chats[1].body["messages"][-1]
     assert tool["role"] == "tool" and tool["tool_call_id"] == "call_fake0"
     assert "JSON" in tool["content"] or "json" in tool["content"]
+
+
+@pytest.mark.parametrize("ollama", [False, True], ids=["llama-server", "ollama"])
+def test_a_template_without_tools_fails_at_start(home: Path, ollama: bool) -> None:
+    """llama-server whose chat template cannot show tools drops them without a word (its
+    /props says supports_tools: false); an Ollama model without the "tools" capability is the
+    same. A routine with its own tools fails before the first model call, saying what to do."""
+    with FakeOpenAI([OA.text(LONG)], template_tools=False, ollama=ollama) as fake:
+        r = run_on(home, {"lmstudio": declared(fake.base_url)}, tools=("shell:date",))
+        res = r.result
+        assert res.status == "failed", res
+        if ollama:
+            assert f'the model "{MODEL}" does not support tools' in (res.error or "")
+            assert [q.path for q in fake.requests] == ["/props", "/api/show"]
+        else:
+            assert (
+                "this model's chat template cannot show tools: start llama-server with "
+                "`--jinja` and a template that supports tools"
+            ) in (res.error or "")
+            assert [q.path for q in fake.requests] == ["/props"]
+        assert fake.chats == []
+
+
+def test_a_template_without_tools_runs_a_routine_without_its_own_tools(home: Path) -> None:
+    """Only report_outcome would be dropped: the reply stands in for it, with a warning."""
+    with FakeOpenAI([OA.text(LONG)], template_tools=False) as fake:
+        r = run_on(home, {"lmstudio": declared(fake.base_url)})
+        assert r.result.status == "ok" and "All quiet today" in r.output()
+        assert "tools" not in fake.chats[0].body
+        assert any("chat template cannot show tools" in e.text for e in r.events_of("warn"))
+
+
+def test_a_server_without_props_or_show_is_offered_tools(home: Path, server: FakeOpenAI) -> None:
+    """LM Studio and vLLM answer neither: the tools go out, and their own refusal decides."""
+    server.route = lambda req: OA.error(404, "Unexpected endpoint or method.")  # type: ignore[method-assign]
+    server.add(OA.text(LONG))
+    r = run_on(home, {"lmstudio": declared(server.base_url)}, tools=("shell:date",))
+    assert r.result.status == "ok"
+    assert [t["function"]["name"] for t in server.chats[0].body["tools"]][0] == "run_shell"
 
 
 def test_429_with_retry_after_is_retried(home: Path, server: FakeOpenAI) -> None:

@@ -30,6 +30,7 @@ __all__ = [
     "ToolResult",
     "ToolResultsTurn",
     "ToolSpec",
+    "ToolsDropped",
     "ToolsUnsupported",
     "Turn",
     "UserTurn",
@@ -161,6 +162,12 @@ class NoPremiumKey(ProviderError):
 
 class ToolsUnsupported(ProviderError):
     """The (Ollama) model does not support tools: retry without them."""
+
+
+class ToolsDropped(ToolsUnsupported):
+    """The server says it would not show the model the tools (llama-server's chat template
+    cannot, or it runs without --jinja; an Ollama model without the "tools" capability): a
+    routine whose own tools it would drop cannot run there."""
 
 
 class MalformedToolCall(ProviderError):

@@ -26,7 +26,9 @@ some local servers send. A server that ignores `stream` and answers one JSON obj
 Failures, translated here once: a prompt the server says is longer than its context is a
 reply with stop CONTEXT (the auto-router's context_overflow), a tool call it could not parse
 is MalformedToolCall, and a server started without tool support is ToolsUnsupported (the loop
-retries without tools).
+retries without tools). Before a local server is offered tools it is asked whether it would
+show them (`tools_refusal`): llama-server with a chat template that cannot drops them
+silently, and the run would be `ok` with no tool ever called (ToolsDropped).
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ from worker.providers.base import (
     ToolCall,
     ToolResultsTurn,
     ToolSpec,
+    ToolsDropped,
     ToolsUnsupported,
     UserTurn,
     clean,
@@ -68,6 +71,7 @@ __all__ = [
     "parse_completion",
     "render",
     "retry_delay",
+    "tools_refusal",
 ]
 
 FORMAT = "openai"  # Reply.provider: the wire format `native` is in, shared by every such server
@@ -93,6 +97,14 @@ _CONTEXT_WORDS = (
     "maximum context",
     "too many tokens",
 )
+NO_TEMPLATE_TOOLS = (
+    "this model's chat template cannot show tools: start llama-server with `--jinja` and a "
+    "template that supports tools (e.g. --chat-template-file, or a model whose GGUF has one)"
+)
+PROBE_TIMEOUT = 5.0
+# What a local server said about tools, per (base_url, model), for this process: a worker is
+# one run, so a server restarted with other flags is asked again by the next run.
+_TOOLS_SEEN: dict[tuple[str, str], str | None] = {}
 # No connection at all: the server is not running, or base_url is wrong.
 _UNREACHABLE = (
     httpx2.ConnectError,
@@ -148,6 +160,8 @@ class OpenAIProvider:
         http, self._deadline = webclient.deadline_client(
             clock, headers={"Accept-Encoding": "identity"}
         )
+        self._http = http
+        self._auth_key = bool(api_key)
         self._client = openai.OpenAI(
             base_url=settings.base_url,
             api_key=api_key or _NO_KEY,
@@ -188,6 +202,10 @@ class OpenAIProvider:
                 }
                 for t in tools
             ]
+        if tools and self.settings.local:
+            refusal = self.tools_refusal(model)
+            if refusal is not None:
+                raise ToolsDropped(refusal)
         end = self._clock() + timeout
         attempt = 0
         while True:
@@ -207,6 +225,41 @@ class OpenAIProvider:
                 attempt += 1
                 continue
             self._fail(status, detail, model, attempt, delay)
+
+    def tools_refusal(self, model: str) -> str | None:
+        """Why the server would not show `model` the tools, or None (it would, or it does not
+        say): llama-server's `GET /props` (chat_template_caps.supports_tools), else Ollama's
+        `POST /api/show` (capabilities). A server that answers neither (LM Studio, vLLM) is
+        taken at its word when it refuses tools in a reply. Asked once per process."""
+        key = (self.settings.base_url, model)
+        if key not in _TOOLS_SEEN:
+            root = self.settings.base_url.removesuffix("/v1")
+            props = self._probe("GET", f"{root}/props", None)
+            show = None if props is not None else self._probe("POST", f"{root}/api/show", model)
+            _TOOLS_SEEN[key] = tools_refusal(props, show, model, self.where)
+        return _TOOLS_SEEN[key]
+
+    def _probe(self, method: str, url: str, model: str | None) -> Any:
+        """One small JSON request to the server's own API; None when it is not that API."""
+        self._deadline.deadline = self._clock() + PROBE_TIMEOUT
+        self._deadline.left = 1 << 20
+        headers = {"Authorization": self._auth["Authorization"]} if self._auth_key else {}
+        try:
+            resp = self._http.request(
+                method,
+                url,
+                json=None if model is None else {"model": model},
+                headers=headers,
+                timeout=PROBE_TIMEOUT,
+            )
+            if resp.status_code != 200:
+                return None
+            return orjson.loads(resp.content)
+        except (httpx2.HTTPError, ValueError):
+            return None
+        finally:
+            self._deadline.deadline = None
+            self._deadline.left = None
 
     def _post(self, body: dict[str, Any], timeout: float) -> tuple[int, Any, str | None]:
         """(status, the completion or error body, retry-after) of one request."""
@@ -307,7 +360,9 @@ class OpenAIProvider:
                 None,
                 provider=FORMAT,
             )
-        if "tool" in low and ("not support" in low or "--jinja" in low):
+        if "tool" in low and "--jinja" in low:
+            raise ToolsDropped(f"{self.where}: {NO_TEMPLATE_TOOLS}")
+        if "tool" in low and "not support" in low:
             raise ToolsUnsupported(f'the model "{model}" on {self.where} does not support tools')
         if "tool call" in low and "pars" in low:
             raise MalformedToolCall(
@@ -335,6 +390,22 @@ class OpenAIProvider:
         if status >= 500:
             raise ProviderError(f"{where} server error ({status}), {retried}: {detail}")
         raise ProviderError(f"{where} answered HTTP {status}: {detail}")
+
+
+def tools_refusal(props: object, show: object, model: str, where: str) -> str | None:
+    """What a local server's own API says about showing tools (pure): llama-server's /props
+    `chat_template_caps.supports_tools`, Ollama's /api/show `capabilities`. None: it shows
+    them, or neither answer says."""
+    caps = props.get("chat_template_caps") if isinstance(props, dict) else None
+    if isinstance(caps, dict) and caps.get("supports_tools") is False:
+        return f"{where}: {NO_TEMPLATE_TOOLS}"
+    listed = show.get("capabilities") if isinstance(show, dict) else None
+    if isinstance(listed, list) and "tools" not in listed:
+        return (
+            f'{where}: the model "{model}" does not support tools (Ollama\'s capabilities for '
+            "it have no \"tools\"): pick a model that does, e.g. qwen2.5 or llama3.1"
+        )
+    return None
 
 
 def _auth(api_key: str | None) -> dict[str, Any]:

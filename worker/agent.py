@@ -161,14 +161,7 @@ class AgentRun:
     def _may_use_premium(self) -> bool:
         if self.plan.only is not None:
             return self.plan.only is Leg.PREMIUM
-        esc = self.agent.escalation
-        toggles = (
-            esc.on_low_confidence,
-            esc.on_reasoning_task,
-            esc.on_context_overflow,
-            esc.on_malformed_tool_json,
-        )
-        return esc.max_escalations_per_run > 0 and any(toggles)
+        return self.agent.escalation.possible
 
     def _last_model(self) -> str:
         premium = self.route.escalated or self.plan.only is Leg.PREMIUM

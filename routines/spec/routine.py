@@ -149,6 +149,17 @@ class Escalation:
     on_malformed_tool_json: bool = True
     max_escalations_per_run: int = 3
 
+    @property
+    def possible(self) -> bool:
+        """Whether `auto` can ever reach its premium leg: a trigger on and escalations left."""
+        toggles = (
+            self.on_low_confidence,
+            self.on_reasoning_task,
+            self.on_context_overflow,
+            self.on_malformed_tool_json,
+        )
+        return self.max_escalations_per_run > 0 and any(toggles)
+
 
 @dataclass(frozen=True, slots=True)
 class Credential:

@@ -152,6 +152,8 @@ def _check(
         warnings, signature = _signature(path, routine)
         if why := unshown(routine):
             warnings = (*warnings, f"{path}: {why}")
+        if why := _premium_key(routine):
+            warnings = (*warnings, f"{path}: [agent].route: {why}")
         errors = [f"{path}: {e}" for e in _never_problems(routine)]
         if routine.schedule.form == "once":
             from routines.spec.loader import once_past
@@ -176,6 +178,21 @@ def _check(
     except BinaryRefused as exc:  # valid TOML, but every shell tool would fail closed
         return (), [f"{path}: {exc}"], {}, {}
     return (), [], {}, {}
+
+
+def _premium_key(routine: Any) -> str | None:
+    """`auto` that can escalate with no premium key: said here, where the file is checked."""
+    from routines.spec.checks import RoutineInvalid
+    from routines.spec.config import load_config
+    from routines.spec.paths import paths
+    from supervisor.hostcheck import premium_key_missing
+
+    p = paths()
+    try:
+        providers = load_config(p.config_file).providers
+    except RoutineInvalid:  # config.toml's own errors are validate config.toml's to show
+        providers = {}
+    return premium_key_missing(p, routine, providers)
 
 
 def _card(routine: Any) -> dict[str, Any]:

@@ -176,9 +176,9 @@ def problems(
                 f"not): write the key to {p.api_key_file} (chmod 600), which both read"
             )
     for r in enabled:  # an auto route's declared premium leg (Anthropic's is said above)
-        if r.agent is not None and r.agent.premium_provider != "anthropic":
-            if missing := premium_key_missing(p, r, providers):
-                out.append(f"{r.name}: {missing}")
+        declared = r.agent is not None and r.agent.premium_provider != "anthropic"
+        if declared and (missing := premium_key_missing(p, r, providers)):
+            out.append(f"{r.name}: {missing}")
     ollama = [r for r in enabled if _needs_ollama(r)]
     if ollama:
         why = _ollama_unreachable(ollama_url)

@@ -223,7 +223,9 @@ class AgentRun:
         still a timeout: re-raised."""
         if self.run.deadline.remaining() <= 1:
             raise exc
-        why = "no premium key" if isinstance(exc, NoPremiumKey) else f"the premium leg failed: {exc}"
+        why = (
+            "no premium key" if isinstance(exc, NoPremiumKey) else f"the premium leg failed: {exc}"
+        )
         self.route = _Route(
             self.plan.label, reason=trigger, escalations_left=0, unreached=(trigger, why)
         )

@@ -35,8 +35,8 @@ from worker.providers.base import (
     Stop,
     StoppedMidReply,
     ToolResultsTurn,
-    ToolSpec,
     ToolsDropped,
+    ToolSpec,
     ToolsUnsupported,
 )
 
@@ -289,10 +289,7 @@ def stop_failure(reply: Reply, limit: int = DEFAULT_MAX_OUTPUT) -> str:
     # Named for the model that answered: a premium leg may be any provider's.
     who = "Claude" if reply.provider == "anthropic" else reply.model or "the model"
     if reply.stop is Stop.MAX_TOKENS:
-        return (
-            f"{who}'s reply was cut off at max_tokens ({limit} tokens) before it "
-            "was finished"
-        )
+        return f"{who}'s reply was cut off at max_tokens ({limit} tokens) before it was finished"
     if reply.stop is Stop.CONTEXT:
         return "the conversation outgrew the model's context window"
     if reply.stop is Stop.REFUSAL:

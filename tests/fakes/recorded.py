@@ -156,7 +156,9 @@ class Replay(FakeServer):
         if (req.method, req.path) != (ex["method"], ex["path"]):
             self.mismatches.append(f"{where}: another endpoint")
         else:
-            self.mismatches += [f"{where}: {m}" for m in request_mismatches(ex["request"], req.body)]
+            self.mismatches += [
+                f"{where}: {m}" for m in request_mismatches(ex["request"], req.body)
+            ]
         data = ex["response"].encode()
         ctype = ex["content_type"] or "application/json"
         return Reply(ex["status"], headers={"content-type": ctype}, chunks=_events(data, ctype))

@@ -206,8 +206,12 @@ def _check_auto(r: WorkerRun, exchanges: list[dict[str, Any]]) -> None:
     assert r.result.route == "local->premium" and r.result.escalated, r.result
     assert r.result.escalated_reason == "low_confidence"
     assert (r.total("local_input"), r.total("local_output")) == server_usage(chat)
-    sent = [json.loads(line[6:]) for e in messages for line in e["response"].splitlines()
-            if line.startswith("data: {")]
+    sent = [
+        json.loads(line[6:])
+        for e in messages
+        for line in e["response"].splitlines()
+        if line.startswith("data: {")
+    ]
     start = next(ev for ev in sent if ev.get("type") == "message_start")
     assert r.total("input") == start["message"]["usage"]["input_tokens"]
 

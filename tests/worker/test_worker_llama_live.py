@@ -10,6 +10,7 @@ replays (tests/worker/test_worker_llama_replay.py), naming the server build.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import socket
@@ -58,10 +59,8 @@ def _wait_healthy(url: str, proc: subprocess.Popen[bytes], log: Path) -> None:
 
 @pytest.fixture(scope="module")
 def built() -> Any:
-    sys.path.insert(0, str(REPO / "scripts"))
-    import llama_server
-
-    return llama_server.ensure()
+    sys.path.insert(0, str(REPO / "scripts"))  # a script, not a package: loaded by name
+    return importlib.import_module("llama_server").ensure()
 
 
 @pytest.fixture(scope="module")
@@ -120,7 +119,9 @@ def test_live(home: Path, servers: dict[bool, str], built: Any, scenario: Scenar
     scenario.check(r, exchanges)
 
 
-def test_live_refuses_tool_arguments_that_are_not_json(servers: dict[bool, str], built: Any) -> None:
+def test_live_refuses_tool_arguments_that_are_not_json(
+    servers: dict[bool, str], built: Any
+) -> None:
     """What FakeOpenAI imitates: a request whose assistant tool call carries arguments that
     are not JSON is answered 500 "Failed to parse tool call arguments as JSON"."""
     body = {

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fakes import openai_replies as OA
@@ -47,20 +48,25 @@ def test_the_fake_refuses_bad_arguments_in_the_real_servers_words() -> None:
 def test_a_request_the_server_never_saw_is_a_mismatch() -> None:
     """The comparison itself: a new key, another max_tokens, a message of another shape, or
     arguments that are not JSON each differ; other prompt words do not."""
-    recorded = {
+    recorded: dict[str, Any] = {
         "model": "m",
         "max_tokens": 48,
         "stream": True,
         "messages": [{"role": "system", "content": "a"}, {"role": "user", "content": "b"}],
     }
-    reworded = {**recorded, "messages": [{"role": "system", "content": "x"}, {"role": "user", "content": "y"}]}
+    reworded = {
+        **recorded,
+        "messages": [{"role": "system", "content": "x"}, {"role": "user", "content": "y"}],
+    }
     assert request_mismatches(recorded, reworded) == []
     assert request_mismatches(recorded, {**recorded, "tool_choice": "auto"})
     assert request_mismatches(recorded, {**recorded, "max_tokens": 4096})
     bad_call = {
         "role": "assistant",
         "content": None,
-        "tool_calls": [{"id": "c", "type": "function", "function": {"name": "t", "arguments": "{"}}],
+        "tool_calls": [
+            {"id": "c", "type": "function", "function": {"name": "t", "arguments": "{"}}
+        ],
     }
     changed = {**recorded, "messages": [*recorded["messages"], bad_call]}
     found = request_mismatches(recorded, changed)

@@ -212,7 +212,9 @@ def test_a_reasoning_task_without_a_premium_key_is_answered_locally(
 ) -> None:
     local.add(OA.text(CONFIDENT))
     env = worker_env(ANTHROPIC_BASE_URL=claude.url)
-    r = _run(home, local, Premium("anthropic", claude, local), env, system="Explain why, step by step.")
+    r = _run(
+        home, local, Premium("anthropic", claude, local), env, system="Explain why, step by step."
+    )
     res = r.result
     assert (res.status, res.outcome, res.model) == ("ok", "needs-attention", LOCAL_MODEL), res
     assert res.summary == "wanted to escalate: reasoning_task; no premium key"

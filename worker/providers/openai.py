@@ -55,8 +55,8 @@ from worker.providers.base import (
     StoppedMidReply,
     ToolCall,
     ToolResultsTurn,
-    ToolSpec,
     ToolsDropped,
+    ToolSpec,
     ToolsUnsupported,
     UserTurn,
     clean,
@@ -285,9 +285,7 @@ class OpenAIProvider:
                 if media == "application/json":
                     data: Any = orjson.loads(resp.read())  # a server that ignored `stream`
                 else:
-                    data = merge_stream(
-                        _chunks(resp.parse(to=openai.Stream[object]), lines, got)
-                    )
+                    data = merge_stream(_chunks(resp.parse(to=openai.Stream[object]), lines, got))
         except openai.APIStatusError as exc:
             retry_after = exc.response.headers.get("retry-after")
             return exc.status_code, _error_body(exc.response), retry_after
@@ -403,7 +401,7 @@ def tools_refusal(props: object, show: object, model: str, where: str) -> str | 
     if isinstance(listed, list) and "tools" not in listed:
         return (
             f'{where}: the model "{model}" does not support tools (Ollama\'s capabilities for '
-            "it have no \"tools\"): pick a model that does, e.g. qwen2.5 or llama3.1"
+            'it have no "tools"): pick a model that does, e.g. qwen2.5 or llama3.1'
         )
     return None
 

@@ -96,6 +96,18 @@ def premium_key_missing(
     )
 
 
+def _declared_premium_keys(
+    p: Paths, enabled: list[Routine], providers: Mapping[str, ProviderSettings] | None
+) -> list[str]:
+    """An auto route's declared premium leg without its key (Anthropic's is said apart)."""
+    out = []
+    for r in enabled:
+        declared = r.agent is not None and r.agent.premium_provider != "anthropic"
+        if declared and (missing := premium_key_missing(p, r, providers)):
+            out.append(f"{r.name}: {missing}")
+    return out
+
+
 def _needs_ollama(r: Routine) -> bool:
     a = r.agent
     return a is not None and (
@@ -175,10 +187,7 @@ def problems(
                 f"the daemon does not see {KEY_ENV} (your shell has it, its environment does "
                 f"not): write the key to {p.api_key_file} (chmod 600), which both read"
             )
-    for r in enabled:  # an auto route's declared premium leg (Anthropic's is said above)
-        declared = r.agent is not None and r.agent.premium_provider != "anthropic"
-        if declared and (missing := premium_key_missing(p, r, providers)):
-            out.append(f"{r.name}: {missing}")
+    out += _declared_premium_keys(p, enabled, providers)
     ollama = [r for r in enabled if _needs_ollama(r)]
     if ollama:
         why = _ollama_unreachable(ollama_url)

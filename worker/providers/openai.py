@@ -562,28 +562,16 @@ def parse_completion(data: dict[str, Any], *, model: str, tool_names: set[str]) 
     choice = data["choices"][0]
     msg = _obj(choice.get("message"))
     content = clean(msg["content"]) if isinstance(msg.get("content"), str) else ""
-    calls: list[ToolCall] = []
-    malformed: str | None = None
     raw_calls = _list(msg.get("tool_calls"))
-    for i, entry in enumerate(raw_calls):
-        raw = entry if isinstance(entry, dict) else {}
-        fn = _obj(raw.get("function"))
-        args, error = arguments(fn.get("arguments"))
-        if error:
-            malformed = f"tool call arguments failed json.loads(): {error}"
-        calls.append(
-            ToolCall(str(raw.get("id") or f"call_{i}"), str(fn.get("name") or ""), args, error)
-        )
+    calls, malformed = _calls(raw_calls)
     native: dict[str, Any] | None = {"role": "assistant", "content": content or None}
-    if raw_calls and malformed is None:
-        assert native is not None
-        native["tool_calls"] = [c if isinstance(c, dict) else {} for c in raw_calls]
-    elif raw_calls:
-        # Rebuilt from what was parsed (a call whose arguments did not parse goes back with
-        # `{}`): llama-server answers 500 to a request carrying arguments that are not JSON,
-        # and the model would never get the "call it again" reply (test_worker_openai.py::
+    if raw_calls:
+        # A malformed call is rebuilt from what was parsed (its arguments `{}`): llama-server
+        # answers 500 to a request carrying arguments that are not JSON, and the model would
+        # never get the "call it again" reply (test_worker_openai.py::
         # test_malformed_tool_json_off_the_auto_route_is_an_error_result).
-        native = None
+        tool_calls = [c if isinstance(c, dict) else {} for c in raw_calls]
+        native = None if malformed else {**(native or {}), "tool_calls": tool_calls}
     if not calls and tool_names:
         found = tool_call_in_content(content, tool_names)
         if found is not None:
@@ -605,6 +593,23 @@ def parse_completion(data: dict[str, Any], *, model: str, tool_names: set[str]) 
         provider=FORMAT,
         native=native,
     )
+
+
+def _calls(raw_calls: list[Any]) -> tuple[list[ToolCall], str | None]:
+    """The message's tool calls, and why their arguments were malformed (None: they were
+    not)."""
+    calls: list[ToolCall] = []
+    malformed: str | None = None
+    for i, entry in enumerate(raw_calls):
+        raw = entry if isinstance(entry, dict) else {}
+        fn = _obj(raw.get("function"))
+        args, error = arguments(fn.get("arguments"))
+        if error:
+            malformed = f"tool call arguments failed json.loads(): {error}"
+        calls.append(
+            ToolCall(str(raw.get("id") or f"call_{i}"), str(fn.get("name") or ""), args, error)
+        )
+    return calls, malformed
 
 
 def _count(value: object) -> int | None:

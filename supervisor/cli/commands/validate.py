@@ -127,6 +127,9 @@ def _connect(results: list[dict[str, Any]]) -> None:
 
 
 def _server_line(row: dict[str, Any]) -> str:
+    if "provider" in row:  # the local leg's server (worker.mcpconnect.provider_rows)
+        head = f"{row['file']}: provider {row['provider']}"
+        return f"{head}: {row['error']}" if row.get("error") else f"{head}: shows the tools"
     head = f"{row['file']}: MCP server {row['server']}"
     if row.get("error"):
         return f"{head}: could not connect: {row['error']}"

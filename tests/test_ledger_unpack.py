@@ -413,7 +413,7 @@ def test_an_unpacking_killed_midway_leaves_the_packed_schema_whole_and_resumes(
     )
     assert proc.stderr is not None
     note = proc.stderr.readline()  # written inside the transaction, before any statement
-    assert "upgrading the ledger from schema 8 to 9" in note, note
+    assert f"upgrading the ledger from schema 8 to {LEDGER_VERSION}" in note, note
     total = 600 + len(ROWS)
     progress = [proc.stderr.readline().strip() for _ in range(3)]
     assert progress == [f"{path}: {n:,} of {total:,} runs unpacked" for n in (250, 500, total)]

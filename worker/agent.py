@@ -289,6 +289,7 @@ class AgentRun:
             model=model,
             escalated=self.route.escalated,
             escalated_reason=self.route.reason,
+            tried_model=self.plan.premium.model if self.route.unreached else "",
             tool_calls=self.run.tool_calls,
             tools_used=list(self.run.tools_used),
         )

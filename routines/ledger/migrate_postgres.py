@@ -22,7 +22,7 @@ __all__ = [
     "plain",
 ]
 
-PG_LEDGER_VERSION = 3
+PG_LEDGER_VERSION = 4
 
 T = 'TEXT COLLATE "C"'  # byte order, as SQLite compares: ISO times and slot ids sort as text
 
@@ -106,6 +106,8 @@ STEPS: dict[int, tuple[str, ...]] = {
     # SQLite's runs keep a v2.0.x exit_status where they have no status; with the column here
     # too, both backends run the same query texts (routines/ledger/sql.py).
     3: (f"ALTER TABLE runs ADD COLUMN exit_status {T}",),
+    # An auto run whose escalation could not happen: the model it tried (`model` answered).
+    4: ("ALTER TABLE runs ADD COLUMN tried_model TEXT",),
 }
 MIGRATION_LOCK = 0x76696E6F73  # pg_advisory_xact_lock key: one migrating machine at a time
 

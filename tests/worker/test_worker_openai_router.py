@@ -202,7 +202,7 @@ def test_an_escalation_without_a_premium_key_keeps_the_local_answer(
     assert (res.status, res.outcome) == ("ok", "needs-attention"), res
     assert res.summary.startswith(f"wanted to escalate: low_confidence; {why}"), res.summary
     assert (res.route, res.model, res.escalated) == ("local", LOCAL_MODEL, False)
-    assert res.escalated_reason == "low_confidence"
+    assert (res.escalated_reason, res.tried_model) == ("low_confidence", "claude-sonnet-4-6")
     assert "here is what I found" in r.output()
     assert (r.total("local_input"), r.total("local_output"), r.total("dollars")) == (120, 18, 0)
 

@@ -43,6 +43,8 @@ class RoutineRow:
     # command wins until that line is edited (tests/cli/test_cli_list.py::
     # test_list_says_when_enable_overrides_the_files_enabled).
     file_enabled: bool | None = None
+    # `auto` that can escalate and has no premium key (supervisor.hostcheck.premium_key_missing)
+    premium_key: str | None = None
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -69,6 +71,7 @@ class RoutineRow:
             "signature_note": self.signature_note,
             "not_here": self.not_here,
             "file_enabled": self.file_enabled,
+            "premium_key": self.premium_key,
         }
 
 
@@ -103,6 +106,7 @@ def collect(now: datetime | None = None) -> list[RoutineRow]:
             },
             now,
         )
+        keys = _premium_keys(p, registry)
         lines: list[RoutineRow] = []
         for name, entry in sorted(registry.entries.items()):
             r = entry.routine
@@ -159,10 +163,51 @@ def collect(now: datetime | None = None) -> list[RoutineRow]:
                     open_on_login=r.output.open_on_login,
                     not_here=not_here.get(name),
                     file_enabled=r.enabled if r.enabled != enabled else None,
+                    premium_key=keys.get(name) if enabled else None,
                     **_signature(entry.path, r, allowed_signers, signed),
                 )
             )
     return lines
+
+
+def _premium_keys(p: Any, registry: Any) -> dict[str, str]:
+    """What each `auto` routine that can escalate lacks for its premium leg's key. The key
+    lookups are the same for every routine: made once (Anthropic's), and config.toml read only
+    when a routine escalates to a provider it declares."""
+    from routines.spec import Route
+
+    autos = [
+        e.routine
+        for e in registry.entries.values()
+        if e.routine is not None
+        and e.routine.agent is not None
+        and e.routine.agent.route is Route.AUTO
+        and e.routine.agent.escalation.possible
+    ]
+    if not autos:
+        return {}
+    from supervisor.hostcheck import premium_key_missing
+
+    providers = None
+    if any(r.agent.premium_provider != "anthropic" for r in autos):
+        from routines.spec.checks import RoutineInvalid
+        from routines.spec.config import load_config
+
+        try:
+            providers = load_config(p.config_file).providers
+        except RoutineInvalid:
+            providers = None
+    out: dict[str, str] = {}
+    anthropic_found = False
+    for r in autos:
+        on_anthropic = r.agent.premium_provider == "anthropic"
+        if on_anthropic and anthropic_found:
+            continue
+        missing = premium_key_missing(p, r, providers)
+        anthropic_found = anthropic_found or (on_anthropic and missing is None)
+        if missing:
+            out[r.name] = missing
+    return out
 
 
 def _signature_files(paths: Any) -> set[str]:

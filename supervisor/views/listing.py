@@ -57,6 +57,8 @@ def _notes_of(ln: RoutineRow, warnings: list[str], signed: list[str]) -> None:
         )
     if ln.not_here:
         warnings.append(one_line(f"{ln.name}: not run on this machine: {ln.not_here}"))
+    if ln.premium_key:
+        warnings.append(one_line(f"{ln.name}: {ln.premium_key}"))
     if ln.signature_note:
         (warnings if ln.signature_warning else signed).append(
             one_line(f"{ln.name}: {ln.signature_note}")

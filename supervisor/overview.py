@@ -45,6 +45,8 @@ class RoutineRow:
     file_enabled: bool | None = None
     permissions: str | None = None  # [routine].permissions of an agent routine
     needs_you: str | None = None  # the run of it that waits for a person, if one does
+    # `auto` that can escalate and has no premium key (supervisor.hostcheck.premium_key_missing)
+    premium_key: str | None = None
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -73,6 +75,7 @@ class RoutineRow:
             "file_enabled": self.file_enabled,
             "permissions": self.permissions,
             "needs_you": self.needs_you,
+            "premium_key": self.premium_key,
         }
 
 
@@ -108,6 +111,7 @@ def collect(now: datetime | None = None) -> list[RoutineRow]:
             },
             now,
         )
+        keys = _premium_keys(p, registry, states)
         lines: list[RoutineRow] = []
         for name, entry in sorted(registry.entries.items()):
             r = entry.routine
@@ -166,6 +170,7 @@ def collect(now: datetime | None = None) -> list[RoutineRow]:
                     file_enabled=r.enabled if r.enabled != enabled else None,
                     permissions=_permissions(r),
                     needs_you=paused.get(name),
+                    premium_key=keys.get(name),
                     **_signature(entry.path, r, allowed_signers, signed),
                 )
             )
@@ -180,6 +185,49 @@ def _paused(ledger: Any) -> dict[str, str]:
 def _permissions(routine: Any) -> str | None:
     """[routine].permissions of an agent routine (a command routine has no model to ask)."""
     return str(routine.permissions.value) if routine.agent is not None else None
+
+
+def _premium_keys(p: Any, registry: Any, states: Any) -> dict[str, str]:
+    """What each enabled `auto` routine that can escalate lacks for its premium leg's key
+    (the starters, off until enabled, say nothing). The key lookups are the same for every
+    routine: made once (Anthropic's), and config.toml read only when a routine escalates to a
+    provider it declares."""
+    from routines.ledger import is_enabled
+    from routines.spec import Route
+
+    autos = [
+        e.routine
+        for e in registry.entries.values()
+        if e.routine is not None
+        and is_enabled(states, e.routine)
+        and e.routine.agent is not None
+        and e.routine.agent.route is Route.AUTO
+        and e.routine.agent.escalation.possible
+    ]
+    if not autos:
+        return {}
+    from supervisor.hostcheck import premium_key_missing
+
+    providers = None
+    if any(r.agent.premium_provider != "anthropic" for r in autos):
+        from routines.spec.checks import RoutineInvalid
+        from routines.spec.config import load_config
+
+        try:
+            providers = load_config(p.config_file).providers
+        except RoutineInvalid:
+            providers = None
+    out: dict[str, str] = {}
+    anthropic_found = False
+    for r in autos:
+        on_anthropic = r.agent.premium_provider == "anthropic"
+        if on_anthropic and anthropic_found:
+            continue
+        missing = premium_key_missing(p, r, providers)
+        anthropic_found = anthropic_found or (on_anthropic and missing is None)
+        if missing:
+            out[r.name] = missing
+    return out
 
 
 def _signature_files(paths: Any) -> set[str]:

@@ -123,6 +123,10 @@ def test_no_providers_means_none(cfg: Path) -> None:
             'kind = "openai"\nbase_url = "http://h/v1"\nbase_ulr = "x"',
             "[providers.p].base_ulr: unknown key (did you mean base_url?)",
         ),
+        (
+            'kind = "openai"\nbase_url = "http://h/v1"\nmax_output_tokens = 0',
+            "[providers.p].max_output_tokens: expected a positive integer, found 0",
+        ),
     ],
 )
 def test_provider_errors_name_file_key_expected_found(cfg: Path, table: str, message: str) -> None:
@@ -491,3 +495,24 @@ def test_listener_users_reach_the_job_and_garbage_is_refused(cfg: Path, vinos_en
         cfg, '[providers.p]\nkind = "openai"\nbase_url = "http://h/v1"\nlistener_users = "x"\n'
     )
     assert errors[0].startswith("config.toml: [providers.p].listener_users: expected an array")
+
+
+def test_max_output_tokens_the_routines_then_the_providers_then_the_legs(
+    cfg: Path, vinos_env: Path
+) -> None:
+    from routines.spec.providers import LOCAL_MAX_OUTPUT, PREMIUM_MAX_OUTPUT, output_limit
+
+    cfg.write_text(CONFIG.replace("local = true\n", "local = true\nmax_output_tokens = 300\n"))
+    providers = load_config(cfg).providers
+    assert providers["lmstudio"].max_output_tokens == 300
+    assert from_job(to_job(providers)) == providers  # the job carries it to the worker
+    agent = AgentSpec(system="s", route=Route.PROVIDER, provider="lmstudio", model="m")
+    plan = plan_route(agent, providers)
+    said = "[providers.lmstudio].max_output_tokens"
+    assert output_limit(agent, plan.local, Leg.LOCAL) == (300, said)
+    own = dataclasses.replace(agent, max_output_tokens=120)
+    assert output_limit(own, plan.local, Leg.LOCAL) == (120, "[agent].max_output_tokens")
+    builtin = AgentSpec(system="s")
+    plan = plan_route(builtin, providers)
+    assert output_limit(builtin, plan.local, Leg.LOCAL) == (LOCAL_MAX_OUTPUT, "the local default")
+    assert output_limit(builtin, plan.premium, Leg.PREMIUM) == (PREMIUM_MAX_OUTPUT, "the default")

@@ -30,7 +30,15 @@ from routines.spec.providers import (
 from worker import budget, memory, prompts, router
 from worker.context import RunContext
 from worker.loop import CHARS_PER_TOKEN, AttemptEnd, End, ToolLoop, stop_failure
-from worker.providers.base import Conversation, ProviderError, Stop, Turn, UserTurn
+from worker.providers.base import (
+    Conversation,
+    NoPremiumKey,
+    ProviderError,
+    Stop,
+    StoppedMidReply,
+    Turn,
+    UserTurn,
+)
 from worker.results import first_line, run_failed
 
 __all__ = ["SUMMARY_TIMEOUT", "run_agent"]
@@ -44,6 +52,14 @@ class _Route:
     escalated: bool = False
     reason: str = ""
     escalations_left: int = 0
+    # The router wanted the premium leg and could not have it: (trigger, why), and the run
+    # keeps the local answer, needing attention.
+    unreached: tuple[str, str] | None = None
+
+
+def unreached_summary(trigger: str, why: str) -> str:
+    """A run that wanted to escalate and could not (pure): its summary."""
+    return f"wanted to escalate: {trigger}; {why}"
 
 
 def run_agent(run: RunContext) -> Result:
@@ -116,6 +132,14 @@ class AgentRun:
                 # The run's wall clock ran out (a slow model, or the loop's own check): that is
                 # `timeout`, which counts as a strike like `failed` (test_reliability_timeout.py::
                 # test_an_agent_out_of_run_timeout_sec_is_recorded_timeout).
+                if isinstance(exc, StoppedMidReply):
+                    return self._timed_out(
+                        f"stopped at its time limit while the model was still answering "
+                        f"(run_timeout_sec = {self.agent.run_timeout_sec}; "
+                        f"{exc.output_tokens} tokens received)",
+                        self._last_model(),
+                        plain=True,
+                    )
                 return self._timed_out(str(exc), self._last_model())
             return self._failed(str(exc), self._last_model())
         finally:
@@ -145,14 +169,7 @@ class AgentRun:
     def _may_use_premium(self) -> bool:
         if self.plan.only is not None:
             return self.plan.only is Leg.PREMIUM
-        esc = self.agent.escalation
-        toggles = (
-            esc.on_low_confidence,
-            esc.on_reasoning_task,
-            esc.on_context_overflow,
-            esc.on_malformed_tool_json,
-        )
-        return esc.max_escalations_per_run > 0 and any(toggles)
+        return self.agent.escalation.possible
 
     def _last_model(self) -> str:
         premium = self.route.escalated or self.plan.only is Leg.PREMIUM
@@ -170,7 +187,12 @@ class AgentRun:
             )
         )
         if gate is not None:
-            return self._escalate(gate)
+            if gate.end is not End.ESCALATE:
+                return gate
+            try:
+                return self._escalate(gate)
+            except ProviderError as exc:
+                self._premium_unreached(gate.trigger, exc)  # the local model answers instead
         end = self.loop.attempt(
             self.conversation(),
             premium=False,
@@ -191,9 +213,35 @@ class AgentRun:
                     self.agent.local_context_tokens,
                 )
             )
+            if gate is not None and gate.end is End.ESCALATE:
+                try:
+                    return self._escalate(gate)
+                except ProviderError as exc:
+                    self._premium_unreached(gate.trigger, exc)
+                    return end  # the local answer stands
             if gate is not None:
-                return self._escalate(gate)
+                return gate
         return self._escalate(end) if end.end is End.ESCALATE else end
+
+    def _premium_unreached(self, trigger: str, exc: ProviderError) -> None:
+        """An escalation that cannot happen (no premium key, the premium leg down): the run
+        goes on with the local answer and ends needs-attention, not as a failure that counts
+        as a strike (test_worker_openai_router.py::
+        test_an_escalation_without_a_premium_key_keeps_the_local_answer). Out of time is
+        still a timeout: re-raised."""
+        if self.run.deadline.remaining() <= 1:
+            raise exc
+        why = (
+            "no premium key" if isinstance(exc, NoPremiumKey) else f"the premium leg failed: {exc}"
+        )
+        self.route = _Route(
+            self.plan.label, reason=trigger, escalations_left=0, unreached=(trigger, why)
+        )
+        self.run.channel.warn(
+            f"router: {trigger} fired, but {self.plan.premium.model} cannot be reached ({why}):"
+            " keeping the local answer",
+            trigger=trigger,
+        )
 
     def _gate(self, decision: router.RouteDecision) -> AttemptEnd | None:
         """Whether a router decision escalates: ESCALATE, BUDGET (the premium call is not
@@ -249,6 +297,7 @@ class AgentRun:
             model=model,
             escalated=self.route.escalated,
             escalated_reason=self.route.reason,
+            tried_model=self.plan.premium.model if self.route.unreached else "",
             tool_calls=self.run.tool_calls,
             tools_used=list(self.run.tools_used),
             refused_calls=self.run.refused,
@@ -257,9 +306,9 @@ class AgentRun:
     def _failed(self, message: str, model: str) -> Result:
         return run_failed(message, base=self._base(RunStatus.FAILED, model))
 
-    def _timed_out(self, why: str, model: str) -> Result:
+    def _timed_out(self, why: str, model: str, *, plain: bool = False) -> Result:
         limit = f"the run reached its time limit (run_timeout_sec = {self.agent.run_timeout_sec})"
-        message = why if why.startswith(limit) else f"{limit}: {why}"
+        message = why if plain or why.startswith(limit) else f"{limit}: {why}"
         return run_failed(
             message, status=RunStatus.TIMEOUT, base=self._base(RunStatus.TIMEOUT, model)
         )
@@ -278,6 +327,9 @@ class AgentRun:
             return self._failed(end.message or "the run ended without an answer", end.model)
         if end.reply.stop is Stop.CONTEXT:
             return self._failed(stop_failure(end.reply), end.model)
+        if self.route.unreached is not None:
+            self.run.outcome = Outcome.NEEDS_ATTENTION
+            self.run.outcome_summary = unreached_summary(*self.route.unreached)
         if self.run.proposals:
             # Whatever the model reported: a proposal waits for the user
             # (test_cli_approvals.py::test_a_proposal_is_recorded_and_nothing_runs).
@@ -287,6 +339,15 @@ class AgentRun:
         body = end.reply.text.strip() or self.run.outcome_summary
         if not body:
             return self._failed(f"{end.model} returned an empty reply", end.model)
+        if end.reply.stop is Stop.MAX_TOKENS:
+            # Only a local reply gets here cut (a premium one failed in the loop): a looping
+            # model's text is not an answer to record as ok, so the run needs attention and
+            # its output says where it was cut (test_worker_openai.py::
+            # test_a_runaway_local_reply_is_cut_and_needs_attention).
+            cut = cut_note(*self.loop.output_limit(premium=False))
+            self.run.outcome = Outcome.NEEDS_ATTENTION
+            self.run.outcome_summary = cut
+            body = f"{body}\n\n[{cut}]"
         from worker.output import write_and_post  # after the model calls: off the start-up path
 
         delivery = write_and_post(self.run, body)
@@ -340,6 +401,14 @@ class AgentRun:
             run.channel.warn(f"memory not updated: cannot write {path}: {exc.strerror}")
             return
         run.channel.event(EventKind.LOG, f"memory updated: {path}", path=str(path))
+
+
+def cut_note(limit: int, said: str) -> str:
+    """What a run whose local reply was cut at its output limit says (pure)."""
+    return (
+        f"the reply was cut at max_output_tokens ({limit} tokens, {said}): the model was "
+        "still writing"
+    )
 
 
 def _with(result: Result, **changes: object) -> Result:

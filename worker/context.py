@@ -23,7 +23,7 @@ from routines.spec.providers import RoutePlan, Target, from_job, plan_route
 from worker import connector, keys
 from worker.budget import PremiumAllowance, Spent
 from worker.channel import Channel
-from worker.providers.base import Provider, ProviderError
+from worker.providers.base import NoPremiumKey, Provider, ProviderError
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -185,7 +185,7 @@ class RunContext:
                 return self._premium
             key = self.api_key()
             if key is None:
-                raise ProviderError(keys.MISSING_KEY)
+                raise NoPremiumKey(keys.MISSING_KEY)
             from worker.providers.anthropic import AnthropicProvider
 
             provider = AnthropicProvider(key)
@@ -209,7 +209,7 @@ class RunContext:
         if settings.key_file:
             key = keys.read_key_file(Path(settings.key_file), self.channel.warn)
             if key is None:
-                raise ProviderError(
+                raise (NoPremiumKey if not settings.local else ProviderError)(
                     f'no API key for provider "{settings.name}": write it to '
                     f"{settings.key_file} (chmod 600), as config.toml's key_file says"
                 )

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from ipc.messages import EventKind, Usage
 from routines.spec import OnExceed
+from routines.spec.providers import PREMIUM_MAX_OUTPUT, Leg, output_limit
 from worker import budget
 from worker.channel import preview
 from worker.context import RunContext
@@ -32,8 +33,10 @@ from worker.providers.base import (
     ProviderError,
     Reply,
     Stop,
+    StoppedMidReply,
     ToolResult,
     ToolResultsTurn,
+    ToolsDropped,
     ToolSpec,
     ToolsUnsupported,
 )
@@ -52,7 +55,7 @@ __all__ = [
 ]
 
 MAX_ITERATIONS = 10
-DEFAULT_MAX_OUTPUT = 4096  # output tokens per call
+DEFAULT_MAX_OUTPUT = PREMIUM_MAX_OUTPUT  # output tokens per premium call, unless configured
 PREMIUM_CALL_TIMEOUT_MAX = 600.0
 CHARS_PER_TOKEN = 4  # for estimating tokens a provider did not report
 
@@ -130,7 +133,8 @@ class ToolLoop:
                     self._degrade(why)
                     premium = False
                     continue
-                return AttemptEnd(End.FAILED, model=model, message=stop_failure(reply))
+                limit = self.output_limit(premium=True)[0]
+                return AttemptEnd(End.FAILED, model=model, message=stop_failure(reply, limit))
             self._warn_if_cut(reply, premium)
             if reply.malformed and on_malformed is not None and not premium:
                 self.run.channel.event(
@@ -154,7 +158,10 @@ class ToolLoop:
 
     def _warn_if_cut(self, reply: Reply, premium: bool) -> None:
         if not premium and reply.stop is Stop.MAX_TOKENS and not reply.tool_calls:
-            self.run.channel.warn(f"the local reply was cut at {DEFAULT_MAX_OUTPUT} tokens")
+            # Kept as the answer; worker.agent ends the run needs-attention, its output
+            # marked as cut (test_worker_openai.py::test_a_runaway_local_reply_is_cut).
+            limit, said = self.output_limit(premium=False)
+            self.run.channel.warn(f"the local reply was cut at {limit} tokens ({said})")
 
     def _execute(self, reply: Reply) -> tuple[ToolResult, ...]:
         """The reply's calls in order; once one paused the run for a person, the rest are
@@ -191,6 +198,19 @@ class ToolLoop:
             budget="degrade-to-local",
         )
 
+    def _own_tools(self) -> bool:
+        """Tools besides report_outcome (which a reply without tools can stand in for)."""
+        from worker.prompts import TOOL_OUTCOME
+
+        return any(t.name != TOOL_OUTCOME for t in self.tools)
+
+    def output_limit(self, *, premium: bool) -> tuple[int, str]:
+        """Output tokens per call on this leg, and the setting that said it."""
+        plan = self.run.plan
+        if premium:
+            return output_limit(self.agent, plan.premium, Leg.PREMIUM)
+        return output_limit(self.agent, plan.local, Leg.LOCAL)
+
     def _model(self, premium: bool) -> str:
         plan = self.run.plan
         return plan.premium.model if premium else plan.local.model
@@ -203,6 +223,10 @@ class ToolLoop:
         except ToolsUnsupported as exc:
             if premium or not self.tools_on:
                 raise
+            if isinstance(exc, ToolsDropped) and self._own_tools():
+                # The routine's own tools would never be called: a run `ok` without them is a
+                # lie (test_worker_openai.py::test_a_template_without_tools_fails_at_start).
+                raise ProviderError(f"{exc}; this routine needs its tools") from None
             self.run.channel.warn(f"{exc}: running without tools; its reply is the output")
             self.tools_on = False
             return self._call_once(conv, premium)
@@ -219,12 +243,12 @@ class ToolLoop:
             model = self._model(True)
             _, out_price = run.premium_price()
             max_tokens, capped = budget.output_cap(
-                run.allowance, run.spent, DEFAULT_MAX_OUTPUT, out_price / 1_000_000
+                run.allowance, run.spent, self.output_limit(premium=True)[0], out_price / 1_000_000
             )
             timeout = min(PREMIUM_CALL_TIMEOUT_MAX, remaining / 3)  # the SDK may try 3 times
         else:
             provider, model = run.local(), self._model(False)
-            max_tokens, capped, timeout = DEFAULT_MAX_OUTPUT, False, remaining
+            max_tokens, capped, timeout = self.output_limit(premium=False)[0], False, remaining
         tools = self.tools if self.tools_on else []
         run.channel.event(
             EventKind.MODEL_CALL,
@@ -234,7 +258,16 @@ class ToolLoop:
             premium=premium,
             max_tokens=max_tokens,
         )
-        reply = provider.complete(conv, tools, model=model, max_tokens=max_tokens, timeout=timeout)
+        try:
+            reply = provider.complete(
+                conv, tools, model=model, max_tokens=max_tokens, timeout=timeout
+            )
+        except StoppedMidReply as exc:
+            # What streamed in before the time ran out was generated: it is counted, not 0
+            # (test_worker_openai.py::test_a_stream_cut_by_the_time_limit_records_what_arrived).
+            cut = Reply(exc.text, (), Stop.OTHER, "time limit", model, None, exc.output_tokens)
+            self._account(cut, conv, premium, model)
+            raise
         prompt_tokens = self._account(reply, conv, premium, model)
         what = (
             f"{len(reply.tool_calls)} tool call(s)"
@@ -271,14 +304,11 @@ class ToolLoop:
         return prompt
 
 
-def stop_failure(reply: Reply) -> str:
+def stop_failure(reply: Reply, limit: int = DEFAULT_MAX_OUTPUT) -> str:
     # Named for the model that answered: a premium leg may be any provider's.
     who = "Claude" if reply.provider == "anthropic" else reply.model or "the model"
     if reply.stop is Stop.MAX_TOKENS:
-        return (
-            f"{who}'s reply was cut off at max_tokens ({DEFAULT_MAX_OUTPUT} tokens) before it "
-            "was finished"
-        )
+        return f"{who}'s reply was cut off at max_tokens ({limit} tokens) before it was finished"
     if reply.stop is Stop.CONTEXT:
         return "the conversation outgrew the model's context window"
     if reply.stop is Stop.REFUSAL:

@@ -24,7 +24,7 @@ from typing import Any
 
 from routines.spec import McpServer, Routine
 
-__all__ = ["connect_routine", "connect_server", "main"]
+__all__ = ["connect_routine", "connect_server", "main", "provider_rows"]
 
 
 def connect_server(server: McpServer, with_credentials: bool) -> McpServer:
@@ -95,6 +95,36 @@ def connect_routine(routine: Routine, with_credentials: bool = False) -> list[di
     return rows
 
 
+def provider_rows(routine: Routine) -> list[dict[str, Any]]:
+    """The local leg, when it is a provider from config.toml and the routine has its own
+    tools: whether the server would show the model those tools (the question a run asks
+    before its first call, worker/providers/openai.py's tools_refusal)."""
+    agent = routine.agent
+    if agent is None or not (agent.shell_commands or agent.read_patterns or agent.mcp_tools):
+        return []
+    from routines.spec.config import load_config
+    from routines.spec.paths import paths
+    from routines.spec.providers import RouteInvalid, plan_route
+    from worker.providers.base import ProviderError
+    from worker.providers.openai import OpenAIProvider
+
+    try:
+        target = plan_route(agent, load_config(paths().config_file).providers).local
+    except RouteInvalid:
+        return []  # validate reports it already
+    settings = target.settings
+    if settings is None:
+        return []
+    row: dict[str, Any] = {"routine": routine.name, "provider": settings.name}
+    try:
+        refusal = OpenAIProvider(settings, api_key=None).tools_refusal(target.model)
+    except ProviderError as exc:
+        return [{**row, "ok": False, "error": str(exc)}]
+    if refusal is not None:
+        return [{**row, "ok": False, "error": refusal}]
+    return [{**row, "ok": True}]
+
+
 def main(argv: list[str]) -> int:
     from routines.spec.checks import RoutineInvalid
     from routines.spec.loader import load_file
@@ -109,7 +139,7 @@ def main(argv: list[str]) -> int:
             routine = load_file(Path(arg))
         except RoutineInvalid:
             continue  # validate reports it already
-        for row in connect_routine(routine, with_credentials):
+        for row in [*connect_routine(routine, with_credentials), *provider_rows(routine)]:
             print(json.dumps({"file": arg, **row}), flush=True)
     return 0
 

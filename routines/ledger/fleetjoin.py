@@ -55,16 +55,16 @@ def join(fleet: PgLedger, local: LedgerAPI, now: datetime) -> JoinReport:
                 "INSERT INTO runs (run_id, routine, machine, slot, trigger, status, outcome, "
                 "detail, started_at, finished_at, duration_sec, route, model, escalated, "
                 "escalated_reason, input_tokens, output_tokens, local_input_tokens, "
-                "local_output_tokens, tool_calls, tools_used, dollars, output_file) VALUES "
-                "(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, "
-                "%s, %s, %s, %s) ON CONFLICT (run_id) DO NOTHING",
+                "local_output_tokens, tool_calls, tools_used, dollars, output_file, tried_model) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, "
+                "%s, %s, %s, %s, %s, %s) ON CONFLICT (run_id) DO NOTHING",
                 (
                     run_id, r.routine, machine, r.slot, r.trigger, status, r.outcome, detail,
                     r.started_at, finished, r.duration_sec, r.route, r.model, r.escalated,
                     r.escalated_reason, r.input_tokens, r.output_tokens, r.local_input_tokens,
                     r.local_output_tokens, r.tool_calls,
                     None if r.tools_used is None else json.dumps(r.tools_used),
-                    r.dollars, r.output_file,
+                    r.dollars, r.output_file, r.tried_model,
                 ),
             )  # fmt: skip
             if cur.rowcount:

@@ -22,7 +22,7 @@ __all__ = [
     "plain",
 ]
 
-PG_LEDGER_VERSION = 4
+PG_LEDGER_VERSION = 5
 
 T = 'TEXT COLLATE "C"'  # byte order, as SQLite compares: ISO times and slot ids sort as text
 
@@ -108,6 +108,8 @@ STEPS: dict[int, tuple[str, ...]] = {
     3: (f"ALTER TABLE runs ADD COLUMN exit_status {T}",),
     # SQLite's step 10: an override is bound to the file it was made for (RoutineState.enabled).
     4: ("ALTER TABLE routine_state ADD COLUMN file_identity TEXT",),
+    # An auto run whose escalation could not happen: the model it tried (`model` answered).
+    5: ("ALTER TABLE runs ADD COLUMN tried_model TEXT",),
 }
 MIGRATION_LOCK = 0x76696E6F73  # pg_advisory_xact_lock key: one migrating machine at a time
 

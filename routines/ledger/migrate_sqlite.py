@@ -20,6 +20,8 @@ Schema versions (PRAGMA user_version), forward only, each step an ALTER TABLE AD
              schemas 6 to 8 unpacked in place; a plain ledger has nothing to do
   10         routine_state + file_identity: the file an enable/disable override was made for
              (RoutineState.enabled); a row from before has none until the daemon binds it
+  11         + tried_model: the premium model an escalation wanted and could not reach (no
+             key, the premium leg down), beside `model`, the local model whose answer was kept
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from routines.runs import ACTIVE, NO_LAST_RUN, sql_in
 
 __all__ = ["LEDGER_VERSION", "SLOW_UPGRADE_ROWS", "STEPS", "V1", "upgrade"]
 
-LEDGER_VERSION = 10
+LEDGER_VERSION = 11
 SLOW_UPGRADE_ROWS = 50_000  # a bigger ledger's upgrade says so first (it takes a while)
 
 V1 = """
@@ -167,21 +169,24 @@ STEPS: dict[int, tuple[tuple[str, ...], tuple[str, ...]]] = {
     # An override is bound to the file it was made for (its Routine.identity): a leftover
     # override never turns on another file of that name (routines/ledger/model.py).
     10: ((), ("ALTER TABLE routine_state ADD COLUMN file_identity TEXT",)),
+    # An auto run whose escalation could not happen: the model it tried (`model` answered).
+    11: (("tried_model TEXT",), ()),
 }
+_UNPACKED = 9  # the unpacking makes runs as steps 1 to 9 leave it; later steps ALTER it
 _PACKED = range(6, 9)  # the schemas whose runs and claims were views over packed tables
 
-# runs' columns after id, in the order the steps added them (a plain ledger's, and what
-# schema 9 unpacks a packed one into).
+# runs' columns after id, in the order the steps added them up to 9 (what schema 9 unpacks a
+# packed one into).
 _PLAIN_COLUMNS = tuple(
     line.split()[0]
     for line in V1.strip().splitlines()[2:-1]  # between "id INTEGER PRIMARY KEY," and ")"
-) + tuple(c.split()[0] for n in sorted(STEPS) for c in STEPS[n][0])
+) + tuple(c.split()[0] for n in sorted(STEPS) if n <= _UNPACKED for c in STEPS[n][0])
 
 
 def _runs_table(name: str) -> str:
     """CREATE TABLE of a plain runs table called `name`, as steps 1 to 8 leave it."""
     types = [line.strip().rstrip(",") for line in V1.strip().splitlines()[2:-1]]
-    types += [c for n in sorted(STEPS) for c in STEPS[n][0]]
+    types += [c for n in sorted(STEPS) if n <= _UNPACKED for c in STEPS[n][0]]
     return f"CREATE TABLE {name} (id INTEGER PRIMARY KEY, {', '.join(types)})"
 
 

@@ -115,6 +115,7 @@ RUN_COLUMNS = (
     "owner_started",
     "worker_pid",
     "parent_run_id",
+    "tried_model",
 )
 
 
@@ -153,6 +154,7 @@ class RunRow:
     dollars: float | None
     output_file: str | None
     parent_run_id: str | None = None  # trigger "reply": the run it continues
+    tried_model: str | None = None  # an escalation's model never reached (the local answer kept)
 
     def as_json(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}

@@ -301,6 +301,7 @@ def finish_values(end: RunEnd, finished: str, duration: float | None) -> tuple[o
         None if end.tools_used is None else json.dumps(list(end.tools_used)),
         end.dollars,
         end.output_file,
+        end.tried_model,
     )
 
 

@@ -287,6 +287,7 @@ ROW_FIELDS = ", ".join(
         "dollars",
         "output_file",
         "parent_run_id",
+        "tried_model",
     )
 )
 FINISH_COLUMNS = (
@@ -307,6 +308,7 @@ FINISH_COLUMNS = (
     "tools_used",
     "dollars",
     "output_file",
+    "tried_model",
 )
 
 # The distinct routines of runs and of claims, one index step each (a skip scan over the

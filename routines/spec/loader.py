@@ -142,6 +142,7 @@ SCHEMA: dict[str, dict[str, Check]] = {
         "memory": one_of(Memory),
         "tags": string_list,
         "local_context_tokens": positive_int,
+        "max_output_tokens": positive_int,
         "network": network_value,
         "home": string_list,
         "shell_timeout_sec": positive_int,

@@ -6,6 +6,7 @@ each leg of a routine's route runs on.
     base_url = "http://127.0.0.1:1234/v1"
     local = true                           # the local leg: $0, no budget
     listener_users = ["lmstudio"]          # on loopback: who besides you and root may listen
+    max_output_tokens = 1024               # per model call (a routine's own value wins)
 
     [providers.openrouter]
     kind = "openai"
@@ -36,6 +37,7 @@ from routines.spec.checks import (
     boolean,
     found,
     nearest,
+    positive_int,
     positive_number,
     string,
 )
@@ -44,6 +46,8 @@ from routines.spec.routine import AgentSpec, BudgetSpec, Route
 __all__ = [
     "BUILTIN_LOCAL",
     "BUILTIN_PREMIUM",
+    "LOCAL_MAX_OUTPUT",
+    "PREMIUM_MAX_OUTPUT",
     "PROVIDER_NAME",
     "RESERVED",
     "Leg",
@@ -55,12 +59,18 @@ __all__ = [
     "check_agent",
     "from_job",
     "listener_users",
+    "output_limit",
     "parse_providers",
     "plan_route",
     "to_job",
     "uses_declared",
 ]
 
+# Output tokens per model call when neither the routine nor its provider says: a local model
+# that loops writes until this cap (a 135M model fills 4096 tokens with repeated text in a
+# minute of a laptop's CPU), so the local leg's is modest; the premium leg keeps the larger.
+LOCAL_MAX_OUTPUT = 1024
+PREMIUM_MAX_OUTPUT = 4096
 BUILTIN_LOCAL = "ollama"
 BUILTIN_PREMIUM = "anthropic"
 PROVIDER_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
@@ -88,6 +98,7 @@ class ProviderSettings:
     prices: dict[str, tuple[float, float]] = field(default_factory=dict)  # $/MTok in, out
     # Who besides us and root may own the socket a loopback base_url reaches (worker/connector.py)
     listener_users: tuple[str, ...] = ()
+    max_output_tokens: int | None = None  # per model call; None: the leg's default
 
 
 def _base_url(value: object) -> str:
@@ -131,6 +142,7 @@ SCHEMA: dict[str, dict[str, Check]] = {
         "key_file": _key_file,
         "prices": lambda v: v,  # checked entry by entry below
         "listener_users": listener_users,
+        "max_output_tokens": positive_int,
     },
     "price": {"input": positive_number, "output": positive_number},
 }
@@ -207,6 +219,7 @@ def _one(r: Reader, name: str, table: dict[str, Any]) -> ProviderSettings | None
         key_file=checked.get("key_file"),
         prices=prices,
         listener_users=checked.get("listener_users", ()),
+        max_output_tokens=checked.get("max_output_tokens"),
     )
 
 
@@ -250,6 +263,7 @@ def to_job(providers: Mapping[str, ProviderSettings]) -> dict[str, dict[str, Any
             "key_file": p.key_file,
             "prices": {m: [pin, pout] for m, (pin, pout) in p.prices.items()},
             "listener_users": list(p.listener_users),
+            "max_output_tokens": p.max_output_tokens,
         }
         for name, p in providers.items()
     }
@@ -274,9 +288,18 @@ def _from_job(raw: Mapping[str, Any]) -> dict[str, ProviderSettings]:
             key_file=d.get("key_file"),
             prices={m: (float(p[0]), float(p[1])) for m, p in (d.get("prices") or {}).items()},
             listener_users=tuple(str(u) for u in d.get("listener_users") or ()),
+            max_output_tokens=_positive_or_none(d.get("max_output_tokens")),
         )
         for name, d in raw.items()
     }
+
+
+def _positive_or_none(value: object) -> int | None:
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"max_output_tokens {value!r}")
+    return value
 
 
 # -- which provider each leg runs on ---------------------------------------------------------
@@ -413,3 +436,17 @@ def uses_declared(agent: AgentSpec) -> bool:
         or agent.local_provider != BUILTIN_LOCAL
         or agent.premium_provider != BUILTIN_PREMIUM
     )
+
+
+def output_limit(agent: AgentSpec, target: Target, leg: Leg) -> tuple[int, str]:
+    """Output tokens per model call on `target` (pure), and the setting that said it (for the
+    message when a reply is cut): the routine's [agent].max_output_tokens, else the
+    provider's in config.toml, else the leg's default."""
+    if agent.max_output_tokens is not None:
+        return agent.max_output_tokens, "[agent].max_output_tokens"
+    settings = target.settings
+    if settings is not None and settings.max_output_tokens is not None:
+        return settings.max_output_tokens, f"[providers.{settings.name}].max_output_tokens"
+    if leg is Leg.LOCAL:
+        return LOCAL_MAX_OUTPUT, "the local default"
+    return PREMIUM_MAX_OUTPUT, "the default"

@@ -181,6 +181,17 @@ class Escalation:
     on_malformed_tool_json: bool = True
     max_escalations_per_run: int = 3
 
+    @property
+    def possible(self) -> bool:
+        """Whether `auto` can ever reach its premium leg: a trigger on and escalations left."""
+        toggles = (
+            self.on_low_confidence,
+            self.on_reasoning_task,
+            self.on_context_overflow,
+            self.on_malformed_tool_json,
+        )
+        return self.max_escalations_per_run > 0 and any(toggles)
+
 
 @dataclass(frozen=True, slots=True)
 class Credential:
@@ -245,6 +256,9 @@ class AgentSpec:
     memory: Memory = Memory.SESSION
     tags: tuple[str, ...] = ()
     local_context_tokens: int = 4096
+    # Output tokens per model call; None: the provider's max_output_tokens, else the leg's
+    # default (routines.spec.providers.output_limit).
+    max_output_tokens: int | None = None
     network: bool | tuple[str, ...] = False  # a tuple: only those hosts (routines/spec/hosts.py)
     home: tuple[str, ...] = ()  # `~/...` paths its shell tools see, read-only
     shell_timeout_sec: int = 30

@@ -68,6 +68,8 @@ def _notes_of(ln: RoutineRow, warnings: list[str], signed: list[str]) -> None:
         signed.append(f"{ln.name}: unattended: {words} ({ln.permissions})")
     if ln.needs_you:
         warnings.append(f"{ln.name}: needs you: run {ln.needs_you} waits (vinos-routine pending)")
+    if ln.premium_key:
+        warnings.append(one_line(f"{ln.name}: {ln.premium_key}"))
     if ln.signature_note:
         (warnings if ln.signature_warning else signed).append(
             one_line(f"{ln.name}: {ln.signature_note}")

@@ -237,3 +237,24 @@ def test_list_says_when_enable_overrides_the_files_enabled(p: Paths, starters: N
     assert listing()["inbox-triage"]["file_enabled"] is None  # file and state agree
     cli("disable", "day-brief")
     assert listing()["day-brief"]["file_enabled"] is None
+
+
+def test_list_warns_when_auto_can_escalate_without_a_premium_key(p: Paths) -> None:
+    """Enabled routines only: the starters, off until enabled, say nothing yet."""
+    on = "[routine]\nenabled = true\n\n" + AGENT  # route "auto", escalation on
+    write(p.routines_dir, "day-brief", on)
+    off = on.replace("[budget]", "[agent.escalation]\nmax_escalations_per_run = 0\n\n[budget]")
+    write(p.routines_dir, "stays-local", off)
+    write(p.routines_dir, "disabled", AGENT)
+    done = cli("list")
+    assert done.returncode == 0
+    warned = [line for line in done.stdout.splitlines() if "no premium key" in line]
+    assert warned == [
+        'day-brief: route = "auto" may escalate to claude-sonnet-4-6, but there is no premium '
+        f"key (set ANTHROPIC_API_KEY, or write the key to {p.api_key_file} (chmod 600)); until "
+        "then a run that wants to escalate keeps the local answer and needs attention"
+    ]
+    p.api_key_file.parent.mkdir(parents=True, exist_ok=True)
+    p.api_key_file.write_text("sk-ant-test\n")
+    p.api_key_file.chmod(0o600)
+    assert "no premium key" not in cli("list").stdout

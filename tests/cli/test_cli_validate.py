@@ -30,7 +30,29 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture
 def p(vinos_env: Path) -> Paths:
-    return paths()
+    """The paths, with an Anthropic key on file (AGENT's `auto` route may escalate)."""
+    found = paths()
+    found.api_key_file.parent.mkdir(parents=True, exist_ok=True)
+    found.api_key_file.write_text("sk-ant-test-key\n")
+    found.api_key_file.chmod(0o600)
+    return found
+
+
+def test_auto_without_a_premium_key_warns(p: Paths) -> None:
+    p.api_key_file.unlink()
+    path = write(p.routines_dir, "day-brief", AGENT)
+    done = cli("validate", str(path))
+    assert done.returncode == 0  # a warning: the local leg still runs
+    assert done.stdout.splitlines() == [
+        f'{path}: [agent].route: route = "auto" may escalate to claude-sonnet-4-6, but there '
+        f"is no premium key (set ANTHROPIC_API_KEY, or write the key to {p.api_key_file} "
+        "(chmod 600)); until then a run that wants to escalate keeps the local answer and "
+        "needs attention",
+        f"{path}: OK",
+    ]
+    off = AGENT.replace("[budget]", "[agent.escalation]\nmax_escalations_per_run = 0\n\n[budget]")
+    write(p.routines_dir, "day-brief", off)
+    assert cli("validate", str(path)).stdout == f"{path}: OK\n"  # cannot escalate: no warning
 
 
 # The card of a routine that can do nothing of note: printed all the same, since what a

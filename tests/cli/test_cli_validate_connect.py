@@ -169,3 +169,37 @@ def test_with_credentials_after_the_card_the_server_gets_its_grant(hostile: Path
     assert "example.org" in done.stderr
     last = done.stdout.splitlines()[-1]
     assert "offers has_network, ping, saw_credentials" in last, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("template_tools", [False, True], ids=["dropped", "shown"])
+def test_connect_asks_a_local_server_whether_it_shows_the_tools(
+    vinos_env: Path, template_tools: bool
+) -> None:
+    """The question a run asks before its first call (llama-server's /props), asked here."""
+    from fakes import FakeOpenAI
+
+    with FakeOpenAI(template_tools=template_tools) as fake:
+        p = paths()
+        p.config_file.parent.mkdir(parents=True, exist_ok=True)
+        p.config_file.write_text(
+            f'[providers.llama]\nkind = "openai"\nbase_url = "{fake.base_url}"\nlocal = true\n'
+        )
+        text = AGENT.replace(
+            'system = "Write the brief."\n',
+            'system = "Write the brief."\nroute = "llama"\nmodel = "m"\ntools = ["shell:date"]\n',
+        )
+        path = write(p.routines_dir, "day-brief", text)
+        done = _validate(str(path))
+        assert [r.path for r in fake.requests] == ["/props"]
+    last = done.stdout.splitlines()[-1]
+    if template_tools:
+        assert done.returncode == 0, done.stdout
+        assert last == f"{path}: provider llama: shows the tools"
+    else:
+        assert done.returncode == 1
+        assert last.startswith(f'{path}: provider llama: "llama" at http://127.0.0.1:')
+        assert last.endswith(
+            "this model's chat template cannot show tools: start llama-server with `--jinja` "
+            "and a template that supports tools (e.g. --chat-template-file, or a model whose "
+            "GGUF has one)"
+        )

@@ -12,6 +12,13 @@ pieces (the name first, the arguments split in two), a last chunk with `usage` w
 one pretty-printed JSON object even to a streaming request (a server that ignores `stream`).
 Errors have OpenAI's shape: `{"error": {"message", "type", "code"}}`. GET /v1/models lists
 `models`.
+
+As llama-server does (its build 11434, common/chat.cpp and tools/server): a request whose
+assistant message carries a tool call with arguments that are not JSON is answered HTTP 500
+"Failed to parse tool call arguments as JSON" before any script entry is taken; `GET /props`
+answers `chat_template_caps` (`supports_tools` as `template_tools` says); with `ollama=True`
+the server is Ollama's OpenAI-compatible side instead, and `POST /api/show` answers the
+model's `capabilities` ("tools" when `template_tools`), while `/props` is a 404.
 """
 
 from __future__ import annotations
@@ -48,9 +55,13 @@ class FakeOpenAI(FakeServer):
         script: list[Script] | tuple[Script, ...] = (),
         *,
         models: tuple[str, ...] = (DEFAULT_MODEL,),
+        template_tools: bool = True,
+        ollama: bool = False,
         **kw: Any,
     ) -> None:
         self.models = models
+        self.template_tools = template_tools
+        self.ollama = ollama
         super().__init__(script, **kw)
 
     @property
@@ -86,11 +97,58 @@ class FakeOpenAI(FakeServer):
     def exhausted(self, req: Recorded) -> Reply:
         return error(500, f"fake server: script exhausted at {req.method} {req.path}")
 
+    def _answer(self, req: Recorded) -> Reply:
+        if (req.method, req.path) in self.scripted and isinstance(req.body, dict):
+            bad = unparsable_arguments(req.body)
+            if bad is not None:  # refused before the model sees it: no script entry taken
+                return error(500, bad, kind="server_error")
+        return super()._answer(req)
+
     def route(self, req: Recorded) -> Reply:
         if req.method == "GET" and req.path == "/v1/models":
             data = [{"id": m, "object": "model", "owned_by": "fake"} for m in self.models]
             return Reply(200, {"object": "list", "data": data})
+        if req.method == "GET" and req.path == "/props" and not self.ollama:
+            return Reply(200, props(self.template_tools, self.models[0]))
+        if req.method == "POST" and req.path == "/api/show" and self.ollama:
+            caps = ["completion", "tools"] if self.template_tools else ["completion"]
+            return Reply(200, {"details": {"family": "llama"}, "capabilities": caps})
         return error(404, f"Unexpected endpoint or method. ({req.method} {req.path})")
+
+
+def props(supports_tools: bool, model: str) -> dict[str, Any]:
+    """llama-server's `GET /props`, the parts a client reads (build 11434's shape)."""
+    caps = {
+        "supports_string_content": True,
+        "supports_typed_content": False,
+        "supports_tools": supports_tools,
+        "supports_tool_calls": supports_tools,
+        "supports_parallel_tool_calls": False,
+        "supports_system_role": True,
+    }
+    return {
+        "default_generation_settings": {"n_ctx": 8192},
+        "total_slots": 1,
+        "model_alias": model,
+        "model_path": f"/models/{model}.gguf",
+        "chat_template": "{{ messages }}",
+        "chat_template_caps": caps,
+        "build_info": "b11434-fake",
+    }
+
+
+def unparsable_arguments(body: dict[str, Any]) -> str | None:
+    """llama-server's refusal of a request whose assistant tool call has arguments that are
+    not JSON (common/chat.cpp func_args_not_string), or None."""
+    for msg in body.get("messages") or ():
+        for call in (msg.get("tool_calls") or ()) if isinstance(msg, dict) else ():
+            args = (call.get("function") or {}).get("arguments") if isinstance(call, dict) else None
+            if isinstance(args, str):
+                try:
+                    json.loads(args)
+                except ValueError as exc:
+                    return f"Failed to parse tool call arguments as JSON: [json.exception] {exc}"
+    return None
 
 
 def _completion(

@@ -353,8 +353,36 @@ def test_every_field_of_a_finished_run_round_trips(led: Contract) -> None:
         "dollars": 0.0081,
         "output_file": "/x/2024-06-01-1000.md",
         "parent_run_id": None,
+        "tried_model": None,
     }
     assert led.active_runs() == []
+
+
+def test_a_kept_local_answer_records_the_model_that_answered_and_the_one_it_tried(
+    led: Contract,
+) -> None:
+    """auto wanted the premium leg and could not reach it: `model` is the local model whose
+    answer was kept, `tried_model` the premium model, each in its own column."""
+    assert claim(led, "s", run_id="r1")
+    led.start_run("r1", now=T0, worker_pid=4321)
+    end = RunEnd(
+        status=RunStatus.OK,
+        outcome=Outcome.NEEDS_ATTENTION,
+        detail="wanted to escalate: low_confidence; no premium key",
+        route="local",
+        model="qwen2.5-7b-instruct",
+        escalated=False,
+        escalated_reason="low_confidence",
+        tried_model="claude-sonnet-4-6",
+    )
+    led.finish_run("r1", end, now=T0 + timedelta(seconds=30))
+    row = led.run("r1")
+    assert row is not None
+    assert (row.model, row.tried_model, row.escalated) == (
+        "qwen2.5-7b-instruct",
+        "claude-sonnet-4-6",
+        0,
+    )
 
 
 def test_a_given_duration_and_empty_tools_are_kept(led: Contract) -> None:

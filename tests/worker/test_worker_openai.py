@@ -52,6 +52,7 @@ def run_on(
     providers: dict[str, dict[str, Any]],
     *,
     route: str = "lmstudio",
+    tools: tuple[str, ...] = (),
     extra_agent: str = f'model = "{MODEL}"',
     budget: str = "",
     run_timeout: int | None = None,
@@ -59,7 +60,7 @@ def run_on(
 ) -> WorkerRun:
     if run_timeout is not None:
         extra_agent += f"\nrun_timeout_sec = {run_timeout}"
-    toml = routine_toml(route=route, extra_agent=extra_agent, budget=budget)
+    toml = routine_toml(route=route, extra_agent=extra_agent, budget=budget, tools=tools)
     job = msgspec.structs.replace(make_job(home, toml), providers=providers)
     return run_worker(job, env=env or worker_env())
 
@@ -131,6 +132,46 @@ def test_malformed_tool_json_off_the_auto_route_is_an_error_result(
     assert "JSON" in tool["content"] or "json" in tool["content"]
 
 
+@pytest.mark.parametrize("ollama", [False, True], ids=["llama-server", "ollama"])
+def test_a_template_without_tools_fails_at_start(home: Path, ollama: bool) -> None:
+    """llama-server whose chat template cannot show tools drops them without a word (its
+    /props says supports_tools: false); an Ollama model without the "tools" capability is the
+    same. A routine with its own tools fails before the first model call, saying what to do."""
+    with FakeOpenAI([OA.text(LONG)], template_tools=False, ollama=ollama) as fake:
+        r = run_on(home, {"lmstudio": declared(fake.base_url)}, tools=("shell:date",))
+        res = r.result
+        assert res.status == "failed", res
+        if ollama:
+            assert f'the model "{MODEL}" does not support tools' in (res.error or "")
+            assert [q.path for q in fake.requests] == ["/props", "/api/show"]
+        else:
+            assert (
+                "this model's chat template cannot show tools: start llama-server with "
+                "`--jinja` and a template that supports tools"
+            ) in (res.error or "")
+            assert [q.path for q in fake.requests] == ["/props"]
+        assert fake.chats == []
+
+
+def test_a_template_without_tools_runs_a_routine_without_its_own_tools(home: Path) -> None:
+    """Only report_outcome would be dropped: the reply stands in for it, with a warning."""
+    with FakeOpenAI([OA.text(LONG)], template_tools=False) as fake:
+        r = run_on(home, {"lmstudio": declared(fake.base_url)})
+        assert r.result.status == "ok" and "All quiet today" in r.output()
+        assert "tools" not in fake.chats[0].body
+        assert any("chat template cannot show tools" in e.text for e in r.events_of("warn"))
+
+
+def test_a_server_without_props_or_show_is_offered_tools(home: Path, server: FakeOpenAI) -> None:
+    """LM Studio and vLLM answer neither: the tools go out, and their own refusal decides."""
+    # Neither /props nor /api/show: every route off the script answers 404.
+    server.route = lambda req: OA.error(404, "Unexpected endpoint.")  # type: ignore[method-assign]
+    server.add(OA.text(LONG))
+    r = run_on(home, {"lmstudio": declared(server.base_url)}, tools=("shell:date",))
+    assert r.result.status == "ok"
+    assert server.chats[0].body["tools"][0]["function"]["name"] == "run_shell"
+
+
 def test_429_with_retry_after_is_retried(home: Path, server: FakeOpenAI) -> None:
     server.add(OA.rate_limited("1"), OA.text(LONG))
     r = run_on(home, {"lmstudio": declared(server.base_url)})
@@ -175,6 +216,22 @@ def test_a_hang_ends_as_timeout(home: Path, server: FakeOpenAI) -> None:
     assert len(server.chats) == 1  # a hang is not retried: the run's time is gone
 
 
+def test_a_stream_cut_by_the_time_limit_records_what_arrived(
+    home: Path, server: FakeOpenAI
+) -> None:
+    # A word every 0.25 s for 120 words: still streaming when the 4 s limit comes.
+    server.add(OA.text("word " * 120, word_delay=0.25))
+    r = run_on(home, {"lmstudio": declared(server.base_url)}, run_timeout=4)
+    res = r.result
+    assert res.status == "timeout", res
+    assert "stopped at its time limit while the model was still answering" in (res.error or "")
+    received = r.total("local_output")
+    # One streamed piece per token: what arrived before the cut, never 0, never all 120.
+    assert 3 <= received < 120, received
+    assert f"{int(received)} tokens received" in (res.error or "")
+    assert r.total("local_input") > 0
+
+
 def test_connection_refused_says_to_start_the_server(home: Path) -> None:
     r = run_on(home, {"lmstudio": declared("http://127.0.0.1:9/v1")})
     assert r.result.status == "failed"
@@ -188,6 +245,45 @@ def test_context_past_the_server_fails_off_the_auto_route(home: Path, server: Fa
     r = run_on(home, {"lmstudio": declared(server.base_url)})
     assert r.result.status == "failed"
     assert "outgrew the model's context window" in (r.result.error or "")
+
+
+LOOP = "I will check the calendar. " * 60
+
+
+@pytest.mark.parametrize(
+    ("agent_limit", "provider_limit", "sent", "said"),
+    [
+        (None, None, 1024, "the local default"),
+        (None, 300, 300, "[providers.lmstudio].max_output_tokens"),
+        (200, 300, 200, "[agent].max_output_tokens"),
+    ],
+    ids=["default", "provider", "routine"],
+)
+def test_a_runaway_local_reply_is_cut_and_needs_attention(
+    home: Path,
+    server: FakeOpenAI,
+    agent_limit: int | None,
+    provider_limit: int | None,
+    sent: int,
+    said: str,
+) -> None:
+    server.add(OA.text(LOOP, finish_reason="length", completion_tokens=sent))
+    extra = f'model = "{MODEL}"'
+    if agent_limit is not None:
+        extra += f"\nmax_output_tokens = {agent_limit}"
+    provider = declared(server.base_url)
+    provider["max_output_tokens"] = provider_limit
+    r = run_on(home, {"lmstudio": provider}, extra_agent=extra)
+    # The request asks for the routine's limit, else the provider's, else a modest default.
+    assert server.chats[0].body["max_tokens"] == sent
+    res = r.result
+    assert (res.status, res.outcome) == ("ok", "needs-attention"), res
+    assert res.summary == f"the reply was cut at max_output_tokens ({sent} tokens, {said}): " + (
+        "the model was still writing"
+    )
+    out = r.output()
+    assert "\n\nI will check the calendar. I will" in out
+    assert out.rstrip().endswith(f"[{res.summary}]")
 
 
 def _key_file(home: Path, mode: int = 0o600) -> Path:
@@ -539,12 +635,15 @@ def test_auth_and_unknown_model_answers_say_what_to_fix_unretried(
 def test_a_server_dripping_its_stream_is_cut_at_the_deadline(server: FakeOpenAI) -> None:
     """Each word arrives well within any read timeout, the whole reply long after the call's
     time: the total deadline (webclient's, on the SDK's client) ends it."""
-    from worker.providers.base import ProviderError
+    from worker.providers.base import StoppedMidReply
 
     server.add(OA.text("word " * 200, word_delay=0.2))  # ~40 s of stream
-    with pytest.raises(ProviderError) as info:
+    with pytest.raises(StoppedMidReply) as info:
         _complete(_provider(server, []), timeout=2.0)
-    assert "did not answer within 2 s" in str(info.value)
+    # Cut while streaming: what arrived is kept (a piece a token), not "did not answer".
+    assert "was still answering after 2 s" in str(info.value)
+    assert 0 < info.value.output_tokens < 200
+    assert info.value.text.startswith("word word")
 
 
 def test_no_tool_support_and_unparsable_tool_calls_are_told_apart(server: FakeOpenAI) -> None:

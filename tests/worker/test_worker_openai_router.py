@@ -15,7 +15,7 @@ import pytest
 from fakes import FakeAnthropic, FakeOpenAI
 from fakes import anthropic_replies as A
 from fakes import openai_replies as OA
-from worker_harness import WorkerRun, make_job, routine_toml, run_worker
+from worker_harness import API_KEY, WorkerRun, make_job, routine_toml, run_worker, worker_env
 
 CONFIDENT = "Three meetings today, two pull requests need review, inbox is quiet. " * 6
 PREMIUM = "Premium brief: " + "everything is in order and here is the detail. " * 6
@@ -176,3 +176,46 @@ def test_malformed_tool_json_escalates(
     _escalated(r, premium, "malformed_tool_json")
     assert len(local.chats) == 1
     assert any("malformed tool JSON" in e.text for e in r.events_of("log"))
+
+
+LOCAL_HEDGE = "I'm not sure what is on your calendar today, but here is what I found."
+
+
+@pytest.mark.parametrize("how", ["no key", "down"])
+def test_an_escalation_without_a_premium_key_keeps_the_local_answer(
+    home: Path, local: FakeOpenAI, claude: FakeAnthropic, how: str
+) -> None:
+    """`auto` whose premium leg cannot be had: the local answer (18 words, so low_confidence
+    fires) is kept as the output, the run needs attention saying why, and it is not a
+    failure (a strike). The result names the model that answered, not the one it tried."""
+    local.add(OA.text(LOCAL_HEDGE, prompt_tokens=120, completion_tokens=18))
+    if how == "no key":
+        env = worker_env(ANTHROPIC_BASE_URL=claude.url)  # no ANTHROPIC_API_KEY, no key file
+        why = "no premium key"
+    else:
+        claude.close()  # a refused connection: the premium leg is down
+        env = worker_env(ANTHROPIC_BASE_URL=claude.url, ANTHROPIC_API_KEY=API_KEY)
+        why = "the premium leg failed: "
+    premium = Premium("anthropic", claude, local)
+    r = _run(home, local, premium, env)
+    res = r.result
+    assert (res.status, res.outcome) == ("ok", "needs-attention"), res
+    assert res.summary.startswith(f"wanted to escalate: low_confidence; {why}"), res.summary
+    assert (res.route, res.model, res.escalated) == ("local", LOCAL_MODEL, False)
+    assert (res.escalated_reason, res.tried_model) == ("low_confidence", "claude-sonnet-4-6")
+    assert "here is what I found" in r.output()
+    assert (r.total("local_input"), r.total("local_output"), r.total("dollars")) == (120, 18, 0)
+
+
+def test_a_reasoning_task_without_a_premium_key_is_answered_locally(
+    home: Path, local: FakeOpenAI, claude: FakeAnthropic
+) -> None:
+    local.add(OA.text(CONFIDENT))
+    env = worker_env(ANTHROPIC_BASE_URL=claude.url)
+    r = _run(
+        home, local, Premium("anthropic", claude, local), env, system="Explain why, step by step."
+    )
+    res = r.result
+    assert (res.status, res.outcome, res.model) == ("ok", "needs-attention", LOCAL_MODEL), res
+    assert res.summary == "wanted to escalate: reasoning_task; no premium key"
+    assert len(local.chats) == 1 and claude.messages == []

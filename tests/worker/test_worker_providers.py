@@ -225,6 +225,18 @@ def test_an_ollama_model_that_is_not_pulled_fails_with_the_pull_command(
     _assert_failed(r, "ollama pull llama3.2:3b")
 
 
+def test_an_ollama_stream_cut_by_the_time_limit_records_what_arrived(
+    home: Path, ollama: FakeOllama
+) -> None:
+    ollama.add(O.text("word " * 100, word_delay=0.25, eval_count=100))
+    r = run_worker(_ollama_job(home, ollama.url, extra_agent="run_timeout_sec = 4"))
+    res = r.result
+    assert res.status == "timeout", res
+    assert "stopped at its time limit while the model was still answering" in (res.error or "")
+    received = sum(u.local_output for u in r.usages)
+    assert 3 <= received < 100 and f"{received} tokens received" in (res.error or "")
+
+
 def test_a_slow_ollama_times_out_and_a_dropped_one_fails(home: Path, ollama: FakeOllama) -> None:
     ollama.add(O.text(LONG, delay=30))
     r = run_worker(_ollama_job(home, ollama.url, extra_agent="run_timeout_sec = 2"))

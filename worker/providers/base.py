@@ -20,14 +20,17 @@ __all__ = [
     "Conversation",
     "Image",
     "MalformedToolCall",
+    "NoPremiumKey",
     "Provider",
     "ProviderError",
     "Reply",
     "Stop",
+    "StoppedMidReply",
     "ToolCall",
     "ToolResult",
     "ToolResultsTurn",
     "ToolSpec",
+    "ToolsDropped",
     "ToolsUnsupported",
     "Turn",
     "UserTurn",
@@ -142,8 +145,29 @@ class ProviderError(Exception):
     """A provider call failed; `str(exc)` is the user-readable reason."""
 
 
+class StoppedMidReply(ProviderError):
+    """The call's time ran out while the reply was still streaming in. `output_tokens`: the
+    pieces that had arrived (a streaming server sends about one token per piece), counted
+    as the call's output instead of zero."""
+
+    def __init__(self, message: str, *, output_tokens: int, text: str) -> None:
+        super().__init__(message)
+        self.output_tokens = output_tokens
+        self.text = text
+
+
+class NoPremiumKey(ProviderError):
+    """The premium leg has no API key (Anthropic's, or a paid provider's key_file)."""
+
+
 class ToolsUnsupported(ProviderError):
     """The (Ollama) model does not support tools: retry without them."""
+
+
+class ToolsDropped(ToolsUnsupported):
+    """The server says it would not show the model the tools (llama-server's chat template
+    cannot, or it runs without --jinja; an Ollama model without the "tools" capability): a
+    routine whose own tools it would drop cannot run there."""
 
 
 class MalformedToolCall(ProviderError):

@@ -27,6 +27,7 @@ from worker.providers.base import (
     ProviderError,
     Reply,
     Stop,
+    StoppedMidReply,
     ToolCall,
     ToolResultsTurn,
     ToolSpec,
@@ -130,6 +131,14 @@ class OllamaProvider:
                 "`ollama serve`, or set ollama_url in ~/.vinos/routines/config.toml"
             ) from None
         except webclient.TimedOut:
+            pieces = [p for p in map(_piece, chunks) if p]
+            if pieces:  # cut while streaming: what arrived is counted (a piece a token)
+                raise StoppedMidReply(
+                    f"{where} was still answering after {timeout:.0f} s "
+                    f"({len(pieces)} tokens received)",
+                    output_tokens=len(pieces),
+                    text="".join(pieces),
+                ) from None
             raise ProviderError(f"{where} did not answer within {timeout:.0f} s") from None
         except webclient.HttpError as exc:
             raise ProviderError(f"{where} failed: {exc}") from None

@@ -26,7 +26,9 @@ some local servers send. A server that ignores `stream` and answers one JSON obj
 Failures, translated here once: a prompt the server says is longer than its context is a
 reply with stop CONTEXT (the auto-router's context_overflow), a tool call it could not parse
 is MalformedToolCall, and a server started without tool support is ToolsUnsupported (the loop
-retries without tools).
+retries without tools). Before a local server is offered tools it is asked whether it would
+show them (`tools_refusal`): llama-server with a chat template that cannot drops them
+silently, and the run would be `ok` with no tool ever called (ToolsDropped).
 """
 
 from __future__ import annotations
@@ -51,8 +53,10 @@ from worker.providers.base import (
     ProviderError,
     Reply,
     Stop,
+    StoppedMidReply,
     ToolCall,
     ToolResultsTurn,
+    ToolsDropped,
     ToolSpec,
     ToolsUnsupported,
     UserTurn,
@@ -68,6 +72,7 @@ __all__ = [
     "parse_completion",
     "render",
     "retry_delay",
+    "tools_refusal",
 ]
 
 FORMAT = "openai"  # Reply.provider: the wire format `native` is in, shared by every such server
@@ -93,6 +98,14 @@ _CONTEXT_WORDS = (
     "maximum context",
     "too many tokens",
 )
+NO_TEMPLATE_TOOLS = (
+    "this model's chat template cannot show tools: start llama-server with `--jinja` and a "
+    "template that supports tools (e.g. --chat-template-file, or a model whose GGUF has one)"
+)
+PROBE_TIMEOUT = 5.0
+# What a local server said about tools, per (base_url, model), for this process: a worker is
+# one run, so a server restarted with other flags is asked again by the next run.
+_TOOLS_SEEN: dict[tuple[str, str], str | None] = {}
 # No connection at all: the server is not running, or base_url is wrong.
 _UNREACHABLE = (
     httpx2.ConnectError,
@@ -148,6 +161,8 @@ class OpenAIProvider:
         http, self._deadline = webclient.deadline_client(
             provider_trust(settings), clock, headers={"Accept-Encoding": "identity"}
         )
+        self._http = http
+        self._auth_key = bool(api_key)
         self._client = openai.OpenAI(
             base_url=settings.base_url,
             api_key=api_key or _NO_KEY,
@@ -188,6 +203,10 @@ class OpenAIProvider:
                 }
                 for t in tools
             ]
+        if tools and self.settings.local:
+            refusal = self.tools_refusal(model)
+            if refusal is not None:
+                raise ToolsDropped(refusal)
         end = self._clock() + timeout
         attempt = 0
         while True:
@@ -208,11 +227,49 @@ class OpenAIProvider:
                 continue
             self._fail(status, detail, model, attempt, delay)
 
+    def tools_refusal(self, model: str) -> str | None:
+        """Why the server would not show `model` the tools, or None (it would, or it does not
+        say): llama-server's `GET /props` (chat_template_caps.supports_tools), else Ollama's
+        `POST /api/show` (capabilities). A server that answers neither (LM Studio, vLLM) is
+        taken at its word when it refuses tools in a reply. Asked once per process."""
+        key = (self.settings.base_url, model)
+        if key not in _TOOLS_SEEN:
+            root = self.settings.base_url.removesuffix("/v1")
+            props = self._probe("GET", f"{root}/props", None)
+            show = None if props is not None else self._probe("POST", f"{root}/api/show", model)
+            _TOOLS_SEEN[key] = tools_refusal(props, show, model, self.where)
+        return _TOOLS_SEEN[key]
+
+    def _probe(self, method: str, url: str, model: str | None) -> Any:
+        """One small JSON request to the server's own API; None when it is not that API."""
+        self._deadline.deadline = self._clock() + PROBE_TIMEOUT
+        self._deadline.left = 1 << 20
+        headers = {"Authorization": self._auth["Authorization"]} if self._auth_key else {}
+        try:
+            resp = self._http.request(
+                method,
+                url,
+                json=None if model is None else {"model": model},
+                headers=headers,
+                timeout=PROBE_TIMEOUT,
+            )
+            if resp.status_code != 200:
+                return None
+            return orjson.loads(resp.content)
+        except Refused as exc:  # the connector's: it says why and the fix itself
+            raise ProviderError(str(exc)) from None
+        except (httpx2.HTTPError, ValueError):
+            return None
+        finally:
+            self._deadline.deadline = None
+            self._deadline.left = None
+
     def _post(self, body: dict[str, Any], timeout: float) -> tuple[int, Any, str | None]:
         """(status, the completion or error body, retry-after) of one request."""
         if timeout <= 0:
             raise ProviderError(f"{self.where} did not answer in the time the run had left")
         lines = TextLines(self.on_text)
+        got: list[Any] = []  # the chunks that arrived, kept if the deadline cuts the stream
         self._deadline.deadline = self._clock() + timeout
         self._deadline.left = webclient.MAX_BODY
         try:
@@ -231,20 +288,23 @@ class OpenAIProvider:
                 if media == "application/json":
                     data: Any = orjson.loads(resp.read())  # a server that ignored `stream`
                 else:
-                    data = merge_stream(_chunks(resp.parse(to=openai.Stream[object]), lines))
+                    data = merge_stream(_chunks(resp.parse(to=openai.Stream[object]), lines, got))
         except Refused as exc:  # the connector's, raised through the SDK as it stands
             raise ProviderError(str(exc)) from None
         except openai.APIStatusError as exc:
             retry_after = exc.response.headers.get("retry-after")
             return exc.status_code, _error_body(exc.response), retry_after
         except openai.APITimeoutError:
+            self._cut(got, timeout)
             raise ProviderError(f"{self.where} did not answer within {timeout:.0f} s") from None
-        except openai.APIConnectionError as exc:
-            self._unreachable(exc.__cause__ or exc, timeout)
+        except (openai.APIConnectionError, httpx2.HTTPError) as exc:
+            # Not connected, or the stream broke (or ran out of time) mid-way.
+            cause = (exc.__cause__ if isinstance(exc, openai.APIConnectionError) else None) or exc
+            if isinstance(cause, httpx2.TimeoutException):
+                self._cut(got, timeout)
+            self._unreachable(cause, timeout)
         except openai.APIError as exc:  # an error sent inside the stream: as the server's 500
             return 500, {"error": exc.body if exc.body is not None else exc.message}, None
-        except httpx2.HTTPError as exc:  # the stream broke (or ran out of time) mid-way
-            self._unreachable(exc, timeout)
         except ValueError:  # a body or an event that is not JSON
             data = None
         finally:
@@ -256,6 +316,20 @@ class OpenAIProvider:
         if not _is_completion(data):
             raise ProviderError(f"{self.where} sent a reply that is not a chat completion")
         return 200, data, None
+
+    def _cut(self, got: list[Any], timeout: float) -> None:
+        """Raise StoppedMidReply when the time ran out after the reply had begun to stream
+        (test_worker_openai.py::test_a_stream_cut_by_the_time_limit_records_what_arrived);
+        return when nothing had arrived (the server did not answer)."""
+        pieces = sum(1 for chunk in got if _piece(chunk) or _has_call(chunk))
+        if not pieces:
+            return
+        text = "".join(_piece(chunk) for chunk in got)
+        raise StoppedMidReply(
+            f"{self.where} was still answering after {timeout:.0f} s ({pieces} tokens received)",
+            output_tokens=pieces,
+            text=text,
+        )
 
     def _unreachable(self, exc: BaseException, timeout: float) -> NoReturn:
         """No usable answer: why, in the words the user acts on."""
@@ -289,7 +363,9 @@ class OpenAIProvider:
                 None,
                 provider=FORMAT,
             )
-        if "tool" in low and ("not support" in low or "--jinja" in low):
+        if "tool" in low and "--jinja" in low:
+            raise ToolsDropped(f"{self.where}: {NO_TEMPLATE_TOOLS}")
+        if "tool" in low and "not support" in low:
             raise ToolsUnsupported(f'the model "{model}" on {self.where} does not support tools')
         if "tool call" in low and "pars" in low:
             raise MalformedToolCall(
@@ -319,6 +395,22 @@ class OpenAIProvider:
         raise ProviderError(f"{where} answered HTTP {status}: {detail}")
 
 
+def tools_refusal(props: object, show: object, model: str, where: str) -> str | None:
+    """What a local server's own API says about showing tools (pure): llama-server's /props
+    `chat_template_caps.supports_tools`, Ollama's /api/show `capabilities`. None: it shows
+    them, or neither answer says."""
+    caps = props.get("chat_template_caps") if isinstance(props, dict) else None
+    if isinstance(caps, dict) and caps.get("supports_tools") is False:
+        return f"{where}: {NO_TEMPLATE_TOOLS}"
+    listed = show.get("capabilities") if isinstance(show, dict) else None
+    if isinstance(listed, list) and "tools" not in listed:
+        return (
+            f'{where}: the model "{model}" does not support tools (Ollama\'s capabilities for '
+            'it have no "tools"): pick a model that does, e.g. qwen2.5 or llama3.1'
+        )
+    return None
+
+
 def _auth(api_key: str | None) -> dict[str, Any]:
     """Headers every request carries, over what the SDK took from the environment: the key, or
     no Authorization at all; no OpenAI organization or project."""
@@ -330,9 +422,8 @@ def _auth(api_key: str | None) -> dict[str, Any]:
     }
 
 
-def _chunks(events: Iterable[object], lines: TextLines) -> list[Any]:
-    """The streamed chunks as they arrive, each one's text shown at once."""
-    out: list[Any] = []
+def _chunks(events: Iterable[object], lines: TextLines, out: list[Any]) -> list[Any]:
+    """The streamed chunks as they arrive into `out`, each one's text shown at once."""
     for chunk in events:
         out.append(chunk)
         lines.feed(_piece(chunk))
@@ -381,6 +472,13 @@ def _piece(chunk: object) -> str:
     delta = first.get("delta") if isinstance(first, dict) else None
     content = delta.get("content") if isinstance(delta, dict) else None
     return content if isinstance(content, str) else ""
+
+
+def _has_call(chunk: object) -> bool:
+    choices = chunk.get("choices") if isinstance(chunk, dict) else None
+    first = choices[0] if isinstance(choices, list) and choices else None
+    delta = first.get("delta") if isinstance(first, dict) else None
+    return isinstance(delta, dict) and bool(delta.get("tool_calls"))
 
 
 def merge_stream(chunks: list[Any]) -> Any:
@@ -469,22 +567,16 @@ def parse_completion(data: dict[str, Any], *, model: str, tool_names: set[str]) 
     choice = data["choices"][0]
     msg = _obj(choice.get("message"))
     content = clean(msg["content"]) if isinstance(msg.get("content"), str) else ""
-    calls: list[ToolCall] = []
-    malformed: str | None = None
     raw_calls = _list(msg.get("tool_calls"))
-    for i, entry in enumerate(raw_calls):
-        raw = entry if isinstance(entry, dict) else {}
-        fn = _obj(raw.get("function"))
-        args, error = arguments(fn.get("arguments"))
-        if error:
-            malformed = f"tool call arguments failed json.loads(): {error}"
-        calls.append(
-            ToolCall(str(raw.get("id") or f"call_{i}"), str(fn.get("name") or ""), args, error)
-        )
+    calls, malformed = _calls(raw_calls)
     native: dict[str, Any] | None = {"role": "assistant", "content": content or None}
     if raw_calls:
-        assert native is not None
-        native["tool_calls"] = [c if isinstance(c, dict) else {} for c in raw_calls]
+        # A malformed call is rebuilt from what was parsed (its arguments `{}`): llama-server
+        # answers 500 to a request carrying arguments that are not JSON, and the model would
+        # never get the "call it again" reply (test_worker_openai.py::
+        # test_malformed_tool_json_off_the_auto_route_is_an_error_result).
+        tool_calls = [c if isinstance(c, dict) else {} for c in raw_calls]
+        native = None if malformed else {**(native or {}), "tool_calls": tool_calls}
     if not calls and tool_names:
         found = tool_call_in_content(content, tool_names)
         if found is not None:
@@ -506,6 +598,23 @@ def parse_completion(data: dict[str, Any], *, model: str, tool_names: set[str]) 
         provider=FORMAT,
         native=native,
     )
+
+
+def _calls(raw_calls: list[Any]) -> tuple[list[ToolCall], str | None]:
+    """The message's tool calls, and why their arguments were malformed (None: they were
+    not)."""
+    calls: list[ToolCall] = []
+    malformed: str | None = None
+    for i, entry in enumerate(raw_calls):
+        raw = entry if isinstance(entry, dict) else {}
+        fn = _obj(raw.get("function"))
+        args, error = arguments(fn.get("arguments"))
+        if error:
+            malformed = f"tool call arguments failed json.loads(): {error}"
+        calls.append(
+            ToolCall(str(raw.get("id") or f"call_{i}"), str(fn.get("name") or ""), args, error)
+        )
+    return calls, malformed
 
 
 def _count(value: object) -> int | None:

@@ -201,6 +201,9 @@ def _connect(results: list[dict[str, Any]], with_credentials: bool) -> None:
 
 
 def _server_line(row: dict[str, Any]) -> str:
+    if "provider" in row:  # the local leg's server (worker.mcpconnect.provider_rows)
+        head = f"{row['file']}: provider {row['provider']}"
+        return f"{head}: {row['error']}" if row.get("error") else f"{head}: shows the tools"
     head = f"{row['file']}: MCP server {row['server']}"
     if not row.get("credentials"):
         head += " (started with no credential and no network)"
@@ -232,6 +235,8 @@ def _check(
         # A routine written by hand: the title and summary a draft must have, asked for here.
         shape = missing_shape(routine.title, routine.description)
         warnings = (*warnings, *(f"{path}: {w}" for w in shape))
+        if why := _premium_key(routine):
+            warnings = (*warnings, f"{path}: [agent].route: {why}")
         errors = [f"{path}: {e}" for e in _never_problems(routine)]
         if routine.schedule.form == "once":
             from routines.spec.loader import once_past
@@ -256,6 +261,21 @@ def _check(
     except BinaryRefused as exc:  # valid TOML, but every shell tool would fail closed
         return (), [f"{path}: {exc}"], {}, {}
     return (), [], {}, {}
+
+
+def _premium_key(routine: Any) -> str | None:
+    """`auto` that can escalate with no premium key: said here, where the file is checked."""
+    from routines.spec.checks import RoutineInvalid
+    from routines.spec.config import load_config
+    from routines.spec.paths import paths
+    from supervisor.hostcheck import premium_key_missing
+
+    p = paths()
+    try:
+        providers = load_config(p.config_file).providers
+    except RoutineInvalid:  # config.toml's own errors are validate config.toml's to show
+        providers = {}
+    return premium_key_missing(p, routine, providers)
 
 
 def _card(routine: Any) -> dict[str, Any]:

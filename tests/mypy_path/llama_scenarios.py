@@ -1,0 +1,1 @@
+../worker/llama_scenarios.py

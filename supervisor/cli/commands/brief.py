@@ -82,12 +82,7 @@ def run(args: argparse.Namespace) -> int:
 
     p = paths()
     today = datetime.now().astimezone().date()
-    if args.date:
-        days = [args.date]
-    elif args.unseen:
-        days = [today - timedelta(days=n) for n in range(UNSEEN_DAYS)]
-    else:
-        days = [today]
+    days = _days(args, today)
     items, failed, quiet = brief.gather(p, days)
     away = brief.elsewhere(p, days)
     waiting = _waiting(p)
@@ -129,6 +124,15 @@ def run(args: argparse.Namespace) -> int:
     if not args.list:
         _mark(p, items)
     return 0
+
+
+def _days(args: argparse.Namespace, today: date) -> list[date]:
+    """The days a brief shows: the one asked for, the last few for --unseen, or today."""
+    if args.date:
+        return [args.date]
+    if args.unseen:
+        return [today - timedelta(days=n) for n in range(UNSEEN_DAYS)]
+    return [today]
 
 
 def _waiting(p: Paths) -> list[Any]:

@@ -122,7 +122,7 @@ class Offline:
     def reconfigure(self, config: Config) -> None:
         """A reload: which routines may run offline from the next start of scheduling here,
         and the offline pool's settings now (a larger max_concurrent starts queued runs)
-        (tests/fleet/test_fleet_offline.py::test_reload_reaches_the_offline_pool)."""
+        (tests/fleet/test_fleet_outage_end.py::test_reload_reaches_the_offline_pool)."""
         self.config = config
         if self.pool is not None:
             self.pool.config = config

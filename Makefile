@@ -13,7 +13,7 @@ ifeq ($(strip $(PACKAGES)),)
 $(error scripts/packages.py found no packages in pyproject.toml)
 endif
 
-.PHONY: test-models test-models-here demo test test-fast test-load bench lint docs venv demo-venv demo-here test-here suite-here test-fast-here test-load-here bench-here completions cli-docs clean
+.PHONY: test-models test-models-here demo test test-fast test-load bench lint docs venv demo-venv demo-here test-here suite-here test-fast-here test-load-here bench-here completions cli-docs screenshots clean
 
 demo:
 	@scripts/as-user.sh demo-here
@@ -118,6 +118,13 @@ completions: venv
 # docs/cli.md, from the argparse parsers (tests/test_docs.py::test_the_cli_page_is_what_the_parsers_print checks it is current).
 cli-docs: venv
 	$(BIN)/python scripts/gen-cli-docs.py
+
+# docs/screenshots/: each page as NAME.png and its visible text as NAME.txt, from fixed data in
+# the distribution's headless Chromium (tests/dashboard/shots.py);
+# tests/dashboard/test_screenshots.py fails when the text is not what the code renders now.
+# As root it runs as the unprivileged VINOS_TEST_USER (the daemon refuses root), in place.
+screenshots: venv
+	@scripts/screenshots.sh
 
 clean:
 	rm -rf $(VENV) .venv-demo build dist site *.egg-info .mypy_cache .pytest_cache .ruff_cache

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import contextlib
 import hmac
-from collections.abc import Iterator
-from dataclasses import dataclass
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -44,14 +45,21 @@ MAX_FORM = 4096
 MAX_FIRE_FORM = 3 * 16 * 1024 + MAX_FORM  # a fire call's input, percent-encoded (INPUT_CAP)
 
 
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
 @dataclass(frozen=True, slots=True)
 class Settings:
     paths: Paths
     launch: str  # the launch token good now (dashboard.security: one exchange, then a new one)
     port: int
+    # Every page's "now" (next fires, today's cost, the 30 days charted, "in 2 h"): the wall
+    # clock, or a fixed instant for the documentation's screenshots (scripts/screenshots.py).
+    clock: Callable[[], datetime] = field(default=_utc_now)
 
 
-def _when(value: datetime | str | None) -> str:
+def _when(value: datetime | str | None, now: datetime) -> str:
     """An instant in this machine's local time, with the date when it is not today."""
     if value is None or value == "":
         return "—"
@@ -59,19 +67,31 @@ def _when(value: datetime | str | None) -> str:
         datetime.fromisoformat(value.replace("Z", "+00:00")) if isinstance(value, str) else value
     )
     local = instant.astimezone()
-    now = datetime.now(UTC)
     day = "" if local.date() == now.astimezone().date() else local.strftime("%a %d %b ")
     return f"{day}{local.strftime('%H:%M')} ({relative(instant - now)})"
 
 
-def _env() -> Environment:
+def home_relative(path: object, home: str | None = None) -> str:
+    """A path below the user's home as `~/...` (shorter, and the same on every machine)."""
+    text = str(path)
+    top = (home if home is not None else os.path.expanduser("~")).rstrip("/")
+    if top and text.startswith(top + "/"):
+        return "~" + text[len(top) :]
+    return text
+
+
+def _env(clock: Callable[[], datetime]) -> Environment:
     env = Environment(
         loader=FileSystemLoader(HERE / "templates"),
         autoescape=select_autoescape(default=True, default_for_string=True),
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters.update(money=money, tokens=tokens, when=_when)
+
+    def when(value: datetime | str | None) -> str:
+        return _when(value, clock())
+
+    env.filters.update(money=money, tokens=tokens, when=when, home=home_relative)
     return env
 
 
@@ -81,7 +101,8 @@ class Pages:
 
     def __init__(self, settings: Settings, keys: Secrets) -> None:
         self.paths = settings.paths
-        self.env = _env()
+        self.now = settings.clock
+        self.env = _env(settings.clock)
         self.csrf = keys.csrf
         # Every link and form of a page starts with the session's base path (templates:
         # `{{ base }}/cost`); `path` is the page's path below it.
@@ -128,7 +149,7 @@ class Pages:
         status, problem = self.daemon_status()
         with self.ledger() as db:
             data = views.overview(
-                scan(self.paths), db, status, problem, datetime.now(UTC), self.paths.ledger
+                scan(self.paths), db, status, problem, self.now(), self.paths.ledger
             )
         template = "_live.html" if request.query_params.get("partial") else "overview.html"
         return self.page(request, template, o=data)
@@ -152,9 +173,7 @@ class Pages:
             limit = 50
         zone = ZoneInfo(machine_timezone())
         with self.ledger() as db:
-            data = views.routine_page(
-                name, scan(self.paths), db, datetime.now(UTC), zone, filters, limit
-            )
+            data = views.routine_page(name, scan(self.paths), db, self.now(), zone, filters, limit)
         if data is None:
             return self.missing(request, f"routine {name!r}")
         return self.page(request, "routine.html", r=data, limit=limit)
@@ -174,16 +193,14 @@ class Pages:
         with self.ledger() as db:
             data = None
             if db is not None:
-                data = spending.cost_page(
-                    scan(self.paths), db, datetime.now(UTC), machine_timezone()
-                )
+                data = spending.cost_page(scan(self.paths), db, self.now(), machine_timezone())
         return self.page(request, "cost.html", c=data)
 
     def brief(self, request: Request) -> Response:
         with self.ledger() as db:
             items = []
             if db is not None:
-                items = spending.brief_page(self.paths, db, datetime.now(UTC), machine_timezone())
+                items = spending.brief_page(self.paths, db, self.now(), machine_timezone())
         return self.page(request, "brief.html", items=items)
 
     def playground(self, request: Request) -> Response:
@@ -194,7 +211,7 @@ class Pages:
         tz = q.get("tz", "")[:100] or machine_timezone()
         explained = None
         if expr.strip():
-            explained = views.explain(form, expr, tz, datetime.now(UTC), count=10)
+            explained = views.explain(form, expr, tz, self.now(), count=10)
         return self.page(request, "schedule.html", form=form, expr=expr, tz=tz, x=explained)
 
     async def change(self, request: Request) -> Response:

@@ -6,7 +6,6 @@ system's chromium, with its own sandbox on (the tests run unprivileged) and a fr
 
 from __future__ import annotations
 
-import os
 import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -53,17 +52,3 @@ def browser(profile: Path) -> Iterator[BrowserContext]:
             yield ctx
         finally:
             ctx.close()
-
-
-def screenshot_dir(tmp_path: Path) -> Path:
-    """docs/screenshots/ when the tree is writable (a developer's checkout), else
-    $VINOS_SCREENSHOTS, else the test's tmp dir (a read-only tree: CI as another user)."""
-    given = os.environ.get("VINOS_SCREENSHOTS")
-    if given:
-        return Path(given)
-    docs = REPO / "docs" / "screenshots"
-    if os.access(docs, os.W_OK):
-        return docs
-    out = tmp_path / "screenshots"
-    out.mkdir(exist_ok=True)
-    return out

@@ -15,7 +15,7 @@ from routines.ledger import Ledger
 from routines.runs import RunEnd
 from routines.schedule.tz import machine_timezone
 from routines.spec.paths import paths
-from tests.dashboard.browser import browser, screenshot_dir
+from tests.dashboard.browser import browser
 from tests.dashboard.dashkit import Dashboard
 from tests.supervisor.daemonkit import DaemonProcess, command_routine, gated, state, write_routine
 
@@ -89,7 +89,6 @@ def daemon(tmp_path: Path, not_root: None) -> Iterator[DaemonProcess]:
 def test_a_person_enables_runs_and_reads_a_routine(tmp_path: Path, not_root: None) -> None:
     from playwright.sync_api import expect
 
-    shots = screenshot_dir(tmp_path)
     write_routine(
         "hello",
         command_routine(
@@ -124,7 +123,6 @@ def test_a_person_enables_runs_and_reads_a_routine(tmp_path: Path, not_root: Non
             expect(page.locator("#routine-hello .live-state")).to_have_text(
                 "running", timeout=WAIT_MS
             )
-            page.screenshot(path=str(shots / "overview.png"), full_page=True)
             run_id = page.locator("#note").inner_text().rsplit(" ", 1)[1]
             follow = ctx.new_page()  # the run page follows the run, as `logs --follow` does
             follow.goto(f"{dash.url}/run/{run_id}")
@@ -147,7 +145,6 @@ def test_a_person_enables_runs_and_reads_a_routine(tmp_path: Path, not_root: Non
             ).to_be_visible()
             expect(page.locator("#output em")).to_have_text("good")
             expect(page.locator("#log tr").first).to_be_visible()
-            page.screenshot(path=str(shots / "run.png"), full_page=True)
 
             page.goto(f"{dash.url}/routine/hello")
             expect(page.locator("#description")).to_have_text("Every day at 3:00 AM")
@@ -156,9 +153,6 @@ def test_a_person_enables_runs_and_reads_a_routine(tmp_path: Path, not_root: Non
             expect(page.locator("#status-chart svg g.bar")).to_have_count(30)
             page.goto(f"{dash.url}/routine/hello?status=failed")
             expect(page.locator("tr.run-row")).to_have_count(0)
-
-            page.goto(f"{dash.url}/routine/spender")
-            page.screenshot(path=str(shots / "routine.png"), full_page=True)
 
             page.goto(f"{dash.url}/cost")
             bars = page.locator("#cost-chart svg g.bar")
@@ -169,12 +163,10 @@ def test_a_person_enables_runs_and_reads_a_routine(tmp_path: Path, not_root: Non
                 assert total == pytest.approx(spent.get(day, 0.0)), day
             cap = page.locator('.routine-cost[data-routine="spender"] .cap')
             expect(cap).to_contain_text("daily cap $0.25")
-            page.screenshot(path=str(shots / "cost.png"), full_page=True)
 
             page.goto(f"{dash.url}/brief")
             brief = page.locator('.brief-item[data-routine="hello"]')
             expect(brief.get_by_role("heading", name="Hello", exact=True)).to_be_visible()
-            page.screenshot(path=str(shots / "brief.png"), full_page=True)
 
             page.goto(f"{dash.url}/schedule")
             page.select_option("select[name=form]", "every")
@@ -185,7 +177,6 @@ def test_a_person_enables_runs_and_reads_a_routine(tmp_path: Path, not_root: Non
                 "Every Monday and Thursday at 8:00 AM"
             )
             expect(page.locator("#fires li")).to_have_count(10)
-            page.screenshot(path=str(shots / "schedule.png"), full_page=True)
             page.select_option("select[name=form]", "cron")
             page.fill("input[name=expr]", "0 0 L * *")
             page.get_by_role("button", name="Explain").click()

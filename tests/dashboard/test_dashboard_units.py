@@ -10,6 +10,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from dashboard.app import home_relative
 from dashboard.charts import Layer, Line, stacked_bars
 from dashboard.render import markdown, safe_url
 from dashboard.security import AccessVerdict, Secrets, check, cookie_values, new_token
@@ -270,3 +271,11 @@ def test_the_overview_shows_each_routines_spending_today_in_its_own_zone(tmp_pat
     # Auckland's 2 June began at 12:00 UTC: only the 12:30 run is today there; both in UTC.
     assert (lines["kiwi"].today_dollars, lines["utc"].today_dollars) == (0.5, 0.75)
     assert page is not None and page.line.today_dollars == 0.5
+
+
+def test_a_path_below_home_is_shown_from_the_tilde() -> None:
+    assert home_relative(Path("/home/ana/.vinos/routines/x.toml"), "/home/ana") == (
+        "~/.vinos/routines/x.toml"
+    )
+    assert home_relative("/home/anabel/x.toml", "/home/ana") == "/home/anabel/x.toml"
+    assert home_relative("/etc/vinos/routines/x.toml", "/home/ana/") == "/etc/vinos/routines/x.toml"

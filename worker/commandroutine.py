@@ -8,7 +8,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ipc.messages import EventKind, Result, RunStatus
-from routines.spec.config import SandboxSettings
 from worker.context import RunContext
 from worker.output import write_and_post
 from worker.results import run_failed
@@ -31,7 +30,6 @@ def stderr_tail(stderr: str) -> str:
 
 def run_command(run: RunContext) -> Result:
     import sandbox
-    from worker.shellpolicy import shell_policy_for
 
     spec = run.routine.command
     assert spec is not None
@@ -44,12 +42,7 @@ def run_command(run: RunContext) -> Result:
         return run_failed(message, status=status, base=Result(status=status, route="command"))
 
     try:
-        policy = shell_policy_for(
-            run.routine,
-            paths=run.paths,
-            scratch_dir=run.sandbox_scratch,
-            settings=SandboxSettings(**run.job.sandbox),
-        )
+        policy = run.shell_policy()
     except ValueError as exc:  # sandbox.UnsafeValue
         return failed(f"the sandbox refused to start: {exc}")
     # The command gets its whole timeout_sec: the supervisor's backstop for a command routine waits

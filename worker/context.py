@@ -28,6 +28,7 @@ from worker.providers.base import NoPremiumKey, Provider, ProviderError
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+    from sandbox import ShellPolicy
     from worker.mcptools import McpTools
 
 __all__ = ["Deadline", "RunContext", "ollama_url"]
@@ -113,6 +114,20 @@ class RunContext:
     def sandbox_scratch(self) -> Path:
         """The run's scratch dir for its shell tools (their working directory)."""
         return self.paths.run_scratch(self.name, self.job.run_id)
+
+    def shell_policy(self) -> ShellPolicy:
+        """The sandbox of the routine's own shell calls in this run (its gate, its tools, a
+        command routine's command): built the one way, from the job's sandbox settings.
+        Raises sandbox.UnsafeValue (a ValueError) as worker.shellpolicy.shell_policy_for does."""
+        from routines.spec.config import SandboxSettings
+        from worker.shellpolicy import shell_policy_for
+
+        return shell_policy_for(
+            self.routine,
+            paths=self.paths,
+            scratch_dir=self.sandbox_scratch,
+            settings=SandboxSettings(**self.job.sandbox),
+        )
 
     def debug_argv(self) -> Callable[[list[str]], None] | None:
         """With VINOS_ROUTINE_DEBUG=1, a hook that shows each bwrap argv as an event, so

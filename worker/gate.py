@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from ipc.messages import EventKind, Outcome, Result, RunStatus
-from routines.spec.config import SandboxSettings
 from worker.context import RunContext
 from worker.results import first_line, run_failed
 
@@ -65,18 +64,12 @@ def run_gate(run: RunContext) -> Result | None:
     """Run the routine's gate; None to go on (its stdout kept in `run.gate_output`), else the
     run's Result (nothing-to-do with 0 tokens, or a failure)."""
     import sandbox
-    from worker.shellpolicy import shell_policy_for
 
     gate = run.routine.gate
     assert gate is not None
     base = Result(status=RunStatus.FAILED, route="gate")
     try:
-        policy = shell_policy_for(
-            run.routine,
-            paths=run.paths,
-            scratch_dir=run.sandbox_scratch,
-            settings=SandboxSettings(**run.job.sandbox),
-        )
+        policy = run.shell_policy()
     except ValueError as exc:  # sandbox.UnsafeValue
         return run_failed(f"the gate's sandbox refused to start: {exc}", base=base)
     run.channel.event(EventKind.TOOL_CALL, f"gate: {gate.run}", tool="gate")

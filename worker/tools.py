@@ -211,15 +211,7 @@ class Toolbox:
 
     def _shell_policy(self) -> ShellPolicy:
         if self._policy is None:
-            from routines.spec.config import SandboxSettings
-            from worker.shellpolicy import shell_policy_for
-
-            self._policy = shell_policy_for(
-                self.run.routine,
-                paths=self.run.paths,
-                scratch_dir=self.run.sandbox_scratch,
-                settings=SandboxSettings(**self.run.job.sandbox),
-            )
+            self._policy = self.run.shell_policy()
         return self._policy
 
     def _announce(self, call: ToolCall) -> None:

@@ -273,19 +273,7 @@ class MemoryLedger:
         return ended
 
     def paused_runs(self) -> list[ActiveRun]:
-        return [
-            ActiveRun(
-                r["run_id"],
-                r["routine"],
-                r["slot"],
-                RunStatus(r["status"]),
-                r["owner_pid"],
-                r["owner_started"],
-                r["worker_pid"],
-            )
-            for r in self.data.runs.values()
-            if r["status"] in PAUSED
-        ]
+        return self._runs_in(PAUSED)
 
     def end_pause(self, run_id: str, status: RunStatus, note: str, *, now: datetime) -> bool:
         row = self.data.runs.get(run_id)
@@ -299,6 +287,9 @@ class MemoryLedger:
         return True
 
     def active_runs(self) -> list[ActiveRun]:
+        return self._runs_in(ACTIVE)
+
+    def _runs_in(self, statuses: frozenset[RunStatus]) -> list[ActiveRun]:
         return [
             ActiveRun(
                 r["run_id"],
@@ -310,7 +301,7 @@ class MemoryLedger:
                 r["worker_pid"],
             )
             for r in self.data.runs.values()
-            if r["status"] in ACTIVE
+            if r["status"] in statuses
         ]
 
     def run(self, run_id: str) -> RunRow | None:

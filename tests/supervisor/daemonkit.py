@@ -206,16 +206,18 @@ class DaemonProcess:
                 out.append(child)
         return out
 
-    def cli(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-        """`vinos-routine ARGS` with the daemon's environment."""
+    def cli(
+        self, *args: str, timeout: float = 60, stdin: str | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        """`vinos-routine ARGS` with the daemon's environment (and `stdin` on its stdin)."""
         return subprocess.run(
             [sys.executable, "-m", "supervisor", *args],
             check=False,
             env=self.env,
+            input="" if stdin is None else stdin,  # no input: an empty stdin, never the test's
             capture_output=True,
             text=True,
             timeout=timeout,
-            stdin=subprocess.DEVNULL,
         )
 
 

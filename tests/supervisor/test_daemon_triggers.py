@@ -151,8 +151,12 @@ def test_fire_refuses_a_routine_without_fire_and_an_input_past_the_cap(
     out = d.cli("fire", "plain")
     assert out.returncode == 1
     assert "takes no fire calls: add fire = true to its [trigger] table" in out.stderr
+    # Past the cap on stdin (where a long input comes from: an argument is at most 4,096
+    # characters for every command, supervisor/cli/main.py bad_argument) is refused, never cut.
+    out = d.cli("fire", "fired", "--input", "-", stdin="x" * 20_000)
+    assert out.returncode == 1 and "passes 16,384 bytes" in out.stderr, out.stderr
     out = d.cli("fire", "fired", "--input", "x" * 20_000)
-    assert out.returncode == 1 and "at most 16,384" in out.stderr
+    assert out.returncode == 2 and "longer than the 4096 characters" in out.stderr
     assert rows("fired") == []
     assert d.stop() == 0
 

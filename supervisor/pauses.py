@@ -92,7 +92,9 @@ def step(proposal: Proposal | None, now_iso: str) -> Step:
 # Runs a person started: `run` (the dashboard's button too) and `reply`. Any other run exists
 # because its routine was on (a slot, an event), so it goes on only while it still is.
 BY_PERSON = frozenset({Trigger.MANUAL, Trigger.REPLY})
-TURNED_OFF = "; its routine was turned off while it waited: ended, nothing more ran"
+TURNED_OFF = (
+    "; its routine was turned off, or its file replaced, while it waited: ended, nothing more ran"
+)
 _CHAIN_MAX = 64  # a run resumed from a run resumed …: walked this far, then judged off
 
 
@@ -111,12 +113,14 @@ def started_by(run_id: str, run: Callable[[str], RunRow | None]) -> Trigger | No
     return None
 
 
-def goes_on(on: bool, started: Trigger | None) -> bool:
+def goes_on(on: bool, started: Trigger | None, same_file: bool) -> bool:
     """Whether an answered run may go on (pure): while its routine is on, or when a person
-    started it (a routine run by hand while off). Turning a routine off stops what its
-    schedule or an event started, even mid-pause: the answer (an approved action ran) is
-    kept, the model is not called again (tests/supervisor/test_redteam_pauses.py)."""
-    return on or started in BY_PERSON
+    started it (a routine run by hand while off) and its file is the one it paused under.
+    Turning a routine off stops what its schedule or an event started, even mid-pause; and
+    a file put in the place of one run by hand (a draft, after a `remove`) is never run by
+    an answer to the old file's request. The answer is kept (an approved action ran), the
+    model is not called again (tests/supervisor/test_redteam_pauses.py)."""
+    return on or (started in BY_PERSON and same_file)
 
 
 def answer_words(p: Proposal) -> str:
@@ -219,7 +223,8 @@ def _resume(
         note = "; its routine is gone or invalid: expired"
         ledger.end_pause(run.run_id, RunStatus.EXPIRED, note, now=now)
         return True
-    if not goes_on(is_on(routine), started_by(run.run_id, ledger.run)):
+    same_file = prop.fingerprint == proposals.fingerprint(routine.text)
+    if not goes_on(is_on(routine), started_by(run.run_id, ledger.run), same_file):
         note = f"; {answer_words(prop)}{TURNED_OFF}"
         if ledger.end_pause(run.run_id, RunStatus.EXPIRED, note, now=now):
             log.info("%s: run %s answered, but its routine is off: ended", run.routine, run.run_id)

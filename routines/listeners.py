@@ -26,6 +26,7 @@ __all__ = [
     "IPAddress",
     "Listener",
     "Owners",
+    "foreign_holder",
     "owners",
     "parse_diag",
     "parse_table",
@@ -203,3 +204,48 @@ def untrusted(
         if name is None or name not in trusted_names:
             out.append(uid)
     return tuple(out)
+
+
+def _here(address: IPAddress) -> bool:
+    """Whether `address` is this machine's: loopback, or one it can bind (its LAN address)."""
+    if address.is_loopback:
+        return True
+    family = socket.AF_INET6 if address.version == 6 else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind((str(address), 0))
+        except OSError:
+            return False
+    return True
+
+
+def foreign_holder(host: str, port: int, trusted_names: Collection[str]) -> int | None:
+    """The uid of another user's program a TCP connection to `host`:`port` could reach on
+    this machine (not ours, root's or a user in `trusted_names`), or None. For a client that
+    connects by itself (libpq): asked just before it connects, over one resolution; a name
+    that does not resolve, or resolves off this machine, is None. OSError when the socket
+    tables cannot be read."""
+    import os
+    import pwd
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError):
+        return None
+    targets = tuple(
+        a
+        for a in dict.fromkeys(ipaddress.ip_address(str(i[4][0]).split("%", 1)[0]) for i in infos)
+        if _here(a)
+    )
+    if not targets:
+        return None
+
+    def name_of(uid: int) -> str | None:
+        try:
+            return pwd.getpwuid(uid).pw_name
+        except KeyError:
+            return None
+
+    found = owners(read_listeners(), Owners(targets, port))
+    bad = untrusted(found, os.getuid(), trusted_names, name_of)
+    return bad[0] if bad else None

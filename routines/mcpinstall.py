@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from routines.spec import McpServer
 from routines.spec.never import broad_places, under
 
-__all__ = ["Install", "InstallProblem", "installer", "resolve_install"]
+__all__ = ["Install", "InstallProblem", "changeable", "installer", "resolve_install"]
 
 # Visible in every sandbox already (sandbox/argv.py binds them read-only).
 _SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/etc")
@@ -45,6 +45,8 @@ def resolve_install(
     real = os.path.realpath(found)
     binds: list[str] = []
     for path in (real, *_interpreters(real, path_env)):
+        if problem := changeable(path):
+            raise InstallProblem(problem)
         root = _root(path)
         if root is not None and not any(under(path, b) for b in binds):
             _check(root, home, never)
@@ -117,6 +119,42 @@ def _root(path: str) -> str | None:
     if os.path.basename(parent) == "bin" and os.path.isdir(os.path.join(parent, "..", "lib")):
         return os.path.dirname(parent)  # a prefix: ~/.nvm/versions/node/v20, /opt/x
     return path
+
+
+def changeable(path: str, uid: int | None = None, gid: int | None = None) -> str | None:
+    """Why someone other than this user or root could change what runs at `path` (a real
+    path), or None. The file and every folder above it must be owned by this user or root,
+    and writable by nobody else: not by others (a sticky folder, /tmp, protects the entries
+    of its users), and not by a group other than this user's own or root's. A program in
+    another user's folder ran as the person with the routine's grants
+    (tests/cli/test_redteam_mcp_owner.py); sshd's StrictModes is the same rule."""
+    import stat
+
+    uid = os.getuid() if uid is None else uid
+    gid = os.getgid() if gid is None else gid
+    p = path
+    while True:
+        try:
+            st = os.lstat(p)
+        except OSError as exc:
+            return f"the server's program {path} cannot be checked: {p}: {exc.strerror}"
+        if st.st_uid not in (uid, 0):
+            return (
+                f"the server's program {path} can be changed by another user: {p} belongs to "
+                f"uid {st.st_uid}; install it as yourself (pipx, npm) or as root"
+            )
+        sticky = stat.S_ISDIR(st.st_mode) and st.st_mode & stat.S_ISVTX
+        if (st.st_mode & 0o002 and not sticky) or (
+            st.st_mode & 0o020 and st.st_gid not in (gid, 0)
+        ):
+            return (
+                f"the server's program {path} can be changed by another user: {p} is "
+                f"writable by {'everyone' if st.st_mode & 0o002 else f'group {st.st_gid}'}; "
+                f"chmod go-w {p}"
+            )
+        if p == "/":
+            return None
+        p = os.path.dirname(p)
 
 
 def _check(root: str, home: str, never: Sequence[str]) -> None:

@@ -24,7 +24,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from routines.ledger import LedgerError, LedgerUnavailable
+from routines.ledger import LedgerError, LedgerUnavailable, is_enabled
 from routines.ledger.api import MachineInUse
 from routines.safetext import one_line
 from routines.spec.config import Config, ConfigInvalid, load_config
@@ -330,6 +330,7 @@ class Daemon:
             now,
             self._resume,
             lambda name: self.pool.busy(name) or name in self._external_busy,
+            lambda routine: is_enabled(self._states, routine),
             self._notify,
         )
         for pending in self.scheduler.due(now, self._slot_busy, CLAIM_BATCH):

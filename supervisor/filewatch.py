@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from routines.spec import Routine
+from routines.spec.trigger import watch_folder, watch_root
 from supervisor.triggers import TriggerBook, watch_event
 
 __all__ = ["DEBOUNCE_SEC", "FileWatch", "Inotify", "matching", "ours", "watched_dirs"]
@@ -38,30 +39,48 @@ IN_Q_OVERFLOW = 0x00004000
 IN_NONBLOCK = os.O_NONBLOCK
 IN_CLOEXEC = os.O_CLOEXEC
 _EVENT = struct.Struct("iIII")  # wd, mask, cookie, len; then `len` bytes of name
-_GLOB = frozenset("*?[")
 
 
-def _literal_dir(pattern: str) -> str:
-    parts = pattern.split("/")
-    for i, part in enumerate(parts):
-        if _GLOB & set(part):
-            return "/".join(parts[:i]) or "/"
-    return os.path.dirname(pattern) or "/"
+# A watched glob: (its routine, the glob with `~` expanded, the grant it lies inside, expanded).
+Glob = tuple[str, str, str]
 
 
-def watched_dirs(routines: Iterable[Routine], home: str) -> dict[str, list[tuple[str, str]]]:
-    """Folder → [(routine, expanded glob)] for every routine's `watch` globs (pure)."""
-    out: dict[str, list[tuple[str, str]]] = {}
+def watched_dirs(routines: Iterable[Routine], home: str) -> dict[str, list[Glob]]:
+    """Folder → [(routine, expanded glob, expanded grant)] for every routine's `watch` globs
+    (pure). A glob inside no grant (the loader refuses it) is left out."""
+
+    def expand(p: str) -> str:
+        return home + p[1:] if p.startswith("~/") else p
+
+    out: dict[str, list[Glob]] = {}
     for r in routines:
+        reads = r.agent.read_patterns if r.agent is not None else ()
+        homes = r.agent.home if r.agent is not None else r.command.home if r.command else ()
         for pattern in r.trigger.watch if r.trigger else ():
-            full = home + pattern[1:] if pattern.startswith("~/") else pattern
-            out.setdefault(_literal_dir(full), []).append((r.name, full))
+            root = watch_root(pattern, reads, homes)
+            if root is None:
+                continue
+            full = expand(pattern)
+            out.setdefault(watch_folder(full), []).append((r.name, full, expand(root)))
     return out
 
 
-def matching(path: str, globs: Iterable[tuple[str, str]]) -> list[str]:
+def matching(path: str, globs: Iterable[Glob]) -> list[str]:
     """The routines one of whose globs matches `path` (pure)."""
-    return list(dict.fromkeys(name for name, g in globs if fnmatch.fnmatchcase(path, g)))
+    return list(dict.fromkeys(name for name, g, _ in globs if fnmatch.fnmatchcase(path, g)))
+
+
+def inside(resolved: str, globs: Iterable[Glob]) -> list[Glob]:
+    """The globs whose grant, its links resolved, holds the folder `resolved` (already
+    resolved). A link on the way (`~/notes/inbox` → `~/.ssh`, planted by a run that may write
+    to ~/notes) must not carry a watch outside what its routine may read: the changed paths
+    are handed to the model (tests/supervisor/test_redteam_watch.py)."""
+    out = []
+    for g in globs:
+        root = os.path.realpath(g[2])
+        if resolved == root or resolved.startswith(root.rstrip("/") + "/"):
+            out.append(g)
+    return out
 
 
 def ours(st: os.stat_result) -> bool:
@@ -120,7 +139,8 @@ class Inotify:
 @dataclass(slots=True)
 class _Dir:
     wd: int
-    globs: list[tuple[str, str]]
+    globs: list[Glob]
+    resolved: str  # the folder with its links resolved when its watch was added
 
 
 class FileWatch:
@@ -146,7 +166,7 @@ class FileWatch:
         self._timer: asyncio.TimerHandle | None = None
 
     def sync(self, routines: Iterable[Routine]) -> None:
-        wanted: Mapping[str, list[tuple[str, str]]] = watched_dirs(routines, self.home)
+        wanted: Mapping[str, list[Glob]] = watched_dirs(routines, self.home)
         if not wanted and self.ino is None:
             return
         if self.ino is None:
@@ -158,15 +178,39 @@ class FileWatch:
         for folder, globs in wanted.items():
             d = self.dirs.get(folder)
             if d is not None:
-                d.globs = list(globs)
+                d.globs = inside(d.resolved, globs)
                 continue
             try:
-                wd = self.ino.add(folder)
+                wd, kept, resolved = self._add(folder, globs)
             except OSError as exc:  # a folder not there (yet): said once a sync, not fatal
                 log.warning("watch: cannot watch %s: %s", folder, exc.strerror or exc)
                 continue
-            self.dirs[folder] = _Dir(wd, list(globs))
+            if wd is None:
+                continue
+            self.dirs[folder] = _Dir(wd, kept, resolved)
             self.by_wd[wd] = folder
+
+    def _add(self, folder: str, globs: list[Glob]) -> tuple[int | None, list[Glob], str]:
+        """Watch `folder` if, its links resolved, it lies inside its globs' grants; the watch
+        is added on the folder opened and checked (its /proc/self/fd link), so a link swapped
+        in after the check is never followed."""
+        assert self.ino is not None
+        fd = os.open(folder, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            proc = f"/proc/self/fd/{fd}"
+            resolved = os.readlink(proc)
+            kept = inside(resolved, globs)
+            if not kept:
+                log.warning(
+                    "watch: %s is %s, outside what %s may read: not watched",
+                    folder,
+                    resolved,
+                    ", ".join(dict.fromkeys(g[0] for g in globs)),
+                )
+                return None, [], resolved
+            return self.ino.add(proc), kept, resolved
+        finally:
+            os.close(fd)
 
     def _readable(self) -> None:
         assert self.ino is not None

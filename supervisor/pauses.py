@@ -11,7 +11,10 @@ Each tick, for each paused run (`step`, pure, over its newest proposal):
     waiting, or approved and its action still running  → wait
     done (approved, it ran), denied, invalidated        → resume: a new run (trigger `resume`,
                                                            the paused run its parent) continues
-                                                           the conversation with the answer
+                                                           the conversation with the answer;
+                                                           unless its routine was turned off
+                                                           and the run was not one a person
+                                                           started (`goes_on`): it ends
     expired (nobody answered in needs_you_timeout)      → the run ends `expired`
 
 The paused row moves on once (`LedgerAPI.end_pause`, a conditional UPDATE): of two daemons
@@ -31,15 +34,26 @@ from typing import Any
 from routines import proposals
 from routines.ledger import ActiveRun, LedgerError
 from routines.ledger.api import LedgerAPI
+from routines.ledger.model import RunRow
 from routines.proposals import Proposal, ProposalState
-from routines.runs import RunStatus
+from routines.runs import RunStatus, Trigger
 from routines.spec import Routine
 from routines.spec.paths import Paths
 from supervisor.approvals import proposal_store
 from supervisor.finish import Notification
 from supervisor.reply import ReplyTo
 
-__all__ = ["Step", "Verb", "answer_of", "expired_note", "step", "tend", "waiting_reason"]
+__all__ = [
+    "Step",
+    "Verb",
+    "answer_of",
+    "expired_note",
+    "goes_on",
+    "started_by",
+    "step",
+    "tend",
+    "waiting_reason",
+]
 
 log = logging.getLogger("vinos.pauses")
 
@@ -73,6 +87,40 @@ def step(proposal: Proposal | None, now_iso: str) -> Step:
     if state in _ANSWERED:
         return Step(Verb.RESUME, f"; {answer_words(proposal)}: resumed")
     return Step(Verb.WAIT)
+
+
+# Runs a person started: `run` (the dashboard's button too) and `reply`. Any other run exists
+# because its routine was on (a slot, an event), so it goes on only while it still is.
+BY_PERSON = frozenset({Trigger.MANUAL, Trigger.REPLY})
+TURNED_OFF = (
+    "; its routine was turned off, or its file replaced, while it waited: ended, nothing more ran"
+)
+_CHAIN_MAX = 64  # a run resumed from a run resumed …: walked this far, then judged off
+
+
+def started_by(run_id: str, run: Callable[[str], RunRow | None]) -> Trigger | None:
+    """What started the run a paused run continues: its own trigger, or, for a resumed
+    run, the first of its ancestors that was not a resume; None when the chain is lost."""
+    for _ in range(_CHAIN_MAX):
+        row = run(run_id)
+        if row is None:
+            return None
+        if row.trigger is not Trigger.RESUME:
+            return row.trigger
+        if row.parent_run_id is None:
+            return None
+        run_id = row.parent_run_id
+    return None
+
+
+def goes_on(on: bool, started: Trigger | None, same_file: bool) -> bool:
+    """Whether an answered run may go on (pure): while its routine is on, or when a person
+    started it (a routine run by hand while off) and its file is the one it paused under.
+    Turning a routine off stops what its schedule or an event started, even mid-pause; and
+    a file put in the place of one run by hand (a draft, after a `remove`) is never run by
+    an answer to the old file's request. The answer is kept (an approved action ran), the
+    model is not called again (tests/supervisor/test_redteam_pauses.py)."""
+    return on or (started in BY_PERSON and same_file)
 
 
 def answer_words(p: Proposal) -> str:
@@ -125,6 +173,7 @@ def tend(
     now: datetime,
     resume: Resume,
     busy: Callable[[str], bool],
+    is_on: Callable[[Routine], bool],
     notify: Callable[[Notification], None] = lambda _: None,
 ) -> dict[str, str]:
     """Carry out `step` for every paused run; the routines still waiting → their run id.
@@ -151,7 +200,9 @@ def tend(
             if ledger.end_pause(run.run_id, RunStatus.EXPIRED, decided.note, now=now):
                 log.info("%s: run %s expired: nobody answered", run.routine, run.run_id)
                 notify(expired_note(run.routine, run.run_id))
-        elif busy(run.routine) or not _resume(ledger, run, prop, decided, routine_of, resume, now):
+        elif busy(run.routine) or not _resume(
+            ledger, run, prop, decided, routine_of, is_on, resume, now
+        ):
             waiting[run.routine] = run.run_id
     return waiting
 
@@ -162,6 +213,7 @@ def _resume(
     prop: Proposal,
     decided: Step,
     routine_of: Callable[[str], Routine | None],
+    is_on: Callable[[Routine], bool],
     resume: Resume,
     now: datetime,
 ) -> bool:
@@ -170,6 +222,12 @@ def _resume(
     if routine is None:  # gone or invalid now: nothing to continue with
         note = "; its routine is gone or invalid: expired"
         ledger.end_pause(run.run_id, RunStatus.EXPIRED, note, now=now)
+        return True
+    same_file = prop.fingerprint == proposals.fingerprint(routine.text)
+    if not goes_on(is_on(routine), started_by(run.run_id, ledger.run), same_file):
+        note = f"; {answer_words(prop)}{TURNED_OFF}"
+        if ledger.end_pause(run.run_id, RunStatus.EXPIRED, note, now=now):
+            log.info("%s: run %s answered, but its routine is off: ended", run.routine, run.run_id)
         return True
     words = answer_words(prop)
     reply = ReplyTo(run.run_id, f"resumes {run.run_id}: {words}", False, answer=answer_of(prop))

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import secrets
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -38,6 +39,7 @@ from routines.runs import (
     event_slot,
 )
 from routines.spec import Routine
+from routines.spec.paths import paths
 from routines.spec.registry import Registry
 from routines.spec.trigger import INPUT_CAP
 from routines.store import read_regular
@@ -294,8 +296,19 @@ class TriggerBook:
 
 
 def _output(row: RunRow) -> str:
-    """An upstream run's output text (its tail, capped), or "" when it left none."""
+    """An upstream run's output text (its tail, capped), or "" when it left none.
+
+    Only a file in the upstream routine's own state folder here, where the daemon stores
+    outputs (supervisor/finish.py): the row's path is the ledger's word, and a fleet's
+    database writer may write rows but must never choose a file of the person's for the
+    daemon to read and hand on (tests/supervisor/test_redteam_after.py)."""
     if not row.output_file:
         return ""
-    data = read_regular(Path(row.output_file), INPUT_CAP)
+    given = Path(row.output_file)
+    state = paths().routine_state(row.routine)
+    if given.name in ("", ".", "..") or os.path.normpath(given.parent) != os.path.normpath(state):
+        log.warning("%s: run %s names an output outside its state folder: not read",
+                    row.routine, row.run_id)  # fmt: skip
+        return ""
+    data = read_regular(state / given.name, INPUT_CAP)
     return data.decode("utf-8", errors="replace") if data else ""

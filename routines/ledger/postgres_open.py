@@ -66,6 +66,48 @@ KEEPALIVES = {
 }
 
 
+# The system user PostgreSQL's packages run the server as (Debian, Arch, Fedora).
+POSTGRES_USER = "postgres"
+
+
+def loopback_squatter(dsn: str, where: str) -> str | None:
+    """Why nothing may be sent to the database `dsn` names: a host of it is this machine, and
+    its port is held by another user's program (not ours, root's or `postgres`). libpq sends
+    the user name, and the password in clear to a server that asks for it so (libpq 15 has
+    no `require_auth`): a second user who binds 127.0.0.1:5432 while PostgreSQL is stopped
+    would get it (tests/fleet/test_redteam_fleet_dsn.py). Unix sockets are not asked: their
+    folder is the server's. The check runs before each connection attempt; a squatter that
+    binds between the check and libpq's connect is caught by the next attempt."""
+    from routines.listeners import foreign_holder
+
+    try:
+        info = psycopg.conninfo.conninfo_to_dict(dsn)
+    except psycopg.ProgrammingError:
+        return None  # libpq says what is wrong with it
+    hosts = str(info.get("hostaddr") or info.get("host") or os.environ.get("PGHOSTADDR")
+                or os.environ.get("PGHOST") or "").split(",")  # fmt: skip
+    ports = str(info.get("port") or os.environ.get("PGPORT") or "5432").split(",")
+    for i, host in enumerate(hosts):
+        if not host or host.startswith(("/", "@")):
+            continue
+        port_text = ports[i] if i < len(ports) else ports[-1]
+        if not port_text.strip().isdigit():
+            continue
+        port = int(port_text)
+        try:
+            uid = foreign_holder(host, port, {POSTGRES_USER})
+        except OSError as exc:
+            return f"{where}: cannot tell who listens on port {port} of this machine: {exc}"
+        if uid is not None:
+            return (
+                f"{where}: {host} is this machine, and port {port} is held by another user's "
+                f"program (uid {uid}), not PostgreSQL's, yours or root's; nothing was sent to "
+                "it (libpq would send your password). Start your PostgreSQL, or ask who "
+                "listens: ss -ltnp"
+            )
+    return None
+
+
 def unreachable(message: str) -> LedgerUnavailable:
     """The fleet's database refused, dropped or never answered: nothing of the call recorded.
     The daemon handles it as any LedgerUnavailable: claim nothing, keep finished runs in
@@ -156,6 +198,8 @@ class PgConnection:
     def _open(self) -> psycopg.Connection[dict[str, Any]]:
         """A new, migrated connection; LedgerUnavailable (UNREACHABLE, READ_ONLY, FORBIDDEN,
         DISK_FULL), or LedgerError (a newer schema, or an error of ours)."""
+        if problem := loopback_squatter(self.dsn, self.where):
+            raise unreachable(problem)
         try:
             conn = psycopg.connect(
                 psycopg.conninfo.make_conninfo(self.dsn, **KEEPALIVES),

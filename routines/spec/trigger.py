@@ -41,7 +41,9 @@ __all__ = [
     "find_cycle",
     "read_gate",
     "read_trigger",
+    "watch_folder",
     "watch_outside",
+    "watch_root",
 ]
 
 # Bytes of an event's input a run is given: a fire call's (refused past it, never cut), an
@@ -74,6 +76,11 @@ def _globs(value: object) -> tuple[str, ...]:
     for v in value:
         if not v.startswith(("~/", "/")):
             raise Bad(f'absolute paths or paths under "~/" (not {v!r})')
+        if any(part in (".", "..") for part in v.split("/")):
+            # "~/notes/../.ssh/*" is below ~/notes as text and watches ~/.ssh: a watch is
+            # judged on its text (`watch_outside`), so the text must be the path
+            # (tests/supervisor/test_redteam_watch.py).
+            raise Bad(f'a path without "." or ".." parts (not {v!r})')
     return tuple(dict.fromkeys(value))
 
 
@@ -142,27 +149,46 @@ def _literal_dir(pattern: str) -> str:
     return "/".join(out)
 
 
+def watch_folder(pattern: str) -> str:
+    """The folder a `watch` glob's inotify watch is on: its part before the first glob
+    character, or a plain path's folder (a watch is on a folder, not below it)."""
+    parts = pattern.split("/")
+    for i, part in enumerate(parts):
+        if _GLOB_CHARS & set(part):
+            return "/".join(parts[:i]) or "/"
+    return pattern.rsplit("/", 1)[0] or "/"
+
+
 def _within(path: str, root: str) -> bool:
     root = root.rstrip("/")
     return path == root or path.startswith(root + "/")
 
 
-def watch_outside(pattern: str, read_patterns: Sequence[str], homes: Sequence[str]) -> str | None:
-    """Why the `watch` glob `pattern` is not inside what the routine may read, or None.
+def watch_root(pattern: str, read_patterns: Sequence[str], homes: Sequence[str]) -> str | None:
+    """The grant the `watch` glob `pattern` lies inside (as written, `~` included), or None.
 
-    Inside means: one of its `read:` globs verbatim, or below a `home` entry, or below the
-    literal folder of a `read:` glob that reaches everything under it (`.../**`). Judged on
-    the text as written (`~` included), so the card says exactly what was declared."""
+    Inside means: one of its `read:` globs verbatim (that glob's literal folder is the root),
+    or below a `home` entry, or below the literal folder of a `read:` glob that reaches
+    everything under it (`.../**`). Judged on the text as written, so the card says exactly
+    what was declared; the daemon checks the same root again on the resolved folder
+    (supervisor/filewatch.py), so a link on the way never takes a watch outside it."""
     if pattern in read_patterns:
-        return None
+        return watch_folder(pattern)
     for h in homes:
         if _within(pattern, h):
-            return None
+            return h
     for p in read_patterns:
         if p.endswith("/**") or p.endswith("/**/*"):
             root = _literal_dir(p)
             if _within(_literal_dir(pattern), root) and _within(pattern, root):
-                return None
+                return root
+    return None
+
+
+def watch_outside(pattern: str, read_patterns: Sequence[str], homes: Sequence[str]) -> str | None:
+    """Why the `watch` glob `pattern` is not inside what the routine may read, or None."""
+    if watch_root(pattern, read_patterns, homes) is not None:
+        return None
     return (
         f'"{pattern}" is outside what this routine may read: add "read:{pattern}" to '
         "[agent].tools, or its folder to home = [...]"

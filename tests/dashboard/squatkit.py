@@ -64,6 +64,10 @@ class SecondUser:
             raise OSError(f"the second user's helper: {reply['error']}")
         return reply
 
+    def plant(self, name: str, text: str) -> Path:
+        """An executable of the second user's, `name` below a new folder of theirs in /tmp."""
+        return Path(str(self.ask({"cmd": "plant", "name": name, "text": text})["path"]))
+
     def listen(self, port: int = 0, address: str = "127.0.0.1") -> Squat:
         r = self.ask({"cmd": "listen", "port": port, "address": address})
         squat = Squat(self, int(r["id"]), int(r["port"]), int(r["uid"]))

@@ -11,6 +11,11 @@ It serves one Unix socket (SOCKET, mode 0666 in a 0755 dir; only the uid given b
     {"cmd": "listen", "port": 0, "address": "127.0.0.1"}  -> {"id": 1, "port": 41234, "uid": 1002}
     {"cmd": "received", "id": 1}                          -> {"requests": ["GET / HTTP/1.1..."]}
     {"cmd": "close", "id": 1}                             -> {}
+    {"cmd": "plant", "name": "bin/x", "text": "..."}      -> {"path": "/tmp/vinos-plant-…/bin/x"}
+
+`plant` writes an executable of this user (folders 0755, the file 0755) in a new folder under
+/tmp: a program another user installed where a routine's author points to it (an MCP
+server's command). Each plant is removed when the helper stops.
 
 A listener answers every HTTP request with 200 and a dashboard-like body (what the old
 "is it ours?" probe took for a yes) and records what it was sent, headers included: the test
@@ -24,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import socket
 import struct
 import sys
@@ -90,9 +96,27 @@ class Squatter:
     def __init__(self) -> None:
         self.listeners: dict[int, Listener] = {}
         self.next_id = 1
+        self.planted: list[str] = []
+
+    def plant(self, name: str, text: str) -> dict[str, Any]:
+        import tempfile
+
+        if len(self.planted) >= MAX_LISTENERS or name.startswith("/") or ".." in name.split("/"):
+            return {"error": "refused"}
+        top = tempfile.mkdtemp(prefix="vinos-plant-", dir="/tmp")
+        self.planted.append(top)
+        os.chmod(top, 0o755)
+        path = os.path.join(top, name)
+        os.makedirs(os.path.dirname(path), mode=0o755, exist_ok=True)
+        with open(path, "w") as f:
+            f.write(text)
+        os.chmod(path, 0o755)
+        return {"path": path}
 
     def handle(self, req: dict[str, Any]) -> dict[str, Any]:
         cmd = req.get("cmd")
+        if cmd == "plant":
+            return self.plant(str(req.get("name", "")), str(req.get("text", "")))
         if cmd == "listen":
             if len(self.listeners) >= MAX_LISTENERS:
                 return {"error": "too many listeners"}
@@ -128,6 +152,15 @@ def main() -> int:
     args = parser.parse_args()
     squatter = Squatter()
     lock = threading.Lock()
+
+    def stop(_sig: int, _frame: object) -> None:
+        import shutil
+
+        for top in squatter.planted:
+            shutil.rmtree(top, ignore_errors=True)
+        os._exit(0)
+
+    signal.signal(signal.SIGTERM, stop)
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     if os.path.exists(args.socket):
         os.unlink(args.socket)

@@ -28,14 +28,14 @@ def test_each_globs_literal_folder_is_watched() -> None:
     b = routine("b", '["~/data/**/*.csv"]')
     got = watched_dirs([a, b], "/home/u")  # type: ignore[list-item]
     assert got == {
-        "/home/u/in": [("a", "/home/u/in/*.pdf")],
-        "/home/u/in/sub": [("a", "/home/u/in/sub/x.txt")],
-        "/home/u/data": [("b", "/home/u/data/**/*.csv")],
+        "/home/u/in": [("a", "/home/u/in/*.pdf", "/home/u/in")],
+        "/home/u/in/sub": [("a", "/home/u/in/sub/x.txt", "/home/u/in")],
+        "/home/u/data": [("b", "/home/u/data/**/*.csv", "/home/u/data")],
     }
 
 
 def test_matching_names_each_routine_once() -> None:
-    globs = [("a", "/h/in/*.pdf"), ("a", "/h/in/r*"), ("b", "/h/in/*.txt")]
+    globs = [("a", "/h/in/*.pdf", "/h/in"), ("a", "/h/in/r*", "/h/in"), ("b", "/h/in/*.txt", "/h")]
     assert matching("/h/in/report.pdf", globs) == ["a"]
     assert matching("/h/in/notes.txt", globs) == ["b"]
     assert matching("/h/in/notes.md", globs) == []

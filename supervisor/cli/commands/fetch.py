@@ -44,6 +44,7 @@ def check_url(url: str) -> None:
     if parts.scheme == "https":
         return
     if parts.scheme == "http" and _is_loopback(host):
+        _check_listener(url, host, parts.port or 80)
         return
     if parts.scheme == "http":
         raise FetchError(
@@ -51,6 +52,44 @@ def check_url(url: str) -> None:
             "use an https:// URL"
         )
     raise FetchError(f"{url}: only https:// URLs can be installed (found {parts.scheme}:)")
+
+
+def _check_listener(url: str, host: str, port: int) -> None:
+    """FetchError when a port of this machine that plain http would reach is held by another
+    user's program. "This machine" is not "this person": another local user who binds the
+    person's local gallery port first (python -m http.server 8000, started only now and
+    then) would serve the file installed, card and all. The same rule as the worker's
+    connector, from the same socket tables (routines/listeners.py); no user is trusted but
+    this one and root (tests/cli/test_redteam_install.py)."""
+    import os
+    import pwd
+
+    from routines.listeners import Owners, owners, read_listeners, untrusted
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except OSError:
+        return  # no address: the connection fails by itself, nothing is sent
+    targets = tuple(ipaddress.ip_address(str(i[4][0]).split("%", 1)[0]) for i in infos)
+
+    def name_of(uid: int) -> str | None:
+        try:
+            return pwd.getpwuid(uid).pw_name
+        except KeyError:
+            return None
+
+    try:
+        found = owners(read_listeners(), Owners(targets, port))
+    except OSError as exc:  # no socket table to read: refuse rather than guess
+        raise FetchError(f"{url}: cannot tell who listens on port {port}: {exc}") from None
+    bad = untrusted(found, os.getuid(), (), name_of)
+    if bad:
+        who = name_of(bad[0])
+        raise FetchError(
+            f"{url}: port {port} of this machine is held by another user's program (uid "
+            f"{bad[0]}{', user ' + who if who else ''}), not yours; nothing was asked of it. "
+            "Serve the file as your own user, or install it from an https:// URL or a file"
+        )
 
 
 class _CheckedRedirects(urllib.request.HTTPRedirectHandler):

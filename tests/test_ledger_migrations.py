@@ -340,6 +340,7 @@ def test_v9_overrides_are_kept_unbound_and_bound_at_their_next_enable(tmp_path: 
         pass
     db = sqlite3.connect(path, isolation_level=None)
     db.execute("ALTER TABLE routine_state DROP COLUMN file_identity")
+    db.execute("ALTER TABLE runs DROP COLUMN tried_model")  # schema 11's, also after 9
     db.execute(
         "INSERT INTO routine_state (routine, enabled_override, file_enabled_seen) "
         "VALUES ('brief', 1, 0)"

@@ -77,6 +77,7 @@ ACCEPTED = {
     ("create NAME", "2026-13-45"),
     ("create NAME", "9" * 30),
     ("deny --why", "*"),
+    ("fire --input", "*"),
     ("reply TEXT", "*"),
     ("sandbox COMMAND", "*"),
     ("trust --as", "*"),

@@ -49,10 +49,12 @@ def test_auto_without_a_premium_key_warns(p: Paths) -> None:
         "(chmod 600)); until then a run that wants to escalate keeps the local answer and "
         "needs attention",
         f"{path}: OK",
+        *CARD,
     ]
     off = AGENT.replace("[budget]", "[agent.escalation]\nmax_escalations_per_run = 0\n\n[budget]")
     write(p.routines_dir, "day-brief", off)
-    assert cli("validate", str(path)).stdout == f"{path}: OK\n"  # cannot escalate: no warning
+    # Cannot escalate: no warning.
+    assert cli("validate", str(path)).stdout.splitlines() == [f"{path}: OK", *CARD]
 
 
 # The card of a routine that can do nothing of note: printed all the same, since what a

@@ -12,7 +12,7 @@ import argparse
 import sys
 from typing import Any
 
-from supervisor.cli.commands.common import add_parser, die
+from supervisor.cli.commands.common import NoSuchRoutine, add_parser, die, find_entry
 
 __all__ = ["register"]
 
@@ -39,6 +39,12 @@ def run(args: argparse.Namespace) -> int:
     from supervisor.client import DaemonError, DaemonNotRunning, connect
     from supervisor.present import print_json
 
+    # A name no file has is said here, daemon or not (the daemon stays the judge of the rest:
+    # whether the routine is on and takes fire calls): tests/cli/test_cli_bad_input.py.
+    try:
+        find_entry(args.name, paths())
+    except NoSuchRoutine as exc:
+        return die(str(exc))
     text: str | None = args.input
     if text == "-":
         data = sys.stdin.buffer.read(INPUT_CAP + 1)

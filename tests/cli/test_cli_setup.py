@@ -9,7 +9,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from cli_helpers import Cli
 
 from supervisor.cli.completions import render

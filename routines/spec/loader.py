@@ -45,8 +45,8 @@ from routines.spec.checks import (
 )
 from routines.spec.grants import CREDENTIAL_KEYS, read_credentials
 from routines.spec.hosts import network_value
-from routines.spec.paths import signature_path
-from routines.spec.providers import ProviderSettings, unknown_route
+from routines.spec.paths import Paths, signature_path
+from routines.spec.providers import ProviderSettings, unknown_route, uses_declared
 from routines.spec.readfile import read_routine_file
 from routines.spec.routekeys import (
     Declared,
@@ -90,9 +90,11 @@ from routines.spec.trigger import (
 __all__ = [
     "Problem",
     "RoutineInvalid",
+    "context",
     "load_file",
     "load_text",
     "parse_duration",
+    "reads_only_the_file",
 ]
 
 
@@ -346,15 +348,11 @@ def _never_checks(
                 reads.append((f"[agent].tools[{i}]", entry[5:]))
     if not homes and not reads:
         return  # nothing to check: spare `list` the never-list's realpath per entry
-    from routines.spec.never import home_problem, never_paths, read_problem
+    from routines.spec.never import home_problem, read_problem
     from routines.spec.paths import paths
 
-    home = os.path.realpath(Path.home())
     p = paths()
-    try:
-        never = never_paths(home, os.path.realpath(p.home))
-    except ValueError:  # VINOS_HOME is the home itself: nothing can be declared
-        never = (home,)
+    home, never = _never_list(p)
     for key, entry in homes:
         if problem := home_problem(entry, home, never):
             r.error(key, problem)
@@ -363,6 +361,35 @@ def _never_checks(
         for key, pattern in reads:
             if problem := read_problem(pattern, home, never, own):
                 r.error(key, problem)
+
+
+def _never_list(p: Paths) -> tuple[str, tuple[str, ...]]:
+    """The real home and the never-list the home and read checks hold declared paths to."""
+    from routines.spec.never import never_paths
+
+    home = os.path.realpath(Path.home())
+    try:
+        return home, never_paths(home, os.path.realpath(p.home))
+    except ValueError:  # VINOS_HOME is the home itself: nothing can be declared
+        return home, (home,)
+
+
+def context(p: Paths) -> tuple[str, ...]:
+    """What `load_text` reads besides the file, config.toml and the clock, as text: the
+    machine's zone (a schedule without one), the never-list and the real home (`home` and
+    `read:` checks), the real workspace root (a routine may read its own workspace). Two
+    parses of the same bytes under the same context are the same (routines/spec/snapshot.py
+    keeps parses by it)."""
+    home, never = _never_list(p)
+    return (machine_timezone(), home, *never, "", os.path.realpath(p.workspace_root))
+
+
+def reads_only_the_file(routine: Routine) -> bool:
+    """Whether `routine`'s parse depended on its file and `context` alone: not on config.toml
+    (a provider declared there), nor on the clock (a `once` warns when its time is past)."""
+    if routine.agent is not None and uses_declared(routine.agent):
+        return False
+    return routine.schedule.form != "once"
 
 
 def _check_name(r: Reader, path: Path, doc: Mapping[str, Any]) -> str | None:

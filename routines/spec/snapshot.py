@@ -27,6 +27,7 @@ or is of another format or context is ignored, and replaced at the next write.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import stat
@@ -208,10 +209,8 @@ def _open_private(directory: Path, *, make: bool) -> int | None:
 
     try:
         if make:
-            try:
+            with contextlib.suppress(FileExistsError):
                 os.mkdir(directory, 0o700)
-            except FileExistsError:
-                pass
         fd = open_dir(directory)
     except OSError:
         return None

@@ -224,3 +224,22 @@ def test_racy_is_the_last_racy_ns_before_now() -> None:
     assert snapshot.racy(now, now)
     assert snapshot.racy(now - snapshot.RACY_NS + 1, now)
     assert not snapshot.racy(now - snapshot.RACY_NS, now)
+
+
+def test_a_parse_that_read_the_never_list_is_not_taken_under_another(
+    p: Paths, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A `home` path is held to the never-list, which the environment moves (GNUPGHOME puts
+    ~/.gnupg's place elsewhere): the same file is refused once its folder is on the list."""
+    home = tmp_path / "home"
+    (home / "notes").mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("GNUPGHOME", raising=False)
+    write(p.routines_dir, "a", COMMAND + 'home = ["~/notes"]\n')
+    settle()
+    entry = scan(p).get("a")
+    assert entry is not None and entry.valid
+    monkeypatch.setenv("GNUPGHOME", str(home / "notes"))
+    entry = scan(p).get("a")
+    assert entry is not None and not entry.valid
+    assert "never-list" in str(entry.errors[0])

@@ -90,9 +90,11 @@ from routines.spec.trigger import (
 __all__ = [
     "Problem",
     "RoutineInvalid",
+    "checks_paths",
     "context",
     "load_file",
     "load_text",
+    "never_context",
     "parse_duration",
     "reads_only_the_file",
 ]
@@ -333,6 +335,8 @@ def _never_checks(
     doc: Mapping[str, Any],
 ) -> None:
     """Refuse `home = [...]` entries and `read:` globs that reach the never-list."""
+    if not checks_paths(agent, command):
+        return  # nothing to check: spare `list` the never-list's realpath per entry
     table = "agent" if agent is not None else "command"
     declared = agent.home if agent is not None else command.home if command else ()
     homes = [(f"[{table}].home[{i}]", e) for i, e in enumerate(declared)]
@@ -346,8 +350,6 @@ def _never_checks(
             valid = isinstance(entry, str) and Tool(ToolKind.READ, entry[5:]) in agent.tools
             if valid and entry.startswith("read:"):
                 reads.append((f"[agent].tools[{i}]", entry[5:]))
-    if not homes and not reads:
-        return  # nothing to check: spare `list` the never-list's realpath per entry
     from routines.spec.never import home_problem, read_problem
     from routines.spec.paths import paths
 
@@ -374,14 +376,30 @@ def _never_list(p: Paths) -> tuple[str, tuple[str, ...]]:
         return home, (home,)
 
 
-def context(p: Paths) -> tuple[str, ...]:
-    """What `load_text` reads besides the file, config.toml and the clock, as text: the
-    machine's zone (a schedule without one), the never-list and the real home (`home` and
-    `read:` checks), the real workspace root (a routine may read its own workspace). Two
-    parses of the same bytes under the same context are the same (routines/spec/snapshot.py
-    keeps parses by it)."""
+def checks_paths(agent: AgentSpec | None, command: CommandSpec | None) -> bool:
+    """Whether a routine's paths are held to the never-list: it declares a `home` (its own, an
+    action's, an MCP server's) or a `read:` tool."""
+    if agent is not None:
+        if agent.home or agent.read_patterns or any(a.home for a in agent.actions):
+            return True
+    elif command is not None and command.home:
+        return True
+    return bool(mcpkeys.server_homes(agent, command))
+
+
+def context() -> tuple[str, ...]:
+    """What `load_text` reads of the machine besides the file, config.toml and the clock, for
+    every routine: the machine's zone (a schedule without one). Two parses of the same bytes
+    under the same context (and `never_context`, for a routine that `checks_paths`) are the
+    same (routines/spec/snapshot.py keeps parses by them)."""
+    return (machine_timezone(),)
+
+
+def never_context(p: Paths) -> tuple[str, ...]:
+    """What the never-list checks of `checks_paths` read: the real home, the never-list, the
+    real workspace root (a routine may read its own workspace)."""
     home, never = _never_list(p)
-    return (machine_timezone(), home, *never, "", os.path.realpath(p.workspace_root))
+    return (home, *never, "", os.path.realpath(p.workspace_root))
 
 
 def reads_only_the_file(routine: Routine) -> bool:

@@ -4,8 +4,9 @@ run without the daemon (`list` of 10,000 routines) reads one file instead of par
 It is a cache of `load_file` and nothing more: an entry is used only for the file at the same
 path whose (mtime, ctime, size, inode, device) and whose signature beside it (NAME.toml.sig, which
 the loader looks for) are what they were when it was parsed, and only while everything else the
-parse read is the same (`loader.context`: the machine's zone, the real home and VINOS_HOME, the
-never-list they give, the workspace root; and the code that parsed it). What it gives is what
+parse read is the same: the code that parsed it, `loader.context` (the machine's zone) and, for a
+routine that declares paths, `loader.never_context` (the real home, the never-list, the real
+workspace root; computed only then, so a plain `list` loads no never-list). What it gives is what
 parsing the same bytes again would give (tests/test_registry_snapshot.py): `scan` builds the
 same entries from it, with no last good version of a file (that is the daemon's alone).
 
@@ -28,7 +29,6 @@ or is of another format or context is ignored, and replaced at the next write.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import stat
 import sys
@@ -60,7 +60,8 @@ class _Parsed(msgspec.Struct, array_like=True):
 
 class _File(msgspec.Struct, array_like=True):
     format: int
-    context: str
+    context: tuple[str, ...]  # the code, then loader.context()
+    never: tuple[str, ...] | None  # loader.never_context(), when a parse kept needed it
     parsed: dict[str, _Parsed]  # by the file's path
 
 
@@ -124,11 +125,16 @@ def _code() -> str:
     return "\n".join(sorted(seen))
 
 
-def _context(paths: Paths) -> str:
+def _context() -> tuple[str, ...]:
     from routines.spec.loader import context
 
-    parts = (str(FORMAT), _code(), *context(paths))
-    return hashlib.sha256("\n\0".join(parts).encode()).hexdigest()
+    return (str(FORMAT), _code(), *context())
+
+
+def _checks_paths(routine: Routine) -> bool:
+    from routines.spec.loader import checks_paths
+
+    return checks_paths(routine.agent, routine.command)
 
 
 class Snapshot:
@@ -136,14 +142,24 @@ class Snapshot:
     then `save` (written only when something changed)."""
 
     def __init__(self, paths: Paths, now_ns: int) -> None:
-        self._state = paths.state_dir
-        self._context = _context(paths)
+        self._paths = paths
+        self._context = _context()
         self._now = now_ns
+        self._never: tuple[str, ...] | None = None  # loader.never_context(), once asked
+        self._old_never: tuple[str, ...] | None = None
         self._old: dict[str, _Parsed] = self._load()
         self._new: dict[str, _Parsed] = {}
 
+    def _never_now(self) -> tuple[str, ...]:
+        # Only for a routine that declares paths: a plain `list` loads no never-list.
+        if self._never is None:
+            from routines.spec.loader import never_context
+
+            self._never = never_context(self._paths)
+        return self._never
+
     def _load(self) -> dict[str, _Parsed]:
-        dfd = _open_private(self._state, make=False)
+        dfd = _open_private(self._paths.state_dir, make=False)
         if dfd is None:
             return {}
         try:
@@ -160,12 +176,15 @@ class Snapshot:
             return {}  # torn, corrupt, or of a shape this code does not know: parse again
         if file.format != FORMAT or file.context != self._context:
             return {}
+        self._old_never = file.never
         return file.parsed
 
     def get(self, path: str, key: Key) -> Routine | None:
         """The routine parsed from the file at `path` when its key was `key`, or None."""
         got = self._old.get(path)
         if got is None or got.key != key or racy(key[1], self._now):
+            return None
+        if _checks_paths(got.routine) and self._old_never != self._never_now():
             return None
         self._new[path] = got
         return got.routine
@@ -182,13 +201,16 @@ class Snapshot:
             self._new[p] is self._old[p] for p in self._new
         ):
             return
+        never = (
+            self._never_now() if any(_checks_paths(v.routine) for v in self._new.values()) else None
+        )
         try:
             data = msgspec.msgpack.Encoder(enc_hook=_enc_hook).encode(
-                _File(FORMAT, self._context, self._new)
+                _File(FORMAT, self._context, never, self._new)
             )
             if len(data) > MAX_BYTES:
                 return
-            dfd = _open_private(self._state, make=True)
+            dfd = _open_private(self._paths.state_dir, make=True)
             if dfd is None:
                 return
             try:

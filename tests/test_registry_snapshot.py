@@ -143,7 +143,7 @@ def test_a_new_and_a_settling_file_are_parsed_and_only_a_settled_one_kept(p: Pat
         pytest.param(lambda f: f.write_bytes(f.read_bytes()[:1000]), id="torn"),
         pytest.param(lambda f: f.write_bytes(b""), id="empty"),
         pytest.param(
-            lambda f: f.write_bytes(msgspec.msgpack.encode([99, "other", {}])), id="format"
+            lambda f: f.write_bytes(msgspec.msgpack.encode([99, [], None, {}])), id="format"
         ),
     ],
 )
@@ -243,3 +243,18 @@ def test_a_parse_that_read_the_never_list_is_not_taken_under_another(
     entry = scan(p).get("a")
     assert entry is not None and not entry.valid
     assert "never-list" in str(entry.errors[0])
+
+
+def test_a_snapshot_written_by_other_code_is_ignored(p: Paths) -> None:
+    """An upgrade or an edit of the routines package changes the code's fingerprint: a parse
+    by other code (another loader, another Routine) is not taken, even for the same bytes."""
+    write(p.routines_dir, "a", described("the file's"))
+    settle()
+    scan(p)
+    tamper(p, "a", "from the snapshot")
+    file = p.state_dir / snapshot.FILE_NAME
+    kept = snapshot._decoder().decode(file.read_bytes())
+    assert kept.context == snapshot._context()
+    kept.context = (kept.context[0], "other code", *kept.context[2:])
+    write_atomic(file, msgspec.msgpack.Encoder(enc_hook=snapshot._enc_hook).encode(kept))
+    assert description(scan(p), "a") == "the file's"

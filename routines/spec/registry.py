@@ -23,7 +23,7 @@ from routines.spec.checks import Problem, RoutineInvalid
 from routines.spec.loader import load_file, reads_only_the_file
 from routines.spec.paths import Paths
 from routines.spec.routine import Origin, Routine
-from routines.spec.snapshot import Key, Snapshot
+from routines.spec.snapshot import Key, Snapshot, collector_paused
 
 __all__ = ["Entry", "Registry", "scan"]
 
@@ -157,6 +157,13 @@ def scan(paths: Paths, previous: Registry | None = None) -> Registry:
     """Read both directories; reuse unchanged entries of `previous`. Without one (a command
     run without the daemon, the daemon's first scan), unchanged files' parses come from the
     snapshot (routines/spec/snapshot.py), which is written again when one was parsed anew."""
+    if previous is not None and previous.entries:
+        return _scan(paths, previous)
+    with collector_paused():  # every entry is made anew here, and all of them stay
+        return _scan(paths, previous)
+
+
+def _scan(paths: Paths, previous: Registry | None) -> Registry:
     prev = previous.entries if previous else {}
     config = _config_stamp(paths.config_file)
     reread = previous is not None and previous.config_stamp != config

@@ -171,7 +171,10 @@ def _scan(paths: Paths, previous: Registry | None) -> Registry:
     user = _files(paths.routines_dir, Origin.USER)
     snapshot = None
     if not prev and (system or user):
-        snapshot = Snapshot(paths, time.time_ns())
+        try:
+            snapshot = Snapshot(paths, time.time_ns())
+        except OSError:  # which code parses cannot be told (its files unlisted): no cache
+            snapshot = None
     entries: dict[str, Entry] = {}
     for name in sorted(set(system) | set(user)):
         if name in user:

@@ -320,8 +320,12 @@ def today_bounds(
     (`spent_today_many`): routines in one zone share one range, so a store reads each
     range once, however many routines it covers."""
     groups: dict[tuple[datetime, datetime], list[str]] = {}
+    by_zone: dict[ZoneInfo, tuple[datetime, datetime]] = {}  # 10,000 routines, a few zones
     for name, zone in zones.items():
-        groups.setdefault(day_bounds(now.astimezone(zone).date(), zone), []).append(name)
+        bounds = by_zone.get(zone)
+        if bounds is None:
+            bounds = by_zone[zone] = day_bounds(now.astimezone(zone).date(), zone)
+        groups.setdefault(bounds, []).append(name)
     return groups
 
 

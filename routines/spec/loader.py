@@ -45,8 +45,8 @@ from routines.spec.checks import (
 )
 from routines.spec.grants import CREDENTIAL_KEYS, read_credentials
 from routines.spec.hosts import network_value
-from routines.spec.paths import signature_path
-from routines.spec.providers import ProviderSettings, unknown_route
+from routines.spec.paths import Paths, signature_path
+from routines.spec.providers import ProviderSettings, unknown_route, uses_declared
 from routines.spec.readfile import read_routine_file
 from routines.spec.routekeys import (
     Declared,
@@ -90,9 +90,13 @@ from routines.spec.trigger import (
 __all__ = [
     "Problem",
     "RoutineInvalid",
+    "checks_paths",
+    "context",
     "load_file",
     "load_text",
+    "never_context",
     "parse_duration",
+    "reads_only_the_file",
 ]
 
 
@@ -332,6 +336,8 @@ def _never_checks(
     doc: Mapping[str, Any],
 ) -> None:
     """Refuse `home = [...]` entries and `read:` globs that reach the never-list."""
+    if not checks_paths(agent, command):
+        return  # nothing to check: spare `list` the never-list's realpath per entry
     table = "agent" if agent is not None else "command"
     declared = agent.home if agent is not None else command.home if command else ()
     homes = [(f"[{table}].home[{i}]", e) for i, e in enumerate(declared)]
@@ -345,17 +351,11 @@ def _never_checks(
             valid = isinstance(entry, str) and Tool(ToolKind.READ, entry[5:]) in agent.tools
             if valid and entry.startswith("read:"):
                 reads.append((f"[agent].tools[{i}]", entry[5:]))
-    if not homes and not reads:
-        return  # nothing to check: spare `list` the never-list's realpath per entry
-    from routines.spec.never import home_problem, never_paths, read_problem
+    from routines.spec.never import home_problem, read_problem
     from routines.spec.paths import paths
 
-    home = os.path.realpath(Path.home())
     p = paths()
-    try:
-        never = never_paths(home, os.path.realpath(p.home))
-    except ValueError:  # VINOS_HOME is the home itself: nothing can be declared
-        never = (home,)
+    home, never = _never_list(p)
     for key, entry in homes:
         if problem := home_problem(entry, home, never):
             r.error(key, problem)
@@ -364,6 +364,51 @@ def _never_checks(
         for key, pattern in reads:
             if problem := read_problem(pattern, home, never, own):
                 r.error(key, problem)
+
+
+def _never_list(p: Paths) -> tuple[str, tuple[str, ...]]:
+    """The real home and the never-list the home and read checks hold declared paths to."""
+    from routines.spec.never import never_paths
+
+    home = os.path.realpath(Path.home())
+    try:
+        return home, never_paths(home, os.path.realpath(p.home))
+    except ValueError:  # VINOS_HOME is the home itself: nothing can be declared
+        return home, (home,)
+
+
+def checks_paths(agent: AgentSpec | None, command: CommandSpec | None) -> bool:
+    """Whether a routine's paths are held to the never-list: it declares a `home` (its own, an
+    action's, an MCP server's) or a `read:` tool."""
+    if agent is not None:
+        if agent.home or agent.read_patterns or any(a.home for a in agent.actions):
+            return True
+    elif command is not None and command.home:
+        return True
+    return bool(mcpkeys.server_homes(agent, command))
+
+
+def context() -> tuple[str, ...]:
+    """What `load_text` reads of the machine besides the file, config.toml and the clock, for
+    every routine: the machine's zone (a schedule without one). Two parses of the same bytes
+    under the same context (and `never_context`, for a routine that `checks_paths`) are the
+    same (routines/spec/snapshot.py keeps parses by them)."""
+    return (machine_timezone(),)
+
+
+def never_context(p: Paths) -> tuple[str, ...]:
+    """What the never-list checks of `checks_paths` read: the real home, the never-list, the
+    real workspace root (a routine may read its own workspace)."""
+    home, never = _never_list(p)
+    return (home, *never, "", os.path.realpath(p.workspace_root))
+
+
+def reads_only_the_file(routine: Routine) -> bool:
+    """Whether `routine`'s parse depended on its file and `context` alone: not on config.toml
+    (a provider declared there), nor on the clock (a `once` warns when its time is past)."""
+    if routine.agent is not None and uses_declared(routine.agent):
+        return False
+    return routine.schedule.form != "once"
 
 
 def _check_name(r: Reader, path: Path, doc: Mapping[str, Any]) -> str | None:

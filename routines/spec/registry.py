@@ -6,21 +6,24 @@ edited into something invalid, the last good version stays in force and the entr
 the new file's problems, so `list` can show both.
 
 `scan` is cheap to call every tick: files whose (mtime, size, inode) did not change are not
-parsed again.
+parsed again. Without a previous registry, the parses kept in the registry's snapshot
+(routines/spec/snapshot.py) stand in for files that did not change since.
 """
 
 from __future__ import annotations
 
 import os
 import stat
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from routines.spec.checks import Problem, RoutineInvalid
-from routines.spec.loader import load_file
+from routines.spec.loader import load_file, reads_only_the_file
 from routines.spec.paths import Paths
 from routines.spec.routine import Origin, Routine
+from routines.spec.snapshot import Key, Snapshot, collector_paused
 
 __all__ = ["Entry", "Registry", "scan"]
 
@@ -83,16 +86,23 @@ class Registry:
         return f"no routine named {name!r} (known: {', '.join(self.names()) or 'none'})"
 
 
-def _files(directory: Path, origin: Origin) -> dict[str, tuple[str, tuple[int, int, int]]]:
-    """Each entry's path (a str: a Path costs ~90 us to build, most of a 10,000-file rescan,
-    and is made only for a file read anew, in `_read`) and its stamp."""
-    out: dict[str, tuple[str, tuple[int, int, int]]] = {}
+# A directory entry: its path (a str: a Path costs ~90 us to build, most of a 10,000-file
+# rescan, and is made only for a file read anew, in `_read`), its stamp, and the snapshot's key.
+_Found = tuple[str, tuple[int, int, int], Key]
+
+
+def _files(directory: Path, origin: Origin) -> dict[str, _Found]:
+    """Each routine file of `directory`, by name."""
+    out: dict[str, _Found] = {}
+    signed: set[str] = set()
     try:
         it = os.scandir(directory)
     except (FileNotFoundError, NotADirectoryError):
         return out
     with it:
         for de in it:
+            if de.name.endswith(".toml.sig"):
+                signed.add(de.name.removesuffix(".sig"))
             if not de.name.endswith(".toml") or de.name.startswith("."):
                 continue
             if origin is Origin.USER and de.name == CONFIG_FILE_NAME:
@@ -109,43 +119,66 @@ def _files(directory: Path, origin: Origin) -> dict[str, tuple[str, tuple[int, i
             # Anything else is an entry, also a FIFO, a device or a link to /dev/zero: the
             # loader refuses it with a reason (nothing is read), and a routine that was loaded
             # keeps its last good version and says so, as after any other bad edit.
-            out[de.name.removesuffix(".toml")] = (de.path, (st.st_mtime_ns, st.st_size, st.st_ino))
+            key = (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino, st.st_dev, False)
+            out[de.name[:-5]] = (de.path, (st.st_mtime_ns, st.st_size, st.st_ino), key)
+    for name in signed.intersection(f"{n}.toml" for n in out):
+        path, stamp, key = out[name[:-5]]
+        out[name[:-5]] = (path, stamp, (*key[:5], True))
     return out
 
 
 def _read(
     name: str,
-    where: str,
-    stamp: tuple[int, int, int],
+    found: _Found,
     origin: Origin,
     previous: Entry | None,
     reread: bool = False,
+    snapshot: Snapshot | None = None,
 ) -> Entry:
+    where, stamp, key = found
     # str(Path) is cached on the Path: comparing strings builds nothing for an unchanged file.
     same = previous is not None and str(previous.path) == where
     if not reread and same and previous is not None and previous.stamp == stamp:
         return previous
+    if snapshot is not None and (kept := snapshot.get(where, key)) and kept.origin is origin:
+        return Entry(name, kept.source, origin, stamp, kept)
     path = previous.path if same and previous is not None else Path(where)
     try:
         routine = load_file(path, origin)
     except RoutineInvalid as exc:
         last_good = previous.routine if previous is not None and previous.path == path else None
         return Entry(name, path, origin, stamp, last_good, exc.problems)
+    if snapshot is not None and reads_only_the_file(routine):
+        snapshot.put(where, key, routine)
     return Entry(name, path, origin, stamp, routine)
 
 
 def scan(paths: Paths, previous: Registry | None = None) -> Registry:
-    """Read both directories; reuse unchanged entries of `previous`."""
+    """Read both directories; reuse unchanged entries of `previous`. Without one (a command
+    run without the daemon, the daemon's first scan), unchanged files' parses come from the
+    snapshot (routines/spec/snapshot.py), which is written again when one was parsed anew."""
+    if previous is not None and previous.entries:
+        return _scan(paths, previous)
+    with collector_paused():  # every entry is made anew here, and all of them stay
+        return _scan(paths, previous)
+
+
+def _scan(paths: Paths, previous: Registry | None) -> Registry:
     prev = previous.entries if previous else {}
     config = _config_stamp(paths.config_file)
     reread = previous is not None and previous.config_stamp != config
     system = _files(paths.system_dir, Origin.SYSTEM)
     user = _files(paths.routines_dir, Origin.USER)
+    snapshot = None
+    if not prev and (system or user):
+        try:
+            snapshot = Snapshot(paths, time.time_ns())
+        except OSError:  # which code parses cannot be told (its files unlisted): no cache
+            snapshot = None
     entries: dict[str, Entry] = {}
     for name in sorted(set(system) | set(user)):
         if name in user:
-            path, stamp = user[name]
-            entry = _read(name, path, stamp, Origin.USER, prev.get(name), reread)
+            entry = _read(name, user[name], Origin.USER, prev.get(name), reread, snapshot)
             if name in system:
                 shadowed = system[name][0]
                 if entry.overrides is None or str(entry.overrides) != shadowed:
@@ -153,9 +186,10 @@ def scan(paths: Paths, previous: Registry | None = None) -> Registry:
             elif entry.overrides is not None:  # the system file it shadowed is gone
                 entry = replace(entry, overrides=None)
         else:
-            path, stamp = system[name]
-            entry = _read(name, path, stamp, Origin.SYSTEM, prev.get(name), reread)
+            entry = _read(name, system[name], Origin.SYSTEM, prev.get(name), reread, snapshot)
         entries[name] = entry
+    if snapshot is not None:
+        snapshot.save()
     return Registry(_refuse_cycles(entries, prev), config)
 
 

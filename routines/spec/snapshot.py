@@ -1,0 +1,259 @@
+"""The registry's snapshot: the parse of every routine file, kept between processes, so a command
+run without the daemon (`list` of 10,000 routines) reads one file instead of parsing 10,000.
+
+It is a cache of `load_file` and nothing more: an entry is used only for the file at the same
+path whose (mtime, ctime, size, inode, device) and whose signature beside it (NAME.toml.sig, which
+the loader looks for) are what they were when it was parsed, and only while everything else the
+parse read is the same: the code that parsed it, `loader.context` (the machine's zone) and, for a
+routine that declares paths, `loader.never_context` (the real home, the never-list, the real
+workspace root; computed only then, so a plain `list` loads no never-list). What it gives is what
+parsing the same bytes again would give (tests/test_registry_snapshot.py): `scan` builds the
+same entries from it, with no last good version of a file (that is the daemon's alone).
+
+Only a valid parse that read nothing but the file is kept: not an invalid file, not one on a
+provider from config.toml, not a `once` whose time may pass (routines.spec.loader
+`reads_only_the_file`), and not a file changed in the last RACY_NS: a file's times have a
+coarse clock tick, so an edit that keeps its size within the same tick as the parse would
+otherwise look unchanged (git's "racily clean" index entries, the same cure).
+
+The ctime is in the key because nothing but the kernel sets it: `touch -d` can put an old mtime
+back, not an old ctime. No sandbox can write a routine file (sandbox/policy.py binds only the
+workspace and the run's scratch dir; VINOS_HOME is on the never-list), nor the snapshot.
+
+The file is state/registry.snapshot (msgpack, msgspec): written atomically (temp file, rename,
+routines.store), 0600, in the state dir only when that is the user's own and no one else may
+write in it, and read with O_NOFOLLOW from there. One that cannot be read, does not decode,
+or is of another format or context is ignored, and replaced at the next write.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import os
+import stat
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import msgspec
+
+from routines.spec.paths import Paths
+from routines.spec.routine import Routine
+
+__all__ = ["FILE_NAME", "RACY_NS", "Key", "Snapshot", "collector_paused", "racy"]
+
+FILE_NAME = "registry.snapshot"  # in the state dir: a dot in it, so no routine's state dir
+FORMAT = 1
+# Beyond this the snapshot is not written (nor read): 10,000 routines make ~7 MB.
+MAX_BYTES = 64 * 1024 * 1024
+# A file changed this recently is parsed again each time (`racy`): 2 s is FAT's tick, the
+# coarsest a routine directory could have; ext4, xfs, btrfs and tmpfs tick every few ms.
+RACY_NS = 2_000_000_000
+
+# (mtime_ns, ctime_ns, size, inode, device, NAME.toml.sig is beside it)
+Key = tuple[int, int, int, int, int, bool]
+
+
+class _Parsed(msgspec.Struct, array_like=True):
+    key: Key
+    routine: Routine
+
+
+class _File(msgspec.Struct, array_like=True):
+    format: int
+    context: tuple[str, ...]  # the code, then loader.context()
+    never: tuple[str, ...] | None  # loader.never_context(), when a parse kept needed it
+    parsed: dict[str, _Parsed]  # by the file's path
+
+
+def racy(ctime_ns: int, now_ns: int) -> bool:
+    """Whether a file whose ctime is `ctime_ns` may change again, unseen, with the same times."""
+    return ctime_ns > now_ns - RACY_NS
+
+
+def _enc_hook(obj: object) -> object:
+    if isinstance(obj, Path):
+        return str(obj)
+    raise NotImplementedError(f"cannot encode {type(obj).__name__}")
+
+
+class _PathHook:
+    """Decodes a Path: as its directory's first Path `with_name` (a third of building one
+    from the string, which is most of decoding 10,000 routines on Python 3.11)."""
+
+    def __init__(self) -> None:
+        self._dirs: dict[str, Path] = {}
+
+    def __call__(self, kind: type, obj: object) -> object:
+        if kind is not Path or not isinstance(obj, str):
+            raise NotImplementedError(f"cannot decode {kind.__name__}")
+        head, sep, tail = obj.rpartition("/")
+        head += sep  # "/r.toml" and "r.toml" are not siblings
+        like = self._dirs.get(head)
+        if like is not None and tail not in ("", ".", ".."):
+            return like.with_name(tail)
+        path = Path(obj)
+        if str(path) == obj:  # already normal: its siblings may be built from it
+            self._dirs[head] = path
+        return path
+
+
+def _decoder() -> msgspec.msgpack.Decoder[_File]:
+    # routine.py names Outcome for the type checker only (it loads alone: test_package_exports);
+    # msgspec resolves the annotation in that module's namespace, so the name is put there, as
+    # the very object the annotation means.
+    from routines.runs import Outcome
+    from routines.spec import routine
+
+    vars(routine).setdefault("Outcome", Outcome)
+    return msgspec.msgpack.Decoder(_File, dec_hook=_PathHook())
+
+
+def _code() -> str:
+    """Which code parsed: the routines package's source files, by name, size, mtime and
+    inode (an upgrade or an edit of the tree changes one), and the interpreter."""
+    root = Path(__file__).resolve().parent.parent
+    seen: list[str] = [sys.version]
+    stack = [str(root)]
+    while stack:
+        with os.scandir(stack.pop()) as it:
+            for de in it:
+                if de.is_dir(follow_symlinks=False) and de.name != "__pycache__":
+                    stack.append(de.path)
+                elif de.name.endswith(".py"):
+                    st = de.stat()
+                    seen.append(f"{de.path}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ino}")
+    return "\n".join(sorted(seen))
+
+
+def _context() -> tuple[str, ...]:
+    from routines.spec.loader import context
+
+    return (str(FORMAT), _code(), *context())
+
+
+def _checks_paths(routine: Routine) -> bool:
+    from routines.spec.loader import checks_paths
+
+    return checks_paths(routine.agent, routine.command)
+
+
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """The cyclic garbage collector off, for making many objects that all stay: while 10,000
+    routines are decoded and their entries made, it would walk them again and again (a fifth
+    of a scan from the snapshot, and a third of its decoding); once on, it walks them once."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if collecting:
+            gc.enable()
+
+
+class Snapshot:
+    """The parses kept for one `scan`: `get` what is still good, `put` what was parsed anew,
+    then `save` (written only when something changed)."""
+
+    def __init__(self, paths: Paths, now_ns: int) -> None:
+        self._paths = paths
+        self._context = _context()
+        self._now = now_ns
+        self._never: tuple[str, ...] | None = None  # loader.never_context(), once asked
+        self._old_never: tuple[str, ...] | None = None
+        self._old: dict[str, _Parsed] = self._load()
+        self._new: dict[str, _Parsed] = {}
+
+    def _never_now(self) -> tuple[str, ...]:
+        # Only for a routine that declares paths: a plain `list` loads no never-list.
+        if self._never is None:
+            from routines.spec.loader import never_context
+
+            self._never = never_context(self._paths)
+        return self._never
+
+    def _load(self) -> dict[str, _Parsed]:
+        dfd = _open_private(self._paths.state_dir, make=False)
+        if dfd is None:
+            return {}
+        try:
+            from routines.store import read_regular_at
+
+            data = read_regular_at(dfd, FILE_NAME, MAX_BYTES + 1, head=True)
+        finally:
+            os.close(dfd)
+        if not data or len(data) > MAX_BYTES:
+            return {}
+        try:
+            file = _decoder().decode(data)
+        except (msgspec.DecodeError, msgspec.ValidationError, ValueError, TypeError):
+            return {}  # torn, corrupt, or of a shape this code does not know: parse again
+        if file.format != FORMAT or file.context != self._context:
+            return {}
+        self._old_never = file.never
+        return file.parsed
+
+    def get(self, path: str, key: Key) -> Routine | None:
+        """The routine parsed from the file at `path` when its key was `key`, or None."""
+        got = self._old.get(path)
+        if got is None or got.key != key or racy(key[1], self._now):
+            return None
+        if _checks_paths(got.routine) and self._old_never != self._never_now():
+            return None
+        self._new[path] = got
+        return got.routine
+
+    def put(self, path: str, key: Key, routine: Routine) -> None:
+        """Keep the parse of a file read anew, unless it may change again unseen."""
+        if not racy(key[1], self._now):
+            self._new[path] = _Parsed(key, routine)
+
+    def save(self) -> None:
+        """Write the snapshot when it holds other parses than the one read; never raises (the
+        snapshot is only a cache: a full disk or a read-only state dir costs speed, no more)."""
+        if self._new.keys() == self._old.keys() and all(
+            self._new[p] is self._old[p] for p in self._new
+        ):
+            return
+        never = (
+            self._never_now() if any(_checks_paths(v.routine) for v in self._new.values()) else None
+        )
+        try:
+            data = msgspec.msgpack.Encoder(enc_hook=_enc_hook).encode(
+                _File(FORMAT, self._context, never, self._new)
+            )
+            if len(data) > MAX_BYTES:
+                return
+            dfd = _open_private(self._paths.state_dir, make=True)
+            if dfd is None:
+                return
+            try:
+                from routines.store import write_atomic_at
+
+                write_atomic_at(dfd, FILE_NAME, data)
+            finally:
+                os.close(dfd)
+        except (OSError, TypeError, NotImplementedError):
+            return
+
+
+def _open_private(directory: Path, *, make: bool) -> int | None:
+    """An O_NOFOLLOW fd on `directory` when it is this user's and no one else may write in
+    it (a 0700 state dir), else None. With `make` it is created (0700) when its parent, the
+    routines dir, is there: a `list` of system routines alone creates no VINOS_HOME."""
+    from routines.store import open_dir
+
+    try:
+        if make:
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(directory, 0o700)
+        fd = open_dir(directory)
+    except OSError:
+        return None
+    st = os.fstat(fd)
+    if st.st_uid != os.geteuid() or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        os.close(fd)
+        return None
+    return fd

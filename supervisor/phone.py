@@ -79,7 +79,9 @@ def send(push: dict[str, Any], command: list[str] | None = None) -> bool:
     return True
 
 
-def start(note: Notification, settings: NtfySettings | None, paths: Paths) -> threading.Thread | None:
+def start(
+    note: Notification, settings: NtfySettings | None, paths: Paths
+) -> threading.Thread | None:
     """Send `note`'s push, if it has one and a topic is configured, without waiting."""
     if settings is None:
         return None

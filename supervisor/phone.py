@@ -25,11 +25,10 @@ from routines.spec.config import NtfySettings
 from routines.spec.paths import Paths
 from supervisor.finish import Notification
 
-__all__ = ["TOKEN_FILE", "WAIT_SEC", "argv", "push_of", "send", "start"]
+__all__ = ["EXPIRED", "WAITING", "WAIT_SEC", "argv", "push_of", "send", "start"]
 
 log = logging.getLogger("vinos.phone")
 
-TOKEN_FILE = "ntfy-token"  # in the secrets folder, 0600, optional
 WAIT_SEC = 20.0  # worker.ntfy's own request deadline is 10 s; then the process is killed
 WAITING = "A run is waiting for you. Open the dashboard to answer."
 EXPIRED = "Nobody answered its paused run in time; nothing ran."
@@ -51,7 +50,7 @@ def push_of(note: Notification, settings: NtfySettings, paths: Paths) -> dict[st
         "message": EXPIRED if expired else WAITING,
         "tags": "hourglass" if expired else "bell",
         "click": settings.dashboard_url,
-        "token_file": str(paths.secrets_dir / TOKEN_FILE),
+        "token_file": str(paths.ntfy_token_file),
     }
 
 

@@ -207,13 +207,15 @@ class NtfySettings:
 def _topic_url(value: object) -> str:
     """An ntfy topic URL: http(s), a host, one path segment (the topic), nothing else; the
     token goes in the secrets file, never in the URL (config.toml is no secret)."""
-    text = nonempty_string(value)
     expected = 'a topic URL such as "https://ntfy.sh/my-topic"'
+    if not isinstance(value, str):
+        raise Bad(expected)
+    text = value.strip()
     try:
         parts = urllib.parse.urlsplit(text)
         parts.port  # noqa: B018 -- raises ValueError on a bad port
     except ValueError:
-        raise Bad(expected) from None
+        raise Bad(f"{expected} (the token goes in ~/.vinos/secrets/ntfy-token)") from None
     topic = parts.path.strip("/")
     if (
         parts.scheme not in ("http", "https")

@@ -38,7 +38,7 @@ def home(tmp: Path) -> Paths:
 
 
 def write_token(tmp: Path, mode: int = 0o600) -> Path:
-    f = home(tmp).secrets_dir / phone.TOKEN_FILE
+    f = home(tmp).ntfy_token_file
     f.parent.mkdir(parents=True, exist_ok=True)
     f.write_text(TOKEN + "\n")
     f.chmod(mode)

@@ -1,5 +1,6 @@
-"""The worker's HTTP, for Ollama, webhooks and the ntfy push: httpx2 (the anthropic and openai SDKs' own HTTP
-stack), and the httpx2 clients the Anthropic and OpenAI-compatible routes hand their SDKs.
+"""The worker's HTTP, for Ollama, webhooks and the ntfy push (worker/ntfy.py): httpx2 (the
+anthropic and openai SDKs' own HTTP stack), and the httpx2 clients the Anthropic and
+OpenAI-compatible routes hand their SDKs.
 Every client the worker has is built here (`deadline_client`), and every connection any of
 them opens is decided by the connector (worker/connector.py) inside the network backend, as
 it is made, and goes to the addresses it decided on (tests/test_outbound.py: nothing else).

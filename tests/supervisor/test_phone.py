@@ -27,7 +27,8 @@ TOKEN = "tk_s3cretNtfyToken0123456789"
 DASHBOARD = "https://laptop.tailnet.example:8742"
 REQUEST = "Hi Bob, the wire transfer code is 4471"  # a paused request's content
 ROUTINE = load_text(
-    '[routine]\ndescription = "drafts replies"\n[schedule]\ncron = "0 9 * * *"\n[agent]\nroute = "ollama"\n'
+    '[routine]\ndescription = "drafts replies"\n[schedule]\ncron = "0 9 * * *"\n'
+    '[agent]\nroute = "ollama"\n'
     'system = "You draft replies."\n[[agent.actions]]\nname = "send-reply"\nrun = "cat"\n',
     Path("/nowhere/drafter.toml"),
 )

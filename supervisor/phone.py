@@ -57,9 +57,12 @@ def push_of(note: Notification, settings: NtfySettings, paths: Paths) -> dict[st
 def send(push: dict[str, Any], command: list[str] | None = None) -> bool:
     """Run worker.ntfy for `push` and wait for it (in a thread of its own: `start`); True
     when it was sent, else one warning saying why."""
+    from supervisor.spawn import worker_env  # the daemon has it loaded: one place knows
+
     try:
         done = subprocess.run(
             command or argv(),
+            env=worker_env(),  # a PYTHONPATH that imports this very code, as a worker's
             input=orjson.dumps(push),
             capture_output=True,
             timeout=WAIT_SEC,

@@ -16,6 +16,7 @@ says why (the daemon logs it once); 2: bad input.
 
 from __future__ import annotations
 
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +30,7 @@ from worker.keys import read_key_file
 __all__ = ["NTFY", "TIMEOUT", "Push", "headers", "main", "send"]
 
 NTFY = Trust("ntfy")  # no setting widens it: an ntfy server on this machine runs as the person
+_HEADER_SAFE = re.compile(r"[!-~]{1,512}")  # printable ASCII, no space: ntfy's tk_… tokens
 TIMEOUT = 10.0  # seconds for the whole request; the daemon waits a little longer
 
 
@@ -65,6 +67,12 @@ def send(push: Push) -> str | None:
     token = read_key_file(Path(push.token_file), problems.append)
     if problems:
         return f"the ntfy token is not used: {problems[0]}"
+    if token is not None and not _HEADER_SAFE.fullmatch(token):
+        # An HTTP library's refusal of a bad header value quotes the value: say it here.
+        return (
+            f"the ntfy token in {push.token_file} has a space or a character outside "
+            "printable ASCII, which no header carries: write the token alone on one line"
+        )
     where = f"ntfy at {redact_url(push.url)}"
     try:
         got = webclient.WebClient().post(
@@ -76,8 +84,10 @@ def send(push: Push) -> str | None:
             max_body=64 << 10,
             trust=NTFY,
         )
-    except (webclient.HttpError, webclient.Refused) as exc:
-        return f"{where}: {exc}" if not isinstance(exc, webclient.Refused) else str(exc)
+    except webclient.Refused as exc:
+        return str(exc)  # it names the URL's scheme, host and port itself
+    except webclient.HttpError as exc:
+        return f"{where}: {exc}"
     if not 200 <= got.status < 300:
         return f"{where} answered {got.status} {got.reason}"
     return None
@@ -90,7 +100,10 @@ def main() -> int:
     except (ValueError, TypeError) as exc:
         print(f"worker.ntfy: bad input: {exc}", file=sys.stderr)
         return 2
-    why = send(push)
+    try:
+        why = send(push)
+    except Exception as exc:  # a bug here: its type only, never a traceback (the token)
+        why = f"worker.ntfy failed ({type(exc).__name__})"
     if why is not None:
         print(why, file=sys.stderr)
         return 1

@@ -158,3 +158,19 @@ def test_a_loopback_ntfy_on_another_users_port_gets_nothing(
     assert line.startswith(f"the ntfy push was not sent: ntfy at http://127.1:{squat.port}/…")
     assert squat.received() == []
     assert TOKEN not in caplog.text
+
+
+def test_a_token_no_header_can_carry_is_refused_without_quoting_it(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    token = write_token(tmp_path)
+    token.write_text("tk_first half\u00e9\n")
+    with FakeNtfy() as ntfy:
+        assert phone.send(push_for(f"{ntfy.url}/t", tmp_path)) is False
+        assert ntfy.requests == []
+    [line] = [r.getMessage() for r in caplog.records if r.name == "vinos.phone"]
+    assert line == (
+        f"the ntfy push was not sent: the ntfy token in {token} has a space or a character "
+        "outside printable ASCII, which no header carries: write the token alone on one line"
+    )
+    assert "first half" not in caplog.text

@@ -1,7 +1,7 @@
 """The optional push to the person's phone through ntfy ([notify.ntfy] in config.toml): when a
 run pauses as "needs you" and when such a pause expires.
 
-The daemon never imports httpx2 or the worker (tests/test_imports.py), so it starts
+The daemon never imports httpx2 or the worker (test_daemon_agent.py, lint-imports), so it starts
 `python -P -m worker.ntfy`, which sends through the worker's one connector, and hands it the
 push on stdin (never argv: /proc/PID/cmdline is readable by every local user). What the push
 says is decided here (`push_of`, pure): a title naming the routine, a fixed line, and a link

@@ -30,7 +30,7 @@ from routines.safetext import one_line
 from routines.spec.config import Config, ConfigInvalid, load_config
 from routines.spec.paths import Paths, paths
 from routines.spec.registry import Registry
-from supervisor import housekeeping, notify, pauses, systemd
+from supervisor import housekeeping, notify, pauses, phone, systemd
 from supervisor.clock import Clock, clock_from
 from supervisor.control import ControlServer, socket_path_problem
 from supervisor.controlapi import Refused
@@ -101,7 +101,8 @@ class Daemon:
         self._states: dict[str, RoutineState] = {}  # as last read (a Site may schedule from it)
         self.ledger = site.ledger
         # Desktop notifications, sent off the loop; a test passes a list's append.
-        self._notify: Callable[[Notification], None] = notify or _notify_desktop
+        self._desktop: Callable[[Notification], None] = notify or _notify_desktop
+        self._notify: Callable[[Notification], None] = self._tell
         # The status line after each tick: systemd's STATUS= and the process title.
         self._publish: Callable[[str], None] = publish or _publish_status
         guarded = site.guarded()
@@ -543,6 +544,12 @@ class Daemon:
         return self.site.status() is None
 
     # -- status -----------------------------------------------------------------------------
+
+    def _tell(self, note: Notification) -> None:
+        """The desktop notification, and the phone push when `note` has one and config.toml
+        names a topic (read at each push: a reload reaches it)."""
+        self._desktop(note)
+        phone.start(note, self.config.ntfy, self.paths)
 
     def status_line(self) -> str:
         return status_line(

@@ -72,6 +72,10 @@ class Notification:
     title: str
     body: str
     urgency: str = "normal"  # low | normal | critical (notify-send's levels)
+    # The phone push's title ([notify.ntfy], supervisor/phone.py): the routine's name and what
+    # happened, nothing of the request; None: the desktop only.
+    phone: str | None = None
+    phone_kind: str = "waiting"  # "waiting" (needs you) or "expired"
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,7 +244,8 @@ def proposal_notifications(
     first = ids[-1] if paused else ids[0]
     body = f"vinos-routine pending\nvinos-routine approve {first}   ·   vinos-routine deny {first}"
     if paused:
-        return [Notification(f"{routine.name} needs you", "the run is paused\n" + body, "normal")]
+        title = f"{routine.name} needs you"
+        return [Notification(title, "the run is paused\n" + body, "normal", phone=title)]
     if routine.auto_approve:
         body = "auto_approve: it runs now if the routine's signature verifies\n" + body
     return [Notification(f"{routine.name} proposes {what}", body, "normal")]

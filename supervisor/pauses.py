@@ -153,6 +153,8 @@ def expired_note(routine: str, run_id: str) -> Notification:
     return Notification(
         f"{routine}: nobody answered",
         f"its paused run {run_id} expired; nothing ran (vinos-routine history {routine})",
+        phone=f"{routine}: nobody answered",
+        phone_kind="expired",
     )
 
 

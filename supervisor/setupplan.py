@@ -104,6 +104,10 @@ class Facts:
     # this is no console script but `python -m supervisor`).
     off_path: Path | None = None
     distro: Family | None = None  # from /etc/os-release: whose install command a hint names
+    config_problems: tuple[str, ...] = ()  # config.toml's errors: "[key]: message"
+    ntfy_token_file: Path = Path("~/.vinos/secrets/ntfy-token")
+    # [notify.ntfy] is set and its token file (secrets/ntfy-token) is wrong (None: fine, or none)
+    ntfy_token_problem: str | None = None
 
 
 @dataclass(frozen=True)
@@ -267,6 +271,19 @@ def _checks(f: Facts) -> list[Item]:
                 f"{f.key_file} {f.key_problem}: agent routines cannot use route anthropic, nor "
                 f"escalate on auto (Ollama and command routines work). {fix}",
                 f.key_file,
+            )
+        )
+    for problem in f.config_problems:  # the daemon refuses to start on them
+        out.append(
+            Item("config.toml", State.MISSING, f"{problem} (the daemon will not start on it)")
+        )
+    if f.ntfy_token_problem is not None:
+        out.append(
+            Item(
+                "ntfy token",
+                State.MISSING,
+                f"{f.ntfy_token_file} {f.ntfy_token_problem}: the phone push is not sent",
+                f.ntfy_token_file,
             )
         )
     for name in f.shell_only:

@@ -12,6 +12,7 @@ from routines.spec.config import (
     Config,
     ConfigInvalid,
     LedgerSettings,
+    NtfySettings,
     SandboxSettings,
     load_config,
 )
@@ -310,3 +311,45 @@ def test_ledger_retention_keys(cfg: Path) -> None:
         "config.toml: [ledger].keep_runs_max: expected a number of runs, at least 5000, "
         "found 100 (an integer)",
     ]
+
+
+def test_notify_ntfy_takes_a_topic_url_and_a_dashboard_url(cfg: Path) -> None:
+    assert load_config(cfg).ntfy is None  # no table: no push
+    cfg.write_text(
+        '[notify.ntfy]\nurl = "https://ntfy.example.lan/vinos-alerts/"\n'
+        'dashboard_url = "https://laptop.tailnet.example:8742"\n'
+    )
+    assert load_config(cfg).ntfy == NtfySettings(
+        "https://ntfy.example.lan/vinos-alerts", "https://laptop.tailnet.example:8742"
+    )
+    cfg.write_text('[notify.ntfy]\nurl = "http://192.168.1.5:8080/t"\n')
+    assert load_config(cfg).ntfy == NtfySettings("http://192.168.1.5:8080/t")
+
+
+TOPIC = 'expected a topic URL such as "https://ntfy.sh/my-topic"'
+WITH_TOKEN = f"{TOPIC} (the token goes in ~/.vinos/secrets/ntfy-token)"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('[notify.ntfy]\nurl = "ntfy.sh/t"\n', f'{WITH_TOKEN}, found "ntfy.sh/t" (a string)'),
+        ('[notify.ntfy]\nurl = "https://ntfy.sh/"\n', f'{WITH_TOKEN}, found "https://ntfy.sh/"'),
+        (
+            '[notify.ntfy]\nurl = "https://ntfy.sh/t?auth=x"\n',
+            f'{WITH_TOKEN}, found "https://ntfy.sh/t?auth=x"',
+        ),
+        ('[notify.ntfy]\nurl = "https://u:p@ntfy.sh/t"\n', f"{WITH_TOKEN}, found"),
+        ('[notify.ntfy]\nurl = "https://ntfy.sh:99999/t"\n', f"{WITH_TOKEN}, found"),
+        ("[notify.ntfy]\nurl = 3\n", f"{TOPIC}, found 3 (an integer)"),
+        ('[notify.ntfy]\ndashboard_url = "https://a.example"\n', TOPIC),
+        ('[notify.ntfy]\nurl = "https://ntfy.sh/t"\ntoken = "x"\n', "unknown key"),
+        ('[notify.ntfy]\nurl = "https://ntfy.sh/t"\ndashboard_url = "x"\n', "an http:// or"),
+        ("[notify]\nntfy = 1\n", "expected a table, found 1"),
+        ('[notify]\nslack = "x"\n', "unknown key (known keys: ntfy)"),
+    ],
+)
+def test_a_bad_notify_ntfy_is_refused_naming_the_key(cfg: Path, text: str, message: str) -> None:
+    [problem] = invalid(cfg, text)
+    assert problem.startswith("config.toml: [notify"), problem
+    assert message in problem, problem

@@ -1,5 +1,6 @@
-"""The worker's HTTP, for Ollama and webhooks: httpx2 (the anthropic and openai SDKs' own HTTP
-stack), and the httpx2 clients the Anthropic and OpenAI-compatible routes hand their SDKs.
+"""The worker's HTTP, for Ollama, webhooks and the ntfy push (worker/ntfy.py): httpx2 (the
+anthropic and openai SDKs' own HTTP stack), and the httpx2 clients the Anthropic and
+OpenAI-compatible routes hand their SDKs.
 Every client the worker has is built here (`deadline_client`), and every connection any of
 them opens is decided by the connector (worker/connector.py) inside the network backend, as
 it is made, and goes to the addresses it decided on (tests/test_outbound.py: nothing else).
@@ -133,7 +134,35 @@ class WebClient:
         headers: dict[str, str] | None = None,
         trust: Trust,
     ) -> Response:
-        """POST `payload` to `url`; the whole answer must arrive within `timeout` seconds.
+        """POST `payload` as JSON to `url` (`post`'s rules)."""
+        return self.post(
+            url,
+            orjson.dumps(payload),
+            "application/json",
+            timeout=timeout,
+            connect_timeout=connect_timeout,
+            redirects=redirects,
+            on_line=on_line,
+            max_body=max_body,
+            headers=headers,
+            trust=trust,
+        )
+
+    def post(
+        self,
+        url: str,
+        content: bytes,
+        content_type: str,
+        *,
+        timeout: float,
+        connect_timeout: float = 5.0,
+        redirects: Redirects = Redirects.NONE,
+        on_line: LineSink | None = None,
+        max_body: int = MAX_BODY,
+        headers: dict[str, str] | None = None,
+        trust: Trust,
+    ) -> Response:
+        """POST `content` to `url`; the whole answer must arrive within `timeout` seconds.
 
         With `on_line`, a 2xx body is handed over line by line as it arrives (NDJSON) and
         not kept; any other status keeps its body for the error message. `headers` are added
@@ -149,8 +178,8 @@ class WebClient:
             request = client.build_request(
                 "POST",
                 url,
-                content=orjson.dumps(payload),
-                headers={"Content-Type": "application/json", **(headers or {})},
+                content=content,
+                headers={"Content-Type": content_type, **(headers or {})},
                 timeout=httpx2.Timeout(timeout, connect=min(connect_timeout, timeout)),
             )
             for _ in range(MAX_REDIRECTS + 1):

@@ -195,6 +195,52 @@ _FLEET_SCHEMA: dict[str, Check] = {
 }
 
 
+# -- [notify.ntfy]: a push to the person's phone when a run needs them (worker/ntfy.py) ------
+
+
+@dataclass(frozen=True, slots=True)
+class NtfySettings:
+    url: str  # the topic's URL, e.g. https://ntfy.sh/my-topic (token: secrets/ntfy-token)
+    dashboard_url: str | None = None  # where the phone reaches the dashboard: the push's link
+
+
+def _topic_url(value: object) -> str:
+    """An ntfy topic URL: http(s), a host, one path segment (the topic), nothing else; the
+    token goes in the secrets file, never in the URL (config.toml is no secret)."""
+    expected = 'a topic URL such as "https://ntfy.sh/my-topic"'
+    if not isinstance(value, str):
+        raise Bad(expected)
+    text = value.strip()
+    try:
+        parts = urllib.parse.urlsplit(text)
+        parts.port  # noqa: B018 -- raises ValueError on a bad port
+    except ValueError:
+        raise Bad(f"{expected} (the token goes in ~/.vinos/secrets/ntfy-token)") from None
+    topic = parts.path.strip("/")
+    if (
+        parts.scheme not in ("http", "https")
+        or not parts.hostname
+        or parts.username is not None
+        or parts.password is not None
+        or parts.query
+        or parts.fragment
+        or not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", topic.rsplit("/", 1)[-1])
+        or any(c.isspace() for c in text)
+    ):
+        raise Bad(f"{expected} (the token goes in ~/.vinos/secrets/ntfy-token)")
+    return text.rstrip("/")
+
+
+def _dashboard_url(value: object) -> str:
+    text = _url(value)
+    if any(c.isspace() or ord(c) < 32 for c in text):
+        raise Bad('a URL such as "https://laptop.tailnet.ts.net:8742"')
+    return text
+
+
+_NTFY_SCHEMA: dict[str, Check] = {"url": _topic_url, "dashboard_url": _dashboard_url}
+
+
 @dataclass(frozen=True, slots=True)
 class Config:
     max_concurrent: int = 2
@@ -210,6 +256,7 @@ class Config:
     providers: dict[str, ProviderSettings] = field(default_factory=dict)  # [providers.NAME]
     mcp_expose: tuple[str, ...] = ()  # [mcp_server].expose: routines `vinos-routine mcp` shows
     needs_you_timeout: int = 24 * 3600  # seconds a paused run waits for its person
+    ntfy: NtfySettings | None = None  # [notify.ntfy]: a push to the phone when a run needs you
 
     def pause_timeout(self, routine_timeout: int | None) -> int:
         """How long a paused run of a routine waits: its own needs_you_timeout, else ours."""
@@ -246,7 +293,10 @@ _SCHEMA: dict[str, dict[str, Check]] = {
         "fleet": table_value,
         "providers": table_value,
         "mcp_server": table_value,
+        "notify": table_value,
     },
+    "notify": {"ntfy": table_value},
+    "notify.ntfy": _NTFY_SCHEMA,
     "mcp_server": {"expose": string_list},  # `vinos-routine mcp`: whose outputs it may read
     "sandbox": {
         "never": string_list,
@@ -319,6 +369,7 @@ def load_config(path: Path) -> Config:
     fleet = _fleet(r, fleet_t)
     providers = parse_providers(r, doc.get("providers"))
     mcp_t = r.table(doc, "mcp_server") if isinstance(doc.get("mcp_server"), dict) else {}
+    ntfy = _ntfy(r, doc.get("notify"))
     errors = [p for p in r.problems if not p.warning]
     if errors:
         # Reader names top-level keys "[].key"; they are plain keys in the file.
@@ -336,7 +387,24 @@ def load_config(path: Path) -> Config:
         providers=providers,
         mcp_expose=mcp_t.get("expose", ()),
         needs_you_timeout=top.get("needs_you_timeout", 24 * 3600),
+        ntfy=ntfy,
     )
+
+
+def _ntfy(r: Reader, notify: object) -> NtfySettings | None:
+    """[notify.ntfy], or None when it is absent (no push)."""
+    if not isinstance(notify, dict):
+        return None
+    r.table({"notify": notify}, "notify")
+    if not isinstance(notify.get("ntfy"), dict):
+        return None
+    before = len(r.problems)
+    checked = r.table({"notify": notify}, "notify.ntfy")
+    if "url" not in checked and "url" not in notify["ntfy"]:
+        r.error("[notify.ntfy].url", 'expected a topic URL such as "https://ntfy.sh/my-topic"')
+    if len(r.problems) > before or "url" not in checked:
+        return None
+    return NtfySettings(checked["url"], checked.get("dashboard_url"))
 
 
 def _with_key_files(

@@ -33,6 +33,11 @@ class Paths:
         return self.secrets_dir / "anthropic-key"
 
     @property
+    def ntfy_token_file(self) -> Path:
+        """[notify.ntfy]'s access token (optional, 0600): supervisor/phone.py."""
+        return self.secrets_dir / "ntfy-token"
+
+    @property
     def allowed_signers(self) -> Path:
         """ssh allowed-signers: keys whose signature lets a routine act without asking."""
         return self.home / "allowed_signers"

@@ -208,3 +208,19 @@ def doctor(cli: Cli, env: dict[str, str | None]) -> tuple[int, dict[str, dict[st
     res = cli("doctor", "--json", env=env)
     out = json.loads(res.stdout)
     return res.returncode, {i["what"]: i for i in out["items"]}
+
+
+def test_doctor_and_validate_refuse_a_bad_ntfy_url(cli: Cli, tmp_path: Path) -> None:
+    config = cli.routines / "config.toml"
+    config.write_text('[notify.ntfy]\nurl = "ntfy.sh/my-topic"\n')
+    message = (
+        '[notify.ntfy].url: expected a topic URL such as "https://ntfy.sh/my-topic" (the '
+        'token goes in ~/.vinos/secrets/ntfy-token), found "ntfy.sh/my-topic" (a string)'
+    )
+    res = cli("validate", str(config))
+    assert (res.returncode, res.stdout) == (1, f"config.toml: {message}\n")
+    _, items = doctor(cli, home_env(tmp_path))
+    assert items["config.toml"]["state"] == "missing"
+    assert items["config.toml"]["detail"] == f"{message} (the daemon will not start on it)"
+    config.write_text('[notify.ntfy]\nurl = "https://ntfy.sh/my-topic"\n')
+    assert "config.toml" not in doctor(cli, home_env(tmp_path))[1]

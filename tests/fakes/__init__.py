@@ -14,12 +14,14 @@ from . import fake_anthropic as anthropic_replies
 from . import fake_ollama as ollama_replies
 from . import fake_openai as openai_replies
 from .fake_anthropic import FakeAnthropic
+from .fake_ntfy import FakeNtfy
 from .fake_ollama import FakeOllama
 from .fake_openai import FakeOpenAI
 from .server import FakeServer, Recorded, Reply, Script
 
 __all__ = [
     "FakeAnthropic",
+    "FakeNtfy",
     "FakeOllama",
     "FakeOpenAI",
     "FakeServer",

@@ -199,3 +199,28 @@ def test_a_missing_tool_is_named_with_this_distributions_command() -> None:
         "Install it: sudo apt-get install libnotify-bin (Arch: sudo pacman -S libnotify)"
     )
     assert detail(distro=Family.FEDORA).endswith("(Arch: sudo pacman -S libnotify)")
+
+
+def test_doctor_names_a_bad_config_toml_and_an_ntfy_token_open_to_others() -> None:
+    bad = '[notify.ntfy].url: expected a topic URL such as "https://ntfy.sh/my-topic"'
+    token = HOME / ".vinos/secrets/ntfy-token"
+    items = plan(
+        facts(
+            ("/p",),
+            config_problems=(bad,),
+            ntfy_token_file=token,
+            ntfy_token_problem=f"is open to other users (chmod 600 {token})",
+        )
+    )
+    [config] = [i for i in items if i.what == "config.toml"]
+    assert (config.state, config.detail) == (
+        State.MISSING,
+        f"{bad} (the daemon will not start on it)",
+    )
+    [ntfy] = [i for i in items if i.what == "ntfy token"]
+    assert ntfy.state is State.MISSING
+    assert ntfy.detail == (
+        f"{token} is open to other users (chmod 600 {token}): the phone push is not sent"
+    )
+    # Neither line when all is well.
+    assert not [i for i in plan(facts(("/p",))) if i.what in ("config.toml", "ntfy token")]

@@ -219,12 +219,19 @@ def gather(env: dict[str, str]) -> Any:
     config_dir = Path(env.get("XDG_CONFIG_HOME") or home / ".config")
     env_file = config_dir / "vinos-routine/daemon.env"
     env_text = _read(env_file) or ""
+    config_problems: tuple[str, ...] = ()
+    ntfy_token: str | None = None
     try:
-        bwrap = load_config(p.config_file).sandbox.bwrap
-    except ConfigInvalid:
+        config = load_config(p.config_file)
+        bwrap = config.sandbox.bwrap
+        if config.ntfy is not None:  # the token is optional: only one open to others is wrong
+            ntfy_token = _key_problem(p.ntfy_token_file)
+            ntfy_token = None if ntfy_token == "does not exist" else ntfy_token
+    except ConfigInvalid as exc:
         from sandbox.binaries import DEFAULT_BWRAP
 
         bwrap = DEFAULT_BWRAP
+        config_problems = tuple(f"{pr.key}: {pr.message}" for pr in exc.problems)
     existing: dict[Path, str | None] = {unit_dir / n: _read(unit_dir / n) for n in units}
     if completion is not None:
         existing[completion[0]] = _read(completion[0])
@@ -256,6 +263,9 @@ def gather(env: dict[str, str]) -> Any:
         ),
         missing=_missing_tools(bwrap),
         key_problem=_key_problem(p.api_key_file),
+        config_problems=config_problems,
+        ntfy_token_file=p.ntfy_token_file,
+        ntfy_token_problem=ntfy_token,
         key_in_shell=bool(env.get("ANTHROPIC_API_KEY", "").strip()),
         env_file=env_file,
         shell_only=tuple(n for n in SHELL_ONLY if env.get(n) and not _sets(env_text, n)),

@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 from cli_helpers import Cli
+from helpers import AGENT
 
+from routines.spec.paths import paths
 from supervisor.cli.completions import render
 from supervisor.setupplan import SECRETS_README
 from supervisor.userunits import (
@@ -208,3 +210,73 @@ def doctor(cli: Cli, env: dict[str, str | None]) -> tuple[int, dict[str, dict[st
     res = cli("doctor", "--json", env=env)
     out = json.loads(res.stdout)
     return res.returncode, {i["what"]: i for i in out["items"]}
+
+
+ENABLED = "[routine]\nenabled = true\n\n"
+
+
+def test_doctor_names_an_auto_routine_that_may_escalate_without_a_premium_key(
+    cli: Cli, tmp_path: Path
+) -> None:
+    """The decision `validate`, `status` and `list` make (hostcheck.premium_key_missing), for
+    the enabled routines only."""
+    env = home_env(tmp_path)
+    cli.write("day-brief", ENABLED + AGENT)  # route "auto", escalation on
+    cli.write("stays-off", AGENT)  # not enabled: nothing to say
+    key = paths().api_key_file
+    code, items = doctor(cli, env)
+    assert code == 1
+    assert "routine stays-off" not in items
+    assert items["routine day-brief"] == {
+        "what": "routine day-brief",
+        "state": "missing",
+        "detail": '[agent].route: route = "auto" may escalate to claude-sonnet-4-6, but there '
+        f"is no premium key (set ANTHROPIC_API_KEY, or write the key to {key} (chmod 600)); "
+        "until then a run that wants to escalate keeps the local answer and needs attention",
+        "path": None,
+    }
+    key.parent.mkdir(parents=True, exist_ok=True)
+    key.write_text("sk-ant-test\n")
+    key.chmod(0o600)
+    assert "routine day-brief" not in doctor(cli, env)[1]
+
+
+@pytest.mark.parametrize("template_tools", [False, True], ids=["dropped", "shown"])
+def test_doctor_asks_the_local_server_an_enabled_routine_with_tools_uses(
+    cli: Cli, tmp_path: Path, template_tools: bool
+) -> None:
+    """The question `validate --connect` asks (llama-server's /props), asked once of each
+    server that enabled routines with tools use; not of one only a disabled routine uses."""
+    from fakes import FakeOpenAI
+
+    env = home_env(tmp_path)
+    with FakeOpenAI(template_tools=template_tools) as fake, FakeOpenAI() as unused:
+        config = paths().config_file
+        config.parent.mkdir(parents=True, exist_ok=True)
+        config.write_text(
+            f'[providers.llama]\nkind = "openai"\nbase_url = "{fake.base_url}"\nlocal = true\n'
+            f'\n[providers.other]\nkind = "openai"\nbase_url = "{unused.base_url}"\n'
+            "local = true\n"
+        )
+        tools = 'route = "llama"\nmodel = "m"\ntools = ["shell:date"]\n'
+        on = ENABLED + AGENT.replace('system = "Write the brief."\n', f'system = "x"\n{tools}')
+        cli.write("day-brief", on)
+        cli.write("night-brief", on)
+        cli.write("off-brief", on.removeprefix(ENABLED).replace('"llama"', '"other"'))
+        code, items = doctor(cli, env)
+        assert [r.path for r in fake.requests] == ["/props"]  # once for both routines
+        assert unused.requests == []
+    item = items["provider llama"]
+    assert "provider other" not in items
+    if template_tools:
+        assert item["state"] == "ok"
+        assert item["detail"] == "shows the tools (used by day-brief, night-brief)"
+    else:
+        assert code == 1
+        assert item["state"] == "missing"
+        assert item["detail"].startswith('"llama" at http://127.0.0.1:')
+        assert item["detail"].endswith(
+            "this model's chat template cannot show tools: start llama-server with `--jinja` "
+            "and a template that supports tools (e.g. --chat-template-file, or a model whose "
+            "GGUF has one) (used by day-brief, night-brief)"
+        )

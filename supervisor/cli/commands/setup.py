@@ -46,7 +46,7 @@ def register(sub: Any) -> None:
         sub,
         "doctor",
         "check this install as `setup --check` does: units, user manager, PATH, secrets, "
-        "sandbox tools, key",
+        "sandbox tools, keys, and the local servers enabled routines use",
         DOCTOR_EXAMPLE,
     )
     d.add_argument("--json", action="store_true", help="print the report as one JSON object")
@@ -220,11 +220,13 @@ def gather(env: dict[str, str]) -> Any:
     env_file = config_dir / "vinos-routine/daemon.env"
     env_text = _read(env_file) or ""
     try:
-        bwrap = load_config(p.config_file).sandbox.bwrap
+        config = load_config(p.config_file)
+        bwrap, providers = config.sandbox.bwrap, config.providers
     except ConfigInvalid:
         from sandbox.binaries import DEFAULT_BWRAP
 
-        bwrap = DEFAULT_BWRAP
+        bwrap, providers = DEFAULT_BWRAP, {}
+    premium_missing, answers = _routine_facts(p, providers)
     existing: dict[Path, str | None] = {unit_dir / n: _read(unit_dir / n) for n in units}
     if completion is not None:
         existing[completion[0]] = _read(completion[0])
@@ -267,7 +269,67 @@ def gather(env: dict[str, str]) -> Any:
         secrets_readme=_read(p.secrets_dir / "README"),
         off_path=_off_path(program, env),
         distro=family(os_release()),
+        premium_missing=premium_missing,
+        providers=answers,
     )
+
+
+def _routine_facts(p: Any, providers: Any) -> tuple[dict[str, str], tuple[Any, ...]]:
+    """Of the enabled routines: each `auto` one that may escalate with no premium key (what
+    to do), and what each local provider from config.toml that one with tools uses answers
+    when asked whether it shows the model the tools (`python -m worker.mcpconnect
+    --providers`, as `validate --connect` asks it)."""
+    from contextlib import closing
+
+    from routines.ledger import LedgerError, RoutineState, is_enabled
+    from routines.spec import Route
+    from routines.spec.providers import RouteInvalid, plan_route
+    from supervisor.fleetview import cli_ledger
+    from supervisor.hostcheck import premium_key_missing
+    from supervisor.setupplan import ProviderAnswer
+    from supervisor.source import scan
+
+    def local_provider(agent: Any) -> bool:
+        try:
+            return plan_route(agent, providers).local.settings is not None
+        except RouteInvalid:
+            return False  # validate reports it
+
+    entries = [
+        e
+        for e in scan(p).entries.values()
+        if e.valid
+        and e.routine is not None
+        and e.routine.agent is not None
+        and (e.routine.agent.route is Route.AUTO or local_provider(e.routine.agent))
+    ]
+    if not entries:  # nothing to ask: the ledger is not opened (nor made)
+        return {}, ()
+    states: dict[str, RoutineState] = {}
+    try:
+        with closing(cli_ledger(p)) as ledger:
+            states = ledger.states()
+    except LedgerError:
+        pass  # the files' own `enabled` stands in, as in `status` with its ledger away
+    enabled = [e for e in entries if e.routine is not None and is_enabled(states, e.routine)]
+    missing = {
+        e.name: why
+        for e in enabled
+        if e.routine is not None and (why := premium_key_missing(p, e.routine, providers))
+    }
+    files = [
+        str(e.path) for e in enabled if e.routine is not None and local_provider(e.routine.agent)
+    ]
+    if not files:
+        return missing, ()
+    from supervisor.cli.commands.validate import connect_rows
+
+    names = {str(e.path): e.name for e in enabled}
+    answers = tuple(
+        ProviderAnswer(row["provider"], names.get(row["file"], row["file"]), row.get("error"))
+        for row in connect_rows(["--providers"], files)
+    )
+    return missing, answers
 
 
 def _sets(env_file_text: str, name: str) -> bool:

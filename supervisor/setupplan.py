@@ -119,6 +119,9 @@ class Facts:
     # (supervisor/hostcheck.py premium_key_missing, as validate, status and list say it).
     premium_missing: Mapping[str, str] = field(default_factory=dict)
     providers: tuple[ProviderAnswer, ...] = ()  # asked for enabled routines with tools
+    # Of those providers, each that does not answer at all: what to do (naming the routines).
+    # Its silence on tools says nothing, so it is not reported as showing them.
+    unreachable: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -413,7 +416,9 @@ def _routines(f: Facts) -> list[Item]:
         by_answer.items(), key=lambda kv: (kv[0][0], kv[0][1] or "")
     ):
         used = ", ".join(sorted(set(names)))
-        if error is None:
+        if error is None and provider in f.unreachable:
+            out.append(Item(f"provider {provider}", State.MISSING, f.unreachable[provider]))
+        elif error is None:
             out.append(Item(f"provider {provider}", State.OK, f"shows the tools (used by {used})"))
         else:
             out.append(Item(f"provider {provider}", State.MISSING, f"{error} (used by {used})"))

@@ -280,3 +280,32 @@ def test_doctor_asks_the_local_server_an_enabled_routine_with_tools_uses(
             "and a template that supports tools (e.g. --chat-template-file, or a model whose "
             "GGUF has one) (used by day-brief, night-brief)"
         )
+
+
+def test_doctor_says_a_local_server_that_does_not_answer_is_down_not_that_it_shows_tools(
+    cli: Cli, tmp_path: Path
+) -> None:
+    """A server that answers nothing says nothing of tools: doctor names it as down (the
+    line `status` prints, hostcheck.local_provider_down), never as showing them."""
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on once this closes
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    config = paths().config_file
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(
+        f'[providers.llama]\nkind = "openai"\nbase_url = "http://127.0.0.1:{port}/v1"\n'
+        "local = true\n"
+    )
+    tools = 'route = "llama"\nmodel = "m"\ntools = ["shell:date"]\n'
+    on = ENABLED + AGENT.replace('system = "Write the brief."\n', f'system = "x"\n{tools}')
+    cli.write("day-brief", on)
+    code, items = doctor(cli, home_env(tmp_path))
+    assert code == 1
+    assert items["provider llama"]["state"] == "missing"
+    assert items["provider llama"]["detail"] == (
+        f'the local provider "llama" is not reachable at http://127.0.0.1:{port}/… '
+        "(Connection refused; needed by day-brief): start its server, or fix base_url in "
+        "config.toml"
+    )

@@ -226,7 +226,7 @@ def gather(env: dict[str, str]) -> Any:
         from sandbox.binaries import DEFAULT_BWRAP
 
         bwrap, providers = DEFAULT_BWRAP, {}
-    premium_missing, answers = _routine_facts(p, providers)
+    premium_missing, answers, unreachable = _routine_facts(p, providers)
     existing: dict[Path, str | None] = {unit_dir / n: _read(unit_dir / n) for n in units}
     if completion is not None:
         existing[completion[0]] = _read(completion[0])
@@ -271,21 +271,24 @@ def gather(env: dict[str, str]) -> Any:
         distro=family(os_release()),
         premium_missing=premium_missing,
         providers=answers,
+        unreachable=unreachable,
     )
 
 
-def _routine_facts(p: Any, providers: Any) -> tuple[dict[str, str], tuple[Any, ...]]:
+def _routine_facts(
+    p: Any, providers: Any
+) -> tuple[dict[str, str], tuple[Any, ...], dict[str, str]]:
     """Of the enabled routines: each `auto` one that may escalate with no premium key (what
     to do), and what each local provider from config.toml that one with tools uses answers
     when asked whether it shows the model the tools (`python -m worker.mcpconnect
-    --providers`, as `validate --connect` asks it)."""
+    --providers`, as `validate --connect` asks it), and which of those does not answer."""
     from contextlib import closing
 
     from routines.ledger import LedgerError, RoutineState, is_enabled
     from routines.spec import Route
     from routines.spec.providers import RouteInvalid, plan_route
     from supervisor.fleetview import cli_ledger
-    from supervisor.hostcheck import premium_key_missing
+    from supervisor.hostcheck import local_provider_down, premium_key_missing
     from supervisor.setupplan import ProviderAnswer
     from supervisor.source import scan
 
@@ -304,7 +307,7 @@ def _routine_facts(p: Any, providers: Any) -> tuple[dict[str, str], tuple[Any, .
         and (e.routine.agent.route is Route.AUTO or local_provider(e.routine.agent))
     ]
     if not entries:  # nothing to ask: the ledger is not opened (nor made)
-        return {}, ()
+        return {}, (), {}
     states: dict[str, RoutineState] = {}
     try:
         with closing(cli_ledger(p)) as ledger:
@@ -321,7 +324,7 @@ def _routine_facts(p: Any, providers: Any) -> tuple[dict[str, str], tuple[Any, .
         str(e.path) for e in enabled if e.routine is not None and local_provider(e.routine.agent)
     ]
     if not files:
-        return missing, ()
+        return missing, (), {}
     from supervisor.cli.commands.validate import connect_rows
 
     names = {str(e.path): e.name for e in enabled}
@@ -329,7 +332,16 @@ def _routine_facts(p: Any, providers: Any) -> tuple[dict[str, str], tuple[Any, .
         ProviderAnswer(row["provider"], names.get(row["file"], row["file"]), row.get("error"))
         for row in connect_rows(["--providers"], files)
     )
-    return missing, answers
+    users: dict[str, list[str]] = {}
+    for a in answers:
+        users.setdefault(a.provider, []).append(a.routine)
+    unreachable = {
+        name: down
+        for name, routines in users.items()
+        if name in providers
+        and (down := local_provider_down(name, providers[name], ", ".join(sorted(routines))))
+    }
+    return missing, answers, unreachable
 
 
 def _sets(env_file_text: str, name: str) -> bool:

@@ -19,7 +19,7 @@ from routines.spec.paths import Paths
 from routines.spec.providers import ProviderSettings
 from supervisor.source import environ
 
-__all__ = ["premium_key_missing", "problems"]
+__all__ = ["local_provider_down", "premium_key_missing", "problems"]
 
 KEY_ENV = "ANTHROPIC_API_KEY"
 INSTALL_BWRAP = (
@@ -129,15 +129,22 @@ def _local_providers_down(
             users.setdefault(name, []).append(r)
     out = []
     for name, routines in users.items():
-        url = providers[name].base_url
-        why = _ollama_unreachable(url)
-        if why:
-            out.append(
-                f'the local provider "{name}" is not reachable at {redact_url(url)} ({why}; '
-                f"needed by {_names(routines)}): start its server, or fix base_url in "
-                "config.toml"
-            )
+        if down := local_provider_down(name, providers[name], _names(routines)):
+            out.append(down)
     return out
+
+
+def local_provider_down(name: str, settings: ProviderSettings, users: str) -> str | None:
+    """What to do when the local provider `name` (needed by `users`) does not answer a TCP
+    connect (status, and doctor before it trusts a server's silence on tools), or None."""
+    url = settings.base_url
+    why = _ollama_unreachable(url)
+    if not why:
+        return None
+    return (
+        f'the local provider "{name}" is not reachable at {redact_url(url)} ({why}; '
+        f"needed by {users}): start its server, or fix base_url in config.toml"
+    )
 
 
 def _needs_shell(r: Routine) -> bool:

@@ -23,6 +23,7 @@ __all__ = [
     "SECRETS_README",
     "Facts",
     "Item",
+    "ProviderAnswer",
     "State",
     "next_step",
     "path_line",
@@ -69,6 +70,16 @@ SHELL_ONLY = ("ANTHROPIC_BASE_URL", "OLLAMA_HOST", "HTTPS_PROXY", "HTTP_PROXY", 
 
 
 @dataclass(frozen=True)
+class ProviderAnswer:
+    """What a local server said when asked whether it shows an enabled routine's model its
+    tools (worker/mcpconnect.py provider_rows, the question a run asks before its first call)."""
+
+    provider: str
+    routine: str
+    error: str | None  # None: it shows them (or does not say)
+
+
+@dataclass(frozen=True)
 class Facts:
     """What `setup` found, gathered by the command before anything is decided."""
 
@@ -108,6 +119,13 @@ class Facts:
     ntfy_token_file: Path = Path("~/.vinos/secrets/ntfy-token")
     # [notify.ntfy] is set and its token file (secrets/ntfy-token) is wrong (None: fine, or none)
     ntfy_token_problem: str | None = None
+    # Each enabled `auto` routine that can escalate and has no premium key: what to do
+    # (supervisor/hostcheck.py premium_key_missing, as validate, status and list say it).
+    premium_missing: Mapping[str, str] = field(default_factory=dict)
+    providers: tuple[ProviderAnswer, ...] = ()  # asked for enabled routines with tools
+    # Of those providers, each that does not answer at all: what to do (naming the routines).
+    # Its silence on tools says nothing, so it is not reported as showing them.
+    unreachable: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -401,6 +419,29 @@ def _manager(f: Facts) -> list[Item]:
     ]
 
 
+def _routines(f: Facts) -> list[Item]:
+    """What keeps enabled routines from working as written: an escalation with no key, a
+    local server that would not show the model its tools (one item per server and answer)."""
+    out = [
+        Item(f"routine {name}", State.MISSING, f"[agent].route: {why}")
+        for name, why in sorted(f.premium_missing.items())
+    ]
+    by_answer: dict[tuple[str, str | None], list[str]] = {}
+    for a in f.providers:
+        by_answer.setdefault((a.provider, a.error), []).append(a.routine)
+    for (provider, error), names in sorted(
+        by_answer.items(), key=lambda kv: (kv[0][0], kv[0][1] or "")
+    ):
+        used = ", ".join(sorted(set(names)))
+        if error is None and provider in f.unreachable:
+            out.append(Item(f"provider {provider}", State.MISSING, f.unreachable[provider]))
+        elif error is None:
+            out.append(Item(f"provider {provider}", State.OK, f"shows the tools (used by {used})"))
+        else:
+            out.append(Item(f"provider {provider}", State.MISSING, f"{error} (used by {used})"))
+    return out
+
+
 def next_step(f: Facts) -> str:
     """The line setup ends with after writing the units: how the daemon gets started here."""
     if f.no_manager is None:
@@ -419,5 +460,6 @@ def plan(f: Facts) -> list[Item]:
         + _path(f)
         + _secrets(f)
         + _checks(f)
+        + _routines(f)
         + _starters(f)
     )

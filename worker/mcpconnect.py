@@ -1,7 +1,9 @@
 """`vinos-routine validate --connect`: start each MCP server a routine declares, in its
 sandbox, and list the tools it really offers, with the whitelist entries that match none.
 Run as `python -m worker.mcpconnect [--with-credentials] -- PATH...` (the CLI's side imports no
-worker code); prints one JSON object per server on stdout.
+worker code); prints one JSON object per server on stdout. `--providers` asks only the local
+servers (`provider_rows`) and starts no MCP server: `vinos-routine doctor` asks that of every
+enabled routine.
 
 A file being validated is not yet trusted (a gallery file, a draft): its servers start with
 no credential and no network (`connect_policy`), so a hostile server can read nothing it
@@ -129,17 +131,20 @@ def main(argv: list[str]) -> int:
     from routines.spec.checks import RoutineInvalid
     from routines.spec.loader import load_file
 
-    # [--with-credentials] -- PATH...: the files after "--", whatever they are named.
+    # [--with-credentials | --providers] -- PATH...: the files after "--", whatever they are
+    # named.
     head, files = (
         (argv[: argv.index("--")], argv[argv.index("--") + 1 :]) if "--" in argv else ([], argv)
     )
     with_credentials = "--with-credentials" in head
+    only_providers = "--providers" in head
     for arg in files:
         try:
             routine = load_file(Path(arg))
         except RoutineInvalid:
             continue  # validate reports it already
-        for row in [*connect_routine(routine, with_credentials), *provider_rows(routine)]:
+        servers = [] if only_providers else connect_routine(routine, with_credentials)
+        for row in [*servers, *provider_rows(routine)]:
             print(json.dumps({"file": arg, **row}), flush=True)
     return 0
 

@@ -42,7 +42,7 @@ complete -c vinos-routine -n '__fish_use_subcommand' -a sign -d 'sign a routine 
 complete -c vinos-routine -n '__fish_use_subcommand' -a trust -d 'trust a public key\'s signatures on routine files (adds it to ~/.vinos/allowed_signers)'
 complete -c vinos-routine -n '__fish_use_subcommand' -a fleet -d 'machines sharing routines through PostgreSQL: status, join, leave'
 complete -c vinos-routine -n '__fish_use_subcommand' -a setup -d 'set up this install: user units, shell completions, the secrets folder, and a check of what it needs'
-complete -c vinos-routine -n '__fish_use_subcommand' -a doctor -d 'check this install as `setup --check` does: units, user manager, PATH, secrets, sandbox tools, key'
+complete -c vinos-routine -n '__fish_use_subcommand' -a doctor -d 'check this install as `setup --check` does: units, user manager, PATH, secrets, sandbox tools, keys, and the local servers enabled routines use'
 complete -c vinos-routine -n '__fish_use_subcommand' -s h -l help -d 'show this help message and exit'
 complete -c vinos-routine -n '__fish_use_subcommand' -l version -d 'show the version and exit'
 complete -c vinos-routine -n '__fish_seen_subcommand_from list' -s h -l help -d 'show this help message and exit'

@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 from cli_helpers import Cli
+from helpers import AGENT
 
+from routines.spec.paths import paths
 from supervisor.cli.completions import render
 from supervisor.setupplan import SECRETS_README
 from supervisor.userunits import (
@@ -224,3 +226,102 @@ def test_doctor_and_validate_refuse_a_bad_ntfy_url(cli: Cli, tmp_path: Path) -> 
     assert items["config.toml"]["detail"] == f"{message} (the daemon will not start on it)"
     config.write_text('[notify.ntfy]\nurl = "https://ntfy.sh/my-topic"\n')
     assert "config.toml" not in doctor(cli, home_env(tmp_path))[1]
+
+
+ENABLED = "[routine]\nenabled = true\n\n"
+
+
+def test_doctor_names_an_auto_routine_that_may_escalate_without_a_premium_key(
+    cli: Cli, tmp_path: Path
+) -> None:
+    """The decision `validate`, `status` and `list` make (hostcheck.premium_key_missing), for
+    the enabled routines only."""
+    env = home_env(tmp_path)
+    cli.write("day-brief", ENABLED + AGENT)  # route "auto", escalation on
+    cli.write("stays-off", AGENT)  # not enabled: nothing to say
+    key = paths().api_key_file
+    code, items = doctor(cli, env)
+    assert code == 1
+    assert "routine stays-off" not in items
+    assert items["routine day-brief"] == {
+        "what": "routine day-brief",
+        "state": "missing",
+        "detail": '[agent].route: route = "auto" may escalate to claude-sonnet-4-6, but there '
+        f"is no premium key (set ANTHROPIC_API_KEY, or write the key to {key} (chmod 600)); "
+        "until then a run that wants to escalate keeps the local answer and needs attention",
+        "path": None,
+    }
+    key.parent.mkdir(parents=True, exist_ok=True)
+    key.write_text("sk-ant-test\n")
+    key.chmod(0o600)
+    assert "routine day-brief" not in doctor(cli, env)[1]
+
+
+@pytest.mark.parametrize("template_tools", [False, True], ids=["dropped", "shown"])
+def test_doctor_asks_the_local_server_an_enabled_routine_with_tools_uses(
+    cli: Cli, tmp_path: Path, template_tools: bool
+) -> None:
+    """The question `validate --connect` asks (llama-server's /props), asked once of each
+    server that enabled routines with tools use; not of one only a disabled routine uses."""
+    from fakes import FakeOpenAI
+
+    env = home_env(tmp_path)
+    with FakeOpenAI(template_tools=template_tools) as fake, FakeOpenAI() as unused:
+        config = paths().config_file
+        config.parent.mkdir(parents=True, exist_ok=True)
+        config.write_text(
+            f'[providers.llama]\nkind = "openai"\nbase_url = "{fake.base_url}"\nlocal = true\n'
+            f'\n[providers.other]\nkind = "openai"\nbase_url = "{unused.base_url}"\n'
+            "local = true\n"
+        )
+        tools = 'route = "llama"\nmodel = "m"\ntools = ["shell:date"]\n'
+        on = ENABLED + AGENT.replace('system = "Write the brief."\n', f'system = "x"\n{tools}')
+        cli.write("day-brief", on)
+        cli.write("night-brief", on)
+        cli.write("off-brief", on.removeprefix(ENABLED).replace('"llama"', '"other"'))
+        code, items = doctor(cli, env)
+        assert [r.path for r in fake.requests] == ["/props"]  # once for both routines
+        assert unused.requests == []
+    item = items["provider llama"]
+    assert "provider other" not in items
+    if template_tools:
+        assert item["state"] == "ok"
+        assert item["detail"] == "shows the tools (used by day-brief, night-brief)"
+    else:
+        assert code == 1
+        assert item["state"] == "missing"
+        assert item["detail"].startswith('"llama" at http://127.0.0.1:')
+        assert item["detail"].endswith(
+            "this model's chat template cannot show tools: start llama-server with `--jinja` "
+            "and a template that supports tools (e.g. --chat-template-file, or a model whose "
+            "GGUF has one) (used by day-brief, night-brief)"
+        )
+
+
+def test_doctor_says_a_local_server_that_does_not_answer_is_down_not_that_it_shows_tools(
+    cli: Cli, tmp_path: Path
+) -> None:
+    """A server that answers nothing says nothing of tools: doctor names it as down (the
+    line `status` prints, hostcheck.local_provider_down), never as showing them."""
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on once this closes
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    config = paths().config_file
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(
+        f'[providers.llama]\nkind = "openai"\nbase_url = "http://127.0.0.1:{port}/v1"\n'
+        "local = true\n"
+    )
+    tools = 'route = "llama"\nmodel = "m"\ntools = ["shell:date"]\n'
+    on = ENABLED + AGENT.replace('system = "Write the brief."\n', f'system = "x"\n{tools}')
+    cli.write("day-brief", on)
+    code, items = doctor(cli, home_env(tmp_path))
+    assert code == 1
+    assert items["provider llama"]["state"] == "missing"
+    assert items["provider llama"]["detail"] == (
+        f'the local provider "llama" is not reachable at http://127.0.0.1:{port}/… '
+        "(Connection refused; needed by day-brief): start its server, or fix base_url in "
+        "config.toml"
+    )

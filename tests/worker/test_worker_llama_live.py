@@ -5,7 +5,8 @@ Two servers run, both with `--jinja`: one with a template that shows tools
 (tests/fixtures/llama/chatml-tools.jinja), one with SmolLM2's own, which cannot. Each
 scenario of llama_scenarios.py runs the real worker through a recording proxy; with
 VINOS_RECORD_FIXTURES=DIR the exchanges are written there as the fixtures `make test`
-replays (tests/worker/test_worker_llama_replay.py), naming the server build.
+replays (tests/worker/test_worker_llama_replay.py), naming the server build. One more runs
+the local route as a person does: `vinos-routine run NAME` with a real daemon up.
 """
 
 from __future__ import annotations
@@ -24,7 +25,10 @@ from typing import Any
 
 import pytest
 from fakes.recorded import FIXTURES, Recorder, save
-from llama_scenarios import SCENARIOS, Scenario
+from llama_scenarios import MODEL, SCENARIOS, Scenario, server_usage
+
+from routines.spec.paths import paths
+from tests.supervisor.daemonkit import DaemonProcess, rows, write_routine
 
 pytestmark = pytest.mark.skipif(
     os.environ.get("VINOS_TEST_MODELS") != "1",
@@ -156,3 +160,49 @@ def test_live_refuses_tool_arguments_that_are_not_json(
     (ex,) = exchanges
     assert "Failed to parse tool call arguments as JSON" in ex["response"]
     _record("arguments_not_json", exchanges, _server_info(servers[True], built, True))
+
+
+NOTE = f"""[routine]
+description = "a status note from llama-server"
+
+[schedule]
+cron = "0 6 * * *"
+timezone = "UTC"
+
+[agent]
+route = "llama"
+model = "{MODEL}"
+system = "You write a two-line status note."
+max_output_tokens = 48
+
+[budget]
+max_dollars_per_day = 0.5
+"""
+
+
+def test_live_through_the_cli_and_the_daemon(
+    home: Path, servers: dict[bool, str], tmp_path: Path, not_root: None
+) -> None:
+    """`vinos-routine run NAME` → the daemon → a worker → llama-server (SmolLM2's template; the
+    routine has no tools of its own): the ledger's local tokens are the server's own usage
+    chunk, and the run costs $0 on a local provider."""
+    with Recorder(servers[False]) as proxy:
+        config = paths().config_file
+        config.parent.mkdir(parents=True, exist_ok=True)
+        config.write_text(
+            f'[providers.llama]\nkind = "openai"\nbase_url = "{proxy.url}/v1"\nlocal = true\n'
+        )
+        write_routine("status-note", NOTE)
+        d = DaemonProcess(tmp_path).start()
+        try:
+            done = d.cli("run", "status-note", timeout=600)
+        finally:
+            assert d.stop() == 0, d.log()
+        exchanges = list(proxy.exchanges)
+    assert done.returncode == 0, done.stdout + done.stderr + d.log()
+    (chat,) = [e for e in exchanges if e["path"] == "/v1/chat/completions"]
+    assert chat["status"] == 200
+    [row] = rows("status-note")
+    assert (row.status, row.route, row.model) == ("ok", "llama", MODEL)
+    assert (row.local_input_tokens, row.local_output_tokens) == server_usage(chat)
+    assert row.dollars == 0

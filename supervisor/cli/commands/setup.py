@@ -46,7 +46,7 @@ def register(sub: Any) -> None:
         sub,
         "doctor",
         "check this install as `setup --check` does: units, user manager, PATH, secrets, "
-        "sandbox tools, key",
+        "sandbox tools, keys, and the local servers enabled routines use",
         DOCTOR_EXAMPLE,
     )
     d.add_argument("--json", action="store_true", help="print the report as one JSON object")
@@ -223,15 +223,16 @@ def gather(env: dict[str, str]) -> Any:
     ntfy_token: str | None = None
     try:
         config = load_config(p.config_file)
-        bwrap = config.sandbox.bwrap
+        bwrap, providers = config.sandbox.bwrap, config.providers
         if config.ntfy is not None:  # the token is optional: only one open to others is wrong
             ntfy_token = _key_problem(p.ntfy_token_file)
             ntfy_token = None if ntfy_token == "does not exist" else ntfy_token
     except ConfigInvalid as exc:
         from sandbox.binaries import DEFAULT_BWRAP
 
-        bwrap = DEFAULT_BWRAP
+        bwrap, providers = DEFAULT_BWRAP, {}
         config_problems = tuple(f"{pr.key}: {pr.message}" for pr in exc.problems)
+    premium_missing, answers, unreachable = _routine_facts(p, providers)
     existing: dict[Path, str | None] = {unit_dir / n: _read(unit_dir / n) for n in units}
     if completion is not None:
         existing[completion[0]] = _read(completion[0])
@@ -277,7 +278,96 @@ def gather(env: dict[str, str]) -> Any:
         secrets_readme=_read(p.secrets_dir / "README"),
         off_path=_off_path(program, env),
         distro=family(os_release()),
+        premium_missing=premium_missing,
+        providers=answers,
+        unreachable=unreachable,
     )
+
+
+def _routine_facts(
+    p: Any, providers: Any
+) -> tuple[dict[str, str], tuple[Any, ...], dict[str, str]]:
+    """Of the enabled routines: each `auto` one that may escalate with no premium key (what
+    to do), and what each local provider from config.toml that one with tools uses answers
+    when asked whether it shows the model the tools (`python -m worker.mcpconnect
+    --providers`, as `validate --connect` asks it), and which of those does not answer."""
+    from supervisor.hostcheck import premium_key_missing
+
+    enabled = _enabled_agents(p, providers)
+    missing = {
+        e.name: why
+        for e in enabled
+        if e.routine is not None and (why := premium_key_missing(p, e.routine, providers))
+    }
+    answers, unreachable = _provider_answers(
+        [e for e in enabled if e.routine is not None and _local(e.routine.agent, providers)],
+        providers,
+    )
+    return missing, answers, unreachable
+
+
+def _local(agent: Any, providers: Any) -> bool:
+    """Whether the routine's local leg is a provider of config.toml's."""
+    from routines.spec.providers import RouteInvalid, plan_route
+
+    try:
+        return plan_route(agent, providers).local.settings is not None
+    except RouteInvalid:
+        return False  # validate reports it
+
+
+def _enabled_agents(p: Any, providers: Any) -> list[Any]:
+    """The enabled agent routines doctor has a question about: `auto` ones, and those on a
+    local provider. No such file: the ledger is not opened (nor made)."""
+    from contextlib import closing
+
+    from routines.ledger import LedgerError, RoutineState, is_enabled
+    from routines.spec import Route
+    from supervisor.fleetview import cli_ledger
+    from supervisor.source import scan
+
+    entries = [
+        e
+        for e in scan(p).entries.values()
+        if e.valid
+        and e.routine is not None
+        and e.routine.agent is not None
+        and (e.routine.agent.route is Route.AUTO or _local(e.routine.agent, providers))
+    ]
+    if not entries:
+        return []
+    states: dict[str, RoutineState] = {}
+    try:
+        with closing(cli_ledger(p)) as ledger:
+            states = ledger.states()
+    except LedgerError:
+        pass  # the files' own `enabled` stands in, as in `status` with its ledger away
+    return [e for e in entries if e.routine is not None and is_enabled(states, e.routine)]
+
+
+def _provider_answers(local: list[Any], providers: Any) -> tuple[tuple[Any, ...], dict[str, str]]:
+    """What each local provider the `local` entries use answers, and which does not answer."""
+    if not local:
+        return (), {}
+    from supervisor.cli.commands.validate import connect_rows
+    from supervisor.hostcheck import local_provider_down
+    from supervisor.setupplan import ProviderAnswer
+
+    names = {str(e.path): e.name for e in local}
+    answers = tuple(
+        ProviderAnswer(row["provider"], names.get(row["file"], row["file"]), row.get("error"))
+        for row in connect_rows(["--providers"], list(names))
+    )
+    users: dict[str, list[str]] = {}
+    for a in answers:
+        users.setdefault(a.provider, []).append(a.routine)
+    unreachable = {
+        name: down
+        for name, routines in users.items()
+        if name in providers
+        and (down := local_provider_down(name, providers[name], ", ".join(sorted(routines))))
+    }
+    return answers, unreachable
 
 
 def _sets(env_file_text: str, name: str) -> bool:

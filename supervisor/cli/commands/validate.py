@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-__all__ = ["register"]
+__all__ = ["connect_rows", "register"]
 
 EXAMPLE = """example:
   vinos-routine validate ~/.vinos/routines/day-brief.toml
@@ -170,28 +170,33 @@ def _consent(results: list[dict[str, Any]], quiet: bool) -> bool:
     return ask_yes("Start its MCP servers with these credentials and this network?", default=False)
 
 
-def _connect(results: list[dict[str, Any]], with_credentials: bool) -> None:
-    """Each valid file's MCP servers, started by `python -m worker.mcpconnect` (this side
-    imports no worker code), with no credential and no network unless `with_credentials`;
-    a server that fails or lacks a whitelisted tool fails the file."""
+def connect_rows(flags: list[str], files: list[str]) -> list[dict[str, Any]]:
+    """The rows `python -m worker.mcpconnect FLAGS -- FILES` prints, one per MCP server or
+    local provider (this side imports no worker code); `vinos-routine doctor` asks it too,
+    with `--providers`."""
     import json
     import os
     import subprocess
     import sys
 
+    from supervisor.spawn import package_root  # one place knows where our packages are
+
+    argv = [sys.executable, "-P", "-m", "worker.mcpconnect", *flags, "--", *files]
+    env = {**os.environ, "PYTHONPATH": package_root()}
+    done = subprocess.run(argv, capture_output=True, text=True, check=False, env=env)
+    return [json.loads(line) for line in done.stdout.splitlines()]
+
+
+def _connect(results: list[dict[str, Any]], with_credentials: bool) -> None:
+    """Each valid file's MCP servers, started by `python -m worker.mcpconnect` (this side
+    imports no worker code), with no credential and no network unless `with_credentials`;
+    a server that fails or lacks a whitelisted tool fails the file."""
     files = [r["file"] for r in results if r["ok"]]
     if not files:
         return
     flag = ["--with-credentials"] if with_credentials else []
-    argv = [sys.executable, "-P", "-m", "worker.mcpconnect", *flag, "--", *files]
-    from supervisor.spawn import package_root  # one place knows where our packages are
-
-    root = package_root()
-    env = {**os.environ, "PYTHONPATH": root}
-    done = subprocess.run(argv, capture_output=True, text=True, check=False, env=env)
     by_file: dict[str, list[dict[str, Any]]] = {}
-    for line in done.stdout.splitlines():
-        row = json.loads(line)
+    for row in connect_rows(flag, files):
         by_file.setdefault(row["file"], []).append(row)
     for res in results:
         rows = by_file.get(res["file"], [])

@@ -251,16 +251,22 @@ def environment(work: Path) -> Iterator[None]:
         "TZ": "UTC",
         "VINOS_DEBUG_TIMINGS": None,
     }
+    from routines.schedule import tz
+
     saved = {key: os.environ.get(key) for key in values}
     try:
         for key, value in values.items():
             _set(key, value)
         time.tzset()
+        # The machine's zone is read once per process: another test in this worker may have
+        # read it under another TZ (a routine without `timezone` showed "Etc/UTC" under CI).
+        tz.machine_timezone.cache_clear()
         yield
     finally:
         for key, value in saved.items():
             _set(key, value)
         time.tzset()
+        tz.machine_timezone.cache_clear()
         shutil.rmtree(runtime, ignore_errors=True)
 
 

@@ -166,6 +166,7 @@ def test_metadata_dependencies_and_backup(built: Built, installed_root: Pacman) 
         "waybar",
         "openssh",
         "python-psycopg",
+        "walker",
     }
     # Every file under etc/ survives local edits.
     etc = {f for f in installed_root.files() if f.startswith("etc/") and not f.endswith("/")}

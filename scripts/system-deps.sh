@@ -64,6 +64,11 @@ missing_cmds() {
     # The fleet tests start their own PostgreSQL cluster (initdb, pg_ctl; psycopg needs libpq).
     { ls /usr/lib/postgresql/*/bin/initdb || ls /usr/bin/initdb; } >/dev/null 2>&1 || out+=(postgresql)
     has_library 'libpq.so.5' || out+=(libpq)
+    if [ "$target" = test-models-here ]; then
+        # llama-server is built from source (scripts/llama_server.py).
+        command -v cmake >/dev/null || out+=(cmake)
+        command -v g++ >/dev/null || out+=(g++)
+    fi
     echo "${out[@]:-}"
 }
 
@@ -83,6 +88,7 @@ package_for() {
         debian:ssh-keygen) echo openssh-client ;;
         debian:script) echo bsdextrautils ;;
         debian:libpq) echo libpq5 ;;
+        arch:g++) echo gcc ;;
         arch:bwrap) echo bubblewrap ;;
         arch:python3-venv) echo python ;;
         arch:systemd-analyze | arch:systemctl | arch:systemd) echo systemd ;;
@@ -144,6 +150,9 @@ if command -v apt-get >/dev/null; then
         # Only when missing: a machine's own Node.js (a vendor's nodejs ships its npm) would
         # conflict with Debian's npm package.
         command -v npm >/dev/null || apt-get install -y -qq --no-install-recommends npm >/dev/null
+        if [ "$target" = test-models-here ]; then
+            apt-get install -y -qq --no-install-recommends cmake g++ >/dev/null
+        fi
     fi
 elif [ -x /usr/bin/pacman ] && [ -f /etc/arch-release ]; then
     # -Syu: Arch does not support partial upgrades.
@@ -151,6 +160,9 @@ elif [ -x /usr/bin/pacman ] && [ -f /etc/arch-release ]; then
         pacman -Syu --needed --noconfirm bubblewrap libseccomp python >/dev/null
     else
         pacman -Syu --needed --noconfirm bubblewrap libseccomp python systemd base-devel util-linux procps-ng zsh fish chromium iproute2 curl openssh postgresql github-cli openssl npm >/dev/null
+        if [ "$target" = test-models-here ]; then
+            pacman -S --needed --noconfirm cmake gcc >/dev/null
+        fi
     fi
 else
     echo "system-deps: no apt-get or Arch pacman here; install by hand: $need" >&2

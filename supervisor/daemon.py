@@ -339,7 +339,10 @@ class Daemon:
         if self.scheduler.full is not None:
             raise self.scheduler.full
         self.triggers.scan_after()
-        for pending in self.triggers.due(now, self._busy):
+        # A run that waits for its person fences events as it fences slots: they stay held
+        # (one run once answered), never run beside it (tests/supervisor/test_daemon_needs_you.py::
+        # test_an_event_waits_while_a_run_of_its_routine_waits_for_a_person).
+        for pending in self.triggers.due(now, lambda name: bool(self._slot_busy(name))):
             self.pool.enqueue(pending)
         if self._last_prune is None or now - self._last_prune > timedelta(hours=24):
             self.ledger.prune_claims(now, self.config.ledger.keep_runs_max)

@@ -270,3 +270,28 @@ def test_a_daemon_restart_while_paused_loses_nothing(tmp_path: Path, not_root: N
         assert d2.stop() == 0
     assert child.status == "ok", d2.log()
     assert seen[0]["output"] == "Hi Bob\n"
+
+
+def test_an_event_waits_while_a_run_of_its_routine_waits_for_a_person(
+    tmp_path: Path, not_root: None
+) -> None:
+    """The pause fences events as it fences slots: a fire call while a run of the routine waits
+    for its person is held (coalesced into one run once answered), never run beside it."""
+    with FakeOllama([propose(), O.text("# Sent"), O.text("# The fired run")]) as ollama:
+        write_routine("drafter", routine("enabled = true") + "\n[trigger]\nfire = true\n")
+        d = DaemonProcess(tmp_path, extra_env={"OLLAMA_HOST": ollama.url}).start()
+        fin = d.request("run", {"name": "drafter"})
+        assert fin["status"] == "needs_you"
+        paused = fin["run_id"]
+        # The daemon decides on the event in the call itself (it ticks): held, not started.
+        fired = d.request("fire", {"name": "drafter", "input": "the notes"})
+        assert fired["state"] == "held", fired
+        assert [r.run_id for r in rows()] == [paused], [(r.run_id, r.status) for r in rows()]
+        assert d.cli("approve", "--yes", str(waiting_one().id)).returncode == 0
+        wait_for(lambda: child_of(paused), what="the resumed run")
+        ran = wait_for(
+            lambda: [r for r in rows() if r.trigger == "fire" and r.status == "ok"],
+            what="the held fire event's run, once the pause was answered",
+        )
+        assert len(ran) == 1
+        assert d.stop() == 0

@@ -226,7 +226,6 @@ def foreign_holder(host: str, port: int, trusted_names: Collection[str]) -> int 
     that does not resolve, or resolves off this machine, is None. OSError when the socket
     tables cannot be read."""
     import os
-    import pwd
 
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
@@ -239,13 +238,16 @@ def foreign_holder(host: str, port: int, trusted_names: Collection[str]) -> int 
     )
     if not targets:
         return None
-
-    def name_of(uid: int) -> str | None:
-        try:
-            return pwd.getpwuid(uid).pw_name
-        except KeyError:
-            return None
-
     found = owners(read_listeners(), Owners(targets, port))
-    bad = untrusted(found, os.getuid(), trusted_names, name_of)
+    bad = untrusted(found, os.getuid(), trusted_names, user_name)
     return bad[0] if bad else None
+
+
+def user_name(uid: int) -> str | None:
+    """The user name of `uid`, or None when it has none (what a refusal names)."""
+    import pwd
+
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return None

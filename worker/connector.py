@@ -38,7 +38,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
-from routines.listeners import IPAddress, Listener, Owners, owners, read_listeners, untrusted
+from routines.listeners import (
+    IPAddress,
+    Listener,
+    Owners,
+    owners,
+    read_listeners,
+    untrusted,
+    user_name,
+)
 from routines.safetext import redact_url
 from routines.spec.providers import ProviderSettings
 from sandbox.egress import AddressKind, address_kind, is_local
@@ -135,15 +143,6 @@ def _where(address: IPAddress, on_link: Sequence[Network], mine: Callable[[str],
     if kind is AddressKind.LOCAL:
         return Where.LINK
     return Where.LAN if kind is AddressKind.LAN else Where.INTERNET
-
-
-def user_name(uid: int) -> str | None:
-    import pwd
-
-    try:
-        return pwd.getpwuid(uid).pw_name
-    except KeyError:
-        return None
 
 
 def refusal(

@@ -61,33 +61,17 @@ def _check_listener(url: str, host: str, port: int) -> None:
     then) would serve the file installed, card and all. The same rule as the worker's
     connector, from the same socket tables (routines/listeners.py); no user is trusted but
     this one and root (tests/cli/test_redteam_install.py)."""
-    import os
-    import pwd
-
-    from routines.listeners import Owners, owners, read_listeners, untrusted
+    from routines.listeners import foreign_holder, user_name
 
     try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except OSError:
-        return  # no address: the connection fails by itself, nothing is sent
-    targets = tuple(ipaddress.ip_address(str(i[4][0]).split("%", 1)[0]) for i in infos)
-
-    def name_of(uid: int) -> str | None:
-        try:
-            return pwd.getpwuid(uid).pw_name
-        except KeyError:
-            return None
-
-    try:
-        found = owners(read_listeners(), Owners(targets, port))
+        uid = foreign_holder(host, port, ())
     except OSError as exc:  # no socket table to read: refuse rather than guess
         raise FetchError(f"{url}: cannot tell who listens on port {port}: {exc}") from None
-    bad = untrusted(found, os.getuid(), (), name_of)
-    if bad:
-        who = name_of(bad[0])
+    if uid is not None:
+        who = user_name(uid)
         raise FetchError(
             f"{url}: port {port} of this machine is held by another user's program (uid "
-            f"{bad[0]}{', user ' + who if who else ''}), not yours; nothing was asked of it. "
+            f"{uid}{', user ' + who if who else ''}), not yours; nothing was asked of it. "
             "Serve the file as your own user, or install it from an https:// URL or a file"
         )
 

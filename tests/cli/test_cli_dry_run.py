@@ -63,6 +63,19 @@ def dry(claude: FakeAnthropic, trace: Path, *extra: str) -> subprocess.Completed
     return subprocess.run(traced, env=env, capture_output=True, text=True, check=False)
 
 
+def write_tidy() -> tuple[Path, Path]:
+    """The routine under test, written; the files its gate and its tool would touch."""
+    p = paths()
+    (Path.home() / "dl").mkdir(exist_ok=True)
+    ws = p.workspace("tidy")
+    marker, tool_marker = ws / "gate-ran", ws / "tool-ran"
+    p.routines_dir.mkdir(parents=True, exist_ok=True)
+    (p.routines_dir / "tidy.toml").write_text(
+        ROUTINE.format(marker=marker, tool_marker=tool_marker)
+    )
+    return marker, tool_marker
+
+
 def calls(trace: Path) -> tuple[list[str], list[str]]:
     lines = trace.read_text().splitlines()
     connects = [ln for ln in lines if "connect(" in ln and ("AF_INET" in ln or "AF_INET6" in ln)]
@@ -73,13 +86,7 @@ def calls(trace: Path) -> tuple[list[str], list[str]]:
 def test_a_dry_run_prints_the_job_and_runs_nothing(
     not_root: None, claude: FakeAnthropic, tmp_path: Path
 ) -> None:
-    p = paths()
-    (Path.home() / "dl").mkdir(exist_ok=True)
-    ws = p.workspace("tidy")
-    marker, tool_marker = ws / "gate-ran", ws / "tool-ran"
-    p.routines_dir.mkdir(parents=True, exist_ok=True)
-    text = ROUTINE.format(marker=marker, tool_marker=tool_marker)
-    (p.routines_dir / "tidy.toml").write_text(text)
+    marker, tool_marker = write_tidy()
 
     done = dry(claude, tmp_path / "trace", "--json")
     assert done.returncode == 0, done.stderr
@@ -109,13 +116,7 @@ def test_a_dry_run_prints_the_job_and_runs_nothing(
 def test_dry_run_gate_runs_the_gate_only(
     not_root: None, claude: FakeAnthropic, tmp_path: Path
 ) -> None:
-    p = paths()
-    (Path.home() / "dl").mkdir(exist_ok=True)
-    ws = p.workspace("tidy")
-    marker, tool_marker = ws / "gate-ran", ws / "tool-ran"
-    p.routines_dir.mkdir(parents=True, exist_ok=True)
-    text = ROUTINE.format(marker=marker, tool_marker=tool_marker)
-    (p.routines_dir / "tidy.toml").write_text(text)
+    marker, tool_marker = write_tidy()
 
     done = dry(claude, tmp_path / "trace", "--gate", "--json")
     assert done.returncode == 0, done.stderr
@@ -130,12 +131,7 @@ def test_dry_run_gate_runs_the_gate_only(
 def test_the_text_dry_run_says_the_same(
     not_root: None, claude: FakeAnthropic, tmp_path: Path
 ) -> None:
-    p = paths()
-    (Path.home() / "dl").mkdir(exist_ok=True)
-    ws = p.workspace("tidy")
-    p.routines_dir.mkdir(parents=True, exist_ok=True)
-    text = ROUTINE.format(marker=ws / "gate-ran", tool_marker=ws / "tool-ran")
-    (p.routines_dir / "tidy.toml").write_text(text)
+    write_tidy()
     done = dry(claude, tmp_path / "trace")
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()

@@ -181,9 +181,10 @@ for _ in range(2):
 base = db.total_changes
 
 def stop_mid_batch() -> int:
-    # Called by SQLite every 100 VM steps: once this batch has written its day rows and is
-    # deleting runs, with nothing committed, say so and wait for SIGKILL.
-    if db.in_transaction and db.total_changes - base > 20:
+    # Called by SQLite every 100 VM steps: once this batch has written a day row (its runs
+    # are deleted by one statement after), with nothing committed, say so and wait for
+    # SIGKILL.
+    if db.in_transaction and db.total_changes - base > 0:
         tmp = marker.with_suffix(".tmp")  # renamed in whole: the test never reads half of it
         tmp.write_text(str(db.total_changes - base))
         os.replace(tmp, marker)
@@ -211,7 +212,7 @@ def test_kill_9_in_the_middle_of_a_batch_loses_and_double_counts_nothing(
             assert proc.poll() is None, "the compacting process ended before the batch"
             assert time.monotonic() < deadline, "the batch never started"
             time.sleep(0.02)
-        assert int(marker.read_text()) > 20  # day rows and deletes written, not committed
+        assert int(marker.read_text()) > 0  # a day row written, not committed
         os.kill(proc.pid, signal.SIGKILL)
     finally:
         proc.kill()

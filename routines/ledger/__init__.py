@@ -6,8 +6,9 @@ that keep one contract (`api.py`; tests/fleet/test_ledger_contract.py runs it on
   so only a fleet pays for it: import it by its module, never from here);
 - `memory.py`: `MemoryLedger`, the in-memory reference store.
 
-Both databases hold the same plain tables and run the same query texts (`sql.py`,
-`shared.py`); each keeps its own forward migrations (`migrate_*.py`).
+The two databases are one class, `sqlstore.py`'s `SqlLedger`: the same plain tables, the same
+queries (`sql.py`, over a `Dialect`) and the same rules (`shared.py`, which the memory store
+follows too); each keeps its own named migration steps (`migrate_*.py`).
 
 This package imports nothing of routines but the run vocabulary (routines/runs.py) and
 safetext's redaction (an import-linter contract in pyproject.toml holds it); the config it

@@ -24,7 +24,6 @@ from typing import Any
 import psycopg
 
 from routines.ledger import iso
-from routines.ledger.migrate_postgres import note_last
 from routines.ledger.model import MachineInUse
 from routines.ledger.shared import LEASE_LOST
 from routines.runs import ACTIVE, RunStatus, sql_in
@@ -59,8 +58,20 @@ class FleetTables:
     def transaction(self) -> AbstractContextManager[Cursor]:
         raise NotImplementedError
 
-    def _read(self, sql: str, args: Sequence[Any] = ()) -> list[dict[str, Any]]:
+    def _read(self, sql: str, args: Sequence[Any] = ()) -> list[Any]:
         raise NotImplementedError
+
+    def note_last(
+        self,
+        tx: Any,
+        routine: str,
+        run_id: str,
+        status: RunStatus | str,
+        outcome: object,
+        started: str,
+        finished: str,
+    ) -> None:
+        raise NotImplementedError  # sqlstore.py's SqlLedger
 
     def busy_elsewhere(self) -> dict[str, str]:
         """Routines with a live lease on another machine, and that machine (fleet overlap)."""
@@ -202,7 +213,7 @@ class FleetTables:
                 if row is None:
                     continue
                 if row["started_at"]:
-                    note_last(
+                    self.note_last(
                         cur,
                         lease["routine"],
                         lease["run_id"],

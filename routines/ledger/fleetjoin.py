@@ -1,7 +1,8 @@
 """`vinos-routine fleet join`: copy this machine's SQLite history into the fleet's database.
 
 Everything goes in one transaction, and a second join copies nothing twice:
-- runs by run id (ON CONFLICT DO NOTHING; a legacy row without one gets a stable id made of
+- runs by run id, through the ledger's own insert of a run row (every column `RunRow`
+  has; ON CONFLICT DO NOTHING; a legacy row without one gets a stable id made of
   the machine and its row number). A run left queued or running (its daemon is stopped for
   the join) arrives `interrupted`, never replayed.
 - claims, from the runs' slots: every slot this machine claimed, skipped or recorded missed
@@ -13,13 +14,12 @@ Everything goes in one transaction, and a second join copies nothing twice:
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from datetime import datetime
 
 from routines.ledger import iso, rundays
 from routines.ledger.api import LedgerAPI
-from routines.ledger.migrate_postgres import note_last
+from routines.ledger.model import stored_run
 from routines.ledger.postgres import PgLedger
 from routines.runs import ACTIVE, RunStatus, status_of
 
@@ -51,31 +51,25 @@ def join(fleet: PgLedger, local: LedgerAPI, now: datetime) -> JoinReport:
             if status in ACTIVE:
                 status, finished = RunStatus.INTERRUPTED, iso(now)
                 detail = "left running on this machine when it joined the fleet; not replayed"
-            cur.execute(
-                "INSERT INTO runs (run_id, routine, machine, slot, trigger, status, outcome, "
-                "detail, started_at, finished_at, duration_sec, route, model, escalated, "
-                "escalated_reason, input_tokens, output_tokens, local_input_tokens, "
-                "local_output_tokens, tool_calls, tools_used, dollars, output_file, tried_model) "
-                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, "
-                "%s, %s, %s, %s, %s, %s) ON CONFLICT (run_id) DO NOTHING",
-                (
-                    run_id, r.routine, machine, r.slot, r.trigger, status, r.outcome, detail,
-                    r.started_at, finished, r.duration_sec, r.route, r.model, r.escalated,
-                    r.escalated_reason, r.input_tokens, r.output_tokens, r.local_input_tokens,
-                    r.local_output_tokens, r.tool_calls,
-                    None if r.tools_used is None else json.dumps(r.tools_used),
-                    r.dollars, r.output_file, r.tried_model,
-                ),
-            )  # fmt: skip
-            if cur.rowcount:
+            values = stored_run(r) | {
+                "run_id": run_id,
+                "machine": machine,
+                "status": status,
+                "detail": detail,
+                "finished_at": finished,
+            }
+            if fleet.insert_run_row(cur, values, once=True):
                 copied += 1
                 interrupted += status != r.status
             if r.slot:
-                cur.execute(
-                    "INSERT INTO claims (routine, slot, claimed_at, run_id, machine) "
-                    "VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
-                    (r.routine, r.slot, r.started_at or iso(now), run_id, machine),
-                )
+                claim = {
+                    "routine": r.routine,
+                    "slot": r.slot,
+                    "claimed_at": r.started_at or iso(now),
+                    "run_id": run_id,
+                    "machine": machine,
+                }
+                cur.execute(fleet.Q.insert_claim(tuple(claim)), tuple(claim.values()))
                 claims += cur.rowcount
         for name, st in states.items():
             cur.execute(
@@ -97,7 +91,7 @@ def join(fleet: PgLedger, local: LedgerAPI, now: datetime) -> JoinReport:
         for name, lr in last.items():
             # A v2.0.x status the enum lacks ("error") was a last run all the same.
             if lr.run_id and lr.status and lr.started_at and lr.finished_at:
-                note_last(
+                fleet.note_last(
                     cur, name, lr.run_id, status_of(lr.status), lr.outcome, lr.started_at,
                     lr.finished_at,
                 )  # fmt: skip

@@ -252,7 +252,7 @@ class MemoryLedger:
         row = self.data.runs.get(run_id)
         if row is None:
             raise KeyError(run_id)
-        if row["status"] not in ACTIVE:
+        if not shared.may_finish(row["status"], row["detail"], row["finished_at"], end.status, now):
             return Ended.NOT_ACTIVE
         duration = end.duration_sec
         if duration is None and row["started_at"]:

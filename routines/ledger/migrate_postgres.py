@@ -5,21 +5,13 @@ definitions), one per concern."""
 
 from __future__ import annotations
 
-from enum import Enum
-from typing import Any
-
-import psycopg
-
 from routines.ledger import rundays
-from routines.ledger.shared import note_last_sql
-from routines.runs import ACTIVE, NO_LAST_RUN, Outcome, RunStatus, sql_in
+from routines.runs import ACTIVE, sql_in
 
 __all__ = [
     "MIGRATION_LOCK",
     "PG_LEDGER_VERSION",
     "STEPS",
-    "note_last",
-    "plain",
 ]
 
 PG_LEDGER_VERSION = 5
@@ -112,29 +104,3 @@ STEPS: dict[int, tuple[str, ...]] = {
     5: ("ALTER TABLE runs ADD COLUMN tried_model TEXT",),
 }
 MIGRATION_LOCK = 0x76696E6F73  # pg_advisory_xact_lock key: one migrating machine at a time
-
-
-Cursor = psycopg.Cursor[dict[str, Any]]
-
-
-def plain(value: Any) -> Any:
-    """A StrEnum as its text (psycopg would dump an Enum by its name)."""
-    return value.value if isinstance(value, Enum) else value
-
-
-_NOTE_LAST_SQL = note_last_sql("%s")
-
-
-def note_last(
-    cur: Cursor,
-    routine: str,
-    run_id: str,
-    status: RunStatus | str,  # str: a v2.0.x status copied in by `fleet join`
-    outcome: Outcome | None,
-    started: str,
-    finished: str,
-) -> None:
-    """Make this run the routine's last run unless a newer one is there already."""
-    if status in NO_LAST_RUN:
-        return
-    cur.execute(_NOTE_LAST_SQL, (routine, run_id, plain(status), plain(outcome), started, finished))

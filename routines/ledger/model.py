@@ -40,6 +40,7 @@ __all__ = [
     "last_run_row",
     "run_row",
     "state_row",
+    "stored_run",
     "today_bounds",
     "walk_thread",
 ]
@@ -268,6 +269,21 @@ def run_row(data: dict[str, Any]) -> RunRow:
     data["trigger"] = Trigger(data["trigger"]) if data["trigger"] else None
     data["outcome"] = Outcome(data["outcome"]) if data["outcome"] else None
     return RunRow(**data)
+
+
+def stored_run(row: RunRow) -> dict[str, object]:
+    """`run_row` backwards: a RunRow's columns as a run row stores them (tools_used as JSON,
+    enums as their text), without its row id: what `fleet join` copies into the fleet's runs
+    (sqlstore.py `insert_run_row`). Every field, so a column added to RunRow is copied too
+    (tests/fleet/test_fleet_cli.py joins a history)."""
+    values: dict[str, object] = {}
+    for name in RunRow.__dataclass_fields__:
+        value = getattr(row, name)
+        if name == "tools_used" and value is not None:
+            value = json.dumps(list(value))
+        values[name] = value.value if isinstance(value, StrEnum) else value
+    del values["id"]
+    return values
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,24 +16,23 @@ from enum import Enum
 from typing import Any, Protocol
 
 from routines.ledger import rundays
-from routines.runs import ACTIVE, Ended, RunEnd, RunStatus, Strike, Trigger, strike
+from routines.runs import ACTIVE, NO_LAST_RUN, Ended, RunEnd, RunStatus, Strike, Trigger, strike
 
 __all__ = [
     "LEASE_LOST",
     "ZERO_COLUMNS",
     "add_day_args",
-    "advance_cursor_sql",
     "cursor_values",
     "disable_values",
     "enable_values",
     "finish_values",
     "fold_row",
     "from_iso",
-    "insert_run_sql",
     "iso",
+    "may_finish",
     "merge_totals",
     "new_run",
-    "note_last_sql",
+    "note_last_args",
     "real_end_wins",
     "set_state_sql",
     "state_params",
@@ -96,14 +95,6 @@ def new_run(
         "owner_started": owner[1] if owner else None,
         "parent_run_id": parent_run_id,
     }
-
-
-def insert_run_sql(columns: tuple[str, ...], mark: str) -> str:
-    """INSERT of a run row binding `columns` (`new_run`'s keys, plus any the backend adds),
-    the `ZERO_COLUMNS` as literal zeros."""
-    cols = ", ".join((*columns, *ZERO_COLUMNS))
-    values = ", ".join([mark] * len(columns) + ["0"] * len(ZERO_COLUMNS))
-    return f"INSERT INTO runs ({cols}) VALUES ({values})"
 
 
 def enable_values(
@@ -221,29 +212,32 @@ def state_params(values: dict[str, object]) -> list[object]:
     ]
 
 
-def advance_cursor_sql(mark: str) -> str:
-    """Upsert of (routine, cursor) that never moves the cursor backwards (a clock set back
-    reruns nothing)."""
-    return (
-        f"INSERT INTO routine_state (routine, cursor) VALUES ({mark}, {mark}) "
-        "ON CONFLICT (routine) DO UPDATE SET cursor = excluded.cursor "
-        "WHERE routine_state.cursor IS NULL OR routine_state.cursor < excluded.cursor"
-    )
+def note_last_args(
+    routine: str,
+    run_id: str,
+    status: RunStatus | str,
+    outcome: object,
+    started: str,
+    finished: str,
+) -> tuple[object, ...] | None:
+    """The values of `sql.Dialect.note_last` that make this run its routine's last run, or
+    None when its status is not a last run (skipped, missed, refused...). `status` may be a
+    v2.0.x text the enum lacks, copied in by `fleet join`."""
+    if status in NO_LAST_RUN:
+        return None
+    return (routine, run_id, _text(status), _text(outcome), started, finished)
 
 
-def note_last_sql(mark: str) -> str:
-    """Upsert of a routine's last run (routine, run_id, status, outcome, started, finished)
-    unless a newer one is there already."""
-    marks = ", ".join([mark] * 6)
-    return (
-        "INSERT INTO routine_state (routine, last_run_id, last_status, last_outcome, "
-        f"last_started, last_finished) VALUES ({marks}) "
-        "ON CONFLICT (routine) DO UPDATE SET last_run_id = excluded.last_run_id, "
-        "last_status = excluded.last_status, last_outcome = excluded.last_outcome, "
-        "last_started = excluded.last_started, last_finished = excluded.last_finished "
-        "WHERE routine_state.last_started IS NULL "
-        "OR routine_state.last_started <= excluded.last_started"
-    )
+def may_finish(
+    status: str, detail: str | None, marked_at: str | None, end: RunStatus, ended: datetime
+) -> bool:
+    """Whether a run whose row says `status` (`detail`, finished at `marked_at`) takes the end
+    `end`, reported at `ended`: the one rule of every store's `finish_run`. An active row does;
+    an ended one does not (a run ends once), but for an `interrupted` another machine wrote
+    when the run's lease lapsed, which yields to the run's own end (`real_end_wins`)."""
+    if status in ACTIVE:
+        return True
+    return end is not RunStatus.INTERRUPTED and real_end_wins(status, detail, marked_at, ended)
 
 
 def add_day_args(f: rundays.DayFold, zone: str) -> tuple[object, ...]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from routines.ledger import rundays
+from routines.ledger.shared import ZERO_COLUMNS
 from routines.runs import ACTIVE, NOT_A_RUN, PAUSED, sql_in
 
 __all__ = [
@@ -70,7 +71,45 @@ class Dialect:
     def is_claimed(self) -> str:
         return f"SELECT 1 FROM claims WHERE routine = {self.mark} AND slot = {self.mark}"
 
+    def advance_cursor(self) -> str:
+        """Upsert of (routine, cursor) that never moves the cursor backwards (a clock set back
+        reruns nothing)."""
+        return (
+            f"INSERT INTO routine_state (routine, cursor) VALUES ({self.marks(2)}) "
+            "ON CONFLICT (routine) DO UPDATE SET cursor = excluded.cursor "
+            "WHERE routine_state.cursor IS NULL OR routine_state.cursor < excluded.cursor"
+        )
+
+    def ensure_state(self) -> str:
+        """A routine's state row, created empty if missing (the row a fleet's claim locks)."""
+        return f"INSERT INTO routine_state (routine) VALUES ({self.mark}) ON CONFLICT DO NOTHING"
+
     # -- run rows -----------------------------------------------------------------------
+
+    def insert_run(self, columns: tuple[str, ...], *, once: bool = False) -> str:
+        """INSERT of a run row binding `columns`, the `shared.ZERO_COLUMNS` not among them as
+        literal zeros; `once`: no row when its run id is there already."""
+        zeros = tuple(c for c in ZERO_COLUMNS if c not in columns)
+        cols = ", ".join((*columns, *zeros))
+        values = ", ".join([self.mark] * len(columns) + ["0"] * len(zeros))
+        tail = " ON CONFLICT (run_id) DO NOTHING" if once else ""
+        return f"INSERT INTO runs ({cols}) VALUES ({values}){tail}"
+
+    def note_last(self) -> str:
+        """Upsert of a routine's last run (`shared.note_last_args`) unless a newer one is
+        there already."""
+        return (
+            "INSERT INTO routine_state (routine, last_run_id, last_status, last_outcome, "
+            f"last_started, last_finished) VALUES ({self.marks(6)}) "
+            "ON CONFLICT (routine) DO UPDATE SET last_run_id = excluded.last_run_id, "
+            "last_status = excluded.last_status, last_outcome = excluded.last_outcome, "
+            "last_started = excluded.last_started, last_finished = excluded.last_finished "
+            "WHERE routine_state.last_started IS NULL "
+            "OR routine_state.last_started <= excluded.last_started"
+        )
+
+    def last_started(self) -> str:
+        return f"SELECT last_started FROM routine_state WHERE routine = {self.mark}"
 
     def start_run(self) -> str:
         m = self.mark

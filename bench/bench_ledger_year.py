@@ -2,10 +2,10 @@
 the ledger's plain tables (the API would take an hour), against a fresh ledger (the same
 routines, one day of runs) in the same run; and a year of one hourly agent routine.
 
-- The unpacking of schema 6 (step 9), timed on the whole packed year (1,576,800 runs) made by
-  SQL and schema 6's own statements; the year written by the SQL below (the plain year file
-  the rest of the bench uses, not a second copy) must read back row for row, compared in
-  SQLite, as the unpacking made it.
+- The upgrade of a schema-5 ledger (v2.2, the last release before proposals) through the
+  named steps after it, timed on the whole year (1,576,800 runs) made by SQL; the year written
+  by the SQL below (the plain year file the rest of the bench uses, not a second copy) must
+  read back row for row, compared in SQLite, as the upgrade left it.
 - `list`, `status` and `history NAME` as a person runs them (the real CLI, a process each),
   on the year before compaction and after it, each against the fresh ledger (target <= 1.2x).
 - Compaction: the daemon's paced loop for a while (its CPU share while catching up), then
@@ -15,7 +15,7 @@ routines, one day of runs) in the same run; and a year of one hourly agent routi
 - A year of an hourly agent routine (tokens, models, tools) after the same: target <= 5 MB.
 
 VINOS_BENCH_QUICK: 40 days instead of 365, 10 days kept instead of 90.
-VINOS_BENCH_UNPACK_DAYS: the days of the packed file the unpacking is timed on (the year's
+VINOS_BENCH_UPGRADE_DAYS: the days of the schema-5 file the upgrade is timed on (the year's
 days: 365, or 40 quick).
 """
 
@@ -34,8 +34,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from bench.common import Row
-from routines.ledger import Ledger, iso, migrate_packed6
-from routines.ledger import migrate_sqlite as ledger_module
+from routines.ledger import Ledger, iso
+from routines.ledger.migrate_sqlite import legacy_steps
 from routines.ledger.model import RUN_COLUMNS
 from routines.spec.config import LedgerSettings
 from supervisor import housekeeping
@@ -66,13 +66,8 @@ def v5_ledger(path: Path) -> sqlite3.Connection:
     db = sqlite3.connect(path, isolation_level=None)
     db.execute("PRAGMA auto_vacuum=INCREMENTAL")
     db.execute("PRAGMA journal_mode=WAL")
-    db.execute(ledger_module.V1)
-    for step in range(2, 6):
-        columns, statements = ledger_module.STEPS[step]
-        for column in columns:
-            db.execute(f"ALTER TABLE runs ADD COLUMN {column}")
-        for statement in statements:
-            db.execute(statement)
+    for step in legacy_steps(5):
+        step.apply(db)
     db.execute("PRAGMA user_version = 5")
     return db
 
@@ -136,22 +131,6 @@ def _insert(db: sqlite3.Connection, minutes: int) -> int:
     db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     total: int = db.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
     return total
-
-
-def _pack(path: Path) -> None:
-    """The schema-5 file at `path` as schemas 6 to 8 left it (their own statements)."""
-    db = sqlite3.connect(path, isolation_level=None)
-    db.execute("BEGIN")
-    for statement in migrate_packed6.MIGRATION:
-        db.execute(statement)
-    for statement in ledger_module.STEPS[7][1]:
-        db.execute(statement)
-    db.execute("ALTER TABLE run_log ADD COLUMN parent_run_id TEXT")
-    for statement in migrate_packed6.views(("parent_run_id",)):
-        db.execute(statement)
-    db.execute("PRAGMA user_version = 8")
-    db.execute("COMMIT")
-    db.close()
 
 
 def _fill(path: Path, minutes: int) -> int:
@@ -233,24 +212,13 @@ def _parts(db: sqlite3.Connection) -> dict[str, float]:
         return {}
 
 
-def _per_run(db: sqlite3.Connection) -> dict[str, float]:
-    """Bytes per run of each table and index (dbstat), after a VACUUM."""
-    db.execute("VACUUM")
-    runs: int = db.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
-    return {
-        name: size / runs
-        for name, size in db.execute("SELECT name, SUM(pgsize) FROM dbstat GROUP BY name")
-        if size > 16384
-    }
-
-
 _COMPARED = tuple(c for c in RUN_COLUMNS if c not in ("owner_pid", "owner_started", "worker_pid"))
 
 
-def _same_runs(unpacked: Path, direct: Path) -> bool:
-    """Whether two ledgers hold the same runs (but their ids, and the owners schema 6 forgot
-    once a run ended), compared in SQLite: a year's 1.6M rows never come into Python."""
-    db = sqlite3.connect(unpacked)
+def _same_runs(upgraded: Path, direct: Path) -> bool:
+    """Whether two ledgers hold the same runs (but their ids and owners), compared in SQLite:
+    a year's 1.6M rows never come into Python."""
+    db = sqlite3.connect(upgraded)
     try:
         db.execute("ATTACH DATABASE ? AS direct", (f"{direct.resolve().as_uri()}?mode=ro",))
         cols = ", ".join(_COMPARED)
@@ -267,59 +235,33 @@ def _same_runs(unpacked: Path, direct: Path) -> bool:
 
 
 def _migration(root: Path, days: int, year: tuple[Path, int, int]) -> list[Row]:
-    """Step 9 on a packed file of `days` days: its time, and the bytes a run takes before
-    (packed) and after (plain). `year` is the plain year file the bench made, its days and
-    its runs: when `days` are the year's, the unpacked rows are compared with it (the same
-    SQL made both) instead of with a second copy."""
+    """The named steps after schema 5 on a schema-5 file of `days` days: their time. `year` is
+    the plain year file the bench made, its days and its runs: when `days` are the year's, the
+    upgraded rows are compared with it (the same SQL made both) instead of with a second copy."""
     year_db, year_days, year_runs = year
-    path = root / "packed" / "ledger.db"
+    path = root / "v5" / "ledger.db"
     runs = _fill_v5(path, days * 24 * 60)
-    _pack(path)
-    db = sqlite3.connect(path, isolation_level=None)
-    try:
-        before = _per_run(db)
-    except sqlite3.OperationalError:  # no dbstat in this SQLite
-        before = {}
-    db.close()
     t0 = time.perf_counter()
     Ledger(path).close()
     spent = time.perf_counter() - t0
-    db = sqlite3.connect(path, isolation_level=None)
-    after = _per_run(db) if before else {}
-    db.close()
-    # The year is written straight into the plain tables: what the unpacking makes.
     direct = year_db
     if days != year_days:
         direct = root / "plain" / "ledger.db"
         _fill(direct, days * 24 * 60)
     if not _same_runs(path, direct):
-        raise AssertionError("bench_ledger_year: _fill's rows differ from the unpacking's")
+        raise AssertionError("bench_ledger_year: _fill's rows differ from the upgrade's")
     whole = days == year_days
-    rows = [
+    return [
         Row(
-            name=f"ledger year: unpacking schema 8 (step 9), {runs:,} runs ({days} days)",
+            name=f"ledger year: upgrading schema 5 by named steps, {runs:,} runs ({days} days)",
             value=spent,
             unit="s",
-            baseline=f"{spent / runs * 1e6:.0f} us a run, once, with progress on stderr"
+            baseline=f"{spent / runs * 1e6:.1f} us a run, once, with a notice on stderr"
             + ("" if whole else f"; a year's {year_runs:,}: ~{spent / runs * year_runs:.0f} s"),
             target="<= 40 s" if whole else "",
             met=spent <= 40 if whole else None,
         )
     ]
-    for label, parts in (("packed (schema 8)", before), ("plain (schema 9)", after)):
-        if parts:
-            detail = ", ".join(
-                f"{k} {v:.0f}" for k, v in sorted(parts.items(), key=lambda x: -x[1])
-            )
-            rows.append(
-                Row(
-                    name=f"ledger year: bytes a run, {label} (claims 1:1 here)",
-                    value=sum(parts.values()),
-                    unit="B",
-                    baseline=detail,
-                )
-            )
-    return rows
 
 
 def _agent_year(root: Path, keep: int) -> Row:
@@ -397,8 +339,8 @@ def run(quick: bool) -> list[Row]:
                 baseline=f"{raw * 1024 * 1024 / total:.0f} bytes a run; generated in {made:.0f} s",
             )
         )
-        unpack_days = int(os.environ.get("VINOS_BENCH_UNPACK_DAYS", str(days)))
-        out.extend(_migration(root, unpack_days, (year_db, days, total)))
+        upgrade_days = int(os.environ.get("VINOS_BENCH_UPGRADE_DAYS", str(days)))
+        out.extend(_migration(root, upgrade_days, (year_db, days, total)))
         out.append(_agent_year(root, keep))
         out.extend(_commands(fresh, year, repeat, f"{total / 1e6:.1f}M rows, not compacted"))
 

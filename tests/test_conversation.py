@@ -22,7 +22,7 @@ from routines.conversation import (
     StoredTurn,
 )
 from routines.ledger import Ledger
-from routines.ledger.migrate_sqlite import LEDGER_VERSION, STEPS, V1
+from routines.ledger.migrate_sqlite import LEDGER_VERSION, legacy_steps
 from routines.runs import RunStatus, Trigger
 from supervisor.retention import cutoffs, prune_routine
 
@@ -181,13 +181,8 @@ def build_v5(path: Path) -> None:
     that made it."""
     path.parent.mkdir(parents=True, exist_ok=True)
     db = sqlite3.connect(path)
-    db.execute(V1)
-    for step in range(2, 6):
-        columns, statements = STEPS[step]
-        for column in columns:
-            db.execute(f"ALTER TABLE runs ADD COLUMN {column}")
-        for statement in statements:
-            db.execute(statement)
+    for step in legacy_steps(5):
+        step.apply(db)
     db.execute(
         "INSERT INTO runs (run_id, routine, trigger, status, started_at, finished_at, dollars) "
         "VALUES (?, 'inbox', 'manual', 'ok', '2026-12-01T07:00:00.000000Z', "

@@ -16,6 +16,7 @@ import pytest
 from helpers import at
 
 from routines.ledger import LEDGER_VERSION, Ledger, LedgerError
+from routines.ledger.migrate_sqlite import STEPS, legacy_steps
 from routines.runs import RunEnd, RunStatus, Trigger
 
 # v2.0.4: the first runs table (tokens, dollars, duration, exit status), in rollback
@@ -341,6 +342,7 @@ def test_v9_overrides_are_kept_unbound_and_bound_at_their_next_enable(tmp_path: 
     db = sqlite3.connect(path, isolation_level=None)
     db.execute("ALTER TABLE routine_state DROP COLUMN file_identity")
     db.execute("ALTER TABLE runs DROP COLUMN tried_model")  # schema 11's, also after 9
+    db.execute("DROP TABLE ledger_migrations")  # schema 9 had numbers, not named steps
     db.execute(
         "INSERT INTO routine_state (routine, enabled_override, file_enabled_seen) "
         "VALUES ('brief', 1, 0)"
@@ -357,3 +359,88 @@ def test_v9_overrides_are_kept_unbound_and_bound_at_their_next_enable(tmp_path: 
         assert led.rebind_override("brief", None, "f2") is False
         assert led.state("brief").enabled(False, "another file") is False
         assert led.state("brief").enabled(False, "f1") is True
+
+
+def applied_names(path: Path) -> list[str]:
+    db = sqlite3.connect(path)
+    try:
+        return [r[0] for r in db.execute("SELECT name FROM ledger_migrations ORDER BY name")]
+    finally:
+        db.close()
+
+
+def test_a_new_ledger_records_every_step_by_name(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.db"
+    with Ledger(path) as led:
+        assert led.version == LEDGER_VERSION
+    assert applied_names(path) == sorted(s.name for s in STEPS)
+
+
+@pytest.mark.parametrize("number", [5, 8, 9, 11])
+def test_a_numbered_ledger_upgrades_in_place_its_steps_named_and_none_run_twice(
+    tmp_path: Path, number: int
+) -> None:
+    """A ledger from before named steps (PRAGMA user_version `number`, no ledger_migrations),
+    laid out by the very steps that made it: its number says which steps it has; only the
+    later ones run (a step run twice would fail: ALTER TABLE of a column that exists)."""
+    path = tmp_path / "ledger.db"
+    db = sqlite3.connect(path, isolation_level=None)
+    for step in legacy_steps(number):
+        step.apply(db)
+    db.execute(
+        "INSERT INTO runs (run_id, routine, trigger, status, started_at, dollars) "
+        "VALUES ('r0', 'brief', 'manual', 'ok', '2026-12-01T07:00:00.000000Z', 0.5)"
+    )
+    db.execute(f"PRAGMA user_version = {number}")
+    db.close()
+    with Ledger(path) as led:
+        assert led.version == LEDGER_VERSION
+        [row] = led.history("brief")
+        assert (row.run_id, row.status, row.dollars, row.tried_model) == ("r0", "ok", 0.5, None)
+    assert applied_names(path) == sorted(s.name for s in STEPS)
+    stamp = hashlib.sha256(path.read_bytes()).hexdigest()
+    with Ledger(path):  # current now: opening it again writes nothing
+        pass
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == stamp
+
+
+def test_a_ledger_with_a_step_this_version_lacks_is_refused_untouched(tmp_path: Path) -> None:
+    path = tmp_path / "state" / "ledger.db"
+    Ledger(path).close()
+    db = sqlite3.connect(path)
+    db.execute("INSERT INTO ledger_migrations VALUES ('m099_from_the_future', 'then')")
+    db.commit()
+    db.close()
+    before = hashlib.sha256(path.read_bytes()).hexdigest()
+    with pytest.raises(LedgerError) as info:
+        Ledger(path)
+    assert str(info.value) == (
+        f"{path}: written by a newer vinos-routine (steps m099_from_the_future unknown to this "
+        "one); upgrade vinos-routine, the ledger was not touched"
+    )
+    with pytest.raises(LedgerError, match="m099_from_the_future"):
+        Ledger.read_only(path)
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == before
+
+
+def test_a_ledger_in_the_withdrawn_packed_layout_is_refused_naming_the_file(
+    tmp_path: Path,
+) -> None:
+    """Schemas 6 to 8 of a build no release shipped kept runs in `run_log` behind a view: this
+    version reads them no more, and says so, and what to do, leaving the file be."""
+    path = tmp_path / "state" / "ledger.db"
+    path.parent.mkdir()
+    db = sqlite3.connect(path, isolation_level=None)
+    for step in legacy_steps(5):
+        step.apply(db)
+    db.execute("CREATE TABLE run_log (id INTEGER PRIMARY KEY, routine INTEGER)")
+    db.execute("PRAGMA user_version = 7")
+    db.close()
+    before = hashlib.sha256(path.read_bytes()).hexdigest()
+    with pytest.raises(LedgerError) as info:
+        Ledger(path)
+    assert str(info.value).startswith(
+        f"{path}: a ledger in the withdrawn packed layout (schema 7, table run_log)"
+    )
+    assert "move it aside to start a new ledger; it was not touched" in str(info.value)
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == before

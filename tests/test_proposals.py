@@ -14,7 +14,7 @@ import pytest
 
 from routines import proposals
 from routines.ledger import Ledger
-from routines.ledger.migrate_sqlite import LEDGER_VERSION, STEPS, V1
+from routines.ledger.migrate_sqlite import LEDGER_VERSION, legacy_steps
 from routines.proposals import Decider, ProposalState
 
 CTX = mp.get_context("fork")
@@ -125,13 +125,8 @@ def test_a_v5_ledger_gains_the_proposals_table(tmp_path: Path) -> None:
     made it, keeps its runs and gains an empty proposals table."""
     path = tmp_path / "ledger.db"
     db = sqlite3.connect(path)
-    db.execute(V1)
-    for step in range(2, 6):
-        columns, statements = STEPS[step]
-        for column in columns:
-            db.execute(f"ALTER TABLE runs ADD COLUMN {column}")
-        for statement in statements:
-            db.execute(statement)
+    for step in legacy_steps(5):
+        step.apply(db)
     db.execute(
         "INSERT INTO runs (run_id, routine, trigger, status, started_at) "
         "VALUES ('r0', 'inbox', 'manual', 'ok', '2026-12-01T07:00:00.000000Z')"

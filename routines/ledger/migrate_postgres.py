@@ -1,24 +1,34 @@
-"""The fleet ledger's PostgreSQL schema, migrated forward by `PgLedger` (one step a version,
-under an advisory lock so two machines starting at once migrate once). Beside SQLite's steps
-in routines/ledger/sqlite.py; the tables are SQLite's plus the fleet's own (leases, machines,
-definitions), one per concern."""
+"""The fleet ledger's PostgreSQL schema, as named steps (routines/ledger/migrations.py) that
+`PgLedger` applies under an advisory lock, so two machines starting at once migrate once.
+Beside SQLite's steps in routines/ledger/migrate_sqlite.py; the tables are SQLite's plus the
+fleet's own (leases, machines, definitions), one per concern.
+
+A database from before named steps kept its number in ledger_meta ('version', 1 to 5); each
+step says the number it came with, so such a database upgrades in place. One with named steps
+says PG_LEDGER_VERSION (6) there, so a release from before refuses it as newer."""
 
 from __future__ import annotations
 
+from typing import Any
+
+import psycopg
+
 from routines.ledger import rundays
+from routines.ledger.migrations import Step
 from routines.runs import ACTIVE, sql_in
 
 __all__ = [
     "MIGRATION_LOCK",
     "PG_LEDGER_VERSION",
     "STEPS",
+    "Cursor",
 ]
 
-PG_LEDGER_VERSION = 5
+PG_LEDGER_VERSION = 6  # ledger_meta's 'version' once steps are named (5: the last number)
 
 T = 'TEXT COLLATE "C"'  # byte order, as SQLite compares: ISO times and slot ids sort as text
 
-STEPS: dict[int, tuple[str, ...]] = {
+_STATEMENTS: dict[int, tuple[str, ...]] = {
     1: (
         f"""CREATE TABLE runs (
             id BIGSERIAL PRIMARY KEY,
@@ -103,4 +113,41 @@ STEPS: dict[int, tuple[str, ...]] = {
     # An auto run whose escalation could not happen: the model it tried (`model` answered).
     5: ("ALTER TABLE runs ADD COLUMN tried_model TEXT",),
 }
+
+Cursor = psycopg.Cursor[dict[str, Any]]
+
+
+def _each(cur: Cursor, number: int) -> None:
+    for statement in _STATEMENTS[number]:
+        cur.execute(statement)
+
+
+def m001_tables(cur: Cursor) -> None:
+    _each(cur, 1)
+
+
+def m002_instances(cur: Cursor) -> None:
+    _each(cur, 2)
+
+
+def m003_exit_status(cur: Cursor) -> None:
+    _each(cur, 3)
+
+
+def m004_override_file(cur: Cursor) -> None:
+    _each(cur, 4)
+
+
+def m005_tried_model(cur: Cursor) -> None:
+    _each(cur, 5)
+
+
+# In order; a name never changes once released (a database records it).
+STEPS: tuple[Step[Cursor], ...] = (
+    Step("m001_tables", 1, m001_tables),
+    Step("m002_instances", 2, m002_instances),
+    Step("m003_exit_status", 3, m003_exit_status),
+    Step("m004_override_file", 4, m004_override_file),
+    Step("m005_tried_model", 5, m005_tried_model),
+)
 MIGRATION_LOCK = 0x76696E6F73  # pg_advisory_xact_lock key: one migrating machine at a time

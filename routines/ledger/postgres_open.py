@@ -33,6 +33,7 @@ from typing import Any, Self
 import psycopg
 from psycopg.rows import dict_row
 
+from routines.ledger import migrations
 from routines.ledger.migrate_postgres import MIGRATION_LOCK, PG_LEDGER_VERSION, STEPS
 from routines.ledger.model import LedgerError, LedgerUnavailable, Unavailable
 from routines.safetext import redact_url
@@ -404,42 +405,53 @@ class PgConnection:
         return int(rows[0]["value"]) if rows else 0
 
     def _migrate(self, conn: psycopg.Connection[dict[str, Any]]) -> None:
-        """Bring the schema to PG_LEDGER_VERSION. A schema already there is only read, so a
-        role with no right to create tables (PostgreSQL 15 grants none on `public`) or a
-        read-only database still connects; the writes then fail where they happen, as a pause
+        """Apply the schema's pending named steps (migrate_postgres.py), each recorded in
+        ledger_migrations. A schema already current is only read, so a role with no right to
+        create tables (PostgreSQL 15 grants none on `public`) or a read-only database still
+        connects; the writes then fail where they happen, as a pause
         (tests/fleet/test_fleet_rights.py)."""
         with conn.transaction(), conn.cursor() as cur:
-            if self._schema_version(cur) == PG_LEDGER_VERSION:
+            version, done = self._applied(cur)
+            if version == PG_LEDGER_VERSION and not migrations.pending(STEPS, done, self.where):
                 return
         with conn.transaction(), conn.cursor() as cur:
             cur.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
             cur.execute("CREATE TABLE IF NOT EXISTS ledger_meta (key TEXT PRIMARY KEY, value TEXT)")
-            version = self._schema_version(cur)
-            for step in range(version + 1, PG_LEDGER_VERSION + 1):
-                for statement in STEPS[step]:
-                    cur.execute(statement)
-            if version != PG_LEDGER_VERSION:
-                cur.execute(
-                    "INSERT INTO ledger_meta (key, value) VALUES ('version', %s) "
-                    "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                    (str(PG_LEDGER_VERSION),),
-                )
+            cur.execute(migrations.TABLE)
+            _, done = self._applied(cur)  # again, under the lock: another may have migrated
+            stamp = "to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')"
+            record = f"INSERT INTO ledger_migrations VALUES (%s, {stamp}) ON CONFLICT DO NOTHING"
+            for name in sorted(done):  # a numbered database's steps, recorded by name once
+                cur.execute(record, (name,))
+            for step in migrations.pending(STEPS, done, self.where):
+                step.apply(cur)
+                cur.execute(record, (step.name,))
+            cur.execute(
+                "INSERT INTO ledger_meta (key, value) VALUES ('version', %s) "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (str(PG_LEDGER_VERSION),),
+            )
 
-    def _schema_version(self, cur: Cursor) -> int:
-        """The schema's version (0: no tables yet); LedgerError for a newer one than ours."""
-        cur.execute("SELECT to_regclass('ledger_meta') IS NOT NULL AS present")
+    def _applied(self, cur: Cursor) -> tuple[int, frozenset[str]]:
+        """The schema's number (0: no tables yet) and the steps it has applied: by name, or by
+        its number from before named steps. LedgerError for a newer one than ours."""
+        cur.execute(
+            "SELECT to_regclass('ledger_meta') IS NOT NULL AS meta, "
+            "to_regclass('ledger_migrations') IS NOT NULL AS named"
+        )
         row = cur.fetchone()
-        if row is None or not row["present"]:
-            return 0
+        if row is None or not row["meta"]:
+            return 0, frozenset()
+        named = bool(row["named"])
         cur.execute("SELECT value FROM ledger_meta WHERE key = 'version'")
         row = cur.fetchone()
         version = int(row["value"]) if row else 0
         if version > PG_LEDGER_VERSION:
-            raise LedgerError(
-                f"{self.where}: written by a newer vinos-routine (schema {version}, this "
-                f"one knows {PG_LEDGER_VERSION}); upgrade vinos-routine on this machine"
-            )
-        return version
+            raise migrations.newer_error(self.where, f"schema {version}")
+        if version < PG_LEDGER_VERSION or not named:
+            return version, migrations.applied_before(STEPS, version)
+        cur.execute("SELECT name FROM ledger_migrations")
+        return version, frozenset(r["name"] for r in cur.fetchall())
 
 
 def _forbidden(where: str, role: str, detail: str) -> str:

@@ -161,6 +161,7 @@ class SqliteConnection:
             # Read the version before anything writes (the switch to WAL rewrites the header):
             # a ledger from a newer vinos-routine is refused byte for byte untouched.
             self._refuse_newer(self.version)
+            migrate_sqlite.pending(db, path)  # refuses unknown steps, a packed file: untouched
             # Takes effect only in a new, empty file (before WAL writes its header); an
             # existing ledger is converted once by the v5 migration's VACUUM.
             if db.execute("PRAGMA page_count").fetchone()[0] == 0:
@@ -201,14 +202,19 @@ class SqliteConnection:
             )
             self._conn.row_factory = sqlite3.Row
             version = self.version
+            todo = [s.name for s in migrate_sqlite.pending(self._conn, path)]
         except sqlite3.Error as exc:
             raise self._unusable(exc) from exc
-        if version != migrate_sqlite.LEDGER_VERSION:
+        except LedgerError:
+            self._db_raw().close()
+            raise
+        if version != migrate_sqlite.LEDGER_VERSION or todo:
             self._conn.close()
             self._refuse_newer(version)
             raise LedgerError(
-                f"{path}: schema {version}, expected {migrate_sqlite.LEDGER_VERSION}; start the "
-                "daemon once to upgrade it"
+                f"{path}: schema {version}, expected {migrate_sqlite.LEDGER_VERSION}"
+                + (f" (steps {', '.join(todo)} to apply)" if todo else "")
+                + "; start the daemon once to upgrade it"
             )
         return self
 
@@ -310,17 +316,17 @@ class SqliteConnection:
         return version
 
     def _migrate(self) -> bool:
-        """Bring the schema to LEDGER_VERSION (routines/ledger/migrate_sqlite.py, read there so
-        a test can move it); True if it was older."""
-        if self.version == migrate_sqlite.LEDGER_VERSION:
+        """Apply the schema's pending steps (routines/ledger/migrate_sqlite.py, read there so a
+        test can move them); True if there were any."""
+        if self.version == migrate_sqlite.LEDGER_VERSION and not migrate_sqlite.pending(
+            self._db, self.path
+        ):
             # Current already: no write, so opening the ledger to read (list, waybar) does not
             # make every other connection see a change (PRAGMA data_version).
             return False
         with self.transaction() as db:
-            version = self.version
-            self._refuse_newer(version)  # again: another process may have upgraded it since
-            migrate_sqlite.upgrade(db, self.path, version)
-        return True
+            self._refuse_newer(self.version)  # again: another process may have upgraded it since
+            return migrate_sqlite.upgrade(db, self.path)
 
     def enable_incremental_vacuum(self) -> bool:
         """Convert a ledger made before v5 to auto_vacuum = INCREMENTAL; True once it is.

@@ -11,7 +11,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -26,7 +26,7 @@ from routines.ledger.model import (
     RoutineState,
     Unavailable,
 )
-from routines.runs import RunEnd, RunStatus, Trigger
+from routines.runs import RunStatus, Trigger
 
 T0 = at("2024-06-01 10:00")
 
@@ -117,23 +117,6 @@ def test_reopening_keeps_everything(db_path: Path) -> None:
     with Ledger(db_path) as led:
         assert led.version == LEDGER_VERSION
     assert dump(db_path) == before
-
-
-# -- the claim (run fence) ---------------------------------------------------------------------
-
-
-def test_claim_run_row_and_cursor_are_one_transaction(ledger: Ledger, db_path: Path) -> None:
-    # The run row insert fails (a run id already used) after the claim and the cursor were
-    # written in the same transaction: neither may survive.
-    assert claim(ledger, "2024-06-01T06:00:00Z", run_id="dup")
-    before = dump(db_path)
-    with pytest.raises(sqlite3.IntegrityError):
-        claim(ledger, "2024-06-02T06:00:00Z", run_id="dup")
-    assert dump(db_path) == before
-    assert not ledger.is_claimed("day-brief", "2024-06-02T06:00:00Z")
-    assert ledger.state("day-brief").cursor == "2024-06-01T06:00:00Z"
-    # ... and the connection is still usable afterwards.
-    assert claim(ledger, "2024-06-02T06:00:00Z", run_id="fresh")
 
 
 # -- per-routine state (pure: the override rule) ------------------------------------------
@@ -312,16 +295,6 @@ def test_unreadable_ledger_is_refused_untouched(db_path: Path, not_root: None) -
     )
     assert "move it aside" not in str(info.value)
     assert sha(db_path) == before
-
-
-def test_ledger_written_in_another_process_is_seen(db_path: Path) -> None:
-    # Two connections (the daemon and a CLI): a commit by one is read by the other.
-    with Ledger(db_path) as one, Ledger(db_path) as two:
-        assert claim(one, "s", run_id="x")
-        assert two.is_claimed("day-brief", "s")
-        assert not claim(two, "s", run_id="y")
-        two.finish_run("x", now=T0 + timedelta(seconds=1), end=RunEnd(status=RunStatus.OK))
-        assert one.run("x").status == "ok"  # type: ignore[union-attr]
 
 
 def test_iso_is_utc_and_sortable() -> None:

@@ -1,8 +1,9 @@
 """The ledger's backend seam: what the supervisor, the CLI and the dashboard use of a ledger.
 
-Two implementations: routines/ledger/sqlite.py's `Ledger` (SQLite, one machine, the default) and
+One SQL implementation, routines/ledger/sqlstore.py's `SqlLedger`, on two connections:
+routines/ledger/sqlite.py's `Ledger` (SQLite, one machine, the default) and
 routines/ledger/postgres.py's `PgLedger` (PostgreSQL, a fleet of machines; imported only when
-config.toml has `[fleet]`), and routines/ledger/memory.py's `MemoryLedger`, the reference
+config.toml has `[fleet]`); and routines/ledger/memory.py's `MemoryLedger`, the reference
 store. tests/fleet/test_ledger_contract.py runs one suite on the three.
 `open_ledger` picks the backend from the config.
 """

@@ -195,6 +195,37 @@ def test_record_run_writes_a_row_without_a_claim(led: Contract) -> None:
     assert led.state("brief") == RoutineState("brief")
 
 
+def test_a_claim_whose_run_row_fails_leaves_neither_claim_nor_cursor(led: Contract) -> None:
+    """A claim, its run row and the cursor are one transaction: a run id used already fails
+    the run row after the claim and the cursor were written, and neither survives; the store
+    takes the next claim as before. A reused run id is the caller's bug: it raises, never
+    reads as "claimed before"."""
+    assert claim(led, sid(T0), run_id="dup")
+    later = sid(T0 + timedelta(days=1))
+    with pytest.raises((sqlite3.IntegrityError, psycopg.IntegrityError, ValueError)):
+        claim(led, later, run_id="dup")
+    assert not led.is_claimed("brief", later)
+    assert led.state("brief").cursor == sid(T0)
+    assert [r.run_id for r in led.history("brief")] == ["dup"]
+    assert claim(led, later, run_id="fresh")
+
+
+def test_a_write_by_one_connection_is_read_by_another(backend: str) -> None:
+    """Two connections to one store (the daemon and a CLI): what one commits, the other reads
+    at once, the fence included."""
+    one, two = open_backend(backend), open_backend(backend)
+    try:
+        assert claim(one, sid(T0), run_id="x")
+        assert two.is_claimed("brief", sid(T0))
+        assert not claim(two, sid(T0), run_id="y")
+        two.finish_run("x", RunEnd(RunStatus.OK), now=T0 + timedelta(seconds=1))
+        row = one.run("x")
+        assert row is not None and row.status == "ok"
+    finally:
+        one.close()
+        two.close()
+
+
 def test_skipped_and_missed_claims_are_finished_zero_cost_rows(led: Contract) -> None:
     assert claim(led, sid(T0), status="missed", detail="3 missed runs")
     [row] = led.history("brief")

@@ -24,7 +24,7 @@ from routines.conversation import (
 from routines.ledger import Ledger
 from routines.ledger.migrate_sqlite import LEDGER_VERSION, STEPS, V1
 from routines.runs import RunStatus, Trigger
-from supervisor.retention import cutoffs, prune_routine
+from supervisor.engine.retention import cutoffs, prune_routine
 
 RUN = "20261203T070000-inbox-3f9a1c"
 

@@ -352,7 +352,7 @@ def test_v9_overrides_are_kept_unbound_and_bound_at_their_next_enable(tmp_path: 
         state = led.state("brief")
         assert (state.enabled_override, state.file_identity) == (True, None)
         assert state.enabled(False, "any file") is True
-        # The daemon binds it to the file in force (supervisor/toggle.py `unbound`), once.
+        # The daemon binds it to the file in force (supervisor/engine/toggle.py `unbound`), once.
         assert led.rebind_override("brief", None, "f1") is True
         assert led.rebind_override("brief", None, "f2") is False
         assert led.state("brief").enabled(False, "another file") is False

@@ -346,7 +346,7 @@ def job_on(config: Config, home: Path) -> Job:
 
     from ipc.messages import from_dict, to_dict
     from routines.runs import Trigger
-    from supervisor.jobs import build_job
+    from supervisor.engine.jobs import build_job
 
     r = load_file(routine(home, 'route = "lmstudio"\nmodel = "qwen"', budget=""))
     job = build_job(

@@ -1,4 +1,4 @@
-"""supervisor.reply.prepare_reply on a real ledger and real conversation files: what a reply
+"""supervisor.engine.reply.prepare_reply on a real ledger and real conversation files: what a reply
 runs, and every refusal (no daemon, no worker)."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from routines.runs import RunStatus, Trigger
 from routines.spec import Routine
 from routines.spec.loader import load_file
 from routines.spec.paths import Paths, paths
-from supervisor.reply import MAX_REPLY_TEXT, ReplyRefused, ReplyTo, prepare_reply
+from supervisor.engine.reply import MAX_REPLY_TEXT, ReplyRefused, ReplyTo, prepare_reply
 
 NOW = datetime(2026, 12, 3, 7, tzinfo=UTC)
 RUN = "20261203T070000-brief-3f9a1c"

@@ -98,7 +98,7 @@ def damaged(path: Path) -> bool:
 
 def unavailable_message(path: Path, reason: Unavailable, detail: str) -> str:
     """What to tell the user about a ledger unavailable for `reason`: what is wrong and what
-    to do. The daemon adds when it tries again (supervisor/health.py)."""
+    to do. The daemon adds when it tries again (supervisor/engine/health.py)."""
     if reason is Unavailable.DISK_FULL:
         return (
             f"{path}: no space left for the ledger ({detail}); free some space on the disk "

@@ -34,7 +34,7 @@ class Paths:
 
     @property
     def ntfy_token_file(self) -> Path:
-        """[notify.ntfy]'s access token (optional, 0600): supervisor/phone.py."""
+        """[notify.ntfy]'s access token (optional, 0600): supervisor/engine/phone.py."""
         return self.secrets_dir / "ntfy-token"
 
     @property

@@ -195,7 +195,7 @@ UNUSED_BY_PLAIN_LIST = {
     "routines.schedule.oncalendar",
     "routines.spec.never",
     "routines.ledger.api",
-    "supervisor.fleetplan",
+    "supervisor.fleet.plan",
 }
 
 

@@ -13,8 +13,8 @@ import pytest
 from cli_helpers import Cli
 
 from routines.spec.loader import load_text
-from supervisor import notify
-from supervisor.finish import notifications_for
+from supervisor.engine import notify
+from supervisor.engine.finish import notifications_for
 
 
 def calls(path: Path) -> list[list[str]]:

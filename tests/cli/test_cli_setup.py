@@ -14,7 +14,7 @@ from helpers import AGENT
 
 from routines.spec.paths import paths
 from supervisor.cli.completions import render
-from supervisor.setupplan import SECRETS_README
+from supervisor.cli.setupplan import SECRETS_README
 from supervisor.userunits import (
     DAEMON_UNITS,
     SERVICE,

@@ -1,4 +1,5 @@
-"""The forkserver (worker/forkserver.py, supervisor/forkserver.py): a worker it forks starts in
+"""The forkserver (worker/forkserver.py, supervisor/engine/forkserver.py): a worker it forks starts
+in
 the state a spawned one would (every line of the invariant in worker/forkserver.py, compared
 field by field against a real spawn made in the same test), its control socket answers only
 the daemon that started it, it keeps no key, and the spawner falls back to a plain spawn, and
@@ -23,15 +24,15 @@ from typing import Any
 import psutil
 import pytest
 
-from supervisor.forkserver import (
+from supervisor.engine.forkserver import (
     KEEP_WARM_SEC,
     ForkServer,
     ForkState,
     forkserver_env,
     wanted,
 )
-from supervisor.runlog import RunLog
-from supervisor.spawn import WorkerProcess, worker_env
+from supervisor.engine.runlog import RunLog
+from supervisor.engine.spawn import WorkerProcess, worker_env
 from tests.supervisor.daemonkit import REPO
 from tests.supervisor.test_spawn import BARE_FORKSERVER, FAKE, make_job, started_forkserver
 

@@ -411,7 +411,7 @@ def _with_key_files(
     sandbox: SandboxSettings, providers: dict[str, ProviderSettings]
 ) -> SandboxSettings:
     """A provider's key_file on the never-list, wherever it lives: no routine may show it to
-    a shell tool or read it (tests/test_providers.py holds this)."""
+    a shell tool or read it (tests/routines/spec/test_providers.py holds this)."""
     keys = tuple(p.key_file for p in providers.values() if p.key_file)
     extra = tuple(k for k in keys if k not in sandbox.never)
     return replace(sandbox, never=(*sandbox.never, *extra)) if extra else sandbox

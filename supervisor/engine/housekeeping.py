@@ -16,7 +16,7 @@ measured against CLOCK_BOOTTIME, which counts suspend) until the clock comes bac
 daemon restarts.
 
 A crash anywhere loses nothing: a batch commits whole or not at all, and the next start
-resumes from the oldest run left (tests/test_ledger_compaction.py).
+resumes from the oldest run left (tests/routines/ledger/test_ledger_compaction.py).
 """
 
 from __future__ import annotations

@@ -300,9 +300,8 @@ def test_a_daemon_forks_a_run_while_one_is_due_and_still_never_loads_the_sdk(
     minute keeps the forkserver up; a run then is forked (the daemon's log says so)
     and talks to the fake Anthropic server; the daemon still has neither the SDK nor `worker`
     loaded (its `ping` report and /proc/PID/maps, as test_daemon_agent.py checks them)."""
-    from fakes import FakeAnthropic
-    from fakes import anthropic_replies as A
-
+    from tests.fakes import FakeAnthropic
+    from tests.fakes import anthropic_replies as A
     from tests.supervisor.daemonkit import DaemonProcess, command_routine, write_routine
     from tests.supervisor.test_daemon_agent import API_KEY, agent_routine
 

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fakes import FakeNtfy
 
 from routines.spec.config import NtfySettings
 from routines.spec.loader import load_text
@@ -22,6 +21,7 @@ from supervisor.engine import phone
 from supervisor.engine.finish import Notification, proposal_notifications
 from supervisor.engine.pauses import expired_note
 from tests.dashboard.squatkit import Squat
+from tests.fakes import FakeNtfy
 
 TOKEN = "tk_s3cretNtfyToken0123456789"
 DASHBOARD = "https://laptop.tailnet.example:8742"

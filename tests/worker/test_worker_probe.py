@@ -10,10 +10,10 @@ import stat
 from pathlib import Path
 
 from msgspec.structs import replace
-from worker_harness import command_toml, make_job, run_worker
 
 from ipc import Job
 from supervisor.engine.probecache import ProbeCache
+from tests.worker.worker_harness import command_toml, make_job, run_worker
 
 BWRAP = "/usr/bin/bwrap"
 

@@ -10,13 +10,18 @@ from zoneinfo import ZoneInfo
 
 import pytest
 from croniter import croniter
-from helpers.systemd_calendar import analyze, require_systemd_analyze, systemd_model, transitions
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from routines.schedule.cron import parse_cron
 from routines.schedule.error import ScheduleError
 from routines.schedule.translate import translate_cron
+from tests.helpers.systemd_calendar import (
+    analyze,
+    require_systemd_analyze,
+    systemd_model,
+    transitions,
+)
 
 # A repetition needs a start in systemd (`systemd-analyze calendar` refuses `*:*/30`), and cron's
 # @weekly is Sunday while systemd's `weekly` is Monday.

@@ -16,7 +16,7 @@ from routines.spec.loader import load_file
 from routines.spec.paths import paths
 from routines.spec.registry import scan
 
-STARTERS = Path(__file__).resolve().parent.parent / "routines" / "starters"
+STARTERS = Path(__file__).resolve().parents[3] / "routines" / "starters"
 SCHEDULES = {
     "day-brief": "0 6 * * *",  # 6:00 daily
     "inbox-triage": "0 * * * *",  # hourly

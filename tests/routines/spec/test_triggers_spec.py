@@ -17,7 +17,7 @@ from routines.spec.paths import paths
 from routines.spec.registry import scan
 from routines.spec.trigger import GateSpec, TriggerSpec, find_cycle, watch_outside
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 
 AGENT = """[routine]
 enabled = true

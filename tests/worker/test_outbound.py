@@ -10,7 +10,7 @@ import ast
 from collections.abc import Iterator
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("dashboard", "ipc", "routines", "sandbox", "supervisor", "worker")
 
 # Modules that speak a network protocol of their own. None may import them but the modules

@@ -8,11 +8,11 @@ import os
 from pathlib import Path
 
 import pytest
-from helpers import AGENT, write
 
 from routines.spec import Origin
 from routines.spec.paths import Paths, paths
 from routines.spec.registry import Registry, scan
+from tests.helpers import AGENT, write
 
 
 @pytest.fixture

@@ -8,12 +8,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from helpers import COMMAND, problems_of, write
 
 from routines.schedule import compile_schedule
 from routines.schedule.error import ScheduleError
 from routines.schedule.every import EXAMPLES, resolve_every
 from routines.spec import Kind, ScheduleSpec
+from tests.helpers import COMMAND, problems_of, write
 
 
 @pytest.mark.parametrize(

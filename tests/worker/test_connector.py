@@ -1,6 +1,6 @@
 """The connector's decision (worker/connector.py): every address a host name resolved to is
 classed, and one of this machine must be served by us, root, `ollama` or a user the setting
-names. On /proc/net/tcp(6) text (tests/test_listeners.py's table), a user table, and an
+names. On /proc/net/tcp(6) text (tests/routines/test_listeners.py's table), a user table, and an
 injected resolver: an /etc/hosts alias cannot be written by a test running as vinos-test, so
 ALIASES stands for one (the resolver is the seam it takes); numeric short forms (`127.1`,
 `0177.0.0.1`) go through the real getaddrinfo, which reads them as inet_aton does. The same
@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import pytest
 
 from routines.listeners import Listener
-from tests.test_listeners import ME, NAMES, OTHER, TABLE
+from tests.routines.test_listeners import ME, NAMES, OTHER, TABLE
 from worker import connector
 from worker.connector import Connector, Refused, Trust, Where, decide
 

@@ -15,7 +15,7 @@ from routines.spec.loader import load_file
 from routines.spec.never import glob_reaches, home_problem, never_paths, read_problem
 from routines.spec.paths import paths
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[3]
 HOME = "/home/ana"
 NEVER = never_paths(HOME, f"{HOME}/.vinos")
 OWN = (f"{HOME}/.vinos/routines/workspace/r1",)

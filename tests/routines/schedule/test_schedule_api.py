@@ -9,12 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import AGENT, COMMAND, problems_of, write
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from routines.schedule import Schedule, ScheduleError, Slot, compile_schedule
 from routines.spec import Kind, ScheduleSpec
+from tests.helpers import AGENT, COMMAND, problems_of, write
 
 
 def utc(text: str) -> datetime:

@@ -1,5 +1,5 @@
 """Who listens on a port of this machine, read from /proc/net/tcp(6) text and sock_diag bytes.
-The worker's connector decides on these tables (tests/test_connector.py; the chain with a
+The worker's connector decides on these tables (tests/worker/test_connector.py; the chain with a
 real second user's listener is tests/worker/test_worker_squatter.py); the dashboard's own
 decision on the same parser is tests/dashboard/test_dashboard_squatter.py."""
 

@@ -25,7 +25,7 @@ from routines.ledger import Ledger, day_bounds, iso
 from routines.ledger.rundays import compaction_line
 from routines.runs import RunEnd
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[3]
 HOUR = timedelta(hours=1)
 ZONE = ZoneInfo("Europe/Paris")  # DST ends on 25 Oct 2026: a 25-hour day in the history
 NOW = datetime(2026, 12, 3, 10, 0, tzinfo=UTC)

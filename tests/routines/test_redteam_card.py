@@ -12,10 +12,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_credentials import COMMAND, _load
 
 from routines.spec import Routine
 from supervisor.cli.commands.capabilities import card
+from tests.routines.spec.test_credentials import COMMAND, _load
 
 
 @pytest.mark.parametrize(

@@ -6,11 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from helpers import AGENT, write
 
 from routines.spec import Credential, McpCall, McpServer, Tool, ToolKind
 from routines.spec.checks import RoutineInvalid
 from routines.spec.loader import load_file
+from tests.helpers import AGENT, write
 
 GIT = """
 [[agent.mcp]]

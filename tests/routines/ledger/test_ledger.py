@@ -15,7 +15,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from helpers import at
 
 import routines.ledger.sqlite_open as ledger_mod
 from routines.ledger import LEDGER_VERSION, Ledger, iso
@@ -27,6 +26,7 @@ from routines.ledger.model import (
     Unavailable,
 )
 from routines.runs import RunEnd, RunStatus, Trigger
+from tests.helpers import at
 
 T0 = at("2024-06-01 10:00")
 

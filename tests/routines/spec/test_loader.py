@@ -8,7 +8,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import AGENT, COMMAND, problems_of, write
 
 from routines.schedule.tz import machine_timezone
 from routines.spec import (
@@ -29,6 +28,7 @@ from routines.spec import (
 )
 from routines.spec.checks import RoutineInvalid
 from routines.spec.loader import load_file
+from tests.helpers import AGENT, COMMAND, problems_of, write
 
 NETWORK_EXPECTED = (
     'true, false or an array of host names such as ["api.github.com"] '

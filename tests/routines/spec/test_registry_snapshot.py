@@ -16,13 +16,13 @@ from pathlib import Path
 
 import msgspec
 import pytest
-from helpers import COMMAND, write
 
 from routines.schedule.tz import machine_timezone
 from routines.spec import snapshot
 from routines.spec.paths import Paths, paths
 from routines.spec.registry import Registry, scan
 from routines.store import write_atomic
+from tests.helpers import COMMAND, write
 
 pytestmark = pytest.mark.slow  # each waits RACY_NS (2 s) for its files to settle, once or twice
 

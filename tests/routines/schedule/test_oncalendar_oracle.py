@@ -9,7 +9,7 @@ every day without an offset change. Our DST rule itself is pinned in test_dst.py
 systemd's answers come from a golden file (tests/helpers/oncalendar_golden.json: about 600
 runs of systemd-analyze, a minute a zone on a loaded machine), recorded with
 
-    python tests/test_oncalendar_oracle.py --record
+    python tests/routines/schedule/test_oncalendar_oracle.py --record
 
 after any change of the corpus; `test_the_golden_file_is_what_systemd_says_now` asks the live
 systemd-analyze again for a sample of it, and the carry test below asks it live.
@@ -24,7 +24,11 @@ from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import pytest
-from helpers.systemd_calendar import (
+
+from routines.schedule.error import ScheduleError
+from routines.schedule.oncalendar import parse_oncalendar
+from routines.schedule.walltime import next_instant
+from tests.helpers.systemd_calendar import (
     Calendar,
     Job,
     analyze,
@@ -37,10 +41,6 @@ from helpers.systemd_calendar import (
     systemd_model,
     transitions,
 )
-
-from routines.schedule.error import ScheduleError
-from routines.schedule.oncalendar import parse_oncalendar
-from routines.schedule.walltime import next_instant
 
 ACCEPTED = [
     # shorthands
@@ -183,7 +183,7 @@ def _systemd_loops(sd: Calendar, zone: str, base: datetime) -> bool:
     )
 
 
-GOLDEN = Path(__file__).parent / "helpers" / "oncalendar_golden.json"
+GOLDEN = Path(__file__).resolve().parents[2] / "helpers" / "oncalendar_golden.json"
 NORMAL_BASE = datetime(2026, 1, 1, tzinfo=UTC)
 LIVE_SAMPLE = 12  # golden answers asked of systemd-analyze again, spread over the corpus
 
@@ -202,7 +202,7 @@ def golden() -> dict[str, Calendar]:
     if missing:
         pytest.fail(
             f"{GOLDEN} lacks {len(missing)} answer(s) (first: {missing[0]!r}): record it again "
-            "with `python tests/test_oncalendar_oracle.py --record`"
+            "with `python tests/routines/schedule/test_oncalendar_oracle.py --record`"
         )
     return answers
 
@@ -324,7 +324,7 @@ def test_where_systemd_skips_after_a_carry_we_follow_its_own_list_form(
 
 if __name__ == "__main__":
     if sys.argv[1:] != ["--record"]:
-        sys.exit("usage: python tests/test_oncalendar_oracle.py --record")
+        sys.exit("usage: python tests/routines/schedule/test_oncalendar_oracle.py --record")
     require_systemd_analyze()
     save_golden(GOLDEN, analyze_jobs(jobs()))
     print(f"{GOLDEN}: {len(jobs())} answers recorded")

@@ -13,10 +13,10 @@ from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import pytest
-from helpers import at
 
 from routines.ledger import LEDGER_VERSION, Ledger, LedgerError
 from routines.runs import RunEnd, RunStatus, Trigger
+from tests.helpers import at
 
 # v2.0.4: the first runs table (tokens, dollars, duration, exit status), in rollback
 # journal mode, no other table.

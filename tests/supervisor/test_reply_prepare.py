@@ -8,7 +8,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from helpers import AGENT, COMMAND, write
 
 from routines.conversation import Record, Role, StoredTurn, save
 from routines.ledger import Ledger
@@ -17,6 +16,7 @@ from routines.spec import Routine
 from routines.spec.loader import load_file
 from routines.spec.paths import Paths, paths
 from supervisor.engine.reply import MAX_REPLY_TEXT, ReplyRefused, ReplyTo, prepare_reply
+from tests.helpers import AGENT, COMMAND, write
 
 NOW = datetime(2026, 12, 3, 7, tzinfo=UTC)
 RUN = "20261203T070000-brief-3f9a1c"

@@ -26,7 +26,7 @@ from routines.ledger import LEDGER_VERSION, Ledger, iso, migrate_packed6
 from routines.ledger import migrate_sqlite as ledger_module
 from routines.runs import RunEnd, RunStatus, Trigger
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[3]
 NOW = datetime(2026, 12, 3, 10, 0, tzinfo=UTC)
 V5_COLUMNS = (
     "id",

@@ -14,7 +14,7 @@ import pytest
 
 from routines.store import deliver_output, read_json, write_atomic, write_json_atomic
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture

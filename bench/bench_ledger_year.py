@@ -38,8 +38,8 @@ from routines.ledger import Ledger, iso
 from routines.ledger.migrate_sqlite import legacy_steps
 from routines.ledger.model import RUN_COLUMNS
 from routines.spec.config import LedgerSettings
-from supervisor import housekeeping
-from supervisor.clock import FakeClock
+from supervisor.engine import housekeeping
+from supervisor.engine.clock import FakeClock
 
 ROUTINES = ("minute-a", "minute-b", "minute-c")
 ROUTINE = """[routine]

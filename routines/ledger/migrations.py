@@ -6,8 +6,8 @@ migrate_postgres.py); the decisions here are pure.
 Before named steps, a ledger kept one schema number (SQLite's PRAGMA user_version 1 to 11,
 PostgreSQL's ledger_meta 'version' 1 to 5). Each step names the number it came with
 (`legacy`), so such a ledger upgrades in place: the steps up to its number count as applied
-(tests/test_ledger_migrations.py). Ledgers with named steps carry one number more than the
-last legacy one, so a release from before refuses them as newer, untouched.
+(tests/routines/ledger/test_ledger_migrations.py). Ledgers with named steps carry one number
+more than the last legacy one, so a release from before refuses them as newer, untouched.
 """
 
 from __future__ import annotations

@@ -15,10 +15,10 @@ What a backend supplies, and nothing else:
   a claim takes first (`_lock_routine`).
 
 Invariant: a claim, its run row and the routine's cursor move in one transaction (`claim`;
-tests/test_ledger_fence.py, and on PostgreSQL the fleet's
+tests/routines/ledger/test_ledger_fence.py, and on PostgreSQL the fleet's
 tests/fleet/test_ledger_contract.py::test_two_machines_claiming_one_routine_at_once_one_wins_each_round).
 Invariant: a compacted run is deleted in the transaction that adds it to its day's row
-(`compact`; tests/test_ledger_compaction.py kills a compacting process to check).
+(`compact`; tests/routines/ledger/test_ledger_compaction.py kills a compacting process to check).
 """
 
 from __future__ import annotations

@@ -161,7 +161,8 @@ class SqliteConnection:
             # Read the version before anything writes (the switch to WAL rewrites the header):
             # a ledger from a newer vinos-routine is refused byte for byte untouched.
             self._refuse_newer(self.version)
-            migrate_sqlite.pending(db, path)  # refuses unknown steps, a packed file: untouched
+            todo = migrate_sqlite.pending(db, path)  # refuses unknown steps, a packed file
+            current = not todo and self.version == migrate_sqlite.LEDGER_VERSION
             # Takes effect only in a new, empty file (before WAL writes its header); an
             # existing ledger is converted once by the v5 migration's VACUUM.
             if db.execute("PRAGMA page_count").fetchone()[0] == 0:
@@ -169,7 +170,7 @@ class SqliteConnection:
             self._set_wal()
             db.execute("PRAGMA synchronous=NORMAL")
             db.execute("PRAGMA foreign_keys=ON")
-            if self._migrate():
+            if not current and self._migrate():
                 self.enable_incremental_vacuum()
         except BaseException as exc:
             self._conn = None
@@ -317,13 +318,9 @@ class SqliteConnection:
 
     def _migrate(self) -> bool:
         """Apply the schema's pending steps (routines/ledger/migrate_sqlite.py, read there so a
-        test can move them); True if there were any."""
-        if self.version == migrate_sqlite.LEDGER_VERSION and not migrate_sqlite.pending(
-            self._db, self.path
-        ):
-            # Current already: no write, so opening the ledger to read (list, waybar) does not
-            # make every other connection see a change (PRAGMA data_version).
-            return False
+        test can move them); True if there were any. Only called when the open found some: a
+        current ledger is not written to, so opening it to read (list, waybar) does not make
+        every other connection see a change (PRAGMA data_version)."""
         with self.transaction() as db:
             self._refuse_newer(self.version)  # again: another process may have upgraded it since
             return migrate_sqlite.upgrade(db, self.path)

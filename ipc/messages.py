@@ -189,6 +189,8 @@ class Proposal(_Message, frozen=True, tag="proposal"):
     action: str
     input: str
     summary: str
+    # action "write_file" (routines/proposals.py WRITE_ACTION): the resolved path to write.
+    path: str = ""
 
 
 class Result(_Message, frozen=True, tag="result"):

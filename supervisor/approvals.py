@@ -67,12 +67,13 @@ def record_proposals(
     for p in sent:
         action = agent.action(p.action) if agent is not None else None
         size = len(p.input.encode("utf-8", "surrogatepass"))
-        if action is None:
+        name, command = (action.name, action.run) if action is not None else (p.action, p.path)
+        if action is None and not _write_request(routine, p):
             refused.append(f"undeclared action {one_line(p.action)[:80]!r}")
         elif size > proposals.MAX_INPUT:
-            refused.append(f"{action.name}: input of {size:,} bytes")
+            refused.append(f"{name}: input of {size:,} bytes")
         elif accepted >= proposals.MAX_PER_RUN:
-            refused.append(f"{action.name}: more than {proposals.MAX_PER_RUN} in one run")
+            refused.append(f"{name}: more than {proposals.MAX_PER_RUN} in one run")
         elif (accepted := accepted + 1) <= done:
             continue
         else:
@@ -81,8 +82,8 @@ def record_proposals(
                     ledger,
                     routine=routine.name,
                     run_id=run_id,
-                    action=action.name,
-                    command=action.run,
+                    action=name,
+                    command=command,
                     input=p.input,
                     summary=p.summary[:300],
                     fingerprint=fp,
@@ -93,6 +94,15 @@ def record_proposals(
     for why in refused:
         log.warning("%s: run %s: proposal not recorded: %s", routine.name, run_id, why)
     return Recorded(tuple(ids), tuple(refused))
+
+
+def _write_request(routine: Routine, p: Proposal) -> bool:
+    """Whether `p` is a write_file request a run of `routine` may pause at: it declares write
+    folders and the path is one absolute line (worker/actioncmd.py checks it against the
+    folders again, links resolved, before it writes)."""
+    if p.action != proposals.WRITE_ACTION or not routine.write:
+        return False
+    return p.path.startswith("/") and not any(c in p.path for c in "\0\n\r")
 
 
 @contextlib.contextmanager

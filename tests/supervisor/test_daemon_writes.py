@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from fakes import FakeOllama, Recorded, Reply
 from fakes import ollama_replies as O
+from fakes.server import Script
 
 from tests.supervisor.daemonkit import DaemonProcess, wait_for, write_routine
 from tests.supervisor.test_daemon_needs_you import (
@@ -66,7 +67,11 @@ def test_ask_pauses_at_a_write_and_approve_writes_it_with_the_real_result(
         return O.text("# Wrote the note")
 
     shell = O.tool_calls(("run_shell", {"command": SHELL}))
-    replies = [shell, write_file("~/notes/today.md", "# Today\n\x1b[31mred\n"), after_approval]
+    replies: list[Script] = [
+        shell,
+        write_file("~/notes/today.md", "# Today\n\x1b[31mred\n"),
+        after_approval,
+    ]
     with FakeOllama(replies) as ollama:
         write_routine("drafter", writer("ask"))
         d = DaemonProcess(tmp_path, extra_env={"OLLAMA_HOST": ollama.url}).start()
@@ -133,7 +138,7 @@ def test_files_writes_without_pausing_and_still_pauses_at_an_action(
         seen.append(tool_messages(req))
         return propose()
 
-    replies = [
+    replies: list[Script] = [
         O.tool_calls(("run_shell", {"command": SHELL})),
         write_file("~/notes/2026/today.md", "tool\n"),
         then_propose,
@@ -161,7 +166,7 @@ def test_a_write_outside_the_folders_or_through_a_link_out_is_refused(
         return O.text("# Done")
 
     (home / "notes/out").symlink_to(home / "secret")
-    replies = [
+    replies: list[Script] = [
         write_file("~/secret/x.md", "a"),
         write_file("~/notes/out/x.md", "b"),
         write_file("~/notes/../secret/x.md", "c"),

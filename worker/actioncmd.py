@@ -107,7 +107,7 @@ def _run(ledger: Ledger, p: Paths, routine: Routine, prop: Proposal) -> int:
     output = ""
     try:
         if prop.action == proposals.WRITE_ACTION:
-            code, output = _write(routine, prop)
+            code, output = _write(p, routine, prop)
         else:
             code, output = _action(p, routine, prop)
     except (RoutineInvalid, ValueError, OSError, RuntimeError) as exc:
@@ -154,15 +154,17 @@ def _action(p: Paths, routine: Routine, prop: Proposal) -> tuple[int | None, str
     return result.exit_code, output
 
 
-def _write(routine: Routine, prop: Proposal) -> tuple[int | None, str]:
+def _write(p: Paths, routine: Routine, prop: Proposal) -> tuple[int | None, str]:
     """A write_file request a run paused at: checked again against the routine's write
     folders as they resolve now (a link planted while it waited is refused, not followed),
     then written; (0, the tool's own result) or (None, why not)."""
     import os
 
     from worker import writetool
+    from worker.shellpolicy import never_for
 
-    where = writetool.target(prop.command, routine.write, os.path.realpath(Path.home()))
+    never = never_for(p, load_config(p.config_file).sandbox)
+    where = writetool.target(prop.command, routine.write, os.path.realpath(Path.home()), never)
     if isinstance(where, str):
         return None, f"[error] refused: {where}"
     if where.path != prop.command:

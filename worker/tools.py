@@ -204,7 +204,8 @@ class Toolbox:
             return self._refuse(call, "the content is not valid UTF-8 text")
         if size > MAX_INPUT:
             return self._refuse(call, f"the content is {size:,} bytes; at most {MAX_INPUT:,}")
-        where = writetool.target(path, self.agent.write, os.path.realpath(Path.home()))
+        never = self._never()[0]
+        where = writetool.target(path, self.agent.write, os.path.realpath(Path.home()), never)
         if isinstance(where, str):
             return self._refuse(call, where)
         self._announce(call)

@@ -45,9 +45,10 @@ def _expand(path: str, home: str) -> str:
     return path
 
 
-def target(path: str, folders: Sequence[str], home: str) -> Target | str:
+def target(path: str, folders: Sequence[str], home: str, never: Sequence[str] = ()) -> Target | str:
     """Where `path` (`~/...` or absolute) is written, or why it may not be. `folders` are
-    the routine's `write` entries (`~/...`), `home` the real home."""
+    the routine's `write` entries (`~/...`), `home` the real home, `never` the never-list
+    (masked below a folder in the sandbox, so never written here either)."""
     if not folders:
         return "this routine declares no write folders"
     if any(c in path for c in "\0\n\r") or not path:
@@ -61,6 +62,8 @@ def target(path: str, folders: Sequence[str], home: str) -> Target | str:
         if not real.startswith(folder.rstrip("/") + "/"):
             continue
         below = tuple(real[len(folder.rstrip("/")) + 1 :].split("/"))
+        if any(real == n or real.startswith(n.rstrip("/") + "/") for n in never):
+            return f"{real} is on the never-list: never written"
         for name in below:
             if pattern := name_pattern(name):
                 return f'"{name}" is credential-named ({pattern.holds}): never written'

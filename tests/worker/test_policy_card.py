@@ -152,3 +152,15 @@ def test_every_grant_that_widens_a_sandbox_is_on_the_card(home: Path, permission
         assert drafts in {d for _, d in shells[0].declared} and drafts not in shells[0].rw_binds
         assert "~/drafts (read-only to its shell commands; each write_file there asks" in shown
     assert "~/notes/*.md (read tool)" in shown
+
+
+def test_a_write_folder_reached_through_a_link_is_refused_under_files(home: Path) -> None:
+    """It is bound read-write from a descriptor opened with O_NOFOLLOW at its own path: a
+    link there is refused by name, never bound in its target's place."""
+    (home / "drafts").rmdir()
+    (home / "drafts").symlink_to(home / "mail")
+    routine = _routine(home, "files")
+    p = paths()
+    scratch = p.run_scratch(routine.name, "walk")
+    with pytest.raises(ValueError, match="'~/drafts' is reached through a link"):
+        shell_policy_for(routine, paths=p, scratch_dir=scratch, settings=SandboxSettings())

@@ -125,9 +125,11 @@ def answer_result(answer: dict[str, Any]) -> tuple[str, bool]:
     state = str(answer.get("state", ""))
     who = answer.get("decided_by") or "the person"
     if state == "done":
+        # Approved, yet nothing ran to the end (the sandbox refused it; a write whose path
+        # resolves elsewhere now) leaves no exit status: it did not run.
         body = {
             "approved_by": who,
-            "ran": True,
+            "ran": answer.get("exit_status") is not None,
             "exit_status": answer.get("exit_status"),
             "output": str(answer.get("output") or ""),
         }

@@ -186,3 +186,33 @@ def test_a_write_outside_the_folders_or_through_a_link_out_is_refused(
     assert f"(it resolves to {home}/secret/x.md)" in errors[1]
     assert "outside this routine's write folders" in errors[2]
     assert "credential-named" in errors[3]
+
+
+def test_a_link_planted_while_the_write_waits_is_refused_at_approval(
+    tmp_path: Path, home: Path, not_root: None
+) -> None:
+    """The path is checked again when the person approves, links resolved then: a folder
+    swapped for a link out while the run waited sends nothing out, and the model is told."""
+    seen: list[dict[str, Any]] = []
+
+    def after_approval(req: Recorded) -> Reply:
+        seen.append(last_tool_message(req))
+        return O.text("# Not written")
+
+    (home / "notes/sub").mkdir()
+    with FakeOllama([write_file("~/notes/sub/x.md", "x\n"), after_approval]) as ollama:
+        write_routine("drafter", writer("ask"))
+        d = DaemonProcess(tmp_path, extra_env={"OLLAMA_HOST": ollama.url}).start()
+        paused = d.request("run", {"name": "drafter"})["run_id"]
+        p = waiting_one()
+        (home / "notes/sub").rmdir()
+        (home / "notes/sub").symlink_to(home / "secret")
+        approved = d.cli("approve", str(p.id), "--yes")
+        assert approved.returncode == 1, approved.stdout
+        child = wait_for(lambda: child_of(paused), what="the resumed run")
+        assert d.stop() == 0
+    assert list((home / "secret").iterdir()) == []
+    assert child.status == "ok", d.log()
+    [said] = seen
+    assert (said["ran"], said["exit_status"]) == (False, None), said
+    assert f"(it resolves to {home}/secret/x.md)" in said["output"], said

@@ -20,6 +20,12 @@ def test_an_approved_action_gives_the_model_its_real_output_and_exit_status() ->
     assert not is_error
     _, failed = answer_result({"state": "done", "exit_status": 3, "output": ""})
     assert failed  # the action ran and failed: the model sees an error result
+    # Approved, but refused when it was to run (a write's path resolves out of its folder
+    # now): no exit status, and the model is not told it ran.
+    said, failed = answer_result(
+        {"state": "done", "exit_status": None, "output": "[error] refused: outside"}
+    )
+    assert failed and json.loads(said)["ran"] is False
 
 
 def test_a_refusal_is_an_error_result_with_the_reason() -> None:

@@ -62,7 +62,8 @@ class Scope:
     write: tuple[str, ...] = ()
     # True: `write` is bound read-only and each write_file call there pauses the run for the
     # person (permissions "ask"); False: read-write, and write_file writes ("files",
-    # "everything"). tests/supervisor/test_daemon_needs_you.py drives both.
+    # "everything"). tests/supervisor/test_daemon_writes.py::
+    # test_ask_pauses_at_a_write_and_approve_writes_it_with_the_real_result drives "ask".
     write_asks: bool = True
 
     @property

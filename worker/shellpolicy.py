@@ -12,6 +12,7 @@ from routines.spec.config import SandboxSettings
 from routines.spec.never import NAME_PATTERNS, broad_problem, credential_problem
 from routines.spec.paths import Paths
 from sandbox import Limits, ShellPolicy, UnsafeValue, routine_policy
+from worker.writetool import make_folder
 
 __all__ = ["limits_for", "never_for", "shell_policy_for", "shell_timeout_for"]
 # (`shell_policy_for(..., action=)` gives an approved action its own network and home.)
@@ -88,7 +89,8 @@ def shell_policy_for(
             raise UnsafeValue(f"home: {problem}")
     for entry in writable:  # bwrap binds only what exists (sandbox.routine_policy refuses links)
         try:
-            os.makedirs(os.path.join(home, entry[2:]), mode=0o700, exist_ok=True)
+            if not os.path.lexists(folder := os.path.join(home, entry[2:])):
+                make_folder(folder)
         except OSError as exc:
             raise UnsafeValue(f"write: {entry!r} cannot be made a folder: {exc}") from exc
     return routine_policy(

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from routines.spec.never import name_pattern
 
-__all__ = ["Target", "target", "write"]
+__all__ = ["Target", "make_folder", "target", "write"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,17 +79,8 @@ def write(where: Target, content: str) -> str:
     from sandbox.runner import open_dir_nofollow
 
     data = content.encode("utf-8", "surrogatepass")
-    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-    fd = open_dir_nofollow(where.folder)
+    fd = _descend(open_dir_nofollow(where.folder), where.below[:-1])
     try:
-        for name in where.below[:-1]:
-            try:
-                nfd = os.open(name, flags, dir_fd=fd)
-            except FileNotFoundError:
-                os.mkdir(name, 0o700, dir_fd=fd)
-                nfd = os.open(name, flags, dir_fd=fd)
-            os.close(fd)
-            fd = nfd
         name = where.below[-1]
         replaced = _exists(name, fd)
         temp = f".{name}.{os.getpid()}.write"
@@ -110,6 +101,35 @@ def write(where: Target, content: str) -> str:
     finally:
         os.close(fd)
     return json.dumps({"written": where.path, "bytes": len(data), "replaced": replaced})
+
+
+def make_folder(path: str) -> None:
+    """`mkdir -p` of the absolute, link-free `path` (a write folder below the real home),
+    following no link on the way: a link in a missing folder's place is an error, never a
+    folder made where it leads (tests/worker/test_writetool.py::
+    test_a_write_folder_is_made_without_following_a_link_on_the_way)."""
+    os.close(_descend(os.open("/", _DIR_FLAGS), tuple(path.split("/")[1:])))
+
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _descend(fd: int, names: Sequence[str]) -> int:
+    """The folder `names` below the open folder `fd`, each made when missing and opened with
+    O_NOFOLLOW; `fd` is consumed, the result is the caller's to close."""
+    try:
+        for name in names:
+            try:
+                nfd = os.open(name, _DIR_FLAGS, dir_fd=fd)
+            except FileNotFoundError:
+                os.mkdir(name, 0o700, dir_fd=fd)
+                nfd = os.open(name, _DIR_FLAGS, dir_fd=fd)
+            os.close(fd)
+            fd = nfd
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def _exists(name: str, fd: int) -> bool:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from worker.writetool import Target, target, write
+from worker.writetool import Target, make_folder, target, write
 
 
 @pytest.fixture
@@ -62,3 +62,13 @@ def test_a_write_replaces_a_link_in_the_files_place_never_its_target(home: Path)
     assert said == {"written": str(home / "notes/x.md"), "bytes": 4, "replaced": True}
     assert (home / "secret/keep").read_text() == "keep\n"
     assert not (home / "notes/x.md").is_symlink() and (home / "notes/x.md").read_text() == "new\n"
+
+
+def test_a_write_folder_is_made_without_following_a_link_on_the_way(home: Path) -> None:
+    real = os.path.realpath(home)
+    make_folder(f"{real}/notes/a/b")
+    assert (home / "notes/a/b").is_dir()
+    (home / "link").symlink_to(home / "secret")
+    with pytest.raises(OSError):
+        make_folder(f"{real}/link/deep")
+    assert list((home / "secret").iterdir()) == []

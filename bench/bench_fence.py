@@ -2,7 +2,7 @@
 
 - Control-socket `ping` p99 while the fleet's database is hung (SIGSTOP of the postmaster and
   every backend, tests/fleet/pgcluster.py `hang`), against `ping` with the database healthy.
-  Target: at most 1 s (the loop's calls wait at most supervisor/fleet.py LOOP_DEADLINE_SEC).
+  Target: at most 1 s (the loop's calls wait at most supervisor/fleet/member.py LOOP_DEADLINE_SEC).
 - Due → worker spawned p99 with three fleet daemons on one database (whoever ticks first
   claims; the delay is the run row's started_at minus the slot), against one single-machine
   daemon measured the same way. Target: under 250 ms.

@@ -1,5 +1,5 @@
 """A thousand routines due in the same minute, with max_concurrent = 4: how late the first four
-start. The daemon claims in batches that yield to its loop (supervisor/scheduler.py `due`'s
+start. The daemon claims in batches that yield to its loop (supervisor/engine/scheduler.py `due`'s
 limit), so the first runs start while the rest are still being claimed; claiming all 1,000
 first held the loop for about 10 s.
 

@@ -38,8 +38,8 @@ from routines.ledger import Ledger, iso, migrate_packed6
 from routines.ledger import migrate_sqlite as ledger_module
 from routines.ledger.model import RUN_COLUMNS
 from routines.spec.config import LedgerSettings
-from supervisor import housekeeping
-from supervisor.clock import FakeClock
+from supervisor.engine import housekeeping
+from supervisor.engine.clock import FakeClock
 
 ROUTINES = ("minute-a", "minute-b", "minute-c")
 ROUTINE = """[routine]

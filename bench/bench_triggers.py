@@ -4,7 +4,7 @@
   (the follower's started_at), p50 and p99 over 50 upstream runs (10 quick); the baseline is
   the upstream's own slot due → spawn, measured on the same daemon at the same time;
 - watch: from a file's close-write to the run's worker spawned, p50 of 10 (5 quick); it
-  includes the 0.5 s debounce (supervisor/filewatch.py DEBOUNCE_SEC);
+  includes the 0.5 s debounce (supervisor/engine/filewatch.py DEBOUNCE_SEC);
 - gate: a gated `nothing-to-do` agent run's wall time and tokens against the same routine's
   run without its gate, which calls the model (the fake Anthropic server of tests/fakes).
 

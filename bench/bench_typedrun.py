@@ -4,7 +4,7 @@ bench/claudecode.py) aimed at the same fake, interleaved, and the same daemon wi
 forkserver off (every run spawned: what a typed run paid before the keep window).
 
 Target: at most 1.0x `claude -p --bare`. The daemon's start counts as a use, so its forkserver
-is up (supervisor/forkserver.py KEEP_WARM_SEC); the run is forked, as a scheduled one is.
+is up (supervisor/engine/forkserver.py KEEP_WARM_SEC); the run is forked, as a scheduled one is.
 """
 
 from __future__ import annotations

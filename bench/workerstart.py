@@ -1,5 +1,5 @@
 """Worker start-up as the daemon starts a worker, for bench_worker*.py: forked by the
-forkserver (supervisor/forkserver.py: what the daemon does whenever one is up) and spawned as
+forkserver (supervisor/engine/forkserver.py: what the daemon does whenever one is up) and spawned as
 `python -P -m worker` (the fallback while none is), each timed from start to its first request
 at a fake server, against a floor command that sends one request to the same fake, timed the
 same way. The three are warmed once, then interleaved, so a noisy moment hits each alike.
@@ -25,7 +25,7 @@ from pathlib import Path
 from bench.common import Row
 from ipc import Hello, Job, encode
 from routines.runs import Trigger
-from supervisor.forkserver import ForkServer, ForkState
+from supervisor.engine.forkserver import ForkServer, ForkState
 from tests.fakes import Recorded
 
 __all__ = ["REPO", "Peer", "Starts", "bench_job", "measure", "start_rows"]

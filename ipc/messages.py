@@ -126,7 +126,7 @@ class Job(_Message, frozen=True, tag="job"):
     # [routine].permissions in effect for this run (routines/signing.py
     # `effective_permissions`): "ask" and "files" pause the run at an action.
     permissions: str = "ask"
-    # trigger "resume": the person's answer to the parent's paused call (supervisor/pauses.py
+    # trigger "resume": the person's answer to the parent's paused call (supervisor/engine/pauses.py
     # `answer_of`): {"proposal", "action", "state", "decided_by", "decided_at", "why",
     # "exit_status", "output"}; the worker puts it where the paused call's result was.
     answer: dict[str, Any] | None = None
@@ -136,10 +136,11 @@ class Job(_Message, frozen=True, tag="job"):
     # A fleet's leased run: the worker's until it is past this instant on `lease_clock()`
     # unless a `Lease` moves it on; None (one machine, or offline) never lapses.
     lease_until: float | None = None
-    # The daemon's sandbox probe for sandbox["bwrap"] (supervisor/probecache.py), run once per
+    # The daemon's sandbox probe for sandbox["bwrap"] (supervisor/engine/probecache.py), run once
+    # per
     # daemon start: {"bwrap", "ok", "reason", "fix"}; None: the worker probes for itself.
     sandbox_probe: dict[str, Any] | None = None
-    # trigger after/watch/fire: what the event hands the run (supervisor/triggers.py), shown
+    # trigger after/watch/fire: what the event hands the run (supervisor/engine/triggers.py), shown
     # to the model marked as untrusted data; "" when none.
     event_label: str = ""
     event_text: str = ""
@@ -341,7 +342,7 @@ class NextFire:
 
 
 class Health(StrEnum):
-    """The daemon's state (supervisor/health.py `Ground.health`; `status` carries it). OK
+    """The daemon's state (supervisor/engine/health.py `Ground.health`; `status` carries it). OK
     schedules; LOST has stopped scheduling until the file is back or the daemon restarts;
     every other member is a pause (the ledger's `Unavailable` reasons, `health_of`), retried
     each tick and ended by itself when the cause passes."""

@@ -53,7 +53,7 @@ __all__ = [
 
 MAX_CONVERSATION = 256 * 1024
 VERSION = 1
-# Run ids as supervisor/jobs.py makes them (20261202T060012-day-brief-3f9a1c): a file name.
+# Run ids as supervisor/engine/jobs.py makes them (20261202T060012-day-brief-3f9a1c): a file name.
 RUN_ID_RE = re.compile(r"\d{8}T\d{6}-[a-z0-9][a-z0-9-]{0,80}")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _CUT_NOTE = "\n[… {n:,} more characters cut: a stored conversation is at most 256 KB]"

@@ -3,7 +3,7 @@
 The one estimate both `run --dry-run` prints and the pool checks before dispatch: a run whose
 minimum cannot fit the routine's remaining budget (its dollars left today, its tokens per run)
 is skipped with that reason before any model call (`refusal`). Pure: a routine, its route's
-prices and the prompt's extra text in, numbers out (tests/test_estimate.py).
+prices and the prompt's extra text in, numbers out (tests/routines/test_estimate.py).
 
 The minimum is the first request: the prompt (the routine's system prompt, the runtime's notes,
 each tool's schema, memory and what an event hands it, at CHARS_PER_TOKEN) and one output token,

@@ -7,7 +7,8 @@ netlink (sock_diag, asked for listeners only: about 0.1 ms) or, where that is re
 `/proc/net/tcp` and `/proc/net/tcp6` (whose read walks every connection's hash bucket: some
 10 ms on a large machine, too slow before a worker's first request). Asking sends nothing to
 the listener, so nobody learns we asked. The parsing and the decisions are pure
-(tests/test_listeners.py, on table text and netlink bytes); `read_listeners` is the one read.
+(tests/routines/test_listeners.py, on table text and netlink bytes); `read_listeners` is the one
+read.
 """
 
 from __future__ import annotations

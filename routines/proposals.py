@@ -2,7 +2,7 @@
 
 A proposal's `state` only moves forward, each move one conditional UPDATE, so exactly one
 decision is ever taken, whatever processes race (tests/cli/test_cli_approvals.py starts two
-`approve` processes at once, tests/test_proposals.py four claims):
+`approve` processes at once, tests/routines/test_proposals.py four claims):
 
     waiting ──approve──▶ running ──▶ done          (exit status and output recorded)
        ├──deny────────▶ denied

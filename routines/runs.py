@@ -76,7 +76,7 @@ class Trigger(StrEnum):
 # Rows still owned by a process: a worker runs them or they wait for one.
 ACTIVE: frozenset[RunStatus] = frozenset({RunStatus.QUEUED, RunStatus.RUNNING})
 # A run that waits for a person: no process, no concurrency slot, but its routine's slots are
-# skipped ("waiting for you on RUN") until it is answered or expires (supervisor/pauses.py).
+# skipped ("waiting for you on RUN") until it is answered or expires (supervisor/engine/pauses.py).
 PAUSED: frozenset[RunStatus] = frozenset({RunStatus.NEEDS_YOU})
 # Endings that count toward the consecutive failures that disable a routine.
 STRIKES: frozenset[RunStatus] = frozenset({RunStatus.FAILED, RunStatus.TIMEOUT})

@@ -37,7 +37,7 @@ _BREAKS = frozenset("\u2028\u2029\x85")
 # selectors, which spell any byte after a visible character (one selector per byte, the
 # channel tag characters also give). Plus the braille blank, a "letter" drawn as a space.
 # One U+FE0E/U+FE0F right after a shown character stays: it is how an emoji is written.
-# tests/test_redteam_safetext.py holds these.
+# tests/routines/test_redteam_safetext.py holds these.
 _HIDDEN = re.compile(
     "[\u034f\u17b4\u17b5\u180b-\u180f\u2065\ufe00-\ufe0f\ufff0-\ufff8\u2800"
     "\U000e0000-\U000e0fff\u115f\u1160\u3164\uffa0]"

@@ -12,7 +12,7 @@ act without asking (`[routine].auto_approve`). Everything cryptographic is `ssh-
 The message signed is the file's name with its bytes (`signed_message`):
 `vinos-routine-sig-v2` NUL `inbox.toml` NUL <the file's bytes>. A signature binds both:
 `act.toml` and `act.toml.sig` copied to `act2.toml` and `act2.toml.sig` do not verify
-(tests/test_signing.py). Signatures from before, over the bytes alone, no longer verify;
+(tests/routines/test_signing.py). Signatures from before, over the bytes alone, no longer verify;
 `verify_routine` recognises one (`SignatureCheck.legacy`) to say so: re-sign with
 `vinos-routine sign NAME`.
 

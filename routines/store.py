@@ -287,7 +287,7 @@ def remove_tree(path: Path) -> int:
     descriptors are open at a time: the walk goes back up through "..", checked against the
     parent it came from, so a tree deeper than the open-files limit goes too.
     Returns how many entries went (`path` itself included); missing: 0. Raises OSError when
-    something stays; the caller says so in its log (held by tests/test_remove_tree.py and
+    something stays; the caller says so in its log (held by tests/routines/test_remove_tree.py and
     tests/worker/test_worker_tools.py).
     """
     try:

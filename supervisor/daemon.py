@@ -1,12 +1,14 @@
 """`vinos-routine daemon`: the per-user supervisor's loop (docs/design.md lists its invariants).
 
 One asyncio loop. Each tick re-reads the wall clock, rescans the routine files (cheap: only
-changed files are parsed; supervisor/rescan.py paces it), claims what is due
-(supervisor/scheduler.py), and hands runs to the pool (supervisor/pool.py). It sleeps until
+changed files are parsed; supervisor/engine/rescan.py paces it), claims what is due
+(supervisor/engine/scheduler.py), and hands runs to the pool (supervisor/engine/pool.py). It sleeps
+until
 the earliest fire time or 30 s, whichever is first, or until something wakes it (a reload, a
-manual run, a finished worker). Identity and locks are supervisor/owner.py's; the control
-commands supervisor/handlers.py's. Where runs are recorded and fenced (this machine, or a
-fleet) is the Site's (supervisor/site.py), chosen once in `main()`: the loop never asks which.
+manual run, a finished worker). Identity and locks are supervisor/engine/owner.py's; the control
+commands supervisor/control/handlers.py's. Where runs are recorded and fenced (this machine, or a
+fleet) is the Site's (supervisor/engine/site.py), chosen once in `main()`: the loop never asks
+which.
 
 Signal handlers only set flags and wake the loop; the loop does the work.
 """
@@ -30,16 +32,18 @@ from routines.safetext import one_line
 from routines.spec.config import Config, ConfigInvalid, load_config
 from routines.spec.paths import Paths, paths
 from routines.spec.registry import Registry
-from supervisor import housekeeping, notify, pauses, phone, systemd
-from supervisor.clock import Clock, clock_from
-from supervisor.control import ControlServer, socket_path_problem
-from supervisor.controlapi import Refused
-from supervisor.filewatch import FileWatch
-from supervisor.finish import Finished, Notification, remove_leftovers
-from supervisor.forkserver import ForkServer, forkserver_for, keep_forkserver
-from supervisor.handlers import Handlers
-from supervisor.health import Ground, Health
-from supervisor.owner import (
+from supervisor.control.api import Refused
+from supervisor.control.handlers import Handlers
+from supervisor.control.server import ControlServer, socket_path_problem
+from supervisor.control.snapshot import status_reply
+from supervisor.control.watch import StatusWatch
+from supervisor.engine import housekeeping, notify, pauses, phone, systemd
+from supervisor.engine.clock import Clock, clock_from
+from supervisor.engine.filewatch import FileWatch
+from supervisor.engine.finish import Finished, Notification, remove_leftovers
+from supervisor.engine.forkserver import ForkServer, forkserver_for, keep_forkserver
+from supervisor.engine.health import Ground, Health
+from supervisor.engine.owner import (
     ROOT_REFUSAL,
     Locks,
     acquire_locks,
@@ -48,23 +52,21 @@ from supervisor.owner import (
     process_identity,
     version,
 )
-from supervisor.pool import Busy, Pool
-from supervisor.rescan import Rescanner
-from supervisor.scheduler import Listener, Pending, Scheduler
-from supervisor.site import LocalSite, Seen, Site
-from supervisor.snapshot import status_reply
-from supervisor.spawn import Spawner, WorkerSpawner, worker_env
-from supervisor.statusline import status_line
+from supervisor.engine.pool import Busy, Pool
+from supervisor.engine.rescan import Rescanner
+from supervisor.engine.scheduler import Listener, Pending, Scheduler
+from supervisor.engine.site import LocalSite, Seen, Site
+from supervisor.engine.spawn import Spawner, WorkerSpawner, worker_env
+from supervisor.engine.statusline import status_line
+from supervisor.engine.toggle import file_edits, set_enabled, unbound
+from supervisor.engine.triggers import TriggerBook, fire_event
 from supervisor.timings import Timings, TimingsInvalid
-from supervisor.toggle import file_edits, set_enabled, unbound
-from supervisor.triggers import TriggerBook, fire_event
-from supervisor.watch import StatusWatch
 
 if TYPE_CHECKING:
     from ipc import RunReply, StatusReply
     from routines.ledger import RoutineState
     from routines.spec import Routine
-    from supervisor.reply import ReplyTo
+    from supervisor.engine.reply import ReplyTo
 
 __all__ = ["Daemon", "main", "open_site", "stop_line"]
 
@@ -115,7 +117,7 @@ class Daemon:
         self.triggers = TriggerBook(self.ledger, self.owner)  # after, watch, fire
         self.files: FileWatch | None = None  # `watch` globs' inotify, once the loop runs
         # The spawner's forkserver, kept up while a run is near or the daemon was used lately
-        # (supervisor/forkserver.py); its start counts as a use: a person who just started
+        # (supervisor/engine/forkserver.py); its start counts as a use: a person who just started
         # the daemon is about to try a routine.
         self.forks = forks
         self._last_use = clock.now()
@@ -131,7 +133,7 @@ class Daemon:
         )
         site.bind(pool=self.pool, owner=self.owner, notify=self._notify, wake=self.wake)
         self.refused: str | None = None  # another daemon holds this daemon's identity
-        self.watch = StatusWatch(self)  # `status --waybar --follow` (supervisor/watch.py)
+        self.watch = StatusWatch(self)  # `status --waybar --follow` (supervisor/control/watch.py)
         handlers = Handlers(self, self.watch).table()  # they see the Controlled protocol
         self.control = ControlServer(handlers, idle_sec=timings.control_idle_sec)
         self._wake = asyncio.Event()
@@ -142,7 +144,7 @@ class Daemon:
         self._data_version: int | None = None
         self._rescanner = Rescanner(p, clock)
         self._external_busy: set[str] = set()
-        # Routines with a run that waits for a person → that run (supervisor/pauses.py).
+        # Routines with a run that waits for a person → that run (supervisor/engine/pauses.py).
         self._waiting: dict[str, str] = {}
         self._last_prune: datetime | None = None
         self.keeper: housekeeping.Housekeeper | None = None  # set when `run` starts it
@@ -366,7 +368,7 @@ class Daemon:
         if not files_changed and not ledger_changed:
             return False
         previous = self.registry
-        # The person's edits keep the state they set (supervisor/toggle.py): before the
+        # The person's edits keep the state they set (supervisor/engine/toggle.py): before the
         # states are read, so this tick already sees the override on the edited file.
         for name, was, now_identity in file_edits(previous, registry):
             self.ledger.rebind_override(name, was, now_identity)
@@ -448,7 +450,7 @@ class Daemon:
         self._data_version = None
         self.tick()
 
-    # -- what the control commands see and ask (supervisor/controlapi.py) ------------------
+    # -- what the control commands see and ask (supervisor/control/api.py) ------------------
 
     def snapshot(self) -> StatusReply:
         return status_reply(
@@ -616,7 +618,7 @@ def open_site(
     this machine's. LedgerError when its ledger cannot be opened at all."""
     if config.fleet is None:
         return LocalSite(p, locks)
-    from supervisor.fleetsite import FleetSite
+    from supervisor.fleet.site import FleetSite
 
     return FleetSite(p, config, clock=clock, timings=timings, locks=locks, spawner=spawner)
 

@@ -210,7 +210,7 @@ def problems(
             f"bubblewrap (bwrap) is not installed, so shell tools and command routines "
             f"({_names(shell)}) cannot run: {INSTALL_BWRAP}"
         )
-    from supervisor.notify import NOT_INSTALLED, wants_notifications
+    from supervisor.engine.notify import NOT_INSTALLED, wants_notifications
 
     notifying = [r for r in enabled if wants_notifications(r)]
     if notifying and shutil.which("notify-send") is None:

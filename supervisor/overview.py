@@ -88,7 +88,7 @@ def collect(now: datetime | None = None) -> list[RoutineRow]:
     from routines.runs import RunStatus
     from routines.schedule import summary
     from routines.spec.paths import paths
-    from supervisor.fleetview import cli_ledger, held_here
+    from supervisor.fleet.view import cli_ledger, held_here
     from supervisor.source import known_fire, scan
 
     now = now or datetime.now(UTC)

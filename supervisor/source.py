@@ -1,6 +1,7 @@
 """Where a read command (`list`, `status`, `history`, `cost`) takes its routines, its ledger
 and its environment from: the files, the ledger file and this process's environment, or,
-while the daemon answers a thin client (supervisor/answers.py), the daemon's parsed registry,
+while the daemon answers a thin client (supervisor/control/answers.py), the daemon's parsed
+registry,
 its open ledger and the environment the client sent.
 
 The commands are the same code either way, so what they print is the same either way

@@ -18,8 +18,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from supervisor.fleetplan import LEASE, RENEW
-
 __all__ = ["DEBUG_ENV", "Timings", "TimingsInvalid"]
 
 DEBUG_ENV = "VINOS_DEBUG_TIMINGS"
@@ -40,12 +38,14 @@ class Timings:
     # A control connection with no request in flight that sends nothing this long is closed.
     control_idle_sec: float = 60.0
     # A fleet's lease lasts this long past its last renewal, renewed every fleet_renew_sec
-    # (supervisor/fleetplan.py `fence` derives the worker deadline from both).
-    fleet_lease_sec: float = LEASE.total_seconds()
-    fleet_renew_sec: float = RENEW.total_seconds()
+    # (supervisor/fleet/plan.py `fence` derives the worker deadline from both).
+    # A fleet: a lease not renewed this long has lapsed; a daemon renews its runs' leases this
+    # often (supervisor/fleet/plan.py LEASE and RENEW are these).
+    fleet_lease_sec: float = 60.0
+    fleet_renew_sec: float = 15.0
     # Seconds in this file are added to the wall clock (tests step a real daemon's clock).
     clock_offset_file: Path | None = None
-    # The forkserver for real workers (supervisor/forkserver.py). Off, every run is spawned:
+    # The forkserver for real workers (supervisor/engine/forkserver.py). Off, every run is spawned:
     # tests/conftest.py turns it off for the suite, and tests/supervisor/test_forkserver.py on.
     forkserver: bool = True
 

@@ -46,7 +46,8 @@ def run_command(run: RunContext) -> Result:
     except ValueError as exc:  # sandbox.UnsafeValue
         return failed(f"the sandbox refused to start: {exc}")
     # The command gets its whole timeout_sec: the supervisor's backstop for a command routine waits
-    # that long plus a grace to report (supervisor/limits.py run_limit), so a command that hits it
+    # that long plus a grace to report (supervisor/engine/limits.py run_limit), so a command that
+    # hits it
     # is reported here as `timeout` after exactly timeout_sec
     # (test_reliability_timeout.py::test_a_command_past_its_timeout_sec_is_recorded_timeout).
     timeout = float(spec.timeout_sec)

@@ -23,9 +23,9 @@ Invariant: a connection goes only to an address `decide` returned, from the one 
 it decided on (no second lookup, so a name cannot rebind between check and connect):
 worker/webclient.py's network backend calls `Connector.addresses` inside httpcore's
 connect_tcp and connects to those, for every client the worker builds (webclient's own, the
-`openai` and `anthropic` SDKs'). tests/test_outbound.py holds that nothing else in the code
+`openai` and `anthropic` SDKs'). tests/worker/test_outbound.py holds that nothing else in the code
 opens a connection; tests/worker/test_worker_squatter.py runs each chain as a real second
-local user; tests/test_connector.py the decision on table text and an injected resolver.
+local user; tests/worker/test_connector.py the decision on table text and an injected resolver.
 """
 
 from __future__ import annotations
@@ -223,7 +223,7 @@ def _mine(address: str) -> bool:
 
 class Connector:
     """`decide` over the real resolver, socket tables, routes and user database (each a
-    seam: tests/test_connector.py injects a resolver standing for an /etc/hosts alias,
+    seam: tests/worker/test_connector.py injects a resolver standing for an /etc/hosts alias,
     which a test cannot write)."""
 
     def __init__(

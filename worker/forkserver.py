@@ -1,6 +1,6 @@
 """The forkserver: one single-threaded process with the worker's modules imported (the SDKs'
 ~1.6 s of import, paid once), that forks each run's worker. `python -P -m worker.forkserver FD`,
-started by the daemon (supervisor/forkserver.py) with FD its end of an inherited socketpair:
+started by the daemon (supervisor/engine/forkserver.py) with FD its end of an inherited socketpair:
 the only way in. The daemon itself never imports an SDK or `worker`.
 
 Protocol (SOCK_SEQPACKET, one JSON object a datagram):

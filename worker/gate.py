@@ -95,7 +95,8 @@ def run_gate(run: RunContext) -> Result | None:
         run.gate_output = verdict.text
         return None
     if verdict.go is Go.NOTHING:
-        # No model, no command: `ok` with 0 tokens, quiet (supervisor/finish.py notifies nobody
+        # No model, no command: `ok` with 0 tokens, quiet (supervisor/engine/finish.py notifies
+        # nobody
         # of a nothing-to-do run).
         return Result(
             status=RunStatus.OK, outcome=Outcome.NOTHING_TO_DO, summary=verdict.text, route="gate"

@@ -5,7 +5,7 @@ The daemon puts T in the Job (`Job.lease_until`) and moves it on with each lease
 commands included), reports `interrupted (lease lost)` and exits, whether or not its daemon's
 loop is alive: a stopped or frozen daemon renews nothing, and the fleet hands the routine to
 another machine only after the lease's expiry plus a kill time, which T + kill stays below
-(supervisor/fleetplan.py `Fence`; tests/worker/test_worker_lease.py, and end to end
+(supervisor/fleet/plan.py `Fence`; tests/worker/test_worker_lease.py, and end to end
 tests/fleet/test_fleet_fence.py).
 
 T is on `ipc.lease_clock()` (CLOCK_BOOTTIME): it counts a suspend, so a laptop that wakes past

@@ -204,7 +204,8 @@ def _lease_lost(channel: object) -> None:
 
 
 def _take_probe(job: Job) -> None:
-    """The daemon's sandbox probe (supervisor/probecache.py) as this process's own, when it is
+    """The daemon's sandbox probe (supervisor/engine/probecache.py) as this process's own, when it
+    is
     for the bwrap this run's sandbox uses: no probe bwrap run before the first shell call."""
     found = job.sandbox_probe
     if not isinstance(found, dict) or found.get("bwrap") != job.sandbox.get("bwrap"):

@@ -1,5 +1,5 @@
 """`python -P -m worker.ntfy`: one push to the person's phone through ntfy, started by the
-daemon (supervisor/phone.py) when a run pauses as "needs you" or such a pause expires.
+daemon (supervisor/engine/phone.py) when a run pauses as "needs you" or such a pause expires.
 
 The daemon never imports httpx2 or the worker, so this small process sends it, through the
 worker's one HTTP client and its connector (worker/webclient.py, worker/connector.py): a

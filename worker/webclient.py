@@ -3,7 +3,7 @@ anthropic and openai SDKs' own HTTP stack), and the httpx2 clients the Anthropic
 OpenAI-compatible routes hand their SDKs.
 Every client the worker has is built here (`deadline_client`), and every connection any of
 them opens is decided by the connector (worker/connector.py) inside the network backend, as
-it is made, and goes to the addresses it decided on (tests/test_outbound.py: nothing else).
+it is made, and goes to the addresses it decided on (tests/worker/test_outbound.py: nothing else).
 
 One client per worker process, so per run (`shared()`): the tool loop's calls to Ollama reuse
 one kept-alive connection. httpx2 is imported on the first request, never by the daemon.

@@ -139,7 +139,7 @@ class LedgerAPI(Protocol):
 
 
 class Maintenance(Protocol):
-    """Retention, which only the daemon runs (supervisor/housekeeping.py, the daily prune):
+    """Retention, which only the daemon runs (supervisor/engine/housekeeping.py, the daily prune):
     runs folded into day rows, claims forgotten behind the cursor."""
 
     def compact(
@@ -176,7 +176,7 @@ def open_ledger(
 ) -> Store:
     """The fleet's PostgreSQL ledger when config.toml has [fleet] (`fleet`), else this
     machine's SQLite file at `path` (`read_only`: opened so, as the dashboard reads it). The
-    one decision of which ledger a reader sees: the CLI (supervisor/fleetview.py cli_ledger)
+    one decision of which ledger a reader sees: the CLI (supervisor/fleet/view.py cli_ledger)
     and the dashboard call it. psycopg is imported here, only for a fleet."""
     if fleet is None:
         return Ledger.read_only(path) if read_only else Ledger(path)

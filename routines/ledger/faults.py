@@ -59,7 +59,7 @@ def sqlite_reason(exc: sqlite3.Error, where: Path) -> Unavailable | None:
         return Unavailable.DISK_FULL if no_space(where) else Unavailable.IO_ERROR
     if isinstance(exc, sqlite3.OperationalError | sqlite3.DatabaseError):
         # Nothing above matched: not the disk's fault as far as anything shows, so never its
-        # advice (tests/test_ledger_faults.py, an unrecognised database error)
+        # advice (tests/routines/ledger/test_ledger_faults.py, an unrecognised database error)
         return Unavailable.UNEXPECTED
     return None
 
@@ -80,7 +80,7 @@ def is_no_space(exc: OSError) -> bool:
 def damaged(path: Path) -> bool:
     """Whether PRAGMA quick_check, on a read-only connection of its own, finds the ledger
     damaged. Only then is moving it aside the advice: for anything else (a full disk, an I/O
-    error) moving it aside would cost the history (tests/test_ledger_faults.py)."""
+    error) moving it aside would cost the history (tests/routines/ledger/test_ledger_faults.py)."""
     # Without a -wal file, `immutable`: no -wal or -shm is made beside a file refused.
     wal = path.with_name(path.name + "-wal").exists()
     query = "mode=ro" if wal else "mode=ro&immutable=1"
@@ -98,7 +98,7 @@ def damaged(path: Path) -> bool:
 
 def unavailable_message(path: Path, reason: Unavailable, detail: str) -> str:
     """What to tell the user about a ledger unavailable for `reason`: what is wrong and what
-    to do. The daemon adds when it tries again (supervisor/health.py)."""
+    to do. The daemon adds when it tries again (supervisor/engine/health.py)."""
     if reason is Unavailable.DISK_FULL:
         return (
             f"{path}: no space left for the ledger ({detail}); free some space on the disk "

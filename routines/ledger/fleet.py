@@ -6,7 +6,7 @@ and definitions (each routine's file fingerprint per machine, for divergence). A
 Leases and heartbeats are timed by the server's clock (`now()`), never a machine's: a machine
 whose clock runs ahead cannot end another's runs early. A lapsed lease is taken over only
 `taken_after` seconds past its expiry: the time its worker has to kill what it runs
-(supervisor/fleetplan.py `Fence`).
+(supervisor/fleet/plan.py `Fence`).
 
 One daemon per machine name: a daemon's leases and machine row carry its `instance` (a random
 id of each start), renewals touch only its own, and `register` refuses a second live daemon

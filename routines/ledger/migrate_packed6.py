@@ -3,7 +3,8 @@
 The live schema is plain again (routines/ledger/sqlite.py, step 9). What stays here is the one
 definition of the packed layout: `views` decodes it (routines/ledger/migrate_unpack.py reads
 every row through them to unpack a ledger), and `MIGRATION` encodes it, which
-tests/test_ledger_unpack.py and bench/bench_ledger_year.py use to make real packed files.
+tests/routines/ledger/test_ledger_unpack.py and bench/bench_ledger_year.py use to make real packed
+files.
 Nothing writes this layout in a running ledger.
 
 What schema 6 was, for whoever reads an old file:

@@ -1,6 +1,6 @@
 """The SQLite ledger's schema, step by step, and the upgrade that brings a file to the
 current one inside the caller's transaction (a kill mid-way leaves the previous schema:
-tests/test_ledger_unpack.py kills one).
+tests/routines/ledger/test_ledger_unpack.py kills one).
 
 Schema versions (PRAGMA user_version), forward only, each step an ALTER TABLE ADD COLUMN:
   1  v2.0.4  runs: tokens, dollars, duration, exit status

@@ -10,7 +10,8 @@ tables, the views and their triggers.
 
 It runs inside the one transaction of `Ledger._migrate`: a process killed anywhere in it
 leaves the packed schema whole (SQLite rolls the transaction back at the next open), and the
-next open starts it again (tests/test_ledger_unpack.py kills one mid-way). Runs are copied in
+next open starts it again (tests/routines/ledger/test_ledger_unpack.py kills one mid-way). Runs are
+copied in
 batches in rowid order so a big ledger says how far it is on stderr; the order keeps history's
 tie-break (runs that started at the same microsecond, in the order they were written).
 """

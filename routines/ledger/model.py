@@ -183,7 +183,7 @@ class RoutineState:
     cursor: str | None = None  # the latest slot id handled (claimed, skipped or missed)
     schedule_fingerprint: str | None = None
     # The file the override was made for (Routine.identity); None in a row from before
-    # schema 10, which the daemon binds to the file in force (supervisor/toggle.py unbound).
+    # schema 10, which the daemon binds to the file in force (supervisor/engine/toggle.py unbound).
     file_identity: str | None = None
 
     def enabled(self, file_enabled: bool, file_identity: str) -> bool:

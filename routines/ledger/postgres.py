@@ -141,7 +141,7 @@ class PgLedger(PgConnection, FleetTables):
         self.taken_after = taken_after
         # Told (run id, before, after) on `lease_clock` for each lease a claim or a queued
         # run's row made: the fleet gives its worker a deadline from `before`
-        # (supervisor/fleet.py LeaseBook).
+        # (supervisor/fleet/member.py LeaseBook).
         self.on_lease = on_lease
         self.lease_clock = lease_clock
         super().__init__(

@@ -8,11 +8,11 @@ resumes where the last one committed.
 For a second backend (PostgreSQL for a fleet): the schema here (SCHEMA, DAY_COLUMNS), the
 lines (`compaction_line`, `count_line`) and the fold (`fold`, pure over typed `FoldRow`s) are
 backend-free; the backend supplies the
-methods supervisor/housekeeping.py calls (routines/ledger/api.py `Maintenance`):
+methods supervisor/engine/housekeeping.py calls (routines/ledger/api.py `Maintenance`):
 `compact(before, zone, limit)` as "select a batch FOR UPDATE SKIP LOCKED, upsert the day rows,
 delete the batch" in one transaction (so two machines compacting at once fold each run once),
 and `totals`/`dollars_by_day`/`days` reading both tables; SQLite alone gives pages back
-(`Vacuum`). The cases of tests/test_ledger_compaction.py are the contract to run on
+(`Vacuum`). The cases of tests/routines/ledger/test_ledger_compaction.py are the contract to run on
 it (their independent sums, and the SIGKILL test's hook, read SQLite directly and would be
 ported to read the other backend the same way).
 

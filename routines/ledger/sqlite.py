@@ -16,10 +16,11 @@ are the ISO text `iso` writes (UTC, microseconds, so they sort as text), `sqlite
 Invariant: routine_state's last_* columns are written in the transaction that finishes a run,
 so `list` and `status` read one row per routine and never scan runs.
 Invariant: a compacted run is deleted in the transaction that adds it to its day's row
-(`Ledger.compact`; tests/test_ledger_compaction.py kills a compacting process to check).
+(`Ledger.compact`; tests/routines/ledger/test_ledger_compaction.py kills a compacting process to
+check).
 
 Invariant: a claim, its run row and the routine's cursor move in one transaction
-(see `Ledger.claim` and tests/test_ledger_fence.py).
+(see `Ledger.claim` and tests/routines/ledger/test_ledger_fence.py).
 """
 
 from __future__ import annotations

@@ -95,7 +95,7 @@ class SqliteConnection:
         (tests/supervisor/test_reliability_storage.py). Lifted if the very file comes back.
         Where SQLite cannot be told to leave them be (`keep_wal_on_close` False: a Python
         whose sqlite3 module it does not know), the risk is logged once, as an error, before
-        anything closes (tests/test_ledger_faults.py)."""
+        anything closes (tests/routines/ledger/test_ledger_faults.py)."""
         if not self._fence_tried:
             self._fence_tried = True
             self._fenced = keep_wal_on_close(self._db_raw(), self.path)

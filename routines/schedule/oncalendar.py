@@ -12,7 +12,8 @@ Refused, with a message naming the token: anything systemd refuses (such as `*/3
 needs a start: `00/30`), fractions of a second, `@TIMESTAMP` one-shots, and zone
 abbreviations or legacy names without a slash (`EST`, `CET`, `GMT`), whose meaning depends
 on the machine's zone. Every accepted expression gives the same elapses as
-`systemd-analyze calendar` (tests/test_oncalendar_oracle.py) except for the DST rule (see
+`systemd-analyze calendar` (tests/routines/schedule/test_oncalendar_oracle.py) except for the DST
+rule (see
 `routines.schedule.walltime`) and a systemd 252 bug: a repetition without an end that runs past its
 field (`*:00/7` after 23:56) carries into the next unit and skips its first values; we give
 what the man page and systemd's own list form (`*:00,07,…,56`) give.

@@ -2,7 +2,8 @@
 
 cron (`routines.schedule.cron`), OnCalendar (`routines.schedule.oncalendar`) and plain language
 (through cron) all compile to a `Pattern`. `routines.schedule.walltime` maps its wall times to UTC
-instants in a zone under the DST rule (tests/test_dst.py). Everything here works on naive wall
+instants in a zone under the DST rule (tests/routines/schedule/test_dst.py). Everything here works
+on naive wall
 times, so a day without a midnight (Asia/Hebron) or a repeated hour is not this module's concern.
 """
 

@@ -9,7 +9,8 @@
 
 cron (`routines.schedule.cron`), OnCalendar (`routines.schedule.oncalendar`) and plain language
 (`routines.schedule.every`, through cron) compile to one `Pattern`, evaluated in the routine's zone
-by `routines.schedule.walltime` under the DST rule (tests/test_dst.py). Compiling is pure and cached
+by `routines.schedule.walltime` under the DST rule (tests/routines/schedule/test_dst.py). Compiling
+is pure and cached
 per spec, so the supervisor can call it on every tick.
 """
 

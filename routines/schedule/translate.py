@@ -7,7 +7,8 @@ correction: `@weekly` is Sunday midnight in cron, but systemd's `weekly` is Mond
 `Sun *-*-* 00:00:00`. Everything cron refuses (`routines.schedule.cron`) is refused here with the
 same message, and so is a cron no date matches (`0 0 30 2 *`): its line would be accepted by systemd
 and never elapse. Each translation is accepted by `systemd-analyze calendar` and fires at the
-instants croniter computes (tests/test_translate.py); across a DST change systemd keeps its own rule
+instants croniter computes (tests/routines/schedule/test_translate.py); across a DST change systemd
+keeps its own rule
 (see `routines.schedule.walltime`).
 """
 
@@ -47,7 +48,8 @@ def _chain(values: frozenset[int], low: int, high: int, stepped: bool, day: bool
             # 23:56 elapses at 00:07, skipping midnight. And a bare repetition that does not
             # start at the field's first value (`*-04/6-01`, `03/6:45`) makes it fail in a
             # DST zone ("Failed to determine next elapse … Resource deadlock avoided"), so
-            # the timer never fires (tests/test_translate.py, test_steps_with_a_start_*).
+            # the timer never fires (tests/routines/schedule/test_translate.py,
+            # test_steps_with_a_start_*).
             # Only a repetition from the first value whose carry lands back on it (`00/30`,
             # `00/6`) keeps the bare form; every other one gets its end.
             carry = ordered[-1] + k - (high + 1) + low

@@ -1,6 +1,7 @@
-"""A pattern's wall-clock times as UTC instants in a zone, under the DST rule (tests/test_dst.py).
+"""A pattern's wall-clock times as UTC instants in a zone, under the DST rule
+(tests/routines/schedule/test_dst.py).
 
-The rule (one place, tested in tests/test_dst.py):
+The rule (one place, tested in tests/routines/schedule/test_dst.py):
 
 * A wall time that does not exist (spring forward) runs once, at the first instant after the
   gap, when the hour field is fixed; several such times, and a real time at the end of the

@@ -115,7 +115,7 @@ class SandboxSettings:
         }
 
 
-# -- [ledger]: retention (supervisor/housekeeping.py) --------------------------------------
+# -- [ledger]: retention (supervisor/engine/housekeeping.py) --------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,7 +158,7 @@ _LEDGER_SCHEMA: dict[str, Check] = {
 }
 
 
-# -- [fleet]: several machines, one PostgreSQL ledger (supervisor/fleet.py) ----------------
+# -- [fleet]: several machines, one PostgreSQL ledger (supervisor/fleet/member.py) ----------------
 
 FLEET_DATABASE_ENV = "VINOS_FLEET_DATABASE"
 
@@ -168,7 +168,7 @@ class FleetSettings:
     database: str  # a libpq connection string or postgresql:// URL (password via ~/.pgpass)
     machine: str
     # While the database is unreachable, run this machine's fleet routines anyway (risking a
-    # double run); synced in when it is back (supervisor/fleetlocal.py).
+    # double run); synced in when it is back (supervisor/fleet/offline.py).
     local_when_unreachable: bool = False
 
 
@@ -411,7 +411,7 @@ def _with_key_files(
     sandbox: SandboxSettings, providers: dict[str, ProviderSettings]
 ) -> SandboxSettings:
     """A provider's key_file on the never-list, wherever it lives: no routine may show it to
-    a shell tool or read it (tests/test_providers.py holds this)."""
+    a shell tool or read it (tests/routines/spec/test_providers.py holds this)."""
     keys = tuple(p.key_file for p in providers.values() if p.key_file)
     extra = tuple(k for k in keys if k not in sandbox.never)
     return replace(sandbox, never=(*sandbox.never, *extra)) if extra else sandbox

@@ -20,7 +20,7 @@ __all__ = ["host_problem", "network_value"]
 _LABEL = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
 # A name whose last label is a number is an address to the resolver: inet_aton reads `10.1`,
 # `167772161` and `0xa000001` as 10.0.0.1 (and URL parsers agree: WHATWG's "ends in a
-# number"). No top-level domain is numeric. tests/test_redteam_hosts.py holds it.
+# number"). No top-level domain is numeric. tests/routines/spec/test_redteam_hosts.py holds it.
 _NUMERIC_LABEL = re.compile(r"0x[0-9a-f]*|[0-9]+")
 _EXPECTED = (
     'true, false or an array of host names such as ["api.github.com"] '

@@ -143,7 +143,7 @@ DEFAULT_NEVER = tuple(e.path for e in CATALOG)
 # files. Which environment counts: the one of the process that builds the never-list, so at
 # run time the daemon's (the worker inherits it; the sandbox itself gets none of these
 # variables), and for `validate` the user's shell. Set them in the user manager's environment
-# (~/.config/environment.d) so both agree (tests/test_credentials.py::
+# (~/.config/environment.d) so both agree (tests/routines/spec/test_credentials.py::
 # test_the_catalog_follows_the_environment_that_moves_a_store).
 OVERRIDES = (
     ("XDG_CONFIG_HOME", "~/.config"),
@@ -302,7 +302,7 @@ def describe(entry: str, home: str, environ: Mapping[str, str] | None = None) ->
     - A folder that holds catalog entries without being one (`~/.config/git`, `~/.cargo`,
       `~/dotfiles` with ~/.config/gh linked into it): "hidden in it: …", since the sandbox
       masks them below a grant of an ordinary folder as below a `home` entry
-      (tests/test_redteam_card.py, tests/sandbox/test_escape_creds.py).
+      (tests/routines/test_redteam_card.py, tests/sandbox/test_escape_creds.py).
     """
     try:
         written = expand(entry, home)
@@ -383,7 +383,7 @@ def home_problem(
                 "([[agent.credentials]] or [[command.credentials]], bound to hosts)"
             )
     # Below a declared folder these names are masked; declared itself (or a folder inside
-    # one), the file would be shown whole (tests/test_credentials.py::
+    # one), the file would be shown whole (tests/routines/spec/test_credentials.py::
     # test_a_credential_named_file_cannot_be_a_home_entry).
     for p in (path, real):
         below = p[len(home.rstrip("/")) + 1 :] if under(p, home) else posixpath.basename(p)

@@ -34,7 +34,7 @@ class Paths:
 
     @property
     def ntfy_token_file(self) -> Path:
-        """[notify.ntfy]'s access token (optional, 0600): supervisor/phone.py."""
+        """[notify.ntfy]'s access token (optional, 0600): supervisor/engine/phone.py."""
         return self.secrets_dir / "ntfy-token"
 
     @property
@@ -116,7 +116,7 @@ def runtime_base(xdg: str | None, uid: int, home: Path, is_dir: Callable[[str], 
     else /run/user/UID when logind made it; else, where no login session made one (a
     container, WSL, `su` without a session), VINOS_HOME/run: the user's own, never a shared
     /tmp another user could take first. Without it the daemon run by hand there could not
-    take its lock (tests/test_paths.py).
+    take its lock (tests/routines/spec/test_paths.py).
     supervisor/cli/thinclient.py's socket_path mirrors this, for its speed."""
     if xdg:
         return Path(xdg)

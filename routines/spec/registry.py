@@ -196,7 +196,8 @@ def _scan(paths: Paths, previous: Registry | None) -> Registry:
 def _refuse_cycles(entries: dict[str, Entry], prev: Mapping[str, Entry]) -> dict[str, Entry]:
     """Refuse the files that close a cycle of `after` triggers, naming it: each file read anew
     on the cycle keeps its last good version (or none), with the cycle as its error, until
-    none is left (tests/test_triggers_spec.py). An unchanged file is never the one refused:
+    none is left (tests/routines/spec/test_triggers_spec.py). An unchanged file is never the one
+    refused:
     the set in force before had no cycle, so a new or edited file closed it."""
     from routines.spec.trigger import cycle_problem, find_cycle
 

@@ -7,7 +7,8 @@ the loader looks for) are what they were when it was parsed, and only while ever
 parse read is the same: the code that parsed it, `loader.context` (the machine's zone) and, for a
 routine that declares paths, `loader.never_context` (the real home, the never-list, the real
 workspace root; computed only then, so a plain `list` loads no never-list). What it gives is what
-parsing the same bytes again would give (tests/test_registry_snapshot.py): `scan` builds the
+parsing the same bytes again would give (tests/routines/spec/test_registry_snapshot.py): `scan`
+builds the
 same entries from it, with no last good version of a file (that is the daemon's alone).
 
 Only a valid parse that read nothing but the file is kept: not an invalid file, not one on a

@@ -47,7 +47,7 @@ __all__ = [
 ]
 
 # Bytes of an event's input a run is given: a fire call's (refused past it, never cut), an
-# upstream output's tail (supervisor/triggers.py).
+# upstream output's tail (supervisor/engine/triggers.py).
 INPUT_CAP = 16 * 1024
 
 
@@ -171,7 +171,7 @@ def watch_root(pattern: str, read_patterns: Sequence[str], homes: Sequence[str])
     or below a `home` entry, or below the literal folder of a `read:` glob that reaches
     everything under it (`.../**`). Judged on the text as written, so the card says exactly
     what was declared; the daemon checks the same root again on the resolved folder
-    (supervisor/filewatch.py), so a link on the way never takes a watch outside it."""
+    (supervisor/engine/filewatch.py), so a link on the way never takes a watch outside it."""
     if pattern in read_patterns:
         return watch_folder(pattern)
     for h in homes:

@@ -56,7 +56,7 @@ def socket_path() -> str:
 
 
 def daemon_running(socket: str) -> bool:
-    """Whether a daemon holds its lock beside `socket` (supervisor/owner.py takes it
+    """Whether a daemon holds its lock beside `socket` (supervisor/engine/owner.py takes it
     exclusively). With socket activation the socket listens while the daemon is stopped, and
     a connect would start it: a read command or the waybar follower must never start the
     scheduler of a person who stopped it

@@ -39,7 +39,7 @@ class Refused(Exception):
 
 def _exposed() -> tuple[str, ...]:
     from routines.spec.paths import paths
-    from supervisor.fleetview import config_or_default
+    from supervisor.fleet.view import config_or_default
 
     return config_or_default(paths()).mcp_expose
 
@@ -57,7 +57,7 @@ def routine_history(name: str, limit: int = 20) -> list[dict[str, Any]]:
     from contextlib import closing
 
     from routines.spec.paths import paths
-    from supervisor.fleetview import cli_ledger
+    from supervisor.fleet.view import cli_ledger
 
     if name not in _exposed():
         raise Refused(
@@ -222,7 +222,7 @@ def _taken(name: str) -> str | None:
     from routines.spec import Origin
     from routines.spec.paths import paths
     from routines.spec.registry import scan
-    from supervisor.fleetview import cli_ledger
+    from supervisor.fleet.view import cli_ledger
 
     p = paths()
     system = p.system_dir / f"{name}.toml"
@@ -254,7 +254,7 @@ def _enabled(name: str) -> bool:
     from routines.ledger import is_enabled
     from routines.spec.paths import paths
     from routines.spec.registry import scan
-    from supervisor.fleetview import cli_ledger
+    from supervisor.fleet.view import cli_ledger
 
     p = paths()
     entry = scan(p).get(name)

@@ -1,6 +1,6 @@
 """`vinos-routine status --waybar --follow`: one long-lived process for waybar's custom module
 (no `interval`): a JSON line each time the bar's content changes, pushed by the daemon over
-its socket (a `watch` request, supervisor/watch.py), so no process is started per update.
+its socket (a `watch` request, supervisor/control/watch.py), so no process is started per update.
 
 When the daemon goes away (a restart, a stop) it prints the DOWN line and connects again
 every RETRY_SEC: one connect attempt, no process. A daemon that cannot render this client's
@@ -19,7 +19,8 @@ __all__ = ["DOWN", "FALLBACK_SEC", "RETRY_SEC", "down_line", "follow"]
 
 RETRY_SEC = 2.0
 FALLBACK_SEC = 30.0
-# The daemon sends at least a keep-alive every few minutes (supervisor/watch.py): silence for
+# The daemon sends at least a keep-alive every few minutes (supervisor/control/watch.py): silence
+# for
 # longer than this means a daemon that hangs, and the connection is made again.
 SILENCE_SEC = 7 * 60.0
 

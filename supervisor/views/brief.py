@@ -155,7 +155,7 @@ def gather(p: Paths, days: list[date]) -> tuple[list[Item], list[RunRow], list[Q
     from routines.schedule.tz import machine_timezone
     from routines.spec.outputs import output_files
     from routines.spec.registry import scan
-    from supervisor.fleetview import cli_ledger
+    from supervisor.fleet.view import cli_ledger
     from supervisor.seen import load_seen
 
     zone = ZoneInfo(machine_timezone())
@@ -210,7 +210,7 @@ def elsewhere(p: Paths, days: list[date]) -> dict[str, int]:
 
     from routines.ledger import day_bounds
     from routines.schedule.tz import machine_timezone
-    from supervisor.fleetview import config_or_default
+    from supervisor.fleet.view import config_or_default
 
     fleet = config_or_default(p).fleet
     if fleet is None:

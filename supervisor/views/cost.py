@@ -125,7 +125,7 @@ def report(period: str, now: datetime | None = None) -> Report:
     from routines.ledger import day_bounds
     from routines.schedule.tz import machine_timezone
     from routines.spec.paths import paths
-    from supervisor.fleetview import cli_ledger
+    from supervisor.fleet.view import cli_ledger
     from supervisor.source import scan
 
     p = paths()

@@ -239,7 +239,7 @@ def show(name: str, n: int, as_json: bool) -> int:
     from contextlib import closing
 
     from routines.spec.paths import paths
-    from supervisor.fleetview import cli_ledger
+    from supervisor.fleet.view import cli_ledger
     from supervisor.present import die, print_json_lines, use_color
     from supervisor.source import scan
 

@@ -50,7 +50,7 @@ def _notes_of(ln: RoutineRow, warnings: list[str], signed: list[str]) -> None:
     if ln.disabled_reason:
         warnings.append(one_line(f"{ln.name}: disabled: {ln.disabled_reason}"))
     if ln.file_enabled is not None and not ln.enabled and ln.disabled_reason:
-        from supervisor.limits import turned_off_note
+        from supervisor.engine.limits import turned_off_note
 
         warnings.append(one_line(turned_off_note(ln.name, ln.disabled_reason)))
     elif ln.file_enabled is not None:

@@ -28,7 +28,7 @@ def waybar() -> int:
 
         from routines.schedule.tz import machine_timezone
         from routines.spec.paths import paths
-        from supervisor.fleetview import cli_ledger
+        from supervisor.fleet.view import cli_ledger
         from supervisor.overview import collect
         from supervisor.seen import unseen_count
 
@@ -134,7 +134,7 @@ def _problems(st: dict[str, Any]) -> list[str]:
     from routines.ledger import LedgerError, RoutineState, is_enabled
     from routines.spec.config import ConfigInvalid, load_config
     from routines.spec.paths import paths
-    from supervisor.fleetview import cli_ledger
+    from supervisor.fleet.view import cli_ledger
     from supervisor.hostcheck import problems
     from supervisor.source import scan
 

@@ -21,9 +21,9 @@ from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import pytest
-from inprocess import run_in_process
 
 from routines.ledger import Ledger
+from tests.cli.inprocess import run_in_process
 
 REPO = Path(__file__).resolve().parents[2]
 

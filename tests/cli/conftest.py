@@ -8,7 +8,8 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pytest
-from cli_helpers import Cli, OnPty, PtyRun, make_cli, start_pty
+
+from tests.cli.cli_helpers import Cli, OnPty, PtyRun, make_cli, start_pty
 
 
 @pytest.fixture

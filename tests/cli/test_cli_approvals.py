@@ -17,13 +17,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from cli_helpers import Cli, OnPty
-from fakes import FakeOllama, Reply
-from fakes import ollama_replies as O
 
 from routines import proposals
 from routines.ledger import from_iso
 from routines.signing import NAMESPACE, sign_routine
+from tests.cli.cli_helpers import Cli, OnPty
+from tests.fakes import FakeOllama, Reply
+from tests.fakes import ollama_replies as O
 
 INPUT = "To: bob@example.org\nSubject: Re: lunch\n\nThursday works. See you at noon.\n"
 

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from cli_helpers import Cli, OnPty
-
 from routines import proposals
+from tests.cli.cli_helpers import Cli, OnPty
 
 ROUTINE = """[routine]
 description = "drafts replies"

@@ -12,9 +12,9 @@ import time
 from pathlib import Path
 
 import pytest
-from cli_helpers import Cli, OnPty
 
 from routines.spec.loader import load_file
+from tests.cli.cli_helpers import Cli, OnPty
 
 INVALID = """\
 [schedule]

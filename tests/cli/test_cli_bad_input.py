@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from cli_helpers import COMMAND, Cli
 
 from supervisor.cli.main import build_parser
+from tests.cli.cli_helpers import COMMAND, Cli
 
 HUGE = "x" * 100_000
 GOOD_ROUTINE = COMMAND.format(

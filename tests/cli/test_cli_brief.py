@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cli_helpers import Cli, OnPty
 
 from routines.runs import RunEnd
+from tests.cli.cli_helpers import Cli, OnPty
 
 
 def output(

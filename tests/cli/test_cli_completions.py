@@ -9,7 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from cli_helpers import REPO, Cli
+
+from tests.cli.cli_helpers import REPO, Cli
 
 COMPLETIONS = REPO / "packaging" / "completions"
 COMMANDS = {

@@ -7,10 +7,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from cli_helpers import Cli
 
 from routines.runs import RunEnd, RunStatus, Trigger
 from supervisor.views.cost import CHART_WIDTH
+from tests.cli.cli_helpers import Cli
 
 
 def row(

@@ -11,7 +11,8 @@ import secrets
 from pathlib import Path
 
 import pytest
-from cli_helpers import Cli, OnPty
+
+from tests.cli.cli_helpers import Cli, OnPty
 
 HEAD = '[routine]\nkind = "command"\n[schedule]\ncron = "0 6 * * *"\n[command]\n'
 

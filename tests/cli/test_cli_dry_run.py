@@ -17,9 +17,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fakes import FakeAnthropic
 
 from routines.spec.paths import paths
+from tests.fakes import FakeAnthropic
 
 REPO = Path(__file__).resolve().parents[2]
 

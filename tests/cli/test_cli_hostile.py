@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from inprocess import run_in_process
+
+from tests.cli.inprocess import run_in_process
 
 REPO = Path(__file__).resolve().parents[2]
 

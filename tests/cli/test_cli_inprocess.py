@@ -12,7 +12,8 @@ import time
 import warnings
 
 import pytest
-from cli_helpers import Cli
+
+from tests.cli.cli_helpers import Cli
 
 
 def _same(cli: Cli, *args: str, env: dict[str, str | None] | None = None) -> None:

@@ -12,9 +12,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from cli_helpers import Cli
 
 from routines.spec.loader import load_file
+from tests.cli.cli_helpers import Cli
 
 ROUTINE = """\
 # standup: a gallery routine

@@ -14,12 +14,12 @@ from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import pytest
-from helpers import AGENT, COMMAND, identity, write
-from inprocess import run_in_process
 
 from routines.ledger import Ledger
 from routines.runs import RunEnd, slot_id
 from routines.spec.paths import Paths, paths
+from tests.cli.inprocess import run_in_process
+from tests.helpers import AGENT, COMMAND, identity, write
 
 REPO = Path(__file__).resolve().parents[2]
 STARTERS = REPO / "routines" / "starters"
@@ -195,7 +195,7 @@ UNUSED_BY_PLAIN_LIST = {
     "routines.schedule.oncalendar",
     "routines.spec.never",
     "routines.ledger.api",
-    "supervisor.fleetplan",
+    "supervisor.fleet.plan",
 }
 
 

@@ -13,12 +13,12 @@ from typing import Any
 
 import anyio
 import pytest
-from helpers import AGENT
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from routines.spec.loader import load_file
 from routines.spec.paths import paths
+from tests.helpers import AGENT
 
 REPO = Path(__file__).resolve().parents[2]
 DRAFT = AGENT  # no `enabled`: off by default

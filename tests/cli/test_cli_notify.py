@@ -10,11 +10,11 @@ import json
 from pathlib import Path
 
 import pytest
-from cli_helpers import Cli
 
 from routines.spec.loader import load_text
-from supervisor import notify
-from supervisor.finish import notifications_for
+from supervisor.engine import notify
+from supervisor.engine.finish import notifications_for
+from tests.cli.cli_helpers import Cli
 
 
 def calls(path: Path) -> list[list[str]]:

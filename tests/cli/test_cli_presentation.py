@@ -13,7 +13,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from cli_helpers import REPO, Cli, OnPty
 
 from supervisor.cli.main import COMMANDS, build_parser
 from supervisor.present import (
@@ -27,6 +26,7 @@ from supervisor.present import (
     visible,
     when,
 )
+from tests.cli.cli_helpers import REPO, Cli, OnPty
 
 WAYBAR = REPO / "packaging" / "waybar"
 

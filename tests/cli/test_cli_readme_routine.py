@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from cli_helpers import Cli
+from tests.cli.cli_helpers import Cli
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -6,9 +6,8 @@ from __future__ import annotations
 import os
 from datetime import UTC, datetime
 
-from cli_helpers import Cli, OnPty
-
 from routines.runs import RunEnd, RunStatus, Trigger
+from tests.cli.cli_helpers import Cli, OnPty
 
 T0 = datetime(2026, 7, 25, 6, 0, tzinfo=UTC)
 

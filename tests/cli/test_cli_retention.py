@@ -9,10 +9,9 @@ import random
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
-from cli_helpers import Cli
-
 from routines.ledger.rundays import compaction_line
 from routines.runs import RunEnd, RunStatus, Trigger
+from tests.cli.cli_helpers import Cli
 
 
 def history_of_150_days(cli: Cli) -> date:

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from cli_helpers import Cli
-
 from routines.spec.outputs import output_name
+from tests.cli.cli_helpers import Cli
 
 
 def test_the_progress_line_names_the_delivered_file_not_the_scratch_name(

@@ -7,9 +7,9 @@ import subprocess
 import sys
 
 import pytest
-from cli_helpers import Cli
 
 from supervisor.cli.main import main
+from tests.cli.cli_helpers import Cli
 
 BASE = "2026-03-27T12:00Z"
 

@@ -9,12 +9,10 @@ import json
 from pathlib import Path
 
 import pytest
-from cli_helpers import Cli
-from helpers import AGENT
 
 from routines.spec.paths import paths
 from supervisor.cli.completions import render
-from supervisor.setupplan import SECRETS_README
+from supervisor.cli.setupplan import SECRETS_README
 from supervisor.userunits import (
     DAEMON_UNITS,
     SERVICE,
@@ -23,6 +21,8 @@ from supervisor.userunits import (
     packaged,
     written_unit,
 )
+from tests.cli.cli_helpers import Cli
+from tests.helpers import AGENT
 
 REPO = Path(__file__).resolve().parent.parent.parent
 
@@ -263,7 +263,7 @@ def test_doctor_asks_the_local_server_an_enabled_routine_with_tools_uses(
 ) -> None:
     """The question `validate --connect` asks (llama-server's /props), asked once of each
     server that enabled routines with tools use; not of one only a disabled routine uses."""
-    from fakes import FakeOpenAI
+    from tests.fakes import FakeOpenAI
 
     env = home_env(tmp_path)
     with FakeOpenAI(template_tools=template_tools) as fake, FakeOpenAI() as unused:

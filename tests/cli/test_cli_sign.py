@@ -8,9 +8,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from cli_helpers import Cli
 
 from routines.signing import SignatureCheck, SignatureState, auto_approve_requested, signature_note
+from tests.cli.cli_helpers import Cli
 
 
 def make_key(directory: Path, name: str, comment: str) -> Path:

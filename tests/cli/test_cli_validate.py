@@ -9,12 +9,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from cli_helpers import Cli
-from helpers import AGENT as UNSHAPED
-from helpers import write
-from inprocess import run_in_process
 
 from routines.spec.paths import Paths, paths
+from tests.cli.cli_helpers import Cli
+from tests.cli.inprocess import run_in_process
+from tests.helpers import AGENT as UNSHAPED
+from tests.helpers import write
 
 REPO = Path(__file__).resolve().parents[2]
 # With the title and summary validate asks a file written by hand for (routines/spec/shape.py).

@@ -10,10 +10,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import AGENT, write
-from inprocess import run_in_process
 
 from routines.spec.paths import paths
+from tests.cli.inprocess import run_in_process
+from tests.helpers import AGENT, write
 
 REPO = Path(__file__).resolve().parents[2]
 TIME = str(Path(sys.executable).parent / "mcp-server-time")
@@ -176,7 +176,7 @@ def test_connect_asks_a_local_server_whether_it_shows_the_tools(
     vinos_env: Path, template_tools: bool
 ) -> None:
     """The question a run asks before its first call (llama-server's /props), asked here."""
-    from fakes import FakeOpenAI
+    from tests.fakes import FakeOpenAI
 
     with FakeOpenAI(template_tools=template_tools) as fake:
         p = paths()

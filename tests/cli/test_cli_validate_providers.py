@@ -8,10 +8,9 @@ import os
 import subprocess
 from pathlib import Path
 
-from helpers import AGENT, write
-from inprocess import run_in_process
-
 from routines.spec.paths import paths
+from tests.cli.inprocess import run_in_process
+from tests.helpers import AGENT, write
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = """

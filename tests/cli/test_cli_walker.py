@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from cli_helpers import COMMAND, Cli
+from tests.cli.cli_helpers import COMMAND, Cli
 
 REPO = Path(__file__).resolve().parents[2]
 ROUTINE = COMMAND.format(

@@ -8,10 +8,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from cli_helpers import Cli
-from helpers import identity
 
 from routines.runs import RunEnd
+from tests.cli.cli_helpers import Cli
+from tests.helpers import identity
 
 ICON = "󰚩"
 

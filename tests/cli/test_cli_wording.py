@@ -8,10 +8,9 @@ import os
 import subprocess
 from pathlib import Path
 
-from cli_helpers import Cli
-
 from routines.spec.loader import load_text
 from supervisor.cli.commands.capabilities import schedule_text
+from tests.cli.cli_helpers import Cli
 
 EVERY = """\
 [routine]

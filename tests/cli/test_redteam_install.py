@@ -8,9 +8,8 @@ and the user, and nothing is installed."""
 
 from __future__ import annotations
 
-from cli_helpers import Cli
-
 from routines.spec.paths import paths
+from tests.cli.cli_helpers import Cli
 from tests.dashboard.squatkit import SecondUser
 
 

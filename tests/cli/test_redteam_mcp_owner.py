@@ -19,12 +19,12 @@ import os
 from pathlib import Path
 
 import pytest
-from helpers import AGENT, write
-from inprocess import run_in_process
 
 from routines.spec.paths import paths
+from tests.cli.inprocess import run_in_process
 from tests.cli.test_cli_validate_connect import HOSTILE, REPO
 from tests.dashboard.squatkit import SecondUser
+from tests.helpers import AGENT, write
 
 pytestmark = pytest.mark.usefixtures("not_root")
 

@@ -76,7 +76,7 @@ class SecondUser:
 
 
 # /proc/net/tcp(6) text for the pure tests of the parser and the decisions
-# (tests/dashboard/test_dashboard_squatter.py, tests/test_listeners.py).
+# (tests/dashboard/test_dashboard_squatter.py, tests/routines/test_listeners.py).
 HEADER = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid"
 
 

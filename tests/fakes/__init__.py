@@ -1,6 +1,6 @@
 """Fake providers for tests: real HTTP servers on 127.0.0.1, scripted per request.
 
-    from fakes import FakeAnthropic, FakeOllama, anthropic_replies as A, ollama_replies as O
+    from tests.fakes import FakeAnthropic, FakeOllama, anthropic_replies as A, ollama_replies as O
 
     with FakeOllama([O.tool_calls(("run_shell", {"command": "date"})), O.text("Done")]) as fake:
         ...  # point the worker at fake.url; assert on fake.chats / fake.requests

@@ -13,6 +13,7 @@ from tests.fleet.fleetkit import Machine, fleet_rows, minute_boundary, minutely
 from tests.supervisor.daemonkit import sid, wait_for
 
 MINUTE = timedelta(minutes=1)
+C_AHEAD = timedelta(seconds=90)  # how far machine c's clock runs ahead of a's
 
 
 def place(clock: Path, instant: datetime) -> None:
@@ -204,11 +205,18 @@ def test_postgresql_stopped_mid_run_no_double_run_no_lost_record_and_resume(
         assert "the fleet database is back" in log
 
 
+def ended_ok(dsn: str, want: set[tuple[str, str | None]]) -> bool:
+    """Whether each (routine, slot) of `want` has a run ended ok, and no run is going."""
+    rows = fleet_rows(dsn)
+    done = {(r.routine, r.slot) for r, _ in rows if r.status == "ok"}
+    return want <= done and not any(r.status in ACTIVE for r, _ in rows)
+
+
 @pytest.mark.slow
 def test_a_machine_whose_clock_is_90_s_ahead_still_runs_each_slot_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pg_dsn: str, not_root: None
 ) -> None:
-    clocks = {tmp_path / "clock-a": 0.0, tmp_path / "clock-c": 90.0}
+    clocks = {tmp_path / "clock-a": 0.0, tmp_path / "clock-c": C_AHEAD.total_seconds()}
     start = minute_boundary()
     offsets(clocks, start - timedelta(seconds=150))
     fleet = [
@@ -219,6 +227,10 @@ def test_a_machine_whose_clock_is_90_s_ahead_still_runs_each_slot_once(
         m.write("tick", minutely())
         m.write("tock", minutely())
         m.start()
+    # c starts on the minute before the first slot, and runs it: it must have ended before the
+    # first step, or c rightly skips the first slot ("previous run still going").
+    names = ("tick", "tock")
+    wait_for(lambda: ended_ok(pg_dsn, {(n, sid(start - MINUTE)) for n in names}), what="c's start")
     # The clocks move 30 s a step, as real ones do (a 60 s jump would fold two slots into one
     # run: the single-machine rule for a clock stepped forward). c sees each slot 90 s before
     # a does; a plans it too once its own clock gets there, and the fence refuses it.
@@ -226,9 +238,12 @@ def test_a_machine_whose_clock_is_90_s_ahead_still_runs_each_slot_once(
     t = start - timedelta(seconds=89)
     while t <= slots[-1] + timedelta(seconds=1):
         offsets(clocks, t)
-        seen_by_c = sum(1 for s in slots if s <= t + timedelta(seconds=90))
+        # The very slots c has seen, by name, ended, and nothing going: a count of ok rows was
+        # also met by the run of the minute c started in, and the next step could come while a
+        # run still went, so c skipped that slot ("previous run still going"), rightly.
+        seen_by_c = {(n, sid(s)) for n in names for s in slots if s <= t + C_AHEAD}
         wait_for(
-            lambda n=seen_by_c: sum(r.status == "ok" for r, _ in fleet_rows(pg_dsn)) >= 2 * n,
+            lambda want=seen_by_c: ended_ok(pg_dsn, want),
             what=f"the slots c has seen at {t}",
         )
         t += timedelta(seconds=30)

@@ -6,7 +6,7 @@ disk.
 
 The invariant: a run that did not execute because of it is never `failed` and never a strike,
 a run that did execute keeps its real result (in memory until the database takes writes), and
-no worker is left behind (routines/ledger/postgres_open.py `_translate`, supervisor/pool.py
+no worker is left behind (routines/ledger/postgres_open.py `_translate`, supervisor/engine/pool.py
 `_run`)."""
 
 from __future__ import annotations

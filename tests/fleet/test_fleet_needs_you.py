@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fakes import FakeOllama, Recorded, Reply
-from fakes import ollama_replies as O
 
 from routines import proposals
 from routines.ledger import Ledger
+from tests.fakes import FakeOllama, Recorded, Reply
+from tests.fakes import ollama_replies as O
 from tests.fleet.fleetkit import Machine, fleet_rows
 from tests.supervisor.daemonkit import wait_for
 from tests.supervisor.test_daemon_needs_you import propose, routine

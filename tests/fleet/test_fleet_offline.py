@@ -1,4 +1,4 @@
-"""A fleet machine cut off from PostgreSQL (supervisor/fleetlocal.py): what still runs on this
+"""A fleet machine cut off from PostgreSQL (supervisor/fleet/offline.py): what still runs on this
 machine, and how those runs reach the fleet once the database is back. Real daemons, a real
 cluster stopped and started, stepped clocks."""
 

@@ -1,4 +1,4 @@
-"""A run's real end wins after a fleet database outage (supervisor/fleetplan.py `may_reap`,
+"""A run's real end wins after a fleet database outage (supervisor/fleet/plan.py `may_reap`,
 routines/ledger/shared.py `real_end_wins`). Real daemons, a real cluster stopped for longer
 than a lease while runs finish."""
 

@@ -1,11 +1,11 @@
-"""The fleet's pure decisions (supervisor/fleetplan.py) and the database back-off."""
+"""The fleet's pure decisions (supervisor/fleet/plan.py) and the database back-off."""
 
 from __future__ import annotations
 
 import pytest
 
 from routines.ledger.postgres_open import Gate, backoff
-from supervisor.fleetplan import (
+from supervisor.fleet.plan import (
     definition_fingerprint,
     divergence,
     elsewhere_lapsed,

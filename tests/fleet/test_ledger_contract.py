@@ -17,7 +17,6 @@ from zoneinfo import ZoneInfo
 
 import psycopg
 import pytest
-from helpers import at
 
 from routines.ledger import Ledger, LedgerError, RoutineState, iso
 from routines.ledger.api import Store, Vacuum
@@ -25,8 +24,9 @@ from routines.ledger.memory import MemoryData, MemoryLedger
 from routines.ledger.postgres import PgLedger
 from routines.runs import Ended, Outcome, RunEnd, RunStatus, Strike, Trigger
 from routines.spec.config import LedgerSettings
-from supervisor.clock import FakeClock
-from supervisor.housekeeping import Housekeeper
+from supervisor.engine.clock import FakeClock
+from supervisor.engine.housekeeping import Housekeeper
+from tests.helpers import at
 
 T0 = datetime(2026, 6, 1, 10, 0, tzinfo=UTC)
 NY = ZoneInfo("America/New_York")

@@ -7,7 +7,8 @@ import os
 from pathlib import Path
 
 import pytest
-from archpkg import PLANTED_PYC, Built, Installed, Pacman, build_package, copy_tree
+
+from tests.packaging.archpkg import PLANTED_PYC, Built, Installed, Pacman, build_package, copy_tree
 
 
 @pytest.fixture(scope="session")

@@ -13,7 +13,9 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from archpkg import (
+from packaging.requirements import Requirement
+
+from tests.packaging.archpkg import (
     INSTALL_LIB,
     PACKAGES,
     PLANTED_PYC,
@@ -25,7 +27,6 @@ from archpkg import (
     run,
     venv_site_packages,
 )
-from packaging.requirements import Requirement
 
 # Slow: builds, installs and starts the package (make test-fast leaves these out). One xdist
 # group: the package is built once per worker, and test_systemd_user.py owns the user manager.

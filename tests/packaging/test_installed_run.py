@@ -8,7 +8,8 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from archpkg import STARTERS, Installed
+
+from tests.packaging.archpkg import STARTERS, Installed
 
 # Slow: builds, installs and starts the package (make test-fast leaves these out). One xdist
 # group: the package is built once per worker, and test_systemd_user.py owns the user manager.

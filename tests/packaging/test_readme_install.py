@@ -13,7 +13,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from archpkg import copy_tree
+
+from tests.packaging.archpkg import copy_tree
 
 REPO = Path(__file__).resolve().parents[2]
 OLD_PIP, OLD_PIPX = "23.0.1", "1.1.0"  # Debian 12 (bookworm)

@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from archpkg import REPO, require, run
+
+from tests.packaging.archpkg import REPO, require, run
 
 # Slow, and in the packaging xdist group: one user manager and one ~/.config/systemd/user.
 pytestmark = [

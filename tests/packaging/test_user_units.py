@@ -19,10 +19,10 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from archpkg import Installed, Pacman, require, run
 
 from routines.spec.paths import paths
 from supervisor.timings import Timings
+from tests.packaging.archpkg import Installed, Pacman, require, run
 
 # Slow: builds, installs and starts the package (make test-fast leaves these out). One xdist
 # group: the package is built once per worker, and test_systemd_user.py owns the user manager.

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from archpkg import PACKAGES, REPO, copy_tree, require_unprivileged, run
+
+from tests.packaging.archpkg import PACKAGES, REPO, copy_tree, require_unprivileged, run
 
 # Slow: builds, installs and starts the package (make test-fast leaves these out). One xdist
 # group: the package is built once per worker, and test_systemd_user.py owns the user manager.

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import psutil
 import pytest
-from sandbox_testkit import Box, make_box
 
 from sandbox import overlay
+from tests.sandbox.sandbox_testkit import Box, make_box
 
 
 @pytest.fixture

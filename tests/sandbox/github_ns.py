@@ -21,7 +21,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from internet_ns import hit, linked
+from tests.sandbox.internet_ns import hit, linked
 
 
 def github(cert: str, key: str, token: str, seen: str) -> None:

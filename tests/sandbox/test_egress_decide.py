@@ -8,7 +8,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
-from sandbox_testkit import REPO
 
 from sandbox.egress import (
     AddressKind,
@@ -25,6 +24,7 @@ from sandbox.egress import (
     policy_argv,
     policy_from_argv,
 )
+from tests.sandbox.sandbox_testkit import REPO
 
 
 def test_connect_is_a_tunnel_to_host_and_port() -> None:

@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from sandbox_testkit import Box, python_in_sandbox
 
 from sandbox import run_shell
+from tests.sandbox.sandbox_testkit import Box, python_in_sandbox
 
 pytestmark = pytest.mark.slow  # namespaces per test: make test-fast leaves these out
 

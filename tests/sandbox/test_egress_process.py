@@ -15,10 +15,10 @@ from pathlib import Path
 
 import psutil
 import pytest
-from sandbox_testkit import REPO, Box
 
 from sandbox import run_shell
 from sandbox.netns import PROXY, confined_argv
+from tests.sandbox.sandbox_testkit import REPO, Box
 
 SECRET = "sk-ant-api03-egress-test-secret"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sandbox_testkit import Box
+from tests.sandbox.sandbox_testkit import Box
 
 
 def _plant(box: Box, rel: str, text: str) -> Path:

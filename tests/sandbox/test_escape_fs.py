@@ -10,7 +10,8 @@ import os
 from pathlib import Path
 
 import pytest
-from sandbox_testkit import Box, python_in_sandbox
+
+from tests.sandbox.sandbox_testkit import Box, python_in_sandbox
 
 
 def test_planted_secrets_are_unreadable(box: Box) -> None:

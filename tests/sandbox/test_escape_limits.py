@@ -6,9 +6,8 @@ from __future__ import annotations
 import subprocess
 import threading
 
-from sandbox_testkit import Box, processes_with, python_in_sandbox
-
 from sandbox import Limits, ShellResult
+from tests.sandbox.sandbox_testkit import Box, processes_with, python_in_sandbox
 
 MiB = 1024 * 1024
 

@@ -11,7 +11,8 @@ import threading
 from collections.abc import Iterator
 
 import pytest
-from sandbox_testkit import Box, python_in_sandbox
+
+from tests.sandbox.sandbox_testkit import Box, python_in_sandbox
 
 
 class Listener:

@@ -12,7 +12,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sandbox_testkit import REPO, Box, python_in_sandbox
+
+from tests.sandbox.sandbox_testkit import REPO, Box, python_in_sandbox
 
 # x86_64 numbers are used inside the sandbox's python3; resolve them for this machine.
 import pyseccomp as sc  # isort: skip

@@ -12,11 +12,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from sandbox_testkit import Box
-from test_egress_internet import Internet, internet
 
 from routines.mcpinstall import resolve_install
 from sandbox.stdio import start_stdio
+from tests.sandbox.sandbox_testkit import Box
+from tests.sandbox.test_egress_internet import Internet, internet
 from worker.mcpclient import Portal, Session
 from worker.mcptools import render_result
 

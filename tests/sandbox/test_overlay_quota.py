@@ -13,10 +13,10 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from sandbox_testkit import Box, python_in_sandbox
 
 from sandbox import Limits
 from sandbox.overlay import overlay_unavailable
+from tests.sandbox.sandbox_testkit import Box, python_in_sandbox
 
 MiB = 1024 * 1024
 SLACK = MiB  # du's rounding and the folders themselves

@@ -6,7 +6,7 @@ guesses `token.txt` and reads it. What cannot be listed is now masked whole."""
 
 from __future__ import annotations
 
-from sandbox_testkit import Box
+from tests.sandbox.sandbox_testkit import Box
 
 
 def test_a_token_in_a_folder_that_cannot_be_listed_stays_hidden(box: Box) -> None:

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import resource
 
-from sandbox_testkit import Box
-
 from sandbox import Limits
+from tests.sandbox.sandbox_testkit import Box
 
 
 def test_more_sibling_folders_than_open_files_are_all_counted(box: Box) -> None:

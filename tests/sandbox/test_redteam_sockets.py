@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import socket
 
-from sandbox_testkit import Box, python_in_sandbox
+from tests.sandbox.sandbox_testkit import Box, python_in_sandbox
 
 _AIM = """
 import errno, socket

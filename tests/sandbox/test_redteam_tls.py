@@ -6,11 +6,11 @@ the inner one. What the proxy cannot read, it refuses."""
 from __future__ import annotations
 
 import pytest
-from test_tlshello import client_hello, minimal_hello, records, server_name
 
 from sandbox.egress import Refusal
 from sandbox.egressserver import sni_refusal
 from sandbox.tlshello import HelloState, parse_client_hello
+from tests.sandbox.test_tlshello import client_hello, minimal_hello, records, server_name
 
 
 def extension(kind: int, body: bytes) -> bytes:

@@ -16,9 +16,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from sandbox_testkit import REPO, Box
 
 from sandbox import Limits
+from tests.sandbox.sandbox_testkit import REPO, Box
 
 
 @pytest.mark.slow

@@ -8,9 +8,9 @@ from __future__ import annotations
 import os
 
 import pytest
-from sandbox_testkit import Box, python_in_sandbox
 
 from sandbox import Limits
+from tests.sandbox.sandbox_testkit import Box, python_in_sandbox
 
 MiB = 1024 * 1024
 

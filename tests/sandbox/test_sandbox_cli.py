@@ -10,9 +10,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from sandbox_testkit import REPO, make_box
 
 from sandbox import ROOT_REFUSAL
+from tests.sandbox.sandbox_testkit import REPO, make_box
 
 AGENT = """
 [routine]

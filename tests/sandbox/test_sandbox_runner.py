@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sandbox_testkit import REPO, Box, processes_with, run_python
 
 from sandbox import ROOT_REFUSAL, STDERR_CAP, STDOUT_CAP, ShellResult, run_shell
+from tests.sandbox.sandbox_testkit import REPO, Box, processes_with, run_python
 
 
 def test_exit_code_stdout_and_stderr(box: Box) -> None:
@@ -74,7 +74,7 @@ import json, resource, sys
 sys.path.insert(0, {repo!r})
 sys.path.insert(0, {kit!r})
 from pathlib import Path
-from sandbox_testkit import make_box
+from tests.sandbox.sandbox_testkit import make_box
 box = make_box(Path({tmp!r}))
 box.run("echo warm-up")
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -262,9 +262,9 @@ def test_a_host_without_user_namespaces_fails_closed(box: Box) -> None:
     from dataclasses import replace
 
     import pyseccomp
-    from sandbox_testkit import python_in_sandbox
 
     from sandbox import run_shell
+    from tests.sandbox.sandbox_testkit import python_in_sandbox
 
     site = str(Path(pyseccomp.__file__).parent)
     policy = box.policy()

@@ -2,7 +2,7 @@
 test opens, and end as scripted. No process, no pipe, no real time (the pool's other seam,
 the clock, is a FakeClock); see tests/supervisor/test_pool.py.
 
-Real workers are supervisor/spawn.py's WorkerProcess, tested in test_spawn.py and end to end
+Real workers are supervisor/engine/spawn.py's WorkerProcess, tested in test_spawn.py and end to end
 in the daemon tests.
 """
 
@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 
 from ipc import Event, EventKind, Job, Result
 from routines.runs import RunStatus
-from supervisor.runlog import RunLog
-from supervisor.spawn import StopReason, UsageTotals, WorkerOutcome
+from supervisor.engine.runlog import RunLog
+from supervisor.engine.spawn import StopReason, UsageTotals, WorkerOutcome
 
 __all__ = ["FakeSpawner", "FakeWorker", "settle"]
 

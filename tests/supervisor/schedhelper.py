@@ -24,8 +24,8 @@ from pathlib import Path
 from routines.ledger import Ledger
 from routines.spec.paths import paths
 from routines.spec.registry import scan
-from supervisor.owner import process_identity
-from supervisor.scheduler import Scheduler
+from supervisor.engine.owner import process_identity
+from supervisor.engine.scheduler import Scheduler
 
 
 def _scheduler() -> tuple[Scheduler, Ledger]:

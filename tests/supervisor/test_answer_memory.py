@@ -1,4 +1,5 @@
-"""The daemon's memory across thin-client answers (supervisor/answers.py, supervisor/memtrim.py):
+"""The daemon's memory across thin-client answers (supervisor/control/answers.py,
+supervisor/control/memtrim.py):
 answering `list --json` for thousands of routines builds megabytes of rows and text and frees
 them; the idle daemon must not keep the pages."""
 
@@ -14,7 +15,8 @@ from tests.supervisor.daemonkit import REPO, DaemonProcess, command_routine, wri
 
 ROUTINES = 5_000
 # What the socket answers may add to the idle daemon once each verb was answered; without the
-# trim after an answer (supervisor/memtrim.py), the answers below left it ~10 MB bigger at this
+# trim after an answer (supervisor/control/memtrim.py), the answers below left it ~10 MB bigger at
+# this
 # many routines (3 MB of `list --json` each).
 GROWTH_MB = 5.0
 

@@ -26,7 +26,7 @@ from supervisor.client import Client, DaemonUnresponsive, try_daemon
 
 @contextlib.contextmanager
 def held_lock() -> Iterator[None]:
-    """The daemon's lock, held as supervisor/owner.py holds it, with our pid in it."""
+    """The daemon's lock, held as supervisor/engine/owner.py holds it, with our pid in it."""
     p = paths()
     p.runtime_dir.mkdir(parents=True, exist_ok=True)
     fd = os.open(p.daemon_lock, os.O_RDWR | os.O_CREAT, 0o600)

@@ -15,9 +15,9 @@ from routines.ledger.rundays import compaction_line
 from routines.runs import RunStatus, Trigger
 from routines.spec.paths import paths
 from routines.spec.registry import scan
-from supervisor.finish import finish_run
-from supervisor.scheduler import Scheduler
-from supervisor.spawn import UsageTotals, WorkerOutcome
+from supervisor.engine.finish import finish_run
+from supervisor.engine.scheduler import Scheduler
+from supervisor.engine.spawn import UsageTotals, WorkerOutcome
 from tests.supervisor.daemonkit import command_routine, write_routine
 
 T0 = datetime(2026, 12, 2, 9, 0, tzinfo=UTC)

@@ -18,7 +18,7 @@ import pytest
 
 from ipc import MAX_LINE, Event, EventKind, Request
 from supervisor.client import Client, DaemonError, DaemonNotRunning, connect
-from supervisor.control import QUEUE_LINES, CommandError, Connection, ControlServer
+from supervisor.control.server import QUEUE_LINES, CommandError, Connection, ControlServer
 
 
 class ServerThread:
@@ -252,7 +252,7 @@ def test_no_daemon_gives_the_start_hint(tmp_path: Path) -> None:
 def test_a_socket_path_too_long_for_a_unix_socket_is_a_clear_error(
     tmp_path: Path, not_root: None
 ) -> None:
-    from supervisor.control import socket_path_problem
+    from supervisor.control.server import socket_path_problem
 
     deep = tmp_path / ("d" * 120)
     assert socket_path_problem(deep / "control.sock") is not None

@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fakes import FakeAnthropic, Recorded, Reply
-from fakes import anthropic_replies as A
 
+from tests.fakes import FakeAnthropic, Recorded, Reply
+from tests.fakes import anthropic_replies as A
 from tests.supervisor.daemonkit import (
     REPO,
     DaemonProcess,

@@ -7,12 +7,12 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
-from fakes import FakeOllama, Reply
-from fakes import ollama_replies as O
 
 from routines import proposals
 from routines.ledger import Ledger
 from routines.spec.paths import paths
+from tests.fakes import FakeOllama, Reply
+from tests.fakes import ollama_replies as O
 from tests.supervisor.daemonkit import (
     DaemonProcess,
     fake_notify_send,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from supervisor.plan import MISSED_CAP
+from supervisor.engine.plan import MISSED_CAP
 from tests.supervisor.daemonkit import (
     DaemonProcess,
     command_routine,

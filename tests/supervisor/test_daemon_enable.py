@@ -1,5 +1,5 @@
 """The daemon's `enable`/`disable` control commands (what the dashboard uses; the CLI writes
-the same change itself through supervisor/toggle.py)."""
+the same change itself through supervisor/engine/toggle.py)."""
 
 from __future__ import annotations
 
@@ -57,7 +57,7 @@ def test_status_json_has_one_shape_whether_the_daemon_is_up_or_not(
 def test_an_edit_of_an_enabled_file_keeps_it_on_and_another_file_does_not(
     tmp_path: Path, not_root: None
 ) -> None:
-    """The override is bound to its file (supervisor/toggle.py): the daemon carries it across
+    """The override is bound to its file (supervisor/engine/toggle.py): the daemon carries it across
     the person's edit (saved by rename, as editors do), and never onto a file that appears
     under the name after the first was removed."""
     p = paths()

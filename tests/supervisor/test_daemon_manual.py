@@ -12,7 +12,7 @@ from ipc import Event
 from routines.spec.paths import paths
 from routines.store import read_json
 from supervisor.client import DaemonError
-from supervisor.runlog import read_log
+from supervisor.engine.runlog import read_log
 from tests.supervisor.daemonkit import (
     DaemonProcess,
     command_routine,

@@ -12,12 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fakes import FakeOllama, Recorded, Reply
-from fakes import ollama_replies as O
 
 from routines import proposals
 from routines.ledger import Ledger, RunRow
 from routines.spec.paths import paths
+from tests.fakes import FakeOllama, Recorded, Reply
+from tests.fakes import ollama_replies as O
 from tests.supervisor.daemonkit import (
     DaemonProcess,
     fake_notify_send,

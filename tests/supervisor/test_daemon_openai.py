@@ -9,10 +9,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fakes import FakeOpenAI
-from fakes import openai_replies as OA
 
 from routines.spec.paths import paths
+from tests.fakes import FakeOpenAI
+from tests.fakes import openai_replies as OA
 from tests.supervisor.daemonkit import DaemonProcess, rows, write_routine
 
 pytestmark = pytest.mark.slow  # a real daemon

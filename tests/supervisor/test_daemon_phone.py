@@ -10,9 +10,9 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from fakes import FakeNtfy, FakeOllama
 
 from routines.spec.paths import paths
+from tests.fakes import FakeNtfy, FakeOllama
 from tests.supervisor.daemonkit import DaemonProcess, wait_for, write_routine
 from tests.supervisor.test_daemon_needs_you import propose, routine, run_row
 

@@ -127,7 +127,7 @@ def test_reload_reaches_housekeepings_retention(tmp_path: Path, not_root: None) 
             ledger.finish_run(run_id, now=at, end=RunEnd(status=RunStatus.OK, dollars=0.5))
     state = p.routine_state("old")
     state.mkdir(parents=True, exist_ok=True)
-    # The newest output is kept whatever its age (supervisor/retention.py): today's.
+    # The newest output is kept whatever its age (supervisor/engine/retention.py): today's.
     ages = (200, 20, 0)
     outputs = {age: state / f"{day - timedelta(days=age):%Y-%m-%d}-0600.md" for age in ages}
     for out in outputs.values():

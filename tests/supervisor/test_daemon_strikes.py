@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import identity
 
 from routines.spec.paths import paths
 from routines.store import read_json
+from tests.helpers import identity
 from tests.supervisor.daemonkit import (
     DaemonProcess,
     command_routine,

@@ -17,11 +17,11 @@ from routines.runs import RunStatus, Trigger
 from routines.spec.config import Config
 from routines.spec.paths import paths
 from routines.spec.registry import Registry
-from supervisor.clock import FakeClock
 from supervisor.daemon import Daemon
-from supervisor.finish import Notification
-from supervisor.health import Health
-from supervisor.site import LocalSite, Seen
+from supervisor.engine.clock import FakeClock
+from supervisor.engine.finish import Notification
+from supervisor.engine.health import Health
+from supervisor.engine.site import LocalSite, Seen
 from supervisor.timings import Timings
 from tests.supervisor.daemonkit import command_routine, write_routine
 from tests.supervisor.fakespawn import FakeSpawner, settle

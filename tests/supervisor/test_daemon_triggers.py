@@ -17,10 +17,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fakes import FakeAnthropic
-from fakes import anthropic_replies as A
 
 from routines.spec.paths import paths
+from tests.fakes import FakeAnthropic
+from tests.fakes import anthropic_replies as A
 from tests.supervisor.daemonkit import (
     DaemonProcess,
     command_routine,

@@ -5,7 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from supervisor.distro import DASHBOARD_PACKAGES, Family, dashboard_hint, family, install_command
+from supervisor.cli.distro import (
+    DASHBOARD_PACKAGES,
+    Family,
+    dashboard_hint,
+    family,
+    install_command,
+)
 
 DEBIAN_12 = """\
 PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"

@@ -1,4 +1,5 @@
-"""supervisor/filewatch.py's pure part (which folders to watch, which routines a path starts),
+"""supervisor/engine/filewatch.py's pure part (which folders to watch, which routines a path
+starts),
 and the real inotify reading a close-write."""
 
 from __future__ import annotations
@@ -7,7 +8,7 @@ import time
 from pathlib import Path
 
 from routines.spec.loader import load_text
-from supervisor.filewatch import IN_CLOSE_WRITE, Inotify, matching, ours, watched_dirs
+from supervisor.engine.filewatch import IN_CLOSE_WRITE, Inotify, matching, ours, watched_dirs
 
 TEXT = """[routine]
 kind = "command"

@@ -1,4 +1,5 @@
-"""A finished run's ledger end, notifications and last-run.json as data (supervisor/finish.py's
+"""A finished run's ledger end, notifications and last-run.json as data
+(supervisor/engine/finish.py's
 pure builders): no ledger, no files. tests/supervisor/test_record.py runs finish_run whole."""
 
 from __future__ import annotations
@@ -9,8 +10,8 @@ from pathlib import Path
 from ipc import Result
 from routines.runs import Outcome, RunStatus, Trigger
 from routines.spec.loader import load_text
-from supervisor.finish import end_notifications, last_run_json, run_end
-from supervisor.spawn import UsageTotals, WorkerOutcome
+from supervisor.engine.finish import end_notifications, last_run_json, run_end
+from supervisor.engine.spawn import UsageTotals, WorkerOutcome
 
 T0 = datetime(2026, 12, 2, 9, 0, tzinfo=UTC)
 

@@ -1,4 +1,5 @@
-"""The forkserver (worker/forkserver.py, supervisor/forkserver.py): a worker it forks starts in
+"""The forkserver (worker/forkserver.py, supervisor/engine/forkserver.py): a worker it forks starts
+in
 the state a spawned one would (every line of the invariant in worker/forkserver.py, compared
 field by field against a real spawn made in the same test), its control socket answers only
 the daemon that started it, it keeps no key, and the spawner falls back to a plain spawn, and
@@ -23,15 +24,15 @@ from typing import Any
 import psutil
 import pytest
 
-from supervisor.forkserver import (
+from supervisor.engine.forkserver import (
     KEEP_WARM_SEC,
     ForkServer,
     ForkState,
     forkserver_env,
     wanted,
 )
-from supervisor.runlog import RunLog
-from supervisor.spawn import WorkerProcess, worker_env
+from supervisor.engine.runlog import RunLog
+from supervisor.engine.spawn import WorkerProcess, worker_env
 from tests.supervisor.daemonkit import REPO
 from tests.supervisor.test_spawn import BARE_FORKSERVER, FAKE, make_job, started_forkserver
 
@@ -299,9 +300,8 @@ def test_a_daemon_forks_a_run_while_one_is_due_and_still_never_loads_the_sdk(
     minute keeps the forkserver up; a run then is forked (the daemon's log says so)
     and talks to the fake Anthropic server; the daemon still has neither the SDK nor `worker`
     loaded (its `ping` report and /proc/PID/maps, as test_daemon_agent.py checks them)."""
-    from fakes import FakeAnthropic
-    from fakes import anthropic_replies as A
-
+    from tests.fakes import FakeAnthropic
+    from tests.fakes import anthropic_replies as A
     from tests.supervisor.daemonkit import DaemonProcess, command_routine, write_routine
     from tests.supervisor.test_daemon_agent import API_KEY, agent_routine
 

@@ -20,10 +20,10 @@ from routines.runs import RunStatus, Trigger
 from routines.schedule.tz import machine_timezone
 from routines.spec.config import LedgerSettings
 from routines.spec.paths import paths
-from supervisor import housekeeping
-from supervisor.clock import FakeClock
-from supervisor.housekeeping import BATCH_ROWS, Housekeeper
-from supervisor.retention import cutoffs, prune_routine, routine_dirs
+from supervisor.engine import housekeeping
+from supervisor.engine.clock import FakeClock
+from supervisor.engine.housekeeping import BATCH_ROWS, Housekeeper
+from supervisor.engine.retention import cutoffs, prune_routine, routine_dirs
 
 NOW = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
 OLD_OUT = "2026-08-01-0600.md"  # 124 days before NOW

@@ -18,8 +18,8 @@ import pytest
 from routines.ledger import Ledger, LedgerUnavailable, Unavailable
 from routines.runs import RunEnd, RunStatus, Trigger
 from routines.spec.config import LedgerSettings
-from supervisor.clock import SystemClock
-from supervisor.housekeeping import IDLE_PAUSE_SEC, START_DELAY_SEC, Housekeeper, retry_after
+from supervisor.engine.clock import SystemClock
+from supervisor.engine.housekeeping import IDLE_PAUSE_SEC, START_DELAY_SEC, Housekeeper, retry_after
 from tests.supervisor.daemonkit import REPO
 
 SCRIPT = r"""
@@ -29,8 +29,8 @@ from pathlib import Path
 from routines.spec.config import LedgerSettings
 from routines.ledger import Ledger
 from routines.runs import RunEnd, RunStatus, Trigger
-from supervisor.clock import SystemClock
-from supervisor.housekeeping import Housekeeper
+from supervisor.engine.clock import SystemClock
+from supervisor.engine.housekeeping import Housekeeper
 
 d = Path(sys.argv[1])
 ledger = Ledger(d / "ledger.db")

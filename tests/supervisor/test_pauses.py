@@ -1,11 +1,11 @@
-"""supervisor/pauses.py's decision for a paused run, from its request's state (pure)."""
+"""supervisor/engine/pauses.py's decision for a paused run, from its request's state (pure)."""
 
 from __future__ import annotations
 
 import pytest
 
 from routines.proposals import Proposal, ProposalState
-from supervisor.pauses import Verb, answer_of, step, waiting_reason
+from supervisor.engine.pauses import Verb, answer_of, step, waiting_reason
 
 NOW = "2026-12-07T15:00:00+00:00"
 

@@ -13,15 +13,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fakes import FakeNtfy
 
 from routines.spec.config import NtfySettings
 from routines.spec.loader import load_text
 from routines.spec.paths import Paths
-from supervisor import phone
-from supervisor.finish import Notification, proposal_notifications
-from supervisor.pauses import expired_note
+from supervisor.engine import phone
+from supervisor.engine.finish import Notification, proposal_notifications
+from supervisor.engine.pauses import expired_note
 from tests.dashboard.squatkit import Squat
+from tests.fakes import FakeNtfy
 
 TOKEN = "tk_s3cretNtfyToken0123456789"
 DASHBOARD = "https://laptop.tailnet.example:8742"

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from routines.runs import parse_slot_id, slot_id
 from routines.schedule import Slot
 from routines.spec import Missed
-from supervisor.plan import GRACE, MISSED_CAP, Action, PlanDecision, plan_routine
+from supervisor.engine.plan import GRACE, MISSED_CAP, Action, PlanDecision, plan_routine
 
 T0 = datetime(2026, 12, 2, 6, 0, tzinfo=UTC)
 

@@ -24,11 +24,11 @@ from routines.spec import Routine
 from routines.spec.config import Config
 from routines.spec.paths import paths
 from routines.spec.registry import scan
-from supervisor.clock import FakeClock
-from supervisor.finish import Notification
-from supervisor.owner import process_identity
-from supervisor.pool import Busy, Pool
-from supervisor.scheduler import Pending
+from supervisor.engine.clock import FakeClock
+from supervisor.engine.finish import Notification
+from supervisor.engine.owner import process_identity
+from supervisor.engine.pool import Busy, Pool
+from supervisor.engine.scheduler import Pending
 from tests.supervisor.daemonkit import command_routine, write_routine
 from tests.supervisor.fakespawn import FakeSpawner, settle
 
@@ -338,7 +338,7 @@ def test_a_queued_run_whose_next_slot_comes_due_skips_it() -> None:
     """(Was test_daemon_overlap.py's subprocess test of the same name: the scheduler's claims
     handed to the pool as a daemon's tick does, every assertion kept.)"""
     from routines.runs import slot_id
-    from supervisor.scheduler import Scheduler
+    from supervisor.engine.scheduler import Scheduler
 
     routines("blocker", "waiter")
     first, second = T0, T0 + timedelta(minutes=1)

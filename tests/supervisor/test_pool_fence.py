@@ -1,9 +1,9 @@
-"""A fleet's pool fences its runs (supervisor/pool.py `fence`, `leases_renewed`), on a
+"""A fleet's pool fences its runs (supervisor/engine/pool.py `fence`, `leases_renewed`), on a
 FakeSpawner and a fake lease book: each worker is told its lease's deadline when it starts
 and at each renewal, and a run whose lease a renewal found gone is stopped at once and
 recorded `interrupted (lease lost)`, never `ok`; a waiting one is dropped the same way. The
-fleet's own timing decisions (supervisor/fleetplan.py `fence`, `lost_leases`, and
-supervisor/fleet.py LeaseBook) on a fake clock."""
+fleet's own timing decisions (supervisor/fleet/plan.py `fence`, `lost_leases`, and
+supervisor/fleet/member.py LeaseBook) on a fake clock."""
 
 from __future__ import annotations
 
@@ -15,11 +15,11 @@ from routines.ledger import Ledger
 from routines.runs import RunStatus
 from routines.spec.config import Config
 from routines.spec.paths import paths
-from supervisor.clock import FakeClock
-from supervisor.fleet import LeaseBook, Renewal
-from supervisor.fleetplan import fence, lost_leases
-from supervisor.pool import Pool
-from supervisor.spawn import StopReason
+from supervisor.engine.clock import FakeClock
+from supervisor.engine.pool import Pool
+from supervisor.engine.spawn import StopReason
+from supervisor.fleet.member import LeaseBook, Renewal
+from supervisor.fleet.plan import fence, lost_leases
 from tests.supervisor.fakespawn import FakeSpawner, settle
 from tests.supervisor.test_pool import ME, T0, routines, run
 

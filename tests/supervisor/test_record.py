@@ -1,4 +1,5 @@
-"""What happens after a worker ends (supervisor/finish.py), on a real ledger and real files: the
+"""What happens after a worker ends (supervisor/engine/finish.py), on a real ledger and real files:
+the
 final status, the output moved in by rename, last-run.json, the failure streak and the
 notifications; and the pool's refusal of a run whose day's budget is spent, which starts no worker.
 """
@@ -22,12 +23,12 @@ from routines.spec.config import Config
 from routines.spec.paths import paths
 from routines.spec.registry import scan
 from routines.store import read_json
-from supervisor.clock import FakeClock
-from supervisor.finish import Notification, final_status, finish_run, notifications_for
-from supervisor.limits import REPORT_GRACE_SEC, allowance_for, run_limit
-from supervisor.pool import Pool
-from supervisor.scheduler import Pending
-from supervisor.spawn import StopReason, UsageTotals, WorkerOutcome
+from supervisor.engine.clock import FakeClock
+from supervisor.engine.finish import Notification, final_status, finish_run, notifications_for
+from supervisor.engine.limits import REPORT_GRACE_SEC, allowance_for, run_limit
+from supervisor.engine.pool import Pool
+from supervisor.engine.scheduler import Pending
+from supervisor.engine.spawn import StopReason, UsageTotals, WorkerOutcome
 from tests.supervisor.daemonkit import command_routine, write_routine
 
 T0 = datetime(2026, 12, 2, 9, 0, tzinfo=UTC)
@@ -319,7 +320,7 @@ def test_a_run_whose_day_is_spent_is_refused_without_a_worker(
 
 
 def test_a_file_output_path_expands_date_and_home(monkeypatch: pytest.MonkeyPatch) -> None:
-    from supervisor.finish import file_output_path
+    from supervisor.engine.finish import file_output_path
 
     monkeypatch.setenv("HOME", "/home/ana")
     out = WorkerOutcome(

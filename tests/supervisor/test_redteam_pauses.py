@@ -16,12 +16,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from fakes import FakeOllama, Recorded, Reply
-from fakes import ollama_replies as O
 
 from routines import proposals
 from routines.ledger import Ledger
 from routines.spec.paths import paths
+from tests.fakes import FakeOllama, Recorded, Reply
+from tests.fakes import ollama_replies as O
 from tests.supervisor.daemonkit import DaemonProcess, rows, wait_for, write_routine
 
 pytestmark = pytest.mark.slow  # a real daemon, real workers

@@ -26,7 +26,7 @@ import pytest
 
 from ipc import Hello, encode
 from routines.spec.paths import paths
-from supervisor.control import MAX_CLIENTS
+from supervisor.control.server import MAX_CLIENTS
 from tests.supervisor.daemonkit import DaemonProcess, command_routine, rows, wait_for, write_routine
 
 pytestmark = pytest.mark.slow  # real daemons: make test-fast leaves these out

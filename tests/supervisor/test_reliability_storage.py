@@ -250,8 +250,8 @@ def test_a_damaged_ledger_is_a_pause_that_says_move_it_aside_not_a_restart_loop(
 def test_a_ledger_first_opened_after_start_is_held_from_then_on(tmp_path: Path) -> None:
     """A daemon started on a full disk opens its ledger later: from then on a replacement of
     that file stops scheduling like one of a ledger opened at start."""
-    from supervisor.health import Ground, Health
-    from supervisor.owner import file_id
+    from supervisor.engine.health import Ground, Health
+    from supervisor.engine.owner import file_id
 
     path = tmp_path / "ledger.db"
     opened: list[tuple[int, int] | None] = [None]

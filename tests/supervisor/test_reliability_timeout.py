@@ -12,9 +12,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from fakes import FakeOllama
-from fakes import ollama_replies as O
 
+from tests.fakes import FakeOllama
+from tests.fakes import ollama_replies as O
 from tests.supervisor.daemonkit import (
     DaemonProcess,
     command_routine,

@@ -11,13 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fakes import FakeAnthropic, Recorded, Reply
-from fakes import anthropic_replies as A
 
 from routines import conversation
 from routines.conversation import Role
 from routines.spec.paths import paths
 from supervisor.client import DaemonError
+from tests.fakes import FakeAnthropic, Recorded, Reply
+from tests.fakes import anthropic_replies as A
 from tests.supervisor.daemonkit import DaemonProcess, command_routine, rows, wait_for, write_routine
 
 pytestmark = pytest.mark.slow  # real daemons and worker runs: make test-fast leaves these out

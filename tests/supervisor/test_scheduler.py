@@ -12,14 +12,13 @@ from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from helpers import identity
-
 from routines.ledger import Ledger
 from routines.spec.paths import paths
 from routines.spec.registry import Registry, scan
-from supervisor.clock import FakeClock
-from supervisor.plan import MISSED_CAP
-from supervisor.scheduler import Scheduler
+from supervisor.engine.clock import FakeClock
+from supervisor.engine.plan import MISSED_CAP
+from supervisor.engine.scheduler import Scheduler
+from tests.helpers import identity
 from tests.supervisor.daemonkit import REPO, command_routine, sid, write_routine
 
 T0 = datetime(2026, 12, 2, 9, 0, tzinfo=UTC)

@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from supervisor.cli.completions import render
-from supervisor.distro import Family
-from supervisor.setupplan import (
+from supervisor.cli.distro import Family
+from supervisor.cli.setupplan import (
     COMPLETION_MARK,
     SECRETS_README,
     Facts,

@@ -22,11 +22,11 @@ from routines.runs import Trigger
 from routines.spec.config import Config
 from routines.spec.paths import paths
 from routines.spec.registry import scan
-from supervisor import spawn
-from supervisor.forkserver import ForkServer, ForkState
-from supervisor.jobs import build_job
-from supervisor.runlog import RunLog, read_log
-from supervisor.spawn import StopReason, WorkerOutcome, WorkerProcess, worker_env
+from supervisor.engine import spawn
+from supervisor.engine.forkserver import ForkServer, ForkState
+from supervisor.engine.jobs import build_job
+from supervisor.engine.runlog import RunLog, read_log
+from supervisor.engine.spawn import StopReason, WorkerOutcome, WorkerProcess, worker_env
 from tests.supervisor.daemonkit import REPO, command_routine, processes_with_cmdline, write_routine
 
 FAKE = str(REPO / "tests/supervisor/fakeworker.py")

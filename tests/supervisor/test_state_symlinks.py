@@ -12,8 +12,8 @@ import pytest
 
 from ipc import Event, EventKind
 from routines.store import open_beneath, read_regular
-from supervisor.jobs import read_memory
-from supervisor.runlog import RunLog, read_log
+from supervisor.engine.jobs import read_memory
+from supervisor.engine.runlog import RunLog, read_log
 
 
 @pytest.fixture

@@ -6,9 +6,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from routines.ledger import LedgerUnavailable, Unavailable
-from supervisor.finish import Notification
-from supervisor.health import Ground, Health
-from supervisor.statusline import status_line
+from supervisor.engine.finish import Notification
+from supervisor.engine.health import Ground, Health
+from supervisor.engine.statusline import status_line
 
 NOW = datetime(2026, 12, 2, 9, 0, tzinfo=UTC)
 

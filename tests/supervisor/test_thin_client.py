@@ -1,4 +1,4 @@
-"""The thin client (supervisor/cli/thinclient.py, supervisor/answers.py): `list`, `status`,
+"""The thin client (supervisor/cli/thinclient.py, supervisor/control/answers.py): `list`, `status`,
 `history` and `cost` asked of a real daemon print, byte for byte, what the same command
 prints run in-process, and the client's start-up imports almost nothing."""
 

@@ -1,4 +1,4 @@
-"""Which changes of a routine file carry an enable/disable along (supervisor/toggle.py
+"""Which changes of a routine file carry an enable/disable along (supervisor/engine/toggle.py
 `file_edits`), on real files scanned as the daemon scans them, and the ledger moving the
 binding as the daemon does on each refresh."""
 
@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from routines.ledger import Ledger, is_enabled
 from routines.spec.paths import paths
 from routines.spec.registry import scan
-from supervisor.toggle import file_edits, set_enabled, unbound
+from supervisor.engine.toggle import file_edits, set_enabled, unbound
 from tests.supervisor.daemonkit import command_routine, write_routine
 
 NOW = datetime(2026, 12, 7, 9, 0, tzinfo=UTC)

@@ -1,4 +1,5 @@
-"""supervisor/triggers.py on the memory ledger (the contract's reference store) and a real SQLite
+"""supervisor/engine/triggers.py on the memory ledger (the contract's reference store) and a real
+SQLite
 file: events claimed like slots, coalesced while busy, `after` read from the ledger."""
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from routines.runs import Outcome, RunEnd, RunStatus, Trigger, slot_id
 from routines.spec.loader import load_text
 from routines.spec.registry import Entry, Registry
 from routines.spec.routine import Origin
-from supervisor.triggers import (
+from supervisor.engine.triggers import (
     TriggerBook,
     after_since,
     coalesce,

@@ -12,7 +12,7 @@ from routines.ledger import RunRow
 from routines.ledger.rundays import COUNTERS, DaySummary
 from routines.proposals import Proposal, ProposalState
 from routines.runs import Outcome, RunStatus, Trigger
-from supervisor.limits import strike_reason
+from supervisor.engine.limits import strike_reason
 from supervisor.overview import RoutineRow
 from supervisor.views import brief, cost, history, listing
 from supervisor.views import status as status_view

@@ -9,8 +9,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fakes import FakeAnthropic, FakeOllama
-from worker_harness import API_KEY, worker_env
+
+from tests.fakes import FakeAnthropic, FakeOllama
+from tests.worker.worker_harness import API_KEY, worker_env
 
 
 @pytest.fixture

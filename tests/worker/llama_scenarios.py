@@ -20,10 +20,11 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
-from fakes import openai_replies as OA
-from fakes.recorded import Inject
-from fakes.server import Recorded, Reply
-from worker_harness import WorkerRun, make_job, routine_toml, run_worker, worker_env
+
+from tests.fakes import openai_replies as OA
+from tests.fakes.recorded import Inject
+from tests.fakes.server import Recorded, Reply
+from tests.worker.worker_harness import WorkerRun, make_job, routine_toml, run_worker, worker_env
 
 __all__ = ["SCENARIOS", "Scenario", "server_usage"]
 

@@ -9,8 +9,9 @@ from typing import Any
 
 import anthropic
 import pytest
-from fakes import FakeAnthropic, Reply
-from fakes import anthropic_replies as A
+
+from tests.fakes import FakeAnthropic, Reply
+from tests.fakes import anthropic_replies as A
 
 HI: Any = [{"role": "user", "content": "hi"}]
 

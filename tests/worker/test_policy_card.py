@@ -11,7 +11,6 @@ import os
 from pathlib import Path
 
 import pytest
-from helpers import AGENT, write
 
 from routines.policy import ScopeKind, host_policy
 from routines.spec import Routine
@@ -24,6 +23,7 @@ from sandbox.host import SYSTEM_DIRS, Host
 from sandbox.netns import proxy_env
 from sandbox.policy import ENV_NAMES
 from supervisor.cli.commands.capabilities import card, card_lines
+from tests.helpers import AGENT, write
 from worker.mcptools import server_policy
 from worker.shellpolicy import shell_policy_for
 

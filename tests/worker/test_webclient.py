@@ -11,10 +11,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from fakes import FakeOllama, FakeServer, Reply
-from fakes import ollama_replies as O
-from worker_harness import make_job, routine_toml, run_worker
 
+from tests.fakes import FakeOllama, FakeServer, Reply
+from tests.fakes import ollama_replies as O
+from tests.worker.worker_harness import make_job, routine_toml, run_worker
 from worker import webclient
 from worker.connector import WEBHOOK as HOOK
 from worker.output import post_webhook

@@ -7,13 +7,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from fakes import FakeAnthropic, FakeOllama
-from fakes import anthropic_replies as A
-from fakes import ollama_replies as O
-from worker_harness import make_job, routine_toml, run_worker
 
 from ipc import Job
 from routines.spec import OnExceed
+from tests.fakes import FakeAnthropic, FakeOllama
+from tests.fakes import anthropic_replies as A
+from tests.fakes import ollama_replies as O
+from tests.worker.worker_harness import make_job, routine_toml, run_worker
 from worker import budget
 from worker.budget import PremiumAllowance, SpendCheck
 

@@ -15,9 +15,9 @@ import time
 from pathlib import Path
 
 import pytest
-from worker_harness import command_toml, make_job, spawn
 
 from ipc import Hello, LineReader, Result, RunStatus, encode
+from tests.worker.worker_harness import command_toml, make_job, spawn
 
 pytestmark = pytest.mark.slow
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import pytest
-from fakes import FakeOllama
-from fakes import ollama_replies as O
 
 from routines.spec.providers import ProviderKind, ProviderSettings
 from tests.dashboard.squatkit import Squat
+from tests.fakes import FakeOllama
+from tests.fakes import ollama_replies as O
 from worker import connector, webclient
 from worker.providers.base import Conversation, ProviderError, UserTurn
 

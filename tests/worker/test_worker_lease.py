@@ -14,9 +14,9 @@ from pathlib import Path
 import psutil
 import pytest
 from msgspec.structs import replace
-from worker_harness import command_toml, make_job, spawn
 
 from ipc import Hello, Lease, LineReader, Message, Result, RunStatus, encode, lease_clock
+from tests.worker.worker_harness import command_toml, make_job, spawn
 from worker.lease import POLL_SEC, LeaseWatch, lapsed, next_look
 
 

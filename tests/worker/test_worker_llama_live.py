@@ -24,11 +24,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fakes.recorded import FIXTURES, Recorder, save
-from llama_scenarios import MODEL, SCENARIOS, Scenario, server_usage
 
 from routines.spec.paths import paths
+from tests.fakes.recorded import FIXTURES, Recorder, save
 from tests.supervisor.daemonkit import DaemonProcess, rows, write_routine
+from tests.worker.llama_scenarios import MODEL, SCENARIOS, Scenario, server_usage
 
 pytestmark = pytest.mark.skipif(
     os.environ.get("VINOS_TEST_MODELS") != "1",

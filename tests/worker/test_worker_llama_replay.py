@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fakes import openai_replies as OA
-from fakes.recorded import FIXTURES, Replay, load, request_mismatches
-from llama_scenarios import SCENARIOS, Scenario
+
+from tests.fakes import openai_replies as OA
+from tests.fakes.recorded import FIXTURES, Replay, load, request_mismatches
+from tests.worker.llama_scenarios import SCENARIOS, Scenario
 
 RECORDED = {p.stem for p in FIXTURES.glob("*.json")}
 

@@ -25,12 +25,13 @@ from pathlib import Path
 
 import msgspec
 import pytest
-from fakes import FakeAnthropic, FakeOllama, FakeOpenAI
-from fakes import anthropic_replies as A
-from fakes import ollama_replies as O
-from fakes import openai_replies as OA
-from fakes.server import Recorded, Reply
-from worker_harness import (
+
+from tests.fakes import FakeAnthropic, FakeOllama, FakeOpenAI
+from tests.fakes import anthropic_replies as A
+from tests.fakes import ollama_replies as O
+from tests.fakes import openai_replies as OA
+from tests.fakes.server import Recorded, Reply
+from tests.worker.worker_harness import (
     API_KEY,
     TIME,
     make_job,

@@ -24,11 +24,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fakes import FakeAnthropic, FakeOllama
-from fakes import anthropic_replies as A
-from fakes import ollama_replies as O
-from worker_harness import API_KEY, make_job, marked_processes, mcp_toml, run_worker
 
+from tests.fakes import FakeAnthropic, FakeOllama
+from tests.fakes import anthropic_replies as A
+from tests.fakes import ollama_replies as O
+from tests.worker.worker_harness import API_KEY, make_job, marked_processes, mcp_toml, run_worker
 from worker.mcptools import RESULT_CAP
 
 pytestmark = [pytest.mark.usefixtures("not_root"), pytest.mark.slow]

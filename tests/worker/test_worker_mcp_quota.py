@@ -13,12 +13,12 @@ from pathlib import Path
 
 import msgspec
 import pytest
-from fakes import FakeOllama
-from fakes import ollama_replies as O
-from fakes.server import Recorded, Reply
-from worker_harness import make_job, marked_processes, mcp_toml, run_worker
 
 from sandbox.limits import MiB
+from tests.fakes import FakeOllama
+from tests.fakes import ollama_replies as O
+from tests.fakes.server import Recorded, Reply
+from tests.worker.worker_harness import make_job, marked_processes, mcp_toml, run_worker
 
 pytestmark = [pytest.mark.usefixtures("not_root"), pytest.mark.slow]
 

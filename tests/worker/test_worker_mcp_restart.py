@@ -14,11 +14,17 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from fakes import FakeOllama
-from fakes import ollama_replies as O
-from fakes.server import Recorded, Reply
-from worker_harness import make_job, marked_processes, mcp_toml, run_worker, time_server
 
+from tests.fakes import FakeOllama
+from tests.fakes import ollama_replies as O
+from tests.fakes.server import Recorded, Reply
+from tests.worker.worker_harness import (
+    make_job,
+    marked_processes,
+    mcp_toml,
+    run_worker,
+    time_server,
+)
 from worker.mcptools import MAX_RESTARTS, Lost, may_restart
 
 

@@ -11,14 +11,14 @@ import textwrap
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from fakes import FakeAnthropic, FakeOllama
-from fakes import anthropic_replies as A
-from fakes import ollama_replies as O
 from hypothesis import given
 from hypothesis import strategies as st
-from worker_harness import REPO, make_job, routine_toml, run_worker, spawn, worker_env
 
 from ipc import Hello, encode
+from tests.fakes import FakeAnthropic, FakeOllama
+from tests.fakes import anthropic_replies as A
+from tests.fakes import ollama_replies as O
+from tests.worker.worker_harness import REPO, make_job, routine_toml, run_worker, spawn, worker_env
 from worker import memory, prompts
 
 LONG = "Three meetings today; the release is blocked on review. " * 8

@@ -14,12 +14,12 @@ from typing import Any
 
 import msgspec
 import pytest
-from fakes import FakeOllama, FakeOpenAI
-from fakes import ollama_replies as O
-from fakes import openai_replies as OA
-from worker_harness import WorkerRun, make_job, routine_toml, run_worker, worker_env
 
 from routines.spec.providers import ProviderKind, ProviderSettings
+from tests.fakes import FakeOllama, FakeOpenAI
+from tests.fakes import ollama_replies as O
+from tests.fakes import openai_replies as OA
+from tests.worker.worker_harness import WorkerRun, make_job, routine_toml, run_worker, worker_env
 from worker.providers import openai as oa
 from worker.providers.base import Stop
 
@@ -535,8 +535,7 @@ def test_streamed_text_arrives_before_the_reply_ends(server: FakeOpenAI) -> None
     a client that waited for the whole body would never open the gate."""
     import threading
 
-    from fakes import Reply
-
+    from tests.fakes import Reply
     from worker.providers.base import Conversation, UserTurn
 
     wait = 10.0
@@ -665,8 +664,7 @@ def test_a_reply_past_the_cap_is_cut_not_buffered(
     """The SDK reads the body itself, so the cap is kept on the wire (webclient's
     DeadlineBackend.left): one endless event line ends the call at the cap, it is never
     gathered whole. The cap is lowered to 1 MiB here so the test sends 2 MiB, not 64."""
-    from fakes.server import Reply
-
+    from tests.fakes.server import Reply
     from worker import webclient
     from worker.providers.base import ProviderError
 
@@ -684,8 +682,7 @@ def test_a_compressed_reply_is_refused_unread(server: FakeOpenAI) -> None:
     refused before it is read, with the reason."""
     import gzip
 
-    from fakes.server import Reply
-
+    from tests.fakes.server import Reply
     from worker.providers.base import ProviderError
 
     body = gzip.compress(json.dumps({"choices": []}).encode())

@@ -12,10 +12,18 @@ from typing import Any
 
 import msgspec
 import pytest
-from fakes import FakeAnthropic, FakeOpenAI
-from fakes import anthropic_replies as A
-from fakes import openai_replies as OA
-from worker_harness import API_KEY, WorkerRun, make_job, routine_toml, run_worker, worker_env
+
+from tests.fakes import FakeAnthropic, FakeOpenAI
+from tests.fakes import anthropic_replies as A
+from tests.fakes import openai_replies as OA
+from tests.worker.worker_harness import (
+    API_KEY,
+    WorkerRun,
+    make_job,
+    routine_toml,
+    run_worker,
+    worker_env,
+)
 
 CONFIDENT = "Three meetings today, two pull requests need review, inbox is quiet. " * 6
 PREMIUM = "Premium brief: " + "everything is in order and here is the detail. " * 6

@@ -1,4 +1,4 @@
-"""The sandbox probe, run once by the daemon (supervisor/probecache.py) and handed to each
+"""The sandbox probe, run once by the daemon (supervisor/engine/probecache.py) and handed to each
 worker in its job (ipc Job.sandbox_probe), which takes it as its own (worker/main.py): a real
 probe in a child Python, real workers running a command routine."""
 
@@ -10,10 +10,10 @@ import stat
 from pathlib import Path
 
 from msgspec.structs import replace
-from worker_harness import command_toml, make_job, run_worker
 
 from ipc import Job
-from supervisor.probecache import ProbeCache
+from supervisor.engine.probecache import ProbeCache
+from tests.worker.worker_harness import command_toml, make_job, run_worker
 
 BWRAP = "/usr/bin/bwrap"
 

@@ -14,10 +14,13 @@ from pathlib import Path
 
 import psutil
 import pytest
-from fakes import FakeOllama, FakeServer, Reply
-from fakes import ollama_replies as O
 from msgspec.structs import replace
-from worker_harness import (
+
+from ipc import Hello, LineReader, Message, Result, encode
+from routines.runs import RunStatus
+from tests.fakes import FakeOllama, FakeServer, Reply
+from tests.fakes import ollama_replies as O
+from tests.worker.worker_harness import (
     REPO,
     WorkerRun,
     command_toml,
@@ -27,9 +30,6 @@ from worker_harness import (
     spawn,
     worker_env,
 )
-
-from ipc import Hello, LineReader, Message, Result, encode
-from routines.runs import RunStatus
 
 LONG = "Here is the brief for today, with every detail that matters to you. " * 6
 

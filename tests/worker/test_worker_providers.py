@@ -9,12 +9,19 @@ import socket
 from pathlib import Path
 
 import pytest
-from fakes import FakeAnthropic, FakeOllama, Reply
-from fakes import anthropic_replies as A
-from fakes import ollama_replies as O
-from worker_harness import API_KEY, WorkerRun, make_job, routine_toml, run_worker, worker_env
 
 from ipc import Job
+from tests.fakes import FakeAnthropic, FakeOllama, Reply
+from tests.fakes import anthropic_replies as A
+from tests.fakes import ollama_replies as O
+from tests.worker.worker_harness import (
+    API_KEY,
+    WorkerRun,
+    make_job,
+    routine_toml,
+    run_worker,
+    worker_env,
+)
 from worker.providers import ollama
 from worker.providers.base import (
     AssistantTurn,

@@ -9,13 +9,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from fakes import FakeAnthropic, FakeOllama, Reply
-from fakes import anthropic_replies as A
-from fakes import ollama_replies as O
-from worker_harness import WorkerRun, make_job, routine_toml, run_worker
 
 from routines.runs import Trigger
 from routines.spec import AgentSpec, Escalation
+from tests.fakes import FakeAnthropic, FakeOllama, Reply
+from tests.fakes import anthropic_replies as A
+from tests.fakes import ollama_replies as O
+from tests.worker.worker_harness import WorkerRun, make_job, routine_toml, run_worker
 from worker import prompts, router
 
 CONFIDENT = "Three meetings today, two pull requests need review, inbox is quiet. " * 6

@@ -6,7 +6,7 @@ there, in any spelling that lands on loopback (`127.1`, `0177.0.0.1`, `[::ffff:1
 resolved, never read off the URL). The run must fail before a byte goes to it (prompts, file
 contents, an API key, a webhook's token), naming the URL, what it resolved to, the owner and
 the fix (worker/connector.py). An /etc/hosts alias is the same chain through the resolver;
-a test cannot write /etc/hosts, so tests/test_connector.py injects one. The normal case, our
+a test cannot write /etc/hosts, so tests/worker/test_connector.py injects one. The normal case, our
 own fake server on 127.0.0.1, is every other worker test (test_worker_openai.py,
 test_worker_tools.py)."""
 
@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
-from fakes import FakeOllama
-from fakes import ollama_replies as O
-from worker_harness import WorkerRun, make_job, routine_toml, run_worker, worker_env
 
 from tests.dashboard.squatkit import SecondUser, Squat
+from tests.fakes import FakeOllama
+from tests.fakes import ollama_replies as O
+from tests.worker.worker_harness import WorkerRun, make_job, routine_toml, run_worker, worker_env
 
 SECOND = "vinos-test2"  # scripts/second-user.sh's user
 KEY = "sk-squat-test-0a1b2c3d"

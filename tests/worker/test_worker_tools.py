@@ -9,12 +9,12 @@ import shlex
 from pathlib import Path
 
 import pytest
-from fakes import FakeAnthropic, FakeOllama
-from fakes import anthropic_replies as A
-from fakes import ollama_replies as O
-from worker_harness import API_KEY, make_job, routine_toml, run_worker, worker_env
 
 from ipc import Job
+from tests.fakes import FakeAnthropic, FakeOllama
+from tests.fakes import anthropic_replies as A
+from tests.fakes import ollama_replies as O
+from tests.worker.worker_harness import API_KEY, make_job, routine_toml, run_worker, worker_env
 
 LONG = "Here is the brief for today, with every detail that matters to you. " * 6
 

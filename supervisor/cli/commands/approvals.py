@@ -4,7 +4,7 @@ A run may only *propose* a routine's declared actions (routines/proposals.py); t
 are how the person decides. `approve` shows the exact command and the whole input, asks on a
 terminal, then runs `python -m worker.actioncmd ID`, which claims the proposal (one decision
 per proposal, even with two `approve` racing) and runs it in the routine's sandbox. Both then
-wake a running daemon: a run paused for this answer goes on (supervisor/pauses.py).
+wake a running daemon: a run paused for this answer goes on (supervisor/engine/pauses.py).
 
 What is approved is said again right above the question (`reminder`): the action, the
 command, the input's size and line count and its first lines. A long input scrolls the top
@@ -296,13 +296,14 @@ def _state_words(found: Any) -> str:
 
 def _exec_action(proposal_id: int) -> int:
     """Run the action runner (python -m worker.actioncmd) and return its exit status, then
-    tell a running daemon, which resumes the run that paused for it (supervisor/pauses.py)."""
+    tell a running daemon, which resumes the run that paused for it
+    (supervisor/engine/pauses.py)."""
     import subprocess
 
-    from supervisor.approvals import action_argv
+    from supervisor.engine.approvals import action_argv
 
     argv = action_argv(proposal_id)
-    from supervisor.spawn import package_root  # one place knows where our packages are
+    from supervisor.engine.spawn import package_root  # one place knows where our packages are
 
     root = package_root()
     env = dict(os.environ)
@@ -358,7 +359,7 @@ def _paused(found: Any) -> bool:
     from routines.ledger import LedgerError
     from routines.runs import RunStatus
     from routines.spec.paths import paths
-    from supervisor.fleetview import cli_ledger
+    from supervisor.fleet.view import cli_ledger
 
     try:
         with closing(cli_ledger(paths())) as ledger:
@@ -374,7 +375,7 @@ def paused_runs() -> set[str]:
 
     from routines.ledger import LedgerError
     from routines.spec.paths import paths
-    from supervisor.fleetview import cli_ledger
+    from supervisor.fleet.view import cli_ledger
 
     try:
         with closing(cli_ledger(paths())) as ledger:

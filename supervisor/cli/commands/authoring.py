@@ -160,7 +160,7 @@ def ensure_disabled(p: Paths, routine: Routine) -> None:
     name (an override, a streak) is cleared: it was for another file."""
     from contextlib import closing
 
-    from supervisor.fleetview import cli_ledger
+    from supervisor.fleet.view import cli_ledger
 
     with closing(cli_ledger(p)) as ledger:
         state = ledger.state(routine.name)
@@ -177,10 +177,10 @@ def ensure_disabled(p: Paths, routine: Routine) -> None:
 
 def keep_state(p: Paths, was: Routine, now: Routine) -> None:
     """The person edited `was` into `now` (`edit`): an override bound to `was` follows it,
-    daemon or none (supervisor/toggle.py says why)."""
+    daemon or none (supervisor/engine/toggle.py says why)."""
     from contextlib import closing
 
-    from supervisor.fleetview import cli_ledger
+    from supervisor.fleet.view import cli_ledger
 
     if was.identity == now.identity:
         return
@@ -208,7 +208,7 @@ def report_saved(p: Paths, routine: Routine, target: Path, verb: str) -> None:
     from contextlib import closing
 
     from supervisor.cli.commands.capabilities import next_run_text, schedule_text
-    from supervisor.fleetview import cli_ledger
+    from supervisor.fleet.view import cli_ledger
     from supervisor.present import color, use_color, visible
 
     c = use_color()

@@ -149,7 +149,7 @@ def _waiting(p: Paths) -> list[Any]:
 
 def _pruned(p: Paths, days: list[date], today: date) -> str | None:
     """A note when a day asked for is past output retention (its outputs were deleted)."""
-    from supervisor.retention import keep_days, pruned_note
+    from supervisor.engine.retention import keep_days, pruned_note
 
     keep = keep_days(p.config_file)
     if min(days) >= today - timedelta(days=keep):

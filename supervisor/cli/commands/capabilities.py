@@ -118,7 +118,7 @@ def on_this_host(routine: Routine) -> Policy:
     from routines.policy import host_policy
     from routines.spec.paths import paths
     from sandbox.policy import DEFAULT_PATH
-    from supervisor.fleetview import config_or_default
+    from supervisor.fleet.view import config_or_default
 
     p = paths()
     settings = config_or_default(p).sandbox

@@ -88,7 +88,7 @@ def ledger_gone_beside_daemon(p: Paths) -> str | None:
     tests/fleet/test_fleet_cli.py, a fresh fleet machine)."""
     if p.ledger.exists():
         return None
-    from supervisor.fleetview import config_or_default
+    from supervisor.fleet.view import config_or_default
 
     if config_or_default(p).fleet is not None:
         return None

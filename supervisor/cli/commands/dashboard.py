@@ -40,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
         if importlib.util.find_spec(m) is None
     ]
     if missing:
-        from supervisor.distro import dashboard_hint, os_release, this_install
+        from supervisor.cli.distro import dashboard_hint, os_release, this_install
 
         hint = dashboard_hint(os_release(), *this_install())
         print(
@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
         return 1
     # Where this program's packages are (a venv, or /usr/lib/vinos-routine for the Arch
     # package, which is not on the default sys.path): the new process looks there first.
-    from supervisor.spawn import package_root
+    from supervisor.engine.spawn import package_root
 
     root = package_root()
     code = (

@@ -112,7 +112,7 @@ def render(rows: dict[str, Any]) -> str:
 
 
 def _worker_part(routine: Routine, gate: bool) -> tuple[dict[str, Any], str | None]:
-    from supervisor.spawn import package_root
+    from supervisor.engine.spawn import package_root
 
     argv = [sys.executable, "-P", "-m", "worker.dryrun", str(routine.source)]
     if gate:

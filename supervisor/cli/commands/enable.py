@@ -36,9 +36,9 @@ def run(args: argparse.Namespace) -> int:
     from routines.schedule import compile_schedule
     from routines.spec.paths import paths
     from supervisor.client import DaemonError, try_daemon
-    from supervisor.fleetview import cli_ledger
+    from supervisor.engine.toggle import set_enabled
+    from supervisor.fleet.view import cli_ledger
     from supervisor.present import when
-    from supervisor.toggle import set_enabled
 
     p = paths()
     try:

@@ -74,7 +74,7 @@ def status(args: argparse.Namespace) -> int:
     from routines.safetext import one_line
     from routines.spec.paths import paths
     from routines.spec.registry import scan
-    from supervisor.fleetview import picture
+    from supervisor.fleet.view import picture
     from supervisor.present import print_json, table
 
     with _fleet_ledger() as ledger:
@@ -133,8 +133,8 @@ def join(args: argparse.Namespace) -> int:
     from routines.ledger.fleetjoin import join as copy_in
     from routines.spec.paths import paths
     from supervisor.client import try_daemon
-    from supervisor.fleet import boot_id, pid_alive
-    from supervisor.owner import version
+    from supervisor.engine.owner import version
+    from supervisor.fleet.member import boot_id, pid_alive
 
     p = paths()
     client = try_daemon(p)

@@ -60,7 +60,7 @@ def _thread(name: str, run_id: str, as_json: bool) -> int:
     from contextlib import closing
 
     from routines.spec.paths import paths
-    from supervisor.fleetview import cli_ledger
+    from supervisor.fleet.view import cli_ledger
     from supervisor.present import print_json_lines
     from supervisor.views.history import gather_thread, thread_json, thread_lines
 

@@ -55,8 +55,8 @@ def run(args: argparse.Namespace) -> int:
     import orjson
 
     from routines.spec.paths import paths
+    from supervisor.engine.runlog import read_log
     from supervisor.present import format_event, use_color
-    from supervisor.runlog import read_log
 
     p = paths()
     try:
@@ -78,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
         if args.run:
             from datetime import UTC, datetime
 
-            from supervisor.retention import keep_days, log_pruned, pruned_note
+            from supervisor.engine.retention import keep_days, log_pruned, pruned_note
 
             keep = keep_days(p.config_file)
             if log_pruned(args.run, keep, datetime.now(UTC)):
@@ -117,7 +117,7 @@ def _follow(
     path: Path | None, runs_dir: Path, seen: int, show: Callable[[dict[str, Any]], None]
 ) -> None:
     """Poll the log (works with or without a daemon) until the run's "end" entry."""
-    from supervisor.runlog import read_log
+    from supervisor.engine.runlog import read_log
 
     while True:
         time.sleep(0.3)

@@ -94,10 +94,11 @@ def run(args: argparse.Namespace) -> int:
 def _forget_override(p: Paths, name: str) -> None:
     """An `enable`/`disable` of the removed file dies with it: whatever file appears under
     the name next (a draft, the system routine again) starts from what it says
-    (supervisor/toggle.py; the binding to the file holds this too, this keeps no row behind)."""
+    (supervisor/engine/toggle.py; the binding to the file holds this too, this keeps no row
+    behind)."""
     from contextlib import closing
 
-    from supervisor.fleetview import cli_ledger
+    from supervisor.fleet.view import cli_ledger
 
     with closing(cli_ledger(p)) as ledger:
         ledger.clear_override(name)

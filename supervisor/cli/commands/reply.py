@@ -1,5 +1,5 @@
 """`vinos-routine reply RUN_ID TEXT`: answer a run. A new manual run of its routine continues
-that run's conversation with TEXT as the next user turn (supervisor/reply.py), streamed like
+that run's conversation with TEXT as the next user turn (supervisor/engine/reply.py), streamed like
 `run`: through the daemon when it is up, in this process otherwise."""
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ def _prepare(p: Any, run_id: str, text: str) -> tuple[Any, Any]:
     from contextlib import closing
 
     from routines.spec import Routine
-    from supervisor.fleetview import cli_ledger
-    from supervisor.reply import ReplyRefused, prepare_reply
+    from supervisor.engine.reply import ReplyRefused, prepare_reply
+    from supervisor.fleet.view import cli_ledger
 
     def routine_of(name: str) -> Routine:
         try:
@@ -59,8 +59,8 @@ def run(args: argparse.Namespace) -> int:
     from supervisor.cli.commands.common import silence_stdout
     from supervisor.cli.commands.run import _daemon_up
     from supervisor.client import DaemonError, try_daemon
+    from supervisor.engine.reply import ReplyRefused
     from supervisor.present import format_event, use_color
-    from supervisor.reply import ReplyRefused
 
     p = paths()
     text = " ".join(args.text)

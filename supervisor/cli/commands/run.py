@@ -180,7 +180,7 @@ def run_here(
         config = load_config(p.config_file)
     except ConfigInvalid as exc:
         return die(f"config.toml is invalid:\n{exc}")
-    from supervisor.inproc import Busy, run_in_process
+    from supervisor.cli.inproc import Busy, run_in_process
 
     if not as_json:
         print(

@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     if show_argv:
         argv.append("--argv")
     argv += ["--", *words]
-    from supervisor.pkgroot import package_root  # one place knows where our packages are
+    from supervisor.engine.pkgroot import package_root  # one place knows where our packages are
 
     root = package_root()
     env = dict(os.environ)

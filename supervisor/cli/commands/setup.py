@@ -2,7 +2,7 @@
 
 Writes the user units pointing at this install and the completions for the user's shell,
 checks what the sandbox, notifications and signing need, and lists the starters. The
-decisions are supervisor/setupplan.py's; this module gathers the facts, prints the plan and
+decisions are supervisor/cli/setupplan.py's; this module gathers the facts, prints the plan and
 writes what it says (never anything else). `--check` only reports.
 """
 
@@ -205,9 +205,9 @@ def gather(env: dict[str, str]) -> Any:
 
     from routines.spec.config import ConfigInvalid, load_config
     from routines.spec.paths import paths
+    from supervisor.cli.distro import family, os_release
+    from supervisor.cli.setupplan import SHELL_ONLY, Facts
     from supervisor.client import daemon_locks, lock_holder
-    from supervisor.distro import family, os_release
-    from supervisor.setupplan import SHELL_ONLY, Facts
     from supervisor.userunits import DAEMON_UNITS, DASHBOARD_UNITS, packaged, unit_dirs
 
     home = Path(env.get("HOME") or os.path.expanduser("~"))
@@ -245,7 +245,7 @@ def gather(env: dict[str, str]) -> Any:
     program = this_program()
     environment = {k: env[k] for k in ("VINOS_HOME", "VINOS_SYSTEM_DIR") if env.get(k)}
     if program[1:] == ("-m", "supervisor"):  # a source tree, not installed: import it from there
-        from supervisor.spawn import package_root  # one place knows where our packages are
+        from supervisor.engine.spawn import package_root  # one place knows where our packages are
 
         environment["PYTHONPATH"] = package_root()
     return Facts(
@@ -323,7 +323,7 @@ def _enabled_agents(p: Any, providers: Any) -> list[Any]:
 
     from routines.ledger import LedgerError, RoutineState, is_enabled
     from routines.spec import Route
-    from supervisor.fleetview import cli_ledger
+    from supervisor.fleet.view import cli_ledger
     from supervisor.source import scan
 
     entries = [
@@ -350,8 +350,8 @@ def _provider_answers(local: list[Any], providers: Any) -> tuple[tuple[Any, ...]
     if not local:
         return (), {}
     from supervisor.cli.commands.validate import connect_rows
+    from supervisor.cli.setupplan import ProviderAnswer
     from supervisor.hostcheck import local_provider_down
-    from supervisor.setupplan import ProviderAnswer
 
     names = {str(e.path): e.name for e in local}
     answers = tuple(
@@ -414,7 +414,7 @@ def _carry_out(to_write: list[Any], facts: Any, env: dict[str, str], quiet: bool
 def run(args: argparse.Namespace) -> int:
     import json
 
-    from supervisor.setupplan import State, next_step, plan
+    from supervisor.cli.setupplan import State, next_step, plan
 
     env = dict(os.environ)
     facts = gather(env)

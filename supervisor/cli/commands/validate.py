@@ -179,7 +179,7 @@ def connect_rows(flags: list[str], files: list[str]) -> list[dict[str, Any]]:
     import subprocess
     import sys
 
-    from supervisor.spawn import package_root  # one place knows where our packages are
+    from supervisor.engine.spawn import package_root  # one place knows where our packages are
 
     argv = [sys.executable, "-P", "-m", "worker.mcpconnect", *flags, "--", *files]
     env = {**os.environ, "PYTHONPATH": package_root()}
@@ -231,7 +231,7 @@ def _check(
 
     if path.name != "config.toml":
         from routines.spec.shape import missing_shape
-        from supervisor.notify import unshown
+        from supervisor.engine.notify import unshown
 
         routine = load_file(path)
         warnings, signature = _signature(path, routine)

@@ -1,0 +1,200 @@
+"""The daemon's control commands: one small async function each, answering with the typed
+replies of `ipc.messages` (the control server puts them on the wire).
+
+They read and change the daemon's state only through the `Controlled` protocol
+(supervisor/control/api.py), never the Daemon class; a command that cannot be done raises
+CommandError (code, message), which the client shows as it is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from typing import TYPE_CHECKING
+
+from ipc import (
+    PROTOCOL,
+    DetachedReply,
+    EnableReply,
+    PingReply,
+    ReloadReply,
+    Request,
+    RunReply,
+    StatusReply,
+)
+from routines.spec import Routine
+from supervisor.control.api import Controlled, Refused
+from supervisor.control.server import CommandError, Connection, Handler
+from supervisor.engine.owner import version
+from supervisor.engine.scheduler import Pending
+
+if TYPE_CHECKING:
+    from supervisor.control.watch import StatusWatch
+    from supervisor.engine.reply import ReplyTo
+
+__all__ = ["Handlers"]
+
+# Modules the daemon must never load: it runs all day, and agent code must not share its process
+# (test_daemon_agent.py::test_the_daemon_never_loads_anthropic_httpx2_or_worker). `ping` reports
+# any.
+_FORBIDDEN = ("anthropic", "httpx", "httpx2", "worker")
+# Loaded only with config.toml's [fleet] (the fleet's tests and the daemon-imports test check).
+_FLEET_ONLY = ("psycopg",)
+
+
+class Handlers:
+    """The control server's table (`table`): command name → handler."""
+
+    def __init__(self, daemon: Controlled, watch: StatusWatch) -> None:
+        self.daemon = daemon
+        self.status_watch = watch  # `status --waybar --follow` (supervisor/control/watch.py)
+
+    async def ping(self, req: Request, conn: Connection) -> PingReply:
+        return PingReply(
+            pid=os.getpid(),
+            version=version(),
+            protocol=PROTOCOL,
+            home=str(self.daemon.paths.home),
+            started_at=self.daemon.started_at.isoformat(),
+            loaded_modules=sorted(m for m in _FORBIDDEN + _FLEET_ONLY if m in sys.modules),
+        )
+
+    async def status(self, req: Request, conn: Connection) -> StatusReply:
+        return self.status_reply()
+
+    def status_reply(self) -> StatusReply:
+        """What `status` answers; also what a command run for a thin client reads."""
+        return self.daemon.snapshot()
+
+    def _routine(self, name: object) -> Routine:
+        if not isinstance(name, str):
+            raise CommandError("usage", "expected a routine name")
+        self.daemon.refresh(rescan=True)
+        entry = self.daemon.registry.get(name)
+        if entry is None:
+            raise CommandError("unknown_routine", self.daemon.registry.unknown(name))
+        if entry.routine is None:
+            errors = "\n".join(str(p) for p in entry.errors)
+            raise CommandError("invalid_routine", f"{name} is invalid:\n{errors}")
+        return entry.routine
+
+    async def _await_run(self, pending: Pending, conn: Connection) -> RunReply:
+        done: asyncio.Future[RunReply] = asyncio.get_running_loop().create_future()
+        pending.listeners.append(conn)
+        pending.on_done.append(done)
+        return await done
+
+    async def run(self, req: Request, conn: Connection) -> RunReply | DetachedReply:
+        refused = self.daemon.refusal()
+        if refused is not None:
+            raise CommandError(refused.code, refused.message)
+        reply = None
+        if req.cmd == "reply":
+            r, reply = self._reply_to(req)
+        else:
+            r = self._routine(req.args.get("name"))
+        detach = bool(req.args.get("detach"))
+        try:
+            pending, done = self.daemon.submit(
+                r,
+                listener=None if detach else conn,
+                reply=reply,
+                debug=bool(req.args.get("debug")),
+            )
+        except Refused as exc:
+            raise CommandError(exc.code, exc.message) from None
+        if detach:
+            return DetachedReply(pending.run_id)
+        return await done
+
+    def _reply_to(self, req: Request) -> tuple[Routine, ReplyTo]:
+        """`reply`: the parent run's routine (its current version) and the checked reply."""
+        from supervisor.engine.reply import ReplyRefused, prepare_reply
+
+        try:
+            return prepare_reply(
+                self.daemon.ledger,
+                self.daemon.paths,
+                self._routine,
+                req.args.get("run_id"),
+                req.args.get("text"),
+            )
+        except ReplyRefused as exc:
+            raise CommandError("reply_refused", str(exc)) from None
+
+    async def follow(self, req: Request, conn: Connection) -> RunReply:
+        run_id = req.args.get("run_id")
+        name = req.args.get("name")
+        if not run_id and isinstance(name, str):
+            run_id = self.daemon.active_run_of(name)
+        if not isinstance(run_id, str):
+            raise CommandError("not_running", f"{name or 'that routine'} is not running now")
+        pending = self.daemon.find(run_id)
+        if pending is None:
+            fin = self.daemon.finished(run_id)
+            if fin is not None:
+                return fin.reply()
+            raise CommandError("not_running", f"run {run_id} is not running now")
+        return await self._await_run(pending, conn)
+
+    async def reload(self, req: Request, conn: Connection) -> ReloadReply:
+        self.daemon.force_reload()
+        now = self.daemon.snapshot()
+        return ReloadReply(routines=now.routines, enabled=now.enabled, invalid=now.invalid)
+
+    async def enable(self, req: Request, conn: Connection) -> EnableReply:
+        """`enable`/`disable NAME`: the CLI's change, made by the daemon for clients that do
+        not write the ledger themselves (the dashboard)."""
+        r = self._routine(req.args.get("name"))
+        on = req.cmd == "enable"
+        self.daemon.set_enabled(r, on)
+        return EnableReply(r.name, on)
+
+    def table(self) -> dict[str, Handler]:
+        return {
+            "ping": self.ping,
+            "status": self.status,
+            "run": self.run,
+            "reply": self.run,
+            "follow": self.follow,
+            "reload": self.reload,
+            "enable": self.enable,
+            "disable": self.enable,
+            "answer": self.answer,
+            "fire": self.fire,
+            "watch": self.watch,
+        }
+
+    async def fire(self, req: Request, conn: Connection) -> dict[str, object]:
+        """`vinos-routine fire NAME [--input]`: an event for a routine with fire = true. Its
+        input is capped (refused past INPUT_CAP, never cut silently) and reaches the model
+        marked as untrusted data."""
+        from routines.spec.trigger import INPUT_CAP
+
+        routine = self._routine(req.args.get("name"))
+        text = req.args.get("input")
+        if text is not None and not isinstance(text, str):
+            raise CommandError("usage", "expected the input as text")
+        if text is not None and len(text.encode()) > INPUT_CAP:
+            raise CommandError(
+                "input_too_large",
+                f"the input is {len(text.encode()):,} bytes; a fire call takes at most "
+                f"{INPUT_CAP:,}",
+            )
+        try:
+            state, run_id = self.daemon.fire(routine, text or None)
+        except Refused as exc:
+            raise CommandError(exc.code, exc.message) from None
+        return {"routine": routine.name, "state": state, "run_id": run_id}
+
+    async def watch(self, req: Request, conn: Connection) -> dict[str, object]:
+        """`status --waybar --follow`: the bar's line each time it changes
+        (supervisor/control/watch.py)."""
+        return await self.status_watch.serve(self.status_reply, req, conn)
+
+    async def answer(self, req: Request, conn: Connection) -> dict[str, object]:
+        """A read command run here for a thin client (supervisor/control/answers.py)."""
+        from supervisor.control.answers import answer
+
+        return answer(self.daemon, self.status_reply, req, conn)

@@ -1,0 +1,172 @@
+"""The supervisor's side of proposed actions: record what a run proposed (checked again: the
+worker is ours, the model in it is not), tell the user, start the auto-approved ones, and give
+the next run its decisions.
+
+An approved action runs in `python -m worker.actioncmd` (the supervisor never imports the
+sandbox), started here for `auto_approve` and by `vinos-routine approve`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from ipc import Proposal
+from routines import proposals
+from routines.ledger import LedgerError
+from routines.ledger.api import LedgerAPI
+from routines.proposals import ProposalStore
+from routines.safetext import one_line
+from routines.spec import Routine
+from routines.spec.paths import Paths
+
+__all__ = [
+    "Recorded",
+    "action_argv",
+    "decisions_for",
+    "proposal_store",
+    "record_proposals",
+    "start_auto",
+]
+
+log = logging.getLogger("vinos.approvals")
+
+
+@dataclass(frozen=True, slots=True)
+class Recorded:
+    ids: tuple[int, ...]
+    refused: tuple[str, ...]  # why a proposal the worker sent was not recorded
+
+
+def record_proposals(
+    ledger: ProposalStore,
+    routine: Routine,
+    run_id: str,
+    sent: list[Proposal],
+    now: datetime,
+    expires_after: int | None = None,
+) -> Recorded:
+    """Record the run's proposals as waiting rows, each checked again against the routine.
+    Once: those of `run_id` recorded before (a write that found the disk full part-way, tried
+    again) are not added again. `expires_after`: a paused run's request waits its
+    needs_you_timeout, not the routine's approvals_expire."""
+    ids: list[int] = []
+    refused: list[str] = []
+    accepted = 0
+    # Each `add` is its own transaction, in the order sent: the first `done` are there.
+    done = proposals.recorded_for_run(ledger, run_id)
+    fp = proposals.fingerprint(routine.text)
+    agent = routine.agent
+    for p in sent:
+        action = agent.action(p.action) if agent is not None else None
+        size = len(p.input.encode("utf-8", "surrogatepass"))
+        name, command = (action.name, action.run) if action is not None else (p.action, p.path)
+        if action is None and not _write_request(routine, p):
+            refused.append(f"undeclared action {one_line(p.action)[:80]!r}")
+        elif size > proposals.MAX_INPUT:
+            refused.append(f"{name}: input of {size:,} bytes")
+        elif accepted >= proposals.MAX_PER_RUN:
+            refused.append(f"{name}: more than {proposals.MAX_PER_RUN} in one run")
+        elif (accepted := accepted + 1) <= done:
+            continue
+        else:
+            ids.append(
+                proposals.add(
+                    ledger,
+                    routine=routine.name,
+                    run_id=run_id,
+                    action=name,
+                    command=command,
+                    input=p.input,
+                    summary=p.summary[:300],
+                    fingerprint=fp,
+                    now=now,
+                    expires_after=expires_after or routine.approvals_expire,
+                )
+            )
+    for why in refused:
+        log.warning("%s: run %s: proposal not recorded: %s", routine.name, run_id, why)
+    return Recorded(tuple(ids), tuple(refused))
+
+
+def _write_request(routine: Routine, p: Proposal) -> bool:
+    """Whether `p` is a write_file request a run of `routine` may pause at: it declares write
+    folders and the path is one absolute line (worker/actioncmd.py checks it against the
+    folders again, links resolved, before it writes)."""
+    if p.action != proposals.WRITE_ACTION or not routine.write:
+        return False
+    return p.path.startswith("/") and not any(c in p.path for c in "\0\n\r")
+
+
+@contextlib.contextmanager
+def proposal_store(ledger: LedgerAPI, p: Paths) -> Iterator[ProposalStore]:
+    """Where this machine keeps its proposals: its own SQLite ledger, which `pending`,
+    `approve`, `deny`, `brief`, the waybar module and the dashboard read. Without a fleet that
+    is the run ledger itself; on a fleet (which does not share proposals) the file at
+    `p.ledger`, opened for the moment (routines/proposals.py `store_for`, the dashboard's
+    too). LedgerError when it cannot be opened."""
+    with proposals.store_for(ledger, p.ledger) as store:
+        yield store
+
+
+def decisions_for(
+    ledger: LedgerAPI, p: Paths, routine: Routine, now: datetime | None = None
+) -> list[dict[str, Any]]:
+    """What became of `routine`'s proposals since this machine's last finished run of it
+    started, for the next run's prompt (expired ones are marked first, so the run hears of
+    them too). `ledger` is the run ledger (the fleet's on a fleet)."""
+    if not routine.actions:
+        return []
+    since = ledger.last_started_here(routine.name)
+    keys = ("id", "action", "summary", "state", "decided_by", "why", "exit_status")
+    try:
+        with proposal_store(ledger, p) as store:
+            with contextlib.suppress(LedgerError):  # a full disk must not stop the run
+                proposals.expire(store, now or datetime.now(UTC))
+            decided = proposals.decided_since(store, routine.name, since)
+    except LedgerError as exc:
+        log.warning("%s: the proposals' decisions are not told to this run: %s", routine.name, exc)
+        return []
+    return [
+        {k: str(v) if k == "state" else v for k, v in d.as_json().items() if k in keys}
+        for d in decided
+    ]
+
+
+def action_argv(proposal_id: int, *, auto: bool = False) -> list[str]:
+    """The command that runs an approved proposal (`python -m worker.actioncmd`)."""
+    # -P: keep the current directory off sys.path, or a `worker` package there would run.
+    argv = [sys.executable, "-P", "-m", "worker.actioncmd", str(proposal_id)]
+    return [*argv, "--auto"] if auto else argv
+
+
+def start_auto(routine: Routine, ids: tuple[int, ...]) -> None:
+    """For a routine with auto_approve: start the action runner on each new proposal. It
+    checks the signature itself and leaves the proposal waiting when it does not verify."""
+    if not routine.auto_approve or not ids:
+        return
+    from supervisor.engine.spawn import worker_env
+
+    for pid in ids:
+        try:
+            proc = subprocess.Popen(
+                action_argv(pid, auto=True),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+                close_fds=True,
+                env=worker_env(),
+            )
+        except OSError as exc:
+            log.warning("%s: proposal %d: could not start the action: %s", routine.name, pid, exc)
+            continue
+        # Reaped off the event loop: it may run for the action's whole timeout.
+        threading.Thread(target=proc.wait, daemon=True).start()

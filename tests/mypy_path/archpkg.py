@@ -1,1 +1,0 @@
-../packaging/archpkg.py

@@ -1,1 +1,0 @@
-../cli/cli_helpers.py

@@ -1,1 +1,0 @@
-../sandbox/internet_ns.py

@@ -1,1 +1,0 @@
-../worker/llama_scenarios.py

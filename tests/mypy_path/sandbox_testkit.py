@@ -1,1 +1,0 @@
-../sandbox/sandbox_testkit.py

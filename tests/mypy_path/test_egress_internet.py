@@ -1,1 +1,0 @@
-../sandbox/test_egress_internet.py

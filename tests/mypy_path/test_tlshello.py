@@ -1,1 +1,0 @@
-../sandbox/test_tlshello.py

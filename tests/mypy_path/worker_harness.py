@@ -1,1 +1,0 @@
-../worker/worker_harness.py

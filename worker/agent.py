@@ -118,7 +118,7 @@ class AgentRun:
             try:
                 if self.run.job.answer is not None:  # a paused run's person answered
                     self.reply_turns = replies.resumed_turns(self.run)
-                    if self.run.job.answer.get("state") != "done":  # refused by a person
+                    if self.run.job.answer.state != "done":  # refused by a person
                         self.run.refused += 1
                 else:
                     self.reply_turns = replies.parent_turns(self.run)

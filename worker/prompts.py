@@ -7,8 +7,8 @@ only the routine's own prompt can make a run a "reasoning task"; a unit test pin
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 
+from ipc import Decision
 from routines.proposals import WRITE_ACTION
 from routines.runs import Outcome, Trigger
 from routines.safetext import one_line
@@ -123,17 +123,17 @@ def untrusted_text(label: str, text: str) -> str:
     )
 
 
-def decisions_text(decisions: list[dict[str, Any]]) -> str:
+def decisions_text(decisions: list[Decision]) -> str:
     """What the user decided on this routine's proposals since its last run, one line each."""
     if not decisions:
         return ""
     lines = ["What the user decided on your earlier proposals since your last run:"]
     for d in decisions:
-        head = f'- #{d.get("id")} {d.get("action")} "{one_line(str(d.get("summary", "")))}": '
-        state, why = d.get("state"), one_line(str(d.get("why") or ""))
+        head = f'- #{d.id} {d.action} "{one_line(d.summary)}": '
+        state, why = d.state, one_line(d.why or "")
         if state == "done":
-            who = "automatically (signed routine)" if d.get("decided_by") == "auto" else ""
-            status = d.get("exit_status")
+            who = "automatically (signed routine)" if d.decided_by == "auto" else ""
+            status = d.exit_status
             ran = "it ran" + (f", exit status {status}" if status is not None else ", but failed")
             line = f"approved {who}".rstrip() + f"; {ran}"
         elif state == "denied":

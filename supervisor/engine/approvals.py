@@ -16,9 +16,8 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
 
-from ipc import Proposal
+from ipc import Decision, Proposal
 from routines import proposals
 from routines.ledger import LedgerError
 from routines.ledger.api import LedgerAPI
@@ -118,14 +117,13 @@ def proposal_store(ledger: LedgerAPI, p: Paths) -> Iterator[ProposalStore]:
 
 def decisions_for(
     ledger: LedgerAPI, p: Paths, routine: Routine, now: datetime | None = None
-) -> list[dict[str, Any]]:
+) -> list[Decision]:
     """What became of `routine`'s proposals since this machine's last finished run of it
     started, for the next run's prompt (expired ones are marked first, so the run hears of
     them too). `ledger` is the run ledger (the fleet's on a fleet)."""
     if not routine.actions:
         return []
     since = ledger.last_started_here(routine.name)
-    keys = ("id", "action", "summary", "state", "decided_by", "why", "exit_status")
     try:
         with proposal_store(ledger, p) as store:
             with contextlib.suppress(LedgerError):  # a full disk must not stop the run
@@ -135,7 +133,7 @@ def decisions_for(
         log.warning("%s: the proposals' decisions are not told to this run: %s", routine.name, exc)
         return []
     return [
-        {k: str(v) if k == "state" else v for k, v in d.as_json().items() if k in keys}
+        Decision(d.id, d.action, d.summary, str(d.state), d.decided_by, d.why, d.exit_status)
         for d in decided
     ]
 

@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fakes import FakeOllama, Recorded, Reply
-from fakes import ollama_replies as O
-from fakes.server import Script
 
+from tests.fakes import FakeOllama, Recorded, Reply
+from tests.fakes import ollama_replies as O
+from tests.fakes.server import Script
 from tests.supervisor.daemonkit import DaemonProcess, wait_for, write_routine
 from tests.supervisor.test_daemon_needs_you import (
     child_of,

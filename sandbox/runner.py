@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sandbox import seccomp
+from sandbox import cgroup, seccomp
 from sandbox.argv import build_argv
 from sandbox.host import Host
 from sandbox.limits import MemoryWatch
@@ -211,6 +211,9 @@ def _run(
             while view:
                 view = view[os.write(stdin_fd, view) :]
             os.lseek(stdin_fd, 0, os.SEEK_SET)
+        # The run's cgroup, when the daemon made one (sandbox/cgroup.py): bwrap enters it
+        # between fork and exec, so the kernel counts every process of the call in it.
+        joined = closing.enter_context(contextlib.closing(joined_cgroup(policy)))
         start = time.monotonic()
         try:
             proc = subprocess.Popen(
@@ -222,8 +225,9 @@ def _run(
                 pass_fds=passed,
                 start_new_session=True,  # its own process group, killed as one
                 env=dict(policy.env),  # bwrap's own environ block holds no secret either
+                preexec_fn=joined.enter,  # noqa: PLW1509 (one write(2): Joined.enter)
             )
-        except OSError as exc:
+        except (OSError, subprocess.SubprocessError) as exc:
             return ShellResult(error=f"bubblewrap could not be started: {exc}")
         on_failure.pop_all()
         if proxy is not None:
@@ -233,11 +237,33 @@ def _run(
         result = _supervise(proc, info_r, start, timeout_sec, stdout_cap, stderr_cap, watches)
     finally:
         os.close(info_r)
-    if proxy is not None:
-        proxy.close()  # the sandbox is gone: so is every connection the proxy could serve
-        if proxy.failed is not None and result.error is None:
-            result = dataclasses.replace(result, error=proxy.failed)
-    return _after(_copied_back(result, overlays, quota), quota)
+    if joined.killed() and result.error is None:
+        result = dataclasses.replace(result, error=kernel_killed(policy.limits.run_memory_mb))
+    return _after(_copied_back(_proxy_closed(result, proxy), overlays, quota), quota)
+
+
+def _proxy_closed(result: ShellResult, proxy: ProxyProcess | None) -> ShellResult:
+    """`result` once the egress proxy is closed, with its failure if it failed."""
+    if proxy is None:
+        return result
+    proxy.close()  # the sandbox is gone: so is every connection the proxy could serve
+    if proxy.failed is not None and result.error is None:
+        return dataclasses.replace(result, error=proxy.failed)
+    return result
+
+
+def joined_cgroup(policy: ShellPolicy) -> cgroup.Joined:
+    """The run's sandbox cgroup for one spawn, limited to `policy`'s memory and processes."""
+    return cgroup.join(policy.limits.run_memory_mb, policy.limits.processes)
+
+
+def kernel_killed(memory_mb: int) -> str:
+    """The error of a call the kernel ended at the run's memory.max (sandbox/cgroup.py)."""
+    return (
+        "killed by the kernel: the run's sandboxed processes together passed "
+        f"max_run_memory_mb = {memory_mb} (the run's cgroup counts socket buffers and kernel "
+        "memory too)"
+    )
 
 
 def _copied_back(result: ShellResult, overlays: Overlays | None, quota: QuotaWatch) -> ShellResult:

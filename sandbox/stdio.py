@@ -41,6 +41,7 @@ from sandbox.runner import (
     _Exited,
     _killpg,
     _pump,
+    joined_cgroup,
     open_dir_nofollow,
 )
 
@@ -233,6 +234,9 @@ def _start(
             print(f"vinos-routine: sandbox argv: {shlex.join(argv)}", file=sys.stderr, flush=True)
         if on_argv is not None:
             on_argv(argv)
+        # The run's cgroup, as a shell call's (sandbox/runner.py): the server's processes
+        # are held to max_run_memory_mb with the rest of the run's.
+        joined = closing.enter_context(contextlib.closing(joined_cgroup(policy)))
         try:
             proc = subprocess.Popen(
                 argv,
@@ -243,8 +247,9 @@ def _start(
                 pass_fds=passed,
                 start_new_session=True,  # its own process group, ended as one
                 env=dict(policy.env),  # bwrap's own environ holds no secret either
+                preexec_fn=joined.enter,  # noqa: PLW1509 (one write(2): Joined.enter)
             )
-        except OSError as exc:
+        except (OSError, subprocess.SubprocessError) as exc:
             raise StdioRefused(f"bubblewrap could not be started: {exc}") from exc
         if proxy is not None:
             proxy.handed_over()

@@ -32,6 +32,10 @@ import re
 import time
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from routines.spec.paths import Paths
 
 __all__ = [
     "CONTROLLERS",
@@ -44,6 +48,7 @@ __all__ = [
     "decide",
     "describe",
     "facts",
+    "in_force",
     "prepare",
     "support",
 ]
@@ -180,6 +185,30 @@ def facts(pid: int | None = None) -> CgroupFacts:
 def support(pid: int | None = None, controllers: tuple[str, ...] = CONTROLLERS) -> Support:
     """Which run limits are in force for the daemon `pid` (default: this process)."""
     return decide(facts(pid), controllers)
+
+
+def in_force(p: Paths) -> tuple[bool, str]:
+    """What `doctor` and the card say: whether the kernel keeps the run limits, and how.
+    The running daemon's, or, with none running, what this host allows one under the user
+    unit."""
+    from supervisor.client import daemon_locks, lock_holder
+
+    pid = lock_holder(daemon_locks(p))
+    if pid:
+        s = support(pid)
+        return s.enforcement is Enforcement.CGROUP, describe(s)
+    mount = _mount()
+    host = frozenset(_read(f"{mount}/cgroup.controllers").split()) if mount else frozenset()
+    missing = [c for c in CONTROLLERS if c not in host]
+    if mount is None:
+        return False, describe(Support(Enforcement.SAMPLED, "", "no cgroup v2 is mounted"))
+    if missing:
+        why = f"cgroup v2 on this host has no {' or '.join(missing)} controller"
+        return False, describe(Support(Enforcement.SAMPLED, "", why))
+    return False, (
+        "kept by the kernel once the daemon runs under the user unit (Delegate=yes gives each "
+        "run a cgroup); sampled per shell call when it is started another way"
+    )
 
 
 def _write(path: str, text: str) -> None:

@@ -157,3 +157,17 @@ def test_triggers_watched_paths_and_the_gate_are_on_the_card() -> None:
         Line("fire", "vinos-routine fire may start it, with an input", caution=True),
         Line("gate", "test -s ~/notes/todo.md (in its sandbox, before any model call)"),
     ]  # fmt: skip
+
+
+def test_the_card_on_this_host_says_how_the_run_limits_are_kept() -> None:
+    """on_this_host() fills Policy.run_limits (supervisor/runcgroup.py in_force); the card
+    shows it last. A card made without looking at the host has no such line."""
+    from dataclasses import replace
+
+    from routines.policy import policy_of
+
+    r = routine("command", '[command]\nrun = "df -h"\n')
+    text = "sampled: max_run_memory_mb is checked per shell call (no memory controller)"
+    lines = card(r, replace(policy_of(r), run_limits=text))
+    assert lines[-1] == Line("limits", text)
+    assert all(line.label != "limits" for line in card(r))

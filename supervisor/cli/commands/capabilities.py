@@ -114,15 +114,18 @@ def on_this_host(routine: Routine) -> Policy:
     server's installation found on the PATH its sandbox gets (the one impure step: the card
     above it stays a function of the policy)."""
     import os
+    from dataclasses import replace
 
     from routines.policy import host_policy
     from routines.spec.paths import paths
     from sandbox.policy import DEFAULT_PATH
     from supervisor.fleet.view import config_or_default
+    from supervisor.engine.runcgroup import in_force
 
     p = paths()
     settings = config_or_default(p).sandbox
-    return host_policy(routine, p, settings, os.environ.get("PATH") or DEFAULT_PATH)
+    policy = host_policy(routine, p, settings, os.environ.get("PATH") or DEFAULT_PATH)
+    return replace(policy, run_limits=in_force(p)[1])
 
 
 def card(routine: Routine, policy: Policy | None = None) -> list[Line]:
@@ -141,6 +144,8 @@ def card(routine: Routine, policy: Policy | None = None) -> list[Line]:
     lines.extend(_action_lines(routine, policy))
     lines.extend(trigger_lines(routine))
     lines.extend(_permission_lines(routine))
+    if policy.run_limits:
+        lines.append(Line("limits", policy.run_limits))
     return lines
 
 

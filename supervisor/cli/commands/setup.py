@@ -208,6 +208,7 @@ def gather(env: dict[str, str]) -> Any:
     from supervisor.cli.distro import family, os_release
     from supervisor.cli.setupplan import SHELL_ONLY, Facts
     from supervisor.client import daemon_locks, lock_holder
+    from supervisor.engine.runcgroup import in_force
     from supervisor.userunits import DAEMON_UNITS, DASHBOARD_UNITS, packaged, unit_dirs
 
     home = Path(env.get("HOME") or os.path.expanduser("~"))
@@ -281,6 +282,7 @@ def gather(env: dict[str, str]) -> Any:
         premium_missing=premium_missing,
         providers=answers,
         unreachable=unreachable,
+        run_limits=in_force(p),
     )
 
 

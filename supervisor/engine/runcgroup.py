@@ -173,13 +173,27 @@ def facts(pid: int | None = None) -> CgroupFacts:
     if os.path.basename(root) == DAEMON_LEAF:
         root = os.path.dirname(root)  # prepared already: the leaf and what it starts are ours
     else:
-        shared = _read(f"{root}/cgroup.procs").split() != [str(pid or os.getpid())]
+        me = pid or os.getpid()
+        shared = not all(_descends(int(p), me) for p in _read(f"{root}/cgroup.procs").split())
     writable = all(
         os.access(p, os.W_OK)
         for p in (root, f"{root}/cgroup.procs", f"{root}/cgroup.subtree_control")
     )
     controllers = frozenset(_read(f"{root}/cgroup.controllers").split())
     return CgroupFacts(mount, own, root, writable, controllers, shared)
+
+
+def _descends(pid: int, ancestor: int) -> bool:
+    """Whether `pid` is `ancestor` or one of its descendants (the daemon's forkserver, say)."""
+    while pid > 1:
+        if pid == ancestor:
+            return True
+        stat = _read(f"/proc/{pid}/stat")
+        try:
+            pid = int(stat.rsplit(")", 1)[1].split()[1])
+        except (IndexError, ValueError):
+            return False  # exited meanwhile
+    return False
 
 
 def support(pid: int | None = None, controllers: tuple[str, ...] = CONTROLLERS) -> Support:

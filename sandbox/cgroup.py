@@ -13,7 +13,7 @@ import functools
 import os
 from collections.abc import Callable
 
-__all__ = ["SANDBOX_ENV", "Joined", "join", "oom_kills"]
+__all__ = ["SANDBOX_ENV", "Joined", "join", "kernel_killed", "oom_kills"]
 
 SANDBOX_ENV = "VINOS_SANDBOX_CGROUP"  # set by the daemon (supervisor/engine/runcgroup.py)
 
@@ -49,6 +49,7 @@ class Joined:
 
     def __init__(self, cgroup: str | None = None, memory_mb: int = 0, processes: int = 0) -> None:
         self.cgroup = cgroup
+        self.memory_mb = memory_mb
         self.enter: Callable[[], object] | None = None
         self._fd = -1
         self.oom_before = 0
@@ -72,10 +73,23 @@ class Joined:
         """Whether the kernel killed a process of the run's sandboxes since this spawn."""
         return self.cgroup is not None and oom_kills(self.cgroup) > self.oom_before
 
+    def problem(self) -> str | None:
+        """The error of a spawn the kernel ended at the run's memory.max, or None."""
+        return kernel_killed(self.memory_mb) if self.killed() else None
+
     def close(self) -> None:
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
+
+
+def kernel_killed(memory_mb: int) -> str:
+    """What a call or a server the kernel ended at the run's memory.max fails with."""
+    return (
+        "killed by the kernel: the run's sandboxed processes together passed "
+        f"max_run_memory_mb = {memory_mb} (the run's cgroup counts socket buffers and kernel "
+        "memory too)"
+    )
 
 
 def join(memory_mb: int, processes: int) -> Joined:

@@ -237,8 +237,9 @@ def _run(
         result = _supervise(proc, info_r, start, timeout_sec, stdout_cap, stderr_cap, watches)
     finally:
         os.close(info_r)
-    if joined.killed() and result.error is None:
-        result = dataclasses.replace(result, error=kernel_killed(policy.limits.run_memory_mb))
+    killed = joined.problem()
+    if killed is not None and result.error is None:
+        result = dataclasses.replace(result, error=killed)
     return _after(_copied_back(_proxy_closed(result, proxy), overlays, quota), quota)
 
 
@@ -255,15 +256,6 @@ def _proxy_closed(result: ShellResult, proxy: ProxyProcess | None) -> ShellResul
 def joined_cgroup(policy: ShellPolicy) -> cgroup.Joined:
     """The run's sandbox cgroup for one spawn, limited to `policy`'s memory and processes."""
     return cgroup.join(policy.limits.run_memory_mb, policy.limits.processes)
-
-
-def kernel_killed(memory_mb: int) -> str:
-    """The error of a call the kernel ended at the run's memory.max (sandbox/cgroup.py)."""
-    return (
-        "killed by the kernel: the run's sandboxed processes together passed "
-        f"max_run_memory_mb = {memory_mb} (the run's cgroup counts socket buffers and kernel "
-        "memory too)"
-    )
 
 
 def _copied_back(result: ShellResult, overlays: Overlays | None, quota: QuotaWatch) -> ShellResult:

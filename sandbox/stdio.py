@@ -28,6 +28,7 @@ from collections.abc import Callable, Sequence
 
 from sandbox import seccomp
 from sandbox.argv import build_exec_argv
+from sandbox.cgroup import Joined
 from sandbox.host import Host
 from sandbox.limits import MemoryWatch
 from sandbox.netns import ProxyProcess, holder_argv, proxy_policy, uses_proxy
@@ -70,12 +71,14 @@ class StdioChild:
         info: _Capped,
         lasting: contextlib.ExitStack,
         watch: MemoryWatch,
+        joined: Joined | None = None,
     ) -> None:
         assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
         self._proc = proc
         self._info = info
         self._lasting = lasting
         self._watch = watch
+        self._joined = joined  # the run's cgroup it entered (sandbox/cgroup.py), if any
         self._exited = _Exited(proc.pid)
         self.stdin = proc.stdin.fileno()
         self.stdout = proc.stdout.fileno()
@@ -114,6 +117,9 @@ class StdioChild:
             return self._watch.killed
         if not self._exited():
             return ""
+        killed = None if self._joined is None else self._joined.problem()
+        if killed is not None:
+            return killed
         code = self._proc.poll() if self._closed.is_set() else _status(self.pid)
         # The program is gone, but its last words may still be in the pipe: let the drain reach
         # EOF first (bounded: a grandchild may hold the pipe open), or a busy machine reports an
@@ -263,7 +269,7 @@ def _start(
             break
     if exited.fd is not None:
         os.close(exited.fd)
-    return StdioChild(proc, info, kept, MemoryWatch(policy.limits))
+    return StdioChild(proc, info, kept, MemoryWatch(policy.limits), joined)
 
 
 def _status(pid: int) -> int | None:

@@ -23,7 +23,7 @@ import pytest
 from sandbox_testkit import Box, python_in_sandbox
 
 from sandbox import Limits, cgroup
-from sandbox.runner import kernel_killed
+from sandbox.stdio import start_stdio
 from supervisor import runcgroup
 from supervisor.runcgroup import CgroupFacts, Enforcement, RunCgroup, decide
 
@@ -183,7 +183,21 @@ def test_socket_buffers_past_the_run_memory_are_stopped_by_the_kernel(
     r = box.run(python_in_sandbox(HOG.format(target=200)), limits=Limits(run_memory_mb=128),
                 timeout=60)  # fmt: skip
     assert "survived" not in r.stdout, r.stdout
-    assert r.error == kernel_killed(128)
+    assert r.error == cgroup.kernel_killed(128)
+
+
+def test_an_mcp_server_holding_socket_buffers_is_stopped_by_the_kernel(
+    box: Box, run_cgroup: RunCgroup
+) -> None:
+    """A server (a stdio child, as worker/mcptools.py starts one) is in the run's cgroup too:
+    the same hog ends it, and why is what the worker reports of the dead server."""
+    policy = box.policy(limits=Limits(run_memory_mb=128))
+    child = start_stdio(["/bin/sh", "-c", python_in_sandbox(HOG.format(target=200))], policy)
+    try:
+        assert child.wait(60), "the server outlived its run's memory"
+        assert child.exit_note() == cgroup.kernel_killed(128)
+    finally:
+        child.close()
 
 
 def test_every_process_of_a_sandbox_is_in_the_run_cgroup(box: Box, run_cgroup: RunCgroup) -> None:

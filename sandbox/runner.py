@@ -212,12 +212,12 @@ def _run(
                 view = view[os.write(stdin_fd, view) :]
             os.lseek(stdin_fd, 0, os.SEEK_SET)
         # The run's cgroup, when the daemon made one (sandbox/cgroup.py): bwrap enters it
-        # between fork and exec, so the kernel counts every process of the call in it.
-        joined = closing.enter_context(contextlib.closing(joined_cgroup(policy)))
+        # before it execs, so the kernel counts every process of the call in it.
+        joined = joined_cgroup(policy)
         start = time.monotonic()
         try:
             proc = subprocess.Popen(
-                argv,
+                joined.wrap(argv),
                 stdin=stdin_fd,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
@@ -225,7 +225,6 @@ def _run(
                 pass_fds=passed,
                 start_new_session=True,  # its own process group, killed as one
                 env=dict(policy.env),  # bwrap's own environ block holds no secret either
-                preexec_fn=joined.enter,  # noqa: PLW1509 (one write(2): Joined.enter)
             )
         except (OSError, subprocess.SubprocessError) as exc:
             return ShellResult(error=f"bubblewrap could not be started: {exc}")

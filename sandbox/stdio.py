@@ -242,10 +242,10 @@ def _start(
             on_argv(argv)
         # The run's cgroup, as a shell call's (sandbox/runner.py): the server's processes
         # are held to max_run_memory_mb with the rest of the run's.
-        joined = closing.enter_context(contextlib.closing(joined_cgroup(policy)))
+        joined = joined_cgroup(policy)
         try:
             proc = subprocess.Popen(
-                argv,
+                joined.wrap(argv),
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
@@ -253,7 +253,6 @@ def _start(
                 pass_fds=passed,
                 start_new_session=True,  # its own process group, ended as one
                 env=dict(policy.env),  # bwrap's own environ holds no secret either
-                preexec_fn=joined.enter,  # noqa: PLW1509 (one write(2): Joined.enter)
             )
         except (OSError, subprocess.SubprocessError) as exc:
             raise StdioRefused(f"bubblewrap could not be started: {exc}") from exc

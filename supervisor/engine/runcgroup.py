@@ -14,8 +14,8 @@ The sandbox cgroup's memory.max is max_run_memory_mb and its pids.max max_proces
 the kernel for all of them together. cgroup v2 charges a cgroup for socket buffers, pipe
 buffers, tmpfs pages and the kernel memory its processes make it allocate, which no per-process
 limit and no sampling of process memory sees (tests/sandbox/test_cgroup.py). The worker puts
-each bwrap it starts into the sandbox cgroup before it execs (sandbox/cgroup.py, run in the child
-between fork and exec), so no process of a sandbox ever runs outside it.
+each bwrap it starts into the sandbox cgroup before it execs (sandbox/cgroup.py), so no
+process of a sandbox ever runs outside it.
 
 Where there is no such subtree (a plain ssh session, a container, a host that binds the
 memory controller to cgroup v1), the per-call limits of sandbox/limits.py are all there is:

@@ -12,7 +12,6 @@ the sampled per-call limit, which is what `doctor` and the card then say.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import subprocess
 import sys
@@ -106,7 +105,8 @@ def test_the_daemon_and_the_worker_name_the_same_variable() -> None:
 def test_with_no_run_cgroup_a_spawn_joins_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(cgroup.SANDBOX_ENV, raising=False)
     joined = cgroup.join(128, 64)
-    assert joined.enter is None and not joined.killed()
+    assert joined.wrap(["/usr/bin/bwrap", "x"]) == ["/usr/bin/bwrap", "x"]
+    assert joined.problem() is None
 
 
 def test_a_run_cgroup_that_cannot_be_written_falls_back_to_sampling(
@@ -114,7 +114,7 @@ def test_a_run_cgroup_that_cannot_be_written_falls_back_to_sampling(
 ) -> None:
     monkeypatch.setenv(cgroup.SANDBOX_ENV, "/proc/no-such-cgroup")
     joined = cgroup.join(128, 64)
-    assert joined.enter is None and joined.cgroup is None
+    assert joined.cgroup is None and joined.wrap(["/usr/bin/bwrap"]) == ["/usr/bin/bwrap"]
 
 
 # --- the fallback, where this host has no delegated memory controller -------------------------
@@ -210,11 +210,8 @@ def test_every_process_of_a_sandbox_is_in_the_run_cgroup(box: Box, run_cgroup: R
 
 
 def test_the_run_cgroup_goes_with_whatever_is_left_in_it(run_cgroup: RunCgroup) -> None:
-    with contextlib.closing(cgroup.join(64, 16)) as joined:
-        sleeper = subprocess.Popen(
-            [sys.executable, "-c", "import time; time.sleep(60)"],
-            preexec_fn=joined.enter,  # noqa: PLW1509 - as the runner does
-        )
+    joined = cgroup.join(64, 16)
+    sleeper = subprocess.Popen(joined.wrap([sys.executable, "-c", "import time; time.sleep(60)"]))
     run_cgroup.remove()
     assert sleeper.wait(timeout=10) == -9
     assert not os.path.exists(run_cgroup.path)

@@ -48,6 +48,7 @@ __all__ = [
     "decide",
     "describe",
     "facts",
+    "host_limits",
     "in_force",
     "prepare",
     "support",
@@ -211,6 +212,11 @@ def in_force(p: Paths) -> tuple[bool, str]:
     if pid:
         s = support(pid)
         return s.enforcement is Enforcement.CGROUP, describe(s)
+    return host_limits()
+
+
+def host_limits() -> tuple[bool, str]:
+    """`in_force` with no daemon running: what this host allows one under the user unit."""
     mount = _mount()
     host = frozenset(_read(f"{mount}/cgroup.controllers").split()) if mount else frozenset()
     missing = [c for c in CONTROLLERS if c not in host]

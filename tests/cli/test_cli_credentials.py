@@ -14,6 +14,8 @@ import pytest
 
 from tests.cli.cli_helpers import Cli, OnPty
 
+from supervisor.runcgroup import host_limits
+
 HEAD = '[routine]\nkind = "command"\n[schedule]\ncron = "0 6 * * *"\n[command]\n'
 
 READS_AND_CONNECTS = HEAD + 'run = "ls ~/notes"\nhome = ["~/notes"]\nnetwork = true\n'
@@ -75,6 +77,7 @@ def test_validate_prints_the_card_of_a_grant(cli: Cli) -> None:
         "  environment  HOME, PATH, TERM, LANG only (no secret); and the egress proxy's address "
         "(HTTP_PROXY, …) where it reaches the network",
         "  actions      none",
+        f"  limits       {host_limits()[1]}",  # this host's (no daemon runs here)
     ]
     [obj] = [json.loads(line) for line in cli("validate", "--json", str(path)).stdout.splitlines()]
     assert obj["card"][1] == {

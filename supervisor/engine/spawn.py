@@ -365,7 +365,9 @@ class WorkerProcess:
             return await self._run(run_cgroup)
         finally:
             if run_cgroup is not None:
-                run_cgroup.remove()  # whatever is left of the run goes with it
+                # Whatever is left of the run goes with it; off the loop, as the kernel may
+                # take a moment to empty it.
+                await asyncio.to_thread(run_cgroup.remove)
 
     def _cgroup(self) -> RunCgroup | None:
         """The run's cgroup (sandbox/cgroup.py), when the daemon has a delegated subtree;

@@ -1,4 +1,4 @@
-"""The worker's side of the run's cgroup (supervisor/runcgroup.py makes it): each bwrap the
+"""The worker's side of the run's cgroup (supervisor/engine/runcgroup.py makes it): each bwrap the
 worker starts enters the run's sandbox cgroup before it execs (`Joined.wrap`), so the kernel
 holds every sandboxed process of the run (shell calls, actions, MCP servers, a command
 routine's command) to memory.max = max_run_memory_mb and pids.max = max_processes together,
@@ -16,7 +16,7 @@ from sandbox.binaries import BinaryRefused, check_binary
 
 __all__ = ["SANDBOX_ENV", "SH", "Joined", "join", "kernel_killed", "oom_kills"]
 
-SANDBOX_ENV = "VINOS_SANDBOX_CGROUP"  # set by the daemon (supervisor/runcgroup.py)
+SANDBOX_ENV = "VINOS_SANDBOX_CGROUP"  # set by the daemon (supervisor/engine/runcgroup.py)
 SH = "/bin/sh"
 
 

@@ -126,7 +126,8 @@ class Facts:
     # Of those providers, each that does not answer at all: what to do (naming the routines).
     # Its silence on tools says nothing, so it is not reported as showing them.
     unreachable: Mapping[str, str] = field(default_factory=dict)
-    # supervisor/runcgroup.py in_force: whether the kernel keeps max_run_memory_mb, and how
+    # supervisor/cli/commands/capabilities.py in_force: whether the kernel keeps the run
+    # limits, and how
     run_limits: tuple[bool, str] = (False, "")
 
 

@@ -32,10 +32,6 @@ import re
 import time
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from routines.spec.paths import Paths
 
 __all__ = [
     "CONTROLLERS",
@@ -49,7 +45,6 @@ __all__ = [
     "describe",
     "facts",
     "host_limits",
-    "in_force",
     "prepare",
     "support",
 ]
@@ -202,21 +197,9 @@ def support(pid: int | None = None, controllers: tuple[str, ...] = CONTROLLERS) 
     return decide(facts(pid), controllers)
 
 
-def in_force(p: Paths) -> tuple[bool, str]:
-    """What `doctor` and the card say: whether the kernel keeps the run limits, and how.
-    The running daemon's, or, with none running, what this host allows one under the user
-    unit."""
-    from supervisor.client import daemon_locks, lock_holder
-
-    pid = lock_holder(daemon_locks(p))
-    if pid:
-        s = support(pid)
-        return s.enforcement is Enforcement.CGROUP, describe(s)
-    return host_limits()
-
-
 def host_limits() -> tuple[bool, str]:
-    """`in_force` with no daemon running: what this host allows one under the user unit."""
+    """The run limits with no daemon running: what this host allows one under the user unit
+    (supervisor/cli/commands/capabilities.py in_force)."""
     mount = _mount()
     host = frozenset(_read(f"{mount}/cgroup.controllers").split()) if mount else frozenset()
     missing = [c for c in CONTROLLERS if c not in host]

@@ -40,8 +40,8 @@ from ipc import (
 )
 from supervisor.engine.forkserver import ForkedProcess, ForkServer, ForkUnavailable
 from supervisor.engine.pkgroot import package_root
-from supervisor.engine.runlog import RunLog
 from supervisor.engine.runcgroup import SANDBOX_ENV, RunCgroup
+from supervisor.engine.runlog import RunLog
 
 __all__ = [
     "KILL_GRACE_SEC",

@@ -12,9 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from supervisor.engine.runcgroup import host_limits
 from tests.cli.cli_helpers import Cli, OnPty
-
-from supervisor.runcgroup import host_limits
 
 HEAD = '[routine]\nkind = "command"\n[schedule]\ncron = "0 6 * * *"\n[command]\n'
 

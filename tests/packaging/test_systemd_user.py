@@ -251,12 +251,12 @@ def test_the_unit_delegates_a_cgroup_and_doctor_says_how_run_limits_are_kept(
     session: Session,
 ) -> None:
     """Under a real user manager the service's cgroup is the daemon's to write (the unit's
-    Delegate=yes tells systemd to leave its subtree to it: supervisor/runcgroup.py). Where
+    Delegate=yes tells systemd to leave its subtree to it: supervisor/engine/runcgroup.py). Where
     the host's cgroup v2 has the memory and pids controllers, the daemon sits in its `daemon`
     leaf and a run's cgroup is gone after the run; where it has not (a hybrid host binds
     memory to cgroup v1), the limits are sampled. Either way the daemon's log and `doctor`
     say which, and why."""
-    from supervisor import runcgroup
+    from supervisor.engine import runcgroup
 
     s = session
     pid = s.main_pid()

@@ -1,5 +1,5 @@
 """The run's cgroup: one cgroup v2 per run where the daemon has a delegated subtree
-(supervisor/runcgroup.py), which every sandbox of the run enters before it execs
+(supervisor/engine/runcgroup.py), which every sandbox of the run enters before it execs
 (sandbox/cgroup.py), so memory.max holds socket buffers and kernel memory too.
 
 What the kernel keeps is tested where the host gives this test a cgroup v2 subtree of its own
@@ -19,12 +19,12 @@ import textwrap
 from collections.abc import Iterator
 
 import pytest
-from sandbox_testkit import Box, python_in_sandbox
 
 from sandbox import Limits, cgroup
 from sandbox.stdio import start_stdio
-from supervisor import runcgroup
-from supervisor.runcgroup import CgroupFacts, Enforcement, RunCgroup, decide
+from supervisor.engine import runcgroup
+from supervisor.engine.runcgroup import CgroupFacts, Enforcement, RunCgroup, decide
+from tests.sandbox.sandbox_testkit import Box, python_in_sandbox
 
 MiB = 2**20
 

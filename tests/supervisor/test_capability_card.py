@@ -160,8 +160,8 @@ def test_triggers_watched_paths_and_the_gate_are_on_the_card() -> None:
 
 
 def test_the_card_on_this_host_says_how_the_run_limits_are_kept() -> None:
-    """on_this_host() fills Policy.run_limits (supervisor/runcgroup.py in_force); the card
-    shows it last. A card made without looking at the host has no such line."""
+    """on_this_host() fills Policy.run_limits (in_force); the card shows it last. A card made
+    without looking at the host has no such line."""
     from dataclasses import replace
 
     from routines.policy import policy_of

@@ -228,7 +228,7 @@ def test_doctor_names_a_bad_config_toml_and_an_ntfy_token_open_to_others() -> No
 
 def test_doctor_says_which_run_limits_are_in_force() -> None:
     """A note where they are sampled (a host's fact, nothing to fix: doctor still passes),
-    ok where the kernel keeps them (supervisor/runcgroup.py in_force)."""
+    ok where the kernel keeps them (supervisor/cli/commands/capabilities.py in_force)."""
     sampled = "sampled: max_run_memory_mb is checked per shell call (no memory controller)"
     [note] = [
         i for i in plan(facts(("/p",), run_limits=(False, sampled))) if i.what == "run limits"

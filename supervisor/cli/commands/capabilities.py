@@ -23,6 +23,7 @@ from datetime import datetime
 from routines.policy import Policy, Scope, ScopeKind, policy_of
 from routines.safetext import redact_url
 from routines.spec import Kind, Memory, OutputType, Route, Routine
+from routines.spec.paths import Paths
 
 __all__ = [
     "Line",
@@ -120,12 +121,25 @@ def on_this_host(routine: Routine) -> Policy:
     from routines.spec.paths import paths
     from sandbox.policy import DEFAULT_PATH
     from supervisor.fleet.view import config_or_default
-    from supervisor.engine.runcgroup import in_force
 
     p = paths()
     settings = config_or_default(p).sandbox
     policy = host_policy(routine, p, settings, os.environ.get("PATH") or DEFAULT_PATH)
     return replace(policy, run_limits=in_force(p)[1])
+
+
+def in_force(p: Paths) -> tuple[bool, str]:
+    """What `doctor` and the card say: whether the kernel keeps the run limits, and how
+    (supervisor/engine/runcgroup.py). The running daemon's, or, with none running, what this
+    host allows one under the user unit."""
+    from supervisor.client import daemon_locks, lock_holder
+    from supervisor.engine import runcgroup
+
+    pid = lock_holder(daemon_locks(p))
+    if pid:
+        s = runcgroup.support(pid)
+        return s.enforcement is runcgroup.Enforcement.CGROUP, runcgroup.describe(s)
+    return runcgroup.host_limits()
 
 
 def card(routine: Routine, policy: Policy | None = None) -> list[Line]:

@@ -205,10 +205,10 @@ def gather(env: dict[str, str]) -> Any:
 
     from routines.spec.config import ConfigInvalid, load_config
     from routines.spec.paths import paths
+    from supervisor.cli.commands.capabilities import in_force
     from supervisor.cli.distro import family, os_release
     from supervisor.cli.setupplan import SHELL_ONLY, Facts
     from supervisor.client import daemon_locks, lock_holder
-    from supervisor.engine.runcgroup import in_force
     from supervisor.userunits import DAEMON_UNITS, DASHBOARD_UNITS, packaged, unit_dirs
 
     home = Path(env.get("HOME") or os.path.expanduser("~"))

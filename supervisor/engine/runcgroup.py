@@ -83,7 +83,7 @@ class Support:
     why: str  # the line doctor and the card print
 
 
-def decide(f: CgroupFacts, controllers: tuple[str, ...] = CONTROLLERS) -> Support:
+def decide(f: CgroupFacts) -> Support:
     """Pure: whether runs get a cgroup of their own here, and why (not)."""
     sampled = Enforcement.SAMPLED
     if f.mount is None or f.own is None:
@@ -102,7 +102,7 @@ def decide(f: CgroupFacts, controllers: tuple[str, ...] = CONTROLLERS) -> Suppor
             f"the cgroup {f.own} holds other processes than the daemon (run it under the user "
             "unit, which gives it a cgroup of its own)",
         )
-    missing = [c for c in controllers if c not in f.controllers]
+    missing = [c for c in CONTROLLERS if c not in f.controllers]
     if missing:
         return Support(
             sampled,
@@ -192,9 +192,9 @@ def _descends(pid: int, ancestor: int) -> bool:
     return False
 
 
-def support(pid: int | None = None, controllers: tuple[str, ...] = CONTROLLERS) -> Support:
+def support(pid: int | None = None) -> Support:
     """Which run limits are in force for the daemon `pid` (default: this process)."""
-    return decide(facts(pid), controllers)
+    return decide(facts(pid))
 
 
 def host_limits() -> tuple[bool, str]:
@@ -222,11 +222,11 @@ def _write(path: str, text: str) -> None:
         os.close(fd)
 
 
-def prepare(controllers: tuple[str, ...] = CONTROLLERS) -> Support:
+def prepare() -> Support:
     """Daemon side, once at start: this process into the `daemon` leaf, the controllers
     enabled for the subtree, runs left by a daemon that died removed. Whatever fails, the
     answer is SAMPLED and says why; nothing raises."""
-    s = support(None, controllers)
+    s = support()
     if s.enforcement is not Enforcement.CGROUP:
         return s
     root = s.root
@@ -235,7 +235,7 @@ def prepare(controllers: tuple[str, ...] = CONTROLLERS) -> Support:
         with contextlib.suppress(FileExistsError):
             os.mkdir(leaf)
         _write(f"{leaf}/cgroup.procs", "0")  # "0": this process (`facts`: it is alone there)
-        _enable(root, controllers)
+        _enable(root)
         for name in os.listdir(root):
             if name.startswith(_RUN_PREFIX):
                 _remove(f"{root}/{name}")
@@ -259,9 +259,7 @@ class RunCgroup:
         return f"{self.path}/sandbox"
 
     @classmethod
-    def create(
-        cls, root: str, run_id: str, controllers: tuple[str, ...] = CONTROLLERS
-    ) -> RunCgroup:
+    def create(cls, root: str, run_id: str) -> RunCgroup:
         """Make it under the prepared `root`. Raises OSError."""
         path = f"{root}/{_RUN_PREFIX}{re.sub(r'[^A-Za-z0-9._-]', '_', run_id)[:100]}"
         if os.path.isdir(path):
@@ -269,7 +267,7 @@ class RunCgroup:
         os.mkdir(path)
         run = cls(path)
         try:
-            _enable(path, controllers)
+            _enable(path)
             os.mkdir(run.worker)
             os.mkdir(run.sandbox)
         except OSError:
@@ -287,10 +285,9 @@ class RunCgroup:
             _remove(self.path)
 
 
-def _enable(cgroup: str, controllers: tuple[str, ...]) -> None:
-    """`controllers` for the children of `cgroup` (only a cgroup with no process of its own)."""
-    if controllers:
-        _write(f"{cgroup}/cgroup.subtree_control", " ".join(f"+{c}" for c in controllers))
+def _enable(cgroup: str) -> None:
+    """The controllers for the children of `cgroup` (one with no process of its own)."""
+    _write(f"{cgroup}/cgroup.subtree_control", " ".join(f"+{c}" for c in CONTROLLERS))
 
 
 def _remove(path: str) -> None:

@@ -83,6 +83,9 @@ class Policy:
     scopes: tuple[Scope, ...]
     read_globs: tuple[str, ...] = ()  # the read tool's `read:` entries (host side, no sandbox)
     lan: bool = False  # config.toml [sandbox].lan: `network = true` reaches the LAN too
+    # How max_run_memory_mb is kept on this host, kernel or sampled ("": not looked at);
+    # supervisor/engine/runcgroup.py says it, the card shows it.
+    run_limits: str = ""
 
     def of(self, kind: ScopeKind, name: str) -> Scope:
         for scope in self.scopes:

@@ -190,3 +190,17 @@ def test_write_folders_say_how_a_write_goes(permissions: str, how: str, unattend
     assert Line("unattended", unattended) in lines
     # A folder it may write, it also reads: install asks when it can reach the network too.
     assert not needs_consent(writer("")) and needs_consent(writer("network = true\n"))
+
+
+def test_the_card_on_this_host_says_how_the_run_limits_are_kept() -> None:
+    """on_this_host() fills Policy.run_limits (in_force); the card shows it last. A card made
+    without looking at the host has no such line."""
+    from dataclasses import replace
+
+    from routines.policy import policy_of
+
+    r = routine("command", '[command]\nrun = "df -h"\n')
+    text = "sampled: max_run_memory_mb is checked per shell call (no memory controller)"
+    lines = card(r, replace(policy_of(r), run_limits=text))
+    assert lines[-1] == Line("limits", text)
+    assert all(line.label != "limits" for line in card(r))

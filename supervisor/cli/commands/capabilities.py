@@ -23,6 +23,7 @@ from datetime import datetime
 from routines.policy import Policy, Scope, ScopeKind, policy_of
 from routines.safetext import redact_url
 from routines.spec import Kind, Memory, OutputType, Route, Routine
+from routines.spec.paths import Paths
 
 __all__ = [
     "Line",
@@ -114,6 +115,7 @@ def on_this_host(routine: Routine) -> Policy:
     server's installation found on the PATH its sandbox gets (the one impure step: the card
     above it stays a function of the policy)."""
     import os
+    from dataclasses import replace
 
     from routines.policy import host_policy
     from routines.spec.paths import paths
@@ -122,7 +124,22 @@ def on_this_host(routine: Routine) -> Policy:
 
     p = paths()
     settings = config_or_default(p).sandbox
-    return host_policy(routine, p, settings, os.environ.get("PATH") or DEFAULT_PATH)
+    policy = host_policy(routine, p, settings, os.environ.get("PATH") or DEFAULT_PATH)
+    return replace(policy, run_limits=in_force(p)[1])
+
+
+def in_force(p: Paths) -> tuple[bool, str]:
+    """What `doctor` and the card say: whether the kernel keeps the run limits, and how
+    (supervisor/engine/runcgroup.py). The running daemon's, or, with none running, what this
+    host allows one under the user unit."""
+    from supervisor.client import daemon_locks, lock_holder
+    from supervisor.engine import runcgroup
+
+    pid = lock_holder(daemon_locks(p))
+    if pid:
+        s = runcgroup.support(pid)
+        return s.enforcement is runcgroup.Enforcement.CGROUP, runcgroup.describe(s)
+    return runcgroup.host_limits()
 
 
 def card(routine: Routine, policy: Policy | None = None) -> list[Line]:
@@ -142,6 +159,8 @@ def card(routine: Routine, policy: Policy | None = None) -> list[Line]:
     lines.extend(_action_lines(routine, policy))
     lines.extend(trigger_lines(routine))
     lines.extend(_permission_lines(routine))
+    if policy.run_limits:
+        lines.append(Line("limits", policy.run_limits))
     return lines
 
 

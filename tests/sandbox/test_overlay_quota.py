@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from sandbox_testkit import Box, python_in_sandbox
+from sandbox_testkit import Box, python_in_sandbox, run_python
 
 from sandbox import Limits
 from sandbox.overlay import overlay_unavailable
@@ -276,3 +276,49 @@ def test_the_tmpfs_is_let_go_after_the_call(
     assert sorted(os.listdir("/proc/self/fd")) == before
     assert {p.name for p in tmp.glob("vinos-overlay-*")} == dirs
     assert (box.workspace / "kept").stat().st_size == MiB
+
+
+def test_a_process_that_makes_its_overlays_itself_keeps_the_quota_and_leaves_nothing(
+    box: Box,
+) -> None:
+    """`vinos-routine sandbox` builds a call's overlays in a fork of its own process
+    (sandbox.make_overlays_in_process), not in a maker interpreter started for one call: the
+    kernel still keeps the quota, what fits is copied back, and the fork is reaped, with no
+    maker started and no descriptor of ours left open."""
+    code = f"""
+import os, sys
+sys.path.insert(0, {str(Path(__file__).parent)!r})
+import sandbox
+from sandbox import Limits, overlay
+from sandbox_testkit import Box
+from pathlib import Path
+box = Box(*(Path(p) for p in {
+        [
+            str(box.home),
+            str(box.state),
+            str(box.other_state),
+            str(box.workspace),
+            str(box.scratch),
+        ]!r
+    }), marker={box.marker!r})
+sandbox.make_overlays_in_process()
+run = lambda cmd: box.run(cmd, limits=Limits(workspace_mb=16))
+run("true")
+before = sorted(os.listdir("/proc/self/fd"))
+kept = run("head -c 1M /dev/zero > {box.workspace}/kept; echo wrote")
+over = run("head -c 20M /dev/zero > {box.workspace}/over")
+assert kept.stdout == "wrote\\n" and kept.error is None, kept
+assert over.error is not None and "max_workspace_mb = 16" in over.error, over
+assert "No space left on device" in over.stderr, over
+assert overlay._maker.proc is None, "a maker interpreter was started"
+assert sorted(os.listdir("/proc/self/fd")) == before
+try:
+    os.waitpid(-1, os.WNOHANG)
+    raise AssertionError("a forked child was left unreaped")
+except ChildProcessError:
+    pass
+print("ok")
+"""
+    assert run_python(code) == "ok\n"
+    assert (box.workspace / "kept").stat().st_size == MiB
+    assert not (box.workspace / "over").exists()

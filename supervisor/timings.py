@@ -1,6 +1,7 @@
 """The daemon's timings: how long it may sleep between ticks, wait for workers at a stop, wait
 before housekeeping, keep an idle control client, and a fleet's lease and renewal periods; and
-whether it runs its forkserver (tests turn it off: it costs ~2 s of CPU per daemon).
+whether it runs its forkserver (the suite's in-process daemons go without: it costs ~2 s of CPU
+per daemon).
 
 Constructor arguments, never read from the environment where they are used: `main()` builds
 one `Timings` and hands it down (the Daemon, its Site, the control server, housekeeping). Tests
@@ -46,7 +47,7 @@ class Timings:
     # Seconds in this file are added to the wall clock (tests step a real daemon's clock).
     clock_offset_file: Path | None = None
     # The forkserver for real workers (supervisor/forkserver.py). Off, every run is spawned:
-    # tests/conftest.py turns it off for the suite, and tests/supervisor/test_forkserver.py on.
+    # tests/conftest.py turns it off for the suite, tests/supervisor/daemonkit.py on again.
     forkserver: bool = True
 
     @classmethod

@@ -285,22 +285,16 @@ def test_a_process_that_makes_its_overlays_itself_keeps_the_quota_and_leaves_not
     (sandbox.make_overlays_in_process), not in a maker interpreter started for one call: the
     kernel still keeps the quota, what fits is copied back, and the fork is reaped, with no
     maker started and no descriptor of ours left open."""
+    kit = str(Path(__file__).parent)
+    where = [str(p) for p in (box.home, box.state, box.other_state, box.workspace, box.scratch)]
     code = f"""
 import os, sys
-sys.path.insert(0, {str(Path(__file__).parent)!r})
+sys.path.insert(0, {kit!r})
 import sandbox
 from sandbox import Limits, overlay
 from sandbox_testkit import Box
 from pathlib import Path
-box = Box(*(Path(p) for p in {
-        [
-            str(box.home),
-            str(box.state),
-            str(box.other_state),
-            str(box.workspace),
-            str(box.scratch),
-        ]!r
-    }), marker={box.marker!r})
+box = Box(*(Path(p) for p in {where!r}), marker={box.marker!r})
 sandbox.make_overlays_in_process()
 run = lambda cmd: box.run(cmd, limits=Limits(workspace_mb=16))
 run("true")

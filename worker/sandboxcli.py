@@ -44,6 +44,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     refusal = sandbox.refuse_if_root()
     if refusal is not None:
         return _fail(refusal)
+    # This process holds no secret and runs no thread: its own fork builds the call's
+    # overlays, not a maker interpreter started for one call (docs/security.md).
+    sandbox.make_overlays_in_process()
 
     p = paths()
     entry = scan(p).get(name)

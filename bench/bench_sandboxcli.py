@@ -3,7 +3,9 @@
 
 Targets: `sandbox NAME -- true` at most 20x bare bwrap once the host's answers are kept
 (sandbox/hostcache.py: the first call of a boot probes, as `first call` shows); a shell call
-inside a run (`run_shell`, as the worker calls it) at most 10 ms over bare bwrap.
+inside a run (`run_shell`, as the worker calls it) at most 10 ms over bare bwrap. `--argv`,
+which only prints the command, is measured beside them (no target of its own: it is the
+start without the call).
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ def run(quick: bool) -> list[Row]:
             "PYTHONPATH": str(root),
         }
         cli = [sys.executable, "-m", "supervisor", "sandbox", "probe", "--", "true"]
+        show = [sys.executable, "-m", "supervisor", "sandbox", "probe", "--argv", "--", "true"]
 
         def call(argv: list[str]) -> None:
             subprocess.run(argv, env=env, stdin=subprocess.DEVNULL, capture_output=True, check=True)
@@ -68,10 +71,13 @@ def run(quick: bool) -> list[Row]:
         first = time.perf_counter() - t0
         half = max(1, repeat // 2)
         c1, b1 = median_seconds(lambda: call(cli), half), median_seconds(bare, half)
+        a1 = median_seconds(lambda: call(show), half)
         b2, c2 = median_seconds(bare, half), median_seconds(lambda: call(cli), half)
+        a2 = median_seconds(lambda: call(show), half)
         inside, bare_inside = _in_run(Path(tmp), repeat)
     bare_ms = (b1 + b2) / 2 * 1000
     cli_ms = (c1 + c2) / 2 * 1000
+    argv_ms = (a1 + a2) / 2 * 1000
     ratio = cli_ms / bare_ms if bare_ms else float("nan")
     added = inside - bare_inside
     return [
@@ -83,6 +89,13 @@ def run(quick: bool) -> list[Row]:
             ratio=ratio,
             target=f"<= {TARGET_CLI_RATIO:g}x",
             met=ratio <= TARGET_CLI_RATIO,
+        ),
+        Row(
+            name=f"`vinos-routine sandbox NAME --argv -- true`, printed only (median of {repeat})",
+            value=argv_ms,
+            unit="ms",
+            baseline=f"bwrap --ro-bind / / true: {bare_ms:.2f} ms",
+            ratio=argv_ms / bare_ms if bare_ms else None,
         ),
         Row(
             name="`vinos-routine sandbox NAME -- true`, the boot's first call (probes)",

@@ -30,6 +30,8 @@ from routines.runs import Outcome, RunStatus, Trigger
 __all__ = [
     "PROTOCOL",
     "ActiveEntry",
+    "Answer",
+    "Decision",
     "DetachedReply",
     "EnableReply",
     "Event",
@@ -51,6 +53,7 @@ __all__ = [
     "Result",
     "RunReply",
     "RunStatus",
+    "SandboxProbe",
     "StatusReply",
     "Trigger",
     "Usage",
@@ -87,6 +90,41 @@ class Hello(_Message, frozen=True, tag="hello"):
     protocol: int = PROTOCOL
 
 
+class Decision(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """What became of one of the routine's proposals since its last run (the prompt says it)."""
+
+    id: int
+    action: str
+    summary: str
+    state: str  # routines.proposals.ProposalState's value
+    decided_by: str | None = None
+    why: str | None = None
+    exit_status: int | None = None
+
+
+class Answer(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """The person's answer to a paused run's call (supervisor/engine/pauses.py `answer_of`):
+    the resumed worker puts it where the paused call's result was."""
+
+    proposal: int
+    action: str
+    state: str  # routines.proposals.ProposalState's value: "done" ran it, any other did not
+    decided_by: str | None = None
+    decided_at: str | None = None
+    why: str | None = None
+    exit_status: int | None = None
+    output: str | None = None
+
+
+class SandboxProbe(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """The daemon's sandbox probe of one bwrap (supervisor/engine/probecache.py)."""
+
+    bwrap: str
+    ok: bool
+    reason: str = ""
+    fix: str = ""
+
+
 class Job(_Message, frozen=True, tag="job"):
     """Everything one run needs; the worker reads nothing else from the supervisor."""
 
@@ -116,9 +154,8 @@ class Job(_Message, frozen=True, tag="job"):
     # config.toml [providers.NAME] (routines.spec.providers.to_job): URLs, key_file paths, prices;
     # never a key (the worker reads key_file itself).
     providers: dict[str, Any] = {}
-    # What became of this routine's proposals since its last run, for the prompt:
-    # {"id", "action", "summary", "state", "decided_by", "why", "exit_status"} each.
-    decisions: list[dict[str, Any]] = []
+    # What became of this routine's proposals since its last run, for the prompt.
+    decisions: list[Decision] = []
     # trigger "reply": the run whose conversation (state_dir/runs/…) this one continues,
     # and the person's new user turn.
     parent_run_id: str | None = None
@@ -126,20 +163,17 @@ class Job(_Message, frozen=True, tag="job"):
     # [routine].permissions in effect for this run (routines/signing.py
     # `effective_permissions`): "ask" and "files" pause the run at an action.
     permissions: str = "ask"
-    # trigger "resume": the person's answer to the parent's paused call (supervisor/engine/pauses.py
-    # `answer_of`): {"proposal", "action", "state", "decided_by", "decided_at", "why",
-    # "exit_status", "output"}; the worker puts it where the paused call's result was.
-    answer: dict[str, Any] | None = None
+    # trigger "resume": the person's answer to the parent's paused call.
+    answer: Answer | None = None
     # `run` with VINOS_ROUTINE_DEBUG=1 through the daemon: the worker shows each bwrap argv, as
     # it does with the variable in its own environment (tests/supervisor/test_daemon_debug.py).
     debug: bool = False
     # A fleet's leased run: the worker's until it is past this instant on `lease_clock()`
     # unless a `Lease` moves it on; None (one machine, or offline) never lapses.
     lease_until: float | None = None
-    # The daemon's sandbox probe for sandbox["bwrap"] (supervisor/engine/probecache.py), run once
-    # per
-    # daemon start: {"bwrap", "ok", "reason", "fix"}; None: the worker probes for itself.
-    sandbox_probe: dict[str, Any] | None = None
+    # The daemon's sandbox probe for sandbox["bwrap"] (supervisor/engine/probecache.py), run
+    # once per daemon start; None: the worker probes for itself.
+    sandbox_probe: SandboxProbe | None = None
     # trigger after/watch/fire: what the event hands the run (supervisor/engine/triggers.py), shown
     # to the model marked as untrusted data; "" when none.
     event_label: str = ""
@@ -190,6 +224,8 @@ class Proposal(_Message, frozen=True, tag="proposal"):
     action: str
     input: str
     summary: str
+    # action "write_file" (routines/proposals.py WRITE_ACTION): the resolved path to write.
+    path: str = ""
 
 
 class Result(_Message, frozen=True, tag="result"):
@@ -249,6 +285,11 @@ def to_dict(msg: Message) -> dict[str, Any]:
     """The wire form: the fields plus `"type"`, last (the bytes `ipc.encode` wrote before the
     messages were Structs: tests/ipc/test_ipc_framing.py pins them)."""
     out = msgspec.structs.asdict(msg)
+    for key, value in out.items():  # a Job's parts (Decision, Answer, SandboxProbe) as objects
+        if isinstance(value, msgspec.Struct) or (
+            isinstance(value, list) and value and isinstance(value[0], msgspec.Struct)
+        ):
+            out[key] = msgspec.to_builtins(value)
     out["type"] = msg.TYPE
     return out
 

@@ -2,8 +2,9 @@
 
 Each sandboxed part of a routine is a `Scope`: its own shell calls (or its command), each MCP
 server, each approved action. A scope says what of the person's files it sees (home entries,
-masked; credentials, bound whole; an MCP server's installation, masked), and where it can
-connect. `policy_of` returns them all; the sandbox is built from one scope
+masked; credentials, bound whole; an MCP server's installation, masked), which of their
+folders it may write (`write`: read-write, or read-only with each write asking the person),
+and where it can connect. `policy_of` returns them all; the sandbox is built from one scope
 (worker/shellpolicy.py → sandbox.routine_policy → the bwrap argv) and the capability card
 renders every scope (supervisor/cli/commands/capabilities.py). Neither decides a grant of its
 own: tests/worker/test_policy_card.py walks every grant kind and checks that what widens the
@@ -18,7 +19,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from pathlib import Path
 
-from routines.spec import Action, Credential, McpServer, Routine
+from routines.spec import Action, Credential, McpServer, Permissions, Routine
 from routines.spec.config import SandboxSettings
 from routines.spec.never import never_paths
 from routines.spec.paths import Paths
@@ -57,11 +58,18 @@ class Scope:
     argv: tuple[str, ...] = ()  # MCP: what it runs (the file's words)
     install: tuple[str, ...] = ()  # MCP: its installation, read-only, masked like home
     install_problem: str = ""  # MCP: why its installation could not be found
+    # SHELL of an agent routine: its `write = [...]` folders (`~/...`, masked like home).
+    write: tuple[str, ...] = ()
+    # True: `write` is bound read-only and each write_file call there pauses the run for the
+    # person (permissions "ask"); False: read-write, and write_file writes ("files",
+    # "everything"). tests/supervisor/test_daemon_writes.py::
+    # test_ask_pauses_at_a_write_and_approve_writes_it_with_the_real_result drives "ask".
+    write_asks: bool = True
 
     @property
     def widens(self) -> bool:
         """Whether it sees any file of the person's or reaches any host."""
-        return bool(self.home or self.credentials or self.network or self.install)
+        return bool(self.home or self.credentials or self.network or self.install or self.write)
 
 
 # An MCP server's command → (its installation's folders, or a problem). Host-dependent (PATH,
@@ -75,6 +83,9 @@ class Policy:
     scopes: tuple[Scope, ...]
     read_globs: tuple[str, ...] = ()  # the read tool's `read:` entries (host side, no sandbox)
     lan: bool = False  # config.toml [sandbox].lan: `network = true` reaches the LAN too
+    # How max_run_memory_mb is kept on this host, kernel or sampled ("": not looked at);
+    # supervisor/engine/runcgroup.py says it, the card shows it.
+    run_limits: str = ""
 
     def of(self, kind: ScopeKind, name: str) -> Scope:
         for scope in self.scopes:
@@ -83,8 +94,12 @@ class Policy:
         raise KeyError(f"{kind.value} {name!r}")
 
 
-def shell_scope(routine: Routine) -> Scope:
-    """The routine's shell calls (or its command): its home, its credentials, Routine.egress."""
+def shell_scope(routine: Routine, permissions: Permissions | None = None) -> Scope:
+    """The routine's shell calls (or its command): its home, its write folders, its
+    credentials, Routine.egress. `permissions`: what a run may do unasked (the supervisor's
+    `effective_permissions`, which a run's job carries); the file's own when None (the card,
+    which says "while its signature verifies")."""
+    unasked = routine.permissions if permissions is None else permissions
     return Scope(
         ScopeKind.SHELL,
         routine.name,
@@ -92,6 +107,8 @@ def shell_scope(routine: Routine) -> Scope:
         credentials=routine.credentials,
         network=routine.egress,
         own_hosts=routine.network if isinstance(routine.network, tuple) else (),
+        write=routine.write,
+        write_asks=unasked is Permissions.ASK,
     )
 
 

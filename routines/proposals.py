@@ -31,6 +31,7 @@ __all__ = [
     "MAX_INPUT",
     "MAX_PER_RUN",
     "OUTPUT_CAP",
+    "WRITE_ACTION",
     "Decider",
     "Proposal",
     "ProposalState",
@@ -57,6 +58,9 @@ __all__ = [
 MAX_INPUT = 64 * 1024  # bytes of a proposal's input (UTF-8): more is refused like a bad call
 MAX_PER_RUN = 20  # proposals one run may make; later calls are refused
 OUTPUT_CAP = 32 * 1024  # characters of an action's output kept in the ledger
+# A write_file call a run paused at (permissions "ask"): its `command` is the resolved path,
+# its `input` the content. Never a declared action's name (those take no "_").
+WRITE_ACTION = "write_file"
 
 
 class ProposalState(StrEnum):

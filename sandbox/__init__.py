@@ -16,6 +16,7 @@ shell calls can run here at all (cached); `refuse_if_root()` gives ROOT_REFUSAL 
 
 from sandbox.argv import build_argv
 from sandbox.host import Host, PathKind
+from sandbox.overlay import make_overlays_in_process
 from sandbox.policy import Limits, ShellPolicy, UnsafeValue, routine_policy
 from sandbox.probe import ROOT_REFUSAL, Probe, probe, refuse_if_root
 from sandbox.readtool import ReadBudget, read_files
@@ -39,6 +40,7 @@ __all__ = [
     "build_argv",
     "check_read",
     "check_shell",
+    "make_overlays_in_process",
     "open_dir_nofollow",
     "probe",
     "read_files",

@@ -38,7 +38,15 @@ from sandbox.copyback import CopyBackError, Tally, apply, measure
 from sandbox.limits import MiB, gb_or_mb
 from sandbox.quota import MAX_ENTRIES, Usage
 
-__all__ = ["HOLDER", "OverlayError", "Overlays", "Verdict", "overlay_unavailable", "verdict"]
+__all__ = [
+    "HOLDER",
+    "OverlayError",
+    "Overlays",
+    "Verdict",
+    "make_overlays_in_process",
+    "overlay_unavailable",
+    "verdict",
+]
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 HOLDER = os.path.join(_HERE, "overlayholder.py")
@@ -174,6 +182,7 @@ class _Maker:
         self.channel: socket.socket | None = None
         self.mnt = ""
         self.mnt_pid = 0
+        self.in_process = False  # make_overlays_in_process()
 
     def mount_dir(self) -> str:
         """The empty dir every call's tmpfs is mounted on, each only in its own namespace, so
@@ -188,6 +197,9 @@ class _Maker:
 
     def send(self, msg: bytes, fds: list[int]) -> None:
         with self.lock:
+            if self.in_process:
+                _fork_child(msg, fds)
+                return
             for attempt in (1, 2):
                 if self.channel is None or self.pid != os.getpid():
                     self._start()
@@ -224,6 +236,25 @@ class _Maker:
 _maker = _Maker()
 
 
+def make_overlays_in_process() -> None:
+    """Build each call's overlays in a fork of this process, not in the maker's child.
+
+    For a short-lived, single-threaded process that holds no secret and is dumpable (its
+    fork may then write the new namespace's uid_map): `vinos-routine sandbox`
+    (worker/sandboxcli.py), whose maker would be a second interpreter started for one call.
+    The fork never execs; it closes every fd but the request's and does what the maker's
+    child does (sandbox/overlayholder.py `answer_forked`). The worker never calls this: it is
+    not dumpable (it holds the API key) and runs threads."""
+    _maker.in_process = True
+
+
+def _fork_child(msg: bytes, fds: list[int]) -> None:
+    from sandbox import overlayholder  # stdlib only; its import costs nothing elsewhere
+
+    if os.fork() == 0:
+        overlayholder.answer_forked(msg, fds)  # never returns
+
+
 def _close_and_await(sock: socket.socket, pid: int) -> None:
     """Close the holding child's socket and return once it has exited (with it its
     namespaces, its mounts and the tmpfs' memory): nothing of a call outlives it
@@ -238,6 +269,9 @@ def _close_and_await(sock: socket.socket, pid: int) -> None:
         with selectors.DefaultSelector() as sel:
             sel.register(fd, selectors.EVENT_READ)
             sel.select(_REPLY_SEC)
+        # Forked here (make_overlays_in_process): ours to reap. A maker's child is not.
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
     finally:
         os.close(fd)
 

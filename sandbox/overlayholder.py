@@ -141,6 +141,23 @@ def serve(sock_fd: int, mnt: str) -> None:
             os.close(fd)
 
 
+def answer_forked(msg: bytes, fds: list[int]) -> None:
+    """In a fork of a runner that makes its overlays itself (sandbox/overlay.py
+    make_overlays_in_process): close every fd but 0-2 and the request's (a pipe end kept
+    open here would hold the runner's reads of bwrap open), then answer as a maker's child
+    does. Never returns."""
+    try:
+        low = 3
+        for fd in sorted(fds):
+            os.closerange(low, fd)
+            low = fd + 1
+        os.closerange(low, 1 << 20)
+        libc = _Libc()
+    except BaseException:
+        os._exit(1)
+    _answer(libc, msg, fds)
+
+
 def _answer(libc: _Libc, msg: bytes, fds: list[int]) -> None:
     """In the child: build the request's overlays, reply with the fds or why not, exit."""
     reply = _socket.socket(_socket.AF_UNIX, _socket.SOCK_SEQPACKET, 0, fds[0])

@@ -126,6 +126,7 @@ def routine_policy(
     credentials: Sequence[str] = (),
     never_names: Sequence[str] = (),
     lan: bool = False,
+    writable: Sequence[str] = (),
 ) -> ShellPolicy:
     """The policy for one routine's shell calls (docs/security.md says what it lets through).
 
@@ -141,6 +142,11 @@ def routine_policy(
     declared path, and below each grant of an ordinary folder, every file or folder whose
     name matches one of `never_names` (fnmatch, case-insensitive, a leading dot matched too)
     is masked as well; a grant that names a credential is bound whole (`_masks`).
+
+    `writable` (`~/...` folders, checked by the caller as home entries are) are bound
+    read-write at their own path, masked as declared paths are. Each must be a folder whose
+    path holds no link (it is bound from a descriptor opened with O_NOFOLLOW, its parents
+    resolved here), and it stays out of the run's workspace quota: it is the person's folder.
     """
     env_in = os.environ if environ is None else environ
     real_home = _real(home, "HOME")
@@ -164,7 +170,8 @@ def routine_policy(
         if dest == real_home:
             raise UnsafeValue("credential: all of ~ cannot be granted")
         granted.append((check_path(os.path.realpath(dest), "credential path"), dest))
-    masks = _masks(binds, granted, never, never_names)
+    written = [_write_folder(entry, real_home, never) for entry in writable]
+    masks = _masks([*binds, *((w, w) for w in written)], granted, never, never_names)
     values = {
         "HOME": real_home,
         "PATH": env_in.get("PATH") or DEFAULT_PATH,
@@ -177,7 +184,7 @@ def routine_policy(
             raise UnsafeValue(f"environment variable {name} holds a NUL or newline")
     return ShellPolicy(
         ro_binds=(),
-        rw_binds=tuple(dict.fromkeys((workspace_real, scratch))),
+        rw_binds=tuple(dict.fromkeys((workspace_real, scratch, *written))),
         masks=tuple(masks),
         cwd=scratch,
         network=network,
@@ -391,6 +398,20 @@ def _real(path: Path, what: str) -> str:
 
 
 _SYSTEM = ("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib64", "/proc", "/dev", "/tmp")
+
+
+def _write_folder(entry: str, home: str, never: Sequence[str]) -> str:
+    """A `write` entry's folder, refused when it is ~ itself, reached through a link (the
+    runner opens it with O_NOFOLLOW and binds that descriptor) or on the never-list."""
+    dest = _expand(entry, home, "write")
+    if dest == home:
+        raise UnsafeValue("write: all of ~ cannot be writable")
+    if os.path.realpath(dest) != dest:
+        raise UnsafeValue(f"write: {entry!r} is reached through a link; name the folder itself")
+    for n in never:
+        if _under(dest, n):
+            raise UnsafeValue(f"write: {entry!r} is on the never-list ({n})")
+    return _writable(check_path(dest, "write folder"), home)
 
 
 def _writable(path: str, home: str) -> str:

@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sandbox import seccomp
+from sandbox import cgroup, seccomp
 from sandbox.argv import build_argv
 from sandbox.host import Host
 from sandbox.limits import MemoryWatch
@@ -211,10 +211,13 @@ def _run(
             while view:
                 view = view[os.write(stdin_fd, view) :]
             os.lseek(stdin_fd, 0, os.SEEK_SET)
+        # The run's cgroup, when the daemon made one (sandbox/cgroup.py): bwrap enters it
+        # before it execs, so the kernel counts every process of the call in it.
+        joined = joined_cgroup(policy)
         start = time.monotonic()
         try:
             proc = subprocess.Popen(
-                argv,
+                joined.wrap(argv),
                 stdin=stdin_fd,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
@@ -223,7 +226,7 @@ def _run(
                 start_new_session=True,  # its own process group, killed as one
                 env=dict(policy.env),  # bwrap's own environ block holds no secret either
             )
-        except OSError as exc:
+        except (OSError, subprocess.SubprocessError) as exc:
             return ShellResult(error=f"bubblewrap could not be started: {exc}")
         on_failure.pop_all()
         if proxy is not None:
@@ -233,11 +236,25 @@ def _run(
         result = _supervise(proc, info_r, start, timeout_sec, stdout_cap, stderr_cap, watches)
     finally:
         os.close(info_r)
-    if proxy is not None:
-        proxy.close()  # the sandbox is gone: so is every connection the proxy could serve
-        if proxy.failed is not None and result.error is None:
-            result = dataclasses.replace(result, error=proxy.failed)
-    return _after(_copied_back(result, overlays, quota), quota)
+    killed = joined.problem()
+    if killed is not None and result.error is None:
+        result = dataclasses.replace(result, error=killed)
+    return _after(_copied_back(_proxy_closed(result, proxy), overlays, quota), quota)
+
+
+def _proxy_closed(result: ShellResult, proxy: ProxyProcess | None) -> ShellResult:
+    """`result` once the egress proxy is closed, with its failure if it failed."""
+    if proxy is None:
+        return result
+    proxy.close()  # the sandbox is gone: so is every connection the proxy could serve
+    if proxy.failed is not None and result.error is None:
+        return dataclasses.replace(result, error=proxy.failed)
+    return result
+
+
+def joined_cgroup(policy: ShellPolicy) -> cgroup.Joined:
+    """The run's sandbox cgroup for one spawn, limited to `policy`'s memory and processes."""
+    return cgroup.join(policy.limits.run_memory_mb, policy.limits.processes)
 
 
 def _copied_back(result: ShellResult, overlays: Overlays | None, quota: QuotaWatch) -> ShellResult:

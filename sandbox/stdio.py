@@ -28,6 +28,7 @@ from collections.abc import Callable, Sequence
 
 from sandbox import seccomp
 from sandbox.argv import build_exec_argv
+from sandbox.cgroup import Joined
 from sandbox.host import Host
 from sandbox.limits import MemoryWatch
 from sandbox.netns import ProxyProcess, holder_argv, proxy_policy, uses_proxy
@@ -41,6 +42,7 @@ from sandbox.runner import (
     _Exited,
     _killpg,
     _pump,
+    joined_cgroup,
     open_dir_nofollow,
 )
 
@@ -69,12 +71,14 @@ class StdioChild:
         info: _Capped,
         lasting: contextlib.ExitStack,
         watch: MemoryWatch,
+        joined: Joined | None = None,
     ) -> None:
         assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
         self._proc = proc
         self._info = info
         self._lasting = lasting
         self._watch = watch
+        self._joined = joined  # the run's cgroup it entered (sandbox/cgroup.py), if any
         self._exited = _Exited(proc.pid)
         self.stdin = proc.stdin.fileno()
         self.stdout = proc.stdout.fileno()
@@ -113,6 +117,9 @@ class StdioChild:
             return self._watch.killed
         if not self._exited():
             return ""
+        killed = None if self._joined is None else self._joined.problem()
+        if killed is not None:
+            return killed
         code = self._proc.poll() if self._closed.is_set() else _status(self.pid)
         # The program is gone, but its last words may still be in the pipe: let the drain reach
         # EOF first (bounded: a grandchild may hold the pipe open), or a busy machine reports an
@@ -233,9 +240,12 @@ def _start(
             print(f"vinos-routine: sandbox argv: {shlex.join(argv)}", file=sys.stderr, flush=True)
         if on_argv is not None:
             on_argv(argv)
+        # The run's cgroup, as a shell call's (sandbox/runner.py): the server's processes
+        # are held to max_run_memory_mb with the rest of the run's.
+        joined = joined_cgroup(policy)
         try:
             proc = subprocess.Popen(
-                argv,
+                joined.wrap(argv),
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
@@ -244,7 +254,7 @@ def _start(
                 start_new_session=True,  # its own process group, ended as one
                 env=dict(policy.env),  # bwrap's own environ holds no secret either
             )
-        except OSError as exc:
+        except (OSError, subprocess.SubprocessError) as exc:
             raise StdioRefused(f"bubblewrap could not be started: {exc}") from exc
         if proxy is not None:
             proxy.handed_over()
@@ -258,7 +268,7 @@ def _start(
             break
     if exited.fd is not None:
         os.close(exited.fd)
-    return StdioChild(proc, info, kept, MemoryWatch(policy.limits))
+    return StdioChild(proc, info, kept, MemoryWatch(policy.limits), joined)
 
 
 def _status(pid: int) -> int | None:

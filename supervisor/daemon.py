@@ -37,7 +37,7 @@ from supervisor.control.handlers import Handlers
 from supervisor.control.server import ControlServer, socket_path_problem
 from supervisor.control.snapshot import status_reply
 from supervisor.control.watch import StatusWatch
-from supervisor.engine import housekeeping, notify, pauses, phone, systemd
+from supervisor.engine import housekeeping, notify, pauses, phone, runcgroup, systemd
 from supervisor.engine.clock import Clock, clock_from
 from supervisor.engine.filewatch import FileWatch
 from supervisor.engine.finish import Finished, Notification, remove_leftovers
@@ -654,8 +654,11 @@ def main(*, worker_argv: list[str] | None = None) -> int:
         print(f"vinos-routine: {problem}", file=sys.stderr)
         return 1
     clock = clock_from(timings.clock_offset_file)
+    # The daemon into its leaf of a delegated cgroup, before it starts any process.
+    limits = runcgroup.prepare()
+    log.info("run limits: %s", runcgroup.describe(limits))
     forks = forkserver_for(worker_argv, timings.forkserver)  # real workers only
-    spawner = WorkerSpawner(worker_argv, forks)
+    spawner = WorkerSpawner(worker_argv, forks, limits.root or None)
     try:
         site = open_site(p, config, clock, timings, locks, spawner)
         daemon = Daemon(

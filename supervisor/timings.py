@@ -1,6 +1,7 @@
 """The daemon's timings: how long it may sleep between ticks, wait for workers at a stop, wait
 before housekeeping, keep an idle control client, and a fleet's lease and renewal periods; and
-whether it runs its forkserver (tests turn it off: it costs ~2 s of CPU per daemon).
+whether it runs its forkserver (the suite's in-process daemons go without: it costs ~2 s of CPU
+per daemon).
 
 Constructor arguments, never read from the environment where they are used: `main()` builds
 one `Timings` and hands it down (the Daemon, its Site, the control server, housekeeping). Tests
@@ -38,15 +39,14 @@ class Timings:
     # A control connection with no request in flight that sends nothing this long is closed.
     control_idle_sec: float = 60.0
     # A fleet's lease lasts this long past its last renewal, renewed every fleet_renew_sec
-    # (supervisor/fleet/plan.py `fence` derives the worker deadline from both).
-    # A fleet: a lease not renewed this long has lapsed; a daemon renews its runs' leases this
-    # often (supervisor/fleet/plan.py LEASE and RENEW are these).
+    # (supervisor/fleet/plan.py `fence` derives the worker deadline from both; its LEASE and
+    # RENEW are these defaults).
     fleet_lease_sec: float = 60.0
     fleet_renew_sec: float = 15.0
     # Seconds in this file are added to the wall clock (tests step a real daemon's clock).
     clock_offset_file: Path | None = None
     # The forkserver for real workers (supervisor/engine/forkserver.py). Off, every run is spawned:
-    # tests/conftest.py turns it off for the suite, and tests/supervisor/test_forkserver.py on.
+    # tests/conftest.py turns it off for the suite, tests/supervisor/daemonkit.py on again.
     forkserver: bool = True
 
     @classmethod

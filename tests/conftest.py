@@ -37,9 +37,9 @@ def vinos_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     monkeypatch.delenv("VINOS_ROUTINE_DEBUG", raising=False)
-    # A daemon's forkserver costs ~2 s of CPU to start (it imports the SDK): off unless a test
-    # asks for it (tests/supervisor/test_forkserver.py), so the suite stays fast. Through the
-    # one debug setting (supervisor/timings.py); daemonkit's DaemonProcess keeps it.
+    # A daemon's forkserver costs ~2 s of CPU to start (it imports the SDK): off for the
+    # in-process daemons and CLI runs of most tests, through the one debug setting
+    # (supervisor/timings.py). daemonkit's DaemonProcess, a real daemon, turns it on.
     monkeypatch.setenv("VINOS_DEBUG_TIMINGS", '{"forkserver": false}')
     yield home
     shutil.rmtree(runtime, ignore_errors=True)

@@ -10,7 +10,9 @@ starts for a routine with `auto_approve` (`--auto`). In order:
 3. the proposal is claimed (waiting → running) by one conditional UPDATE: of two racing
    processes one wins, the other says who did;
 4. the action's exact `run` command runs in the routine's sandbox, with the action's own
-   network and home, the shell timeout and caps, and the proposal's input on stdin;
+   network and home, the shell timeout and caps, and the proposal's input on stdin; a
+   write_file request (permissions "ask") is written instead, its path checked against the
+   routine's `write` folders again (worker/writetool.py);
 5. exit status and output are recorded (running → done) and printed, made safe to show.
 
 Exit status: the command's; 124 when killed at the timeout; 1 when nothing ran or the
@@ -101,38 +103,13 @@ def _approve(ledger: Ledger, p: Paths, pid: int, auto: bool) -> int:
 
 
 def _run(ledger: Ledger, p: Paths, routine: Routine, prop: Proposal) -> int:
-    import sandbox
-    from worker.sandboxcli import tidy
-    from worker.shellpolicy import shell_policy_for, shell_timeout_for
-
-    action = routine.agent.action(prop.action) if routine.agent is not None else None
     code: int | None = None
     output = ""
     try:
-        if action is None or action.run != prop.command:  # the fingerprint matched: cannot be
-            raise RuntimeError(f"the routine no longer declares {prop.action!r} as proposed")
-        settings = load_config(p.config_file).sandbox
-        scratch_root = p.sandbox_scratch_root / routine.name
-        scratch_root.mkdir(mode=0o700, parents=True, exist_ok=True)
-        scratch = Path(tempfile.mkdtemp(prefix=f"action-{prop.id}-", dir=scratch_root))
-        try:
-            policy = shell_policy_for(
-                routine, paths=p, scratch_dir=scratch, settings=settings, action=action
-            )
-            timeout = shell_timeout_for(routine)
-            result = sandbox.run_shell(
-                action.run, policy, timeout_sec=timeout, stdin=prop.input.encode("utf-8")
-            )
-        finally:
-            tidy(scratch, "action", keep=False)
-        output = result.stdout + (f"\n[stderr]\n{result.stderr}" if result.stderr else "")
-        if result.error is not None:
-            output += f"\n[error] {result.error}"
-        elif result.timed_out:
-            output += f"\n[killed at the {timeout:g} s timeout]"
-            code = TIMEOUT_STATUS
+        if prop.action == proposals.WRITE_ACTION:
+            code, output = _write(p, routine, prop)
         else:
-            code = result.exit_code
+            code, output = _action(p, routine, prop)
     except (RoutineInvalid, ValueError, OSError, RuntimeError) as exc:
         output = f"[error] {exc}"
     finally:
@@ -144,6 +121,55 @@ def _run(ledger: Ledger, p: Paths, routine: Routine, prop: Proposal) -> int:
     shown = f"exit status {code}" if code is not None else "nothing ran to the end"
     print(f"vinos-routine: proposal #{prop.id} {status} ({shown})", file=sys.stderr)
     return 1 if code is None else code
+
+
+def _action(p: Paths, routine: Routine, prop: Proposal) -> tuple[int | None, str]:
+    """The action's command in its sandbox: (exit status or None, its output)."""
+    import sandbox
+    from worker.sandboxcli import tidy
+    from worker.shellpolicy import shell_policy_for, shell_timeout_for
+
+    action = routine.agent.action(prop.action) if routine.agent is not None else None
+    if action is None or action.run != prop.command:  # the fingerprint matched: cannot be
+        raise RuntimeError(f"the routine no longer declares {prop.action!r} as proposed")
+    settings = load_config(p.config_file).sandbox
+    scratch_root = p.sandbox_scratch_root / routine.name
+    scratch_root.mkdir(mode=0o700, parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix=f"action-{prop.id}-", dir=scratch_root))
+    try:
+        policy = shell_policy_for(
+            routine, paths=p, scratch_dir=scratch, settings=settings, action=action
+        )
+        timeout = shell_timeout_for(routine)
+        result = sandbox.run_shell(
+            action.run, policy, timeout_sec=timeout, stdin=prop.input.encode("utf-8")
+        )
+    finally:
+        tidy(scratch, "action", keep=False)
+    output = result.stdout + (f"\n[stderr]\n{result.stderr}" if result.stderr else "")
+    if result.error is not None:
+        return None, output + f"\n[error] {result.error}"
+    if result.timed_out:
+        return TIMEOUT_STATUS, output + f"\n[killed at the {timeout:g} s timeout]"
+    return result.exit_code, output
+
+
+def _write(p: Paths, routine: Routine, prop: Proposal) -> tuple[int | None, str]:
+    """A write_file request a run paused at: checked again against the routine's write
+    folders as they resolve now (a link planted while it waited is refused, not followed),
+    then written; (0, the tool's own result) or (None, why not)."""
+    import os
+
+    from worker import writetool
+    from worker.shellpolicy import never_for
+
+    never = never_for(p, load_config(p.config_file).sandbox)
+    where = writetool.target(prop.command, routine.write, os.path.realpath(Path.home()), never)
+    if isinstance(where, str):
+        return None, f"[error] refused: {where}"
+    if where.path != prop.command:
+        return None, f"[error] refused: {prop.command} resolves to {where.path} now"
+    return 0, writetool.write(where, prop.input)
 
 
 def _fail(message: str, code: int = 1) -> int:

@@ -74,7 +74,9 @@ class AgentRun:
         self.agent = agent
         self.tools = prompts.tool_specs(agent)
         self.pauses = run.pauses_at_actions
-        self.system = prompts.system_prompt(agent, run.name, self.tools, self.pauses)
+        self.system = prompts.system_prompt(
+            agent, run.name, self.tools, self.pauses, run.writes_ask
+        )
         # A reply continues its parent's conversation: the person's text is "the user turn"
         # the router reads, and the turns come from the parent's record (in go()).
         self.reply_turns: list[Turn] | None = None
@@ -116,7 +118,7 @@ class AgentRun:
             try:
                 if self.run.job.answer is not None:  # a paused run's person answered
                     self.reply_turns = replies.resumed_turns(self.run)
-                    if self.run.job.answer.get("state") != "done":  # refused by a person
+                    if self.run.job.answer.state != "done":  # refused by a person
                         self.run.refused += 1
                 else:
                     self.reply_turns = replies.parent_turns(self.run)
@@ -164,7 +166,9 @@ class AgentRun:
 
         self.run.mcp = McpTools(self.run, self.agent.mcp, float(self.agent.shell_timeout_sec))
         self.tools[-1:-1] = self.run.mcp.specs(self.agent.mcp_tools)  # before report_outcome
-        self.system = prompts.system_prompt(self.agent, self.run.name, self.tools, self.pauses)
+        self.system = prompts.system_prompt(
+            self.agent, self.run.name, self.tools, self.pauses, self.run.writes_ask
+        )
 
     def _may_use_premium(self) -> bool:
         if self.plan.only is not None:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from ipc.messages import EventKind, Job, Outcome
 from routines import pricing
-from routines.spec import Routine
+from routines.spec import Permissions, Routine
 from routines.spec import paths as paths_mod
 from routines.spec.providers import RoutePlan, Target, from_job, plan_route
 from worker import connector, keys
@@ -102,6 +102,17 @@ class RunContext:
         return self.job.permissions != "everything"
 
     @property
+    def permissions(self) -> Permissions:
+        """What this run may do unasked: the job's (routines/signing.py
+        `effective_permissions`), never more than the file asks."""
+        return Permissions(self.job.permissions)
+
+    @property
+    def writes_ask(self) -> bool:
+        """Whether a write to the routine's `write` folders pauses the run ("ask")."""
+        return self.permissions is Permissions.ASK
+
+    @property
     def allowance(self) -> PremiumAllowance:
         return PremiumAllowance(self.job.max_tokens, self.job.dollars_left)
 
@@ -127,6 +138,7 @@ class RunContext:
             paths=self.paths,
             scratch_dir=self.sandbox_scratch,
             settings=SandboxSettings(**self.job.sandbox),
+            permissions=self.permissions,
         )
 
     def debug_argv(self) -> Callable[[list[str]], None] | None:

@@ -204,17 +204,14 @@ def _lease_lost(channel: object) -> None:
 
 
 def _take_probe(job: Job) -> None:
-    """The daemon's sandbox probe (supervisor/engine/probecache.py) as this process's own, when it
-    is
-    for the bwrap this run's sandbox uses: no probe bwrap run before the first shell call."""
+    """The daemon's sandbox probe (supervisor/engine/probecache.py) as this process's own, when
+    it is for the bwrap this run's sandbox uses: no probe bwrap run before the first shell call."""
     found = job.sandbox_probe
-    if not isinstance(found, dict) or found.get("bwrap") != job.sandbox.get("bwrap"):
+    if found is None or found.bwrap != job.sandbox.get("bwrap"):
         return
     from sandbox.probe import Probe, seed
 
-    ok, reason, fix = found.get("ok"), found.get("reason", ""), found.get("fix", "")
-    if isinstance(ok, bool) and isinstance(reason, str) and isinstance(fix, str):
-        seed(str(found["bwrap"]), Probe(ok, reason, fix))
+    seed(found.bwrap, Probe(found.ok, found.reason, found.fix))
 
 
 def _send_crash(out: IO[bytes], channel: object, exc: BaseException) -> None:

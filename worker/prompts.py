@@ -7,8 +7,9 @@ only the routine's own prompt can make a run a "reasoning task"; a unit test pin
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 
+from ipc import Decision
+from routines.proposals import WRITE_ACTION
 from routines.runs import Outcome, Trigger
 from routines.safetext import one_line
 from routines.spec import AgentSpec
@@ -20,6 +21,7 @@ __all__ = [
     "TOOL_PROPOSE",
     "TOOL_READ",
     "TOOL_SHELL",
+    "TOOL_WRITE",
     "decisions_text",
     "runtime_notes",
     "system_prompt",
@@ -32,6 +34,8 @@ TOOL_READ = "read_files"
 TOOL_SHELL = "run_shell"
 TOOL_OUTCOME = "report_outcome"
 TOOL_PROPOSE = "propose_action"
+# A write into the routine's `write` folders (worker/writetool.py); under "ask" a request.
+TOOL_WRITE = WRITE_ACTION
 _TRIGGER_WORDS = {
     Trigger.SCHEDULE: "scheduled",
     Trigger.CATCH_UP: "catch-up",
@@ -43,9 +47,12 @@ _TRIGGER_WORDS = {
 }
 
 
-def runtime_notes(name: str, tools: list[ToolSpec], pauses: bool = True) -> str:
+def runtime_notes(
+    name: str, tools: list[ToolSpec], pauses: bool = True, writes_ask: bool = True
+) -> str:
     """The runtime's part of the system prompt. `pauses`: a proposal pauses the run for the
-    person's answer ([routine].permissions "ask" or "files"), which the call then returns."""
+    person's answer ([routine].permissions "ask" or "files"), which the call then returns;
+    `writes_ask`: so does a write_file call ("ask")."""
     names = [t.name for t in tools if t.name != TOOL_OUTCOME]
     lines = [
         f'You are running unattended as the scheduled routine "{name}"; nobody is watching '
@@ -67,6 +74,11 @@ def runtime_notes(name: str, tools: list[ToolSpec], pauses: bool = True) -> str:
             f"You cannot carry out actions yourself: {TOOL_PROPOSE} asks the user, who "
             "approves or denies each proposal later; a later run is told what they decided."
         )
+    if any(t.name == TOOL_WRITE for t in tools) and writes_ask:
+        lines.append(
+            f"{TOOL_WRITE} asks the user first: the run waits for their answer, and the call "
+            "then returns what was written, or their refusal."
+        )
     if any(t.name == TOOL_OUTCOME for t in tools):
         lines.append(
             f"When you are finished, call {TOOL_OUTCOME} once (status done, nothing-to-do or "
@@ -78,8 +90,15 @@ def runtime_notes(name: str, tools: list[ToolSpec], pauses: bool = True) -> str:
     return " ".join(lines)
 
 
-def system_prompt(agent: AgentSpec, name: str, tools: list[ToolSpec], pauses: bool = True) -> str:
-    return f"{agent.system.strip()}\n\n---\n{runtime_notes(name, tools, pauses)}"
+def system_prompt(
+    agent: AgentSpec,
+    name: str,
+    tools: list[ToolSpec],
+    pauses: bool = True,
+    writes_ask: bool = True,
+) -> str:
+    notes = runtime_notes(name, tools, pauses, writes_ask)
+    return f"{agent.system.strip()}\n\n---\n{notes}"
 
 
 def task_text(started: datetime, trigger: Trigger) -> str:
@@ -104,17 +123,17 @@ def untrusted_text(label: str, text: str) -> str:
     )
 
 
-def decisions_text(decisions: list[dict[str, Any]]) -> str:
+def decisions_text(decisions: list[Decision]) -> str:
     """What the user decided on this routine's proposals since its last run, one line each."""
     if not decisions:
         return ""
     lines = ["What the user decided on your earlier proposals since your last run:"]
     for d in decisions:
-        head = f'- #{d.get("id")} {d.get("action")} "{one_line(str(d.get("summary", "")))}": '
-        state, why = d.get("state"), one_line(str(d.get("why") or ""))
+        head = f'- #{d.id} {d.action} "{one_line(d.summary)}": '
+        state, why = d.state, one_line(d.why or "")
         if state == "done":
-            who = "automatically (signed routine)" if d.get("decided_by") == "auto" else ""
-            status = d.get("exit_status")
+            who = "automatically (signed routine)" if d.decided_by == "auto" else ""
+            status = d.exit_status
             ran = "it ran" + (f", exit status {status}" if status is not None else ", but failed")
             line = f"approved {who}".rstrip() + f"; {ran}"
         elif state == "denied":
@@ -187,6 +206,21 @@ def tool_specs(agent: AgentSpec) -> list[ToolSpec]:
                         "summary": {"type": "string", "description": "one line"},
                     },
                     "required": ["action", "input", "summary"],
+                },
+            )
+        )
+    if agent.write:
+        specs.append(
+            ToolSpec(
+                TOOL_WRITE,
+                "Write a text file (created or replaced whole) inside one of these folders: "
+                + "; ".join(agent.write)
+                + ". `path` starts with one of them (a missing subfolder is made); `content` "
+                "is the whole file (at most 64 KB).",
+                {
+                    "type": "object",
+                    "properties": {"path": {"type": "string"}, "content": {"type": "string"}},
+                    "required": ["path", "content"],
                 },
             )
         )

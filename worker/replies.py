@@ -11,8 +11,8 @@ import hashlib
 import json
 import re
 from pathlib import Path
-from typing import Any
 
+from ipc import Answer
 from routines import conversation as store
 from routines.conversation import Record, Role, StoredCall, StoredResult, StoredTurn
 from worker.context import RunContext
@@ -119,21 +119,23 @@ def parent_turns(run: RunContext) -> list[Turn]:
     return [*_parent_record_turns(run, parent), UserTurn(run.job.reply_text)]
 
 
-def answer_result(answer: dict[str, Any]) -> tuple[str, bool]:
+def answer_result(answer: Answer) -> tuple[str, bool]:
     """The paused call's result from the person's answer (pure): the action's real output and
     exit status when it ran, else the refusal (denied, expired, edited) and why."""
-    state = str(answer.get("state", ""))
-    who = answer.get("decided_by") or "the person"
+    state = answer.state
+    who = answer.decided_by or "the person"
     if state == "done":
+        # Approved, yet nothing ran to the end (the sandbox refused it; a write whose path
+        # resolves elsewhere now) leaves no exit status: it did not run.
         body = {
             "approved_by": who,
-            "ran": True,
-            "exit_status": answer.get("exit_status"),
-            "output": str(answer.get("output") or ""),
+            "ran": answer.exit_status is not None,
+            "exit_status": answer.exit_status,
+            "output": answer.output or "",
         }
-        failed = answer.get("exit_status") != 0
+        failed = answer.exit_status != 0
         return json.dumps(body, ensure_ascii=False), failed
-    why = str(answer.get("why") or "")
+    why = answer.why or ""
     words = {
         "denied": "the person denied it",
         "expired": "nobody answered in time",
@@ -148,7 +150,9 @@ def resumed_turns(run: RunContext) -> list[Turn]:
     was: the resumed run's first request carries it (the action's real output, or the
     refusal the model must see)."""
     parent = run.job.parent_run_id or ""
-    answer = run.job.answer or {}
+    answer = run.job.answer
+    if answer is None:
+        raise ReplyUnavailable(f"run {parent}: no answer to resume it with")
     turns = _parent_record_turns(run, parent)
     content, is_error = answer_result(answer)
     last = turns[-1] if turns else None

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import sandbox
+from routines.signing import effective_permissions
 from routines.spec.checks import RoutineInvalid
 from routines.spec.config import load_config
 from routines.spec.paths import paths
@@ -43,6 +44,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     refusal = sandbox.refuse_if_root()
     if refusal is not None:
         return _fail(refusal)
+    # This process holds no secret and runs no thread: its own fork builds the call's
+    # overlays, not a maker interpreter started for one call (docs/security.md).
+    sandbox.make_overlays_in_process()
 
     p = paths()
     entry = scan(p).get(name)
@@ -61,7 +65,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     scratch = Path(tempfile.mkdtemp(prefix="sandbox-", dir=scratch_root))
     try:
         try:
-            policy = shell_policy_for(routine, paths=p, scratch_dir=scratch, settings=settings)
+            # Its write folders as a run of it would get them: "everything" only while signed.
+            unasked, _ = effective_permissions(routine, p.allowed_signers)
+            policy = shell_policy_for(
+                routine, paths=p, scratch_dir=scratch, settings=settings, permissions=unasked
+            )
         except ValueError as exc:
             return _fail(f"the sandbox refused to start: {exc}")
         if show_argv:

@@ -18,7 +18,7 @@ from ipc.messages import EventKind, Outcome, Proposal
 from routines.spec.never import NAME_PATTERNS, read_problem
 from worker.channel import preview
 from worker.context import RunContext
-from worker.prompts import TOOL_OUTCOME, TOOL_PROPOSE, TOOL_READ, TOOL_SHELL
+from worker.prompts import TOOL_OUTCOME, TOOL_PROPOSE, TOOL_READ, TOOL_SHELL, TOOL_WRITE
 from worker.providers.base import ToolCall, ToolResult
 from worker.replies import PAUSED_RESULT
 
@@ -27,8 +27,8 @@ if TYPE_CHECKING:
 
 __all__ = ["Toolbox", "describe_call"]
 
-_ARG = {TOOL_SHELL: "command", TOOL_READ: "glob", TOOL_PROPOSE: "action"}
-_PREFIX = {TOOL_SHELL: "shell", TOOL_READ: "read", TOOL_PROPOSE: "propose"}
+_ARG = {TOOL_SHELL: "command", TOOL_READ: "glob", TOOL_PROPOSE: "action", TOOL_WRITE: "path"}
+_PREFIX = {TOOL_SHELL: "shell", TOOL_READ: "read", TOOL_PROPOSE: "propose", TOOL_WRITE: "write"}
 
 
 def describe_call(call: ToolCall) -> str:
@@ -67,6 +67,8 @@ class Toolbox:
             return self._read(call, call.arguments.get("glob"))
         if call.name == TOOL_PROPOSE and self.agent.actions:
             return self._propose(call, call.arguments)
+        if call.name == TOOL_WRITE and self.agent.write:
+            return self._write(call, call.arguments)
         if self.run.mcp is not None and call.name in self.run.mcp.offered:
             return self._mcp(call, call.arguments)
         return self._refuse(call, f"there is no tool named {call.name!r}")
@@ -183,6 +185,47 @@ class Toolbox:
             }
         )
         self._report(call, body, ok=True, action=name)
+        return ToolResult(call, body)
+
+    def _write(self, call: ToolCall, args: dict[str, Any]) -> ToolResult:
+        """A file in one of the routine's `write` folders (worker/writetool.py): written now
+        under "files" and "everything"; under "ask" the run pauses with the exact request
+        (the resolved path and the content) as a proposal of its own, and the person's
+        approval writes it (worker/actioncmd.py), whose result the resumed model sees."""
+        from routines.proposals import MAX_INPUT, MAX_PER_RUN
+        from worker import writetool
+
+        path, content = args.get("path"), args.get("content")
+        if not isinstance(path, str) or not isinstance(content, str):
+            return self._refuse(call, "write_file needs strings `path` and `content`")
+        try:
+            size = len(content.encode("utf-8"))
+        except UnicodeEncodeError:
+            return self._refuse(call, "the content is not valid UTF-8 text")
+        if size > MAX_INPUT:
+            return self._refuse(call, f"the content is {size:,} bytes; at most {MAX_INPUT:,}")
+        never = self._never()[0]
+        where = writetool.target(path, self.agent.write, os.path.realpath(Path.home()), never)
+        if isinstance(where, str):
+            return self._refuse(call, where)
+        self._announce(call)
+        self.run.record_tool(TOOL_WRITE)
+        if self.run.writes_ask:
+            if self.run.proposals >= MAX_PER_RUN:
+                return self._refuse(call, f"at most {MAX_PER_RUN} requests per run")
+            summary = f"write {size:,} bytes to {where.path}"
+            self.run.channel.send(
+                Proposal(action=TOOL_WRITE, input=content, summary=summary, path=where.path)
+            )
+            self.run.proposals += 1
+            self.run.paused = TOOL_WRITE
+            self._report(call, PAUSED_RESULT, ok=True, path=where.path, paused=True)
+            return ToolResult(call, PAUSED_RESULT)
+        try:
+            body = writetool.write(where, content)
+        except OSError as exc:
+            return self._error(call, f"{where.path} was not written: {exc.strerror or exc}")
+        self._report(call, body, ok=True, path=where.path)
         return ToolResult(call, body)
 
     def _mcp(self, call: ToolCall, args: dict[str, Any]) -> ToolResult:

@@ -21,7 +21,7 @@ max_processes = 256
 max_file_size_mb = 64
 max_open_files = 256
 max_address_space_mb = 2048
-max_run_memory_mb = 2048              # one shell call's processes and its /tmp together
+max_run_memory_mb = 2048              # a call's processes and /tmp (a run's, with a cgroup)
 max_workspace_mb = 256                # its workspace and scratch dir together, during each call
 bwrap = "/usr/bin/bwrap"              # absolute; refused unless root-owned, writable by no one else
 lan = false                           # true: network = true reaches LAN addresses too

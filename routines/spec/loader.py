@@ -149,6 +149,7 @@ SCHEMA: dict[str, dict[str, Check]] = {
         "max_output_tokens": positive_int,
         "network": network_value,
         "home": string_list,
+        "write": string_list,
         "shell_timeout_sec": positive_int,
         "run_timeout_sec": positive_int,
         "escalation": table_value,
@@ -344,6 +345,8 @@ def _never_checks(
     homes += mcpkeys.server_homes(agent, command)  # each MCP server's own `home`
     reads: list[tuple[str, str]] = []
     if agent is not None:
+        # A write folder is held to what a home entry is: it is shown to the sandbox too.
+        homes += [(f"[agent].write[{i}]", e) for i, e in enumerate(agent.write)]
         for j, action in enumerate(agent.actions):
             homes += [(f"[agent].actions[{j}].home[{i}]", e) for i, e in enumerate(action.home)]
         raw = doc.get("agent", {}).get("tools", [])
@@ -381,7 +384,9 @@ def checks_paths(agent: AgentSpec | None, command: CommandSpec | None) -> bool:
     """Whether a routine's paths are held to the never-list: it declares a `home` (its own, an
     action's, an MCP server's) or a `read:` tool."""
     if agent is not None:
-        if agent.home or agent.read_patterns or any(a.home for a in agent.actions):
+        if agent.home or agent.write or agent.read_patterns:
+            return True
+        if any(a.home for a in agent.actions):
             return True
     elif command is not None and command.home:
         return True

@@ -261,6 +261,10 @@ class AgentSpec:
     max_output_tokens: int | None = None
     network: bool | tuple[str, ...] = False  # a tuple: only those hosts (routines/spec/hosts.py)
     home: tuple[str, ...] = ()  # `~/...` paths its shell tools see, read-only
+    # `~/...` folders it may write: read-write in its sandbox and for write_file under
+    # permissions "files" (and "everything"); under "ask" read-only, and each write_file call
+    # pauses the run for the person (routines/policy.py Scope.write).
+    write: tuple[str, ...] = ()
     shell_timeout_sec: int = 30
     run_timeout_sec: int = 600
     escalation: Escalation = field(default_factory=Escalation)
@@ -412,6 +416,11 @@ class Routine:
         if self.agent is not None:
             return self.agent.home
         return self.command.home if self.command is not None else ()
+
+    @property
+    def write(self) -> tuple[str, ...]:
+        """The declared `write = [...]` folders of [agent] (a command routine has none)."""
+        return self.agent.write if self.agent is not None else ()
 
     @property
     def credentials(self) -> tuple[Credential, ...]:

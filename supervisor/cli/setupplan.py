@@ -126,6 +126,9 @@ class Facts:
     # Of those providers, each that does not answer at all: what to do (naming the routines).
     # Its silence on tools says nothing, so it is not reported as showing them.
     unreachable: Mapping[str, str] = field(default_factory=dict)
+    # supervisor/cli/commands/capabilities.py in_force: whether the kernel keeps the run
+    # limits, and how
+    run_limits: tuple[bool, str] = (False, "")
 
 
 @dataclass(frozen=True)
@@ -260,6 +263,9 @@ def _packaged_completion(what: str, path: Path, current: str | None, system: Pat
 
 def _checks(f: Facts) -> list[Item]:
     out = []
+    kernel, how = f.run_limits
+    if how:  # a note where it is sampled: a host's fact, nothing setup could change
+        out.append(Item("run limits", State.OK if kernel else State.NOTE, how))
     for tool, (cost, debian, arch) in COSTS.items():
         problem = f.missing.get(tool)
         if problem is None:

@@ -212,7 +212,13 @@ def main() -> int:
         return follow()
     # An argument no command takes (too long, not UTF-8) goes to the full CLI, which refuses it
     # in one place (supervisor.cli.main.bad_argument), never to the daemon.
-    code = thin(argv) if _plain(argv) else None
+    plain = _plain(argv)
+    if plain and argv[:1] == ["sandbox"]:
+        from supervisor.cli.sandboxexec import exact_form, exec_sandboxcli
+
+        if (form := exact_form(argv[1:])) is not None:
+            exec_sandboxcli(*form)  # before argparse and the command modules: never returns
+    code = thin(argv) if plain else None
     if code is not None:
         return code
     from supervisor.cli.main import main as full

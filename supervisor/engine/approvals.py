@@ -16,9 +16,8 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
 
-from ipc import Proposal
+from ipc import Decision, Proposal
 from routines import proposals
 from routines.ledger import LedgerError
 from routines.ledger.api import LedgerAPI
@@ -67,12 +66,13 @@ def record_proposals(
     for p in sent:
         action = agent.action(p.action) if agent is not None else None
         size = len(p.input.encode("utf-8", "surrogatepass"))
-        if action is None:
+        name, command = (action.name, action.run) if action is not None else (p.action, p.path)
+        if action is None and not _write_request(routine, p):
             refused.append(f"undeclared action {one_line(p.action)[:80]!r}")
         elif size > proposals.MAX_INPUT:
-            refused.append(f"{action.name}: input of {size:,} bytes")
+            refused.append(f"{name}: input of {size:,} bytes")
         elif accepted >= proposals.MAX_PER_RUN:
-            refused.append(f"{action.name}: more than {proposals.MAX_PER_RUN} in one run")
+            refused.append(f"{name}: more than {proposals.MAX_PER_RUN} in one run")
         elif (accepted := accepted + 1) <= done:
             continue
         else:
@@ -81,8 +81,8 @@ def record_proposals(
                     ledger,
                     routine=routine.name,
                     run_id=run_id,
-                    action=action.name,
-                    command=action.run,
+                    action=name,
+                    command=command,
                     input=p.input,
                     summary=p.summary[:300],
                     fingerprint=fp,
@@ -93,6 +93,15 @@ def record_proposals(
     for why in refused:
         log.warning("%s: run %s: proposal not recorded: %s", routine.name, run_id, why)
     return Recorded(tuple(ids), tuple(refused))
+
+
+def _write_request(routine: Routine, p: Proposal) -> bool:
+    """Whether `p` is a write_file request a run of `routine` may pause at: it declares write
+    folders and the path is one absolute line (worker/actioncmd.py checks it against the
+    folders again, links resolved, before it writes)."""
+    if p.action != proposals.WRITE_ACTION or not routine.write:
+        return False
+    return p.path.startswith("/") and not any(c in p.path for c in "\0\n\r")
 
 
 @contextlib.contextmanager
@@ -108,14 +117,13 @@ def proposal_store(ledger: LedgerAPI, p: Paths) -> Iterator[ProposalStore]:
 
 def decisions_for(
     ledger: LedgerAPI, p: Paths, routine: Routine, now: datetime | None = None
-) -> list[dict[str, Any]]:
+) -> list[Decision]:
     """What became of `routine`'s proposals since this machine's last finished run of it
     started, for the next run's prompt (expired ones are marked first, so the run hears of
     them too). `ledger` is the run ledger (the fleet's on a fleet)."""
     if not routine.actions:
         return []
     since = ledger.last_started_here(routine.name)
-    keys = ("id", "action", "summary", "state", "decided_by", "why", "exit_status")
     try:
         with proposal_store(ledger, p) as store:
             with contextlib.suppress(LedgerError):  # a full disk must not stop the run
@@ -125,7 +133,7 @@ def decisions_for(
         log.warning("%s: the proposals' decisions are not told to this run: %s", routine.name, exc)
         return []
     return [
-        {k: str(v) if k == "state" else v for k, v in d.as_json().items() if k in keys}
+        Decision(d.id, d.action, d.summary, str(d.state), d.decided_by, d.why, d.exit_status)
         for d in decided
     ]
 

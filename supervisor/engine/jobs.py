@@ -6,10 +6,10 @@ import secrets
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
 
-from ipc.messages import Job
+from ipc.messages import Decision, Job, SandboxProbe
 from routines.runs import Trigger
 from routines.spec import Memory, Routine
 from routines.spec.config import Config
@@ -67,10 +67,10 @@ def build_job(
     dollars_left: float | None,
     paths: Paths,
     config: Config,
-    decisions: list[dict[str, Any]] | None = None,
+    decisions: list[Decision] | None = None,
     reply: ReplyTo | None = None,
     debug: bool = False,
-    sandbox_probe: dict[str, Any] | None = None,
+    sandbox_probe: SandboxProbe | None = None,
     event: EventInput | None = None,
     permissions: str = "ask",
 ) -> Job:

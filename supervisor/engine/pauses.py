@@ -29,8 +29,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
 
+from ipc import Answer
 from routines import proposals
 from routines.ledger import ActiveRun, LedgerError
 from routines.ledger.api import LedgerAPI
@@ -134,18 +134,11 @@ def answer_words(p: Proposal) -> str:
     return f"#{p.id} {p.state}{when}: the routine file was edited since"
 
 
-def answer_of(p: Proposal) -> dict[str, Any]:
+def answer_of(p: Proposal) -> Answer:
     """The answer the resumed worker puts where the paused call's result was (ipc Job.answer)."""
-    return {
-        "proposal": p.id,
-        "action": p.action,
-        "state": str(p.state),
-        "decided_by": p.decided_by,
-        "decided_at": p.decided_at,
-        "why": p.why,
-        "exit_status": p.exit_status,
-        "output": p.output,
-    }
+    return Answer(
+        p.id, p.action, str(p.state), p.decided_by, p.decided_at, p.why, p.exit_status, p.output
+    )
 
 
 def expired_note(routine: str, run_id: str) -> Notification:

@@ -90,6 +90,10 @@ class _Prepared:
     runlog: RunLog
 
 
+class _NotPrepared(Exception):
+    """The run cannot start (its scratch dir cannot be made): a failure, with the reason."""
+
+
 class Pool:
     def __init__(
         self,
@@ -344,10 +348,11 @@ class Pool:
             return self._refuse(pending, allowance)
         if too_dear := self._too_dear(pending, allowance):
             return self._record_failure(pending, too_dear, RunStatus.BUDGET)
-        prepared = self._prepare(pending, now, allowance)
-        if isinstance(prepared, str):
+        try:
+            prepared = self._prepare(pending, now, allowance)
+        except _NotPrepared as exc:
             return self._finish(
-                pending, now, WorkerOutcome(None, None, UsageTotals(), error=prepared)
+                pending, now, WorkerOutcome(None, None, UsageTotals(), error=str(exc))
             )
         try:
             out = await self._await_worker(pending, prepared, allowance)
@@ -395,9 +400,9 @@ class Pool:
             fin.run_id, fin.routine, fin.status, None, fin.detail, None, 0.0, False, (note,)
         )
 
-    # prepare: the scratch dir, the job and the run log; a reason (str) when it cannot.
+    # prepare: the scratch dir, the job and the run log; _NotPrepared when it cannot.
 
-    def _prepare(self, pending: Pending, now: datetime, allowance: RunAllowance) -> _Prepared | str:
+    def _prepare(self, pending: Pending, now: datetime, allowance: RunAllowance) -> _Prepared:
         routine = pending.routine
         scratch = self.paths.scratch(routine.name, pending.run_id)
         state = self.paths.routine_state(routine.name)
@@ -407,7 +412,9 @@ class Pool:
             os.close(open_dir_beneath(state, str(scratch.relative_to(state)), make=True))
         except OSError as exc:
             # Counts as a failure (a full or read-only state dir is something to fix).
-            return f"cannot create the run's scratch dir {scratch}: {exc.strerror or exc}"
+            raise _NotPrepared(
+                f"cannot create the run's scratch dir {scratch}: {exc.strerror or exc}"
+            ) from exc
         from routines.signing import effective_permissions
 
         permissions, dropped = effective_permissions(routine, self.paths.allowed_signers)

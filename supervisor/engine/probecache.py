@@ -18,7 +18,8 @@ import contextlib
 import json
 import logging
 import sys
-from typing import Any
+
+from ipc import SandboxProbe
 
 __all__ = ["PROBE_CODE", "ProbeCache"]
 
@@ -36,11 +37,11 @@ PROBE_TIMEOUT_SEC = 60.0
 class ProbeCache:
     def __init__(self, python: str = sys.executable) -> None:
         self.python = python
-        self.results: dict[str, dict[str, Any]] = {}
+        self.results: dict[str, SandboxProbe] = {}
         self._running: dict[str, asyncio.Task[None]] = {}
 
-    def get(self, bwrap: str) -> dict[str, Any] | None:
-        """The cached result for `bwrap` ({"bwrap", "ok", "reason", "fix"}), or None; starts
+    def get(self, bwrap: str) -> SandboxProbe | None:
+        """The cached result for `bwrap`, or None; starts
         the probe when there is none yet (needs a running event loop)."""
         found = self.results.get(bwrap)
         if found is None and bwrap not in self._running:
@@ -77,12 +78,9 @@ class ProbeCache:
                 raise
             value = json.loads(out)
             if proc.returncode == 0 and isinstance(value, dict) and isinstance(value["ok"], bool):
-                self.results[bwrap] = {
-                    "bwrap": bwrap,
-                    "ok": value["ok"],
-                    "reason": str(value.get("reason", "")),
-                    "fix": str(value.get("fix", "")),
-                }
+                self.results[bwrap] = SandboxProbe(
+                    bwrap, value["ok"], str(value.get("reason", "")), str(value.get("fix", ""))
+                )
         except (OSError, ValueError, KeyError, TimeoutError) as exc:
             log.info("the sandbox probe did not run (%s); each worker probes for itself", exc)
         finally:

@@ -13,8 +13,8 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
+from ipc import Answer
 from routines import conversation
 from routines.ledger.api import LedgerAPI
 from routines.runs import Trigger
@@ -39,7 +39,7 @@ class ReplyTo:
     shortened: bool = False  # the parent's conversation was cut to fit its 256 KB cap
     # A paused parent's person answered (supervisor/engine/pauses.py): the answer, in place of the
     # paused call's result, instead of a new user turn (`text` is then the detail).
-    answer: dict[str, Any] | None = None
+    answer: Answer | None = None
 
     @property
     def trigger(self) -> Trigger:

@@ -40,6 +40,7 @@ from ipc import (
 )
 from supervisor.engine.forkserver import ForkedProcess, ForkServer, ForkUnavailable
 from supervisor.engine.pkgroot import package_root
+from supervisor.engine.runcgroup import SANDBOX_ENV, RunCgroup
 from supervisor.engine.runlog import RunLog
 
 __all__ = [
@@ -203,6 +204,7 @@ class WorkerSpawner:
 
     argv: list[str] | None = None
     forks: ForkServer | None = None
+    cgroups: str | None = None  # the delegated cgroup runs get one under (sandbox/cgroup.py)
 
     def __call__(
         self,
@@ -225,6 +227,7 @@ class WorkerSpawner:
             max_tokens=max_tokens,
             argv=self.argv,
             forks=self.forks,
+            cgroups=self.cgroups,
         )
 
 
@@ -244,8 +247,10 @@ class WorkerProcess:
         argv: list[str] | None = None,
         within: Within = within,
         forks: ForkServer | None = None,
+        cgroups: str | None = None,
     ) -> None:
         self.job = job
+        self.cgroups = cgroups
         self.within = within
         self.log = log
         self.timeout_sec = timeout_sec
@@ -355,9 +360,30 @@ class WorkerProcess:
                 self.log.stderr(line[:STDERR_LINE_CAP].decode("utf-8", "replace").rstrip("\n"))
 
     async def run(self) -> WorkerOutcome:
+        run_cgroup = self._cgroup()
+        try:
+            return await self._run(run_cgroup)
+        finally:
+            if run_cgroup is not None:
+                # Whatever is left of the run goes with it; off the loop, as the kernel may
+                # take a moment to empty it.
+                await asyncio.to_thread(run_cgroup.remove)
+
+    def _cgroup(self) -> RunCgroup | None:
+        """The run's cgroup (sandbox/cgroup.py), when the daemon has a delegated subtree;
+        None, and the per-call sampled limits alone, when it cannot be made."""
+        if self.cgroups is None:
+            return None
+        try:
+            return RunCgroup.create(self.cgroups, self.job.run_id)
+        except OSError as exc:
+            log.warning("%s: no cgroup for the run (%s): limits are sampled", self.job.run_id, exc)
+            return None
+
+    async def _run(self, run_cgroup: RunCgroup | None) -> WorkerOutcome:
         out = WorkerOutcome(result=None, returncode=None, usage=self.usage)
         try:
-            proc = await self._start()
+            proc = await self._start(run_cgroup)
         except OSError as exc:
             out.error = f"could not start the worker ({self.argv[0]}): {exc.strerror or exc}"
             return out
@@ -413,10 +439,25 @@ class WorkerProcess:
             out.error = self._exit_text(out.returncode)
         return out
 
-    async def _start(self) -> asyncio.subprocess.Process | ForkedProcess:
+    async def _start(
+        self, run_cgroup: RunCgroup | None
+    ) -> asyncio.subprocess.Process | ForkedProcess:
         """The worker, forked when the forkserver is up, else spawned; the same either way
-        (worker/forkserver.py's invariant; tests/supervisor/test_spawn.py runs both)."""
+        (worker/forkserver.py's invariant; tests/supervisor/test_spawn.py runs both). In the
+        run's cgroup when there is one: moved there before it is sent the job, so before it
+        starts anything."""
         env = worker_env()
+        if run_cgroup is not None:
+            env[SANDBOX_ENV] = run_cgroup.sandbox
+        proc = await self._spawn(env)
+        if run_cgroup is not None:
+            try:
+                run_cgroup.enter(proc.pid)
+            except OSError as exc:  # its sandboxes still go into the run's sandbox cgroup
+                log.warning("%s: the worker stays in the daemon's cgroup: %s", self.job.run_id, exc)
+        return proc
+
+    async def _spawn(self, env: dict[str, str]) -> asyncio.subprocess.Process | ForkedProcess:
         if self.forks is not None:
             try:
                 proc = await self.forks.spawn(self.argv, env)

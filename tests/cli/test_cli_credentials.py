@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from supervisor.engine.runcgroup import host_limits
 from tests.cli.cli_helpers import Cli, OnPty
 
 HEAD = '[routine]\nkind = "command"\n[schedule]\ncron = "0 6 * * *"\n[command]\n'
@@ -75,6 +76,7 @@ def test_validate_prints_the_card_of_a_grant(cli: Cli) -> None:
         "  environment  HOME, PATH, TERM, LANG only (no secret); and the egress proxy's address "
         "(HTTP_PROXY, …) where it reaches the network",
         "  actions      none",
+        f"  limits       {host_limits()[1]}",  # this host's (no daemon runs here)
     ]
     [obj] = [json.loads(line) for line in cli("validate", "--json", str(path)).stdout.splitlines()]
     assert obj["card"][1] == {

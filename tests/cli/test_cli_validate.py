@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from routines.spec.paths import Paths, paths
+from supervisor.engine.runcgroup import host_limits
 from tests.cli.cli_helpers import Cli
 from tests.cli.inprocess import run_in_process
 from tests.helpers import AGENT as UNSHAPED
@@ -64,6 +65,7 @@ CARD = [
     "  network      no: its shell commands cannot reach the network",
     "  environment  HOME, PATH, TERM, LANG only (no secret)",
     "  actions      none",
+    f"  limits       {host_limits()[1]}",  # this host's (no daemon runs here)
 ]
 
 
@@ -135,6 +137,7 @@ def test_json_is_one_object_per_file(p: Paths) -> None:
         {"label": "network", "text": "no: its shell commands cannot reach the network"},
         {"label": "environment", "text": "HOME, PATH, TERM, LANG only (no secret)"},
         {"label": "actions", "text": "none"},
+        {"label": "limits", "text": host_limits()[1]},
     ]
     unsigned = {"signature": "unsigned", "signer": None, "card": card}
     assert objects == [

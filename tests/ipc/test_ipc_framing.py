@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 
+import msgspec
 import orjson
 import pytest
 from hypothesis import given
@@ -55,9 +56,18 @@ JOB = Job(
     pricing={"m": [1.0, 2.0]},
     sandbox={"masks": ["~/.x"]},
 )
+# A resumed run's job: its typed parts travel as JSON objects and come back as themselves.
+RESUMED = msgspec.structs.replace(
+    JOB,
+    trigger=Trigger.RESUME,
+    decisions=[ipc.Decision(3, "send-reply", "To Bob", "done", "cli", None, 0)],
+    answer=ipc.Answer(4, "send-reply", "denied", "cli", "2026-07-25T06:01:00+00:00", "tone"),
+    sandbox_probe=ipc.SandboxProbe("/usr/bin/bwrap", ok=True),
+)
 SAMPLES: list[ipc.Message] = [
     Hello(),
     JOB,
+    RESUMED,
     Event(kind=ipc.EventKind.WARN, text="careful", data={"n": 1, "nested": {"a": [1, 2]}}),
     Usage(input=10, output=5, dollars=0.0001, model="claude-sonnet-4-6"),
     Result(status=RunStatus.OK, outcome=Outcome.DONE, tools_used=["run_shell"], tool_calls=1),

@@ -247,6 +247,37 @@ def test_a_sandboxed_command_runs_under_the_hardening(session: Session) -> None:
     assert s.main_pid() == pid, "the run went through the daemon the unit started"
 
 
+def test_the_unit_delegates_a_cgroup_and_doctor_says_how_run_limits_are_kept(
+    session: Session,
+) -> None:
+    """Under a real user manager the service's cgroup is the daemon's to write (the unit's
+    Delegate=yes tells systemd to leave its subtree to it: supervisor/engine/runcgroup.py). Where
+    the host's cgroup v2 has the memory and pids controllers, the daemon sits in its `daemon`
+    leaf and a run's cgroup is gone after the run; where it has not (a hybrid host binds
+    memory to cgroup v1), the limits are sampled. Either way the daemon's log and `doctor`
+    say which, and why."""
+    from supervisor.engine import runcgroup
+
+    s = session
+    pid = s.main_pid()
+    f = runcgroup.facts(pid)
+    assert f.writable, f"the service's cgroup {f.own} is not the daemon's to write: {f}"
+    limits = runcgroup.support(pid)
+    said = runcgroup.describe(limits)
+    wait_for("the daemon's run limits line", lambda: f"run limits: {said}" in s.err_log.read_text())
+    doctor = json.loads(s.cli("doctor", "--json", check=False).stdout)
+    [item] = [i for i in doctor["items"] if i["what"] == "run limits"]
+    kernel = limits.enforcement is runcgroup.Enforcement.CGROUP
+    assert (item["state"], item["detail"]) == ("ok" if kernel else "note", said)
+    if kernel:
+        assert f.own is not None and f.own.endswith(f"/{runcgroup.DAEMON_LEAF}"), f.own
+        fin = json.loads(s.cli("run", "sd-hello", "--json").stdout)
+        assert fin["status"] == "ok", fin
+        assert not [n for n in os.listdir(limits.root) if n.startswith("run-")]
+    else:
+        assert "controller" in limits.why, limits.why
+
+
 def test_status_text_follows_the_schedule(session: Session) -> None:
     s = session
     assert "nothing scheduled" in s.show("StatusText")

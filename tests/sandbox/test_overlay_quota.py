@@ -16,7 +16,7 @@ import pytest
 
 from sandbox import Limits
 from sandbox.overlay import overlay_unavailable
-from tests.sandbox.sandbox_testkit import Box, python_in_sandbox
+from tests.sandbox.sandbox_testkit import Box, python_in_sandbox, run_python
 
 MiB = 1024 * 1024
 SLACK = MiB  # du's rounding and the folders themselves
@@ -276,3 +276,43 @@ def test_the_tmpfs_is_let_go_after_the_call(
     assert sorted(os.listdir("/proc/self/fd")) == before
     assert {p.name for p in tmp.glob("vinos-overlay-*")} == dirs
     assert (box.workspace / "kept").stat().st_size == MiB
+
+
+def test_a_process_that_makes_its_overlays_itself_keeps_the_quota_and_leaves_nothing(
+    box: Box,
+) -> None:
+    """`vinos-routine sandbox` builds a call's overlays in a fork of its own process
+    (sandbox.make_overlays_in_process), not in a maker interpreter started for one call: the
+    kernel still keeps the quota, what fits is copied back, and the fork is reaped, with no
+    maker started and no descriptor of ours left open."""
+    kit = str(Path(__file__).parent)
+    where = [str(p) for p in (box.home, box.state, box.other_state, box.workspace, box.scratch)]
+    code = f"""
+import os, sys
+sys.path.insert(0, {kit!r})
+import sandbox
+from sandbox import Limits, overlay
+from sandbox_testkit import Box
+from pathlib import Path
+box = Box(*(Path(p) for p in {where!r}), marker={box.marker!r})
+sandbox.make_overlays_in_process()
+run = lambda cmd: box.run(cmd, limits=Limits(workspace_mb=16))
+run("true")
+before = sorted(os.listdir("/proc/self/fd"))
+kept = run("head -c 1M /dev/zero > {box.workspace}/kept; echo wrote")
+over = run("head -c 20M /dev/zero > {box.workspace}/over")
+assert kept.stdout == "wrote\\n" and kept.error is None, kept
+assert over.error is not None and "max_workspace_mb = 16" in over.error, over
+assert "No space left on device" in over.stderr, over
+assert overlay._maker.proc is None, "a maker interpreter was started"
+assert sorted(os.listdir("/proc/self/fd")) == before
+try:
+    os.waitpid(-1, os.WNOHANG)
+    raise AssertionError("a forked child was left unreaped")
+except ChildProcessError:
+    pass
+print("ok")
+"""
+    assert run_python(code) == "ok\n"
+    assert (box.workspace / "kept").stat().st_size == MiB
+    assert not (box.workspace / "over").exists()

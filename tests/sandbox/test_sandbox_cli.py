@@ -120,3 +120,27 @@ def test_root_is_refused(env: dict[str, str], tmp_path: Path) -> None:
     assert p.returncode == 1
     assert ROOT_REFUSAL in p.stderr
     assert not (tmp_path / "made-it").exists()
+
+
+def test_the_console_script_execs_the_sandbox_before_building_its_parser(
+    env: dict[str, str],
+) -> None:
+    """`vinos-routine sandbox NAME -- CMD` through the console script's entry (the thin
+    client) reaches worker.sandboxcli without importing argparse or the command modules
+    first (supervisor/cli/sandboxexec.py): every interpreter's imports are on stderr here.
+    The command gets the umask every command gets (077) whatever the caller's."""
+    done = subprocess.run(
+        [sys.executable, "-m", "supervisor", "sandbox", "brief", "--", "umask"],
+        capture_output=True,
+        text=True,
+        env={**env, "PYTHONPROFILEIMPORTTIME": "1"},
+        timeout=60,
+        check=False,
+        preexec_fn=lambda: os.umask(0o022),
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "0077\n"
+    imported = {line.split("|")[-1].strip() for line in done.stderr.splitlines() if "|" in line}
+    assert "worker.shellpolicy" in imported  # worker.sandboxcli runs as __main__
+    assert "argparse" not in imported
+    assert not {m for m in imported if m.startswith("supervisor.cli.commands")}

@@ -80,9 +80,17 @@ class DaemonProcess:
         self.log_path = tmp / f"daemon-{time.monotonic_ns()}.log"
         self.env = dict(os.environ)
         self.env.update(PYTHONPATH=str(REPO), **(extra_env or {}))
-        # Over the fields the environment already sets (tests/conftest.py: no forkserver).
+        # Over the fields the environment already sets. A real daemon runs its forkserver, as
+        # it does for users (supervisor/engine/forkserver.py: it earns its start in bench_typedrun,
+        # bench_worker_anthropic and bench_command), so its runs are forked here too; the
+        # in-process daemons of the other tests go without (tests/conftest.py).
         inherited = json.loads(self.env.get(DEBUG_ENV) or "{}")
-        self.timings: dict[str, object] = {"tick_max_sec": tick, **inherited, **(timings or {})}
+        self.timings: dict[str, object] = {
+            "tick_max_sec": tick,
+            **inherited,
+            "forkserver": True,
+            **(timings or {}),
+        }
         self.python_flags = python_flags or []
         self.worker_argv = worker_argv
         self.wrap = wrap or []

@@ -31,6 +31,8 @@ import subprocess
 import sys
 import time
 
+import msgspec
+
 from ipc import Event, EventKind, Hello, Job, LineReader, Proposal, Result, Usage, encode
 from routines.runs import RunStatus
 
@@ -87,7 +89,7 @@ def propose(told: str) -> None:
     assert isinstance(job, Job)
     send(Hello())
     with open(os.path.join(told, job.run_id + ".json"), "w") as f:
-        json.dump(job.decisions, f)
+        json.dump(msgspec.to_builtins(job.decisions), f)
     send(Proposal(action="send-reply", input="Hi Bob\n", summary="Reply to Bob"))
     ok(job)
 

@@ -157,3 +157,50 @@ def test_triggers_watched_paths_and_the_gate_are_on_the_card() -> None:
         Line("fire", "vinos-routine fire may start it, with an input", caution=True),
         Line("gate", "test -s ~/notes/todo.md (in its sandbox, before any model call)"),
     ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("permissions", "how", "unattended"),
+    [
+        (
+            "ask",
+            "read-only to its shell commands; each write_file there asks you first",
+            "Ask me first (ask): every action and every write to its write folders pauses "
+            "the run until you answer",
+        ),
+        (
+            "files",
+            "its shell commands and write_file write there without asking",
+            "Allow file changes (files): writes in its write folders go ahead; every action "
+            "pauses the run",
+        ),
+    ],
+)
+def test_write_folders_say_how_a_write_goes(permissions: str, how: str, unattended: str) -> None:
+    def writer(network: str) -> Routine:
+        return load_text(
+            f'[routine]\npermissions = "{permissions}"\n'
+            + HEAD.format(kind="agent").removeprefix("[routine]\n")
+            + f'[agent]\nroute = "ollama"\nsystem = "x"\nwrite = ["~/notes"]\n{network}',
+            Path("/nowhere/r1.toml"),
+        )
+
+    lines = card(writer(""))
+    assert Line("writes", f"~/notes ({how})", caution=True) in lines
+    assert Line("unattended", unattended) in lines
+    # A folder it may write, it also reads: install asks when it can reach the network too.
+    assert not needs_consent(writer("")) and needs_consent(writer("network = true\n"))
+
+
+def test_the_card_on_this_host_says_how_the_run_limits_are_kept() -> None:
+    """on_this_host() fills Policy.run_limits (in_force); the card shows it last. A card made
+    without looking at the host has no such line."""
+    from dataclasses import replace
+
+    from routines.policy import policy_of
+
+    r = routine("command", '[command]\nrun = "df -h"\n')
+    text = "sampled: max_run_memory_mb is checked per shell call (no memory controller)"
+    lines = card(r, replace(policy_of(r), run_limits=text))
+    assert lines[-1] == Line("limits", text)
+    assert all(line.label != "limits" for line in card(r))

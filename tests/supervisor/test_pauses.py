@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from ipc import Answer
 from routines.proposals import Proposal, ProposalState
 from supervisor.engine.pauses import Verb, answer_of, step, waiting_reason
 
@@ -68,15 +69,15 @@ def test_the_answer_says_who_decided_when_and_what_ran() -> None:
     assert step(done, NOW).note == (
         "; approved by cli at 2026-12-07T14:30:00+00:00 (#7 ran, exit status 0): resumed"
     )
-    assert answer_of(done) == {
-        "proposal": 7,
-        "action": "send-reply",
-        "state": "done",
-        "decided_by": "cli",
-        "decided_at": "2026-12-07T14:30:00+00:00",
-        "why": None,
-        "exit_status": 0,
-        "output": "sent\n",
-    }
+    assert answer_of(done) == Answer(
+        proposal=7,
+        action="send-reply",
+        state="done",
+        decided_by="cli",
+        decided_at="2026-12-07T14:30:00+00:00",
+        why=None,
+        exit_status=0,
+        output="sent\n",
+    )
     assert waiting_reason({"drafter": "R1"}, "drafter") == "waiting for you on R1"
     assert waiting_reason({"drafter": "R1"}, "other") is None

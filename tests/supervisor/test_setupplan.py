@@ -224,3 +224,16 @@ def test_doctor_names_a_bad_config_toml_and_an_ntfy_token_open_to_others() -> No
     )
     # Neither line when all is well.
     assert not [i for i in plan(facts(("/p",))) if i.what in ("config.toml", "ntfy token")]
+
+
+def test_doctor_says_which_run_limits_are_in_force() -> None:
+    """A note where they are sampled (a host's fact, nothing to fix: doctor still passes),
+    ok where the kernel keeps them (supervisor/cli/commands/capabilities.py in_force)."""
+    sampled = "sampled: max_run_memory_mb is checked per shell call (no memory controller)"
+    [note] = [
+        i for i in plan(facts(("/p",), run_limits=(False, sampled))) if i.what == "run limits"
+    ]
+    assert (note.state, note.detail) == (State.NOTE, sampled)
+    kept = "kept by the kernel: max_run_memory_mb … (a cgroup per run under /sys/fs/cgroup/x)"
+    [ok] = [i for i in plan(facts(("/p",), run_limits=(True, kept))) if i.what == "run limits"]
+    assert (ok.state, ok.detail) == (State.OK, kept)

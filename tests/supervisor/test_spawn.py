@@ -299,3 +299,11 @@ def test_an_error_from_on_started_ends_the_worker_before_it_goes_on(tmp_path: Pa
     asyncio.run(go())
     [pid] = pids
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+
+
+def test_a_run_whose_cgroup_cannot_be_made_runs_with_the_sampled_limits(tmp_path: Path) -> None:
+    """supervisor/engine/runcgroup.py: a daemon whose delegated cgroup went (or turned read-only)
+    still runs the routine, its limits sampled per call; nothing is left to remove."""
+    r = run(tmp_path, "ok", cgroups=str(tmp_path / "no-such-cgroup"))
+    assert r.out.result is not None and r.out.result.status == "ok", r.out.error
+    assert not (tmp_path / "no-such-cgroup").exists()

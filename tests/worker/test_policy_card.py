@@ -35,7 +35,15 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A home with something behind every grant: notes, a gh login, a server installation
     with the person's `.env` in it."""
     home = tmp_path / "home"
-    for d in ("notes", "src/site", ".config/gh", ".config/notes-api", "mail", "mcp-notes/bin"):
+    for d in (
+        "notes",
+        "src/site",
+        ".config/gh",
+        ".config/notes-api",
+        "mail",
+        "mcp-notes/bin",
+        "drafts",
+    ):
         (home / d).mkdir(parents=True)
     (home / "notes/a.md").write_text("a")
     (home / ".config/gh/hosts.yml").write_text("token")
@@ -48,12 +56,13 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return home
 
 
-def _routine(home: Path) -> Routine:
+def _routine(home: Path, permissions: str = "ask") -> Routine:
     text = AGENT.replace(
         'system = "Write the brief."\n',
         f'system = "Write the brief."\ntools = {TOOLS}\nhome = ["~/src/site"]\n'
-        'network = ["status.example.org"]\n',
+        'network = ["status.example.org"]\nwrite = ["~/drafts"]\n',
     )
+    text = f'[routine]\npermissions = "{permissions}"\n\n' + text
     text += (
         '\n[[agent.credentials]]\npath = "~/.config/gh"\nhosts = ["api.github.com"]\n'
         f'\n[[agent.mcp]]\nname = "notes"\ncommand = ["{home}/mcp-notes/bin/notes-server"]\n'
@@ -86,8 +95,10 @@ def _walk(policy: ShellPolicy, home: Path, shown: str, writable: set[str]) -> li
             if not system and path not in shown:  # an installation
                 missing.append(f"read-only {path}")
         elif arg in ("--bind", "--bind-fd"):
-            if argv[i + 2] not in writable:
-                missing.append(f"writable {argv[i + 2]}")
+            # The run's own dirs, or a write folder the card says is written without asking.
+            where = _tilde(argv[i + 2], home)
+            if argv[i + 2] not in writable and f"{where} (its shell commands and" not in shown:
+                missing.append(f"writable {where}")
         elif arg == "--setenv":
             name = argv[i + 1]
             proxy = name in dict(proxy_env()) and "proxy" in shown
@@ -99,15 +110,16 @@ def _walk(policy: ShellPolicy, home: Path, shown: str, writable: set[str]) -> li
     return missing
 
 
-def test_every_grant_that_widens_a_sandbox_is_on_the_card(home: Path) -> None:
-    routine = _routine(home)
+@pytest.mark.parametrize("permissions", ["ask", "files"])
+def test_every_grant_that_widens_a_sandbox_is_on_the_card(home: Path, permissions: str) -> None:
+    routine = _routine(home, permissions)
     p = paths()
     settings = SandboxSettings()
     policy = host_policy(routine, p, settings, os.environ.get("PATH", "/usr/bin"))
     shown = "\n".join(card_lines(card(routine, policy)))
     scratch = p.run_scratch(routine.name, "walk")
-    # Write: only the routine's own workspace and the run's scratch, never the person's files
-    # (so the card need not list them); everything else is read-only.
+    # Write: the routine's own workspace and the run's scratch (the card need not list them),
+    # and its write folders only where the card says so; everything else is read-only.
     writable = {os.path.realpath(p.workspace(routine.name)), os.path.realpath(scratch)}
     shells = [shell_policy_for(routine, paths=p, scratch_dir=scratch, settings=settings)]
     shells += [
@@ -132,4 +144,23 @@ def test_every_grant_that_widens_a_sandbox_is_on_the_card(home: Path) -> None:
         str(home / ".config/notes-api"),
     }
     assert shells[1].network == ("smtp.example",)
+    drafts = str(home / "drafts")
+    if permissions == "files":  # read-write, and nowhere else
+        assert drafts in shells[0].rw_binds and "~/drafts (its shell commands and" in shown
+        assert all(drafts not in s.rw_binds for s in (*shells[1:], *servers))
+    else:  # read-only, and each write_file there asks
+        assert drafts in {d for _, d in shells[0].declared} and drafts not in shells[0].rw_binds
+        assert "~/drafts (read-only to its shell commands; each write_file there asks" in shown
     assert "~/notes/*.md (read tool)" in shown
+
+
+def test_a_write_folder_reached_through_a_link_is_refused_under_files(home: Path) -> None:
+    """It is bound read-write from a descriptor opened with O_NOFOLLOW at its own path: a
+    link there is refused by name, never bound in its target's place."""
+    (home / "drafts").rmdir()
+    (home / "drafts").symlink_to(home / "mail")
+    routine = _routine(home, "files")
+    p = paths()
+    scratch = p.run_scratch(routine.name, "walk")
+    with pytest.raises(ValueError, match="'~/drafts' is reached through a link"):
+        shell_policy_for(routine, paths=p, scratch_dir=scratch, settings=SandboxSettings())

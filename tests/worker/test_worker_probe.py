@@ -11,15 +11,15 @@ from pathlib import Path
 
 from msgspec.structs import replace
 
-from ipc import Job
+from ipc import Job, SandboxProbe
 from supervisor.engine.probecache import ProbeCache
 from tests.worker.worker_harness import command_toml, make_job, run_worker
 
 BWRAP = "/usr/bin/bwrap"
 
 
-def _probed(bwrap: str) -> dict[str, object] | None:
-    async def go() -> dict[str, object] | None:
+def _probed(bwrap: str) -> SandboxProbe | None:
+    async def go() -> SandboxProbe | None:
         cache = ProbeCache()
         assert cache.get(bwrap) is None  # not yet: the probe starts
         for _ in range(600):  # up to a minute, in tenths
@@ -32,7 +32,7 @@ def _probed(bwrap: str) -> dict[str, object] | None:
 
 
 def test_the_daemon_probes_once_and_keeps_the_answer(not_root: None) -> None:
-    assert _probed(BWRAP) == {"bwrap": BWRAP, "ok": True, "reason": "", "fix": ""}
+    assert _probed(BWRAP) == SandboxProbe(BWRAP, ok=True)
 
 
 def test_a_bwrap_that_is_refused_is_cached_with_why(tmp_path: Path, not_root: None) -> None:
@@ -40,8 +40,8 @@ def test_a_bwrap_that_is_refused_is_cached_with_why(tmp_path: Path, not_root: No
     fake.write_text('#!/bin/sh\nexec "$@"\n')
     fake.chmod(0o755 | stat.S_IXUSR)
     found = _probed(str(fake))
-    assert found is not None and found["ok"] is False
-    assert str(found["reason"]) and str(found["fix"])
+    assert found is not None and found.ok is False
+    assert found.reason and found.fix
 
 
 def _command_job(home: Path) -> Job:
@@ -51,16 +51,16 @@ def _command_job(home: Path) -> Job:
 
 def test_the_worker_takes_the_daemons_probe_instead_of_its_own(home: Path, not_root: None) -> None:
     job = _command_job(home)
-    refused = {"bwrap": BWRAP, "ok": False, "reason": "the daemon's probe said no", "fix": "x"}
+    refused = SandboxProbe(BWRAP, ok=False, reason="the daemon's probe said no", fix="x")
     r = run_worker(replace(job, sandbox_probe=refused))
     assert r.result.status == "failed"
     assert "the daemon's probe said no" in (r.result.error or "")
-    fine = {"bwrap": BWRAP, "ok": True, "reason": "", "fix": ""}
+    fine = SandboxProbe(BWRAP, ok=True)
     assert run_worker(replace(job, sandbox_probe=fine)).result.status == "ok"
 
 
 def test_a_probe_for_another_bwrap_is_not_taken(home: Path, not_root: None) -> None:
     job = _command_job(home)
-    other = {"bwrap": "/opt/other/bwrap", "ok": False, "reason": "not this one", "fix": "x"}
+    other = SandboxProbe("/opt/other/bwrap", ok=False, reason="not this one", fix="x")
     r = run_worker(replace(job, sandbox_probe=other))
     assert r.result.status == "ok" and os.path.exists(BWRAP)

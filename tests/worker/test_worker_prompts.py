@@ -3,6 +3,7 @@ for a routine that declares actions, and the user's decisions on earlier proposa
 
 from __future__ import annotations
 
+from ipc import Decision
 from routines.spec import Action, AgentSpec
 from worker import prompts
 
@@ -24,33 +25,9 @@ def test_propose_action_is_offered_only_when_the_routine_declares_actions() -> N
 def test_the_decisions_on_earlier_proposals_come_before_the_task() -> None:
     decided = prompts.decisions_text(
         [
-            {
-                "id": 3,
-                "action": "send-reply",
-                "summary": "To Bob",
-                "state": "done",
-                "decided_by": "cli",
-                "why": None,
-                "exit_status": 0,
-            },
-            {
-                "id": 4,
-                "action": "send-reply",
-                "summary": "To Eve\x1b[2J",
-                "state": "denied",
-                "decided_by": "cli",
-                "why": "too curt\nreally",
-                "exit_status": None,
-            },
-            {
-                "id": 5,
-                "action": "send-reply",
-                "summary": "To Al",
-                "state": "expired",
-                "decided_by": "runtime",
-                "why": None,
-                "exit_status": None,
-            },
+            Decision(3, "send-reply", "To Bob", "done", decided_by="cli", exit_status=0),
+            Decision(4, "send-reply", "To Eve\x1b[2J", "denied", "cli", "too curt\nreally"),
+            Decision(5, "send-reply", "To Al", "expired", decided_by="runtime"),
         ]
     )
     assert decided.splitlines() == [

@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
+from ipc import Answer
 from worker.replies import NOT_RUN_RESULT, PAUSED_RESULT, answer_result
+
+
+def _answer(state: str, **fields: Any) -> Answer:
+    return Answer(7, "send-reply", state, **fields)
 
 
 def test_an_approved_action_gives_the_model_its_real_output_and_exit_status() -> None:
     content, is_error = answer_result(
-        {"state": "done", "decided_by": "cli", "exit_status": 0, "output": "sent\n"}
+        _answer("done", decided_by="cli", exit_status=0, output="sent\n")
     )
     assert json.loads(content) == {
         "approved_by": "cli",
@@ -18,19 +24,23 @@ def test_an_approved_action_gives_the_model_its_real_output_and_exit_status() ->
         "output": "sent\n",
     }
     assert not is_error
-    _, failed = answer_result({"state": "done", "exit_status": 3, "output": ""})
+    _, failed = answer_result(_answer("done", exit_status=3, output=""))
     assert failed  # the action ran and failed: the model sees an error result
+    # Approved, but refused when it was to run (a write's path resolves out of its folder
+    # now): no exit status, and the model is not told it ran.
+    said, failed = answer_result(_answer("done", output="[error] refused: outside"))
+    assert failed and json.loads(said)["ran"] is False
 
 
 def test_a_refusal_is_an_error_result_with_the_reason() -> None:
-    denied = answer_result({"state": "denied", "why": "wrong tone"})
+    denied = answer_result(_answer("denied", why="wrong tone"))
     assert denied == (
         json.dumps({"error": "refused: the person denied it: wrong tone", "ran": False}),
         True,
     )
-    expired, _ = answer_result({"state": "expired"})
+    expired, _ = answer_result(_answer("expired"))
     assert json.loads(expired)["error"] == "refused: nobody answered in time"
-    edited, _ = answer_result({"state": "invalidated"})
+    edited, _ = answer_result(_answer("invalidated"))
     assert "edited since" in json.loads(edited)["error"]
 
 

@@ -199,3 +199,32 @@ def test_debug_shows_each_bwrap_argv_as_an_event(
     assert argv[argv.index("--") + 1].endswith("bwrap")
     assert "--bind" in argv and "--bind-fd" not in argv
     assert shown.text == "sandbox argv: " + shlex.join(argv)
+
+
+def test_everything_writes_without_pausing_from_the_shell_and_write_file(
+    tmp_path: Path, home: Path, ollama: FakeOllama, monkeypatch: pytest.MonkeyPatch, not_root: None
+) -> None:
+    """A job whose permissions the supervisor judged "everything" (its signature verified):
+    the write folder is read-write, write_file writes at once, and nothing is proposed."""
+    import msgspec
+
+    from ipc import Proposal
+
+    person = tmp_path / "person"
+    (person / "notes").mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(person))
+    shell = "echo shell > ~/notes/a.txt"
+    ollama.add(
+        O.tool_calls(("run_shell", {"command": shell})),
+        O.tool_calls(("write_file", {"path": "~/notes/b.txt", "content": "tool\n"})),
+        O.text(LONG),
+    )
+    toml = routine_toml(tools=(f"shell:{shell}",), extra_agent='write = ["~/notes"]')
+    job = msgspec.structs.replace(
+        make_job(home, toml, ollama_url=ollama.url), permissions="everything"
+    )
+    r = run_worker(job, env=worker_env(HOME=str(person)))
+    assert r.result.status == "ok", r.stderr
+    assert (person / "notes/a.txt").read_text() == "shell\n"
+    assert (person / "notes/b.txt").read_text() == "tool\n"
+    assert not [m for m in r.messages if isinstance(m, Proposal)]

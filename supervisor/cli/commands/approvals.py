@@ -142,8 +142,17 @@ def pending(args: argparse.Namespace) -> int:
 
 def _head(w: Any, routine: Any) -> str:
     """Who proposed what: the action, the command, its sandbox, the input's size (pure)."""
+    from routines.proposals import WRITE_ACTION
     from routines.safetext import one_line, visible
 
+    if w.action == WRITE_ACTION:  # a write_file call a run paused at: the path, the content
+        return "\n".join(
+            [
+                f"#{w.id} from {w.routine} (run {w.run_id}): {one_line(w.summary)}",
+                f"  write:   {visible(w.command, newlines=False)}   (created or replaced whole)",
+                f"  content ({_size(w.input)}):",
+            ]
+        )
     action = routine.agent.action(w.action) if routine and routine.agent else None
     network = action.network if action else False
     net = "off" if network is False else "any host" if network is True else ", ".join(network)
@@ -188,12 +197,14 @@ def _cut(shown: str) -> str:
 def reminder(w: Any) -> str:
     """What is approved, said again right above the question (pure): the action, the command,
     the input's size and line count, and its first lines, each escaped to one line."""
+    from routines.proposals import WRITE_ACTION
     from routines.safetext import one_line, visible
 
     lines = w.input.splitlines() or [""]
+    what = "write:  " if w.action == WRITE_ACTION else "command:"
     out = [
         f"approving #{w.id}: {one_line(w.action)} for {one_line(w.routine)}",
-        f"  command: {visible(w.command, newlines=False)}",
+        f"  {what} {visible(w.command, newlines=False)}",
         f"  input:   {_size(w.input)}; it begins:",
     ]
     out += [f"    │ {_cut(visible(line, newlines=False))}" for line in lines[:REMINDER_LINES]]

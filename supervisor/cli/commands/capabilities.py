@@ -23,6 +23,7 @@ from datetime import datetime
 from routines.policy import Policy, Scope, ScopeKind, policy_of
 from routines.safetext import redact_url
 from routines.spec import Kind, Memory, OutputType, Route, Routine
+from routines.spec.paths import Paths
 
 __all__ = [
     "Line",
@@ -114,6 +115,7 @@ def on_this_host(routine: Routine) -> Policy:
     server's installation found on the PATH its sandbox gets (the one impure step: the card
     above it stays a function of the policy)."""
     import os
+    from dataclasses import replace
 
     from routines.policy import host_policy
     from routines.spec.paths import paths
@@ -122,7 +124,22 @@ def on_this_host(routine: Routine) -> Policy:
 
     p = paths()
     settings = config_or_default(p).sandbox
-    return host_policy(routine, p, settings, os.environ.get("PATH") or DEFAULT_PATH)
+    policy = host_policy(routine, p, settings, os.environ.get("PATH") or DEFAULT_PATH)
+    return replace(policy, run_limits=in_force(p)[1])
+
+
+def in_force(p: Paths) -> tuple[bool, str]:
+    """What `doctor` and the card say: whether the kernel keeps the run limits, and how
+    (supervisor/engine/runcgroup.py). The running daemon's, or, with none running, what this
+    host allows one under the user unit."""
+    from supervisor.client import daemon_locks, lock_holder
+    from supervisor.engine import runcgroup
+
+    pid = lock_holder(daemon_locks(p))
+    if pid:
+        s = runcgroup.support(pid)
+        return s.enforcement is runcgroup.Enforcement.CGROUP, runcgroup.describe(s)
+    return runcgroup.host_limits()
 
 
 def card(routine: Routine, policy: Policy | None = None) -> list[Line]:
@@ -132,6 +149,7 @@ def card(routine: Routine, policy: Policy | None = None) -> list[Line]:
     policy = policy or policy_of(routine)
     shell = policy.of(ScopeKind.SHELL, routine.name)
     lines = _read_lines(shell, policy)
+    lines.extend(_write_lines(shell))
     lines.extend(_credential_lines(shell))
     lines.append(_network_line(routine, shell))
     if _webhook_host(routine) is not None:
@@ -141,6 +159,8 @@ def card(routine: Routine, policy: Policy | None = None) -> list[Line]:
     lines.extend(_action_lines(routine, policy))
     lines.extend(trigger_lines(routine))
     lines.extend(_permission_lines(routine))
+    if policy.run_limits:
+        lines.append(Line("limits", policy.run_limits))
     return lines
 
 
@@ -151,12 +171,14 @@ def _permission_lines(routine: Routine) -> list[Line]:
 
     if routine.kind is not Kind.AGENT:
         return []
-    if not routine.actions and routine.permissions is Permissions.ASK:
+    if not routine.actions and not routine.write and routine.permissions is Permissions.ASK:
         return []  # the default, with nothing that could ask: nothing to say
     p = routine.permissions
     what = {
-        Permissions.ASK: "every action pauses the run until you answer",
-        Permissions.FILES: "writes in its own folders go ahead; every action pauses the run",
+        Permissions.ASK: "every action "
+        + ("and every write to its write folders " if routine.write else "")
+        + "pauses the run until you answer",
+        Permissions.FILES: "writes in its write folders go ahead; every action pauses the run",
         Permissions.EVERYTHING: "nothing pauses, while its signature verifies",
     }[p]
     return [
@@ -251,11 +273,11 @@ def _described(path: str) -> str:
 
 
 def needs_consent(routine: Routine) -> bool:
-    """Whether it reads anything (a home folder, a read glob, a credential) and can also
+    """Whether it reads anything (a home or write folder, a read glob, a credential) and can also
     reach the network (its calls, or an action it may propose)."""
     policy = policy_of(routine)
     reads = bool(policy.read_globs) or any(
-        s.home or s.credentials or s.install for s in policy.scopes
+        s.home or s.write or s.credentials or s.install for s in policy.scopes
     )
     return reads and bool(reach_text(routine))
 
@@ -306,6 +328,22 @@ def _read_lines(shell: Scope, policy: Policy) -> list[Line]:
     if not reads:
         return [Line("reads", "nothing of your files")]
     return [Line("reads" if i == 0 else "", r, caution=True) for i, r in enumerate(reads)]
+
+
+def _write_lines(shell: Scope) -> list[Line]:
+    """Its `write` folders, and how a write there goes: the same Scope the sandbox binds
+    them from (read-write, or read-only with write_file asking first)."""
+    if not shell.write:
+        return []
+    how = (
+        "read-only to its shell commands; each write_file there asks you first"
+        if shell.write_asks
+        else "its shell commands and write_file write there without asking"
+    )
+    return [
+        Line("writes" if i == 0 else "", f"{entry} ({how})", caution=True)
+        for i, entry in enumerate(shell.write)
+    ]
 
 
 def _action_lines(routine: Routine, policy: Policy) -> list[Line]:

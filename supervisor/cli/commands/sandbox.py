@@ -2,13 +2,13 @@
 
 The supervisor package never imports sandbox/ or worker/ (the daemon stays small), so this
 command execs `python -m worker.sandboxcli`, which does the work: the terminal and the exit
-status pass straight through.
+status pass straight through. The exact form `NAME [--argv] -- CMD` is exec'd by the thin
+client before this parser is built (supervisor/cli/sandboxexec.py); the others come here.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from typing import Any
 
@@ -51,17 +51,7 @@ def run(args: argparse.Namespace) -> int:
     if not words:
         print("vinos-routine: give the command after --, e.g. -- 'df -h'", file=sys.stderr)
         return 2
-    # -P: keep the current directory off sys.path, or a `worker` package there would run.
-    argv = [sys.executable, "-P", "-m", "worker.sandboxcli", args.name]
-    if show_argv:
-        argv.append("--argv")
-    argv += ["--", *words]
-    from supervisor.engine.pkgroot import package_root  # one place knows where our packages are
+    from supervisor.cli.sandboxexec import exec_sandboxcli
 
-    root = package_root()
-    env = dict(os.environ)
-    rest = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != root]
-    env["PYTHONPATH"] = os.pathsep.join([root, *rest])
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os.execve(sys.executable, argv, env)
+    exec_sandboxcli(args.name, show_argv, words)
+    return 1  # not reached: exec_sandboxcli replaces this process

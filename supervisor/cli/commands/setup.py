@@ -205,6 +205,7 @@ def gather(env: dict[str, str]) -> Any:
 
     from routines.spec.config import ConfigInvalid, load_config
     from routines.spec.paths import paths
+    from supervisor.cli.commands.capabilities import in_force
     from supervisor.cli.distro import family, os_release
     from supervisor.cli.setupplan import SHELL_ONLY, Facts
     from supervisor.client import daemon_locks, lock_holder
@@ -281,6 +282,7 @@ def gather(env: dict[str, str]) -> Any:
         premium_missing=premium_missing,
         providers=answers,
         unreachable=unreachable,
+        run_limits=in_force(p),
     )
 
 

@@ -959,3 +959,30 @@ def test_an_action_home_on_the_never_list_is_refused(rdir: Path) -> None:
     [line] = errors(rdir, text)
     assert line.startswith(f"{rdir / 'day-brief.toml'}: [agent].actions[0].home[0]: ")
     assert "never-list" in line
+
+
+@pytest.mark.parametrize(
+    ("entry", "says"),
+    [
+        ('"~/.ssh"', "never-list"),
+        ('"~/notes/.env"', "credential-named"),
+        ('"~"', "all of ~"),
+        ('"/srv/notes"', 'expected a path starting with "~/"'),
+    ],
+)
+def test_a_write_folder_is_held_to_what_a_home_entry_is(rdir: Path, entry: str, says: str) -> None:
+    """`write` folders are shown to the sandbox (read-write, or read-only under "ask"), so
+    the home entry's checks hold them too."""
+    [line] = errors(rdir, AGENT.replace("[agent]\n", f"[agent]\nwrite = [{entry}]\n", 1))
+    assert line.startswith(f"{rdir / 'day-brief.toml'}: [agent].write[0]: ")
+    assert says in line, line
+
+
+def test_a_write_folder_is_read(rdir: Path) -> None:
+    r = load_file(write(rdir, "day-brief", agent_with("", agent='write = ["~/notes"]\n')))
+    assert (r.write, r.home) == (("~/notes",), ())
+
+
+def test_a_command_routine_has_no_write_folders(rdir: Path) -> None:
+    [line] = errors(rdir, COMMAND.replace("[command]\n", '[command]\nwrite = ["~/notes"]\n', 1))
+    assert "[command].write: unknown key" in line, line

@@ -39,7 +39,9 @@ __all__ = [
     "name_pattern",
     "never_paths",
     "read_problem",
+    "runs_as_you",
     "under",
+    "write_problem",
 ]
 
 
@@ -393,6 +395,59 @@ def home_problem(
                     f'"{entry}" is credential-named ("{name}": {pattern.holds}): no routine '
                     "may see it; a command that needs it takes it as a credential "
                     "([[agent.credentials]] or [[command.credentials]], bound to hosts)"
+                )
+    return None
+
+
+# Folders of home whose files this user's own programs run, outside any sandbox: the shell's
+# and the desktop's start-up files, autostart entries, systemd user units, environment.d,
+# ~/.local/bin, a repository's hooks and config, direnv's .envrc, an editor's tasks. They are
+# dot-names (and ~/bin, on PATH where it exists), so a name beginning with a dot, or ~/bin,
+# is never a folder of documents a routine may write (tests/routines/test_redteam_writes.py::
+# test_a_write_folder_where_your_programs_start_from_is_refused).
+RUNS_AS_YOU = ("~/bin",)
+
+
+def runs_as_you(path: str, home: str) -> str | None:
+    """The name below `home` that makes `path` (absolute, normalised) a place this user's
+    programs run files from, or None: a dot-name, or ~/bin."""
+    if not under(path, home) or path == home.rstrip("/"):
+        return None
+    if any(under(path, expand(p, home)) for p in RUNS_AS_YOU):
+        return "bin"
+    below = path[len(home.rstrip("/")) + 1 :]
+    return next((n for n in below.split("/") if n.startswith(".")), None)
+
+
+def write_problem(
+    entry: str,
+    home: str,
+    never: Sequence[str],
+    extra: Sequence[str] = (),
+    environ: Mapping[str, str] | None = None,
+) -> str | None:
+    """Why `entry` of `write = [...]` cannot be declared, or None: a home entry's rules, and
+    two of a folder the model may rearrange. No never-list entry below it: a rename of the
+    folder that holds one moves it out from under its name, unmasked at the next run
+    (tests/routines/test_redteam_writes.py::
+    test_a_never_entry_below_a_write_folder_is_moved_out_of_its_mask). And not where this
+    user's programs start from (RUNS_AS_YOU): a file written there runs outside the sandbox."""
+    if problem := home_problem(entry, home, never, extra, environ):
+        return problem
+    path = expand(entry, home)
+    for p in (path, os.path.realpath(path)):
+        if name := runs_as_you(p, home):
+            return (
+                f'"{entry}" is where your own programs start from ("{name}": start-up files, '
+                "autostart entries, systemd units, program folders): a file written there "
+                "runs as you, outside any sandbox; name a folder of documents"
+            )
+        for n in never:
+            if n != p and under(n, p):
+                return (
+                    f'"{entry}" holds {_tilde(n, home)} ({holds(n, home, extra, environ)}), '
+                    "which is hidden by its name: a folder the routine may write can be "
+                    "renamed, and the hidden one with it; name a folder that holds none"
                 )
     return None
 

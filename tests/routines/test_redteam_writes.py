@@ -135,13 +135,13 @@ def test_write_file_never_writes_a_dot_name_below_a_folder(home: Path, path: str
         "\u202edm.exe",  # right-to-left override: shows as "exe.md"
         "zero\u200bwidth.md",
         "\udcff.md",  # surrogate-escaped byte: not UTF-8 on disk
-        "\ud800.md",  # a lone surrogate: raised UnicodeEncodeError in the worker
+        "\ud800.md",  # a lone surrogate (Python's json keeps one): UnicodeEncodeError here
     ],
 )
 def test_a_name_that_is_not_plain_text_is_refused(home: Path, name: str) -> None:
     """Finding 41 (the model). Only NUL, newline and CR were refused: a name with escapes
     or invisible characters was written (shown escaped at approval, but as itself in every
-    listing after), and a lone surrogate raised in the worker, ending the run."""
+    listing after), and a lone surrogate raised UnicodeEncodeError out of the check."""
     found = target(f"~/notes/{name}", ("~/notes",), str(home))
     assert isinstance(found, str) and "plain text" in found, found
 

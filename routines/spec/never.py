@@ -402,19 +402,22 @@ def home_problem(
 # Folders of home whose files this user's own programs run, outside any sandbox: the shell's
 # and the desktop's start-up files, autostart entries, systemd user units, environment.d,
 # ~/.local/bin, a repository's hooks and config, direnv's .envrc, an editor's tasks. They are
-# dot-names (and ~/bin, on PATH where it exists), so a name beginning with a dot, or ~/bin,
-# is never a folder of documents a routine may write (tests/routines/test_redteam_writes.py::
-# test_a_write_folder_where_your_programs_start_from_is_refused).
+# dot-names; and the folders on PATH (~/bin, ~/go/bin, as the environment of the process that
+# decides names them), where a program written shadows a command (tests/routines/
+# test_redteam_writes.py::test_a_write_folder_where_your_programs_start_from_is_refused).
 RUNS_AS_YOU = ("~/bin",)
 
 
-def runs_as_you(path: str, home: str) -> str | None:
-    """The name below `home` that makes `path` (absolute, normalised) a place this user's
-    programs run files from, or None: a dot-name, or ~/bin."""
+def runs_as_you(path: str, home: str, environ: Mapping[str, str] | None = None) -> str | None:
+    """What makes `path` (absolute, normalised) a place this user's programs run files from,
+    or None: a dot-name below `home`, or a folder on PATH (or ~/bin) at or below it."""
     if not under(path, home) or path == home.rstrip("/"):
         return None
-    if any(under(path, expand(p, home)) for p in RUNS_AS_YOU):
-        return "bin"
+    env = os.environ if environ is None else environ
+    on_path = [d for d in env.get("PATH", "").split(":") if d.startswith("/")]
+    for d in (*(expand(p, home) for p in RUNS_AS_YOU), *map(os.path.normpath, on_path)):
+        if under(d, home) and d != home.rstrip("/") and (under(path, d) or under(d, path)):
+            return f"{_tilde(d, home)}, on PATH"
     below = path[len(home.rstrip("/")) + 1 :]
     return next((n for n in below.split("/") if n.startswith(".")), None)
 
@@ -436,7 +439,7 @@ def write_problem(
         return problem
     path = expand(entry, home)
     for p in (path, os.path.realpath(path)):
-        if name := runs_as_you(p, home):
+        if name := runs_as_you(p, home, environ):
             return (
                 f'"{entry}" is where your own programs start from ("{name}": start-up files, '
                 "autostart entries, systemd units, program folders): a file written there "

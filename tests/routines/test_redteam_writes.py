@@ -89,13 +89,24 @@ def test_a_write_folder_holding_vinos_home_is_refused_at_load(
 
 @pytest.mark.parametrize(
     "entry",
-    ["~/.config/systemd/user", "~/.config/autostart", "~/.local/bin", "~/bin", "~/.bashrc.d"],
+    [
+        "~/.config/systemd/user",
+        "~/.config/autostart",
+        "~/.local/bin",
+        "~/bin",
+        "~/.bashrc.d",
+        "~/go/bin",  # on PATH
+        "~/go",  # holds a folder on PATH
+    ],
 )
-def test_a_write_folder_where_your_programs_start_from_is_refused(home: Path, entry: str) -> None:
+def test_a_write_folder_where_your_programs_start_from_is_refused(
+    home: Path, entry: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Finding 40 (a routine's author, then the model under "files"). `write =
     ["~/.config/systemd/user"]` passed (only ~/.config itself is broad): a unit, an
     autostart entry, a program in ~/.local/bin or a file ~/.bashrc sources runs as the
-    person, outside any sandbox, at the next login."""
+    person, outside any sandbox, at the next login; one on PATH shadows a command."""
+    monkeypatch.setenv("PATH", f"/usr/bin:{home}/go/bin")
     [problem] = _problems(entry)
     assert "where your own programs start from" in problem, problem
     assert "runs as you, outside any sandbox" in problem

@@ -12,6 +12,7 @@ own workspace, which its shell tools may write anyway.
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import os
 import posixpath
@@ -36,6 +37,7 @@ __all__ = [
     "glob_reaches",
     "holds",
     "home_problem",
+    "linked_in",
     "name_pattern",
     "never_paths",
     "read_problem",
@@ -422,6 +424,37 @@ def runs_as_you(path: str, home: str, environ: Mapping[str, str] | None = None) 
     return next((n for n in below.split("/") if n.startswith(".")), None)
 
 
+# Where a dotfiles repository's files are linked from: home's own dot-names, the folders
+# below them, and these (a unit or an autostart entry linked in from the repository).
+_LINKED_FROM = ("~/.config/systemd/user", "~/.config/autostart", "~/.local/bin")
+
+
+def linked_in(path: str, home: str) -> str | None:
+    """A dot-name of home (or a name in one of its folders, or in _LINKED_FROM) that is a
+    link to a file at or below `path`, or None: ~/.bashrc → ~/dotfiles/bashrc makes
+    ~/dotfiles a place your shell runs files from, whatever its own names are."""
+    places = [home, *(expand(p, home) for p in _LINKED_FROM)]
+    with contextlib.suppress(OSError):
+        places += [e.path for e in os.scandir(home) if e.name.startswith(".") and _is_dir(e)]
+    for place in places:
+        try:
+            entries = list(os.scandir(place))
+        except OSError:
+            continue
+        for e in entries:
+            hidden = place != home or e.name.startswith(".")
+            if hidden and e.is_symlink() and under(os.path.realpath(e.path), path):
+                return _tilde(e.path, home)
+    return None
+
+
+def _is_dir(entry: os.DirEntry[str]) -> bool:
+    try:
+        return entry.is_dir(follow_symlinks=False)
+    except OSError:
+        return False
+
+
 def write_problem(
     entry: str,
     home: str,
@@ -439,7 +472,8 @@ def write_problem(
         return problem
     path = expand(entry, home)
     for p in (path, os.path.realpath(path)):
-        if name := runs_as_you(p, home, environ):
+        name = runs_as_you(p, home, environ) or linked_in(p, home)
+        if name:
             return (
                 f'"{entry}" is where your own programs start from ("{name}": start-up files, '
                 "autostart entries, systemd units, program folders): a file written there "

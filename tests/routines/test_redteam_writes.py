@@ -119,6 +119,27 @@ def test_a_write_folder_linked_into_a_start_up_place_is_refused(home: Path) -> N
     assert "where your own programs start from" in problem, problem
 
 
+@pytest.mark.parametrize(
+    ("link", "to"),
+    [
+        (".bashrc", "dotfiles/bashrc"),  # a dotfiles repository's plain names
+        (".config/nvim", "dotfiles/nvim/.config/nvim"),  # GNU stow's layout
+        (".config/systemd/user/sync.service", "dotfiles/sync.service"),
+    ],
+)
+def test_a_write_folder_your_start_up_files_link_into_is_refused(
+    home: Path, link: str, to: str
+) -> None:
+    """Finding 40, by a link: ~/dotfiles has no dot-name of its own, but ~/.bashrc leads
+    into it, so a file written there runs at the next shell."""
+    (home / to).parent.mkdir(parents=True, exist_ok=True)
+    (home / to).write_text("")
+    (home / link).parent.mkdir(parents=True, exist_ok=True)
+    (home / link).symlink_to(home / to)
+    [problem] = _problems("~/dotfiles")
+    assert f'("~/{link}"' in problem and "runs as you" in problem, problem
+
+
 def test_a_documents_folder_is_still_a_write_folder(home: Path) -> None:
     assert _routine("~/notes").write == ("~/notes",)
 

@@ -181,3 +181,28 @@ def test_a_name_that_is_not_plain_text_is_refused(home: Path, name: str) -> None
 def test_a_plain_name_with_spaces_and_accents_is_written(home: Path) -> None:
     found = target("~/notes/Café notes 2026.md", ("~/notes",), str(home))
     assert found == Target(str(home / "notes"), ("Café notes 2026.md",))
+
+
+def test_a_credential_named_file_below_a_write_folder_stays_masked(
+    home: Path, not_root: None
+) -> None:
+    """Held (the model, under "files"): a `.env` below a write folder is masked by its name,
+    so a hard link to it (EXDEV: it is a mount), a rename of it (EBUSY) or of the folder
+    holding it (the next sandbox masks it at its new place) shows nothing of it."""
+    (home / "notes/proj").mkdir()
+    (home / "notes/proj/.env").write_text("KEY=secret\n")
+    routine = _routine("~/notes")
+    p = paths()
+    scratch = p.run_scratch(routine.name, "r1")
+
+    def shell(command: str) -> str:
+        policy = shell_policy_for(routine, paths=p, scratch_dir=scratch, settings=SandboxSettings())
+        result = sandbox.run_shell(command, policy, timeout_sec=30)
+        return result.stdout + result.stderr
+
+    shell("ln ~/notes/proj/.env ~/notes/hard; mv ~/notes/proj/.env ~/notes/moved; true")
+    shell("mv ~/notes/proj ~/notes/p2")
+    seen = shell("cat ~/notes/hard ~/notes/moved ~/notes/p2/.env 2>&1; true")
+    assert "secret" not in seen, seen
+    assert not (home / "notes/hard").exists() and not (home / "notes/moved").exists()
+    assert (home / "notes/p2/.env").read_text() == "KEY=secret\n"  # moved, still masked

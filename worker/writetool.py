@@ -24,7 +24,8 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from routines.spec.never import name_pattern
+from routines.safetext import visible
+from routines.spec.never import name_pattern, runs_as_you
 
 __all__ = ["Target", "make_folder", "target", "write"]
 
@@ -51,8 +52,10 @@ def target(path: str, folders: Sequence[str], home: str, never: Sequence[str] = 
     (masked below a folder in the sandbox, so never written here either)."""
     if not folders:
         return "this routine declares no write folders"
-    if any(c in path for c in "\0\n\r") or not path:
-        return "the path must be one line of text"
+    if not path or visible(path, newlines=False) != path or not _utf8(path):
+        # A name the person reads at approval, and in every listing after, is what it is
+        # (tests/routines/test_redteam_writes.py::test_a_name_that_is_not_plain_text_is_refused).
+        return "the path must be one line of plain text (no control or invisible characters)"
     full = _expand(path, home)
     if not os.path.isabs(full):
         return f'expected a path starting with "~/" or "/", found {path!r}'
@@ -67,10 +70,24 @@ def target(path: str, folders: Sequence[str], home: str, never: Sequence[str] = 
         for name in below:
             if pattern := name_pattern(name):
                 return f'"{name}" is credential-named ({pattern.holds}): never written'
+        dotted = next((n for n in below if n.startswith(".")), None)
+        if starts := dotted or runs_as_you(real, home):
+            return (
+                f'"{starts}" is where your programs start from (a dot-name: a repository\'s '
+                "hooks and config, .envrc, start-up files, or ~/bin): never written"
+            )
         return Target(folder, below)
     shown = ", ".join(folders)
     moved = f" (it resolves to {real})" if real != os.path.normpath(full) else ""
     return f"{path} is outside this routine's write folders ({shown}){moved}"
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate: no name the person could read
+        return False
+    return True
 
 
 def write(where: Target, content: str) -> str:

@@ -345,8 +345,6 @@ def _never_checks(
     homes += mcpkeys.server_homes(agent, command)  # each MCP server's own `home`
     reads: list[tuple[str, str]] = []
     if agent is not None:
-        # A write folder is held to what a home entry is: it is shown to the sandbox too.
-        homes += [(f"[agent].write[{i}]", e) for i, e in enumerate(agent.write)]
         for j, action in enumerate(agent.actions):
             homes += [(f"[agent].actions[{j}].home[{i}]", e) for i, e in enumerate(action.home)]
         raw = doc.get("agent", {}).get("tools", [])
@@ -354,19 +352,28 @@ def _never_checks(
             valid = isinstance(entry, str) and Tool(ToolKind.READ, entry[5:]) in agent.tools
             if valid and entry.startswith("read:"):
                 reads.append((f"[agent].tools[{i}]", entry[5:]))
-    from routines.spec.never import home_problem, read_problem
+    from routines.spec.never import home_problem, read_problem, write_problem
     from routines.spec.paths import paths
 
     p = paths()
     home, never = _never_list(p)
-    for key, entry in homes:
-        if problem := home_problem(entry, home, never):
-            r.error(key, problem)
+    # A write folder is held to what a home entry is (it is shown to the sandbox too), and
+    # to more (routines.spec.never.write_problem).
+    for check, entries in ((home_problem, homes), (write_problem, _write_entries(agent))):
+        for key, entry in entries:
+            if problem := check(entry, home, never):
+                r.error(key, problem)
     if reads:
         own = (os.path.realpath(p.workspace(name)),)
         for key, pattern in reads:
             if problem := read_problem(pattern, home, never, own):
                 r.error(key, problem)
+
+
+def _write_entries(agent: AgentSpec | None) -> list[tuple[str, str]]:
+    if agent is None:
+        return []
+    return [(f"[agent].write[{i}]", e) for i, e in enumerate(agent.write)]
 
 
 def _never_list(p: Paths) -> tuple[str, tuple[str, ...]]:

@@ -12,6 +12,7 @@ own workspace, which its shell tools may write anyway.
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import os
 import posixpath
@@ -36,10 +37,13 @@ __all__ = [
     "glob_reaches",
     "holds",
     "home_problem",
+    "linked_in",
     "name_pattern",
     "never_paths",
     "read_problem",
+    "runs_as_you",
     "under",
+    "write_problem",
 ]
 
 
@@ -393,6 +397,94 @@ def home_problem(
                     f'"{entry}" is credential-named ("{name}": {pattern.holds}): no routine '
                     "may see it; a command that needs it takes it as a credential "
                     "([[agent.credentials]] or [[command.credentials]], bound to hosts)"
+                )
+    return None
+
+
+# Folders of home whose files this user's own programs run, outside any sandbox: the shell's
+# and the desktop's start-up files, autostart entries, systemd user units, environment.d,
+# ~/.local/bin, a repository's hooks and config, direnv's .envrc, an editor's tasks. They are
+# dot-names; and the folders on PATH (~/bin, ~/go/bin, as the environment of the process that
+# decides names them), where a program written shadows a command (tests/routines/
+# test_redteam_writes.py::test_a_write_folder_where_your_programs_start_from_is_refused).
+RUNS_AS_YOU = ("~/bin",)
+
+
+def runs_as_you(path: str, home: str, environ: Mapping[str, str] | None = None) -> str | None:
+    """What makes `path` (absolute, normalised) a place this user's programs run files from,
+    or None: a dot-name below `home`, or a folder on PATH (or ~/bin) at or below it."""
+    if not under(path, home) or path == home.rstrip("/"):
+        return None
+    env = os.environ if environ is None else environ
+    on_path = [d for d in env.get("PATH", "").split(":") if d.startswith("/")]
+    for d in (*(expand(p, home) for p in RUNS_AS_YOU), *map(os.path.normpath, on_path)):
+        if under(d, home) and d != home.rstrip("/") and (under(path, d) or under(d, path)):
+            return f"{_tilde(d, home)}, on PATH"
+    below = path[len(home.rstrip("/")) + 1 :]
+    return next((n for n in below.split("/") if n.startswith(".")), None)
+
+
+# Where a dotfiles repository's files are linked from: home's own dot-names, the folders
+# below them, and these (a unit or an autostart entry linked in from the repository).
+_LINKED_FROM = ("~/.config/systemd/user", "~/.config/autostart", "~/.local/bin")
+
+
+def linked_in(path: str, home: str) -> str | None:
+    """A dot-name of home (or a name in one of its folders, or in _LINKED_FROM) that is a
+    link to a file at or below `path`, or None: ~/.bashrc → ~/dotfiles/bashrc makes
+    ~/dotfiles a place your shell runs files from, whatever its own names are."""
+    places = [home, *(expand(p, home) for p in _LINKED_FROM)]
+    with contextlib.suppress(OSError):
+        places += [e.path for e in os.scandir(home) if e.name.startswith(".") and _is_dir(e)]
+    for place in places:
+        try:
+            entries = list(os.scandir(place))
+        except OSError:
+            continue
+        for e in entries:
+            hidden = place != home or e.name.startswith(".")
+            if hidden and e.is_symlink() and under(os.path.realpath(e.path), path):
+                return _tilde(e.path, home)
+    return None
+
+
+def _is_dir(entry: os.DirEntry[str]) -> bool:
+    try:
+        return entry.is_dir(follow_symlinks=False)
+    except OSError:
+        return False
+
+
+def write_problem(
+    entry: str,
+    home: str,
+    never: Sequence[str],
+    extra: Sequence[str] = (),
+    environ: Mapping[str, str] | None = None,
+) -> str | None:
+    """Why `entry` of `write = [...]` cannot be declared, or None: a home entry's rules, and
+    two of a folder the model may rearrange. No never-list entry below it: a rename of the
+    folder that holds one moves it out from under its name, unmasked at the next run
+    (tests/routines/test_redteam_writes.py::
+    test_a_never_entry_below_a_write_folder_is_moved_out_of_its_mask). And not where this
+    user's programs start from (RUNS_AS_YOU): a file written there runs outside the sandbox."""
+    if problem := home_problem(entry, home, never, extra, environ):
+        return problem
+    path = expand(entry, home)
+    for p in (path, os.path.realpath(path)):
+        name = runs_as_you(p, home, environ) or linked_in(p, home)
+        if name:
+            return (
+                f'"{entry}" is where your own programs start from ("{name}": start-up files, '
+                "autostart entries, systemd units, program folders): a file written there "
+                "runs as you, outside any sandbox; name a folder of documents"
+            )
+        for n in never:
+            if n != p and under(n, p):
+                return (
+                    f'"{entry}" holds {_tilde(n, home)} ({holds(n, home, extra, environ)}), '
+                    "which is hidden by its name: a folder the routine may write can be "
+                    "renamed, and the hidden one with it; name a folder that holds none"
                 )
     return None
 

@@ -380,6 +380,9 @@ class StatusReply:
     health: Health = Health.OK
     unwritten: list[str] = field(default_factory=list)  # runs kept in memory, disk full
     fleet: FleetStatus | None = None  # with config.toml's [fleet]
+    # Asked for (`status`'s request carries the shell's PATH and key presence): what keeps
+    # the enabled routines from working here, with the fix; None when not asked.
+    problems: list[str] | None = None
 
 
 @dataclass(frozen=True, slots=True)

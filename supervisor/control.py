@@ -64,7 +64,7 @@ class Connection:
 
     def __init__(self, writer: asyncio.StreamWriter) -> None:
         self.writer = writer
-        self.queue: asyncio.Queue[bytes | Callable[[], object] | None] = asyncio.Queue(QUEUE_LINES)
+        self.queue: asyncio.Queue[bytes | None] = asyncio.Queue(QUEUE_LINES)
         self.closed = False
         self.in_flight = 0  # requests being served: a connection with one is never idle
         self.last_active = time.monotonic()
@@ -81,26 +81,12 @@ class Connection:
             return False
         return True
 
-    def after_sent(self, action: Callable[[], object]) -> None:
-        """Call `action` once what was sent so far has left for the client (or the client
-        is gone): what the answer freed is then free (supervisor/memtrim.py)."""
-        if self.closed:
-            action()
-            return
-        try:
-            self.queue.put_nowait(action)
-        except asyncio.QueueFull:
-            action()
-
     async def _pump(self) -> None:
         try:
             while True:
                 data = await self.queue.get()
                 if data is None:
                     break
-                if callable(data):
-                    _run(data)
-                    continue
                 self.writer.write(data)
                 await self.writer.drain()
         except (ConnectionError, OSError):
@@ -120,11 +106,9 @@ class Connection:
         self.writer.transport.abort()
 
     def _drop_queued(self) -> None:
-        """Empty the queue; an `after_sent` action in it runs now (the client is gone)."""
+        """Empty the queue (the client is gone)."""
         while not self.queue.empty():
-            data = self.queue.get_nowait()
-            if callable(data):
-                _run(data)
+            self.queue.get_nowait()
 
     async def drain_and_close(self) -> None:
         if not self.closed:
@@ -132,13 +116,6 @@ class Connection:
                 self.queue.put_nowait(None)
         with contextlib.suppress(Exception):
             await asyncio.wait_for(self._task, 5)
-
-
-def _run(action: Callable[[], object]) -> None:
-    try:
-        action()
-    except Exception:  # an action's bug must not end the connection's pump
-        log.exception("control: an after-sent action failed")
 
 
 Handler = Callable[[Request, Connection], Awaitable[Any]]

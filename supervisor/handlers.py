@@ -30,6 +30,7 @@ from supervisor.owner import version
 from supervisor.scheduler import Pending
 
 if TYPE_CHECKING:
+    from routines.spec.registry import Registry
     from supervisor.reply import ReplyTo
     from supervisor.watch import StatusWatch
 
@@ -61,11 +62,54 @@ class Handlers:
         )
 
     async def status(self, req: Request, conn: Connection) -> StatusReply:
-        return self.status_reply()
+        """The daemon's state; with `problems` (the asking shell's PATH and whether it has a
+        key), what keeps the enabled routines from working, for `status` to print."""
+        reply = self.status_reply()
+        env = req.args.get("problems")
+        if not isinstance(env, dict):
+            return reply
+        from dataclasses import replace
+
+        return replace(reply, problems=self._problems(reply, env))
 
     def status_reply(self) -> StatusReply:
-        """What `status` answers; also what a command run for a thin client reads."""
+        """What `status` answers; also what the bar's watch reads."""
         return self.daemon.snapshot()
+
+    def _problems(self, reply: StatusReply, env: dict[str, object]) -> list[str]:
+        from supervisor.hostcheck import KEY_ENV, status_problems
+
+        shell = {"PATH": str(env.get("path") or "")}
+        if env.get("key"):
+            shell[KEY_ENV] = "set"  # only whether the client has one; never its value
+        # Paused because its ledger is away (a fleet's database down or hung): the routines'
+        # own `enabled` stands in for their states, without a read that would wait
+        # (tests/fleet/test_fleet_cli.py: status answers within a second on a hang).
+        states = self.daemon.ledger.states() if reply.health == "ok" else {}
+        d = self.daemon
+        return status_problems(d.paths, _on_disk(d.registry).routines(), states, os.getpid(), shell)
+
+    async def list_routines(self, req: Request, conn: Connection) -> dict[str, object]:
+        """`list`: the read model's rows (routines.query), from the files as they are now,
+        the daemon's ledger and the next fires its scheduler holds; the client renders them."""
+        from routines.query import encode_rows
+        from supervisor.overview import collect
+
+        d = self.daemon
+        if d.lost() is not None:
+            raise CommandError("ledger_lost", "the ledger was lost")  # the CLI says why
+        if d.serves_local_ledger() and not d.paths.ledger.exists():
+            raise CommandError("no_ledger", "no ledger file")  # the CLI says why, or makes one
+        d.refresh(rescan=True)  # a file edited a moment ago shows
+        stale = sorted(n for n, e in d.registry.entries.items() if e.stale)
+        rows = collect(
+            d.clock.now(),
+            registry=_on_disk(d.registry),
+            ledger=d.ledger,
+            known_fire=d.known_fire,
+            stale=stale,
+        )
+        return {"routines": encode_rows(rows), "stale": stale}
 
     def _routine(self, name: object) -> Routine:
         if not isinstance(name, str):
@@ -161,7 +205,7 @@ class Handlers:
             "reload": self.reload,
             "enable": self.enable,
             "disable": self.enable,
-            "answer": self.answer,
+            "list": self.list_routines,
             "fire": self.fire,
             "watch": self.watch,
         }
@@ -190,10 +234,17 @@ class Handlers:
 
     async def watch(self, req: Request, conn: Connection) -> dict[str, object]:
         """`status --waybar --follow`: the bar's line each time it changes (supervisor/watch.py)."""
-        return await self.status_watch.serve(self.status_reply, req, conn)
+        return await self.status_watch.serve(req, conn)
 
-    async def answer(self, req: Request, conn: Connection) -> dict[str, object]:
-        """A read command run here for a thin client (supervisor/answers.py)."""
-        from supervisor.answers import answer
 
-        return answer(self.daemon, self.status_reply, req, conn)
+def _on_disk(registry: Registry) -> Registry:
+    """The daemon's registry as a fresh scan of the files reads it: a file that is invalid
+    now has no routine (the daemon keeps running its last good version; `stale` says so)."""
+    from dataclasses import replace
+
+    from routines.spec.registry import Registry
+
+    entries = registry.entries
+    if not any(e.stale for e in entries.values()):
+        return registry
+    return Registry({n: replace(e, routine=None) if e.stale else e for n, e in entries.items()})

@@ -131,3 +131,26 @@ def offline_status(rows: list[RoutineRow]) -> dict[str, Any]:
         invalid=[r.name for r in rows if r.errors],
     )
     return reply_json(reply)
+
+
+def bar_facts(p: Any, rows: list[RoutineRow], ledger: Any, now: datetime) -> dict[str, Any]:
+    """What the bar shows besides the routines' rows: today's dollars in the machine's zone,
+    the outputs waiting to be read, the proposals waiting for a decision. The daemon sends it
+    with the rows to `status --waybar --follow`; the client reads it itself without one."""
+    from zoneinfo import ZoneInfo
+
+    from routines.ledger import Ledger
+    from routines.proposals import waiting_count
+    from routines.schedule.tz import machine_timezone
+    from supervisor.seen import unseen_count
+
+    zone = ZoneInfo(machine_timezone())
+    day = now.astimezone(zone).date()
+    today = ledger.dollars_by_day([day], zone)
+    # Proposals are kept in this machine's own ledger file, on a fleet too.
+    pending = 0
+    if p.ledger.exists():
+        with Ledger(p.ledger) as local:
+            pending = waiting_count(local, now)
+    unseen = unseen_count(p.state_dir, {r.name for r in rows if r.open_on_login}, day)
+    return {"today_dollars": sum(today.values()), "unseen": unseen, "pending": pending}

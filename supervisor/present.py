@@ -39,10 +39,6 @@ _CODES = {"red": "31", "green": "32", "yellow": "33", "blue": "34", "dim": "2", 
 
 def use_color(stream: TextIO | None = None) -> bool:
     """Colour only on a terminal, and never when NO_COLOR is set (no-color.org) or TERM=dumb."""
-    from supervisor.source import current
-
-    if (src := current()) is not None:  # the daemon runs this for a client: its terminal
-        return src.color
     stream = stream or sys.stdout
     if os.environ.get("NO_COLOR"):
         return False

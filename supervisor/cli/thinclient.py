@@ -1,13 +1,10 @@
-"""`vinos-routine`'s entry point: `list`, `status`, `history` and `cost` asked of the daemon
-when one is up, before anything else is imported; every other command, and these whenever
-the daemon cannot answer, go to supervisor/cli/main.py as before.
+"""`vinos-routine`'s entry point: `list` and `status` (with or without `--json`) go to
+supervisor/cli/reads.py before argparse is imported: it asks the daemon for the read model's
+rows (`ask`: data, never text) and renders them here. Every other command, and any other
+spelling of these, goes to supervisor/cli/main.py.
 
-This module's start-up is the whole cost of a thin `list`: it imports only what Python has
-loaded at start anyway, plus `_socket` and `json` (no argparse, TOML, SQLite, dataclasses,
-pathlib or enum; tests/supervisor/test_thin_client.py checks the list). A daemon that is not
-there costs one stat of its socket file. The options these verbs take are parsed here by hand; any
-that is not recognised exactly (`--help`, an abbreviation, a bad number) goes to the full
-parser, which says what argparse says.
+This module and `ask` import only `_socket` and `json` beyond what Python has loaded at start;
+a daemon that is not there costs one stat of its socket file.
 """
 
 from __future__ import annotations
@@ -15,100 +12,9 @@ from __future__ import annotations
 import os
 import sys
 
-from supervisor.cli.daemonsock import (
-    context,
-    daemon_running,
-    home_of_env,
-    peer_is_us,
-    socket_path,
-)
+from supervisor.cli.daemonsock import daemon_running, home_of_env, peer_is_us, socket_path
 
-__all__ = ["context", "main", "parse", "socket_path", "thin"]
-
-VERBS = ("list", "status", "history", "cost")
-
-
-def _flags(rest: list[str], allowed: tuple[str, ...]) -> dict[str, object] | None:
-    opts: dict[str, object] = {}
-    for arg in rest:
-        if arg not in allowed:
-            return None
-        opts[arg[2:]] = True
-    return opts
-
-
-def _history(rest: list[str]) -> dict[str, object] | None:
-    opts: dict[str, object] = {}
-    i = 0
-    while i < len(rest):
-        arg = rest[i]
-        if arg == "--json":
-            opts["json"] = True
-        elif arg == "-n" or (arg.startswith("-n") and len(arg) > 2):
-            value = arg[2:] if len(arg) > 2 else (rest[i + 1] if i + 1 < len(rest) else "")
-            i += 0 if len(arg) > 2 else 1
-            if not value or value.startswith(("-", "=")):
-                return None
-            try:
-                opts["n"] = int(value)  # what argparse's type does
-            except ValueError:
-                return None
-            if not 1 <= opts["n"] <= 1_000_000:  # type: ignore[operator]
-                return None  # refused by the full parser (history.py's -n)
-        elif arg.startswith("-") or "name" in opts:
-            return None
-        else:
-            opts["name"] = arg
-        i += 1
-    return opts if "name" in opts else None
-
-
-def _cost(rest: list[str]) -> dict[str, object] | None:
-    opts: dict[str, object] = {}
-    periods = 0
-    i = 0
-    while i < len(rest):
-        arg = rest[i]
-        nxt = rest[i + 1] if i + 1 < len(rest) else None
-        if arg == "--json":
-            opts["json"] = True
-        elif arg in ("--today", "--week"):
-            opts["period"] = arg[2:]
-            periods += 1
-        elif arg == "--days":
-            if nxt is None or nxt.startswith("-"):
-                return None
-            opts["days"], i = nxt, i + 1
-            periods += 1
-        elif arg == "--month":
-            if nxt is not None and not nxt.startswith("-"):
-                opts["month"], i = nxt, i + 1
-            else:
-                opts["month"] = "month:this"  # the option's `const`
-            periods += 1
-        else:
-            return None
-        i += 1
-    # The options are mutually exclusive, and argparse says so: the full path does.
-    return opts if periods <= 1 else None
-
-
-def parse(argv: list[str]) -> tuple[str, dict[str, object]] | None:
-    """(verb, options) when `argv` is a read command the daemon can answer, else None."""
-    if not argv or argv[0] not in VERBS:
-        return None
-    verb, rest = argv[0], argv[1:]
-    if verb == "list":
-        opts = _flags(rest, ("--json",))
-    elif verb == "status":
-        opts = _flags(rest, ("--json", "--waybar"))
-        if opts is not None and len(opts) > 1:
-            return None  # mutually exclusive: argparse's message
-    elif verb == "history":
-        opts = _history(rest)
-    else:
-        opts = _cost(rest)
-    return None if opts is None else (verb, opts)
+__all__ = ["ask", "main", "socket_path"]
 
 
 def _exchange(path: str, request: bytes) -> list[bytes] | None:
@@ -123,19 +29,20 @@ def _exchange(path: str, request: bytes) -> list[bytes] | None:
         if not peer_is_us(sock):
             return None  # the full client says who listens there; nothing is sent to them
         sock.sendall(b'{"type":"hello","protocol":1}\n' + request)
-        lines: list[bytes] = []
-        pending = b""
+        chunks: list[bytes] = []
         while True:
-            data = sock.recv(1 << 16)
+            data = sock.recv(1 << 20)
             if not data:
                 return None
-            pending += data
-            *done, pending = pending.split(b"\n")
-            for line in done:
-                lines.append(line)
-                # Unescaped quotes are never inside a JSON string: only a response has this.
-                if b'"type":"response"' in line:
-                    return lines
+            chunks.append(data)
+            if b"\n" not in data:
+                continue  # a large answer arrives in many pieces: joined once, at its end
+            joined = b"".join(chunks)
+            *lines, _rest = joined.split(b"\n")
+            # Unescaped quotes are never inside a JSON string: only a response has this.
+            if any(b'"type":"response"' in line for line in lines):
+                return lines
+            chunks = [joined]
     except TimeoutError:
         # The daemon holds its lock (daemon_running) yet did not answer within the control
         # timeout: the full path must not wait it out a second time.
@@ -149,11 +56,10 @@ def _exchange(path: str, request: bytes) -> list[bytes] | None:
         sock.close()
 
 
-def thin(argv: list[str]) -> int | None:
-    """The exit code of the command answered by the daemon, or None: run it in-process."""
-    parsed = parse(argv)
-    if parsed is None:
-        return None
+def ask(cmd: str, args: dict[str, object]) -> object:
+    """The daemon's result for the request `cmd`, or None when none answers it: no daemon
+    (one stat of its socket file), one stopped behind its socket unit (a read never starts
+    it), a failure, or an error reply (an older daemon that does not know `cmd`)."""
     path = socket_path()
     home = home_of_env()
     if home is None or len(os.fsencode(path)) > 107 or not os.path.exists(path):
@@ -162,45 +68,29 @@ def thin(argv: list[str]) -> int | None:
         return None  # a socket unit listening for a stopped daemon: a read never starts it
     import json
 
-    verb, opts = parsed
-    args = {"verb": verb, "opts": opts, **context(home)}
-    req = {"type": "request", "id": 1, "cmd": "answer", "args": args}
+    req = {"type": "request", "id": 1, "cmd": cmd, "args": args}
     lines = _exchange(path, json.dumps(req, separators=(",", ":")).encode() + b"\n")
     if not lines:
         return None
     try:
-        messages = [json.loads(line) for line in lines]
+        response = json.loads(lines[-1])
     except ValueError:
         return None
-    hello, *events, response = messages
-    result = response.get("result") if response.get("ok") else None
-    if hello.get("type") != "hello" or not isinstance(result, dict) or "code" not in result:
+    if not response.get("ok"):
         if os.environ.get("VINOS_ROUTINE_DEBUG"):  # why the full path runs instead
-            why = result.get("fallback") if isinstance(result, dict) else response.get("error")
-            print(f"vinos-routine: in-process: {why}", file=sys.stderr)
-        return None  # an older daemon, or one that cannot answer this exactly
-    out = [e["text"].encode("latin-1") for e in events if e.get("data", {}).get("fd") == 1]
-    err = [e["text"].encode("latin-1") for e in events if e.get("data", {}).get("fd") == 2]
-    try:
-        sys.stdout.buffer.write(b"".join(out))
-        sys.stdout.flush()
-    except BrokenPipeError:  # `vinos-routine list | head`: the reader left, not an error
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-        return 0
-    if err:
-        sys.stderr.buffer.write(b"".join(err))
-        sys.stderr.flush()
-    code: int = result["code"]
-    return code
+            print(f"vinos-routine: in-process: {response.get('error')}", file=sys.stderr)
+        return None
+    return response.get("result")
 
 
-def _plain(argv: list[str]) -> bool:
-    try:
-        return all(len(a) <= 4096 and a.encode("utf-8") is not None for a in argv)
-    except UnicodeEncodeError:
-        return False
+# The read commands answered from the read model before argparse is loaded; any other
+# spelling (`--help`, an abbreviation, a bad option) goes to the full parser.
+_QUICK = {
+    ("list",): ("list", False),
+    ("list", "--json"): ("list", True),
+    ("status",): ("status", False),
+    ("status", "--json"): ("status", True),
+}
 
 
 def main() -> int:
@@ -210,11 +100,18 @@ def main() -> int:
         from supervisor.cli.waybarfollow import follow
 
         return follow()
-    # An argument no command takes (too long, not UTF-8) goes to the full CLI, which refuses it
-    # in one place (supervisor.cli.main.bad_argument), never to the daemon.
-    code = thin(argv) if _plain(argv) else None
-    if code is not None:
-        return code
+    quick = _QUICK.get(tuple(argv))
+    if quick is not None:
+        from supervisor.cli import reads
+
+        try:
+            verb, as_json = quick
+            return reads.show_list(as_json) if verb == "list" else reads.show_status(as_json)
+        except BrokenPipeError:  # `vinos-routine list | head`: the reader left, not an error
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            os.close(devnull)
+            return 0
     from supervisor.cli.main import main as full
 
     return full(argv)

@@ -125,8 +125,8 @@ def report(period: str, now: datetime | None = None) -> Report:
     from routines.ledger import day_bounds
     from routines.schedule.tz import machine_timezone
     from routines.spec.paths import paths
+    from routines.spec.registry import scan
     from supervisor.fleetview import cli_ledger
-    from supervisor.source import scan
 
     p = paths()
     zone_name = machine_timezone()

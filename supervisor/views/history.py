@@ -239,9 +239,9 @@ def show(name: str, n: int, as_json: bool) -> int:
     from contextlib import closing
 
     from routines.spec.paths import paths
+    from routines.spec.registry import scan
     from supervisor.fleetview import cli_ledger
     from supervisor.present import die, print_json_lines, use_color
-    from supervisor.source import scan
 
     p = paths()
     with closing(cli_ledger(p)) as ledger:

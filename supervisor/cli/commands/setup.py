@@ -323,8 +323,8 @@ def _enabled_agents(p: Any, providers: Any) -> list[Any]:
 
     from routines.ledger import LedgerError, RoutineState, is_enabled
     from routines.spec import Route
+    from routines.spec.registry import scan
     from supervisor.fleetview import cli_ledger
-    from supervisor.source import scan
 
     entries = [
         e

@@ -30,7 +30,6 @@ from supervisor.owner import version
 from supervisor.scheduler import Pending
 
 if TYPE_CHECKING:
-    from routines.spec.registry import Registry
     from supervisor.reply import ReplyTo
     from supervisor.watch import StatusWatch
 
@@ -78,6 +77,7 @@ class Handlers:
 
     def _problems(self, reply: StatusReply, env: dict[str, object]) -> list[str]:
         from supervisor.hostcheck import KEY_ENV, status_problems
+        from supervisor.overview import as_on_disk
 
         shell = {"PATH": str(env.get("path") or "")}
         if env.get("key"):
@@ -87,13 +87,15 @@ class Handlers:
         # (tests/fleet/test_fleet_cli.py: status answers within a second on a hang).
         states = self.daemon.ledger.states() if reply.health == "ok" else {}
         d = self.daemon
-        return status_problems(d.paths, _on_disk(d.registry).routines(), states, os.getpid(), shell)
+        return status_problems(
+            d.paths, as_on_disk(d.registry).routines(), states, os.getpid(), shell
+        )
 
     async def list_routines(self, req: Request, conn: Connection) -> dict[str, object]:
         """`list`: the read model's rows (routines.query), from the files as they are now,
         the daemon's ledger and the next fires its scheduler holds; the client renders them."""
         from routines.query import encode_rows
-        from supervisor.overview import collect
+        from supervisor.overview import as_on_disk, collect
 
         d = self.daemon
         if d.lost() is not None:
@@ -104,7 +106,7 @@ class Handlers:
         stale = sorted(n for n, e in d.registry.entries.items() if e.stale)
         rows = collect(
             d.clock.now(),
-            registry=_on_disk(d.registry),
+            registry=as_on_disk(d.registry),
             ledger=d.ledger,
             known_fire=d.known_fire,
             stale=stale,
@@ -235,16 +237,3 @@ class Handlers:
     async def watch(self, req: Request, conn: Connection) -> dict[str, object]:
         """`status --waybar --follow`: the bar's line each time it changes (supervisor/watch.py)."""
         return await self.status_watch.serve(req, conn)
-
-
-def _on_disk(registry: Registry) -> Registry:
-    """The daemon's registry as a fresh scan of the files reads it: a file that is invalid
-    now has no routine (the daemon keeps running its last good version; `stale` says so)."""
-    from dataclasses import replace
-
-    from routines.spec.registry import Registry
-
-    entries = registry.entries
-    if not any(e.stale for e in entries.values()):
-        return registry
-    return Registry({n: replace(e, routine=None) if e.stale else e for n, e in entries.items()})

@@ -174,11 +174,10 @@ def problems(
     ollama_url: str,
     daemon_pid: int | None,
     providers: Mapping[str, ProviderSettings] | None = None,
-    env: Mapping[str, str] | None = None,
+    env: Mapping[str, str] = os.environ,
 ) -> list[str]:
     """One line per problem, naming the routines it affects and the fix; `env`: the asking
     shell's variables (PATH, the key's presence) when the daemon answers `status` for it."""
-    env = os.environ if env is None else env
     out: list[str] = []
     out += _local_providers_down(enabled, providers or {})
     anthropic = [r for r in enabled if _needs_anthropic(r)]
@@ -240,4 +239,5 @@ def status_problems(
     except ConfigInvalid as exc:
         return [f"{p.config_file} is invalid: {exc}"]
     enabled = [r for r in routines if is_enabled(states, r)]
-    return problems(p, enabled, config.ollama_url, daemon_pid, config.providers, env)
+    shell = os.environ if env is None else env
+    return problems(p, enabled, config.ollama_url, daemon_pid, config.providers, shell)

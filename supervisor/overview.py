@@ -1,8 +1,8 @@
 """Where the read model's routine rows come from on this side: `collect` gathers what
 routines.query needs (the registry, the ledger the CLI reads, the premium keys a routine lacks,
 what a fleet does not run here) and builds the rows; the daemon calls it with its own registry
-and ledger. Also the status when no daemon answers (`offline_status`), and which invalid
-files still run in their last good version.
+and ledger. Also the status when no daemon answers (`offline_status`), the bar's other facts
+(`bar_facts`), and the daemon's registry as the files read now (`as_on_disk`).
 """
 
 from __future__ import annotations
@@ -18,7 +18,13 @@ if TYPE_CHECKING:
     from routines.query.routines import KnownFire
     from routines.spec.registry import Registry
 
-__all__ = ["RoutineRow", "collect", "in_force_despite_errors", "offline_status"]
+__all__ = [
+    "RoutineRow",
+    "as_on_disk",
+    "bar_facts",
+    "collect",
+    "offline_status",
+]
 
 
 def collect(
@@ -100,21 +106,6 @@ def _premium_keys(p: Any, registry: Any, states: Any) -> dict[str, str]:
     return out
 
 
-def in_force_despite_errors() -> set[str] | None:
-    """Routines whose file is invalid but whose last good version the daemon still runs;
-    None when no daemon answers (then nothing is running them)."""
-    from supervisor.client import DaemonError, try_daemon
-
-    client = try_daemon()
-    if client is None:
-        return None
-    with client:
-        try:
-            return set(client.request("status").get("stale", []))
-        except (DaemonError, OSError):
-            return None
-
-
 def offline_status(rows: list[RoutineRow]) -> dict[str, Any]:
     """`status` from the files and the ledger alone, for when no daemon answers: the shape
     of the daemon's reply (ipc.StatusReply)."""
@@ -154,3 +145,16 @@ def bar_facts(p: Any, rows: list[RoutineRow], ledger: Any, now: datetime) -> dic
             pending = waiting_count(local, now)
     unseen = unseen_count(p.state_dir, {r.name for r in rows if r.open_on_login}, day)
     return {"today_dollars": sum(today.values()), "unseen": unseen, "pending": pending}
+
+
+def as_on_disk(registry: Registry) -> Registry:
+    """The daemon's registry as a fresh scan of the files reads it: a file that is invalid
+    now has no routine (the daemon keeps running its last good version; `stale` says so)."""
+    from dataclasses import replace
+
+    from routines.spec.registry import Registry
+
+    entries = registry.entries
+    if not any(e.stale for e in entries.values()):
+        return registry
+    return Registry({n: replace(e, routine=None) if e.stale else e for n, e in entries.items()})

@@ -71,15 +71,14 @@ class StatusWatch:
         """What the bar is made of, as data: the read model's rows (routines.query) and the
         day's facts (supervisor/overview.py `bar_facts`); the client renders the line."""
         from routines.query import encode_rows
-        from supervisor.handlers import _on_disk
-        from supervisor.overview import bar_facts, collect
+        from supervisor.overview import as_on_disk, bar_facts, collect
 
         d = self.daemon
         d.refresh(rescan=rescan)
         now = d.clock.now()
         stale = [n for n, e in d.registry.entries.items() if e.stale]
         rows = collect(
-            now, registry=_on_disk(d.registry), ledger=d.ledger, known_fire=d.known_fire,
+            now, registry=as_on_disk(d.registry), ledger=d.ledger, known_fire=d.known_fire,
             stale=stale,
         )  # fmt: skip
         return {"routines": encode_rows(rows), **bar_facts(d.paths, rows, d.ledger, now)}

@@ -21,7 +21,7 @@ __all__ = ["request", "show_list", "show_status", "waybar"]
 def request(cmd: str, args: dict[str, Any] | None = None) -> Any:
     """The daemon's result for `cmd`, or None when no daemon answers it (none runs, it is
     stopped behind its socket unit, it refused, or an older one does not know `cmd`)."""
-    from supervisor.cli.thinclient import ask
+    from supervisor.cli.daemonsock import ask
 
     return ask(cmd, args or {})
 

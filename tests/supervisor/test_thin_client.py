@@ -131,7 +131,7 @@ def test_a_list_answered_by_the_daemon_loads_no_parser_toml_sqlite_or_registry(
 
 def test_without_a_daemon_the_client_stats_one_file_and_reads_itself(vinos_env: Path) -> None:
     code = (
-        "import sys\nfrom supervisor.cli.thinclient import ask\n"
+        "import sys\nfrom supervisor.cli.daemonsock import ask\n"
         "assert ask('list', {}) is None\n"
         "assert '_socket' not in sys.modules and 'json' not in sys.modules\n"
     )
@@ -210,7 +210,7 @@ def test_a_read_never_starts_a_stopped_daemon(
     the waybar follower retrying every 2 s). No daemon holds the lock: nothing connects."""
     import socket
 
-    from supervisor.cli import daemonsock, thinclient, waybarfollow
+    from supervisor.cli import daemonsock, waybarfollow
 
     monkeypatch.setenv("VINOS_CONTROL_TIMEOUT_SEC", "2")
     sock_path = paths().control_socket
@@ -220,7 +220,7 @@ def test_a_read_never_starts_a_stopped_daemon(
         listener.bind(str(sock_path))
         listener.listen(8)
         listener.setblocking(False)
-        assert thinclient.ask("list", {}) is None
+        assert daemonsock.ask("list", {}) is None
         assert not daemonsock.daemon_running(str(sock_path))
         monkeypatch.setattr(waybarfollow, "RETRY_SEC", 0)
         lines: list[bytes] = []

@@ -10,7 +10,6 @@ by the daemon loads the socket, msgspec, the row and its renderer, and nothing e
 
 from __future__ import annotations
 
-import os
 import sys
 from datetime import UTC, datetime
 from typing import Any
@@ -18,21 +17,20 @@ from typing import Any
 __all__ = ["request", "show_list", "show_status", "waybar"]
 
 
-def request(cmd: str, args: dict[str, Any] | None = None) -> Any:
+def request(cmd: str) -> Any:
     """The daemon's result for `cmd`, or None when no daemon answers it (none runs, it is
     stopped behind its socket unit, it refused, or an older one does not know `cmd`)."""
-    from supervisor.cli.daemonsock import ask
+    from supervisor.cli.daemonsock import ask, request_args
 
-    return ask(cmd, args or {})
+    return ask(cmd, request_args(cmd))
 
 
-def show_list(as_json: bool) -> int:
-    """`list [--json]`."""
+def show_list(as_json: bool, answer: Any) -> int:
+    """`list [--json]` from the daemon's `answer` (None: none answered, read here)."""
     from routines.query import decode_rows
     from supervisor.cli.render.listing import EMPTY, cells, json_value, render
     from supervisor.present import print_json, use_color
 
-    answer = request("list")
     if isinstance(answer, dict) and "routines" in answer:
         rows, stale = decode_rows(answer["routines"]), answer.get("stale") or []
     else:
@@ -51,20 +49,13 @@ def show_list(as_json: bool) -> int:
     return 0
 
 
-def _env() -> dict[str, Any]:
-    """What the daemon must know of this shell to say what keeps routines from working here."""
-    return {
-        "path": os.environ.get("PATH", os.defpath),
-        "key": bool(os.environ.get("ANTHROPIC_API_KEY", "").strip()),
-    }
-
-
-def show_status(as_json: bool) -> int:
-    """`status [--json]`: the daemon's reply with its problems, or the files' without one."""
+def show_status(as_json: bool, answer: Any) -> int:
+    """`status [--json]`: the daemon's `answer` with its problems, or without one (None) the
+    status of a daemon that was starting, or of the files."""
     from supervisor.cli.render.status import lines
     from supervisor.present import print_json, use_color
 
-    st = request("status", {"problems": _env()})
+    st = answer
     if not isinstance(st, dict) or st.get("problems") is None:
         st = _offline_status()
     if as_json:
@@ -88,6 +79,7 @@ def _offline_status() -> dict[str, Any]:
     from routines.ledger import LedgerError, RoutineState
     from routines.spec.paths import paths
     from routines.spec.registry import scan
+    from supervisor.cli.daemonsock import request_args
     from supervisor.client import DaemonError, try_daemon
     from supervisor.fleetview import cli_ledger
     from supervisor.hostcheck import status_problems
@@ -99,7 +91,7 @@ def _offline_status() -> dict[str, Any]:
     if client is not None:
         with client:
             try:
-                st = client.request("status", {"problems": _env()})
+                st = client.request("status", request_args("status"))
             except DaemonError:
                 st = None
     if st is not None and st.get("problems") is not None:

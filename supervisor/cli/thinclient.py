@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import sys
 
-from supervisor.cli.daemonsock import ask, socket_path
+from supervisor.cli.daemonsock import ask, request_args, socket_path
 
 __all__ = ["ask", "main", "socket_path"]
 
@@ -35,12 +35,16 @@ def main() -> int:
 
         return follow()
     quick = _QUICK.get(tuple(argv))
-    if quick is not None:
+    # Only a daemon's answer is rendered here; without one, the full CLI runs the command
+    # (it first refuses beside a daemon whose ledger is gone: cli/commands/common.py).
+    answer = None if quick is None else ask(quick[0], request_args(quick[0]))
+    if quick is not None and answer is not None:
         from supervisor.cli import reads
 
         try:
-            verb, as_json = quick
-            return reads.show_list(as_json) if verb == "list" else reads.show_status(as_json)
+            if quick[0] == "list":
+                return reads.show_list(quick[1], answer)
+            return reads.show_status(quick[1], answer)
         except BrokenPipeError:  # `vinos-routine list | head`: the reader left, not an error
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, sys.stdout.fileno())

@@ -26,8 +26,8 @@ DAEMON = (
     "from supervisor.cli.thinclient import main\nsys.argv[0] = 'vinos-routine'\nsys.exit(main())\n"
 )
 LOCAL = (
-    "import sys\nfrom supervisor.cli import reads\nreads.request = lambda *a, **k: None\n"
-    "from supervisor.cli.thinclient import main\nsys.exit(main())\n"
+    "import sys\nfrom supervisor.cli import daemonsock, thinclient\n"
+    "daemonsock.ask = thinclient.ask = lambda *a, **k: None\nsys.exit(thinclient.main())\n"
 )
 IN_PROCESS = "import sys\nfrom supervisor.cli.main import main\nsys.exit(main(sys.argv[1:]))\n"
 

@@ -30,6 +30,6 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from supervisor.cli.reads import show_list
+    from supervisor.cli.reads import request, show_list
 
-    return show_list(args.json)
+    return show_list(args.json, request("list"))

@@ -45,4 +45,4 @@ def run(args: argparse.Namespace) -> int:
         return follow() if args.waybar else die("--follow goes with --waybar", 2)
     from supervisor.cli import reads
 
-    return reads.waybar() if args.waybar else reads.show_status(args.json)
+    return reads.waybar() if args.waybar else reads.show_status(args.json, reads.request("status"))

@@ -67,6 +67,7 @@ class Handlers:
         env = req.args.get("problems")
         if not isinstance(env, dict):
             return reply
+        self._ledger_in_place()
         from dataclasses import replace
 
         return replace(reply, problems=self._problems(reply, env))
@@ -74,6 +75,15 @@ class Handlers:
     def status_reply(self) -> StatusReply:
         """What `status` answers; also what the bar's watch reads."""
         return self.daemon.snapshot()
+
+    def _ledger_in_place(self) -> None:
+        """Refuse a client's read while the ledger is lost or its file is gone: the CLI then
+        says why itself (cli/commands/common.py `ledger_gone_beside_daemon`), or makes one."""
+        d = self.daemon
+        if d.lost() is not None:
+            raise CommandError("ledger_lost", "the ledger was lost")
+        if d.serves_local_ledger() and not d.paths.ledger.exists():
+            raise CommandError("no_ledger", "no ledger file")
 
     def _problems(self, reply: StatusReply, env: dict[str, object]) -> list[str]:
         from supervisor.hostcheck import KEY_ENV, status_problems
@@ -97,11 +107,8 @@ class Handlers:
         from routines.query import encode_rows
         from supervisor.overview import as_on_disk, collect
 
+        self._ledger_in_place()
         d = self.daemon
-        if d.lost() is not None:
-            raise CommandError("ledger_lost", "the ledger was lost")  # the CLI says why
-        if d.serves_local_ledger() and not d.paths.ledger.exists():
-            raise CommandError("no_ledger", "no ledger file")  # the CLI says why, or makes one
         d.refresh(rescan=True)  # a file edited a moment ago shows
         stale = sorted(n for n, e in d.registry.entries.items() if e.stale)
         rows = collect(

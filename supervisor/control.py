@@ -27,6 +27,8 @@ from typing import Any
 
 from ipc import (
     PROTOCOL,
+    Event,
+    EventKind,
     Hello,
     Message,
     ProtocolError,
@@ -37,7 +39,15 @@ from ipc import (
 )
 from routines.ledger import LedgerUnavailable
 
-__all__ = ["CommandError", "Connection", "ControlServer", "Handler", "socket_path_problem"]
+__all__ = [
+    "ROWS_PER_EVENT",
+    "CommandError",
+    "Connection",
+    "ControlServer",
+    "Handler",
+    "send_rows",
+    "socket_path_problem",
+]
 
 log = logging.getLogger("vinos.control")
 
@@ -279,3 +289,21 @@ class ControlServer:
             )
         else:
             conn.send(Response(req.id, True, result=result))
+
+
+ROWS_PER_EVENT = 500  # ~300 KB of JSON a batch; a batch over ipc.MAX_LINE is halved
+
+
+def send_rows(conn: Connection, rows: list[dict[str, object]]) -> None:
+    """`rows` as ROWS events in batches each under the wire's line limit."""
+    batch, i = ROWS_PER_EVENT, 0
+    while i < len(rows):
+        chunk = rows[i : i + batch]
+        try:
+            conn.send(Event(EventKind.ROWS, "", {"rows": chunk}))
+        except ProtocolError:
+            if batch == 1:
+                raise  # one row over a megabyte: a bug, said as the command's error
+            batch //= 2
+            continue
+        i += len(chunk)

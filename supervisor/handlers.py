@@ -24,7 +24,7 @@ from ipc import (
     StatusReply,
 )
 from routines.spec import Routine
-from supervisor.control import CommandError, Connection, Handler
+from supervisor.control import CommandError, Connection, Handler, send_rows
 from supervisor.controlapi import Controlled, Refused
 from supervisor.owner import version
 from supervisor.scheduler import Pending
@@ -103,7 +103,9 @@ class Handlers:
 
     async def list_routines(self, req: Request, conn: Connection) -> dict[str, object]:
         """`list`: the read model's rows (routines.query), from the files as they are now,
-        the daemon's ledger and the next fires its scheduler holds; the client renders them."""
+        the daemon's ledger and the next fires its scheduler holds, sent as ROWS events (a
+        line holds at most ipc.MAX_LINE bytes: 10,000 rows are ~6 MB); the response counts
+        them. The client renders them."""
         from routines.query import encode_rows
         from supervisor.overview import as_on_disk, collect
 
@@ -118,7 +120,8 @@ class Handlers:
             known_fire=d.known_fire,
             stale=stale,
         )
-        return {"routines": encode_rows(rows), "stale": stale}
+        send_rows(conn, encode_rows(rows))
+        return {"rows": len(rows), "stale": stale}
 
     def _routine(self, name: object) -> Routine:
         if not isinstance(name, str):

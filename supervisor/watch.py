@@ -22,6 +22,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from ipc import Event, EventKind, Request
+from supervisor.control import send_rows
 
 if TYPE_CHECKING:
     from supervisor.control import Connection
@@ -67,7 +68,7 @@ class StatusWatch:
             for ev in self.watchers:
                 ev.set()
 
-    def bar(self, rescan: bool) -> dict[str, object]:
+    def bar(self, rescan: bool) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         """What the bar is made of, as data: the read model's rows (routines.query) and the
         day's facts (supervisor/overview.py `bar_facts`); the client renders the line."""
         from routines.query import encode_rows
@@ -81,12 +82,13 @@ class StatusWatch:
             now, registry=as_on_disk(d.registry), ledger=d.ledger, known_fire=d.known_fire,
             stale=stale,
         )  # fmt: skip
-        return {"routines": encode_rows(rows), **bar_facts(d.paths, rows, d.ledger, now)}
+        return encode_rows(rows), bar_facts(d.paths, rows, d.ledger, now)
 
     async def serve(self, req: Request, conn: Connection) -> dict[str, object]:
-        """Send the bar's data now, again whenever it changes, and a keep-alive at each
-        minute's turn that brings nothing new (the client renders the line again: "next 06:00"
-        becomes "tomorrow 06:00" with nothing else changing)."""
+        """Send the bar's data now (the rows as ROWS events, then the day's facts with their
+        count), again whenever it changes, and a keep-alive at each minute's turn that brings
+        nothing new (the client renders the line again: "next 06:00" becomes "tomorrow 06:00"
+        with nothing else changing)."""
         import msgspec
 
         wake = asyncio.Event()
@@ -96,17 +98,21 @@ class StatusWatch:
             while not conn.closed:
                 wake.clear()
                 try:
-                    data = self.bar(rescan=last is None)
+                    rows, facts = self.bar(rescan=last is None)
                 except Exception as exc:  # the bar says what failed rather than going blank
-                    data = {"error": str(exc) or type(exc).__name__}
-                encoded = msgspec.json.encode(data)
-                event = Event(EventKind.LOG, "", {"bar": data})
+                    rows, facts = [], {"error": str(exc) or type(exc).__name__}
+                encoded = msgspec.json.encode([rows, facts])
                 if encoded == last:
-                    event = Event(EventKind.STATUS, "", {"keepalive": True})
-                if not conn.send(event):
+                    sent = conn.send(Event(EventKind.STATUS, "", {"keepalive": True}))
+                else:
+                    send_rows(conn, rows)
+                    sent = conn.send(
+                        Event(EventKind.LOG, "", {"bar": {**facts, "rows": len(rows)}})
+                    )
+                if not sent:
                     break
                 last = encoded
-                del data, event
+                del rows, facts, encoded
                 now = self.daemon.clock.now()
                 to_minute = 60.0 - (now.second + now.microsecond / 1e6) + 0.05
                 with contextlib.suppress(TimeoutError):

@@ -93,20 +93,23 @@ def _exchange(path: str, request: bytes) -> list[bytes] | None:
         if not peer_is_us(sock):
             return None  # the full client says who listens there; nothing is sent to them
         sock.sendall(b'{"type":"hello","protocol":1}\n' + request)
-        chunks: list[bytes] = []
+        lines: list[bytes] = []
+        partial: list[bytes] = []  # the line being received, in pieces: joined once
         while True:
             data = sock.recv(1 << 20)
             if not data:
                 return None
-            chunks.append(data)
-            if b"\n" not in data:
-                continue  # a large answer arrives in many pieces: joined once, at its end
-            joined = b"".join(chunks)
-            *lines, _rest = joined.split(b"\n")
-            # Unescaped quotes are never inside a JSON string: only a response has this.
-            if any(b'"type":"response"' in line for line in lines):
+            end = data.rfind(b"\n")
+            if end < 0:
+                partial.append(data)
+                continue
+            partial.append(data[:end])
+            lines.extend(b"".join(partial).split(b"\n"))
+            partial = [data[end + 1 :]]
+            # Unescaped quotes are never inside a JSON string: only a response has this, and
+            # it is the last line the daemon sends.
+            if b'"type":"response"' in lines[-1]:
                 return lines
-            chunks = [joined]
     except TimeoutError:
         # The daemon holds its lock (daemon_running) yet did not answer within the control
         # timeout: neither this nor the full path may wait it out a second time.
@@ -144,13 +147,25 @@ def ask(cmd: str, args: dict[str, object]) -> object:
         return None
     try:
         response = json.loads(lines[-1])
-    except ValueError:
+        # Rows come as events before the response (`list`): gathered into the result.
+        rows = [
+            row
+            for line in lines[1:-1]
+            if b'"kind":"rows"' in line
+            for row in json.loads(line)["data"]["rows"]
+        ]
+    except (ValueError, KeyError, TypeError):
         return None
     if not response.get("ok"):
         if os.environ.get("VINOS_ROUTINE_DEBUG"):  # why the full path runs instead
             print(f"vinos-routine: in-process: {response.get('error')}", file=sys.stderr)
         return None
-    return response.get("result")
+    result = response.get("result")
+    if isinstance(result, dict) and "rows" in result:
+        if len(rows) != result["rows"]:
+            return None  # a batch went missing: read here rather than show part of it
+        result["routines"] = rows
+    return result
 
 
 def request_args(verb: str) -> dict[str, object]:

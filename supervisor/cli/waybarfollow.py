@@ -76,6 +76,7 @@ def _lines(path: str) -> Iterator[bytes]:
     req = {"type": "request", "id": 1, "cmd": "watch", "args": {}}
     sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM | _socket.SOCK_CLOEXEC)
     bar: dict[str, Any] | None = None
+    rows: list[Any] = []  # the rows of the data being sent, in their batches
     try:
         sock.settimeout(SILENCE_SEC)
         sock.connect(path)
@@ -91,8 +92,13 @@ def _lines(path: str) -> Iterator[bytes]:
             *done, pending = pending.split(b"\n")
             for raw in done:
                 msg = json.loads(raw)
-                if msg.get("type") == "event" and "bar" in msg.get("data", {}):
-                    bar = msg["data"]["bar"]
+                data = msg.get("data", {}) if msg.get("type") == "event" else {}
+                if msg.get("kind") == "rows":
+                    rows.extend(data["rows"])
+                elif "bar" in data:
+                    bar, rows = {**data["bar"], "routines": rows}, []
+                    if len(bar["routines"]) != bar.get("rows", 0):
+                        return  # a batch went missing: connect again
                     yield _render(bar)
                 elif msg.get("type") == "event" and bar is not None:
                     yield _render(bar)  # a keep-alive: the minute turned

@@ -238,3 +238,23 @@ def test_a_read_never_starts_a_stopped_daemon(
         assert b'"alt":"down"' in lines[0]
         with pytest.raises(BlockingIOError):
             listener.accept()  # nobody connected: the stopped daemon was never activated
+
+
+@pytest.mark.slow  # a real daemon, 2,500 routine files
+def test_a_list_longer_than_a_wire_line_comes_whole_in_batches(
+    tmp_path: Path, not_root: None
+) -> None:
+    """2,500 rows are ~1.5 MB of JSON, over the 1 MiB a line may hold (ipc.MAX_LINE): the
+    daemon sends them in ROWS batches and the client renders every one, from the daemon."""
+    from ipc import MAX_LINE
+
+    for i in range(2500):
+        write_routine(f"r{i:04d}", command_routine("true", schedule='cron = "0 3 * * *"'))
+    d = DaemonProcess(tmp_path).start()
+    try:
+        code, out, err = _run(DAEMON, ("list", "--json"), d.env)
+        assert code == 0, err
+        assert len(out.encode()) > MAX_LINE
+        assert [r["name"] for r in json.loads(out)] == [f"r{i:04d}" for i in range(2500)]
+    finally:
+        d.stop()

@@ -5,7 +5,7 @@ The same rows and the same renderers either way, so the text is the same
 (tests/supervisor/test_thin_client.py).
 
 Imported by the console script's first lines (supervisor/cli/thinclient.py): a `list` answered
-by the daemon loads the socket, msgspec, the row and its renderer, and nothing else.
+by the daemon loads the socket, json, the row and its renderer, and nothing else.
 """
 
 from __future__ import annotations

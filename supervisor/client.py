@@ -197,7 +197,7 @@ _waited = False  # this process waited the control timeout out on a silent daemo
 
 
 def waited_out() -> None:
-    """The thin client's quick path (supervisor/cli/thinclient.py) waited the whole control
+    """The quick path (supervisor/cli/daemonsock.py `ask`) waited the whole control
     timeout for a daemon that holds its lock: `try_daemon` says it is unresponsive at once,
     so a command costs the timeout once, not twice (tests/supervisor/
     test_reliability_flood.py::test_a_silent_daemon_costs_the_control_timeout_once)."""

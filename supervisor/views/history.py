@@ -2,7 +2,7 @@
 
 `gather` reads the ledger; `cells` and `thread_lines` build what is shown from that data
 alone (tests/supervisor/test_views.py); `render` turns it into the text `history` prints.
-`show` is the command's flow, run by the CLI and, for a thin client, by the daemon.
+`show` is the command's flow, run by the CLI.
 """
 
 from __future__ import annotations

@@ -47,6 +47,7 @@ class RoutineRow(NamedTuple):
     errors: tuple[str, ...]
     warnings: tuple[str, ...] = ()
     last_run_id: str | None = None
+    last_failed: bool = False  # the last run counts as a strike (routines.runs.counts_as_strike)
     description: str = ""
     stale: bool = False  # invalid on disk; the daemon runs its last good version
     strikes: int = 0  # failures in a row (routines.runs.STRIKES turn it off)
@@ -198,6 +199,7 @@ def _row(
     name: str, entry: Any, f: _Facts, now: datetime, known_fire: KnownFire | None
 ) -> RoutineRow:
     from routines.ledger.model import is_enabled
+    from routines.runs import counts_as_strike
     from routines.schedule import summary
 
     r = entry.routine
@@ -210,6 +212,7 @@ def _row(
         "last_outcome": lr.outcome if lr else None,
         "last_finished": lr.finished_at if lr else None,
         "last_run_id": lr.run_id if lr else None,
+        "last_failed": bool(lr and counts_as_strike(lr.status)),
     }
     if r is None:
         return RoutineRow(

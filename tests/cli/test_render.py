@@ -37,7 +37,7 @@ NOW = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
 def test_list_shows_state_last_result_and_cost_of_each_routine() -> None:
     rows = [
         routine_row(running=True, last_status="ok", last_outcome="done", today_dollars=0.125),
-        routine_row(name="b", enabled=False, queued=True, last_status="failed"),
+        routine_row(name="b", enabled=False, queued=True, last_status="failed", last_failed=True),
     ]
     out = render_listing.cells(rows, set(), NOW, False)
     assert out.rows == [

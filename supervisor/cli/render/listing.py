@@ -85,7 +85,6 @@ def _invalid_cells(ln: RoutineRow, stale: Collection[str] | None, c: bool) -> li
 
 
 def _routine_cells(ln: RoutineRow, now: datetime, c: bool) -> list[str]:
-    from routines.runs import counts_as_strike
     from routines.safetext import one_line
     from supervisor.present import color, when
 
@@ -99,7 +98,7 @@ def _routine_cells(ln: RoutineRow, now: datetime, c: bool) -> list[str]:
     last = ln.last_status or "—"
     if ln.last_outcome:
         last += f" · {ln.last_outcome}"
-    if counts_as_strike(ln.last_status):
+    if ln.last_failed:
         last = color(last, "red", c)
     return [
         one_line(ln.name),

@@ -1,6 +1,6 @@
-"""The thin client: `list`, `status` and `history NAME` at 10, 1,000 and 10,000 routines,
-the daemon up (it answers from memory, supervisor/control/answers.py) and down (the in-process
-path),
+"""The CLI's reads: `list`, `status` and `history NAME` at 10, 1,000 and 10,000 routines, the
+daemon up (`list` and `status` ask it for rows, supervisor/cli/reads.py, and render them) and
+down (read from the files and the ledger),
 through the launcher of a non-editable install (bench/installed.py), against that venv's
 `python -c pass` measured in the same run, interleaved in halves.
 
@@ -8,7 +8,7 @@ Targets: `list` with 10 routines (daemon up) at most 2.5x `python -c pass`; `lis
 10,000 at most 300 ms; `history` of one routine with 10,000 at most 150 ms. And the daemon's
 idle RSS after all those answers at most 5 MB above its own idle RSS after the first answer
 of each verb (what answering loads once), measured in the same run; the row shows the idle
-RSS before any answer too (supervisor/control/memtrim.py says what the answers used to keep).
+RSS before any answer too.
 
     python -m bench thin                 # VINOS_BENCH_THIN_SIZES=10,1000 to leave out 10,000
 """

@@ -1,16 +1,15 @@
 """What each page shows, gathered from the routine files, the read-only ledger and the
 daemon's status. No web library here: plain dataclasses the templates render.
 
-The CLI's `list` and `schedule explain` live in supervisor/, which the dashboard may not
-import; the few lines they share with this module (reading the registry, states, last runs,
-compiling a schedule) are repeated here over routines/ directly.
+The routines' rows are the read model's (routines.query), the very rows `list`, `status` and
+the bar show; this module adds what only the pages show (proposals, run pages, charts).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager, suppress
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -21,11 +20,12 @@ from dashboard.files import MAX_OUTPUT, read_beneath, read_run_log
 from dashboard.render import markdown
 from ipc import RunStatus
 from routines import proposals
-from routines.ledger import LedgerError, RunRow, day_bounds, is_enabled, iso
+from routines.ledger import LedgerError, RunRow, day_bounds, iso
 from routines.ledger.api import LedgerAPI
 from routines.proposals import ProposalStore
+from routines.query import RoutineRow, routine_rows
 from routines.safetext import one_line, visible
-from routines.schedule import ScheduleError, summary
+from routines.schedule import ScheduleError
 from routines.schedule import explain as explain_schedule
 from routines.spec import Routine, ScheduleSpec
 from routines.spec.paths import Paths
@@ -34,7 +34,6 @@ from routines.spec.registry import Registry
 __all__ = [
     "Explained",
     "Overview",
-    "RoutineLine",
     "RoutinePage",
     "RunPage",
     "explain",
@@ -51,29 +50,8 @@ STATUS_ORDER = [s.value for s in RunStatus]
 
 
 @dataclass(frozen=True, slots=True)
-class RoutineLine:
-    name: str
-    description: str
-    kind: str
-    origin: str
-    valid: bool
-    stale: bool  # invalid on disk; its last good version is the one in force
-    enabled: bool
-    schedule: str
-    next_run: datetime | None
-    running: bool
-    queued: bool
-    last: RunRow | None
-    strikes: int
-    today_dollars: float
-    cap: float | None
-    disabled_reason: str | None
-    errors: tuple[str, ...]
-
-
-@dataclass(frozen=True, slots=True)
 class Overview:
-    routines: list[RoutineLine]
+    routines: list[RoutineRow]
     daemon: dict[str, Any] | None  # the daemon's `status`, None when it is not running
     daemon_problem: str
     proposals: list[Waiting] = field(default_factory=list)  # newest first
@@ -150,62 +128,6 @@ def waiting_proposals(
     return out
 
 
-def _line(
-    name: str,
-    registry: Registry,
-    spent: dict[str, float],
-    states: Any,
-    last: Any,
-    active: set[tuple[str, RunStatus]],
-    now: datetime,
-) -> RoutineLine:
-    entry = registry.entries[name]
-    r = entry.routine
-    state = states.get(name)
-    errors = tuple(str(e) for e in entry.errors)
-    if r is None:
-        return RoutineLine(
-            name,
-            "",
-            "?",
-            entry.origin.value,
-            False,
-            False,
-            False,
-            "",
-            None,
-            False,
-            False,
-            last.get(name),
-            0,
-            0.0,
-            None,
-            None,
-            errors,
-        )
-    enabled = is_enabled(states, r)
-    description, next_run = summary(r.schedule, r.kind, name, enabled, now)
-    return RoutineLine(
-        name=name,
-        description=r.description,
-        kind=r.kind.value,
-        origin=entry.origin.value,
-        valid=entry.valid,
-        stale=entry.stale,
-        enabled=enabled,
-        schedule=description,
-        next_run=next_run,
-        running=(name, RunStatus.RUNNING) in active,
-        queued=(name, RunStatus.QUEUED) in active,
-        last=last.get(name),
-        strikes=state.failure_streak if state else 0,
-        today_dollars=spent.get(name, 0.0),
-        cap=r.budget.max_dollars_per_day,
-        disabled_reason=state.disabled_reason if state and not enabled else None,
-        errors=errors,
-    )
-
-
 def overview(
     registry: Registry,
     ledger: LedgerAPI | None,
@@ -216,10 +138,9 @@ def overview(
 ) -> Overview:
     """`proposal_file`: this machine's own ledger file, where a fleet machine keeps its
     proposals (None: the ledger holds them)."""
-    lines = _lines(registry, ledger, now)
     # Only the daemon knows a last good version of a file that is invalid now.
-    stale = set(daemon.get("stale", [])) if daemon else set()
-    lines = [replace(ln, stale=True) if ln.name in stale else ln for ln in lines]
+    stale = daemon.get("stale", []) if daemon else ()
+    lines = routine_rows(registry, ledger, now, stale=stale)
     return Overview(lines, daemon, daemon_problem, _waiting(registry, ledger, proposal_file, now))
 
 
@@ -248,29 +169,6 @@ def _proposals(
             opening = proposals.store_for(ledger, proposal_file or Path(), read_only=True)
             store = stack.enter_context(opening)
         yield store
-
-
-def _lines(registry: Registry, ledger: LedgerAPI | None, now: datetime) -> list[RoutineLine]:
-    """Every routine file's line; without a ledger yet, what the files alone say."""
-    states = ledger.states() if ledger else {}
-    last = ledger.last_runs() if ledger else {}
-    active = {(a.routine, a.status) for a in ledger.active_runs()} if ledger else set()
-    spent = _spent_today(registry, list(registry.entries), ledger, now)
-    return [_line(n, registry, spent, states, last, active, now) for n in sorted(registry.entries)]
-
-
-def _spent_today(
-    registry: Registry, names: list[str], ledger: LedgerAPI | None, now: datetime
-) -> dict[str, float]:
-    """Today's dollars of each routine `names` has (in its own zone), in one query per zone."""
-    if ledger is None:
-        return {}
-    zones = {}
-    for n in names:
-        r = registry.entries[n].routine
-        if r is not None:
-            zones[n] = ZoneInfo(r.schedule.timezone)
-    return ledger.spent_today_many(zones, now)
 
 
 def pulse(ledger: LedgerAPI | None, proposal_file: Path | None = None) -> str:
@@ -336,7 +234,7 @@ def explain(form: str, expression: str, zone: str, base: datetime, count: int = 
 
 @dataclass(frozen=True, slots=True)
 class RoutinePage:
-    line: RoutineLine
+    line: RoutineRow
     path: Path
     explained: Explained | None
     history: list[RunRow]
@@ -377,12 +275,7 @@ def routine_page(
     entry = registry.get(name)
     if entry is None:
         return None
-    states = ledger.states() if ledger else {}
-    last = ledger.last_runs() if ledger else {}
-    active = {(a.routine, a.status) for a in ledger.active_runs()} if ledger else set()
-    line = _line(
-        name, registry, _spent_today(registry, [name], ledger, now), states, last, active, now
-    )
+    (line,) = routine_rows(registry, ledger, now, names=[name])
     r = entry.routine
     explained, tools = _routine_parts(r, now)
     # One read of the routine's newest runs serves the table and the chart (a routine that

@@ -77,6 +77,7 @@ class EventKind(StrEnum):
     WARN = "warn"
     LOG = "log"  # a line of the run's own narration (e.g. "output written")
     STATUS = "status"  # supervisor → CLI: the run changed status (queued, running, …)
+    ROWS = "rows"  # supervisor → CLI: a batch of the read model's rows (`list`), data["rows"]
 
 
 class _Message(msgspec.Struct, frozen=True, forbid_unknown_fields=True, tag_field="type"):
@@ -422,6 +423,9 @@ class StatusReply:
     health: Health = Health.OK
     unwritten: list[str] = field(default_factory=list)  # runs kept in memory, disk full
     fleet: FleetStatus | None = None  # with config.toml's [fleet]
+    # Asked for (`status`'s request carries the shell's PATH and key presence): what keeps
+    # the enabled routines from working here, with the fix; None when not asked.
+    problems: list[str] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,5 @@
 """The CLI's side of the control socket: connect, say hello, send a request, read events and
-the response. Blocking and small: the CLI is a short-lived process. Outside the CLI package
-(supervisor/cli/) because the daemon answers a thin client through the same read code,
-which reaches the daemon with `try_daemon` (supervisor/source.py lends it the daemon)."""
+the response. Blocking and small: the CLI is a short-lived process."""
 
 from __future__ import annotations
 
@@ -26,7 +24,6 @@ __all__ = [
     "DaemonError",
     "DaemonNotRunning",
     "DaemonUnresponsive",
-    "LocalClient",
     "connect",
     "daemon_locks",
     "lock_holder",
@@ -200,7 +197,7 @@ _waited = False  # this process waited the control timeout out on a silent daemo
 
 
 def waited_out() -> None:
-    """The thin client's quick path (supervisor/cli/thinclient.py) waited the whole control
+    """The quick path (supervisor/cli/daemonsock.py `ask`) waited the whole control
     timeout for a daemon that holds its lock: `try_daemon` says it is unresponsive at once,
     so a command costs the timeout once, not twice (tests/supervisor/
     test_reliability_flood.py::test_a_silent_daemon_costs_the_control_timeout_once)."""
@@ -218,10 +215,6 @@ def try_daemon(p: Paths | None = None) -> Any:
     and no lock held). Raises DaemonUnresponsive when a daemon holds its lock but does not answer:
     then the caller must not act as if it were alone
     (test_reliability_flood.py::test_a_daemon_holding_its_lock_but_silent_is_never_not_running)."""
-    from supervisor.source import current
-
-    if (src := current()) is not None:  # the daemon itself runs this command
-        return LocalClient(src.status)
     from routines.spec.paths import paths
 
     p = p or paths()
@@ -241,25 +234,3 @@ def try_daemon(p: Paths | None = None) -> Any:
             if not exc.absent or time.monotonic() >= deadline:
                 raise DaemonUnresponsive(p.control_socket, holder or None, exc.why) from None
         time.sleep(0.1)
-
-
-class LocalClient:
-    """`try_daemon()` inside the daemon: a command asking for the status gets it from the
-    daemon's memory instead of connecting to its own socket (which would wait on itself)."""
-
-    def __init__(self, status: Callable[[], dict[str, Any]]) -> None:
-        self._status = status
-
-    def __enter__(self) -> LocalClient:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
-
-    def request(self, cmd: str, args: dict[str, Any] | None = None, **kw: Any) -> Any:
-        if cmd != "status":
-            raise DaemonError("unavailable", f"{cmd} is not answered for a thin client")
-        return self._status()

@@ -6,20 +6,21 @@ Only what routines that are on need is checked; Ollama gets one short TCP connec
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 import stat
 import urllib.parse
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from routines.safetext import redact_url
 from routines.spec import Kind, Route, Routine
 from routines.spec.paths import Paths
 from routines.spec.providers import ProviderSettings
-from supervisor.source import environ
 
-__all__ = ["local_provider_down", "premium_key_missing", "problems"]
+__all__ = ["local_provider_down", "premium_key_missing", "problems", "status_problems"]
 
 KEY_ENV = "ANTHROPIC_API_KEY"
 INSTALL_BWRAP = (
@@ -65,7 +66,7 @@ def _needs_anthropic(r: Routine) -> bool:
 
 
 def _anthropic_key_found(p: Paths, daemon_pid: int | None = None) -> bool:
-    if _key_file_state(p.api_key_file) is None or environ().get(KEY_ENV, "").strip():
+    if _key_file_state(p.api_key_file) is None or os.environ.get(KEY_ENV, "").strip():
         return True
     return bool(_daemon_has_key(daemon_pid))
 
@@ -173,14 +174,16 @@ def problems(
     ollama_url: str,
     daemon_pid: int | None,
     providers: Mapping[str, ProviderSettings] | None = None,
+    env: Mapping[str, str] = os.environ,
 ) -> list[str]:
-    """One line per problem, naming the routines it affects and the fix."""
+    """One line per problem, naming the routines it affects and the fix; `env`: the asking
+    shell's variables (PATH, the key's presence) when the daemon answers `status` for it."""
     out: list[str] = []
     out += _local_providers_down(enabled, providers or {})
     anthropic = [r for r in enabled if _needs_anthropic(r)]
     if anthropic:
         key_file = _key_file_state(p.api_key_file)
-        in_env = bool(environ().get(KEY_ENV, "").strip())
+        in_env = bool(env.get(KEY_ENV, "").strip())
         daemon_env = _daemon_has_key(daemon_pid)
         if key_file is not None and key_file != "missing":
             out.append(f"the API key file {p.api_key_file} is {key_file}")
@@ -205,7 +208,7 @@ def problems(
                 f"{p.config_file}"
             )
     shell = [r for r in enabled if _needs_shell(r)]
-    if shell and shutil.which("bwrap", path=environ().get("PATH")) is None:
+    if shell and shutil.which("bwrap", path=env.get("PATH")) is None:
         out.append(
             f"bubblewrap (bwrap) is not installed, so shell tools and command routines "
             f"({_names(shell)}) cannot run: {INSTALL_BWRAP}"
@@ -216,3 +219,25 @@ def problems(
     if notifying and shutil.which("notify-send") is None:
         out.append(f"{_names(notifying)} ask for desktop notifications, but {NOT_INSTALLED}")
     return out
+
+
+def status_problems(
+    p: Paths,
+    routines: list[Routine],
+    states: Mapping[str, Any],
+    daemon_pid: int | None,
+    env: Mapping[str, str] | None = None,
+) -> list[str]:
+    """`status`'s problems: what keeps the enabled `routines` from working here (key, Ollama,
+    bwrap), with the fix; or that config.toml is invalid. Asked by the client without a daemon,
+    and by the daemon when it answers `status` (with the client's `env`)."""
+    from routines.ledger.model import is_enabled
+    from routines.spec.config import ConfigInvalid, load_config
+
+    try:
+        config = load_config(p.config_file)
+    except ConfigInvalid as exc:
+        return [f"{p.config_file} is invalid: {exc}"]
+    enabled = [r for r in routines if is_enabled(states, r)]
+    shell = os.environ if env is None else env
+    return problems(p, enabled, config.ollama_url, daemon_pid, config.providers, shell)

@@ -11,7 +11,6 @@ from datetime import datetime, timedelta
 from typing import Any, TextIO
 
 from routines.humanize import money, relative, tokens
-from routines.runs import STRIKES, RunStatus
 from routines.safetext import one_line
 from routines.safetext import visible as _visible
 
@@ -39,10 +38,6 @@ _CODES = {"red": "31", "green": "32", "yellow": "33", "blue": "34", "dim": "2", 
 
 def use_color(stream: TextIO | None = None) -> bool:
     """Colour only on a terminal, and never when NO_COLOR is set (no-color.org) or TERM=dumb."""
-    from supervisor.source import current
-
-    if (src := current()) is not None:  # the daemon runs this for a client: its terminal
-        return src.color
     stream = stream or sys.stdout
     if os.environ.get("NO_COLOR"):
         return False
@@ -205,9 +200,14 @@ _EVENT_STYLE = {
 }
 
 
-# A run that ended one of these ways is shown red (by its status, never by words in its text:
-# an ok run whose summary says "no failed logins" stays green).
-_RED = STRIKES | {RunStatus.INTERRUPTED}
+def _red(status: str) -> bool:
+    """A run that ended one of these ways is shown red (by its status, never by words in its
+    text: an ok run whose summary says "no failed logins" stays green). routines.runs is
+    imported here, not at the top: `list` answered by the daemon does without it (its
+    dataclasses and enum, ~5 ms)."""
+    from routines.runs import STRIKES, RunStatus
+
+    return status in STRIKES or status == RunStatus.INTERRUPTED
 
 
 def format_event(
@@ -215,7 +215,7 @@ def format_event(
 ) -> str:
     """One line of a run as `run` and `logs` print it; `status` is the event data's."""
     mark, name = _EVENT_STYLE.get(kind, ("·", "dim"))
-    if kind in ("status", "end") and isinstance(status, str) and status in _RED:
+    if kind in ("status", "end") and isinstance(status, str) and _red(status):
         name = "red"
     stamp = ""
     if ts:

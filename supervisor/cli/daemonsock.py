@@ -1,7 +1,7 @@
 """The daemon's control socket as the quick clients find it (supervisor/cli/thinclient.py,
 supervisor/cli/waybarfollow.py): where it is, whether a daemon holds its lock, whether the
-listener is this user, and what a request says of this process. Only what Python has loaded
-at start anyway (the thin client's start-up is its cost); `_socket` and `fcntl` lazily.
+listener is this user, and `ask`: one request, its result. Only what Python has loaded at
+start anyway (the quick client's start-up is its cost); `_socket`, `fcntl` and `json` lazily.
 """
 
 from __future__ import annotations
@@ -13,14 +13,14 @@ TYPE_CHECKING = False  # typing's own flag, without importing typing at start-up
 if TYPE_CHECKING:
     import _socket
 
-__all__ = ["context", "daemon_running", "home_of_env", "peer_is_us", "socket_path"]
-
-
-def _use_color() -> bool:
-    # supervisor.present.use_color, which this must agree with (the thin-client test).
-    if os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
-        return False
-    return sys.stdout.isatty()
+__all__ = [
+    "ask",
+    "daemon_running",
+    "home_of_env",
+    "peer_is_us",
+    "request_args",
+    "socket_path",
+]
 
 
 def home_of_env() -> str | None:
@@ -78,17 +78,100 @@ def daemon_running(socket: str) -> bool:
     return False
 
 
-def context(home: str) -> dict[str, object]:
-    """What the daemon must know to print what this process would: where it looks, its time
-    zone, its PATH, whether it has an API key (not the key), its terminal's colour and
-    encoding. The daemon answers only when home and zone are its own."""
-    return {
-        "color": _use_color(),
-        "home": home,
-        "system": os.path.normpath(os.environ.get("VINOS_SYSTEM_DIR") or "/etc/vinos/routines"),
-        "tz": os.environ.get("TZ"),
-        "path": os.environ.get("PATH", os.defpath),
-        "key": bool(os.environ.get("ANTHROPIC_API_KEY", "").strip()),
-        "encoding": sys.stdout.encoding,
-        "errors": sys.stdout.errors,
-    }
+_silent = False  # this process waited out the control timeout on a silent daemon once
+
+
+def _exchange(path: str, request: bytes) -> list[bytes] | None:
+    """The lines the daemon sent after its hello, up to its response; None on any failure."""
+    import _socket
+
+    timeout = float(os.environ.get("VINOS_CONTROL_TIMEOUT_SEC") or 10.0)
+    sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM | _socket.SOCK_CLOEXEC)
+    try:
+        sock.settimeout(timeout)
+        sock.connect(path)
+        if not peer_is_us(sock):
+            return None  # the full client says who listens there; nothing is sent to them
+        sock.sendall(b'{"type":"hello","protocol":1}\n' + request)
+        lines: list[bytes] = []
+        partial: list[bytes] = []  # the line being received, in pieces: joined once
+        while True:
+            data = sock.recv(1 << 20)
+            if not data:
+                return None
+            end = data.rfind(b"\n")
+            if end < 0:
+                partial.append(data)
+                continue
+            partial.append(data[:end])
+            lines.extend(b"".join(partial).split(b"\n"))
+            partial = [data[end + 1 :]]
+            # Unescaped quotes are never inside a JSON string: only a response has this, and
+            # it is the last line the daemon sends.
+            if b'"type":"response"' in lines[-1]:
+                return lines
+    except TimeoutError:
+        # The daemon holds its lock (daemon_running) yet did not answer within the control
+        # timeout: neither this nor the full path may wait it out a second time.
+        from supervisor.client import waited_out
+
+        global _silent
+        _silent = True
+        waited_out()
+        return None
+    except OSError:
+        return None
+    finally:
+        sock.close()
+
+
+def ask(cmd: str, args: dict[str, object]) -> object:
+    """The daemon's result for the request `cmd`, or None when none answers it: no daemon
+    (one stat of its socket file), one stopped behind its socket unit (a read never starts
+    it), a failure, or an error reply (an older daemon that does not know `cmd`, or one that
+    refuses: its ledger lost). After one wait for a silent daemon, None at once: a command
+    costs the control timeout once, not twice."""
+    if _silent:
+        return None
+    path = socket_path()
+    home = home_of_env()
+    if home is None or len(os.fsencode(path)) > 107 or not os.path.exists(path):
+        return None  # no daemon: the plain in-process path, without a socket import
+    if not daemon_running(path):
+        return None  # a socket unit listening for a stopped daemon: a read never starts it
+    import json
+
+    req = {"type": "request", "id": 1, "cmd": cmd, "args": args}
+    lines = _exchange(path, json.dumps(req, separators=(",", ":")).encode() + b"\n")
+    if not lines:
+        return None
+    try:
+        response = json.loads(lines[-1])
+        # Rows come as events before the response (`list`): gathered into the result.
+        rows = [
+            row
+            for line in lines[1:-1]
+            if b'"kind":"rows"' in line
+            for row in json.loads(line)["data"]["rows"]
+        ]
+    except (ValueError, KeyError, TypeError):
+        return None
+    if not response.get("ok"):
+        if os.environ.get("VINOS_ROUTINE_DEBUG"):  # why the full path runs instead
+            print(f"vinos-routine: in-process: {response.get('error')}", file=sys.stderr)
+        return None
+    result = response.get("result")
+    if isinstance(result, dict) and "rows" in result:
+        if len(rows) != result["rows"]:
+            return None  # a batch went missing: read here rather than show part of it
+        result["routines"] = rows
+    return result
+
+
+def request_args(verb: str) -> dict[str, object]:
+    """`status` asks for its problems, with what the daemon must know of this shell to say
+    them: its PATH and whether it has an API key (never the key)."""
+    if verb != "status":
+        return {}
+    key = bool(os.environ.get("ANTHROPIC_API_KEY", "").strip())
+    return {"problems": {"path": os.environ.get("PATH", os.defpath), "key": key}}

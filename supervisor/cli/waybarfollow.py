@@ -3,9 +3,9 @@
 its socket (a `watch` request, supervisor/control/watch.py), so no process is started per update.
 
 When the daemon goes away (a restart, a stop) it prints the DOWN line and connects again
-every RETRY_SEC: one connect attempt, no process. A daemon that cannot render this client's
-line exactly (another home or time zone) answers `fallback`; then this process renders the
-line itself every FALLBACK_SEC, as the polling module did, without spawning.
+every RETRY_SEC: one connect attempt, no process. The daemon sends the bar's data (the read
+model's rows and the day's facts), and this process renders the line; a daemon that does not
+know `watch` makes it read the files itself every FALLBACK_SEC, as the polling module did.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import os
 import sys
 import time
 from collections.abc import Iterator
+from typing import Any
 
 __all__ = ["DOWN", "FALLBACK_SEC", "RETRY_SEC", "down_line", "follow"]
 
@@ -46,16 +47,37 @@ def down_line() -> bytes:
     return json.dumps(DOWN, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
 
 
-def _lines(path: str, home: str) -> Iterator[bytes]:
-    """The bar's lines from one connection, until it ends; _Fallback when the daemon says
-    it cannot render them. Nothing when no daemon listens."""
+def _render(bar: dict[str, Any]) -> bytes:
+    """The bar's line from the daemon's data (supervisor/control/watch.py), rendered here, now."""
+    from datetime import UTC, datetime
+
+    import orjson
+
+    from routines.query import decode_rows
+    from supervisor.cli.render.waybar import waybar_error, waybar_json
+
+    if "error" in bar:
+        value = waybar_error(str(bar["error"]))
+    else:
+        rows = decode_rows(bar["routines"])
+        now = datetime.now(UTC)
+        value = waybar_json(rows, bar["today_dollars"], now, bar["unseen"], bar["pending"])
+    return orjson.dumps(value) + b"\n"
+
+
+def _lines(path: str) -> Iterator[bytes]:
+    """The bar's lines from one connection, until it ends: one for each piece of data the
+    daemon sends, and one again at each keep-alive (the minute turned). _Fallback when the
+    daemon does not know `watch`. Nothing when no daemon listens."""
     import _socket
     import json
 
-    from supervisor.cli.daemonsock import context, peer_is_us
+    from supervisor.cli.daemonsock import peer_is_us
 
-    req = {"type": "request", "id": 1, "cmd": "watch", "args": context(home)}
+    req = {"type": "request", "id": 1, "cmd": "watch", "args": {}}
     sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM | _socket.SOCK_CLOEXEC)
+    bar: dict[str, Any] | None = None
+    rows: list[Any] = []  # the rows of the data being sent, in their batches
     try:
         sock.settimeout(SILENCE_SEC)
         sock.connect(path)
@@ -71,11 +93,19 @@ def _lines(path: str, home: str) -> Iterator[bytes]:
             *done, pending = pending.split(b"\n")
             for raw in done:
                 msg = json.loads(raw)
-                if msg.get("type") == "event" and msg.get("data", {}).get("fd") == 1:
-                    yield msg["text"].encode("latin-1")
+                data = msg.get("data", {}) if msg.get("type") == "event" else {}
+                if msg.get("kind") == "rows":
+                    rows.extend(data["rows"])
+                elif "bar" in data:
+                    bar, rows = {**data["bar"], "routines": rows}, []
+                    if len(bar["routines"]) != bar.get("rows", 0):
+                        return  # a batch went missing: connect again
+                    yield _render(bar)
+                elif msg.get("type") == "event" and bar is not None:
+                    yield _render(bar)  # a keep-alive: the minute turned
                 elif msg.get("type") == "response":
                     result = msg.get("result") if msg.get("ok") else None
-                    if not isinstance(result, dict) or "fallback" in result:
+                    if not isinstance(result, dict):
                         raise _Fallback(str(result or msg.get("error")))
                     return
     except (OSError, ValueError):
@@ -90,7 +120,7 @@ def _write(line: bytes) -> None:
 
 
 def _in_process() -> int:
-    from supervisor.views.status import waybar
+    from supervisor.cli.reads import waybar
 
     while True:
         waybar()
@@ -111,9 +141,11 @@ def follow() -> int:
             got = False
             # A stopped daemon behind a listening socket unit is down: never start it.
             up = os.path.exists(path) and daemon_running(path)
-            for line in _lines(path, home) if up else ():
-                _write(line)
-                got, down = True, False
+            last = None
+            for line in _lines(path) if up else ():
+                if line != last:
+                    _write(line)
+                last, got, down = line, True, False
             if got:  # the daemon went away: a restart's new one is often there at once
                 time.sleep(0.2)
                 continue

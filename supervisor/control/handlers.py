@@ -25,7 +25,7 @@ from ipc import (
 )
 from routines.spec import Routine
 from supervisor.control.api import Controlled, Refused
-from supervisor.control.server import CommandError, Connection, Handler
+from supervisor.control.server import CommandError, Connection, Handler, send_rows
 from supervisor.engine.owner import version
 from supervisor.engine.scheduler import Pending
 
@@ -61,11 +61,67 @@ class Handlers:
         )
 
     async def status(self, req: Request, conn: Connection) -> StatusReply:
-        return self.status_reply()
+        """The daemon's state; with `problems` (the asking shell's PATH and whether it has a
+        key), what keeps the enabled routines from working, for `status` to print."""
+        reply = self.status_reply()
+        env = req.args.get("problems")
+        if not isinstance(env, dict):
+            return reply
+        self._ledger_in_place()
+        from dataclasses import replace
+
+        return replace(reply, problems=self._problems(reply, env))
 
     def status_reply(self) -> StatusReply:
-        """What `status` answers; also what a command run for a thin client reads."""
+        """What `status` answers; also what the bar's watch reads."""
         return self.daemon.snapshot()
+
+    def _ledger_in_place(self) -> None:
+        """Refuse a client's read while the ledger is lost or its file is gone: the CLI then
+        says why itself (cli/commands/common.py `ledger_gone_beside_daemon`), or makes one."""
+        d = self.daemon
+        if d.lost() is not None:
+            raise CommandError("ledger_lost", "the ledger was lost")
+        if d.serves_local_ledger() and not d.paths.ledger.exists():
+            raise CommandError("no_ledger", "no ledger file")
+
+    def _problems(self, reply: StatusReply, env: dict[str, object]) -> list[str]:
+        from supervisor.hostcheck import KEY_ENV, status_problems
+        from supervisor.overview import as_on_disk
+
+        shell = {"PATH": str(env.get("path") or "")}
+        if env.get("key"):
+            shell[KEY_ENV] = "set"  # only whether the client has one; never its value
+        # Paused because its ledger is away (a fleet's database down or hung): the routines'
+        # own `enabled` stands in for their states, without a read that would wait
+        # (tests/fleet/test_fleet_cli.py: status answers within a second on a hang).
+        states = self.daemon.ledger.states() if reply.health == "ok" else {}
+        d = self.daemon
+        return status_problems(
+            d.paths, as_on_disk(d.registry).routines(), states, os.getpid(), shell
+        )
+
+    async def list_routines(self, req: Request, conn: Connection) -> dict[str, object]:
+        """`list`: the read model's rows (routines.query), from the files as they are now,
+        the daemon's ledger and the next fires its scheduler holds, sent as ROWS events (a
+        line holds at most ipc.MAX_LINE bytes: 10,000 rows are ~6 MB); the response counts
+        them. The client renders them."""
+        from routines.query import encode_rows
+        from supervisor.overview import as_on_disk, collect
+
+        self._ledger_in_place()
+        d = self.daemon
+        d.refresh(rescan=True)  # a file edited a moment ago shows
+        stale = sorted(n for n, e in d.registry.entries.items() if e.stale)
+        rows = collect(
+            d.clock.now(),
+            registry=as_on_disk(d.registry),
+            ledger=d.ledger,
+            known_fire=d.known_fire,
+            stale=stale,
+        )
+        send_rows(conn, encode_rows(rows))
+        return {"rows": len(rows), "stale": stale}
 
     def _routine(self, name: object) -> Routine:
         if not isinstance(name, str):
@@ -161,7 +217,7 @@ class Handlers:
             "reload": self.reload,
             "enable": self.enable,
             "disable": self.enable,
-            "answer": self.answer,
+            "list": self.list_routines,
             "fire": self.fire,
             "watch": self.watch,
         }
@@ -191,10 +247,4 @@ class Handlers:
     async def watch(self, req: Request, conn: Connection) -> dict[str, object]:
         """`status --waybar --follow`: the bar's line each time it changes
         (supervisor/control/watch.py)."""
-        return await self.status_watch.serve(self.status_reply, req, conn)
-
-    async def answer(self, req: Request, conn: Connection) -> dict[str, object]:
-        """A read command run here for a thin client (supervisor/control/answers.py)."""
-        from supervisor.control.answers import answer
-
-        return answer(self.daemon, self.status_reply, req, conn)
+        return await self.status_watch.serve(req, conn)

@@ -27,6 +27,8 @@ from typing import Any
 
 from ipc import (
     PROTOCOL,
+    Event,
+    EventKind,
     Hello,
     Message,
     ProtocolError,
@@ -37,7 +39,15 @@ from ipc import (
 )
 from routines.ledger import LedgerUnavailable
 
-__all__ = ["CommandError", "Connection", "ControlServer", "Handler", "socket_path_problem"]
+__all__ = [
+    "ROWS_PER_EVENT",
+    "CommandError",
+    "Connection",
+    "ControlServer",
+    "Handler",
+    "send_rows",
+    "socket_path_problem",
+]
 
 log = logging.getLogger("vinos.control")
 
@@ -64,7 +74,7 @@ class Connection:
 
     def __init__(self, writer: asyncio.StreamWriter) -> None:
         self.writer = writer
-        self.queue: asyncio.Queue[bytes | Callable[[], object] | None] = asyncio.Queue(QUEUE_LINES)
+        self.queue: asyncio.Queue[bytes | None] = asyncio.Queue(QUEUE_LINES)
         self.closed = False
         self.in_flight = 0  # requests being served: a connection with one is never idle
         self.last_active = time.monotonic()
@@ -81,26 +91,12 @@ class Connection:
             return False
         return True
 
-    def after_sent(self, action: Callable[[], object]) -> None:
-        """Call `action` once what was sent so far has left for the client (or the client
-        is gone): what the answer freed is then free (supervisor/control/memtrim.py)."""
-        if self.closed:
-            action()
-            return
-        try:
-            self.queue.put_nowait(action)
-        except asyncio.QueueFull:
-            action()
-
     async def _pump(self) -> None:
         try:
             while True:
                 data = await self.queue.get()
                 if data is None:
                     break
-                if callable(data):
-                    _run(data)
-                    continue
                 self.writer.write(data)
                 await self.writer.drain()
         except (ConnectionError, OSError):
@@ -120,11 +116,9 @@ class Connection:
         self.writer.transport.abort()
 
     def _drop_queued(self) -> None:
-        """Empty the queue; an `after_sent` action in it runs now (the client is gone)."""
+        """Empty the queue (the client is gone)."""
         while not self.queue.empty():
-            data = self.queue.get_nowait()
-            if callable(data):
-                _run(data)
+            self.queue.get_nowait()
 
     async def drain_and_close(self) -> None:
         if not self.closed:
@@ -132,13 +126,6 @@ class Connection:
                 self.queue.put_nowait(None)
         with contextlib.suppress(Exception):
             await asyncio.wait_for(self._task, 5)
-
-
-def _run(action: Callable[[], object]) -> None:
-    try:
-        action()
-    except Exception:  # an action's bug must not end the connection's pump
-        log.exception("control: an after-sent action failed")
 
 
 Handler = Callable[[Request, Connection], Awaitable[Any]]
@@ -302,3 +289,21 @@ class ControlServer:
             )
         else:
             conn.send(Response(req.id, True, result=result))
+
+
+ROWS_PER_EVENT = 500  # ~300 KB of JSON a batch; a batch over ipc.MAX_LINE is halved
+
+
+def send_rows(conn: Connection, rows: list[dict[str, object]]) -> None:
+    """`rows` as ROWS events in batches each under the wire's line limit."""
+    batch, i = ROWS_PER_EVENT, 0
+    while i < len(rows):
+        chunk = rows[i : i + batch]
+        try:
+            conn.send(Event(EventKind.ROWS, "", {"rows": chunk}))
+        except ProtocolError:
+            if batch == 1:
+                raise  # one row over a megabyte: a bug, said as the command's error
+            batch //= 2
+            continue
+        i += len(chunk)

@@ -4,11 +4,12 @@ with the bar's JSON line whenever that line changes.
 After each tick the daemon calls `StatusWatch.after_tick`, which compares a cheap signature of
 what the line is made of (runs running and queued, the registry in force, the ledger's data
 version and this connection's own writes, the brief's seen-file) with the last one and wakes
-the watchers when it moved. A watcher then renders the line as `status --waybar` would
-(supervisor/control/answers.py) and sends it if it differs from the last it sent. It also wakes at
-each minute's turn, since "next 06:00" becomes "tomorrow 06:00" with nothing else changing;
-that wake-up sends nothing when the line is the same, except a keep-alive every few minutes
-that finds a client gone (a closed client is noticed only when written to).
+the watchers when it moved. A watcher then gathers the bar's data (the read model's rows and
+the day's facts, never text: the client renders it, supervisor/cli/waybarfollow.py) and sends
+it if it differs from the last it sent. It also wakes at each minute's turn, since "next
+06:00" becomes "tomorrow 06:00" with nothing else changing; then it sends a keep-alive, on
+which the client renders the line again (and which finds a client gone: a closed client is
+noticed only when written to).
 
 No watcher, no cost: `after_tick` returns at once.
 """
@@ -18,19 +19,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ipc import Event, EventKind, Request
+from supervisor.control.server import send_rows
 
 if TYPE_CHECKING:
-    from ipc import StatusReply
     from supervisor.control.api import Controlled
     from supervisor.control.server import Connection
 
-__all__ = ["KEEPALIVE_MINUTES", "StatusWatch"]
-
-KEEPALIVE_MINUTES = 5
+__all__ = ["StatusWatch"]
 
 
 class StatusWatch:
@@ -70,41 +68,55 @@ class StatusWatch:
             for ev in self.watchers:
                 ev.set()
 
-    async def serve(
-        self, status: Callable[[], StatusReply], req: Request, conn: Connection
-    ) -> dict[str, object]:
-        from supervisor.control.answers import render
-        from supervisor.control.memtrim import release
+    def bar(self, rescan: bool) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        """What the bar is made of, as data: the read model's rows (routines.query) and the
+        day's facts (supervisor/overview.py `bar_facts`); the client renders the line."""
+        from routines.query import encode_rows
+        from supervisor.overview import as_on_disk, bar_facts, collect
 
-        args = {**req.args, "verb": "status", "opts": {"waybar": True}}
+        d = self.daemon
+        d.refresh(rescan=rescan)
+        now = d.clock.now()
+        stale = [n for n, e in d.registry.entries.items() if e.stale]
+        rows = collect(
+            now, registry=as_on_disk(d.registry), ledger=d.ledger, known_fire=d.known_fire,
+            stale=stale,
+        )  # fmt: skip
+        return encode_rows(rows), bar_facts(d.paths, rows, d.ledger, now)
+
+    async def serve(self, req: Request, conn: Connection) -> dict[str, object]:
+        """Send the bar's data now (the rows as ROWS events, then the day's facts with their
+        count), again whenever it changes, and a keep-alive at each minute's turn that brings
+        nothing new (the client renders the line again: "next 06:00" becomes "tomorrow 06:00"
+        with nothing else changing)."""
+        import msgspec
+
         wake = asyncio.Event()
         self.watchers.add(wake)
         last: bytes | None = None
-        quiet = 0
         try:
             while not conn.closed:
                 wake.clear()
-                done = render(self.daemon, status, args, rescan=last is None)
-                if isinstance(done, str):
-                    return {"fallback": done}
-                line = done[1]
-                del done
-                if line != last or quiet >= KEEPALIVE_MINUTES:
-                    event = Event(EventKind.LOG, line.decode("latin-1"), {"fd": 1})
-                    if line == last:
-                        event = Event(EventKind.STATUS, "", {"keepalive": True})
-                    if not conn.send(event):
-                        break
-                    last, quiet = line, 0
-                # The line is of every routine: its rows and text were freed, so give the
-                # pages back once it has left, as `answer` does (supervisor/control/memtrim.py).
-                conn.after_sent(release)
+                try:
+                    rows, facts = self.bar(rescan=last is None)
+                except Exception as exc:  # the bar says what failed rather than going blank
+                    rows, facts = [], {"error": str(exc) or type(exc).__name__}
+                encoded = msgspec.json.encode([rows, facts])
+                if encoded == last:
+                    sent = conn.send(Event(EventKind.STATUS, "", {"keepalive": True}))
+                else:
+                    send_rows(conn, rows)
+                    sent = conn.send(
+                        Event(EventKind.LOG, "", {"bar": {**facts, "rows": len(rows)}})
+                    )
+                if not sent:
+                    break
+                last = encoded
+                del rows, facts, encoded
                 now = self.daemon.clock.now()
                 to_minute = 60.0 - (now.second + now.microsecond / 1e6) + 0.05
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(wake.wait(), to_minute)
-                if not wake.is_set():
-                    quiet += 1
         finally:
             self.watchers.discard(wake)
         return {"code": 0}

@@ -102,7 +102,7 @@ def strike_reason(detail: str) -> str:
 def turned_off_note(name: str, reason: str) -> str:
     """What `list` says of a routine the daemon turned off (`reason`: its disabled_reason),
     in place of "off by `vinos-routine disable`", which the person never ran
-    (tests/supervisor/test_views.py::test_a_routine_turned_off_by_strikes_says_so_and_how_back)."""
+    (tests/cli/test_render.py::test_a_routine_turned_off_by_strikes_says_so_and_how_back)."""
     if reason.startswith(strike_reason("")):
         return (
             f"{name}: off after {STRIKE_LIMIT} failures in a row; "

@@ -25,12 +25,7 @@ def config_or_default(p: Paths) -> Config:
 
 
 def cli_ledger(p: Paths) -> LedgerAPI:
-    """The ledger a read command uses: the fleet's with [fleet], else this machine's file
-    (or the daemon's open one, when the daemon runs the command for a thin client)."""
-    from supervisor.source import BorrowedLedger, current
-
-    if (src := current()) is not None:
-        return BorrowedLedger(src.ledger)
+    """The ledger a read command uses: the fleet's with [fleet], else this machine's file."""
     config = config_or_default(p)
     if config.fleet is None:
         return Ledger(p.ledger)

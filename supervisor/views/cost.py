@@ -6,8 +6,7 @@ Periods reaching past `[ledger].keep_runs_days` add the compacted days' sums: th
 are the same before and after a compaction (integer nanodollars on both sides).
 
 `report` reads the ledger; `cells` and `render` build the table and the chart from the
-Report alone (tests/supervisor/test_views.py). `show` is the command's flow, run by the CLI
-and, for a thin client, by the daemon.
+Report alone (tests/supervisor/test_views.py). `show` is the command's flow, run by the CLI.
 """
 
 from __future__ import annotations
@@ -125,8 +124,8 @@ def report(period: str, now: datetime | None = None) -> Report:
     from routines.ledger import day_bounds
     from routines.schedule.tz import machine_timezone
     from routines.spec.paths import paths
+    from routines.spec.registry import scan
     from supervisor.fleet.view import cli_ledger
-    from supervisor.source import scan
 
     p = paths()
     zone_name = machine_timezone()

@@ -2,7 +2,7 @@
 
 `gather` reads the ledger; `cells` and `thread_lines` build what is shown from that data
 alone (tests/supervisor/test_views.py); `render` turns it into the text `history` prints.
-`show` is the command's flow, run by the CLI and, for a thin client, by the daemon.
+`show` is the command's flow, run by the CLI.
 """
 
 from __future__ import annotations
@@ -239,9 +239,9 @@ def show(name: str, n: int, as_json: bool) -> int:
     from contextlib import closing
 
     from routines.spec.paths import paths
+    from routines.spec.registry import scan
     from supervisor.fleet.view import cli_ledger
     from supervisor.present import die, print_json_lines, use_color
-    from supervisor.source import scan
 
     p = paths()
     with closing(cli_ledger(p)) as ledger:

@@ -9,7 +9,6 @@ import stat
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,8 +28,6 @@ class ServerThread:
         self.loop = asyncio.new_event_loop()
         self.ready = threading.Event()
         self.release = asyncio.Event()
-        # What each `after_sent` action saw when it ran: lines still queued, bytes unsent.
-        self.after: list[tuple[int, int]] = []
         self.server = ControlServer(
             {
                 "ping": self.ping,
@@ -59,11 +56,6 @@ class ServerThread:
             conn.send(Event(EventKind.LOG, f"line {i}", {"pad": "x" * 1000}))
             if i % 100 == 0 and not req.args.get("burst"):  # burst: all queued at once
                 await asyncio.sleep(0)
-        if req.args.get("after_sent"):
-            transport = conn.writer.transport
-            conn.after_sent(
-                lambda: self.after.append((conn.queue.qsize(), transport.get_write_buffer_size()))
-            )
         return {"sent": req.args["n"]}
 
     async def wait(self, req: Request, conn: Connection) -> Any:
@@ -179,39 +171,6 @@ def test_a_client_that_never_reads_is_dropped_and_others_are_served(
         pass
     assert total < QUEUE_LINES * 4 * 1000
     lazy.close()
-
-
-def test_an_after_sent_action_runs_once_the_lines_before_it_have_left(
-    server: ServerThread,
-) -> None:
-    seen: list[Event] = []
-    with connect(server.path) as c:
-        reply = c.request("flood", {"n": 300, "after_sent": True}, on_event=seen.append)
-    assert reply == {"sent": 300} and len(seen) == 300
-    # It ran once, with only the response behind it in the queue and no more than the
-    # transport's high-water mark of the 300 KB before it still in the transport's buffer.
-    assert len(server.after) == 1
-    queued, unsent = server.after[0]
-    assert queued == 1
-    assert unsent <= 64 * 1024
-
-
-def test_an_after_sent_action_runs_when_the_client_is_gone(server: ServerThread) -> None:
-    gone = _raw(server.path)
-    gone.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    gone.sendall(b'{"type": "hello", "protocol": 1}\n')
-    gone.sendall(
-        b'{"type": "request", "id": 1, "cmd": "flood", '
-        b'"args": {"n": 1000, "burst": true, "after_sent": true}}\n'
-    )
-    got = b""
-    while got.count(b"\n") < 2:  # the daemon's hello and the first event: the flood is on
-        got += gone.recv(4096)
-    gone.close()  # with the megabyte and the action queued behind it: the writes fail
-    deadline = time.monotonic() + 30
-    while not server.after and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert len(server.after) == 1
 
 
 def test_a_hundred_clients_at_once(server: ServerThread) -> None:

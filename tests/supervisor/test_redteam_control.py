@@ -41,7 +41,7 @@ def test_the_thin_client_and_the_waybar_follower_send_nothing_to_another_users_s
     (no ipc import at start-up): the same check, before a byte is sent or a byte printed."""
     import socket
 
-    from supervisor.cli import daemonsock, thinclient, waybarfollow
+    from supervisor.cli import daemonsock, waybarfollow
 
     other = SecondUser.from_env()
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
@@ -50,5 +50,5 @@ def test_the_thin_client_and_the_waybar_follower_send_nothing_to_another_users_s
     a, b = socket.socketpair()
     with a, b:
         assert daemonsock.peer_is_us(a)
-    assert thinclient._exchange(str(other.path), b'{"type":"request"}\n') is None
-    assert list(waybarfollow._lines(str(other.path), "/nonexistent")) == []
+    assert daemonsock._exchange(str(other.path), b'{"type":"request"}\n') is None
+    assert list(waybarfollow._lines(str(other.path))) == []

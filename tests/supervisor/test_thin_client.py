@@ -1,6 +1,6 @@
-"""The thin client (supervisor/cli/thinclient.py, supervisor/control/answers.py): `list`, `status`,
-`history` and `cost` asked of a real daemon print, byte for byte, what the same command
-prints run in-process, and the client's start-up imports almost nothing."""
+"""The client of the read model (supervisor/cli/thinclient.py, supervisor/cli/reads.py): `list`
+and `status` ask a real daemon for rows (data, never text) and render them here, printing what
+the rows read here print; the quick path imports little, and a stopped daemon is never started."""
 
 from __future__ import annotations
 
@@ -16,32 +16,20 @@ import pytest
 from routines.ledger import Ledger
 from routines.runs import Outcome, RunEnd, RunStatus, Trigger
 from routines.spec.paths import paths
-from supervisor.cli.thinclient import parse
 from tests.supervisor.daemonkit import REPO, DaemonProcess, command_routine, write_routine
 
-# Exit 99: the daemon did not answer, so the thin path was not the one measured.
-THIN = (
-    "import sys\nfrom supervisor.cli.thinclient import thin\n"
-    "code = thin(sys.argv[1:])\nsys.exit(99 if code is None else code)\n"
+# `list`/`status` as the console script runs them: rows asked of the daemon (exit 99 when it
+# did not answer, so the daemon's rows were not the ones shown), or read here (LOCAL).
+DAEMON = (
+    "import sys\nfrom supervisor.cli import reads\n"
+    "assert reads.request('list') is not None, 'the daemon did not answer'\n"
+    "from supervisor.cli.thinclient import main\nsys.argv[0] = 'vinos-routine'\nsys.exit(main())\n"
+)
+LOCAL = (
+    "import sys\nfrom supervisor.cli import daemonsock, thinclient\n"
+    "daemonsock.ask = thinclient.ask = lambda *a, **k: None\nsys.exit(thinclient.main())\n"
 )
 IN_PROCESS = "import sys\nfrom supervisor.cli.main import main\nsys.exit(main(sys.argv[1:]))\n"
-
-VERBS = [
-    ("list",),
-    ("list", "--json"),
-    ("status",),
-    ("status", "--json"),
-    ("status", "--waybar"),
-    ("history", "spender"),
-    ("history", "spender", "--json"),
-    ("history", "spender", "-n", "1"),
-    ("history", "never-ran"),
-    ("history", "nobody"),  # an unknown routine: the error on stderr, exit 1
-    ("cost",),
-    ("cost", "--json"),
-    ("cost", "--week"),
-    ("cost", "--days", "3", "--json"),
-]
 
 
 def _run(code: str, args: tuple[str, ...], env: dict[str, str]) -> tuple[int, str, str]:
@@ -55,11 +43,12 @@ def _run(code: str, args: tuple[str, ...], env: dict[str, str]) -> tuple[int, st
         check=False,
     )
     out = done.stdout
-    if args[:2] == ("status", "--json"):
-        # The daemon's clock at the moment of asking: the one field two askings never share.
-        st = json.loads(out)
-        st.pop("now")
-        out = json.dumps(st)
+    if args == ("list", "--json"):
+        # Only a daemon knows whether it runs an invalid file's last good version.
+        rows = json.loads(out)
+        for row in rows:
+            row.pop("last_good_running", None)
+        out = json.dumps(rows)
     return done.returncode, out, done.stderr
 
 
@@ -81,31 +70,35 @@ def _populate() -> None:
 
 
 @pytest.mark.slow  # a real daemon
-def test_each_verb_prints_the_same_bytes_from_the_daemon_as_in_process(
-    tmp_path: Path, not_root: None
-) -> None:
+def test_the_daemons_rows_render_as_the_rows_read_here(tmp_path: Path, not_root: None) -> None:
+    """The daemon answers rows, not text: rendered by the client in its own zone, they print
+    what the rows it reads itself print, whatever the daemon's zone."""
     _populate()
     d = DaemonProcess(tmp_path).start()
     try:
-        env = {**d.env, "NO_COLOR": "", "VINOS_ROUTINE_DEBUG": "1"}
-        for args in VERBS:
-            # Relative times ("in 2h 13m") change at a minute's turn: the in-process output
-            # before and after the thin one agree unless one turned in between; then again.
-            for _ in range(3):
-                before = _run(IN_PROCESS, args, env)
-                thin = _run(THIN, args, env)
-                after = _run(IN_PROCESS, args, env)
-                if before == after:
-                    break
-            assert thin[0] != 99, f"{args}: the daemon did not answer: {thin[2]}"
-            assert thin == before, args
-        assert _run(THIN, ("history", "spender"), env)[1].count("\n") == 4  # header + 3 runs
+        other = "Asia/Tokyo" if d.env.get("TZ") != "Asia/Tokyo" else "UTC"
+        for env in ({**d.env, "NO_COLOR": ""}, {**d.env, "NO_COLOR": "", "TZ": other}):
+            for args in (("list",), ("list", "--json")):
+                # Relative times ("in 2h 13m") change at a minute's turn: the local output
+                # before and after the daemon's agree unless one turned in between; then again.
+                for _ in range(3):
+                    before = _run(LOCAL, args, env)
+                    answered = _run(DAEMON, args, env)
+                    after = _run(LOCAL, args, env)
+                    if before == after:
+                        break
+                assert "did not answer" not in answered[2], answered[2]
+                assert answered == before, args
+        st = json.loads(_run(DAEMON, ("status", "--json"), d.env)[1])
+        assert st["daemon"] is True and isinstance(st["problems"], list)
+        text = _run(DAEMON, ("status",), d.env)[1]
+        assert text.startswith("daemon: running") and "invalid  broken" in text
     finally:
         d.stop()
 
 
 @pytest.mark.slow  # a real daemon
-def test_the_thin_path_loads_no_parser_toml_sqlite_or_dataclasses(
+def test_a_list_answered_by_the_daemon_loads_no_parser_toml_sqlite_or_registry(
     tmp_path: Path, not_root: None
 ) -> None:
     _populate()
@@ -113,7 +106,7 @@ def test_the_thin_path_loads_no_parser_toml_sqlite_or_dataclasses(
     try:
         # What the interpreter loaded before (a development install's import hook brings
         # pathlib and re with it; an installed package does not) is not the client's.
-        code = "import sys\nbefore = set(sys.modules)\n" + THIN.replace(
+        code = "import sys\nbefore = set(sys.modules)\n" + DAEMON.replace(
             "sys.exit(", "print(' '.join(set(sys.modules) - before), file=sys.stderr)\nsys.exit("
         )
         done = subprocess.run(
@@ -128,40 +121,18 @@ def test_the_thin_path_loads_no_parser_toml_sqlite_or_dataclasses(
         assert done.returncode == 0, done.stderr
         assert "spender" in done.stdout
         loaded = set(done.stderr.split())
-        heavy = {"argparse", "tomllib", "sqlite3", "dataclasses", "pathlib", "enum", "socket"}
+        heavy = {"argparse", "tomllib", "sqlite3", "socket", "supervisor.cli.main"}
         assert loaded & heavy == set()
-        assert {m for m in loaded if m.split(".")[0] in ("routines", "ipc", "orjson")} == set()
-        assert "supervisor.cli.main" not in loaded
+        assert {m for m in loaded if m.startswith(("routines.spec", "routines.ledger"))} == set()
+        assert "supervisor.overview" not in loaded  # the rows came from the daemon
     finally:
         d.stop()
 
 
-@pytest.mark.slow  # a real daemon
-def test_what_the_daemon_cannot_reproduce_runs_in_process(tmp_path: Path, not_root: None) -> None:
-    _populate()
-    d = DaemonProcess(tmp_path).start()
-    try:
-        other_zone = {**d.env, "TZ": "Asia/Tokyo" if d.env.get("TZ") != "Asia/Tokyo" else "UTC"}
-        assert _run(THIN, ("list",), other_zone)[0] == 99  # times print in the client's zone
-        assert _run(THIN, ("list",), d.env)[0] == 0
-        # A bad value is the full parser's to report, in argparse's words.
-        assert _run(THIN, ("cost", "--days", "0"), d.env)[0] == 99
-        done = subprocess.run(
-            [sys.executable, "-m", "supervisor", "cost", "--days", "0"],
-            env=d.env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-        assert done.returncode == 2 and "--days" in done.stderr
-    finally:
-        d.stop()
-
-
-def test_without_a_daemon_the_client_stats_one_file_and_goes_in_process(vinos_env: Path) -> None:
+def test_without_a_daemon_the_client_stats_one_file_and_reads_itself(vinos_env: Path) -> None:
     code = (
-        "import sys\nfrom supervisor.cli.thinclient import thin\nassert thin(['list']) is None\n"
+        "import sys\nfrom supervisor.cli.daemonsock import ask\n"
+        "assert ask('list', {}) is None\n"
         "assert '_socket' not in sys.modules and 'json' not in sys.modules\n"
     )
     done = subprocess.run(
@@ -174,45 +145,6 @@ def test_without_a_daemon_the_client_stats_one_file_and_goes_in_process(vinos_en
         check=False,
     )
     assert done.returncode == 0, done.stderr
-
-
-@pytest.mark.parametrize(
-    ("argv", "expected"),
-    [
-        (["list"], ("list", {})),
-        (["list", "--json"], ("list", {"json": True})),
-        (["status", "--waybar"], ("status", {"waybar": True})),
-        (["history", "a", "-n", "5", "--json"], ("history", {"name": "a", "n": 5, "json": True})),
-        (["history", "a", "-n7"], ("history", {"name": "a", "n": 7})),
-        (["cost", "--week", "--json"], ("cost", {"period": "week", "json": True})),
-        (["cost", "--month"], ("cost", {"month": "month:this"})),
-        (["cost", "--month", "2026-01"], ("cost", {"month": "2026-01"})),
-        (["cost", "--days", "30"], ("cost", {"days": "30"})),
-    ],
-)
-def test_the_client_parses_what_it_sends(argv: list[str], expected: object) -> None:
-    assert parse(argv) == expected
-
-
-@pytest.mark.parametrize(
-    "argv",
-    [
-        [],
-        ["run", "a"],
-        ["list", "--help"],
-        ["list", "--js"],  # an abbreviation argparse would accept: argparse decides
-        ["status", "--json", "--waybar"],  # mutually exclusive: argparse says so
-        ["history"],
-        ["history", "a", "b"],
-        ["history", "a", "--thread", "r1"],
-        ["history", "a", "-n", "x"],
-        ["history", "a", "-n", "-3"],
-        ["cost", "--week", "--today"],
-        ["cost", "--days"],
-    ],
-)
-def test_what_the_client_does_not_parse_exactly_goes_to_the_full_parser(argv: list[str]) -> None:
-    assert parse(argv) is None
 
 
 def _next_line(proc: subprocess.Popen[bytes], timeout: float = 30) -> dict[str, object]:
@@ -278,7 +210,7 @@ def test_a_read_never_starts_a_stopped_daemon(
     the waybar follower retrying every 2 s). No daemon holds the lock: nothing connects."""
     import socket
 
-    from supervisor.cli import daemonsock, thinclient, waybarfollow
+    from supervisor.cli import daemonsock, waybarfollow
 
     monkeypatch.setenv("VINOS_CONTROL_TIMEOUT_SEC", "2")
     sock_path = paths().control_socket
@@ -288,7 +220,7 @@ def test_a_read_never_starts_a_stopped_daemon(
         listener.bind(str(sock_path))
         listener.listen(8)
         listener.setblocking(False)
-        assert thinclient.thin(["list"]) is None
+        assert daemonsock.ask("list", {}) is None
         assert not daemonsock.daemon_running(str(sock_path))
         monkeypatch.setattr(waybarfollow, "RETRY_SEC", 0)
         lines: list[bytes] = []
@@ -306,3 +238,23 @@ def test_a_read_never_starts_a_stopped_daemon(
         assert b'"alt":"down"' in lines[0]
         with pytest.raises(BlockingIOError):
             listener.accept()  # nobody connected: the stopped daemon was never activated
+
+
+@pytest.mark.slow  # a real daemon, 2,500 routine files
+def test_a_list_longer_than_a_wire_line_comes_whole_in_batches(
+    tmp_path: Path, not_root: None
+) -> None:
+    """2,500 rows are ~1.5 MB of JSON, over the 1 MiB a line may hold (ipc.MAX_LINE): the
+    daemon sends them in ROWS batches and the client renders every one, from the daemon."""
+    from ipc import MAX_LINE
+
+    for i in range(2500):
+        write_routine(f"r{i:04d}", command_routine("true", schedule='cron = "0 3 * * *"'))
+    d = DaemonProcess(tmp_path).start()
+    try:
+        code, out, err = _run(DAEMON, ("list", "--json"), d.env)
+        assert code == 0, err
+        assert len(out.encode()) > MAX_LINE
+        assert [r["name"] for r in json.loads(out)] == [f"r{i:04d}" for i in range(2500)]
+    finally:
+        d.stop()

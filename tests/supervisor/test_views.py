@@ -12,10 +12,7 @@ from routines.ledger import RunRow
 from routines.ledger.rundays import COUNTERS, DaySummary
 from routines.proposals import Proposal, ProposalState
 from routines.runs import Outcome, RunStatus, Trigger
-from supervisor.engine.limits import strike_reason
-from supervisor.overview import RoutineRow
-from supervisor.views import brief, cost, history, listing
-from supervisor.views import status as status_view
+from supervisor.views import brief, cost, history
 
 RED, GREEN, YELLOW, RESET = "\033[31m", "\033[32m", "\033[33m", "\033[0m"
 
@@ -148,98 +145,7 @@ def test_a_thread_indents_each_reply_under_the_run_it_answers() -> None:
     ]
 
 
-# --- list
-
-
-def routine_row(**kw: Any) -> RoutineRow:
-    base: dict[str, Any] = dict(
-        name="news", kind="agent", origin="user", enabled=True, valid=True,
-        schedule="every day at 06:00", expression="0 6 * * *", next_run=None,
-        last_status=None, last_outcome=None, last_finished=None, today_dollars=0.0,
-        disabled_reason=None, errors=(), warnings=(),
-    )  # fmt: skip
-    base.update(kw)
-    return RoutineRow(**base)
-
-
 NOW = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
-
-
-def test_list_shows_state_last_result_and_cost_of_each_routine() -> None:
-    rows = [
-        routine_row(running=True, last_status="ok", last_outcome="done", today_dollars=0.125),
-        routine_row(name="b", enabled=False, queued=True, last_status="failed"),
-    ]
-    out = listing.cells(rows, set(), NOW, False)
-    assert out.rows == [
-        ["news", "agent", "on running", "every day at 06:00", "—", "ok · done", "$0.12"],
-        ["b", "agent", "off queued", "every day at 06:00", "—", "failed", "$0.00"],
-    ]
-    red = listing.cells(rows, set(), NOW, True).rows[1][5]
-    assert red == f"{RED}failed{RESET}"
-
-
-def test_an_invalid_file_shows_its_errors_and_whether_the_daemon_still_runs_it() -> None:
-    bad = routine_row(name="bad\x1b[2J", kind="?", valid=False, errors=("line 3: no\nname",))
-    out = listing.cells([bad], {"bad\x1b[2J"}, NOW, False)
-    assert out.rows == [
-        ["bad\\x1b[2J", "", "invalid (the daemon still runs its last good version)", "", "",
-         "", ""],
-    ]  # fmt: skip
-    assert out.notes == ["line 3: no\\nname"] and out.signed == []
-    assert listing.cells([bad], None, NOW, False).rows[0][2] == "invalid"
-
-
-def test_list_notes_say_what_overrides_the_file_and_warn_of_problems() -> None:
-    row = routine_row(
-        enabled=False, file_enabled=True, not_here="held by desk",
-        signature_note="signature invalid: changed", signature_warning=True,
-    )  # fmt: skip
-    out = listing.cells([row], set(), NOW, False)
-    assert out.signed == [
-        "news: off by `vinos-routine disable`; its file says enabled = true, which counts "
-        "again once that line is edited"
-    ]
-    assert out.notes == [
-        "news: not run on this machine: held by desk",
-        "news: signature invalid: changed",
-    ]
-    signed = listing.cells([routine_row(signature_note="signed by me")], set(), NOW, False)
-    assert signed.signed == ["news: signed by me"] and signed.notes == []
-
-
-def test_a_routine_turned_off_by_strikes_says_so_and_how_back() -> None:
-    # It said "off by `vinos-routine disable`", a command the person never ran.
-    reason = strike_reason("exit status 2")
-    row = routine_row(enabled=False, file_enabled=True, disabled_reason=reason)
-    out = listing.cells([row], set(), NOW, False)
-    assert out.signed == []
-    assert out.notes == [
-        "news: disabled: 3 failed runs in a row; last: exit status 2",
-        "news: off after 3 failures in a row; `vinos-routine enable news` after fixing",
-    ]
-    # Another reason the daemon turned it off: named, with the way back.
-    once = routine_row(enabled=False, file_enabled=True, disabled_reason="ran once, as scheduled")
-    assert listing.cells([once], set(), NOW, False).notes[1] == (
-        "news: off (ran once, as scheduled); `vinos-routine enable news` turns it back on"
-    )
-
-
-def test_list_renders_signed_notes_plain_then_warnings_yellow() -> None:
-    text = listing.render(listing.Listing([["a"] * 7], ["plain"], ["warn"]), True)
-    assert text.splitlines() == [
-        "NAME  KIND  STATE  SCHEDULE  NEXT  LAST  TODAY",
-        "a     a     a      a         a     a     a",
-        "plain",
-        f"{YELLOW}warn{RESET}",
-    ]
-
-
-def test_list_json_says_for_an_invalid_file_whether_its_last_good_version_runs() -> None:
-    rows = [routine_row(), routine_row(name="bad", valid=False)]
-    assert "last_good_running" not in listing.json_value(rows, None)[0]
-    assert listing.json_value(rows, None)[1]["last_good_running"] is None
-    assert listing.json_value(rows, {"bad"})[1]["last_good_running"] is True
 
 
 # --- brief
@@ -305,42 +211,6 @@ def test_the_pending_text_gives_the_commands_that_decide_each_proposal() -> None
         "  #3 news · send-reply: Reply to Bob\n"
         "      vinos-routine approve 3   ·   vinos-routine deny 3\n\n"
     )
-
-
-# --- status
-
-
-def status(**kw: Any) -> dict[str, Any]:
-    base: dict[str, Any] = dict(
-        daemon=True, pid=42, status="ok", routines=3, enabled=2, running=[], queued=[], next=[],
-        invalid=[], stale=[], problems=[],
-    )  # fmt: skip
-    base.update(kw)
-    return base
-
-
-def test_status_lists_what_runs_waits_and_comes_next_then_invalid_files_and_problems() -> None:
-    st = status(
-        running=[{"routine": "news", "started_at": "2026-12-03T11:58:00+00:00"}],
-        queued=[{"routine": "mail"}],
-        next=[{"routine": "b", "at": (NOW + timedelta(hours=2)).isoformat()}],
-        invalid=["bad", "old"], stale=["old"], problems=["no key"],
-    )  # fmt: skip
-    out = status_view.lines(st, NOW, False, "hint")
-    assert out[:4] == [
-        "daemon: running (pid 42) · ok",
-        "routines: 3 (2 enabled)",
-        "  running  news since 11:58:00",
-        "  queued   mail",
-    ]
-    assert out[4].startswith("  next     b in 2h")
-    assert out[5:] == [
-        "  invalid  bad (see 'vinos-routine validate')",
-        "  invalid  old; its last good version still runs (see 'vinos-routine validate')",
-        "  problem  no key",
-    ]
-    down = status_view.lines(status(daemon=False), NOW, True, "start it")
-    assert down[0] == f"daemon: {YELLOW}not running{RESET}; start it"
 
 
 # --- cost

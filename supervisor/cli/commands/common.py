@@ -59,7 +59,7 @@ class InvalidRoutine(NoSuchRoutine):
 
 def find_entry(name: str, p: Paths | None = None) -> tuple[Entry, Registry]:
     """The registry entry for `name`; NoSuchRoutine names the closest routines."""
-    from supervisor.source import scan
+    from routines.spec.registry import scan
 
     registry = scan(p or paths())
     entry = registry.get(name)

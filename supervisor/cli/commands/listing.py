@@ -1,7 +1,8 @@
 """`vinos-routine list`: every routine, its schedule, next run, last result and today's cost.
 
 Works from the files and the ledger alone, with or without a daemon. What it gathers and
-prints is supervisor/views/listing.py, which the daemon runs too.
+prints is the read model's rows (routines.query), asked of the daemon when one is up, rendered
+by supervisor/cli/render/listing.py (supervisor/cli/reads.py).
 """
 
 from __future__ import annotations
@@ -29,6 +30,6 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from supervisor.views.listing import show
+    from supervisor.cli.reads import request, show_list
 
-    return show(args.json)
+    return show_list(args.json, request("list"))

@@ -325,8 +325,8 @@ def _enabled_agents(p: Any, providers: Any) -> list[Any]:
 
     from routines.ledger import LedgerError, RoutineState, is_enabled
     from routines.spec import Route
+    from routines.spec.registry import scan
     from supervisor.fleet.view import cli_ledger
-    from supervisor.source import scan
 
     entries = [
         e

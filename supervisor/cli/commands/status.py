@@ -1,6 +1,7 @@
 """`vinos-routine status`: is the daemon up, what runs, what waits, what comes next.
 
-What it gathers and prints is supervisor/views/status.py, which the daemon runs too."""
+The daemon's status reply (or the files' without one), rendered by
+supervisor/cli/render/status.py (supervisor/cli/reads.py)."""
 
 from __future__ import annotations
 
@@ -42,6 +43,6 @@ def run(args: argparse.Namespace) -> int:
         from supervisor.cli.waybarfollow import follow
 
         return follow() if args.waybar else die("--follow goes with --waybar", 2)
-    from supervisor.views.status import show
+    from supervisor.cli import reads
 
-    return show(args.json, args.waybar)
+    return reads.waybar() if args.waybar else reads.show_status(args.json, reads.request("status"))

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from routines.query import RoutineRow
 from routines.runs import Outcome, counts_as_strike
-from supervisor.overview import RoutineRow
 
 __all__ = ["ICON", "WARN_SHARE", "bar_parts", "health", "tooltip_lines", "waybar_json"]
 

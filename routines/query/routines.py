@@ -1,0 +1,302 @@
+"""One row per routine file: what `list`, `status`, the bar and the dashboard show of it.
+
+`routine_rows` builds them from a registry and a ledger (reads only); what it needs from
+elsewhere comes in as plain data (the premium keys a routine lacks, the routines a fleet does
+not run here, the next fires the daemon's scheduler already holds), so this package imports
+nothing but routines. Tested as data: tests/routines/test_query.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Iterable, Mapping
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+if TYPE_CHECKING:
+    from routines.ledger.api import LedgerAPI
+    from routines.spec.registry import Registry
+    from routines.spec.routine import Routine
+
+__all__ = ["KnownFire", "RoutineRow", "decode_rows", "encode_rows", "routine_rows"]
+
+# The next fire the daemon's scheduler holds for a routine, when it is the one a fresh
+# computation would give (supervisor/engine/scheduler.py `known_fire`); None: compute it.
+KnownFire = Callable[[str, "Routine", datetime], "datetime | None"]
+
+
+class RoutineRow(NamedTuple):
+    """A routine file as the readers show it. An invalid file has kind "?" and no schedule.
+
+    A NamedTuple: typed and immutable, and a client that decodes the daemon's rows loads
+    nothing for it (msgspec would bring inspect, dataclasses, uuid and decimal: ~15 ms of a
+    `list` whose budget is 2.5x `python -c pass`)."""
+
+    name: str
+    kind: str
+    origin: str
+    enabled: bool
+    valid: bool
+    schedule: str  # the description, or "invalid: why", or "on its triggers"
+    expression: str
+    next_run: datetime | None
+    last_status: str | None
+    last_outcome: str | None
+    last_finished: str | None
+    today_dollars: float
+    disabled_reason: str | None
+    errors: tuple[str, ...]
+    warnings: tuple[str, ...] = ()
+    last_run_id: str | None = None
+    last_failed: bool = False  # the last run counts as a strike (routines.runs.counts_as_strike)
+    description: str = ""
+    stale: bool = False  # invalid on disk; the daemon runs its last good version
+    strikes: int = 0  # failures in a row (routines.runs.STRIKES turn it off)
+    running: bool = False
+    queued: bool = False
+    max_dollars_per_day: float | None = None  # the daily budget, None when unlimited
+    open_on_login: bool = False  # its outputs wait to be seen (`brief --unseen`)
+    signature: str = "unsigned"  # routines.signing.SignatureState
+    signature_note: str | None = None  # "signed by …", "signature invalid: …"
+    signature_warning: bool = False  # the note is a problem (invalid, or auto_approve unsigned)
+    not_here: str | None = None  # on a fleet: why this machine does not run it
+    # The file's own `enabled` when `enable`/`disable` overrode it (None: they agree). The
+    # command wins until that line is edited (tests/cli/test_cli_list.py::
+    # test_list_says_when_enable_overrides_the_files_enabled).
+    file_enabled: bool | None = None
+    permissions: str | None = None  # [routine].permissions of an agent routine
+    needs_you: str | None = None  # the run of it that waits for a person, if one does
+    # `auto` that can escalate and has no premium key (supervisor.hostcheck.premium_key_missing)
+    premium_key: str | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        """`list --json`'s object for this routine (its keys are the CLI's interface)."""
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "origin": self.origin,
+            "enabled": self.enabled,
+            "valid": self.valid,
+            "schedule": self.schedule,
+            "expression": self.expression,
+            "next_run": self.next_run.isoformat() if self.next_run else None,
+            "last_status": self.last_status,
+            "last_outcome": self.last_outcome,
+            "last_finished": self.last_finished,
+            "today_dollars": round(self.today_dollars, 6),
+            "disabled_reason": self.disabled_reason,
+            "errors": list(self.errors),
+            "warnings": list(self.warnings),
+            "running": self.running,
+            "queued": self.queued,
+            "max_dollars_per_day": self.max_dollars_per_day,
+            "open_on_login": self.open_on_login,
+            "signature": self.signature,
+            "signature_note": self.signature_note,
+            "not_here": self.not_here,
+            "file_enabled": self.file_enabled,
+            "permissions": self.permissions,
+            "needs_you": self.needs_you,
+            "premium_key": self.premium_key,
+        }
+
+
+def encode_rows(rows: Iterable[RoutineRow]) -> list[dict[str, Any]]:
+    """The rows as the control socket carries them: JSON-ready dicts (the time as ISO 8601)."""
+    out = []
+    for r in rows:
+        d = r._asdict()
+        d["next_run"] = r.next_run.isoformat() if r.next_run is not None else None
+        out.append(d)
+    return out
+
+
+def decode_rows(data: bytes | object) -> list[RoutineRow]:
+    """Rows back from the wire: JSON bytes, or the decoded list a response carried. A field
+    this client does not know (a newer daemon's) is left out; ValueError when not rows."""
+    if isinstance(data, bytes | bytearray | memoryview):
+        import json
+
+        data = json.loads(bytes(data))
+    if not isinstance(data, list):
+        raise ValueError("expected a list of rows")
+    fields = RoutineRow._fields
+    out = []
+    for d in data:
+        kw = {k: d[k] for k in fields if k in d}
+        at = kw.get("next_run")
+        kw["next_run"] = datetime.fromisoformat(at) if isinstance(at, str) else None
+        kw["errors"] = tuple(kw.get("errors", ()))
+        kw["warnings"] = tuple(kw.get("warnings", ()))
+        try:
+            out.append(RoutineRow(**kw))
+        except TypeError as exc:  # a required field missing
+            raise ValueError(str(exc)) from None
+    return out
+
+
+def routine_rows(
+    registry: Registry,
+    ledger: LedgerAPI | None,
+    now: datetime,
+    *,
+    names: Collection[str] | None = None,
+    allowed_signers: Any = None,
+    premium_keys: Mapping[str, str] | None = None,
+    not_here: Mapping[str, str] | None = None,
+    stale: Collection[str] = (),
+    known_fire: KnownFire | None = None,
+) -> list[RoutineRow]:
+    """A row per routine file (`names`: only those), by name; without a ledger yet, what the
+    files alone say. `allowed_signers`: checks the signatures beside the files (None: not
+    shown); `stale`: invalid files whose last good version the daemon runs."""
+    from zoneinfo import ZoneInfo
+
+    wanted = sorted(registry.entries if names is None else set(names) & set(registry.entries))
+    states = ledger.states() if ledger is not None else {}
+    last = ledger.last_runs() if ledger is not None else {}
+    active = {(a.routine, str(a.status)) for a in ledger.active_runs()} if ledger else set()
+    paused = {a.routine: a.run_id for a in ledger.paused_runs()} if ledger is not None else {}
+    zones = {}
+    for n in wanted:
+        r = registry.entries[n].routine
+        if r is not None:
+            zones[n] = ZoneInfo(r.schedule.timezone)
+    # Today's spending of every routine in one query per zone, not one per routine.
+    spent = ledger.spent_today_many(zones, now) if ledger is not None and zones else {}
+    signed = (
+        _signature_files(registry.entries[n].path for n in wanted)
+        if allowed_signers is not None
+        else set()
+    )
+    facts = _Facts(
+        states, last, active, paused, spent, premium_keys or {}, not_here or {}, set(stale)
+    )
+    out = []
+    for name in wanted:
+        entry = registry.entries[name]
+        row = _row(name, entry, facts, now, known_fire)
+        if allowed_signers is not None and entry.routine is not None:
+            sig = _signature(entry.path, entry.routine, allowed_signers, signed)
+            row = row._replace(**sig) if sig else row
+        out.append(row)
+    return out
+
+
+class _Facts(NamedTuple):
+    """What the ledger and the caller said, for every row."""
+
+    states: Mapping[str, Any]
+    last: Mapping[str, Any]
+    active: set[tuple[str, str]]
+    paused: Mapping[str, str]
+    spent: Mapping[str, float]
+    premium: Mapping[str, str]
+    not_here: Mapping[str, str]
+    stale: set[str]
+
+
+def _row(
+    name: str, entry: Any, f: _Facts, now: datetime, known_fire: KnownFire | None
+) -> RoutineRow:
+    from routines.ledger.model import is_enabled
+    from routines.runs import counts_as_strike
+    from routines.schedule import summary
+
+    r = entry.routine
+    state = f.states.get(name)
+    problems = entry.errors  # a property that builds its tuple: once a row, not thrice
+    errors = tuple(str(e) for e in problems)
+    lr = f.last.get(name)
+    last: dict[str, Any] = {
+        "last_status": lr.status if lr else None,
+        "last_outcome": lr.outcome if lr else None,
+        "last_finished": lr.finished_at if lr else None,
+        "last_run_id": lr.run_id if lr else None,
+        "last_failed": bool(lr and counts_as_strike(lr.status)),
+    }
+    if r is None:
+        return RoutineRow(
+            name=name,
+            kind="?",
+            origin=entry.origin.value,
+            enabled=False,
+            valid=False,
+            schedule="",
+            expression="",
+            next_run=None,
+            today_dollars=0.0,
+            disabled_reason=None,
+            errors=errors,
+            stale=name in f.stale,
+            **last,
+        )
+    valid = not problems  # Entry.valid, Entry.warnings
+    enabled = is_enabled(f.states, r)
+    known = known_fire(name, r, now) if enabled and known_fire is not None else None
+    description, next_run = summary(r.schedule, r.kind, name, enabled and not known, now)
+    return RoutineRow(
+        name=name,
+        kind=r.kind.value,
+        origin=entry.origin.value,
+        enabled=enabled,
+        valid=valid,
+        schedule=description,
+        expression=r.schedule.expression,
+        next_run=known or next_run,
+        today_dollars=f.spent.get(name, 0.0),
+        disabled_reason=state.disabled_reason if state and not enabled else None,
+        errors=errors,
+        warnings=r.warnings if valid else (),
+        description=r.description,
+        stale=name in f.stale,
+        strikes=state.failure_streak if state else 0,
+        running=(name, "running") in f.active,
+        queued=(name, "queued") in f.active,
+        max_dollars_per_day=r.budget.max_dollars_per_day,
+        open_on_login=r.output.open_on_login,
+        not_here=f.not_here.get(name),
+        file_enabled=r.enabled if r.enabled != enabled else None,
+        # [routine].permissions of an agent routine (a command routine has no model to ask)
+        permissions=str(r.permissions.value) if r.agent is not None else None,
+        needs_you=f.paused.get(name),
+        premium_key=f.premium.get(name),
+        **last,
+    )
+
+
+def _signature_files(paths: Iterable[Any]) -> set[str]:
+    """Every routines.spec.paths.signature_path (NAME.toml.sig) beside the routine files, as
+    `os.path.lexists` sees them (a dangling link too), from one listing of each directory:
+    not an lstat a row (with 10,000 routines, most of `list`'s system time)."""
+    import os
+
+    out: set[str] = set()
+    for d in {os.path.dirname(os.fspath(p)) for p in paths}:
+        try:
+            found = os.listdir(d)
+        except OSError:
+            continue
+        out.update(os.path.join(d, n) for n in found if n.endswith(".toml.sig"))
+    return out
+
+
+def _signature(path: Any, routine: Any, allowed_signers: Any, sigs: set[str]) -> dict[str, Any]:
+    """The signature fields of a routine's row. ssh-keygen runs only for a file that has a
+    .sig (`sigs`, from _signature_files)."""
+    import os
+
+    signed = os.fspath(path) + ".sig" in sigs
+    if not signed and "auto_approve" not in routine.text:
+        return {}  # the common case, without importing routines.signing (~3 ms)
+    from routines.signing import auto_approve_requested, signature_note, verify_routine
+
+    auto = auto_approve_requested(routine)  # permissions = "everything", or auto_approve
+    if not auto and not signed:
+        return {}
+    check = verify_routine(path, allowed_signers, data=routine.text.encode())
+    note = signature_note(check, auto, routine.name)
+    return {
+        "signature": check.state.value,
+        "signature_note": note[0] if note else None,
+        "signature_warning": bool(note and note[1]),
+    }

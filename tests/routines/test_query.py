@@ -1,0 +1,108 @@
+"""The read model (routines.query): a row per routine file from a real registry (files on
+disk) and a real SQLite ledger, as every reader (`list`, `status`, the bar, the dashboard, the
+daemon's answers) gets it; and the rows across the wire unchanged."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from routines.ledger import Ledger
+from routines.query import RoutineRow, decode_rows, encode_rows, routine_rows
+from routines.runs import RunEnd, RunStatus, Trigger
+from routines.spec.paths import Paths, paths
+from routines.spec.registry import scan
+from tests.helpers import AGENT, COMMAND, write
+
+NOW = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
+ON = "[routine]\nenabled = true\n\n" + AGENT  # an agent routine is off until enabled
+
+
+@pytest.fixture
+def p(vinos_env: Path) -> Paths:
+    return paths()
+
+
+def _finished(ledger: Ledger, name: str, status: RunStatus, dollars: float) -> str:
+    run_id = f"{NOW:%Y%m%dT%H%M%S}-{name}-{status}"
+    at = NOW - timedelta(minutes=10)
+    ledger.record_run(name, run_id=run_id, trigger=Trigger.MANUAL, status=RunStatus.RUNNING, now=at)
+    ledger.finish_run(run_id, RunEnd(status, dollars=dollars), now=at + timedelta(seconds=30))
+    return run_id
+
+
+def test_a_row_says_schedule_next_run_last_result_and_todays_cost(p: Paths) -> None:
+    write(p.routines_dir, "news", ON)
+    write(p.routines_dir, "backup", COMMAND)
+    with Ledger(p.ledger) as ledger:
+        run_id = _finished(ledger, "news", RunStatus.OK, 0.25)
+        busy = f"{NOW:%Y%m%dT%H%M%S}-backup-now"
+        ledger.record_run(
+            "backup", run_id=busy, trigger=Trigger.MANUAL, status=RunStatus.RUNNING, now=NOW
+        )
+        rows = routine_rows(scan(p), ledger, NOW)
+    by = {r.name: r for r in rows}
+    assert [r.name for r in rows] == ["backup", "news"]  # by name
+    news = by["news"]
+    assert (news.kind, news.enabled, news.valid, news.expression) == (
+        "agent",
+        True,
+        True,
+        "0 6 * * *",
+    )
+    assert news.next_run == datetime(2026, 12, 4, 6, 0, tzinfo=UTC)
+    assert (news.last_status, news.last_run_id, news.today_dollars) == ("ok", run_id, 0.25)
+    assert news.permissions == "ask" and by["backup"].permissions is None
+    assert by["backup"].running and not news.running
+    assert by["backup"].kind == "command"
+
+
+def test_an_invalid_file_is_a_row_with_its_errors_and_no_schedule(p: Paths) -> None:
+    write(p.routines_dir, "bad", "[schedule]\ncron = 'not a cron'\n")
+    (row,) = routine_rows(scan(p), None, NOW, stale={"bad"})
+    assert (row.kind, row.valid, row.enabled, row.schedule, row.next_run) == (
+        "?", False, False, "", None,
+    )  # fmt: skip
+    assert row.errors and row.stale  # the daemon runs its last good version
+
+
+def test_a_disabled_routine_has_no_next_run_and_the_daemons_fire_wins(p: Paths) -> None:
+    write(p.routines_dir, "news", ON)
+    write(p.routines_dir, "off", AGENT)
+    held = NOW + timedelta(minutes=3)
+    asked: list[str] = []
+
+    def known(name: str, routine: object, now: datetime) -> datetime | None:
+        asked.append(name)
+        return held
+
+    rows = {r.name: r for r in routine_rows(scan(p), None, NOW, known_fire=known)}
+    assert rows["news"].next_run == held  # the scheduler's, not computed again
+    assert rows["off"].next_run is None and not rows["off"].enabled
+    assert asked == ["news"]  # never asked for a routine that is off
+
+
+def test_names_picks_the_rows_and_the_callers_facts_land_on_them(p: Paths) -> None:
+    write(p.routines_dir, "news", AGENT)
+    write(p.routines_dir, "other", AGENT)
+    (row,) = routine_rows(
+        scan(p), None, NOW, names=["news", "gone"],
+        premium_keys={"news": "no key"}, not_here={"news": "held by desk"},
+    )  # fmt: skip
+    assert (row.name, row.premium_key, row.not_here) == ("news", "no key", "held by desk")
+
+
+def test_rows_cross_the_wire_unchanged(p: Paths) -> None:
+    write(p.routines_dir, "news", AGENT)
+    write(p.routines_dir, "bad", "[schedule]\ncron = 'x'\n")
+    with Ledger(p.ledger) as ledger:
+        _finished(ledger, "news", RunStatus.FAILED, 0.5)
+        rows = routine_rows(scan(p), ledger, NOW)
+    import orjson
+
+    wire = orjson.dumps({"result": {"routines": encode_rows(rows)}})
+    assert decode_rows(orjson.loads(wire)["result"]["routines"]) == rows
+    assert decode_rows(orjson.dumps(encode_rows(rows))) == rows
+    assert all(isinstance(r, RoutineRow) for r in rows)

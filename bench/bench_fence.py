@@ -100,7 +100,7 @@ def _fleet(root: Path, pycache: Path, dsn: str, count: int) -> tuple[list[Home],
 
 
 def _pings(home: Home, seconds: float) -> list[float]:
-    from supervisor.client import connect
+    from supervisor.cli.client import connect
 
     out = []
     until = time.monotonic() + seconds

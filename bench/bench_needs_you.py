@@ -47,7 +47,7 @@ PROPOSE = O.tool_calls(
 
 
 def _run(home: Home, name: str) -> dict[str, object]:
-    from supervisor.client import connect
+    from supervisor.cli.client import connect
 
     with connect(home.socket, timeout=120) as c:
         result: dict[str, object] = c.request("run", {"name": name})

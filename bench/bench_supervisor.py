@@ -84,7 +84,7 @@ class Home:
         return self.proc.pid
 
     def request(self, cmd: str, timeout: float = 60) -> object:
-        from supervisor.client import DaemonNotRunning, connect
+        from supervisor.cli.client import DaemonNotRunning, connect
 
         deadline = time.monotonic() + timeout
         while True:

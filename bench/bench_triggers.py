@@ -147,7 +147,7 @@ def _gate(root: Path, pycache: Path) -> list[Row]:
         home.write("plain", AGENT.format(gate=""))
         home.start()
         try:
-            from supervisor.client import connect
+            from supervisor.cli.client import connect
 
             ledger_path = Path(home.env["VINOS_HOME"]) / "routines" / "state" / "ledger.db"
             with Ledger(ledger_path) as ledger:

@@ -1,4 +1,4 @@
-"""Numbers and durations as people read them: shared by the CLI (supervisor/present.py) and
+"""Numbers and durations as people read them: shared by the CLI (supervisor/cli/present.py) and
 the dashboard, which may not import supervisor."""
 
 from __future__ import annotations

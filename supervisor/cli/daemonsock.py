@@ -113,7 +113,7 @@ def _exchange(path: str, request: bytes) -> list[bytes] | None:
     except TimeoutError:
         # The daemon holds its lock (daemon_running) yet did not answer within the control
         # timeout: neither this nor the full path may wait it out a second time.
-        from supervisor.client import waited_out
+        from supervisor.cli.client import waited_out
 
         global _silent
         _silent = True

@@ -160,7 +160,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # A ledger that cannot be used, or a daemon that holds its lock but does not answer,
         # says what to do about it: that, not a traceback (and never "not running").
         from routines.ledger import LedgerError
-        from supervisor.client import DaemonUnresponsive
+        from supervisor.cli.client import DaemonUnresponsive
 
         if not isinstance(exc, LedgerError | DaemonUnresponsive):
             raise

@@ -285,7 +285,7 @@ def run_routine(name: str) -> dict[str, Any]:
     """Start a run of a routine the person enabled, through the daemon (its limits, fence
     and ledger apply); its detail and output text only when the routine is exposed."""
     from routines.spec.paths import paths
-    from supervisor.client import DaemonError, try_daemon
+    from supervisor.cli.client import DaemonError, try_daemon
 
     if not _enabled(name):
         raise Refused(f"{name} is not enabled: only a routine the person enabled may be run")

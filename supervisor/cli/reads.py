@@ -29,8 +29,8 @@ def request(cmd: str) -> Any:
 def show_list(as_json: bool, answer: Any) -> int:
     """`list [--json]` from the daemon's `answer` (None: none answered, read here)."""
     from routines.query import decode_rows
+    from supervisor.cli.present import print_json, use_color
     from supervisor.cli.render.listing import EMPTY, cells, json_value, render
-    from supervisor.present import print_json, use_color
 
     if isinstance(answer, dict) and "routines" in answer:
         rows, stale = decode_rows(answer["routines"]), answer.get("stale") or []
@@ -53,8 +53,8 @@ def show_list(as_json: bool, answer: Any) -> int:
 def show_status(as_json: bool, answer: Any) -> int:
     """`status [--json]`: the daemon's `answer` with its problems, or without one (None) the
     status of a daemon that was starting, or of the files."""
+    from supervisor.cli.present import print_json, use_color
     from supervisor.cli.render.status import lines
-    from supervisor.present import print_json, use_color
 
     st = answer
     if not isinstance(st, dict) or st.get("problems") is None:
@@ -64,7 +64,7 @@ def show_status(as_json: bool, answer: Any) -> int:
         return 0
     hint = ""
     if not st["daemon"]:
-        from supervisor.userunits import start_hint
+        from supervisor.cli.userunits import start_hint
 
         hint = start_hint()
     for line in lines(st, datetime.now(UTC), use_color(), hint):
@@ -80,8 +80,8 @@ def _offline_status() -> dict[str, Any]:
     from routines.ledger import LedgerError, RoutineState
     from routines.spec.paths import paths
     from routines.spec.registry import scan
+    from supervisor.cli.client import DaemonError, try_daemon
     from supervisor.cli.daemonsock import request_args
-    from supervisor.client import DaemonError, try_daemon
     from supervisor.fleet.view import cli_ledger
     from supervisor.hostcheck import status_problems
     from supervisor.overview import collect, offline_status

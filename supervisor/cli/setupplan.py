@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from supervisor.cli.distro import Family, install_command
-from supervisor.userunits import DAEMON_UNITS, DASHBOARD_UNITS, SETUP_MARK, written_unit
+from supervisor.cli.userunits import DAEMON_UNITS, DASHBOARD_UNITS, SETUP_MARK, written_unit
 
 __all__ = [
     "COMPLETION_MARK",

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from routines.runs import RunEnd, RunStatus, Trigger
-from supervisor.views.cost import CHART_WIDTH
+from supervisor.cli.views.cost import CHART_WIDTH
 from tests.cli.cli_helpers import Cli
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from supervisor.cli.main import COMMANDS, build_parser
-from supervisor.present import (
+from supervisor.cli.present import (
     bar,
     clock,
     format_event,

@@ -13,7 +13,7 @@ import pytest
 from routines.spec.paths import paths
 from supervisor.cli.completions import render
 from supervisor.cli.setupplan import SECRETS_README
-from supervisor.userunits import (
+from supervisor.cli.userunits import (
     DAEMON_UNITS,
     SERVICE,
     exec_quote,

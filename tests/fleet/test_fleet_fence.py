@@ -21,7 +21,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from supervisor.client import connect
+from supervisor.cli.client import connect
 from tests.fleet.fleetkit import Machine, fleet_rows, minute_boundary, wait_logged
 from tests.fleet.pgcluster import Cluster
 from tests.fleet.test_fleet_daemons import place

@@ -19,7 +19,7 @@ import psutil
 
 from routines.ledger import Ledger, RoutineState, RunRow
 from routines.spec.paths import Paths, paths
-from supervisor.client import Client, DaemonNotRunning, connect
+from supervisor.cli.client import Client, DaemonNotRunning, connect
 from supervisor.timings import DEBUG_ENV
 
 REPO = Path(__file__).resolve().parents[2]

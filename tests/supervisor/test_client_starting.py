@@ -21,7 +21,7 @@ import pytest
 
 from ipc import Hello, encode
 from routines.spec.paths import paths
-from supervisor.client import Client, DaemonUnresponsive, try_daemon
+from supervisor.cli.client import Client, DaemonUnresponsive, try_daemon
 
 
 @contextlib.contextmanager
@@ -78,6 +78,6 @@ def test_a_starting_daemon_is_waited_for() -> None:
 def test_a_daemon_whose_socket_never_appears_is_unresponsive(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr("supervisor.client.CONNECT_TIMEOUT_SEC", 0.3)
+    monkeypatch.setattr("supervisor.cli.client.CONNECT_TIMEOUT_SEC", 0.3)
     with held_lock(), pytest.raises(DaemonUnresponsive, match=f"pid {os.getpid()} holds"):
         try_daemon()

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from ipc import MAX_LINE, Event, EventKind, Request
-from supervisor.client import Client, DaemonError, DaemonNotRunning, connect
+from supervisor.cli.client import Client, DaemonError, DaemonNotRunning, connect
 from supervisor.control.server import QUEUE_LINES, CommandError, Connection, ControlServer
 
 

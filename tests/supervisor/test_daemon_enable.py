@@ -10,7 +10,7 @@ import pytest
 
 from routines.spec.loader import load_file
 from routines.spec.paths import paths
-from supervisor.client import DaemonError
+from supervisor.cli.client import DaemonError
 from tests.supervisor.daemonkit import DaemonProcess, command_routine, state, write_routine
 
 pytestmark = pytest.mark.slow  # real daemons: make test-fast leaves these out

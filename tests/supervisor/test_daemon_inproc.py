@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from routines.spec.paths import paths
-from supervisor.client import DaemonError
+from supervisor.cli.client import DaemonError
 from tests.supervisor.daemonkit import (
     DaemonProcess,
     command_routine,

@@ -11,7 +11,7 @@ import pytest
 from ipc import Event
 from routines.spec.paths import paths
 from routines.store import read_json
-from supervisor.client import DaemonError
+from supervisor.cli.client import DaemonError
 from supervisor.engine.runlog import read_log
 from tests.supervisor.daemonkit import (
     DaemonProcess,

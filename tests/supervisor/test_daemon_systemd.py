@@ -19,7 +19,7 @@ import psutil
 import pytest
 
 from routines.spec.paths import paths
-from supervisor.client import DaemonError, connect
+from supervisor.cli.client import DaemonError, connect
 from tests.supervisor.daemonkit import (
     REPO,
     DaemonProcess,

@@ -13,7 +13,7 @@ import os
 
 import pytest
 
-from supervisor.client import DaemonNotRunning, connect
+from supervisor.cli.client import DaemonNotRunning, connect
 from tests.dashboard.squatkit import SecondUser
 
 

@@ -28,7 +28,7 @@ import pytest
 from routines import proposals
 from routines.ledger import Ledger, RunRow
 from routines.spec.paths import paths
-from supervisor.client import DaemonError
+from supervisor.cli.client import DaemonError
 from tests.supervisor.daemonkit import (
     DaemonProcess,
     command_routine,

@@ -27,7 +27,7 @@ import pytest
 from routines.ledger import Ledger
 from routines.runs import RunStatus, Trigger
 from routines.spec.paths import paths
-from supervisor.client import DaemonError
+from supervisor.cli.client import DaemonError
 from tests.supervisor.daemonkit import (
     DaemonProcess,
     command_routine,

@@ -15,7 +15,7 @@ import pytest
 from routines import conversation
 from routines.conversation import Role
 from routines.spec.paths import paths
-from supervisor.client import DaemonError
+from supervisor.cli.client import DaemonError
 from tests.fakes import FakeAnthropic, Recorded, Reply
 from tests.fakes import anthropic_replies as A
 from tests.supervisor.daemonkit import DaemonProcess, command_routine, rows, wait_for, write_routine

@@ -18,7 +18,7 @@ from supervisor.cli.setupplan import (
     path_line,
     plan,
 )
-from supervisor.userunits import DAEMON_UNITS, DASHBOARD_UNITS, SERVICE, packaged, written_unit
+from supervisor.cli.userunits import DAEMON_UNITS, DASHBOARD_UNITS, SERVICE, packaged, written_unit
 
 HOME = Path("/home/ana")
 UNIT_DIR = HOME / ".config/systemd/user"

@@ -12,7 +12,7 @@ from routines.ledger import RunRow
 from routines.ledger.rundays import COUNTERS, DaySummary
 from routines.proposals import Proposal, ProposalState
 from routines.runs import Outcome, RunStatus, Trigger
-from supervisor.views import brief, cost, history
+from supervisor.cli.views import brief, cost, history
 
 RED, GREEN, YELLOW, RESET = "\033[31m", "\033[32m", "\033[33m", "\033[0m"
 

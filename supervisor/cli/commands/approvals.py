@@ -103,7 +103,7 @@ def pending(args: argparse.Namespace) -> int:
     from routines.ledger import Ledger
     from routines.safetext import one_line, visible
     from routines.spec.paths import paths
-    from supervisor.present import print_json_lines
+    from supervisor.cli.present import print_json_lines
 
     now = datetime.now(UTC)
     with Ledger(paths().ledger) as ledger:
@@ -240,7 +240,7 @@ def approve(args: argparse.Namespace) -> int:
     from routines.ledger import Ledger
     from routines.spec.paths import paths
     from routines.spec.registry import scan
-    from supervisor.present import ask_yes
+    from supervisor.cli.present import ask_yes
 
     p = paths()
     now = datetime.now(UTC)
@@ -320,7 +320,7 @@ def _tell_daemon() -> None:
     import contextlib
 
     from routines.spec.paths import paths
-    from supervisor.client import DaemonError, try_daemon
+    from supervisor.cli.client import DaemonError, try_daemon
 
     with contextlib.suppress(DaemonError, OSError):
         client = try_daemon(paths())

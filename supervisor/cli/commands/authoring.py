@@ -79,7 +79,7 @@ def _read_edit(path: Path) -> str:
 def edit_until_valid(initial: str, target: Path, interactive: bool) -> Edited:
     """Open the editor on a temp copy of `initial` until the text is valid or the user gives
     up. `interactive`: a person can answer "edit again?"; otherwise an invalid text ends it."""
-    from supervisor.present import ask_yes, color, use_color, visible
+    from supervisor.cli.present import ask_yes, color, use_color, visible
 
     argv = editor_argv()
     tmpdir = Path(tempfile.mkdtemp(prefix="vinos-edit-"))  # 0700: the copy stays private
@@ -190,7 +190,7 @@ def keep_state(p: Paths, was: Routine, now: Routine) -> None:
 
 def reload_daemon(p: Paths) -> str:
     """Ask a running daemon to re-read the files; a line saying what happened."""
-    from supervisor.client import DaemonError, try_daemon
+    from supervisor.cli.client import DaemonError, try_daemon
 
     client = try_daemon(p)
     if client is None:
@@ -208,8 +208,8 @@ def report_saved(p: Paths, routine: Routine, target: Path, verb: str) -> None:
     from contextlib import closing
 
     from supervisor.cli.commands.capabilities import next_run_text, schedule_text
+    from supervisor.cli.present import color, use_color, visible
     from supervisor.fleet.view import cli_ledger
-    from supervisor.present import color, use_color, visible
 
     c = use_color()
     with closing(cli_ledger(p)) as ledger:

@@ -5,7 +5,7 @@ from the ledger. Showing an output in full marks it seen (see supervisor/seen.py
 `--unseen` lists what routines with open_on_login left for you, `--open` pages it ($PAGER) on
 a terminal and hands it to xdg-open elsewhere (a launcher, waybar, a login hook).
 
-What it gathers and shows is supervisor/views/brief.py; this module holds the parser and
+What it gathers and shows is supervisor/cli/views/brief.py; this module holds the parser and
 what a brief does besides printing: marking what was shown seen, paging or opening it.
 """
 
@@ -22,7 +22,7 @@ from supervisor.seen import UNSEEN_DAYS
 
 if TYPE_CHECKING:
     from routines.spec.paths import Paths
-    from supervisor.views.brief import Item
+    from supervisor.cli.views.brief import Item
 
 __all__ = ["register"]
 
@@ -77,8 +77,8 @@ def _paused(waiting: Any) -> set[str]:
 
 def run(args: argparse.Namespace) -> int:
     from routines.spec.paths import paths
-    from supervisor.present import print_json, use_color
-    from supervisor.views import brief
+    from supervisor.cli.present import print_json, use_color
+    from supervisor.cli.views import brief
 
     p = paths()
     today = datetime.now().astimezone().date()

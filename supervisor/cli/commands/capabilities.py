@@ -74,7 +74,7 @@ def schedule_text(routine: Routine) -> str:
 def next_run_text(routine: Routine, now: datetime) -> str | None:
     """ "in 2h 13m (06:00)" for the next slot, or None when there is none."""
     from routines.schedule import ScheduleError, compile_schedule
-    from supervisor.present import when
+    from supervisor.cli.present import when
 
     if not routine.scheduled:
         return None
@@ -132,7 +132,7 @@ def in_force(p: Paths) -> tuple[bool, str]:
     """What `doctor` and the card say: whether the kernel keeps the run limits, and how
     (supervisor/engine/runcgroup.py). The running daemon's, or, with none running, what this
     host allows one under the user unit."""
-    from supervisor.client import daemon_locks, lock_holder
+    from supervisor.cli.client import daemon_locks, lock_holder
     from supervisor.engine import runcgroup
 
     pid = lock_holder(daemon_locks(p))
@@ -309,7 +309,7 @@ def _webhook_host(routine: Routine) -> str | None:
 
 def card_lines(lines: list[Line], colour: bool = False) -> list[str]:
     """The card as text, escapes in what a file says shown, not acted on."""
-    from supervisor.present import color, visible
+    from supervisor.cli.present import color, visible
 
     if not lines:
         return []
@@ -395,7 +395,7 @@ def _agent_lines(routine: Routine) -> list[Line]:
 
 
 def _budget_line(routine: Routine) -> Line:
-    from supervisor.present import money
+    from supervisor.cli.present import money
 
     b = routine.budget
     assert routine.agent is not None

@@ -1,5 +1,5 @@
 """Small pieces several commands share: finding a routine by name, the parser helper, and
-whether the ledger is gone beside a live daemon (reaching the daemon is supervisor.client's
+whether the ledger is gone beside a live daemon (reaching the daemon is supervisor.cli.client's
 `try_daemon`, which the views use too)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 from routines.spec import Routine
 from routines.spec.paths import Paths, paths
 from routines.spec.registry import Entry, Registry
-from supervisor.present import die
+from supervisor.cli.present import die
 
 __all__ = [
     "add_parser",
@@ -92,7 +92,7 @@ def ledger_gone_beside_daemon(p: Paths) -> str | None:
 
     if config_or_default(p).fleet is not None:
         return None
-    from supervisor.client import daemon_locks, lock_holder  # only now: it costs ~10 ms
+    from supervisor.cli.client import daemon_locks, lock_holder  # only now: it costs ~10 ms
 
     holder = lock_holder(daemon_locks(p))
     if holder is None:

@@ -12,7 +12,7 @@ import argparse
 from typing import Any
 
 from supervisor.cli.commands.common import add_parser
-from supervisor.views.cost import days_arg, month_arg
+from supervisor.cli.views.cost import days_arg, month_arg
 
 __all__ = ["register"]
 
@@ -55,6 +55,6 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from supervisor.views.cost import show
+    from supervisor.cli.views.cost import show
 
     return show(args.days or args.month or args.period, args.json)

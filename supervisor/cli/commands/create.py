@@ -95,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
     from routines.spec.paths import paths
     from routines.spec.registry import scan
     from supervisor.cli.commands.authoring import EditorMissing, edit_until_valid, validate_text
-    from supervisor.present import interactive, visible
+    from supervisor.cli.present import interactive, visible
 
     name: str = args.name
     if not NAME_RE.fullmatch(name):
@@ -164,7 +164,7 @@ def _save(p: Paths, target: Path, name: str, text: str, copied: bool = False) ->
     report_saved(p, routine, target, "created")
     if copied:  # --from: someone else's routine, so say what it may do
         from supervisor.cli.commands.capabilities import card, card_lines, on_this_host
-        from supervisor.present import use_color
+        from supervisor.cli.present import use_color
 
         for line in card_lines(card(routine, on_this_host(routine)), use_color()):
             print(line)

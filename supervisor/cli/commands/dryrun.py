@@ -130,7 +130,7 @@ def _worker_part(routine: Routine, gate: bool) -> tuple[dict[str, Any], str | No
 
 def dry_run(routine: Routine, p: Paths, *, as_json: bool, gate: bool) -> int:
     from supervisor.cli.commands.common import die
-    from supervisor.present import print_json
+    from supervisor.cli.present import print_json
 
     part, error = _worker_part(routine, gate)
     if error is not None:

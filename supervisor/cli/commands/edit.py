@@ -38,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
         save_routine,
     )
     from supervisor.cli.commands.common import NoSuchRoutine, find_entry
-    from supervisor.present import interactive
+    from supervisor.cli.present import interactive
 
     p = paths()
     try:

@@ -35,10 +35,10 @@ def run(args: argparse.Namespace) -> int:
 
     from routines.schedule import compile_schedule
     from routines.spec.paths import paths
-    from supervisor.client import DaemonError, try_daemon
+    from supervisor.cli.client import DaemonError, try_daemon
+    from supervisor.cli.present import when
     from supervisor.engine.toggle import set_enabled
     from supervisor.fleet.view import cli_ledger
-    from supervisor.present import when
 
     p = paths()
     try:
@@ -78,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
                 "line is edited (list says so)"
             )
         if client is None:
-            from supervisor.userunits import start_hint
+            from supervisor.cli.userunits import start_hint
 
             print(f"note: the daemon is not running, so nothing runs on schedule; {start_hint()}")
     else:
@@ -89,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
 def _print_card(routine: Routine) -> None:
     """What it may do, shown as it starts running on its own."""
     from supervisor.cli.commands.capabilities import card, card_lines, on_this_host
-    from supervisor.present import use_color
+    from supervisor.cli.present import use_color
 
     for line in card_lines(card(routine, on_this_host(routine)), use_color()):
         print(line)

@@ -36,8 +36,8 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from routines.spec.paths import paths
     from routines.spec.trigger import INPUT_CAP
-    from supervisor.client import DaemonError, DaemonNotRunning, connect
-    from supervisor.present import print_json
+    from supervisor.cli.client import DaemonError, DaemonNotRunning, connect
+    from supervisor.cli.present import print_json
 
     # A name no file has is said here, daemon or not (the daemon stays the judge of the rest:
     # whether the routine is on and takes fire calls): tests/cli/test_cli_bad_input.py.

@@ -74,8 +74,8 @@ def status(args: argparse.Namespace) -> int:
     from routines.safetext import one_line
     from routines.spec.paths import paths
     from routines.spec.registry import scan
+    from supervisor.cli.present import print_json, table
     from supervisor.fleet.view import picture
-    from supervisor.present import print_json, table
 
     with _fleet_ledger() as ledger:
         pic = picture(
@@ -132,7 +132,7 @@ def join(args: argparse.Namespace) -> int:
     from routines.ledger import Ledger
     from routines.ledger.fleetjoin import join as copy_in
     from routines.spec.paths import paths
-    from supervisor.client import try_daemon
+    from supervisor.cli.client import try_daemon
     from supervisor.engine.owner import version
     from supervisor.fleet.member import boot_id, pid_alive
 

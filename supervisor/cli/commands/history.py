@@ -7,7 +7,7 @@ runs, as summary lines.
 On a fleet (config.toml [fleet]) the runs are every machine's, with a MACHINE column; an
 output stays on the machine that ran it, and the line says where.
 
-What it gathers and prints is supervisor/views/history.py, which the daemon runs too.
+What it gathers and prints is supervisor/cli/views/history.py, which the daemon runs too.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.thread:
         return _thread(args.name, args.thread, args.json)
-    from supervisor.views.history import show
+    from supervisor.cli.views.history import show
 
     return show(args.name, args.n, args.json)
 
@@ -60,9 +60,9 @@ def _thread(name: str, run_id: str, as_json: bool) -> int:
     from contextlib import closing
 
     from routines.spec.paths import paths
+    from supervisor.cli.present import print_json_lines
+    from supervisor.cli.views.history import gather_thread, thread_json, thread_lines
     from supervisor.fleet.view import cli_ledger
-    from supervisor.present import print_json_lines
-    from supervisor.views.history import gather_thread, thread_json, thread_lines
 
     p = paths()
     with closing(cli_ledger(p)) as ledger:

@@ -172,7 +172,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         routine = load_text(text, target)
     except RoutineInvalid as exc:
-        from supervisor.present import visible
+        from supervisor.cli.present import visible
 
         print(f"vinos-routine: {visible(source.where)} is not a valid routine:", file=sys.stderr)
         for problem in exc.errors:
@@ -191,7 +191,7 @@ def _consent(routine: Routine) -> int | None:
     """None to go on; an exit code when a routine that reads and reaches the network was not
     agreed to (asked on a terminal; without one, --yes is the only way)."""
     from supervisor.cli.commands.capabilities import needs_consent, reach_text
-    from supervisor.present import ask_yes, interactive
+    from supervisor.cli.present import ask_yes, interactive
 
     if not needs_consent(routine):
         return None
@@ -229,7 +229,7 @@ def _collision(p: Paths, name: str, target: Path, force: bool) -> str | None:
 
 def _show(routine: Routine, source: Source, data: bytes) -> None:
     from supervisor.cli.commands.capabilities import capabilities, on_this_host
-    from supervisor.present import color, use_color, visible
+    from supervisor.cli.present import color, use_color, visible
 
     c = use_color()
     # Everything shown comes from a file someone else wrote: escape sequences in it must show,

@@ -55,8 +55,8 @@ def run(args: argparse.Namespace) -> int:
     import orjson
 
     from routines.spec.paths import paths
+    from supervisor.cli.present import format_event, use_color
     from supervisor.engine.runlog import read_log
-    from supervisor.present import format_event, use_color
 
     p = paths()
     try:

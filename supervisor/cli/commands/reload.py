@@ -23,8 +23,8 @@ def register(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from routines.spec.paths import paths
-    from supervisor.client import DaemonError, DaemonNotRunning, connect
-    from supervisor.present import print_json
+    from supervisor.cli.client import DaemonError, DaemonNotRunning, connect
+    from supervisor.cli.present import print_json
 
     try:
         with connect(paths().control_socket) as client:

@@ -41,8 +41,8 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from routines.spec import Origin
     from routines.spec.paths import paths
-    from supervisor.client import DaemonError, try_daemon
-    from supervisor.present import ask_yes, visible
+    from supervisor.cli.client import DaemonError, try_daemon
+    from supervisor.cli.present import ask_yes, visible
 
     p = paths()
     try:
@@ -107,7 +107,7 @@ def _forget_override(p: Paths, name: str) -> None:
 def _remove_workspace(workspace: Path) -> int:
     """Remove the routine's workspace, saying what went; 1 when some of it stays."""
     from routines.store import remove_tree
-    from supervisor.present import visible
+    from supervisor.cli.present import visible
 
     try:
         gone = remove_tree(workspace)

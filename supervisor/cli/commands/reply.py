@@ -56,11 +56,11 @@ def run(args: argparse.Namespace) -> int:
     from ipc import Event
     from routines.safetext import one_line
     from routines.spec.paths import paths
+    from supervisor.cli.client import DaemonError, try_daemon
     from supervisor.cli.commands.common import silence_stdout
     from supervisor.cli.commands.run import _daemon_up
-    from supervisor.client import DaemonError, try_daemon
+    from supervisor.cli.present import format_event, use_color
     from supervisor.engine.reply import ReplyRefused
-    from supervisor.present import format_event, use_color
 
     p = paths()
     text = " ".join(args.text)

@@ -58,7 +58,7 @@ def _print_result(fin: dict[str, Any], as_json: bool, c: bool) -> int:
 
 def _show_result(fin: dict[str, Any], as_json: bool, c: bool) -> None:
     from routines.safetext import one_line
-    from supervisor.present import color, print_json
+    from supervisor.cli.present import color, print_json
 
     if as_json:
         print_json(fin)
@@ -85,7 +85,7 @@ def _daemon_up(p: Any, name: str) -> str | None:
     """Why `--no-daemon` may not run now: a daemon holds its lock. Never beside a live daemon,
     outside its queue, max_concurrent and overlap rule
     (test_reliability_flood.py::test_a_daemon_holding_its_lock_but_silent_is_never_not_running)."""
-    from supervisor.client import daemon_locks, lock_holder
+    from supervisor.cli.client import daemon_locks, lock_holder
 
     holder = lock_holder(daemon_locks(p))
     if holder is None:
@@ -99,8 +99,8 @@ def _daemon_up(p: Any, name: str) -> str | None:
 def run(args: argparse.Namespace) -> int:
     from ipc import Event
     from routines.spec.paths import paths
-    from supervisor.client import DaemonError, try_daemon
-    from supervisor.present import format_event, use_color
+    from supervisor.cli.client import DaemonError, try_daemon
+    from supervisor.cli.present import format_event, use_color
 
     p = paths()
     try:
@@ -166,7 +166,7 @@ def run_here(
     """The run (`reply`: a reply run, for `reply`) in this process: no daemon holds the lock
     (checked by the caller). `done` prints the finished run (default `_print_result`)."""
     from routines.spec.config import ConfigInvalid, load_config
-    from supervisor.present import format_event
+    from supervisor.cli.present import format_event
 
     if os.geteuid() == 0:
         from routines.product import ROOT_REFUSAL

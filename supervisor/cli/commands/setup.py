@@ -74,7 +74,7 @@ def _read(path: Path) -> str | None:
 
 def _package_unit(home: Path, env: dict[str, str]) -> tuple[Path | None, str | None]:
     """A daemon unit installed outside the user's config dir (by a package), and its program."""
-    from supervisor.userunits import SERVICE, unit_dirs
+    from supervisor.cli.userunits import SERVICE, unit_dirs
 
     for d in unit_dirs(home, env)[1:]:
         text = _read(d / SERVICE)
@@ -205,11 +205,11 @@ def gather(env: dict[str, str]) -> Any:
 
     from routines.spec.config import ConfigInvalid, load_config
     from routines.spec.paths import paths
+    from supervisor.cli.client import daemon_locks, lock_holder
     from supervisor.cli.commands.capabilities import in_force
     from supervisor.cli.distro import family, os_release
     from supervisor.cli.setupplan import SHELL_ONLY, Facts
-    from supervisor.client import daemon_locks, lock_holder
-    from supervisor.userunits import DAEMON_UNITS, DASHBOARD_UNITS, packaged, unit_dirs
+    from supervisor.cli.userunits import DAEMON_UNITS, DASHBOARD_UNITS, packaged, unit_dirs
 
     home = Path(env.get("HOME") or os.path.expanduser("~"))
     p = paths()

@@ -45,10 +45,10 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from routines.spec.paths import paths
     from routines.spec.registry import scan
-    from supervisor.present import print_json_lines
+    from supervisor.cli.present import print_json_lines
 
     if args.with_credentials and not args.connect:
-        from supervisor.present import die
+        from supervisor.cli.present import die
 
         return die("--with-credentials goes with --connect", 2)
     files: list[Path] = list(args.paths)
@@ -158,7 +158,7 @@ def _consent(results: list[dict[str, Any]], quiet: bool) -> bool:
     import sys
 
     from routines.safetext import one_line
-    from supervisor.present import ask_yes
+    from supervisor.cli.present import ask_yes
 
     for res in results:
         if res["ok"] and res.get("card_text"):

@@ -73,7 +73,7 @@ def _notes_of(ln: RoutineRow, warnings: list[str], signed: list[str]) -> None:
 
 def _invalid_cells(ln: RoutineRow, stale: Collection[str] | None, c: bool) -> list[str]:
     from routines.safetext import one_line
-    from supervisor.present import color
+    from supervisor.cli.present import color
 
     label = color("invalid", "red", c)
     if stale and ln.name in stale:
@@ -86,7 +86,7 @@ def _invalid_cells(ln: RoutineRow, stale: Collection[str] | None, c: bool) -> li
 
 def _routine_cells(ln: RoutineRow, now: datetime, c: bool) -> list[str]:
     from routines.safetext import one_line
-    from supervisor.present import color, when
+    from supervisor.cli.present import color, when
 
     state = color("on", "green", c) if ln.enabled else color("off", "dim", c)
     if ln.running:
@@ -135,7 +135,7 @@ def render(listing: Listing, c: bool) -> str:
     """The text of `list` for one routine or more."""
     import io
 
-    from supervisor.present import color, table
+    from supervisor.cli.present import color, table
 
     out = io.StringIO()
     table(HEADERS, listing.rows, out)

@@ -15,7 +15,7 @@ def lines(st: dict[str, Any], now: datetime, c: bool, start_hint: str) -> list[s
     """What `status` prints of the status `st` (with its "problems"); `start_hint`: how to
     start the daemon, shown when it is not running."""
     from routines.safetext import one_line
-    from supervisor.present import color, when
+    from supervisor.cli.present import color, when
 
     out = []
     if st["daemon"]:

@@ -70,7 +70,7 @@ def _escape(text: str) -> str:
 
 
 def _routine_line(ln: RoutineRow, now: datetime) -> str:
-    from supervisor.present import clock, money
+    from supervisor.cli.present import clock, money
 
     if ln.kind == "?":
         return f"{ln.name}: invalid file"
@@ -99,7 +99,7 @@ def bar_parts(
 ) -> list[str]:
     """The bar's text, in parts joined by " · ": how many routines are on, what waits,
     what runs or comes next, and today's cost."""
-    from supervisor.present import clock, money
+    from supervisor.cli.present import clock, money
 
     on = [ln for ln in lines if ln.enabled]
     parts = [f"{ICON} {len(on)} routine{'' if len(on) == 1 else 's'}"]

@@ -41,7 +41,7 @@ class DaemonNotRunning(ConnectionError):
     which a daemon that holds its lock shows while it starts (it binds after the ledger opens)."""
 
     def __init__(self, path: Path, why: str, *, absent: bool = False) -> None:
-        from supervisor.userunits import start_hint
+        from supervisor.cli.userunits import start_hint
 
         hint = start_hint()
         super().__init__(f"the vinos-routine daemon is not running ({why} at {path}); {hint}")

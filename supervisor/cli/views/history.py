@@ -112,7 +112,7 @@ def _tokens(plain: int, local: int) -> str:
 
 
 def _status(status: str, c: bool) -> str:
-    from supervisor.present import color
+    from supervisor.cli.present import color
 
     if counts_as_strike(status):
         return color(status, "red", c)
@@ -155,7 +155,7 @@ def _with_machine(cells: list[str], where: str, this: str | None, output: bool) 
 
 
 def _day_cells(d: DaySummary, fleet: bool, c: bool) -> list[str]:
-    from supervisor.present import color
+    from supervisor.cli.present import color
 
     counts = d.counts
     bad = sum(counts[s] for s in STRIKES)
@@ -227,7 +227,7 @@ def render(h: History, c: bool) -> str:
     """The text of `history NAME` for a routine with runs or days."""
     import io
 
-    from supervisor.present import table
+    from supervisor.cli.present import table
 
     out = io.StringIO()
     table(headers(h.machines is not None), cells(h, c), out)
@@ -240,8 +240,8 @@ def show(name: str, n: int, as_json: bool) -> int:
 
     from routines.spec.paths import paths
     from routines.spec.registry import scan
+    from supervisor.cli.present import die, print_json_lines, use_color
     from supervisor.fleet.view import cli_ledger
-    from supervisor.present import die, print_json_lines, use_color
 
     p = paths()
     with closing(cli_ledger(p)) as ledger:

@@ -307,7 +307,7 @@ def json_value(
 
 def list_cells(items: Sequence[Item], c: bool) -> list[list[str]]:
     """`brief --list`: one row an output, under LIST_HEADERS."""
-    from supervisor.present import color, visible
+    from supervisor.cli.present import color, visible
 
     return [
         [
@@ -364,7 +364,7 @@ def render(
     import io
 
     from routines.safetext import one_line
-    from supervisor.present import color, table, visible
+    from supervisor.cli.present import color, table, visible
 
     out = io.StringIO()
     new = sum(1 for i in items if not i.seen)
@@ -399,7 +399,7 @@ def _outcome_color(item: Item) -> str:
 
 
 def _outcome_text(item: Item, c: bool) -> str:
-    from supervisor.present import color
+    from supervisor.cli.present import color
 
     text = (item.outcome or item.status or "—").replace("-", " ")
     return color(text, _outcome_color(item), c) if item.outcome == Outcome.NEEDS_ATTENTION else text

@@ -151,7 +151,7 @@ def report(period: str, now: datetime | None = None) -> Report:
 
 def show(period: str, as_json: bool) -> int:
     """`cost [--today | --week | --days N | --month M] [--json]`: gather, then print."""
-    from supervisor.present import print_json, use_color
+    from supervisor.cli.present import print_json, use_color
 
     rep = report(period)
     if as_json:
@@ -165,7 +165,7 @@ def show(period: str, as_json: bool) -> int:
 
 def cells(rep: Report) -> tuple[list[str], list[list[str]]]:
     """The per-routine table: its headers (DAILY CAP for today only) and rows."""
-    from supervisor.present import money, tokens
+    from supervisor.cli.present import money, tokens
 
     rows = []
     for r in rep.routines:
@@ -194,7 +194,7 @@ def render(rep: Report, c: bool, unicode: bool, today: date) -> str:
     `unicode`: bars in eighths of a cell (else #), `today`: the local date marked."""
     import io
 
-    from supervisor.present import color, money, table
+    from supervisor.cli.present import color, money, table
 
     out = io.StringIO()
     out.write(color(f"Spent {period_label(rep.period)}: {money(rep.total)}", "bold", c) + "\n")
@@ -215,7 +215,7 @@ def render(rep: Report, c: bool, unicode: bool, today: date) -> str:
 
 
 def _chart(days: dict[date, float], c: bool, unicode: bool, today: date) -> list[str]:
-    from supervisor.present import bar, color, money
+    from supervisor.cli.present import bar, color, money
 
     top = max(days.values(), default=0.0)
     span = f"last {len(days)} days" if today in days else f"{len(days)} days to {max(days):%d %b}"

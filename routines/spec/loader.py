@@ -92,6 +92,7 @@ __all__ = [
     "RoutineInvalid",
     "checks_paths",
     "context",
+    "holds_a_secret",
     "load_file",
     "load_text",
     "never_context",
@@ -421,6 +422,13 @@ def reads_only_the_file(routine: Routine) -> bool:
     if routine.agent is not None and uses_declared(routine.agent):
         return False
     return routine.schedule.form != "once"
+
+
+def holds_a_secret(routine: Routine) -> bool:
+    """Whether the parse carries a credential that must stay in the file the person wrote and
+    never be copied into the state dir: a webhook's URL (its path or query is often the token;
+    tests/routines/spec/test_registry_snapshot.py::test_a_webhook_routine_is_never_kept)."""
+    return routine.output.url is not None
 
 
 def _check_name(r: Reader, path: Path, doc: Mapping[str, Any]) -> str | None:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from routines.spec.checks import Problem, RoutineInvalid
-from routines.spec.loader import load_file, reads_only_the_file
+from routines.spec.loader import holds_a_secret, load_file, reads_only_the_file
 from routines.spec.paths import Paths
 from routines.spec.routine import Origin, Routine
 from routines.spec.snapshot import Key, Snapshot, collector_paused
@@ -148,7 +148,7 @@ def _read(
     except RoutineInvalid as exc:
         last_good = previous.routine if previous is not None and previous.path == path else None
         return Entry(name, path, origin, stamp, last_good, exc.problems)
-    if snapshot is not None and reads_only_the_file(routine):
+    if snapshot is not None and reads_only_the_file(routine) and not holds_a_secret(routine):
         snapshot.put(where, key, routine)
     return Entry(name, path, origin, stamp, routine)
 

@@ -13,7 +13,8 @@ same entries from it, with no last good version of a file (that is the daemon's 
 
 Only a valid parse that read nothing but the file is kept: not an invalid file, not one on a
 provider from config.toml, not a `once` whose time may pass (routines.spec.loader
-`reads_only_the_file`), and not a file changed in the last RACY_NS: a file's times have a
+`reads_only_the_file`), not one that holds a credential (a webhook's URL: `holds_a_secret`),
+and not a file changed in the last RACY_NS: a file's times have a
 coarse clock tick, so an edit that keeps its size within the same tick as the parse would
 otherwise look unchanged (git's "racily clean" index entries, the same cure).
 

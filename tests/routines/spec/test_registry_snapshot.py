@@ -86,6 +86,23 @@ def test_an_unchanged_file_is_taken_from_the_snapshot_private_to_the_user(p: Pat
     assert description(scan(p), "r0") == "number 0"
 
 
+def test_a_webhook_routine_is_never_kept(p: Paths) -> None:
+    """A webhook's URL is a credential: its parse stays out of the state dir, settled or not,
+    while the routine beside it is kept (it flaked in tests/cli/test_cli_hostile.py, where a
+    slow machine let the file settle before `list`)."""
+    token = "T0K3N-in-the-url"
+    hook = COMMAND + f'[output]\ntype = "webhook"\nurl = "https://hooks.example/{token}"\n'
+    write(p.routines_dir, "hook", hook)
+    write(p.routines_dir, "plain", described("kept"))
+    settle()
+    reg = scan(p)
+    assert reg.get("hook") is not None and reg.get("plain") is not None
+    kept = (p.state_dir / snapshot.FILE_NAME).read_bytes()
+    assert token.encode() not in kept
+    assert str(p.routines_dir / "plain.toml").encode() in kept
+    assert str(p.routines_dir / "hook.toml").encode() not in kept
+
+
 def test_a_changed_file_is_read_again(p: Paths) -> None:
     write(p.routines_dir, "a", described("before"))
     write(p.routines_dir, "b", described("untouched"))

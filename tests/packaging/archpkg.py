@@ -15,13 +15,14 @@ bwrap and systemd tools).
 
 from __future__ import annotations
 
+import fcntl
 import importlib.util
 import os
 import shutil
 import subprocess
 import sys
 import sysconfig
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -120,6 +121,29 @@ def run(
             f"--- stdout\n{proc.stdout}\n--- stderr\n{proc.stderr}"
         )
     return proc
+
+
+def once_per_run(factory: pytest.TempPathFactory, name: str, make: Callable[[Path], None]) -> Path:
+    """The directory `name`, made by `make` once for the whole test run, whichever pytest-xdist
+    worker asks first; the others wait on its lock, then use what it made.
+
+    For what is only read afterwards (a built wheel, an installed venv): the workers' tests then
+    run side by side instead of each building the same thing, or all of them queueing on the one
+    worker that built it. It is made in place (a venv's scripts name their own path); a `make`
+    that failed leaves no mark, so the next caller starts again and fails with its own output.
+    """
+    root = factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # the run's directory, above each worker's popen-gwN
+    made = root / name
+    with (root / f"{name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (made / ".made").is_file():
+            shutil.rmtree(made, ignore_errors=True)
+            made.mkdir()
+            make(made)
+            (made / ".made").touch()
+    return made
 
 
 def clean_env(home: Path, **extra: str) -> dict[str, str]:

@@ -1,8 +1,14 @@
 """The README's install commands, exactly as it prints them, with the pip and pipx a Debian 12
-user has (pip 23.0.1, pipx 1.1.0) and with today's, in throwaway venvs under a throwaway HOME,
-from PyPI: each installs a `vinos-routine` that runs, and the dashboard extra's command from
+user has (pip 23.0.1, pipx 1.1.0) and with today's, in throwaway venvs under a throwaway HOME:
+each installs a `vinos-routine` that runs, and the dashboard extra's command from
 docs/install.md adds the dashboard's libraries. (pip 23.0.1 refused the extra's earlier
 spelling, `vinos-routine[dashboard] @ git+file://$PWD`.)
+
+The distributions come from PyPI once a run, into a wheelhouse the installs read with no index
+(PIP_NO_INDEX, PIP_FIND_LINKS: pip reads them, also inside pipx's venvs): each of the four
+installs would otherwise ask the index again for every dependency, twice, which was most of
+their time. The commands, the pip and pipx versions and the builds from the clone are the
+README's.
 """
 
 from __future__ import annotations
@@ -10,15 +16,18 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import sys
+import tomllib
 from pathlib import Path
 
 import pytest
-from archpkg import copy_tree
+from archpkg import copy_tree, once_per_run
 
 REPO = Path(__file__).resolve().parents[2]
 OLD_PIP, OLD_PIPX = "23.0.1", "1.1.0"  # Debian 12 (bookworm)
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]  # pip from PyPI, several times
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]  # pip from PyPI, then offline
+PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
 
 
 def block_lines(page: Path, after: str) -> list[str]:
@@ -54,16 +63,55 @@ def clone(tmp_path: Path) -> Path:
     return copy_tree(tmp_path / "clone")
 
 
-@pytest.fixture(scope="module")
-def pip_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One download of each wheel for the module's four installs (pip reads PIP_CACHE_DIR, also
-    inside pipx's venvs); the installs themselves are each done afresh."""
-    return tmp_path_factory.mktemp("pip-cache")
+# What the four installs take: the program's dependencies with the dashboard extra, its build
+# backend, and each pip and pipx with theirs (pipx 1.1 also puts setuptools and wheel in its
+# shared venv). One download each: pip 23.0.1 and today's pip cannot be resolved together.
+def wanted() -> list[list[str]]:
+    project = PYPROJECT["project"]
+    program = [
+        *project["dependencies"],
+        *project["optional-dependencies"]["dashboard"],
+        *PYPROJECT["build-system"]["requires"],
+        "wheel",
+    ]
+    return [program, [f"pip=={OLD_PIP}"], ["pip"], [f"pipx=={OLD_PIPX}"], ["pipx"]]
+
+
+def download(wheelhouse: Path) -> None:
+    # Side by side (each waits on the index, not the CPU), each into a folder of its own (two may
+    # fetch one file); then all in the one folder pip is pointed at.
+    jobs = [(wheelhouse / f"from-{n}", requirements) for n, requirements in enumerate(wanted())]
+    pips = [
+        subprocess.Popen(
+            [sys.executable, "-m", "pip", "download", "-q", "-d", into, *requirements],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for into, requirements in jobs
+    ]
+    for pip, (into, requirements) in zip(pips, jobs, strict=True):
+        out, _ = pip.communicate(timeout=900)
+        assert pip.returncode == 0, f"pip download {requirements} failed:\n{out}"
+        for dist in into.iterdir():
+            if not (wheelhouse / dist.name).exists():
+                dist.rename(wheelhouse / dist.name)
+
+
+@pytest.fixture
+def offline(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The run's wheelhouse, and pip told to install from it alone (here and in `shell`)."""
+    wheelhouse = once_per_run(tmp_path_factory, "readme-wheelhouse", download)
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(wheelhouse))
+    # pip's cache: the test's own, not the user's ~/.cache/pip.
+    monkeypatch.setenv("PIP_CACHE_DIR", str(tmp_path_factory.mktemp("pip-cache")))
+    return wheelhouse
 
 
 def shell(line: str, tree: Path, home: Path, path: str) -> None:
     env = {"HOME": str(home), "PATH": path, "PWD": str(tree), "LANG": "C.UTF-8"}
-    env["PIP_CACHE_DIR"] = os.environ["PIP_CACHE_DIR"]
+    env |= {k: v for k, v in os.environ.items() if k.startswith("PIP_")}
     done = subprocess.run(
         ["bash", "-c", line],
         check=False,
@@ -81,9 +129,8 @@ SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
 
 @pytest.mark.parametrize("pip", [OLD_PIP, "latest"])
 def test_the_readmes_pip_commands_install_a_program_that_runs(
-    tmp_path: Path, not_root: None, pip: str, pip_cache: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, not_root: None, pip: str, offline: Path
 ) -> None:
-    monkeypatch.setenv("PIP_CACHE_DIR", str(pip_cache))
     tree, home = clone(tmp_path), tmp_path / "home"
     home.mkdir()
     # The system's python3 -m venv: on Debian 12, ensurepip's pip 23.0.1.
@@ -113,9 +160,8 @@ def test_the_readmes_pip_commands_install_a_program_that_runs(
 
 @pytest.mark.parametrize("pipx", [OLD_PIPX, "latest"])
 def test_the_readmes_pipx_commands_install_a_program_that_runs(
-    tmp_path: Path, not_root: None, pipx: str, pip_cache: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, not_root: None, pipx: str, offline: Path
 ) -> None:
-    monkeypatch.setenv("PIP_CACHE_DIR", str(pip_cache))
     tree, home = clone(tmp_path), tmp_path / "home"
     home.mkdir()
     tool = tmp_path / "pipx-tool"

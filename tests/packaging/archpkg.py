@@ -22,6 +22,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -144,6 +145,59 @@ def once_per_run(factory: pytest.TempPathFactory, name: str, make: Callable[[Pat
             make(made)
             (made / ".made").touch()
     return made
+
+
+OLD_PIP, OLD_PIPX = "23.0.1", "1.1.0"  # Debian 12 (bookworm)
+
+
+def _wanted() -> list[list[str]]:
+    """What the wheel's, the README's and pipx's installs take: the program's dependencies with
+    the dashboard extra, its build backend, and each pip and pipx with theirs (pipx 1.1 also
+    puts setuptools and wheel in its shared venv). One download each: pip 23.0.1 and today's
+    pip cannot be resolved together."""
+    pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
+    project = pyproject["project"]
+    program = [
+        *project["dependencies"],
+        *project["optional-dependencies"]["dashboard"],
+        *pyproject["build-system"]["requires"],
+        "wheel",
+    ]
+    return [program, [f"pip=={OLD_PIP}"], ["pip"], [f"pipx=={OLD_PIPX}"], ["pipx"]]
+
+
+def _download(house: Path) -> None:
+    # Side by side (each waits on the index, not the CPU), each into a folder of its own (two may
+    # fetch one file); then all in the one folder pip is pointed at.
+    jobs = [(house / f"from-{n}", requirements) for n, requirements in enumerate(_wanted())]
+    pips = [
+        subprocess.Popen(
+            [sys.executable, "-m", "pip", "download", "-q", "-d", into, *requirements],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for into, requirements in jobs
+    ]
+    for pip, (into, requirements) in zip(pips, jobs, strict=True):
+        out, _ = pip.communicate(timeout=900)
+        assert pip.returncode == 0, f"pip download {requirements} failed:\n{out}"
+        for dist in into.iterdir():
+            if not (house / dist.name).exists():
+                dist.rename(house / dist.name)
+
+
+def wheelhouse(factory: pytest.TempPathFactory) -> Path:
+    """Every distribution the packaging tests' pip and pipx installs take, from PyPI once a run:
+    each install would otherwise ask the index again for every dependency, which was most of
+    their time (what is installed, and how, is as before)."""
+    return once_per_run(factory, "wheelhouse", _download)
+
+
+def offline_pip(house: Path) -> dict[str, str]:
+    """pip's settings (read by every pip: in venvs, pipx's, build isolation's) to install from
+    `house` alone."""
+    return {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(house)}
 
 
 def clean_env(home: Path, **extra: str) -> dict[str, str]:

@@ -16,18 +16,14 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import sys
-import tomllib
 from pathlib import Path
 
 import pytest
-from archpkg import copy_tree, once_per_run
+from archpkg import OLD_PIP, OLD_PIPX, copy_tree, offline_pip, wheelhouse
 
 REPO = Path(__file__).resolve().parents[2]
-OLD_PIP, OLD_PIPX = "23.0.1", "1.1.0"  # Debian 12 (bookworm)
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]  # pip from PyPI, then offline
-PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
 
 
 def block_lines(page: Path, after: str) -> list[str]:
@@ -63,50 +59,15 @@ def clone(tmp_path: Path) -> Path:
     return copy_tree(tmp_path / "clone")
 
 
-# What the four installs take: the program's dependencies with the dashboard extra, its build
-# backend, and each pip and pipx with theirs (pipx 1.1 also puts setuptools and wheel in its
-# shared venv). One download each: pip 23.0.1 and today's pip cannot be resolved together.
-def wanted() -> list[list[str]]:
-    project = PYPROJECT["project"]
-    program = [
-        *project["dependencies"],
-        *project["optional-dependencies"]["dashboard"],
-        *PYPROJECT["build-system"]["requires"],
-        "wheel",
-    ]
-    return [program, [f"pip=={OLD_PIP}"], ["pip"], [f"pipx=={OLD_PIPX}"], ["pipx"]]
-
-
-def download(wheelhouse: Path) -> None:
-    # Side by side (each waits on the index, not the CPU), each into a folder of its own (two may
-    # fetch one file); then all in the one folder pip is pointed at.
-    jobs = [(wheelhouse / f"from-{n}", requirements) for n, requirements in enumerate(wanted())]
-    pips = [
-        subprocess.Popen(
-            [sys.executable, "-m", "pip", "download", "-q", "-d", into, *requirements],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        for into, requirements in jobs
-    ]
-    for pip, (into, requirements) in zip(pips, jobs, strict=True):
-        out, _ = pip.communicate(timeout=900)
-        assert pip.returncode == 0, f"pip download {requirements} failed:\n{out}"
-        for dist in into.iterdir():
-            if not (wheelhouse / dist.name).exists():
-                dist.rename(wheelhouse / dist.name)
-
-
 @pytest.fixture
 def offline(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
     """The run's wheelhouse, and pip told to install from it alone (here and in `shell`)."""
-    wheelhouse = once_per_run(tmp_path_factory, "readme-wheelhouse", download)
-    monkeypatch.setenv("PIP_NO_INDEX", "1")
-    monkeypatch.setenv("PIP_FIND_LINKS", str(wheelhouse))
+    house = wheelhouse(tmp_path_factory)
+    for name, value in offline_pip(house).items():
+        monkeypatch.setenv(name, value)
     # pip's cache: the test's own, not the user's ~/.cache/pip.
     monkeypatch.setenv("PIP_CACHE_DIR", str(tmp_path_factory.mktemp("pip-cache")))
-    return wheelhouse
+    return house
 
 
 def shell(line: str, tree: Path, home: Path, path: str) -> None:

@@ -18,7 +18,16 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
-from archpkg import PACKAGES, REPO, copy_tree, once_per_run, require_unprivileged, run
+from archpkg import (
+    PACKAGES,
+    REPO,
+    copy_tree,
+    offline_pip,
+    once_per_run,
+    require_unprivileged,
+    run,
+    wheelhouse,
+)
 
 # Slow: builds, installs and starts the package (make test-fast leaves these out). The wheel
 # and its two installs are made once a run (once_per_run) and only read after. The tests that
@@ -72,16 +81,19 @@ class Dists:
     tree: Path
 
 
-def build_dists(work: Path) -> None:
+def build_dists(work: Path, house: Path) -> None:
     tree = copy_tree(work / "tree")
-    # Build isolation: pip fetches the build backend pyproject.toml names, as for a user.
-    run([sys.executable, "-m", "build", "--outdir", work / "dist", tree], cwd=work, timeout=600)
+    # Build isolation: pip installs the build backend pyproject.toml names, as for a user.
+    env = {**os.environ, **offline_pip(house)}
+    run([sys.executable, "-m", "build", "--outdir", work / "dist", tree], env=env, cwd=work,
+        timeout=600)  # fmt: skip
 
 
 @pytest.fixture(scope="session")
 def dists(tmp_path_factory: pytest.TempPathFactory) -> Dists:
     require_unprivileged()
-    work = once_per_run(tmp_path_factory, "wheel-dists", build_dists)
+    house = wheelhouse(tmp_path_factory)
+    work = once_per_run(tmp_path_factory, "wheel-dists", lambda w: build_dists(w, house))
     (wheel,) = (work / "dist").glob("*.whl")
     (sdist,) = (work / "dist").glob("*.tar.gz")
     return Dists(wheel, sdist, work / "tree")
@@ -115,12 +127,13 @@ class Venv:
         return site
 
 
-def install(how: str, dists: Dists, base: Path) -> None:
+def install(how: str, dists: Dists, base: Path, house: Path) -> None:
     """Installed as the README says: the built wheel with pip into a venv of its own, or the
     clone with `pipx install .`."""
-    # The user's HOME for pip's cache (dependencies come from the cache or PyPI), nothing else
-    # from this process's environment.
+    # Dependencies from the run's wheelhouse (archpkg.wheelhouse); nothing else from this
+    # process's environment.
     pip_env = {"HOME": os.environ["HOME"], "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
+    pip_env |= offline_pip(house)
     if how == "pip":
         root = base / "venv"
         run([sys.executable, "-m", "venv", root])
@@ -147,7 +160,10 @@ def venv(
 ) -> Venv:
     """The install (made once a run, then only run), with a HOME and state of this module's."""
     how: str = request.param
-    base = once_per_run(tmp_path_factory, f"installed-{how}", lambda d: install(how, dists, d))
+    house = wheelhouse(tmp_path_factory)
+    base = once_per_run(
+        tmp_path_factory, f"installed-{how}", lambda into: install(how, dists, into, house)
+    )
     if how == "pip":
         root, program = base / "venv", base / "venv/bin/vinos-routine"
     else:

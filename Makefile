@@ -83,7 +83,8 @@ demo-here: demo-venv
 
 # Four pytest workers (pytest-xdist) on two cores: most of the suite waits on processes, not the
 # CPU. Tests go to whichever worker is free, except an xdist_group, which stays on one worker:
-# tests/packaging (one package build, one user manager and ~/.config/systemd/user).
+# the user manager's tests (one manager, one ~/.config/systemd/user) and the Arch package's
+# (one build and install a worker).
 PYTEST_WORKERS ?= 4
 # The lint and the docs build run beside the suite, not before it: mypy is one process (about
 # 30 s of CPU from a cold cache) and the suite leaves a core's worth of room beside it, so side by

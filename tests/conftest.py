@@ -45,6 +45,15 @@ def vinos_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]
     shutil.rmtree(runtime, ignore_errors=True)
 
 
+@pytest.hookimpl(trylast=True)  # after pytest's own order (by shared fixtures), kept in each part
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The tests marked slow first, each part in its own order: under `--dist loadgroup` a
+    worker takes the next test in this order (the xdist groups, the largest, go first anyway),
+    so the longest tests start early, side by side, and the quick ones fill in around them
+    rather than one 30 s test starting last while the other workers are done."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 def short_tmp_dir(prefix: str) -> Path:
     """A new private (0700) directory directly under the system's temp dir."""
     return Path(tempfile.mkdtemp(prefix=prefix))

@@ -1,5 +1,5 @@
 """The suite's xdist groups hold: tests that share one user manager and one
-~/.config/systemd/user (tests/packaging) must run on one worker. pytest 9.2 with
+~/.config/systemd/user (the "user-manager" group) must run on one worker. pytest 9.2 with
 pytest-xdist 3.8 silently dropped the groups; this pins that they reach the node ids."""
 
 from __future__ import annotations

@@ -163,9 +163,10 @@ def test_status_points_at_setup_without_a_unit(cli: Cli, tmp_path: Path) -> None
 
 # Without XDG_RUNTIME_DIR the runtime dir falls back to /run/user/UID where it exists: under
 # `make test` a real user manager made it, and the packaging tests' socket-activated daemon
-# holds its lock while they run. On their worker, this test never runs beside that daemon (a
-# daemon there is one this session started by hand, which setup rightly reports instead).
-@pytest.mark.xdist_group("packaging")
+# holds its lock while they run. On their worker (the "user-manager" xdist group), this test
+# never runs beside that daemon (a daemon there is one this session started by hand, which
+# setup rightly reports instead).
+@pytest.mark.xdist_group("user-manager")
 def test_without_a_user_manager_setup_says_how_to_run_the_daemon_and_doctor_checks_it(
     cli: Cli, tmp_path: Path
 ) -> None:

@@ -15,13 +15,15 @@ bwrap and systemd tools).
 
 from __future__ import annotations
 
+import fcntl
 import importlib.util
 import os
 import shutil
 import subprocess
 import sys
 import sysconfig
-from collections.abc import Mapping, Sequence
+import tomllib
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -120,6 +122,82 @@ def run(
             f"--- stdout\n{proc.stdout}\n--- stderr\n{proc.stderr}"
         )
     return proc
+
+
+def once_per_run(factory: pytest.TempPathFactory, name: str, make: Callable[[Path], None]) -> Path:
+    """The directory `name`, made by `make` once for the whole test run, whichever pytest-xdist
+    worker asks first; the others wait on its lock, then use what it made.
+
+    For what is only read afterwards (a built wheel, an installed venv): the workers' tests then
+    run side by side instead of each building the same thing, or all of them queueing on the one
+    worker that built it. It is made in place (a venv's scripts name their own path); a `make`
+    that failed leaves no mark, so the next caller starts again and fails with its own output.
+    """
+    root = factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # the run's directory, above each worker's popen-gwN
+    made = root / name
+    with (root / f"{name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (made / ".made").is_file():
+            shutil.rmtree(made, ignore_errors=True)
+            made.mkdir()
+            make(made)
+            (made / ".made").touch()
+    return made
+
+
+OLD_PIP, OLD_PIPX = "23.0.1", "1.1.0"  # Debian 12 (bookworm)
+
+
+def _wanted() -> list[list[str]]:
+    """What the wheel's, the README's and pipx's installs take: the program's dependencies with
+    the dashboard extra, its build backend, and each pip and pipx with theirs (pipx 1.1 also
+    puts setuptools and wheel in its shared venv). One download each: pip 23.0.1 and today's
+    pip cannot be resolved together."""
+    pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
+    project = pyproject["project"]
+    program = [
+        *project["dependencies"],
+        *project["optional-dependencies"]["dashboard"],
+        *pyproject["build-system"]["requires"],
+        "wheel",
+    ]
+    return [program, [f"pip=={OLD_PIP}"], ["pip"], [f"pipx=={OLD_PIPX}"], ["pipx"]]
+
+
+def _download(house: Path) -> None:
+    # Side by side (each waits on the index, not the CPU), each into a folder of its own (two may
+    # fetch one file); then all in the one folder pip is pointed at.
+    jobs = [(house / f"from-{n}", requirements) for n, requirements in enumerate(_wanted())]
+    pips = [
+        subprocess.Popen(
+            [sys.executable, "-m", "pip", "download", "-q", "-d", into, *requirements],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for into, requirements in jobs
+    ]
+    for pip, (into, requirements) in zip(pips, jobs, strict=True):
+        out, _ = pip.communicate(timeout=900)
+        assert pip.returncode == 0, f"pip download {requirements} failed:\n{out}"
+        for dist in into.iterdir():
+            if not (house / dist.name).exists():
+                dist.rename(house / dist.name)
+
+
+def wheelhouse(factory: pytest.TempPathFactory) -> Path:
+    """Every distribution the packaging tests' pip and pipx installs take, from PyPI once a run:
+    each install would otherwise ask the index again for every dependency, which was most of
+    their time (what is installed, and how, is as before)."""
+    return once_per_run(factory, "wheelhouse", _download)
+
+
+def offline_pip(house: Path) -> dict[str, str]:
+    """pip's settings (read by every pip: in venvs, pipx's, build isolation's) to install from
+    `house` alone."""
+    return {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(house)}
 
 
 def clean_env(home: Path, **extra: str) -> dict[str, str]:

@@ -12,8 +12,9 @@ import pytest
 from tests.packaging.archpkg import STARTERS, Installed
 
 # Slow: builds, installs and starts the package (make test-fast leaves these out). One xdist
-# group: the package is built once per worker, and test_systemd_user.py owns the user manager.
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("packaging")]
+# group, "archpkg": the package is built and installed once per worker (conftest.py's session
+# fixtures), so its tests stay on one worker.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("archpkg")]
 
 VERSION = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())[
     "project"

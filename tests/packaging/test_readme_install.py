@@ -1,8 +1,14 @@
 """The README's install commands, exactly as it prints them, with the pip and pipx a Debian 12
-user has (pip 23.0.1, pipx 1.1.0) and with today's, in throwaway venvs under a throwaway HOME,
-from PyPI: each installs a `vinos-routine` that runs, and the dashboard extra's command from
+user has (pip 23.0.1, pipx 1.1.0) and with today's, in throwaway venvs under a throwaway HOME:
+each installs a `vinos-routine` that runs, and the dashboard extra's command from
 docs/install.md adds the dashboard's libraries. (pip 23.0.1 refused the extra's earlier
 spelling, `vinos-routine[dashboard] @ git+file://$PWD`.)
+
+The distributions come from PyPI once a run, into a wheelhouse the installs read with no index
+(PIP_NO_INDEX, PIP_FIND_LINKS: pip reads them, also inside pipx's venvs): each of the four
+installs would otherwise ask the index again for every dependency, twice, which was most of
+their time. The commands, the pip and pipx versions and the builds from the clone are the
+README's.
 """
 
 from __future__ import annotations
@@ -14,12 +20,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.packaging.archpkg import copy_tree
+from tests.packaging.archpkg import OLD_PIP, OLD_PIPX, copy_tree, offline_pip, wheelhouse
 
 REPO = Path(__file__).resolve().parents[2]
-OLD_PIP, OLD_PIPX = "23.0.1", "1.1.0"  # Debian 12 (bookworm)
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]  # pip from PyPI, several times
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]  # pip from PyPI, then offline
 
 
 def block_lines(page: Path, after: str) -> list[str]:
@@ -55,16 +60,20 @@ def clone(tmp_path: Path) -> Path:
     return copy_tree(tmp_path / "clone")
 
 
-@pytest.fixture(scope="module")
-def pip_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One download of each wheel for the module's four installs (pip reads PIP_CACHE_DIR, also
-    inside pipx's venvs); the installs themselves are each done afresh."""
-    return tmp_path_factory.mktemp("pip-cache")
+@pytest.fixture
+def offline(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The run's wheelhouse, and pip told to install from it alone (here and in `shell`)."""
+    house = wheelhouse(tmp_path_factory)
+    for name, value in offline_pip(house).items():
+        monkeypatch.setenv(name, value)
+    # pip's cache: the test's own, not the user's ~/.cache/pip.
+    monkeypatch.setenv("PIP_CACHE_DIR", str(tmp_path_factory.mktemp("pip-cache")))
+    return house
 
 
 def shell(line: str, tree: Path, home: Path, path: str) -> None:
     env = {"HOME": str(home), "PATH": path, "PWD": str(tree), "LANG": "C.UTF-8"}
-    env["PIP_CACHE_DIR"] = os.environ["PIP_CACHE_DIR"]
+    env |= {k: v for k, v in os.environ.items() if k.startswith("PIP_")}
     done = subprocess.run(
         ["bash", "-c", line],
         check=False,
@@ -82,9 +91,8 @@ SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
 
 @pytest.mark.parametrize("pip", [OLD_PIP, "latest"])
 def test_the_readmes_pip_commands_install_a_program_that_runs(
-    tmp_path: Path, not_root: None, pip: str, pip_cache: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, not_root: None, pip: str, offline: Path
 ) -> None:
-    monkeypatch.setenv("PIP_CACHE_DIR", str(pip_cache))
     tree, home = clone(tmp_path), tmp_path / "home"
     home.mkdir()
     # The system's python3 -m venv: on Debian 12, ensurepip's pip 23.0.1.
@@ -114,9 +122,8 @@ def test_the_readmes_pip_commands_install_a_program_that_runs(
 
 @pytest.mark.parametrize("pipx", [OLD_PIPX, "latest"])
 def test_the_readmes_pipx_commands_install_a_program_that_runs(
-    tmp_path: Path, not_root: None, pipx: str, pip_cache: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, not_root: None, pipx: str, offline: Path
 ) -> None:
-    monkeypatch.setenv("PIP_CACHE_DIR", str(pip_cache))
     tree, home = clone(tmp_path), tmp_path / "home"
     home.mkdir()
     tool = tmp_path / "pipx-tool"

@@ -29,10 +29,11 @@ import pytest
 
 from tests.packaging.archpkg import REPO, require, run
 
-# Slow, and in the packaging xdist group: one user manager and one ~/.config/systemd/user.
+# Slow, and in the "user-manager" xdist group (with test_wheel.py's and test_cli_setup.py's
+# tests of it): one user manager and one ~/.config/systemd/user.
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.xdist_group("packaging"),
+    pytest.mark.xdist_group("user-manager"),
     pytest.mark.usefixtures("not_root"),
 ]
 
@@ -41,6 +42,9 @@ SOCKET = "vinos-routined.socket"
 WAIT = 90.0  # a bound on waits for events that must happen, never a speed assertion
 # stop_grace_sec (VINOS_DEBUG_TIMINGS) in the drop-in: the unit's 30 s would only slow the test
 GRACE_SEC = 10
+# RestartSec= in the drop-in: the unit's 5 s before each restart (after kill -9, after the
+# watchdog) would only slow the test; Restart=on-failure, what the tests hold, is the unit's.
+RESTART_SEC = 1
 VERSION = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
 STATUS_LINE = re.compile(r"^\d+ running( · \d+ queued)? · (nothing scheduled|next \S+ .+)$")
 
@@ -191,6 +195,7 @@ def session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Session]:
         f"ExecStart={program} daemon\n"
         # Single quotes: systemd keeps the JSON's double quotes as they are.
         f"Environment={env} 'VINOS_DEBUG_TIMINGS={{\"stop_grace_sec\":{GRACE_SEC}}}'\n"
+        f"RestartSec={RESTART_SEC}s\n"
         f"StandardOutput=append:{s.out_log}\n"
         f"StandardError=append:{s.err_log}\n",
     )

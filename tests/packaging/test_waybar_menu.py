@@ -17,9 +17,9 @@ import pytest
 
 from supervisor.cli.main import build_parser
 
-# Slow: builds, installs and starts the package (make test-fast leaves these out). One xdist
-# group: the package is built once per worker, and test_systemd_user.py owns the user manager.
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("packaging")]
+# Slow: starts the installed program's menu actions (make test-fast leaves these out). It needs
+# no package build and no user manager, so no xdist group.
+pytestmark = [pytest.mark.slow]
 
 WAYBAR = Path(__file__).resolve().parents[2] / "packaging/waybar"
 

@@ -14,15 +14,30 @@ import time
 import tomllib
 import zipfile
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 import pytest
 
-from tests.packaging.archpkg import PACKAGES, REPO, copy_tree, require_unprivileged, run
+from tests.packaging.archpkg import (
+    PACKAGES,
+    REPO,
+    copy_tree,
+    offline_pip,
+    once_per_run,
+    require_unprivileged,
+    run,
+    wheelhouse,
+)
 
-# Slow: builds, installs and starts the package (make test-fast leaves these out). One xdist
-# group: the package is built once per worker, and test_systemd_user.py owns the user manager.
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("packaging")]
+# Slow: builds, installs and starts the package (make test-fast leaves these out). The wheel
+# and its two installs are made once a run (once_per_run) and only read after. The tests that
+# use them stay on one worker (the "wheel" xdist group), but the one that drives the real user
+# manager joins test_systemd_user.py's group ("user-manager"): one manager, one
+# ~/.config/systemd/user.
+pytestmark = [pytest.mark.slow]
+WHEEL = pytest.mark.xdist_group("wheel")
+USER_MANAGER = pytest.mark.xdist_group("user-manager")
 
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
 VERSION = PYPROJECT["project"]["version"]
@@ -67,17 +82,22 @@ class Dists:
     tree: Path
 
 
-@pytest.fixture(scope="module")
+def build_dists(work: Path, house: Path) -> None:
+    tree = copy_tree(work / "tree")
+    # Build isolation: pip installs the build backend pyproject.toml names, as for a user.
+    env = {**os.environ, **offline_pip(house)}
+    run([sys.executable, "-m", "build", "--outdir", work / "dist", tree], env=env, cwd=work,
+        timeout=600)  # fmt: skip
+
+
+@pytest.fixture(scope="session")
 def dists(tmp_path_factory: pytest.TempPathFactory) -> Dists:
     require_unprivileged()
-    work = tmp_path_factory.mktemp("wheel")
-    tree = copy_tree(work / "tree")
-    out = work / "dist"
-    # Build isolation: pip fetches the build backend pyproject.toml names, as for a user.
-    run([sys.executable, "-m", "build", "--outdir", out, tree], cwd=work, timeout=600)
-    (wheel,) = out.glob("*.whl")
-    (sdist,) = out.glob("*.tar.gz")
-    return Dists(wheel, sdist, tree)
+    house = wheelhouse(tmp_path_factory)
+    work = once_per_run(tmp_path_factory, "wheel-dists", lambda w: build_dists(w, house))
+    (wheel,) = (work / "dist").glob("*.whl")
+    (sdist,) = (work / "dist").glob("*.tar.gz")
+    return Dists(wheel, sdist, work / "tree")
 
 
 @dataclass(frozen=True)
@@ -108,22 +128,18 @@ class Venv:
         return site
 
 
-@pytest.fixture(scope="module", params=["pip", "pipx"])
-def venv(
-    request: pytest.FixtureRequest, dists: Dists, tmp_path_factory: pytest.TempPathFactory
-) -> Venv:
+def install(how: str, dists: Dists, base: Path, house: Path) -> None:
     """Installed as the README says: the built wheel with pip into a venv of its own, or the
     clone with `pipx install .`."""
-    base = tmp_path_factory.mktemp(request.param)
-    # The user's HOME for pip's cache (dependencies come from the cache or PyPI), nothing else
-    # from this process's environment.
+    # Dependencies from the run's wheelhouse (archpkg.wheelhouse); nothing else from this
+    # process's environment.
     pip_env = {"HOME": os.environ["HOME"], "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
-    if request.param == "pip":
+    pip_env |= offline_pip(house)
+    if how == "pip":
         root = base / "venv"
         run([sys.executable, "-m", "venv", root])
         run([root / "bin/python", "-m", "pip", "install", "-q", dists.wheel], env=pip_env,
             cwd=base, timeout=600)  # fmt: skip
-        program = root / "bin/vinos-routine"
     else:
         tools = base / "pipx-itself"
         run([sys.executable, "-m", "venv", tools])
@@ -137,18 +153,33 @@ def venv(
         }
         # `pipx install .` in a clone, as the README says (pip builds the wheel from the tree).
         run([tools / "bin/pipx", "install", "."], env=pipx_env, cwd=dists.tree, timeout=600)
-        root = base / "pipx/venvs/vinos-routine"
-        program = base / "bin/vinos-routine"
-    assert program.is_file(), f"{request.param} installed no {program}"
-    home = base / "home"
+
+
+@pytest.fixture(scope="module", params=["pip", "pipx"])
+def venv(
+    request: pytest.FixtureRequest, dists: Dists, tmp_path_factory: pytest.TempPathFactory
+) -> Venv:
+    """The install (made once a run, then only run), with a HOME and state of this module's."""
+    how: str = request.param
+    house = wheelhouse(tmp_path_factory)
+    base = once_per_run(
+        tmp_path_factory, f"installed-{how}", lambda into: install(how, dists, into, house)
+    )
+    if how == "pip":
+        root, program = base / "venv", base / "venv/bin/vinos-routine"
+    else:
+        root, program = base / "pipx/venvs/vinos-routine", base / "bin/vinos-routine"
+    assert program.is_file(), f"{how} installed no {program}"
+    home = tmp_path_factory.mktemp(f"{how}-home") / "home"
     vinos_home = home / ".vinos"
-    runtime = base / "run"
+    runtime = home.parent / "run"
     for d in (vinos_home / "routines", home / "no-system-routines", runtime):
         d.mkdir(parents=True)
     runtime.chmod(0o700)
     return Venv(root, program, home, vinos_home, runtime)
 
 
+@WHEEL
 @pytest.mark.timeout(900)
 def test_wheel_holds_every_module_and_no_tests(dists: Dists) -> None:
     names = set(zipfile.ZipFile(dists.wheel).namelist())
@@ -174,6 +205,7 @@ def test_wheel_holds_every_module_and_no_tests(dists: Dists) -> None:
     assert sorted(expected - members) == [], "in the tree's packages but not in the sdist"
 
 
+@WHEEL
 @pytest.mark.timeout(900)
 def test_installed_wheel_runs(venv: Venv) -> None:
     assert venv("--version").stdout.strip() == f"vinos-routine {VERSION}"
@@ -207,6 +239,7 @@ def test_installed_wheel_runs(venv: Venv) -> None:
     assert "hello from the wheel" in output.read_text()
 
 
+@WHEEL
 @pytest.mark.timeout(900)
 def test_installed_daemon_answers_status_and_stops(venv: Venv) -> None:
     daemon = subprocess.Popen(
@@ -260,10 +293,11 @@ def user_manager(runtime: Path) -> None:
         pytest.skip(f"{problem} (not under CI); {how}")
 
 
+@USER_MANAGER
 @pytest.mark.timeout(900)
 def test_setup_gives_a_unit_that_fires_a_scheduled_run(venv: Venv) -> None:
     """A pip or pipx install, `setup`, `enable --now` under the real user manager: the unit
-    setup wrote starts this install's daemon, which runs an every-minute routine on schedule,
+    setup wrote starts this install's daemon, which runs a once-a-minute routine on schedule,
     with the settings of ~/.config/vinos-routine/daemon.env in its environment (the unit's
     EnvironmentFile=: how a variable set in a shell reaches a daemon systemd starts)."""
     runtime = Path(f"/run/user/{os.getuid()}")
@@ -290,8 +324,13 @@ def test_setup_gives_a_unit_that_fires_a_scheduled_run(venv: Venv) -> None:
         out = cli("setup").stdout
         assert "ran systemctl --user daemon-reload" in out, out
         assert f"ExecStart={venv.program} daemon\n" in written[0].read_text()
+        # Once a minute, at the second 10 s from now rather than at each minute's start (up to
+        # 60 s away): the first slot comes soon after the daemon is up. A daemon slow to start
+        # misses none of the test: the next minute's slot is the same scheduled run, later.
+        second = (datetime.now().second + 10) % 60
         (venv.vinos_home / "routines/every-minute.toml").write_text(
-            '[routine]\nkind = "command"\nenabled = true\n[schedule]\ncron = "* * * * *"\n'
+            '[routine]\nkind = "command"\nenabled = true\n[schedule]\n'
+            f'oncalendar = "*:*:{second:02d}"\n'
             '[command]\nrun = "echo fired by the unit setup wrote"\n'
         )
         daemon_env.parent.mkdir(parents=True, exist_ok=True)
@@ -303,7 +342,7 @@ def test_setup_gives_a_unit_that_fires_a_scheduled_run(venv: Venv) -> None:
         assert b"VINOS_TEST_DAEMON_ENV=reached" in environ
         # The daemon the unit started is this install's: it loaded its libraries from the venv.
         assert str(venv.site_packages()) in Path(f"/proc/{pid}/maps").read_text()
-        deadline = time.monotonic() + 150  # the next minute boundary, then the run
+        deadline = time.monotonic() + 150  # the slot (at most a minute away), then the run
         rows: list[dict[str, object]] = []
         while not [r for r in rows if r.get("trigger") == "schedule" and r.get("status") == "ok"]:
             assert time.monotonic() < deadline, f"no scheduled run: {rows}"

@@ -24,6 +24,13 @@ def main(argv: list[str]) -> int:
     names = sorted(
         m.name for m in pkgutil.iter_modules(bench.__path__) if m.name.startswith("bench_")
     )
+    known = [n.removeprefix("bench_") for n in names]
+    if unknown := [a for a in argv if a not in known]:
+        print(
+            f"bench: no benchmark {', '.join(unknown)}; they are: {' '.join(known)}",
+            file=sys.stderr,
+        )
+        return 2
     if argv:
         names = [n for n in names if n.removeprefix("bench_") in argv]
     rows: list[Row] = []

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from routines.runs import RunEnd
+from routines.runs import Outcome, RunEnd, RunStatus, Trigger
 from tests.cli.cli_helpers import Cli, OnPty
 
 
@@ -22,8 +22,8 @@ def output(
     when: datetime,
     text: str,
     *,
-    status: str = "ok",
-    outcome: str | None = "done",
+    status: RunStatus = RunStatus.OK,
+    outcome: Outcome | None = Outcome.DONE,
     summary: str = "",
 ) -> Path:
     """An output file as the supervisor leaves it, and its ledger row."""
@@ -36,7 +36,9 @@ def output(
     os.utime(path, (stamp, stamp))
     run_id = f"{routine}-{int(stamp)}"
     with cli.ledger() as ledger:
-        ledger.record_run(routine, run_id=run_id, trigger="schedule", status="running", now=when)
+        ledger.record_run(
+            routine, run_id=run_id, trigger=Trigger.SCHEDULE, status=RunStatus.RUNNING, now=when
+        )
         ledger.finish_run(
             run_id,
             now=when + timedelta(seconds=5),
@@ -53,9 +55,15 @@ def output(
 def failed_run(cli: Cli, routine: str, when: datetime, detail: str) -> None:
     with cli.ledger() as ledger:
         ledger.record_run(
-            routine, run_id=f"f-{routine}", trigger="schedule", status="running", now=when
+            routine,
+            run_id=f"f-{routine}",
+            trigger=Trigger.SCHEDULE,
+            status=RunStatus.RUNNING,
+            now=when,
         )
-        ledger.finish_run(f"f-{routine}", now=when, end=RunEnd(status="failed", detail=detail))
+        ledger.finish_run(
+            f"f-{routine}", now=when, end=RunEnd(status=RunStatus.FAILED, detail=detail)
+        )
 
 
 @pytest.fixture
@@ -83,7 +91,7 @@ def test_brief_shows_todays_outputs_newest_first_with_their_outcome(
         "github-review",
         day - timedelta(hours=3),
         "# PRs\n\nTwo to review.\n",
-        outcome="needs-attention",
+        outcome=Outcome.NEEDS_ATTENTION,
     )
     output(cli, "day-brief", day - timedelta(days=1), "# Yesterday\n\nOld news.\n")
     failed_run(cli, "inbox-triage", day - timedelta(hours=1), "imap: login refused")

@@ -16,7 +16,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from routines.ledger import Ledger
-from routines.runs import RunEnd, slot_id
+from routines.runs import Outcome, RunEnd, RunStatus, Trigger, slot_id
 from routines.spec.paths import Paths, paths
 from tests.cli.inprocess import run_in_process
 from tests.helpers import AGENT, COMMAND, identity, write
@@ -143,15 +143,21 @@ def test_what_the_ledger_knows_is_shown(p: Paths) -> None:
             cursor=slot_id(now),
             fingerprint="f",
         )
-        led.record_run("spender", run_id="r1", trigger="manual", status="running", now=now)
-        led.finish_run("r1", now=now, end=RunEnd(status="ok", outcome="done", dollars=0.25))
+        led.record_run(
+            "spender", run_id="r1", trigger=Trigger.MANUAL, status=RunStatus.RUNNING, now=now
+        )
+        led.finish_run(
+            "r1", now=now, end=RunEnd(status=RunStatus.OK, outcome=Outcome.DONE, dollars=0.25)
+        )
         led.disable(
             "striker",
             file_enabled=True,
             file_identity=identity(striker_file),
             reason="failed 3 times in a row",
         )
-        assert led.claim("busy", "s1", run_id="r2", trigger="schedule", status="running", now=now)
+        assert led.claim(
+            "busy", "s1", run_id="r2", trigger=Trigger.SCHEDULE, status=RunStatus.RUNNING, now=now
+        )
     lines = listing()
     spender = lines["spender"]
     assert spender["enabled"] is True

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from routines.runs import Outcome, RunStatus
 from routines.spec.loader import load_text
 from supervisor.engine import notify
 from supervisor.engine.finish import notifications_for
@@ -118,15 +119,15 @@ def test_what_a_finished_run_says() -> None:
     on = load_text(ROUTINE.format(notify="true"), Path("brief.toml"))
     off = load_text(ROUTINE.format(notify="false"), Path("brief.toml"))
     text = "# Today · 2026-12-02\n\n## Calendar\n- 9:00 standup\n- 14:00 review\n"
-    [note] = notifications_for(on, "ok", "needs-attention", "summary", text)
+    [note] = notifications_for(on, RunStatus.OK, Outcome.NEEDS_ATTENTION, "summary", text)
     assert (note.title, note.urgency) == ("brief: needs attention", "normal")
     assert note.body == "Calendar\n- 9:00 standup\n- 14:00 review"
-    [note] = notifications_for(on, "ok", "done", "summary", "")
+    [note] = notifications_for(on, RunStatus.OK, Outcome.DONE, "summary", "")
     assert (note.title, note.body, note.urgency) == ("brief: done", "summary", "low")
-    [note] = notifications_for(on, "timeout", None, "stopped after 600s", "")
+    [note] = notifications_for(on, RunStatus.TIMEOUT, None, "stopped after 600s", "")
     assert (note.title, note.body) == ("brief timeout", "stopped after 600s")
-    assert notifications_for(off, "failed", None, "boom", "") == []
-    assert notifications_for(on, "skipped", None, "previous run still going", "") == []
+    assert notifications_for(off, RunStatus.FAILED, None, "boom", "") == []
+    assert notifications_for(on, RunStatus.SKIPPED, None, "previous run still going", "") == []
 
 
 def test_preview_is_short() -> None:

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from routines.runs import RunEnd
+from routines.runs import Outcome, RunEnd, RunStatus, Trigger
 from tests.cli.cli_helpers import Cli
 from tests.helpers import identity
 
@@ -28,16 +28,18 @@ def waybar(cli: Cli) -> dict[str, Any]:
 def run_row(
     cli: Cli,
     routine: str,
-    status: str,
+    status: RunStatus,
     *,
     dollars: float = 0.0,
-    outcome: str | None = None,
+    outcome: Outcome | None = None,
     ago: timedelta = timedelta(minutes=30),
 ) -> None:
     now = datetime.now(UTC) - ago
     run_id = f"{routine}-{status}-{now.timestamp()}"
     with cli.ledger() as ledger:
-        ledger.record_run(routine, run_id=run_id, trigger="schedule", status="running", now=now)
+        ledger.record_run(
+            routine, run_id=run_id, trigger=Trigger.SCHEDULE, status=RunStatus.RUNNING, now=now
+        )
         ledger.finish_run(
             run_id, now=now, end=RunEnd(status=status, outcome=outcome, dollars=dollars)
         )
@@ -60,8 +62,8 @@ def two_on(cli: Cli) -> Cli:
 
 def test_ok_text_names_the_count_the_next_run_and_todays_cost(two_on: Cli) -> None:
     cli = two_on
-    run_row(cli, "day-brief", "ok", dollars=0.03, outcome="done")
-    run_row(cli, "github-review", "ok", dollars=0.01, outcome="nothing-to-do")
+    run_row(cli, "day-brief", RunStatus.OK, dollars=0.03, outcome=Outcome.DONE)
+    run_row(cli, "github-review", RunStatus.OK, dollars=0.01, outcome=Outcome.NOTHING_TO_DO)
     data = waybar(cli)
     assert data["class"] == "ok"
     # It is about 12:xx in the test's zone: 17:00 is next today.
@@ -74,7 +76,8 @@ def test_ok_text_names_the_count_the_next_run_and_todays_cost(two_on: Cli) -> No
 
 
 def test_warning_at_80_percent_of_a_daily_budget(two_on: Cli) -> None:
-    run_row(two_on, "github-review", "ok", dollars=0.16, outcome="done")  # 80% of $0.20
+    # 80% of $0.20
+    run_row(two_on, "github-review", RunStatus.OK, dollars=0.16, outcome=Outcome.DONE)
     data = waybar(two_on)
     assert data["class"] == "warning"
     assert "github-review: 80% of its daily budget spent" in data["tooltip"]
@@ -82,12 +85,12 @@ def test_warning_at_80_percent_of_a_daily_budget(two_on: Cli) -> None:
 
 
 def test_below_80_percent_is_ok(two_on: Cli) -> None:
-    run_row(two_on, "github-review", "ok", dollars=0.15, outcome="done")  # 75%
+    run_row(two_on, "github-review", RunStatus.OK, dollars=0.15, outcome=Outcome.DONE)  # 75%
     assert waybar(two_on)["class"] == "ok"
 
 
 def test_warning_when_the_last_outcome_needs_attention(two_on: Cli) -> None:
-    run_row(two_on, "day-brief", "ok", outcome="needs-attention")
+    run_row(two_on, "day-brief", RunStatus.OK, outcome=Outcome.NEEDS_ATTENTION)
     data = waybar(two_on)
     assert data["class"] == "warning"
     assert "day-brief: needs your attention" in data["tooltip"]
@@ -100,9 +103,10 @@ def test_warning_for_an_invalid_routine_file(two_on: Cli) -> None:
     assert "broken: file invalid" in data["tooltip"]
 
 
-@pytest.mark.parametrize("status", ["failed", "timeout"])
-def test_critical_when_a_last_run_failed(two_on: Cli, status: str) -> None:
-    run_row(two_on, "github-review", "ok", dollars=0.19, outcome="done")  # a warning as well
+@pytest.mark.parametrize("status", [RunStatus.FAILED, RunStatus.TIMEOUT])
+def test_critical_when_a_last_run_failed(two_on: Cli, status: RunStatus) -> None:
+    # A warning as well (95% of $0.20).
+    run_row(two_on, "github-review", RunStatus.OK, dollars=0.19, outcome=Outcome.DONE)
     run_row(two_on, "day-brief", status)
     data = waybar(two_on)
     assert data["class"] == "critical"
@@ -111,8 +115,8 @@ def test_critical_when_a_last_run_failed(two_on: Cli, status: str) -> None:
 
 
 def test_a_later_success_clears_it(two_on: Cli) -> None:
-    run_row(two_on, "day-brief", "failed", ago=timedelta(hours=2))
-    run_row(two_on, "day-brief", "ok", outcome="done", ago=timedelta(hours=1))
+    run_row(two_on, "day-brief", RunStatus.FAILED, ago=timedelta(hours=2))
+    run_row(two_on, "day-brief", RunStatus.OK, outcome=Outcome.DONE, ago=timedelta(hours=1))
     assert waybar(two_on)["class"] == "ok"
 
 
@@ -131,7 +135,7 @@ def test_critical_when_a_routine_was_auto_disabled(two_on: Cli) -> None:
 
 
 def test_a_routine_turned_off_by_hand_after_a_failure_is_not_critical(two_on: Cli) -> None:
-    run_row(two_on, "day-brief", "failed")
+    run_row(two_on, "day-brief", RunStatus.FAILED)
     assert waybar(two_on)["class"] == "critical"
     assert two_on("disable", "day-brief").returncode == 0
     assert waybar(two_on)["class"] == "ok"
@@ -140,7 +144,11 @@ def test_a_routine_turned_off_by_hand_after_a_failure_is_not_critical(two_on: Cl
 def test_a_running_routine_shows_in_the_text(two_on: Cli) -> None:
     with two_on.ledger() as ledger:
         ledger.record_run(
-            "day-brief", run_id="r1", trigger="manual", status="running", now=datetime.now(UTC)
+            "day-brief",
+            run_id="r1",
+            trigger=Trigger.MANUAL,
+            status=RunStatus.RUNNING,
+            now=datetime.now(UTC),
         )
     data = waybar(two_on)
     assert "running day-brief" in data["text"]
@@ -212,7 +220,7 @@ def add_proposal(cli: Cli, *, expires_after: int = 3600) -> int:
 
 def test_waiting_proposals_are_counted_with_class_attention(two_on: Cli) -> None:
     cli = two_on
-    run_row(cli, "day-brief", "ok", outcome="done")
+    run_row(cli, "day-brief", RunStatus.OK, outcome=Outcome.DONE)
     add_proposal(cli)
     add_proposal(cli)
     add_proposal(cli, expires_after=-1)  # expired: not counted, even before `pending` marks it
@@ -226,7 +234,7 @@ def test_waiting_proposals_are_counted_with_class_attention(two_on: Cli) -> None
 
 def test_a_failure_is_still_critical_with_proposals_waiting(two_on: Cli) -> None:
     cli = two_on
-    run_row(cli, "day-brief", "failed")
+    run_row(cli, "day-brief", RunStatus.FAILED)
     add_proposal(cli)
     data = waybar(cli)
     assert data["class"] == "critical" and "1 pending" in data["text"]

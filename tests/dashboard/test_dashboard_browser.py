@@ -12,7 +12,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from routines.ledger import Ledger
-from routines.runs import RunEnd
+from routines.runs import Outcome, RunEnd, RunStatus, Trigger
 from routines.schedule.tz import machine_timezone
 from routines.spec.paths import paths
 from tests.dashboard.browser import browser
@@ -59,14 +59,16 @@ def seed_spending(routine: str, days: int = 30) -> dict[str, float]:
             day = today - timedelta(days=n)
             at = datetime(day.year, day.month, day.day, 12, tzinfo=zone)
             run_id = f"seed-{routine}-{n}"
-            ledger.record_run(routine, run_id=run_id, trigger="schedule", status="running", now=at)
+            ledger.record_run(
+                routine, run_id=run_id, trigger=Trigger.SCHEDULE, status=RunStatus.RUNNING, now=at
+            )
             dollars = 0.05 + n / 100
             ledger.finish_run(
                 run_id,
                 now=at + timedelta(seconds=42),
                 end=RunEnd(
-                    status="ok" if n % 2 == 0 else "failed",
-                    outcome="done",
+                    status=RunStatus.OK if n % 2 == 0 else RunStatus.FAILED,
+                    outcome=Outcome.DONE,
                     route="local->premium",
                     dollars=dollars,
                     input_tokens=1200 + n,

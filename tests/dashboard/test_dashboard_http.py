@@ -15,7 +15,7 @@ import pytest
 
 from dashboard.security import CSP
 from routines.ledger import Ledger, LedgerUnavailable
-from routines.runs import RunEnd
+from routines.runs import Outcome, RunEnd, RunStatus, Trigger
 from routines.spec.paths import paths
 from tests.dashboard.dashkit import Dashboard
 
@@ -133,12 +133,16 @@ def test_same_origin_post_reaches_the_daemon(dashboard: Dashboard) -> None:
 
 def test_read_only_ledger_refuses_writes(tmp_path: object) -> None:
     with Ledger(paths().ledger) as ledger:
-        ledger.record_run("a", run_id="r1", trigger="manual", status="ok", now=datetime.now(UTC))
+        ledger.record_run(
+            "a", run_id="r1", trigger=Trigger.MANUAL, status=RunStatus.OK, now=datetime.now(UTC)
+        )
     before = paths().ledger.read_bytes()
     with Ledger.read_only(paths().ledger) as ro:
         assert [r.run_id for r in ro.history()] == ["r1"]
         with pytest.raises(LedgerUnavailable, match="readonly"):
-            ro.record_run("a", run_id="r2", trigger="manual", status="ok", now=datetime.now(UTC))
+            ro.record_run(
+                "a", run_id="r2", trigger=Trigger.MANUAL, status=RunStatus.OK, now=datetime.now(UTC)
+            )
     with Ledger(paths().ledger) as ledger:
         assert [r.run_id for r in ledger.history()] == ["r1"]
     assert paths().ledger.read_bytes() == before
@@ -147,13 +151,15 @@ def test_read_only_ledger_refuses_writes(tmp_path: object) -> None:
 def _seed_agent_run(run_id: str, log: bytes | None) -> None:
     now = datetime.now(UTC)
     with Ledger(paths().ledger) as ledger:
-        ledger.record_run("brief", run_id=run_id, trigger="schedule", status="running", now=now)
+        ledger.record_run(
+            "brief", run_id=run_id, trigger=Trigger.SCHEDULE, status=RunStatus.RUNNING, now=now
+        )
         ledger.finish_run(
             run_id,
             now=now,
             end=RunEnd(
-                status="ok",
-                outcome="needs-attention",
+                status=RunStatus.OK,
+                outcome=Outcome.NEEDS_ATTENTION,
                 route="local->premium",
                 model="claude-sonnet-4-6",
                 escalated=True,
@@ -242,7 +248,6 @@ def test_waiting_proposals_are_listed_escaped_with_the_commands_that_decide(
 
 def test_a_paused_runs_request_says_the_run_needs_you(dashboard: Dashboard) -> None:
     from routines import proposals
-    from routines.runs import RunStatus, Trigger
 
     now = datetime.now(UTC)
     with Ledger(paths().ledger) as ledger:

@@ -23,14 +23,21 @@ import pytest
 
 from routines.ledger import Ledger, day_bounds, iso
 from routines.ledger.rundays import compaction_line
-from routines.runs import RunEnd
+from routines.runs import Outcome, RunEnd, RunStatus, Trigger
 
 REPO = Path(__file__).resolve().parents[3]
 HOUR = timedelta(hours=1)
 ZONE = ZoneInfo("Europe/Paris")  # DST ends on 25 Oct 2026: a 25-hour day in the history
 NOW = datetime(2026, 12, 3, 10, 0, tzinfo=UTC)
-STATUSES = ["ok"] * 6 + ["failed", "timeout", "interrupted", "skipped", "missed", "budget"]
-OUTCOMES = [None, "done", "nothing-to-do", "needs-attention"]
+STATUSES = [RunStatus.OK] * 6 + [
+    RunStatus.FAILED,
+    RunStatus.TIMEOUT,
+    RunStatus.INTERRUPTED,
+    RunStatus.SKIPPED,
+    RunStatus.MISSED,
+    RunStatus.BUDGET,
+]
+OUTCOMES = [None, Outcome.DONE, Outcome.NOTHING_TO_DO, Outcome.NEEDS_ATTENTION]
 
 
 def fill(ledger: Ledger, start: datetime, hours: int, seed: int = 1) -> None:
@@ -41,18 +48,20 @@ def fill(ledger: Ledger, start: datetime, hours: int, seed: int = 1) -> None:
             t = start + timedelta(hours=h, minutes=7 * n)
             run_id = f"{t:%Y%m%dT%H%M%S}-{routine}-{h:05d}"
             status = rng.choice(STATUSES)
-            if status in ("skipped", "missed"):
+            if status in (RunStatus.SKIPPED, RunStatus.MISSED):
                 ledger.claim(
-                    routine, iso(t), run_id=run_id, trigger="schedule", status=status, now=t
+                    routine, iso(t), run_id=run_id, trigger=Trigger.SCHEDULE, status=status, now=t
                 )
                 continue
-            ledger.record_run(routine, run_id=run_id, trigger="schedule", status="running", now=t)
+            ledger.record_run(
+                routine, run_id=run_id, trigger=Trigger.SCHEDULE, status=RunStatus.RUNNING, now=t
+            )
             ledger.finish_run(
                 run_id,
                 now=t + timedelta(seconds=rng.uniform(0.5, 90)),
                 end=RunEnd(
                     status=status,
-                    outcome=rng.choice(OUTCOMES) if status == "ok" else None,
+                    outcome=rng.choice(OUTCOMES) if status is RunStatus.OK else None,
                     input_tokens=rng.randrange(5000),
                     output_tokens=rng.randrange(800),
                     local_input_tokens=rng.randrange(3000),
@@ -142,7 +151,11 @@ def test_compaction_keeps_every_sum_per_routine_and_per_day(history: Path) -> No
     with Ledger(history) as ledger:
         active = "20260826T000000-alpha-active"
         ledger.record_run(
-            "alpha", run_id=active, trigger="manual", status="running", now=line - HOUR
+            "alpha",
+            run_id=active,
+            trigger=Trigger.MANUAL,
+            status=RunStatus.RUNNING,
+            now=line - HOUR,
         )
         old_total = count(history, f"SELECT COUNT(*) FROM runs WHERE started_at < '{iso(line)}'")
         folded = [ledger.compact(line, ZONE, 100) for _ in range(200)]
@@ -263,18 +276,37 @@ def test_last_runs_come_from_routine_state_and_survive_compaction(tmp_path: Path
     t = datetime(2026, 6, 1, 6, 0, tzinfo=UTC)
     with Ledger(path) as ledger:
         fill(ledger, t, 5)
-        ledger.claim("alpha", "late", run_id="skip", trigger="schedule", status="skipped", now=NOW)
-        ledger.record_run("beta", run_id="still", trigger="manual", status="running", now=NOW)
-        # A run that started earlier but finishes last does not replace the newer last run.
-        ledger.record_run("gamma", run_id="g-new", trigger="manual", status="running", now=NOW)
-        ledger.record_run(
-            "gamma", run_id="g-old", trigger="manual", status="running", now=NOW - timedelta(1)
+        ledger.claim(
+            "alpha",
+            "late",
+            run_id="skip",
+            trigger=Trigger.SCHEDULE,
+            status=RunStatus.SKIPPED,
+            now=NOW,
         )
-        ledger.finish_run("g-new", now=NOW, end=RunEnd(status="ok", outcome="done"))
-        ledger.finish_run("g-old", now=NOW, end=RunEnd(status="failed"))
+        ledger.record_run(
+            "beta", run_id="still", trigger=Trigger.MANUAL, status=RunStatus.RUNNING, now=NOW
+        )
+        # A run that started earlier but finishes last does not replace the newer last run.
+        ledger.record_run(
+            "gamma", run_id="g-new", trigger=Trigger.MANUAL, status=RunStatus.RUNNING, now=NOW
+        )
+        ledger.record_run(
+            "gamma",
+            run_id="g-old",
+            trigger=Trigger.MANUAL,
+            status=RunStatus.RUNNING,
+            now=NOW - timedelta(1),
+        )
+        ledger.finish_run("g-new", now=NOW, end=RunEnd(status=RunStatus.OK, outcome=Outcome.DONE))
+        ledger.finish_run("g-old", now=NOW, end=RunEnd(status=RunStatus.FAILED))
         expected = {
             name: max(
-                (r for r in ledger.history(name, 100) if r.status not in ("skipped", "running")),
+                (
+                    r
+                    for r in ledger.history(name, 100)
+                    if r.status not in (RunStatus.SKIPPED, RunStatus.RUNNING)
+                ),
                 key=lambda r: r.started_at or "",
             )
             for name in ("alpha", "beta", "gamma")
@@ -283,7 +315,7 @@ def test_last_runs_come_from_routine_state_and_survive_compaction(tmp_path: Path
         assert {k: (v.run_id, v.status) for k, v in last.items()} == {
             k: (r.run_id, r.status) for k, r in expected.items()
         }
-        assert last["gamma"].outcome == "done"
+        assert last["gamma"].outcome is Outcome.DONE
         while ledger.compact(NOW - timedelta(days=1, hours=1), ZONE, 100):
             pass
         assert [r.run_id for r in ledger.history("alpha")] == ["skip"]  # after the line

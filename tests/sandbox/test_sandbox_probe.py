@@ -113,6 +113,7 @@ def test_the_package_exports() -> None:
             "build_argv",
             "check_read",
             "check_shell",
+            "make_overlays_in_process",
             "open_dir_nofollow",
             "probe",
             "read_files",

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -18,7 +19,8 @@ from routines.spec.checks import RoutineInvalid
 from routines.spec.config import SandboxSettings
 from routines.spec.loader import load_file
 from routines.spec.paths import paths
-from sandbox import UnsafeValue
+from sandbox import UnsafeValue, overlay
+from sandbox.copyback import Guard
 from tests.helpers import AGENT, write
 from worker.shellpolicy import shell_policy_for
 from worker.writetool import Target, target
@@ -299,3 +301,42 @@ def test_an_existing_repository_in_a_write_folder_is_not_changed_by_the_shell(
     assert (home / "notes/brief.md").read_text() == "the brief\n"
     assert (home / "notes/a/b.md").read_text() == "x\n"
     assert _host_git(home / "notes/proj", "status").returncode == 0
+
+
+def test_without_an_overlay_a_write_folder_is_read_only_to_the_shell(
+    home: Path, not_root: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Finding 42 where the kernel cannot build the overlay (Linux < 6.6, the quota then
+    polled): nothing could keep the copy-back, so the shell sees the write folder read-only
+    (write_file still writes plain names) and no descriptor of it reaches the sandbox."""
+    monkeypatch.setitem(overlay._available, sys.executable, "the test asked for the poll")
+    ran = home.parent / "ran-on-the-host"
+    made = _files_shell(home)(
+        f"cd ~/notes && git init -q . ; git config core.fsmonitor 'touch {ran}'; "
+        "echo x > plain.md; ls -l /proc/self/fd/ | grep -c notes; true"
+    )
+    assert not (home / "notes/.git").exists() and not (home / "notes/plain.md").exists()
+    assert "Read-only file system" in made.stderr, made
+    assert made.stdout.strip() == "0", made  # no fd of the folder in the sandbox
+    _host_git(home / "notes", "status")
+    assert not ran.exists()
+
+
+@pytest.mark.parametrize(
+    ("name", "why"),
+    [
+        (".git", "a dot-name"),
+        (".envrc", "a dot-name"),
+        ("HEAD", "a repository's HEAD"),
+        ("head", "a repository's HEAD"),
+        ("token.txt", "credential-named"),
+        ("notes.md", None),
+        ("config", None),
+        ("hooks", None),
+    ],
+)
+def test_the_copy_back_guard_keeps_out_dot_names_heads_and_credential_names(
+    name: str, why: str | None
+) -> None:
+    """Finding 42's pure rule, per name (the walk applies it to every component)."""
+    assert Guard(("*token*",)).refuses(name) == why

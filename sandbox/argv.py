@@ -195,13 +195,13 @@ def _writable_bind(
     if path in overlays:
         # The holder checked the overlay's lower dir is the very dir of rw_fds[i].
         return ["--bind", check_path(overlays[path], "overlay"), path]
+    if rw_fds is None:  # an argv to read (dry run, the card's walk): writable, as it is shown
+        return ["--bind", path, path]
     if path in policy.kept:
         # A person's write folder with no overlay to keep its copy-back (a kernel without
         # one, a live call): read-only, by its path (checked free of links by the policy;
         # its fd never reaches bwrap, which would leave it open in the sandbox).
         return ["--ro-bind", path, path]
-    if rw_fds is None:
-        return ["--bind", path, path]
     return ["--bind-fd", str(rw_fds[i]), path]
 
 

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 
 from sandbox.quota import MAX_DEPTH, MAX_ENTRIES, open_dir_restoring, usage
 
-__all__ = ["DIR_BYTES", "CopyBackError", "Guard", "Tally", "apply", "measure"]
+__all__ = ["DIR_BYTES", "CopyBackError", "Guard", "Tally", "apply", "marks_a_repository", "measure"]
 
 DIR_BYTES = 4096  # what a new folder takes on the real disk (one ext4/xfs block)
 _LINK_INLINE = 60  # a symlink text up to this long fits in the inode (ext4): no block
@@ -58,6 +58,11 @@ class CopyBackError(Exception):
 REPOSITORY_MARK = "head"
 
 
+def marks_a_repository(name: str) -> bool:
+    """Pure: whether `name` is git's mark of a repository's top (write_file asks it too)."""
+    return name.lower() == REPOSITORY_MARK
+
+
 @dataclass(frozen=True, slots=True)
 class Guard:
     """What a copy-back into a person's folder keeps out: `names` are credential-name
@@ -70,7 +75,7 @@ class Guard:
         low = name.lower()
         if name.startswith("."):
             return "a dot-name"
-        if low == REPOSITORY_MARK:
+        if marks_a_repository(name):
             return "a repository's HEAD"
         if any(fnmatch.fnmatchcase(low, n) for n in self.names):
             return "credential-named"

@@ -165,6 +165,18 @@ def test_write_file_never_writes_a_dot_name_below_a_folder(home: Path, path: str
     assert isinstance(found, str) and "where your programs start from" in found, found
 
 
+@pytest.mark.parametrize("path", ["~/notes/proj/HEAD", "~/notes/bare/config", "~/notes/x/head"])
+def test_write_file_never_makes_a_repository(home: Path, path: str) -> None:
+    """Finding 42, write_file's half: it makes missing folders, so HEAD, config, objects/x
+    and refs/x made a bare repository the person's `git status` acts on; a HEAD, and a
+    file in a folder holding one (a bare repository there already), are refused."""
+    (home / "notes/bare").mkdir()
+    (home / "notes/bare/HEAD").write_text("ref: refs/heads/main\n")
+    found = target(path, ("~/notes",), str(home))
+    assert isinstance(found, str) and "repository" in found, found
+    assert isinstance(target("~/notes/proj/heads-up.md", ("~/notes",), str(home)), Target)
+
+
 @pytest.mark.parametrize(
     "name",
     [

@@ -315,6 +315,26 @@ def test_an_existing_repository_in_a_write_folder_is_not_changed_by_the_shell(
     assert _host_git(home / "notes/proj", "status").returncode == 0
 
 
+def test_a_bare_repository_in_a_write_folder_is_not_changed_by_the_shell(
+    home: Path, not_root: None
+) -> None:
+    """Finding 42: a bare repository of the person's (`~/notes/backup.git`, every name in it
+    plain) runs its hooks when they push to it and its config at `git status`; nothing the
+    shell changes in a folder holding a HEAD is copied back."""
+    ran = home.parent / "ran-on-the-host"
+    bare = home / "notes/backup.git"
+    assert _host_git(home / "notes", "init", "-q", "--bare", str(bare)).returncode == 0
+    before = (bare / "config").read_bytes()
+    made = _files_shell(home)(
+        f"cd ~/notes/backup.git && printf '#!/bin/sh\\ntouch {ran}\\n' > hooks/post-receive"
+        f" && git config core.fsmonitor 'touch {ran}' && echo changed"
+    )
+    assert "changed" in made.stdout, made
+    assert (bare / "config").read_bytes() == before
+    assert not (bare / "hooks/post-receive").exists()
+    assert any("backup.git (a repository" in line for line in made.not_copied), made
+
+
 def test_without_an_overlay_a_write_folder_is_read_only_to_the_shell(
     home: Path, not_root: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -178,19 +178,31 @@ def _tree(
             # Opening it fails (bwrap binds it nodev): the contents stay out of reach.
             ops.append((where, ["--ro-bind", "/dev/null", where]))
     for i, path in enumerate(policy.rw_binds):
-        if path in overlays:
-            # The holder checked the overlay's lower dir is the very dir of rw_fds[i].
-            ops.append((path, ["--bind", check_path(overlays[path], "overlay"), path]))
-        elif rw_fds is None:
-            ops.append((path, ["--bind", path, path]))
-        else:
-            ops.append((path, ["--bind-fd", str(rw_fds[i]), path]))
+        ops.append((path, _writable_bind(policy, i, rw_fds, overlays)))
     ops.sort(key=lambda op: _depth(op[0]))  # stable: dirs, ro, masks, then rw at one depth
     out = [arg for _, op in ops for arg in op]
     for path in readonly:
         # After the binds below it exist: bwrap must still create their mount points.
         out += ["--remount-ro", path]
     return out
+
+
+def _writable_bind(
+    policy: ShellPolicy, i: int, rw_fds: Sequence[int] | None, overlays: Mapping[str, str]
+) -> list[str]:
+    """The bind of the writable dir `policy.rw_binds[i]`."""
+    path = policy.rw_binds[i]
+    if path in overlays:
+        # The holder checked the overlay's lower dir is the very dir of rw_fds[i].
+        return ["--bind", check_path(overlays[path], "overlay"), path]
+    if rw_fds is None:  # an argv to read (dry run, the card's walk): writable, as it is shown
+        return ["--bind", path, path]
+    if path in policy.kept:
+        # A person's write folder with no overlay to keep its copy-back (a kernel without
+        # one, a live call): read-only, by its path (checked free of links by the policy;
+        # its fd never reaches bwrap, which would leave it open in the sandbox).
+        return ["--ro-bind", path, path]
+    return ["--bind-fd", str(rw_fds[i]), path]
 
 
 def _shown_at(real: str, shown: list[tuple[str, str]]) -> str | None:

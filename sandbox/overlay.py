@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 from sandbox import hostcache
 from sandbox.binaries import BinaryRefused, check_binary
-from sandbox.copyback import CopyBackError, Tally, apply, measure
+from sandbox.copyback import CopyBackError, Guard, Tally, apply, measure
 from sandbox.limits import MiB, gb_or_mb
 from sandbox.quota import MAX_ENTRIES, Usage
 
@@ -89,12 +89,29 @@ def verdict(
     return Verdict(None)
 
 
+_NO_NAMES = Guard()
+
+
 class Overlays:
     """One call's overlays: the empty dir the tmpfs is mounted on (in the overlays' namespace
-    only), the tmpfs and the namespaces the maker sent back, and `shown()`, what bwrap binds."""
+    only), the tmpfs and the namespaces the maker sent back, and `shown()`, what bwrap binds.
 
-    def __init__(self, dirs: Sequence[tuple[str, int]], max_mb: int) -> None:
-        self.dirs = tuple(dirs)
+    `kept` are the person's write folders, after the quota dirs and outside the quota: copied
+    back through `guard` (sandbox/copyback.py), which keeps out dot-names, credential names
+    and repositories; what it kept out is `refused` once copy_back has run. They share the
+    call's tmpfs, so a call writes at most max_workspace_mb in all its dirs together."""
+
+    def __init__(
+        self,
+        dirs: Sequence[tuple[str, int]],
+        max_mb: int,
+        kept: Sequence[tuple[str, int]] = (),
+        guard: Guard = _NO_NAMES,
+    ) -> None:
+        self.dirs = (*dirs, *kept)
+        self.quota = len(dirs)  # the first ones are the quota's
+        self.guard = guard
+        self.refused: list[str] = []
         self.size = max_mb * MiB
         self.mnt = _maker.mount_dir()
         self.tmpfs: int | None = None
@@ -142,12 +159,15 @@ class Overlays:
             try:
                 for i in range(len(self.dirs)):
                     uppers.append(_open_upper(tmpfs, i))
-                tallies = [measure(u, fd) for u, (_, fd) in zip(uppers, self.dirs, strict=True)]
-                where = [path for path, _ in self.dirs]
+                quota = self.dirs[: self.quota]
+                tallies = [measure(u, fd) for u, (_, fd) in zip(uppers, quota, strict=False)]
+                where = [path for path, _ in quota]
                 problem = verdict(where, before, tallies, max_mb, full).problem
                 if problem is None:
-                    for u, (_, fd) in zip(uppers, self.dirs, strict=True):
-                        apply(u, fd)
+                    for i, (u, (path, fd)) in enumerate(zip(uppers, self.dirs, strict=True)):
+                        guard = self.guard if i >= self.quota else None
+                        done = apply(u, fd, guard)
+                        self.refused += [f"{path}/{line}" for line in done.refused]
                 return problem
             finally:
                 for u in uppers:

@@ -45,7 +45,7 @@ MS_REC = 0x4000
 MS_PRIVATE = 1 << 18
 MS_NOSUID = 0x2
 MS_NODEV = 0x4
-MAX_LAYERS = 8  # the writable dirs of one call: the workspace and the scratch dir
+MAX_LAYERS = 40  # the writable dirs of one call: the workspace, the scratch dir, write folders
 OVERLAY_OPTIONS = "userxattr,metacopy=off"
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 

@@ -99,6 +99,13 @@ class ShellPolicy:
     dirs: tuple[str, ...] = ()  # empty directories on the read-only root, e.g. $HOME
     bwrap: str = DEFAULT_BWRAP  # [sandbox].bwrap, checked by sandbox/binaries.py before use
     quota_dirs: tuple[str, ...] = ()  # writable dirs held together to limits.workspace_mb
+    # Writable dirs that are the person's (`write = [...]`): shown as overlays whose copy-back
+    # keeps out dot-names, HEAD and names matching `kept_names` (sandbox/copyback.py Guard),
+    # and read-only where no overlay can be built; never written live
+    # (tests/routines/test_redteam_writes.py::
+    # test_a_repository_the_shell_makes_in_a_write_folder_runs_nothing_on_the_host).
+    kept: tuple[str, ...] = ()
+    kept_names: tuple[str, ...] = ()
 
 
 def check_path(path: str, what: str = "path") -> str:
@@ -143,8 +150,10 @@ def routine_policy(
     name matches one of `never_names` (fnmatch, case-insensitive, a leading dot matched too)
     is masked as well; a grant that names a credential is bound whole (`_masks`).
 
-    `writable` (`~/...` folders, checked by the caller as home entries are) are bound
-    read-write at their own path, masked as declared paths are. Each must be a folder whose
+    `writable` (`~/...` folders, checked by the caller as home entries are) are writable at
+    their own path, masked as declared paths are, through an overlay whose copy-back keeps
+    out dot-names, repositories and credential names (`kept`; read-only where the kernel
+    cannot build the overlay). Each must be a folder whose
     path holds no link (it is bound from a descriptor opened with O_NOFOLLOW, its parents
     resolved here), and it stays out of the run's workspace quota: it is the person's folder.
     """
@@ -170,7 +179,7 @@ def routine_policy(
         if dest == real_home:
             raise UnsafeValue("credential: all of ~ cannot be granted")
         granted.append((check_path(os.path.realpath(dest), "credential path"), dest))
-    written = [_write_folder(entry, real_home, never) for entry in writable]
+    written = _write_folders(writable, real_home, never)
     masks = _masks([*binds, *((w, w) for w in written)], granted, never, never_names)
     values = {
         "HOME": real_home,
@@ -196,6 +205,8 @@ def routine_policy(
         bwrap=bwrap,
         # One quota over both together (sandbox/quota.py).
         quota_dirs=tuple(dict.fromkeys((workspace_real, scratch))),
+        kept=tuple(dict.fromkeys(written)),
+        kept_names=tuple(n.lower() for n in never_names),
     )
 
 
@@ -330,6 +341,9 @@ def _names_a_credential(
     return False
 
 
+# Write folders of one routine: each is an overlay of the call (sandbox/overlayholder.py).
+MAX_WRITE_FOLDERS = 32
+
 # Entries looked at below the declared paths to find credential-named files: past this the
 # policy is refused (fail closed) rather than a folder shown with its tokens unmasked.
 MAX_WALK = 200_000
@@ -398,6 +412,12 @@ def _real(path: Path, what: str) -> str:
 
 
 _SYSTEM = ("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib64", "/proc", "/dev", "/tmp")
+
+
+def _write_folders(writable: Sequence[str], home: str, never: Sequence[str]) -> list[str]:
+    if len(writable) > MAX_WRITE_FOLDERS:
+        raise UnsafeValue(f"write: more than {MAX_WRITE_FOLDERS} folders")
+    return [_write_folder(entry, home, never) for entry in writable]
 
 
 def _write_folder(entry: str, home: str, never: Sequence[str]) -> str:

@@ -28,6 +28,7 @@ from typing import Any
 
 from sandbox import cgroup, seccomp
 from sandbox.argv import build_argv
+from sandbox.copyback import Guard
 from sandbox.host import Host
 from sandbox.limits import MemoryWatch
 from sandbox.netholder import EXIT_SETUP
@@ -45,6 +46,7 @@ KILL_GRACE_SEC = 1.0  # between SIGTERM and SIGKILL
 _DRAIN_SEC = 2.0  # reading what is left in the pipes once bwrap has exited
 _SANDBOX_END_SEC = 10.0  # the kernel emptying the pid namespace after bwrap
 _CHUNK = 65536
+_NOT_COPIED_SHOWN = 20  # entries of not_copied the model sees
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +64,9 @@ class ShellResult:
     # (max_run_memory_mb, max_workspace_mb during the call) or failed it afterwards
     # (max_workspace_mb): the text says which.
     error: str | None = None
+    # What the call made or changed in a write folder that was kept out of it (a dot-name,
+    # a repository, a credential name, a link: sandbox/copyback.py Guard), with why.
+    not_copied: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -73,6 +78,14 @@ class ShellResult:
             "timed_out": self.timed_out,
             "duration_sec": round(self.duration_sec, 3),
         }
+        if self.not_copied:
+            out["not_copied"] = list(self.not_copied[:_NOT_COPIED_SHOWN])
+            if len(self.not_copied) > _NOT_COPIED_SHOWN:
+                out["not_copied"].append(f"and {len(self.not_copied) - _NOT_COPIED_SHOWN} more")
+            out["not_copied_why"] = (
+                "a shell call never makes or changes a dot-name, a repository (HEAD), a "
+                "credential-named file or a link in a write folder; the rest was written"
+            )
         if self.error is not None:
             out["error"] = self.error
         elif self.timed_out:
@@ -163,7 +176,7 @@ def _run(
                 closing.callback(os.close, rw_fds[-1])
             quota = QuotaWatch(_quota_fds(policy, rw_fds, lasting), policy.limits.workspace_mb)
             left_mb = quota.start(time.monotonic())
-            overlays = _overlays(policy, quota, lasting, live)
+            overlays = _overlays(policy, quota, _kept_fds(policy, rw_fds, lasting), lasting, live)
             limited = _file_size_limited(policy, left_mb, overlays is not None)
             shown = {} if overlays is None else overlays.shown()
             argv = build_argv(
@@ -180,10 +193,13 @@ def _run(
         # given, so the sandbox would inherit it and write the real dir past the tmpfs), nor
         # anything of the overlays' namespaces (nsenter opens the holding child's /proc files):
         # test_overlay_quota.py's test_no_descriptor_of_the_real_dirs_reaches_the_sandbox.
+        # Nor of a kept write folder, overlaid or bound read-only (sandbox/argv.py).
         bound = {} if overlays is None else overlays.shown()
         passed = [seccomp_fd, info_w]
         passed += [
-            fd for path, fd in zip(policy.rw_binds, rw_fds, strict=True) if path not in bound
+            fd
+            for path, fd in zip(policy.rw_binds, rw_fds, strict=True)
+            if path not in bound and path not in policy.kept
         ]
         proxy: ProxyProcess | None = None
         if egress is not None:
@@ -263,6 +279,8 @@ def _copied_back(result: ShellResult, overlays: Overlays | None, quota: QuotaWat
         return result
     # The sandbox is gone (run_shell's invariant): nothing writes the upper dirs now.
     problem = overlays.copy_back(quota.before, quota.max_mb)
+    if overlays.refused:
+        result = dataclasses.replace(result, not_copied=tuple(overlays.refused))
     if problem is not None and result.error is None:
         return dataclasses.replace(result, error=problem)
     return result
@@ -283,19 +301,25 @@ def _file_size_limited(policy: ShellPolicy, left_mb: int, overlaid: bool) -> She
 
 
 def _overlays(
-    policy: ShellPolicy, quota: QuotaWatch, lasting: contextlib.ExitStack, live: bool
+    policy: ShellPolicy,
+    quota: QuotaWatch,
+    kept: list[tuple[str, int]],
+    lasting: contextlib.ExitStack,
+    live: bool,
 ) -> Overlays | None:
     """The quota dirs as overlays on a tmpfs of the quota (sandbox/overlay.py), so the kernel
-    keeps it; None for a `live` call and where the kernel cannot (the poll and RLIMIT_FSIZE
-    keep it then)."""
+    keeps it, and the person's write folders (`kept`) on the same tmpfs, copied back through
+    the guard; None for a `live` call and where the kernel cannot (the poll and RLIMIT_FSIZE
+    keep the quota then, and the write folders are read-only: sandbox/argv.py)."""
     dirs = [(path, fd) for path, fd in quota.dirs if path in policy.rw_binds]
-    if live or not dirs:
+    if live or not (dirs or kept):
         return None
     reason = overlay_unavailable()
     if reason is not None:
         _warn_overlay_once(reason)
         return None
-    overlays = Overlays(dirs, policy.limits.workspace_mb)
+    guard = Guard(policy.kept_names)
+    overlays = Overlays(dirs, policy.limits.workspace_mb, kept, guard)
     lasting.callback(overlays.close)
     overlays.build()
     # Nothing the call writes reaches the real dirs before the check after it: no poll.
@@ -315,6 +339,19 @@ def _warn_overlay_once(reason: str) -> None:
             file=sys.stderr,
             flush=True,
         )
+
+
+def _kept_fds(
+    policy: ShellPolicy, rw_fds: list[int], lasting: contextlib.ExitStack
+) -> list[tuple[str, int]]:
+    """(path, dir fd) of each kept write folder, open until the copy-back: a dup of the very
+    dir opened for the call."""
+    out = []
+    for path, fd in zip(policy.rw_binds, rw_fds, strict=True):
+        if path in policy.kept:
+            out.append((path, os.dup(fd)))
+            lasting.callback(os.close, out[-1][1])
+    return out
 
 
 def _quota_fds(

@@ -228,7 +228,9 @@ def _start(
             )
         except (UnsafeValue, ValueError, OSError, seccomp.SeccompUnavailable) as exc:
             raise StdioRefused(f"refused: {exc}") from exc
-        passed = [seccomp_fd, info_w, *rw_fds]
+        # A kept write folder is bound read-only here (sandbox/argv.py): never its fd.
+        rw = [fd for p, fd in zip(policy.rw_binds, rw_fds, strict=True) if p not in policy.kept]
+        passed = [seccomp_fd, info_w, *rw]
         proxy: ProxyProcess | None = None
         if egress is not None:
             proxy = ProxyProcess(egress, proxy_prefix, policy.bwrap)

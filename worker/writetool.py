@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 from routines.safetext import visible
 from routines.spec.never import name_pattern, runs_as_you
+from sandbox.copyback import marks_a_repository
 
 __all__ = ["Target", "make_folder", "target", "write"]
 
@@ -65,21 +66,40 @@ def target(path: str, folders: Sequence[str], home: str, never: Sequence[str] = 
         if not real.startswith(folder.rstrip("/") + "/"):
             continue
         below = tuple(real[len(folder.rstrip("/")) + 1 :].split("/"))
-        if any(real == n or real.startswith(n.rstrip("/") + "/") for n in never):
-            return f"{real} is on the never-list: never written"
-        for name in below:
-            if pattern := name_pattern(name):
-                return f'"{name}" is credential-named ({pattern.holds}): never written'
-        dotted = next((n for n in below if n.startswith(".")), None)
-        if starts := dotted or runs_as_you(real, home):
-            return (
-                f'"{starts}" is where your programs start from (a dot-name: a repository\'s '
-                "hooks and config, .envrc, start-up files, or ~/bin): never written"
-            )
+        if problem := _below_problem(real, folder, below, home, never):
+            return problem
         return Target(folder, below)
     shown = ", ".join(folders)
     moved = f" (it resolves to {real})" if real != os.path.normpath(full) else ""
     return f"{path} is outside this routine's write folders ({shown}){moved}"
+
+
+def _below_problem(
+    real: str, folder: str, below: Sequence[str], home: str, never: Sequence[str]
+) -> str | None:
+    """Why the file `real`, `below` the write folder `folder`, is never written, or None."""
+    if any(real == n or real.startswith(n.rstrip("/") + "/") for n in never):
+        return f"{real} is on the never-list: never written"
+    for name in below:
+        if pattern := name_pattern(name):
+            return f'"{name}" is credential-named ({pattern.holds}): never written'
+    if any(marks_a_repository(n) for n in below) or _in_repository(folder, below):
+        # A plain-named bare repository (HEAD, objects/, refs/, config with core.worktree)
+        # runs its fsmonitor at the person's `git status` as a .git would
+        # (tests/routines/test_redteam_writes.py::test_write_file_never_makes_a_repository).
+        return f"{real} is in a repository (a folder holding HEAD): never written"
+    dotted = next((n for n in below if n.startswith(".")), None)
+    if starts := dotted or runs_as_you(real, home):
+        return (
+            f'"{starts}" is where your programs start from (a dot-name: a repository\'s '
+            "hooks and config, .envrc, start-up files, or ~/bin): never written"
+        )
+    return None
+
+
+def _in_repository(folder: str, below: Sequence[str]) -> bool:
+    """Whether the write folder, or a folder on the way to the file, holds a HEAD."""
+    return any(os.path.lexists(os.path.join(folder, *below[:i], "HEAD")) for i in range(len(below)))
 
 
 def _utf8(text: str) -> bool:

@@ -15,6 +15,7 @@ made, and gh trusts that CA through SSL_CERT_FILE set in the command.
 from __future__ import annotations
 
 import json
+import os
 import secrets
 import shutil
 import socket
@@ -91,6 +92,8 @@ def github(tmp_path: Path, not_root: None) -> Iterator[tuple[GitHub, Path, str]]
             str(seen),
         ],
         pass_fds=[theirs.fileno()],
+        # github_ns.py imports its kit by its one name (tests.sandbox.internet_ns): from the repo.
+        env={**os.environ, "PYTHONPATH": str(HERE.parents[1])},
     )  # fmt: skip
     theirs.close()
     ours.settimeout(60)

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Protocol
 
+import msgspec
 import psutil
 
 from ipc import (
@@ -270,6 +271,12 @@ class WorkerProcess:
         self._stop_reason: StopReason | None = None
         self._proc: asyncio.subprocess.Process | ForkedProcess | None = None
         self._lease_pipe: asyncio.StreamWriter | None = None
+        # The newest "yours until" (the job's, moved on by each renewal): a renewal that comes
+        # while the worker starts (a fork waiting for the forkserver's imports) goes into the
+        # job it is handed, never dropped, or the worker would start past a stale deadline and
+        # stop itself (tests/supervisor/test_spawn.py::
+        # test_a_renewal_during_the_start_goes_into_the_job_the_worker_gets).
+        self._until = job.lease_until
 
     @property
     def pid(self) -> int | None:
@@ -284,6 +291,8 @@ class WorkerProcess:
     def renew_lease(self, until: float) -> None:
         """Write "yours until `until`" to the worker's stdin, kept open for a leased run. A
         worker that is gone, or a full pipe, loses the renewal: its deadline then stands."""
+        if self._until is not None:
+            self._until = max(self._until, until)
         pipe = self._lease_pipe
         if pipe is None or pipe.is_closing():
             return
@@ -403,7 +412,10 @@ class WorkerProcess:
             asyncio.ensure_future(self._read_stderr(proc.stderr)),
         ]
         try:
-            proc.stdin.write(encode(Hello()) + encode(self.job))
+            job = self.job
+            if self._until != job.lease_until:
+                job = msgspec.structs.replace(job, lease_until=self._until)
+            proc.stdin.write(encode(Hello()) + encode(job))
             await proc.stdin.drain()
         except (BrokenPipeError, ConnectionResetError):
             pass  # it died at once; its exit status tells why

@@ -13,10 +13,11 @@ from collections.abc import Awaitable
 from datetime import UTC, datetime
 from pathlib import Path
 
+import msgspec
 import psutil
 import pytest
 
-from ipc import Event, Job
+from ipc import Event, Job, decode
 from routines.ledger import LedgerUnavailable, Unavailable
 from routines.runs import Trigger
 from routines.spec.config import Config
@@ -138,6 +139,33 @@ def test_a_worker_that_reports_a_result(tmp_path: Path) -> None:
         "claude-sonnet-4-6",
     )
     assert [e["kind"] for e in r.log] == ["log", "usage"]
+
+
+def test_a_renewal_during_the_start_goes_into_the_job_the_worker_gets(tmp_path: Path) -> None:
+    """A fleet run renewed while its worker starts (a fork that waits for the forkserver's
+    imports, up to 30 s) hands the worker the renewed deadline: the job's own, from before
+    the start, had lapsed under load, and the worker stopped itself as "lease lost"."""
+    told = tmp_path / "told"
+    told.mkdir()
+    job = msgspec.structs.replace(make_job(tmp_path), lease_until=1000.0)
+
+    async def go() -> WorkerOutcome:
+        wp = WorkerProcess(
+            job,
+            log=RunLog(tmp_path / "run.jsonl"),
+            timeout_sec=60,
+            on_event=lambda e: None,
+            on_started=lambda pid: None,
+            argv=[sys.executable, FAKE, "job", str(told)],
+        )
+        wp.renew_lease(1500.0)  # before the worker is up: nothing to write it to yet
+        wp.renew_lease(1200.0)  # an older deadline never moves it back
+        return await wp.run()
+
+    out = asyncio.run(go())
+    assert out.result is not None and out.result.status == "ok"
+    got = decode((told / "run-1.json").read_bytes())
+    assert isinstance(got, Job) and got.lease_until == 1500.0
 
 
 class FakeGraces:

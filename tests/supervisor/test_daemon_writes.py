@@ -8,6 +8,7 @@ path outside the folders, or through a link out of them, is refused."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -156,31 +157,40 @@ def test_files_writes_without_pausing_and_still_pauses_at_an_action(
     assert waiting_one().action == "send-reply"
 
 
-def test_a_write_outside_the_folders_or_through_a_link_out_is_refused(
-    tmp_path: Path, home: Path, not_root: None
-) -> None:
+def run_to_the_end(
+    tmp_path: Path, permissions: str, writes: Sequence[Reply]
+) -> tuple[dict[str, Any], list[dict[str, Any]], str]:
+    """`drafter` run once through a real daemon, its model asking for `writes` and then
+    done: the run's end, the tool results of the model's last request, and the daemon's log."""
     seen: list[list[dict[str, Any]]] = []
 
     def last(req: Recorded) -> Reply:
         seen.append(tool_messages(req))
         return O.text("# Done")
 
+    with FakeOllama([*writes, last]) as ollama:
+        write_routine("drafter", writer(permissions))
+        d = DaemonProcess(tmp_path, extra_env={"OLLAMA_HOST": ollama.url}).start()
+        fin = d.request("run", {"name": "drafter"})
+        assert d.stop() == 0
+    [said] = seen
+    return fin, said, d.log()
+
+
+def test_a_write_outside_the_folders_or_through_a_link_out_is_refused(
+    tmp_path: Path, home: Path, not_root: None
+) -> None:
     (home / "notes/out").symlink_to(home / "secret")
-    replies: list[Script] = [
+    writes = [
         write_file("~/secret/x.md", "a"),
         write_file("~/notes/out/x.md", "b"),
         write_file("~/notes/../secret/x.md", "c"),
         write_file("~/notes/.env", "d"),
-        last,
     ]
-    with FakeOllama(replies) as ollama:
-        write_routine("drafter", writer("files"))
-        d = DaemonProcess(tmp_path, extra_env={"OLLAMA_HOST": ollama.url}).start()
-        fin = d.request("run", {"name": "drafter"})
-        assert d.stop() == 0
-    assert fin["status"] == "ok", d.log()
+    fin, said, log = run_to_the_end(tmp_path, "files", writes)
+    assert fin["status"] == "ok", log
     assert list((home / "secret").iterdir()) == [] and not (home / "notes/.env").exists()
-    errors = [m["error"] for m in seen[0]]
+    errors = [m["error"] for m in said]
     assert len(errors) == 4, errors
     assert "outside this routine's write folders" in errors[0]
     assert f"(it resolves to {home}/secret/x.md)" in errors[1]

@@ -5,15 +5,10 @@ their own programs run, are refused and the run goes on."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from tests.fakes import FakeOllama, Recorded, Reply
-from tests.fakes import ollama_replies as O
-from tests.fakes.server import Script
-from tests.supervisor.daemonkit import DaemonProcess, write_routine
-from tests.supervisor.test_daemon_writes import home, tool_messages, write_file, writer
+from tests.supervisor.test_daemon_writes import home, run_to_the_end, write_file
 
 pytestmark = pytest.mark.slow  # real daemons: make test-fast leaves these out
 
@@ -25,28 +20,16 @@ def test_names_that_are_not_plain_text_or_that_your_programs_run_are_refused(
 ) -> None:
     """A name with an escape sequence, or `.git/config` (core.fsmonitor runs at the next
     `git status` there, a shell prompt's too) was written under "files"."""
-    seen: list[list[dict[str, Any]]] = []
-
-    def last(req: Recorded) -> Reply:
-        seen.append(tool_messages(req))
-        return O.text("# Done")
-
     (home / "notes/.git").mkdir()
-    replies: list[Script] = [
+    writes = [
         write_file("~/notes/a\x1b[2Jb.md", "b"),
         write_file("~/notes/.git/config", "[core]\n\tfsmonitor = touch ~/pwned\n"),
         write_file("~/notes/plain.md", "d"),
-        last,
     ]
-    with FakeOllama(replies) as ollama:
-        write_routine("drafter", writer("files"))
-        d = DaemonProcess(tmp_path, extra_env={"OLLAMA_HOST": ollama.url}).start()
-        fin = d.request("run", {"name": "drafter"})
-        assert d.stop() == 0
-    assert fin["status"] == "ok", (fin, d.log())
+    fin, said, log = run_to_the_end(tmp_path, "files", writes)
+    assert fin["status"] == "ok", (fin, log)
     assert sorted(p.name for p in (home / "notes").iterdir()) == [".git", "plain.md"]
     assert list((home / "notes/.git").iterdir()) == []
-    [said] = seen
     errors = [m.get("error", "") for m in said]
     assert "plain text" in errors[0], errors
     assert "where your programs start from" in errors[1], errors

@@ -99,7 +99,7 @@ def test_a_full_state_dir_leaves_a_succeeded_run_ok_and_no_strike(
 
         wait_for(ended, what=f"run {n}")
     runs = final("stuffed")
-    assert [r.status for r in runs] == ["ok", "ok", "ok"]
+    assert [r.status for r in runs] == ["ok", "ok", "ok"], [(r.status, r.detail) for r in runs]
     for row in runs:
         assert (row.detail or "").startswith("output not delivered: could not write it into ")
         assert (row.detail or "").endswith(": No space left on device")

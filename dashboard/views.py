@@ -24,6 +24,7 @@ from routines.ledger import LedgerError, RunRow, day_bounds, iso
 from routines.ledger.api import LedgerAPI
 from routines.proposals import ProposalStore
 from routines.query import RoutineRow, routine_rows
+from routines.query.runs import one_run, run_history
 from routines.safetext import one_line, visible
 from routines.schedule import ScheduleError
 from routines.schedule import explain as explain_schedule
@@ -191,7 +192,7 @@ def pulse(ledger: LedgerAPI | None, proposal_file: Path | None = None) -> str:
 
 def run_pulse(p: Paths, ledger: LedgerAPI | None, run_id: str) -> str:
     """Changes when the run's status changes or its log grows (a run page follows it)."""
-    run = ledger.run(run_id) if ledger is not None else None
+    run = one_run(ledger, run_id)
     if run is None:
         return "none"
     try:
@@ -280,7 +281,7 @@ def routine_page(
     explained, tools = _routine_parts(r, now)
     # One read of the routine's newest runs serves the table and the chart (a routine that
     # ran more than HISTORY_ROWS times in 30 days shows its newest HISTORY_ROWS there).
-    newest = ledger.history(name, limit=HISTORY_ROWS) if ledger else []
+    newest = run_history(ledger, name, HISTORY_ROWS, days=False).runs if ledger else ()
     rows = [h for h in newest if all(getattr(h, k) == v for k, v in filters.items() if v)]
     days = local_days(now, zone, CHART_DAYS)
     start = iso(day_bounds(days[0], zone)[0])
@@ -331,7 +332,8 @@ class RunPage:
 
 
 def run_page(p: Paths, ledger: LedgerAPI | None, run_id: str) -> RunPage | None:
-    run = ledger.run(run_id) if ledger is not None else None
+    """The read model's run (whichever machine made it), its log and its output."""
+    run = one_run(ledger, run_id)
     if run is None:
         return None
     state_dir = p.routine_state(run.routine)

@@ -59,17 +59,17 @@ def _thread(name: str, run_id: str, as_json: bool) -> int:
     with what the person said and what the run answered."""
     from contextlib import closing
 
+    from routines.query.runs import thread_runs
     from routines.spec.paths import paths
     from supervisor.cli.present import print_json_lines
-    from supervisor.cli.views.history import gather_thread, thread_json, thread_lines
+    from supervisor.cli.views.history import said, thread_json, thread_lines
     from supervisor.fleet.view import cli_ledger
 
     p = paths()
     with closing(cli_ledger(p)) as ledger:
-        rows = [r for r in ledger.thread(run_id) if r.routine == name]
-    if not rows:
+        items = thread_runs(ledger, name, run_id, said(p))
+    if not items:
         return die(f"{name} has no run {run_id} (`vinos-routine history {name}`)")
-    items = gather_thread(rows, p)
     if as_json:
         print_json_lines(thread_json(items))
         return 0

@@ -30,9 +30,8 @@ def ran(
     run_id = f"{at:%Y%m%dT%H%M%S}-{name}"
     trigger = Trigger.REPLY if parent else Trigger.SCHEDULE
     ledger.record_run(
-        name, run_id=run_id, trigger=trigger, status=RunStatus.RUNNING, now=at,
-        **({"parent_run_id": parent} if parent else {}),
-    )  # fmt: skip
+        name, run_id=run_id, trigger=trigger, status=RunStatus.RUNNING, now=at, parent_run_id=parent
+    )
     end = RunEnd(status, outcome=outcome, detail=detail, output_file=output, dollars=0.5)
     ledger.finish_run(run_id, end, now=at + timedelta(seconds=30))
     return run_id

@@ -178,7 +178,7 @@ def pulse(ledger: LedgerAPI | None, proposal_file: Path | None = None) -> str:
     if ledger is None:
         return "no-ledger"
     active = sorted((a.run_id, a.status) for a in ledger.active_runs())
-    newest = [(r.id, r.status) for r in ledger.history(limit=1)]
+    newest = [(r.id, r.status) for r in run_history(ledger, None, 1, days=False).runs]
     states = sorted(
         (s.routine, s.enabled_override, s.failure_streak) for s in ledger.states().values()
     )

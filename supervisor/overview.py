@@ -132,12 +132,13 @@ def bar_facts(p: Any, rows: list[RoutineRow], ledger: Any, now: datetime) -> dic
 
     from routines.ledger import Ledger
     from routines.proposals import waiting_count
+    from routines.query.costs import spent_by_day
     from routines.schedule.tz import machine_timezone
     from supervisor.seen import unseen_count
 
     zone = ZoneInfo(machine_timezone())
     day = now.astimezone(zone).date()
-    today = ledger.dollars_by_day([day], zone)
+    today = spent_by_day(ledger, [day], zone)
     # Proposals are kept in this machine's own ledger file, on a fleet too.
     pending = 0
     if p.ledger.exists():

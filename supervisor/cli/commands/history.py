@@ -7,7 +7,8 @@ runs, as summary lines.
 On a fleet (config.toml [fleet]) the runs are every machine's, with a MACHINE column; an
 output stays on the machine that ran it, and the line says where.
 
-What it gathers and prints is supervisor/cli/views/history.py, which the daemon runs too.
+What it prints is supervisor/cli/views/history.py, from the read model's run rows
+(routines/query/runs.py).
 """
 
 from __future__ import annotations

@@ -232,7 +232,7 @@ def render(h: History, c: bool) -> str:
 
 
 def show(name: str, n: int, as_json: bool) -> int:
-    """`history NAME -n N [--json]`: gather, then print (the CLI's and the daemon's flow)."""
+    """`history NAME -n N [--json]`: gather, then print."""
     from contextlib import closing
 
     from routines.spec.paths import paths

@@ -24,16 +24,17 @@ from __future__ import annotations
 import sys
 import tempfile
 from collections.abc import Sequence
+from contextlib import closing
 from datetime import UTC, datetime
 from pathlib import Path
 
 from routines import proposals
-from routines.ledger import Ledger
+from routines.ledger.api import LedgerAPI, open_ledger
 from routines.proposals import Decider, Proposal
 from routines.safetext import visible
 from routines.spec import Routine
 from routines.spec.checks import RoutineInvalid
-from routines.spec.config import load_config
+from routines.spec.config import load_config, load_config_or_default
 from routines.spec.paths import Paths, paths
 from routines.spec.registry import scan
 
@@ -69,7 +70,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if refusal is not None:
         return _fail(refusal)
     p = paths()
-    with Ledger(p.ledger) as ledger:
+    # The proposals are the run ledger's: the fleet's on a fleet, where any machine answers.
+    with closing(open_ledger(p.ledger, load_config_or_default(p.config_file).fleet)) as ledger:
         return _approve(ledger, p, int(rest[0]), auto)
 
 
@@ -77,7 +79,7 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-def _approve(ledger: Ledger, p: Paths, pid: int, auto: bool) -> int:
+def _approve(ledger: LedgerAPI, p: Paths, pid: int, auto: bool) -> int:
     found = proposals.get(ledger, pid)
     if found is None:
         return _fail(f"no proposal #{pid}")
@@ -102,7 +104,7 @@ def _approve(ledger: Ledger, p: Paths, pid: int, auto: bool) -> int:
     return _run(ledger, p, routine, won)
 
 
-def _run(ledger: Ledger, p: Paths, routine: Routine, prop: Proposal) -> int:
+def _run(ledger: LedgerAPI, p: Paths, routine: Routine, prop: Proposal) -> int:
     code: int | None = None
     output = ""
     try:

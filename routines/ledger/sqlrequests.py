@@ -85,6 +85,10 @@ class SqlRequests:
         rows = self._rows(f"{_SELECT} WHERE id = ?", (proposal_id,))
         return rows[0] if rows else None
 
+    def every_proposal(self) -> list[dict[str, Any]]:
+        """Every proposal, oldest first (a machine's own file's, imported into a fleet's)."""
+        return self._rows(f"{_SELECT} ORDER BY id")
+
     def proposals_of_run(self, run_id: str) -> list[dict[str, Any]]:
         """`run_id`'s proposals, oldest first."""
         return self._rows(f"{_SELECT} WHERE run_id = ? ORDER BY id", (run_id,))

@@ -28,11 +28,10 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from pathlib import Path
 from zoneinfo import ZoneInfo
 
 from routines import proposals
-from routines.ledger import Ledger, LedgerError, LedgerUnavailable, Unavailable
+from routines.ledger import LedgerError, LedgerUnavailable, Unavailable, iso
 from routines.ledger.api import Store, Vacuum
 from routines.ledger.faults import is_no_space
 from routines.ledger.rundays import compaction_line
@@ -77,13 +76,10 @@ class Housekeeper:
         settings: LedgerSettings,
         clock: Clock,
         *,
-        proposal_file: Path | None = None,
         start_delay: float | None = None,
     ) -> None:
         self.ledger = ledger
         self.start_delay = start_delay  # None: START_DELAY_SEC, as it is when `run` begins
-        # This machine's own ledger file, where a fleet machine keeps its proposals.
-        self.proposal_file = proposal_file
         self._proposals_due = False  # decided proposals may be past retention (once a day)
         self.state_dir = state_dir
         self.settings = settings
@@ -162,18 +158,15 @@ class Housekeeper:
 
     def _prune_proposals(self, now: datetime) -> int:
         """One batch of decided proposals older than `keep_runs_days` deleted (the waiting
-        ones past their expiry marked expired first: they are deleted a retention later)."""
-        if isinstance(self.ledger, proposals.ProposalStore):
-            return self._prune_in(self.ledger, now)
-        if self.proposal_file is None or not self.proposal_file.exists():
-            return 0
-        with Ledger(self.proposal_file) as local:
-            return self._prune_in(local, now)
-
-    def _prune_in(self, store: proposals.ProposalStore, now: datetime) -> int:
+        ones past their expiry marked expired first: they are deleted a retention later), and
+        one of conversations kept as long, but a still paused run's."""
+        store = self.ledger
         proposals.expire(store, now)
         before = now - timedelta(days=self.settings.keep_runs_days)
-        return proposals.prune(store, before, PROPOSAL_BATCH)
+        gone = proposals.prune(store, before, PROPOSAL_BATCH)
+        paused = [r.run_id for r in store.paused_runs()]
+        store.prune_conversations(iso(before), paused, PROPOSAL_BATCH)
+        return gone
 
     async def run(self, sleep: Callable[[float], Awaitable[object]] = asyncio.sleep) -> None:
         """Step forever, paced; the daemon cancels it when it stops. A step that fails for a
@@ -251,7 +244,6 @@ def start(
         str(paths.state_dir),
         config.ledger,
         clock,
-        proposal_file=paths.ledger,
         start_delay=delay,
     )
     return keeper, asyncio.ensure_future(keeper.run())

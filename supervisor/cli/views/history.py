@@ -58,9 +58,7 @@ def gather(ledger: Any, name: str, limit: int) -> History:
     """The newest `limit` lines of `name`'s history: whole runs first, then the compacted
     days older than every run fill what the runs leave (the compaction line is a day
     boundary), and the routine's proposed actions."""
-    from routines.ledger import Ledger
     from routines.proposals import for_routine
-    from routines.spec.paths import paths
 
     fleet_history = getattr(ledger, "fleet_history", None)
     if fleet_history is None:
@@ -70,12 +68,7 @@ def gather(ledger: Any, name: str, limit: int) -> History:
     else:
         found = fleet_history(name, limit)
         runs, machines, this = [f.row for f in found], [f.machine for f in found], ledger.machine
-        # Proposed actions are kept in each machine's own ledger file (a fleet does not
-        # share them).
-        actions = []
-        if paths().ledger.exists():
-            with Ledger(paths().ledger) as local:
-                actions = for_routine(local, name, limit)
+        actions = for_routine(ledger, name, limit)  # the fleet's, as its runs are
     days = ledger.days(name, limit - len(runs)) if len(runs) < limit else []
     return History(runs, machines, this, days, actions)
 

@@ -144,25 +144,26 @@ def m005_tried_model(cur: Cursor) -> None:
 
 def m006_proposals(cur: Cursor) -> None:
     """A run's requests for a person, the fleet's as its runs are: any machine answers one
-    and resumes its paused run (routines/ledger/sqlrequests.py). SQLite's m007_proposals."""
+    and resumes its paused run (routines/ledger/sqlrequests.py). SQLite's m007_proposals; the
+    free texts BYTEA, as they may hold a NUL (sqlrequests.py `BLOBS`)."""
     cur.execute(
         f"""CREATE TABLE proposals (
             id BIGSERIAL PRIMARY KEY,
             routine {T} NOT NULL,
             run_id {T} NOT NULL,
             action {T} NOT NULL,
-            command TEXT NOT NULL,
-            input TEXT NOT NULL,
-            summary TEXT NOT NULL,
+            command BYTEA NOT NULL,
+            input BYTEA NOT NULL,
+            summary BYTEA NOT NULL,
             fingerprint {T} NOT NULL,
             created_at {T} NOT NULL,
             expires_at {T} NOT NULL,
             state {T} NOT NULL DEFAULT 'waiting',
             decided_by {T},
             decided_at {T},
-            why TEXT,
+            why BYTEA,
             exit_status INTEGER,
-            output TEXT,
+            output BYTEA,
             finished_at {T}
         )"""
     )

@@ -9,7 +9,11 @@ exactly one wins) are routines/proposals.py's, which calls these; rows are plain
 ledger knows nothing of a proposal's type.
 
 Queries are written with "?" and bound with the backend's placeholder (`_q`); a parameter
-that may be NULL is CAST, as PostgreSQL cannot tell the type of a bare one.
+that may be NULL is CAST, as PostgreSQL cannot tell the type of a bare one. A proposal's free
+texts (the model's input, an action's output) may hold any character, NUL too, which
+PostgreSQL's TEXT refuses: there they are BYTEA (`BLOBS`), UTF-8 both ways, so a request reads
+back as it was proposed on either database
+(tests/fleet/test_ledger_contract.py::test_a_proposal_round_trips_and_is_decided_once).
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from typing import Any, ClassVar
 
 from routines.ledger.sql import Dialect
 
-__all__ = ["PROPOSAL_COLUMNS", "SqlRequests"]
+__all__ = ["BLOBS", "PROPOSAL_COLUMNS", "SqlRequests"]
 
 # A proposal row's columns, in order (routines/proposals.py `Proposal`'s fields).
 PROPOSAL_COLUMNS = (
@@ -42,6 +46,8 @@ PROPOSAL_COLUMNS = (
     "output",
     "finished_at",
 )
+# The free-text columns, BYTEA on PostgreSQL (routines/ledger/migrate_postgres.py).
+BLOBS = frozenset({"command", "input", "summary", "why", "output"})
 _SELECT = f"SELECT {', '.join(PROPOSAL_COLUMNS)} FROM proposals"
 _DECIDED = ("done", "denied", "expired", "invalidated")
 
@@ -50,6 +56,8 @@ class SqlRequests:
     """The proposals' and conversations' queries; `SqlLedger` supplies the connection."""
 
     Q: ClassVar[Dialect]
+    # Whether this database keeps `BLOBS` as bytes (PostgreSQL) or as text (SQLite).
+    TEXT_AS_BYTES: ClassVar[bool] = False
 
     def transaction(self) -> AbstractContextManager[Any]:
         raise NotImplementedError
@@ -61,7 +69,21 @@ class SqlRequests:
         return sql.replace("?", self.Q.mark)
 
     def _rows(self, sql: str, args: Sequence[Any] = ()) -> list[dict[str, Any]]:
-        return [{c: r[c] for c in PROPOSAL_COLUMNS} for r in self._read(self._q(sql), args)]
+        return [
+            {c: self._out(r[c]) for c in PROPOSAL_COLUMNS} for r in self._read(self._q(sql), args)
+        ]
+
+    def _in(self, value: str | None) -> str | bytes | None:
+        """A free text as this database keeps it."""
+        if value is None or not self.TEXT_AS_BYTES:
+            return value
+        return value.encode("utf-8", "surrogatepass")
+
+    @staticmethod
+    def _out(value: object) -> object:
+        if isinstance(value, bytes | memoryview):
+            return bytes(value).decode("utf-8", "surrogatepass")
+        return value
 
     def _change(self, sql: str, args: Sequence[Any]) -> int:
         with self.transaction() as tx:
@@ -73,12 +95,15 @@ class SqlRequests:
     def add_proposal(self, values: dict[str, object]) -> int:
         """Insert one waiting proposal (its columns but `id` and the decision's); its id."""
         cols = tuple(values)
+        args = tuple(
+            self._in(v) if isinstance(v, str) and c in BLOBS else v for c, v in values.items()
+        )
         sql = (
             f"INSERT INTO proposals ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))}) "
             "RETURNING id"
         )
         with self.transaction() as tx:
-            row = tx.execute(self._q(sql), tuple(values.values())).fetchone()
+            row = tx.execute(self._q(sql), args).fetchone()
         return int(row["id"])
 
     def proposal(self, proposal_id: int) -> dict[str, Any] | None:
@@ -146,13 +171,14 @@ class SqlRequests:
             "decided_at = ?, why = ? WHERE state = 'waiting' AND routine = ? "
             "AND (CAST(? AS TEXT) IS NULL OR fingerprint != ?) "
             "AND (CAST(? AS BIGINT) IS NULL OR id = ?)",
-            (now, why, routine, current, current, only, only),
+            (now, self._in(why), routine, current, current, only, only),
         )
 
     def note_proposal(self, proposal_id: int, why: str) -> None:
         """Set a waiting proposal's `why`."""
         self._change(
-            "UPDATE proposals SET why = ? WHERE id = ? AND state = 'waiting'", (why, proposal_id)
+            "UPDATE proposals SET why = ? WHERE id = ? AND state = 'waiting'",
+            (self._in(why), proposal_id),
         )
 
     def claim_proposal(self, proposal_id: int, *, by: str, now: str, current: str) -> bool:
@@ -174,7 +200,7 @@ class SqlRequests:
         self._change(
             "UPDATE proposals SET state = 'done', exit_status = ?, output = ?, finished_at = ? "
             "WHERE id = ? AND state = 'running'",
-            (exit_status, output, now, proposal_id),
+            (exit_status, self._in(output), now, proposal_id),
         )
 
     def deny_proposal(self, proposal_id: int, *, by: str, why: str | None, now: str) -> bool:
@@ -183,7 +209,7 @@ class SqlRequests:
             self._change(
                 "UPDATE proposals SET state = 'denied', decided_by = ?, decided_at = ?, why = ? "
                 "WHERE id = ? AND state = 'waiting'",
-                (by, now, why, proposal_id),
+                (by, now, self._in(why), proposal_id),
             )
             == 1
         )

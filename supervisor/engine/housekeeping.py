@@ -5,7 +5,7 @@ their day rows (one transaction: `Ledger.compact`), then, once compaction has ca
 most VACUUM_PAGES pages returned by `incremental_vacuum`, and the outputs and run logs of a
 few routines pruned (supervisor/engine/retention.py; a pass over every routine once a day), and in
 the same daily pass decided proposals older than `keep_runs_days` deleted, PROPOSAL_BATCH at a
-time (in this machine's own ledger file on a fleet, where proposals are kept). `run`
+time, and as many conversations kept for a pause that long ago (never a paused run's). `run`
 paces the batches so a backlog (the first start after an upgrade, with a year of history)
 costs at most CATCH_UP_CPU_SHARE of one CPU, and otherwise looks again once an hour: in
 steady state a day's new runs take one pass, far inside the idle CPU target.

@@ -277,7 +277,7 @@ def approve(args: argparse.Namespace) -> int:
             return 1
     sys.stdout.flush()
     sys.stderr.flush()
-    code = _exec_action(found.id)
+    code = _exec_action(found.id, proposals.fingerprint(found.input))
     if _paused(found):
         print(f"  {found.routine}'s paused run {found.run_id} goes on with this answer")
     return code
@@ -295,15 +295,16 @@ def _state_words(found: Any) -> str:
     }.get(str(found.state), str(found.state))
 
 
-def _exec_action(proposal_id: int) -> int:
-    """Run the action runner (python -m worker.actioncmd) and return its exit status, then
+def _exec_action(proposal_id: int, shown: str) -> int:
+    """Run the action runner (python -m worker.actioncmd) on the input the person was shown
+    (`shown`, its fingerprint) and return its exit status, then
     tell a running daemon, which resumes the run that paused for it
     (supervisor/engine/pauses.py)."""
     import subprocess
 
     from supervisor.engine.approvals import action_argv
 
-    argv = action_argv(proposal_id)
+    argv = action_argv(proposal_id, shown=shown)
     from supervisor.engine.spawn import package_root  # one place knows where our packages are
 
     root = package_root()

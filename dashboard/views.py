@@ -73,6 +73,8 @@ class Waiting:
     expires_at: datetime
     edited: bool  # the routine file changed since: `approve` will refuse it (invalidated)
     paused: bool = False  # its run paused for this answer ("needs you"): it goes on once answered
+    # A write_file request (permissions "ask"): `command` is the path, the input its content.
+    write: bool = False
 
 
 INPUT_HEAD_LINES = 6
@@ -123,6 +125,7 @@ def waiting_proposals(
                 expires_at=expires,
                 edited=current != p.fingerprint,
                 paused=p.run_id in paused,
+                write=p.action == proposals.WRITE_ACTION,
             )
         )
     return out

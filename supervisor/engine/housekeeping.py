@@ -151,22 +151,22 @@ class Housekeeper:
                     log.warning("housekeeping: %s: %s", name, exc)
         gone = 0
         if self._proposals_due:
-            gone = self._prune_proposals(now)
-            self._proposals_due = gone == PROPOSAL_BATCH
+            gone, talks = self._prune_proposals(now)
+            self._proposals_due = PROPOSAL_BATCH in (gone, talks)
         more = compacted == BATCH_ROWS or free > 0 or bool(self._dirs) or self._proposals_due
         return Step(compacted, free, pruned, more, gone)
 
-    def _prune_proposals(self, now: datetime) -> int:
+    def _prune_proposals(self, now: datetime) -> tuple[int, int]:
         """One batch of decided proposals older than `keep_runs_days` deleted (the waiting
         ones past their expiry marked expired first: they are deleted a retention later), and
-        one of conversations kept as long, but a still paused run's."""
+        one of conversations kept for a pause as long ago, but a still paused run's; how many
+        of each."""
         store = self.ledger
         proposals.expire(store, now)
         before = now - timedelta(days=self.settings.keep_runs_days)
         gone = proposals.prune(store, before, PROPOSAL_BATCH)
         paused = [r.run_id for r in store.paused_runs()]
-        store.prune_conversations(iso(before), paused, PROPOSAL_BATCH)
-        return gone
+        return gone, store.prune_conversations(iso(before), paused, PROPOSAL_BATCH)
 
     async def run(self, sleep: Callable[[float], Awaitable[object]] = asyncio.sleep) -> None:
         """Step forever, paced; the daemon cancels it when it stops. A step that fails for a

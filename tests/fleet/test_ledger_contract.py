@@ -936,7 +936,15 @@ def test_a_ledger_from_a_newer_version_is_refused(schema_backend: str) -> None:
 
 # The tables both backends share, and what PostgreSQL adds to them: `machine`, the machine
 # that claimed a slot or ran a run (a fleet's history says which; SQLite's is one machine's).
-SHARED_TABLES = ("runs", "claims", "routine_state", "run_days", "ledger_migrations")
+SHARED_TABLES = (
+    "runs",
+    "claims",
+    "routine_state",
+    "run_days",
+    "ledger_migrations",
+    "proposals",
+    "conversations",
+)
 PG_ONLY_COLUMNS = {"runs": {"machine"}, "claims": {"machine"}}
 
 

@@ -86,6 +86,7 @@ class PgLedger(PgConnection, SqlLedger, FleetTables):
 
     Q = PG
     TEXT_AS_BYTES = True  # a proposal's free texts: PostgreSQL's TEXT refuses NUL
+    INSERT_RETURNS = True
 
     def __init__(
         self,

@@ -58,6 +58,9 @@ class SqlRequests:
     Q: ClassVar[Dialect]
     # Whether this database keeps `BLOBS` as bytes (PostgreSQL) or as text (SQLite).
     TEXT_AS_BYTES: ClassVar[bool] = False
+    # Whether an INSERT answers the new id by RETURNING (PostgreSQL; SQLite before 3.35 has
+    # none, so there it is the cursor's lastrowid).
+    INSERT_RETURNS: ClassVar[bool] = False
 
     def transaction(self) -> AbstractContextManager[Any]:
         raise NotImplementedError
@@ -98,12 +101,11 @@ class SqlRequests:
         args = tuple(
             self._in(v) if isinstance(v, str) and c in BLOBS else v for c, v in values.items()
         )
-        sql = (
-            f"INSERT INTO proposals ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))}) "
-            "RETURNING id"
-        )
+        sql = f"INSERT INTO proposals ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})"
         with self.transaction() as tx:
-            row = tx.execute(self._q(sql), args).fetchone()
+            if not self.INSERT_RETURNS:  # SQLite's cursor knows the row it added
+                return int(tx.execute(self._q(sql), args).lastrowid)
+            row = tx.execute(self._q(sql + " RETURNING id"), args).fetchone()
         return int(row["id"])
 
     def proposal(self, proposal_id: int) -> dict[str, Any] | None:

@@ -148,9 +148,7 @@ class Pages:
     def home(self, request: Request) -> Response:
         status, problem = self.daemon_status()
         with self.ledger() as db:
-            data = views.overview(
-                scan(self.paths), db, status, problem, self.now(), self.paths.ledger
-            )
+            data = views.overview(scan(self.paths), db, status, problem, self.now())
         template = "_live.html" if request.query_params.get("partial") else "overview.html"
         return self.page(request, template, o=data)
 
@@ -159,7 +157,7 @@ class Pages:
         with self.ledger() as db:
             if run_id and RUN_ID.match(run_id):
                 return JSONResponse({"pulse": views.run_pulse(self.paths, db, run_id)})
-            return JSONResponse({"pulse": views.pulse(db, self.paths.ledger)})
+            return JSONResponse({"pulse": views.pulse(db)})
 
     def routine(self, request: Request) -> Response:
         name = request.path_params["name"]

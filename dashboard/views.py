@@ -7,8 +7,6 @@ the bar show; this module adds what only the pages show (proposals, run pages, c
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from pathlib import Path
@@ -20,9 +18,8 @@ from dashboard.files import MAX_OUTPUT, read_beneath, read_run_log
 from dashboard.render import markdown
 from ipc import RunStatus
 from routines import proposals
-from routines.ledger import LedgerError, RunRow, day_bounds, iso
+from routines.ledger import RunRow, day_bounds, iso
 from routines.ledger.api import LedgerAPI
-from routines.proposals import ProposalStore
 from routines.query import RoutineRow, routine_rows
 from routines.query.runs import one_run, run_history
 from routines.safetext import one_line, visible
@@ -74,6 +71,8 @@ class Waiting:
     expires_at: datetime
     edited: bool  # the routine file changed since: `approve` will refuse it (invalidated)
     paused: bool = False  # its run paused for this answer ("needs you"): it goes on once answered
+    # A write_file request (permissions "ask"): `command` is the path, the input its content.
+    write: bool = False
 
 
 INPUT_HEAD_LINES = 6
@@ -124,6 +123,7 @@ def waiting_proposals(
                 expires_at=expires,
                 edited=current != p.fingerprint,
                 paused=p.run_id in paused,
+                write=p.action == proposals.WRITE_ACTION,
             )
         )
     return out
@@ -135,44 +135,23 @@ def overview(
     daemon: dict[str, Any] | None,
     daemon_problem: str,
     now: datetime,
-    proposal_file: Path | None = None,
 ) -> Overview:
-    """`proposal_file`: this machine's own ledger file, where a fleet machine keeps its
-    proposals (None: the ledger holds them)."""
+    """The overview page: the routines' rows and what waits for the person, both from the
+    run ledger (the fleet's on a fleet)."""
     # Only the daemon knows a last good version of a file that is invalid now.
     stale = daemon.get("stale", []) if daemon else ()
     lines = routine_rows(registry, ledger, now, stale=stale)
-    return Overview(lines, daemon, daemon_problem, _waiting(registry, ledger, proposal_file, now))
+    return Overview(lines, daemon, daemon_problem, _waiting(registry, ledger, now))
 
 
-def _waiting(
-    registry: Registry, ledger: LedgerAPI | None, proposal_file: Path | None, now: datetime
-) -> list[Waiting]:
+def _waiting(registry: Registry, ledger: LedgerAPI | None, now: datetime) -> list[Waiting]:
     paused = (
         frozenset(r.run_id for r in ledger.paused_runs()) if ledger is not None else frozenset()
     )
-    with _proposals(ledger, proposal_file) as store:
-        return waiting_proposals(registry, store, now, paused)
+    return waiting_proposals(registry, ledger, now, paused)
 
 
-@contextmanager
-def _proposals(
-    ledger: LedgerAPI | None, proposal_file: Path | None
-) -> Iterator[ProposalStore | None]:
-    """This machine's proposals (routines/proposals.py store_for): the ledger itself, or on a
-    fleet `proposal_file`; None when there is none to read."""
-    if ledger is None or (proposal_file is None and not isinstance(ledger, ProposalStore)):
-        yield None
-        return
-    with ExitStack() as stack:
-        store: ProposalStore | None = None
-        with suppress(LedgerError):  # a fleet machine without a file of its own: none yet
-            opening = proposals.store_for(ledger, proposal_file or Path(), read_only=True)
-            store = stack.enter_context(opening)
-        yield store
-
-
-def pulse(ledger: LedgerAPI | None, proposal_file: Path | None = None) -> str:
+def pulse(ledger: LedgerAPI | None) -> str:
     """Changes whenever a run is queued, starts or ends, or a routine is turned on or off:
     the overview's short poll compares it and refreshes only then."""
     if ledger is None:
@@ -182,8 +161,7 @@ def pulse(ledger: LedgerAPI | None, proposal_file: Path | None = None) -> str:
     states = sorted(
         (s.routine, s.enabled_override, s.failure_streak) for s in ledger.states().values()
     )
-    with _proposals(ledger, proposal_file) as store:
-        asked = [p.id for p in proposals.waiting(store)] if store is not None else []
+    asked = [p.id for p in proposals.waiting(ledger)]
     import hashlib
 
     key = repr((active, newest, states, asked)).encode()

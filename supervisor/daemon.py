@@ -37,7 +37,7 @@ from supervisor.control.handlers import Handlers
 from supervisor.control.server import ControlServer, socket_path_problem
 from supervisor.control.snapshot import status_reply
 from supervisor.control.watch import StatusWatch
-from supervisor.engine import housekeeping, notify, pauses, phone, runcgroup, systemd
+from supervisor.engine import housekeeping, notify, pauses, pausestore, phone, runcgroup, systemd
 from supervisor.engine.clock import Clock, clock_from
 from supervisor.engine.filewatch import FileWatch
 from supervisor.engine.finish import Finished, Notification, remove_leftovers
@@ -322,6 +322,8 @@ class Daemon:
         if self.site.resume(self.clock.now()):
             self._data_version = None  # e.g. runs made offline copied in: read the states again
         if not self._marked:
+            # Requests and paused conversations kept outside the ledger before: in, once.
+            pausestore.import_once(self.ledger, self.paths, self.clock.now())
             self.mark_interrupted()
             self._marked = True
         now = self.clock.now()

@@ -130,7 +130,6 @@ def bar_facts(p: Any, rows: list[RoutineRow], ledger: Any, now: datetime) -> dic
     with the rows to `status --waybar --follow`; the client reads it itself without one."""
     from zoneinfo import ZoneInfo
 
-    from routines.ledger import Ledger
     from routines.proposals import waiting_count
     from routines.query.costs import spent_by_day
     from routines.schedule.tz import machine_timezone
@@ -139,11 +138,8 @@ def bar_facts(p: Any, rows: list[RoutineRow], ledger: Any, now: datetime) -> dic
     zone = ZoneInfo(machine_timezone())
     day = now.astimezone(zone).date()
     today = spent_by_day(ledger, [day], zone)
-    # Proposals are kept in this machine's own ledger file, on a fleet too.
-    pending = 0
-    if p.ledger.exists():
-        with Ledger(p.ledger) as local:
-            pending = waiting_count(local, now)
+    # The proposals are the run ledger's (the fleet's on a fleet).
+    pending = waiting_count(ledger, now)
     unseen = unseen_count(p.state_dir, {r.name for r in rows if r.open_on_login}, day)
     return {"today_dollars": sum(today.values()), "unseen": unseen, "pending": pending}
 

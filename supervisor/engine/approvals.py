@@ -106,11 +106,9 @@ def _write_request(routine: Routine, p: Proposal) -> bool:
 
 @contextlib.contextmanager
 def proposal_store(ledger: LedgerAPI, p: Paths) -> Iterator[ProposalStore]:
-    """Where this machine keeps its proposals: its own SQLite ledger, which `pending`,
-    `approve`, `deny`, `brief`, the waybar module and the dashboard read. Without a fleet that
-    is the run ledger itself; on a fleet (which does not share proposals) the file at
-    `p.ledger`, opened for the moment (routines/proposals.py `store_for`, the dashboard's
-    too). LedgerError when it cannot be opened."""
+    """Where the proposals are, which `pending`, `approve`, `deny`, `brief`, the waybar
+    module and the dashboard read: the run ledger itself (the fleet's on a fleet;
+    routines/proposals.py `store_for`). LedgerError when it cannot be opened."""
     with proposals.store_for(ledger, p.ledger) as store:
         yield store
 
@@ -138,11 +136,13 @@ def decisions_for(
     ]
 
 
-def action_argv(proposal_id: int, *, auto: bool = False) -> list[str]:
-    """The command that runs an approved proposal (`python -m worker.actioncmd`)."""
+def action_argv(proposal_id: int, *, auto: bool = False, shown: str | None = None) -> list[str]:
+    """The command that runs an approved proposal (`python -m worker.actioncmd`); `shown`:
+    the fingerprint of the input the person was shown, the only one it may run with."""
     # -P: keep the current directory off sys.path, or a `worker` package there would run.
     argv = [sys.executable, "-P", "-m", "worker.actioncmd", str(proposal_id)]
-    return [*argv, "--auto"] if auto else argv
+    argv += ["--auto"] if auto else []
+    return [*argv, "--shown", shown] if shown is not None else argv
 
 
 def start_auto(routine: Routine, ids: tuple[int, ...]) -> None:

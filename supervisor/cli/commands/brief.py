@@ -130,12 +130,15 @@ def _days(args: argparse.Namespace, today: date) -> list[date]:
 
 def _waiting(p: Paths) -> list[Any]:
     """The proposals waiting for a decision (expired and invalidated ones marked first)."""
-    from routines.ledger import Ledger
-    from supervisor.cli.commands.approvals import fresh_waiting
+    from contextlib import closing
 
-    if not p.ledger.exists():
+    from supervisor.cli.commands.approvals import fresh_waiting
+    from supervisor.fleet.view import requests_ledger
+
+    found = requests_ledger(p)
+    if found is None:
         return []
-    with Ledger(p.ledger) as ledger:
+    with closing(found) as ledger:
         waiting, _ = fresh_waiting(ledger, datetime.now(UTC))
     return waiting
 

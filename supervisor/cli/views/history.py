@@ -58,23 +58,12 @@ class History:
 
 def gather(ledger: Any, name: str, limit: int) -> History:
     """The newest `limit` lines of `name`'s history (the read model's, routines.query.runs)
-    and the routine's proposed actions."""
-    from routines.ledger import Ledger
+    and the routine's proposed actions, from the same ledger (the fleet's on a fleet)."""
     from routines.proposals import for_routine
     from routines.query.runs import run_history
-    from routines.spec.paths import paths
 
     h = run_history(ledger, name, limit)
-    if h.machines is None:
-        actions = for_routine(ledger, name, limit)
-    else:
-        # Proposed actions are kept in each machine's own ledger file (a fleet does not
-        # share them).
-        actions = []
-        if paths().ledger.exists():
-            with Ledger(paths().ledger) as local:
-                actions = for_routine(local, name, limit)
-    return History(h.runs, h.machines, h.this, h.days, actions)
+    return History(h.runs, h.machines, h.this, h.days, for_routine(ledger, name, limit))
 
 
 def json_values(h: History) -> list[dict[str, Any]]:

@@ -15,7 +15,7 @@ renewal's new one; a run whose lease a renewal found gone is stopped at once and
 
 A run is recorded in the ledger it was claimed in (`Pending.ledger`, else the pool's): a fleet
 machine's runs made while its database is away go to its own file, hold no lease, and share
-this pool's `max_concurrent` with the fleet's runs (tests/supervisor/test_pool.py::
+this pool's `max_concurrent` with the fleet's runs (tests/supervisor/test_pool_fence.py::
 test_a_run_claimed_in_another_ledger_is_recorded_there_and_holds_no_lease).
 """
 

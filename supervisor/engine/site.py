@@ -10,7 +10,8 @@ status) is the fleet's own code, which the daemon starts beside the engine with 
 (supervisor/fleet/site.py `Member`); one machine has none of it, and stubs none of it.
 
 Invariant: LocalSite adds nothing to the loop's own decisions but overlap across processes:
-nothing is held, nothing runs elsewhere (tests/supervisor/test_daemon_tick.py).
+nothing is held, and busy elsewhere is another live process's run on this ledger
+(tests/supervisor/test_site.py, tests/supervisor/test_daemon_tick.py).
 """
 
 from __future__ import annotations

@@ -7,8 +7,9 @@ until
 the earliest fire time or 30 s, whichever is first, or until something wakes it (a reload, a
 manual run, a finished worker). Identity and locks are supervisor/engine/owner.py's; the control
 commands supervisor/control/handlers.py's. Where runs are recorded and fenced (this machine, or a
-fleet) is the Site's (supervisor/engine/site.py), chosen once in `main()`: the loop never asks
-which.
+fleet) is the Site's (supervisor/engine/site.py), chosen once in `compose()`: the loop never asks
+which. With [fleet], the fleet's own part (supervisor/fleet/site.py `Member`: join, heartbeat,
+offline mode, its status) runs beside the loop, which calls it when it is there.
 
 Signal handlers only set flags and wake the loop; the loop does the work.
 """
@@ -48,14 +49,13 @@ from supervisor.engine.owner import (
     Locks,
     acquire_locks,
     interrupt_orphans,
-    owner_alive,
     process_identity,
     version,
 )
 from supervisor.engine.pool import Busy, Pool
 from supervisor.engine.rescan import Rescanner
 from supervisor.engine.scheduler import Listener, Pending, Scheduler
-from supervisor.engine.site import LocalSite, Seen, Site
+from supervisor.engine.site import LocalSite, Site
 from supervisor.engine.spawn import Spawner, WorkerSpawner, worker_env
 from supervisor.engine.statusline import status_line
 from supervisor.engine.toggle import file_edits, set_enabled, unbound
@@ -67,8 +67,9 @@ if TYPE_CHECKING:
     from routines.ledger import RoutineState
     from routines.spec import Routine
     from supervisor.engine.reply import ReplyTo
+    from supervisor.fleet.site import Member
 
-__all__ = ["Daemon", "main", "open_site", "stop_line"]
+__all__ = ["Daemon", "compose", "main", "stop_line"]
 
 log = logging.getLogger("vinos.daemon")
 
@@ -100,11 +101,11 @@ class Daemon:
         self.site = site
         self.timings = timings
         self.owner = process_identity()
-        self._states: dict[str, RoutineState] = {}  # as last read (a Site may schedule from it)
+        self.states: dict[str, RoutineState] = {}  # as last read (a fleet's offline mode too)
         self.ledger = site.ledger
         # Desktop notifications, sent off the loop; a test passes a list's append.
         self._desktop: Callable[[Notification], None] = notify or _notify_desktop
-        self._notify: Callable[[Notification], None] = self._tell
+        self._notify: Callable[[Notification], None] = self.tell
         # The status line after each tick: systemd's STATUS= and the process title.
         self._publish: Callable[[str], None] = publish or _publish_status
         guarded = site.guarded()
@@ -131,7 +132,8 @@ class Daemon:
             spawner=spawner,
             fence=site.fence,
         )
-        site.bind(pool=self.pool, owner=self.owner, notify=self._notify, wake=self.wake)
+        # A fleet machine's own part (supervisor/fleet/site.py), set by `compose` with [fleet].
+        self.member: Member | None = None
         self.refused: str | None = None  # another daemon holds this daemon's identity
         self.watch = StatusWatch(self)  # `status --waybar --follow` (supervisor/control/watch.py)
         handlers = Handlers(self, self.watch).table()  # they see the Controlled protocol
@@ -143,7 +145,6 @@ class Daemon:
         self._config_asked = False  # re-read config.toml first thing on the next tick
         self._data_version: int | None = None
         self._rescanner = Rescanner(p, clock)
-        self._external_busy: set[str] = set()
         # Routines with a run that waits for a person → that run (supervisor/engine/pauses.py).
         self._waiting: dict[str, str] = {}
         self._last_prune: datetime | None = None
@@ -197,7 +198,9 @@ class Daemon:
                 self.clock,
                 self.timings.housekeeping_delay_sec,
             )
-            tasks = [asyncio.ensure_future(t) for t in self.site.tasks(self.refuse)]
+            member = self.member
+            own = member.tasks(self.refuse) if member is not None else []
+            tasks = [asyncio.ensure_future(t) for t in own]
             while not self._stopping:
                 timeout = self._sleep_for()
                 with contextlib.suppress(TimeoutError):
@@ -217,10 +220,11 @@ class Daemon:
             # reads as a crash (tests/supervisor/test_daemon_systemd.py::
             # test_a_foreground_daemon_says_why_and_when_it_stops).
             log.info("%s", stop_line(self._stop_why, len(self.pool.running), self.timings))
-            await self.pool.shutdown(self.timings.stop_grace_sec)
-            await self.site.stop(self._seen(), self.timings.stop_grace_sec)
+            await self.pool.shutdown(self.timings.stop_grace_sec)  # offline runs too
+            if member is not None:
+                member.stop()
             if self.forks is not None:
-                # After the workers (an offline pool's too): they die with it.
+                # After the workers: they die with it.
                 await self.forks.close()
             await self.control.close()
             try:
@@ -238,6 +242,8 @@ class Daemon:
                 loop.remove_signal_handler(sig)
                 signal.signal(sig, handler)
             self.site.close()
+            if self.member is not None:
+                self.member.close()
         log.info("vinos-routine daemon stopped (pid %d)", os.getpid())
         return 1 if self.refused else 0
 
@@ -260,8 +266,8 @@ class Daemon:
         cap = self.timings.tick_max_sec
         if self.ground.shaken:
             # A due slot that could not be claimed stays due: retry once a tick, not at once.
-            # What the Site runs itself meanwhile (a fleet's offline mode) keeps its own times.
-            own = self.site.next_wake()
+            # What runs meanwhile (a fleet's offline mode) keeps its own times.
+            own = self.member.next_wake() if self.member is not None else None
             if own is None:
                 return cap
             return max(0.01, min(cap, (own - now).total_seconds()))
@@ -285,7 +291,7 @@ class Daemon:
     def tick(self) -> None:
         if self._config_asked:
             # First, and apart from the ledger: a reload during an outage reaches the holders
-            # that run without it (a fleet's offline pool).
+            # that run without it (the pool, which runs a fleet's offline runs too).
             self._config_asked = False
             try:
                 self.reconfigure(load_config(self.paths.config_file))
@@ -301,14 +307,11 @@ class Daemon:
             self.refuse(str(exc))
         except LedgerUnavailable as exc:
             self.unavailable(exc)
-            self.site.unavailable(exc, self._seen(), self.clock.now(), self._busy)
+            if self.member is not None:
+                self.member.unavailable(exc, self.clock.now(), self._busy)
         else:
             self.ground.recovered()
         self._update_status()
-
-    def _seen(self) -> Seen:
-        cursors = {n: t.cursor for n, t in self.scheduler.tracked.items()}
-        return Seen(self.registry, self._states, cursors)
 
     def _tick(self) -> None:
         """One tick's work; LedgerUnavailable when the ledger took no read or write (nothing of
@@ -319,7 +322,7 @@ class Daemon:
         written = self.pool.flush()
         if written:
             log.info("recorded %d finished run(s) kept while the ledger took no writes", written)
-        if self.site.resume(self.clock.now()):
+        if self.member is not None and self.member.resume(self.clock.now()):
             self._data_version = None  # e.g. runs made offline copied in: read the states again
         if not self._marked:
             # Requests and paused conversations kept outside the ledger before: in, once.
@@ -334,8 +337,8 @@ class Daemon:
             self._valid_routine,
             now,
             self._resume,
-            lambda name: self.pool.busy(name) or name in self._external_busy,
-            lambda routine: is_enabled(self._states, routine),
+            lambda name: self.pool.busy(name) or self.site.busy(name),
+            lambda routine: is_enabled(self.states, routine),
             self._notify,
         )
         for pending in self.scheduler.due(now, self._slot_busy, CLAIM_BATCH):
@@ -354,7 +357,7 @@ class Daemon:
 
     def unavailable(self, exc: LedgerUnavailable) -> None:
         # Re-read states and re-sync next tick: a sync may have stopped half-way. A fleet's
-        # database out of reach pauses alike (fail closed); the Site is told after this.
+        # database out of reach pauses alike (fail closed); a fleet's Member is told after this.
         self._data_version = None
         self.ground.unavailable(exc)
 
@@ -376,17 +379,12 @@ class Daemon:
             self.ledger.rebind_override(name, was, now_identity)
         self.registry = registry
         self._data_version = version
-        held = self.site.refresh(registry)  # e.g. a fleet's pinned and divergent routines
-        states = self._states = self.ledger.states()
+        held = self.site.refresh(registry)  # who else is busy; a fleet's held-back routines
+        states = self.states = self.ledger.states()
         if legacy := unbound(registry, states):  # once, after the ledger's upgrade
             for name, identity in legacy:
                 self.ledger.rebind_override(name, None, identity)
-            states = self._states = self.ledger.states()
-        self._external_busy = {
-            a.routine
-            for a in self.ledger.active_runs()
-            if a.owner_pid != self.owner[0] and owner_alive(a.owner_pid, a.owner_started)
-        }
+            states = self.states = self.ledger.states()
         for name, why in self.scheduler.sync(registry, states, now, held).items():
             self.pool.drop_queued(name, why)
         for name, why in self.triggers.sync(registry, states, now, held).items():
@@ -425,10 +423,11 @@ class Daemon:
 
     def reconfigure(self, config: Config) -> None:
         """A reload's settings, handed to every holder of config: the pool (max_concurrent,
-        and what each new run's job carries: providers, pricing, sandbox), housekeeping
-        (retention) and the site (a fleet's offline pool). Which fleet database and machine
-        name is the daemon's identity: those take effect at its restart
-        (tests/supervisor/test_daemon_reload.py, tests/fleet/test_fleet_offline.py)."""
+        and what each new run's job carries: providers, pricing, sandbox; a fleet's offline
+        runs are this pool's too) and housekeeping (retention); a fleet's offline mode reads
+        `self.config` when it starts. Which fleet database and machine name is the daemon's
+        identity: those take effect at its restart (tests/supervisor/test_daemon_reload.py,
+        tests/fleet/test_fleet_outage_end.py::test_reload_reaches_the_offline_pool)."""
         before = self.config.fleet
         if (before and (before.database, before.machine)) != (
             config.fleet and (config.fleet.database, config.fleet.machine)
@@ -440,11 +439,10 @@ class Daemon:
         self.pool.config = config
         if self.keeper is not None:
             self.keeper.reconfigure(config.ledger)
-        self.site.reconfigure(config)
         self.pool.admit()  # a larger max_concurrent starts queued runs now
 
     def _busy(self, name: str) -> bool:
-        return self.site.busy(name) or self.pool.busy(name) or name in self._external_busy
+        return self.site.busy(name) or self.pool.busy(name)
 
     def force_reload(self) -> None:
         """Re-read config.toml, the files and the ledger's states now (reload, enable)."""
@@ -464,7 +462,7 @@ class Daemon:
             now=self.clock.now(),
             max_concurrent=self.config.max_concurrent,
             line=self.status_line(),
-            fleet=self.site.status(),
+            fleet=self.member.status() if self.member is not None else None,
         )
 
     def set_enabled(self, routine: Routine, on: bool) -> None:
@@ -548,11 +546,11 @@ class Daemon:
         return self.scheduler.known_fire(name, routine, now)
 
     def serves_local_ledger(self) -> bool:
-        return self.site.status() is None
+        return self.member is None
 
     # -- status -----------------------------------------------------------------------------
 
-    def _tell(self, note: Notification) -> None:
+    def tell(self, note: Notification) -> None:
         """The desktop notification, and the phone push when `note` has one and config.toml
         names a topic (read at each push: a reload reaches it)."""
         self._desktop(note)
@@ -613,16 +611,32 @@ def _notify_desktop(note: Notification) -> None:
     loop.run_in_executor(None, notify.send, note.title, note.body, note.urgency)
 
 
-def open_site(
-    p: Paths, config: Config, clock: Clock, timings: Timings, locks: Locks, spawner: Spawner
-) -> Site:
-    """The Site for `config`: a fleet's with [fleet] (psycopg is loaded only then), else
-    this machine's. LedgerError when its ledger cannot be opened at all."""
+def compose(
+    p: Paths,
+    config: Config,
+    *,
+    clock: Clock,
+    timings: Timings,
+    locks: Locks,
+    spawner: Spawner,
+    forks: ForkServer | None,
+) -> Daemon:
+    """The daemon for `config`: the loop on this machine's Site, or with [fleet] on a fleet's,
+    its Member beside it (psycopg is loaded only then). LedgerError when its ledger cannot be
+    opened at all."""
     if config.fleet is None:
-        return LocalSite(p, locks)
-    from supervisor.fleet.site import FleetSite
+        site: Site = LocalSite(p, locks)
+        return Daemon(
+            p, config, clock=clock, site=site, spawner=spawner, timings=timings, forks=forks
+        )
+    from supervisor.fleet.site import FleetSite, Member
 
-    return FleetSite(p, config, clock=clock, timings=timings, locks=locks, spawner=spawner)
+    fleet = FleetSite(p, config, clock=clock, timings=timings, locks=locks)
+    daemon = Daemon(
+        p, config, clock=clock, site=fleet, spawner=spawner, timings=timings, forks=forks
+    )
+    daemon.member = Member(fleet, daemon)
+    return daemon
 
 
 def main(*, worker_argv: list[str] | None = None) -> int:
@@ -662,19 +676,19 @@ def main(*, worker_argv: list[str] | None = None) -> int:
     forks = forkserver_for(worker_argv, timings.forkserver)  # real workers only
     spawner = WorkerSpawner(worker_argv, forks, limits.root or None)
     try:
-        site = open_site(p, config, clock, timings, locks, spawner)
-        daemon = Daemon(
-            p, config, clock=clock, site=site, spawner=spawner, timings=timings, forks=forks
+        daemon = compose(
+            p, config, clock=clock, timings=timings, locks=locks, spawner=spawner, forks=forks
         )
     except LedgerError as exc:
         print(f"vinos-routine: {exc}", file=sys.stderr)
         return 1
-    try:
-        site.join()  # this daemon's identity (one daemon per fleet machine name)
-    except MachineInUse as exc:
-        print(f"vinos-routine: {exc}", file=sys.stderr)
-        site.close()
-        return 1
+    if daemon.member is not None:
+        try:
+            daemon.member.join()  # this daemon's identity (one daemon per fleet machine name)
+        except MachineInUse as exc:
+            print(f"vinos-routine: {exc}", file=sys.stderr)
+            daemon.site.close()
+            return 1
     log.info("vinos-routine daemon %s started for %s (pid %d)", version(), p.home, os.getpid())
     try:
         return asyncio.run(daemon.run())

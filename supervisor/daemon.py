@@ -34,6 +34,7 @@ from routines.spec.paths import Paths, paths
 from routines.spec.registry import Registry
 from supervisor.control.api import Refused
 from supervisor.control.handlers import Handlers
+from supervisor.control.sandboxsock import SOCKET_NAME, SandboxServer
 from supervisor.control.server import ControlServer, socket_path_problem
 from supervisor.control.snapshot import status_reply
 from supervisor.control.watch import StatusWatch
@@ -136,6 +137,8 @@ class Daemon:
         self.watch = StatusWatch(self)  # `status --waybar --follow` (supervisor/control/watch.py)
         handlers = Handlers(self, self.watch).table()  # they see the Controlled protocol
         self.control = ControlServer(handlers, idle_sec=timings.control_idle_sec)
+        # `sandbox NAME -- CMD` forked by the forkserver (supervisor/control/sandboxsock.py).
+        self.sandboxes = None if forks is None else SandboxServer(forks, self._sandbox_used)
         self._wake = asyncio.Event()
         self._stopping = False
         self._stop_why = ""
@@ -184,6 +187,8 @@ class Daemon:
         try:
             fds = systemd.listen_fds()
             await self.control.start(self.paths.control_socket, fds[0] if fds else None)
+            if self.sandboxes is not None:
+                await self.sandboxes.start(self.paths.runtime_dir / SOCKET_NAME)
             if self.pool.probes is not None:  # the sandbox probe, once for every worker
                 self.pool.probes.get(self.config.sandbox.bwrap)
             self.files = FileWatch(self.triggers, self.wake, home=str(Path.home()))
@@ -219,6 +224,8 @@ class Daemon:
             log.info("%s", stop_line(self._stop_why, len(self.pool.running), self.timings))
             await self.pool.shutdown(self.timings.stop_grace_sec)
             await self.site.stop(self._seen(), self.timings.stop_grace_sec)
+            if self.sandboxes is not None:
+                await self.sandboxes.close()  # its calls are the forkserver's children too
             if self.forks is not None:
                 # After the workers (an offline pool's too): they die with it.
                 await self.forks.close()
@@ -566,6 +573,11 @@ class Daemon:
             reason=self.ground.reason,
             unwritten=len(self.pool.unwritten),
         )
+
+    def _sandbox_used(self) -> None:
+        # A `sandbox` call is a use, as a typed run is: the next one finds the forkserver up.
+        self._last_use = self.clock.now()
+        self._keep_forks(len(self.pool.running) + len(self.pool.queue))
 
     def _keep_forks(self, active: int) -> None:
         if self.forks is None or self._stopping:

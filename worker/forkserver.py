@@ -285,7 +285,7 @@ def _child(
     except KeyboardInterrupt:
         # As an interpreter of its own ends on an uncaught ^C: the traceback, then killed by
         # SIGINT, so its parent sees the signal and not a crash (tests/supervisor/
-        # test_sandbox_daemon.py::test_ctrl_c_of_the_client_ends_the_sandbox_as_without_daemon).
+        # test_sandbox_daemon.py::test_a_signal_to_the_client_ends_the_sandbox).
         import traceback
 
         traceback.print_exc()

@@ -83,7 +83,7 @@ def run(quick: bool) -> list[Row]:
         b2, c2 = median_seconds(bare, half), median_seconds(lambda: call(cli), half)
         a2 = median_seconds(lambda: call(show), half)
         inside, bare_inside = _in_run(Path(tmp), repeat)
-        warm, bare_warm = _daemon_up(Path(tmp), repeat, bare)
+        warm, bare_warm, empty = _daemon_up(Path(tmp), repeat, bare)
     bare_ms = (b1 + b2) / 2 * 1000
     cli_ms = (c1 + c2) / 2 * 1000
     argv_ms = (a1 + a2) / 2 * 1000
@@ -107,6 +107,13 @@ def run(quick: bool) -> list[Row]:
             ratio=warm / bare_warm if bare_warm else None,
             target=f"<= {TARGET_CLI_RATIO:g}x",
             met=warm / bare_warm <= TARGET_CLI_RATIO if bare_warm else None,
+        ),
+        Row(
+            name="`vinos-routine sandbox NAME -- true`, daemon up, against the interpreter",
+            value=warm,
+            unit="ms",
+            baseline=f"python -c pass, same environment: {empty:.1f} ms",
+            ratio=warm / empty if empty else None,
         ),
         Row(
             name=f"`vinos-routine sandbox NAME --argv -- true`, printed only (median of {repeat})",
@@ -134,8 +141,9 @@ def run(quick: bool) -> list[Row]:
     ]
 
 
-def _daemon_up(tmp: Path, repeat: int, bare: Callable[[], None]) -> tuple[float, float]:
-    """(`sandbox probe -- true` ms with a daemon and its forkserver up, bare bwrap ms)."""
+def _daemon_up(tmp: Path, repeat: int, bare: Callable[[], None]) -> tuple[float, float, float]:
+    """(`sandbox probe -- true` ms with a daemon and its forkserver up, bare bwrap ms, and
+    `python -c pass` ms in the same environment: the client's own floor)."""
     home = Home(tmp, "daemon", tmp / "pycache")
     home.write("probe", ROUTINE)
     home.start(VINOS_DEBUG_TIMINGS=debug_timings(forkserver=True))
@@ -156,10 +164,14 @@ def _daemon_up(tmp: Path, repeat: int, bare: Callable[[], None]) -> tuple[float,
         call()
         if "sandbox probe: forked" not in log.read_text(errors="replace"):
             raise RuntimeError(f"the call did not go through the daemon: {log.read_text()}")
+
+        def empty() -> None:
+            subprocess.run([sys.executable, "-c", "pass"], env=home.env, check=True)
+
         half = max(1, repeat // 2)
-        c1, b1 = median_seconds(call, half), median_seconds(bare, half)
-        b2, c2 = median_seconds(bare, half), median_seconds(call, half)
-        return (c1 + c2) / 2 * 1000, (b1 + b2) / 2 * 1000
+        c1, b1, p1 = (median_seconds(f, half) for f in (call, bare, empty))
+        p2, b2, c2 = (median_seconds(f, half) for f in (empty, bare, call))
+        return (c1 + c2) / 2 * 1000, (b1 + b2) / 2 * 1000, (p1 + p2) / 2 * 1000
     finally:
         home.stop()
 

@@ -280,6 +280,7 @@ class SandboxServer:
         me = asyncio.current_task()
         if me is not None:
             self._calls[me] = pid
+        log.info("sandbox %s: forked as pid %d", checked.name, pid)
         _send(conn, {"pid": pid})
         await self._relay(conn, pid, exited)
 

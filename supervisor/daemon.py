@@ -35,6 +35,7 @@ from routines.spec.paths import Paths, paths
 from routines.spec.registry import Registry
 from supervisor.control.api import Refused
 from supervisor.control.handlers import Handlers
+from supervisor.control.sandboxsock import SOCKET_NAME, SandboxServer
 from supervisor.control.server import ControlServer, socket_path_problem
 from supervisor.control.snapshot import status_reply
 from supervisor.control.watch import StatusWatch
@@ -138,6 +139,8 @@ class Daemon:
         self.watch = StatusWatch(self)  # `status --waybar --follow` (supervisor/control/watch.py)
         handlers = Handlers(self, self.watch).table()  # they see the Controlled protocol
         self.control = ControlServer(handlers, idle_sec=timings.control_idle_sec)
+        # `sandbox NAME -- CMD` forked by the forkserver (supervisor/control/sandboxsock.py).
+        self.sandboxes = None if forks is None else SandboxServer(forks, self._sandbox_used)
         self._wake = asyncio.Event()
         self._stopping = False
         self._stop_why = ""
@@ -185,6 +188,8 @@ class Daemon:
         try:
             fds = systemd.listen_fds()
             await self.control.start(self.paths.control_socket, fds[0] if fds else None)
+            if self.sandboxes is not None:
+                await self.sandboxes.start(self.paths.runtime_dir / SOCKET_NAME)
             if self.pool.probes is not None:  # the sandbox probe, once for every worker
                 self.pool.probes.get(self.config.sandbox.bwrap)
             self.files = FileWatch(self.triggers, self.wake, home=str(Path.home()))
@@ -214,29 +219,7 @@ class Daemon:
                 self.files.close()
             for task in tasks:
                 task.cancel()
-            systemd.notify("STOPPING=1\nSTATUS=stopping: waiting for running routines")
-            _set_title("vinos-routined: stopping")
-            # A stop is said in the log, as a start is: a journal that ends without a line
-            # reads as a crash (tests/supervisor/test_daemon_systemd.py::
-            # test_a_foreground_daemon_says_why_and_when_it_stops).
-            log.info("%s", stop_line(self._stop_why, len(self.pool.running), self.timings))
-            await self.pool.shutdown(self.timings.stop_grace_sec)  # offline runs too
-            if member is not None:
-                member.stop()
-            if self.forks is not None:
-                # After the workers: they die with it.
-                await self.forks.close()
-            await self.control.close()
-            try:
-                self.pool.flush()
-            except LedgerUnavailable as exc:
-                log.error(
-                    "the ledger takes no writes (%s): %d finished run(s) could not be recorded "
-                    "and are lost (they show as interrupted from the next start): %s",
-                    exc.reason,
-                    len(self.pool.unwritten),
-                    ", ".join(u.run_id for u in self.pool.unwritten),
-                )
+            await self._shut_down()
         finally:
             for sig, handler in previous.items():
                 loop.remove_signal_handler(sig)
@@ -246,6 +229,35 @@ class Daemon:
                 self.member.close()
         log.info("vinos-routine daemon stopped (pid %d)", os.getpid())
         return 1 if self.refused else 0
+
+    async def _shut_down(self) -> None:
+        """The runs given their grace, then the fleet member, the sandbox calls, the
+        forkserver and the control socket, in that order; then what is unwritten, said."""
+        systemd.notify("STOPPING=1\nSTATUS=stopping: waiting for running routines")
+        _set_title("vinos-routined: stopping")
+        # A stop is said in the log, as a start is: a journal that ends without a line
+        # reads as a crash (tests/supervisor/test_daemon_systemd.py::
+        # test_a_foreground_daemon_says_why_and_when_it_stops).
+        log.info("%s", stop_line(self._stop_why, len(self.pool.running), self.timings))
+        await self.pool.shutdown(self.timings.stop_grace_sec)  # offline runs too
+        if self.member is not None:
+            self.member.stop()
+        if self.sandboxes is not None:
+            await self.sandboxes.close()  # its calls are the forkserver's children too
+        if self.forks is not None:
+            # After the workers: they die with it.
+            await self.forks.close()
+        await self.control.close()
+        try:
+            self.pool.flush()
+        except LedgerUnavailable as exc:
+            log.error(
+                "the ledger takes no writes (%s): %d finished run(s) could not be recorded "
+                "and are lost (they show as interrupted from the next start): %s",
+                exc.reason,
+                len(self.pool.unwritten),
+                ", ".join(u.run_id for u in self.pool.unwritten),
+            )
 
     def refuse(self, why: str) -> None:
         """Another live daemon holds this daemon's identity (a fleet machine name): stop."""
@@ -566,6 +578,11 @@ class Daemon:
             reason=self.ground.reason,
             unwritten=len(self.pool.unwritten),
         )
+
+    def _sandbox_used(self) -> None:
+        # A `sandbox` call is a use, as a typed run is: the next one finds the forkserver up.
+        self._last_use = self.clock.now()
+        self._keep_forks(len(self.pool.running) + len(self.pool.queue))
 
     def _keep_forks(self, active: int) -> None:
         if self.forks is None or self._stopping:

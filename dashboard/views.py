@@ -57,8 +57,8 @@ class Overview:
 
 @dataclass(frozen=True, slots=True)
 class Waiting:
-    """A proposed action waiting for a decision, as the overview lists it (read-only: the
-    decision is the CLI's, `vinos-routine approve ID` / `deny ID`)."""
+    """A proposed action waiting for a decision, as the overview lists it (its first lines)
+    and as its own page shows it whole, with Approve and Deny (`full`)."""
 
     id: int
     routine: str
@@ -73,6 +73,9 @@ class Waiting:
     paused: bool = False  # its run paused for this answer ("needs you"): it goes on once answered
     # A write_file request (permissions "ask"): `command` is the path, the input its content.
     write: bool = False
+    # What Approve names: the input's fingerprint, so the action runs with the input this page
+    # showed or not at all (supervisor/control/handlers.py decide, worker/actioncmd.py).
+    shown: str = ""
 
 
 INPUT_HEAD_LINES = 6
@@ -85,48 +88,67 @@ def waiting_proposals(
     paused: frozenset[str] = frozenset(),
 ) -> list[Waiting]:
     """Waiting, unexpired proposals, newest first; `paused`: the runs that wait for their
-    answer (read from the runs' ledger, which on a fleet is not the proposals' file). Reads
+    answer. Reads
     only: the dashboard's ledger connection cannot write, so expiry and invalidation are
     shown, not recorded."""
     if ledger is None:
         return []
-    from routines.ledger import from_iso
-
     out = []
     for p in proposals.waiting(ledger):
-        expires = from_iso(p.expires_at)
-        if expires <= now:
-            continue
-        entry = registry.entries.get(p.routine)
-        current = (
-            proposals.fingerprint(entry.routine.text)
-            if entry is not None and entry.valid and entry.routine is not None
-            else None
-        )
-        # Escaped as the terminal shows them (routines.safetext): HTML escaping leaves bidi
-        # controls and zero-width characters working, which could reorder or hide part of
-        # the command or the input on the page.
-        lines = [visible(line, newlines=False) for line in p.input.splitlines()]
-        head = "\n".join(lines[:INPUT_HEAD_LINES])
-        if len(lines) > INPUT_HEAD_LINES:
-            head += f"\n… ({len(lines) - INPUT_HEAD_LINES} more lines)"
-        out.append(
-            Waiting(
-                id=p.id,
-                routine=p.routine,
-                action=one_line(p.action),
-                summary=one_line(p.summary),
-                command=one_line(p.command),
-                input_head=head,
-                input_bytes=len(p.input.encode("utf-8", "surrogatepass")),
-                created_at=from_iso(p.created_at),
-                expires_at=expires,
-                edited=current != p.fingerprint,
-                paused=p.run_id in paused,
-                write=p.action == proposals.WRITE_ACTION,
-            )
-        )
+        w = _as_waiting(registry, p, paused, INPUT_HEAD_LINES)
+        if w.expires_at > now:
+            out.append(w)
     return out
+
+
+def one_waiting(
+    registry: Registry,
+    ledger: proposals.ProposalStore | None,
+    proposal_id: int,
+    now: datetime,
+    paused: frozenset[str] = frozenset(),
+) -> Waiting | None:
+    """One waiting, unexpired proposal with its whole input (its page), or None."""
+    p = proposals.get(ledger, proposal_id) if ledger is not None else None
+    if p is None or p.state is not proposals.ProposalState.WAITING:
+        return None
+    w = _as_waiting(registry, p, paused, None)
+    return w if w.expires_at > now else None
+
+
+def _as_waiting(
+    registry: Registry, p: proposals.Proposal, paused: frozenset[str], head_lines: int | None
+) -> Waiting:
+    from routines.ledger import from_iso
+
+    entry = registry.entries.get(p.routine)
+    current = (
+        proposals.fingerprint(entry.routine.text)
+        if entry is not None and entry.valid and entry.routine is not None
+        else None
+    )
+    # Escaped as the terminal shows them (routines.safetext): HTML escaping leaves bidi
+    # controls and zero-width characters working, which could reorder or hide part of
+    # the command or the input on the page.
+    lines = [visible(line, newlines=False) for line in p.input.splitlines()]
+    head = "\n".join(lines[:head_lines])
+    if head_lines is not None and len(lines) > head_lines:
+        head += f"\n… ({len(lines) - head_lines} more lines)"
+    return Waiting(
+        id=p.id,
+        routine=p.routine,
+        action=one_line(p.action),
+        summary=one_line(p.summary),
+        command=one_line(p.command),
+        input_head=head,
+        input_bytes=len(p.input.encode("utf-8", "surrogatepass")),
+        created_at=from_iso(p.created_at),
+        expires_at=from_iso(p.expires_at),
+        edited=current != p.fingerprint,
+        paused=p.run_id in paused,
+        write=p.action == proposals.WRITE_ACTION,
+        shown=proposals.fingerprint(p.input),
+    )
 
 
 def overview(

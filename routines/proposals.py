@@ -74,6 +74,7 @@ class ProposalState(StrEnum):
 
 class Decider(StrEnum):
     CLI = "cli"  # vinos-routine approve / deny
+    DASHBOARD = "dashboard"  # the dashboard's Approve / Deny, in its session
     AUTO = "auto"  # auto_approve, with the routine's signature valid for a trusted key
     RUNTIME = "runtime"  # expired or invalidated: nobody decided
 
@@ -249,10 +250,15 @@ def finish(
 
 
 def deny(
-    ledger: ProposalStore, proposal_id: int, *, why: str, now: datetime
+    ledger: ProposalStore,
+    proposal_id: int,
+    *,
+    why: str,
+    now: datetime,
+    by: Decider = Decider.CLI,
 ) -> tuple[Proposal | None, str | None]:
     """waiting → denied; (the proposal, None) or (it, why not)."""
-    won = ledger.deny_proposal(proposal_id, by=Decider.CLI.value, why=why or None, now=iso(now))
+    won = ledger.deny_proposal(proposal_id, by=by.value, why=why or None, now=iso(now))
     p = get(ledger, proposal_id)
     if won:
         return p, None

@@ -39,7 +39,16 @@ from supervisor.control.sandboxsock import SOCKET_NAME, SandboxServer
 from supervisor.control.server import ControlServer, socket_path_problem
 from supervisor.control.snapshot import status_reply
 from supervisor.control.watch import StatusWatch
-from supervisor.engine import housekeeping, notify, pauses, pausestore, phone, runcgroup, systemd
+from supervisor.engine import (
+    approvals,
+    housekeeping,
+    notify,
+    pauses,
+    pausestore,
+    phone,
+    runcgroup,
+    systemd,
+)
 from supervisor.engine.clock import Clock, clock_from
 from supervisor.engine.filewatch import FileWatch
 from supervisor.engine.finish import Finished, Notification, remove_leftovers
@@ -476,6 +485,14 @@ class Daemon:
             line=self.status_line(),
             fleet=self.member.status() if self.member is not None else None,
         )
+
+    def start_action(self, proposal_id: int, shown: str) -> None:
+        loop = asyncio.get_running_loop()
+
+        def then() -> None:  # from the reaping thread
+            loop.call_soon_threadsafe(self.wake)
+
+        approvals.start_approved(proposal_id, shown, then)
 
     def set_enabled(self, routine: Routine, on: bool) -> None:
         set_enabled(self.ledger, routine, on, self.clock.now())

@@ -1,7 +1,9 @@
-"""`python -m worker.actioncmd ID [--auto] [--shown SHA256]`: run one approved proposal, once.
+"""`python -m worker.actioncmd ID [--auto | --dashboard] [--shown SHA256]`: run one approved
+proposal, once.
 
-What `vinos-routine approve ID` runs after the person confirmed, and what the supervisor
-starts for a routine with `auto_approve` (`--auto`). In order:
+What `vinos-routine approve ID` runs after the person confirmed, what the daemon starts for
+the dashboard's Approve (`--dashboard`: the person approved in its session), and what the
+supervisor starts for a routine with `auto_approve` (`--auto`). In order:
 
 1. the routine file as it is now must be the one the proposal was made from (its fingerprint):
    else the proposal is marked invalidated and nothing runs;
@@ -45,7 +47,7 @@ __all__ = ["AUTO_DECLINED", "main", "signature_problem"]
 
 TIMEOUT_STATUS = 124  # as timeout(1)
 AUTO_DECLINED = 3
-USAGE = "usage: python -m worker.actioncmd ID [--auto] [--shown SHA256]"
+USAGE = "usage: python -m worker.actioncmd ID [--auto | --dashboard] [--shown SHA256]"
 
 
 def signature_problem(routine: Routine, p: Paths) -> str | None:
@@ -64,13 +66,18 @@ def signature_problem(routine: Routine, p: Paths) -> str | None:
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     auto = "--auto" in args
-    rest = [a for a in args if a != "--auto"]
+    by = Decider.AUTO if auto else Decider.DASHBOARD if "--dashboard" in args else Decider.CLI
+    rest = [a for a in args if a not in ("--auto", "--dashboard")]
     shown: str | None = None
     if "--shown" in rest:
         at = rest.index("--shown")
         shown = rest[at + 1] if at + 1 < len(rest) else ""
         del rest[at : at + 2]
-    if len(rest) != 1 or not rest[0].isdigit() or shown == "":
+    # The dashboard's approval names the input it showed: it runs that one or nothing.
+    unshown = by is Decider.DASHBOARD and shown is None
+    if len(rest) != 1 or not rest[0].isdigit() or shown == "" or unshown:
+        return _fail(USAGE, 2)
+    if auto and "--dashboard" in args:
         return _fail(USAGE, 2)
     import sandbox
 
@@ -80,14 +87,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = paths()
     # The proposals are the run ledger's: the fleet's on a fleet, where any machine answers.
     with closing(open_ledger(p.ledger, load_config_or_default(p.config_file).fleet)) as ledger:
-        return _approve(ledger, p, int(rest[0]), auto, shown)
+        return _approve(ledger, p, int(rest[0]), by, shown)
 
 
 def _now() -> datetime:
     return datetime.now(UTC)
 
 
-def _approve(ledger: LedgerAPI, p: Paths, pid: int, auto: bool, shown: str | None) -> int:
+def _approve(ledger: LedgerAPI, p: Paths, pid: int, by: Decider, shown: str | None) -> int:
+    auto = by is Decider.AUTO
     found = proposals.get(ledger, pid)
     if found is None:
         return _fail(f"no proposal #{pid}")
@@ -104,9 +112,7 @@ def _approve(ledger: LedgerAPI, p: Paths, pid: int, auto: bool, shown: str | Non
             proposals.note(ledger, pid, problem)
             print(f"vinos-routine: proposal #{pid} waits for a person: {problem}", file=sys.stderr)
             return AUTO_DECLINED
-    won, why = proposals.claim(
-        ledger, pid, by=Decider.AUTO if auto else Decider.CLI, now=_now(), current=current
-    )
+    won, why = proposals.claim(ledger, pid, by=by, now=_now(), current=current)
     if why is not None or won is None:
         return _fail(f"proposal #{pid} was not run: {why}")
     if shown is not None and proposals.fingerprint(won.input) != shown:

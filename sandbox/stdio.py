@@ -32,16 +32,21 @@ from sandbox.cgroup import Joined
 from sandbox.host import Host
 from sandbox.limits import MemoryWatch
 from sandbox.netns import ProxyProcess, holder_argv, proxy_policy, uses_proxy
+from sandbox.overlay import OverlayError, Overlays
 from sandbox.policy import ShellPolicy, UnsafeValue
 from sandbox.probe import ROOT_REFUSAL, probe, warn_once
+from sandbox.quota import QuotaWatch
 from sandbox.runner import (
     _await_sandbox_end,
     _Capped,
     _child_pid,
     _end_group,
     _Exited,
+    _file_size_limited,
     _killpg,
+    _overlays,
     _pump,
+    _quota_fds,
     joined_cgroup,
     open_dir_nofollow,
 )
@@ -72,9 +77,15 @@ class StdioChild:
         lasting: contextlib.ExitStack,
         watch: MemoryWatch,
         joined: Joined | None = None,
+        disk: tuple[Overlays, QuotaWatch] | None = None,
     ) -> None:
         assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
         self._proc = proc
+        # The quota dirs as overlays on a tmpfs of the quota, for the program's whole life
+        # (sandbox/overlay.py), and the watch that measures the real dirs: None where the
+        # kernel cannot build them (the caller polls then: worker/mcpquota.py).
+        self._disk = disk
+        self.not_kept: str | None = None  # once closed: why its writes were not copied back
         self._info = info
         self._lasting = lasting
         self._watch = watch
@@ -103,6 +114,24 @@ class StdioChild:
     def sandbox_pid(self) -> int | None:
         """The sandbox's pid-1 on the host."""
         return _child_pid(self._info)
+
+    @property
+    def overlaid(self) -> bool:
+        """Whether the kernel keeps its quota: its writable dirs are overlays on a tmpfs of
+        max_workspace_mb, copied back within the quota when it ends."""
+        return self._disk is not None
+
+    def quota_problem(self) -> str | None:
+        """Why what it wrote so far could not be copied back (over the quota, or the tmpfs
+        filled: ENOSPC stopped a write), or None; copies nothing. Not overlaid: None."""
+        if self._disk is None:
+            return None
+        overlays, quota = self._disk
+        try:
+            before = [u for _, u in quota.measure()]
+        except OSError:
+            return None  # the copy back at its end decides
+        return overlays.check(before, quota.max_mb)
 
     def running(self) -> bool:
         return not self._closed.is_set() and not self._exited()
@@ -147,6 +176,10 @@ class StdioChild:
                 _end_group(self.pid, self._exited)
             _killpg(self.pid, signal.SIGKILL)  # exited, not reaped: pgid ours
             _await_sandbox_end(self._info)
+            if self._disk is not None:
+                # The sandbox is gone: nothing writes the upper dirs now. The real dirs are
+                # measured now, not at the start: the run's shell calls changed them since.
+                self.not_kept = _copied_back(*self._disk)
         finally:
             self._proc.wait()
             for t in self._threads:
@@ -222,14 +255,30 @@ def _start(
             for path in policy.rw_binds:
                 rw_fds.append(open_dir_nofollow(path))
                 closing.callback(os.close, rw_fds[-1])
-            argv = build_exec_argv(policy, host, seccomp_fd, program, info_fd=info_w, rw_fds=rw_fds)
+            # The quota as a shell call's (sandbox/runner.py): its dirs as overlays on a tmpfs
+            # of the quota, here for the program's life; a kept write folder stays read-only.
+            quota = QuotaWatch(_quota_fds(policy, rw_fds, lasting), policy.limits.workspace_mb)
+            left_mb = quota.start(time.monotonic())
+            overlays = _overlays(policy, quota, [], lasting)
+            shown = {} if overlays is None else overlays.shown()
+            limited = _file_size_limited(policy, left_mb, overlays is not None)
+            argv = build_exec_argv(
+                limited, host, seccomp_fd, program, info_fd=info_w, rw_fds=rw_fds, overlays=shown
+            )
             egress = (
                 proxy_policy(policy.network, policy.lan) if uses_proxy(policy.network) else None
             )
+        except OverlayError as exc:
+            raise StdioRefused(f"the sandbox's workspace could not be set up: {exc}") from exc
         except (UnsafeValue, ValueError, OSError, seccomp.SeccompUnavailable) as exc:
             raise StdioRefused(f"refused: {exc}") from exc
-        # A kept write folder is bound read-only here (sandbox/argv.py): never its fd.
-        rw = [fd for p, fd in zip(policy.rw_binds, rw_fds, strict=True) if p not in policy.kept]
+        # A kept write folder is bound read-only here (sandbox/argv.py): never its fd; nor an
+        # overlaid dir's (the program would write the real dir past the tmpfs).
+        rw = [
+            fd
+            for p, fd in zip(policy.rw_binds, rw_fds, strict=True)
+            if p not in policy.kept and p not in shown
+        ]
         passed = [seccomp_fd, info_w, *rw]
         proxy: ProxyProcess | None = None
         if egress is not None:
@@ -238,6 +287,8 @@ def _start(
             pass_fd = proxy.start()
             argv = holder_argv(argv, pass_fd)
             passed.append(pass_fd)
+        if overlays is not None:
+            argv = overlays.argv(argv)  # bwrap (or the network holder) joins the overlays
         if os.environ.get("VINOS_ROUTINE_DEBUG") == "1":
             print(f"vinos-routine: sandbox argv: {shlex.join(argv)}", file=sys.stderr, flush=True)
         if on_argv is not None:
@@ -270,7 +321,18 @@ def _start(
             break
     if exited.fd is not None:
         os.close(exited.fd)
-    return StdioChild(proc, info, kept, MemoryWatch(policy.limits), joined)
+    disk = None if overlays is None else (overlays, quota)
+    return StdioChild(proc, info, kept, MemoryWatch(policy.limits), joined, disk)
+
+
+def _copied_back(overlays: Overlays, quota: QuotaWatch) -> str | None:
+    """Copy the program's writes back within the quota (sandbox/overlay.py); why not, or None."""
+    try:
+        before = [u for _, u in quota.measure()]
+    except OSError as exc:
+        overlays.close()
+        return f"its writable dirs could not be measured, so nothing it wrote was kept: {exc}"
+    return overlays.copy_back(before, quota.max_mb)
 
 
 def _status(pid: int) -> int | None:

@@ -45,6 +45,7 @@ __all__ = [
     "Verdict",
     "make_overlays_in_process",
     "overlay_unavailable",
+    "quota_in_force",
     "verdict",
 ]
 
@@ -397,3 +398,18 @@ def overlay_unavailable() -> str | None:
     if reason is None:
         hostcache.store("overlay", key, {"ok": True})
     return reason
+
+
+def quota_in_force() -> tuple[bool, str]:
+    """What `doctor` and the card say of max_workspace_mb on this host: whether the kernel
+    keeps it, and how (the run limits' line beside it: supervisor/engine/runcgroup.py)."""
+    reason = overlay_unavailable()
+    if reason is None:
+        return True, (
+            "kept by the kernel: max_workspace_mb holds every shell call, action, command and "
+            "MCP server (overlays on a tmpfs of the quota, copied back within it)"
+        )
+    return False, (
+        "polled: max_workspace_mb is measured during each shell call, action, command and MCP "
+        f"server, so writers at once may pass it before a poll sees them ({reason})"
+    )

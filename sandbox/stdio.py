@@ -24,7 +24,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from sandbox import seccomp
 from sandbox.argv import build_exec_argv
@@ -255,13 +255,8 @@ def _start(
             for path in policy.rw_binds:
                 rw_fds.append(open_dir_nofollow(path))
                 closing.callback(os.close, rw_fds[-1])
-            # The quota as a shell call's (sandbox/runner.py): its dirs as overlays on a tmpfs
-            # of the quota, here for the program's life; a kept write folder stays read-only.
-            quota = QuotaWatch(_quota_fds(policy, rw_fds, lasting), policy.limits.workspace_mb)
-            left_mb = quota.start(time.monotonic())
-            overlays = _overlays(policy, quota, [], lasting)
+            limited, quota, overlays = _disk(policy, rw_fds, lasting)
             shown = {} if overlays is None else overlays.shown()
-            limited = _file_size_limited(policy, left_mb, overlays is not None)
             argv = build_exec_argv(
                 limited, host, seccomp_fd, program, info_fd=info_w, rw_fds=rw_fds, overlays=shown
             )
@@ -274,12 +269,7 @@ def _start(
             raise StdioRefused(f"refused: {exc}") from exc
         # A kept write folder is bound read-only here (sandbox/argv.py): never its fd; nor an
         # overlaid dir's (the program would write the real dir past the tmpfs).
-        rw = [
-            fd
-            for p, fd in zip(policy.rw_binds, rw_fds, strict=True)
-            if p not in policy.kept and p not in shown
-        ]
-        passed = [seccomp_fd, info_w, *rw]
+        passed = [seccomp_fd, info_w, *_bound_fds(policy, rw_fds, shown)]
         proxy: ProxyProcess | None = None
         if egress is not None:
             proxy = ProxyProcess(egress, proxy_prefix, policy.bwrap)
@@ -323,6 +313,28 @@ def _start(
         os.close(exited.fd)
     disk = None if overlays is None else (overlays, quota)
     return StdioChild(proc, info, kept, MemoryWatch(policy.limits), joined, disk)
+
+
+def _bound_fds(policy: ShellPolicy, rw_fds: list[int], shown: Mapping[str, str]) -> list[int]:
+    """The writable dirs' fds bwrap binds: neither a kept write folder's nor an overlaid dir's."""
+    return [
+        fd
+        for p, fd in zip(policy.rw_binds, rw_fds, strict=True)
+        if p not in policy.kept and p not in shown
+    ]
+
+
+def _disk(
+    policy: ShellPolicy, rw_fds: list[int], lasting: contextlib.ExitStack
+) -> tuple[ShellPolicy, QuotaWatch, Overlays | None]:
+    """The quota as a shell call's (sandbox/runner.py): the quota dirs as overlays on a tmpfs
+    of the quota, here for the program's life (a kept write folder stays read-only), and the
+    policy with its RLIMIT_FSIZE; no overlays where the kernel cannot build them. Raises
+    OverlayError, OSError."""
+    quota = QuotaWatch(_quota_fds(policy, rw_fds, lasting), policy.limits.workspace_mb)
+    left_mb = quota.start(time.monotonic())
+    overlays = _overlays(policy, quota, [], lasting)
+    return _file_size_limited(policy, left_mb, overlays is not None), quota, overlays
 
 
 def _copied_back(overlays: Overlays, quota: QuotaWatch) -> str | None:

@@ -5,6 +5,13 @@ The same bwrap argv, seccomp filter, limits and egress proxy as a shell call
 runs until `close()`. The memory cap is watched for as long as it runs; its stderr is
 drained into a capped tail (a program blocked on a full stderr pipe would hang its caller).
 
+The disk quota is a shell call's, for the program's whole life: its writable dirs are
+overlays on a tmpfs of max_workspace_mb (sandbox/overlay.py), so the kernel stops its writes at
+the quota whenever it makes them; `quota_problem()` judges what it wrote so far (after each
+MCP call), and `close()` copies it back within the quota once the sandbox is gone, never while
+it may still write (tests/sandbox/test_stdio_quota.py). Where the overlay cannot be built, the
+caller polls (worker/mcpquota.py).
+
 `close()` ends the whole process tree, whatever it forked or setsid'ed: stdin closed first
 (an MCP server's cue to exit), then SIGTERM and SIGKILL to bwrap's group, and it returns
 only once the sandbox's pid-1 is gone, which takes the pid namespace with it

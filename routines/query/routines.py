@@ -8,14 +8,18 @@ nothing but routines. Tested as data: tests/routines/test_query.py.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, NamedTuple
 
+TYPE_CHECKING = False  # typing's own flag, without importing typing (routines/query/rowclass.py)
 if TYPE_CHECKING:
+    from typing import Any, NamedTuple
+
     from routines.ledger.api import LedgerAPI
     from routines.spec.registry import Registry
     from routines.spec.routine import Routine
+else:
+    from routines.query.rowclass import NamedTuple
 
 __all__ = ["KnownFire", "RoutineRow", "decode_rows", "encode_rows", "routine_rows"]
 
@@ -100,38 +104,57 @@ class RoutineRow(NamedTuple):
         }
 
 
-def encode_rows(rows: Iterable[RoutineRow]) -> list[dict[str, Any]]:
-    """The rows as the control socket carries them: JSON-ready dicts (the time as ISO 8601)."""
-    out = []
-    for r in rows:
-        d = r._asdict()
-        d["next_run"] = r.next_run.isoformat() if r.next_run is not None else None
-        out.append(d)
-    return out
+def encode_rows(rows: Sequence[RoutineRow]) -> dict[str, list[Any]]:
+    """The rows as the control socket carries them: columns, one list per field (the time as
+    ISO 8601), each field's name said once rather than once a row, and decoded without a dict
+    a row (`decode_rows`)."""
+    if not rows:
+        return {f: [] for f in RoutineRow._fields}
+    fields = RoutineRow._fields
+    columns = {f: list(c) for f, c in zip(fields, zip(*rows, strict=True), strict=True)}
+    columns["next_run"] = [at.isoformat() if at is not None else None for at in columns["next_run"]]
+    return columns
 
 
 def decode_rows(data: bytes | object) -> list[RoutineRow]:
-    """Rows back from the wire: JSON bytes, or the decoded list a response carried. A field
-    this client does not know (a newer daemon's) is left out; ValueError when not rows."""
+    """Rows back from the wire: JSON bytes, the columns `encode_rows` made, or a list of such
+    batches (in order). A field this client does not know (a newer daemon's) is left out, one
+    it knows but was not sent takes its default; ValueError when these are not rows."""
     if isinstance(data, bytes | bytearray | memoryview):
         import json
 
         data = json.loads(bytes(data))
-    if not isinstance(data, list):
-        raise ValueError("expected a list of rows")
-    fields = RoutineRow._fields
-    out = []
-    for d in data:
-        kw = {k: d[k] for k in fields if k in d}
-        at = kw.get("next_run")
-        kw["next_run"] = datetime.fromisoformat(at) if isinstance(at, str) else None
-        kw["errors"] = tuple(kw.get("errors", ()))
-        kw["warnings"] = tuple(kw.get("warnings", ()))
-        try:
-            out.append(RoutineRow(**kw))
-        except TypeError as exc:  # a required field missing
-            raise ValueError(str(exc)) from None
+    batches = data if isinstance(data, list) else [data]
+    out: list[RoutineRow] = []
+    for batch in batches:
+        out.extend(_decode_batch(batch))
     return out
+
+
+_TUPLES = ("errors", "warnings")
+
+
+def _decode_batch(batch: object) -> list[RoutineRow]:
+    if not isinstance(batch, dict) or not isinstance(batch.get("name"), list):
+        raise ValueError("expected the rows' columns")
+    n = len(batch["name"])
+    defaults = RoutineRow._field_defaults
+    columns = []
+    for field in RoutineRow._fields:
+        column = batch.get(field)
+        if column is None:
+            if field not in defaults:
+                raise ValueError(f"the rows have no {field}")
+            column = [defaults[field]] * n
+        elif not isinstance(column, list) or len(column) != n:
+            raise ValueError(f"the rows' {field} is not a column of {n}")
+        elif field == "next_run":
+            fromiso = datetime.fromisoformat
+            column = [fromiso(at) if isinstance(at, str) else None for at in column]
+        elif field in _TUPLES:
+            column = [tuple(v) for v in column]
+        columns.append(column)
+    return list(map(RoutineRow, *columns))
 
 
 def routine_rows(

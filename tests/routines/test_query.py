@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -106,3 +107,70 @@ def test_rows_cross_the_wire_unchanged(p: Paths) -> None:
     assert decode_rows(orjson.loads(wire)["result"]["routines"]) == rows
     assert decode_rows(orjson.dumps(encode_rows(rows))) == rows
     assert all(isinstance(r, RoutineRow) for r in rows)
+
+
+def test_rows_cross_in_column_batches_and_a_wrong_batch_is_refused(p: Paths) -> None:
+    """The wire carries columns, one list a field (a field's name once, not once a row): two
+    batches decode, in order, to the rows; a field this client does not know is left out, one
+    with a default that was not sent takes it, and a short column is not rows."""
+    write(p.routines_dir, "news", AGENT)
+    write(p.routines_dir, "backup", COMMAND)
+    write(p.routines_dir, "bad", "[schedule]\ncron = 'x'\n")
+    rows = routine_rows(scan(p), None, NOW)
+    first, second = encode_rows(rows[:1]), encode_rows(rows[1:])
+    assert first["name"] == [rows[0].name] and len(second["name"]) == 2
+    assert decode_rows([first, second]) == rows
+    newer = {**second, "from_a_newer_daemon": [1, 2]}
+    del newer["premium_key"]
+    assert decode_rows([first, newer]) == rows
+    with pytest.raises(ValueError, match="kind"):
+        decode_rows({**second, "kind": ["command"]})
+    without = dict(second)
+    del without["valid"]  # no default: not rows
+    with pytest.raises(ValueError, match="valid"):
+        decode_rows(without)
+    assert encode_rows([]) == {f: [] for f in RoutineRow._fields}
+    assert decode_rows(encode_rows([])) == []
+
+
+def test_the_light_named_tuple_builds_what_typings_does() -> None:
+    """routines/query/rowclass.py stands in for typing.NamedTuple where `list` must not load
+    typing: the same fields, defaults, docstring, methods and tuple behaviour."""
+    import typing
+
+    from routines.query import rowclass
+
+    def make(base: object) -> type:
+        class Row(base):  # type: ignore[misc,valid-type]
+            """A row."""
+
+            name: str
+            size: int = 3
+            tags: tuple[str, ...] = ()
+
+            def twice(self) -> int:
+                return 2 * self.size
+
+        return Row
+
+    light, real = make(rowclass.NamedTuple), make(typing.NamedTuple)
+    for attr in ("_fields", "_field_defaults", "__doc__", "__module__", "__qualname__"):
+        assert getattr(light, attr) == getattr(real, attr), attr
+    assert light.__annotations__ == {"name": "str", "size": "int", "tags": "tuple[str, ...]"}
+    row = light("a")
+    assert (tuple(row), row.twice(), row._replace(size=5).size) == (("a", 3, ()), 6, 5)
+    assert row._asdict() == real("a")._asdict() and isinstance(row, tuple)
+    assert RoutineRow.__mro__[1:] == (tuple, object)
+    base: Any = rowclass.NamedTuple
+    with pytest.raises(TypeError, match="follows"):
+
+        class Bad(base):  # type: ignore[misc]
+            a: int = 1
+            b: int
+
+    with pytest.raises(AttributeError, match="_replace"):
+
+        class Worse(base):  # type: ignore[misc]
+            a: int
+
+            def _replace(self) -> None: ...

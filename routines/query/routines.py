@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 else:
     from routines.query.rowclass import NamedTuple
 
-__all__ = ["KnownFire", "RoutineRow", "decode_rows", "encode_rows", "routine_rows"]
+__all__ = ["KnownFire", "RoutineRow", "RowCache", "decode_rows", "encode_rows", "routine_rows"]
 
 # The next fire the daemon's scheduler holds for a routine, when it is the one a fresh
 # computation would give (supervisor/engine/scheduler.py `known_fire`); None: compute it.
@@ -169,11 +169,13 @@ def routine_rows(
     stale: Collection[str] = (),
     known_fire: KnownFire | None = None,
     states: Mapping[str, Any] | None = None,
+    cache: RowCache | None = None,
 ) -> list[RoutineRow]:
     """A row per routine file (`names`: only those), by name; without a ledger yet, what the
     files alone say. `allowed_signers`: checks the signatures beside the files (None: not
     shown); `stale`: invalid files whose last good version the daemon runs; `states`: the
-    ledger's, when the caller has just read them (None: read here)."""
+    ledger's, when the caller has just read them (None: read here); `cache`: what the files
+    said last time (a daemon's, RowCache)."""
     from zoneinfo import ZoneInfo
 
     wanted = sorted(registry.entries if names is None else set(names) & set(registry.entries))
@@ -197,15 +199,35 @@ def routine_rows(
     facts = _Facts(
         states, last, active, paused, spent, premium_keys or {}, not_here or {}, set(stale)
     )
+    kept = cache.parts if cache is not None else {}
+    parts: dict[int, tuple[Any, RoutineRow]] = {}
     out = []
     for name in wanted:
         entry = registry.entries[name]
-        row = _row(name, entry, facts, now, known_fire)
+        hit = kept.get(id(entry))
+        part = hit[1] if hit is not None and hit[0] is entry else _file_part(name, entry)
+        parts[id(entry)] = (entry, part)
+        row = _row(name, entry, part, facts, now, known_fire)
         if allowed_signers is not None and entry.routine is not None:
             sig = _signature(entry.path, entry.routine, allowed_signers, signed)
             row = row._replace(**sig) if sig else row
         out.append(row)
+    if cache is not None and names is None:
+        cache.parts = parts  # only the entries in force: an edited file's old part goes
     return out
+
+
+class RowCache:
+    """What each routine file alone says of its row (`_file_part`), kept while the registry
+    keeps that file's entry: an unchanged file keeps its Entry object (routines.spec.registry
+    `_read`), an edited one gets a new one. A daemon holds one, so its `list` of 10,000
+    routines builds anew only what the ledger and the clock say; the rows are the same with
+    or without it (tests/routines/test_query.py::
+    test_a_row_cache_gives_the_same_rows_and_forgets_an_edited_file)."""
+
+    def __init__(self) -> None:
+        # id(entry) -> (the entry, its part); the entry is held, so its id is not reused.
+        self.parts: dict[int, tuple[Any, RoutineRow]] = {}
 
 
 class _Facts(NamedTuple):
@@ -221,25 +243,14 @@ class _Facts(NamedTuple):
     stale: set[str]
 
 
-def _row(
-    name: str, entry: Any, f: _Facts, now: datetime, known_fire: KnownFire | None
-) -> RoutineRow:
-    from routines.ledger.model import is_enabled
-    from routines.runs import counts_as_strike
+def _file_part(name: str, entry: Any) -> RoutineRow:
+    """The row as the file alone says it: no ledger (the file's `enabled`, nothing run, nothing
+    spent), no next run, not stale."""
     from routines.schedule import summary
 
     r = entry.routine
-    state = f.states.get(name)
     problems = entry.errors  # a property that builds its tuple: once a row, not thrice
     errors = tuple(str(e) for e in problems)
-    lr = f.last.get(name)
-    last: dict[str, Any] = {
-        "last_status": lr.status if lr else None,
-        "last_outcome": lr.outcome if lr else None,
-        "last_finished": lr.finished_at if lr else None,
-        "last_run_id": lr.run_id if lr else None,
-        "last_failed": bool(lr and counts_as_strike(lr.status)),
-    }
     if r is None:
         return RoutineRow(
             name=name,
@@ -250,44 +261,93 @@ def _row(
             schedule="",
             expression="",
             next_run=None,
+            last_status=None,
+            last_outcome=None,
+            last_finished=None,
             today_dollars=0.0,
             disabled_reason=None,
             errors=errors,
-            stale=name in f.stale,
-            **last,
         )
     valid = not problems  # Entry.valid, Entry.warnings
-    enabled = is_enabled(f.states, r)
-    known = known_fire(name, r, now) if enabled and known_fire is not None else None
-    description, next_run = summary(r.schedule, r.kind, name, enabled and not known, now)
+    description, _ = summary(r.schedule, r.kind, name, False, datetime.min)
     return RoutineRow(
         name=name,
         kind=r.kind.value,
         origin=entry.origin.value,
-        enabled=enabled,
+        enabled=r.enabled,
         valid=valid,
         schedule=description,
         expression=r.schedule.expression,
-        next_run=known or next_run,
-        today_dollars=f.spent.get(name, 0.0),
-        disabled_reason=state.disabled_reason if state and not enabled else None,
+        next_run=None,
+        last_status=None,
+        last_outcome=None,
+        last_finished=None,
+        today_dollars=0.0,
+        disabled_reason=None,
         errors=errors,
         warnings=r.warnings if valid else (),
         description=r.description,
-        stale=name in f.stale,
-        strikes=state.failure_streak if state else 0,
-        running=(name, "running") in f.active,
-        queued=(name, "queued") in f.active,
         max_dollars_per_day=r.budget.max_dollars_per_day,
         open_on_login=r.output.open_on_login,
-        not_here=f.not_here.get(name),
-        file_enabled=r.enabled if r.enabled != enabled else None,
         # [routine].permissions of an agent routine (a command routine has no model to ask)
         permissions=str(r.permissions.value) if r.agent is not None else None,
-        needs_you=f.paused.get(name),
-        premium_key=f.premium.get(name),
-        **last,
     )
+
+
+def _row(
+    name: str,
+    entry: Any,
+    part: RoutineRow,
+    f: _Facts,
+    now: datetime,
+    known_fire: KnownFire | None,
+) -> RoutineRow:
+    """`part` (the file's) with what the ledger, the caller and the clock say."""
+    from routines.ledger.model import is_enabled
+    from routines.runs import counts_as_strike
+
+    r = entry.routine
+    changes: dict[str, Any] = {}
+    lr = f.last.get(name)
+    if lr is not None:
+        changes.update(
+            last_status=lr.status,
+            last_outcome=lr.outcome,
+            last_finished=lr.finished_at,
+            last_run_id=lr.run_id,
+            last_failed=bool(counts_as_strike(lr.status)),
+        )
+    if name in f.stale:
+        changes["stale"] = True
+    if r is None:
+        return part._replace(**changes) if changes else part
+    state = f.states.get(name)
+    enabled = is_enabled(f.states, r)
+    if enabled != part.enabled:
+        changes.update(enabled=enabled, file_enabled=r.enabled)
+    if enabled:
+        known = known_fire(name, r, now) if known_fire is not None else None
+        if known is None:
+            from routines.schedule import summary
+
+            known = summary(r.schedule, r.kind, name, True, now)[1]
+        if known is not None:
+            changes["next_run"] = known
+    elif state is not None and state.disabled_reason is not None:
+        changes["disabled_reason"] = state.disabled_reason
+    if state is not None and state.failure_streak:
+        changes["strikes"] = state.failure_streak
+    for key, value in (
+        ("today_dollars", f.spent.get(name)),
+        ("running", (name, "running") in f.active or None),
+        ("queued", (name, "queued") in f.active or None),
+        ("not_here", f.not_here.get(name)),
+        ("needs_you", f.paused.get(name)),
+        ("premium_key", f.premium.get(name)),
+    ):
+        if value is not None:
+            changes[key] = value
+    return part._replace(**changes) if changes else part
 
 
 def _signature_files(paths: Iterable[Any]) -> set[str]:

@@ -118,6 +118,7 @@ class Handlers:
             ledger=d.ledger,
             known_fire=d.known_fire,
             stale=stale,
+            cache=self.status_watch.rows,
         )
         send_rows(conn, rows)
         return {"rows": len(rows), "stale": stale}

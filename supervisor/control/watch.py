@@ -22,7 +22,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from ipc import Event, EventKind, Request
-from routines.query import RoutineRow, encode_rows
+from routines.query import RoutineRow, RowCache, encode_rows
 from supervisor.control.server import send_rows
 
 if TYPE_CHECKING:
@@ -37,6 +37,9 @@ class StatusWatch:
         self.daemon = daemon
         self.watchers: set[asyncio.Event] = set()
         self._last: object = None
+        # What each file says of its row, for the bar's rows and `list`'s (handlers.py): one
+        # cache, so 10,000 routines' parts are held once.
+        self.rows = RowCache()
 
     def signature(self) -> tuple[Any, ...]:
         d = self.daemon
@@ -80,7 +83,7 @@ class StatusWatch:
         stale = [n for n, e in d.registry.entries.items() if e.stale]
         rows = collect(
             now, registry=as_on_disk(d.registry), ledger=d.ledger, known_fire=d.known_fire,
-            stale=stale,
+            stale=stale, cache=self.rows,
         )  # fmt: skip
         return rows, bar_facts(d.paths, rows, d.ledger, now)
 

@@ -174,3 +174,47 @@ def test_the_light_named_tuple_builds_what_typings_does() -> None:
             a: int
 
             def _replace(self) -> None: ...
+
+
+def test_a_row_cache_gives_the_same_rows_and_forgets_an_edited_file(p: Paths) -> None:
+    """A daemon's RowCache keeps what each file says of its row while the registry keeps the
+    file's entry: the rows are those made without it, the ledger's news shows at once, and an
+    edited, removed or invalid file is never shown as it was."""
+    import os
+
+    from routines.query import RowCache
+
+    write(p.routines_dir, "news", ON)
+    write(p.routines_dir, "backup", COMMAND)
+    write(p.routines_dir, "bad", "[schedule]\ncron = 'x'\n")
+    cache = RowCache()
+    with Ledger(p.ledger) as ledger:
+        registry = scan(p)
+        first = routine_rows(registry, ledger, NOW, cache=cache)
+        assert first == routine_rows(registry, ledger, NOW)
+        assert len(cache.parts) == 3
+        _finished(ledger, "news", RunStatus.FAILED, 0.5)  # the ledger moved, the files did not
+        backup = registry.entries["backup"].routine
+        assert backup is not None
+        ledger.disable(
+            "backup", file_enabled=backup.enabled, file_identity=backup.identity, reason="why"
+        )
+        again = routine_rows(scan(p, registry), ledger, NOW, cache=cache)
+        assert again == routine_rows(registry, ledger, NOW)
+        news = {r.name: r for r in again}["news"]
+        assert (news.last_status, news.last_failed, news.today_dollars) == ("failed", True, 0.5)
+        off = {r.name: r for r in again}["backup"]
+        assert (off.enabled, off.disabled_reason) == (False, "why")
+        # Edited in place within the same second, with the same size: a new stamp, a new row.
+        path = p.routines_dir / "news.toml"
+        st = os.stat(path)
+        path.write_text(path.read_text().replace("0 6 * * *", "0 7 * * *"))
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1))
+        (p.routines_dir / "backup.toml").unlink()
+        write(p.routines_dir, "bad", COMMAND)
+        edited = scan(p, registry)
+        rows = {r.name: r for r in routine_rows(edited, ledger, NOW, cache=cache)}
+        assert rows == {r.name: r for r in routine_rows(edited, ledger, NOW)}
+        assert rows["news"].expression == "0 7 * * *" and "backup" not in rows
+        assert rows["bad"].valid and rows["bad"].kind == "command"
+        assert len(cache.parts) == 2  # the parts of files gone or replaced are dropped

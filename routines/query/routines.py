@@ -176,28 +176,14 @@ def routine_rows(
     shown); `stale`: invalid files whose last good version the daemon runs; `states`: the
     ledger's, when the caller has just read them (None: read here); `cache`: what the files
     said last time (a daemon's, RowCache)."""
-    from zoneinfo import ZoneInfo
-
     wanted = sorted(registry.entries if names is None else set(names) & set(registry.entries))
-    if states is None:
-        states = ledger.states() if ledger is not None else {}
-    last = ledger.last_runs() if ledger is not None else {}
-    active = {(a.routine, str(a.status)) for a in ledger.active_runs()} if ledger else set()
-    paused = {a.routine: a.run_id for a in ledger.paused_runs()} if ledger is not None else {}
-    zones = {}
-    for n in wanted:
-        r = registry.entries[n].routine
-        if r is not None:
-            zones[n] = ZoneInfo(r.schedule.timezone)
-    # Today's spending of every routine in one query per zone, not one per routine.
-    spent = ledger.spent_today_many(zones, now) if ledger is not None and zones else {}
+    facts = _ledger_facts(registry, ledger, wanted, now, states)._replace(
+        premium=premium_keys or {}, not_here=not_here or {}, stale=set(stale)
+    )
     signed = (
         _signature_files(registry.entries[n].path for n in wanted)
         if allowed_signers is not None
         else set()
-    )
-    facts = _Facts(
-        states, last, active, paused, spent, premium_keys or {}, not_here or {}, set(stale)
     )
     kept = cache.parts if cache is not None else {}
     parts: dict[int, tuple[Any, RoutineRow]] = {}
@@ -241,6 +227,37 @@ class _Facts(NamedTuple):
     premium: Mapping[str, str]
     not_here: Mapping[str, str]
     stale: set[str]
+
+
+def _ledger_facts(
+    registry: Registry,
+    ledger: LedgerAPI | None,
+    wanted: list[str],
+    now: datetime,
+    states: Mapping[str, Any] | None,
+) -> _Facts:
+    """What the ledger says of the `wanted` routines (nothing without a ledger yet); `states`:
+    read by the caller already (None: read here)."""
+    if ledger is None:
+        return _Facts(states or {}, {}, set(), {}, {}, {}, {}, set())
+    from zoneinfo import ZoneInfo
+
+    zones = {}
+    for n in wanted:
+        r = registry.entries[n].routine
+        if r is not None:
+            zones[n] = ZoneInfo(r.schedule.timezone)
+    return _Facts(
+        ledger.states() if states is None else states,
+        ledger.last_runs(),
+        {(a.routine, str(a.status)) for a in ledger.active_runs()},
+        {a.routine: a.run_id for a in ledger.paused_runs()},
+        # Today's spending of every routine in one query per zone, not one per routine.
+        ledger.spent_today_many(zones, now) if zones else {},
+        {},
+        {},
+        set(),
+    )
 
 
 def _file_part(name: str, entry: Any) -> RoutineRow:

@@ -15,6 +15,6 @@ functions that read them (a `list` the daemon answered decodes rows without load
 loader, the ledger or msgspec).
 """
 
-from routines.query.routines import RoutineRow, decode_rows, encode_rows, routine_rows
+from routines.query.routines import RoutineRow, RowCache, decode_rows, encode_rows, routine_rows
 
-__all__ = ["RoutineRow", "decode_rows", "encode_rows", "routine_rows"]
+__all__ = ["RoutineRow", "RowCache", "decode_rows", "encode_rows", "routine_rows"]

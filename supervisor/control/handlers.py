@@ -106,9 +106,8 @@ class Handlers:
     async def list_routines(self, req: Request, conn: Connection) -> dict[str, object]:
         """`list`: the read model's rows (routines.query), from the files as they are now,
         the daemon's ledger and the next fires its scheduler holds, sent as ROWS events (a
-        line holds at most ipc.MAX_LINE bytes: 10,000 rows are ~6 MB); the response counts
+        line holds at most ipc.MAX_LINE bytes), each a batch of columns; the response counts
         them. The client renders them."""
-        from routines.query import encode_rows
         from supervisor.overview import as_on_disk, collect
 
         self._ledger_in_place()
@@ -121,8 +120,9 @@ class Handlers:
             ledger=d.ledger,
             known_fire=d.known_fire,
             stale=stale,
+            cache=self.status_watch.rows,
         )
-        send_rows(conn, encode_rows(rows))
+        send_rows(conn, rows)
         return {"rows": len(rows), "stale": stale}
 
     def _routine(self, name: object) -> Routine:

@@ -93,9 +93,19 @@ def run(quick: bool) -> list[Row]:
                 paused = str(_run(home, "drafter")["run_id"])
                 if i == 0:
                     assert home.proc is not None
-                    workers = len(psutil.Process(home.proc.pid).children(recursive=True))
-                    state = home.root / "home" / "routines" / "state" / "drafter" / "runs"
-                    kept = (state / f"{paused}.conversation.json").stat().st_size
+                    # The daemon's forkserver is its own, there before and after any run: not
+                    # the paused run's.
+                    daemon = psutil.Process(home.proc.pid)
+                    forks = {
+                        c.pid
+                        for c in daemon.children()
+                        if "forkserver" in " ".join(c.cmdline())  # its title
+                    }
+                    workers = len(
+                        [c for c in daemon.children(recursive=True) if c.pid not in forks]
+                    )
+                    with Ledger(ledger_path) as led:
+                        kept = len((led.conversation(paused) or "").encode())
                 with Ledger(ledger_path) as led:
                     [p] = proposals.waiting(led)
                 subprocess.run(
@@ -137,7 +147,7 @@ def run(quick: bool) -> list[Row]:
             "needs you: kept on disk for a paused run",
             kept / 1024,
             "KB",
-            "its conversation file (its request: one proposals row)",
+            "its conversation's ledger row (its request: one proposals row)",
         ),
     ]
 

@@ -11,7 +11,15 @@ from pathlib import Path
 import pytest
 
 from tests.fakes import FakeAnthropic, FakeOllama
+from tests.worker.forked import close_forkservers
 from tests.worker.worker_harness import API_KEY, worker_env
+
+
+@pytest.fixture(scope="session", autouse=True)
+def forkserver() -> Iterator[None]:
+    """The test process's forkserver (tests/worker/forked.py), ended and reaped at its end."""
+    yield
+    close_forkservers()
 
 
 @pytest.fixture

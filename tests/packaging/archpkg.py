@@ -124,7 +124,9 @@ def run(
     return proc
 
 
-def once_per_run(factory: pytest.TempPathFactory, name: str, make: Callable[[Path], None]) -> Path:
+def once_per_run(
+    factory: pytest.TempPathFactory, name: str, make: Callable[[Path], object]
+) -> Path:
     """The directory `name`, made by `make` once for the whole test run, whichever pytest-xdist
     worker asks first; the others wait on its lock, then use what it made.
 

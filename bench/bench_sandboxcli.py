@@ -5,7 +5,12 @@ Targets: `sandbox NAME -- true` at most 20x bare bwrap once the host's answers a
 (sandbox/hostcache.py: the first call of a boot probes, as `first call` shows); a shell call
 inside a run (`run_shell`, as the worker calls it) at most 10 ms over bare bwrap. `--argv`,
 which only prints the command, is measured beside them (no target of its own: it is the
-start without the call).
+start without the call). `daemon up` is the same call handed to a daemon's warm forkserver
+(supervisor/control/sandboxsock.py), interleaved with its own bare bwrap.
+
+Every interpreter here reads compiled bytecode from one cache (PYTHONPYCACHEPREFIX), as an
+installed package does: a tree the bench's user cannot write would otherwise be compiled
+again at each call.
 """
 
 from __future__ import annotations
@@ -15,9 +20,11 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
-from bench.common import Row, median_seconds
+from bench.bench_supervisor import Home
+from bench.common import Row, debug_timings, median_seconds
 
 TARGET_CLI_RATIO = 20.0
 TARGET_CALL_ADDED_MS = 10.0
@@ -50,12 +57,13 @@ def run(quick: bool) -> list[Row]:
         runtime = Path(tmp) / "run"
         runtime.mkdir(mode=0o700)
         env = {
-            **os.environ,
+            **{k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"},
             "VINOS_HOME": str(home),
             "VINOS_SYSTEM_DIR": str(Path(tmp) / "system"),
             # The login session's runtime dir, where the host's answers are kept this boot.
             "XDG_RUNTIME_DIR": str(runtime),
             "PYTHONPATH": str(root),
+            "PYTHONPYCACHEPREFIX": str(Path(tmp) / "pycache"),
         }
         cli = [sys.executable, "-m", "supervisor", "sandbox", "probe", "--", "true"]
         show = [sys.executable, "-m", "supervisor", "sandbox", "probe", "--argv", "--", "true"]
@@ -75,6 +83,7 @@ def run(quick: bool) -> list[Row]:
         b2, c2 = median_seconds(bare, half), median_seconds(lambda: call(cli), half)
         a2 = median_seconds(lambda: call(show), half)
         inside, bare_inside = _in_run(Path(tmp), repeat)
+        warm, bare_warm, empty = _daemon_up(Path(tmp), repeat, bare)
     bare_ms = (b1 + b2) / 2 * 1000
     cli_ms = (c1 + c2) / 2 * 1000
     argv_ms = (a1 + a2) / 2 * 1000
@@ -89,6 +98,22 @@ def run(quick: bool) -> list[Row]:
             ratio=ratio,
             target=f"<= {TARGET_CLI_RATIO:g}x",
             met=ratio <= TARGET_CLI_RATIO,
+        ),
+        Row(
+            name=f"`vinos-routine sandbox NAME -- true`, daemon up (median of {repeat})",
+            value=warm,
+            unit="ms",
+            baseline=f"bwrap --ro-bind / / true: {bare_warm:.2f} ms",
+            ratio=warm / bare_warm if bare_warm else None,
+            target=f"<= {TARGET_CLI_RATIO:g}x",
+            met=warm / bare_warm <= TARGET_CLI_RATIO if bare_warm else None,
+        ),
+        Row(
+            name="`vinos-routine sandbox NAME -- true`, daemon up, against the interpreter",
+            value=warm,
+            unit="ms",
+            baseline=f"python -c pass, same environment: {empty:.1f} ms",
+            ratio=warm / empty if empty else None,
         ),
         Row(
             name=f"`vinos-routine sandbox NAME --argv -- true`, printed only (median of {repeat})",
@@ -114,6 +139,41 @@ def run(quick: bool) -> list[Row]:
             met=added <= TARGET_CALL_ADDED_MS,
         ),
     ]
+
+
+def _daemon_up(tmp: Path, repeat: int, bare: Callable[[], None]) -> tuple[float, float, float]:
+    """(`sandbox probe -- true` ms with a daemon and its forkserver up, bare bwrap ms, and
+    `python -c pass` ms in the same environment: the client's own floor)."""
+    home = Home(tmp, "daemon", tmp / "pycache")
+    home.write("probe", ROUTINE)
+    home.start(VINOS_DEBUG_TIMINGS=debug_timings(forkserver=True))
+    try:
+        log = home.root / "daemon.log"
+        deadline = time.monotonic() + 300
+        while "forkserver up" not in log.read_text(errors="replace"):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the daemon's forkserver did not come up: {log.read_text()}")
+            time.sleep(0.1)
+        argv = [sys.executable, "-m", "supervisor", "sandbox", "probe", "--", "true"]
+
+        def call() -> None:
+            subprocess.run(
+                argv, env=home.env, stdin=subprocess.DEVNULL, capture_output=True, check=True
+            )
+
+        call()
+        if "sandbox probe: forked" not in log.read_text(errors="replace"):
+            raise RuntimeError(f"the call did not go through the daemon: {log.read_text()}")
+
+        def empty() -> None:
+            subprocess.run([sys.executable, "-c", "pass"], env=home.env, check=True)
+
+        half = max(1, repeat // 2)
+        c1, b1, p1 = (median_seconds(f, half) for f in (call, bare, empty))
+        p2, b2, c2 = (median_seconds(f, half) for f in (empty, bare, call))
+        return (c1 + c2) / 2 * 1000, (b1 + b2) / 2 * 1000, (p1 + p2) / 2 * 1000
+    finally:
+        home.stop()
 
 
 def _in_run(tmp: Path, repeat: int) -> tuple[float, float]:

@@ -28,6 +28,7 @@ from starlette.staticfiles import StaticFiles
 from dashboard import control, messages, spending, views
 from dashboard.files import NAME, RUN_ID
 from dashboard.security import Guard, Secrets
+from routines import proposals
 from routines.humanize import money, relative, tokens
 from routines.ledger import LedgerError
 from routines.ledger.api import Store, open_ledger
@@ -148,9 +149,7 @@ class Pages:
     def home(self, request: Request) -> Response:
         status, problem = self.daemon_status()
         with self.ledger() as db:
-            data = views.overview(
-                scan(self.paths), db, status, problem, self.now(), self.paths.ledger
-            )
+            data = views.overview(scan(self.paths), db, status, problem, self.now())
         template = "_live.html" if request.query_params.get("partial") else "overview.html"
         return self.page(request, template, o=data)
 
@@ -159,7 +158,7 @@ class Pages:
         with self.ledger() as db:
             if run_id and RUN_ID.match(run_id):
                 return JSONResponse({"pulse": views.run_pulse(self.paths, db, run_id)})
-            return JSONResponse({"pulse": views.pulse(db, self.paths.ledger)})
+            return JSONResponse({"pulse": views.pulse(db)})
 
     def routine(self, request: Request) -> Response:
         name = request.path_params["name"]
@@ -214,18 +213,42 @@ class Pages:
             explained = views.explain(form, expr, tz, self.now(), count=10)
         return self.page(request, "schedule.html", form=form, expr=expr, tz=tz, x=explained)
 
-    async def change(self, request: Request) -> Response:
-        """A POST: enable, disable, run now, reload — each sent to the daemon, never done
-        here. The Guard has checked the cookie and the Origin; the CSRF field is checked here."""
-        # Our forms are urlencoded and tiny: parsed here, without python-multipart. A fire
-        # call's may carry its input (capped by the daemon: INPUT_CAP, percent-encoded).
-        action = request.path_params.get("action", "reload")
+    async def _form(self, request: Request, cap: int) -> dict[str, str] | Response:
+        """A POST's urlencoded form, its CSRF field checked (the Guard has checked the cookie
+        and the Origin), or the refusal to answer with."""
+        # Our forms are urlencoded and tiny: parsed here, without python-multipart.
         raw = await request.body()
-        if len(raw) > (MAX_FIRE_FORM if action == "fire" else MAX_FORM):
+        if len(raw) > cap:
             return HTMLResponse("413 form too large\n", status_code=413)
         form = dict(parse_qsl(raw.decode("utf-8", "replace"), keep_blank_values=True))
         if not hmac.compare_digest(form.get("csrf", "").encode(), self.csrf.encode()):
             return HTMLResponse("403 forbidden: missing or wrong CSRF token\n", status_code=403)
+        return form
+
+    async def _ask(
+        self, target: str, action: str, args: dict[str, Any], routine: str
+    ) -> tuple[dict[str, Any] | None, Response | None]:
+        """Send `action` to the daemon: its answer, or the redirect that says why not."""
+        try:
+            result = await run_in_threadpool(
+                control.request, self.paths.control_socket, action, args
+            )
+        except control.DaemonDown:
+            return None, self.back(target, messages.query("daemon_down", problem=True))
+        except control.DaemonRefused as exc:
+            code = messages.problem_code(exc.code)
+            return None, self.back(target, messages.query(code, problem=True, routine=routine))
+        return (result if isinstance(result, dict) else {}), None
+
+    async def change(self, request: Request) -> Response:
+        """A POST: enable, disable, run now, reload — each sent to the daemon, never done
+        here."""
+        # A fire call's form may carry its input (capped by the daemon: INPUT_CAP,
+        # percent-encoded).
+        action = request.path_params.get("action", "reload")
+        form = await self._form(request, MAX_FIRE_FORM if action == "fire" else MAX_FORM)
+        if isinstance(form, Response):
+            return form
         target = messages.safe_next(form.get("next", "/"))
         name = request.path_params.get("name")
         if (name is not None and not NAME.match(name)) or action not in ACTIONS:
@@ -235,18 +258,49 @@ class Pages:
             args["detach"] = True
         if action == "fire":  # untrusted input: the daemon caps it, the worker fences it
             args["input"] = form.get("input") or None
-        try:
-            result = await run_in_threadpool(
-                control.request, self.paths.control_socket, action, args
-            )
-        except control.DaemonDown:
-            return self.back(target, messages.query("daemon_down", problem=True))
-        except control.DaemonRefused as exc:
-            code = messages.problem_code(exc.code)
-            return self.back(target, messages.query(code, problem=True, routine=name or ""))
-        run_id = result.get("run_id", "") if isinstance(result, dict) else ""
+        result, refused = await self._ask(target, action, args, name or "")
+        if refused is not None:
+            return refused
+        run_id = (result or {}).get("run_id", "")
         run_id = run_id if isinstance(run_id, str) else ""
         return self.back(target, messages.query(ACTIONS[action], routine=name or "", run=run_id))
+
+    def proposal(self, request: Request) -> Response:
+        """A waiting proposal whole (its input escaped as the terminal shows it), with
+        Approve, which names the input shown, and Deny."""
+        pid = _proposal_id(request.path_params["id"])
+        found = None
+        with self.ledger() as db:
+            if pid is not None and db is not None:
+                paused = frozenset(r.run_id for r in db.paused_runs())
+                found = views.one_waiting(scan(self.paths), db, pid, self.now(), paused)
+        if found is None:
+            return self.missing(request, "waiting proposal by that number")
+        return self.page(request, "proposal.html", w=found)
+
+    async def decide(self, request: Request) -> Response:
+        """Approve or Deny a proposal, sent to the daemon (which starts the action, or
+        records the refusal, and resumes a run paused for it)."""
+        pid = _proposal_id(request.path_params["id"])
+        decision = request.path_params["decision"]
+        if pid is None or decision not in ("approve", "deny"):
+            return HTMLResponse("404 no such proposal or decision\n", status_code=404)
+        form = await self._form(request, MAX_FORM)
+        if isinstance(form, Response):
+            return form
+        args: dict[str, Any] = {"id": pid}
+        if decision == "approve":
+            args["shown"] = form.get("shown", "")
+        else:
+            args["why"] = form.get("why", "")[:500]
+        _, refused = await self._ask(f"/proposal/{pid}", decision, args, "")
+        if refused is not None:
+            return refused
+        with self.ledger() as db:
+            found = proposals.get(db, pid) if db is not None else None
+        routine = found.routine if found is not None else ""
+        code = "approved" if decision == "approve" else "denied"
+        return self.back("/", messages.query(code, routine=routine))
 
     def back(self, target: str, query: str) -> Response:
         """The redirect after a change: to `target` below the base path."""
@@ -261,6 +315,11 @@ ACTIONS = {
     "fire": "fired",
     "reload": "reloaded",
 }
+
+
+def _proposal_id(text: str) -> int | None:
+    """A proposal's number from a path, or None (pure)."""
+    return int(text) if text.isdigit() and len(text) <= 18 and int(text) > 0 else None
 
 
 def build_app(settings: Settings) -> Guard:
@@ -278,6 +337,8 @@ def build_app(settings: Settings) -> Guard:
         Route("/schedule", pages.playground),
         Route("/routine/{name}/{action}", pages.change, methods=["POST"]),
         Route("/reload", pages.change, methods=["POST"]),
+        Route("/proposal/{id}", pages.proposal),
+        Route("/proposal/{id}/{decision}", pages.decide, methods=["POST"]),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
     return Guard(

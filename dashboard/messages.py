@@ -23,6 +23,8 @@ NOTES = {
     "queued": "{routine} queued as {run}",
     "fired": "{routine} fired: its run starts now, or when its current run ends",
     "reloaded": "routine files re-read",
+    "approved": "{routine}'s proposal approved: its action runs now (a paused run goes on after)",
+    "denied": "{routine}'s proposal denied: its run is told",
 }
 PROBLEMS = {
     "daemon_down": "the daemon is not running: start it (vinos-routine daemon, or "
@@ -35,6 +37,10 @@ PROBLEMS = {
     "stopping": "the daemon is stopping; try again when it is back",
     "not_fireable": "{routine} takes no fire calls: add fire = true to its [trigger] table",
     "input_too_large": "the input is too large: a fire call takes at most 16 KB",
+    "no_proposal": "no such proposal (see vinos-routine pending)",
+    "not_waiting": "that proposal no longer waits: decided, expired or invalidated",
+    "changed": "that proposal's input is not the one the page showed: nothing ran; look again",
+    "not_started": "the action could not start: see the daemon's log",
     "refused": "the daemon refused the change: see vinos-routine status",
 }
 # A path of this dashboard: one leading slash, then no second one, no backslash (browsers read

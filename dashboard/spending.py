@@ -14,6 +14,8 @@ from dashboard.render import markdown
 from routines.humanize import money
 from routines.ledger import day_bounds
 from routines.ledger.api import LedgerAPI
+from routines.query.costs import caps, cost_rows, routine_days
+from routines.query.runs import day_runs
 from routines.spec.paths import Paths
 from routines.spec.registry import Registry
 
@@ -46,45 +48,34 @@ class CostPage:
 
 
 def cost_page(registry: Registry, ledger: LedgerAPI, now: datetime, zone_name: str) -> CostPage:
+    """The read model's cost rows (routines.query.costs) as charts: the last DAYS days."""
     zone = ZoneInfo(zone_name)
     today = now.astimezone(zone).date()
     days = [today - timedelta(days=n) for n in range(DAYS - 1, -1, -1)]
     start, end = day_bounds(days[0], zone)[0], day_bounds(today, zone)[1]
-    # Per day through the ledger's own sums (one small indexed query a day), which hold
-    # whatever form the ledger keeps older days in, rather than every run row.
-    per: dict[str, dict[date, float]] = {}
-    for day in days:
-        for t in ledger.totals(*day_bounds(day, zone)):
-            if t["dollars"]:
-                per.setdefault(t["routine"], {})[day] = float(t["dollars"])
-    totals = {t["routine"]: t for t in ledger.totals(start, end)}
-    caps = {
-        n: e.routine.budget.max_dollars_per_day
-        for n, e in registry.entries.items()
-        if e.routine is not None
-    }
+    per = routine_days(ledger, days, zone)
+    totals = {t.routine: t for t in cost_rows(ledger, start, end)}
+    limits = caps(registry)
     names = sorted(
-        set(totals) | set(per), key=lambda n: (-(totals.get(n, {}).get("dollars") or 0), n)
+        set(totals) | set(per), key=lambda n: (-(t.dollars if (t := totals.get(n)) else 0), n)
     )
     css = {n: f"s{i % PALETTE}" for i, n in enumerate(names)}
     layers = [Layer(n, css[n], per.get(n, {})) for n in names]
-    cap_sum = sum(c for c in caps.values() if c is not None)
+    cap_sum = sum(c for c in limits.values() if c is not None)
     lines = [Line("all daily caps", cap_sum)] if cap_sum else []
     chart = stacked_bars(days, layers, lines, fmt=money, title=f"spend per day, last {DAYS} days")
     routines = []
     for n in names:
-        t = totals.get(n, {})
-        cap = caps.get(n)
+        t = totals.get(n)
+        cap = limits.get(n)
         routines.append(
             RoutineCost(
                 routine=n,
                 css=css[n],
-                dollars=float(t.get("dollars") or 0.0),
-                premium_tokens=int((t.get("input_tokens") or 0) + (t.get("output_tokens") or 0)),
-                local_tokens=int(
-                    (t.get("local_input_tokens") or 0) + (t.get("local_output_tokens") or 0)
-                ),
-                runs=int(t.get("runs") or 0),
+                dollars=t.dollars if t else 0.0,
+                premium_tokens=t.premium_tokens if t else 0,
+                local_tokens=t.local_tokens if t else 0,
+                runs=t.runs if t else 0,
                 cap=cap,
                 chart=stacked_bars(
                     days,
@@ -95,15 +86,12 @@ def cost_page(registry: Registry, ledger: LedgerAPI, now: datetime, zone_name: s
                 ),
             )
         )
-    month_start = day_bounds(today.replace(day=1), zone)[0]
-    month_rows = ledger.totals(month_start, end)
+    month_rows = cost_rows(ledger, day_bounds(today.replace(day=1), zone)[0], end)
     month = {
-        "dollars": sum(float(r["dollars"]) for r in month_rows),
-        "premium_tokens": sum(int(r["input_tokens"]) + int(r["output_tokens"]) for r in month_rows),
-        "local_tokens": sum(
-            int(r["local_input_tokens"]) + int(r["local_output_tokens"]) for r in month_rows
-        ),
-        "runs": sum(int(r["runs"]) for r in month_rows),
+        "dollars": sum(r.dollars for r in month_rows),
+        "premium_tokens": sum(r.premium_tokens for r in month_rows),
+        "local_tokens": sum(r.local_tokens for r in month_rows),
+        "runs": sum(r.runs for r in month_rows),
         "since": today.replace(day=1),
     }
     return CostPage(days, chart, routines, month, sum(r.dollars for r in routines), zone_name)
@@ -121,11 +109,11 @@ class BriefItem:
 
 
 def brief_page(p: Paths, ledger: LedgerAPI, now: datetime, zone_name: str) -> list[BriefItem]:
-    """Today's outputs (calendar day in this machine's zone), newest first, rendered."""
+    """Today's outputs (calendar day in this machine's zone), newest first, rendered: the
+    read model's runs of the day (routines.query.runs)."""
     zone = ZoneInfo(zone_name)
-    start, end = day_bounds(now.astimezone(zone).date(), zone)
     items = []
-    for row in ledger.runs_between(start, end):
+    for row in day_runs(ledger, [now.astimezone(zone).date()], zone).runs:
         if not row.output_file:
             continue
         name = Path(row.output_file).name

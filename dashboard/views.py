@@ -7,8 +7,6 @@ the bar show; this module adds what only the pages show (proposals, run pages, c
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from pathlib import Path
@@ -20,10 +18,10 @@ from dashboard.files import MAX_OUTPUT, read_beneath, read_run_log
 from dashboard.render import markdown
 from ipc import RunStatus
 from routines import proposals
-from routines.ledger import LedgerError, RunRow, day_bounds, iso
+from routines.ledger import RunRow, day_bounds, iso
 from routines.ledger.api import LedgerAPI
-from routines.proposals import ProposalStore
 from routines.query import RoutineRow, routine_rows
+from routines.query.runs import one_run, run_history
 from routines.safetext import one_line, visible
 from routines.schedule import ScheduleError
 from routines.schedule import explain as explain_schedule
@@ -59,8 +57,8 @@ class Overview:
 
 @dataclass(frozen=True, slots=True)
 class Waiting:
-    """A proposed action waiting for a decision, as the overview lists it (read-only: the
-    decision is the CLI's, `vinos-routine approve ID` / `deny ID`)."""
+    """A proposed action waiting for a decision, as the overview lists it (its first lines)
+    and as its own page shows it whole, with Approve and Deny (`full`)."""
 
     id: int
     routine: str
@@ -73,6 +71,11 @@ class Waiting:
     expires_at: datetime
     edited: bool  # the routine file changed since: `approve` will refuse it (invalidated)
     paused: bool = False  # its run paused for this answer ("needs you"): it goes on once answered
+    # A write_file request (permissions "ask"): `command` is the path, the input its content.
+    write: bool = False
+    # What Approve names: the input's fingerprint, so the action runs with the input this page
+    # showed or not at all (supervisor/control/handlers.py decide, worker/actioncmd.py).
+    shown: str = ""
 
 
 INPUT_HEAD_LINES = 6
@@ -85,47 +88,67 @@ def waiting_proposals(
     paused: frozenset[str] = frozenset(),
 ) -> list[Waiting]:
     """Waiting, unexpired proposals, newest first; `paused`: the runs that wait for their
-    answer (read from the runs' ledger, which on a fleet is not the proposals' file). Reads
+    answer. Reads
     only: the dashboard's ledger connection cannot write, so expiry and invalidation are
     shown, not recorded."""
     if ledger is None:
         return []
-    from routines.ledger import from_iso
-
     out = []
     for p in proposals.waiting(ledger):
-        expires = from_iso(p.expires_at)
-        if expires <= now:
-            continue
-        entry = registry.entries.get(p.routine)
-        current = (
-            proposals.fingerprint(entry.routine.text)
-            if entry is not None and entry.valid and entry.routine is not None
-            else None
-        )
-        # Escaped as the terminal shows them (routines.safetext): HTML escaping leaves bidi
-        # controls and zero-width characters working, which could reorder or hide part of
-        # the command or the input on the page.
-        lines = [visible(line, newlines=False) for line in p.input.splitlines()]
-        head = "\n".join(lines[:INPUT_HEAD_LINES])
-        if len(lines) > INPUT_HEAD_LINES:
-            head += f"\n… ({len(lines) - INPUT_HEAD_LINES} more lines)"
-        out.append(
-            Waiting(
-                id=p.id,
-                routine=p.routine,
-                action=one_line(p.action),
-                summary=one_line(p.summary),
-                command=one_line(p.command),
-                input_head=head,
-                input_bytes=len(p.input.encode("utf-8", "surrogatepass")),
-                created_at=from_iso(p.created_at),
-                expires_at=expires,
-                edited=current != p.fingerprint,
-                paused=p.run_id in paused,
-            )
-        )
+        w = _as_waiting(registry, p, paused, INPUT_HEAD_LINES)
+        if w.expires_at > now:
+            out.append(w)
     return out
+
+
+def one_waiting(
+    registry: Registry,
+    ledger: proposals.ProposalStore | None,
+    proposal_id: int,
+    now: datetime,
+    paused: frozenset[str] = frozenset(),
+) -> Waiting | None:
+    """One waiting, unexpired proposal with its whole input (its page), or None."""
+    p = proposals.get(ledger, proposal_id) if ledger is not None else None
+    if p is None or p.state is not proposals.ProposalState.WAITING:
+        return None
+    w = _as_waiting(registry, p, paused, None)
+    return w if w.expires_at > now else None
+
+
+def _as_waiting(
+    registry: Registry, p: proposals.Proposal, paused: frozenset[str], head_lines: int | None
+) -> Waiting:
+    from routines.ledger import from_iso
+
+    entry = registry.entries.get(p.routine)
+    current = (
+        proposals.fingerprint(entry.routine.text)
+        if entry is not None and entry.valid and entry.routine is not None
+        else None
+    )
+    # Escaped as the terminal shows them (routines.safetext): HTML escaping leaves bidi
+    # controls and zero-width characters working, which could reorder or hide part of
+    # the command or the input on the page.
+    lines = [visible(line, newlines=False) for line in p.input.splitlines()]
+    head = "\n".join(lines[:head_lines])
+    if head_lines is not None and len(lines) > head_lines:
+        head += f"\n… ({len(lines) - head_lines} more lines)"
+    return Waiting(
+        id=p.id,
+        routine=p.routine,
+        action=one_line(p.action),
+        summary=one_line(p.summary),
+        command=one_line(p.command),
+        input_head=head,
+        input_bytes=len(p.input.encode("utf-8", "surrogatepass")),
+        created_at=from_iso(p.created_at),
+        expires_at=from_iso(p.expires_at),
+        edited=current != p.fingerprint,
+        paused=p.run_id in paused,
+        write=p.action == proposals.WRITE_ACTION,
+        shown=proposals.fingerprint(p.input),
+    )
 
 
 def overview(
@@ -134,55 +157,33 @@ def overview(
     daemon: dict[str, Any] | None,
     daemon_problem: str,
     now: datetime,
-    proposal_file: Path | None = None,
 ) -> Overview:
-    """`proposal_file`: this machine's own ledger file, where a fleet machine keeps its
-    proposals (None: the ledger holds them)."""
+    """The overview page: the routines' rows and what waits for the person, both from the
+    run ledger (the fleet's on a fleet)."""
     # Only the daemon knows a last good version of a file that is invalid now.
     stale = daemon.get("stale", []) if daemon else ()
     lines = routine_rows(registry, ledger, now, stale=stale)
-    return Overview(lines, daemon, daemon_problem, _waiting(registry, ledger, proposal_file, now))
+    return Overview(lines, daemon, daemon_problem, _waiting(registry, ledger, now))
 
 
-def _waiting(
-    registry: Registry, ledger: LedgerAPI | None, proposal_file: Path | None, now: datetime
-) -> list[Waiting]:
+def _waiting(registry: Registry, ledger: LedgerAPI | None, now: datetime) -> list[Waiting]:
     paused = (
         frozenset(r.run_id for r in ledger.paused_runs()) if ledger is not None else frozenset()
     )
-    with _proposals(ledger, proposal_file) as store:
-        return waiting_proposals(registry, store, now, paused)
+    return waiting_proposals(registry, ledger, now, paused)
 
 
-@contextmanager
-def _proposals(
-    ledger: LedgerAPI | None, proposal_file: Path | None
-) -> Iterator[ProposalStore | None]:
-    """This machine's proposals (routines/proposals.py store_for): the ledger itself, or on a
-    fleet `proposal_file`; None when there is none to read."""
-    if ledger is None or (proposal_file is None and not isinstance(ledger, ProposalStore)):
-        yield None
-        return
-    with ExitStack() as stack:
-        store: ProposalStore | None = None
-        with suppress(LedgerError):  # a fleet machine without a file of its own: none yet
-            opening = proposals.store_for(ledger, proposal_file or Path(), read_only=True)
-            store = stack.enter_context(opening)
-        yield store
-
-
-def pulse(ledger: LedgerAPI | None, proposal_file: Path | None = None) -> str:
+def pulse(ledger: LedgerAPI | None) -> str:
     """Changes whenever a run is queued, starts or ends, or a routine is turned on or off:
     the overview's short poll compares it and refreshes only then."""
     if ledger is None:
         return "no-ledger"
     active = sorted((a.run_id, a.status) for a in ledger.active_runs())
-    newest = [(r.id, r.status) for r in ledger.history(limit=1)]
+    newest = [(r.id, r.status) for r in run_history(ledger, None, 1, days=False).runs]
     states = sorted(
         (s.routine, s.enabled_override, s.failure_streak) for s in ledger.states().values()
     )
-    with _proposals(ledger, proposal_file) as store:
-        asked = [p.id for p in proposals.waiting(store)] if store is not None else []
+    asked = [p.id for p in proposals.waiting(ledger)]
     import hashlib
 
     key = repr((active, newest, states, asked)).encode()
@@ -191,7 +192,7 @@ def pulse(ledger: LedgerAPI | None, proposal_file: Path | None = None) -> str:
 
 def run_pulse(p: Paths, ledger: LedgerAPI | None, run_id: str) -> str:
     """Changes when the run's status changes or its log grows (a run page follows it)."""
-    run = ledger.run(run_id) if ledger is not None else None
+    run = one_run(ledger, run_id)
     if run is None:
         return "none"
     try:
@@ -280,7 +281,7 @@ def routine_page(
     explained, tools = _routine_parts(r, now)
     # One read of the routine's newest runs serves the table and the chart (a routine that
     # ran more than HISTORY_ROWS times in 30 days shows its newest HISTORY_ROWS there).
-    newest = ledger.history(name, limit=HISTORY_ROWS) if ledger else []
+    newest = run_history(ledger, name, HISTORY_ROWS, days=False).runs if ledger else ()
     rows = [h for h in newest if all(getattr(h, k) == v for k, v in filters.items() if v)]
     days = local_days(now, zone, CHART_DAYS)
     start = iso(day_bounds(days[0], zone)[0])
@@ -331,7 +332,8 @@ class RunPage:
 
 
 def run_page(p: Paths, ledger: LedgerAPI | None, run_id: str) -> RunPage | None:
-    run = ledger.run(run_id) if ledger is not None else None
+    """The read model's run (whichever machine made it), its log and its output."""
+    run = one_run(ledger, run_id)
     if run is None:
         return None
     state_dir = p.routine_state(run.routine)

@@ -77,7 +77,7 @@ class EventKind(StrEnum):
     WARN = "warn"
     LOG = "log"  # a line of the run's own narration (e.g. "output written")
     STATUS = "status"  # supervisor → CLI: the run changed status (queued, running, …)
-    ROWS = "rows"  # supervisor → CLI: a batch of the read model's rows (`list`), data["rows"]
+    ROWS = "rows"  # supervisor → CLI: a batch of the rows of `list` as columns, data["rows"]
 
 
 class _Message(msgspec.Struct, frozen=True, forbid_unknown_fields=True, tag_field="type"):

@@ -86,6 +86,9 @@ class Policy:
     # How max_run_memory_mb is kept on this host, kernel or sampled ("": not looked at);
     # supervisor/engine/runcgroup.py says it, the card shows it.
     run_limits: str = ""
+    # How max_workspace_mb is kept on this host, kernel or polled ("": not looked at);
+    # sandbox/overlay.py quota_in_force says it, the card shows it.
+    disk_quota: str = ""
 
     def of(self, kind: ScopeKind, name: str) -> Scope:
         for scope in self.scopes:

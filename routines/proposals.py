@@ -16,16 +16,16 @@ and its routine file unchanged (same fingerprint), in the same statement.
 from __future__ import annotations
 
 import hashlib
-import sqlite3
 from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 from routines.ledger import iso
+from routines.ledger.api import Requests
 
 __all__ = [
     "MAX_INPUT",
@@ -74,6 +74,7 @@ class ProposalState(StrEnum):
 
 class Decider(StrEnum):
     CLI = "cli"  # vinos-routine approve / deny
+    DASHBOARD = "dashboard"  # the dashboard's Approve / Deny, in its session
     AUTO = "auto"  # auto_approve, with the routine's signature valid for a trusted key
     RUNTIME = "runtime"  # expired or invalidated: nobody decided
 
@@ -107,24 +108,13 @@ def fingerprint(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def _row(row: sqlite3.Row) -> Proposal:
-    d = dict(row)
-    d["state"] = ProposalState(d["state"])
-    return Proposal(**d)
+def _row(row: dict[str, Any]) -> Proposal:
+    return Proposal(**(row | {"state": ProposalState(row["state"])}))
 
 
-@runtime_checkable
-class ProposalStore(Protocol):
-    """Where a machine keeps its proposals: its own SQLite ledger (routines/ledger/sqlite.py
-    `Ledger`; a fleet shares none, so PostgreSQL's `PgLedger` is not one). Reads go through
-    `reader`, every write through `transaction` (BEGIN IMMEDIATE ... COMMIT)."""
-
-    def reader(self) -> sqlite3.Connection: ...
-    def transaction(self) -> AbstractContextManager[sqlite3.Connection]: ...
-
-
-def _db(ledger: ProposalStore) -> sqlite3.Connection:
-    return ledger.reader()
+# Where proposals are kept: the run ledger (routines/ledger/api.py `Requests`), on SQLite and
+# on a fleet's PostgreSQL alike. Rows are plain dicts; the rules of a state are this module's.
+ProposalStore = Requests
 
 
 def add(
@@ -141,108 +131,65 @@ def add(
     expires_after: int,
 ) -> int:
     """Record one waiting proposal; its id."""
-    with ledger.transaction() as db:
-        cur = db.execute(
-            "INSERT INTO proposals (routine, run_id, action, command, input, summary, "
-            "fingerprint, created_at, expires_at, state) VALUES (?,?,?,?,?,?,?,?,?,?)",
-            (
-                routine,
-                run_id,
-                action,
-                command,
-                input,
-                summary,
-                fingerprint,
-                iso(now),
-                iso(now + timedelta(seconds=expires_after)),
-                ProposalState.WAITING.value,
-            ),
-        )
-        assert cur.lastrowid is not None
-        return cur.lastrowid
+    return ledger.add_proposal(
+        {
+            "routine": routine,
+            "run_id": run_id,
+            "action": action,
+            "command": command,
+            "input": input,
+            "summary": summary,
+            "fingerprint": fingerprint,
+            "created_at": iso(now),
+            "expires_at": iso(now + timedelta(seconds=expires_after)),
+            "state": ProposalState.WAITING.value,
+        }
+    )
 
 
 def recorded_for_run(ledger: ProposalStore, run_id: str) -> int:
     """How many proposals of `run_id` are recorded."""
-    n: int = (
-        _db(ledger)
-        .execute("SELECT COUNT(*) FROM proposals WHERE run_id = ?", (run_id,))
-        .fetchone()[0]
-    )
-    return n
+    return len(ledger.proposals_of_run(run_id))
 
 
 def of_run(ledger: ProposalStore, run_id: str) -> list[Proposal]:
     """`run_id`'s proposals, oldest first: a paused run's request is the last."""
-    rows = (
-        _db(ledger).execute("SELECT * FROM proposals WHERE run_id = ? ORDER BY id", (run_id,))
-    ).fetchall()
-    return [_row(r) for r in rows]
+    return [_row(r) for r in ledger.proposals_of_run(run_id)]
 
 
 def get(ledger: ProposalStore, proposal_id: int) -> Proposal | None:
-    row = _db(ledger).execute("SELECT * FROM proposals WHERE id = ?", (proposal_id,)).fetchone()
+    row = ledger.proposal(proposal_id)
     return _row(row) if row else None
 
 
 def waiting(ledger: ProposalStore, routine: str | None = None) -> list[Proposal]:
     """Waiting proposals, newest first (call `expire` and `invalidate` before, to be current)."""
-    sql = "SELECT * FROM proposals WHERE state = 'waiting'"
-    args: tuple[Any, ...] = ()
-    if routine is not None:
-        sql, args = sql + " AND routine = ?", (routine,)
-    rows = _db(ledger).execute(sql + " ORDER BY created_at DESC, id DESC", args).fetchall()
-    return [_row(r) for r in rows]
+    return [_row(r) for r in ledger.waiting_proposals(routine)]
 
 
 def for_routine(ledger: ProposalStore, routine: str, limit: int = 20) -> list[Proposal]:
     """`routine`'s proposals in any state, newest first (for `history`)."""
-    rows = (
-        _db(ledger)
-        .execute(
-            "SELECT * FROM proposals WHERE routine = ? ORDER BY created_at DESC, id DESC LIMIT ?",
-            (routine, limit),
-        )
-        .fetchall()
-    )
-    return [_row(r) for r in rows]
+    return [_row(r) for r in ledger.proposals_for_routine(routine, limit)]
 
 
 def waiting_count(ledger: ProposalStore, now: datetime) -> int:
     """Waiting and not yet expired (a read: for waybar and status, which never write)."""
-    row = (
-        _db(ledger)
-        .execute(
-            "SELECT COUNT(*) FROM proposals WHERE state = 'waiting' AND expires_at > ?", (iso(now),)
-        )
-        .fetchone()
-    )
-    return int(row[0])
+    return ledger.waiting_proposal_count(iso(now))
 
 
 def prune(ledger: ProposalStore, before: datetime, limit: int = 200) -> int:
     """Delete up to `limit` decided proposals (done, denied, expired, invalidated) whose last
     change is older than `before`; how many. Waiting and running ones are never deleted: a
     waiting one expires first, and is deleted only once that is old too."""
-    with ledger.transaction() as db:
-        cur = db.execute(
-            "DELETE FROM proposals WHERE id IN (SELECT id FROM proposals "
-            "WHERE state IN ('done', 'denied', 'expired', 'invalidated') "
-            "AND COALESCE(finished_at, decided_at, created_at) < ? LIMIT ?)",
-            (iso(before), limit),
-        )
-        return cur.rowcount
+    return ledger.prune_proposals(iso(before), limit)
 
 
 def expire(ledger: ProposalStore, now: datetime) -> int:
     """Mark waiting proposals past their expiry `expired`; how many."""
-    with ledger.transaction() as db:
-        cur = db.execute(
-            "UPDATE proposals SET state = 'expired', decided_by = 'runtime', decided_at = ? "
-            "WHERE state = 'waiting' AND expires_at <= ?",
-            (iso(now), iso(now)),
-        )
-        return cur.rowcount
+    return ledger.expire_proposals(iso(now))
+
+
+EDITED = "the routine file was edited since it was proposed"
 
 
 def invalidate(
@@ -251,24 +198,12 @@ def invalidate(
     """Mark `routine`'s waiting proposals (or just proposal `only`) made from another version
     of its file (or from a routine that is gone or invalid: `current` None) `invalidated`;
     how many."""
-    with ledger.transaction() as db:
-        cur = db.execute(
-            "UPDATE proposals SET state = 'invalidated', decided_by = 'runtime', "
-            "decided_at = ?, why = 'the routine file was edited since it was proposed' "
-            "WHERE state = 'waiting' AND routine = ? AND (? IS NULL OR fingerprint != ?) "
-            "AND (? IS NULL OR id = ?)",
-            (iso(now), routine, current, current, only, only),
-        )
-        return cur.rowcount
+    return ledger.invalidate_proposals(routine, current, iso(now), EDITED, only)
 
 
 def note(ledger: ProposalStore, proposal_id: int, why: str) -> None:
     """Say on a waiting proposal why it still waits (auto_approve declined)."""
-    with ledger.transaction() as db:
-        db.execute(
-            "UPDATE proposals SET why = ? WHERE id = ? AND state = 'waiting'",
-            (why[:500], proposal_id),
-        )
+    ledger.note_proposal(proposal_id, why[:500])
 
 
 def claim(
@@ -277,13 +212,7 @@ def claim(
     """Approve a waiting proposal: (the proposal, None) when this process won it and must run
     it now, else (the proposal or None, why not). One conditional UPDATE decides: of two
     processes racing, exactly one sees a changed row."""
-    with ledger.transaction() as db:
-        cur = db.execute(
-            "UPDATE proposals SET state = 'running', decided_by = ?, decided_at = ? "
-            "WHERE id = ? AND state = 'waiting' AND expires_at > ? AND fingerprint = ?",
-            (by.value, iso(now), proposal_id, iso(now), current),
-        )
-        won = cur.rowcount == 1
+    won = ledger.claim_proposal(proposal_id, by=by.value, now=iso(now), current=current)
     p = get(ledger, proposal_id)
     if won:
         return p, None
@@ -297,7 +226,7 @@ def _why_not(p: Proposal | None, now: datetime, current: str) -> str:
         if p.expires_at <= iso(now):
             return f"it expired at {p.expires_at}"
         if p.fingerprint != current:
-            return "the routine file was edited since it was proposed (invalidated)"
+            return f"{EDITED} (invalidated)"
         return "it could not be claimed"
     by = f" by {p.decided_by}" if p.decided_by else ""
     when = f" at {p.decided_at}" if p.decided_at else ""
@@ -306,7 +235,7 @@ def _why_not(p: Proposal | None, now: datetime, current: str) -> str:
         ProposalState.DONE: f"it was already approved{by}{when} and ran",
         ProposalState.DENIED: f"it was denied{when}",
         ProposalState.EXPIRED: f"it expired ({p.expires_at})",
-        ProposalState.INVALIDATED: "the routine file was edited since it was proposed",
+        ProposalState.INVALIDATED: EDITED,
     }
     return words[p.state]
 
@@ -317,25 +246,19 @@ def finish(
     """Record how an approved proposal's command went (running → done)."""
     if len(output) > OUTPUT_CAP:
         output = output[:OUTPUT_CAP] + f"\n… ({len(output) - OUTPUT_CAP:,} more characters)"
-    with ledger.transaction() as db:
-        db.execute(
-            "UPDATE proposals SET state = 'done', exit_status = ?, output = ?, finished_at = ? "
-            "WHERE id = ? AND state = 'running'",
-            (exit_status, output, iso(now), proposal_id),
-        )
+    ledger.finish_proposal(proposal_id, exit_status=exit_status, output=output, now=iso(now))
 
 
 def deny(
-    ledger: ProposalStore, proposal_id: int, *, why: str, now: datetime
+    ledger: ProposalStore,
+    proposal_id: int,
+    *,
+    why: str,
+    now: datetime,
+    by: Decider = Decider.CLI,
 ) -> tuple[Proposal | None, str | None]:
     """waiting → denied; (the proposal, None) or (it, why not)."""
-    with ledger.transaction() as db:
-        cur = db.execute(
-            "UPDATE proposals SET state = 'denied', decided_by = 'cli', decided_at = ?, why = ? "
-            "WHERE id = ? AND state = 'waiting'",
-            (iso(now), why or None, proposal_id),
-        )
-        won = cur.rowcount == 1
+    won = ledger.deny_proposal(proposal_id, by=by.value, why=why or None, now=iso(now))
     p = get(ledger, proposal_id)
     if won:
         return p, None
@@ -347,24 +270,15 @@ def deny(
 def decided_since(ledger: ProposalStore, routine: str, since: str | None) -> list[Proposal]:
     """`routine`'s proposals decided after `since` (ISO; None: all), oldest first: what its
     next run is told."""
-    rows = (
-        _db(ledger)
-        .execute(
-            "SELECT * FROM proposals WHERE routine = ? AND state != 'waiting' "
-            "AND state != 'running' AND decided_at IS NOT NULL AND (? IS NULL OR decided_at > ?) "
-            "ORDER BY decided_at, id LIMIT 50",
-            (routine, since, since),
-        )
-        .fetchall()
-    )
-    return [_row(r) for r in rows]
+    return [_row(r) for r in ledger.proposals_decided_since(routine, since)]
 
 
 @contextmanager
 def store_for(ledger: object, path: Path, *, read_only: bool = False) -> Iterator[ProposalStore]:
-    """Where this machine keeps its proposals: the run ledger itself when it is this
-    machine's SQLite file; on a fleet (which shares none) the file at `path`, opened for the
-    moment (`read_only`: as the dashboard reads). LedgerError when it cannot be opened."""
+    """Where the proposals are: the run ledger itself, this machine's SQLite file or the
+    fleet's PostgreSQL database (any machine answers a request). Only an object that keeps
+    none falls back to the SQLite file at `path`, opened for the moment (`read_only`: as the
+    dashboard reads); LedgerError when it cannot be opened."""
     if isinstance(ledger, ProposalStore):
         yield ledger
         return

@@ -49,6 +49,7 @@ def build_exec_argv(
     *,
     info_fd: int | None = None,
     rw_fds: Sequence[int] | None = None,
+    overlays: Mapping[str, str] | None = None,
 ) -> list[str]:
     """As build_argv, for a program run with its own argv rather than a shell string (an MCP
     server): ends with `-- bash -c 'ulimit …; exec "$@"' vinos-sandbox PROGRAM...`, so the
@@ -57,7 +58,7 @@ def build_exec_argv(
         raise UnsafeValue("no program to run")
     for word in program:
         _one_line(word, "argument")
-    head = build_argv(policy, host, seccomp_fd, info_fd=info_fd, rw_fds=rw_fds)
+    head = build_argv(policy, host, seccomp_fd, info_fd=info_fd, rw_fds=rw_fds, overlays=overlays)
     bash = check_path(host.bash, "bash")
     return [*head, bash, "-c", f'{_ulimits(policy.limits)}; exec "$@"', ARGV0, *program]
 

@@ -45,6 +45,7 @@ __all__ = [
     "Verdict",
     "make_overlays_in_process",
     "overlay_unavailable",
+    "quota_in_force",
     "verdict",
 ]
 
@@ -147,31 +148,8 @@ class Overlays:
     def copy_back(self, before: Sequence[Usage], max_mb: int) -> str | None:
         """Copy the upper dirs into the real dirs if the result is within the quota; else
         nothing, and why (the text the call fails with). The tmpfs is closed either way."""
-        tmpfs = self.tmpfs
-        if tmpfs is None:
-            return None  # never built: nothing was written
         try:
-            vfs = os.statvfs(tmpfs)
-            # A write stopped at ENOSPC leaves the tmpfs full; what the call made of its
-            # files then is not what it meant, so none of it is kept.
-            full = vfs.f_bavail == 0 or vfs.f_favail == 0
-            uppers: list[int] = []
-            try:
-                for i in range(len(self.dirs)):
-                    uppers.append(_open_upper(tmpfs, i))
-                quota = self.dirs[: self.quota]
-                tallies = [measure(u, fd) for u, (_, fd) in zip(uppers, quota, strict=False)]
-                where = [path for path, _ in quota]
-                problem = verdict(where, before, tallies, max_mb, full).problem
-                if problem is None:
-                    for i, (u, (path, fd)) in enumerate(zip(uppers, self.dirs, strict=True)):
-                        guard = self.guard if i >= self.quota else None
-                        done = apply(u, fd, guard)
-                        self.refused += [f"{path}/{line}" for line in done.refused]
-                return problem
-            finally:
-                for u in uppers:
-                    os.close(u)
+            return self._judged(before, max_mb, apply_too=True)
         except (CopyBackError, OSError) as exc:
             return (
                 f"what the call wrote could not be copied back (what was copied before this "
@@ -179,6 +157,44 @@ class Overlays:
             )
         finally:
             self.close()
+
+    def check(self, before: Sequence[Usage], max_mb: int) -> str | None:
+        """Why what the upper dirs hold now could not be copied back (the quota's verdict), or
+        None; copies nothing. For a writer that lives on (an MCP server, after each call):
+        its writes may go on meanwhile, so only the copy back, once it is gone, decides (a walk
+        that trips on a file it is changing is no verdict either)."""
+        try:
+            return self._judged(before, max_mb, apply_too=False)
+        except (CopyBackError, OSError):
+            return None
+
+    def _judged(self, before: Sequence[Usage], max_mb: int, *, apply_too: bool) -> str | None:
+        """The verdict on the upper dirs, and the copy back when `apply_too` and within it.
+        Raises CopyBackError, OSError."""
+        tmpfs = self.tmpfs
+        if tmpfs is None:
+            return None  # never built: nothing was written
+        vfs = os.statvfs(tmpfs)
+        # A write stopped at ENOSPC leaves the tmpfs full; what the call made of its files
+        # then is not what it meant, so none of it is kept.
+        full = vfs.f_bavail == 0 or vfs.f_favail == 0
+        uppers: list[int] = []
+        try:
+            for i in range(len(self.dirs)):
+                uppers.append(_open_upper(tmpfs, i))
+            quota = self.dirs[: self.quota]
+            tallies = [measure(u, fd) for u, (_, fd) in zip(uppers, quota, strict=False)]
+            where = [path for path, _ in quota]
+            problem = verdict(where, before, tallies, max_mb, full).problem
+            if problem is None and apply_too:
+                for i, (u, (path, fd)) in enumerate(zip(uppers, self.dirs, strict=True)):
+                    guard = self.guard if i >= self.quota else None
+                    done = apply(u, fd, guard)
+                    self.refused += [f"{path}/{line}" for line in done.refused]
+            return problem
+        finally:
+            for u in uppers:
+                os.close(u)
 
     def close(self) -> None:
         # The tmpfs and its memory go with the last fd on it and the end of its namespace.
@@ -382,3 +398,19 @@ def overlay_unavailable() -> str | None:
     if reason is None:
         hostcache.store("overlay", key, {"ok": True})
     return reason
+
+
+def quota_in_force() -> tuple[bool, str]:
+    """What `doctor` and the card say of max_workspace_mb on this host: whether the kernel
+    keeps it, and how (the run limits' line beside it: supervisor/engine/runcgroup.py)."""
+    reason = overlay_unavailable()
+    if reason is None:
+        return True, (
+            "kept by the kernel: max_workspace_mb holds every shell call, action and MCP server "
+            "(overlays on a tmpfs of the quota, copied back within it); a command routine's "
+            "command is polled"
+        )
+    return False, (
+        "polled: max_workspace_mb is measured during each shell call, action, command and MCP "
+        f"server, so writers at once may pass it before a poll sees them ({reason})"
+    )

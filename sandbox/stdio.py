@@ -5,6 +5,13 @@ The same bwrap argv, seccomp filter, limits and egress proxy as a shell call
 runs until `close()`. The memory cap is watched for as long as it runs; its stderr is
 drained into a capped tail (a program blocked on a full stderr pipe would hang its caller).
 
+The disk quota is a shell call's, for the program's whole life: its writable dirs are
+overlays on a tmpfs of max_workspace_mb (sandbox/overlay.py), so the kernel stops its writes at
+the quota whenever it makes them; `quota_problem()` judges what it wrote so far (after each
+MCP call), and `close()` copies it back within the quota once the sandbox is gone, never while
+it may still write (tests/sandbox/test_stdio_quota.py). Where the overlay cannot be built, the
+caller polls (worker/mcpquota.py).
+
 `close()` ends the whole process tree, whatever it forked or setsid'ed: stdin closed first
 (an MCP server's cue to exit), then SIGTERM and SIGKILL to bwrap's group, and it returns
 only once the sandbox's pid-1 is gone, which takes the pid namespace with it
@@ -24,7 +31,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from sandbox import seccomp
 from sandbox.argv import build_exec_argv
@@ -32,16 +39,21 @@ from sandbox.cgroup import Joined
 from sandbox.host import Host
 from sandbox.limits import MemoryWatch
 from sandbox.netns import ProxyProcess, holder_argv, proxy_policy, uses_proxy
+from sandbox.overlay import OverlayError, Overlays
 from sandbox.policy import ShellPolicy, UnsafeValue
 from sandbox.probe import ROOT_REFUSAL, probe, warn_once
+from sandbox.quota import QuotaWatch
 from sandbox.runner import (
     _await_sandbox_end,
     _Capped,
     _child_pid,
     _end_group,
     _Exited,
+    _file_size_limited,
     _killpg,
+    _overlays,
     _pump,
+    _quota_fds,
     joined_cgroup,
     open_dir_nofollow,
 )
@@ -72,9 +84,15 @@ class StdioChild:
         lasting: contextlib.ExitStack,
         watch: MemoryWatch,
         joined: Joined | None = None,
+        disk: tuple[Overlays, QuotaWatch] | None = None,
     ) -> None:
         assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
         self._proc = proc
+        # The quota dirs as overlays on a tmpfs of the quota, for the program's whole life
+        # (sandbox/overlay.py), and the watch that measures the real dirs: None where the
+        # kernel cannot build them (the caller polls then: worker/mcpquota.py).
+        self._disk = disk
+        self.not_kept: str | None = None  # once closed: why its writes were not copied back
         self._info = info
         self._lasting = lasting
         self._watch = watch
@@ -103,6 +121,24 @@ class StdioChild:
     def sandbox_pid(self) -> int | None:
         """The sandbox's pid-1 on the host."""
         return _child_pid(self._info)
+
+    @property
+    def overlaid(self) -> bool:
+        """Whether the kernel keeps its quota: its writable dirs are overlays on a tmpfs of
+        max_workspace_mb, copied back within the quota when it ends."""
+        return self._disk is not None
+
+    def quota_problem(self) -> str | None:
+        """Why what it wrote so far could not be copied back (over the quota, or the tmpfs
+        filled: ENOSPC stopped a write), or None; copies nothing. Not overlaid: None."""
+        if self._disk is None:
+            return None
+        overlays, quota = self._disk
+        try:
+            before = [u for _, u in quota.measure()]
+        except OSError:
+            return None  # the copy back at its end decides
+        return overlays.check(before, quota.max_mb)
 
     def running(self) -> bool:
         return not self._closed.is_set() and not self._exited()
@@ -147,6 +183,10 @@ class StdioChild:
                 _end_group(self.pid, self._exited)
             _killpg(self.pid, signal.SIGKILL)  # exited, not reaped: pgid ours
             _await_sandbox_end(self._info)
+            if self._disk is not None:
+                # The sandbox is gone: nothing writes the upper dirs now. The real dirs are
+                # measured now, not at the start: the run's shell calls changed them since.
+                self.not_kept = _copied_back(*self._disk)
         finally:
             self._proc.wait()
             for t in self._threads:
@@ -222,15 +262,21 @@ def _start(
             for path in policy.rw_binds:
                 rw_fds.append(open_dir_nofollow(path))
                 closing.callback(os.close, rw_fds[-1])
-            argv = build_exec_argv(policy, host, seccomp_fd, program, info_fd=info_w, rw_fds=rw_fds)
+            limited, quota, overlays = _disk(policy, rw_fds, lasting)
+            shown = {} if overlays is None else overlays.shown()
+            argv = build_exec_argv(
+                limited, host, seccomp_fd, program, info_fd=info_w, rw_fds=rw_fds, overlays=shown
+            )
             egress = (
                 proxy_policy(policy.network, policy.lan) if uses_proxy(policy.network) else None
             )
+        except OverlayError as exc:
+            raise StdioRefused(f"the sandbox's workspace could not be set up: {exc}") from exc
         except (UnsafeValue, ValueError, OSError, seccomp.SeccompUnavailable) as exc:
             raise StdioRefused(f"refused: {exc}") from exc
-        # A kept write folder is bound read-only here (sandbox/argv.py): never its fd.
-        rw = [fd for p, fd in zip(policy.rw_binds, rw_fds, strict=True) if p not in policy.kept]
-        passed = [seccomp_fd, info_w, *rw]
+        # A kept write folder is bound read-only here (sandbox/argv.py): never its fd; nor an
+        # overlaid dir's (the program would write the real dir past the tmpfs).
+        passed = [seccomp_fd, info_w, *_bound_fds(policy, rw_fds, shown)]
         proxy: ProxyProcess | None = None
         if egress is not None:
             proxy = ProxyProcess(egress, proxy_prefix, policy.bwrap)
@@ -238,6 +284,8 @@ def _start(
             pass_fd = proxy.start()
             argv = holder_argv(argv, pass_fd)
             passed.append(pass_fd)
+        if overlays is not None:
+            argv = overlays.argv(argv)  # bwrap (or the network holder) joins the overlays
         if os.environ.get("VINOS_ROUTINE_DEBUG") == "1":
             print(f"vinos-routine: sandbox argv: {shlex.join(argv)}", file=sys.stderr, flush=True)
         if on_argv is not None:
@@ -270,7 +318,40 @@ def _start(
             break
     if exited.fd is not None:
         os.close(exited.fd)
-    return StdioChild(proc, info, kept, MemoryWatch(policy.limits), joined)
+    disk = None if overlays is None else (overlays, quota)
+    return StdioChild(proc, info, kept, MemoryWatch(policy.limits), joined, disk)
+
+
+def _bound_fds(policy: ShellPolicy, rw_fds: list[int], shown: Mapping[str, str]) -> list[int]:
+    """The writable dirs' fds bwrap binds: neither a kept write folder's nor an overlaid dir's."""
+    return [
+        fd
+        for p, fd in zip(policy.rw_binds, rw_fds, strict=True)
+        if p not in policy.kept and p not in shown
+    ]
+
+
+def _disk(
+    policy: ShellPolicy, rw_fds: list[int], lasting: contextlib.ExitStack
+) -> tuple[ShellPolicy, QuotaWatch, Overlays | None]:
+    """The quota as a shell call's (sandbox/runner.py): the quota dirs as overlays on a tmpfs
+    of the quota, here for the program's life (a kept write folder stays read-only), and the
+    policy with its RLIMIT_FSIZE; no overlays where the kernel cannot build them. Raises
+    OverlayError, OSError."""
+    quota = QuotaWatch(_quota_fds(policy, rw_fds, lasting), policy.limits.workspace_mb)
+    left_mb = quota.start(time.monotonic())
+    overlays = _overlays(policy, quota, [], lasting, live=False)
+    return _file_size_limited(policy, left_mb, overlays is not None), quota, overlays
+
+
+def _copied_back(overlays: Overlays, quota: QuotaWatch) -> str | None:
+    """Copy the program's writes back within the quota (sandbox/overlay.py); why not, or None."""
+    try:
+        before = [u for _, u in quota.measure()]
+    except OSError as exc:
+        overlays.close()
+        return f"its writable dirs could not be measured, so nothing it wrote was kept: {exc}"
+    return overlays.copy_back(before, quota.max_mb)
 
 
 def _status(pid: int) -> int | None:

@@ -7,8 +7,9 @@ until
 the earliest fire time or 30 s, whichever is first, or until something wakes it (a reload, a
 manual run, a finished worker). Identity and locks are supervisor/engine/owner.py's; the control
 commands supervisor/control/handlers.py's. Where runs are recorded and fenced (this machine, or a
-fleet) is the Site's (supervisor/engine/site.py), chosen once in `main()`: the loop never asks
-which.
+fleet) is the Site's (supervisor/engine/site.py), chosen once in `compose()`: the loop never asks
+which. With [fleet], the fleet's own part (supervisor/fleet/site.py `Member`: join, heartbeat,
+offline mode, its status) runs beside the loop, which calls it when it is there.
 
 Signal handlers only set flags and wake the loop; the loop does the work.
 """
@@ -34,10 +35,20 @@ from routines.spec.paths import Paths, paths
 from routines.spec.registry import Registry
 from supervisor.control.api import Refused
 from supervisor.control.handlers import Handlers
+from supervisor.control.sandboxsock import SOCKET_NAME, SandboxServer
 from supervisor.control.server import ControlServer, socket_path_problem
 from supervisor.control.snapshot import status_reply
 from supervisor.control.watch import StatusWatch
-from supervisor.engine import housekeeping, notify, pauses, phone, runcgroup, systemd
+from supervisor.engine import (
+    approvals,
+    housekeeping,
+    notify,
+    pauses,
+    pausestore,
+    phone,
+    runcgroup,
+    systemd,
+)
 from supervisor.engine.clock import Clock, clock_from
 from supervisor.engine.filewatch import FileWatch
 from supervisor.engine.finish import Finished, Notification, remove_leftovers
@@ -48,14 +59,13 @@ from supervisor.engine.owner import (
     Locks,
     acquire_locks,
     interrupt_orphans,
-    owner_alive,
     process_identity,
     version,
 )
 from supervisor.engine.pool import Busy, Pool
 from supervisor.engine.rescan import Rescanner
 from supervisor.engine.scheduler import Listener, Pending, Scheduler
-from supervisor.engine.site import LocalSite, Seen, Site
+from supervisor.engine.site import LocalSite, Site
 from supervisor.engine.spawn import Spawner, WorkerSpawner, worker_env
 from supervisor.engine.statusline import status_line
 from supervisor.engine.toggle import file_edits, set_enabled, unbound
@@ -67,8 +77,9 @@ if TYPE_CHECKING:
     from routines.ledger import RoutineState
     from routines.spec import Routine
     from supervisor.engine.reply import ReplyTo
+    from supervisor.fleet.site import Member
 
-__all__ = ["Daemon", "main", "open_site", "stop_line"]
+__all__ = ["Daemon", "compose", "main", "stop_line"]
 
 log = logging.getLogger("vinos.daemon")
 
@@ -100,11 +111,11 @@ class Daemon:
         self.site = site
         self.timings = timings
         self.owner = process_identity()
-        self._states: dict[str, RoutineState] = {}  # as last read (a Site may schedule from it)
+        self.states: dict[str, RoutineState] = {}  # as last read (a fleet's offline mode too)
         self.ledger = site.ledger
         # Desktop notifications, sent off the loop; a test passes a list's append.
         self._desktop: Callable[[Notification], None] = notify or _notify_desktop
-        self._notify: Callable[[Notification], None] = self._tell
+        self._notify: Callable[[Notification], None] = self.tell
         # The status line after each tick: systemd's STATUS= and the process title.
         self._publish: Callable[[str], None] = publish or _publish_status
         guarded = site.guarded()
@@ -131,11 +142,14 @@ class Daemon:
             spawner=spawner,
             fence=site.fence,
         )
-        site.bind(pool=self.pool, owner=self.owner, notify=self._notify, wake=self.wake)
+        # A fleet machine's own part (supervisor/fleet/site.py), set by `compose` with [fleet].
+        self.member: Member | None = None
         self.refused: str | None = None  # another daemon holds this daemon's identity
         self.watch = StatusWatch(self)  # `status --waybar --follow` (supervisor/control/watch.py)
         handlers = Handlers(self, self.watch).table()  # they see the Controlled protocol
         self.control = ControlServer(handlers, idle_sec=timings.control_idle_sec)
+        # `sandbox NAME -- CMD` forked by the forkserver (supervisor/control/sandboxsock.py).
+        self.sandboxes = None if forks is None else SandboxServer(forks, self._sandbox_used)
         self._wake = asyncio.Event()
         self._stopping = False
         self._stop_why = ""
@@ -143,7 +157,6 @@ class Daemon:
         self._config_asked = False  # re-read config.toml first thing on the next tick
         self._data_version: int | None = None
         self._rescanner = Rescanner(p, clock)
-        self._external_busy: set[str] = set()
         # Routines with a run that waits for a person → that run (supervisor/engine/pauses.py).
         self._waiting: dict[str, str] = {}
         self._last_prune: datetime | None = None
@@ -184,6 +197,8 @@ class Daemon:
         try:
             fds = systemd.listen_fds()
             await self.control.start(self.paths.control_socket, fds[0] if fds else None)
+            if self.sandboxes is not None:
+                await self.sandboxes.start(self.paths.runtime_dir / SOCKET_NAME)
             if self.pool.probes is not None:  # the sandbox probe, once for every worker
                 self.pool.probes.get(self.config.sandbox.bwrap)
             self.files = FileWatch(self.triggers, self.wake, home=str(Path.home()))
@@ -197,7 +212,9 @@ class Daemon:
                 self.clock,
                 self.timings.housekeeping_delay_sec,
             )
-            tasks = [asyncio.ensure_future(t) for t in self.site.tasks(self.refuse)]
+            member = self.member
+            own = member.tasks(self.refuse) if member is not None else []
+            tasks = [asyncio.ensure_future(t) for t in own]
             while not self._stopping:
                 timeout = self._sleep_for()
                 with contextlib.suppress(TimeoutError):
@@ -211,35 +228,45 @@ class Daemon:
                 self.files.close()
             for task in tasks:
                 task.cancel()
-            systemd.notify("STOPPING=1\nSTATUS=stopping: waiting for running routines")
-            _set_title("vinos-routined: stopping")
-            # A stop is said in the log, as a start is: a journal that ends without a line
-            # reads as a crash (tests/supervisor/test_daemon_systemd.py::
-            # test_a_foreground_daemon_says_why_and_when_it_stops).
-            log.info("%s", stop_line(self._stop_why, len(self.pool.running), self.timings))
-            await self.pool.shutdown(self.timings.stop_grace_sec)
-            await self.site.stop(self._seen(), self.timings.stop_grace_sec)
-            if self.forks is not None:
-                # After the workers (an offline pool's too): they die with it.
-                await self.forks.close()
-            await self.control.close()
-            try:
-                self.pool.flush()
-            except LedgerUnavailable as exc:
-                log.error(
-                    "the ledger takes no writes (%s): %d finished run(s) could not be recorded "
-                    "and are lost (they show as interrupted from the next start): %s",
-                    exc.reason,
-                    len(self.pool.unwritten),
-                    ", ".join(u.run_id for u in self.pool.unwritten),
-                )
+            await self._shut_down()
         finally:
             for sig, handler in previous.items():
                 loop.remove_signal_handler(sig)
                 signal.signal(sig, handler)
             self.site.close()
+            if self.member is not None:
+                self.member.close()
         log.info("vinos-routine daemon stopped (pid %d)", os.getpid())
         return 1 if self.refused else 0
+
+    async def _shut_down(self) -> None:
+        """The runs given their grace, then the fleet member, the sandbox calls, the
+        forkserver and the control socket, in that order; then what is unwritten, said."""
+        systemd.notify("STOPPING=1\nSTATUS=stopping: waiting for running routines")
+        _set_title("vinos-routined: stopping")
+        # A stop is said in the log, as a start is: a journal that ends without a line
+        # reads as a crash (tests/supervisor/test_daemon_systemd.py::
+        # test_a_foreground_daemon_says_why_and_when_it_stops).
+        log.info("%s", stop_line(self._stop_why, len(self.pool.running), self.timings))
+        await self.pool.shutdown(self.timings.stop_grace_sec)  # offline runs too
+        if self.member is not None:
+            self.member.stop()
+        if self.sandboxes is not None:
+            await self.sandboxes.close()  # its calls are the forkserver's children too
+        if self.forks is not None:
+            # After the workers: they die with it.
+            await self.forks.close()
+        await self.control.close()
+        try:
+            self.pool.flush()
+        except LedgerUnavailable as exc:
+            log.error(
+                "the ledger takes no writes (%s): %d finished run(s) could not be recorded "
+                "and are lost (they show as interrupted from the next start): %s",
+                exc.reason,
+                len(self.pool.unwritten),
+                ", ".join(u.run_id for u in self.pool.unwritten),
+            )
 
     def refuse(self, why: str) -> None:
         """Another live daemon holds this daemon's identity (a fleet machine name): stop."""
@@ -260,8 +287,8 @@ class Daemon:
         cap = self.timings.tick_max_sec
         if self.ground.shaken:
             # A due slot that could not be claimed stays due: retry once a tick, not at once.
-            # What the Site runs itself meanwhile (a fleet's offline mode) keeps its own times.
-            own = self.site.next_wake()
+            # What runs meanwhile (a fleet's offline mode) keeps its own times.
+            own = self.member.next_wake() if self.member is not None else None
             if own is None:
                 return cap
             return max(0.01, min(cap, (own - now).total_seconds()))
@@ -285,7 +312,7 @@ class Daemon:
     def tick(self) -> None:
         if self._config_asked:
             # First, and apart from the ledger: a reload during an outage reaches the holders
-            # that run without it (a fleet's offline pool).
+            # that run without it (the pool, which runs a fleet's offline runs too).
             self._config_asked = False
             try:
                 self.reconfigure(load_config(self.paths.config_file))
@@ -301,14 +328,11 @@ class Daemon:
             self.refuse(str(exc))
         except LedgerUnavailable as exc:
             self.unavailable(exc)
-            self.site.unavailable(exc, self._seen(), self.clock.now(), self._busy)
+            if self.member is not None:
+                self.member.unavailable(exc, self.clock.now(), self._busy)
         else:
             self.ground.recovered()
         self._update_status()
-
-    def _seen(self) -> Seen:
-        cursors = {n: t.cursor for n, t in self.scheduler.tracked.items()}
-        return Seen(self.registry, self._states, cursors)
 
     def _tick(self) -> None:
         """One tick's work; LedgerUnavailable when the ledger took no read or write (nothing of
@@ -319,9 +343,11 @@ class Daemon:
         written = self.pool.flush()
         if written:
             log.info("recorded %d finished run(s) kept while the ledger took no writes", written)
-        if self.site.resume(self.clock.now()):
+        if self.member is not None and self.member.resume(self.clock.now()):
             self._data_version = None  # e.g. runs made offline copied in: read the states again
         if not self._marked:
+            # Requests and paused conversations kept outside the ledger before: in, once.
+            pausestore.import_once(self.ledger, self.paths, self.clock.now())
             self.mark_interrupted()
             self._marked = True
         now = self.clock.now()
@@ -332,8 +358,8 @@ class Daemon:
             self._valid_routine,
             now,
             self._resume,
-            lambda name: self.pool.busy(name) or name in self._external_busy,
-            lambda routine: is_enabled(self._states, routine),
+            lambda name: self.pool.busy(name) or self.site.busy(name),
+            lambda routine: is_enabled(self.states, routine),
             self._notify,
         )
         for pending in self.scheduler.due(now, self._slot_busy, CLAIM_BATCH):
@@ -352,7 +378,7 @@ class Daemon:
 
     def unavailable(self, exc: LedgerUnavailable) -> None:
         # Re-read states and re-sync next tick: a sync may have stopped half-way. A fleet's
-        # database out of reach pauses alike (fail closed); the Site is told after this.
+        # database out of reach pauses alike (fail closed); a fleet's Member is told after this.
         self._data_version = None
         self.ground.unavailable(exc)
 
@@ -374,17 +400,12 @@ class Daemon:
             self.ledger.rebind_override(name, was, now_identity)
         self.registry = registry
         self._data_version = version
-        held = self.site.refresh(registry)  # e.g. a fleet's pinned and divergent routines
-        states = self._states = self.ledger.states()
+        held = self.site.refresh(registry)  # who else is busy; a fleet's held-back routines
+        states = self.states = self.ledger.states()
         if legacy := unbound(registry, states):  # once, after the ledger's upgrade
             for name, identity in legacy:
                 self.ledger.rebind_override(name, None, identity)
-            states = self._states = self.ledger.states()
-        self._external_busy = {
-            a.routine
-            for a in self.ledger.active_runs()
-            if a.owner_pid != self.owner[0] and owner_alive(a.owner_pid, a.owner_started)
-        }
+            states = self.states = self.ledger.states()
         for name, why in self.scheduler.sync(registry, states, now, held).items():
             self.pool.drop_queued(name, why)
         for name, why in self.triggers.sync(registry, states, now, held).items():
@@ -423,10 +444,11 @@ class Daemon:
 
     def reconfigure(self, config: Config) -> None:
         """A reload's settings, handed to every holder of config: the pool (max_concurrent,
-        and what each new run's job carries: providers, pricing, sandbox), housekeeping
-        (retention) and the site (a fleet's offline pool). Which fleet database and machine
-        name is the daemon's identity: those take effect at its restart
-        (tests/supervisor/test_daemon_reload.py, tests/fleet/test_fleet_offline.py)."""
+        and what each new run's job carries: providers, pricing, sandbox; a fleet's offline
+        runs are this pool's too) and housekeeping (retention); a fleet's offline mode reads
+        `self.config` when it starts. Which fleet database and machine name is the daemon's
+        identity: those take effect at its restart (tests/supervisor/test_daemon_reload.py,
+        tests/fleet/test_fleet_outage_end.py::test_reload_reaches_the_offline_pool)."""
         before = self.config.fleet
         if (before and (before.database, before.machine)) != (
             config.fleet and (config.fleet.database, config.fleet.machine)
@@ -438,11 +460,10 @@ class Daemon:
         self.pool.config = config
         if self.keeper is not None:
             self.keeper.reconfigure(config.ledger)
-        self.site.reconfigure(config)
         self.pool.admit()  # a larger max_concurrent starts queued runs now
 
     def _busy(self, name: str) -> bool:
-        return self.site.busy(name) or self.pool.busy(name) or name in self._external_busy
+        return self.site.busy(name) or self.pool.busy(name)
 
     def force_reload(self) -> None:
         """Re-read config.toml, the files and the ledger's states now (reload, enable)."""
@@ -462,8 +483,16 @@ class Daemon:
             now=self.clock.now(),
             max_concurrent=self.config.max_concurrent,
             line=self.status_line(),
-            fleet=self.site.status(),
+            fleet=self.member.status() if self.member is not None else None,
         )
+
+    def start_action(self, proposal_id: int, shown: str) -> None:
+        loop = asyncio.get_running_loop()
+
+        def then() -> None:  # from the reaping thread
+            loop.call_soon_threadsafe(self.wake)
+
+        approvals.start_approved(proposal_id, shown, then)
 
     def set_enabled(self, routine: Routine, on: bool) -> None:
         set_enabled(self.ledger, routine, on, self.clock.now())
@@ -546,11 +575,11 @@ class Daemon:
         return self.scheduler.known_fire(name, routine, now)
 
     def serves_local_ledger(self) -> bool:
-        return self.site.status() is None
+        return self.member is None
 
     # -- status -----------------------------------------------------------------------------
 
-    def _tell(self, note: Notification) -> None:
+    def tell(self, note: Notification) -> None:
         """The desktop notification, and the phone push when `note` has one and config.toml
         names a topic (read at each push: a reload reaches it)."""
         self._desktop(note)
@@ -566,6 +595,11 @@ class Daemon:
             reason=self.ground.reason,
             unwritten=len(self.pool.unwritten),
         )
+
+    def _sandbox_used(self) -> None:
+        # A `sandbox` call is a use, as a typed run is: the next one finds the forkserver up.
+        self._last_use = self.clock.now()
+        self._keep_forks(len(self.pool.running) + len(self.pool.queue))
 
     def _keep_forks(self, active: int) -> None:
         if self.forks is None or self._stopping:
@@ -613,16 +647,32 @@ def _notify_desktop(note: Notification) -> None:
     loop.run_in_executor(None, notify.send, note.title, note.body, note.urgency)
 
 
-def open_site(
-    p: Paths, config: Config, clock: Clock, timings: Timings, locks: Locks, spawner: Spawner
-) -> Site:
-    """The Site for `config`: a fleet's with [fleet] (psycopg is loaded only then), else
-    this machine's. LedgerError when its ledger cannot be opened at all."""
+def compose(
+    p: Paths,
+    config: Config,
+    *,
+    clock: Clock,
+    timings: Timings,
+    locks: Locks,
+    spawner: Spawner,
+    forks: ForkServer | None,
+) -> Daemon:
+    """The daemon for `config`: the loop on this machine's Site, or with [fleet] on a fleet's,
+    its Member beside it (psycopg is loaded only then). LedgerError when its ledger cannot be
+    opened at all."""
     if config.fleet is None:
-        return LocalSite(p, locks)
-    from supervisor.fleet.site import FleetSite
+        site: Site = LocalSite(p, locks)
+        return Daemon(
+            p, config, clock=clock, site=site, spawner=spawner, timings=timings, forks=forks
+        )
+    from supervisor.fleet.site import FleetSite, Member
 
-    return FleetSite(p, config, clock=clock, timings=timings, locks=locks, spawner=spawner)
+    fleet = FleetSite(p, config, clock=clock, timings=timings, locks=locks)
+    daemon = Daemon(
+        p, config, clock=clock, site=fleet, spawner=spawner, timings=timings, forks=forks
+    )
+    daemon.member = Member(fleet, daemon)
+    return daemon
 
 
 def main(*, worker_argv: list[str] | None = None) -> int:
@@ -662,19 +712,19 @@ def main(*, worker_argv: list[str] | None = None) -> int:
     forks = forkserver_for(worker_argv, timings.forkserver)  # real workers only
     spawner = WorkerSpawner(worker_argv, forks, limits.root or None)
     try:
-        site = open_site(p, config, clock, timings, locks, spawner)
-        daemon = Daemon(
-            p, config, clock=clock, site=site, spawner=spawner, timings=timings, forks=forks
+        daemon = compose(
+            p, config, clock=clock, timings=timings, locks=locks, spawner=spawner, forks=forks
         )
     except LedgerError as exc:
         print(f"vinos-routine: {exc}", file=sys.stderr)
         return 1
-    try:
-        site.join()  # this daemon's identity (one daemon per fleet machine name)
-    except MachineInUse as exc:
-        print(f"vinos-routine: {exc}", file=sys.stderr)
-        site.close()
-        return 1
+    if daemon.member is not None:
+        try:
+            daemon.member.join()  # this daemon's identity (one daemon per fleet machine name)
+        except MachineInUse as exc:
+            print(f"vinos-routine: {exc}", file=sys.stderr)
+            daemon.site.close()
+            return 1
     log.info("vinos-routine daemon %s started for %s (pid %d)", version(), p.home, os.getpid())
     try:
         return asyncio.run(daemon.run())

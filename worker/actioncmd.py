@@ -1,14 +1,19 @@
-"""`python -m worker.actioncmd ID [--auto]`: run one approved proposal, once.
+"""`python -m worker.actioncmd ID [--auto | --dashboard] [--shown SHA256]`: run one approved
+proposal, once.
 
-What `vinos-routine approve ID` runs after the person confirmed, and what the supervisor
-starts for a routine with `auto_approve` (`--auto`). In order:
+What `vinos-routine approve ID` runs after the person confirmed, what the daemon starts for
+the dashboard's Approve (`--dashboard`: the person approved in its session), and what the
+supervisor starts for a routine with `auto_approve` (`--auto`). In order:
 
 1. the routine file as it is now must be the one the proposal was made from (its fingerprint):
    else the proposal is marked invalidated and nothing runs;
 2. with `--auto`, the routine must set auto_approve and its signature must verify against
    ~/.vinos/allowed_signers (routines.signing); else the proposal stays waiting for a person;
 3. the proposal is claimed (waiting → running) by one conditional UPDATE: of two racing
-   processes one wins, the other says who did;
+   processes one wins, the other says who did; with `--shown SHA256` (what `approve` showed
+   the person), the claimed input must be that one, or nothing runs: on a fleet the
+   database's writers could change it between the showing and the run
+   (tests/cli/test_cli_approvals.py::test_an_input_changed_after_it_was_shown_is_not_run);
 4. the action's exact `run` command runs in the routine's sandbox, with the action's own
    network and home, the shell timeout and caps, and the proposal's input on stdin; a
    write_file request (permissions "ask") is written instead, its path checked against the
@@ -24,16 +29,17 @@ from __future__ import annotations
 import sys
 import tempfile
 from collections.abc import Sequence
+from contextlib import closing
 from datetime import UTC, datetime
 from pathlib import Path
 
 from routines import proposals
-from routines.ledger import Ledger
+from routines.ledger.api import LedgerAPI, open_ledger
 from routines.proposals import Decider, Proposal
 from routines.safetext import visible
 from routines.spec import Routine
 from routines.spec.checks import RoutineInvalid
-from routines.spec.config import load_config
+from routines.spec.config import load_config, load_config_or_default
 from routines.spec.paths import Paths, paths
 from routines.spec.registry import scan
 
@@ -41,7 +47,7 @@ __all__ = ["AUTO_DECLINED", "main", "signature_problem"]
 
 TIMEOUT_STATUS = 124  # as timeout(1)
 AUTO_DECLINED = 3
-USAGE = "usage: python -m worker.actioncmd ID [--auto]"
+USAGE = "usage: python -m worker.actioncmd ID [--auto | --dashboard] [--shown SHA256]"
 
 
 def signature_problem(routine: Routine, p: Paths) -> str | None:
@@ -60,8 +66,18 @@ def signature_problem(routine: Routine, p: Paths) -> str | None:
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     auto = "--auto" in args
-    rest = [a for a in args if a != "--auto"]
-    if len(rest) != 1 or not rest[0].isdigit():
+    by = Decider.AUTO if auto else Decider.DASHBOARD if "--dashboard" in args else Decider.CLI
+    rest = [a for a in args if a not in ("--auto", "--dashboard")]
+    shown: str | None = None
+    if "--shown" in rest:
+        at = rest.index("--shown")
+        shown = rest[at + 1] if at + 1 < len(rest) else ""
+        del rest[at : at + 2]
+    # The dashboard's approval names the input it showed: it runs that one or nothing.
+    unshown = by is Decider.DASHBOARD and shown is None
+    if len(rest) != 1 or not rest[0].isdigit() or shown == "" or unshown:
+        return _fail(USAGE, 2)
+    if auto and "--dashboard" in args:
         return _fail(USAGE, 2)
     import sandbox
 
@@ -69,15 +85,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     if refusal is not None:
         return _fail(refusal)
     p = paths()
-    with Ledger(p.ledger) as ledger:
-        return _approve(ledger, p, int(rest[0]), auto)
+    # The proposals are the run ledger's: the fleet's on a fleet, where any machine answers.
+    with closing(open_ledger(p.ledger, load_config_or_default(p.config_file).fleet)) as ledger:
+        return _approve(ledger, p, int(rest[0]), by, shown)
 
 
 def _now() -> datetime:
     return datetime.now(UTC)
 
 
-def _approve(ledger: Ledger, p: Paths, pid: int, auto: bool) -> int:
+def _approve(ledger: LedgerAPI, p: Paths, pid: int, by: Decider, shown: str | None) -> int:
+    auto = by is Decider.AUTO
     found = proposals.get(ledger, pid)
     if found is None:
         return _fail(f"no proposal #{pid}")
@@ -94,15 +112,17 @@ def _approve(ledger: Ledger, p: Paths, pid: int, auto: bool) -> int:
             proposals.note(ledger, pid, problem)
             print(f"vinos-routine: proposal #{pid} waits for a person: {problem}", file=sys.stderr)
             return AUTO_DECLINED
-    won, why = proposals.claim(
-        ledger, pid, by=Decider.AUTO if auto else Decider.CLI, now=_now(), current=current
-    )
+    won, why = proposals.claim(ledger, pid, by=by, now=_now(), current=current)
     if why is not None or won is None:
         return _fail(f"proposal #{pid} was not run: {why}")
-    return _run(ledger, p, routine, won)
+    if shown is not None and proposals.fingerprint(won.input) != shown:
+        changed = "[error] refused: its input is not the one you were shown; nothing ran"
+        proposals.finish(ledger, pid, exit_status=None, output=changed, now=_now())
+        return _fail(f"proposal #{pid} was not run: its input changed since it was shown")
+    return _run(ledger, p, routine, won)  # `won.input`, the one checked, is what runs
 
 
-def _run(ledger: Ledger, p: Paths, routine: Routine, prop: Proposal) -> int:
+def _run(ledger: LedgerAPI, p: Paths, routine: Routine, prop: Proposal) -> int:
     code: int | None = None
     output = ""
     try:

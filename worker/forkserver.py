@@ -238,8 +238,10 @@ def _fork(
 
 
 def _program(argv: object) -> list[str] | None:
-    """`argv` as this interpreter runs it: ["-m", MODULE] or [SCRIPT, args...] (after an
-    optional -P); None for anything else (another interpreter, other flags)."""
+    """`argv` as this interpreter runs it: ["-m", MODULE, args...] or [SCRIPT, args...] (after
+    an optional -P); None for anything else (another interpreter, other flags). The daemon
+    alone writes it: a worker's (`-m worker`), or `-m worker.sandboxcli NAME -- CMD...` for a
+    `vinos-routine sandbox` it was handed (supervisor/control/sandboxsock.py)."""
     if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
         return None
     if len(argv) < 2 or argv[0] != sys.executable:
@@ -247,7 +249,7 @@ def _program(argv: object) -> list[str] | None:
     rest = argv[1:]
     if rest[0] == "-P":
         rest = rest[1:]
-    if len(rest) == 2 and rest[0] == "-m":
+    if len(rest) >= 2 and rest[0] == "-m":
         return rest
     if rest and not rest[0].startswith("-"):
         return rest
@@ -263,6 +265,7 @@ def _child(
     grouped: int,
 ) -> NoReturn:
     code = EXIT_CRASH
+    died_of: signal.Signals | None = None
     try:
         try:
             os.setsid()  # as start_new_session=True: its own group, signalled as one
@@ -297,6 +300,14 @@ def _child(
         code = _run(program)
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except KeyboardInterrupt:
+        # As an interpreter of its own ends on an uncaught ^C: the traceback, then killed by
+        # SIGINT, so its parent sees the signal and not a crash (tests/supervisor/
+        # test_sandbox_daemon.py::test_a_signal_to_the_client_ends_the_sandbox).
+        import traceback
+
+        traceback.print_exc()
+        died_of = signal.SIGINT
     except BaseException:
         import traceback
 
@@ -308,6 +319,11 @@ def _child(
             atexit._run_exitfuncs()
             sys.stdout.flush()
             sys.stderr.flush()
+        if died_of is not None:
+            signal.signal(died_of, signal.SIG_DFL)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, [died_of])
+            os.kill(os.getpid(), died_of)
+            code = 128 + died_of
         os._exit(code)
 
 
@@ -315,7 +331,7 @@ def _run(program: list[str]) -> int:
     import runpy
 
     if program[0] == "-m":
-        sys.argv = [program[1]]
+        sys.argv = [program[1], *program[2:]]
         runpy.run_module(program[1], run_name="__main__", alter_sys=True)
     else:
         sys.argv = list(program)

@@ -1,10 +1,14 @@
-"""The workspace quota (`[sandbox].max_workspace_mb`) of a running MCP server.
+"""The workspace quota (`[sandbox].max_workspace_mb`) of a running MCP server, where the
+kernel cannot keep it.
 
-A shell call is measured before, during and after it (sandbox/quota.py). A server lives
-across many calls and may write between them, so the same QuotaWatch is kept for its whole
-life, over the same writable dirs (the workspace and the run's scratch dir, together):
+Where it can, a server's writable dirs are overlays on a tmpfs of the quota for its whole life
+(sandbox/stdio.py, as a shell call's: sandbox/overlay.py), checked after each call and copied
+back within the quota when it ends; nothing here runs. Elsewhere (`overlay_unavailable()`), the
+same QuotaWatch as a shell call's fallback is kept for the server's whole life, over the same
+writable dirs (the workspace and the run's scratch dir, together):
 - before it starts, RLIMIT_FSIZE is set to what the dirs have left (rounded up to the MB,
-  as for a shell call), so one file cannot fill the disk before a check sees it;
+  as for a shell call: sandbox/stdio.py), so one file cannot fill the disk before a check
+  sees it;
 - while it runs, a thread measures the dirs every POLL_SEC (less often when a walk is slow:
   at most a tenth of a core) and kills the sandbox's pid-1 once they hold more than the
   quota: a server writing between calls is stopped;
@@ -16,7 +20,6 @@ tests/worker/test_worker_mcp_quota.py holds all three.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import os
 import threading
 import time
@@ -32,8 +35,8 @@ WALK_SHARE = 10  # the wait after a walk, in walks: at most a tenth of a core on
 
 
 class ServerQuota:
-    """One server's quota: `limited()` before it starts, `watch()` once it runs, `problem()`
-    after each call, `close()` with it."""
+    """One server's polled quota: `watch()` once it runs, `problem()` after each call,
+    `close()` with it."""
 
     def __init__(self, policy: ShellPolicy) -> None:
         self._fds: list[int] = []
@@ -46,19 +49,10 @@ class ServerQuota:
             self.close()
             raise
         self._watch = QuotaWatch(dirs, policy.limits.workspace_mb)
+        self._watch.start(time.monotonic())  # what the poll allows: the quota, or the start
         self._lock = threading.Lock()  # one walk at a time: the fds' offsets are shared
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-
-    def limited(self, policy: ShellPolicy) -> ShellPolicy:
-        """`policy` with RLIMIT_FSIZE no larger than what the dirs have left."""
-        with self._lock:
-            left_mb = self._watch.start(time.monotonic())
-        limits = policy.limits
-        return dataclasses.replace(
-            policy,
-            limits=dataclasses.replace(limits, file_size_mb=min(limits.file_size_mb, left_mb)),
-        )
 
     def watch(self, child: StdioChild) -> None:
         """Poll while `child` runs; over the quota, its sandbox is killed (`killed` says why)."""

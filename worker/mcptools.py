@@ -166,15 +166,29 @@ def may_restart(lost: Lost, restarts: int) -> bool:
 
 @dataclass(slots=True)
 class _Live:
-    """A running server: its session and the quota watched while it runs."""
+    """A running server: its session, and the quota's poll where the kernel cannot keep it
+    (None: its writable dirs are overlays on a tmpfs of the quota, sandbox/stdio.py)."""
 
     session: Session
     quota: ServerQuota | None
 
-    def close(self) -> None:
+    @property
+    def killed(self) -> str | None:
+        """Why the poll stopped it, once it has (never where the kernel keeps the quota)."""
+        return None if self.quota is None else self.quota.killed
+
+    def problem(self) -> str | None:
+        """After a call: why its writable dirs are over the quota, or None."""
+        if self.quota is None:
+            return self.session.child.quota_problem()
+        return self.quota.problem()
+
+    def close(self) -> str | None:
+        """End it; why what it wrote was not copied back, if it was not."""
         self.session.close()
         if self.quota is not None:
             self.quota.close()
+        return self.session.child.not_kept
 
 
 class _Remaining(Protocol):
@@ -274,7 +288,7 @@ class McpTools:
         try:
             result = live.session.call_tool(tool, arguments, timeout)
         except McpFailure as exc:
-            if exc.answered and (live.quota is None or live.quota.killed is None):
+            if exc.answered and live.killed is None:
                 return _error(f"the MCP server {server!r} answered with an error: {exc}")
             if stopped := self._over_quota(server, live):
                 return _error(f"the MCP server {server!r} was stopped: {stopped}")
@@ -287,7 +301,7 @@ class McpTools:
 
     def _over_quota(self, server: str, live: _Live) -> str | None:
         """After a call: the quota's problem, which ends the server for the run."""
-        if live.quota is None or (problem := live.quota.problem()) is None:
+        if (problem := live.problem()) is None:
             return None
         self._lose(server, Lost.QUOTA, _over(problem))
         return self._failed[server]
@@ -302,8 +316,8 @@ class McpTools:
             # It died between calls (killed, crashed, stopped by the quota's poll): lost now,
             # so this call may start it again rather than fail on its closed pipes.
             why = live.session.child.exit_note() or "it exited"
-            if live.quota is not None and live.quota.killed is not None:
-                self._lose(server, Lost.QUOTA, _over(live.quota.killed))
+            if live.killed is not None:
+                self._lose(server, Lost.QUOTA, _over(live.killed))
                 return None
             self._lose(server, Lost.DIED, f"it exited between calls: {why}")
             if server in self._failed:
@@ -341,11 +355,13 @@ class McpTools:
             scratch_dir=self.run.sandbox_scratch,
             settings=SandboxSettings(**self.run.job.sandbox),
         )
+        # Measured before it starts (the poll's limit is what the dirs held then), kept only
+        # where the kernel does not keep the quota (sandbox/stdio.py decides).
         quota = ServerQuota(policy)
         try:
             session = start_server(
                 argv,
-                quota.limited(policy),
+                policy,
                 portal=self._portal,
                 timeout=self._timeout(server.name),
                 on_argv=self.run.debug_argv(),
@@ -353,11 +369,23 @@ class McpTools:
         except BaseException:
             quota.close()
             raise
-        quota.watch(session.child)
+        polled: ServerQuota | None = quota
+        if session.child.overlaid:
+            quota.close()
+            polled = None
+        else:
+            quota.watch(session.child)
         self.run.channel.event(
             EventKind.LOG, f"MCP server {server.name}: started", server=server.name
         )
-        return _Live(session, quota)
+        return _Live(session, polled)
+
+    def _closed(self, server: str, live: _Live, lost: Lost | None = None) -> None:
+        """End `live`; a log line when what it wrote was not copied back (over the quota:
+        the call that found it said so already)."""
+        not_kept = live.close()
+        if not_kept is not None and lost is not Lost.QUOTA:
+            self.run.channel.warn(f"MCP server {server}: {not_kept}", server=server)
 
     def _timeout(self, server: str) -> float:
         own = server_timeout(self.servers[server], self.default_timeout)
@@ -368,7 +396,7 @@ class McpTools:
         so, else it stays a tool error for the rest of the run. A log line says which."""
         live = self._live.pop(server, None)
         if live is not None:
-            live.close()
+            self._closed(server, live, lost)
         restarts = self._restarts.get(server, 0)
         if may_restart(lost, restarts):
             self._lost[server] = (lost, why)
@@ -384,8 +412,8 @@ class McpTools:
 
     def close(self) -> None:
         """End every server of the run and the SDK's event loop thread."""
-        for live in self._live.values():
-            live.close()
+        for server, live in self._live.items():
+            self._closed(server, live)
         self._live.clear()
         if self._portal is not None:
             self._portal.close()

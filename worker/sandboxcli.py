@@ -44,9 +44,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     refusal = sandbox.refuse_if_root()
     if refusal is not None:
         return _fail(refusal)
-    # This process holds no secret and runs no thread: its own fork builds the call's
-    # overlays, not a maker interpreter started for one call (docs/security.md).
-    sandbox.make_overlays_in_process()
+    # Exec'd by the CLI, this process holds no secret and runs no thread: its own fork builds
+    # the call's overlays, not a maker interpreter started for one call (docs/security.md).
+    # Forked by the daemon's forkserver (supervisor/control/sandboxsock.py) it is not dumpable
+    # and its memory is the forkserver's, which other runs' requests passed through: it stays
+    # so, and the maker builds the overlays, as for a worker (tests/supervisor/
+    # test_sandbox_daemon.py::test_a_call_through_the_daemon_prints_and_exits_as_without_one).
+    if _dumpable():
+        sandbox.make_overlays_in_process()
 
     p = paths()
     entry = scan(p).get(name)
@@ -93,6 +98,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"vinos-routine: killed at the {timeout:g} s timeout", file=sys.stderr)
         return TIMEOUT_STATUS
     return 1 if result.exit_code is None else result.exit_code
+
+
+def _dumpable() -> bool:
+    # The files in /proc/PID of a process that is not dumpable are root's (proc(5)): a stat,
+    # not ctypes' prctl, which would cost the exec'd path an import.
+    return os.stat("/proc/self/status").st_uid == os.getuid()
 
 
 def _print_argv(policy: sandbox.ShellPolicy, command: str) -> int:

@@ -20,6 +20,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from routines.ledger import rundays, shared
+from routines.ledger.memrequests import MemoryRequests, RequestData
 from routines.ledger.model import (
     ANY,
     CLAIM_RETENTION,
@@ -80,6 +81,7 @@ class MemoryData:
     days: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     next_id: int = 1
     writes: int = 0
+    requests: RequestData = field(default_factory=RequestData)  # proposals, conversations
 
 
 def _round(x: float) -> int:
@@ -87,11 +89,13 @@ def _round(x: float) -> int:
     return int(math.copysign(math.floor(abs(x) + 0.5), x))
 
 
-class MemoryLedger:
-    """One connection to a `MemoryData`."""
+class MemoryLedger(MemoryRequests):
+    """One connection to a `MemoryData`. Its proposals and conversations are
+    `MemoryRequests`'s (routines/ledger/memrequests.py)."""
 
     def __init__(self, data: MemoryData | None = None) -> None:
         self.data = data if data is not None else MemoryData()
+        self.requests = self.data.requests
         self._own = 0
 
     def close(self) -> None:

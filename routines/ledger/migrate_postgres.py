@@ -142,6 +142,44 @@ def m005_tried_model(cur: Cursor) -> None:
     _each(cur, 5)
 
 
+def m006_proposals(cur: Cursor) -> None:
+    """A run's requests for a person, the fleet's as its runs are: any machine answers one
+    and resumes its paused run (routines/ledger/sqlrequests.py). SQLite's m007_proposals; the
+    free texts BYTEA, as they may hold a NUL (sqlrequests.py `BLOBS`)."""
+    cur.execute(
+        f"""CREATE TABLE proposals (
+            id BIGSERIAL PRIMARY KEY,
+            routine {T} NOT NULL,
+            run_id {T} NOT NULL,
+            action {T} NOT NULL,
+            command BYTEA NOT NULL,
+            input BYTEA NOT NULL,
+            summary BYTEA NOT NULL,
+            fingerprint {T} NOT NULL,
+            created_at {T} NOT NULL,
+            expires_at {T} NOT NULL,
+            state {T} NOT NULL DEFAULT 'waiting',
+            decided_by {T},
+            decided_at {T},
+            why BYTEA,
+            exit_status INTEGER,
+            output BYTEA,
+            finished_at {T}
+        )"""
+    )
+    cur.execute("CREATE INDEX proposals_state ON proposals(state)")
+    cur.execute("CREATE INDEX proposals_run ON proposals(run_id)")
+    cur.execute("CREATE INDEX proposals_routine_decided ON proposals(routine, decided_at)")
+
+
+def m007_conversations(cur: Cursor) -> None:
+    """A paused run's conversation (SQLite's m012_conversations)."""
+    cur.execute(
+        f"CREATE TABLE conversations (run_id {T} PRIMARY KEY, routine {T} NOT NULL, "
+        f"saved_at {T} NOT NULL, body TEXT NOT NULL)"
+    )
+
+
 # In order; a name never changes once released (a database records it).
 STEPS: tuple[Step[Cursor], ...] = (
     Step("m001_tables", 1, m001_tables),
@@ -149,5 +187,7 @@ STEPS: tuple[Step[Cursor], ...] = (
     Step("m003_exit_status", 3, m003_exit_status),
     Step("m004_override_file", 4, m004_override_file),
     Step("m005_tried_model", 5, m005_tried_model),
+    Step("m006_proposals", 0, m006_proposals),
+    Step("m007_conversations", 0, m007_conversations),
 )
 MIGRATION_LOCK = 0x76696E6F73  # pg_advisory_xact_lock key: one migrating machine at a time

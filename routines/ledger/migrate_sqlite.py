@@ -20,6 +20,9 @@ with, so such a file upgrades in place:
   9  -       unpacked the withdrawn layout: nothing for a plain ledger
   10         m010_override_file: routine_state + file_identity (RoutineState.enabled)
   11         m011_tried_model: + tried_model, the premium model an escalation could not reach
+Steps of the named era (no number):
+             m012_conversations: table conversations, a paused run's conversation
+             (routines/ledger/sqlrequests.py)
 A ledger with named steps has user_version LEDGER_VERSION (12), one past the last number, so a
 release from before refuses it as newer, untouched.
 """
@@ -213,6 +216,20 @@ def m011_tried_model(db: sqlite3.Connection) -> None:
     _add(db, "tried_model TEXT")
 
 
+def m012_conversations(db: sqlite3.Connection) -> None:
+    """A paused run's conversation, kept in the ledger with its request (the proposals), so
+    whichever process resumes the run reads it there (routines/ledger/sqlrequests.py)."""
+    db.execute(CONVERSATIONS)
+    db.execute("CREATE INDEX proposals_run ON proposals(run_id)")  # a paused run's request
+
+
+# The same table in both databases (routines/ledger/migrate_postgres.py m007_conversations).
+CONVERSATIONS = (
+    "CREATE TABLE conversations (run_id TEXT PRIMARY KEY, routine TEXT NOT NULL, "
+    "saved_at TEXT NOT NULL, body TEXT NOT NULL)"
+)
+
+
 # In order; a name never changes once released (a ledger records it).
 STEPS: tuple[Step[sqlite3.Connection], ...] = (
     Step("m001_runs", 1, m001_runs),
@@ -224,6 +241,7 @@ STEPS: tuple[Step[sqlite3.Connection], ...] = (
     Step("m008_replies", 8, m008_replies),
     Step("m010_override_file", 10, m010_override_file),
     Step("m011_tried_model", 11, m011_tried_model),
+    Step("m012_conversations", 0, m012_conversations),
 )
 
 

@@ -225,7 +225,9 @@ class FileSeen(Protocol):
 def is_enabled(states: Mapping[str, RoutineState], routine: FileSeen) -> bool:
     """Whether `routine` is on, from the states read in one query (`Ledger.states`)."""
     state = states.get(routine.name)
-    if state is None:
+    if state is None or state.enabled_override is None:
+        # No override: RoutineState.enabled would say the file's, without the file's identity
+        # (a hash of its bytes), which `list` would compute for each of 10,000 routines.
         return routine.enabled
     return state.enabled(routine.enabled, routine.identity)
 

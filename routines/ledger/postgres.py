@@ -85,6 +85,8 @@ class PgLedger(PgConnection, SqlLedger, FleetTables):
     starts, and keeps its control socket, while PostgreSQL is down."""
 
     Q = PG
+    TEXT_AS_BYTES = True  # a proposal's free texts: PostgreSQL's TEXT refuses NUL
+    INSERT_RETURNS = True
 
     def __init__(
         self,

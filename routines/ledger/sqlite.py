@@ -5,7 +5,8 @@ Tables:
   Columns grow by migration; rows written by older versions keep NULL in newer columns.
 - claims: the run fence. (routine, slot) is UNIQUE: a slot is claimed once, ever.
 - routine_state: per routine, the enabled override, the failure streak, the schedule cursor.
-- run_days: the compacted history (routines/ledger/rundays.py); proposals (routines/proposals.py).
+- run_days: the compacted history (routines/ledger/rundays.py); proposals (routines/proposals.py)
+  and a paused run's conversation (routines/ledger/sqlrequests.py).
 The schema and its steps are routines/ledger/migrate_sqlite.py's; the connection, its
 errors and reopening are routines/ledger/sqlite_open.py's; the queries and the contract's
 rules are routines/ledger/sqlstore.py's `SqlLedger`, the same as PostgreSQL's.

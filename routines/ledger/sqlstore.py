@@ -49,6 +49,7 @@ from routines.ledger.model import (
 from routines.ledger.rundays import DaySummary
 from routines.ledger.shared import from_iso, iso
 from routines.ledger.sql import CLAIM_ROUTINES, RUN_ROUTINES, Dialect
+from routines.ledger.sqlrequests import SqlRequests
 from routines.runs import ACTIVE, Ended, RunEnd, RunStatus, Strike, Trigger, is_event_slot
 
 __all__ = ["COUNT_LINE_TTL_SEC", "Result", "SqlLedger", "Tx"]
@@ -75,9 +76,10 @@ class _Stale(Exception):
     pass
 
 
-class SqlLedger:
+class SqlLedger(SqlRequests):
     """The ledger's queries over one connection, for one thread. Rows are read by column name
-    (sqlite3.Row and psycopg's dict rows alike)."""
+    (sqlite3.Row and psycopg's dict rows alike). A run's requests for a person and a paused
+    run's conversation are `SqlRequests`'s (routines/ledger/sqlrequests.py)."""
 
     Q: ClassVar[Dialect]
 

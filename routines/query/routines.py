@@ -8,16 +8,20 @@ nothing but routines. Tested as data: tests/routines/test_query.py.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, NamedTuple
 
+TYPE_CHECKING = False  # typing's own flag, without importing typing (routines/query/rowclass.py)
 if TYPE_CHECKING:
+    from typing import Any, NamedTuple
+
     from routines.ledger.api import LedgerAPI
     from routines.spec.registry import Registry
     from routines.spec.routine import Routine
+else:
+    from routines.query.rowclass import NamedTuple
 
-__all__ = ["KnownFire", "RoutineRow", "decode_rows", "encode_rows", "routine_rows"]
+__all__ = ["KnownFire", "RoutineRow", "RowCache", "decode_rows", "encode_rows", "routine_rows"]
 
 # The next fire the daemon's scheduler holds for a routine, when it is the one a fresh
 # computation would give (supervisor/engine/scheduler.py `known_fire`); None: compute it.
@@ -100,38 +104,57 @@ class RoutineRow(NamedTuple):
         }
 
 
-def encode_rows(rows: Iterable[RoutineRow]) -> list[dict[str, Any]]:
-    """The rows as the control socket carries them: JSON-ready dicts (the time as ISO 8601)."""
-    out = []
-    for r in rows:
-        d = r._asdict()
-        d["next_run"] = r.next_run.isoformat() if r.next_run is not None else None
-        out.append(d)
-    return out
+def encode_rows(rows: Sequence[RoutineRow]) -> dict[str, list[Any]]:
+    """The rows as the control socket carries them: columns, one list per field (the time as
+    ISO 8601), each field's name said once rather than once a row, and decoded without a dict
+    a row (`decode_rows`)."""
+    if not rows:
+        return {f: [] for f in RoutineRow._fields}
+    fields = RoutineRow._fields
+    columns = {f: list(c) for f, c in zip(fields, zip(*rows, strict=True), strict=True)}
+    columns["next_run"] = [at.isoformat() if at is not None else None for at in columns["next_run"]]
+    return columns
 
 
 def decode_rows(data: bytes | object) -> list[RoutineRow]:
-    """Rows back from the wire: JSON bytes, or the decoded list a response carried. A field
-    this client does not know (a newer daemon's) is left out; ValueError when not rows."""
+    """Rows back from the wire: JSON bytes, the columns `encode_rows` made, or a list of such
+    batches (in order). A field this client does not know (a newer daemon's) is left out, one
+    it knows but was not sent takes its default; ValueError when these are not rows."""
     if isinstance(data, bytes | bytearray | memoryview):
         import json
 
         data = json.loads(bytes(data))
-    if not isinstance(data, list):
-        raise ValueError("expected a list of rows")
-    fields = RoutineRow._fields
-    out = []
-    for d in data:
-        kw = {k: d[k] for k in fields if k in d}
-        at = kw.get("next_run")
-        kw["next_run"] = datetime.fromisoformat(at) if isinstance(at, str) else None
-        kw["errors"] = tuple(kw.get("errors", ()))
-        kw["warnings"] = tuple(kw.get("warnings", ()))
-        try:
-            out.append(RoutineRow(**kw))
-        except TypeError as exc:  # a required field missing
-            raise ValueError(str(exc)) from None
+    batches = data if isinstance(data, list) else [data]
+    out: list[RoutineRow] = []
+    for batch in batches:
+        out.extend(_decode_batch(batch))
     return out
+
+
+_TUPLES = ("errors", "warnings")
+
+
+def _decode_batch(batch: object) -> list[RoutineRow]:
+    if not isinstance(batch, dict) or not isinstance(batch.get("name"), list):
+        raise ValueError("expected the rows' columns")
+    n = len(batch["name"])
+    defaults = RoutineRow._field_defaults
+    columns = []
+    for field in RoutineRow._fields:
+        column = batch.get(field)
+        if column is None:
+            if field not in defaults:
+                raise ValueError(f"the rows have no {field}")
+            column = [defaults[field]] * n
+        elif not isinstance(column, list) or len(column) != n:
+            raise ValueError(f"the rows' {field} is not a column of {n}")
+        elif field == "next_run":
+            fromiso = datetime.fromisoformat
+            column = [fromiso(at) if isinstance(at, str) else None for at in column]
+        elif field in _TUPLES:
+            column = [tuple(v) for v in column]
+        columns.append(column)
+    return list(map(RoutineRow, *columns))
 
 
 def routine_rows(
@@ -145,41 +168,52 @@ def routine_rows(
     not_here: Mapping[str, str] | None = None,
     stale: Collection[str] = (),
     known_fire: KnownFire | None = None,
+    states: Mapping[str, Any] | None = None,
+    cache: RowCache | None = None,
 ) -> list[RoutineRow]:
     """A row per routine file (`names`: only those), by name; without a ledger yet, what the
     files alone say. `allowed_signers`: checks the signatures beside the files (None: not
-    shown); `stale`: invalid files whose last good version the daemon runs."""
-    from zoneinfo import ZoneInfo
-
+    shown); `stale`: invalid files whose last good version the daemon runs; `states`: the
+    ledger's, when the caller has just read them (None: read here); `cache`: what the files
+    said last time (a daemon's, RowCache)."""
     wanted = sorted(registry.entries if names is None else set(names) & set(registry.entries))
-    states = ledger.states() if ledger is not None else {}
-    last = ledger.last_runs() if ledger is not None else {}
-    active = {(a.routine, str(a.status)) for a in ledger.active_runs()} if ledger else set()
-    paused = {a.routine: a.run_id for a in ledger.paused_runs()} if ledger is not None else {}
-    zones = {}
-    for n in wanted:
-        r = registry.entries[n].routine
-        if r is not None:
-            zones[n] = ZoneInfo(r.schedule.timezone)
-    # Today's spending of every routine in one query per zone, not one per routine.
-    spent = ledger.spent_today_many(zones, now) if ledger is not None and zones else {}
+    facts = _ledger_facts(registry, ledger, wanted, now, states)._replace(
+        premium=premium_keys or {}, not_here=not_here or {}, stale=set(stale)
+    )
     signed = (
         _signature_files(registry.entries[n].path for n in wanted)
         if allowed_signers is not None
         else set()
     )
-    facts = _Facts(
-        states, last, active, paused, spent, premium_keys or {}, not_here or {}, set(stale)
-    )
+    kept = cache.parts if cache is not None else {}
+    parts: dict[int, tuple[Any, RoutineRow]] = {}
     out = []
     for name in wanted:
         entry = registry.entries[name]
-        row = _row(name, entry, facts, now, known_fire)
+        hit = kept.get(id(entry))
+        part = hit[1] if hit is not None and hit[0] is entry else _file_part(name, entry)
+        parts[id(entry)] = (entry, part)
+        row = _row(name, entry, part, facts, now, known_fire)
         if allowed_signers is not None and entry.routine is not None:
             sig = _signature(entry.path, entry.routine, allowed_signers, signed)
             row = row._replace(**sig) if sig else row
         out.append(row)
+    if cache is not None and names is None:
+        cache.parts = parts  # only the entries in force: an edited file's old part goes
     return out
+
+
+class RowCache:
+    """What each routine file alone says of its row (`_file_part`), kept while the registry
+    keeps that file's entry: an unchanged file keeps its Entry object (routines.spec.registry
+    `_read`), an edited one gets a new one. A daemon holds one, so its `list` of 10,000
+    routines builds anew only what the ledger and the clock say; the rows are the same with
+    or without it (tests/routines/test_query.py::
+    test_a_row_cache_gives_the_same_rows_and_forgets_an_edited_file)."""
+
+    def __init__(self) -> None:
+        # id(entry) -> (the entry, its part); the entry is held, so its id is not reused.
+        self.parts: dict[int, tuple[Any, RoutineRow]] = {}
 
 
 class _Facts(NamedTuple):
@@ -195,25 +229,45 @@ class _Facts(NamedTuple):
     stale: set[str]
 
 
-def _row(
-    name: str, entry: Any, f: _Facts, now: datetime, known_fire: KnownFire | None
-) -> RoutineRow:
-    from routines.ledger.model import is_enabled
-    from routines.runs import counts_as_strike
+def _ledger_facts(
+    registry: Registry,
+    ledger: LedgerAPI | None,
+    wanted: list[str],
+    now: datetime,
+    states: Mapping[str, Any] | None,
+) -> _Facts:
+    """What the ledger says of the `wanted` routines (nothing without a ledger yet); `states`:
+    read by the caller already (None: read here)."""
+    if ledger is None:
+        return _Facts(states or {}, {}, set(), {}, {}, {}, {}, set())
+    from zoneinfo import ZoneInfo
+
+    zones = {}
+    for n in wanted:
+        r = registry.entries[n].routine
+        if r is not None:
+            zones[n] = ZoneInfo(r.schedule.timezone)
+    return _Facts(
+        ledger.states() if states is None else states,
+        ledger.last_runs(),
+        {(a.routine, str(a.status)) for a in ledger.active_runs()},
+        {a.routine: a.run_id for a in ledger.paused_runs()},
+        # Today's spending of every routine in one query per zone, not one per routine.
+        ledger.spent_today_many(zones, now) if zones else {},
+        {},
+        {},
+        set(),
+    )
+
+
+def _file_part(name: str, entry: Any) -> RoutineRow:
+    """The row as the file alone says it: no ledger (the file's `enabled`, nothing run, nothing
+    spent), no next run, not stale."""
     from routines.schedule import summary
 
     r = entry.routine
-    state = f.states.get(name)
     problems = entry.errors  # a property that builds its tuple: once a row, not thrice
     errors = tuple(str(e) for e in problems)
-    lr = f.last.get(name)
-    last: dict[str, Any] = {
-        "last_status": lr.status if lr else None,
-        "last_outcome": lr.outcome if lr else None,
-        "last_finished": lr.finished_at if lr else None,
-        "last_run_id": lr.run_id if lr else None,
-        "last_failed": bool(lr and counts_as_strike(lr.status)),
-    }
     if r is None:
         return RoutineRow(
             name=name,
@@ -224,44 +278,93 @@ def _row(
             schedule="",
             expression="",
             next_run=None,
+            last_status=None,
+            last_outcome=None,
+            last_finished=None,
             today_dollars=0.0,
             disabled_reason=None,
             errors=errors,
-            stale=name in f.stale,
-            **last,
         )
     valid = not problems  # Entry.valid, Entry.warnings
-    enabled = is_enabled(f.states, r)
-    known = known_fire(name, r, now) if enabled and known_fire is not None else None
-    description, next_run = summary(r.schedule, r.kind, name, enabled and not known, now)
+    description, _ = summary(r.schedule, r.kind, name, False, datetime.min)
     return RoutineRow(
         name=name,
         kind=r.kind.value,
         origin=entry.origin.value,
-        enabled=enabled,
+        enabled=r.enabled,
         valid=valid,
         schedule=description,
         expression=r.schedule.expression,
-        next_run=known or next_run,
-        today_dollars=f.spent.get(name, 0.0),
-        disabled_reason=state.disabled_reason if state and not enabled else None,
+        next_run=None,
+        last_status=None,
+        last_outcome=None,
+        last_finished=None,
+        today_dollars=0.0,
+        disabled_reason=None,
         errors=errors,
         warnings=r.warnings if valid else (),
         description=r.description,
-        stale=name in f.stale,
-        strikes=state.failure_streak if state else 0,
-        running=(name, "running") in f.active,
-        queued=(name, "queued") in f.active,
         max_dollars_per_day=r.budget.max_dollars_per_day,
         open_on_login=r.output.open_on_login,
-        not_here=f.not_here.get(name),
-        file_enabled=r.enabled if r.enabled != enabled else None,
         # [routine].permissions of an agent routine (a command routine has no model to ask)
         permissions=str(r.permissions.value) if r.agent is not None else None,
-        needs_you=f.paused.get(name),
-        premium_key=f.premium.get(name),
-        **last,
     )
+
+
+def _row(
+    name: str,
+    entry: Any,
+    part: RoutineRow,
+    f: _Facts,
+    now: datetime,
+    known_fire: KnownFire | None,
+) -> RoutineRow:
+    """`part` (the file's) with what the ledger, the caller and the clock say."""
+    from routines.ledger.model import is_enabled
+    from routines.runs import counts_as_strike
+
+    r = entry.routine
+    changes: dict[str, Any] = {}
+    lr = f.last.get(name)
+    if lr is not None:
+        changes.update(
+            last_status=lr.status,
+            last_outcome=lr.outcome,
+            last_finished=lr.finished_at,
+            last_run_id=lr.run_id,
+            last_failed=bool(counts_as_strike(lr.status)),
+        )
+    if name in f.stale:
+        changes["stale"] = True
+    if r is None:
+        return part._replace(**changes) if changes else part
+    state = f.states.get(name)
+    enabled = is_enabled(f.states, r)
+    if enabled != part.enabled:
+        changes.update(enabled=enabled, file_enabled=r.enabled)
+    if enabled:
+        known = known_fire(name, r, now) if known_fire is not None else None
+        if known is None:
+            from routines.schedule import summary
+
+            known = summary(r.schedule, r.kind, name, True, now)[1]
+        if known is not None:
+            changes["next_run"] = known
+    elif state is not None and state.disabled_reason is not None:
+        changes["disabled_reason"] = state.disabled_reason
+    if state is not None and state.failure_streak:
+        changes["strikes"] = state.failure_streak
+    for key, value in (
+        ("today_dollars", f.spent.get(name)),
+        ("running", (name, "running") in f.active or None),
+        ("queued", (name, "queued") in f.active or None),
+        ("not_here", f.not_here.get(name)),
+        ("needs_you", f.paused.get(name)),
+        ("premium_key", f.premium.get(name)),
+    ):
+        if value is not None:
+            changes[key] = value
+    return part._replace(**changes) if changes else part
 
 
 def _signature_files(paths: Iterable[Any]) -> set[str]:
@@ -271,7 +374,8 @@ def _signature_files(paths: Iterable[Any]) -> set[str]:
     import os
 
     out: set[str] = set()
-    for d in {os.path.dirname(os.fspath(p)) for p in paths}:
+    # Each absolute file path's directory (as os.path.dirname says it), at a third of its cost.
+    for d in {os.fspath(p).rpartition("/")[0] or "/" for p in paths}:
         try:
             found = os.listdir(d)
         except OSError:

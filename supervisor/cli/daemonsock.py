@@ -1,7 +1,8 @@
 """The daemon's control socket as the quick clients find it (supervisor/cli/thinclient.py,
 supervisor/cli/waybarfollow.py): where it is, whether a daemon holds its lock, whether the
 listener is this user, and `ask`: one request, its result. Only what Python has loaded at
-start anyway (the quick client's start-up is its cost); `_socket`, `fcntl` and `json` lazily.
+start anyway (the quick client's start-up is its cost); `_socket`, `fcntl` and JSON's C
+code (supervisor/cli/wirejson.py) lazily.
 """
 
 from __future__ import annotations
@@ -139,32 +140,30 @@ def ask(cmd: str, args: dict[str, object]) -> object:
         return None  # no daemon: the plain in-process path, without a socket import
     if not daemon_running(path):
         return None  # a socket unit listening for a stopped daemon: a read never starts it
-    import json
+    from supervisor.cli.wirejson import dumps, loads
 
     req = {"type": "request", "id": 1, "cmd": cmd, "args": args}
-    lines = _exchange(path, json.dumps(req, separators=(",", ":")).encode() + b"\n")
+    lines = _exchange(path, dumps(req) + b"\n")
     if not lines:
         return None
     try:
-        response = json.loads(lines[-1])
-        # Rows come as events before the response (`list`): gathered into the result.
-        rows = [
-            row
-            for line in lines[1:-1]
-            if b'"kind":"rows"' in line
-            for row in json.loads(line)["data"]["rows"]
-        ]
+        response = loads(lines[-1])
+        # Rows come as events before the response (`list`), each a batch of columns
+        # (routines.query.encode_rows): gathered, in order, into the result.
+        batches = [loads(line)["data"]["rows"] for line in lines[1:-1] if b'"kind":"rows"' in line]
+        count = sum(len(b["name"]) for b in batches)
     except (ValueError, KeyError, TypeError):
         return None
-    if not response.get("ok"):
+    if not isinstance(response, dict) or not response.get("ok"):
         if os.environ.get("VINOS_ROUTINE_DEBUG"):  # why the full path runs instead
-            print(f"vinos-routine: in-process: {response.get('error')}", file=sys.stderr)
+            error = response.get("error") if isinstance(response, dict) else response
+            print(f"vinos-routine: in-process: {error}", file=sys.stderr)
         return None
     result = response.get("result")
     if isinstance(result, dict) and "rows" in result:
-        if len(rows) != result["rows"]:
+        if count != result["rows"]:
             return None  # a batch went missing: read here rather than show part of it
-        result["routines"] = rows
+        result["routines"] = batches
     return result
 
 

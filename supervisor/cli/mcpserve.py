@@ -56,6 +56,7 @@ def routine_history(name: str, limit: int = 20) -> list[dict[str, Any]]:
     """The newest runs of an exposed routine, with their summaries."""
     from contextlib import closing
 
+    from routines.query.runs import run_history
     from routines.spec.paths import paths
     from supervisor.fleet.view import cli_ledger
 
@@ -65,7 +66,7 @@ def routine_history(name: str, limit: int = 20) -> list[dict[str, Any]]:
             "[mcp_server].expose in config.toml"
         )
     with closing(cli_ledger(paths())) as ledger:
-        rows = ledger.history(name, max(1, min(limit, 200)))
+        rows = run_history(ledger, name, max(1, min(limit, 200)), days=False).runs
     keep = ("run_id", "status", "outcome", "trigger", "started_at", "finished_at", "detail")
     return [{k: _plain(getattr(r, k, None)) for k in keep} for r in rows]
 

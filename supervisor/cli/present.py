@@ -6,13 +6,16 @@ from __future__ import annotations
 import os
 import sys
 import unicodedata
-from collections.abc import Collection, Sequence
 from datetime import datetime, timedelta
-from typing import Any, TextIO
 
 from routines.humanize import money, relative, tokens
 from routines.safetext import one_line
 from routines.safetext import visible as _visible
+
+TYPE_CHECKING = False  # typing's own flag: `list` answered by the daemon loads no typing
+if TYPE_CHECKING:
+    from collections.abc import Collection, Sequence
+    from typing import Any, TextIO
 
 __all__ = [
     "ask_yes",

@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import sys
 from datetime import UTC, datetime
-from typing import Any
+
+TYPE_CHECKING = False  # typing's own flag: `list` answered by the daemon loads no typing
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["request", "show_list", "show_status", "waybar"]
 

@@ -129,6 +129,8 @@ class Facts:
     # supervisor/cli/commands/capabilities.py in_force: whether the kernel keeps the run
     # limits, and how
     run_limits: tuple[bool, str] = (False, "")
+    # sandbox/overlay.py quota_in_force: whether the kernel keeps max_workspace_mb, and how
+    disk_quota: tuple[bool, str] = (False, "")
 
 
 @dataclass(frozen=True)
@@ -266,6 +268,9 @@ def _checks(f: Facts) -> list[Item]:
     kernel, how = f.run_limits
     if how:  # a note where it is sampled: a host's fact, nothing setup could change
         out.append(Item("run limits", State.OK if kernel else State.NOTE, how))
+    kernel, how = f.disk_quota
+    if how:  # likewise: a note where it is polled
+        out.append(Item("disk quota", State.OK if kernel else State.NOTE, how))
     for tool, (cost, debian, arch) in COSTS.items():
         problem = f.missing.get(tool)
         if problem is None:

@@ -45,9 +45,14 @@ def main() -> int:
     # an argument no command takes (too long, not UTF-8) goes to the full CLI, which refuses it
     # in one place (supervisor.cli.main.bad_argument).
     if argv[:1] == ["sandbox"] and _plain(argv):
-        from supervisor.cli.sandboxexec import exact_form, exec_sandboxcli
+        from supervisor.cli.sandboxexec import exact_form, exec_sandboxcli, through_daemon
 
         if (form := exact_form(argv[1:])) is not None:
+            # The daemon's warm forkserver runs it when a daemon is up; else this process
+            # becomes the call (supervisor/cli/sandboxexec.py).
+            code = through_daemon(*form)
+            if code is not None:
+                return code
             exec_sandboxcli(*form)  # never returns
     quick = _QUICK.get(tuple(argv))
     # Only a daemon's answer is rendered here; without one, the full CLI runs the command

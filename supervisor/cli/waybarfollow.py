@@ -77,7 +77,7 @@ def _lines(path: str) -> Iterator[bytes]:
     req = {"type": "request", "id": 1, "cmd": "watch", "args": {}}
     sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM | _socket.SOCK_CLOEXEC)
     bar: dict[str, Any] | None = None
-    rows: list[Any] = []  # the rows of the data being sent, in their batches
+    rows: list[Any] = []  # the data being sent: its batches of rows' columns, in order
     try:
         sock.settimeout(SILENCE_SEC)
         sock.connect(path)
@@ -95,10 +95,10 @@ def _lines(path: str) -> Iterator[bytes]:
                 msg = json.loads(raw)
                 data = msg.get("data", {}) if msg.get("type") == "event" else {}
                 if msg.get("kind") == "rows":
-                    rows.extend(data["rows"])
+                    rows.append(data["rows"])
                 elif "bar" in data:
                     bar, rows = {**data["bar"], "routines": rows}, []
-                    if len(bar["routines"]) != bar.get("rows", 0):
+                    if sum(len(b["name"]) for b in bar["routines"]) != bar.get("rows", 0):
                         return  # a batch went missing: connect again
                     yield _render(bar)
                 elif msg.get("type") == "event" and bar is not None:

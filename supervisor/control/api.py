@@ -78,6 +78,15 @@ class Controlled(Protocol):
         """`enable`/`disable`: recorded in the ledger, then in force at once."""
         ...
 
+    def start_action(self, proposal_id: int, shown: str) -> None:
+        """The dashboard's Approve: the action runner started on the input shown; a run
+        paused for it resumes when it ends. OSError when it cannot start."""
+        ...
+
+    def wake(self) -> None:
+        """Look at the ledger again now (a decision a paused run waits for)."""
+        ...
+
     def lost(self) -> str | None:
         """Why scheduling stopped (the ledger or a lock file replaced), while it is stopped."""
         ...

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import sys
 from typing import TYPE_CHECKING
 
@@ -41,6 +42,7 @@ __all__ = ["Handlers"]
 _FORBIDDEN = ("anthropic", "httpx", "httpx2", "worker")
 # Loaded only with config.toml's [fleet] (the fleet's tests and the daemon-imports test check).
 _FLEET_ONLY = ("psycopg",)
+_SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
 class Handlers:
@@ -104,9 +106,8 @@ class Handlers:
     async def list_routines(self, req: Request, conn: Connection) -> dict[str, object]:
         """`list`: the read model's rows (routines.query), from the files as they are now,
         the daemon's ledger and the next fires its scheduler holds, sent as ROWS events (a
-        line holds at most ipc.MAX_LINE bytes: 10,000 rows are ~6 MB); the response counts
+        line holds at most ipc.MAX_LINE bytes), each a batch of columns; the response counts
         them. The client renders them."""
-        from routines.query import encode_rows
         from supervisor.overview import as_on_disk, collect
 
         self._ledger_in_place()
@@ -119,8 +120,9 @@ class Handlers:
             ledger=d.ledger,
             known_fire=d.known_fire,
             stale=stale,
+            cache=self.status_watch.rows,
         )
-        send_rows(conn, encode_rows(rows))
+        send_rows(conn, rows)
         return {"rows": len(rows), "stale": stale}
 
     def _routine(self, name: object) -> Routine:
@@ -220,6 +222,8 @@ class Handlers:
             "list": self.list_routines,
             "fire": self.fire,
             "watch": self.watch,
+            "approve": self.decide,
+            "deny": self.decide,
         }
 
     async def fire(self, req: Request, conn: Connection) -> dict[str, object]:
@@ -243,6 +247,45 @@ class Handlers:
         except Refused as exc:
             raise CommandError(exc.code, exc.message) from None
         return {"routine": routine.name, "state": state, "run_id": run_id}
+
+    async def decide(self, req: Request, conn: Connection) -> dict[str, object]:
+        """The dashboard's Approve and Deny, in the person's session there (the CLI's
+        `approve` runs the action in the person's terminal instead). Approve names the
+        fingerprint of the input the page showed: the action runs with that input or not at
+        all (worker/actioncmd.py checks it again when it claims the proposal)."""
+        from routines import proposals
+
+        pid = req.args.get("id")
+        if not isinstance(pid, int) or isinstance(pid, bool) or pid < 1:
+            raise CommandError("usage", "expected the proposal's number")
+        ledger = self.daemon.ledger
+        now = self.daemon.clock.now()
+        proposals.expire(ledger, now)
+        found = proposals.get(ledger, pid)
+        if found is None:
+            raise CommandError("no_proposal", f"no proposal #{pid}")
+        if req.cmd == "deny":
+            why = req.args.get("why") or ""
+            if not isinstance(why, str):
+                raise CommandError("usage", "expected the reason as text")
+            by = proposals.Decider.DASHBOARD
+            _, refused = proposals.deny(ledger, pid, why=why.strip()[:500], now=now, by=by)
+            if refused is not None:
+                raise CommandError("not_waiting", f"proposal #{pid} cannot be denied: {refused}")
+            self.daemon.wake()
+            return {"id": pid, "state": "denied"}
+        shown = req.args.get("shown")
+        if not isinstance(shown, str) or not _SHA256.fullmatch(shown):
+            raise CommandError("usage", "expected the fingerprint of the input shown")
+        if found.state != proposals.ProposalState.WAITING:
+            raise CommandError("not_waiting", f"proposal #{pid} is {found.state}, not waiting")
+        if proposals.fingerprint(found.input) != shown:
+            raise CommandError("changed", f"proposal #{pid}'s input is not the one shown")
+        try:
+            self.daemon.start_action(pid, shown)
+        except OSError as exc:
+            raise CommandError("not_started", f"the action could not start: {exc}") from None
+        return {"id": pid, "state": "approved"}
 
     async def watch(self, req: Request, conn: Connection) -> dict[str, object]:
         """`status --waybar --follow`: the bar's line each time it changes

@@ -22,6 +22,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from ipc import Event, EventKind, Request
+from routines.query import RoutineRow, RowCache, encode_rows
 from supervisor.control.server import send_rows
 
 if TYPE_CHECKING:
@@ -36,6 +37,9 @@ class StatusWatch:
         self.daemon = daemon
         self.watchers: set[asyncio.Event] = set()
         self._last: object = None
+        # What each file says of its row, for the bar's rows and `list`'s (handlers.py): one
+        # cache, so 10,000 routines' parts are held once.
+        self.rows = RowCache()
 
     def signature(self) -> tuple[Any, ...]:
         d = self.daemon
@@ -68,10 +72,9 @@ class StatusWatch:
             for ev in self.watchers:
                 ev.set()
 
-    def bar(self, rescan: bool) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    def bar(self, rescan: bool) -> tuple[list[RoutineRow], dict[str, Any]]:
         """What the bar is made of, as data: the read model's rows (routines.query) and the
         day's facts (supervisor/overview.py `bar_facts`); the client renders the line."""
-        from routines.query import encode_rows
         from supervisor.overview import as_on_disk, bar_facts, collect
 
         d = self.daemon
@@ -80,9 +83,9 @@ class StatusWatch:
         stale = [n for n, e in d.registry.entries.items() if e.stale]
         rows = collect(
             now, registry=as_on_disk(d.registry), ledger=d.ledger, known_fire=d.known_fire,
-            stale=stale,
+            stale=stale, cache=self.rows,
         )  # fmt: skip
-        return encode_rows(rows), bar_facts(d.paths, rows, d.ledger, now)
+        return rows, bar_facts(d.paths, rows, d.ledger, now)
 
     async def serve(self, req: Request, conn: Connection) -> dict[str, object]:
         """Send the bar's data now (the rows as ROWS events, then the day's facts with their
@@ -101,7 +104,7 @@ class StatusWatch:
                     rows, facts = self.bar(rescan=last is None)
                 except Exception as exc:  # the bar says what failed rather than going blank
                     rows, facts = [], {"error": str(exc) or type(exc).__name__}
-                encoded = msgspec.json.encode([rows, facts])
+                encoded = msgspec.json.encode([encode_rows(rows), facts])
                 if encoded == last:
                     sent = conn.send(Event(EventKind.STATUS, "", {"keepalive": True}))
                 else:

@@ -13,7 +13,7 @@ import logging
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -32,6 +32,7 @@ __all__ = [
     "decisions_for",
     "proposal_store",
     "record_proposals",
+    "start_approved",
     "start_auto",
 ]
 
@@ -106,11 +107,9 @@ def _write_request(routine: Routine, p: Proposal) -> bool:
 
 @contextlib.contextmanager
 def proposal_store(ledger: LedgerAPI, p: Paths) -> Iterator[ProposalStore]:
-    """Where this machine keeps its proposals: its own SQLite ledger, which `pending`,
-    `approve`, `deny`, `brief`, the waybar module and the dashboard read. Without a fleet that
-    is the run ledger itself; on a fleet (which does not share proposals) the file at
-    `p.ledger`, opened for the moment (routines/proposals.py `store_for`, the dashboard's
-    too). LedgerError when it cannot be opened."""
+    """Where the proposals are, which `pending`, `approve`, `deny`, `brief`, the waybar
+    module and the dashboard read: the run ledger itself (the fleet's on a fleet;
+    routines/proposals.py `store_for`). LedgerError when it cannot be opened."""
     with proposals.store_for(ledger, p.ledger) as store:
         yield store
 
@@ -138,11 +137,16 @@ def decisions_for(
     ]
 
 
-def action_argv(proposal_id: int, *, auto: bool = False) -> list[str]:
-    """The command that runs an approved proposal (`python -m worker.actioncmd`)."""
+def action_argv(
+    proposal_id: int, *, auto: bool = False, shown: str | None = None, dashboard: bool = False
+) -> list[str]:
+    """The command that runs an approved proposal (`python -m worker.actioncmd`); `shown`:
+    the fingerprint of the input the person was shown, the only one it may run with;
+    `dashboard`: the person approved it there (its decider)."""
     # -P: keep the current directory off sys.path, or a `worker` package there would run.
     argv = [sys.executable, "-P", "-m", "worker.actioncmd", str(proposal_id)]
-    return [*argv, "--auto"] if auto else argv
+    argv += ["--auto"] if auto else ["--dashboard"] if dashboard else []
+    return [*argv, "--shown", shown] if shown is not None else argv
 
 
 def start_auto(routine: Routine, ids: tuple[int, ...]) -> None:
@@ -168,3 +172,27 @@ def start_auto(routine: Routine, ids: tuple[int, ...]) -> None:
             continue
         # Reaped off the event loop: it may run for the action's whole timeout.
         threading.Thread(target=proc.wait, daemon=True).start()
+
+
+def start_approved(proposal_id: int, shown: str, then: Callable[[], None]) -> None:
+    """The dashboard's Approve: run the proposal's action (worker.actioncmd, `--dashboard`,
+    with the fingerprint of the input the page showed: that input or nothing), off the event
+    loop, and call `then` from the reaping thread when it has ended (the daemon's wake, so a
+    run paused for it resumes now). OSError when it cannot start."""
+    from supervisor.engine.spawn import worker_env
+
+    proc = subprocess.Popen(
+        action_argv(proposal_id, shown=shown, dashboard=True),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        close_fds=True,
+        env=worker_env(),
+    )
+
+    def reap() -> None:
+        proc.wait()
+        then()
+
+    threading.Thread(target=reap, daemon=True).start()

@@ -29,6 +29,7 @@ from routines.store import (
     write_atomic,
     write_json_atomic,
 )
+from supervisor.engine import pausestore
 from supervisor.engine.approvals import proposal_store, record_proposals, start_auto
 from supervisor.engine.limits import strike_reason
 from supervisor.engine.notify import preview
@@ -127,12 +128,15 @@ def keep_proposals(
     *,
     pause_timeout: int | None = None,
 ) -> list[Notification]:
-    """Record a run's proposed actions in this machine's own SQLite ledger (on a fleet too:
-    a fleet does not share them, README "Several machines"), start the auto-approved ones;
-    the notification to send. Raises LedgerUnavailable (nothing lost: the caller keeps them).
-    `pause_timeout`: the run paused at its last proposal (needs_you): a person answers it,
-    never auto_approve, within that many seconds."""
+    """Record a run's proposed actions in the ledger (the fleet's on a fleet: any machine
+    answers them), start the auto-approved ones; the notification to send. Raises
+    LedgerUnavailable (nothing lost: the caller keeps them). `pause_timeout`: the run paused
+    at its last proposal (needs_you): a person answers it, never auto_approve, within that
+    many seconds; its conversation goes into the ledger first, so the request is never seen
+    without it (supervisor/engine/pausestore.py)."""
     try:
+        if pause_timeout is not None:
+            pausestore.keep(ledger, paths, routine.name, run_id, now)
         with proposal_store(ledger, paths) as store:
             recorded = record_proposals(
                 store, routine, run_id, list(sent), now, expires_after=pause_timeout

@@ -358,20 +358,8 @@ class ForkServer:
         cwd = os.open(".", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
         umask = os.umask(0o077)
         os.umask(umask)
-        req = json.dumps({"argv": argv, "env": env, "umask": umask, "rlimits": _rlimits()})
         try:
-            async with self._lock:
-                fut: asyncio.Future[Reply] = loop.create_future()
-                conn.replies.append(fut)
-                try:
-                    socket.send_fds(conn.sock, [req.encode()], [*theirs, cwd])
-                except OSError as exc:
-                    conn.replies.remove(fut)
-                    raise ForkUnavailable(f"the request was not sent: {exc}") from exc
-                try:
-                    reply = await asyncio.wait_for(fut, REPLY_TIMEOUT_SEC)
-                except TimeoutError:
-                    raise ForkUnavailable("no reply to a fork request") from None
+            pid, exited = await self._fork(conn, argv, env, [*theirs, cwd], umask, _rlimits())
         except BaseException:
             for fd in mine:
                 os.close(fd)
@@ -379,18 +367,57 @@ class ForkServer:
         finally:
             for fd in (*theirs, cwd):
                 os.close(fd)
-        if reply.exited is None:
-            for fd in mine:
-                os.close(fd)
-            raise ForkUnavailable(f"the fork failed: {reply.msg.get('error', reply.msg)}")
-        exited = reply.exited
         return ForkedProcess(
-            int(reply.msg["pid"]),
+            pid,
             stdin=await _writer(loop, mine[0]),
             stdout=await _reader(loop, mine[1]),
             stderr=await _reader(loop, mine[2]),
             exited=exited,
         )
+
+    async def fork_with(
+        self,
+        argv: list[str],
+        env: dict[str, str],
+        fds: list[int],
+        umask: int,
+        rlimits: list[list[int]],
+    ) -> tuple[int, asyncio.Future[int]]:
+        """Fork `argv` with the given [stdin, stdout, stderr, cwd] descriptors (sent, not
+        closed here), `env` whole, `umask` and `rlimits`: its pid and its exit code to come
+        (a signal negative). Never waits for a forkserver still starting: ForkUnavailable
+        (the caller has a path of its own, supervisor/control/sandboxsock.py)."""
+        conn = self._conn
+        if self.state is not ForkState.UP or conn is None:
+            raise ForkUnavailable(self.why)
+        return await self._fork(conn, argv, env, fds, umask, rlimits)
+
+    async def _fork(
+        self,
+        conn: _Conn,
+        argv: list[str],
+        env: dict[str, str],
+        fds: list[int],
+        umask: int,
+        rlimits: list[list[int]],
+    ) -> tuple[int, asyncio.Future[int]]:
+        loop = asyncio.get_running_loop()
+        req = json.dumps({"argv": argv, "env": env, "umask": umask, "rlimits": rlimits})
+        async with self._lock:
+            fut: asyncio.Future[Reply] = loop.create_future()
+            conn.replies.append(fut)
+            try:
+                socket.send_fds(conn.sock, [req.encode()], fds)
+            except OSError as exc:
+                conn.replies.remove(fut)
+                raise ForkUnavailable(f"the request was not sent: {exc}") from exc
+            try:
+                reply = await asyncio.wait_for(fut, REPLY_TIMEOUT_SEC)
+            except TimeoutError:
+                raise ForkUnavailable("no reply to a fork request") from None
+        if reply.exited is None:
+            raise ForkUnavailable(f"the fork failed: {reply.msg.get('error', reply.msg)}")
+        return int(reply.msg["pid"]), reply.exited
 
 
 async def _reader(loop: asyncio.AbstractEventLoop, fd: int) -> asyncio.StreamReader:

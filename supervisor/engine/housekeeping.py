@@ -5,7 +5,7 @@ their day rows (one transaction: `Ledger.compact`), then, once compaction has ca
 most VACUUM_PAGES pages returned by `incremental_vacuum`, and the outputs and run logs of a
 few routines pruned (supervisor/engine/retention.py; a pass over every routine once a day), and in
 the same daily pass decided proposals older than `keep_runs_days` deleted, PROPOSAL_BATCH at a
-time (in this machine's own ledger file on a fleet, where proposals are kept). `run`
+time, and as many conversations kept for a pause that long ago (never a paused run's). `run`
 paces the batches so a backlog (the first start after an upgrade, with a year of history)
 costs at most CATCH_UP_CPU_SHARE of one CPU, and otherwise looks again once an hour: in
 steady state a day's new runs take one pass, far inside the idle CPU target.
@@ -28,11 +28,10 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from pathlib import Path
 from zoneinfo import ZoneInfo
 
 from routines import proposals
-from routines.ledger import Ledger, LedgerError, LedgerUnavailable, Unavailable
+from routines.ledger import LedgerError, LedgerUnavailable, Unavailable, iso
 from routines.ledger.api import Store, Vacuum
 from routines.ledger.faults import is_no_space
 from routines.ledger.rundays import compaction_line
@@ -77,13 +76,10 @@ class Housekeeper:
         settings: LedgerSettings,
         clock: Clock,
         *,
-        proposal_file: Path | None = None,
         start_delay: float | None = None,
     ) -> None:
         self.ledger = ledger
         self.start_delay = start_delay  # None: START_DELAY_SEC, as it is when `run` begins
-        # This machine's own ledger file, where a fleet machine keeps its proposals.
-        self.proposal_file = proposal_file
         self._proposals_due = False  # decided proposals may be past retention (once a day)
         self.state_dir = state_dir
         self.settings = settings
@@ -155,25 +151,22 @@ class Housekeeper:
                     log.warning("housekeeping: %s: %s", name, exc)
         gone = 0
         if self._proposals_due:
-            gone = self._prune_proposals(now)
-            self._proposals_due = gone == PROPOSAL_BATCH
+            gone, talks = self._prune_proposals(now)
+            self._proposals_due = PROPOSAL_BATCH in (gone, talks)
         more = compacted == BATCH_ROWS or free > 0 or bool(self._dirs) or self._proposals_due
         return Step(compacted, free, pruned, more, gone)
 
-    def _prune_proposals(self, now: datetime) -> int:
+    def _prune_proposals(self, now: datetime) -> tuple[int, int]:
         """One batch of decided proposals older than `keep_runs_days` deleted (the waiting
-        ones past their expiry marked expired first: they are deleted a retention later)."""
-        if isinstance(self.ledger, proposals.ProposalStore):
-            return self._prune_in(self.ledger, now)
-        if self.proposal_file is None or not self.proposal_file.exists():
-            return 0
-        with Ledger(self.proposal_file) as local:
-            return self._prune_in(local, now)
-
-    def _prune_in(self, store: proposals.ProposalStore, now: datetime) -> int:
+        ones past their expiry marked expired first: they are deleted a retention later), and
+        one of conversations kept for a pause as long ago, but a still paused run's; how many
+        of each."""
+        store = self.ledger
         proposals.expire(store, now)
         before = now - timedelta(days=self.settings.keep_runs_days)
-        return proposals.prune(store, before, PROPOSAL_BATCH)
+        gone = proposals.prune(store, before, PROPOSAL_BATCH)
+        paused = [r.run_id for r in store.paused_runs()]
+        return gone, store.prune_conversations(iso(before), paused, PROPOSAL_BATCH)
 
     async def run(self, sleep: Callable[[float], Awaitable[object]] = asyncio.sleep) -> None:
         """Step forever, paced; the daemon cancels it when it stops. A step that fails for a
@@ -251,7 +244,6 @@ def start(
         str(paths.state_dir),
         config.ledger,
         clock,
-        proposal_file=paths.ledger,
         start_delay=delay,
     )
     return keeper, asyncio.ensure_future(keeper.run())

@@ -34,6 +34,7 @@ __all__ = [
     "held_files",
     "interrupt_orphans",
     "lost_file",
+    "others_running",
     "owner_alive",
     "process_identity",
     "version",
@@ -56,6 +57,17 @@ def owner_alive(pid: int | None, started: float | None) -> bool:
         return bool(proc.status() != psutil.STATUS_ZOMBIE)
     except psutil.Error:
         return False
+
+
+def others_running(ledger: LedgerAPI) -> frozenset[str]:
+    """Routines with an active run in `ledger` owned by another live process (the CLI's run
+    without a daemon, a second daemon on one state dir): overlap holds across processes."""
+    me = os.getpid()
+    return frozenset(
+        a.routine
+        for a in ledger.active_runs()
+        if a.owner_pid != me and owner_alive(a.owner_pid, a.owner_started)
+    )
 
 
 def interrupt_orphans(ledger: LedgerAPI, now: datetime) -> list[ActiveRun]:

@@ -18,8 +18,10 @@ Each tick, for each paused run (`step`, pure, over its newest proposal):
     expired (nobody answered in needs_you_timeout)      → the run ends `expired`
 
 The paused row moves on once (`LedgerAPI.end_pause`, a conditional UPDATE): of two daemons
-(a restart racing, a fleet) one resumes it. A daemon restart loses nothing: the row, the
-conversation and the proposal are all on disk (tests/supervisor/test_daemon_needs_you.py).
+(a restart racing, a fleet) one resumes it, on any machine: the row, the conversation and
+the proposal are all in the ledger (supervisor/engine/pausestore.py), so a daemon restart
+loses nothing (tests/supervisor/test_daemon_needs_you.py) and a run paused on one fleet
+machine resumes on another (tests/fleet/test_fleet_needs_you.py).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from routines.proposals import Proposal, ProposalState
 from routines.runs import RunStatus, Trigger
 from routines.spec import Routine
 from routines.spec.paths import Paths
+from supervisor.engine import pausestore
 from supervisor.engine.approvals import proposal_store
 from supervisor.engine.finish import Notification
 from supervisor.engine.reply import ReplyTo
@@ -75,8 +78,7 @@ _ANSWERED = {ProposalState.DONE, ProposalState.DENIED, ProposalState.INVALIDATED
 
 def step(proposal: Proposal | None, now_iso: str) -> Step:
     """What to do with a paused run whose request is `proposal` (pure). A run with no
-    proposal here waits: on a fleet its request is on the machine it paused on (proposals
-    are a machine's own), which resumes it."""
+    proposal yet waits (its request is recorded after its row ends)."""
     if proposal is None:
         return Step(Verb.WAIT)
     state = proposal.state
@@ -196,7 +198,7 @@ def tend(
                 log.info("%s: run %s expired: nobody answered", run.routine, run.run_id)
                 notify(expired_note(run.routine, run.run_id))
         elif busy(run.routine) or not _resume(
-            ledger, run, prop, decided, routine_of, is_on, resume, now
+            ledger, paths, run, prop, decided, routine_of, is_on, resume, now
         ):
             waiting[run.routine] = run.run_id
     return waiting
@@ -204,6 +206,7 @@ def tend(
 
 def _resume(
     ledger: LedgerAPI,
+    paths: Paths,
     run: ActiveRun,
     prop: Proposal,
     decided: Step,
@@ -228,6 +231,8 @@ def _resume(
     reply = ReplyTo(run.run_id, f"resumes {run.run_id}: {words}", False, answer=answer_of(prop))
     if not ledger.end_pause(run.run_id, RunStatus.RESUMED, decided.note, now=now):
         return True  # another daemon took it
+    # The paused worker may have run on another machine: its conversation is the ledger's.
+    pausestore.restore(ledger, paths, run.routine, run.run_id)
     child = resume(routine, reply)
     log.info("%s: run %s %s; resumed as %s", run.routine, run.run_id, words, child)
     return True

@@ -12,6 +12,11 @@ run log) → await (the spawner's worker) → finish (supervisor/engine/finish.p
 On a fleet (`fence`), each worker is told its lease's deadline (`Job.lease_until`) and each
 renewal's new one; a run whose lease a renewal found gone is stopped at once and recorded
 `interrupted` (`leases_renewed`; tests/supervisor/test_pool_fence.py).
+
+A run is recorded in the ledger it was claimed in (`Pending.ledger`, else the pool's): a fleet
+machine's runs made while its database is away go to its own file, hold no lease, and share
+this pool's `max_concurrent` with the fleet's runs (tests/supervisor/test_pool_fence.py::
+test_a_run_claimed_in_another_ledger_is_recorded_there_and_holds_no_lease).
 """
 
 from __future__ import annotations
@@ -127,8 +132,21 @@ class Pool:
         self.accepting = True
         self.fence = fence
         self._lost: set[str] = set()  # runs whose lease went before their worker started
+        # Unwritten results of runs recorded in another ledger than the pool's → that ledger.
+        self._kept_in: dict[str, LedgerAPI] = {}
 
     # -- queries ----------------------------------------------------------------------------
+
+    def ledger_of(self, pending: Pending) -> LedgerAPI:
+        """Where `pending` is recorded: the ledger it was claimed in, else the pool's."""
+        return self.ledger if pending.ledger is None else pending.ledger
+
+    def recording_in(self, ledger: LedgerAPI) -> int:
+        """How many runs recorded in `ledger` are queued, running, or kept unwritten (a fleet
+        machine's runs made offline: they end, and are written, before they are copied in)."""
+        runs = [*self.queue, *(r.pending for r in self.running.values())]
+        kept = sum(1 for u in self.unwritten if self._kept_in.get(u.run_id) is ledger)
+        return sum(1 for p in runs if p.ledger is ledger) + kept
 
     def busy(self, name: str) -> bool:
         return any(r.pending.routine.name == name for r in self.running.values()) or any(
@@ -264,7 +282,7 @@ class Pool:
                 fin.run_id,
                 fin.status,
             )
-            self.unwritten.append(fin.unwritten)
+            self._keep(pending, fin.unwritten)
         while len(self.finished) > 200:
             self.finished.pop(next(iter(self.finished)))
         text = f"{fin.status}" + (f" · {fin.outcome}" if fin.outcome else "")
@@ -295,11 +313,11 @@ class Pool:
         end = RunEnd(status, detail)
         unwritten = None
         try:
-            if not self.ledger.finish_run(pending.run_id, end, now=now):
+            if not self.ledger_of(pending).finish_run(pending.run_id, end, now=now):
                 return self._recorded(pending)
         except LedgerUnavailable:
             unwritten = Unwritten(pending.routine, pending.run_id, now, end, strikes=False)
-            self.unwritten.append(unwritten)  # whichever path recorded it (drop, stop, budget)
+            self._keep(pending, unwritten)  # whichever path recorded it (drop, stop, budget)
         return Finished(
             pending.run_id,
             pending.routine.name,
@@ -315,7 +333,7 @@ class Pool:
 
     def _recorded(self, pending: Pending) -> Finished:
         """The ending the ledger holds for a run that ended already."""
-        row = self.ledger.run(pending.run_id)
+        row = self.ledger_of(pending).run(pending.run_id)
         status = row.status if row and isinstance(row.status, RunStatus) else RunStatus.FAILED
         return Finished(
             pending.run_id,
@@ -329,13 +347,22 @@ class Pool:
             (),
         )
 
+    def _keep(self, pending: Pending, unwritten: Unwritten) -> None:
+        if unwritten in self.unwritten:
+            return
+        self.unwritten.append(unwritten)
+        if pending.ledger is not None and pending.ledger is not self.ledger:
+            self._kept_in[pending.run_id] = pending.ledger
+
     def flush(self) -> int:
         """Write the results kept while the disk was full, oldest first; how many were.
         Raises LedgerUnavailable (keeping the rest) while there is still no space."""
         written = 0
         while self.unwritten:
-            notes = self.unwritten[0].write(self.ledger)
+            run_id = self.unwritten[0].run_id
+            notes = self.unwritten[0].write(self._kept_in.get(run_id, self.ledger))
             self.unwritten.pop(0)
+            self._kept_in.pop(run_id, None)
             written += 1
             for note in notes:
                 self.notify(note)
@@ -378,7 +405,8 @@ class Pool:
     def _allowance(self, pending: Pending, now: datetime) -> RunAllowance:
         routine = pending.routine
         zone = ZoneInfo(routine.schedule.timezone)
-        return allowance_for(routine, self.ledger.spent_today(routine.name, zone, now))
+        spent = self.ledger_of(pending).spent_today(routine.name, zone, now)
+        return allowance_for(routine, spent)
 
     def _too_dear(self, pending: Pending, allowance: RunAllowance) -> str | None:
         """Why the run cannot fit what is left of its budget even at the router's minimum
@@ -429,7 +457,7 @@ class Pool:
             paths=self.paths,
             config=self.config,
             reply=pending.reply,
-            decisions=decisions_for(self.ledger, self.paths, routine),
+            decisions=decisions_for(self.ledger_of(pending), self.paths, routine),
             debug=pending.debug,
             event=pending.event,
             sandbox_probe=self.probes.get(self.config.sandbox.bwrap) if self.probes else None,
@@ -449,10 +477,11 @@ class Pool:
         self, pending: Pending, prepared: _Prepared, allowance: RunAllowance
     ) -> WorkerOutcome:
         routine = pending.routine
+        ledger = self.ledger_of(pending)
 
         def started(pid: int) -> None:
             try:
-                self.ledger.start_run(pending.run_id, now=self.clock.now(), worker_pid=pid)
+                ledger.start_run(pending.run_id, now=self.clock.now(), worker_pid=pid)
             except LedgerUnavailable:  # the row says `queued` until its end is written
                 log.warning(
                     "%s: no space to record that run %s started", routine.name, pending.run_id
@@ -460,7 +489,7 @@ class Pool:
             self.broadcast(pending, Event(EventKind.STATUS, RunStatus.RUNNING, {"pid": pid}))
 
         job = prepared.job
-        if self.fence is not None:
+        if self.fence is not None and ledger is self.ledger:  # a lease is the pool's ledger's
             if pending.run_id in self._lost:  # gone while it was being prepared
                 self._lost.discard(pending.run_id)
                 return WorkerOutcome(None, None, UsageTotals(), stopped=StopReason.LEASE)
@@ -484,7 +513,7 @@ class Pool:
     def _finish(self, pending: Pending, started_at: datetime, out: WorkerOutcome) -> Finished:
         limit = run_limit(pending.routine)
         return finish_run(
-            self.ledger,
+            self.ledger_of(pending),
             self.paths,
             pending.routine,
             run_id=pending.run_id,

@@ -63,6 +63,10 @@ class Pending:
     # after/watch/fire: what the event hands the run (supervisor/engine/triggers.py), for the job
     event: EventInput | None = None
     debug: bool = False  # a manual run asked with VINOS_ROUTINE_DEBUG=1: the job shows each argv
+    # The ledger it was claimed in, when the scheduler's (None: the pool's). It differs from the
+    # pool's only for the runs a fleet machine makes on its own file while the fleet's database
+    # is away (supervisor/fleet/offline.py): those are recorded there, and hold no lease.
+    ledger: LedgerAPI | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(slots=True)
@@ -84,6 +88,18 @@ class Scheduler:
         self.more_due = False  # the last `due` stopped at its claim limit: call again soon
 
     # -- keeping up with the registry and the ledger --------------------------------------
+
+    def rebase(self, ledger: LedgerAPI) -> None:
+        """Claim in `ledger` from now on (a fleet machine's own file while the fleet's database
+        is away, and the fleet's again once it is back: supervisor/fleet/offline.py). The
+        cursors held are forgotten: the next `sync` starts each routine from `ledger`'s stored
+        cursor, as a start does, catching up what was missed by the usual rule
+        (tests/supervisor/test_scheduler.py::test_a_rebase_resumes_from_the_new_ledgers_cursors)."""
+        self.ledger = ledger
+        self.tracked = {}
+        self.started = False
+        self.full = None
+        self.more_due = False
 
     def sync(
         self,
@@ -259,7 +275,9 @@ class Scheduler:
                     break
                 t.cursor = max(t.cursor, d.slot.instant)
                 if status is RunStatus.QUEUED:
-                    pending.append(Pending(run_id, t.routine, trigger, d.slot.id, d.detail))
+                    pending.append(
+                        Pending(run_id, t.routine, trigger, d.slot.id, d.detail, ledger=self.ledger)
+                    )
                 else:
                     log.info("%s: slot %s %s: %s", name, d.slot.id, status, d.detail)
             self._refresh(name)

@@ -1,7 +1,14 @@
-"""A fleet machine's Site (supervisor/engine/site.py): the fleet's PostgreSQL ledger, the routines
-held back from here and busy elsewhere (supervisor/fleet/member.py), the lease heartbeat and its
-fence, and, while the database is away, the offline mode (supervisor/fleet/offline.py): the loop
-calls these through the Site interface and never asks which site it has.
+"""A fleet machine: its Site (supervisor/engine/site.py) and the rest of its part, `Member`.
+
+`FleetSite` is what the loop calls through the Site seam, as it calls `LocalSite`: the fleet's
+PostgreSQL ledger (claims, and leases made with them), the lease fence, and who else is busy
+(another machine, by its live lease; another process here). `Member` is everything else a
+fleet machine does, which one machine has no part of: it joins the fleet under its machine
+name, renews its leases (the heartbeat, supervisor/fleet/member.py), holds back the routines
+pinned elsewhere or divergent, runs offline while the database is away
+(supervisor/fleet/offline.py, through the daemon's one scheduler and pool), and says the
+fleet's picture in `status`. The daemon starts it beside the engine when config.toml has
+[fleet] (supervisor/daemon.py `compose`).
 
 Loaded only with config.toml's [fleet] (psycopg with it).
 """
@@ -21,19 +28,17 @@ from routines.spec.config import Config
 from routines.spec.paths import Paths
 from routines.spec.registry import Registry
 from supervisor.engine.clock import Clock
-from supervisor.engine.owner import Locks, held_files, version
-from supervisor.engine.site import Guarded, Seen
-from supervisor.engine.spawn import Spawner
+from supervisor.engine.owner import Locks, held_files, others_running, version
+from supervisor.engine.site import Guarded
 from supervisor.fleet.member import START_DEADLINE_SEC, Fleet
-from supervisor.fleet.offline import Offline
+from supervisor.fleet.offline import Loop, Offline
 from supervisor.fleet.plan import elsewhere_lapsed
 from supervisor.timings import Timings
 
 if TYPE_CHECKING:
-    from supervisor.engine.finish import Notification
-    from supervisor.engine.pool import LeaseDeadlines, Pool
+    from supervisor.engine.pool import LeaseDeadlines
 
-__all__ = ["FleetSite"]
+__all__ = ["FleetSite", "Member"]
 
 log = logging.getLogger("vinos.fleet")
 
@@ -47,127 +52,105 @@ class FleetSite:
         clock: Clock,
         timings: Timings,
         locks: Locks | None = None,
-        spawner: Spawner | None = None,
     ) -> None:
         assert config.fleet is not None
         self.paths = paths
-        self.config = config
-        self.clock = clock
         self.locks = locks
-        self.spawner = spawner
         self.fleet = Fleet(config.fleet, version(), clock.now, timings)
         self.ledger: Store = self.fleet.ledger
         self.fence: LeaseDeadlines | None = self.fleet.book
-        self._away_since: float | None = None  # lease clock; the database away since then
-        self.offline: Offline | None = None  # set by `bind`: it needs the daemon's hooks
+        self.away_since: float | None = None  # lease clock; the database away since then
+        self._others: frozenset[str] = frozenset()  # run by another live process here
 
     def guarded(self) -> Guarded:
         held = held_files(self.paths.ledger, self.locks)
         held.pop(self.paths.ledger, None)  # this machine's old SQLite file is not the ledger now
         return Guarded(held, None)
 
-    def bind(
-        self,
-        *,
-        pool: Pool,
-        owner: tuple[int, float],
-        notify: Callable[[Notification], None],
-        wake: Callable[[], None],
-    ) -> None:
-        self.fleet.on_renewal = pool.leases_renewed  # fenced runs (supervisor/fleet/member.py)
-        self.fleet.on_back = wake  # write the results kept through an outage at once
-        self.offline = Offline(
-            paths=self.paths,
-            config=self.config,
-            clock=self.clock,
-            owner=owner,
-            machine=self.fleet.machine,
-            notify=notify,
-            wake=wake,
-            spawner=self.spawner,
-        )
+    def refresh(self, registry: Registry) -> Mapping[str, str]:
+        self.fleet.refresh(registry)  # publish definitions; hold pinned and divergent ones
+        self._others = others_running(self.ledger)  # this machine's runs only
+        return self.fleet.held
 
-    def reconfigure(self, config: Config) -> None:
-        """local_when_unreachable, and the offline pool's settings (max_concurrent, each
-        job's); the database and machine name take effect at the daemon's restart."""
-        self.config = config
-        if self.offline is not None:
-            self.offline.reconfigure(config)
+    def busy(self, name: str) -> bool:
+        """Running in another process here, or on another machine as last seen (overlap is
+        fleet-wide) until the database has been away longer than that run's lease could last."""
+        if name in self._others:
+            return True
+        if name not in self.fleet.elsewhere:
+            return False
+        return not elsewhere_lapsed(self.away_since, lease_clock(), self.fleet.timings)
+
+    def close(self) -> None:
+        self.fleet.close()
+
+
+class Member:
+    """A fleet machine's own part, beside the daemon's loop (which calls it at a tick's start,
+    on an outage, while paused, at its stop, and for `status`)."""
+
+    def __init__(self, site: FleetSite, loop: Loop) -> None:
+        self.site = site
+        self.fleet = site.fleet
+        self.loop = loop
+        self.fleet.on_renewal = loop.pool.leases_renewed  # fenced runs (member.py)
+        self.fleet.on_back = loop.wake  # write the results kept through an outage at once
+        self.offline = Offline(paths=site.paths, loop=loop, machine=self.fleet.machine)
 
     def join(self) -> None:
-        # One daemon per fleet machine name; while the database is away, at its return (an
-        # outage at start: the loop waits for the database, as for any outage).
+        """At start, before the loop: take this daemon's identity; MachineInUse when another
+        live daemon holds it. While the database is away, at its return (an outage at start:
+        the loop waits for the database, as for any outage)."""
         with contextlib.suppress(LedgerUnavailable):
             self.fleet.join(wait=START_DEADLINE_SEC)
 
     def resume(self, now: datetime) -> bool:
-        offline = self._offline()
-        if self._away_since is None and not offline.pending:
+        """At each tick's start, before claims: once the database is back, end offline mode
+        (copy its runs in). True when routine states changed (re-read them);
+        LedgerUnavailable while claims must wait."""
+        offline = self.offline
+        if self.site.away_since is None and not offline.pending:
             return False
         _ = self.fleet.ledger.data_version  # LedgerUnavailable while it is still away
-        self._away_since = None
+        self.site.away_since = None
         if not offline.pending:
             return False
         offline.back(self.fleet.ledger, now)  # DRAINING meanwhile
         return True  # the copy moved cursors: read the states again
 
-    def refresh(self, registry: Registry) -> Mapping[str, str]:
-        self.fleet.refresh(registry)  # publish definitions; hold pinned and divergent ones
-        return self.fleet.held
-
-    def busy(self, name: str) -> bool:
-        """Running offline here, or on another machine as last seen (overlap is fleet-wide)
-        until the database has been away longer than that run's lease could last."""
-        if self.offline is not None and self.offline.busy(name):
-            return True
-        if name not in self.fleet.elsewhere:
-            return False
-        return not elsewhere_lapsed(self._away_since, lease_clock(), self.fleet.timings)
-
     def unavailable(
-        self, exc: LedgerUnavailable, seen: Seen, now: datetime, busy: Callable[[str], bool]
+        self, exc: LedgerUnavailable, now: datetime, busy: Callable[[str], bool]
     ) -> None:
-        """The fleet's database away: run here what may run offline
-        (supervisor/fleet/offline.py)."""
-        if self._away_since is None:
-            self._away_since = lease_clock()
-        offline = self._offline()
+        """A tick found the ledger unavailable (the daemon has paused): run here what may run
+        offline (supervisor/fleet/offline.py)."""
+        if self.site.away_since is None:
+            self.site.away_since = lease_clock()
         if exc.reason is Unavailable.UNREACHABLE:
-            registry = seen.registry
-            if not registry.entries:  # started while the database was away: never refreshed
-                from routines.spec.registry import scan
-
-                registry = scan(self.paths, registry)
-            offline.start(registry, self.fleet.held, seen.states, seen.cursors, now)
-        offline.tick(now, busy)
+            self.offline.start(self.fleet.held, now)
+        self.offline.tick(now, busy)
 
     def next_wake(self) -> datetime | None:
-        return self.offline.next_wake() if self.offline is not None else None
+        """While paused: the earliest run due offline."""
+        return self.offline.next_wake()
 
     def tasks(self, refuse: Callable[[str], None]) -> list[Coroutine[Any, Any, None]]:
+        """The heartbeat, for the daemon's lifetime. `refuse`: stop the daemon, saying why
+        (another daemon holds its machine name)."""
         return [self.fleet.heartbeat(refuse)]
 
-    async def stop(self, seen: Seen, grace: float) -> None:
-        offline = self._offline()
-        if offline.pool is not None:
-            await offline.pool.shutdown(grace)  # copied in at next start
+    def stop(self) -> None:
+        """At a clean stop, after the pool's shutdown: keep the offline cursors."""
         try:
-            offline.remember(seen.registry, self.fleet.held, seen.states, seen.cursors)
+            self.offline.remember(self.fleet.held)  # copied in at next start
         except LedgerError as exc:  # a full disk: the next start begins from now
             log.warning("the cursors for an offline start were not kept: %s", exc)
 
     def close(self) -> None:
-        self.fleet.close()
-        if self.offline is not None:
-            self.offline.close()
+        self.offline.close()
 
-    def status(self) -> FleetStatus | None:
+    def status(self) -> FleetStatus:
         return FleetStatus(
             machine=self.fleet.machine,
             held=dict(sorted(self.fleet.held.items())),
             elsewhere=dict(sorted(self.fleet.elsewhere.items())),
         )
-
-    def _offline(self) -> Offline:
-        assert self.offline is not None, "FleetSite.bind comes before the first tick"
-        return self.offline

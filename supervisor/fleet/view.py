@@ -17,7 +17,14 @@ from routines.spec.registry import Registry
 if TYPE_CHECKING:
     from routines.ledger.api import LedgerAPI
 
-__all__ = ["FleetPicture", "cli_ledger", "config_or_default", "held_here", "picture"]
+__all__ = [
+    "FleetPicture",
+    "cli_ledger",
+    "config_or_default",
+    "held_here",
+    "picture",
+    "requests_ledger",
+]
 
 
 def config_or_default(p: Paths) -> Config:
@@ -32,6 +39,14 @@ def cli_ledger(p: Paths) -> LedgerAPI:
     from routines.ledger.api import open_ledger  # its Protocol costs a one-machine `list` ~1 ms
 
     return open_ledger(p.ledger, config.fleet)
+
+
+def requests_ledger(p: Paths) -> LedgerAPI | None:
+    """Where a command reads and answers the requests for a person: the fleet's ledger with
+    [fleet] (any machine answers them), else this machine's file; None when there is none."""
+    if config_or_default(p).fleet is None and not p.ledger.exists():
+        return None
+    return cli_ledger(p)
 
 
 def held_here(ledger: LedgerAPI, registry: Registry) -> dict[str, str]:

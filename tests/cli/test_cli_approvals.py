@@ -21,6 +21,7 @@ import pytest
 from routines import proposals
 from routines.ledger import from_iso
 from routines.signing import NAMESPACE, sign_routine
+from supervisor.engine.approvals import action_argv
 from tests.cli.cli_helpers import Cli, OnPty
 from tests.fakes import FakeOllama, Reply
 from tests.fakes import ollama_replies as O
@@ -415,3 +416,38 @@ def test_auto_approve_without_a_signature_is_refused(
     assert f"{path}: [routine].auto_approve:" in r.stderr
     assert "drafter.toml.sig is missing" in r.stderr and "vinos-routine sign drafter" in r.stderr
     assert rows(cli) == [] and not ollama.chats
+
+
+def runner(cli: Cli, argv: list[str]) -> subprocess.CompletedProcess[str]:
+    """The action runner as `approve` starts it."""
+    return subprocess.run(
+        argv, check=False, env=cli.environ(), cwd=cli.home, capture_output=True, text=True
+    )
+
+
+def test_an_input_changed_after_it_was_shown_is_not_run(
+    cli: Cli, ollama: FakeOllama, not_root: None
+) -> None:
+    """`approve` shows the input, then the action runner claims and runs it: the runner runs
+    only the input whose fingerprint `approve` passed it. A writer of the ledger (on a fleet,
+    anyone with the database's password) changing it in between makes nothing run."""
+    drafter(cli)
+    ollama.add(propose())
+    run_once(cli)
+    [p] = rows(cli)
+    with cli.ledger() as led, led.transaction() as tx:
+        tx.execute("UPDATE proposals SET input = 'rm -rf ~' WHERE id = ?", (p.id,))
+    argv = action_argv(p.id, shown=proposals.fingerprint(INPUT))
+    r = runner(cli, argv)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "its input changed since it was shown" in r.stderr
+    assert not ran_log(cli).exists()
+    [after] = rows(cli)
+    assert (after.state, after.exit_status) == ("done", None)
+    assert "not the one you were shown; nothing ran" in (after.output or "")
+    # The input it was shown runs.
+    with cli.ledger() as led, led.transaction() as tx:
+        tx.execute("UPDATE proposals SET state = 'waiting', input = ? WHERE id = ?", (INPUT, p.id))
+    ok = runner(cli, argv)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert ran_log(cli).read_text() == INPUT

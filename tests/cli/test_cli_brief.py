@@ -111,6 +111,19 @@ def test_brief_shows_todays_outputs_newest_first_with_their_outcome(
     assert [f["routine"] for f in data["failed"]] == ["inbox-triage"]
 
 
+def test_a_nothing_to_do_run_is_a_line_and_its_output_is_not_shown(cli: Cli, day: datetime) -> None:
+    output(cli, "inbox", day - timedelta(hours=2), "# Inbox\n\nQuiet.\n",
+           outcome=Outcome.NOTHING_TO_DO, summary="no unread mail")  # fmt: skip
+    output(cli, "news", day - timedelta(hours=1), "# News\n\nBusy.\n")
+    res = cli("brief")
+    assert res.returncode == 0, res.stderr
+    assert "Busy." in res.stdout and "Quiet." not in res.stdout
+    assert "· inbox: nothing to do (1 run; last " in res.stdout
+    data = brief_json(cli)
+    assert [o["routine"] for o in data["outputs"]] == ["news"]
+    assert [q["routine"] for q in data["quiet"]] == ["inbox"]
+
+
 def test_brief_of_another_day(cli: Cli, day: datetime) -> None:
     output(cli, "day-brief", day - timedelta(days=1), "# Yesterday\n\nOld news.\n")
     yesterday = (day - timedelta(days=1)).astimezone(cli.tz).date()

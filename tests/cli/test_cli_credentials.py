@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from sandbox.overlay import quota_in_force
 from supervisor.engine.runcgroup import host_limits
 from tests.cli.cli_helpers import Cli, OnPty
 
@@ -77,6 +78,7 @@ def test_validate_prints_the_card_of_a_grant(cli: Cli) -> None:
         "(HTTP_PROXY, …) where it reaches the network",
         "  actions      none",
         f"  limits       {host_limits()[1]}",  # this host's (no daemon runs here)
+        f"  disk quota   {quota_in_force()[1]}",  # likewise (sandbox/overlay.py)
     ]
     [obj] = [json.loads(line) for line in cli("validate", "--json", str(path)).stdout.splitlines()]
     assert obj["card"][1] == {

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from routines.spec.paths import Paths, paths
+from sandbox.overlay import quota_in_force
 from supervisor.engine.runcgroup import host_limits
 from tests.cli.cli_helpers import Cli
 from tests.cli.inprocess import run_in_process
@@ -66,6 +67,7 @@ CARD = [
     "  environment  HOME, PATH, TERM, LANG only (no secret)",
     "  actions      none",
     f"  limits       {host_limits()[1]}",  # this host's (no daemon runs here)
+    f"  disk quota   {quota_in_force()[1]}",  # likewise (sandbox/overlay.py)
 ]
 
 
@@ -138,6 +140,7 @@ def test_json_is_one_object_per_file(p: Paths) -> None:
         {"label": "environment", "text": "HOME, PATH, TERM, LANG only (no secret)"},
         {"label": "actions", "text": "none"},
         {"label": "limits", "text": host_limits()[1]},
+        {"label": "disk quota", "text": quota_in_force()[1]},
     ]
     unsigned = {"signature": "unsigned", "signer": None, "card": card}
     assert objects == [

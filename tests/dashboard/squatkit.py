@@ -64,6 +64,11 @@ class SecondUser:
             raise OSError(f"the second user's helper: {reply['error']}")
         return reply
 
+    def call(self, path: Path, text: str) -> dict[str, Any]:
+        """As the second user: connect to the SEQPACKET socket `path`, send `text` with
+        descriptors, and say what came back (tests/helpers/squatter.py `call`)."""
+        return self.ask({"cmd": "call", "path": str(path), "text": text})
+
     def plant(self, name: str, text: str) -> Path:
         """An executable of the second user's, `name` below a new folder of theirs in /tmp."""
         return Path(str(self.ask({"cmd": "plant", "name": name, "text": text})["path"]))

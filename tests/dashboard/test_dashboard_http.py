@@ -273,6 +273,36 @@ def test_a_paused_runs_request_says_the_run_needs_you(dashboard: Dashboard) -> N
     assert body.index("Needs you: its run is paused") > paused
 
 
+def test_a_write_request_shows_its_path_size_and_escaped_content(dashboard: Dashboard) -> None:
+    """A run paused at write_file: the page names the file and the size it writes, and the
+    content as the terminal shows it, never as a command run with input on stdin."""
+    from routines import proposals
+
+    content = "# Notes\n<img src=x onerror=alert(1)>\u202e\n"
+    with Ledger(paths().ledger) as ledger:
+        proposals.add(
+            ledger,
+            routine="inbox",
+            run_id="r1",
+            action=proposals.WRITE_ACTION,
+            command="/home/me/notes/<today>.md",
+            input=content,
+            summary="write_file /home/me/notes/<today>.md",
+            fingerprint="x",
+            now=datetime.now(UTC),
+            expires_after=600,
+        )
+    body = dashboard.get("/", cookie=True).body
+    size = len(content.encode())
+    assert (
+        f"writes the file <code>/home/me/notes/&lt;today&gt;.md</code>, {size:,} bytes, "
+        "with this content:"
+    ) in body
+    assert "on stdin" not in body
+    assert "&lt;img src=x onerror=alert(1)&gt;\\u202e" in body and "\u202e" not in body
+    assert "<img src=x" not in body
+
+
 def test_a_waiting_proposal_cannot_reorder_or_hide_its_text(dashboard: Dashboard) -> None:
     from routines import proposals
 

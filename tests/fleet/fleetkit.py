@@ -13,12 +13,14 @@ from typing import Any
 
 import pytest
 
+from routines import proposals
 from routines.ledger import LedgerUnavailable, RunRow
 from routines.ledger.postgres import Gate, PgLedger
+from routines.proposals import Proposal
 from routines.spec.paths import Paths, paths
 from tests.supervisor.daemonkit import REPO, DaemonProcess, command_routine, wait_for, write_routine
 
-__all__ = ["Machine", "fleet_rows", "minute_boundary"]
+__all__ = ["Machine", "fleet_rows", "fleet_waiting", "minute_boundary"]
 
 FAKEWORKER = [sys.executable, str(REPO / "tests/supervisor/fakeworker.py")]
 
@@ -96,6 +98,12 @@ def fleet_rows(dsn: str, routine: str | None = None) -> list[tuple[RunRow, str]]
     except LedgerUnavailable:  # the server was restarted under it: the next poll reconnects
         return []
     return sorted(((f.row, f.machine) for f in found), key=lambda x: x[0].id)
+
+
+def fleet_waiting(dsn: str) -> list[Proposal]:
+    """The fleet's waiting proposals, newest first (read as any machine reads them)."""
+    fleet_rows(dsn)  # opens the observer's connection
+    return proposals.waiting(_observer[dsn])
 
 
 def minute_boundary(ahead: timedelta = timedelta(minutes=10)) -> datetime:

@@ -1,6 +1,6 @@
-"""Proposed actions on a fleet machine: the run ledger is the fleet's PostgreSQL database, the
-proposals are kept in the machine's own SQLite ledger file, and every reader (`pending`, `deny`,
-`history`, `brief`, the waybar module, the next run's prompt) reads that same file. A real daemon
+"""Proposed actions on a fleet machine: the run ledger is the fleet's PostgreSQL database, and
+so are the proposals: every reader (`pending`, `deny`, `history`, `brief`, the waybar module,
+the next run's prompt) reads them there. A real daemon
 and real CLI processes; the worker is the stand-in (tests/supervisor/fakeworker.py `propose`), which
 proposes and notes the decisions its job carried."""
 
@@ -11,9 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from routines import proposals
-from routines.ledger import Ledger
-from tests.fleet.fleetkit import Machine, fleet_rows
+from tests.fleet.fleetkit import Machine, fleet_rows, fleet_waiting
 
 ROUTINE = """[routine]
 description = "drafts replies"
@@ -33,7 +31,7 @@ run = "cat"
 
 
 @pytest.mark.slow
-def test_a_fleet_machine_keeps_its_proposals_and_every_reader_sees_them(
+def test_a_fleet_keeps_its_proposals_and_every_reader_sees_them(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pg_dsn: str, not_root: None
 ) -> None:
     told = tmp_path / "told"
@@ -45,10 +43,9 @@ def test_a_fleet_machine_keeps_its_proposals_and_every_reader_sees_them(
 
     first = a.daemon.request("run", {"name": "drafter"})
     assert first["status"] == "ok", a.daemon.log()
-    # The run's row is the fleet's; its proposal is this machine's.
+    # The run's row is the fleet's, and so is its proposal.
     assert [(r.run_id, m) for r, m in fleet_rows(pg_dsn, "drafter")] == [(first["run_id"], "a")]
-    with Ledger(a.paths.ledger) as led:
-        [p] = proposals.waiting(led)
+    [p] = fleet_waiting(pg_dsn)
     assert (p.run_id, p.action, p.input, p.summary) == (
         first["run_id"],
         "send-reply",
@@ -75,7 +72,7 @@ def test_a_fleet_machine_keeps_its_proposals_and_every_reader_sees_them(
     text = a.daemon.cli("history", "drafter").stdout
     assert f"#{p.id} " in text and "denied: too curt" in text, text
 
-    # The next run is told of the denial (read from this machine's file), once.
+    # The next run is told of the denial, once.
     second = a.daemon.request("run", {"name": "drafter"})
     third = a.daemon.request("run", {"name": "drafter"})
     assert (second["status"], third["status"]) == ("ok", "ok"), a.daemon.log()
@@ -83,6 +80,5 @@ def test_a_fleet_machine_keeps_its_proposals_and_every_reader_sees_them(
     [decision] = json.loads((told / f"{second['run_id']}.json").read_text())
     assert (decision["id"], decision["state"], decision["why"]) == (p.id, "denied", "too curt")
     assert json.loads((told / f"{third['run_id']}.json").read_text()) == []
-    with Ledger(a.paths.ledger) as led:
-        assert len(proposals.waiting(led)) == 2  # the second and third runs' proposals
+    assert len(fleet_waiting(pg_dsn)) == 2  # the second and third runs' proposals
     assert a.daemon.stop() == 0

@@ -84,8 +84,9 @@ def test_reload_reaches_the_offline_pool(
     pg_dsn: str,
     not_root: None,
 ) -> None:
-    """max_concurrent reloaded from 1 to 4 while the database is away: the offline pool runs
-    its queued run now, beside the one running (it kept the settings of the outage's start)."""
+    """max_concurrent reloaded from 1 to 4 while the database is away: the offline runs are the
+    daemon's one pool's (its `status` shows them), which runs the queued one now, beside the
+    one running (a second pool kept the settings of the outage's start)."""
     gates = tmp_path / "gates"
     gates.mkdir()
     clock = tmp_path / "clock"
@@ -106,10 +107,15 @@ def test_reload_reaches_the_offline_pool(
         wait_for(lambda: any(e.exists() for e in entered), what="one offline run")
         time.sleep(1)
         assert sum(e.exists() for e in entered) == 1  # one at a time
+        status = a.daemon.request("status")
+        held = {"held-one", "held-two"}
+        assert {e["routine"] for e in status["running"] + status["queued"]} == held
+        assert len(status["running"]) == 1
         a.paths.config_file.write_text("max_concurrent = 4\n" + fleet_table)
         a.daemon.request("reload")
         # At once (a tick), not when the outage's pool is rebuilt at the database's return.
         wait_logged(lambda: all(e.exists() for e in entered), "the queued run", MACHINES, 10)
+        assert {e["routine"] for e in a.daemon.request("status")["running"]} == held
         for name in ("held-one", "held-two"):
             (gates / f"{name}.go").touch()
     finally:

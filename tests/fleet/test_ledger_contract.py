@@ -2,7 +2,7 @@
 (`PgLedger`, a fleet) against a real cluster, and memory (`MemoryLedger`, the reference). What
 the supervisor relies on: the fence (a slot claimed once; the cursor's compare-and-set; never
 backwards), run rows, state and cursors, strikes, budgets, compaction through the pure fold,
-and migrations."""
+migrations, and the requests for a person (proposals) and paused runs' conversations."""
 
 from __future__ import annotations
 
@@ -18,10 +18,12 @@ from zoneinfo import ZoneInfo
 import psycopg
 import pytest
 
+from routines import proposals
 from routines.ledger import Ledger, LedgerError, RoutineState, iso
 from routines.ledger.api import Store, Vacuum
 from routines.ledger.memory import MemoryData, MemoryLedger
 from routines.ledger.postgres import PgLedger
+from routines.proposals import Decider, ProposalState
 from routines.runs import Ended, Outcome, RunEnd, RunStatus, Strike, Trigger
 from routines.spec.config import LedgerSettings
 from supervisor.engine.clock import FakeClock
@@ -934,7 +936,15 @@ def test_a_ledger_from_a_newer_version_is_refused(schema_backend: str) -> None:
 
 # The tables both backends share, and what PostgreSQL adds to them: `machine`, the machine
 # that claimed a slot or ran a run (a fleet's history says which; SQLite's is one machine's).
-SHARED_TABLES = ("runs", "claims", "routine_state", "run_days", "ledger_migrations")
+SHARED_TABLES = (
+    "runs",
+    "claims",
+    "routine_state",
+    "run_days",
+    "ledger_migrations",
+    "proposals",
+    "conversations",
+)
 PG_ONLY_COLUMNS = {"runs": {"machine"}, "claims": {"machine"}}
 
 
@@ -1145,3 +1155,119 @@ def test_keep_runs_max_folds_beyond_a_routines_newest_runs_and_prunes_claims(
     stale = sid(slots[14])
     assert not led.claim("r", stale, run_id="again", trigger=Trigger.SCHEDULE,
                          status=RunStatus.QUEUED, now=base, expect_cursor=stale)  # fmt: skip
+
+
+# -- requests for a person (proposals) and paused conversations ----------------------------
+
+
+def propose_at(led: Contract, run_id: str, when: datetime, routine: str = "drafter") -> int:
+    return proposals.add(
+        led,
+        routine=routine,
+        run_id=run_id,
+        action="send-reply",
+        command="cat",
+        input="Hi Bob\n\0 ünïcode",
+        summary="Reply to Bob",
+        fingerprint="f1",
+        now=when,
+        expires_after=3600,
+    )
+
+
+def test_a_proposal_round_trips_and_is_decided_once(led: Contract) -> None:
+    first = propose_at(led, "r1", T0)
+    second = propose_at(led, "r1", T0 + timedelta(seconds=1))
+    assert second > first
+    p = proposals.get(led, first)
+    assert p is not None
+    assert (p.routine, p.run_id, p.action, p.command, p.input, p.summary, p.fingerprint) == (
+        "drafter", "r1", "send-reply", "cat", "Hi Bob\n\0 ünïcode", "Reply to Bob", "f1"
+    )  # fmt: skip
+    assert (p.created_at, p.expires_at, p.state) == (
+        iso(T0),
+        iso(T0 + timedelta(hours=1)),
+        ProposalState.WAITING,
+    )
+    assert proposals.get(led, 10_000) is None
+    assert [x.id for x in proposals.of_run(led, "r1")] == [first, second]  # oldest first
+    assert [x.id for x in proposals.waiting(led)] == [second, first]  # newest first
+    assert proposals.waiting(led, "other") == []
+    assert proposals.waiting_count(led, T0) == 2
+    # Claimed once: a second claim, a deny or a stale fingerprint loses, with the reason.
+    now = T0 + timedelta(minutes=1)
+    assert proposals.claim(led, first, by=Decider.CLI, now=now, current="f2")[1] == (
+        "the routine file was edited since it was proposed (invalidated)"
+    )
+    won, why = proposals.claim(led, first, by=Decider.CLI, now=now, current="f1")
+    assert why is None and won is not None and won.state is ProposalState.RUNNING
+    assert proposals.claim(led, first, by=Decider.AUTO, now=now, current="f1")[0] == won
+    assert proposals.deny(led, first, why="no", now=now)[1] is not None
+    proposals.finish(led, first, exit_status=0, output="sent\n", now=now)
+    done = proposals.get(led, first)
+    assert done is not None
+    assert (done.state, done.decided_by, done.exit_status, done.output, done.finished_at) == (
+        ProposalState.DONE, "cli", 0, "sent\n", iso(now)
+    )  # fmt: skip
+    denied, why = proposals.deny(led, second, why="not now", now=now)
+    assert why is None and denied is not None
+    assert (denied.state, denied.why, denied.decided_at) == (
+        ProposalState.DENIED,
+        "not now",
+        iso(now),
+    )
+    assert [x.id for x in proposals.decided_since(led, "drafter", None)] == [first, second]
+    assert proposals.decided_since(led, "drafter", iso(now)) == []
+    assert proposals.waiting_count(led, now) == 0
+
+
+def test_proposals_expire_invalidate_take_a_note_and_are_pruned(led: Contract) -> None:
+    a = propose_at(led, "r1", T0)
+    b = propose_at(led, "r2", T0 + timedelta(hours=2))
+    c = propose_at(led, "r3", T0 + timedelta(hours=2), routine="other")
+    proposals.note(led, b, "x" * 600)
+    assert len((proposals.get(led, b) or pytest.fail()).why or "") == 500
+    later = T0 + timedelta(hours=2, minutes=1)
+    assert proposals.waiting_count(led, later) == 2  # a is past its expiry, not yet marked
+    assert proposals.expire(led, later) == 1
+    assert (proposals.get(led, a) or pytest.fail()).state is ProposalState.EXPIRED
+    # Only the routine's, only another fingerprint, only `only` when given.
+    assert proposals.invalidate(led, "drafter", "f1", later) == 0
+    assert proposals.invalidate(led, "other", None, later, only=b) == 0
+    assert proposals.invalidate(led, "other", None, later, only=c) == 1
+    assert proposals.invalidate(led, "drafter", None, later) == 1
+    gone = proposals.get(led, b) or pytest.fail()
+    assert (gone.state, gone.decided_by, gone.why) == (
+        ProposalState.INVALIDATED,
+        "runtime",
+        proposals.EDITED,
+    )
+    assert [x.id for x in proposals.for_routine(led, "drafter")] == [b, a]
+    assert [x.id for x in proposals.for_routine(led, "drafter", limit=1)] == [b]
+    # Decided ones older than `before` go, a batch at a time; a waiting one never does.
+    d = propose_at(led, "r4", T0)
+    assert proposals.prune(led, later + timedelta(days=1), limit=2) == 2
+    assert proposals.prune(led, later + timedelta(days=1)) == 1
+    assert [x.id for x in proposals.waiting(led)] == [d]
+
+
+def test_a_paused_runs_conversation_is_kept_replaced_and_pruned(backend: str) -> None:
+    one, two = open_backend(backend, "m1"), open_backend(backend, "m2")
+    try:
+        body = '{"version": 1, "turns": ["ünïcode \\u0000"]}'
+        one.save_conversation("r1", "drafter", body, iso(T0))
+        assert two.conversation("r1") == body  # any machine reads it
+        assert two.conversation("r2") is None
+        two.save_conversation("r1", "drafter", "{}", iso(T0 + timedelta(hours=1)))
+        assert one.conversation("r1") == "{}"
+        one.save_conversation("r2", "drafter", "[]", iso(T0))
+        one.save_conversation("r3", "drafter", "[]", iso(T0))
+        # Older than `before`, but a still paused run's stays.
+        assert one.prune_conversations(iso(T0 + timedelta(minutes=1)), ["r2"], 10) == 1
+        assert [one.conversation(r) for r in ("r1", "r2", "r3")] == ["{}", "[]", None]
+        assert one.prune_conversations(iso(T0 + timedelta(days=1)), [], 1) == 1
+        assert one.prune_conversations(iso(T0 + timedelta(days=1)), [], 1) == 1
+        assert one.prune_conversations(iso(T0 + timedelta(days=1)), [], 1) == 0
+    finally:
+        one.close()
+        two.close()

@@ -12,6 +12,7 @@ It serves one Unix socket (SOCKET, mode 0666 in a 0755 dir; only the uid given b
     {"cmd": "received", "id": 1}                          -> {"requests": ["GET / HTTP/1.1..."]}
     {"cmd": "close", "id": 1}                             -> {}
     {"cmd": "plant", "name": "bin/x", "text": "..."}      -> {"path": "/tmp/vinos-plant-…/bin/x"}
+    {"cmd": "call", "path": "/…/sandbox.sock", "text": "{…}"} -> {"connected": true, "received": ""}
 
 `plant` writes an executable of this user (folders 0755, the file 0755) in a new folder under
 /tmp: a program another user installed where a routine's author points to it (an MCP
@@ -113,8 +114,33 @@ class Squatter:
         os.chmod(path, 0o755)
         return {"path": path}
 
+    def call(self, path: str, text: str) -> dict[str, Any]:
+        """Connect to the Unix SOCK_SEQPACKET socket `path` as this user, send `text` with this
+        process's stdin, stdout, stderr and / as descriptors (a `vinos-routine sandbox` call's
+        shape), and return what came back: "" when it was closed on without a word."""
+        with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as s:
+            s.settimeout(10)
+            try:
+                s.connect(path)
+            except OSError as exc:
+                return {"connected": False, "why": str(exc)}
+            root = os.open("/", os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                socket.send_fds(s, [text.encode()], [0, 1, 2, root])
+            except OSError as exc:
+                return {"connected": True, "received": "", "why": str(exc)}
+            finally:
+                os.close(root)
+            try:
+                got = s.recv(MAX_READ)
+            except OSError as exc:
+                return {"connected": True, "received": "", "why": str(exc)}
+            return {"connected": True, "received": got.decode("utf-8", "replace")}
+
     def handle(self, req: dict[str, Any]) -> dict[str, Any]:
         cmd = req.get("cmd")
+        if cmd == "call":
+            return self.call(str(req.get("path", "")), str(req.get("text", "")))
         if cmd == "plant":
             return self.plant(str(req.get("name", "")), str(req.get("text", "")))
         if cmd == "listen":

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -106,3 +107,114 @@ def test_rows_cross_the_wire_unchanged(p: Paths) -> None:
     assert decode_rows(orjson.loads(wire)["result"]["routines"]) == rows
     assert decode_rows(orjson.dumps(encode_rows(rows))) == rows
     assert all(isinstance(r, RoutineRow) for r in rows)
+
+
+def test_rows_cross_in_column_batches_and_a_wrong_batch_is_refused(p: Paths) -> None:
+    """The wire carries columns, one list a field (a field's name once, not once a row): two
+    batches decode, in order, to the rows; a field this client does not know is left out, one
+    with a default that was not sent takes it, and a short column is not rows."""
+    write(p.routines_dir, "news", AGENT)
+    write(p.routines_dir, "backup", COMMAND)
+    write(p.routines_dir, "bad", "[schedule]\ncron = 'x'\n")
+    rows = routine_rows(scan(p), None, NOW)
+    first, second = encode_rows(rows[:1]), encode_rows(rows[1:])
+    assert first["name"] == [rows[0].name] and len(second["name"]) == 2
+    assert decode_rows([first, second]) == rows
+    newer = {**second, "from_a_newer_daemon": [1, 2]}
+    del newer["premium_key"]
+    assert decode_rows([first, newer]) == rows
+    with pytest.raises(ValueError, match="kind"):
+        decode_rows({**second, "kind": ["command"]})
+    without = dict(second)
+    del without["valid"]  # no default: not rows
+    with pytest.raises(ValueError, match="valid"):
+        decode_rows(without)
+    assert encode_rows([]) == {f: [] for f in RoutineRow._fields}
+    assert decode_rows(encode_rows([])) == []
+
+
+def test_the_light_named_tuple_builds_what_typings_does() -> None:
+    """routines/query/rowclass.py stands in for typing.NamedTuple where `list` must not load
+    typing: the same fields, defaults, docstring, methods and tuple behaviour."""
+    import typing
+
+    from routines.query import rowclass
+
+    def make(base: object) -> type:
+        class Row(base):  # type: ignore[misc,valid-type]
+            """A row."""
+
+            name: str
+            size: int = 3
+            tags: tuple[str, ...] = ()
+
+            def twice(self) -> int:
+                return 2 * self.size
+
+        return Row
+
+    light, real = make(rowclass.NamedTuple), make(typing.NamedTuple)
+    for attr in ("_fields", "_field_defaults", "__doc__", "__module__", "__qualname__"):
+        assert getattr(light, attr) == getattr(real, attr), attr
+    assert light.__annotations__ == {"name": "str", "size": "int", "tags": "tuple[str, ...]"}
+    row = light("a")
+    assert (tuple(row), row.twice(), row._replace(size=5).size) == (("a", 3, ()), 6, 5)
+    assert row._asdict() == real("a")._asdict() and isinstance(row, tuple)
+    assert RoutineRow.__mro__[1:] == (tuple, object)
+    base: Any = rowclass.NamedTuple
+    with pytest.raises(TypeError, match="follows"):
+
+        class Bad(base):  # type: ignore[misc]
+            a: int = 1
+            b: int
+
+    with pytest.raises(AttributeError, match="_replace"):
+
+        class Worse(base):  # type: ignore[misc]
+            a: int
+
+            def _replace(self) -> None: ...
+
+
+def test_a_row_cache_gives_the_same_rows_and_forgets_an_edited_file(p: Paths) -> None:
+    """A daemon's RowCache keeps what each file says of its row while the registry keeps the
+    file's entry: the rows are those made without it, the ledger's news shows at once, and an
+    edited, removed or invalid file is never shown as it was."""
+    import os
+
+    from routines.query import RowCache
+
+    write(p.routines_dir, "news", ON)
+    write(p.routines_dir, "backup", COMMAND)
+    write(p.routines_dir, "bad", "[schedule]\ncron = 'x'\n")
+    cache = RowCache()
+    with Ledger(p.ledger) as ledger:
+        registry = scan(p)
+        first = routine_rows(registry, ledger, NOW, cache=cache)
+        assert first == routine_rows(registry, ledger, NOW)
+        assert len(cache.parts) == 3
+        _finished(ledger, "news", RunStatus.FAILED, 0.5)  # the ledger moved, the files did not
+        backup = registry.entries["backup"].routine
+        assert backup is not None
+        ledger.disable(
+            "backup", file_enabled=backup.enabled, file_identity=backup.identity, reason="why"
+        )
+        again = routine_rows(scan(p, registry), ledger, NOW, cache=cache)
+        assert again == routine_rows(registry, ledger, NOW)
+        news = {r.name: r for r in again}["news"]
+        assert (news.last_status, news.last_failed, news.today_dollars) == ("failed", True, 0.5)
+        off = {r.name: r for r in again}["backup"]
+        assert (off.enabled, off.disabled_reason) == (False, "why")
+        # Edited in place within the same second, with the same size: a new stamp, a new row.
+        path = p.routines_dir / "news.toml"
+        st = os.stat(path)
+        path.write_text(path.read_text().replace("0 6 * * *", "0 7 * * *"))
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1))
+        (p.routines_dir / "backup.toml").unlink()
+        write(p.routines_dir, "bad", COMMAND)
+        edited = scan(p, registry)
+        rows = {r.name: r for r in routine_rows(edited, ledger, NOW, cache=cache)}
+        assert rows == {r.name: r for r in routine_rows(edited, ledger, NOW)}
+        assert rows["news"].expression == "0 7 * * *" and "backup" not in rows
+        assert rows["bad"].valid and rows["bad"].kind == "command"
+        assert len(cache.parts) == 2  # the parts of files gone or replaced are dropped

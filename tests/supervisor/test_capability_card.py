@@ -204,3 +204,19 @@ def test_the_card_on_this_host_says_how_the_run_limits_are_kept() -> None:
     lines = card(r, replace(policy_of(r), run_limits=text))
     assert lines[-1] == Line("limits", text)
     assert all(line.label != "limits" for line in card(r))
+
+
+def test_the_card_on_this_host_says_how_the_disk_quota_is_kept() -> None:
+    """on_this_host() fills Policy.disk_quota (sandbox/overlay.py quota_in_force), shown after
+    the run limits; a card made without looking at the host has no such line."""
+    from dataclasses import replace
+
+    from routines.policy import policy_of
+    from sandbox.overlay import quota_in_force
+
+    r = routine("command", '[command]\nrun = "df -h"\n')
+    kernel, text = quota_in_force()
+    assert kernel and text.startswith("kept by the kernel: max_workspace_mb")  # this host
+    lines = card(r, replace(policy_of(r), run_limits="sampled: …", disk_quota=text))
+    assert lines[-2:] == [Line("limits", "sampled: …"), Line("disk quota", text)]
+    assert all(line.label != "disk quota" for line in card(r))

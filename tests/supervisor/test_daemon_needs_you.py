@@ -7,6 +7,7 @@ A pause nobody answers expires; a daemon restart while paused loses nothing."""
 from __future__ import annotations
 
 import json
+import sqlite3
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ from typing import Any
 import pytest
 
 from routines import proposals
+from routines.conversation import file_name
 from routines.ledger import Ledger, RunRow
 from routines.spec.paths import paths
 from tests.fakes import FakeOllama, Recorded, Reply
@@ -270,6 +272,49 @@ def test_a_daemon_restart_while_paused_loses_nothing(tmp_path: Path, not_root: N
         assert d2.stop() == 0
     assert child.status == "ok", d2.log()
     assert seen[0]["output"] == "Hi Bob\n"
+
+
+def test_an_upgrade_keeps_a_paused_runs_conversation_and_request(
+    tmp_path: Path, not_root: None
+) -> None:
+    """A run paused under a version that kept its conversation only in the state dir: the
+    next daemon start copies it into the ledger, which the resume then reads (the file is gone
+    by then), so the answer still reaches the model."""
+    seen: list[dict[str, Any]] = []
+
+    def after(req: Recorded) -> Reply:
+        seen.append(last_tool_message(req))
+        return O.text("# Sent")
+
+    with FakeOllama([propose(), after]) as ollama:
+        write_routine("drafter", routine())
+        d = DaemonProcess(tmp_path, extra_env={"OLLAMA_HOST": ollama.url}).start()
+        paused = d.request("run", {"name": "drafter"})["run_id"]
+        assert d.stop() == 0
+        with Ledger(paths().ledger) as led:
+            kept = led.conversation(paused)
+        assert kept is not None and "Hi Bob" in kept  # the pause put it in the ledger
+        # As the version before left it: the conversation in its file only.
+        db = sqlite3.connect(paths().ledger)
+        with db:
+            db.execute("DELETE FROM conversations")
+        db.close()
+        on_disk = paths().routine_state("drafter") / "runs" / file_name(paused)
+        assert on_disk.read_bytes() == kept.encode()  # the same record, nothing added
+        d2 = DaemonProcess(tmp_path, extra_env={"OLLAMA_HOST": ollama.url}).start()
+
+        def imported() -> str | None:
+            with Ledger(paths().ledger) as led:
+                return led.conversation(paused)
+
+        assert wait_for(imported, what="the imported conversation") == kept
+        on_disk.unlink()  # from here on only the ledger has it
+        approved = d2.cli("approve", str(waiting_one().id), "--yes")
+        assert approved.returncode == 0, approved.stderr
+        child = wait_for(lambda: child_of(paused), what="the resumed run")
+        assert d2.stop() == 0
+    assert child.status == "ok", d2.log()
+    assert seen == [{"approved_by": "cli", "ran": True, "exit_status": 0, "output": "Hi Bob\n"}]
 
 
 def test_an_event_waits_while_a_run_of_its_routine_waits_for_a_person(

@@ -1,8 +1,9 @@
 """The daemon's tick, in-process: a real Daemon on a FakeClock, the pool's FakeSpawner and a
 Site of the test's own (LocalSite, or one that holds routines back, runs them elsewhere or
-finds its ledger away). A real ledger file and real routine files; no process, no socket and
-no real time, so each test takes milliseconds, as tests/supervisor/test_pool.py does for the
-pool. The end-to-end cases that need a real daemon process stay in test_daemon_*.py.
+finds its database away when it reads who else is busy). A real ledger file and real routine
+files; no process, no socket and no real time, so each test takes milliseconds, as
+tests/supervisor/test_pool.py does for the pool. The end-to-end cases that need a real daemon
+process stay in test_daemon_*.py.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import TypeVar
 
-from routines.ledger import LedgerUnavailable, RunRow, Unavailable
+from routines.ledger import Ledger, LedgerUnavailable, RunRow, Unavailable
 from routines.runs import RunStatus, Trigger
 from routines.spec.config import Config
 from routines.spec.paths import paths
@@ -21,7 +22,7 @@ from supervisor.daemon import Daemon
 from supervisor.engine.clock import FakeClock
 from supervisor.engine.finish import Notification
 from supervisor.engine.health import Health
-from supervisor.engine.site import LocalSite, Seen
+from supervisor.engine.site import LocalSite
 from supervisor.timings import Timings
 from tests.supervisor.daemonkit import command_routine, write_routine
 from tests.supervisor.fakespawn import FakeSpawner, settle
@@ -32,30 +33,21 @@ T = TypeVar("T")
 
 class FakeSite(LocalSite):
     """This machine's real ledger, with what a fleet would add scripted by the test: routines
-    held back, routines running elsewhere, and an outage (`away`) at each tick's start."""
+    held back, routines running elsewhere, and an outage (`away`) when it reads them."""
 
     def __init__(self) -> None:
         super().__init__(paths())
         self.held: dict[str, str] = {}
         self.running_elsewhere: set[str] = set()
         self.away: LedgerUnavailable | None = None
-        self.told: list[Unavailable] = []  # each tick's outage, as the loop reported it
-
-    def resume(self, now: datetime) -> bool:
-        if self.away is not None:
-            raise self.away
-        return False
 
     def refresh(self, registry: Registry) -> Mapping[str, str]:
+        if self.away is not None:
+            raise self.away
         return self.held
 
     def busy(self, name: str) -> bool:
         return name in self.running_elsewhere
-
-    def unavailable(
-        self, exc: LedgerUnavailable, seen: Seen, now: datetime, busy: Callable[[str], bool]
-    ) -> None:
-        self.told.append(exc.reason)
 
 
 class Rig:
@@ -169,13 +161,14 @@ def test_an_unavailable_ledger_pauses_without_a_strike_and_resumes_once_back() -
         try:
             await g.tick_at(T0)
             site.away = LedgerUnavailable(Unavailable.UNREACHABLE, "the database is away")
+            with Ledger(paths().ledger) as other:  # another process's write: states re-read
+                other.set_failure_streak("someone-else", 0)
             for second in (1, 2, 3):
                 await g.tick_at(T0 + timedelta(minutes=1, seconds=second))
             assert g.spawner.started == []
             assert g.rows("paused") == []  # nothing claimed, nothing failed
             assert g.daemon.ledger.state("paused").failure_streak == 0
             assert g.health() is Health.UNREACHABLE
-            assert site.told == [Unavailable.UNREACHABLE] * 3  # the Site is told each tick
             assert len(g.notes) == 1  # said once, not once a tick
             assert "paused" in g.lines[-1]
             site.away = None

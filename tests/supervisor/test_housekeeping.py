@@ -236,3 +236,24 @@ def test_decided_proposals_past_retention_go_in_batches_and_waiting_ones_stay(
     assert later.step().proposals == 2
     assert {r[0] for r in ledger._db.execute("SELECT id FROM proposals")} == {running, waiting}
     ledger.close()
+
+
+def test_conversations_kept_for_a_pause_go_after_retention_but_a_paused_runs_stays(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(housekeeping, "PROPOSAL_BATCH", 2)
+    p = paths()
+    ledger = Ledger(p.ledger)
+    old = iso(NOW - timedelta(days=200))
+    ledger.record_run("mail", run_id="r-paused", trigger=Trigger.MANUAL,
+                      status=RunStatus.NEEDS_YOU, now=NOW - timedelta(days=200))  # fmt: skip
+    for run_id in ("r-paused", "r-1", "r-2", "r-3"):
+        ledger.save_conversation(run_id, "mail", "{}", old)
+    ledger.save_conversation("r-new", "mail", "{}", iso(NOW - timedelta(days=10)))
+    keeper = Housekeeper(ledger, str(p.state_dir), LedgerSettings(), FakeClock(NOW))
+    for _ in range(100):
+        if not keeper.step().more:
+            break
+    kept = [r for r in ("r-paused", "r-1", "r-2", "r-3", "r-new") if ledger.conversation(r)]
+    assert kept == ["r-paused", "r-new"]
+    ledger.close()

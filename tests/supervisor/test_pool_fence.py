@@ -12,11 +12,12 @@ import asyncio
 import pytest
 
 from routines.ledger import Ledger
-from routines.runs import RunStatus
+from routines.runs import RunStatus, Trigger
 from routines.spec.config import Config
 from routines.spec.paths import paths
 from supervisor.engine.clock import FakeClock
 from supervisor.engine.pool import Pool
+from supervisor.engine.scheduler import Pending
 from supervisor.engine.spawn import StopReason
 from supervisor.fleet.member import LeaseBook, Renewal
 from supervisor.fleet.plan import fence, lost_leases
@@ -139,3 +140,40 @@ def test_the_lease_book_gives_deadlines_from_the_claim_then_from_each_renewal() 
     assert (deadlines, lost) == ({"r2": 130.0 + f.deadline}, ["r1"])
     _, lost = book.renewed(Renewal(began=145.0, renewed=["r2"], ended=()))
     assert lost == []  # reported once
+
+
+def test_a_run_claimed_in_another_ledger_is_recorded_there_and_holds_no_lease() -> None:
+    """A fleet machine's run made offline (claimed in its own file while the fleet's database is
+    away) goes through the one pool: it waits behind the fleet's run for max_concurrent, starts
+    with no deadline (no lease to renew), and its rows are in the file it was claimed in."""
+    rs = routines("fleet", "offline")
+
+    async def body() -> None:
+        with Ledger(paths().ledger) as fleet, Ledger(paths().state_dir / "own.db") as own:
+            spawner = FakeSpawner()
+            pool = fleet_pool(fleet, spawner, max_concurrent=1)
+            spawner.hold("fleet", "offline")
+            _, fleet_done = pool.submit_manual(rs["fleet"], owner=ME)
+            slot = "2026-12-02T09:00:00Z"
+            assert own.claim(
+                "offline", slot, run_id="off-1", trigger=Trigger.SCHEDULE,
+                status=RunStatus.QUEUED, now=T0,
+            )  # fmt: skip
+            pool.enqueue(Pending("off-1", rs["offline"], Trigger.SCHEDULE, slot, ledger=own))
+            await settle()
+            assert spawner.started == ["fleet"]  # one pool, one max_concurrent
+            assert pool.recording_in(own) == 1
+            spawner.release("fleet")
+            await fleet_done
+            await settle()
+            assert spawner.started == ["fleet", "offline"]
+            assert spawner.workers[1].job.lease_until is None
+            spawner.release("offline")
+            while pool.running:
+                await settle()
+            assert pool.recording_in(own) == 0
+            assert [(r.run_id, r.status) for r in own.history("offline")] == [("off-1", "ok")]
+            assert fleet.history("offline") == []
+            assert [r.status for r in fleet.history("fleet")] == ["ok"]
+
+    run(body)

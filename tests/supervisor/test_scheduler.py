@@ -273,3 +273,28 @@ def test_many_due_at_once_are_claimed_in_batches_in_order_each_once() -> None:
     assert [n for b in batches for n in b] == sorted(names)  # fair: in the order tracked
     assert sched.due(at, never_busy, limit=16) == [] and not sched.more_due  # each once
     assert {n: claims(ledger, n) for n in names} == {n: [sid(T0 + MINUTE)] for n in names}
+
+
+def test_a_rebase_resumes_from_the_new_ledgers_cursors() -> None:
+    """One scheduler moved to another ledger (a fleet machine's own file while the fleet's
+    database is away, and back): it claims there, from that ledger's stored cursor, catching up
+    what it missed there by the usual rule, and stamps each run with the ledger it claimed in."""
+    reg = registry(hourly=command_routine("true", schedule='cron = "0 * * * *"'))
+    fleet, own = Ledger(paths().ledger), Ledger(paths().state_dir / "own.db")
+    sched = Scheduler(fleet, (1, 1.0))
+    sched.sync(reg, fleet.states(), T0 - timedelta(minutes=30))
+    [p] = sched.due(T0 + timedelta(seconds=5), never_busy)
+    assert p.ledger is fleet
+    own.set_cursor("hourly", sid(T0), fleet.state("hourly").schedule_fingerprint)
+    sched.rebase(own)
+    assert sched.tracked == {}
+    sched.sync(reg, own.states(), T0 + timedelta(hours=3, minutes=10))
+    [p] = sched.due(T0 + timedelta(hours=3, minutes=10), never_busy)
+    assert (p.trigger, p.detail, p.ledger) == ("catch_up", "stands in for 3 missed runs", own)
+    assert claims(own, "hourly") == [sid(T0 + timedelta(hours=3))]
+    assert claims(fleet, "hourly") == [sid(T0)]  # nothing claimed in the other
+    sched.rebase(fleet)  # back: the fleet's cursor, not the file's
+    sched.sync(reg, fleet.states(), T0 + timedelta(hours=3, minutes=20))
+    [p] = sched.due(T0 + timedelta(hours=3, minutes=20), never_busy)
+    assert (p.trigger, p.ledger) == ("catch_up", fleet)
+    assert claims(fleet, "hourly") == [sid(T0), sid(T0 + timedelta(hours=3))]

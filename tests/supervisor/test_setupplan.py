@@ -237,3 +237,14 @@ def test_doctor_says_which_run_limits_are_in_force() -> None:
     kept = "kept by the kernel: max_run_memory_mb … (a cgroup per run under /sys/fs/cgroup/x)"
     [ok] = [i for i in plan(facts(("/p",), run_limits=(True, kept))) if i.what == "run limits"]
     assert (ok.state, ok.detail) == (State.OK, kept)
+
+
+def test_doctor_says_how_the_disk_quota_is_kept() -> None:
+    """A note where max_workspace_mb is polled, ok where the kernel keeps it (sandbox/overlay.py
+    quota_in_force), as the run limits' line."""
+    polled = "polled: max_workspace_mb is measured during each shell call (no tmpfs xattrs)"
+    [note] = [i for i in plan(facts(("/p",), disk_quota=(False, polled))) if i.what == "disk quota"]
+    assert (note.state, note.detail) == (State.NOTE, polled)
+    kept = "kept by the kernel: max_workspace_mb holds every shell call …"
+    [ok] = [i for i in plan(facts(("/p",), disk_quota=(True, kept))) if i.what == "disk quota"]
+    assert (ok.state, ok.detail) == (State.OK, kept)

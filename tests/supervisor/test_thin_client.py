@@ -123,6 +123,9 @@ def test_a_list_answered_by_the_daemon_loads_no_parser_toml_sqlite_or_registry(
         loaded = set(done.stderr.split())
         heavy = {"argparse", "tomllib", "sqlite3", "socket", "supervisor.cli.main"}
         assert loaded & heavy == set()
+        # Nor typing, the json package or urllib: `list`'s 2.5x `python -c pass` has no room
+        # for them (routines/query/rowclass.py, supervisor/cli/wirejson.py, routines.safetext).
+        assert loaded & {"typing", "json", "urllib.parse", "ipaddress"} == set()
         assert {m for m in loaded if m.startswith(("routines.spec", "routines.ledger"))} == set()
         assert "supervisor.overview" not in loaded  # the rows came from the daemon
     finally:
@@ -258,3 +261,28 @@ def test_a_list_longer_than_a_wire_line_comes_whole_in_batches(
         assert [r["name"] for r in json.loads(out)] == [f"r{i:04d}" for i in range(2500)]
     finally:
         d.stop()
+
+
+def test_wire_json_reads_and_writes_what_json_does() -> None:
+    """The quick client's JSON (supervisor/cli/wirejson.py: json's own C code, without the json
+    package) reads what json.loads reads and writes what json.dumps writes, and refuses what
+    json refuses."""
+    from supervisor.cli import wirejson
+
+    value = {
+        "a": [1, -2.5, 1e300, None, True, False, 'é\n"\\\u202e', {"": []}],
+        "big": 10**30,
+        "path": "/usr/bin:/home/x y/ü",
+    }
+    text = json.dumps(value, separators=(",", ":"))
+    assert wirejson.dumps(value) == text.encode()
+    assert wirejson.loads(text.encode()) == json.loads(text) == value
+    assert wirejson.loads(b' \n{"a": [1, 2] }\r\n') == {"a": [1, 2]}
+    assert wirejson.loads(b"NaN") != wirejson.loads(b"NaN")  # as json.loads: a float nan
+    for bad in (b"", b"{", b'{"a":1} x', b"[1,]", b'"\xff"', b"{'a': 1}", b'"\x01"'):
+        with pytest.raises(ValueError):
+            json.loads(bad)
+        with pytest.raises(ValueError):
+            wirejson.loads(bad)
+    with pytest.raises(TypeError):
+        wirejson.dumps({"a": object()})

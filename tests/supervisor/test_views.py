@@ -11,6 +11,8 @@ from typing import Any
 from routines.ledger import RunRow
 from routines.ledger.rundays import COUNTERS, DaySummary
 from routines.proposals import Proposal, ProposalState
+from routines.query.costs import CostRow
+from routines.query.runs import Quiet, ThreadRun, fold_quiet
 from routines.runs import Outcome, RunStatus, Trigger
 from supervisor.cli.views import brief, cost, history
 
@@ -136,7 +138,7 @@ def test_a_thread_indents_each_reply_under_the_run_it_answers() -> None:
     first = run_row(run_id="r1", trigger=Trigger.SCHEDULE, status=RunStatus.OK)
     reply = run_row(run_id="r2", parent_run_id="r1", trigger=Trigger.REPLY,
                     status=RunStatus.OK, outcome=Outcome.DONE, detail="answered")  # fmt: skip
-    items = [history.ThreadItem(first, 0, ""), history.ThreadItem(reply, 1, "and\nthen?")]
+    items = [ThreadRun(first, 0, ""), ThreadRun(reply, 1, "and\nthen?")]
     assert history.thread_lines(items) == [
         "r1  2026-12-03 13:29:05  schedule  ok",
         "  ↳ r2  2026-12-03 13:29:05  reply  ok · done",
@@ -216,15 +218,16 @@ def test_the_pending_text_gives_the_commands_that_decide_each_proposal() -> None
 # --- cost
 
 
-def cost_report(period: str, routines: list[dict[str, Any]]) -> cost.Report:
+def cost_report(period: str, routines: list[CostRow]) -> cost.Report:
     days = {date(2026, 12, 3) - timedelta(days=n): float(n) for n in range(2, -1, -1)}
-    return cost.Report(period, "UTC", NOW, NOW, routines, days, {"news": 1.0})
+    return cost.Report(period, "UTC", NOW, NOW, routines, days)
 
 
-def spent(routine: str, dollars: float, share: float) -> dict[str, Any]:
-    return dict(
+def spent(routine: str, dollars: float, share: float) -> CostRow:
+    return CostRow(
         routine=routine, runs=2, input_tokens=1500, output_tokens=500, local_input_tokens=0,
         local_output_tokens=0, dollars=dollars, share=share,
+        cap=1.0 if routine == "news" else None,
     )  # fmt: skip
 
 
@@ -251,7 +254,7 @@ def test_cost_renders_the_total_the_top_spenders_and_the_chart_with_today_marked
     assert "3 days to 03 Dec (total $3.00)" in empty  # a chart that ends before today
 
 
-def test_quiet_runs_fold_into_one_line_per_routine_and_their_outputs_are_not_shown() -> None:
+def test_quiet_runs_fold_into_one_line_per_routine() -> None:
     quiet_rows = [
         run_row(routine="inbox", outcome=Outcome.NOTHING_TO_DO, detail="no unread mail",
                 started_at="2026-12-03T09:00:00.000000Z"),
@@ -261,10 +264,9 @@ def test_quiet_runs_fold_into_one_line_per_routine_and_their_outputs_are_not_sho
         run_row(routine="old", outcome=Outcome.NOTHING_TO_DO,
                 started_at="2026-12-01T10:00:00.000000Z"),
     ]  # fmt: skip
-    items = [item("/a.md", outcome=Outcome.NOTHING_TO_DO), item("/b.md", outcome=Outcome.DONE)]
-    kept, quiet = brief.fold_quiet(items, quiet_rows, lambda at: at.startswith("2026-12-03"))
-    assert [i.path for i in kept] == [Path("/b.md")]
-    assert quiet == [brief.Quiet("inbox", 2, "still none", "2026-12-03T10:00:00.000000Z")]
+    quiet = fold_quiet(quiet_rows, lambda at: at.startswith("2026-12-03"))
+    assert quiet == [Quiet("inbox", 2, "still none", "2026-12-03T10:00:00.000000Z")]
+    kept = [item("/b.md", outcome=Outcome.DONE)]
     text = brief.render(kept, [], "B", unseen=False, as_list=True, c=False, quiet=quiet)
     assert "· inbox: nothing to do (2 runs; last 10:00 UTC: still none)\n" in text
 

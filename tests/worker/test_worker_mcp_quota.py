@@ -1,14 +1,16 @@
-"""The workspace quota holds while an MCP server runs (worker/mcpquota.py): over
-`max_workspace_mb` after a call, that call is a tool error naming the quota and the server
-is ended for the run; over it between calls, the poll ends the server and the next call
-says why. Held with @modelcontextprotocol/server-filesystem (npm) serving the routine's
-workspace, in its bwrap sandbox, on the real worker.
+"""The workspace quota holds while an MCP server runs: its writable dirs are overlays on a
+tmpfs of `max_workspace_mb` for its whole life (sandbox/stdio.py), as a shell call's are.
+Over the quota after a call, that call is a tool error naming the quota and the server is
+ended for the run, nothing of it kept; a server writing past the quota on its own is stopped
+by the kernel (ENOSPC), not by a poll; what it wrote within the quota is copied back when it
+ends. Held with @modelcontextprotocol/server-filesystem (npm) serving the routine's
+workspace, in its bwrap sandbox, on the real worker. The poll where the kernel cannot keep
+the quota: tests/sandbox/test_stdio_quota.py.
 """
 
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import msgspec
@@ -17,7 +19,6 @@ import pytest
 from sandbox.limits import MiB
 from tests.fakes import FakeOllama
 from tests.fakes import ollama_replies as O
-from tests.fakes.server import Recorded, Reply
 from tests.worker.worker_harness import make_job, marked_processes, mcp_toml, run_worker
 
 pytestmark = [pytest.mark.usefixtures("not_root"), pytest.mark.slow]
@@ -65,41 +66,69 @@ def test_a_call_that_takes_the_workspace_over_its_quota_is_an_error_and_ends_the
     starts = [e for e in r.events_of("log") if e.text == "MCP server files: started"]
     assert len(starts) == 1
     assert marked_processes(marker) == []
+    assert not (ws / "big.txt").exists()
 
 
-def test_the_poll_ends_a_server_whose_dirs_go_over_the_quota_between_calls(
+def _hostile(fs_server: Path, tmp_path: Path) -> Path:
+    """A routine author's server: 20 writers of 10 MB each into the folder it is given, at
+    once, then the filesystem server itself. Beside the real one in its npm prefix, so the
+    sandbox shows it as that server's installation (routines/mcpinstall.py)."""
+    script = fs_server.parent / f"hostile-{tmp_path.name}"
+    script.write_text(
+        "#!/bin/sh\n"
+        'for i in $(seq 20); do dd if=/dev/zero of="$1/fill$i" bs=1M count=10 status=none & done\n'
+        "wait\n"
+        f'exec "{fs_server}" "$1"\n'
+    )
+    script.chmod(0o755)
+    return script
+
+
+def test_a_server_writing_200_mb_against_16_cannot_pass_16(
+    home: Path, ollama: FakeOllama, fs_server: Path, marker: str, tmp_path: Path
+) -> None:
+    """The red-team reproduction (docs/redteam.md, E): it wrote 221 MB against 16 between
+    two polls. Now the kernel stops its writes at the quota and nothing of them is kept."""
+    ws = _workspace(home)
+    (ws / "note.md").write_text("hello\n")
+    ollama.add(
+        O.tool_calls(("mcp__files__read_text_file", {"path": str(ws / "note.md")})),
+        O.text("Done."),
+    )
+    server = _hostile(fs_server, tmp_path)
+    job = msgspec.structs.replace(
+        make_job(home, _toml(server, ws), ollama_url=ollama.url),
+        sandbox={"max_workspace_mb": 16},
+    )
+    r = run_worker(job, timeout=180)
+    assert r.result.status == "ok", r.stderr
+    held = sum(p.stat().st_blocks * 512 for p in ws.rglob("*") if p.is_file())
+    assert held <= 16 * MiB, f"{held / MiB:.0f} MB in the workspace"
+    assert sorted(p.name for p in ws.iterdir()) == ["note.md"]
+    called = json.loads(ollama.chats[1].body["messages"][-1]["content"])
+    assert "went over the quota" in called["error"], called
+    assert "wrote more than" in called["error"], called  # the tmpfs filled: ENOSPC
+    assert "max_workspace_mb = 16" in called["error"], called
+    assert marked_processes(marker) == []
+
+
+def test_what_a_server_writes_within_the_quota_lands_when_it_ends(
     home: Path, ollama: FakeOllama, fs_server: Path, marker: str
 ) -> None:
     ws = _workspace(home)
-    (ws / "note.md").write_text("hello\n")
-
-    def fill_then_call(req: Recorded) -> Reply:
-        # Between calls the server's writable dirs go over the quota (the test writes there,
-        # standing in for a server writing in the background): the poll, not a call, must
-        # end the server. Its sandbox is gone within seconds (POLL_SEC, then the kill).
-        (ws / "grown.bin").write_bytes(b"g" * (2 * MiB))
-        until = time.monotonic() + 30
-        while marked_processes(marker, also="node"):
-            assert time.monotonic() < until, "the poll did not end the server"
-            time.sleep(0.1)
-        return O.tool_calls(("mcp__files__read_text_file", {"path": str(ws / "note.md")}))
-
     ollama.add(
-        O.tool_calls(("mcp__files__read_text_file", {"path": str(ws / "note.md")})),
-        fill_then_call,
-        O.text("Stopped."),
+        O.tool_calls(("mcp__files__write_file", {"path": str(ws / "made.md"), "content": "kept"})),
+        O.tool_calls(("mcp__files__read_text_file", {"path": str(ws / "made.md")})),
+        O.text("Done."),
     )
     job = msgspec.structs.replace(
         make_job(home, _toml(fs_server, ws), ollama_url=ollama.url),
-        sandbox={"max_workspace_mb": 1},
+        sandbox={"max_workspace_mb": 16},
     )
     r = run_worker(job, timeout=120)
     assert r.result.status == "ok", r.stderr
-    first = json.loads(ollama.chats[1].body["messages"][-1]["content"])
-    assert first["content"] == "hello\n", first
-    second = json.loads(ollama.chats[2].body["messages"][-1]["content"])
-    assert "went over the quota" in second["error"], second
-    assert "max_workspace_mb = 1" in second["error"], second
-    warns = [e.text for e in r.events_of("warn")]
-    assert any("MCP server files: its writable dirs went over the quota" in w for w in warns)
+    read = json.loads(ollama.chats[2].body["messages"][-1]["content"])
+    assert read["content"] == "kept", read  # the server reads its own writes meanwhile
+    assert (ws / "made.md").read_text() == "kept"
+    assert not [e.text for e in r.events_of("warn") if e.text.startswith("MCP server")]
     assert marked_processes(marker) == []

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from contextlib import closing
 from datetime import UTC, datetime
 from typing import Any
 
@@ -100,13 +101,13 @@ def _age(created: str, now: datetime) -> str:
 
 
 def pending(args: argparse.Namespace) -> int:
-    from routines.ledger import Ledger
     from routines.safetext import one_line, visible
     from routines.spec.paths import paths
     from supervisor.cli.present import print_json_lines
+    from supervisor.fleet.view import cli_ledger
 
     now = datetime.now(UTC)
-    with Ledger(paths().ledger) as ledger:
+    with closing(cli_ledger(paths())) as ledger:
         waiting, stale = fresh_waiting(ledger, now)
     paused = paused_runs() if waiting else set()
     if args.json:
@@ -237,14 +238,14 @@ def page(text: str) -> bool:
 
 def approve(args: argparse.Namespace) -> int:
     from routines import proposals
-    from routines.ledger import Ledger
     from routines.spec.paths import paths
     from routines.spec.registry import scan
     from supervisor.cli.present import ask_yes
+    from supervisor.fleet.view import cli_ledger
 
     p = paths()
     now = datetime.now(UTC)
-    with Ledger(p.ledger) as ledger:
+    with closing(cli_ledger(p)) as ledger:
         proposals.expire(ledger, now)
         found = proposals.get(ledger, args.id)
         if found is None:
@@ -276,7 +277,7 @@ def approve(args: argparse.Namespace) -> int:
             return 1
     sys.stdout.flush()
     sys.stderr.flush()
-    code = _exec_action(found.id)
+    code = _exec_action(found.id, proposals.fingerprint(found.input))
     if _paused(found):
         print(f"  {found.routine}'s paused run {found.run_id} goes on with this answer")
     return code
@@ -294,15 +295,16 @@ def _state_words(found: Any) -> str:
     }.get(str(found.state), str(found.state))
 
 
-def _exec_action(proposal_id: int) -> int:
-    """Run the action runner (python -m worker.actioncmd) and return its exit status, then
+def _exec_action(proposal_id: int, shown: str) -> int:
+    """Run the action runner (python -m worker.actioncmd) on the input the person was shown
+    (`shown`, its fingerprint) and return its exit status, then
     tell a running daemon, which resumes the run that paused for it
     (supervisor/engine/pauses.py)."""
     import subprocess
 
     from supervisor.engine.approvals import action_argv
 
-    argv = action_argv(proposal_id)
+    argv = action_argv(proposal_id, shown=shown)
     from supervisor.engine.spawn import package_root  # one place knows where our packages are
 
     root = package_root()
@@ -331,12 +333,12 @@ def _tell_daemon() -> None:
 
 def deny(args: argparse.Namespace) -> int:
     from routines import proposals
-    from routines.ledger import Ledger
     from routines.safetext import one_line
     from routines.spec.paths import paths
+    from supervisor.fleet.view import cli_ledger
 
     now = datetime.now(UTC)
-    with Ledger(paths().ledger) as ledger:
+    with closing(cli_ledger(paths())) as ledger:
         proposals.expire(ledger, now)
         found, why = proposals.deny(ledger, args.id, why=args.why.strip()[:500], now=now)
     if found is None:
@@ -354,7 +356,6 @@ def deny(args: argparse.Namespace) -> int:
 
 def _paused(found: Any) -> bool:
     """Whether the run that proposed `found` paused for it (needs_you): its answer resumes it."""
-    from contextlib import closing
 
     from routines.ledger import LedgerError
     from routines.runs import RunStatus

@@ -68,13 +68,6 @@ def register(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
-def _paused(waiting: Any) -> set[str]:
-    """The runs that wait for a person (read only when something waits)."""
-    from supervisor.cli.commands.approvals import paused_runs
-
-    return paused_runs() if waiting else set()
-
-
 def run(args: argparse.Namespace) -> int:
     from routines.spec.paths import paths
     from supervisor.cli.present import print_json, use_color
@@ -83,8 +76,8 @@ def run(args: argparse.Namespace) -> int:
     p = paths()
     today = datetime.now().astimezone().date()
     days = _days(args, today)
-    items, failed, quiet = brief.gather(p, days)
-    away = brief.elsewhere(p, days)
+    items, runs = brief.gather(p, days)
+    failed, quiet, away = runs.failed, runs.quiet, runs.elsewhere
     waiting = _waiting(p)
     if args.unseen:
         items = [i for i in items if i.open_on_login and not i.seen]
@@ -103,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
         if not items and not waiting:
             print("nothing new to show" if args.unseen else f"no outputs for {heading}")
             return 0
-        top = brief.pending_text(waiting, _paused(waiting))
+        top = brief.pending_text(waiting, runs.paused)
         code = _open(p, top + brief.document(items, heading), days[0])
         if code == 0:
             _mark(p, items)
@@ -117,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
         c=use_color(),
         quiet=[] if args.unseen else quiet,
     )
-    print(brief.pending_text(waiting, _paused(waiting)) + text, end="")
+    print(brief.pending_text(waiting, runs.paused) + text, end="")
     if away:
         where = ", ".join(f"{n} on {m}" for m, n in sorted(away.items()))
         print(f"\nOn other machines (outputs stay where they were made): {where}")
@@ -137,12 +130,15 @@ def _days(args: argparse.Namespace, today: date) -> list[date]:
 
 def _waiting(p: Paths) -> list[Any]:
     """The proposals waiting for a decision (expired and invalidated ones marked first)."""
-    from routines.ledger import Ledger
-    from supervisor.cli.commands.approvals import fresh_waiting
+    from contextlib import closing
 
-    if not p.ledger.exists():
+    from supervisor.cli.commands.approvals import fresh_waiting
+    from supervisor.fleet.view import requests_ledger
+
+    found = requests_ledger(p)
+    if found is None:
         return []
-    with Ledger(p.ledger) as ledger:
+    with closing(found) as ledger:
         waiting, _ = fresh_waiting(ledger, datetime.now(UTC))
     return waiting
 

@@ -125,7 +125,9 @@ def on_this_host(routine: Routine) -> Policy:
     p = paths()
     settings = config_or_default(p).sandbox
     policy = host_policy(routine, p, settings, os.environ.get("PATH") or DEFAULT_PATH)
-    return replace(policy, run_limits=in_force(p)[1])
+    from sandbox.overlay import quota_in_force
+
+    return replace(policy, run_limits=in_force(p)[1], disk_quota=quota_in_force()[1])
 
 
 def in_force(p: Paths) -> tuple[bool, str]:
@@ -161,6 +163,8 @@ def card(routine: Routine, policy: Policy | None = None) -> list[Line]:
     lines.extend(_permission_lines(routine))
     if policy.run_limits:
         lines.append(Line("limits", policy.run_limits))
+    if policy.disk_quota:
+        lines.append(Line("disk quota", policy.disk_quota))
     return lines
 
 

@@ -7,7 +7,8 @@ runs, as summary lines.
 On a fleet (config.toml [fleet]) the runs are every machine's, with a MACHINE column; an
 output stays on the machine that ran it, and the line says where.
 
-What it gathers and prints is supervisor/cli/views/history.py, which the daemon runs too.
+What it prints is supervisor/cli/views/history.py, from the read model's run rows
+(routines/query/runs.py).
 """
 
 from __future__ import annotations
@@ -59,17 +60,17 @@ def _thread(name: str, run_id: str, as_json: bool) -> int:
     with what the person said and what the run answered."""
     from contextlib import closing
 
+    from routines.query.runs import thread_runs
     from routines.spec.paths import paths
     from supervisor.cli.present import print_json_lines
-    from supervisor.cli.views.history import gather_thread, thread_json, thread_lines
+    from supervisor.cli.views.history import said, thread_json, thread_lines
     from supervisor.fleet.view import cli_ledger
 
     p = paths()
     with closing(cli_ledger(p)) as ledger:
-        rows = [r for r in ledger.thread(run_id) if r.routine == name]
-    if not rows:
+        items = thread_runs(ledger, name, run_id, said(p))
+    if not items:
         return die(f"{name} has no run {run_id} (`vinos-routine history {name}`)")
-    items = gather_thread(rows, p)
     if as_json:
         print_json_lines(thread_json(items))
         return 0

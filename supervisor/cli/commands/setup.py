@@ -205,6 +205,7 @@ def gather(env: dict[str, str]) -> Any:
 
     from routines.spec.config import ConfigInvalid, load_config
     from routines.spec.paths import paths
+    from sandbox.overlay import quota_in_force
     from supervisor.cli.client import daemon_locks, lock_holder
     from supervisor.cli.commands.capabilities import in_force
     from supervisor.cli.distro import family, os_release
@@ -283,6 +284,7 @@ def gather(env: dict[str, str]) -> Any:
         providers=answers,
         unreachable=unreachable,
         run_limits=in_force(p),
+        disk_quota=quota_in_force(),
     )
 
 

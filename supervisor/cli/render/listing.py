@@ -4,12 +4,16 @@ cost) and the notes under it, from the read model's rows alone (tests/cli/test_r
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, NamedTuple
 
+TYPE_CHECKING = False  # typing's own flag, without importing typing (routines/query/rowclass.py)
 if TYPE_CHECKING:
+    from collections.abc import Collection, Sequence
+    from typing import Any, NamedTuple
+
     from routines.query import RoutineRow
+else:
+    from routines.query.rowclass import NamedTuple
 
 __all__ = ["EMPTY", "HEADERS", "Listing", "cells", "json_value", "render"]
 

@@ -6,7 +6,10 @@ wire) or the one built from the files when no daemon answers, with its "problems
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+
+TYPE_CHECKING = False  # typing's own flag: `status` answered by the daemon loads no typing
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["lines"]
 

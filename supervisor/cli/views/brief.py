@@ -15,18 +15,18 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from routines.runs import Outcome, RunStatus, counts_as_strike
+from routines.runs import Outcome, RunStatus
 
 if TYPE_CHECKING:
     from routines.ledger import RunRow
     from routines.proposals import Proposal
+    from routines.query.runs import DayRuns, Quiet
     from routines.spec.paths import Paths
 
 __all__ = [
     "LIST_HEADERS",
     "Item",
     "document",
-    "elsewhere",
     "failure_json",
     "gather",
     "heading",
@@ -35,6 +35,7 @@ __all__ = [
     "list_cells",
     "menu_lines",
     "pending_text",
+    "quiet_line",
     "read_output",
     "render",
 ]
@@ -83,43 +84,12 @@ class Item:
         }
 
 
-@dataclass(frozen=True, slots=True)
-class Quiet:
-    """A routine's `nothing-to-do` runs of the day, folded into one line."""
-
-    routine: str
-    runs: int
-    last: str  # the newest one's reason (a gate's line, the model's summary)
-    last_at: str  # its start, ledger time text
-
-    def as_json(self) -> dict[str, Any]:
-        return {"routine": self.routine, "runs": self.runs, "last": self.last,
-                "last_at": self.last_at}  # fmt: skip
-
-    def line(self) -> str:
-        runs = "1 run" if self.runs == 1 else f"{self.runs} runs"
-        return f"{self.routine}: nothing to do ({runs}; last {self.last_at[11:16]} UTC" + (
-            f": {self.last})" if self.last else ")"
-        )
-
-
-def fold_quiet(
-    items: Sequence[Item], rows: Sequence[RunRow], on_day: Callable[[str], bool]
-) -> tuple[list[Item], list[Quiet]]:
-    """The outputs without those of nothing-to-do runs, and one `Quiet` per routine for its
-    nothing-to-do runs started on a wanted day (`on_day`), by name (pure)."""
-    kept = [i for i in items if i.outcome != Outcome.NOTHING_TO_DO]
-    by: dict[str, list[RunRow]] = {}
-    for r in rows:
-        if r.outcome == Outcome.NOTHING_TO_DO and r.started_at and on_day(r.started_at):
-            by.setdefault(r.routine, []).append(r)
-    quiet = []
-    for name in sorted(by):
-        runs = sorted(by[name], key=lambda r: r.started_at or "")
-        newest = runs[-1]
-        reason = (newest.detail or "").splitlines()[0][:120] if newest.detail else ""
-        quiet.append(Quiet(name, len(runs), reason, newest.started_at or ""))
-    return kept, quiet
+def quiet_line(q: Quiet) -> str:
+    """A routine's nothing-to-do runs as one line of the brief."""
+    runs = "1 run" if q.runs == 1 else f"{q.runs} runs"
+    return f"{q.routine}: nothing to do ({runs}; last {q.last_at[11:16]} UTC" + (
+        f": {q.last})" if q.last else ")"
+    )
 
 
 def read_output(path: Path) -> str:
@@ -145,37 +115,34 @@ def _title(path: Path) -> str:
     return ""
 
 
-def gather(p: Paths, days: list[date]) -> tuple[list[Item], list[RunRow], list[Quiet]]:
-    """The outputs of `days`, newest first, the runs of those days that failed, and their
-    nothing-to-do runs folded into a line per routine (their outputs are not shown)."""
+def gather(p: Paths, days: list[date]) -> tuple[list[Item], DayRuns]:
+    """The outputs of `days`, newest first, without those of nothing-to-do runs, and the
+    read model's runs of those days (routines.query.runs: what failed, the nothing-to-do
+    runs a line per routine, who waits for a person, on a fleet the outputs elsewhere)."""
     from contextlib import closing
     from zoneinfo import ZoneInfo
 
-    from routines.ledger import day_bounds
+    from routines.query.runs import day_runs
     from routines.schedule.tz import machine_timezone
     from routines.spec.outputs import output_files
     from routines.spec.registry import scan
     from supervisor.fleet.view import cli_ledger
     from supervisor.seen import load_seen
 
-    zone = ZoneInfo(machine_timezone())
-    wanted = set(days)
-    files = output_files(p.state_dir, wanted)
+    files = output_files(p.state_dir, set(days))
     on_login = {
         name: e.routine.output.open_on_login
         for name, e in scan(p).entries.items()
         if e.routine is not None
     }
-    # Outputs are named in their routine's zone: look a day either side in the ledger.
-    start = day_bounds(min(days), zone)[0] - timedelta(days=1)
-    end = day_bounds(max(days), zone)[1] + timedelta(days=1)
     with closing(cli_ledger(p)) as ledger:
-        rows = ledger.runs_between(start, end)
-    by_file = {r.output_file: r for r in rows if r.output_file}
+        runs = day_runs(ledger, days, ZoneInfo(machine_timezone()))
     seen = load_seen(p.state_dir)
     items = []
     for routine, path, day, mtime in files:
-        row = by_file.get(str(path))
+        row = runs.by_output.get(str(path))
+        if row is not None and row.outcome == Outcome.NOTHING_TO_DO:
+            continue  # folded into the routine's quiet line
         items.append(
             Item(
                 routine=routine,
@@ -192,40 +159,7 @@ def gather(p: Paths, days: list[date]) -> tuple[list[Item], list[RunRow], list[Q
             )
         )
     items.sort(key=lambda i: (i.mtime, i.key), reverse=True)
-
-    def on_day(started: str) -> bool:
-        at = datetime.fromisoformat(started.replace("Z", "+00:00"))
-        return at.astimezone(zone).date() in wanted
-
-    failed = [
-        r for r in rows if counts_as_strike(r.status) and r.started_at and on_day(r.started_at)
-    ]
-    kept, quiet = fold_quiet(items, rows, on_day)
-    return kept, failed, quiet
-
-
-def elsewhere(p: Paths, days: list[date]) -> dict[str, int]:
-    """On a fleet: how many outputs of `days` other machines made, per machine; {} alone."""
-    from zoneinfo import ZoneInfo
-
-    from routines.ledger import day_bounds
-    from routines.schedule.tz import machine_timezone
-    from supervisor.fleet.view import config_or_default
-
-    fleet = config_or_default(p).fleet
-    if fleet is None:
-        return {}
-    from routines.ledger.postgres import PgLedger
-
-    zone = ZoneInfo(machine_timezone())
-    start, end = day_bounds(min(days), zone)[0], day_bounds(max(days), zone)[1]
-    with PgLedger(fleet.database, fleet.machine) as ledger:
-        found = ledger.fleet_runs_between(start, end)
-    out: dict[str, int] = {}
-    for f in found:
-        if f.machine != fleet.machine and f.row.output_file:
-            out[f.machine] = out.get(f.machine, 0) + 1
-    return out
+    return items, runs
 
 
 def label(item: Item) -> str:
@@ -382,7 +316,7 @@ def render(
             # Outputs hold what a model wrote: its escape sequences show, they do not act.
             out.write(visible(read(item.path).rstrip()) + "\n")
     for q in quiet:  # nothing to report: one line per routine, whatever the count
-        out.write(color(f"· {one_line(q.line())}", "dim", c) + "\n")
+        out.write(color(f"· {one_line(quiet_line(q))}", "dim", c) + "\n")
     for r in failed:
         when = (r.started_at or "")[11:16]
         line = f"{r.routine} {r.status} (started {when} UTC): {(r.detail or '')[:200]}"

@@ -5,8 +5,9 @@ period's last seven days as a bar chart. Days are calendar days in this machine'
 Periods reaching past `[ledger].keep_runs_days` add the compacted days' sums: the figures
 are the same before and after a compaction (integer nanodollars on both sides).
 
-`report` reads the ledger; `cells` and `render` build the table and the chart from the
-Report alone (tests/supervisor/test_views.py). `show` is the command's flow, run by the CLI.
+`report` reads the read model's cost rows (routines.query.costs); `cells` and `render`
+build the table and the chart from the Report alone (tests/supervisor/test_views.py).
+`show` is the command's flow, run by the CLI.
 """
 
 from __future__ import annotations
@@ -15,7 +16,12 @@ import argparse
 import sys
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from routines.query.costs import CostRow
 
 __all__ = [
     "CHART_DAYS",
@@ -93,13 +99,12 @@ class Report:
     zone: str
     start: datetime
     end: datetime
-    routines: list[dict[str, Any]]  # ledger totals, biggest spender first, with "share"
+    routines: Sequence[CostRow]  # the read model's, biggest spender first, with its cap
     days: dict[date, float]  # the chart: the last CHART_DAYS days, oldest first
-    caps: dict[str, float | None]  # each routine's max_dollars_per_day
 
     @property
     def total(self) -> float:
-        return float(sum(r["dollars"] for r in self.routines))
+        return float(sum(r.dollars for r in self.routines))
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -108,20 +113,18 @@ class Report:
             "start": self.start.isoformat(),
             "end": self.end.isoformat(),
             "total_dollars": round(self.total, 6),
-            "routines": [
-                {**r, "dollars": round(r["dollars"], 6), "cap": self.caps.get(r["routine"])}
-                for r in self.routines
-            ],
+            "routines": [r.as_json() for r in self.routines],
             "days": [{"date": d.isoformat(), "dollars": round(v, 6)} for d, v in self.days.items()],
         }
 
 
 def report(period: str, now: datetime | None = None) -> Report:
-    """The figures for `period` (see `period_days`) from the ledger."""
+    """The figures for `period` (see `period_days`): the read model's cost rows."""
     from contextlib import closing
     from zoneinfo import ZoneInfo
 
     from routines.ledger import day_bounds
+    from routines.query.costs import cost_rows, spent_by_day
     from routines.schedule.tz import machine_timezone
     from routines.spec.paths import paths
     from routines.spec.registry import scan
@@ -136,17 +139,9 @@ def report(period: str, now: datetime | None = None) -> Report:
     start, end = day_bounds(first, zone)[0], day_bounds(last, zone)[1]
     chart = [last - timedelta(days=n) for n in range(CHART_DAYS - 1, -1, -1)]
     with closing(cli_ledger(p)) as ledger:
-        rows = ledger.totals(start, end)
-        days = ledger.dollars_by_day(chart, zone)
-    total = sum(r["dollars"] for r in rows)
-    for r in rows:
-        r["share"] = round(r["dollars"] / total, 4) if total > 0 else 0.0
-    caps = {
-        name: e.routine.budget.max_dollars_per_day
-        for name, e in scan(p).entries.items()
-        if e.routine is not None
-    }
-    return Report(period, zone_name, start, end, rows, days, caps)
+        rows = cost_rows(ledger, start, end, scan(p))
+        days = spent_by_day(ledger, chart, zone)
+    return Report(period, zone_name, start, end, rows, days)
 
 
 def show(period: str, as_json: bool) -> int:
@@ -169,19 +164,16 @@ def cells(rep: Report) -> tuple[list[str], list[list[str]]]:
 
     rows = []
     for r in rep.routines:
-        premium = r["input_tokens"] + r["output_tokens"]
-        local = r["local_input_tokens"] + r["local_output_tokens"]
         row = [
-            r["routine"],
-            str(r["runs"]),
-            tokens(premium),
-            tokens(local) if local else "—",
-            money(r["dollars"]),
-            f"{r['share'] * 100:.0f}%" if rep.total > 0 else "—",
+            r.routine,
+            str(r.runs),
+            tokens(r.premium_tokens),
+            tokens(r.local_tokens) if r.local_tokens else "—",
+            money(r.dollars),
+            f"{r.share * 100:.0f}%" if rep.total > 0 else "—",
         ]
         if rep.period == "today":
-            cap = rep.caps.get(r["routine"])
-            row.append(money(cap) if cap is not None else "—")
+            row.append(money(r.cap) if r.cap is not None else "—")
         rows.append(row)
     headers = ["ROUTINE", "RUNS", "TOKENS", "LOCAL", "DOLLARS", "SHARE"]
     if rep.period == "today":
@@ -202,10 +194,10 @@ def render(rep: Report, c: bool, unicode: bool, today: date) -> str:
         headers, rows = cells(rep)
         out.write("\n")
         table(headers, rows, out, right={1, 2, 3, 4, 5, 6})
-        spenders = [r for r in rep.routines if r["dollars"] > 0][:3]
+        spenders = [r for r in rep.routines if r.dollars > 0][:3]
         if spenders:
             top = ", ".join(
-                f"{r['routine']} {money(r['dollars'])} ({r['share'] * 100:.0f}%)" for r in spenders
+                f"{r.routine} {money(r.dollars)} ({r.share * 100:.0f}%)" for r in spenders
             )
             out.write(f"\ntop spenders: {top}\n")
     else:

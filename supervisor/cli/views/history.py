@@ -14,21 +14,23 @@ from typing import TYPE_CHECKING, Any
 from routines.runs import STRIKES, RunStatus, counts_as_strike
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from routines.ledger import RunRow
     from routines.ledger.rundays import DaySummary
     from routines.proposals import Proposal
+    from routines.query.runs import ThreadRun
     from routines.spec.paths import Paths
 
 __all__ = [
     "History",
-    "ThreadItem",
     "action_line",
     "cells",
     "gather",
-    "gather_thread",
     "headers",
     "json_values",
     "render",
+    "said",
     "show",
     "thread_json",
     "thread_lines",
@@ -55,29 +57,13 @@ class History:
 
 
 def gather(ledger: Any, name: str, limit: int) -> History:
-    """The newest `limit` lines of `name`'s history: whole runs first, then the compacted
-    days older than every run fill what the runs leave (the compaction line is a day
-    boundary), and the routine's proposed actions."""
-    from routines.ledger import Ledger
+    """The newest `limit` lines of `name`'s history (the read model's, routines.query.runs)
+    and the routine's proposed actions, from the same ledger (the fleet's on a fleet)."""
     from routines.proposals import for_routine
-    from routines.spec.paths import paths
+    from routines.query.runs import run_history
 
-    fleet_history = getattr(ledger, "fleet_history", None)
-    if fleet_history is None:
-        runs = ledger.history(name, limit)
-        machines, this = None, None
-        actions = for_routine(ledger, name, limit)
-    else:
-        found = fleet_history(name, limit)
-        runs, machines, this = [f.row for f in found], [f.machine for f in found], ledger.machine
-        # Proposed actions are kept in each machine's own ledger file (a fleet does not
-        # share them).
-        actions = []
-        if paths().ledger.exists():
-            with Ledger(paths().ledger) as local:
-                actions = for_routine(local, name, limit)
-    days = ledger.days(name, limit - len(runs)) if len(runs) < limit else []
-    return History(runs, machines, this, days, actions)
+    h = run_history(ledger, name, limit)
+    return History(h.runs, h.machines, h.this, h.days, for_routine(ledger, name, limit))
 
 
 def json_values(h: History) -> list[dict[str, Any]]:
@@ -235,7 +221,7 @@ def render(h: History, c: bool) -> str:
 
 
 def show(name: str, n: int, as_json: bool) -> int:
-    """`history NAME -n N [--json]`: gather, then print (the CLI's and the daemon's flow)."""
+    """`history NAME -n N [--json]`: gather, then print."""
     from contextlib import closing
 
     from routines.spec.paths import paths
@@ -258,42 +244,26 @@ def show(name: str, n: int, as_json: bool) -> int:
     return 0
 
 
-@dataclass(frozen=True, slots=True)
-class ThreadItem:
-    """A run of a conversation, how deep it is under the run that began it, and what the
-    person said to start it ("" for the first run)."""
-
-    row: RunRow
-    depth: int
-    said: str
-
-
-def gather_thread(rows: Sequence[RunRow], p: Paths) -> list[ThreadItem]:
-    """Each run of one conversation (`ledger.thread`, in order) with its depth and what the
-    person said (read from the run's conversation record)."""
+def said(p: Paths) -> Callable[[RunRow], str]:
+    """What the person wrote to start a reply, read from the run's conversation record."""
     from routines import conversation
 
-    depth: dict[str | None, int] = {}
-    items = []
-    for r in rows:
-        depth[r.run_id] = depth.get(r.parent_run_id, -1) + 1 if r.parent_run_id else 0
-        said = ""
-        if r.parent_run_id and r.run_id:
-            try:
-                record = conversation.load(p.routine_state(r.routine), r.run_id)
-            except conversation.ConversationInvalid:
-                record = None
-            texts = record.user_texts() if record else []
-            said = texts[-1] if texts else ""
-        items.append(ThreadItem(r, depth[r.run_id], said))
-    return items
+    def read(r: RunRow) -> str:
+        try:
+            record = conversation.load(p.routine_state(r.routine), r.run_id or "")
+        except conversation.ConversationInvalid:
+            record = None
+        texts = record.user_texts() if record else []
+        return texts[-1] if texts else ""
+
+    return read
 
 
-def thread_json(items: Sequence[ThreadItem]) -> list[dict[str, Any]]:
+def thread_json(items: Sequence[ThreadRun]) -> list[dict[str, Any]]:
     return [{**i.row.as_json(), "depth": i.depth, "reply_text": i.said} for i in items]
 
 
-def thread_lines(items: Sequence[ThreadItem]) -> list[str]:
+def thread_lines(items: Sequence[ThreadRun]) -> list[str]:
     """The run that began the conversation, then each reply under the run it answers."""
     from routines.safetext import one_line
 

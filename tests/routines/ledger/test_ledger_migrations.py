@@ -343,6 +343,8 @@ def test_v9_overrides_are_kept_unbound_and_bound_at_their_next_enable(tmp_path: 
     db.execute("ALTER TABLE routine_state DROP COLUMN file_identity")
     db.execute("ALTER TABLE runs DROP COLUMN tried_model")  # schema 11's, also after 9
     db.execute("DROP TABLE ledger_migrations")  # schema 9 had numbers, not named steps
+    db.execute("DROP TABLE conversations")  # a step of the named era, after 9
+    db.execute("DROP INDEX proposals_run")
     db.execute(
         "INSERT INTO routine_state (routine, enabled_override, file_enabled_seen) "
         "VALUES ('brief', 1, 0)"

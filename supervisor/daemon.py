@@ -52,7 +52,7 @@ from supervisor.engine import (
 from supervisor.engine.clock import Clock, clock_from
 from supervisor.engine.filewatch import FileWatch
 from supervisor.engine.finish import Finished, Notification, remove_leftovers
-from supervisor.engine.forkserver import ForkServer, forkserver_for, keep_forkserver
+from supervisor.engine.forkserver import ForkServer, forkserver_for, keep_forkserver, needs_sdk
 from supervisor.engine.health import Ground, Health
 from supervisor.engine.owner import (
     ROOT_REFUSAL,
@@ -608,7 +608,9 @@ class Daemon:
         if active:
             self._last_use = now
         nxt = self.scheduler.next_wake()
-        keep_forkserver(self.forks, active, nxt, now, worker_env(), self._last_use)
+        kinds = (e.routine.kind for e in self.registry.entries.values() if e.routine is not None)
+        sdk = needs_sdk(kinds)
+        keep_forkserver(self.forks, active, nxt, now, worker_env(), self._last_use, sdk)
 
     def _update_status(self) -> None:
         self._keep_forks(len(self.pool.running) + len(self.pool.queue))

@@ -37,7 +37,8 @@ def vinos_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     monkeypatch.delenv("VINOS_ROUTINE_DEBUG", raising=False)
-    # A daemon's forkserver costs ~2 s of CPU to start (it imports the SDK): off for the
+    # A daemon's forkserver costs ~2 s of CPU to start when it imports the SDKs (a daemon with
+    # an agent routine; ~0.25 s for one with commands only): off for the
     # in-process daemons and CLI runs of most tests, through the one debug setting
     # (supervisor/timings.py). daemonkit's DaemonProcess, a real daemon, turns it on.
     monkeypatch.setenv("VINOS_DEBUG_TIMINGS", '{"forkserver": false}')

@@ -40,7 +40,7 @@ import threading
 import time
 from typing import Any, NoReturn
 
-__all__ = ["PRELOAD", "main", "serve"]
+__all__ = ["COMMAND_PRELOAD", "PRELOAD", "main", "serve"]
 
 # What a run imports (the Anthropic, Ollama and OpenAI-compatible routes, shell tools, a
 # command routine, the process set-up); each once, here, before any fork. An import that
@@ -67,13 +67,30 @@ PRELOAD = (
     "worker.shellpolicy",
     "worker.tools",
 )
+# What only an agent run imports: left out with `--commands`, the daemon's choice while every
+# routine it has is a command (supervisor/engine/forkserver.py's needs_sdk). A command run
+# imports none of it, and it is ~1.5 of the preload's ~1.8 s of CPU
+# (tests/supervisor/test_forkserver.py::test_a_commands_forkserver_is_replaced_for_the_sdk).
+AGENT_ONLY = frozenset(
+    {
+        "anthropic",
+        "openai",
+        "worker.agent",
+        "worker.providers.anthropic",
+        "worker.providers.ollama",
+        "worker.providers.openai",
+        "worker.tools",
+    }
+)
+COMMAND_PRELOAD = tuple(name for name in PRELOAD if name not in AGENT_ONLY)
+MODES = {(): PRELOAD, ("--commands",): COMMAND_PRELOAD, ("--bare",): ()}
 MAX_REQUEST = 1 << 20
 EXIT_CRASH = 70
 
 
 def main(argv: list[str]) -> int:
-    if not argv or not argv[-1].isdigit() or argv[:-1] not in ([], ["--bare"]):
-        print("usage: python -m worker.forkserver [--bare] FD", file=sys.stderr)
+    if not argv or not argv[-1].isdigit() or tuple(argv[:-1]) not in MODES:
+        print("usage: python -m worker.forkserver [--commands | --bare] FD", file=sys.stderr)
         return 2
     ctl = socket.socket(fileno=int(argv[-1]))
     # An inherited socketpair: the peer is the daemon that started us, same uid. Checked all
@@ -90,8 +107,9 @@ def main(argv: list[str]) -> int:
     # (test_forkserver.py::test_a_forked_worker_starts_in_the_state_of_a_spawned_one).
     process.no_dumping()
     process.set_title_text("vinos-routine forkserver")
-    # --bare: nothing preloaded (tests of stand-in workers, which need none of the SDK).
-    return serve(ctl, () if argv[:-1] else PRELOAD)
+    # --commands: what a command run imports, no SDK; --bare: nothing preloaded (tests of
+    # stand-in workers, which need none of the SDK).
+    return serve(ctl, MODES[tuple(argv[:-1])])
 
 
 def _pristine() -> tuple[dict[int, Any], set[int]]:

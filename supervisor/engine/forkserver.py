@@ -20,6 +20,10 @@ typed `run` with the daemon up starts as a scheduled one does (the first thing a
 after starting the daemon is try a routine); past it, an idle daemon is as small as before,
 and a typed run starts the forkserver and waits for it (`spawn` waits for one starting)
 rather than paying a second cold start beside it.
+
+What it preloads (`needs_sdk`, pure): while every routine the daemon has is a command, only what
+a command run imports (`--commands`: no SDK, ~0.25 s of CPU to start rather than ~2 s); the
+first agent routine (a reload) restarts it with the SDKs, before its first run.
 """
 
 from __future__ import annotations
@@ -35,9 +39,12 @@ import signal
 import socket
 import sys
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
+
+from routines.spec.routine import Kind
 
 __all__ = [
     "FORK_AHEAD_SEC",
@@ -47,6 +54,7 @@ __all__ = [
     "ForkUnavailable",
     "ForkedProcess",
     "forkserver_env",
+    "needs_sdk",
     "wanted",
 ]
 
@@ -103,6 +111,12 @@ def wanted(
     return next_due is not None and (next_due - now).total_seconds() <= ahead
 
 
+def needs_sdk(kinds: Iterable[Kind]) -> bool:
+    """Whether the forkserver preloads the SDKs: when any of the daemon's routines is not a
+    command (an agent run, or a reply to one, imports them; a command run never does)."""
+    return any(kind is not Kind.COMMAND for kind in kinds)
+
+
 def forkserver_for(worker_argv: list[str] | None, enabled: bool = True) -> ForkServer | None:
     """The daemon's forkserver: for real workers (`worker_argv` None; a stand-in worker in
     tests is spawned), unless `enabled` is False (Timings.forkserver, from VINOS_DEBUG_TIMINGS:
@@ -120,11 +134,12 @@ def keep_forkserver(
     now: datetime,
     env: dict[str, str],
     last_use: datetime | None = None,
+    sdk: bool = True,
 ) -> None:
     """The daemon's hook, once a tick and when a run is asked for (`active`: runs running or
     queued; `env`: the workers' environment, supervisor/engine/spawn.py's worker_env; `last_use`:
-    when the daemon started, was asked to run or saw a run end): up while `wanted`, closed
-    when not."""
+    when the daemon started, was asked to run or saw a run end; `sdk`: `needs_sdk` of its
+    routines): up while `wanted`, closed when not."""
     want = wanted(
         active=active,
         next_due=next_due,
@@ -133,7 +148,7 @@ def keep_forkserver(
         last_use=last_use,
         keep=KEEP_WARM_SEC,
     )
-    forks.keep(want, env)
+    forks.keep(want, env, sdk)
 
 
 def _rlimits() -> list[list[int]]:
@@ -205,6 +220,7 @@ class ForkServer:
         self.argv = argv or [sys.executable, "-P", "-m", "worker.forkserver"]
         self.state = ForkState.DOWN
         self.why = "not started: no run was due"
+        self.sdk = False  # whether the current one preloads the SDKs (`--commands` when not)
         self._conn: _Conn | None = None  # the current one, once it has started
         self._tasks: set[asyncio.Task[None]] = set()
         self._lock = asyncio.Lock()  # requests one at a time: replies come in order
@@ -218,14 +234,20 @@ class ForkServer:
     def children(self) -> int:
         return len(self._conn.exits) if self._conn is not None else 0
 
-    def keep(self, want: bool, env: dict[str, str]) -> None:
+    def keep(self, want: bool, env: dict[str, str], sdk: bool = True) -> None:
         """Start it when wanted and down; close it when not wanted and none of its workers
-        is alive (the daemon's tick calls this)."""
+        is alive (the daemon's tick calls this). `sdk`: preload the SDKs; one started without
+        them is replaced when they are wanted (its workers end as they would: closing only
+        stops new forks)."""
+        if want and sdk and not self.sdk and self.state in (ForkState.STARTING, ForkState.UP):
+            log.info("forkserver restarting (pid %d): a routine needs the SDK", self.pid or 0)
+            self._close("restarting: a routine needs the SDK")
         if want and self.state in (ForkState.DOWN, ForkState.FAILED):
+            self.sdk = sdk
             self.state = ForkState.STARTING
             self.why = "starting: importing the worker's modules"
             self._settled = asyncio.Event()
-            task = asyncio.ensure_future(self._serve(env))
+            task = asyncio.ensure_future(self._serve(env, sdk))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
         elif not want and self.state is ForkState.UP and not self.children:
@@ -266,11 +288,12 @@ class ForkServer:
             log.warning("forkserver %s", self.why)
             self._settle()
 
-    async def _serve(self, env: dict[str, str]) -> None:
+    async def _serve(self, env: dict[str, str], sdk: bool) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             proc = await asyncio.create_subprocess_exec(
                 *self.argv,
+                *([] if sdk else ["--commands"]),
                 str(theirs.fileno()),
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.DEVNULL,
@@ -296,7 +319,7 @@ class ForkServer:
             if conn is self._conn and self.state is ForkState.STARTING:
                 self.state = ForkState.UP
                 self.why = "up"
-                log.info("forkserver up (pid %d)", proc.pid)
+                log.info("forkserver up (pid %d%s)", proc.pid, "" if sdk else ", for commands")
                 self._settle()
             while data := await loop.sock_recv(ours, 65536):
                 conn.dispatch(json.loads(data))

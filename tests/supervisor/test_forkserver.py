@@ -25,11 +25,13 @@ from typing import Any
 import psutil
 import pytest
 
+from routines.spec.routine import Kind
 from supervisor.engine.forkserver import (
     KEEP_WARM_SEC,
     ForkServer,
     ForkState,
     forkserver_env,
+    needs_sdk,
     wanted,
 )
 from supervisor.engine.runlog import RunLog
@@ -65,6 +67,21 @@ def test_the_forkserver_is_wanted_while_a_run_is_due_soon_or_active_or_lately_us
         is up
     )
     assert KEEP_WARM_SEC == 1800
+
+
+@pytest.mark.parametrize(
+    ("kinds", "sdk"),
+    [
+        ((), False),  # no routine yet: nothing would use the SDKs
+        ((Kind.COMMAND, Kind.COMMAND), False),  # command runs import none of them
+        ((Kind.COMMAND, Kind.AGENT), True),  # one agent routine: its runs are forked warm
+        ((Kind.AGENT,), True),
+    ],
+)
+def test_the_sdk_is_preloaded_only_for_a_daemon_with_an_agent_routine(
+    kinds: tuple[Kind, ...], sdk: bool
+) -> None:
+    assert needs_sdk(kinds) is sdk
 
 
 def test_the_forkservers_own_environment_keeps_no_key() -> None:
@@ -176,6 +193,47 @@ def test_the_real_preload_leaves_no_thread_or_descriptor_and_keeps_no_key() -> N
     assert state is ForkState.UP
     assert child["has_anthropic"]  # the SDK came with the fork: the point of it
     assert child["fds"] == [0, 1, 2] and child["threads"] == 1
+
+
+async def _up(forks: ForkServer) -> ForkState:
+    for _ in range(1200):
+        if forks.state is not ForkState.STARTING:
+            break
+        await asyncio.sleep(0.05)
+    return forks.state
+
+
+def test_a_commands_forkserver_is_replaced_for_the_sdk() -> None:
+    """A daemon with command routines only preloads no SDK (a command run imports none); the
+    first agent routine replaces its forkserver with one that does, and a run forked after
+    has the SDK in it. The light preload, too, leaves no thread or descriptor (UP)."""
+
+    async def fork_state(forks: ForkServer) -> dict[str, Any]:
+        proc = await forks.spawn([sys.executable, STATE], worker_env())
+        assert proc.stdin is not None
+        proc.stdin.close()
+        return await _read_state(proc)
+
+    async def go() -> tuple[dict[str, Any], dict[str, Any], int | None, int | None]:
+        forks = ForkServer()
+        try:
+            forks.keep(True, worker_env(), sdk=False)
+            assert await _up(forks) is ForkState.UP, forks.why
+            light, light_pid = await fork_state(forks), forks.pid
+            forks.keep(True, worker_env(), sdk=False)  # still commands only: kept as it is
+            assert forks.pid == light_pid
+            forks.keep(True, worker_env(), sdk=True)
+            assert forks.pid != light_pid  # replaced at once, not once the first is idle
+            assert await _up(forks) is ForkState.UP, forks.why
+            return light, await fork_state(forks), light_pid, forks.pid
+        finally:
+            await forks.close()
+
+    light, full, light_pid, full_pid = asyncio.run(go())
+    assert not light["has_anthropic"]
+    assert light["fds"] == [0, 1, 2] and light["threads"] == 1
+    assert full["has_anthropic"]
+    assert light_pid != full_pid
 
 
 def test_the_forkserver_refuses_a_control_socket_whose_peer_is_not_its_parent() -> None:
@@ -320,6 +378,7 @@ def test_a_daemon_forks_a_run_while_one_is_due_and_still_never_loads_the_sdk(
         while "forkserver up" not in d.log() and time.monotonic() < deadline:
             time.sleep(0.1)
         assert "forkserver up" in d.log(), d.log()
+        assert ", for commands)" not in d.log()  # an agent routine: the SDKs preloaded
         fin = d.request("run", {"name": "looker"})
         assert fin["status"] == "ok", fin
         assert len(claude.messages) == 1
@@ -344,7 +403,8 @@ def test_a_typed_run_with_the_daemon_up_and_nothing_due_is_forked(
     tmp_path: Path, not_root: None
 ) -> None:
     """The daemon's start counts as a use: its forkserver comes up with nothing due, so the
-    run a person types next starts as a scheduled one does (forked), not from a cold spawn."""
+    run a person types next starts as a scheduled one does (forked), not from a cold spawn.
+    Its routines are commands only: the forkserver preloads no SDK (`--commands`)."""
     from tests.supervisor.daemonkit import DaemonProcess, command_routine, write_routine
 
     # Due at 06:00 only, once a year: nothing is due within FORK_AHEAD_SEC of the test.
@@ -354,6 +414,7 @@ def test_a_typed_run_with_the_daemon_up_and_nothing_due_is_forked(
     while "forkserver up" not in d.log() and time.monotonic() < deadline:
         time.sleep(0.1)
     assert "forkserver up" in d.log(), d.log()
+    assert ", for commands)" in d.log()
     fin = d.request("run", {"name": "hello"})
     assert fin["status"] == "ok", fin
     assert f"{fin['run_id']}: worker pid" in d.log() and "forked by the forkserver" in d.log()

@@ -11,7 +11,16 @@ from pathlib import Path
 import pytest
 
 from tests.fakes import FakeAnthropic, FakeOllama
+from tests.packaging.archpkg import once_per_run
+from tests.worker.forked import close_forkservers
 from tests.worker.worker_harness import API_KEY, worker_env
+
+
+@pytest.fixture(scope="session", autouse=True)
+def forkserver() -> Iterator[None]:
+    """The test process's forkserver (tests/worker/forked.py), ended and reaped at its end."""
+    yield
+    close_forkservers()
 
 
 @pytest.fixture
@@ -47,7 +56,7 @@ def marker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     return mark
 
 
-# --- MCP servers from npm, installed once per test session into a tmp prefix ---
+# --- MCP servers from npm, installed once a test run into a tmp prefix ---
 
 # Pinned: the tests assert these servers' own tool names and texts, which a new release may
 # change; raise the versions together with those assertions.
@@ -96,16 +105,24 @@ def npm_install(package: str, prefix: Path, cache: Path) -> Path:
     return prefix / "node_modules" / ".bin"
 
 
+# Once a run, not once a pytest-xdist worker (each install took ~9 s of a test's setup, up to
+# four times): the prefix is only read after.
 @pytest.fixture(scope="session")
 def fs_server(tmp_path_factory: pytest.TempPathFactory, npm_cache: Path) -> Path:
-    """@modelcontextprotocol/server-filesystem, npm-installed into a prefix of the session."""
-    prefix = tmp_path_factory.mktemp("npm-prefix")
-    return npm_install(FS_PACKAGE, prefix, npm_cache) / "mcp-server-filesystem"
+    """@modelcontextprotocol/server-filesystem, npm-installed into a prefix of the run."""
+    prefix = once_per_run(
+        tmp_path_factory, "npm-prefix", lambda into: npm_install(FS_PACKAGE, into, npm_cache)
+    )
+    return prefix / "node_modules/.bin/mcp-server-filesystem"
 
 
 @pytest.fixture(scope="session")
 def everything_server(tmp_path_factory: pytest.TempPathFactory, npm_cache: Path) -> Path:
     """@modelcontextprotocol/server-everything (the MCP reference servers' test server:
     images, resources, annotations, progress, sampling), npm-installed likewise."""
-    prefix = tmp_path_factory.mktemp("npm-prefix-everything")
-    return npm_install(EVERYTHING_PACKAGE, prefix, npm_cache) / "mcp-server-everything"
+    prefix = once_per_run(
+        tmp_path_factory,
+        "npm-prefix-everything",
+        lambda into: npm_install(EVERYTHING_PACKAGE, into, npm_cache),
+    )
+    return prefix / "node_modules/.bin/mcp-server-everything"

@@ -15,6 +15,7 @@ from typing import Any
 
 from ipc import Event, Hello, Job, LineReader, Message, Result, Usage, encode
 from routines.runs import Trigger
+from tests.worker.forked import run_forked
 
 REPO = Path(__file__).resolve().parents[2]
 STARTED = "2026-07-25T06:00:00-04:00"
@@ -195,14 +196,14 @@ def run_worker(
     if stdin is None:
         assert job is not None
         stdin = encode(Hello()) + encode(job)
-    proc = spawn(env)
-    out, err = proc.communicate(stdin, timeout=timeout)
+    # Forked, as the daemon's runs are: the SDKs imported once a test process, not each run.
+    code, out, err = run_forked(stdin, env if env is not None else worker_env(), REPO, timeout)
     reader = LineReader(io.BytesIO(out))
     messages: list[Message] = []
     while (m := reader.read()) is not None:
         messages.append(m)
     assert messages and isinstance(messages[0], Hello), f"no hello first: {messages[:1]}"
-    return WorkerRun(proc.returncode, messages[1:], err.decode(errors="replace"), job)
+    return WorkerRun(code, messages[1:], err.decode(errors="replace"), job)
 
 
 # --- MCP servers as a routine's tools (tests/worker/test_worker_mcp*.py) ---

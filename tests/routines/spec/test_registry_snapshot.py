@@ -3,8 +3,10 @@ scan without a previous registry takes an unchanged file's parse from it, and pa
 file that changed (also with its old mtime put back), that is new, or that is not settled yet;
 a removed file goes; a corrupt, foreign, linked or exposed snapshot is not used.
 
-Files must be older than RACY_NS for their parse to be kept, so these tests wait that long (no
-fake clock: the ctime is the kernel's)."""
+Files must be older than RACY_NS for their parse to be kept. The files and their ctimes are the
+kernel's; the scan's "now" (registry's `time`) is stepped past the window by `settle` rather
+than waited for: RACY_NS is 2 s, and sixteen waits made this module ~37 s of a test worker's
+time."""
 
 from __future__ import annotations
 
@@ -18,13 +20,40 @@ import msgspec
 import pytest
 
 from routines.schedule.tz import machine_timezone
-from routines.spec import snapshot
+from routines.spec import registry, snapshot
 from routines.spec.paths import Paths, paths
 from routines.spec.registry import Registry, scan
 from routines.store import write_atomic
 from tests.helpers import COMMAND, write
 
-pytestmark = pytest.mark.slow  # each waits RACY_NS (2 s) for its files to settle, once or twice
+MARGIN_NS = 50_000_000  # past a ctime's coarse clock tick (a few ms), both ways
+
+
+class SteppedClock:
+    """The scan's clock: the real one until `settle`, then held RACY_NS past that moment."""
+
+    def __init__(self) -> None:
+        self.held: int | None = None
+
+    def time_ns(self) -> int:
+        return time.time_ns() if self.held is None else self.held
+
+    def settle(self) -> None:
+        # Every file written so far has a ctime at most `before` (the kernel's coarse clock
+        # lags the fine one, never leads it); one written after we return, at least
+        # before + MARGIN_NS. Held between the two, each is settled or not as after a real wait.
+        before = time.time_ns()
+        time.sleep(2 * MARGIN_NS / 1e9)
+        self.held = before + MARGIN_NS + snapshot.RACY_NS
+
+
+CLOCK = SteppedClock()
+
+
+@pytest.fixture(autouse=True)
+def scan_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    CLOCK.held = None
+    monkeypatch.setattr(registry, "time", CLOCK)
 
 
 @pytest.fixture
@@ -33,8 +62,9 @@ def p(vinos_env: Path) -> Paths:
 
 
 def settle() -> None:
-    """Wait until every file written so far is older than RACY_NS."""
-    time.sleep(snapshot.RACY_NS / 1e9 + 0.05)
+    """Every file written so far is older than RACY_NS for the scans that follow; every file
+    written after is not."""
+    CLOCK.settle()
 
 
 def described(description: str) -> str:

@@ -11,6 +11,7 @@ import pytest
 
 from sandbox import overlay
 from tests.sandbox.sandbox_testkit import Box, make_box
+from tests.worker.forked import forkserver_pid
 
 
 @pytest.fixture
@@ -23,11 +24,13 @@ def box(tmp_path: Path, not_root: None) -> Box:
 def no_leftovers() -> Iterator[None]:
     """After the test, no child process of ours is left (the sandbox ended everything) but
     the overlay maker, one per process from its first overlaid call on, which holds nothing
-    of a call once it has answered (sandbox/overlayholder.py); its children are counted."""
+    of a call once it has answered (sandbox/overlayholder.py), and the worker tests'
+    forkserver (tests/worker/forked.py) when a worker test ran first in this process; their
+    children are counted."""
     yield
     maker = overlay._maker.proc
-    kept = maker.pid if maker is not None and maker.poll() is None else None
-    left = [p for p in psutil.Process().children(recursive=True) if p.pid != kept]
+    kept = {maker.pid if maker is not None and maker.poll() is None else None, forkserver_pid()}
+    left = [p for p in psutil.Process().children(recursive=True) if p.pid not in kept]
     assert not left, f"processes left behind: {[p.cmdline() for p in left]}"
 
 

@@ -26,7 +26,7 @@ from typing import Any
 
 from supervisor.engine.forkserver import forkserver_env
 
-__all__ = ["close_forkservers", "run_forked"]
+__all__ = ["close_forkservers", "forkserver_pid", "run_forked"]
 
 READY_SEC = 120.0  # a bound on the preload (~2 s quiet), never a speed assertion
 _RLIMITS = [getattr(resource, n) for n in dir(resource) if n.startswith("RLIMIT_")]
@@ -94,6 +94,13 @@ def _server(env: dict[str, str], cwd: Path) -> _ForkServer:
     if server is None or server.proc.poll() is not None:
         server = _SERVERS[os.getpid()] = _ForkServer(env, cwd)
     return server
+
+
+def forkserver_pid() -> int | None:
+    """This test process's forkserver while it runs: kept between tests, as the overlay
+    maker is (tests/sandbox/conftest.py no_leftovers counts its workers, not it)."""
+    server = _SERVERS.get(os.getpid())
+    return server.proc.pid if server is not None and server.proc.poll() is None else None
 
 
 def close_forkservers() -> None:

@@ -149,9 +149,13 @@ class Pages:
     def home(self, request: Request) -> Response:
         status, problem = self.daemon_status()
         with self.ledger() as db:
+            # The pulse first, then what the page shows: the page's script starts from it, so
+            # a change after it (a run that starts as the page renders) refreshes the page,
+            # never becomes its baseline (tests/dashboard/test_dashboard_pulse.py).
+            at = views.pulse(db)
             data = views.overview(scan(self.paths), db, status, problem, self.now())
         template = "_live.html" if request.query_params.get("partial") else "overview.html"
-        return self.page(request, template, o=data)
+        return self.page(request, template, o=data, at=at)
 
     def pulse(self, request: Request) -> Response:
         run_id = request.query_params.get("run", "")
@@ -182,11 +186,12 @@ class Pages:
         data = None
         if RUN_ID.match(run_id):
             with self.ledger() as db:
+                at = views.run_pulse(self.paths, db, run_id)  # first, as on the overview
                 data = views.run_page(self.paths, db, run_id)
         if data is None:
             return self.missing(request, f"run {run_id!r}")
         template = "_run.html" if request.query_params.get("partial") else "run.html"
-        return self.page(request, template, r=data)
+        return self.page(request, template, r=data, at=at)
 
     def cost(self, request: Request) -> Response:
         with self.ledger() as db:

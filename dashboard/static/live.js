@@ -7,7 +7,9 @@
   if (!live) return;
   const pulseUrl = live.dataset.pulse;
   const partialUrl = live.dataset.partial;
-  let last = null;
+  // The pulse the page was drawn at: a change since (a run that started as it rendered)
+  // refreshes it at the first tick instead of becoming the baseline.
+  let last = live.dataset.at || null;
   async function tick() {
     try {
       const r = await fetch(pulseUrl, { credentials: "same-origin", cache: "no-store" });

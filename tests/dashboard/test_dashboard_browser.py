@@ -97,6 +97,9 @@ def test_a_person_enables_runs_and_reads_a_routine(tmp_path: Path, not_root: Non
             gated("hello", "printf '# Hello\\n\\nAll *good*: 3 new mails.\\n'"),
             schedule='cron = "0 3 * * *"',
             enabled=False,
+            # Longer than every wait below: under load the page may show "running" late, and a
+            # run that timed out meanwhile could never show it (a failure at load 8 was that).
+            timeout=600,
         ).replace("[routine]\n", '[routine]\ndescription = "Says hello when asked"\n'),
     )
     write_routine("spender", SPENDER)

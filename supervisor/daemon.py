@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import signal
@@ -644,7 +645,16 @@ def _publish_status(line: str) -> None:
 
 def _notify_desktop(note: Notification) -> None:
     loop = asyncio.get_running_loop()
-    loop.run_in_executor(None, notify.send, note.title, note.body, note.urgency)
+    if not note.opens_dashboard:
+        loop.run_in_executor(None, notify.send, note.title, note.body, note.urgency)
+        return
+    from supervisor.engine.spawn import worker_env
+
+    # Its "Open the dashboard" runs `vinos-routine dashboard`, which opens the one running
+    # (when it is this user's) or starts it: the person answers there, in its session.
+    opener = [sys.executable, "-P", "-m", "supervisor", "dashboard"]
+    send = functools.partial(notify.send, on_open=opener, open_env=worker_env())
+    loop.run_in_executor(None, send, note.title, note.body, note.urgency)
 
 
 def compose(

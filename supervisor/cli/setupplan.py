@@ -131,6 +131,9 @@ class Facts:
     run_limits: tuple[bool, str] = (False, "")
     # sandbox/overlay.py quota_in_force: whether the kernel keeps max_workspace_mb, and how
     disk_quota: tuple[bool, str] = (False, "")
+    # supervisor/engine/notify.py actions_in_force: whether a "needs you" notification has its
+    # "Open the dashboard" action here, and why
+    notify_actions: tuple[bool, str] = (False, "")
 
 
 @dataclass(frozen=True)
@@ -271,6 +274,9 @@ def _checks(f: Facts) -> list[Item]:
     kernel, how = f.disk_quota
     if how:  # likewise: a note where it is polled
         out.append(Item("disk quota", State.OK if kernel else State.NOTE, how))
+    takes, how = f.notify_actions
+    if how and "notify-send" not in f.missing:  # a missing notify-send has its own line
+        out.append(Item("notification actions", State.OK if takes else State.NOTE, how))
     for tool, (cost, debian, arch) in COSTS.items():
         problem = f.missing.get(tool)
         if problem is None:

@@ -78,6 +78,8 @@ class Notification:
     # happened, nothing of the request; None: the desktop only.
     phone: str | None = None
     phone_kind: str = "waiting"  # "waiting" (needs you) or "expired"
+    # The desktop notification's "Open the dashboard" action (a request waits for an answer)
+    opens_dashboard: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,7 +252,8 @@ def proposal_notifications(
     body = f"vinos-routine pending\nvinos-routine approve {first}   ·   vinos-routine deny {first}"
     if paused:
         title = f"{routine.name} needs you"
-        return [Notification(title, "the run is paused\n" + body, "normal", phone=title)]
+        paused_note = "the run is paused\n" + body
+        return [Notification(title, paused_note, "normal", phone=title, opens_dashboard=True)]
     if routine.auto_approve:
         body = "auto_approve: it runs now if the routine's signature verifies\n" + body
     return [Notification(f"{routine.name} proposes {what}", body, "normal")]

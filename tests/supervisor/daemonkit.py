@@ -292,16 +292,22 @@ def hold(name: str) -> None:
     (paths().workspace(name) / "go").unlink(missing_ok=True)
 
 
-def fake_notify_send(tmp: Path) -> tuple[Path, Path]:
+def fake_notify_send(tmp: Path, *, choose: str | None = None) -> tuple[Path, Path]:
     """A real `notify-send` stand-in (a shell script, first on PATH) that appends its argv to
-    a file, one argument a line and `<end>` after each call. Returns (bin dir, record file)."""
+    a file, one argument a line and `<end>` after each call. Returns (bin dir, record file).
+    `choose`: it takes actions (its --help says --action, as libnotify >= 0.7.10's does) and,
+    with --wait, prints that action as if the person clicked it; else it takes none."""
     bin_dir = tmp / "bin"
     bin_dir.mkdir(exist_ok=True)
     record = tmp / "notify-send.calls"
     script = bin_dir / "notify-send"
+    helps = "  -A, --action=[NAME=]Text...  Specifies the actions to display" if choose else ""
+    chosen = f'case " $* " in *" --wait "*) echo {choose};; esac\n' if choose else ""
     script.write_text(
-        f'#!/bin/sh\nfor a in "$@"; do printf \'%s\\n\' "$a"; done >> {record}\n'
-        f"echo '<end>' >> {record}\n"
+        f'#!/bin/sh\nif [ "$1" = --help ]; then echo "Usage: notify-send"; echo "{helps}"; '
+        "exit 0; fi\n"
+        f'for a in "$@"; do printf \'%s\\n\' "$a"; done >> {record}\n'
+        f"echo '<end>' >> {record}\n{chosen}"
     )
     script.chmod(0o755)
     return bin_dir, record

@@ -95,7 +95,9 @@ def test_ask_pauses_at_an_action_and_resumes_on_approve_with_the_real_output(
         seen.append(last_tool_message(req))
         return O.text("# Sent the reply")
 
-    bin_dir, record = fake_notify_send(tmp_path)
+    # A notify-send that takes actions; the person dismisses the notification (a click on
+    # "Open the dashboard" would start one: tests/supervisor/test_notify_actions.py).
+    bin_dir, record = fake_notify_send(tmp_path, choose="dismissed")
     with FakeOllama([propose(), after_approval]) as ollama:
         write_routine("drafter", routine())  # no permissions key: "ask" is the default
         env = {"OLLAMA_HOST": ollama.url, "PATH": f"{bin_dir}:/usr/bin:/bin"}
@@ -113,6 +115,7 @@ def test_ask_pauses_at_an_action_and_resumes_on_approve_with_the_real_output(
             what="the pause's notification",
         )
         assert "Hi Bob" not in "\n".join(note)
+        assert "--action=open=Open the dashboard" in note and "--wait" in note, note
         shown = d.cli("pending")
         assert f"needs you: run {paused} is paused" in shown.stdout, shown
         # waybar and list count it (the daemon answers both from the same rows).

@@ -248,3 +248,19 @@ def test_doctor_says_how_the_disk_quota_is_kept() -> None:
     kept = "kept by the kernel: max_workspace_mb holds every shell call …"
     [ok] = [i for i in plan(facts(("/p",), disk_quota=(True, kept))) if i.what == "disk quota"]
     assert (ok.state, ok.detail) == (State.OK, kept)
+
+
+def test_doctor_says_whether_a_notification_can_open_the_dashboard() -> None:
+    """A note where notify-send takes no action (a plain notification), ok where it does
+    (supervisor/engine/notify.py actions_in_force); nothing where notify-send is missing,
+    whose own line says what that costs."""
+
+    def line(f: Facts) -> list[tuple[State, str]]:
+        return [(i.state, i.detail) for i in plan(f) if i.what == "notification actions"]
+
+    plain = "/usr/bin/notify-send has no --action (libnotify < 0.7.10): a plain notification"
+    assert line(facts(("/p",), notify_actions=(False, plain))) == [(State.NOTE, plain)]
+    takes = 'a "needs you" notification has "Open the dashboard" …'
+    assert line(facts(("/p",), notify_actions=(True, takes))) == [(State.OK, takes)]
+    gone = facts(("/p",), notify_actions=(False, plain), missing={"notify-send": "not on PATH"})
+    assert line(gone) == []

@@ -211,6 +211,7 @@ def gather(env: dict[str, str]) -> Any:
     from supervisor.cli.distro import family, os_release
     from supervisor.cli.setupplan import SHELL_ONLY, Facts
     from supervisor.cli.userunits import DAEMON_UNITS, DASHBOARD_UNITS, packaged, unit_dirs
+    from supervisor.engine import notify
 
     home = Path(env.get("HOME") or os.path.expanduser("~"))
     p = paths()
@@ -285,6 +286,7 @@ def gather(env: dict[str, str]) -> Any:
         unreachable=unreachable,
         run_limits=in_force(p),
         disk_quota=quota_in_force(),
+        notify_actions=notify.actions_in_force(),
     )
 
 

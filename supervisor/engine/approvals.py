@@ -154,35 +154,28 @@ def start_auto(routine: Routine, ids: tuple[int, ...]) -> None:
     checks the signature itself and leaves the proposal waiting when it does not verify."""
     if not routine.auto_approve or not ids:
         return
-    from supervisor.engine.spawn import worker_env
-
     for pid in ids:
         try:
-            proc = subprocess.Popen(
-                action_argv(pid, auto=True),
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                start_new_session=True,
-                close_fds=True,
-                env=worker_env(),
-            )
+            _start_runner(action_argv(pid, auto=True), None)
         except OSError as exc:
             log.warning("%s: proposal %d: could not start the action: %s", routine.name, pid, exc)
-            continue
-        # Reaped off the event loop: it may run for the action's whole timeout.
-        threading.Thread(target=proc.wait, daemon=True).start()
 
 
 def start_approved(proposal_id: int, shown: str, then: Callable[[], None]) -> None:
     """The dashboard's Approve: run the proposal's action (worker.actioncmd, `--dashboard`,
     with the fingerprint of the input the page showed: that input or nothing), off the event
-    loop, and call `then` from the reaping thread when it has ended (the daemon's wake, so a
-    run paused for it resumes now). OSError when it cannot start."""
+    loop, and call `then` when it has ended (the daemon's wake, so a run paused for it
+    resumes now). OSError when it cannot start."""
+    _start_runner(action_argv(proposal_id, shown=shown, dashboard=True), then)
+
+
+def _start_runner(argv: list[str], then: Callable[[], None] | None) -> None:
+    """The action runner, detached, reaped off the event loop (it may run for the action's
+    whole timeout), then `then` from the reaping thread. OSError when it cannot start."""
     from supervisor.engine.spawn import worker_env
 
     proc = subprocess.Popen(
-        action_argv(proposal_id, shown=shown, dashboard=True),
+        argv,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -193,6 +186,7 @@ def start_approved(proposal_id: int, shown: str, then: Callable[[], None]) -> No
 
     def reap() -> None:
         proc.wait()
-        then()
+        if then is not None:
+            then()
 
     threading.Thread(target=reap, daemon=True).start()

@@ -27,8 +27,9 @@ tar -C "$here" --exclude=./.venv --exclude=./.venv-demo --exclude=./.git --exclu
 chown -R "$user:" "$work"
 chmod 0700 "$work"
 second=
-if [ "$target" = test-here ] || [ "$target" = test-fast-here ]; then
-    # A second local user's listener, for the dashboard's squatting tests.
+if [ "$target" = test-here ] || [ "$target" = test-fast-here ] || [ "$target" = test-load-here ]; then
+    # A second local user's listener, for the squatting tests (the dashboard's, the sandbox
+    # socket's).
     second=$("$here/scripts/second-user.sh" start "$user")
     trap '"$here/scripts/second-user.sh" stop "$second"' EXIT
 fi

@@ -55,14 +55,16 @@ def test_an_agent_out_of_run_timeout_sec_is_recorded_timeout(
             "ponder",
             '[routine]\nenabled = false\n[schedule]\ncron = "0 6 * * *"\ntimezone = "UTC"\n'
             '[agent]\nroute = "ollama"\nlocal_model = "llama3.2:3b"\n'
-            'system = "Think."\ntools = []\nrun_timeout_sec = 5\n',
+            # 15 s: the worker's start (slow beside a CPU hog) leaves the limit to run out
+            # while the model thinks, which this test is about, and not before the request.
+            'system = "Think."\ntools = []\nrun_timeout_sec = 15\n',
         )
         d = DaemonProcess(tmp_path, extra_env={"OLLAMA_HOST": ollama.url}).start()
         d.cli("run", "ponder", "--detach")
         [row] = wait_for(lambda: final("ponder"), what="the run to end")
         assert row.status == "timeout"
         assert (row.detail or "").startswith(
-            "the run reached its time limit (run_timeout_sec = 5): "
+            "the run reached its time limit (run_timeout_sec = 15): "
         )
         assert state("ponder").failure_streak == 1
         assert d.stop() == 0

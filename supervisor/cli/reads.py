@@ -38,10 +38,10 @@ def show_list(as_json: bool, answer: Any) -> int:
     if isinstance(answer, dict) and "routines" in answer:
         rows, stale = decode_rows(answer["routines"]), answer.get("stale") or []
     else:
-        from supervisor.overview import collect
+        from supervisor.overview import list_rows
 
         # No daemon: nothing runs a last good version of an invalid file (None: not asked).
-        rows, stale = collect(), None
+        rows, stale = list_rows(), None
     if as_json:
         print_json(json_value(rows, stale))
         return 0

@@ -1,0 +1,239 @@
+"""The row snapshot: what each routine file alone says of its row (routines.query `_file_part`),
+its identity (the hash an enable/disable override is bound to), its zone and its next run, kept
+between processes, so `list` without a daemon reads one small file instead of the registry's
+parses of 10,000 routines (routines/spec/snapshot.py) and builds only what the ledger and the
+clock say.
+
+A kept row is used only for the file at the same path whose key (mtime, ctime, size, inode,
+device, whether NAME.toml.sig is beside it) is what it was, that is not `racy`, under the same
+code and `loader.context`: the registry snapshot's own rule and key (routines.spec.snapshot),
+not a second one. Its next run is used only while the clock is between when it was computed
+and that run. Everything else is parsed in full (routines.spec.registry `_read`) and never
+kept: an invalid file, one whose parse read more than the file (`reads_only_the_file`, paths
+held to the never-list), one that holds a credential (`holds_a_secret`), one that is signed or
+asks for auto-approval (its row checks the signature), one that follows others (`after`: a
+cycle is refused across files), one whose row asks for a premium key, and every file on a
+fleet (its rows depend on the fleet's definitions). The rows are the same with it or without
+(tests/routines/test_rowsnap.py).
+
+The file is state/rows.snapshot (msgpack), written as the registry's is: atomically, 0600, in
+a state dir that is the user's alone. One that does not decode or is of another format or
+context is ignored and replaced.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
+
+import msgspec
+
+from routines.query.routines import RoutineRow, RowCache
+from routines.spec.registry import Entry, Registry, _files, _Found, _read, _refuse_cycles, scan
+from routines.spec.routine import Origin
+from routines.spec.snapshot import MAX_BYTES, Key, _context, _open_private, racy
+
+if TYPE_CHECKING:
+    from routines.spec.paths import Paths
+    from routines.spec.routine import Routine
+
+__all__ = ["FILE_NAME", "RowSnapshot"]
+
+FILE_NAME = "rows.snapshot"  # in the state dir, beside registry.snapshot
+FORMAT = 1
+
+
+class _Kept(msgspec.Struct, array_like=True):
+    key: Key
+    part: list[Any]  # RoutineRow's fields, as _file_part gave them (next_run None)
+    identity: str
+    timezone: str
+    since: str  # ISO 8601: when `next_run` was computed
+    next_run: str | None  # ISO 8601; None: the routine has no schedule (on its triggers)
+
+
+class _File(msgspec.Struct, array_like=True):
+    format: int
+    context: tuple[str, ...]
+    kept: dict[str, _Kept]  # by the file's path
+
+
+class _Schedule(NamedTuple):
+    timezone: str
+    # A kept row's next run comes from `known_fire`; only one with none (on its triggers) is
+    # asked of `summary`, which says so for "" without compiling anything.
+    expression: str = ""
+
+
+class _FileFacts(NamedTuple):
+    """What routine_rows reads of a Routine beyond its file part, for a kept row: the name,
+    the file's `enabled`, its identity (an override's binding), its zone; no agent, trigger
+    or text (a kept row has none that matter: see the module's doc)."""
+
+    name: str
+    enabled: bool
+    identity: str
+    schedule: _Schedule
+    kind: Any = None
+    agent: None = None
+    trigger: None = None
+    text: str = ""
+
+
+def _load(paths: Paths, context: tuple[str, ...]) -> dict[str, _Kept]:
+    dfd = _open_private(paths.state_dir, make=False)
+    if dfd is None:
+        return {}
+    try:
+        from routines.store import read_regular_at
+
+        data = read_regular_at(dfd, FILE_NAME, MAX_BYTES + 1, head=True)
+    except OSError:
+        return {}
+    finally:
+        os.close(dfd)
+    if not data or len(data) > MAX_BYTES:
+        return {}
+    try:
+        file = msgspec.msgpack.decode(data, type=_File)
+    except (msgspec.DecodeError, msgspec.ValidationError, ValueError, TypeError):
+        return {}  # torn, corrupt, or of a shape this code does not know: parse again
+    if file.format != FORMAT or file.context != context:
+        return {}
+    return file.kept
+
+
+def _save(paths: Paths, context: tuple[str, ...], kept: dict[str, _Kept]) -> None:
+    """Never raises: the snapshot is a cache (a full disk costs speed, no more)."""
+    try:
+        data = msgspec.msgpack.encode(_File(FORMAT, context, kept))
+        if len(data) > MAX_BYTES:
+            return
+        dfd = _open_private(paths.state_dir, make=True)
+        if dfd is None:
+            return
+        try:
+            from routines.store import write_atomic_at
+
+            write_atomic_at(dfd, FILE_NAME, data)
+        finally:
+            os.close(dfd)
+    except (OSError, TypeError, ValueError):
+        return
+
+
+def _usable(kept: _Kept | None, key: Key, now: datetime, now_ns: int) -> bool:
+    if kept is None or kept.key != key or racy(key[1], now_ns):
+        return False
+    if kept.next_run is None:
+        return True
+    return datetime.fromisoformat(kept.since) <= now < datetime.fromisoformat(kept.next_run)
+
+
+def _keepable(entry: Entry, key: Key, now_ns: int) -> bool:
+    """Whether a file read in full may be kept (the module's doc says why each is not)."""
+    from routines.spec.loader import checks_paths, holds_a_secret, reads_only_the_file
+    from routines.spec.routine import Route
+
+    r = entry.routine
+    if r is None or not entry.valid or key[5] or racy(key[1], now_ns):
+        return False
+    if holds_a_secret(r) or not reads_only_the_file(r) or checks_paths(r.agent, r.command):
+        return False
+    if "auto_approve" in r.text or (r.trigger is not None and r.trigger.after):
+        return False
+    a = r.agent
+    return a is None or not (a.route is Route.AUTO and a.escalation.possible)
+
+
+class RowSnapshot:
+    """The kept rows for one `list`: `registry` is the registry to build rows from (kept rows'
+    files as stand-ins, `_FileFacts`, with their parts in `cache` and their next runs in
+    `known_fire`; the rest read in full), then `save` keeps what may be kept."""
+
+    def __init__(self, paths: Paths, now: datetime) -> None:
+        self._paths = paths
+        self._now = now
+        self._now_ns = time.time_ns()
+        try:
+            self._context: tuple[str, ...] | None = _context()
+        except OSError:  # which code parses cannot be told: no cache
+            self._context = None
+        self._old = _load(paths, self._context) if self._context is not None else {}
+        self._new: dict[str, _Kept] = {}
+        self._read: dict[str, tuple[Entry, Key]] = {}  # by path: files read in full
+        self._next: dict[str, datetime | None] = {}  # kept rows' next runs, by name
+        self.cache = RowCache()
+
+    def registry(self) -> Registry:
+        system = _files(self._paths.system_dir, Origin.SYSTEM)
+        user = _files(self._paths.routines_dir, Origin.USER)
+        chosen: dict[str, tuple[_Found, Origin]] = {
+            n: (f, Origin.SYSTEM) for n, f in system.items()
+        }
+        chosen.update((n, (f, Origin.USER)) for n, f in user.items())
+        entries: dict[str, Entry] = {}
+        misses: list[str] = []
+        for name, (found, origin) in chosen.items():
+            where, stamp, key = found
+            kept = self._old.get(where)
+            if kept is None or not _usable(kept, key, self._now, self._now_ns):
+                misses.append(name)
+                continue
+            part = RoutineRow(*kept.part)
+            part = part._replace(errors=tuple(part.errors), warnings=tuple(part.warnings))
+            nxt = kept.next_run
+            facts = _FileFacts(name, part.enabled, kept.identity, _Schedule(kept.timezone))
+            # A str for a Path: the rows read it with os.fspath only (a Path a row is most of
+            # what the snapshot saves).
+            entry = Entry(name, cast(Path, where), origin, stamp, cast("Routine", facts))
+            entries[name] = entry
+            self.cache.parts[id(entry)] = (entry, part)
+            self._next[name] = datetime.fromisoformat(nxt) if nxt is not None else None
+            self._new[where] = kept
+        if misses and not entries:  # nothing kept: the registry's own snapshot, for all
+            full = scan(self._paths).entries
+        else:
+            full = {n: _read(n, chosen[n][0], chosen[n][1], None) for n in misses}
+        for name, entry in full.items():
+            found = chosen[name][0]
+            self._read[found[0]] = (entry, found[2])
+        entries.update(full)
+        return Registry(_refuse_cycles(dict(sorted(entries.items())), {}))
+
+    def known_fire(self, name: str, routine: Any, now: datetime) -> datetime | None:
+        """A kept row's next run (routines.query KnownFire); None for a file read in full."""
+        return self._next.get(name) if isinstance(routine, _FileFacts) else None
+
+    def save(self) -> None:
+        """Keep the parts of the files read in full that may be kept (`_keepable`), with the
+        kept rows of files still there; written only when that changed."""
+        if self._context is None:
+            return
+        from routines.schedule import summary
+
+        parts = {id(e): p for e, p in self.cache.parts.values()}
+        for where, (entry, key) in self._read.items():
+            part = parts.get(id(entry))
+            r = entry.routine
+            if part is None or r is None or not _keepable(entry, key, self._now_ns):
+                continue
+            nxt = summary(r.schedule, r.kind, entry.name, True, self._now)[1]
+            if nxt is None and r.schedule.expression:
+                continue  # a schedule that never fires again, or no longer compiles
+            self._new[where] = _Kept(
+                key,
+                list(part),
+                r.identity,
+                r.schedule.timezone,
+                self._now.isoformat(),
+                nxt.isoformat() if nxt is not None else None,
+            )
+        if self._new.keys() == self._old.keys() and all(
+            self._new[k] is self._old[k] for k in self._new
+        ):
+            return
+        _save(self._paths, self._context, self._new)

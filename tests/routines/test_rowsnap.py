@@ -17,7 +17,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from routines.query import rowsnap
+from routines.query import RoutineRow, rowsnap
 from routines.spec import registry, snapshot
 from routines.spec.paths import Paths, paths
 from routines.store import write_atomic
@@ -65,7 +65,7 @@ def tamper(p: Paths, name: str, description: str) -> None:
     file = kept_file(p)
     kept = file.kept[str(p.routines_dir / f"{name}.toml")]
     fields = list(kept.part)
-    fields[rowsnap.RoutineRow._fields.index("description")] = description
+    fields[RoutineRow._fields.index("description")] = description
     kept.part = fields
     write_atomic(p.state_dir / rowsnap.FILE_NAME, msgspec.msgpack.encode(file))
 

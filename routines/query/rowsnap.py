@@ -16,7 +16,7 @@ cycle is refused across files), one whose row asks for a premium key, and every 
 fleet (its rows depend on the fleet's definitions). The rows are the same with it or without
 (tests/routines/test_rowsnap.py).
 
-The file is state/rows.snapshot (msgpack), written as the registry's is: atomically, 0600, in
+The file is state/rows.snapshot (JSON), written as the registry's is: atomically, 0600, in
 a state dir that is the user's alone. One that does not decode or is of another format or
 context is ignored and replaced.
 """
@@ -29,36 +29,26 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
-import msgspec
-
 from routines.query.routines import RoutineRow, RowCache
 from routines.spec.registry import Entry, Registry, _files, _Found, _read, _refuse_cycles, scan
 from routines.spec.routine import Origin
-from routines.spec.snapshot import MAX_BYTES, Key, _context, _open_private, racy
+from routines.spec.snapkey import MAX_BYTES, Key, code_context, open_private, racy
 
 if TYPE_CHECKING:
     from routines.spec.paths import Paths
     from routines.spec.routine import Routine
 
-__all__ = ["FILE_NAME", "RowSnapshot"]
+__all__ = ["FILE_NAME", "FORMAT", "RowSnapshot"]
 
 FILE_NAME = "rows.snapshot"  # in the state dir, beside registry.snapshot
 FORMAT = 1
 
-
-class _Kept(msgspec.Struct, array_like=True):
-    key: Key
-    part: list[Any]  # RoutineRow's fields, as _file_part gave them (next_run None)
-    identity: str
-    timezone: str
-    since: str  # ISO 8601: when `next_run` was computed
-    next_run: str | None  # ISO 8601; None: the routine has no schedule (on its triggers)
-
-
-class _File(msgspec.Struct, array_like=True):
-    format: int
-    context: tuple[str, ...]
-    kept: dict[str, _Kept]  # by the file's path
+# A kept row, by its file's path, as JSON (no msgspec to load, and json's C scanner reads 10,000
+# rows in a few ms): [key, the part's fields (RoutineRow's, next_run None), identity, zone,
+# when the next run was computed (ISO 8601), the next run (ISO 8601; None: on its triggers)].
+_KEY, _PART, _IDENTITY, _ZONE, _SINCE, _NEXT = range(6)
+_ERRORS = RoutineRow._fields.index("errors")
+_WARNINGS = RoutineRow._fields.index("warnings")
 
 
 class _Schedule(NamedTuple):
@@ -83,8 +73,12 @@ class _FileFacts(NamedTuple):
     text: str = ""
 
 
-def _load(paths: Paths, context: tuple[str, ...]) -> dict[str, _Kept]:
-    dfd = _open_private(paths.state_dir, make=False)
+def _context() -> tuple[str, ...]:
+    return (str(FORMAT), *code_context())
+
+
+def _load(paths: Paths, context: tuple[str, ...]) -> dict[str, list[Any]]:
+    dfd = open_private(paths.state_dir, make=False)
     if dfd is None:
         return {}
     try:
@@ -97,22 +91,30 @@ def _load(paths: Paths, context: tuple[str, ...]) -> dict[str, _Kept]:
         os.close(dfd)
     if not data or len(data) > MAX_BYTES:
         return {}
+    import json
+
     try:
-        file = msgspec.msgpack.decode(data, type=_File)
-    except (msgspec.DecodeError, msgspec.ValidationError, ValueError, TypeError):
-        return {}  # torn, corrupt, or of a shape this code does not know: parse again
-    if file.format != FORMAT or file.context != context:
+        file = json.loads(data)
+    except ValueError:  # UnicodeDecodeError too
+        return {}  # torn or corrupt: parse again
+    if not isinstance(file, dict) or file.get("format") != FORMAT:
         return {}
-    return file.kept
+    if file.get("context") != list(context) or not isinstance(file.get("kept"), dict):
+        return {}
+    kept: dict[str, list[Any]] = file["kept"]
+    return kept
 
 
-def _save(paths: Paths, context: tuple[str, ...], kept: dict[str, _Kept]) -> None:
+def _save(paths: Paths, context: tuple[str, ...], kept: dict[str, list[Any]]) -> None:
     """Never raises: the snapshot is a cache (a full disk costs speed, no more)."""
+    import json
+
     try:
-        data = msgspec.msgpack.encode(_File(FORMAT, context, kept))
+        file = {"format": FORMAT, "context": context, "kept": kept}
+        data = json.dumps(file, separators=(",", ":")).encode()
         if len(data) > MAX_BYTES:
             return
-        dfd = _open_private(paths.state_dir, make=True)
+        dfd = open_private(paths.state_dir, make=True)
         if dfd is None:
             return
         try:
@@ -125,12 +127,25 @@ def _save(paths: Paths, context: tuple[str, ...], kept: dict[str, _Kept]) -> Non
         return
 
 
-def _usable(kept: _Kept | None, key: Key, now: datetime, now_ns: int) -> bool:
-    if kept is None or kept.key != key or racy(key[1], now_ns):
-        return False
-    if kept.next_run is None:
-        return True
-    return datetime.fromisoformat(kept.since) <= now < datetime.fromisoformat(kept.next_run)
+def _part(kept: list[Any], key: Key, now: datetime, now_ns: int) -> RoutineRow | None:
+    """The kept row's part, when it is for this file as it is (`key`, not `racy`) and its next
+    run has not come; None otherwise, or when it is not a kept row at all."""
+    try:
+        if tuple(kept[_KEY]) != key or racy(key[1], now_ns):
+            return None
+        if kept[_NEXT] is not None and not (
+            datetime.fromisoformat(kept[_SINCE]) <= now < datetime.fromisoformat(kept[_NEXT])
+        ):
+            return None
+        fields = list(kept[_PART])
+        fields[_ERRORS] = tuple(fields[_ERRORS])
+        fields[_WARNINGS] = tuple(fields[_WARNINGS])
+        part = RoutineRow(*fields)
+        if not (isinstance(kept[_IDENTITY], str) and isinstance(kept[_ZONE], str)):
+            return None
+    except (TypeError, ValueError, IndexError):
+        return None  # of a shape this code does not write
+    return part
 
 
 def _keepable(entry: Entry, key: Key, now_ns: int) -> bool:
@@ -163,7 +178,7 @@ class RowSnapshot:
         except OSError:  # which code parses cannot be told: no cache
             self._context = None
         self._old = _load(paths, self._context) if self._context is not None else {}
-        self._new: dict[str, _Kept] = {}
+        self._new: dict[str, list[Any]] = {}
         self._read: dict[str, tuple[Entry, Key]] = {}  # by path: files read in full
         self._next: dict[str, datetime | None] = {}  # kept rows' next runs, by name
         self.cache = RowCache()
@@ -180,18 +195,17 @@ class RowSnapshot:
         for name, (found, origin) in chosen.items():
             where, stamp, key = found
             kept = self._old.get(where)
-            if kept is None or not _usable(kept, key, self._now, self._now_ns):
+            part = _part(kept, key, self._now, self._now_ns) if kept is not None else None
+            if kept is None or part is None:
                 misses.append(name)
                 continue
-            part = RoutineRow(*kept.part)
-            part = part._replace(errors=tuple(part.errors), warnings=tuple(part.warnings))
-            nxt = kept.next_run
-            facts = _FileFacts(name, part.enabled, kept.identity, _Schedule(kept.timezone))
+            facts = _FileFacts(name, part.enabled, kept[_IDENTITY], _Schedule(kept[_ZONE]))
             # A str for a Path: the rows read it with os.fspath only (a Path a row is most of
             # what the snapshot saves).
             entry = Entry(name, cast(Path, where), origin, stamp, cast("Routine", facts))
             entries[name] = entry
             self.cache.parts[id(entry)] = (entry, part)
+            nxt = kept[_NEXT]
             self._next[name] = datetime.fromisoformat(nxt) if nxt is not None else None
             self._new[where] = kept
         if misses and not entries:  # nothing kept: the registry's own snapshot, for all
@@ -224,14 +238,14 @@ class RowSnapshot:
             nxt = summary(r.schedule, r.kind, entry.name, True, self._now)[1]
             if nxt is None and r.schedule.expression:
                 continue  # a schedule that never fires again, or no longer compiles
-            self._new[where] = _Kept(
-                key,
+            self._new[where] = [
+                list(key),
                 list(part),
                 r.identity,
                 r.schedule.timezone,
                 self._now.isoformat(),
                 nxt.isoformat() if nxt is not None else None,
-            )
+            ]
         if self._new.keys() == self._old.keys() and all(
             self._new[k] is self._old[k] for k in self._new
         ):

@@ -49,6 +49,8 @@ FORMAT = 1
 _KEY, _PART, _IDENTITY, _ZONE, _SINCE, _NEXT = range(6)
 _ERRORS = RoutineRow._fields.index("errors")
 _WARNINGS = RoutineRow._fields.index("warnings")
+_NEXT_RUN = RoutineRow._fields.index("next_run")
+_ENABLED = RoutineRow._fields.index("enabled")
 
 
 class _Schedule(NamedTuple):
@@ -133,13 +135,18 @@ def _part(kept: list[Any], key: Key, now: datetime, now_ns: int) -> RoutineRow |
     try:
         if tuple(kept[_KEY]) != key or racy(key[1], now_ns):
             return None
-        if kept[_NEXT] is not None and not (
-            datetime.fromisoformat(kept[_SINCE]) <= now < datetime.fromisoformat(kept[_NEXT])
-        ):
-            return None
+        nxt = kept[_NEXT]
+        if nxt is not None:
+            nxt = datetime.fromisoformat(nxt)
+            if not datetime.fromisoformat(kept[_SINCE]) <= now < nxt:
+                return None
         fields = list(kept[_PART])
         fields[_ERRORS] = tuple(fields[_ERRORS])
         fields[_WARNINGS] = tuple(fields[_WARNINGS])
+        # The next run in the part when the file enables it: that routine's row is then the
+        # part itself (routines.query `_row`), not a copy of it.
+        if fields[_ENABLED] is True:
+            fields[_NEXT_RUN] = nxt
         part = RoutineRow(*fields)
         if not (isinstance(kept[_IDENTITY], str) and isinstance(kept[_ZONE], str)):
             return None
@@ -205,8 +212,7 @@ class RowSnapshot:
             entry = Entry(name, cast(Path, where), origin, stamp, cast("Routine", facts))
             entries[name] = entry
             self.cache.parts[id(entry)] = (entry, part)
-            nxt = kept[_NEXT]
-            self._next[name] = datetime.fromisoformat(nxt) if nxt is not None else None
+            self._next[name] = part.next_run
             self._new[where] = kept
         if misses and not entries:  # nothing kept: the registry's own snapshot, for all
             full = scan(self._paths).entries
@@ -227,14 +233,14 @@ class RowSnapshot:
         kept rows of files still there; written only when that changed."""
         if self._context is None:
             return
-        from routines.schedule import summary
-
-        parts = {id(e): p for e, p in self.cache.parts.values()}
+        parts = {id(e): p for e, p in self.cache.parts.values()} if self._read else {}
         for where, (entry, key) in self._read.items():
             part = parts.get(id(entry))
             r = entry.routine
             if part is None or r is None or not _keepable(entry, key, self._now_ns):
                 continue
+            from routines.schedule import summary
+
             nxt = summary(r.schedule, r.kind, entry.name, True, self._now)[1]
             if nxt is None and r.schedule.expression:
                 continue  # a schedule that never fires again, or no longer compiles

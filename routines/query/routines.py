@@ -344,11 +344,7 @@ def _row(
     if enabled != part.enabled:
         changes.update(enabled=enabled, file_enabled=r.enabled)
     if enabled:
-        known = known_fire(name, r, now) if known_fire is not None else None
-        if known is None:
-            from routines.schedule import summary
-
-            known = summary(r.schedule, r.kind, name, True, now)[1]
+        known = _next_run(name, r, now, known_fire)
         # A part may hold its next run already (a kept row's, routines/query/rowsnap.py): the
         # same is no change, and 10,000 rows copied for none is most of building them.
         if known is not None and known != part.next_run:
@@ -371,6 +367,16 @@ def _row(
         if value is not None and value != getattr(part, key):  # 0.0 spent: the part's
             changes[key] = value
     return part._replace(**changes) if changes else part
+
+
+def _next_run(name: str, r: Any, now: datetime, known_fire: KnownFire | None) -> datetime | None:
+    """An enabled routine's next run: the one the caller knows, else computed."""
+    known = known_fire(name, r, now) if known_fire is not None else None
+    if known is None:
+        from routines.schedule import summary
+
+        known = summary(r.schedule, r.kind, name, True, now)[1]
+    return known
 
 
 def _signature_files(paths: Iterable[Any]) -> set[str]:

@@ -129,9 +129,11 @@ def _save(paths: Paths, context: tuple[str, ...], kept: dict[str, list[Any]]) ->
         return
 
 
-def _part(kept: list[Any], key: Key, now: datetime, now_ns: int) -> RoutineRow | None:
-    """The kept row's part, when it is for this file as it is (`key`, not `racy`) and its next
-    run has not come; None otherwise, or when it is not a kept row at all."""
+def _part(
+    kept: list[Any], key: Key, now: datetime, now_ns: int
+) -> tuple[RoutineRow, datetime | None] | None:
+    """The kept row's part and next run, when it is for this file as it is (`key`, not `racy`)
+    and that run has not come; None otherwise, or when it is not a kept row at all."""
     try:
         if tuple(kept[_KEY]) != key or racy(key[1], now_ns):
             return None
@@ -152,7 +154,7 @@ def _part(kept: list[Any], key: Key, now: datetime, now_ns: int) -> RoutineRow |
             return None
     except (TypeError, ValueError, IndexError):
         return None  # of a shape this code does not write
-    return part
+    return part, nxt
 
 
 def _keepable(entry: Entry, key: Key, now_ns: int) -> bool:
@@ -202,17 +204,20 @@ class RowSnapshot:
         for name, (found, origin) in chosen.items():
             where, stamp, key = found
             kept = self._old.get(where)
-            part = _part(kept, key, self._now, self._now_ns) if kept is not None else None
-            if kept is None or part is None:
+            got = _part(kept, key, self._now, self._now_ns) if kept is not None else None
+            if kept is None or got is None:
                 misses.append(name)
                 continue
+            part, nxt = got
             facts = _FileFacts(name, part.enabled, kept[_IDENTITY], _Schedule(kept[_ZONE]))
             # A str for a Path: the rows read it with os.fspath only (a Path a row is most of
             # what the snapshot saves).
             entry = Entry(name, cast(Path, where), origin, stamp, cast("Routine", facts))
             entries[name] = entry
             self.cache.parts[id(entry)] = (entry, part)
-            self._next[name] = part.next_run
+            # Also a file-disabled one's: the ledger may enable it (test_rowsnap.py::
+            # test_an_override_of_a_kept_routine_binds_to_its_identity).
+            self._next[name] = nxt
             self._new[where] = kept
         if misses and not entries:  # nothing kept: the registry's own snapshot, for all
             full = scan(self._paths).entries

@@ -184,3 +184,33 @@ def test_a_kept_next_run_is_used_only_before_it_comes(p: Paths) -> None:
     assert list_rows(later) == full(p, later)
     assert first[0].next_run is not None
     assert first[0].next_run != list_rows(later)[0].next_run
+
+
+def test_an_override_of_a_kept_routine_binds_to_its_identity(p: Paths) -> None:
+    """`enable`/`disable` bind to the file's identity (a hash of its bytes): a kept row says
+    the override as the full rows do, with the next run or without it, and an edit of the file
+    ends it there too."""
+    from routines.ledger import Ledger
+    from routines.spec.registry import scan
+    from supervisor.engine.toggle import set_enabled
+
+    on = described("on").replace("[routine]\n", "[routine]\nenabled = true\n")
+    write(p.routines_dir, "off", described("off"))
+    path = write(p.routines_dir, "on", on)
+    settle()
+    list_rows()
+    now = datetime.now(UTC)
+    reg = scan(p)
+    with Ledger(p.ledger) as led:
+        for name, flip in (("off", True), ("on", False)):
+            entry = reg.get(name)
+            assert entry is not None and entry.routine is not None
+            set_enabled(led, entry.routine, flip, now)
+    rows = {r.name: r for r in list_rows(now)}
+    assert rows["off"].enabled and rows["off"].next_run is not None
+    assert not rows["on"].enabled and rows["on"].next_run is None
+    same_as_full(p)
+    path.write_text(on.replace('"on"', '"edited"'))  # a new identity: the override ends
+    settle()
+    assert next(r for r in list_rows() if r.name == "on").enabled
+    same_as_full(p)

@@ -166,7 +166,7 @@ def scan(paths: Paths, previous: Registry | None = None) -> Registry:
     snapshot (routines/spec/snapshot.py), which is written again when one was parsed anew."""
     if previous is not None and previous.entries:
         return _scan(paths, previous)
-    from routines.spec.snapshot import collector_paused
+    from routines.collector import collector_paused
 
     with collector_paused():  # every entry is made anew here, and all of them stay
         return _scan(paths, previous)

@@ -30,14 +30,12 @@ or is of another format or context is ignored, and replaced at the next write.
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import msgspec
 
+from routines.collector import collector_paused
 from routines.spec.paths import Paths
 from routines.spec.routine import Routine
 from routines.spec.snapkey import MAX_BYTES, RACY_NS, Key, code_context, open_private, racy
@@ -107,20 +105,6 @@ def _checks_paths(routine: Routine) -> bool:
     from routines.spec.loader import checks_paths
 
     return checks_paths(routine.agent, routine.command)
-
-
-@contextlib.contextmanager
-def collector_paused() -> Iterator[None]:
-    """The cyclic garbage collector off, for making many objects that all stay: while 10,000
-    routines are decoded and their entries made, it would walk them again and again (a fifth
-    of a scan from the snapshot, and a third of its decoding); once on, it walks them once."""
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if collecting:
-            gc.enable()
 
 
 class Snapshot:

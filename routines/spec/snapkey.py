@@ -13,7 +13,7 @@ import stat
 import sys
 from pathlib import Path
 
-__all__ = ["MAX_BYTES", "RACY_NS", "Key", "code_context", "open_private", "racy"]
+__all__ = ["MAX_BYTES", "RACY_NS", "Key", "code_context", "context", "open_private", "racy"]
 
 # Beyond this a snapshot is not written (nor read): 10,000 routines' parses make ~7 MB.
 MAX_BYTES = 64 * 1024 * 1024
@@ -47,11 +47,20 @@ def _code() -> str:
     return "\n".join(sorted(seen))
 
 
+def context() -> tuple[str, ...]:
+    """What `load_text` reads of the machine besides the file, config.toml and the clock, for
+    every routine: the machine's zone (a schedule without one). Two parses of the same bytes
+    under the same context (and `never_context`, for a routine that `checks_paths`) are the
+    same (routines/spec/snapshot.py keeps parses by them). The loader's, kept here so that a
+    `list` from the row snapshot loads no parser."""
+    from routines.schedule.tz import machine_timezone
+
+    return (machine_timezone(),)
+
+
 def code_context() -> tuple[str, ...]:
     """What a parse read besides its file, for every routine: the code (`_code`) and
     `loader.context` (the machine's zone). OSError when the code's files cannot be listed."""
-    from routines.spec.loader import context
-
     return (_code(), *context())
 
 

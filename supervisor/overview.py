@@ -23,6 +23,7 @@ __all__ = [
     "as_on_disk",
     "bar_facts",
     "collect",
+    "list_rows",
     "offline_status",
 ]
 
@@ -64,6 +65,30 @@ def collect(
             states=states,  # read once: 10,000 routines' states are ~10 ms a read
             cache=cache,
         )
+
+
+def list_rows(now: datetime | None = None) -> list[RoutineRow]:
+    """`list`'s rows without a daemon: `collect`, with the files unchanged since the last
+    `list` taken from the row snapshot (routines/query/rowsnap.py) rather than parsed; on a
+    fleet, `collect` itself."""
+    from contextlib import closing
+
+    from routines.query.rowsnap import RowSnapshot
+    from routines.spec.paths import paths
+    from supervisor.fleet.view import cli_ledger
+
+    now = now or datetime.now(UTC)
+    p = paths()
+    with closing(cli_ledger(p)) as db:
+        if getattr(db, "definitions", None) is not None:  # a fleet's: held_here reads its text
+            return collect(now, ledger=db)
+        snap = RowSnapshot(p, now)
+        registry = snap.registry()
+        rows = collect(
+            now, registry=registry, ledger=db, known_fire=snap.known_fire, cache=snap.cache
+        )
+    snap.save()
+    return rows
 
 
 def _premium_keys(p: Any, registry: Any, states: Any) -> dict[str, str]:

@@ -262,7 +262,8 @@ def _ledger_facts(
 
 def _file_part(name: str, entry: Any) -> RoutineRow:
     """The row as the file alone says it: no ledger (the file's `enabled`, nothing run, nothing
-    spent), no next run, not stale."""
+    spent), no next run, not stale. (A kept row's part may hold its next run: `_row` puts the
+    one the ledger and the clock say in its place.)"""
     from routines.schedule import summary
 
     r = entry.routine
@@ -343,15 +344,16 @@ def _row(
     if enabled != part.enabled:
         changes.update(enabled=enabled, file_enabled=r.enabled)
     if enabled:
-        known = known_fire(name, r, now) if known_fire is not None else None
-        if known is None:
-            from routines.schedule import summary
-
-            known = summary(r.schedule, r.kind, name, True, now)[1]
-        if known is not None:
+        known = _next_run(name, r, now, known_fire)
+        # A part may hold its next run already (a kept row's, routines/query/rowsnap.py): the
+        # same is no change, and 10,000 rows copied for none is most of building them.
+        if known is not None and known != part.next_run:
             changes["next_run"] = known
-    elif state is not None and state.disabled_reason is not None:
-        changes["disabled_reason"] = state.disabled_reason
+    else:
+        if part.next_run is not None:
+            changes["next_run"] = None
+        if state is not None and state.disabled_reason is not None:
+            changes["disabled_reason"] = state.disabled_reason
     if state is not None and state.failure_streak:
         changes["strikes"] = state.failure_streak
     for key, value in (
@@ -362,9 +364,19 @@ def _row(
         ("needs_you", f.paused.get(name)),
         ("premium_key", f.premium.get(name)),
     ):
-        if value is not None:
+        if value is not None and value != getattr(part, key):  # 0.0 spent: the part's
             changes[key] = value
     return part._replace(**changes) if changes else part
+
+
+def _next_run(name: str, r: Any, now: datetime, known_fire: KnownFire | None) -> datetime | None:
+    """An enabled routine's next run: the one the caller knows, else computed."""
+    known = known_fire(name, r, now) if known_fire is not None else None
+    if known is None:
+        from routines.schedule import summary
+
+        known = summary(r.schedule, r.kind, name, True, now)[1]
+    return known
 
 
 def _signature_files(paths: Iterable[Any]) -> set[str]:

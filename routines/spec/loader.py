@@ -79,6 +79,7 @@ from routines.spec.routine import (
     Tool,
     ToolKind,
 )
+from routines.spec.snapkey import context
 from routines.spec.trigger import (
     GATE_KEYS,
     TRIGGER_KEYS,
@@ -399,14 +400,6 @@ def checks_paths(agent: AgentSpec | None, command: CommandSpec | None) -> bool:
     elif command is not None and command.home:
         return True
     return bool(mcpkeys.server_homes(agent, command))
-
-
-def context() -> tuple[str, ...]:
-    """What `load_text` reads of the machine besides the file, config.toml and the clock, for
-    every routine: the machine's zone (a schedule without one). Two parses of the same bytes
-    under the same context (and `never_context`, for a routine that `checks_paths`) are the
-    same (routines/spec/snapshot.py keeps parses by them)."""
-    return (machine_timezone(),)
 
 
 def never_context(p: Paths) -> tuple[str, ...]:

@@ -20,10 +20,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from routines.spec.checks import Problem, RoutineInvalid
-from routines.spec.loader import holds_a_secret, load_file, reads_only_the_file
 from routines.spec.paths import Paths
 from routines.spec.routine import Origin, Routine
-from routines.spec.snapshot import Key, Snapshot, collector_paused
+from routines.spec.snapkey import Key
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from routines.spec.snapshot import Snapshot
 
 __all__ = ["Entry", "Registry", "scan"]
 
@@ -143,6 +146,10 @@ def _read(
     if snapshot is not None and (kept := snapshot.get(where, key)) and kept.origin is origin:
         return Entry(name, kept.source, origin, stamp, kept)
     path = previous.path if same and previous is not None else Path(where)
+    # The loader only now: a `list` whose rows all come from the row snapshot
+    # (routines/query/rowsnap.py) reads no file and loads no parser.
+    from routines.spec.loader import holds_a_secret, load_file, reads_only_the_file
+
     try:
         routine = load_file(path, origin)
     except RoutineInvalid as exc:
@@ -159,6 +166,8 @@ def scan(paths: Paths, previous: Registry | None = None) -> Registry:
     snapshot (routines/spec/snapshot.py), which is written again when one was parsed anew."""
     if previous is not None and previous.entries:
         return _scan(paths, previous)
+    from routines.collector import collector_paused
+
     with collector_paused():  # every entry is made anew here, and all of them stay
         return _scan(paths, previous)
 
@@ -171,6 +180,8 @@ def _scan(paths: Paths, previous: Registry | None) -> Registry:
     user = _files(paths.routines_dir, Origin.USER)
     snapshot = None
     if not prev and (system or user):
+        from routines.spec.snapshot import Snapshot
+
         try:
             snapshot = Snapshot(paths, time.time_ns())
         except OSError:  # which code parses cannot be told (its files unlisted): no cache

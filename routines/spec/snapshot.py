@@ -30,31 +30,21 @@ or is of another format or context is ignored, and replaced at the next write.
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import os
-import stat
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import msgspec
 
+from routines.collector import collector_paused
 from routines.spec.paths import Paths
 from routines.spec.routine import Routine
+from routines.spec.snapkey import MAX_BYTES, RACY_NS, Key, code_context, open_private, racy
 
+# RACY_NS, Key and racy are routines/spec/snapkey.py's, named here too.
 __all__ = ["FILE_NAME", "RACY_NS", "Key", "Snapshot", "collector_paused", "racy"]
 
 FILE_NAME = "registry.snapshot"  # in the state dir: a dot in it, so no routine's state dir
 FORMAT = 1
-# Beyond this the snapshot is not written (nor read): 10,000 routines make ~7 MB.
-MAX_BYTES = 64 * 1024 * 1024
-# A file changed this recently is parsed again each time (`racy`): 2 s is FAT's tick, the
-# coarsest a routine directory could have; ext4, xfs, btrfs and tmpfs tick every few ms.
-RACY_NS = 2_000_000_000
-
-# (mtime_ns, ctime_ns, size, inode, device, NAME.toml.sig is beside it)
-Key = tuple[int, int, int, int, int, bool]
 
 
 class _Parsed(msgspec.Struct, array_like=True):
@@ -67,11 +57,6 @@ class _File(msgspec.Struct, array_like=True):
     context: tuple[str, ...]  # the code, then loader.context()
     never: tuple[str, ...] | None  # loader.never_context(), when a parse kept needed it
     parsed: dict[str, _Parsed]  # by the file's path
-
-
-def racy(ctime_ns: int, now_ns: int) -> bool:
-    """Whether a file whose ctime is `ctime_ns` may change again, unseen, with the same times."""
-    return ctime_ns > now_ns - RACY_NS
 
 
 def _enc_hook(obj: object) -> object:
@@ -112,47 +97,14 @@ def _decoder() -> msgspec.msgpack.Decoder[_File]:
     return msgspec.msgpack.Decoder(_File, dec_hook=_PathHook())
 
 
-def _code() -> str:
-    """Which code parsed: the routines package's source files, by name, size, mtime and
-    inode (an upgrade or an edit of the tree changes one), and the interpreter."""
-    root = Path(__file__).resolve().parent.parent
-    seen: list[str] = [sys.version]
-    stack = [str(root)]
-    while stack:
-        with os.scandir(stack.pop()) as it:
-            for de in it:
-                if de.is_dir(follow_symlinks=False) and de.name != "__pycache__":
-                    stack.append(de.path)
-                elif de.name.endswith(".py"):
-                    st = de.stat()
-                    seen.append(f"{de.path}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ino}")
-    return "\n".join(sorted(seen))
-
-
 def _context() -> tuple[str, ...]:
-    from routines.spec.loader import context
-
-    return (str(FORMAT), _code(), *context())
+    return (str(FORMAT), *code_context())
 
 
 def _checks_paths(routine: Routine) -> bool:
     from routines.spec.loader import checks_paths
 
     return checks_paths(routine.agent, routine.command)
-
-
-@contextlib.contextmanager
-def collector_paused() -> Iterator[None]:
-    """The cyclic garbage collector off, for making many objects that all stay: while 10,000
-    routines are decoded and their entries made, it would walk them again and again (a fifth
-    of a scan from the snapshot, and a third of its decoding); once on, it walks them once."""
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if collecting:
-            gc.enable()
 
 
 class Snapshot:
@@ -177,7 +129,7 @@ class Snapshot:
         return self._never
 
     def _load(self) -> dict[str, _Parsed]:
-        dfd = _open_private(self._paths.state_dir, make=False)
+        dfd = open_private(self._paths.state_dir, make=False)
         if dfd is None:
             return {}
         try:
@@ -228,7 +180,7 @@ class Snapshot:
             )
             if len(data) > MAX_BYTES:
                 return
-            dfd = _open_private(self._paths.state_dir, make=True)
+            dfd = open_private(self._paths.state_dir, make=True)
             if dfd is None:
                 return
             try:
@@ -239,23 +191,3 @@ class Snapshot:
                 os.close(dfd)
         except (OSError, TypeError, NotImplementedError):
             return
-
-
-def _open_private(directory: Path, *, make: bool) -> int | None:
-    """An O_NOFOLLOW fd on `directory` when it is this user's and no one else may write in
-    it (a 0700 state dir), else None. With `make` it is created (0700) when its parent, the
-    routines dir, is there: a `list` of system routines alone creates no VINOS_HOME."""
-    from routines.store import open_dir
-
-    try:
-        if make:
-            with contextlib.suppress(FileExistsError):
-                os.mkdir(directory, 0o700)
-        fd = open_dir(directory)
-    except OSError:
-        return None
-    st = os.fstat(fd)
-    if st.st_uid != os.geteuid() or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        os.close(fd)
-        return None
-    return fd

@@ -66,12 +66,6 @@ class _Version(argparse.Action):
         parser.exit()
 
 
-# Commands that never open the ledger: they run even when it is gone beside a live daemon.
-_NO_LEDGER = frozenset(
-    {"schedule", "validate", "daemon", "sandbox", "sign", "trust", "setup", "doctor"}
-)
-
-
 # The longest argument any command takes: a path (PATH_MAX), a name, a zone, a date, a reply's
 # word. A longer one is a mistake (a file pasted in place of its name), refused before it is
 # echoed back in a message or made into a path too long for the kernel.
@@ -125,11 +119,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `vinos-routine` console script."""
-    # Whatever the shell's umask (022 makes ledger.db 0644 and routines/ 0755), everything this
-    # program, its daemon and their workers create under VINOS_HOME is the user's alone: directories
-    # 0700, files 0600 (the unit's UMask=0077 agrees;
-    # test_reliability_permissions.py::test_files_and_dirs_are_private_under_umask_022).
-    os.umask(0o077)
+    os.umask(0o077)  # as every command runs (supervisor/cli/guarded.py says why)
     argv = list(sys.argv[1:] if argv is None else argv)
     if problem := bad_argument(argv):
         print(f"vinos-routine: {problem}", file=sys.stderr)
@@ -139,34 +129,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if getattr(args, "func", None) is None:
         parser.print_help(sys.stderr)
         return 2
-    if args.command_name not in _NO_LEDGER:
-        from routines.spec.paths import paths
-        from supervisor.cli.commands.common import die, ledger_gone_beside_daemon
+    from supervisor.cli.guarded import guarded
 
-        if problem := ledger_gone_beside_daemon(paths()):
-            return die(problem)
-    try:
-        code: int = args.func(args)
-    except KeyboardInterrupt:
-        print(file=sys.stderr)
-        return 130
-    except BrokenPipeError:
-        # `vinos-routine list | head`: the reader left, which is not an error.
-        from supervisor.cli.commands.common import silence_stdout
-
-        silence_stdout()
-        return 0
-    except Exception as exc:
-        # A ledger that cannot be used, or a daemon that holds its lock but does not answer,
-        # says what to do about it: that, not a traceback (and never "not running").
-        from routines.ledger import LedgerError
-        from supervisor.cli.client import DaemonUnresponsive
-
-        if not isinstance(exc, LedgerError | DaemonUnresponsive):
-            raise
-        print(f"vinos-routine: {exc}", file=sys.stderr)
-        return 1
-    return code
+    return guarded(args.command_name, lambda: int(args.func(args)))
 
 
 if __name__ == "__main__":

@@ -31,6 +31,15 @@ def request(cmd: str) -> Any:
 
 def show_list(as_json: bool, answer: Any) -> int:
     """`list [--json]` from the daemon's `answer` (None: none answered, read here)."""
+    from routines.collector import collector_paused
+
+    # 10,000 rows and their cells all stay until printed: the collector would walk them again
+    # and again while they are made (a process that ends after printing).
+    with collector_paused():
+        return _show_list(as_json, answer)
+
+
+def _show_list(as_json: bool, answer: Any) -> int:
     from routines.query import decode_rows
     from supervisor.cli.present import print_json, use_color
     from supervisor.cli.render.listing import EMPTY, cells, json_value, render
@@ -38,10 +47,10 @@ def show_list(as_json: bool, answer: Any) -> int:
     if isinstance(answer, dict) and "routines" in answer:
         rows, stale = decode_rows(answer["routines"]), answer.get("stale") or []
     else:
-        from supervisor.overview import collect
+        from supervisor.overview import list_rows
 
         # No daemon: nothing runs a last good version of an invalid file (None: not asked).
-        rows, stale = collect(), None
+        rows, stale = list_rows(), None
     if as_json:
         print_json(json_value(rows, stale))
         return 0

@@ -1,7 +1,8 @@
 """`vinos-routine`'s entry point: `list` and `status` (with or without `--json`) go to
 supervisor/cli/reads.py before argparse is imported: it asks the daemon for the read model's
-rows (`ask`: data, never text) and renders them here. Every other command, and any other
-spelling of these, goes to supervisor/cli/main.py.
+rows (`ask`: data, never text) and renders them here; `list` with no daemon answering is read
+from the files here too. Every other command, any other spelling of these, and `status` with
+no daemon go to supervisor/cli/main.py.
 
 This module and `ask` (supervisor/cli/daemonsock.py) import only `_socket` and `json` beyond
 what Python has loaded at start; a daemon that is not there costs one stat of its socket file.
@@ -55,9 +56,18 @@ def main() -> int:
                 return code
             exec_sandboxcli(*form)  # never returns
     quick = _QUICK.get(tuple(argv))
-    # Only a daemon's answer is rendered here; without one, the full CLI runs the command
-    # (it first refuses beside a daemon whose ledger is gone: cli/commands/common.py).
     answer = None if quick is None else ask(quick[0], request_args(quick[0]))
+    if quick is not None and answer is None and quick[0] == "list":
+        # No daemon: `list` reads the files here (its row snapshot, routines/query/rowsnap.py)
+        # inside what every command runs in (the ledger-gone refusal, the errors said), without
+        # argparse. `status` without a daemon goes to the full CLI.
+        from supervisor.cli import reads
+        from supervisor.cli.guarded import guarded
+
+        as_json = quick[1]
+        return guarded("list", lambda: reads.show_list(as_json, None))
+    # Otherwise only a daemon's answer is rendered here; without one, the full CLI runs the
+    # command (in supervisor/cli/guarded.py too).
     if quick is not None and answer is not None:
         from supervisor.cli import reads
 

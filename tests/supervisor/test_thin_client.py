@@ -8,13 +8,16 @@ import json
 import os
 import subprocess
 import sys
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from routines.ledger import Ledger
+from routines.query import rowsnap
 from routines.runs import Outcome, RunEnd, RunStatus, Trigger
+from routines.spec import snapshot
 from routines.spec.paths import paths
 from tests.supervisor.daemonkit import REPO, DaemonProcess, command_routine, write_routine
 
@@ -148,6 +151,41 @@ def test_without_a_daemon_the_client_stats_one_file_and_reads_itself(vinos_env: 
         check=False,
     )
     assert done.returncode == 0, done.stderr
+
+
+# `list` as the full path reads it: every file parsed, no row snapshot (supervisor.overview
+# `collect`), through argparse.
+FULL = (
+    "from supervisor import overview\n"
+    "overview.list_rows = lambda now=None: overview.collect(now)\n" + IN_PROCESS
+)
+
+
+def test_without_a_daemon_list_skips_the_parser_and_prints_what_the_full_path_prints(
+    vinos_env: Path,
+) -> None:
+    """The console script's `list` with no daemon reads the files itself (its row snapshot,
+    routines/query/rowsnap.py) without argparse, and prints byte for byte what every file
+    parsed anew prints: cold, then from the snapshot, then after an edit."""
+    _populate()
+    time.sleep(snapshot.RACY_NS / 1e9 + 0.1)  # the files settled: their rows may be kept
+    env = {**os.environ, "NO_COLOR": ""}
+    quick = "import sys\nfrom supervisor.cli.thinclient import main\nrc = main()\n" + (
+        "assert 'argparse' not in sys.modules, 'the parser was loaded'\nsys.exit(rc)\n"
+    )
+    kept = paths().state_dir / rowsnap.FILE_NAME
+    for step in ("cold", "kept", "edited"):
+        if step == "edited":
+            write_routine("off", command_routine("true", schedule='every = "3h"', enabled=False))
+        for args in (("list",), ("list", "--json")):
+            for _ in range(3):  # a minute's turn between the two changes "in 2h 13m"
+                got = _run(quick, args, env)
+                full = _run(FULL, args, env)
+                if got == full:
+                    break
+            assert got == full, (step, args)
+            assert got[0] == 0, got[2]
+        assert kept.exists() or step == "edited"
 
 
 def _next_line(proc: subprocess.Popen[bytes], timeout: float = 30) -> dict[str, object]:

@@ -88,9 +88,9 @@ def _invalid_cells(ln: RoutineRow, stale: Collection[str] | None, c: bool) -> li
     return [one_line(ln.name), "", label, "", "", "", ""]
 
 
-def _routine_cells(ln: RoutineRow, now: datetime, c: bool) -> list[str]:
+def _routine_cells(ln: RoutineRow, now: datetime, c: bool, whens: dict[datetime, str]) -> list[str]:
     from routines.safetext import one_line
-    from supervisor.cli.present import color, when
+    from supervisor.cli.present import color
 
     state = color("on", "green", c) if ln.enabled else color("off", "dim", c)
     if ln.running:
@@ -109,10 +109,20 @@ def _routine_cells(ln: RoutineRow, now: datetime, c: bool) -> list[str]:
         ln.kind,
         state,
         ln.schedule,
-        when(ln.next_run, now) if ln.next_run else "—",
+        _when(ln.next_run, now, whens) if ln.next_run else "—",
         last,
         f"${ln.today_dollars:.2f}",
     ]
+
+
+def _when(at: datetime, now: datetime, whens: dict[datetime, str]) -> str:
+    """present.when, once an instant: 10,000 routines share far fewer next runs."""
+    text = whens.get(at)
+    if text is None:
+        from supervisor.cli.present import when
+
+        text = whens[at] = when(at, now)
+    return text
 
 
 def cells(
@@ -125,12 +135,13 @@ def cells(
     rows: list[list[str]] = []
     notes: list[str] = []
     signed: list[str] = []
+    whens: dict[datetime, str] = {}
     for ln in lines:
         if not ln.valid and ln.kind == "?":
             rows.append(_invalid_cells(ln, stale, c))
             notes.extend(one_line(e) for e in ln.errors)
         else:
-            rows.append(_routine_cells(ln, now, c))
+            rows.append(_routine_cells(ln, now, c, whens))
             _notes_of(ln, notes, signed)
     return Listing(rows, signed, notes)
 

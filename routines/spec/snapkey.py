@@ -1,0 +1,84 @@
+"""Whether a routine file is the one a cache saw: its key (`Key`) and the `racy` rule for an
+edit within a clock tick, the code and context a parse read (`code_context`), and the private
+state dir a cache lives in (`open_private`). One rule for the registry's snapshot of parses
+(routines/spec/snapshot.py, whose doc says why each part is there) and the row snapshot
+(routines/query/rowsnap.py). Light: a `list` from the row snapshot imports nothing else here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+import sys
+from pathlib import Path
+
+__all__ = ["MAX_BYTES", "RACY_NS", "Key", "code_context", "context", "open_private", "racy"]
+
+# Beyond this a snapshot is not written (nor read): 10,000 routines' parses make ~7 MB.
+MAX_BYTES = 64 * 1024 * 1024
+# A file changed this recently is parsed again each time (`racy`): 2 s is FAT's tick, the
+# coarsest a routine directory could have; ext4, xfs, btrfs and tmpfs tick every few ms.
+RACY_NS = 2_000_000_000
+
+# (mtime_ns, ctime_ns, size, inode, device, NAME.toml.sig is beside it)
+Key = tuple[int, int, int, int, int, bool]
+
+
+def racy(ctime_ns: int, now_ns: int) -> bool:
+    """Whether a file whose ctime is `ctime_ns` may change again, unseen, with the same times."""
+    return ctime_ns > now_ns - RACY_NS
+
+
+def _code() -> str:
+    """Which code parsed: the routines package's source files, by name, size, mtime and
+    inode (an upgrade or an edit of the tree changes one), and the interpreter."""
+    root = Path(__file__).resolve().parent.parent
+    seen: list[str] = [sys.version]
+    stack = [str(root)]
+    while stack:
+        with os.scandir(stack.pop()) as it:
+            for de in it:
+                if de.is_dir(follow_symlinks=False) and de.name != "__pycache__":
+                    stack.append(de.path)
+                elif de.name.endswith(".py"):
+                    st = de.stat()
+                    seen.append(f"{de.path}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ino}")
+    return "\n".join(sorted(seen))
+
+
+def context() -> tuple[str, ...]:
+    """What `load_text` reads of the machine besides the file, config.toml and the clock, for
+    every routine: the machine's zone (a schedule without one). Two parses of the same bytes
+    under the same context (and `never_context`, for a routine that `checks_paths`) are the
+    same (routines/spec/snapshot.py keeps parses by them). The loader's, kept here so that a
+    `list` from the row snapshot loads no parser."""
+    from routines.schedule.tz import machine_timezone
+
+    return (machine_timezone(),)
+
+
+def code_context() -> tuple[str, ...]:
+    """What a parse read besides its file, for every routine: the code (`_code`) and
+    `loader.context` (the machine's zone). OSError when the code's files cannot be listed."""
+    return (_code(), *context())
+
+
+def open_private(directory: Path, *, make: bool) -> int | None:
+    """An O_NOFOLLOW fd on `directory` when it is this user's and no one else may write in
+    it (a 0700 state dir), else None. With `make` it is created (0700) when its parent, the
+    routines dir, is there: a `list` of system routines alone creates no VINOS_HOME."""
+    from routines.store import open_dir
+
+    try:
+        if make:
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(directory, 0o700)
+        fd = open_dir(directory)
+    except OSError:
+        return None
+    st = os.fstat(fd)
+    if st.st_uid != os.geteuid() or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        os.close(fd)
+        return None
+    return fd

@@ -1,0 +1,216 @@
+"""The row snapshot (routines/query/rowsnap.py) over real files, a real ledger and a real clock:
+`list_rows` (what `list` shows without a daemon) gives the rows `collect` gives from every file
+parsed, after an edit in the same second at the same size, an added, removed or replaced file,
+a signature added or removed; it takes an unchanged file's row from the snapshot; a credential
+is never written to it; a corrupt or foreign one is ignored and written again.
+
+The snapshot's "now" is stepped past RACY_NS as in tests/routines/spec/test_registry_snapshot.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from routines.query import RoutineRow, rowsnap
+from routines.spec import registry, snapshot
+from routines.spec.paths import Paths, paths
+from routines.store import write_atomic
+from supervisor.overview import collect, list_rows
+from tests.helpers import COMMAND, write
+from tests.routines.spec.test_registry_snapshot import CLOCK, described, settle
+
+
+@pytest.fixture(autouse=True)
+def stepped_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    CLOCK.held = None
+    monkeypatch.setattr(registry, "time", CLOCK)
+    monkeypatch.setattr(rowsnap, "time", CLOCK)
+
+
+@pytest.fixture
+def p(vinos_env: Path) -> Paths:
+    return paths()
+
+
+def full(p: Paths, now: datetime) -> list[object]:
+    """The rows from every file parsed anew: no snapshot of either kind."""
+    for name in (snapshot.FILE_NAME, rowsnap.FILE_NAME):
+        (p.state_dir / name).unlink(missing_ok=True)
+    return list(collect(now))
+
+
+def same_as_full(p: Paths) -> None:
+    now = datetime.now(UTC)
+    got = list_rows(now)
+    kept = (p.state_dir / rowsnap.FILE_NAME).read_bytes()
+    assert got == full(p, now)
+    (p.state_dir / rowsnap.FILE_NAME).write_bytes(kept)  # as it was after `list_rows`
+
+
+def kept_file(p: Paths) -> dict[str, Any]:
+    file: dict[str, Any] = json.loads((p.state_dir / rowsnap.FILE_NAME).read_bytes())
+    return file
+
+
+def tamper(p: Paths, name: str, description: str) -> None:
+    """Rewrite the row kept for `name` (its key unchanged): rows that show `description`
+    took it from the snapshot."""
+    file = kept_file(p)
+    fields = file["kept"][str(p.routines_dir / f"{name}.toml")][1]  # the part
+    fields[RoutineRow._fields.index("description")] = description
+    write_atomic(p.state_dir / rowsnap.FILE_NAME, json.dumps(file).encode())
+
+
+def desc(name: str) -> str:
+    return next(r.description for r in list_rows() if r.name == name)
+
+
+def test_an_unchanged_files_row_comes_from_the_snapshot_and_equals_the_full_one(p: Paths) -> None:
+    for i in range(3):
+        write(p.routines_dir, f"r{i}", described(f"number {i}"))
+    settle()
+    same_as_full(p)
+    same_as_full(p)
+    tamper(p, "r1", "from the snapshot")
+    assert desc("r1") == "from the snapshot"
+    assert desc("r0") == "number 0"
+
+
+def test_an_edit_in_the_same_second_at_the_same_size_is_read_again(p: Paths) -> None:
+    path = write(p.routines_dir, "a", described("first"))
+    settle()
+    list_rows()
+    tamper(p, "a", "stale row")
+    st = path.stat()
+    path.write_text(described("other"))  # the same size
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))  # and the same mtime
+    assert path.stat().st_size == st.st_size
+    assert desc("a") == "other"
+    same_as_full(p)
+
+
+def test_a_file_not_settled_is_read_each_time_and_not_kept(p: Paths) -> None:
+    write(p.routines_dir, "old", described("old"))
+    settle()
+    write(p.routines_dir, "new", described("new"))  # after `settle`: within RACY_NS
+    same_as_full(p)
+    assert str(p.routines_dir / "new.toml") not in kept_file(p)["kept"]
+
+
+def test_an_added_removed_or_replaced_file_shows_as_it_is(p: Paths) -> None:
+    write(p.routines_dir, "a", described("a"))
+    gone = write(p.routines_dir, "b", described("b"))
+    settle()
+    list_rows()
+    gone.unlink()
+    write(p.routines_dir, "c", described("c"))
+    other = write(p.routines_dir.parent, "elsewhere", described("replaced"))
+    os.replace(other, p.routines_dir / "a.toml")  # another inode, an old ctime
+    settle()
+    assert [r.name for r in list_rows()] == ["a", "c"]
+    assert desc("a") == "replaced"
+    same_as_full(p)
+    assert set(kept_file(p)["kept"]) == {str(p.routines_dir / f"{n}.toml") for n in "ac"}
+
+
+def test_a_signature_added_or_removed_is_seen_and_a_signed_file_never_kept(p: Paths) -> None:
+    text = described("signed").replace("[routine]\n", '[routine]\npermissions = "everything"\n')
+    path = write(p.routines_dir, "a", described("plain"))
+    write(p.routines_dir, "b", described("b"))
+    settle()
+    list_rows()
+    sig = path.with_name("a.toml.sig")
+    sig.write_text("looked for by the loader\n")
+    same_as_full(p)  # the key says a signature is beside it: read again, then not kept
+    assert str(path) not in kept_file(p)["kept"]
+    path.write_text(text)
+    settle()
+    same_as_full(p)
+    sig.unlink()
+    row = next(r for r in list_rows() if r.name == "a")
+    assert not row.valid and "a.toml.sig is missing" in row.errors[0]
+    same_as_full(p)
+
+
+def test_a_credential_is_never_written_to_the_row_snapshot(p: Paths) -> None:
+    token = "T0K3N-in-the-url"
+    hook = COMMAND + f'[output]\ntype = "webhook"\nurl = "https://hooks.example/{token}"\n'
+    write(p.routines_dir, "hook", hook)
+    write(p.routines_dir, "plain", described("kept"))
+    settle()
+    same_as_full(p)
+    same_as_full(p)
+    raw = (p.state_dir / rowsnap.FILE_NAME).read_bytes()
+    assert token.encode() not in raw
+    assert str(p.routines_dir / "plain.toml").encode() in raw
+    assert str(p.routines_dir / "hook.toml").encode() not in raw
+
+
+@pytest.mark.parametrize("spoil", [b"\x00garbage", b"", b'{"format": 1, "kept": []}', "foreign"])
+def test_a_corrupt_or_foreign_row_snapshot_is_ignored_and_written_again(
+    p: Paths, spoil: bytes | str
+) -> None:
+    write(p.routines_dir, "a", described("a"))
+    settle()
+    list_rows()
+    file = p.state_dir / rowsnap.FILE_NAME
+    if spoil == "foreign":
+        tamper(p, "a", "a foreign row")
+        foreign = kept_file(p)
+        foreign["format"] = rowsnap.FORMAT + 1
+        write_atomic(file, json.dumps(foreign).encode())
+    else:
+        assert isinstance(spoil, bytes)
+        write_atomic(file, spoil)
+    same_as_full(p)
+    assert desc("a") == "a"
+    assert kept_file(p)["format"] == rowsnap.FORMAT
+
+
+def test_a_kept_next_run_is_used_only_before_it_comes(p: Paths) -> None:
+    text = described("a").replace("[routine]\n", "[routine]\nenabled = true\n")
+    write(p.routines_dir, "a", text)  # daily at 06:00 (tests.helpers COMMAND)
+    settle()
+    now = datetime.now(UTC)
+    first = list_rows(now)
+    later = datetime.fromtimestamp(time.time() + 2 * 86400, UTC)
+    assert list_rows(later) == full(p, later)
+    assert first[0].next_run is not None
+    assert first[0].next_run != list_rows(later)[0].next_run
+
+
+def test_an_override_of_a_kept_routine_binds_to_its_identity(p: Paths) -> None:
+    """`enable`/`disable` bind to the file's identity (a hash of its bytes): a kept row says
+    the override as the full rows do, with the next run or without it, and an edit of the file
+    ends it there too."""
+    from routines.ledger import Ledger
+    from routines.spec.registry import scan
+    from supervisor.engine.toggle import set_enabled
+
+    on = described("on").replace("[routine]\n", "[routine]\nenabled = true\n")
+    write(p.routines_dir, "off", described("off"))
+    path = write(p.routines_dir, "on", on)
+    settle()
+    list_rows()
+    now = datetime.now(UTC)
+    reg = scan(p)
+    with Ledger(p.ledger) as led:
+        for name, flip in (("off", True), ("on", False)):
+            entry = reg.get(name)
+            assert entry is not None and entry.routine is not None
+            set_enabled(led, entry.routine, flip, now)
+    rows = {r.name: r for r in list_rows(now)}
+    assert rows["off"].enabled and rows["off"].next_run is not None
+    assert not rows["on"].enabled and rows["on"].next_run is None
+    same_as_full(p)
+    path.write_text(on.replace('"on"', '"edited"'))  # a new identity: the override ends
+    settle()
+    assert next(r for r in list_rows() if r.name == "on").enabled
+    same_as_full(p)

@@ -8,7 +8,8 @@ A kept row is used only for the file at the same path whose key (mtime, ctime, s
 device, whether NAME.toml.sig is beside it) is what it was, that is not `racy`, under the same
 code and `loader.context`: the registry snapshot's own rule and key (routines.spec.snapshot),
 not a second one. Its next run is used only while the clock is between when it was computed
-and that run. Everything else is parsed in full (routines.spec.registry `_read`) and never
+and that run, and only with the time-zone database it was computed with. Everything else is
+parsed in full (routines.spec.registry `_read`) and never
 kept: an invalid file, one whose parse read more than the file (`reads_only_the_file`, paths
 held to the never-list), one that holds a credential (`holds_a_secret`), one that is signed or
 asks for auto-approval (its row checks the signature), one that follows others (`after`: a
@@ -76,7 +77,23 @@ class _FileFacts(NamedTuple):
 
 
 def _context() -> tuple[str, ...]:
-    return (str(FORMAT), *code_context())
+    return (str(FORMAT), *code_context(), _zone_data())
+
+
+def _zone_data() -> str:
+    """What identifies the time-zone database the kept next runs were computed with: an
+    upgrade of it (a zone's rules changed) drops them all. The system's (zoneinfo.TZPATH,
+    whose tzdata.zi every tzdata package rewrites, or the folder itself), else none found."""
+    import zoneinfo
+
+    for root in zoneinfo.TZPATH:
+        for path in (os.path.join(root, "tzdata.zi"), root):
+            try:
+                st = os.stat(path)
+            except OSError:
+                continue
+            return f"{path}:{st.st_mtime_ns}:{st.st_size}:{st.st_ino}"
+    return "no system zone data"
 
 
 def _load(paths: Paths, context: tuple[str, ...]) -> dict[str, list[Any]]:

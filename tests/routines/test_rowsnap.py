@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import time
+import zoneinfo
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -184,6 +185,26 @@ def test_a_kept_next_run_is_used_only_before_it_comes(p: Paths) -> None:
     assert list_rows(later) == full(p, later)
     assert first[0].next_run is not None
     assert first[0].next_run != list_rows(later)[0].next_run
+
+
+def test_an_upgraded_time_zone_database_drops_every_kept_row(
+    p: Paths, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A kept next run was computed with the zone rules of then: a tzdata upgrade (which
+    rewrites tzdata.zi) may move it, so the whole snapshot is read anew."""
+    zones = tmp_path / "zoneinfo"
+    zones.mkdir()
+    (zones / "tzdata.zi").write_text("# version 2026a\n")
+    monkeypatch.setattr(zoneinfo, "TZPATH", (str(zones),))
+    write(p.routines_dir, "a", described("first"))
+    settle()
+    list_rows()
+    tamper(p, "a", "kept before the upgrade")
+    assert desc("a") == "kept before the upgrade"
+    (zones / "tzdata.zi").unlink()
+    (zones / "tzdata.zi").write_text("# version 2026b, Mars/Olympus moved\n")  # a new file
+    assert desc("a") == "first"
+    same_as_full(p)
 
 
 def test_an_override_of_a_kept_routine_binds_to_its_identity(p: Paths) -> None:

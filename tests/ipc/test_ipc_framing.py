@@ -227,6 +227,8 @@ def test_async_reader_on_a_real_subprocess_pipe_with_big_lines() -> None:
         "sys.stdout.buffer.write(data); sys.stdout.buffer.write(b'x' * 3000000)"
     )
 
+    steps: list[str] = []
+
     async def go() -> tuple[list[ipc.Message], str]:
         proc = await asyncio.create_subprocess_exec(
             sys.executable,
@@ -235,19 +237,38 @@ def test_async_reader_on_a_real_subprocess_pipe_with_big_lines() -> None:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
         )
+        steps.append(f"started {proc.pid}")
         assert proc.stdin is not None and proc.stdout is not None
         proc.stdin.write(big + encode(Hello()))
         proc.stdin.close()
-        got = [await read_message(proc.stdout), await read_message(proc.stdout)]
+        got = [await read_message(proc.stdout)]
+        steps.append("read 1")
+        got.append(await read_message(proc.stdout))
+        steps.append("read 2")
         try:
             await read_message(proc.stdout)
         except ProtocolError as exc:
             err = str(exc)
+        steps.append("read 3")
         proc.kill()
         await proc.wait()
         return [m for m in got if m is not None], err
 
-    msgs, err = asyncio.run(go())
+    async def bounded() -> tuple[list[ipc.Message], str]:
+        # It hung once in a full run (never alone): say where, and in what state the child
+        # was, instead of pytest-timeout's stack of the event loop.
+        try:
+            return await asyncio.wait_for(go(), 60)
+        except TimeoutError:
+            pid = steps[0].split()[1] if steps else ""
+            try:
+                status = open(f"/proc/{pid}/status").read().splitlines()[:3]  # noqa: SIM115
+                wchan = open(f"/proc/{pid}/wchan").read()  # noqa: SIM115
+            except OSError as exc:
+                status, wchan = [str(exc)], ""
+            raise AssertionError(f"hung after {steps}; the child: {status} {wchan}") from None
+
+    msgs, err = asyncio.run(bounded())
     assert [m.TYPE for m in msgs] == ["event", "hello"]
     assert "limit" in err
 

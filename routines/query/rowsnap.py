@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, cast
 from routines.query.routines import RoutineRow, RowCache
 from routines.spec.registry import Entry, Registry, _files, _Found, _read, _refuse_cycles, scan
 from routines.spec.routine import Origin
-from routines.spec.snapkey import MAX_BYTES, Key, code_context, open_private, racy
+from routines.spec.snapkey import Key, code_context, racy, read_private, write_private
 
 if TYPE_CHECKING:
     from routines.spec.paths import Paths
@@ -97,18 +97,8 @@ def _zone_data() -> str:
 
 
 def _load(paths: Paths, context: tuple[str, ...]) -> dict[str, list[Any]]:
-    dfd = open_private(paths.state_dir, make=False)
-    if dfd is None:
-        return {}
-    try:
-        from routines.store import read_regular_at
-
-        data = read_regular_at(dfd, FILE_NAME, MAX_BYTES + 1, head=True)
-    except OSError:
-        return {}
-    finally:
-        os.close(dfd)
-    if not data or len(data) > MAX_BYTES:
+    data = read_private(paths.state_dir, FILE_NAME)
+    if data is None:
         return {}
     import json
 
@@ -130,18 +120,7 @@ def _save(paths: Paths, context: tuple[str, ...], kept: dict[str, list[Any]]) ->
 
     try:
         file = {"format": FORMAT, "context": context, "kept": kept}
-        data = json.dumps(file, separators=(",", ":")).encode()
-        if len(data) > MAX_BYTES:
-            return
-        dfd = open_private(paths.state_dir, make=True)
-        if dfd is None:
-            return
-        try:
-            from routines.store import write_atomic_at
-
-            write_atomic_at(dfd, FILE_NAME, data)
-        finally:
-            os.close(dfd)
+        write_private(paths.state_dir, FILE_NAME, json.dumps(file, separators=(",", ":")).encode())
     except (OSError, TypeError, ValueError):
         return
 

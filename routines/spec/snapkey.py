@@ -82,3 +82,38 @@ def open_private(directory: Path, *, make: bool) -> int | None:
         os.close(fd)
         return None
     return fd
+
+
+def read_private(directory: Path, name: str) -> bytes | None:
+    """`directory`/`name` when `directory` is private (`open_private`) and the file is a
+    regular one of at most MAX_BYTES; None otherwise, or when it cannot be read: a snapshot
+    is a cache, read anew then."""
+    dfd = open_private(directory, make=False)
+    if dfd is None:
+        return None
+    try:
+        from routines.store import read_regular_at
+
+        data = read_regular_at(dfd, name, MAX_BYTES + 1, head=True)
+    except OSError:
+        return None
+    finally:
+        os.close(dfd)
+    return data if data and len(data) <= MAX_BYTES else None
+
+
+def write_private(directory: Path, name: str, data: bytes) -> None:
+    """`data` as `directory`/`name`, atomically, in a private `directory` (made 0700 when
+    missing); nothing past MAX_BYTES or where the directory is not private. OSError on a
+    failed write (the caller's cache goes unwritten)."""
+    if len(data) > MAX_BYTES:
+        return
+    dfd = open_private(directory, make=True)
+    if dfd is None:
+        return
+    try:
+        from routines.store import write_atomic_at
+
+        write_atomic_at(dfd, name, data)
+    finally:
+        os.close(dfd)

@@ -30,7 +30,6 @@ or is of another format or context is ignored, and replaced at the next write.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import msgspec
@@ -38,7 +37,14 @@ import msgspec
 from routines.collector import collector_paused
 from routines.spec.paths import Paths
 from routines.spec.routine import Routine
-from routines.spec.snapkey import MAX_BYTES, RACY_NS, Key, code_context, open_private, racy
+from routines.spec.snapkey import (
+    RACY_NS,
+    Key,
+    code_context,
+    racy,
+    read_private,
+    write_private,
+)
 
 # RACY_NS, Key and racy are routines/spec/snapkey.py's, named here too.
 __all__ = ["FILE_NAME", "RACY_NS", "Key", "Snapshot", "collector_paused", "racy"]
@@ -129,16 +135,8 @@ class Snapshot:
         return self._never
 
     def _load(self) -> dict[str, _Parsed]:
-        dfd = open_private(self._paths.state_dir, make=False)
-        if dfd is None:
-            return {}
-        try:
-            from routines.store import read_regular_at
-
-            data = read_regular_at(dfd, FILE_NAME, MAX_BYTES + 1, head=True)
-        finally:
-            os.close(dfd)
-        if not data or len(data) > MAX_BYTES:
+        data = read_private(self._paths.state_dir, FILE_NAME)
+        if data is None:
             return {}
         try:
             file = _decoder().decode(data)
@@ -178,16 +176,6 @@ class Snapshot:
             data = msgspec.msgpack.Encoder(enc_hook=_enc_hook).encode(
                 _File(FORMAT, self._context, never, self._new)
             )
-            if len(data) > MAX_BYTES:
-                return
-            dfd = open_private(self._paths.state_dir, make=True)
-            if dfd is None:
-                return
-            try:
-                from routines.store import write_atomic_at
-
-                write_atomic_at(dfd, FILE_NAME, data)
-            finally:
-                os.close(dfd)
+            write_private(self._paths.state_dir, FILE_NAME, data)
         except (OSError, TypeError, NotImplementedError):
             return

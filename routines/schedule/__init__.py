@@ -11,8 +11,9 @@
     translate   cron -> systemd OnCalendar
     tz          the machine's zone, a routine's default
 
-Of the rest of routines/ it imports only routines.runs (the slot id) and routines.spec.routine
-(the typed [schedule] table and the routine's kind): pyproject.toml's import contracts. The names
+Of the rest of routines/ it imports only routines.runs (the slot id); the typed [schedule]
+table and the routine's kind are its own (written.py), which routines.spec re-exports:
+pyproject.toml's import contracts. The names
 below are imported on first use, so `from routines.schedule import machine_timezone` costs the one
 small module, not the parsers (tests/cli/test_cli_list.py counts what a plain `list` loads).
 """

@@ -29,7 +29,7 @@ from routines.schedule.error import ScheduleError, never_fires
 from routines.schedule.every import once_calendar, resolve_plain
 from routines.schedule.pattern import Pattern
 from routines.schedule.translate import translate
-from routines.spec.routine import Kind, ScheduleSpec
+from routines.schedule.written import Kind, ScheduleSpec
 
 __all__ = [
     "FREQUENT_SECONDS",

@@ -12,6 +12,11 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+# The [schedule] table as written and the kinds it depends on live with the schedule code, which
+# reads them (routines.schedule.written): this module re-exports them, so routines.schedule
+# imports nothing of routines.spec (pyproject.toml: no import cycle between them).
+from routines.schedule.written import Kind, Missed, ScheduleSpec
+
 if TYPE_CHECKING:
     from routines.runs import Outcome
 
@@ -81,11 +86,6 @@ _PERMISSION_WORDS = {
 }
 
 
-class Kind(StrEnum):
-    AGENT = "agent"  # a model drives a tool loop
-    COMMAND = "command"  # a shell string runs in the sandbox, no model
-
-
 class Route(StrEnum):
     ANTHROPIC = "anthropic"  # premium only
     OLLAMA = "ollama"  # local only
@@ -114,11 +114,6 @@ class OnExceed(StrEnum):
     NOTIFY = "notify"  # stop the run and tell the user
 
 
-class Missed(StrEnum):
-    CATCH_UP = "catch_up"  # one run stands in for all missed slots
-    SKIP = "skip"  # one `missed` row with the count
-
-
 class ToolKind(StrEnum):
     READ = "read"
     SHELL = "shell"
@@ -140,37 +135,6 @@ class Tool:
 
     def __str__(self) -> str:
         return f"{self.kind.value}:{self.value}"
-
-
-@dataclass(frozen=True, slots=True)
-class ScheduleSpec:
-    """[schedule] as written; `routines.schedule.compile_schedule` evaluates it."""
-
-    cron: str | None = None
-    oncalendar: str | None = None
-    every: str | None = None
-    once: str | None = None  # "2026-12-24 09:00": one run, then the routine turns itself off
-    timezone: str = "UTC"
-    jitter_sec: int = 0
-    missed: Missed = Missed.CATCH_UP
-    allow_frequent: bool = False
-
-    @property
-    def expression(self) -> str:
-        """The expression in force, by the precedence oncalendar > cron > every > once
-        (test_schedule_api.py::test_precedence_oncalendar_then_cron_then_every)."""
-        return self.oncalendar or self.cron or self.every or self.once or ""
-
-    @property
-    def form(self) -> str:
-        """Which key the expression in force came from."""
-        if self.oncalendar:
-            return "oncalendar"
-        if self.cron:
-            return "cron"
-        if self.once and not self.every:
-            return "once"
-        return "every"
 
 
 @dataclass(frozen=True, slots=True)

@@ -111,6 +111,13 @@ def python_in_sandbox(code: str) -> str:
     return f"/usr/bin/python3 -c \"import base64; exec(base64.b64decode('{blob}'))\""
 
 
+def sleep_marker(seconds: int) -> str:
+    """A `sleep` argument no other test uses (`seconds`.random digits): processes_with looks
+    host-wide, and another pytest worker may be running the same parametrized test, whose
+    sandbox would otherwise match (a full run failed so)."""
+    return f"{seconds}.{secrets.randbelow(10**9):09d}"
+
+
 def processes_with(marker: str) -> list[psutil.Process]:
     """Host processes whose command line mentions `marker`."""
     found = []

@@ -7,7 +7,7 @@ import subprocess
 import threading
 
 from sandbox import Limits, ShellResult
-from tests.sandbox.sandbox_testkit import Box, processes_with, python_in_sandbox
+from tests.sandbox.sandbox_testkit import Box, processes_with, python_in_sandbox, sleep_marker
 
 MiB = 1024 * 1024
 
@@ -106,6 +106,6 @@ def test_limits_cannot_be_raised_and_no_core_dumps(box: Box) -> None:
 
 
 def test_the_runner_leaves_nothing_behind(box: Box, no_leftovers: None) -> None:
-    marker = "4242.4242"
+    marker = sleep_marker(4242)
     box.run(f"for i in 1 2 3; do sleep {marker} & done; echo started")
     assert processes_with(marker) == []

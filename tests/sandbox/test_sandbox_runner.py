@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from sandbox import ROOT_REFUSAL, STDERR_CAP, STDOUT_CAP, ShellResult, run_shell
-from tests.sandbox.sandbox_testkit import REPO, Box, processes_with, run_python
+from tests.sandbox.sandbox_testkit import REPO, Box, processes_with, run_python, sleep_marker
 
 
 def test_exit_code_stdout_and_stderr(box: Box) -> None:
@@ -110,7 +110,7 @@ def test_a_gigabyte_of_output_is_cut_at_the_cap_with_flat_memory(
 
 
 def test_sleep_is_killed_at_the_timeout(box: Box, no_leftovers: None) -> None:
-    marker = "1000.4711"
+    marker = sleep_marker(1000)
     r = box.run(f"echo before; sleep {marker}", timeout=1)
     assert r.timed_out and r.exit_code is None
     assert r.stdout == "before\n"  # what it printed before the end is kept
@@ -119,7 +119,7 @@ def test_sleep_is_killed_at_the_timeout(box: Box, no_leftovers: None) -> None:
 
 
 def test_a_command_ignoring_sigterm_is_killed_too(box: Box, no_leftovers: None) -> None:
-    marker = "1000.4712"
+    marker = sleep_marker(1000)
     r = box.run(f"trap '' TERM; sleep {marker}; sleep {marker}", timeout=1)
     assert r.timed_out
     assert processes_with(marker) == []
@@ -137,14 +137,14 @@ def test_a_command_ignoring_sigterm_is_killed_too(box: Box, no_leftovers: None) 
 def test_children_are_gone_when_the_command_exits(
     box: Box, command: str, no_leftovers: None
 ) -> None:
-    marker = "999.4713"
+    marker = sleep_marker(999)
     r = box.run(command.format(m=marker), timeout=30)
     assert r.stdout == "started\n" and r.exit_code == 0 and not r.timed_out
     assert processes_with(marker) == []
 
 
 def test_a_double_forked_child_is_gone_at_the_timeout(box: Box, no_leftovers: None) -> None:
-    marker = "999.4714"
+    marker = sleep_marker(999)
     r = box.run(f"( setsid nohup sleep {marker} >/dev/null 2>&1 & ); sleep {marker}", timeout=1)
     assert r.timed_out
     assert processes_with(marker) == []

@@ -28,7 +28,6 @@ from starlette.staticfiles import StaticFiles
 from dashboard import control, messages, spending, views
 from dashboard.files import NAME, RUN_ID
 from dashboard.security import Guard, Secrets
-from routines import proposals
 from routines.humanize import money, relative, tokens
 from routines.ledger import LedgerError
 from routines.ledger.api import Store, open_ledger
@@ -277,7 +276,7 @@ class Pages:
         found = None
         with self.ledger() as db:
             if pid is not None and db is not None:
-                paused = frozenset(r.run_id for r in db.paused_runs())
+                paused = views.paused_runs(db)
                 found = views.one_waiting(scan(self.paths), db, pid, self.now(), paused)
         if found is None:
             return self.missing(request, "waiting proposal by that number")
@@ -298,12 +297,11 @@ class Pages:
             args["shown"] = form.get("shown", "")
         else:
             args["why"] = form.get("why", "")[:500]
-        _, refused = await self._ask(f"/proposal/{pid}", decision, args, "")
+        answer, refused = await self._ask(f"/proposal/{pid}", decision, args, "")
         if refused is not None:
             return refused
-        with self.ledger() as db:
-            found = proposals.get(db, pid) if db is not None else None
-        routine = found.routine if found is not None else ""
+        routine = (answer or {}).get("routine", "")
+        routine = routine if isinstance(routine, str) else ""  # shown only if a routine's name
         code = "approved" if decision == "approve" else "denied"
         return self.back("/", messages.query(code, routine=routine))
 

@@ -167,10 +167,12 @@ def overview(
 
 
 def _waiting(registry: Registry, ledger: LedgerAPI | None, now: datetime) -> list[Waiting]:
-    paused = (
-        frozenset(r.run_id for r in ledger.paused_runs()) if ledger is not None else frozenset()
-    )
-    return waiting_proposals(registry, ledger, now, paused)
+    return waiting_proposals(registry, ledger, now, paused_runs(ledger))
+
+
+def paused_runs(ledger: LedgerAPI | None) -> frozenset[str]:
+    """The runs that wait for a person's answer (needs_you): their requests say so."""
+    return frozenset(r.run_id for r in ledger.paused_runs()) if ledger is not None else frozenset()
 
 
 def pulse(ledger: LedgerAPI | None) -> str:

@@ -273,7 +273,7 @@ class Handlers:
             if refused is not None:
                 raise CommandError("not_waiting", f"proposal #{pid} cannot be denied: {refused}")
             self.daemon.wake()
-            return {"id": pid, "state": "denied"}
+            return {"id": pid, "state": "denied", "routine": found.routine}
         shown = req.args.get("shown")
         if not isinstance(shown, str) or not _SHA256.fullmatch(shown):
             raise CommandError("usage", "expected the fingerprint of the input shown")
@@ -285,7 +285,7 @@ class Handlers:
             self.daemon.start_action(pid, shown)
         except OSError as exc:
             raise CommandError("not_started", f"the action could not start: {exc}") from None
-        return {"id": pid, "state": "approved"}
+        return {"id": pid, "state": "approved", "routine": found.routine}
 
     async def watch(self, req: Request, conn: Connection) -> dict[str, object]:
         """`status --waybar --follow`: the bar's line each time it changes

@@ -102,4 +102,6 @@ def close_gates() -> None:
     _CHANNELS.clear()
     for top in _MADE:
         shutil.rmtree(top, ignore_errors=True)
+        with contextlib.suppress(OSError):  # another test's gates may be there still
+            top.parent.rmdir()
     _MADE.clear()

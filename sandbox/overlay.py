@@ -406,9 +406,8 @@ def quota_in_force() -> tuple[bool, str]:
     reason = overlay_unavailable()
     if reason is None:
         return True, (
-            "kept by the kernel: max_workspace_mb holds every shell call, action and MCP server "
-            "(overlays on a tmpfs of the quota, copied back within it); a command routine's "
-            "command is polled"
+            "kept by the kernel: max_workspace_mb holds every shell call, action, command and "
+            "MCP server (overlays on a tmpfs of the quota, copied back within it)"
         )
     return False, (
         "polled: max_workspace_mb is measured during each shell call, action, command and MCP "

@@ -107,15 +107,13 @@ def run_shell(
     proxy_prefix: Sequence[str] = (),
     on_argv: Callable[[list[str]], None] | None = None,
     stdin: bytes | None = None,
-    live: bool = False,
 ) -> ShellResult:
     """Run `bash -c command` under bwrap with `policy`. Never raises for sandbox problems.
 
     The workspace quota is kept by the kernel (an overlay on a tmpfs of the quota, copied back
-    after the call) unless `live`: then the call writes the real directories as it goes, and
-    the quota is kept by RLIMIT_FSIZE and the poll. A command routine's one long command is
-    live: its files must show while it runs and survive a crash, and may outgrow memory
-    (tests/worker/test_worker_command_live.py). A model's shell calls never are.
+    after the call) for every call: a model's shell call, an action, a command routine's one
+    long command (tests/worker/test_worker_command_quota.py). Where the kernel cannot build
+    the overlay, by RLIMIT_FSIZE and the poll.
 
     With the network on, the egress proxy runs in a process of its own, started under
     `proxy_prefix` (default: none, so in this process's network; tests give a command that
@@ -146,7 +144,6 @@ def run_shell(
             proxy_prefix,
             on_argv,
             stdin,
-            live,
         )
 
 
@@ -160,7 +157,6 @@ def _run(
     proxy_prefix: Sequence[str],
     on_argv: Callable[[list[str]], None] | None,
     stdin: bytes | None = None,
-    live: bool = False,
 ) -> ShellResult:
     with contextlib.ExitStack() as closing, contextlib.ExitStack() as on_failure:
         try:
@@ -176,7 +172,7 @@ def _run(
                 closing.callback(os.close, rw_fds[-1])
             quota = QuotaWatch(_quota_fds(policy, rw_fds, lasting), policy.limits.workspace_mb)
             left_mb = quota.start(time.monotonic())
-            overlays = _overlays(policy, quota, _kept_fds(policy, rw_fds, lasting), lasting, live)
+            overlays = _overlays(policy, quota, _kept_fds(policy, rw_fds, lasting), lasting)
             limited = _file_size_limited(policy, left_mb, overlays is not None)
             shown = {} if overlays is None else overlays.shown()
             argv = build_argv(
@@ -305,14 +301,13 @@ def _overlays(
     quota: QuotaWatch,
     kept: list[tuple[str, int]],
     lasting: contextlib.ExitStack,
-    live: bool,
 ) -> Overlays | None:
     """The quota dirs as overlays on a tmpfs of the quota (sandbox/overlay.py), so the kernel
     keeps it, and the person's write folders (`kept`) on the same tmpfs, copied back through
-    the guard; None for a `live` call and where the kernel cannot (the poll and RLIMIT_FSIZE
+    the guard; None where the kernel cannot (the poll and RLIMIT_FSIZE
     keep the quota then, and the write folders are read-only: sandbox/argv.py)."""
     dirs = [(path, fd) for path, fd in quota.dirs if path in policy.rw_binds]
-    if live or not (dirs or kept):
+    if not (dirs or kept):
         return None
     reason = overlay_unavailable()
     if reason is not None:

@@ -340,7 +340,7 @@ def _disk(
     OverlayError, OSError."""
     quota = QuotaWatch(_quota_fds(policy, rw_fds, lasting), policy.limits.workspace_mb)
     left_mb = quota.start(time.monotonic())
-    overlays = _overlays(policy, quota, [], lasting, live=False)
+    overlays = _overlays(policy, quota, [], lasting)
     return _file_size_limited(policy, left_mb, overlays is not None), quota, overlays
 
 

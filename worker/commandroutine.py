@@ -58,7 +58,6 @@ def run_command(run: RunContext) -> Result:
         timeout_sec=timeout,
         stdout_cap=OUTPUT_CAP,
         on_argv=run.debug_argv(),
-        live=True,  # the author's one long command writes its workspace as it goes
         # What an event hands the run (an upstream's output, changed paths, a fire call's
         # input) is its stdin; nothing else is (test_daemon_triggers.py).
         stdin=run.job.event_text.encode() if run.job.event_text else None,

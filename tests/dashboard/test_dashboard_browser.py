@@ -17,7 +17,15 @@ from routines.schedule.tz import machine_timezone
 from routines.spec.paths import paths
 from tests.dashboard.browser import browser
 from tests.dashboard.dashkit import Dashboard
-from tests.supervisor.daemonkit import DaemonProcess, command_routine, gated, state, write_routine
+from tests.supervisor.daemonkit import (
+    DaemonProcess,
+    command_routine,
+    gated,
+    release,
+    state,
+    write_routine,
+)
+from tests.supervisor.gates import gate_home
 
 pytestmark = pytest.mark.slow
 
@@ -100,6 +108,7 @@ def test_a_person_enables_runs_and_reads_a_routine(tmp_path: Path, not_root: Non
             # Longer than every wait below: under load the page may show "running" late, and a
             # run that timed out meanwhile could never show it (a failure at load 8 was that).
             timeout=600,
+            extra=gate_home("hello"),
         ).replace("[routine]\n", '[routine]\ndescription = "Says hello when asked"\n'),
     )
     write_routine("spender", SPENDER)
@@ -133,7 +142,7 @@ def test_a_person_enables_runs_and_reads_a_routine(tmp_path: Path, not_root: Non
             follow.goto(f"{dash.url}/run/{run_id}")
             expect(follow.locator("#run-status .status")).to_have_text("running")
             follow.evaluate("window.stillTheSamePage = true")
-            (paths().workspace("hello") / "go").touch()
+            release("hello")
             expect(follow.locator("#run-status .status")).to_have_text("ok", timeout=WAIT_MS)
             expect(follow.locator("#log")).to_contain_text("output written")
             assert follow.evaluate("window.stillTheSamePage") is True

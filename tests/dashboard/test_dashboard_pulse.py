@@ -21,9 +21,11 @@ from tests.supervisor.daemonkit import (
     entered,
     final,
     gated,
+    release,
     wait_for,
     write_routine,
 )
+from tests.supervisor.gates import gate_home
 
 pytestmark = pytest.mark.slow  # real daemons: make test-fast leaves these out
 
@@ -45,7 +47,10 @@ def status(run_id: str) -> str:
 def test_the_pulse_changes_when_a_run_starts_and_when_it_ends(
     tmp_path: Path, not_root: None, dashboard: Dashboard
 ) -> None:
-    write_routine("hello", command_routine(gated("hello"), schedule='cron = "0 3 * * *"'))
+    write_routine(
+        "hello",
+        command_routine(gated("hello"), schedule='cron = "0 3 * * *"', extra=gate_home("hello")),
+    )
     d = DaemonProcess(tmp_path).start()
     try:
         before = pulse(dashboard)
@@ -58,7 +63,7 @@ def test_the_pulse_changes_when_a_run_starts_and_when_it_ends(
         assert f'data-at="{running}"' in dashboard.get("/", cookie=True).body
         page = dashboard.get(f"/run/{run_id}", cookie=True).body
         assert 'data-at="running:' in page, page
-        (paths().workspace("hello") / "go").touch()
+        release("hello")
         wait_for(lambda: final("hello"), what="the run's end")
         assert pulse(dashboard) not in (before, running)
     finally:

@@ -3,7 +3,7 @@ real workers and sandboxed commands: daemons killed (kill -9) and restarted, dae
 (SIGSTOP) past their lease, the database stopped and hung. Whatever happens:
 
 - no overlap: no two executions of one routine run at once (counted from the commands' own
-  start/beat/end lines in the workspaces, apart from the ledger);
+  start/beat/end lines, apart from the ledger);
 - no double slot: no slot of a routine has two runs;
 - no lost record: every execution has its run row, with a final status;
 - no phantom failure: nothing is `failed` (the command cannot fail); an execution that ran to
@@ -64,7 +64,6 @@ def test_chaos_no_overlap_no_double_slot_no_lost_record_no_phantom_failure(
     for m in ms:
         for name, text in texts.items():  # one file on every machine (else: divergent)
             m.write(name, text)
-            m.paths.workspace(name).mkdir(parents=True, exist_ok=True)
         m.start()
     story = f"seed {seed}: " + " ".join(_storm(rng, ms, pg_cluster, clock, start))
 

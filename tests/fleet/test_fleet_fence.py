@@ -2,8 +2,10 @@
 PostgreSQL, real workers running real sandboxed commands.
 
 Each execution of the routine writes `start`, a `beat` every quarter second and `end` lines,
-with an execution id and the time, to its machine's workspace: what ran is counted apart from
-the ledger, and an execution that was killed ends at its last beat. The assertion that
+with an execution id, the time and its scratch dir (which names its machine), to a log outside
+its workspace that the test reads as it is written (tests/supervisor/gates.py; the workspace
+is an overlay while the command runs): what ran is counted apart from the ledger, and an
+execution that was killed ends at its last beat. The assertion that
 matters: no two executions of one routine overlap, and the execution that lost its lease is
 recorded `interrupted (lease lost)`, never `ok` thrown away."""
 
@@ -25,7 +27,8 @@ from supervisor.cli.client import connect
 from tests.fleet.fleetkit import Machine, fleet_rows, minute_boundary, wait_logged
 from tests.fleet.pgcluster import Cluster
 from tests.fleet.test_fleet_daemons import place
-from tests.supervisor.daemonkit import command_routine, sid
+from tests.supervisor.daemonkit import command_routine, release, sid
+from tests.supervisor.gates import channel, gate, gate_home
 
 MINUTE = timedelta(minutes=1)
 BEATS = 48  # 12 s of beats: the run outlives the 3 s lease many times over
@@ -38,14 +41,26 @@ def wait_for(predicate: Any, what: str) -> Any:
     return wait_logged(predicate, what, MACHINES)
 
 
+def log(name: str) -> Path:
+    """Routine `name`'s log in its gate, one for every machine (they share the test's home)."""
+    path = gate(name) / "log"
+    channel(path)
+    return path
+
+
+def mark(name: str) -> str:
+    """A shell function `mark WHAT`: a line in the log. Its working directory is its run's
+    scratch dir, VINOS_HOME/routines/scratch/NAME/RUN-ID: the run id, and the machine."""
+    return f'mark() {{ echo "$1 $id $(date +%s.%N) $PWD" >> {log(name)}; }}; id=$(basename "$PWD")'
+
+
 def counted(beats: int = BEATS, name: str = "long") -> str:
-    """The routine: the same file on every machine. Its working directory is its run's
-    scratch dir, routines/scratch/NAME/RUN-ID: the run id, and the workspace two levels up."""
-    line = f'echo "$1 $id $(date +%s.%N)" >> "$PWD/../../../workspace/{name}/log"'
+    """The routine: the same file on every machine."""
     return command_routine(
-        f'mark() {{ {line}; }}; id=$(basename "$PWD"); mark start; i=0; '
+        f"{mark(name)}; mark start; i=0; "
         f"while [ $i -lt {beats} ]; do mark beat; sleep 0.25; i=$((i+1)); done; mark end",
         timeout=300,
+        extra=gate_home(name),
     )
 
 
@@ -59,19 +74,16 @@ class Execution:
 
 
 def executions(*ms: Machine, name: str = "long") -> list[Execution]:
+    seen: dict[tuple[str, str], list[tuple[str, float]]] = {}
+    for line in channel(log(name)).lines():
+        what, ex_id, at, where = line.split()
+        for m in ms:
+            if where.startswith(f"{m.paths.home}/"):
+                seen.setdefault((m.name, ex_id), []).append((what, float(at)))
     out = []
-    for m in ms:
-        log = m.paths.workspace(name) / "log"
-        if not log.exists():
-            continue
-        seen: dict[str, list[tuple[str, float]]] = {}
-        for line in log.read_text().splitlines():
-            parts = line.split()
-            if len(parts) == 3:
-                seen.setdefault(parts[1], []).append((parts[0], float(parts[2])))
-        for ex_id, marks in seen.items():
-            times = [t for _, t in marks]
-            out.append(Execution(m.name, ex_id, min(times), max(times), marks[-1][0] == "end"))
+    for (machine, ex_id), marks in seen.items():
+        times = [t for _, t in marks]
+        out.append(Execution(machine, ex_id, min(times), max(times), marks[-1][0] == "end"))
     return sorted(out, key=lambda e: e.start)
 
 
@@ -92,7 +104,6 @@ def two(tmp: Path, mp: pytest.MonkeyPatch, dsn: str, clock: Path) -> dict[str, M
     MACHINES[:] = ms.values()
     for m in ms.values():
         m.write("long", counted())
-        m.paths.workspace("long").mkdir(parents=True, exist_ok=True)
     return ms
 
 
@@ -146,14 +157,13 @@ def test_a_daemon_stopped_past_its_lease_has_its_run_killed_before_another_machi
 
 
 def gated(name: str = "long") -> str:
-    """A routine whose command ends when the test creates `gate` in its workspace: it ends at
-    a moment the test chooses (while its daemon is stopped), not after some time."""
-    where = f'"$PWD/../../../workspace/{name}'
-    line = f'echo "$1 $id $(date +%s.%N)" >> {where}/log"'
+    """A routine whose command ends when the test creates `go` in its gate (daemonkit's
+    `release`): it ends at a moment the test chooses (while its daemon is stopped), not after
+    some time."""
     return command_routine(
-        f'mark() {{ {line}; }}; id=$(basename "$PWD"); mark start; '
-        f'while [ ! -e {where}/gate" ]; do sleep 0.05; done; mark end',
+        f"{mark(name)}; mark start; while [ ! -e {gate(name)}/go ]; do sleep 0.05; done; mark end",
         timeout=300,
+        extra=gate_home(name),
     )
 
 
@@ -187,13 +197,12 @@ def test_a_run_that_ends_inside_its_lease_while_its_daemon_is_stopped_keeps_its_
     # stopped and before its deadline, however loaded the machine.
     m.daemon.timings["fleet_lease_sec"] = 12
     m.write("long", gated())
-    m.paths.workspace("long").mkdir(parents=True, exist_ok=True)
     m.start()
     place(clock, start + timedelta(seconds=1))
     wait_for(lambda: executions(m), what="the command to start")
     os.kill(m.daemon.pid, signal.SIGSTOP)  # the daemon, not its worker
     try:
-        (m.paths.workspace("long") / "gate").touch()
+        release("long")
         wait_for(lambda: executions(m)[0].ended, what="the command to end")
         wait_for(lambda: lapsed_leases(pg_dsn, 2.0), what="the lease to lapse past its margin")
     finally:

@@ -21,6 +21,7 @@ from routines.ledger import Ledger, RoutineState, RunRow
 from routines.spec.paths import Paths, paths
 from supervisor.cli.client import Client, DaemonNotRunning, connect
 from supervisor.timings import DEBUG_ENV
+from tests.supervisor.gates import channel, close_gates, gate
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -244,6 +245,7 @@ def reap_daemons() -> None:
                 proc.kill()
         d.proc.wait(10)
     _STARTED.clear()
+    close_gates()
 
 
 def sid(instant: datetime) -> str:
@@ -268,28 +270,25 @@ def final(name: str) -> list[RunRow]:
 
 
 def gated(name: str, body: str = "echo released") -> str:
-    """A command that notes it started (a line in its workspace's `entered`), waits until the
-    test creates `go` there, then runs `body`. The workspace is bound read-write in the
-    sandbox at the same path, so the test sees and controls both files from outside."""
-    d = paths().workspace(name)
-    d.mkdir(parents=True, exist_ok=True)
+    """A command that notes it started (a line in its gate's `entered`), waits until the test
+    creates `go` there, then runs `body`. The gate is outside the workspace, which is an
+    overlay while the command runs (tests/supervisor/gates.py): the routine shows it to the
+    command with `extra=gate_home(name)`."""
+    d = gate(name)
     return f"echo in >> {d}/entered; while [ ! -e {d}/go ]; do sleep 0.05; done; {body}"
 
 
 def entered(name: str) -> int:
     """How many runs of a gated routine have started their command."""
-    try:
-        return len((paths().workspace(name) / "entered").read_text().splitlines())
-    except FileNotFoundError:
-        return 0
+    return len(channel(gate(name) / "entered").lines())
 
 
 def release(name: str) -> None:
-    (paths().workspace(name) / "go").touch()
+    (gate(name) / "go").touch()
 
 
 def hold(name: str) -> None:
-    (paths().workspace(name) / "go").unlink(missing_ok=True)
+    (gate(name) / "go").unlink(missing_ok=True)
 
 
 def fake_notify_send(tmp: Path, *, choose: str | None = None) -> tuple[Path, Path]:

@@ -33,6 +33,7 @@ from tests.supervisor.daemonkit import (
     wait_for,
     write_routine,
 )
+from tests.supervisor.gates import gate, gate_home
 
 pytestmark = pytest.mark.slow  # real daemons: make test-fast leaves these out
 
@@ -45,12 +46,12 @@ def gone(pid: int) -> bool:
 
 
 def sandboxed(name: str) -> list[psutil.Process]:
-    """The routine's command processes (their command line names its workspace)."""
-    return processes_with_cmdline(str(paths().workspace(name)) + "/")
+    """The routine's command processes (their command line names its gate)."""
+    return processes_with_cmdline(str(gate(name)) + "/")
 
 
 def test_kill9_of_the_daemon_mid_run_then_restart(tmp_path: Path, not_root: None) -> None:
-    write_routine("long", command_routine(gated("long")))
+    write_routine("long", command_routine(gated("long"), extra=gate_home("long")))
     d = DaemonProcess(tmp_path).start()
     slot = sid(d.to_slot())
     wait_for(lambda: entered("long") == 1, what="the command to start")
@@ -88,7 +89,7 @@ def test_kill9_of_the_daemon_mid_run_then_restart(tmp_path: Path, not_root: None
 def test_kill9_of_a_worker_fails_that_run_and_the_daemon_carries_on(
     tmp_path: Path, not_root: None
 ) -> None:
-    write_routine("victim", command_routine(gated("victim")))
+    write_routine("victim", command_routine(gated("victim"), extra=gate_home("victim")))
     d = DaemonProcess(tmp_path).start()
     d.to_slot()
     wait_for(lambda: entered("victim") == 1, what="the command to start")

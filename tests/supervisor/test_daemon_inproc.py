@@ -25,6 +25,7 @@ from tests.supervisor.daemonkit import (
     wait_for,
     write_routine,
 )
+from tests.supervisor.gates import gate_home
 
 pytestmark = pytest.mark.slow  # real daemons: make test-fast leaves these out
 
@@ -44,7 +45,7 @@ def test_run_without_a_daemon_runs_in_process(tmp_path: Path, not_root: None) ->
 def test_a_daemon_started_during_an_in_process_run_sees_the_routine_busy(
     tmp_path: Path, not_root: None
 ) -> None:
-    write_routine("common", command_routine(gated("common")))
+    write_routine("common", command_routine(gated("common"), extra=gate_home("common")))
     d = DaemonProcess(tmp_path)
     manual = subprocess.Popen(
         [sys.executable, "-m", "supervisor", "run", "common"],

@@ -24,6 +24,7 @@ from tests.supervisor.daemonkit import (
     wait_for,
     write_routine,
 )
+from tests.supervisor.gates import gate_home
 
 pytestmark = pytest.mark.slow  # real daemons: make test-fast leaves these out
 
@@ -84,7 +85,10 @@ def test_a_manual_run_streams_its_events_and_lands_its_output(
 
 
 def test_a_manual_run_is_refused_while_the_routine_runs(tmp_path: Path, not_root: None) -> None:
-    write_routine("busy", command_routine(gated("busy")))
+    # Hourly: a minutely routine's slot that came on its own while the run was held was a
+    # second `skipped` row (under load, a failure so).
+    hourly = 'cron = "0 * * * *"'
+    write_routine("busy", command_routine(gated("busy"), schedule=hourly, extra=gate_home("busy")))
     d = DaemonProcess(tmp_path).start()
     first = d.request("run", {"name": "busy", "detach": True})
     wait_for(lambda: entered("busy") == 1, what="the run to start")
@@ -97,7 +101,7 @@ def test_a_manual_run_is_refused_while_the_routine_runs(tmp_path: Path, not_root
     assert out.returncode == 1
     assert "previous run still going" in out.stderr
     # A slot due meanwhile is skipped, like any overlap.
-    d.to_slot()
+    d.to_slot(every=3600)
     wait_for(lambda: len(final("busy")) == 1, what="the skipped slot")
     release("busy")
     wait_for(lambda: len(final("busy")) == 2, what="the manual run to end")

@@ -27,6 +27,7 @@ from tests.supervisor.daemonkit import (
     wait_for,
     write_routine,
 )
+from tests.supervisor.gates import gate_home
 
 pytestmark = pytest.mark.slow  # real daemons: make test-fast leaves these out
 
@@ -39,7 +40,7 @@ def status(d: DaemonProcess) -> tuple[list[str], list[str]]:
 def test_a_run_longer_than_its_interval_skips_later_slots_and_owes_none(
     tmp_path: Path, not_root: None
 ) -> None:
-    write_routine("slow", command_routine(gated("slow")))
+    write_routine("slow", command_routine(gated("slow"), extra=gate_home("slow")))
     d = DaemonProcess(tmp_path).start()
     with Sampler(d) as sampler:
         first = sid(d.to_slot())
@@ -72,8 +73,10 @@ def test_disabling_a_routine_drops_its_queued_run_as_skipped(
     tmp_path: Path, not_root: None
 ) -> None:
     paths().config_file.write_text("max_concurrent = 1\n")
-    write_routine("blocker", command_routine(gated("blocker")))
-    write_routine("waiter", command_routine(gated("waiter", "echo waited")))
+    write_routine("blocker", command_routine(gated("blocker"), extra=gate_home("blocker")))
+    write_routine(
+        "waiter", command_routine(gated("waiter", "echo waited"), extra=gate_home("waiter"))
+    )
     write_routine("off", command_routine("echo off", enabled=False))
     d = DaemonProcess(tmp_path).start()
     first = sid(d.to_slot())
@@ -97,8 +100,10 @@ def test_removing_a_routine_drops_its_queued_run_and_keeps_its_rows(
     tmp_path: Path, not_root: None
 ) -> None:
     paths().config_file.write_text("max_concurrent = 1\n")
-    write_routine("blocker", command_routine(gated("blocker")))
-    write_routine("waiter", command_routine(gated("waiter", "echo waited")))
+    write_routine("blocker", command_routine(gated("blocker"), extra=gate_home("blocker")))
+    write_routine(
+        "waiter", command_routine(gated("waiter", "echo waited"), extra=gate_home("waiter"))
+    )
     d = DaemonProcess(tmp_path).start()
     first = sid(d.to_slot())
     wait_for(lambda: status(d) == (["blocker"], ["waiter"]), what="waiter queued")

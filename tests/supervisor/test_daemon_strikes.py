@@ -30,15 +30,15 @@ from tests.supervisor.daemonkit import (
     wait_for,
     write_routine,
 )
+from tests.supervisor.gates import gate, gate_home
 
 pytestmark = pytest.mark.slow  # real daemons: make test-fast leaves these out
 
 
 def moody(name: str) -> str:
-    """A command whose mood is a file in its workspace: `pass` → ok, `hold` → wait for `go`,
-    neither → fail with exit 3."""
-    d = paths().workspace(name)
-    d.mkdir(parents=True, exist_ok=True)
+    """A command whose mood is a file in its gate (tests/supervisor/gates.py): `pass` → ok,
+    `hold` → wait for `go`, neither → fail with exit 3. The routine shows it the gate."""
+    d = gate(name)
     return (
         f"if [ -e {d}/pass ]; then echo fine; exit 0; fi; "
         f"if [ -e {d}/hold ]; then echo in >> {d}/entered; "
@@ -48,7 +48,7 @@ def moody(name: str) -> str:
 
 
 def mood(name: str, which: str | None) -> None:
-    d = paths().workspace(name)
+    d = gate(name)
     for f in ("pass", "hold", "go"):
         (d / f).unlink(missing_ok=True)
     if which:
@@ -63,7 +63,7 @@ def test_three_failures_disable_and_notify_and_enable_resets(
     tmp_path: Path, not_root: None
 ) -> None:
     bin_dir, record = fake_notify_send(tmp_path)
-    write_routine("flaky", command_routine(moody("flaky")))
+    write_routine("flaky", command_routine(moody("flaky"), extra=gate_home("flaky")))
     write_routine("witness", command_routine("echo here"))
     d = DaemonProcess(tmp_path, extra_env={"PATH": f"{bin_dir}:{os.environ['PATH']}"}).start()
     # Waits read last-run.json, not the ledger: opening the ledger from another process is
@@ -105,7 +105,9 @@ def test_three_failures_disable_and_notify_and_enable_resets(
 
 def test_what_counts_toward_the_streak(tmp_path: Path, not_root: None) -> None:
     five = 'cron = "*/5 * * * *"'
-    write_routine("streaky", command_routine(moody("streaky"), schedule=five))
+    write_routine(
+        "streaky", command_routine(moody("streaky"), schedule=five, extra=gate_home("streaky"))
+    )
     d = DaemonProcess(tmp_path)
     t = datetime.now(UTC) + timedelta(minutes=10)
     five_min = datetime.fromtimestamp(int(t.timestamp()) // 300 * 300, UTC)
@@ -141,7 +143,10 @@ def test_what_counts_toward_the_streak(tmp_path: Path, not_root: None) -> None:
     assert streak() == (2, True)
 
     # Missed slots (missed = skip) do not count either.
-    write_routine("streaky", command_routine(moody("streaky"), schedule=five, missed="skip"))
+    write_routine(
+        "streaky",
+        command_routine(moody("streaky"), schedule=five, missed="skip", extra=gate_home("streaky")),
+    )
     wait_for(lambda: d.request("reload")["enabled"] == 1)
     d.step(timedelta(minutes=17, seconds=30))
     wait_for(lambda: rows("streaky")[-1].status == "missed", what="the missed row")

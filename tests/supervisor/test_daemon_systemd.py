@@ -33,6 +33,7 @@ from tests.supervisor.daemonkit import (
     wait_for,
     write_routine,
 )
+from tests.supervisor.gates import gate_home, gates
 
 pytestmark = pytest.mark.slow  # real daemons: make test-fast leaves these out
 
@@ -92,6 +93,14 @@ def alive(p: psutil.Process) -> bool:
         return False
 
 
+def sandboxed() -> list[psutil.Process]:
+    """The runs' sandboxes (their argv names a workspace) and commands (theirs, their gate)."""
+    return [
+        *processes_with_cmdline(str(paths().workspace_root) + "/"),
+        *processes_with_cmdline(str(gates()) + "/"),
+    ]
+
+
 def cmdline(pid: int) -> str:
     return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
 
@@ -100,7 +109,7 @@ def test_sigterm_stops_cleanly_and_ends_what_did_not_finish_in_the_grace(
     tmp_path: Path, not_root: None, notify_socket: NotifySocket
 ) -> None:
     for name in ("alpha", "beta", "gamma"):
-        write_routine(name, command_routine(gated(name, f"echo {name}")))
+        write_routine(name, command_routine(gated(name, f"echo {name}"), extra=gate_home(name)))
     d = DaemonProcess(
         tmp_path,
         extra_env={
@@ -120,7 +129,7 @@ def test_sigterm_stops_cleanly_and_ends_what_did_not_finish_in_the_grace(
     workers = d.workers()
     titles = sorted(cmdline(w.pid) for w in workers)
     assert titles == ["vinos-routine worker alpha", "vinos-routine worker beta"]
-    sandboxes = processes_with_cmdline(str(paths().workspace_root) + "/")
+    sandboxes = sandboxed()
     assert sandboxes
 
     assert d.proc is not None
@@ -140,7 +149,7 @@ def test_sigterm_stops_cleanly_and_ends_what_did_not_finish_in_the_grace(
     assert entered("gamma") == 0
     # No worker and no sandboxed process is left behind; the socket file is gone.
     assert not [p for p in [*workers, *sandboxes] if alive(p)]
-    assert not processes_with_cmdline(str(paths().workspace_root) + "/")
+    assert not sandboxed()
     assert not paths().control_socket.exists()
     assert "STOPPING=1" in notify_socket.lines()
 

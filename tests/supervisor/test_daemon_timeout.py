@@ -16,7 +16,6 @@ from pathlib import Path
 import psutil
 import pytest
 
-from routines.spec.paths import paths
 from tests.supervisor.daemonkit import (
     DaemonProcess,
     command_routine,
@@ -26,6 +25,7 @@ from tests.supervisor.daemonkit import (
     wait_for,
     write_routine,
 )
+from tests.supervisor.gates import gate, gate_home
 
 pytestmark = pytest.mark.slow  # real daemons: make test-fast leaves these out
 
@@ -47,8 +47,7 @@ def sleeps(mark: str) -> list[str]:
 
 def test_a_timeout_ends_the_whole_tree(tmp_path: Path, not_root: None) -> None:
     mark = f"1000.{random.randrange(10**6):06d}"
-    state = paths().workspace("sprawl")  # written by the command: its workspace
-    state.mkdir(parents=True)
+    state = gate("sprawl")  # its `entered` is read while the command runs (gates.py)
     command = (
         f"sleep {mark}1 & "  # a child in the command's process group
         f"setsid sleep {mark}2 & "  # a child in a session of its own
@@ -58,7 +57,10 @@ def test_a_timeout_ends_the_whole_tree(tmp_path: Path, not_root: None) -> None:
     # Hourly: under load this test outlasts a minute, and a minutely routine's next slot was
     # then recorded `skipped` (the run still going) before the timeout's row.
     hourly = 'cron = "0 * * * *"'
-    write_routine("sprawl", command_routine(command, timeout=TIMEOUT, schedule=hourly))
+    write_routine(
+        "sprawl",
+        command_routine(command, timeout=TIMEOUT, schedule=hourly, extra=gate_home("sprawl")),
+    )
     d = DaemonProcess(tmp_path).start()
     d.to_slot(every=3600)
     wait_for(lambda: entered("sprawl") == 1, what="the command to start")

@@ -35,6 +35,7 @@ from tests.supervisor.daemonkit import (
     wait_for,
     write_routine,
 )
+from tests.supervisor.gates import gate_home
 
 pytestmark = pytest.mark.slow  # real daemons: make test-fast leaves these out
 
@@ -120,7 +121,7 @@ def test_a_failed_upstream_run_starts_no_follower_by_default(
 
 
 def test_fire_calls_while_it_runs_coalesce_into_one_run(tmp_path: Path, not_root: None) -> None:
-    write_routine("fired", follower(gated("fired"), "fire = true"))
+    write_routine("fired", follower(gated("fired"), "fire = true", extra=gate_home("fired")))
     d = DaemonProcess(tmp_path).start()
     first = d.request("fire", {"name": "fired", "input": "one"})
     assert first["state"] == "started"

@@ -25,6 +25,7 @@ from tests.supervisor.daemonkit import (
     wait_for,
     write_routine,
 )
+from tests.supervisor.gates import gate_home
 
 pytestmark = pytest.mark.slow  # real daemons: make test-fast leaves these out
 
@@ -33,7 +34,10 @@ pytestmark = pytest.mark.slow  # real daemons: make test-fast leaves these out
 def test_a_closed_stdout_ends_the_stream_not_the_run(
     tmp_path: Path, not_root: None, with_daemon: bool
 ) -> None:
-    write_routine("piped", command_routine(gated("piped", "seq 1 50"), enabled=False))
+    write_routine(
+        "piped",
+        command_routine(gated("piped", "seq 1 50"), enabled=False, extra=gate_home("piped")),
+    )
     d = DaemonProcess(tmp_path)
     if with_daemon:
         d.start()

@@ -39,6 +39,7 @@ from tests.supervisor.daemonkit import (
     wait_for,
     write_routine,
 )
+from tests.supervisor.gates import gate_home
 from tests.supervisor.test_reliability_full_disk import OnTmpfs
 
 pytestmark = pytest.mark.slow  # real daemons: make test-fast leaves these out
@@ -186,7 +187,7 @@ def test_nothing_the_daemon_does_on_a_replaced_ledger_writes_its_wal_or_shm(
     that ends, a tick, or the daemon's close (a checkpoint, then an unlink) would write the
     original's WAL into the replacement's files or delete them: before, the original, kept
     through a hard link, came out an empty 4 KB file."""
-    write_routine("held", command_routine(gated("held"), enabled=False))
+    write_routine("held", command_routine(gated("held"), enabled=False, extra=gate_home("held")))
     d = DaemonProcess(tmp_path).start()
     d.request("run", {"name": "held", "detach": True})
     wait_for(lambda: entered("held") == 1, what="the held run to start")

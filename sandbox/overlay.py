@@ -42,10 +42,12 @@ __all__ = [
     "HOLDER",
     "OverlayError",
     "Overlays",
+    "SharedMaker",
     "Verdict",
     "make_overlays_in_process",
     "overlay_unavailable",
     "quota_in_force",
+    "share_maker",
     "verdict",
 ]
 
@@ -209,7 +211,8 @@ class Overlays:
 
 class _Maker:
     """This process's overlay maker: started at the first overlaid call, again if it died
-    or this process is a fork of the one that started it."""
+    or this process is a fork of the one that started it, unless that one shared it
+    (share_maker: the forkserver's, for the runs it forks)."""
 
     def __init__(self) -> None:
         self.lock = threading.RLock()  # send() starts the maker, which takes mount_dir()
@@ -219,13 +222,16 @@ class _Maker:
         self.mnt = ""
         self.mnt_pid = 0
         self.in_process = False  # make_overlays_in_process()
+        self.shared = False  # share_maker(): forks of its starter use it too
 
     def mount_dir(self) -> str:
         """The empty dir every call's tmpfs is mounted on, each only in its own namespace, so
         calls at once do not meet: made once per process (removing one per call cost about a
-        ms, bench_sandbox), again if it went, removed at exit."""
+        ms, bench_sandbox), again if it went, removed at exit. A fork of a process that
+        shared its maker uses that process's dir: the mounts are no more visible to each other
+        across processes than within one."""
         with self.lock:
-            if self.mnt_pid != os.getpid() or not _our_dir(self.mnt):
+            if (self.mnt_pid != os.getpid() and not self.shared) or not _our_dir(self.mnt):
                 self.mnt = tempfile.mkdtemp(prefix="vinos-overlay-")
                 self.mnt_pid = os.getpid()
                 atexit.register(_remove_dir, self.mnt, self.mnt_pid)
@@ -237,7 +243,7 @@ class _Maker:
                 _fork_child(msg, fds)
                 return
             for attempt in (1, 2):
-                if self.channel is None or self.pid != os.getpid():
+                if self.channel is None or (self.pid != os.getpid() and not self.shared):
                     self._start()
                 assert self.channel is not None
                 try:
@@ -266,10 +272,45 @@ class _Maker:
             raise
         finally:
             theirs.close()
-        self.channel, self.pid = ours, os.getpid()
+        # A fork whose shared maker died starts its own, for itself alone.
+        self.channel, self.pid, self.shared = ours, os.getpid(), False
 
 
 _maker = _Maker()
+
+
+@dataclass(frozen=True, slots=True)
+class SharedMaker:
+    """The shared maker's channel (the fd a fork keeps) and its pid (the starter reaps it)."""
+
+    fd: int
+    pid: int
+
+
+def share_maker() -> SharedMaker | None:
+    """Start this process's overlay maker now, for every process it forks to use: the
+    forkserver's, before its first fork. A forked run then asks it for its first call's
+    overlays instead of starting a maker of its own (an interpreter's start, about 8 ms on
+    the way from a due slot to its command). Returns its channel's fd, which a fork keeps
+    open (worker/forkserver.py), and its pid; None where this host builds no overlays.
+
+    Safe to share: the maker holds no secret (an empty environment, nothing of ours but this
+    socket), answers each request in a child of its own with a namespace of its own built on
+    the dirs the request sends, and anything that can send on the socket is a process of
+    ours (a socketpair, close-on-exec: no sandbox, MCP server or action inherits it). A
+    request builds overlays, which any process of the user could build itself; one run's
+    request cannot reach another's namespace or tmpfs
+    (tests/supervisor/test_forkserver.py::test_forked_runs_share_the_forkservers_overlay_maker).
+    """
+    if overlay_unavailable() is not None:
+        return None
+    with _maker.lock:
+        if _maker.channel is None or _maker.pid != os.getpid():
+            _maker._start()
+        assert _maker.channel is not None and _maker.proc is not None
+        _maker.mount_dir()
+        _maker.shared = True
+        return SharedMaker(_maker.channel.fileno(), _maker.proc.pid)
 
 
 def make_overlays_in_process() -> None:

@@ -17,7 +17,10 @@ wake pipe and anything an import opened are closed), fchdir's to the daemon's cw
 the daemon's umask, rlimits and environment (os.environ replaced, TZ re-read), the signal
 dispositions and mask this interpreter had before it changed any, and a re-seeded `random`;
 it sets its own PR_SET_PDEATHSIG (worker.main), here against this process, which has one
-against the daemon, so a worker still dies with its supervisor. Nothing of a run passes
+against the daemon, so a worker still dies with its supervisor. The one difference: where
+this host builds overlays, the child keeps the close-on-exec channel to the overlay maker
+this process started (sandbox/overlay.py share_maker), so its first shell call or command
+does not start a maker of its own. Nothing of a run passes
 through this process: the job goes from the daemon straight into the child's stdin, and no
 child is forked from another, so no run sees another's state. The preload opens no connection
 and reads no key (a module that did would be a bug here: `serve` refuses to start when an
@@ -38,7 +41,10 @@ import struct
 import sys
 import threading
 import time
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
+
+if TYPE_CHECKING:
+    from sandbox.overlay import SharedMaker
 
 __all__ = ["COMMAND_PRELOAD", "PRELOAD", "main", "serve"]
 
@@ -142,6 +148,10 @@ def serve(ctl: socket.socket, preload: tuple[str, ...] = PRELOAD) -> int:
             file=sys.stderr,
         )
         return 1
+    # After the check above: the maker's channel is the one descriptor a fork keeps.
+    shared = _share_overlay_maker() if preload else None
+    maker = None if shared is None else shared.fd
+    maker_pid = None if shared is None else shared.pid
     wake_r, wake_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
     signal.set_wakeup_fd(wake_w)
     signal.signal(signal.SIGCHLD, lambda *_: None)  # the wake-up fd does the work
@@ -162,12 +172,14 @@ def serve(ctl: socket.socket, preload: tuple[str, ...] = PRELOAD) -> int:
             if not data:
                 accepting = False
             else:
-                reply = _fork(data, fds, ctl, (wake_r, wake_w), pristine)
+                reply = _fork(data, fds, ctl, (wake_r, wake_w), pristine, maker)
                 if isinstance(reply, int):
                     children.add(reply)
                     _send(ctl, {"pid": reply})
                 else:
                     _send(ctl, {"error": reply})
+        if maker_pid is not None and _reaped({maker_pid}):
+            maker_pid = None  # it died: reaped, and each run starts its own (overlay.py)
         for pid, status in _reaped(children):
             children.discard(pid)
             _send(ctl, {"exit": pid, "code": os.waitstatus_to_exitcode(status)})
@@ -183,6 +195,19 @@ def _warm() -> None:
 
     with contextlib.suppress(seccomp.SeccompUnavailable):
         seccomp.bpf()
+
+
+def _share_overlay_maker() -> SharedMaker | None:
+    """The overlay maker every forked run asks for its calls' overlays (sandbox/overlay.py
+    share_maker), started once here; None: none on this host, or it failed to start, and
+    each run starts its own as a spawned one does."""
+    from sandbox import overlay
+
+    try:
+        return overlay.share_maker()
+    except (OSError, ValueError) as exc:
+        print(f"forkserver: no shared overlay maker: {exc}", file=sys.stderr)
+        return None
 
 
 def _reaped(children: set[int]) -> list[tuple[int, int]]:
@@ -206,6 +231,7 @@ def _fork(
     ctl: socket.socket,
     wake: tuple[int, int],
     pristine: tuple[dict[int, Any], set[int]],
+    maker: int | None = None,
 ) -> int | str:
     """Fork one worker for a request: its pid, or why not."""
     try:
@@ -225,7 +251,7 @@ def _fork(
             return f"{type(exc).__name__}: {exc}"
         if pid == 0:
             os.close(grouped_r)
-            _child(req, fds, ctl, wake, pristine, grouped_w)
+            _child(req, fds, ctl, wake, pristine, grouped_w, maker)
         os.close(grouped_w)
         try:
             os.read(grouped_r, 1)  # a byte after its setsid, or EOF if it died before
@@ -263,6 +289,7 @@ def _child(
     wake: tuple[int, int],
     pristine: tuple[dict[int, Any], set[int]],
     grouped: int,
+    maker: int | None,
 ) -> NoReturn:
     code = EXIT_CRASH
     died_of: signal.Signals | None = None
@@ -284,7 +311,12 @@ def _child(
         os.dup2(stderr, 2)
         os.fchdir(cwd)
         ctl.detach()  # its fd is closed below; the object must not close a reused number
-        os.closerange(3, os.sysconf("SC_OPEN_MAX"))
+        # Every descriptor but stdio goes, except the shared overlay maker's channel
+        # (close-on-exec: it reaches no program the run starts).
+        top = os.sysconf("SC_OPEN_MAX")
+        os.closerange(3, maker if maker is not None else top)
+        if maker is not None:
+            os.closerange(maker + 1, top)
         os.umask(int(req["umask"]))
         for res, soft, hard in req["rlimits"]:
             resource.setrlimit(int(res), (int(soft), int(hard)))

@@ -25,15 +25,28 @@ def handler_name(h: object) -> str:
     return repr(h)
 
 
+def state_fds(fds: list[int]) -> list[int]:
+    """The fds still open (listing /proc/self/fd opened one, gone by now)."""
+    return [fd for fd in fds if os.path.exists(f"/proc/self/fd/{fd}")]
+
+
+def described(fd: int) -> dict[str, object]:
+    """An fd beyond stdio: what it is, and whether an exec'd program would inherit it."""
+    return {
+        "target": os.readlink(f"/proc/self/fd/{fd}").split(":")[0],
+        "inheritable": os.get_inheritable(fd),
+    }
+
+
 def main() -> None:
     libc = ctypes.CDLL(None, use_errno=True)
     pdeathsig = ctypes.c_int(0)
     libc.prctl(2, ctypes.byref(pdeathsig), 0, 0, 0)  # PR_GET_PDEATHSIG
     umask = os.umask(0)
     os.umask(umask)
-    fds = sorted(int(n) for n in os.listdir("/proc/self/fd"))
+    fds = state_fds(sorted(int(n) for n in os.listdir("/proc/self/fd")))
     state = {
-        "fds": [fd for fd in fds if os.path.exists(f"/proc/self/fd/{fd}")],
+        "fds": fds,
         "fd_targets": {fd: os.readlink(f"/proc/self/fd/{fd}").split(":")[0] for fd in (0, 1, 2)},
         "session_leader": os.getsid(0) == os.getpid(),
         "group_leader": os.getpgid(0) == os.getpid(),
@@ -58,6 +71,7 @@ def main() -> None:
         "path0": sys.path[0],
         "random": random.random(),
         "has_anthropic": "anthropic" in sys.modules,
+        "beyond_stdio": {fd: described(fd) for fd in fds if fd > 2},
     }
     print(json.dumps(state))
 

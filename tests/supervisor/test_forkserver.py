@@ -26,6 +26,7 @@ import psutil
 import pytest
 
 from routines.spec.routine import Kind
+from sandbox.overlay import HOLDER, overlay_unavailable
 from supervisor.engine.forkserver import (
     KEEP_WARM_SEC,
     ForkServer,
@@ -40,6 +41,7 @@ from tests.supervisor.daemonkit import REPO
 from tests.supervisor.test_spawn import BARE_FORKSERVER, FAKE, make_job, started_forkserver
 
 STATE = str(REPO / "tests/supervisor/stateworker.py")
+OVERLAY_RUN = str(REPO / "tests/supervisor/overlayworker.py")
 NOW = datetime(2026, 12, 4, 9, 0, tzinfo=UTC)
 
 
@@ -192,7 +194,63 @@ def test_the_real_preload_leaves_no_thread_or_descriptor_and_keeps_no_key() -> N
     child, state = asyncio.run(go())
     assert state is ForkState.UP
     assert child["has_anthropic"]  # the SDK came with the fork: the point of it
-    assert child["fds"] == [0, 1, 2] and child["threads"] == 1
+    assert child["threads"] == 1
+    only_the_overlay_makers_channel_beyond_stdio(child)
+
+
+def only_the_overlay_makers_channel_beyond_stdio(child: dict[str, Any]) -> None:
+    """A run forked by a preloading forkserver has stdio and, where this host builds overlays,
+    one more descriptor: the channel to the forkserver's overlay maker, close-on-exec (no
+    program the run starts inherits it). A bare forkserver's run has stdio alone
+    (test_a_forked_worker_starts_in_the_state_of_a_spawned_one)."""
+    extra = list(child["beyond_stdio"].values())
+    if overlay_unavailable() is not None:
+        assert child["fds"] == [0, 1, 2] and extra == []
+        return
+    assert len(child["fds"]) == 4 and child["fds"][:3] == [0, 1, 2]
+    [channel] = extra
+    assert channel["target"] == "socket" and not channel["inheritable"]
+
+
+def overlay_makers(forks: ForkServer) -> list[psutil.Process]:
+    """The forkserver's children running the overlay maker (python -I -S overlayholder.py)."""
+    assert forks.pid is not None
+    return [p for p in psutil.Process(forks.pid).children() if HOLDER in p.cmdline()]
+
+
+def test_forked_runs_share_the_forkservers_overlay_maker() -> None:
+    """Two runs forked by a commands forkserver build their first call's overlays through the
+    maker the forkserver started (none starts its own: an interpreter's start saved on the
+    way from a due slot to its command), and each writes into its overlay, not its folder;
+    with that maker gone, the next run starts its own and its call still works."""
+    if overlay_unavailable() is not None:
+        pytest.skip(f"no overlays on this host: {overlay_unavailable()}")
+
+    async def run(forks: ForkServer) -> dict[str, Any]:
+        proc = await forks.spawn([sys.executable, OVERLAY_RUN], worker_env())
+        assert proc.stdin is not None
+        proc.stdin.close()
+        return await _read_state(proc)
+
+    async def go() -> tuple[list[dict[str, Any]], int | None, dict[str, Any]]:
+        forks = ForkServer()
+        try:
+            forks.keep(True, worker_env(), sdk=False)
+            assert await _up(forks) is ForkState.UP, forks.why
+            runs = [await run(forks), await run(forks)]
+            [maker] = overlay_makers(forks)
+            assert maker.pid == runs[0]["maker"]
+            maker.kill()
+            maker.wait(30)
+            return runs, forks.pid, await run(forks)
+        finally:
+            await forks.close()
+
+    (a, b), _, after = asyncio.run(go())
+    assert a["maker"] == b["maker"] and not a["own_maker"] and not b["own_maker"]
+    for state in (a, b, after):
+        assert state["wrote"] == 0 and not state["landed"]  # into the overlay, not the folder
+    assert after["own_maker"] and after["maker"] != a["maker"]
 
 
 async def _up(forks: ForkServer) -> ForkState:
@@ -220,6 +278,8 @@ def test_a_commands_forkserver_is_replaced_for_the_sdk() -> None:
             forks.keep(True, worker_env(), sdk=False)
             assert await _up(forks) is ForkState.UP, forks.why
             light, light_pid = await fork_state(forks), forks.pid
+            # Its one overlay maker, whose channel is the run's one descriptor beyond stdio.
+            assert len(overlay_makers(forks)) == (overlay_unavailable() is None)
             forks.keep(True, worker_env(), sdk=False)  # still commands only: kept as it is
             assert forks.pid == light_pid
             forks.keep(True, worker_env(), sdk=True)
@@ -231,7 +291,8 @@ def test_a_commands_forkserver_is_replaced_for_the_sdk() -> None:
 
     light, full, light_pid, full_pid = asyncio.run(go())
     assert not light["has_anthropic"]
-    assert light["fds"] == [0, 1, 2] and light["threads"] == 1
+    assert light["threads"] == 1
+    only_the_overlay_makers_channel_beyond_stdio(light)
     assert full["has_anthropic"]
     assert light_pid != full_pid
 

@@ -7,6 +7,7 @@ whole argv for a Debian-like and an Arch-like host, and the escape suite runs it
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Mapping, Sequence
 
 from sandbox.host import Host, PathKind
@@ -14,7 +15,7 @@ from sandbox.limits import tmp_mb
 from sandbox.netns import proxy_env, uses_proxy
 from sandbox.policy import Limits, ShellPolicy, UnsafeValue, check_path
 
-__all__ = ["ARGV0", "DEVICES", "build_argv", "build_exec_argv", "prelude", "script"]
+__all__ = ["ARGV0", "DEVICES", "argv_line", "build_argv", "build_exec_argv", "prelude", "script"]
 
 # $0 of the shell that starts an MCP server, so a limit that cannot be set is reported under
 # a clear name. A shell command's own shell keeps the $0 it always had (bash's path).
@@ -64,6 +65,20 @@ def script(limits: Limits, command: str) -> str:
       prelude's last word.
     """
     return f"{prelude(limits)}\n{_one_line(command, 'command')}"
+
+
+def argv_line(argv: Sequence[str]) -> str:
+    """`argv` as one line that bash runs as it is, for a person or a log (the debug line, the
+    run's event, `sandbox NAME --argv`, a dry run): shlex's quoting, except that a word with a
+    newline (script()'s text) is written $'...'. Printed raw, that newline would end the line
+    and the command, which a model chooses, would start the next one of the log.
+    (tests/sandbox/test_sandbox_argv.py::test_an_argv_is_shown_on_one_line_bash_reads_back)"""
+    return " ".join(_ansi_c(word) if "\n" in word else shlex.quote(word) for word in argv)
+
+
+def _ansi_c(word: str) -> str:
+    escaped = word.replace("\\", "\\\\").replace("'", "\\'").replace("\n", "\\n")
+    return f"$'{escaped}'"
 
 
 def build_exec_argv(

@@ -1,6 +1,7 @@
 """The bwrap argv, pinned whole (order included) for a Debian-like and an Arch-like host.
 
-Pure: nothing runs here. The escape suite (test_escape_*.py) runs the same builder for real.
+Pure: nothing runs here but bash reading a shown argv back. The escape suite
+(test_escape_*.py) runs the same builder for real.
 """
 
 from __future__ import annotations
@@ -12,8 +13,9 @@ import pytest
 
 from routines.spec.never import never_paths
 from sandbox import Limits, ShellPolicy, UnsafeValue, build_argv, routine_policy
-from sandbox.argv import build_exec_argv, prelude, script
+from sandbox.argv import argv_line, build_exec_argv, prelude, script
 from sandbox.host import Host, MaskTarget, PathKind, SystemDir
+from tests.sandbox.sandbox_testkit import read_back
 
 HOME = "/home/ana"
 WORKSPACE = "/home/ana/.vinos/routines/workspace/day-brief"
@@ -279,6 +281,19 @@ def test_the_prelude_sets_every_limit_on_a_line_before_the_command() -> None:
     assert script(limits, "a; b") == f"{prelude(limits)}\na; b"
     with pytest.raises(UnsafeValue):
         script(limits, "true\nulimit -n 4096")  # the command is one line, the last
+
+
+def test_an_argv_is_shown_on_one_line_bash_reads_back() -> None:
+    command = r"""printf '%s\n' "$HOME" \$x `id`; echo 'it''s' && ls"""
+    argv = build_argv(policy(), host(DEBIAN, SSH), 7, command, rw_fds=FDS)
+    line = argv_line(argv)
+    # The command cannot start a line of its own in a log: the text's newline is written \n.
+    assert line.endswith(
+        r"""/usr/bin/bash -c $'ulimit -c 0 -f 65536 -n 256 -v 2097152 -u 256 || exit 126\n"""
+        r"""printf \'%s\\n\' "$HOME" \\$x `id`; echo \'it\'\'s\' && ls'"""
+    )
+    assert "\n" not in line and read_back(line) == argv
+    assert argv_line(["a b", "c"]) == "'a b' c"  # shlex's quoting for every other word
 
 
 def test_an_mcp_server_gets_the_same_limits_then_its_own_argv() -> None:

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
-import shlex
 import subprocess
 import sys
 import tempfile
@@ -18,7 +16,14 @@ from typing import Any
 import pytest
 
 from sandbox import ROOT_REFUSAL, STDERR_CAP, STDOUT_CAP, ShellResult, run_shell
-from tests.sandbox.sandbox_testkit import REPO, Box, processes_with, run_python, sleep_marker
+from tests.sandbox.sandbox_testkit import (
+    REPO,
+    Box,
+    processes_with,
+    read_back,
+    run_python,
+    sleep_marker,
+)
 
 
 def test_exit_code_stdout_and_stderr(box: Box) -> None:
@@ -196,10 +201,8 @@ def test_debug_prints_the_argv_before_running(
     r = box.run("echo 'quoted arg'", network=True)
     assert r.stdout == "quoted arg\n"
     err = capfd.readouterr().err
-    # Shell-quoted whole, on two lines: its one newline is inside the quoted `bash -c` text,
-    # between the limits' line and the command (sandbox/argv.py script).
-    (shown,) = re.findall(r"^vinos-routine: sandbox argv: (.*\n.*)$", err, re.MULTILINE)
-    argv = shlex.split(shown)
+    (line,) = [x for x in err.splitlines() if x.startswith("vinos-routine: sandbox argv: ")]
+    argv = read_back(line.removeprefix("vinos-routine: sandbox argv: "))
     # nsenter joins the namespaces of the overlays (sandbox/overlay.py) and starts the network
     # holder, which starts bwrap (sandbox/netns.py); bwrap binds the overlays where the
     # workspace and the scratch dir show.
@@ -209,7 +212,7 @@ def test_debug_prints_the_argv_before_running(
     binds = [argv[i + 1 : i + 3] for i, a in enumerate(argv) if a == "--bind"]
     assert [dest for _, dest in binds] == [str(box.workspace), str(box.scratch)]
     assert all(src.startswith(tempfile.gettempdir() + "/vinos-overlay-") for src, _ in binds)
-    assert argv[-1].startswith("ulimit ") and argv[-1].endswith("\necho 'quoted arg'")
+    assert argv[-1].startswith("ulimit ") and argv[-1].endswith("\necho 'quoted arg'")  # one line
     assert "--seccomp" in argv
     assert box.marker not in err
 

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 from pathlib import Path
 
 import pytest
 
 from ipc import Job
-from routines.safetext import one_line
+from sandbox.argv import argv_line
 from tests.fakes import FakeAnthropic, FakeOllama
 from tests.fakes import anthropic_replies as A
 from tests.fakes import ollama_replies as O
@@ -199,9 +198,8 @@ def test_debug_shows_each_bwrap_argv_as_an_event(
     assert argv[0].endswith("/nsenter") and argv[-1].endswith("\ndate")
     assert argv[argv.index("--") + 1].endswith("bwrap")
     assert "--bind" in argv and "--bind-fd" not in argv
-    # One safe line: the newline between the limits' line and the command shows as `\n`.
-    assert shown.text == one_line("sandbox argv: " + shlex.join(argv))
-    assert "\n" not in shown.text
+    # One line, the `bash -c` text's newline written $'...\n...' (sandbox/argv.py argv_line).
+    assert shown.text == "sandbox argv: " + argv_line(argv)
 
 
 def test_everything_writes_without_pausing_from_the_shell_and_write_file(

@@ -15,30 +15,70 @@ from sandbox.limits import tmp_mb
 from sandbox.netns import proxy_env, uses_proxy
 from sandbox.policy import Limits, ShellPolicy, UnsafeValue, check_path
 
-__all__ = ["ARGV0", "DEVICES", "build_argv", "build_exec_argv", "prelude"]
+__all__ = ["ARGV0", "DEVICES", "argv_line", "build_argv", "build_exec_argv", "prelude", "script"]
 
-# $0 of the prelude shell, so a limit that cannot be set is reported under a clear name.
+# $0 of the shell that starts an MCP server, so a limit that cannot be set is reported under
+# a clear name. A shell command's own shell keeps the $0 it always had (bash's path).
 ARGV0 = "vinos-sandbox"
 # The only device nodes in the sandbox's /dev.
 DEVICES = ("null", "zero", "urandom")
 
 
-def prelude(limits: Limits, bash: str) -> str:
-    """The shell text run first inside the sandbox: set the limits, then exec `bash -c CMD`.
+def prelude(limits: Limits) -> str:
+    """The shell line run first inside the sandbox: set every limit, or exit 126.
 
     The limits are set here, inside the sandbox, rather than on bwrap: RLIMIT_NPROC is then
     counted in the sandbox's own user namespace (kernel >= 5.14), where set on bwrap it would
     count every process the user runs on the desktop. Hard and soft limits both, so the
-    command cannot raise them. CMD is passed as "$1", never spliced into this text.
+    command cannot raise them (tests/sandbox/test_escape_limits.py::
+    test_limits_cannot_be_raised_and_no_core_dumps).
     """
-    return f'{_ulimits(limits)}; exec {shlex.quote(bash)} -c "$1"'
-
-
-def _ulimits(limits: Limits) -> str:
     return (
         f"ulimit -c 0 -f {limits.file_size_mb * 1024} -n {limits.open_files}"
         f" -v {limits.address_space_mb * 1024} -u {limits.processes} || exit 126"
     )
+
+
+def script(limits: Limits, command: str) -> str:
+    """The text of `bash -c` for a shell command: the prelude's line, then CMD as the second
+    and last line of the same shell, so one bash sets the limits and runs the command.
+
+    Why this is the same as the shell that set the limits exec'ing `bash -c CMD`, as it once
+    did (a second bash start, a few ms of every call):
+    - bash reads and runs a -c text one line at a time. The prelude is a whole line (no open
+      quote, heredoc or trailing backslash), so it has run, and the limits are on this very
+      process and on everything it starts, before a byte of CMD is parsed; CMD can neither
+      join nor reorder it. CMD holds no newline or carriage return (refused), so it is one
+      line, the last (tests/sandbox/test_sandbox_runner.py::
+      test_the_command_runs_in_the_shell_that_set_the_limits).
+    - Nothing of ours runs after CMD in that shell, and the prelude leaves no variable,
+      function, trap or option behind: CMD finds what a fresh `bash -c` would, and its exit
+      status is the shell's, as before.
+    - Being the last line, CMD gets bash's fork optimisations as `bash -c CMD` did: a simple
+      command, or the last of an `&&`/`||`/`;` list, replaces the shell, so the process tree,
+      the process group and the death by a signal are unchanged. `eval "$1"` would not: it
+      forks every command and leaves the shell waiting (and reporting "Killed") above it.
+    - $0 is still bash's path and there are no positional arguments
+      (test_sandbox_runner.py::test_the_command_sees_a_fresh_shell_under_hard_limits). What
+      differs is only what describes the shell's own input: $LINENO and bash's diagnostics
+      count CMD as line 2, $BASH_EXECUTION_STRING holds both lines, and $_ starts as the
+      prelude's last word.
+    """
+    return f"{prelude(limits)}\n{_one_line(command, 'command')}"
+
+
+def argv_line(argv: Sequence[str]) -> str:
+    """`argv` as one line that bash runs as it is, for a person or a log (the debug line, the
+    run's event, `sandbox NAME --argv`, a dry run): shlex's quoting, except that a word with a
+    newline (script()'s text) is written $'...'. Printed raw, that newline would end the line
+    and the command, which a model chooses, would start the next one of the log.
+    (tests/sandbox/test_sandbox_argv.py::test_an_argv_is_shown_on_one_line_bash_reads_back)"""
+    return " ".join(_ansi_c(word) if "\n" in word else shlex.quote(word) for word in argv)
+
+
+def _ansi_c(word: str) -> str:
+    escaped = word.replace("\\", "\\\\").replace("'", "\\'").replace("\n", "\\n")
+    return f"$'{escaped}'"
 
 
 def build_exec_argv(
@@ -60,7 +100,7 @@ def build_exec_argv(
         _one_line(word, "argument")
     head = build_argv(policy, host, seccomp_fd, info_fd=info_fd, rw_fds=rw_fds, overlays=overlays)
     bash = check_path(host.bash, "bash")
-    return [*head, bash, "-c", f'{_ulimits(policy.limits)}; exec "$@"', ARGV0, *program]
+    return [*head, bash, "-c", f'{prelude(policy.limits)}; exec "$@"', ARGV0, *program]
 
 
 def build_argv(
@@ -73,7 +113,7 @@ def build_argv(
     rw_fds: Sequence[int] | None = None,
     overlays: Mapping[str, str] | None = None,
 ) -> list[str]:
-    """bwrap's argv for `policy` on `host`; ends with `-- bash -c PRELUDE vinos-sandbox CMD`.
+    """bwrap's argv for `policy` on `host`; ends with `-- bash -c 'PRELUDE<newline>CMD'`.
 
     Without `command` the argv ends at the bwrap options and "--". `info_fd` is a writable fd
     for bwrap's `--info-fd` JSON (the sandbox's pid-1 on the host). `rw_fds[i]` is a directory
@@ -140,9 +180,9 @@ def build_argv(
     argv.append("--")
     if command is None:
         return argv
-    _one_line(command, "command")
-    bash = check_path(host.bash, "bash")
-    return [*argv, bash, "-c", prelude(policy.limits, bash), ARGV0, command]
+    # One bash for every shell command, whoever asks (a run's shell call, a command routine,
+    # the sandbox command, the probe, a dry run's argv): script() says why it is one.
+    return [*argv, check_path(host.bash, "bash"), "-c", script(policy.limits, command)]
 
 
 def _tree(

@@ -17,7 +17,6 @@ import dataclasses
 import json
 import os
 import selectors
-import shlex
 import signal
 import subprocess
 import sys
@@ -27,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sandbox import cgroup, seccomp
-from sandbox.argv import build_argv
+from sandbox.argv import argv_line, build_argv
 from sandbox.copyback import Guard
 from sandbox.host import Host
 from sandbox.limits import MemoryWatch
@@ -210,7 +209,7 @@ def _run(
         if overlays is not None:
             argv = overlays.argv(argv)  # bwrap (or the network holder) joins the overlays
         if os.environ.get("VINOS_ROUTINE_DEBUG") == "1":
-            print(f"vinos-routine: sandbox argv: {shlex.join(argv)}", file=sys.stderr, flush=True)
+            print(f"vinos-routine: sandbox argv: {argv_line(argv)}", file=sys.stderr, flush=True)
         if on_argv is not None:
             on_argv(argv)
         stdin_fd: int = subprocess.DEVNULL

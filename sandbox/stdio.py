@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shlex
 import signal
 import subprocess
 import sys
@@ -34,7 +33,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 
 from sandbox import seccomp
-from sandbox.argv import build_exec_argv
+from sandbox.argv import argv_line, build_exec_argv
 from sandbox.cgroup import Joined
 from sandbox.host import Host
 from sandbox.limits import MemoryWatch
@@ -287,7 +286,7 @@ def _start(
         if overlays is not None:
             argv = overlays.argv(argv)  # bwrap (or the network holder) joins the overlays
         if os.environ.get("VINOS_ROUTINE_DEBUG") == "1":
-            print(f"vinos-routine: sandbox argv: {shlex.join(argv)}", file=sys.stderr, flush=True)
+            print(f"vinos-routine: sandbox argv: {argv_line(argv)}", file=sys.stderr, flush=True)
         if on_argv is not None:
             on_argv(argv)
         # The run's cgroup, as a shell call's (sandbox/runner.py): the server's processes

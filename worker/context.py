@@ -146,10 +146,10 @@ class RunContext:
         `vinos-routine run` prints it on the terminal (and the run log keeps it)."""
         if os.environ.get("VINOS_ROUTINE_DEBUG") != "1" and not self.job.debug:
             return None
-        import shlex
+        from sandbox.argv import argv_line
 
         def show(argv: list[str]) -> None:
-            self.channel.event(EventKind.LOG, f"sandbox argv: {shlex.join(argv)}", argv=argv)
+            self.channel.event(EventKind.LOG, f"sandbox argv: {argv_line(argv)}", argv=argv)
 
         return show
 

@@ -11,7 +11,6 @@ tests check it): MCP tools are listed as whitelisted, not asked of their servers
 from __future__ import annotations
 
 import json
-import shlex
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -68,6 +67,7 @@ def _sandbox(
     """The bwrap argv of each shell call (built, not run: fd 3 stands for the seccomp
     filter), and the gate's verdict when asked."""
     import sandbox
+    from sandbox.argv import argv_line
     from worker.gate import gate_verdict
     from worker.sandboxcli import tidy
     from worker.shellpolicy import shell_policy_for
@@ -82,7 +82,7 @@ def _sandbox(
             host = sandbox.Host.probe(policy)
             shown = [*commands, *([routine.gate.run] if routine.gate else [])]
             out["sandbox_argv"] = {
-                c: shlex.join(sandbox.build_argv(policy, host, 3, c)) for c in shown
+                c: argv_line(sandbox.build_argv(policy, host, 3, c)) for c in shown
             }
         except ValueError as exc:
             out["sandbox_error"] = f"the sandbox refused to start: {exc}"

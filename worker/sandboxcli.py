@@ -10,7 +10,6 @@ joined with spaces, as ssh does. Exit status: the command's; 124 when killed at 
 from __future__ import annotations
 
 import os
-import shlex
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -22,6 +21,7 @@ from routines.spec.checks import RoutineInvalid
 from routines.spec.config import load_config
 from routines.spec.paths import paths
 from routines.spec.registry import scan
+from sandbox.argv import argv_line
 from worker.shellpolicy import shell_policy_for, shell_timeout_for
 
 __all__ = ["main"]
@@ -112,7 +112,7 @@ def _print_argv(policy: sandbox.ShellPolicy, command: str) -> int:
         argv = sandbox.build_argv(policy, host, 3, command)
     except ValueError as exc:
         return _fail(f"the sandbox refused to start: {exc}")
-    print(shlex.join(argv))
+    print(argv_line(argv))
     print("vinos-routine: fd 3 carries the seccomp filter (BPF)", file=sys.stderr)
     return 0
 

@@ -111,6 +111,15 @@ def python_in_sandbox(code: str) -> str:
     return f"/usr/bin/python3 -c \"import base64; exec(base64.b64decode('{blob}'))\""
 
 
+def read_back(line: str) -> list[str]:
+    """The words bash reads from an argv shown on one line (sandbox/argv.py argv_line: shlex's
+    quoting, and $'...' for the `bash -c` text, which Python's shlex cannot read)."""
+    out = subprocess.run(
+        ["/bin/bash", "-c", f"printf '%s\\0' {line}"], capture_output=True, check=True
+    ).stdout
+    return out.decode().split("\0")[:-1]
+
+
 def sleep_marker(seconds: int) -> str:
     """A `sleep` argument no other test uses (`seconds`.random digits): processes_with looks
     host-wide, and another pytest worker may be running the same parametrized test, whose

@@ -1,6 +1,7 @@
 """The bwrap argv, pinned whole (order included) for a Debian-like and an Arch-like host.
 
-Pure: nothing runs here. The escape suite (test_escape_*.py) runs the same builder for real.
+Pure: nothing runs here but bash reading a shown argv back. The escape suite
+(test_escape_*.py) runs the same builder for real.
 """
 
 from __future__ import annotations
@@ -12,8 +13,9 @@ import pytest
 
 from routines.spec.never import never_paths
 from sandbox import Limits, ShellPolicy, UnsafeValue, build_argv, routine_policy
-from sandbox.argv import prelude
+from sandbox.argv import argv_line, build_exec_argv, prelude, script
 from sandbox.host import Host, MaskTarget, PathKind, SystemDir
+from tests.sandbox.sandbox_testkit import read_back
 
 HOME = "/home/ana"
 WORKSPACE = "/home/ana/.vinos/routines/workspace/day-brief"
@@ -108,12 +110,13 @@ TREE = [
     *("--remount-ro", CHROMIUM),
     *("--remount-ro", "/"),
 ]
-PRELUDE = 'ulimit -c 0 -f 65536 -n 256 -v 2097152 -u 256 || exit 126; exec /usr/bin/bash -c "$1"'
+# One bash: the limits' line, then the command as the last line of the same -c text.
+SCRIPT = "ulimit -c 0 -f 65536 -n 256 -v 2097152 -u 256 || exit 126\ngcalcli agenda today"
 TAIL = [
     *("--chdir", SCRATCH),
     *("--seccomp", "7"),
     "--",
-    *("/usr/bin/bash", "-c", PRELUDE, "vinos-sandbox", "gcalcli agenda today"),
+    *("/usr/bin/bash", "-c", SCRIPT),
 ]
 
 
@@ -272,9 +275,35 @@ def test_without_a_command_the_argv_ends_at_the_separator() -> None:
     assert argv[-3:] == ["--seccomp", "7", "--"]
 
 
-def test_the_prelude_sets_every_limit_then_execs_the_command_as_an_argument() -> None:
-    text = prelude(Limits(file_size_mb=1, open_files=2, address_space_mb=3, processes=4), "/b")
-    assert text == 'ulimit -c 0 -f 1024 -n 2 -v 3072 -u 4 || exit 126; exec /b -c "$1"'
+def test_the_prelude_sets_every_limit_on_a_line_before_the_command() -> None:
+    limits = Limits(file_size_mb=1, open_files=2, address_space_mb=3, processes=4)
+    assert prelude(limits) == "ulimit -c 0 -f 1024 -n 2 -v 3072 -u 4 || exit 126"
+    assert script(limits, "a; b") == f"{prelude(limits)}\na; b"
+    with pytest.raises(UnsafeValue):
+        script(limits, "true\nulimit -n 4096")  # the command is one line, the last
+
+
+def test_an_argv_is_shown_on_one_line_bash_reads_back() -> None:
+    command = r"""printf '%s\n' "$HOME" \$x `id`; echo 'it''s' && ls"""
+    argv = build_argv(policy(), host(DEBIAN, SSH), 7, command, rw_fds=FDS)
+    line = argv_line(argv)
+    # The command cannot start a line of its own in a log: the text's newline is written \n.
+    assert line.endswith(
+        r"""/usr/bin/bash -c $'ulimit -c 0 -f 65536 -n 256 -v 2097152 -u 256 || exit 126\n"""
+        r"""printf \'%s\\n\' "$HOME" \\$x `id`; echo \'it\'\'s\' && ls'"""
+    )
+    assert "\n" not in line and read_back(line) == argv
+    assert argv_line(["a b", "c"]) == "'a b' c"  # shlex's quoting for every other word
+
+
+def test_an_mcp_server_gets_the_same_limits_then_its_own_argv() -> None:
+    p = policy()
+    argv = build_exec_argv(p, host(DEBIAN, SSH), 7, ["server", "--flag", "two words"])
+    assert argv[: len(argv) - 7] == build_argv(p, host(DEBIAN, SSH), 7)
+    assert argv[-7:] == [
+        *("/usr/bin/bash", "-c", f'{prelude(p.limits)}; exec "$@"', "vinos-sandbox"),
+        *("server", "--flag", "two words"),
+    ]
 
 
 def test_limits_must_be_positive() -> None:

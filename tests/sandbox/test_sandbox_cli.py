@@ -4,7 +4,6 @@ supervisor/cli/commands/sandbox.py execs worker.sandboxcli, which runs CMD in NA
 from __future__ import annotations
 
 import os
-import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -12,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from sandbox import ROOT_REFUSAL
-from tests.sandbox.sandbox_testkit import REPO, make_box
+from tests.sandbox.sandbox_testkit import REPO, make_box, read_back
 
 AGENT = """
 [routine]
@@ -86,8 +85,9 @@ def test_the_shell_timeout_applies(env: dict[str, str]) -> None:
 def test_argv_prints_the_bwrap_argv_without_running(env: dict[str, str], vinos_env: Path) -> None:
     p = cli(env, "brief", "--argv", "--", "touch made-it")
     assert p.returncode == 0, p.stderr
-    argv = shlex.split(p.stdout)
-    assert os.path.basename(argv[0]) == "bwrap" and argv[-1] == "touch made-it"
+    (line,) = p.stdout.splitlines()  # one line, the `bash -c` text's newline written \n
+    argv = read_back(line)
+    assert os.path.basename(argv[0]) == "bwrap" and argv[-1].endswith("\ntouch made-it")
     workspace = str((vinos_env / "routines/workspace/brief").resolve())
     at = argv.index(workspace)
     assert ["--bind", workspace, workspace] == argv[at - 1 : at + 2]

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shlex
 import subprocess
 import sys
 import tempfile
@@ -17,7 +16,14 @@ from typing import Any
 import pytest
 
 from sandbox import ROOT_REFUSAL, STDERR_CAP, STDOUT_CAP, ShellResult, run_shell
-from tests.sandbox.sandbox_testkit import REPO, Box, processes_with, run_python, sleep_marker
+from tests.sandbox.sandbox_testkit import (
+    REPO,
+    Box,
+    processes_with,
+    read_back,
+    run_python,
+    sleep_marker,
+)
 
 
 def test_exit_code_stdout_and_stderr(box: Box) -> None:
@@ -26,6 +32,26 @@ def test_exit_code_stdout_and_stderr(box: Box) -> None:
     assert not (r.timed_out or r.stdout_truncated or r.stderr_truncated)
     assert r.duration_sec > 0
     assert box.run("kill -9 $$").exit_code == 128 + 9
+
+
+@pytest.mark.parametrize(
+    "command", ["ls -d /proc/[0-9]*", "cd / && ls -d /proc/[0-9]*", "true; ls -d /proc/[0-9]*"]
+)
+def test_the_command_runs_in_the_shell_that_set_the_limits(box: Box, command: str) -> None:
+    """One bash sets the limits and runs the command as its last line (sandbox/argv.py
+    script): a simple command, or the last of a list, replaces that shell as it did under
+    `bash -c CMD`, so nothing waits between bwrap's init (pid 1) and it."""
+    r = box.run(command)
+    assert (r.stdout.split(), r.stderr, r.exit_code) == (["/proc/1", "/proc/2"], "", 0), r
+
+
+def test_the_command_sees_a_fresh_shell_under_hard_limits(box: Box) -> None:
+    """$0 is bash's own path and there are no positional arguments, as in `bash -c CMD`; the
+    limits are on before the command is parsed, a backgrounded part of it included."""
+    r = box.run('echo "$0" $#; ulimit -Hn & wait; ulimit -Sn; exit 7')
+    shell, count, hard, soft = r.stdout.split()
+    assert shell.endswith("/bash") and count == "0" and hard == soft == "256", r
+    assert r.exit_code == 7 and r.stderr == ""
 
 
 def test_stdin_is_the_given_bytes_whatever_their_size(box: Box) -> None:
@@ -176,7 +202,7 @@ def test_debug_prints_the_argv_before_running(
     assert r.stdout == "quoted arg\n"
     err = capfd.readouterr().err
     (line,) = [x for x in err.splitlines() if x.startswith("vinos-routine: sandbox argv: ")]
-    argv = shlex.split(line.removeprefix("vinos-routine: sandbox argv: "))
+    argv = read_back(line.removeprefix("vinos-routine: sandbox argv: "))
     # nsenter joins the namespaces of the overlays (sandbox/overlay.py) and starts the network
     # holder, which starts bwrap (sandbox/netns.py); bwrap binds the overlays where the
     # workspace and the scratch dir show.
@@ -186,7 +212,8 @@ def test_debug_prints_the_argv_before_running(
     binds = [argv[i + 1 : i + 3] for i, a in enumerate(argv) if a == "--bind"]
     assert [dest for _, dest in binds] == [str(box.workspace), str(box.scratch)]
     assert all(src.startswith(tempfile.gettempdir() + "/vinos-overlay-") for src, _ in binds)
-    assert argv[-1] == "echo 'quoted arg'" and "--seccomp" in argv
+    assert argv[-1].startswith("ulimit ") and argv[-1].endswith("\necho 'quoted arg'")  # one line
+    assert "--seccomp" in argv
     assert box.marker not in err
 
 

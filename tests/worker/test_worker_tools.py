@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 from pathlib import Path
 
 import pytest
 
 from ipc import Job
+from sandbox.argv import argv_line
 from tests.fakes import FakeAnthropic, FakeOllama
 from tests.fakes import anthropic_replies as A
 from tests.fakes import ollama_replies as O
@@ -195,10 +195,11 @@ def test_debug_shows_each_bwrap_argv_as_an_event(
     [shown] = [e for e in r.events_of("log") if e.text.startswith("sandbox argv: ")]
     argv = shown.data["argv"]
     # nsenter starts bwrap in the overlays' namespaces (sandbox/overlay.py): it binds them.
-    assert argv[0].endswith("/nsenter") and argv[-1] == "date"
+    assert argv[0].endswith("/nsenter") and argv[-1].endswith("\ndate")
     assert argv[argv.index("--") + 1].endswith("bwrap")
     assert "--bind" in argv and "--bind-fd" not in argv
-    assert shown.text == "sandbox argv: " + shlex.join(argv)
+    # One line, the `bash -c` text's newline written $'...\n...' (sandbox/argv.py argv_line).
+    assert shown.text == "sandbox argv: " + argv_line(argv)
 
 
 def test_everything_writes_without_pausing_from_the_shell_and_write_file(

@@ -36,10 +36,14 @@ def collect(
     known_fire: KnownFire | None = None,
     stale: Collection[str] = (),
     cache: RowCache | None = None,
+    ledger_mark: tuple[object, ...] | None = None,
 ) -> list[RoutineRow]:
     """One row per routine file (routines.query), from the files and the ledger the CLI reads
     (the fleet's on a fleet machine), or from the daemon's own registry and ledger when it
-    answers `list` (supervisor/control/handlers.py)."""
+    answers `list` (supervisor/control/handlers.py). `ledger_mark`: what moves whenever the
+    ledger's content may have (supervisor/control/watch.py); with it, `cache` keeps the rows
+    whole, and the same registry, mark and stale files give them back while the clock allows
+    (routines.query RowCache.kept)."""
     from contextlib import closing, nullcontext
 
     from routines.query import routine_rows
@@ -52,8 +56,17 @@ def collect(
     registry = registry if registry is not None else scan(p)
     opened = closing(cli_ledger(p)) if ledger is None else nullcontext(ledger)
     with opened as db:
+        inputs = None
+        # Not on a fleet (its definitions and leases are not in the mark), nor when the store
+        # cannot count its own writes.
+        local = getattr(db, "definitions", None) is None
+        if cache is not None and ledger_mark is not None and None not in ledger_mark and local:
+            inputs = (ledger_mark, tuple(stale))
+            kept = cache.kept(registry, inputs, now)
+            if kept is not None:
+                return kept
         states = db.states()
-        return routine_rows(
+        rows = routine_rows(
             registry,
             db,
             now,
@@ -65,6 +78,9 @@ def collect(
             states=states,  # read once: 10,000 routines' states are ~10 ms a read
             cache=cache,
         )
+        if inputs is not None and cache is not None:
+            cache.keep(registry, inputs, now, rows)
+        return rows
 
 
 def list_rows(now: datetime | None = None) -> list[RoutineRow]:

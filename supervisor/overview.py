@@ -84,26 +84,34 @@ def collect(
 
 
 def list_rows(now: datetime | None = None) -> list[RoutineRow]:
-    """`list`'s rows without a daemon: `collect`, with the files unchanged since the last
-    `list` taken from the row snapshot (routines/query/rowsnap.py) rather than parsed; on a
-    fleet, `collect` itself."""
-    from contextlib import closing
-
-    from routines.query.rowsnap import RowSnapshot
+    """`list`'s rows without a daemon: those of the last such `list` when nothing they were
+    made from changed (routines/query/listsnap.py); else `collect`, with the files unchanged
+    since the last `list` taken from the row snapshot (routines/query/rowsnap.py) rather than
+    parsed; on a fleet, `collect` itself."""
+    from routines.query.listsnap import ListSnapshot
     from routines.spec.paths import paths
-    from supervisor.fleet.view import cli_ledger
 
     now = now or datetime.now(UTC)
     p = paths()
+    whole = ListSnapshot(p, now)  # its inputs read before the ledger is
+    kept = whole.rows()
+    if kept is not None:
+        return kept
+    from contextlib import closing
+
+    from routines.query.rowsnap import RowSnapshot
+    from supervisor.fleet.view import cli_ledger
+
     with closing(cli_ledger(p)) as db:
         if getattr(db, "definitions", None) is not None:  # a fleet's: held_here reads its text
             return collect(now, ledger=db)
-        snap = RowSnapshot(p, now)
+        snap = RowSnapshot(p, now, whole.found())
         registry = snap.registry()
         rows = collect(
             now, registry=registry, ledger=db, known_fire=snap.known_fire, cache=snap.cache
         )
     snap.save()
+    whole.save(registry, rows)
     return rows
 
 

@@ -10,9 +10,10 @@ code and the zone context (the row snapshot's, with the time-zone database), non
 `racy`, and while the clock is between when they were made and the first moment that changes
 one (routines.query `settled_until`: a next run shown, the end of today). They are kept only
 when the rows depend on nothing else (routines.query `depends_on_files_and_ledger`: no
-signature, auto-approval or premium key to check) and never on a fleet (whose rows the
-fleet's database says). The rows are the same with it or without
-(tests/routines/test_rowsnap.py).
+signature, auto-approval or premium key to check), never when a file holds a credential (the
+row snapshot's rule: nothing made from it is written beside it, supervisor/overview.py
+`list_rows`), and never on a fleet (whose rows the fleet's database says). The rows are the
+same with it or without (tests/routines/test_rowsnap.py).
 
 The file is state/list.snapshot (JSON: the rows as the control socket carries them,
 routines.query `encode_rows`), written as the other snapshots are: atomically, 0600, in a state

@@ -225,6 +225,18 @@ class RowSnapshot:
         entries.update(full)
         return Registry(_refuse_cycles(dict(sorted(entries.items())), {}))
 
+    def read_a_secret(self) -> bool:
+        """Whether a file read in full holds a credential (`holds_a_secret`; a kept row's
+        never does): then nothing made from the files is written beside them, whole rows
+        neither (routines/query/listsnap.py)."""
+        if not self._read:
+            return False
+        from routines.spec.loader import holds_a_secret
+
+        return any(
+            e.routine is not None and holds_a_secret(e.routine) for e, _ in self._read.values()
+        )
+
     def known_fire(self, name: str, routine: Any, now: datetime) -> datetime | None:
         """A kept row's next run (routines.query KnownFire); None for a file read in full."""
         return self._next.get(name) if isinstance(routine, _FileFacts) else None

@@ -149,6 +149,7 @@ def test_a_signature_added_or_removed_is_seen_and_a_signed_file_never_kept(p: Pa
 
 
 def test_a_credential_is_never_written_to_the_row_snapshot(p: Paths) -> None:
+    _ledger(p)  # settled: a list snapshot could be written, but for the credential
     token = "T0K3N-in-the-url"
     hook = COMMAND + f'[output]\ntype = "webhook"\nurl = "https://hooks.example/{token}"\n'
     write(p.routines_dir, "hook", hook)
@@ -160,6 +161,7 @@ def test_a_credential_is_never_written_to_the_row_snapshot(p: Paths) -> None:
     assert token.encode() not in raw
     assert str(p.routines_dir / "plain.toml").encode() in raw
     assert str(p.routines_dir / "hook.toml").encode() not in raw
+    assert not (p.state_dir / listsnap.FILE_NAME).exists()  # whole rows neither
 
 
 @pytest.mark.parametrize("spoil", [b"\x00garbage", b"", b'{"format": 1, "kept": []}', "foreign"])
@@ -360,3 +362,21 @@ def test_a_list_that_checks_a_key_or_is_not_settled_is_not_kept(p: Paths) -> Non
     (p.state_dir / listsnap.FILE_NAME).unlink()
     same_as_full(p)
     assert not (p.state_dir / listsnap.FILE_NAME).exists()
+
+
+def test_an_upgraded_time_zone_database_drops_the_kept_list(
+    p: Paths, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    zones = tmp_path / "zoneinfo"
+    zones.mkdir()
+    (zones / "tzdata.zi").write_text("# version 2026a\n")
+    monkeypatch.setattr(zoneinfo, "TZPATH", (str(zones),))
+    write(p.routines_dir, "a", described("first"))
+    _ledger(p)
+    settle()
+    list_rows()
+    tamper_list(p, "a", "kept before the upgrade")
+    assert desc("a") == "kept before the upgrade"
+    (zones / "tzdata.zi").unlink()
+    (zones / "tzdata.zi").write_text("# version 2026b, Mars/Olympus moved\n")  # a new file
+    assert desc("a") == "first"

@@ -162,6 +162,16 @@ def test_a_credential_is_never_written_to_the_row_snapshot(p: Paths) -> None:
     assert str(p.routines_dir / "plain.toml").encode() in raw
     assert str(p.routines_dir / "hook.toml").encode() not in raw
     assert not (p.state_dir / listsnap.FILE_NAME).exists()  # whole rows neither
+    (p.routines_dir / "hook.toml").unlink()
+    settle()
+    same_as_full(p)
+    assert (p.state_dir / listsnap.FILE_NAME).exists()
+    # An invalid file's errors say what was found in it: no whole rows are kept with one.
+    write(p.routines_dir, "bad", hook.replace("https://", "ftp://"))
+    settle()
+    rows = {r.name: r for r in list_rows()}
+    assert not rows["bad"].valid
+    assert token.encode() not in (p.state_dir / listsnap.FILE_NAME).read_bytes()
 
 
 @pytest.mark.parametrize("spoil", [b"\x00garbage", b"", b'{"format": 1, "kept": []}', "foreign"])

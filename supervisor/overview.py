@@ -36,10 +36,14 @@ def collect(
     known_fire: KnownFire | None = None,
     stale: Collection[str] = (),
     cache: RowCache | None = None,
+    ledger_mark: tuple[object, ...] | None = None,
 ) -> list[RoutineRow]:
     """One row per routine file (routines.query), from the files and the ledger the CLI reads
     (the fleet's on a fleet machine), or from the daemon's own registry and ledger when it
-    answers `list` (supervisor/control/handlers.py)."""
+    answers `list` (supervisor/control/handlers.py). `ledger_mark`: what moves whenever the
+    ledger's content may have (supervisor/control/watch.py); with it, `cache` keeps the rows
+    whole, and the same registry, mark and stale files give them back while the clock allows
+    (routines.query RowCache.kept)."""
     from contextlib import closing, nullcontext
 
     from routines.query import routine_rows
@@ -52,8 +56,17 @@ def collect(
     registry = registry if registry is not None else scan(p)
     opened = closing(cli_ledger(p)) if ledger is None else nullcontext(ledger)
     with opened as db:
+        inputs = None
+        # Not on a fleet (its definitions and leases are not in the mark), nor when the store
+        # cannot count its own writes.
+        local = getattr(db, "definitions", None) is None
+        if cache is not None and ledger_mark is not None and None not in ledger_mark and local:
+            inputs = (ledger_mark, tuple(stale))
+            kept = cache.kept(registry, inputs, now)
+            if kept is not None:
+                return kept
         states = db.states()
-        return routine_rows(
+        rows = routine_rows(
             registry,
             db,
             now,
@@ -65,29 +78,41 @@ def collect(
             states=states,  # read once: 10,000 routines' states are ~10 ms a read
             cache=cache,
         )
+        if inputs is not None and cache is not None:
+            cache.keep(registry, inputs, now, rows)
+        return rows
 
 
 def list_rows(now: datetime | None = None) -> list[RoutineRow]:
-    """`list`'s rows without a daemon: `collect`, with the files unchanged since the last
-    `list` taken from the row snapshot (routines/query/rowsnap.py) rather than parsed; on a
-    fleet, `collect` itself."""
-    from contextlib import closing
-
-    from routines.query.rowsnap import RowSnapshot
+    """`list`'s rows without a daemon: those of the last such `list` when nothing they were
+    made from changed (routines/query/listsnap.py); else `collect`, with the files unchanged
+    since the last `list` taken from the row snapshot (routines/query/rowsnap.py) rather than
+    parsed; on a fleet, `collect` itself."""
+    from routines.query.listsnap import ListSnapshot
     from routines.spec.paths import paths
-    from supervisor.fleet.view import cli_ledger
 
     now = now or datetime.now(UTC)
     p = paths()
+    whole = ListSnapshot(p, now)  # its inputs read before the ledger is
+    kept = whole.rows()
+    if kept is not None:
+        return kept
+    from contextlib import closing
+
+    from routines.query.rowsnap import RowSnapshot
+    from supervisor.fleet.view import cli_ledger
+
     with closing(cli_ledger(p)) as db:
         if getattr(db, "definitions", None) is not None:  # a fleet's: held_here reads its text
             return collect(now, ledger=db)
-        snap = RowSnapshot(p, now)
+        snap = RowSnapshot(p, now, whole.found())
         registry = snap.registry()
         rows = collect(
             now, registry=registry, ledger=db, known_fire=snap.known_fire, cache=snap.cache
         )
     snap.save()
+    if not snap.read_a_secret():
+        whole.save(registry, rows)
     return rows
 
 

@@ -111,7 +111,15 @@ def encode_rows(rows: Sequence[RoutineRow]) -> dict[str, list[Any]]:
     if not rows:
         return {f: [] for f in RoutineRow._fields}
     fields = RoutineRow._fields
-    columns = {f: list(c) for f, c in zip(fields, zip(*rows, strict=True), strict=True)}
+    defaults = RoutineRow._field_defaults
+    n = len(rows)
+    # A column that holds only its field's default is left out: `decode_rows` puts the
+    # default back (most of 10,000 rows' columns are; a third of the bytes to parse).
+    columns = {
+        f: list(c)
+        for f, c in zip(fields, zip(*rows, strict=True), strict=True)
+        if f not in defaults or c.count(defaults[f]) != n
+    }
     columns["next_run"] = [at.isoformat() if at is not None else None for at in columns["next_run"]]
     return columns
 
@@ -209,11 +217,82 @@ class RowCache:
     `_read`), an edited one gets a new one. A daemon holds one, so its `list` of 10,000
     routines builds anew only what the ledger and the clock say; the rows are the same with
     or without it (tests/routines/test_query.py::
-    test_a_row_cache_gives_the_same_rows_and_forgets_an_edited_file)."""
+    test_a_row_cache_gives_the_same_rows_and_forgets_an_edited_file).
+
+    It also keeps the last rows whole (`keep`), for a caller that can tell the ledger has not
+    changed since (a daemon, by its connection's data version and own writes): a repeat `list`
+    is then those rows, until the clock reaches a moment that changes one (`settled_until`)
+    (tests/routines/test_query.py::test_kept_rows_are_the_rows_until_an_input_or_the_clock_moves).
+    """
 
     def __init__(self) -> None:
         # id(entry) -> (the entry, its part); the entry is held, so its id is not reused.
         self.parts: dict[int, tuple[Any, RoutineRow]] = {}
+        # (the registry, the caller's inputs, made at, valid before, the rows); the registry
+        # is held, so its id is not reused.
+        self._rows: tuple[Registry, object, datetime, datetime, list[RoutineRow]] | None = None
+
+    def kept(self, registry: Registry, inputs: object, now: datetime) -> list[RoutineRow] | None:
+        """The rows `keep` kept, when made from this very registry (an edit makes a new one)
+        and equal `inputs`, and `now` is before the first moment that changes one (and not
+        before they were made: a clock set back); else None."""
+        k = self._rows
+        if k is None or k[0] is not registry or k[1] != inputs or not k[2] <= now < k[3]:
+            return None
+        # A signature put beside a file changes its row and not the registry: looked for each
+        # time (one listing of each folder).
+        if _signature_files(e.path for e in registry.entries.values()):
+            return None
+        return k[4]
+
+    def keep(
+        self, registry: Registry, inputs: object, now: datetime, rows: list[RoutineRow]
+    ) -> None:
+        """Keep `rows`, made at `now` from `registry` and `inputs` (what else made them: the
+        ledger's version, the stale files), when only those and the clock made them
+        (`depends_on_files_and_ledger`); otherwise forget the last ones."""
+        mine = depends_on_files_and_ledger(registry)
+        until = settled_until(registry, rows, now) if mine else None
+        self._rows = (registry, inputs, now, until, rows) if until is not None else None
+
+
+def depends_on_files_and_ledger(registry: Registry) -> bool:
+    """Whether every row of `registry` is made from its file, the ledger and the clock alone
+    (while no NAME.toml.sig is beside one, which `RowCache.kept` looks for): none asks for
+    auto-approval (ssh-keygen and allowed_signers say what its row shows) and none can ask
+    for a premium key (`auto` that can escalate: the key files and config.toml say)."""
+    for entry in registry.entries.values():
+        r = entry.routine
+        if r is not None and ("auto_approve" in r.text or _needs_premium(r)):
+            return False
+    return not _signature_files(e.path for e in registry.entries.values())
+
+
+def settled_until(registry: Registry, rows: Sequence[RoutineRow], now: datetime) -> datetime | None:
+    """The first moment after `now` at which rows made at `now` would differ by the clock
+    alone: the first next run they show, or the end of today in a routine's zone (today's
+    spending starts again, routines.ledger `today_bounds`); None when that is not after `now`."""
+    from zoneinfo import ZoneInfo
+
+    from routines.ledger.model import today_bounds
+
+    zones = {
+        n: ZoneInfo(e.routine.schedule.timezone)
+        for n, e in registry.entries.items()
+        if e.routine is not None
+    }
+    moments = [end for _, end in today_bounds(zones, now)]
+    moments.extend(r.next_run for r in rows if r.next_run is not None)
+    until = min(moments, default=None)
+    return until if until is not None and until > now else None
+
+
+def _needs_premium(r: Routine) -> bool:
+    """Whether `r` is `auto` and can escalate to its premium leg (whose key may be missing)."""
+    from routines.spec.routine import Route
+
+    a = r.agent
+    return a is not None and a.route is Route.AUTO and a.escalation.possible
 
 
 class _Facts(NamedTuple):

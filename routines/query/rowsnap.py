@@ -24,7 +24,6 @@ context is ignored and replaced.
 
 from __future__ import annotations
 
-import os
 import time
 from datetime import datetime
 from pathlib import Path
@@ -33,7 +32,14 @@ from typing import TYPE_CHECKING, Any, NamedTuple, cast
 from routines.query.routines import RoutineRow, RowCache
 from routines.spec.registry import Entry, Registry, _files, _Found, _read, _refuse_cycles, scan
 from routines.spec.routine import Origin
-from routines.spec.snapkey import Key, code_context, racy, read_private, write_private
+from routines.spec.snapkey import (
+    Key,
+    code_context,
+    racy,
+    read_private,
+    write_private,
+    zone_data,
+)
 
 if TYPE_CHECKING:
     from routines.spec.paths import Paths
@@ -77,23 +83,7 @@ class _FileFacts(NamedTuple):
 
 
 def _context() -> tuple[str, ...]:
-    return (str(FORMAT), *code_context(), _zone_data())
-
-
-def _zone_data() -> str:
-    """What identifies the time-zone database the kept next runs were computed with: an
-    upgrade of it (a zone's rules changed) drops them all. The system's (zoneinfo.TZPATH,
-    whose tzdata.zi every tzdata package rewrites, or the folder itself), else none found."""
-    import zoneinfo
-
-    for root in zoneinfo.TZPATH:
-        for path in (os.path.join(root, "tzdata.zi"), root):
-            try:
-                st = os.stat(path)
-            except OSError:
-                continue
-            return f"{path}:{st.st_mtime_ns}:{st.st_size}:{st.st_ino}"
-    return "no system zone data"
+    return (str(FORMAT), *code_context(), zone_data())
 
 
 def _load(paths: Paths, context: tuple[str, ...]) -> dict[str, list[Any]]:
@@ -174,8 +164,15 @@ class RowSnapshot:
     files as stand-ins, `_FileFacts`, with their parts in `cache` and their next runs in
     `known_fire`; the rest read in full), then `save` keeps what may be kept."""
 
-    def __init__(self, paths: Paths, now: datetime) -> None:
+    def __init__(
+        self,
+        paths: Paths,
+        now: datetime,
+        found: tuple[dict[str, _Found], dict[str, _Found]] | None = None,
+    ) -> None:
+        """`found`: the system and user folders' files as just listed (`_files`), if they were."""
         self._paths = paths
+        self._found = found
         self._now = now
         self._now_ns = time.time_ns()
         try:
@@ -189,8 +186,11 @@ class RowSnapshot:
         self.cache = RowCache()
 
     def registry(self) -> Registry:
-        system = _files(self._paths.system_dir, Origin.SYSTEM)
-        user = _files(self._paths.routines_dir, Origin.USER)
+        if self._found is not None:
+            system, user = self._found
+        else:
+            system = _files(self._paths.system_dir, Origin.SYSTEM)
+            user = _files(self._paths.routines_dir, Origin.USER)
         chosen: dict[str, tuple[_Found, Origin]] = {
             n: (f, Origin.SYSTEM) for n, f in system.items()
         }
@@ -224,6 +224,18 @@ class RowSnapshot:
             self._read[found[0]] = (entry, found[2])
         entries.update(full)
         return Registry(_refuse_cycles(dict(sorted(entries.items())), {}))
+
+    def read_a_secret(self) -> bool:
+        """Whether a file read in full holds a credential (`holds_a_secret`; a kept row's
+        never does): then nothing made from the files is written beside them, whole rows
+        neither (routines/query/listsnap.py)."""
+        if not self._read:
+            return False
+        from routines.spec.loader import holds_a_secret
+
+        return any(
+            e.routine is not None and holds_a_secret(e.routine) for e, _ in self._read.values()
+        )
 
     def known_fire(self, name: str, routine: Any, now: datetime) -> datetime | None:
         """A kept row's next run (routines.query KnownFire); None for a file read in full."""

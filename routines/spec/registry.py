@@ -13,7 +13,6 @@ parsed again. Without a previous registry, the parses kept in the registry's sna
 from __future__ import annotations
 
 import os
-import stat
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -22,15 +21,13 @@ from pathlib import Path
 from routines.spec.checks import Problem, RoutineInvalid
 from routines.spec.paths import Paths
 from routines.spec.routine import Origin, Routine
-from routines.spec.snapkey import Key
+from routines.spec.snapkey import CONFIG_FILE_NAME, Found, files
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from routines.spec.snapshot import Snapshot
 
 __all__ = ["Entry", "Registry", "scan"]
-
-CONFIG_FILE_NAME = "config.toml"
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,45 +86,13 @@ class Registry:
         return f"no routine named {name!r} (known: {', '.join(self.names()) or 'none'})"
 
 
-# A directory entry: its path (a str: a Path costs ~90 us to build, most of a 10,000-file
-# rescan, and is made only for a file read anew, in `_read`), its stamp, and the snapshot's key.
-_Found = tuple[str, tuple[int, int, int], Key]
+# A directory entry: its path, its stamp, and the snapshot's key (routines.spec.snapkey `files`).
+_Found = Found
 
 
 def _files(directory: Path, origin: Origin) -> dict[str, _Found]:
-    """Each routine file of `directory`, by name."""
-    out: dict[str, _Found] = {}
-    signed: set[str] = set()
-    try:
-        it = os.scandir(directory)
-    except (FileNotFoundError, NotADirectoryError):
-        return out
-    with it:
-        for de in it:
-            if de.name.endswith(".toml.sig"):
-                signed.add(de.name.removesuffix(".sig"))
-            if not de.name.endswith(".toml") or de.name.startswith("."):
-                continue
-            if origin is Origin.USER and de.name == CONFIG_FILE_NAME:
-                continue
-            try:
-                st = de.stat()  # follows symlinks: a linked routine file is fine
-            except OSError:
-                try:  # a dangling link: an entry too, which the loader reports
-                    st = de.stat(follow_symlinks=False)
-                except OSError:
-                    continue
-            if stat.S_ISDIR(st.st_mode):
-                continue
-            # Anything else is an entry, also a FIFO, a device or a link to /dev/zero: the
-            # loader refuses it with a reason (nothing is read), and a routine that was loaded
-            # keeps its last good version and says so, as after any other bad edit.
-            key = (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino, st.st_dev, False)
-            out[de.name[:-5]] = (de.path, (st.st_mtime_ns, st.st_size, st.st_ino), key)
-    for name in signed.intersection(f"{n}.toml" for n in out):
-        path, stamp, key = out[name[:-5]]
-        out[name[:-5]] = (path, stamp, (*key[:5], True))
-    return out
+    """Each routine file of `directory`, by name (config.toml is not one, in the user's)."""
+    return files(directory, CONFIG_FILE_NAME if origin is Origin.USER else None)
 
 
 def _read(

@@ -13,7 +13,19 @@ import stat
 import sys
 from pathlib import Path
 
-__all__ = ["MAX_BYTES", "RACY_NS", "Key", "code_context", "context", "open_private", "racy"]
+__all__ = [
+    "CONFIG_FILE_NAME",
+    "MAX_BYTES",
+    "RACY_NS",
+    "Found",
+    "Key",
+    "code_context",
+    "context",
+    "files",
+    "open_private",
+    "racy",
+    "zone_data",
+]
 
 # Beyond this a snapshot is not written (nor read): 10,000 routines' parses make ~7 MB.
 MAX_BYTES = 64 * 1024 * 1024
@@ -62,6 +74,68 @@ def code_context() -> tuple[str, ...]:
     """What a parse read besides its file, for every routine: the code (`_code`) and
     `loader.context` (the machine's zone). OSError when the code's files cannot be listed."""
     return (_code(), *context())
+
+
+CONFIG_FILE_NAME = "config.toml"  # in the user's routines folder, and no routine
+
+
+# A directory entry: its path (a str: a Path costs ~90 us to build, most of a 10,000-file
+# rescan, and is made only for a file read anew, in `_read`), its stamp, and the snapshot's key.
+Found = tuple[str, tuple[int, int, int], Key]
+
+
+def files(directory: Path, config: str | None) -> dict[str, Found]:
+    """Each routine file of `directory`, by name, with its key; `config`: a file name that is
+    not a routine (config.toml, in the user's folder). The registry's scan and the row
+    snapshots (routines/query/) read the folders through this one function."""
+    out: dict[str, Found] = {}
+    signed: set[str] = set()
+    try:
+        it = os.scandir(directory)
+    except (FileNotFoundError, NotADirectoryError):
+        return out
+    with it:
+        for de in it:
+            if de.name.endswith(".toml.sig"):
+                signed.add(de.name.removesuffix(".sig"))
+            if not de.name.endswith(".toml") or de.name.startswith("."):
+                continue
+            if de.name == config:
+                continue
+            try:
+                st = de.stat()  # follows symlinks: a linked routine file is fine
+            except OSError:
+                try:  # a dangling link: an entry too, which the loader reports
+                    st = de.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+            if stat.S_ISDIR(st.st_mode):
+                continue
+            # Anything else is an entry, also a FIFO, a device or a link to /dev/zero: the
+            # loader refuses it with a reason (nothing is read), and a routine that was loaded
+            # keeps its last good version and says so, as after any other bad edit.
+            key = (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino, st.st_dev, False)
+            out[de.name[:-5]] = (de.path, (st.st_mtime_ns, st.st_size, st.st_ino), key)
+    for name in signed.intersection(f"{n}.toml" for n in out):
+        path, stamp, key = out[name[:-5]]
+        out[name[:-5]] = (path, stamp, (*key[:5], True))
+    return out
+
+
+def zone_data() -> str:
+    """What identifies the time-zone database next runs were computed with: an upgrade of it
+    (a zone's rules changed) drops every kept one. The system's (zoneinfo.TZPATH, whose
+    tzdata.zi every tzdata package rewrites, or the folder itself), else none found."""
+    import zoneinfo
+
+    for root in zoneinfo.TZPATH:
+        for path in (os.path.join(root, "tzdata.zi"), root):
+            try:
+                st = os.stat(path)
+            except OSError:
+                continue
+            return f"{path}:{st.st_mtime_ns}:{st.st_size}:{st.st_ino}"
+    return "no system zone data"
 
 
 def open_private(directory: Path, *, make: bool) -> int | None:

@@ -108,6 +108,7 @@ class Handlers:
         the daemon's ledger and the next fires its scheduler holds, sent as ROWS events (a
         line holds at most ipc.MAX_LINE bytes), each a batch of columns; the response counts
         them. The client renders them."""
+        from supervisor.control.watch import ledger_mark
         from supervisor.overview import as_on_disk, collect
 
         self._ledger_in_place()
@@ -121,6 +122,8 @@ class Handlers:
             known_fire=d.known_fire,
             stale=stale,
             cache=self.status_watch.rows,
+            # Before the rows are read: a write meanwhile makes the next `list` read again.
+            ledger_mark=ledger_mark(d.ledger),
         )
         send_rows(conn, rows)
         return {"rows": len(rows), "stale": stale}

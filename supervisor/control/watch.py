@@ -29,7 +29,15 @@ if TYPE_CHECKING:
     from supervisor.control.api import Controlled
     from supervisor.control.server import Connection
 
-__all__ = ["StatusWatch"]
+__all__ = ["StatusWatch", "ledger_mark"]
+
+
+def ledger_mark(ledger: Any) -> tuple[object, int, int | None]:
+    """What moves whenever what the daemon's ledger holds may have: its connection (one
+    reopened starts counting again), the data version (the other connections' commits) and
+    that connection's own writes (None: a store that cannot count them)."""
+    db = getattr(ledger, "_db", None)
+    return (db, ledger.data_version, getattr(db, "total_changes", None))
 
 
 class StatusWatch:
@@ -47,13 +55,11 @@ class StatusWatch:
             seen: int | None = os.stat(d.paths.state_dir / "brief-seen.json").st_mtime_ns
         except OSError:
             seen = None
-        db = getattr(d.ledger, "_db", None)  # this connection's own writes (a run's end)
         refused = d.refusal()  # the ledger lost or paused
         return (
             d.activity(),
             id(d.registry),
-            d.ledger.data_version,
-            getattr(db, "total_changes", None),
+            *ledger_mark(d.ledger),  # also this connection's own writes (a run's end)
             seen,
             d.lost() is None,
             refused.message if refused is not None else None,

@@ -111,8 +111,9 @@ def test_rows_cross_the_wire_unchanged(p: Paths) -> None:
 
 def test_rows_cross_in_column_batches_and_a_wrong_batch_is_refused(p: Paths) -> None:
     """The wire carries columns, one list a field (a field's name once, not once a row): two
-    batches decode, in order, to the rows; a field this client does not know is left out, one
-    with a default that was not sent takes it, and a short column is not rows."""
+    batches decode, in order, to the rows; a column of its field's default alone is not sent;
+    a field this client does not know is left out, one with a default that was not sent takes
+    it, and a short column is not rows."""
     write(p.routines_dir, "news", AGENT)
     write(p.routines_dir, "backup", COMMAND)
     write(p.routines_dir, "bad", "[schedule]\ncron = 'x'\n")
@@ -120,8 +121,9 @@ def test_rows_cross_in_column_batches_and_a_wrong_batch_is_refused(p: Paths) -> 
     first, second = encode_rows(rows[:1]), encode_rows(rows[1:])
     assert first["name"] == [rows[0].name] and len(second["name"]) == 2
     assert decode_rows([first, second]) == rows
+    assert "premium_key" not in second and "warnings" not in second  # defaults all
+    assert "strikes" in encode_rows([rows[0], rows[1]._replace(strikes=2)])
     newer = {**second, "from_a_newer_daemon": [1, 2]}
-    del newer["premium_key"]
     assert decode_rows([first, newer]) == rows
     with pytest.raises(ValueError, match="kind"):
         decode_rows({**second, "kind": ["command"]})
@@ -218,3 +220,53 @@ def test_a_row_cache_gives_the_same_rows_and_forgets_an_edited_file(p: Paths) ->
         assert rows["news"].expression == "0 7 * * *" and "backup" not in rows
         assert rows["bad"].valid and rows["bad"].kind == "command"
         assert len(cache.parts) == 2  # the parts of files gone or replaced are dropped
+
+
+def test_kept_rows_are_the_rows_until_an_input_or_the_clock_moves(p: Paths) -> None:
+    """RowCache.keep: the rows whole, given back for the same registry and inputs until the
+    first next run they show or the end of today (today's spending), never before they were
+    made, never once a signature lies beside a file; never kept when a row asks for
+    auto-approval or can need a premium key (files beyond the routine's say what it shows)."""
+    from routines.query import RowCache
+    from routines.query.routines import settled_until
+
+    on = COMMAND.replace("[routine]\n", "[routine]\nenabled = true\n")
+    write(p.routines_dir, "backup", on)
+    write(p.routines_dir, "soon", on.replace("0 6 * * *", "30 15 * * *"))
+    write(p.routines_dir, "bad", "[schedule]\ncron = 'x'\n")
+    cache = RowCache()
+    with Ledger(p.ledger) as ledger:
+        registry = scan(p)
+        rows = routine_rows(registry, ledger, NOW, cache=cache)
+        soon = datetime(2026, 12, 3, 15, 30, tzinfo=UTC)
+        assert settled_until(registry, rows, NOW) == soon
+        cache.keep(registry, "mark 1", NOW, rows)
+        assert cache.kept(registry, "mark 1", soon - timedelta(seconds=1)) is rows
+        assert cache.kept(registry, "mark 1", soon) is None  # its next run came
+        assert cache.kept(registry, "mark 1", NOW - timedelta(seconds=1)) is None  # set back
+        assert cache.kept(registry, "mark 2", NOW) is None  # the ledger moved
+        assert cache.kept(scan(p, registry), "mark 1", NOW) is None  # another scan's registry
+        # Without "soon", the end of today (UTC here) comes before backup's next run.
+        (p.routines_dir / "soon.toml").unlink()
+        registry = scan(p, registry)
+        rows = routine_rows(registry, ledger, NOW, cache=cache)
+        midnight = datetime(2026, 12, 4, tzinfo=UTC)
+        assert settled_until(registry, rows, NOW) == midnight
+        cache.keep(registry, "mark 1", NOW, rows)
+        assert cache.kept(registry, "mark 1", midnight - timedelta(seconds=1)) is rows
+        assert cache.kept(registry, "mark 1", midnight) is None
+        sig = p.routines_dir / "backup.toml.sig"
+        sig.write_text("not checked here")
+        assert cache.kept(registry, "mark 1", NOW) is None  # a signature changes the row
+        cache.keep(registry, "mark 1", NOW, rows)
+        assert cache.kept(registry, "mark 1", NOW) is None  # and is not kept while there
+        sig.unlink()
+        # (auto_approve = true wants a signature: false is the file that asks, unsigned.)
+        asks = ON.replace("enabled = true", "enabled = true\nauto_approve = false")
+        for text in (ON, asks.replace("[agent]", '[agent]\nroute = "ollama"')):
+            write(p.routines_dir, "asks", text)
+            asking = scan(p, registry)
+            made = routine_rows(asking, ledger, NOW)
+            assert {r.name: r for r in made}["asks"].valid
+            cache.keep(asking, "mark 1", NOW, made)
+            assert cache.kept(asking, "mark 1", NOW) is None

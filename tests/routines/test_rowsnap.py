@@ -4,7 +4,11 @@ parsed, after an edit in the same second at the same size, an added, removed or 
 a signature added or removed; it takes an unchanged file's row from the snapshot; a credential
 is never written to it; a corrupt or foreign one is ignored and written again.
 
-The snapshot's "now" is stepped past RACY_NS as in tests/routines/spec/test_registry_snapshot.py.
+The list snapshot (routines/query/listsnap.py) in front of it: the last `list`'s rows whole,
+given again while no input changed: a file, config.toml, the ledger, the code and zone data,
+the clock past a next run or the day's end; never kept when a row checks more than those.
+
+The snapshots' "now" is stepped past RACY_NS as in tests/routines/spec/test_registry_snapshot.py.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from routines.query import RoutineRow, rowsnap
+from routines.query import RoutineRow, listsnap, rowsnap
 from routines.spec import registry, snapshot
 from routines.spec.paths import Paths, paths
 from routines.store import write_atomic
@@ -33,6 +37,7 @@ def stepped_clock(monkeypatch: pytest.MonkeyPatch) -> None:
     CLOCK.held = None
     monkeypatch.setattr(registry, "time", CLOCK)
     monkeypatch.setattr(rowsnap, "time", CLOCK)
+    monkeypatch.setattr(listsnap, "time", CLOCK)
 
 
 @pytest.fixture
@@ -41,8 +46,8 @@ def p(vinos_env: Path) -> Paths:
 
 
 def full(p: Paths, now: datetime) -> list[object]:
-    """The rows from every file parsed anew: no snapshot of either kind."""
-    for name in (snapshot.FILE_NAME, rowsnap.FILE_NAME):
+    """The rows from every file parsed anew: no snapshot of any kind."""
+    for name in (snapshot.FILE_NAME, rowsnap.FILE_NAME, listsnap.FILE_NAME):
         (p.state_dir / name).unlink(missing_ok=True)
     return list(collect(now))
 
@@ -50,9 +55,11 @@ def full(p: Paths, now: datetime) -> list[object]:
 def same_as_full(p: Paths) -> None:
     now = datetime.now(UTC)
     got = list_rows(now)
-    kept = (p.state_dir / rowsnap.FILE_NAME).read_bytes()
+    kept = {n: (p.state_dir / n).read_bytes() for n in (rowsnap.FILE_NAME, listsnap.FILE_NAME)
+            if (p.state_dir / n).exists()}  # fmt: skip
     assert got == full(p, now)
-    (p.state_dir / rowsnap.FILE_NAME).write_bytes(kept)  # as it was after `list_rows`
+    for name, data in kept.items():
+        (p.state_dir / name).write_bytes(data)  # as it was after `list_rows`
 
 
 def kept_file(p: Paths) -> dict[str, Any]:
@@ -62,7 +69,8 @@ def kept_file(p: Paths) -> dict[str, Any]:
 
 def tamper(p: Paths, name: str, description: str) -> None:
     """Rewrite the row kept for `name` (its key unchanged): rows that show `description`
-    took it from the snapshot."""
+    took it from the snapshot. (The list snapshot, whole rows in front of it, is dropped.)"""
+    (p.state_dir / listsnap.FILE_NAME).unlink(missing_ok=True)
     file = kept_file(p)
     fields = file["kept"][str(p.routines_dir / f"{name}.toml")][1]  # the part
     fields[RoutineRow._fields.index("description")] = description
@@ -141,6 +149,7 @@ def test_a_signature_added_or_removed_is_seen_and_a_signed_file_never_kept(p: Pa
 
 
 def test_a_credential_is_never_written_to_the_row_snapshot(p: Paths) -> None:
+    _ledger(p)  # settled: a list snapshot could be written, but for the credential
     token = "T0K3N-in-the-url"
     hook = COMMAND + f'[output]\ntype = "webhook"\nurl = "https://hooks.example/{token}"\n'
     write(p.routines_dir, "hook", hook)
@@ -152,6 +161,17 @@ def test_a_credential_is_never_written_to_the_row_snapshot(p: Paths) -> None:
     assert token.encode() not in raw
     assert str(p.routines_dir / "plain.toml").encode() in raw
     assert str(p.routines_dir / "hook.toml").encode() not in raw
+    assert not (p.state_dir / listsnap.FILE_NAME).exists()  # whole rows neither
+    (p.routines_dir / "hook.toml").unlink()
+    settle()
+    same_as_full(p)
+    assert (p.state_dir / listsnap.FILE_NAME).exists()
+    # An invalid file's errors say what was found in it: no whole rows are kept with one.
+    write(p.routines_dir, "bad", hook.replace("https://", "ftp://"))
+    settle()
+    rows = {r.name: r for r in list_rows()}
+    assert not rows["bad"].valid
+    assert token.encode() not in (p.state_dir / listsnap.FILE_NAME).read_bytes()
 
 
 @pytest.mark.parametrize("spoil", [b"\x00garbage", b"", b'{"format": 1, "kept": []}', "foreign"])
@@ -235,3 +255,138 @@ def test_an_override_of_a_kept_routine_binds_to_its_identity(p: Paths) -> None:
     settle()
     assert next(r for r in list_rows() if r.name == "on").enabled
     same_as_full(p)
+
+
+def _ledger(p: Paths) -> None:
+    """The ledger made before `settle` (a list makes it otherwise: then too fresh to keep)."""
+    from routines.ledger import Ledger
+
+    with Ledger(p.ledger):
+        pass
+
+
+def tamper_list(p: Paths, name: str, description: str) -> None:
+    """Rewrite `name`'s description in the kept list (its inputs unchanged): rows that show
+    `description` are the kept list's."""
+    file = json.loads((p.state_dir / listsnap.FILE_NAME).read_bytes())
+    rows = file["rows"]
+    column = rows.setdefault("description", [""] * len(rows["name"]))
+    column[rows["name"].index(name)] = description
+    write_atomic(p.state_dir / listsnap.FILE_NAME, json.dumps(file).encode())
+
+
+def test_a_repeat_list_is_the_kept_list_until_an_input_moves(p: Paths) -> None:
+    """While the files, config.toml and the ledger are as they were, a `list` is the last
+    one's rows; a ledger write, an edit in the same second at the same size, an added file,
+    config.toml or a signature, each gives the full rows again."""
+    from routines.ledger import Ledger
+    from routines.runs import RunEnd, RunStatus, Trigger
+
+    on = described("a").replace("[routine]\n", "[routine]\nenabled = true\n")
+    path = write(p.routines_dir, "a", on)
+    write(p.routines_dir, "b", described("b"))
+    _ledger(p)
+    settle()
+    same_as_full(p)
+    assert (p.state_dir / listsnap.FILE_NAME).exists()
+    tamper_list(p, "b", "from the kept list")
+    assert desc("b") == "from the kept list"
+
+    def moved() -> None:
+        settle()
+        same_as_full(p)  # the full rows, and kept again
+        tamper_list(p, "b", "from the kept list")
+        assert desc("b") == "from the kept list"
+
+    now = datetime.now(UTC)
+    with Ledger(p.ledger) as led:  # another process's run
+        led.record_run("a", run_id="r1", trigger=Trigger.MANUAL, status=RunStatus.RUNNING, now=now)
+        led.finish_run("r1", RunEnd(RunStatus.OK, dollars=0.25), now=now)
+    assert desc("b") == "b"
+    assert next(r for r in list_rows() if r.name == "a").today_dollars == 0.25
+    moved()
+    st = path.stat()
+    path.write_text(on.replace('"a"', '"z"'))  # the same size and mtime
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert desc("a") == "z" and desc("b") == "b"
+    moved()
+    write(p.routines_dir, "c", described("c"))
+    assert desc("b") == "b"
+    moved()
+    p.config_file.write_text("max_concurrent = 3\n")
+    assert desc("b") == "b"
+    moved()
+    path.with_name("b.toml.sig").write_text("looked for by the loader\n")
+    assert desc("b") == "b"
+    settle()
+    same_as_full(p)
+    tamper_list(p, "b", "from the kept list")
+    assert desc("b") == "b"  # a signature's row is not kept
+
+
+def test_the_kept_list_ends_at_a_next_run_or_the_days_end_and_not_before_it_was_made(
+    p: Paths,
+) -> None:
+    on = described("a").replace("[routine]\n", "[routine]\nenabled = true\n")
+    write(p.routines_dir, "a", on)  # daily at 06:00 UTC (tests.helpers COMMAND)
+    _ledger(p)
+    settle()
+    now = datetime(2026, 12, 3, 5, 0, tzinfo=UTC)
+    first = list_rows(now)
+    assert first[0].next_run == datetime(2026, 12, 3, 6, 0, tzinfo=UTC)
+    kept = json.loads((p.state_dir / listsnap.FILE_NAME).read_bytes())
+    assert kept["until"] == "2026-12-03T06:00:00+00:00"
+    tamper_list(p, "a", "kept")
+    assert list_rows(now.replace(minute=59))[0].description == "kept"
+    assert list_rows(now.replace(hour=6)) == full(p, now.replace(hour=6))
+    late = datetime(2026, 12, 3, 23, 0, tzinfo=UTC)
+    list_rows(late)  # the next run is tomorrow's: kept until the day's end, for today's cost
+    assert json.loads((p.state_dir / listsnap.FILE_NAME).read_bytes())["until"] == (
+        "2026-12-04T00:00:00+00:00"
+    )
+    tamper_list(p, "a", "kept")
+    assert list_rows(late.replace(hour=4, day=4)) == full(p, late.replace(hour=4, day=4))
+    list_rows(late)
+    tamper_list(p, "a", "kept")
+    assert list_rows(late.replace(hour=22))[0].description == "a"  # a clock set back
+
+
+def test_a_list_that_checks_a_key_or_is_not_settled_is_not_kept(p: Paths) -> None:
+    """An `auto` routine that can escalate (its row says whether its premium key is there),
+    a ledger or a file written a moment ago: the rows are built each time."""
+    from tests.helpers import AGENT
+
+    write(p.routines_dir, "a", described("a"))
+    settle()
+    same_as_full(p)  # the ledger made by this list: not settled
+    assert not (p.state_dir / listsnap.FILE_NAME).exists()
+    settle()
+    same_as_full(p)
+    assert (p.state_dir / listsnap.FILE_NAME).exists()
+    write(p.routines_dir, "new", described("new"))  # after `settle`: within RACY_NS
+    list_rows()
+    tamper_list(p, "a", "kept")  # the list before "new": not its inputs, nor rewritten
+    assert desc("a") == "a"
+    write(p.routines_dir, "auto", "[routine]\nenabled = true\n" + AGENT)
+    settle()
+    (p.state_dir / listsnap.FILE_NAME).unlink()
+    same_as_full(p)
+    assert not (p.state_dir / listsnap.FILE_NAME).exists()
+
+
+def test_an_upgraded_time_zone_database_drops_the_kept_list(
+    p: Paths, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    zones = tmp_path / "zoneinfo"
+    zones.mkdir()
+    (zones / "tzdata.zi").write_text("# version 2026a\n")
+    monkeypatch.setattr(zoneinfo, "TZPATH", (str(zones),))
+    write(p.routines_dir, "a", described("first"))
+    _ledger(p)
+    settle()
+    list_rows()
+    tamper_list(p, "a", "kept before the upgrade")
+    assert desc("a") == "kept before the upgrade"
+    (zones / "tzdata.zi").unlink()
+    (zones / "tzdata.zi").write_text("# version 2026b, Mars/Olympus moved\n")  # a new file
+    assert desc("a") == "first"

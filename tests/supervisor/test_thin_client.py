@@ -101,6 +101,42 @@ def test_the_daemons_rows_render_as_the_rows_read_here(tmp_path: Path, not_root:
 
 
 @pytest.mark.slow  # a real daemon
+def test_a_repeat_list_from_the_daemons_kept_rows_shows_each_ledger_write_at_once(
+    tmp_path: Path, not_root: None
+) -> None:
+    """The daemon keeps the rows it answered (routines.query RowCache.keep) while its ledger
+    does not move: a run another process recorded, and one the daemon ran and recorded itself
+    (on its own connection: no data version moves), show in the very next `list`."""
+    write_routine("spender", command_routine("true", schedule='cron = "0 3 * * *"'))
+    write_routine("other", command_routine("true", schedule='cron = "0 4 * * *"'))
+    d = DaemonProcess(tmp_path).start()
+    try:
+
+        def rows() -> dict[str, dict[str, object]]:
+            code, out, err = _run(DAEMON, ("list", "--json"), d.env)
+            assert code == 0, err
+            return {r["name"]: r for r in json.loads(out)}
+
+        first = rows()
+        assert first == rows() and first["spender"]["last_status"] is None
+        now = datetime.now(UTC)
+        with Ledger(paths().ledger) as led:
+            led.record_run(
+                "spender", run_id="r1", trigger=Trigger.MANUAL, status=RunStatus.RUNNING, now=now
+            )
+            end = RunEnd(status=RunStatus.OK, outcome=Outcome.DONE, dollars=0.5)
+            led.finish_run("r1", now=now, end=end)
+        seen = rows()["spender"]
+        assert (seen["last_status"], seen["today_dollars"]) == ("ok", 0.5)
+        assert rows()["other"]["last_status"] is None
+        code, _, err = _run(IN_PROCESS, ("run", "other"), d.env)
+        assert code == 0, err
+        assert rows()["other"]["last_status"] == "ok"
+    finally:
+        d.stop()
+
+
+@pytest.mark.slow  # a real daemon
 def test_a_list_answered_by_the_daemon_loads_no_parser_toml_sqlite_or_registry(
     tmp_path: Path, not_root: None
 ) -> None:

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from routines.safetext import one_line
+from supervisor.cli.present import color, table, when
+
 TYPE_CHECKING = False  # typing's own flag, without importing typing (routines/query/rowclass.py)
 if TYPE_CHECKING:
     from collections.abc import Collection, Sequence
@@ -44,8 +47,6 @@ def json_value(lines: Sequence[RoutineRow], stale: Collection[str] | None) -> li
 
 
 def _notes_of(ln: RoutineRow, warnings: list[str], signed: list[str]) -> None:
-    from routines.safetext import one_line
-
     if ln.disabled_reason:
         warnings.append(one_line(f"{ln.name}: disabled: {ln.disabled_reason}"))
     if ln.file_enabled is not None and not ln.enabled and ln.disabled_reason:
@@ -76,9 +77,6 @@ def _notes_of(ln: RoutineRow, warnings: list[str], signed: list[str]) -> None:
 
 
 def _invalid_cells(ln: RoutineRow, stale: Collection[str] | None, c: bool) -> list[str]:
-    from routines.safetext import one_line
-    from supervisor.cli.present import color
-
     label = color("invalid", "red", c)
     if stale and ln.name in stale:
         label += " " + color("(the daemon still runs its last good version)", "yellow", c)
@@ -89,9 +87,6 @@ def _invalid_cells(ln: RoutineRow, stale: Collection[str] | None, c: bool) -> li
 
 
 def _routine_cells(ln: RoutineRow, now: datetime, c: bool, whens: dict[datetime, str]) -> list[str]:
-    from routines.safetext import one_line
-    from supervisor.cli.present import color
-
     state = color("on", "green", c) if ln.enabled else color("off", "dim", c)
     if ln.running:
         state += " " + color("running", "blue", c)
@@ -119,8 +114,6 @@ def _when(at: datetime, now: datetime, whens: dict[datetime, str]) -> str:
     """present.when, once an instant: 10,000 routines share far fewer next runs."""
     text = whens.get(at)
     if text is None:
-        from supervisor.cli.present import when
-
         text = whens[at] = when(at, now)
     return text
 
@@ -149,8 +142,6 @@ def cells(
 def render(listing: Listing, c: bool) -> str:
     """The text of `list` for one routine or more."""
     import io
-
-    from supervisor.cli.present import color, table
 
     out = io.StringIO()
     table(HEADERS, listing.rows, out)

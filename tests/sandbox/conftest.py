@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,11 +26,18 @@ def no_leftovers() -> Iterator[None]:
     """After the test, no child process of ours is left (the sandbox ended everything) but
     the overlay maker, one per process from its first overlaid call on, which holds nothing
     of a call once it has answered (sandbox/overlayholder.py), and the worker tests'
-    forkserver (tests/worker/forked.py) when a worker test ran first in this process; their
+    forkserver (tests/worker/forked.py) when a worker test ran first in this process, with
+    the overlay maker it shares with its runs (sandbox/overlay.py share_maker); their
     children are counted."""
     yield
     maker = overlay._maker.proc
-    kept = {maker.pid if maker is not None and maker.poll() is None else None, forkserver_pid()}
+    server = forkserver_pid()
+    kept = {maker.pid if maker is not None and maker.poll() is None else None, server}
+    if server is not None:
+        with contextlib.suppress(psutil.Error):
+            kept |= {
+                p.pid for p in psutil.Process(server).children() if overlay.HOLDER in p.cmdline()
+            }
     left = [p for p in psutil.Process().children(recursive=True) if p.pid not in kept]
     assert not left, f"processes left behind: {[p.cmdline() for p in left]}"
 

@@ -29,6 +29,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from routines.query.routines import RoutineRow, decode_rows, encode_rows
+from routines.spec.paths import fleet_database_env
 from routines.spec.snapkey import (
     CONFIG_FILE_NAME,
     Found,
@@ -76,11 +77,15 @@ class ListSnapshot:
         self._now_ns = time.time_ns()
         self.system = files(paths.system_dir, None)
         self.user = files(paths.routines_dir, CONFIG_FILE_NAME)
-        try:
-            folders = [os.fspath(paths.system_dir), os.fspath(paths.routines_dir)]
-            context: list[str] | None = [str(FORMAT), *code_context(), zone_data(), *folders]
-        except OSError:  # which code parses cannot be told: no cache
-            context = None
+        context: list[str] | None = None
+        # Nor on a fleet turned on by the environment alone, config.toml unchanged: its rows
+        # are its database's, never those kept on one machine (routines/spec/paths.py).
+        if not fleet_database_env():
+            try:
+                folders = [os.fspath(paths.system_dir), os.fspath(paths.routines_dir)]
+                context = [str(FORMAT), *code_context(), zone_data(), *folders]
+            except OSError:  # which code parses cannot be told: no cache
+                context = None
         self._inputs = None if context is None else self._read_inputs(context)
 
     def _read_inputs(self, context: list[str]) -> list[Any] | None:

@@ -390,3 +390,22 @@ def test_an_upgraded_time_zone_database_drops_the_kept_list(
     (zones / "tzdata.zi").unlink()
     (zones / "tzdata.zi").write_text("# version 2026b, Mars/Olympus moved\n")  # a new file
     assert desc("a") == "first"
+
+
+def test_a_fleet_turned_on_by_its_variable_never_gets_the_kept_list(
+    p: Paths, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """VINOS_FLEET_DATABASE turns the fleet on by itself (routines/spec/config.py `_fleet`),
+    config.toml unchanged: the next `list` is the fleet's (here: its database, which is not
+    there, is tried), never the one machine's rows kept before."""
+    from routines.ledger import LedgerUnavailable
+
+    write(p.routines_dir, "a", described("a"))
+    _ledger(p)
+    settle()
+    list_rows()
+    tamper_list(p, "a", "kept on one machine")
+    assert desc("a") == "kept on one machine"
+    monkeypatch.setenv("VINOS_FLEET_DATABASE", f"postgresql:///fleet?host={tmp_path}/none")
+    with pytest.raises(LedgerUnavailable):
+        list_rows()

@@ -12,9 +12,10 @@ one (routines.query `settled_until`: a next run shown, the end of today). They a
 when the rows depend on nothing else (routines.query `depends_on_files_and_ledger`: no
 signature, auto-approval or premium key to check), never when a file holds a credential (the
 row snapshot's rule: nothing made from it is written beside it, supervisor/overview.py
-`list_rows`) or is invalid (an error quotes what was found there), and never on a fleet
-(whose rows the fleet's database says). The rows are the same with it or without
-(tests/routines/test_rowsnap.py).
+`list_rows`), declares paths held to the never-list (which the environment moves) or is
+invalid (an error quotes what was found there), and never on a fleet (whose rows the fleet's
+database says; config.toml's [fleet] or VINOS_FLEET_DATABASE). The rows are the same with it
+or without (tests/routines/test_rowsnap.py).
 
 The file is state/list.snapshot (JSON: the rows as the control socket carries them,
 routines.query `encode_rows`), written as the other snapshots are: atomically, 0600, in a state

@@ -409,3 +409,26 @@ def test_a_fleet_turned_on_by_its_variable_never_gets_the_kept_list(
     monkeypatch.setenv("VINOS_FLEET_DATABASE", f"postgresql:///fleet?host={tmp_path}/none")
     with pytest.raises(LedgerUnavailable):
         list_rows()
+
+
+def test_a_kept_list_with_a_routines_paths_follows_the_never_list(
+    p: Paths, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A routine's declared `home` is held to the never-list, which the environment moves
+    (GNUPGHOME: that folder holds the keys) and config.toml does not say whole: once
+    it covers the folder, `list` shows the routine invalid, as the daemon sees it, never the
+    valid row kept before."""
+    home = tmp_path / "home"
+    (home / "proj").mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("GNUPGHOME", raising=False)
+    write(p.routines_dir, "a", described("a") + 'home = ["~/proj"]\n')
+    _ledger(p)
+    settle()
+    same_as_full(p)
+    assert next(r for r in list_rows() if r.name == "a").valid
+    monkeypatch.setenv("GNUPGHOME", str(home / "proj"))
+    settle()
+    [row] = list_rows()
+    assert not row.valid and "proj" in " ".join(row.errors), row
+    same_as_full(p)

@@ -432,3 +432,31 @@ def test_a_kept_list_with_a_routines_paths_follows_the_never_list(
     [row] = list_rows()
     assert not row.valid and "proj" in " ".join(row.errors), row
     same_as_full(p)
+
+
+def test_the_kept_list_ends_when_a_once_routines_moment_passes(p: Paths) -> None:
+    """A `once` routine turned off shows no next run, yet from its moment on its file warns
+    that it will not run again (routines.spec.loader `once_past`, by the clock): a list kept
+    before that moment is not given after it."""
+    from datetime import timedelta
+
+    real = datetime.now(UTC)
+    zone = next(  # one where the moment below is still today: the day's end comes after it
+        z
+        for z in ("UTC", "Pacific/Kiritimati", "America/Los_Angeles", "Asia/Tokyo")
+        if (real + timedelta(hours=2)).astimezone(zoneinfo.ZoneInfo(z)).date()
+        == real.astimezone(zoneinfo.ZoneInfo(z)).date()
+    )
+    moment = (real + timedelta(hours=1)).astimezone(zoneinfo.ZoneInfo(zone))
+    text = COMMAND.replace(
+        'cron = "0 6 * * *"\ntimezone = "UTC"',
+        f'once = "{moment:%Y-%m-%d %H:%M}"\ntimezone = "{zone}"',
+    )
+    write(p.routines_dir, "a", text)
+    _ledger(p)
+    settle()
+    [row] = list_rows(real)
+    assert row.next_run is None and not row.warnings  # off, and its moment still ahead
+    tamper_list(p, "a", "kept")
+    assert list_rows(real + timedelta(minutes=30))[0].description == "kept"
+    assert list_rows(real + timedelta(minutes=61))[0].description == ""

@@ -460,3 +460,26 @@ def test_the_kept_list_ends_when_a_once_routines_moment_passes(p: Paths) -> None
     tamper_list(p, "a", "kept")
     assert list_rows(real + timedelta(minutes=30))[0].description == "kept"
     assert list_rows(real + timedelta(minutes=61))[0].description == ""
+
+
+def test_a_kept_list_with_a_credential_grant_follows_the_environment(
+    p: Paths, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A granted credential path is held to the broad containers, which XDG_CONFIG_HOME moves,
+    and resolved through its links: once the grant names a whole config home, `list` shows
+    the routine invalid, as a fresh parse does, never the valid row kept before."""
+    home = tmp_path / "home"
+    (home / "cfg").mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
+    grant = '\n[[command.credentials]]\npath = "~/cfg"\nhosts = ["a.example"]\n'
+    write(p.routines_dir, "a", described("a") + grant)
+    _ledger(p)
+    settle()
+    same_as_full(p)
+    assert next(r for r in list_rows() if r.name == "a").valid
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / "cfg"))
+    settle()
+    [row] = list_rows()
+    assert not row.valid and "cfg" in " ".join(row.errors), row
+    same_as_full(p)

@@ -12,9 +12,10 @@ one (routines.query `settled_until`: a next run shown, the end of today). They a
 when the rows depend on nothing else (routines.query `depends_on_files_and_ledger`: no
 signature, auto-approval or premium key to check), never when a file holds a credential (the
 row snapshot's rule: nothing made from it is written beside it, supervisor/overview.py
-`list_rows`) or is invalid (an error quotes what was found there), and never on a fleet
-(whose rows the fleet's database says). The rows are the same with it or without
-(tests/routines/test_rowsnap.py).
+`list_rows`), declares paths held to the never-list (which the environment moves) or is
+invalid (an error quotes what was found there), and never on a fleet (whose rows the fleet's
+database says; config.toml's [fleet] or VINOS_FLEET_DATABASE). The rows are the same with it
+or without (tests/routines/test_rowsnap.py).
 
 The file is state/list.snapshot (JSON: the rows as the control socket carries them,
 routines.query `encode_rows`), written as the other snapshots are: atomically, 0600, in a state
@@ -29,6 +30,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from routines.query.routines import RoutineRow, decode_rows, encode_rows
+from routines.spec.paths import fleet_database_env
 from routines.spec.snapkey import (
     CONFIG_FILE_NAME,
     Found,
@@ -76,11 +78,15 @@ class ListSnapshot:
         self._now_ns = time.time_ns()
         self.system = files(paths.system_dir, None)
         self.user = files(paths.routines_dir, CONFIG_FILE_NAME)
-        try:
-            folders = [os.fspath(paths.system_dir), os.fspath(paths.routines_dir)]
-            context: list[str] | None = [str(FORMAT), *code_context(), zone_data(), *folders]
-        except OSError:  # which code parses cannot be told: no cache
-            context = None
+        context: list[str] | None = None
+        # Nor on a fleet turned on by the environment alone, config.toml unchanged: its rows
+        # are its database's, never those kept on one machine (routines/spec/paths.py).
+        if not fleet_database_env():
+            try:
+                folders = [os.fspath(paths.system_dir), os.fspath(paths.routines_dir)]
+                context = [str(FORMAT), *code_context(), zone_data(), *folders]
+            except OSError:  # which code parses cannot be told: no cache
+                context = None
         self._inputs = None if context is None else self._read_inputs(context)
 
     def _read_inputs(self, context: list[str]) -> list[Any] | None:

@@ -283,8 +283,27 @@ def settled_until(registry: Registry, rows: Sequence[RoutineRow], now: datetime)
     }
     moments = [end for _, end in today_bounds(zones, now)]
     moments.extend(r.next_run for r in rows if r.next_run is not None)
+    # A `once` warns from its moment on, which its row shows as a next run only when it is on
+    # (routines.spec.loader `once_past`; tests/routines/test_rowsnap.py::
+    # test_the_kept_list_ends_when_a_once_routines_moment_passes).
+    moments.extend(m for e in registry.entries.values() if (m := _once_moment(e, now)))
     until = min(moments, default=None)
     return until if until is not None and until > now else None
+
+
+def _once_moment(entry: Any, now: datetime) -> datetime | None:
+    """A `once` routine's moment when it is after `now`, else None (a kept row's stand-in,
+    routines/query/rowsnap.py, is never a `once`: its parse depends on the clock)."""
+    r = entry.routine
+    if r is None or getattr(r.schedule, "form", None) != "once":
+        return None
+    from routines.schedule import ScheduleError, compile_schedule
+
+    try:
+        slot = compile_schedule(r.schedule, r.kind).next_after(now)
+    except ScheduleError:
+        return None
+    return None if slot is None else slot.instant
 
 
 def _needs_premium(r: Routine) -> bool:

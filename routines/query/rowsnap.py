@@ -226,15 +226,20 @@ class RowSnapshot:
         return Registry(_refuse_cycles(dict(sorted(entries.items())), {}))
 
     def read_a_secret(self) -> bool:
-        """Whether a file read in full holds a credential (`holds_a_secret`; a kept row's
-        never does): then nothing made from the files is written beside them, whole rows
-        neither (routines/query/listsnap.py)."""
+        """Whether a file read in full makes rows that may not be kept whole
+        (routines/query/listsnap.py; a kept row's file does neither): it holds a credential
+        (`holds_a_secret`: nothing made from the files is written beside them), or declares
+        paths held to the never-list (`checks_paths`), which the environment moves (a store's
+        variable, HOME) and the list's inputs do not hold
+        (tests/routines/test_rowsnap.py::test_a_kept_list_with_a_routines_paths_follows_the_never_list)."""
         if not self._read:
             return False
-        from routines.spec.loader import holds_a_secret
+        from routines.spec.loader import checks_paths, holds_a_secret
 
         return any(
-            e.routine is not None and holds_a_secret(e.routine) for e, _ in self._read.values()
+            e.routine is not None
+            and (holds_a_secret(e.routine) or checks_paths(e.routine.agent, e.routine.command))
+            for e, _ in self._read.values()
         )
 
     def known_fire(self, name: str, routine: Any, now: datetime) -> datetime | None:

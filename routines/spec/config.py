@@ -63,6 +63,7 @@ from routines.spec.checks import (
     string_list,
     table_value,
 )
+from routines.spec.paths import FLEET_DATABASE_ENV, fleet_database_env
 from routines.spec.providers import ProviderSettings, listener_users, parse_providers
 
 __all__ = [
@@ -159,8 +160,6 @@ _LEDGER_SCHEMA: dict[str, Check] = {
 
 
 # -- [fleet]: several machines, one PostgreSQL ledger (supervisor/fleet/member.py) ----------------
-
-FLEET_DATABASE_ENV = "VINOS_FLEET_DATABASE"
 
 
 @dataclass(frozen=True, slots=True)
@@ -420,7 +419,7 @@ def _with_key_files(
 def _fleet(r: Reader, table: dict[str, Any] | None) -> FleetSettings | None:
     """[fleet], or None for one machine. VINOS_FLEET_DATABASE gives (or overrides) the database
     and turns the fleet on by itself."""
-    env = os.environ.get(FLEET_DATABASE_ENV, "").strip()
+    env = fleet_database_env()
     if table is None and not env:
         return None
     table = table or {}

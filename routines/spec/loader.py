@@ -391,15 +391,19 @@ def _never_list(p: Paths) -> tuple[str, tuple[str, ...]]:
 
 def checks_paths(agent: AgentSpec | None, command: CommandSpec | None) -> bool:
     """Whether a routine's paths are held to the never-list: it declares a `home` (its own, an
-    action's, an MCP server's) or a `read:` tool."""
+    action's, an MCP server's) or a `read:` tool; or to the home and the broad containers the
+    environment moves, as a granted credential's path is (routines/spec/grants.py), so a parse
+    of it is kept only under the same `never_context`
+    (tests/routines/test_rowsnap.py::test_a_kept_list_with_a_credential_grant_follows_the_environment)."""
     if agent is not None:
-        if agent.home or agent.write or agent.read_patterns:
+        if agent.home or agent.write or agent.read_patterns or agent.credentials:
             return True
         if any(a.home for a in agent.actions):
             return True
-    elif command is not None and command.home:
+    elif command is not None and (command.home or command.credentials):
         return True
-    return bool(mcpkeys.server_homes(agent, command))
+    servers = agent.mcp if agent is not None else command.mcp_servers if command else ()
+    return bool(mcpkeys.server_homes(agent, command)) or any(s.credentials for s in servers)
 
 
 def never_context(p: Paths) -> tuple[str, ...]:

@@ -7,7 +7,24 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Paths", "paths", "runtime_base", "signature_path"]
+__all__ = [
+    "FLEET_DATABASE_ENV",
+    "Paths",
+    "fleet_database_env",
+    "paths",
+    "runtime_base",
+    "signature_path",
+]
+
+# A fleet's database; set, it turns the fleet on by itself (routines/spec/config.py `_fleet`).
+# Here rather than there: `list`'s kept rows ask it without loading config.toml's parser
+# (tests/routines/test_rowsnap.py::test_a_fleet_turned_on_by_its_variable_never_gets_the_kept_list).
+FLEET_DATABASE_ENV = "VINOS_FLEET_DATABASE"
+
+
+def fleet_database_env() -> str:
+    """VINOS_FLEET_DATABASE as set, stripped; "" when it is not."""
+    return os.environ.get(FLEET_DATABASE_ENV, "").strip()
 
 
 @dataclass(frozen=True, slots=True)

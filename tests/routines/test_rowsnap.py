@@ -390,3 +390,96 @@ def test_an_upgraded_time_zone_database_drops_the_kept_list(
     (zones / "tzdata.zi").unlink()
     (zones / "tzdata.zi").write_text("# version 2026b, Mars/Olympus moved\n")  # a new file
     assert desc("a") == "first"
+
+
+def test_a_fleet_turned_on_by_its_variable_never_gets_the_kept_list(
+    p: Paths, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """VINOS_FLEET_DATABASE turns the fleet on by itself (routines/spec/config.py `_fleet`),
+    config.toml unchanged: the next `list` is the fleet's (here: its database, which is not
+    there, is tried), never the one machine's rows kept before."""
+    from routines.ledger import LedgerUnavailable
+
+    write(p.routines_dir, "a", described("a"))
+    _ledger(p)
+    settle()
+    list_rows()
+    tamper_list(p, "a", "kept on one machine")
+    assert desc("a") == "kept on one machine"
+    monkeypatch.setenv("VINOS_FLEET_DATABASE", f"postgresql:///fleet?host={tmp_path}/none")
+    with pytest.raises(LedgerUnavailable):
+        list_rows()
+
+
+def test_a_kept_list_with_a_routines_paths_follows_the_never_list(
+    p: Paths, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A routine's declared `home` is held to the never-list, which the environment moves
+    (GNUPGHOME: that folder holds the keys) and config.toml does not say whole: once
+    it covers the folder, `list` shows the routine invalid, as the daemon sees it, never the
+    valid row kept before."""
+    home = tmp_path / "home"
+    (home / "proj").mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("GNUPGHOME", raising=False)
+    write(p.routines_dir, "a", described("a") + 'home = ["~/proj"]\n')
+    _ledger(p)
+    settle()
+    same_as_full(p)
+    assert next(r for r in list_rows() if r.name == "a").valid
+    monkeypatch.setenv("GNUPGHOME", str(home / "proj"))
+    settle()
+    [row] = list_rows()
+    assert not row.valid and "proj" in " ".join(row.errors), row
+    same_as_full(p)
+
+
+def test_the_kept_list_ends_when_a_once_routines_moment_passes(p: Paths) -> None:
+    """A `once` routine turned off shows no next run, yet from its moment on its file warns
+    that it will not run again (routines.spec.loader `once_past`, by the clock): a list kept
+    before that moment is not given after it."""
+    from datetime import timedelta
+
+    real = datetime.now(UTC)
+    zone = next(  # one where the moment below is still today: the day's end comes after it
+        z
+        for z in ("UTC", "Pacific/Kiritimati", "America/Los_Angeles", "Asia/Tokyo")
+        if (real + timedelta(hours=2)).astimezone(zoneinfo.ZoneInfo(z)).date()
+        == real.astimezone(zoneinfo.ZoneInfo(z)).date()
+    )
+    moment = (real + timedelta(hours=1)).astimezone(zoneinfo.ZoneInfo(zone))
+    text = COMMAND.replace(
+        'cron = "0 6 * * *"\ntimezone = "UTC"',
+        f'once = "{moment:%Y-%m-%d %H:%M}"\ntimezone = "{zone}"',
+    )
+    write(p.routines_dir, "a", text)
+    _ledger(p)
+    settle()
+    [row] = list_rows(real)
+    assert row.next_run is None and not row.warnings  # off, and its moment still ahead
+    tamper_list(p, "a", "kept")
+    assert list_rows(real + timedelta(minutes=30))[0].description == "kept"
+    assert list_rows(real + timedelta(minutes=61))[0].description == ""
+
+
+def test_a_kept_list_with_a_credential_grant_follows_the_environment(
+    p: Paths, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A granted credential path is held to the broad containers, which XDG_CONFIG_HOME moves,
+    and resolved through its links: once the grant names a whole config home, `list` shows
+    the routine invalid, as a fresh parse does, never the valid row kept before."""
+    home = tmp_path / "home"
+    (home / "cfg").mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
+    grant = '\n[[command.credentials]]\npath = "~/cfg"\nhosts = ["a.example"]\n'
+    write(p.routines_dir, "a", described("a") + grant)
+    _ledger(p)
+    settle()
+    same_as_full(p)
+    assert next(r for r in list_rows() if r.name == "a").valid
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / "cfg"))
+    settle()
+    [row] = list_rows()
+    assert not row.valid and "cfg" in " ".join(row.errors), row
+    same_as_full(p)

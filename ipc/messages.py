@@ -76,6 +76,9 @@ class EventKind(StrEnum):
     ESCALATED = "escalated"
     WARN = "warn"
     LOG = "log"  # a line of the run's own narration (e.g. "output written")
+    # worker → supervisor: a call has ended and what it wrote is being copied back; the
+    # backstop then waits once more, a bounded while (supervisor/engine/limits.py COPY_BACK_SEC)
+    COPY_BACK = "copy_back"
     STATUS = "status"  # supervisor → CLI: the run changed status (queued, running, …)
     ROWS = "rows"  # supervisor → CLI: a batch of the rows of `list` as columns, data["rows"]
 

@@ -106,6 +106,7 @@ def run_shell(
     proxy_prefix: Sequence[str] = (),
     on_argv: Callable[[list[str]], None] | None = None,
     stdin: bytes | None = None,
+    on_copy_back: Callable[[], None] | None = None,
 ) -> ShellResult:
     """Run `bash -c command` under bwrap with `policy`. Never raises for sandbox problems.
 
@@ -120,7 +121,9 @@ def run_shell(
 
     A refusal (root, NUL/newline in the command or a path, no bwrap, no libseccomp, no user
     namespaces) comes back as ShellResult(error=...) with nothing run. `on_argv` is called
-    with the argv just before it runs (VINOS_ROUTINE_DEBUG=1 shows it to the user).
+    with the argv just before it runs (VINOS_ROUTINE_DEBUG=1 shows it to the user);
+    `on_copy_back` once the sandbox is gone, before what it wrote is copied back, which takes
+    time in proportion to it, past the call's timeout.
     """
     if os.geteuid() == 0:
         return ShellResult(error=ROOT_REFUSAL)
@@ -143,6 +146,7 @@ def run_shell(
             proxy_prefix,
             on_argv,
             stdin,
+            on_copy_back,
         )
 
 
@@ -156,6 +160,7 @@ def _run(
     proxy_prefix: Sequence[str],
     on_argv: Callable[[list[str]], None] | None,
     stdin: bytes | None = None,
+    on_copy_back: Callable[[], None] | None = None,
 ) -> ShellResult:
     with contextlib.ExitStack() as closing, contextlib.ExitStack() as on_failure:
         try:
@@ -250,7 +255,8 @@ def _run(
     killed = joined.problem()
     if killed is not None and result.error is None:
         result = dataclasses.replace(result, error=killed)
-    return _after(_copied_back(_proxy_closed(result, proxy), overlays, quota), quota)
+    result = _copied_back(_proxy_closed(result, proxy), overlays, quota, on_copy_back)
+    return _after(result, quota)
 
 
 def _proxy_closed(result: ShellResult, proxy: ProxyProcess | None) -> ShellResult:
@@ -268,10 +274,18 @@ def joined_cgroup(policy: ShellPolicy) -> cgroup.Joined:
     return cgroup.join(policy.limits.run_memory_mb, policy.limits.processes)
 
 
-def _copied_back(result: ShellResult, overlays: Overlays | None, quota: QuotaWatch) -> ShellResult:
-    """The upper dirs copied into the real dirs when within the quota; else the quota error."""
+def _copied_back(
+    result: ShellResult,
+    overlays: Overlays | None,
+    quota: QuotaWatch,
+    on_copy_back: Callable[[], None] | None,
+) -> ShellResult:
+    """The upper dirs copied into the real dirs when within the quota; else the quota error.
+    `on_copy_back` is told first: the copy may outlast the call's timeout."""
     if overlays is None:
         return result
+    if on_copy_back is not None:
+        on_copy_back()
     # The sandbox is gone (run_shell's invariant): nothing writes the upper dirs now.
     problem = overlays.copy_back(quota.before, quota.max_mb)
     if overlays.refused:

@@ -61,6 +61,7 @@ def run_command(run: RunContext) -> Result:
         # What an event hands the run (an upstream's output, changed paths, a fire call's
         # input) is its stdin; nothing else is (test_daemon_triggers.py).
         stdin=run.job.event_text.encode() if run.job.event_text else None,
+        on_copy_back=run.announce_copy_back,
     )
     run.channel.event(
         EventKind.TOOL_RESULT,

@@ -153,6 +153,12 @@ class RunContext:
 
         return show
 
+    def announce_copy_back(self) -> None:
+        """Tell the supervisor a call's writes are being copied back: past the run's limit,
+        its backstop then waits once more, a bounded while, rather than ending the worker
+        mid-copy with the folders half changed (supervisor/engine/spawn.py)."""
+        self.channel.event(EventKind.COPY_BACK, "copying back what the call wrote")
+
     def given(self) -> list[tuple[str, str]]:
         """What this run was handed from outside the routine, (label, text) each: the event
         that started it, the gate's stdout. The prompt shows each as untrusted data."""

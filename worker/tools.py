@@ -108,6 +108,7 @@ class Toolbox:
             policy,
             timeout_sec=min(float(self.agent.shell_timeout_sec), remaining),
             on_argv=self.run.debug_argv(),
+            on_copy_back=self.run.announce_copy_back,
         )
         self.run.record_tool(TOOL_SHELL)
         body = json.dumps(result.to_json(), ensure_ascii=False)

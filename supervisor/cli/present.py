@@ -213,6 +213,7 @@ _EVENT_STYLE = {
     "warn": ("!", "yellow"),
     "status": ("•", "green"),
     "log": ("·", "dim"),
+    "copy_back": ("⇣", "dim"),
     "stderr": (" ", "dim"),
     "usage": ("$", "dim"),
     "start": ("▶", "green"),

@@ -11,6 +11,7 @@ from routines.runs import STRIKE_LIMIT, strike
 from routines.spec import OnExceed, Route, Routine
 
 __all__ = [
+    "COPY_BACK_SEC",
     "STRIKE_LIMIT",
     "BudgetVerdict",
     "RunAllowance",
@@ -28,6 +29,12 @@ __all__ = [
 # message is the one recorded, never a race against the kill
 # (tests/supervisor/test_reliability_timeout.py).
 REPORT_GRACE_SEC = 10.0
+# What the backstop adds, once, for a worker that said it is copying a call's writes back
+# (ipc EventKind.COPY_BACK) when its limit passes: a call that ended at its timeout is then
+# copied back whole rather than cut with its folders half changed. A bound, not an estimate:
+# the quota's 200,000 entries took ~21 s here, so ten times that and some
+# (tests/supervisor/test_spawn.py::test_a_worker_copying_back_at_its_limit_gets_one_bounded_wait).
+COPY_BACK_SEC = 300.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -40,6 +40,7 @@ from ipc import (
     read_message,
 )
 from supervisor.engine.forkserver import ForkedProcess, ForkServer, ForkUnavailable
+from supervisor.engine.limits import COPY_BACK_SEC
 from supervisor.engine.pkgroot import package_root
 from supervisor.engine.runcgroup import SANDBOX_ENV, RunCgroup
 from supervisor.engine.runlog import RunLog
@@ -277,6 +278,8 @@ class WorkerProcess:
         # stop itself (tests/supervisor/test_spawn.py::
         # test_a_renewal_during_the_start_goes_into_the_job_the_worker_gets).
         self._until = job.lease_until
+        # The worker said a call's writes are being copied back (EventKind.COPY_BACK).
+        self._copying_back = False
 
     @property
     def pid(self) -> int | None:
@@ -300,6 +303,8 @@ class WorkerProcess:
             pipe.write(encode(Lease(until)))
 
     def _emit(self, event: Event) -> None:
+        if event.kind is EventKind.COPY_BACK:
+            self._copying_back = True
         self.log.event(event)
         self.on_event(event)
 
@@ -429,6 +434,11 @@ class WorkerProcess:
         try:
             either = asyncio.wait({waiter, stopper}, return_when=asyncio.FIRST_COMPLETED)
             await self.within(either, self.timeout_sec)
+            if not waiter.done() and not stopper.done() and self._copying_back:
+                # Past the limit while copying back: once more, bounded, so its folders get
+                # the call's writes whole, not cut halfway (limits.COPY_BACK_SEC).
+                either = asyncio.wait({waiter, stopper}, return_when=asyncio.FIRST_COMPLETED)
+                await self.within(either, COPY_BACK_SEC)
             if not waiter.done():
                 if not stopper.done():
                     self.stop(StopReason.TIMEOUT)

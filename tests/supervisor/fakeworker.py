@@ -6,6 +6,8 @@ Modes:
   sprawl MARK  hello; start `sleep MARK1` in its own group and `sleep MARK2` in a new session
                (both descendants), ignore SIGTERM, and hang
   hang         hello, then sleep forever (SIGTERM ends it)
+  copyback     hello, a copy_back event, then hang
+  copyback-ok  hello, a copy_back event, then a result
   spend        hello, then a $0.01 usage every 10 ms, for ever
   tokens       hello, then a usage of 1,000 premium tokens every 10 ms, for ever
   local        hello, five usages of 10,000 local (Ollama) tokens, a result
@@ -106,6 +108,15 @@ def dump_job(told: str) -> None:
     ok(job)
 
 
+def hang(mode: str, job: Job) -> None:
+    """hang, copyback (says it copies a call's writes back, then hangs) or copyback-ok (says
+    so, then ends with its own report)."""
+    if mode != "hang":
+        send(Event(EventKind.COPY_BACK, "copying back what the call wrote"))
+    time.sleep(0.2 if mode == "copyback-ok" else 600)
+    ok(job)
+
+
 def main() -> None:
     mode, *rest = sys.argv[1:]
     reader = LineReader(sys.stdin.buffer)
@@ -130,8 +141,8 @@ def main() -> None:
         for _ in range(5):
             send(Usage(local_input=10_000, local_output=100, model="llama3.2"))
         send(Result(status=RunStatus.OK, summary="local only", route="ollama"))
-    elif mode == "hang":
-        time.sleep(600)
+    elif mode in ("hang", "copyback", "copyback-ok"):
+        hang(mode, job)
     elif mode in ("spend", "tokens"):
         while True:
             if mode == "spend":

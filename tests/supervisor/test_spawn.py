@@ -23,7 +23,7 @@ from routines.runs import Trigger
 from routines.spec.config import Config
 from routines.spec.paths import paths
 from routines.spec.registry import scan
-from supervisor.engine import spawn
+from supervisor.engine import limits, spawn
 from supervisor.engine.forkserver import ForkServer, ForkState
 from supervisor.engine.jobs import build_job
 from supervisor.engine.runlog import RunLog, read_log
@@ -173,14 +173,22 @@ class FakeGraces:
     out at once (the clock moves on by their length, the process goes on); the others wait
     for the real process (a SIGKILL cannot be ignored), bounded only against a hang."""
 
-    def __init__(self, *expire: int) -> None:
+    def __init__(self, *expire: int, first_after: Path | None = None) -> None:
         self.expire = set(expire)
         self.clock = 0.0
         self.calls: list[tuple[float, float]] = []  # (fake time of the call, its length)
+        # The first wait runs out only once this run log names a copy_back event.
+        self.first_after = first_after
 
     async def __call__(self, aw: Awaitable[object], seconds: float) -> bool:
         self.calls.append((self.clock, seconds))
         task = asyncio.ensure_future(aw)
+        if len(self.calls) == 1 and self.first_after is not None:
+            log = self.first_after
+            for _ in range(600):
+                if log.exists() and '"copy_back"' in log.read_text():
+                    break
+                await asyncio.sleep(0.05)
         if len(self.calls) - 1 in self.expire:
             self.clock += seconds
             return task.done()
@@ -212,6 +220,30 @@ def test_a_worker_past_its_timeout_is_ended(tmp_path: Path) -> None:
     assert (r.out.stopped, r.out.returncode, r.out.result) == (StopReason.TIMEOUT, -15, None)
     grace = spawn.KILL_GRACE_SEC
     assert graces.calls == [(0.0, 600), (600.0, grace), (600.0, grace)]
+
+
+def test_a_worker_copying_back_at_its_limit_gets_one_bounded_wait(tmp_path: Path) -> None:
+    """A worker that said it is copying a call's writes back when its limit passes is given
+    COPY_BACK_SEC more, once, not ended mid-copy with the folders half changed; one that
+    still has not ended then is ended as any other."""
+    graces = FakeGraces(0, 1, first_after=tmp_path / "run.jsonl")
+    r = run(tmp_path, "copyback", timeout=600, within=graces)
+    assert (r.out.stopped, r.out.returncode, r.out.result) == (StopReason.TIMEOUT, -15, None)
+    grace, extra = spawn.KILL_GRACE_SEC, limits.COPY_BACK_SEC
+    assert graces.calls == [
+        (0.0, 600),
+        (600.0, extra),
+        (600.0 + extra, grace),
+        (600.0 + extra, grace),
+    ]
+
+
+def test_a_copy_back_past_the_limit_ends_with_the_workers_own_report(tmp_path: Path) -> None:
+    graces = FakeGraces(0, first_after=tmp_path / "run.jsonl")
+    r = run(tmp_path, "copyback-ok", timeout=600, within=graces)
+    assert r.out.stopped is None and r.out.returncode == 0
+    assert r.out.result is not None and r.out.result.status == "ok"
+    assert graces.calls[:2] == [(0.0, 600), (600.0, limits.COPY_BACK_SEC)]
 
 
 def test_the_backstop_ends_a_worker_that_spends_past_its_allowance(tmp_path: Path) -> None:

@@ -68,6 +68,11 @@ def test_a_commands_writes_within_its_quota_land_in_the_workspace_when_it_ends(
     )
     r = run_worker(job, timeout=120)
     assert r.result.status == "ok", (r.result, r.stderr)
+    # The supervisor is told before the copy back, which may outlast timeout_sec: its
+    # backstop then waits for it, once (tests/supervisor/test_spawn.py).
+    kinds = r.kinds()
+    assert kinds.index("copy_back") > kinds.index("tool_call"), kinds
+    assert kinds.index("copy_back") < kinds.index("tool_result"), kinds
     assert (ws / "made.bin").stat().st_size == 3 * MiB
     assert (ws / "sub" / "new.txt").read_text() == "new\n"
     assert not (ws / "old.txt").exists()

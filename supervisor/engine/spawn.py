@@ -303,9 +303,12 @@ class WorkerProcess:
             pipe.write(encode(Lease(until)))
 
     def _emit(self, event: Event) -> None:
-        if event.kind is EventKind.COPY_BACK:
-            self._copying_back = True
         self.log.event(event)
+        if event.kind is EventKind.COPY_BACK:
+            # A signal to this backstop, kept in the run log (`logs` shows it), not a line of
+            # the run's narration streamed after every shell call.
+            self._copying_back = True
+            return
         self.on_event(event)
 
     def _over_budget(self, u: Usage) -> str | None:

@@ -244,6 +244,9 @@ def test_a_copy_back_past_the_limit_ends_with_the_workers_own_report(tmp_path: P
     assert r.out.stopped is None and r.out.returncode == 0
     assert r.out.result is not None and r.out.result.status == "ok"
     assert graces.calls[:2] == [(0.0, 600), (600.0, limits.COPY_BACK_SEC)]
+    # The backstop's signal is in the run log, not streamed as a line of the run.
+    assert "copy_back" in [entry.get("kind") for entry in r.log]
+    assert "copy_back" not in [e.kind for e in r.events]
 
 
 def test_the_backstop_ends_a_worker_that_spends_past_its_allowance(tmp_path: Path) -> None:

@@ -38,6 +38,7 @@ from routines.spec.snapkey import (
     files,
     racy,
     read_private,
+    version,
     write_private,
     zone_data,
 )
@@ -57,7 +58,7 @@ def _stat_key(path: str) -> list[int] | None:
         st = os.stat(path)
     except OSError:
         return None
-    return [st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino, st.st_dev]
+    return list(version(st))
 
 
 def _ledger_key(ledger: str) -> list[list[int] | None]:

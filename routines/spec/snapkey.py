@@ -24,6 +24,7 @@ __all__ = [
     "files",
     "open_private",
     "racy",
+    "version",
     "zone_data",
 ]
 
@@ -35,6 +36,12 @@ RACY_NS = 2_000_000_000
 
 # (mtime_ns, ctime_ns, size, inode, device, NAME.toml.sig is beside it)
 Key = tuple[int, int, int, int, int, bool]
+
+
+def version(st: os.stat_result) -> tuple[int, int, int, int, int]:
+    """What changes when a file is written, replaced or moved: the first five of a Key, and
+    the whole key of a file beside the routines (config.toml, the ledger's)."""
+    return (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino, st.st_dev)
 
 
 def racy(ctime_ns: int, now_ns: int) -> bool:
@@ -114,7 +121,7 @@ def files(directory: Path, config: str | None) -> dict[str, Found]:
             # Anything else is an entry, also a FIFO, a device or a link to /dev/zero: the
             # loader refuses it with a reason (nothing is read), and a routine that was loaded
             # keeps its last good version and says so, as after any other bad edit.
-            key = (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino, st.st_dev, False)
+            key = (*version(st), False)
             out[de.name[:-5]] = (de.path, (st.st_mtime_ns, st.st_size, st.st_ino), key)
     for name in signed.intersection(f"{n}.toml" for n in out):
         path, stamp, key = out[name[:-5]]
